@@ -1,0 +1,363 @@
+"""The controller's decisions as a sans-IO state machine.
+
+The shell (node/controller_shell.py) owns ZooKeeper and gRPC.  It feeds the
+core facts (a loaded snapshot, the live brokers after a watch fired, a tick
+with ``now_ms``) and gets back a :class:`Plan`: topic creations and
+partition-state writes to make in ZooKeeper, fenced by the controller epoch,
+plus events to log.  Once the writes have landed, ``commit(plan, versions)``
+applies them to the core's context and returns the per-broker requests
+(LeaderAndIsr, UpdateMetadata) to send.
+
+Every event handler only updates the context and then calls one idempotent
+function, :meth:`ControllerCore._reconcile`, which derives every needed
+write from the context: partitions with no state get an initial election,
+partitions whose leader is gone get an offline election, and dead replicas
+leave ISRs.  After a BADVERSION the shell re-reads the states and calls
+:meth:`reload_states`, and the same function decides again.
+"""
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping
+
+from controller import election
+from controller.assignment import assign_replicas
+from zk.codecs import BrokerRegistration, LeaderAndIsr, TopicAssignment
+
+TP = tuple[str, int]
+StateMap = dict[TP, tuple[LeaderAndIsr, int]]
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    broker_id: int
+    offsets_topic: str = "__consumer_offsets"
+    offsets_partitions: int = 50
+    offsets_replication_factor: int = 3
+    unclean_leader_election: bool = False
+    auto_leader_rebalance: bool = True
+    imbalance_check_interval_ms: int = 30_000
+    imbalance_percentage: int = 10
+    metadata_resend_interval_ms: int = 2_000
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """A partition-state write: create when ``zk_version`` is None, else set at that version."""
+
+    topic: str
+    partition: int
+    state: LeaderAndIsr
+    zk_version: int | None
+    reason: str
+    previous: LeaderAndIsr | None
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    topic: str
+    partition: int
+    state: LeaderAndIsr
+    zk_version: int
+    replicas: tuple[int, ...]
+    is_new: bool = False
+
+
+@dataclass(frozen=True)
+class LeaderAndIsrCmd:
+    partitions: tuple[PartitionView, ...]
+    live_leaders: tuple[BrokerRegistration, ...]
+
+
+@dataclass(frozen=True)
+class UpdateMetadataCmd:
+    partitions: tuple[PartitionView, ...]
+    live_brokers: tuple[BrokerRegistration, ...]
+
+
+Command = LeaderAndIsrCmd | UpdateMetadataCmd
+
+
+@dataclass
+class Plan:
+    topic_creates: list[TopicAssignment] = field(default_factory=list)
+    writes: list[StateChange] = field(default_factory=list)
+    events: list[tuple[str, dict]] = field(default_factory=list)
+    full_sync: set[int] = field(default_factory=set)   # brokers to send the full state to
+    metadata_to_all: bool = False                      # tell everyone about changed partitions/brokers
+    resend_metadata: bool = False                      # periodic full UpdateMetadata to all
+
+    @property
+    def has_writes(self) -> bool:
+        return bool(self.topic_creates or self.writes)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.has_writes or self.events or self.full_sync or self.metadata_to_all
+                    or self.resend_metadata)
+
+
+class ControllerCore:
+    def __init__(self, settings: ControllerSettings, rng: Callable[[int], int] | None = None):
+        self.settings = settings
+        self._rng = rng or (lambda n: 0)
+        self.active = False
+        self.epoch = 0
+        self.epoch_zk_version = -1
+        self.live: dict[int, BrokerRegistration] = {}
+        self.shutting_down: set[int] = set()
+        self.topics: dict[str, TopicAssignment] = {}
+        self.states: StateMap = {}
+        self._next_imbalance_ms = 0
+        self._next_resend_ms = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def on_failover(self, epoch: int, epoch_zk_version: int, brokers: Mapping[int, BrokerRegistration],
+                    topics: Mapping[str, TopicAssignment], states: StateMap, now_ms: int) -> Plan:
+        """This broker won the election: load the context and decide (Kafka's onControllerFailover)."""
+        self.active = True
+        self.epoch, self.epoch_zk_version = epoch, epoch_zk_version
+        self.live = dict(brokers)
+        self.topics = dict(topics)
+        self.states = dict(states)
+        self.shutting_down.clear()
+        plan = Plan(full_sync=set(self.live), metadata_to_all=True)
+        plan.events.append(("controller_context_loaded", {
+            "epoch": epoch, "live_brokers": sorted(self.live), "topics": len(self.topics),
+            "partitions": sum(len(a.partitions) for a in self.topics.values())}))
+        self._reconcile(plan)
+        self._maybe_create_offsets_topic(plan)
+        self._next_imbalance_ms = now_ms + max(5_000, self.settings.imbalance_check_interval_ms)
+        self._next_resend_ms = now_ms + self.settings.metadata_resend_interval_ms
+        return plan
+
+    def on_resign(self) -> None:
+        self.active = False
+        self.live.clear()
+        self.topics.clear()
+        self.states.clear()
+        self.shutting_down.clear()
+
+    # ------------------------------------------------------------------ events
+
+    def on_broker_change(self, brokers: Mapping[int, BrokerRegistration]) -> Plan:
+        """/brokers/ids changed: tell new, dead and bounced brokers apart (processBrokerChange)."""
+        plan = Plan()
+        if not self.active:
+            return plan
+        known = self.live
+        new = sorted(set(brokers) - set(known))
+        dead = sorted(set(known) - set(brokers))
+        bounced = sorted(b for b in set(brokers) & set(known) if brokers[b].epoch > known[b].epoch)
+        if not (new or dead or bounced):
+            return plan
+        plan.events.append(("broker_change", {
+            "new": new, "dead": dead, "bounced": bounced,
+            "epochs": {str(b): brokers[b].epoch for b in new + bounced}}))
+        self.live = dict(brokers)
+        self.shutting_down -= set(dead) | set(bounced)
+        plan.full_sync = set(new) | set(bounced)
+        plan.metadata_to_all = True
+        # A bounced broker is handled as a failure then a start-up: it lost its
+        # replica state, so it leaves leaderships and ISRs first.
+        self._reconcile(plan, excluded=set(bounced))
+        self._maybe_create_offsets_topic(plan)
+        return plan
+
+    def on_topics_change(self, topics: Mapping[str, TopicAssignment]) -> Plan:
+        """/brokers/topics changed: new topics' partitions get their first leaders."""
+        plan = Plan()
+        if not self.active:
+            return plan
+        added = sorted(set(topics) - set(self.topics))
+        for t in added:
+            self.topics[t] = topics[t]
+        if added:
+            plan.events.append(("topics_added", {"topics": added}))
+            self._reconcile(plan)
+        return plan
+
+    def reload_states(self, states: StateMap) -> Plan:
+        """After a BADVERSION: take the re-read states and decide again."""
+        self.states.update(states)
+        plan = Plan(metadata_to_all=True)
+        self._reconcile(plan)
+        return plan
+
+    def elect_preferred(self, tps: Iterable[TP] | None = None, reason: str = "preferred") -> Plan:
+        plan = Plan()
+        if not self.active:
+            return plan
+        targets = list(tps) if tps is not None else sorted(self.states)
+        live = self._live_ids()
+        for tp in targets:
+            cur = self.states.get(tp)
+            replicas = self._replicas(tp)
+            if cur is None or not replicas:
+                continue
+            state, ver = cur
+            new = election.preferred(state, replicas, live, self.epoch)
+            if new is not None:
+                self._write(plan, tp, new, ver, reason, state)
+        return plan
+
+    def on_tick(self, now_ms: int) -> Plan:
+        """Timers: the automatic preferred-leader check and the metadata resend."""
+        plan = Plan()
+        if not self.active:
+            return plan
+        if self.settings.auto_leader_rebalance and now_ms >= self._next_imbalance_ms:
+            self._next_imbalance_ms = now_ms + self.settings.imbalance_check_interval_ms
+            imbalanced = self.imbalanced_partitions()
+            if imbalanced:
+                plan = self.elect_preferred(imbalanced, reason="auto_rebalance")
+        if self.settings.metadata_resend_interval_ms > 0 and now_ms >= self._next_resend_ms:
+            self._next_resend_ms = now_ms + self.settings.metadata_resend_interval_ms
+            plan.resend_metadata = True
+        return plan
+
+    def imbalanced_partitions(self) -> list[TP]:
+        """Kafka's checkAndTriggerAutoLeaderRebalance: per preferred broker, above the threshold."""
+        by_pref: dict[int, list[TP]] = {}
+        for tp in sorted(self.states):
+            replicas = self._replicas(tp)
+            if replicas:
+                by_pref.setdefault(replicas[0], []).append(tp)
+        live = self._live_ids()
+        out: list[TP] = []
+        for broker, tps in by_pref.items():
+            if broker not in live:
+                continue
+            not_led = [tp for tp in tps if self.states[tp][0].leader != broker]
+            if len(not_led) * 100 > self.settings.imbalance_percentage * len(tps):
+                out.extend(not_led)
+        return out
+
+    # ------------------------------------------------------------------ commit
+
+    def commit(self, plan: Plan, versions: Mapping[TP, int]) -> dict[int, list[Command]]:
+        """The plan's writes landed with these zkVersions: apply them and return the requests."""
+        for a in plan.topic_creates:
+            self.topics[a.topic] = a
+        changed: list[TP] = []
+        new_tps: set[TP] = set()
+        for w in plan.writes:
+            tp = (w.topic, w.partition)
+            self.states[tp] = (w.state, versions[tp])
+            changed.append(tp)
+            if w.zk_version is None:
+                new_tps.add(tp)
+        live_regs = tuple(self.live[b] for b in sorted(self.live))
+        requests: dict[int, list[Command]] = {}
+        changed_views = [self._view(tp, tp in new_tps) for tp in changed]
+        all_views = [self._view(tp) for tp in sorted(self.states)]
+        leaders = tuple(self.live[b] for b in sorted({v.state.leader for v in changed_views} & set(self.live)))
+        for b in sorted(self.live):
+            cmds: list[Command] = []
+            if b in plan.full_sync:
+                mine = tuple(v for v in all_views if b in v.replicas)
+                if mine:
+                    all_leaders = tuple(self.live[x] for x in sorted({v.state.leader for v in mine} & set(self.live)))
+                    cmds.append(LeaderAndIsrCmd(mine, all_leaders))
+                cmds.append(UpdateMetadataCmd(tuple(all_views), live_regs))
+            else:
+                mine = tuple(v for v in changed_views if b in v.replicas)
+                if mine:
+                    cmds.append(LeaderAndIsrCmd(mine, leaders))
+                if plan.resend_metadata:
+                    cmds.append(UpdateMetadataCmd(tuple(all_views), live_regs))
+                elif changed_views or plan.metadata_to_all:
+                    cmds.append(UpdateMetadataCmd(tuple(changed_views), live_regs))
+            if cmds:
+                requests[b] = cmds
+        return requests
+
+    # ------------------------------------------------------------------ decisions
+
+    def _live_ids(self, excluded: set[int] = frozenset()) -> set[int]:  # type: ignore[assignment]
+        return set(self.live) - self.shutting_down - excluded
+
+    def _replicas(self, tp: TP) -> tuple[int, ...]:
+        a = self.topics.get(tp[0])
+        return a.partitions.get(tp[1], ()) if a else ()
+
+    def _unclean(self, topic: str) -> bool:
+        a = self.topics.get(topic)
+        value = a.config.get("unclean.leader.election.enable") if a else None
+        return self.settings.unclean_leader_election if value is None else bool(value)
+
+    def _view(self, tp: TP, is_new: bool = False) -> PartitionView:
+        state, ver = self.states[tp]
+        return PartitionView(tp[0], tp[1], state, ver, self._replicas(tp), is_new)
+
+    def _write(self, plan: Plan, tp: TP, new: LeaderAndIsr, ver: int | None, reason: str,
+               previous: LeaderAndIsr | None) -> None:
+        plan.writes.append(StateChange(tp[0], tp[1], new, ver, reason, previous))
+
+    def _reconcile(self, plan: Plan, excluded: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+        live = self._live_ids(excluded)
+        pending = {(w.topic, w.partition) for w in plan.writes}
+        for topic in sorted(self.topics):
+            for p, replicas in sorted(self.topics[topic].partitions.items()):
+                tp = (topic, p)
+                if tp in pending:
+                    continue
+                cur = self.states.get(tp)
+                if cur is None:
+                    new = election.initial(replicas, live, self.epoch)
+                    if new is None:
+                        plan.events.append(("partition_offline", {
+                            "topic": topic, "partition": p, "reason": "no live replica for a new partition"}))
+                    else:
+                        self._write(plan, tp, new, None, "new_partition", None)
+                    continue
+                state, ver = cur
+                if state.controller_epoch > self.epoch:
+                    plan.events.append(("election_aborted", {
+                        "topic": topic, "partition": p, "state_controller_epoch": state.controller_epoch}))
+                    continue
+                gone = set(replicas) - live
+                if state.leader == -1 or state.leader not in live:
+                    new, unclean = election.offline(state, replicas, live, self.epoch, self._unclean(topic))
+                    if new is not None:
+                        reason = "unclean_election" if unclean else "offline_election"
+                        self._write(plan, tp, new, ver, reason, state)
+                        if unclean:
+                            plan.events.append(("unclean_leader_election", {
+                                "topic": topic, "partition": p, "leader": new.leader,
+                                "previous_isr": list(state.isr), "leader_epoch": new.leader_epoch}))
+                        continue
+                    new = election.remove_from_isr(state, gone, self.epoch)
+                    if new is not None:
+                        self._write(plan, tp, new, ver, "offline_no_isr_alive", state)
+                    if state.leader != -1:
+                        plan.events.append(("partition_offline", {
+                            "topic": topic, "partition": p, "reason": "no live replica in the ISR",
+                            "isr": list((new or state).isr)}))
+                    continue
+                new = election.remove_from_isr(state, gone, self.epoch)
+                if new is not None:
+                    self._write(plan, tp, new, ver, "isr_shrink_dead_replica", state)
+
+    def _maybe_create_offsets_topic(self, plan: Plan) -> None:
+        s = self.settings
+        live = sorted(self._live_ids())
+        if s.offsets_topic in self.topics or any(a.topic == s.offsets_topic for a in plan.topic_creates):
+            return
+        if len(live) < s.offsets_replication_factor:
+            return
+        n = len(live)
+        assignment = assign_replicas(s.offsets_partitions, s.offsets_replication_factor, live,
+                                     start_index=self._rng(n), shift=self._rng(n))
+        topic_id = base64.urlsafe_b64encode(bytes(self._rng(256) for _ in range(16))).rstrip(b"=").decode()
+        topic = TopicAssignment(s.offsets_topic, assignment, topic_id=topic_id,
+                                config={"cleanup.policy": "compact"})
+        plan.topic_creates.append(topic)
+        plan.events.append(("topic_created", {"topic": s.offsets_topic, "partitions": s.offsets_partitions,
+                                              "replication_factor": s.offsets_replication_factor}))
+        for p, replicas in sorted(assignment.items()):
+            new = election.initial(replicas, set(live), self.epoch)
+            if new is not None:
+                self._write(plan, (s.offsets_topic, p), new, None, "new_partition", None)

@@ -1,0 +1,1 @@
+"""kafkasim broker-node process: configuration, CLI and runtime."""

@@ -1,0 +1,5 @@
+import sys
+
+from node.broker import main
+
+sys.exit(main())

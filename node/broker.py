@@ -1,0 +1,151 @@
+"""A broker process: ZooKeeper registration, the gRPC server, and the controller elector.
+
+    kafkasim broker --id N [--config cluster.yaml] [--zookeeper CONNECT]
+    python -m node --id N ...
+
+SIGTERM (or SIGINT) stops it cleanly: it resigns as controller, closes its
+ZooKeeper session so that its ephemeral znodes go at once, and exits 0.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+
+from controller.core import ControllerSettings
+from node.broker_state import BrokerState
+from node.config import ClusterConfig, ConfigError, load_config
+from node.controller_shell import ControllerShell
+from node.events import EventLog
+from node.servicer import BrokerServicer
+from proto import kafkasim_pb2_grpc as pbg
+from zk.client import ZkClient
+from zk.codecs import BrokerRegistration
+
+log = logging.getLogger("kafkasim.broker")
+
+STATE_FILE = "cluster.json"
+
+
+def controller_settings(cfg: ClusterConfig, broker_id: int) -> ControllerSettings:
+    g = cfg.get
+    return ControllerSettings(
+        broker_id=broker_id,
+        offsets_partitions=g("offsets.topic.num.partitions"),
+        offsets_replication_factor=g("offsets.topic.replication.factor"),
+        unclean_leader_election=g("unclean.leader.election.enable"),
+        auto_leader_rebalance=g("auto.leader.rebalance.enable"),
+        imbalance_check_interval_ms=g("leader.imbalance.check.interval.seconds") * 1000,
+        imbalance_percentage=g("leader.imbalance.per.broker.percentage"),
+        metadata_resend_interval_ms=g("kafkasim.controller.metadata.resend.interval.ms"),
+    )
+
+
+def resolve_zookeeper(cfg: ClusterConfig, override: str | None) -> str:
+    """The connect string: --zookeeper, else cluster.yaml's, else the embedded one from the run dir."""
+    if override:
+        return override
+    if cfg.zookeeper_connect:
+        return cfg.zookeeper_connect
+    state = cfg.run_dir / STATE_FILE
+    try:
+        return json.loads(state.read_text())["zookeeper"]["connect"]
+    except (OSError, ValueError, KeyError):
+        raise ConfigError(f"{cfg.source}: zookeeper.connect is not set and no embedded ZooKeeper is running "
+                          f"({state} not found): start one with `kafkasim cluster up`, or pass --zookeeper") from None
+
+
+class Broker:
+    def __init__(self, cfg: ClusterConfig, broker_id: int, zk_connect: str):
+        self.cfg = cfg
+        self.spec = cfg.broker(broker_id)
+        self.broker_id = broker_id
+        self.events = EventLog(cfg.run_dir / "events" / f"broker-{broker_id}.jsonl", broker_id)
+        self.state = BrokerState(broker_id)
+        self.zk = ZkClient(zk_connect, cfg.session_timeout_ms, cfg.connection_timeout_ms)
+        self.controller = ControllerShell(
+            broker_id, self.zk, controller_settings(cfg, broker_id), self.events,
+            socket_timeout_s=cfg.get("controller.socket.timeout.ms") / 1000.0,
+            register_broker=self._register)
+        self.zk.add_state_listener(self.controller.on_session_state)
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="grpc"))
+        pbg.add_BrokerServicer_to_server(BrokerServicer(self.state, self.events, self.controller), self.server)
+        self.stopping = threading.Event()
+
+    def start(self) -> None:
+        address = f"{self.spec.host}:{self.spec.port}"
+        if self.server.add_insecure_port(address) == 0:
+            raise OSError(f"broker {self.broker_id}: cannot listen on {address}")
+        self.server.start()
+        self.events.emit("broker_starting", host=self.spec.host, port=self.spec.port, pid=os.getpid())
+        self.zk.start()
+        self.zk.ensure_persistent_paths()
+        self._register()
+        self.controller.start()
+
+    def _register(self) -> None:
+        reg = BrokerRegistration(self.broker_id, self.spec.host, self.spec.port, int(time.time() * 1000),
+                                 self.spec.rack)
+        wait_s = 2 * self.cfg.session_timeout_ms / 1000.0 + 5
+        for attempt in range(50):
+            try:
+                epoch = self.zk.register_broker(reg, wait_s)
+                break
+            except (ConnectionLoss, SessionExpiredError):
+                if self.stopping.wait(0.1):
+                    return
+        else:
+            raise RuntimeError(f"broker {self.broker_id}: could not register in ZooKeeper")
+        self.state.broker_epoch = epoch
+        self.events.emit("broker_registered", broker_epoch=epoch, session_id=f"0x{self.zk.session_id:x}")
+
+    def stop(self) -> None:
+        self.events.emit("broker_stopping", controller=self.controller.is_active)
+        self.controller.shutdown()
+        try:
+            self.zk.stop()  # closes the session: /brokers/ids/<id> (and /controller) go now
+        except Exception:
+            log.exception("closing the ZooKeeper session failed")
+        self.events.emit("broker_stopped")
+        self.server.stop(grace=0.5).wait(2)
+        self.events.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="kafkasim broker", description="Run one broker in the foreground.")
+    ap.add_argument("--id", type=int, required=True, help="broker.id, as listed in cluster.yaml")
+    ap.add_argument("--config", default="cluster.yaml", help="cluster definition (default: cluster.yaml)")
+    ap.add_argument("--zookeeper", default=None, help="ZooKeeper connect string, overriding cluster.yaml")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=os.environ.get("KAFKASIM_LOG", "WARNING"),
+                        format=f"%(asctime)s broker-{args.id} %(name)s %(levelname)s %(message)s")
+    try:
+        cfg = load_config(args.config)
+        cfg.broker(args.id)
+        connect = resolve_zookeeper(cfg, args.zookeeper)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    broker = Broker(cfg, args.id, connect)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    broker.start()
+    stop.wait()
+    broker.stopping.set()
+    broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

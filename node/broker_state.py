@@ -1,0 +1,149 @@
+"""A broker's view of the cluster, fed by controller requests (sans-IO).
+
+Implements Kafka's broker-side fencing of controller requests:
+- a request whose broker epoch (not -1) is below ours -> STALE_BROKER_EPOCH;
+- a controller epoch below the latest one seen -> STALE_CONTROLLER_EPOCH
+  (an equal epoch is accepted);
+- LeaderAndIsr applies a partition only when its state is newer: a higher
+  leader epoch, or the same leader epoch with a higher zkVersion (an ISR-only
+  change, which keeps the leader epoch here); otherwise that partition gets
+  STALE_CONTROLLER_EPOCH, and a broker outside the replicas gets
+  UNKNOWN_TOPIC_OR_PARTITION;
+- StopReplica with a leader epoch at or below ours -> FENCED_LEADER_EPOCH,
+  where -1 and -2 bypass the check.
+
+Every method returns what to answer plus the events to log; nothing here
+does I/O.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from node import errors
+
+TP = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    zk_version: int
+    controller_epoch: int
+
+
+@dataclass(frozen=True)
+class Header:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+
+
+@dataclass
+class Outcome:
+    error: int = errors.NONE
+    partition_errors: dict[TP, int] = field(default_factory=dict)
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    became_leader: list[PartitionInfo] = field(default_factory=list)
+    became_follower: list[PartitionInfo] = field(default_factory=list)
+    stopped: list[TP] = field(default_factory=list)
+
+
+class BrokerState:
+    def __init__(self, broker_id: int):
+        self.broker_id = broker_id
+        self.broker_epoch = -1
+        self.controller_epoch = 0       # the latest epoch accepted
+        self.controller_id = -1
+        self.partitions: dict[TP, PartitionInfo] = {}   # replicas hosted here (LeaderAndIsr)
+        self.metadata: dict[TP, PartitionInfo] = {}     # cluster-wide cache (UpdateMetadata)
+        self.live_brokers: dict[int, tuple[str, int, int]] = {}  # id -> (host, port, epoch)
+
+    # ------------------------------------------------------------------ fencing
+
+    def _fence(self, request: str, h: Header, out: Outcome) -> bool:
+        if h.broker_epoch != -1 and h.broker_epoch < self.broker_epoch:
+            out.error = errors.STALE_BROKER_EPOCH
+        elif h.controller_epoch < self.controller_epoch:
+            out.error = errors.STALE_CONTROLLER_EPOCH
+        else:
+            self.controller_epoch = h.controller_epoch
+            self.controller_id = h.controller_id
+            return True
+        out.events.append(("request_rejected", {
+            "request": request, "error": errors.name(out.error), "error_code": out.error,
+            "controller_id": h.controller_id, "request_controller_epoch": h.controller_epoch,
+            "latest_controller_epoch": self.controller_epoch,
+            "request_broker_epoch": h.broker_epoch, "broker_epoch": self.broker_epoch}))
+        return False
+
+    # ------------------------------------------------------------------ requests
+
+    def leader_and_isr(self, h: Header, parts: Iterable[PartitionInfo]) -> Outcome:
+        out = Outcome()
+        if not self._fence("LeaderAndIsr", h, out):
+            return out
+        stale = 0
+        for p in parts:
+            tp = (p.topic, p.partition)
+            if self.broker_id not in p.replicas:
+                out.partition_errors[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            cur = self.partitions.get(tp)
+            if cur is not None and (p.leader_epoch, p.zk_version) <= (cur.leader_epoch, cur.zk_version):
+                out.partition_errors[tp] = errors.STALE_CONTROLLER_EPOCH
+                stale += 1
+                continue
+            self.partitions[tp] = p
+            self.metadata[tp] = p
+            out.partition_errors[tp] = errors.NONE
+            was_leader = cur is not None and cur.leader == self.broker_id
+            if p.leader == self.broker_id:
+                out.became_leader.append(p)
+                if not was_leader or cur is None or cur.leader_epoch != p.leader_epoch:
+                    out.events.append(("became_leader", _fields(p)))
+                else:
+                    out.events.append(("isr_updated", _fields(p)))
+            else:
+                out.became_follower.append(p)
+                if cur is None or cur.leader != p.leader or cur.leader_epoch != p.leader_epoch:
+                    out.events.append(("became_follower", _fields(p)))
+        if stale:
+            out.events.append(("leader_and_isr_unchanged", {"partitions": stale,
+                                                            "controller_epoch": h.controller_epoch}))
+        return out
+
+    def update_metadata(self, h: Header, parts: Iterable[PartitionInfo],
+                        live: Iterable[tuple[int, str, int, int]]) -> Outcome:
+        out = Outcome()
+        if not self._fence("UpdateMetadata", h, out):
+            return out
+        for p in parts:
+            self.metadata[(p.topic, p.partition)] = p
+        self.live_brokers = {b: (host, port, epoch) for b, host, port, epoch in live}
+        return out
+
+    def stop_replica(self, h: Header, tps: Iterable[TP], leader_epoch: int, delete: bool) -> Outcome:
+        out = Outcome()
+        if not self._fence("StopReplica", h, out):
+            return out
+        for tp in tps:
+            cur = self.partitions.get(tp)
+            if cur is not None and leader_epoch not in (-1, -2) and leader_epoch <= cur.leader_epoch:
+                out.partition_errors[tp] = errors.FENCED_LEADER_EPOCH
+                continue
+            self.partitions.pop(tp, None)
+            out.stopped.append(tp)
+            out.partition_errors[tp] = errors.NONE
+            out.events.append(("replica_stopped", {"topic": tp[0], "partition": tp[1], "delete": delete}))
+        return out
+
+
+def _fields(p: PartitionInfo) -> dict[str, Any]:
+    return {"topic": p.topic, "partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
+            "isr": list(p.isr), "zk_version": p.zk_version, "controller_epoch": p.controller_epoch}

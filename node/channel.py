@@ -1,0 +1,72 @@
+"""Controller-to-broker request channels (Kafka's ControllerChannelManager).
+
+One sender thread per broker keeps requests in order and retries a request
+whose broker is unreachable until it is delivered or the channel is
+closed (the broker died or this controller resigned).
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Any, Callable
+
+import grpc
+
+from proto import kafkasim_pb2 as pb
+from proto import kafkasim_pb2_grpc as pbg
+
+log = logging.getLogger(__name__)
+
+RETRY_BACKOFF_S = 0.05
+
+
+class BrokerChannel:
+    def __init__(self, broker_id: int, target: str, timeout_s: float,
+                 on_response: Callable[[int, str, Any, Any], None]):
+        self.broker_id = broker_id
+        self.target = target
+        self.timeout_s = timeout_s
+        self._on_response = on_response
+        self._queue: "queue.Queue[Any]" = queue.Queue()
+        self._closed = threading.Event()
+        self._channel = grpc.insecure_channel(target)
+        self._stub = pbg.BrokerStub(self._channel)
+        self._thread = threading.Thread(target=self._run, name=f"controller-send-{broker_id}", daemon=True)
+        self._thread.start()
+
+    def send(self, request: Any) -> None:
+        self._queue.put(request)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._queue.put(None)
+
+    def _run(self) -> None:
+        try:
+            while not self._closed.is_set():
+                request = self._queue.get()
+                if request is None:
+                    break
+                self._deliver(request)
+        finally:
+            self._channel.close()
+
+    def _deliver(self, request: Any) -> None:
+        if isinstance(request, pb.LeaderAndIsrRequest):
+            kind, call = "LeaderAndIsr", self._stub.LeaderAndIsr
+        elif isinstance(request, pb.UpdateMetadataRequest):
+            kind, call = "UpdateMetadata", self._stub.UpdateMetadata
+        else:
+            kind, call = "StopReplica", self._stub.StopReplica
+        while not self._closed.is_set():
+            try:
+                response = call(request, timeout=self.timeout_s)
+            except grpc.RpcError as e:
+                if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    self._closed.wait(RETRY_BACKOFF_S)
+                    continue
+                log.warning("%s to broker %d failed: %s", kind, self.broker_id, e)
+                return
+            self._on_response(self.broker_id, kind, request, response)
+            return

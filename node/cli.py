@@ -1,0 +1,316 @@
+"""The ``kafkasim`` command, in Kafka's vocabulary.
+
+    kafkasim cluster up|down|status      kafkasim broker --id N (foreground)
+    kafkasim broker kill|term|pause|resume|start ID
+    kafkasim controller                  kafkasim zk ls|get PATH
+    kafkasim topics --describe           kafkasim leader-election --preferred
+    kafkasim broker-health --host H --port P
+    kafkasim demo                        (the README's main job)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from node.config import ConfigError, load_config
+
+BROKER_ACTIONS = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "pause": signal.SIGSTOP,
+                  "resume": signal.SIGCONT, "start": None}
+
+
+def _cluster(args: argparse.Namespace):
+    from node.cluster import Cluster
+
+    cfg = load_config(args.config)
+    path = Path(args.config)
+    if getattr(args, "brokers", None):
+        cfg = cfg.with_settings({"offsets.topic.replication.factor":
+                                 min(cfg.get("offsets.topic.replication.factor"), args.brokers)})
+        cfg = cfg.with_brokers(args.brokers)
+        cfg.run_dir.mkdir(parents=True, exist_ok=True)
+        path = cfg.run_dir / "cluster.effective.yaml"
+        path.write_text(cfg.to_yaml())
+    else:
+        # a previous `cluster up --brokers N` wrote the effective config; keep using it
+        from node.broker import STATE_FILE
+        try:
+            recorded = Path(json.loads((cfg.run_dir / STATE_FILE).read_text())["config"])
+            if recorded.exists():
+                cfg, path = load_config(recorded), recorded
+        except (OSError, ValueError, KeyError):
+            pass
+    return Cluster(cfg, path)
+
+
+def print_view(view, processes: dict[int, dict[str, Any]] | None = None, out=sys.stdout) -> None:
+    print(f"Controller: broker {view.controller_id}  epoch {view.controller_epoch}", file=out)
+    ids = sorted(set(view.brokers) | set(processes or {}))
+    for b in ids:
+        info = view.brokers.get(b)
+        proc = (processes or {}).get(b, {})
+        state = "registered" if info else "not registered"
+        epoch = f"epoch {info['epoch']}" if info else ""
+        pid = f"pid {proc.get('pid')} {proc.get('state')}" if proc else ""
+        where = f"{info['host']}:{info['port']}" if info else ""
+        print(f"Broker {b}: {state:<15} {where:<22} {epoch:<14} {pid}", file=out)
+    describe_topics(view, None, out)
+
+
+def describe_topics(view, topic: str | None, out=sys.stdout) -> None:
+    for t, info in sorted(view.topics.items()):
+        if topic and t != topic:
+            continue
+        parts = info["partitions"]
+        rf = len(next(iter(parts.values()))["replicas"]) if parts else 0
+        cfgs = ",".join(f"{k}={v}" for k, v in sorted(info["config"].items()))
+        print(f"Topic: {t}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: {cfgs}", file=out)
+        for p, s in sorted(parts.items()):
+            print(f"\tTopic: {t}\tPartition: {p}\tLeader: {s['leader'] if s['leader'] >= 0 else 'none'}"
+                  f"\tLeaderEpoch: {s['leader_epoch']}\tReplicas: {','.join(map(str, s['replicas']))}"
+                  f"\tIsr: {','.join(map(str, s['isr']))}", file=out)
+
+
+# ---------------------------------------------------------------------- commands
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    cluster = _cluster(args)
+    try:
+        if args.action == "up":
+            view = cluster.up(timeout=args.timeout)
+            print(f"cluster up: ZooKeeper {cluster.connect}; run dir {cluster.run_dir}")
+            c = view.controller_id
+            print(f"controller: broker {c}, epoch {view.controller_epoch}; "
+                  f"{len(view.brokers)} brokers; "
+                  f"{sum(len(t['partitions']) for t in view.topics.values())} partitions with a leader")
+            return 0
+        if args.action == "down":
+            cluster.down()
+            print("cluster down")
+            return 0
+        view = cluster.view()
+        procs = cluster.processes()
+        if args.json:
+            doc = view.to_json()
+            for b in doc["brokers"]:
+                b.update(alive=True, process=procs.get(b["id"]))
+            registered = {b["id"] for b in doc["brokers"]}
+            for b, p in procs.items():
+                if b not in registered:
+                    doc["brokers"].append({"id": b, "alive": False, "process": p})
+            doc["brokers"].sort(key=lambda b: b["id"])
+            json.dump(doc, sys.stdout, indent=2)
+            print()
+        else:
+            print_view(view, procs)
+        return 0
+    finally:
+        cluster.close()
+
+
+def cmd_broker_action(action: str, broker_id: int, config: str) -> int:
+    ns = argparse.Namespace(config=config, brokers=None)
+    cluster = _cluster(ns)
+    try:
+        if action == "start":
+            pid = cluster.start_broker(broker_id)
+            print(f"broker {broker_id} started (pid {pid})")
+        else:
+            pid = cluster.signal_broker(broker_id, BROKER_ACTIONS[action])
+            print(f"broker {broker_id} (pid {pid}): sent {BROKER_ACTIONS[action].name}")
+        return 0
+    finally:
+        cluster.close()
+
+
+def cmd_controller(args: argparse.Namespace) -> int:
+    cluster = _cluster(args)
+    try:
+        view = cluster.view()
+        if args.json:
+            print(json.dumps({"broker_id": view.controller_id, "epoch": view.controller_epoch}))
+        elif view.controller_id is None:
+            print(f"no active controller (last epoch {view.controller_epoch})")
+        else:
+            print(f"controller: broker {view.controller_id}, epoch {view.controller_epoch}")
+        return 0
+    finally:
+        cluster.close()
+
+
+def cmd_zk(args: argparse.Namespace) -> int:
+    from kazoo.exceptions import NoNodeError
+
+    cluster = _cluster(args)
+    try:
+        zk = cluster.zk()
+        try:
+            if args.action == "ls":
+                print("[" + ", ".join(sorted(zk.get_children(args.path))) + "]")
+            else:
+                data, stat = zk.get(args.path)
+                print(data.decode(errors="replace") if data else "")
+                for f in ("czxid", "mzxid", "ctime", "mtime", "version", "cversion", "ephemeralOwner",
+                          "dataLength", "numChildren"):
+                    v = getattr(stat, f)
+                    print(f"{f} = {hex(v) if f in ('czxid', 'mzxid', 'ephemeralOwner') else v}")
+        except NoNodeError:
+            print(f"Node does not exist: {args.path}", file=sys.stderr)
+            return 1
+        return 0
+    finally:
+        cluster.close()
+
+
+def cmd_topics(args: argparse.Namespace) -> int:
+    if not args.describe:
+        print("error: only --describe is available so far", file=sys.stderr)
+        return 2
+    cluster = _cluster(args)
+    try:
+        view = cluster.view()
+        if args.topic and args.topic not in view.topics:
+            print(f"error: topic '{args.topic}' does not exist", file=sys.stderr)
+            return 1
+        if args.json:
+            doc = view.to_json()["topics"]
+            print(json.dumps([t for t in doc if not args.topic or t["topic"] == args.topic], indent=2))
+        else:
+            describe_topics(view, args.topic)
+        return 0
+    finally:
+        cluster.close()
+
+
+def cmd_leader_election(args: argparse.Namespace) -> int:
+    import grpc
+
+    from proto import kafkasim_pb2 as pb
+    from proto import kafkasim_pb2_grpc as pbg
+
+    cluster = _cluster(args)
+    try:
+        view = cluster.view()
+        if view.controller_id is None:
+            print("error: no active controller", file=sys.stderr)
+            return 1
+        b = view.brokers[view.controller_id]
+        tps = [] if args.all else [pb.TopicPartition(topic=args.topic, partition=args.partition)]
+        with grpc.insecure_channel(f"{b['host']}:{b['port']}") as ch:
+            resp = pbg.BrokerStub(ch).ElectLeaders(pb.ElectLeadersRequest(partitions=tps, preferred=True), timeout=15)
+        from node import errors
+        if resp.error_code:
+            print(f"error: {errors.name(resp.error_code)}", file=sys.stderr)
+            return 1
+        print(f"preferred leader election: {len(resp.partition_errors)} partition(s) moved")
+        return 0
+    finally:
+        cluster.close()
+
+
+def cmd_broker_health(args: argparse.Namespace) -> int:
+    import grpc
+
+    from proto import kafkasim_pb2 as pb
+    from proto import kafkasim_pb2_grpc as pbg
+
+    try:
+        with grpc.insecure_channel(f"{args.host}:{args.port}") as ch:
+            r = pbg.BrokerStub(ch).DescribeBroker(pb.DescribeBrokerRequest(), timeout=args.timeout)
+    except grpc.RpcError as e:
+        print(f"unhealthy: {e.code().name}", file=sys.stderr)
+        return 1
+    if r.broker_epoch < 0:
+        print(f"unhealthy: broker {r.broker_id} is not registered", file=sys.stderr)
+        return 1
+    print(f"broker {r.broker_id} healthy: epoch {r.broker_epoch}, controller {r.known_controller_id}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="kafkasim", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def with_config(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--config", default="cluster.yaml", help="cluster definition (default: cluster.yaml)")
+        return p
+
+    c = with_config(sub.add_parser("cluster", help="start, inspect or stop the local cluster"))
+    c.add_argument("action", choices=["up", "down", "status"])
+    c.add_argument("--brokers", type=int, help="up: run N brokers (ids 1..N) instead of cluster.yaml's list")
+    c.add_argument("--json", action="store_true", help="status: machine-readable output")
+    c.add_argument("--timeout", type=float, default=60.0, help="up: seconds to wait for readiness")
+    c.set_defaults(func=cmd_cluster)
+
+    sub.add_parser("broker", help="run a broker (--id N), or: broker kill|term|pause|resume|start ID",
+                   add_help=False)
+
+    k = with_config(sub.add_parser("controller", help="which broker is the controller, in which epoch"))
+    k.add_argument("--json", action="store_true")
+    k.set_defaults(func=cmd_controller)
+
+    z = with_config(sub.add_parser("zk", help="read ZooKeeper like zookeeper-shell"))
+    z.add_argument("action", choices=["ls", "get"])
+    z.add_argument("path")
+    z.set_defaults(func=cmd_zk)
+
+    t = with_config(sub.add_parser("topics", help="like kafka-topics.sh"))
+    t.add_argument("--describe", action="store_true")
+    t.add_argument("--topic")
+    t.add_argument("--json", action="store_true")
+    t.set_defaults(func=cmd_topics)
+
+    le = with_config(sub.add_parser("leader-election", help="like kafka-leader-election.sh"))
+    le.add_argument("--preferred", action="store_true", required=True)
+    g = le.add_mutually_exclusive_group(required=True)
+    g.add_argument("--all", action="store_true", help="every partition")
+    g.add_argument("--topic")
+    le.add_argument("--partition", type=int, default=0)
+    le.set_defaults(func=cmd_leader_election)
+
+    h = sub.add_parser("broker-health", help="exit 0 when a broker answers over gRPC (healthchecks)")
+    h.add_argument("--host", default="127.0.0.1")
+    h.add_argument("--port", type=int, required=True)
+    h.add_argument("--timeout", type=float, default=2.0)
+    h.set_defaults(func=cmd_broker_health)
+
+    d = with_config(sub.add_parser("demo", help="the main job: a cluster, controller failovers, a report"))
+    d.add_argument("--brokers", type=int, default=3)
+    d.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
+    d.set_defaults(func=lambda a: __import__("node.demo", fromlist=["main"]).run(a))
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "broker":
+        rest = argv[1:]
+        if rest and rest[0] in BROKER_ACTIONS:
+            ap = argparse.ArgumentParser(prog=f"kafkasim broker {rest[0]}")
+            ap.add_argument("id", type=int)
+            ap.add_argument("--config", default="cluster.yaml")
+            a = ap.parse_args(rest[1:])
+            return _run(lambda: cmd_broker_action(rest[0], a.id, a.config))
+        from node.broker import main as broker_main
+        return broker_main(rest)
+    args = build_parser().parse_args(argv)
+    return _run(lambda: args.func(args))
+
+
+def _run(fn) -> int:
+    try:
+        return fn()
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (RuntimeError, TimeoutError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""Starting, inspecting and stopping a local cluster of real processes.
+
+``kafkasim cluster up`` starts ZooKeeper (when embedded) and one OS process
+per broker, detached, and records them in ``<run.dir>/cluster.json`` so that
+later commands (status, broker kill/term/pause/resume/start, down) can find
+them.  Tests drive the same class against a shared ZooKeeper with a chroot.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from node.broker import STATE_FILE
+from node.config import ClusterConfig
+from node.waiting import wait_for
+from zk import paths
+from zk.client import ZkClient
+from zk.codecs import decode_controller_epoch
+from zk.server import EmbeddedZooKeeper
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def process_state(pid: int | None) -> str:
+    """'running', 'paused' (SIGSTOP), or 'dead'."""
+    if not pid:
+        return "dead"
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "dead"
+    if state == "Z":
+        return "dead"
+    return "paused" if state in ("T", "t") else "running"
+
+
+@dataclass
+class ClusterView:
+    """What ZooKeeper says about the cluster (the authority), plus our processes."""
+
+    controller_id: int | None
+    controller_epoch: int
+    brokers: dict[int, dict[str, Any]]
+    topics: dict[str, dict[str, Any]]
+
+    def partition(self, topic: str, p: int) -> dict[str, Any]:
+        return self.topics[topic]["partitions"][p]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "controller": {"broker_id": self.controller_id, "epoch": self.controller_epoch},
+            "brokers": [dict(id=b, **info) for b, info in sorted(self.brokers.items())],
+            "topics": [{"topic": t, "config": v["config"], "partitions": [
+                dict(partition=p, **s) for p, s in sorted(v["partitions"].items())]}
+                for t, v in sorted(self.topics.items())],
+        }
+
+
+def read_view(zk: ZkClient) -> ClusterView:
+    snap = zk.read_snapshot()
+    controller = zk.read_controller()
+    brokers = {b: {"host": r.host, "port": r.port, "epoch": r.epoch, "rack": r.rack}
+               for b, r in snap.brokers.items()}
+    topics: dict[str, dict[str, Any]] = {}
+    for t, a in snap.topics.items():
+        parts = {}
+        for p, replicas in sorted(a.partitions.items()):
+            st = snap.states.get((t, p))
+            parts[p] = {"replicas": list(replicas),
+                        "leader": st[0].leader if st else -1,
+                        "leader_epoch": st[0].leader_epoch if st else -1,
+                        "isr": list(st[0].isr) if st else [],
+                        "controller_epoch": st[0].controller_epoch if st else -1,
+                        "zk_version": st[1] if st else -1}
+        topics[t] = {"config": dict(a.config), "partitions": parts}
+    return ClusterView(controller, snap.controller_epoch, brokers, topics)
+
+
+class Cluster:
+    def __init__(self, cfg: ClusterConfig, config_path: Path | str):
+        self.cfg = cfg
+        self.config_path = Path(config_path).resolve()
+        self.run_dir = cfg.run_dir
+        self.state_path = self.run_dir / STATE_FILE
+        self.zk_embedded: EmbeddedZooKeeper | None = None
+        self.connect = cfg.zookeeper_connect
+        self.pids: dict[int, int] = {}
+        self._zk: ZkClient | None = None
+        self._load_state()
+
+    # ------------------------------------------------------------------ state file
+
+    def _load_state(self) -> None:
+        try:
+            state = json.loads(self.state_path.read_text())
+        except (OSError, ValueError):
+            return
+        self.pids = {int(b): v["pid"] for b, v in state.get("brokers", {}).items()}
+        zk = state.get("zookeeper", {})
+        self.connect = zk.get("connect", self.connect)
+        if zk.get("servers"):
+            self.zk_embedded = EmbeddedZooKeeper.from_dict(zk["servers"])
+
+    def _save_state(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        state = {"config": str(self.config_path),
+                 "zookeeper": {"connect": self.connect, "embedded": self.zk_embedded is not None,
+                               "servers": self.zk_embedded.to_dict() if self.zk_embedded else None},
+                 "brokers": {str(b): {"pid": pid} for b, pid in sorted(self.pids.items())}}
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.state_path)
+
+    # ------------------------------------------------------------------ zookeeper
+
+    def zk(self) -> ZkClient:
+        if self._zk is None:
+            if not self.connect:
+                raise RuntimeError(f"no ZooKeeper: run `kafkasim cluster up` first ({self.state_path} not found)")
+            self._zk = ZkClient(self.connect, self.cfg.session_timeout_ms, 10_000)
+            self._zk.start()
+        return self._zk
+
+    def close(self) -> None:
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk = None
+
+    def view(self) -> ClusterView:
+        return read_view(self.zk())
+
+    def controller_epoch(self) -> int:
+        data, _ = self.zk().get(paths.CONTROLLER_EPOCH)
+        return decode_controller_epoch(data)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start_zookeeper(self, timeout: float = 60.0) -> None:
+        if self.cfg.zookeeper_connect:
+            return
+        if self.zk_embedded and all(s.is_running() for s in self.zk_embedded.servers):
+            return
+        port = self.cfg.get("zookeeper.embedded.port")
+        servers = self.cfg.get("zookeeper.embedded.servers")
+        self.zk_embedded = EmbeddedZooKeeper(self.run_dir / "zookeeper", servers=servers,
+                                             tick_ms=self.cfg.get("zookeeper.embedded.tick.time.ms"),
+                                             client_ports=[port] if port and servers == 1 else None)
+        self.zk_embedded.start(timeout=timeout)
+        self.connect = self.zk_embedded.connect_string
+        self._save_state()
+
+    def start_broker(self, broker_id: int) -> int:
+        self.cfg.broker(broker_id)
+        if process_state(self.pids.get(broker_id)) != "dead":
+            raise RuntimeError(f"broker {broker_id} is already running (pid {self.pids[broker_id]})")
+        logs = self.run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "node", "--id", str(broker_id), "--config", str(self.config_path)]
+        if self.connect:
+            cmd += ["--zookeeper", self.connect]
+        env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        with open(logs / f"broker-{broker_id}.log", "ab") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, cwd=str(REPO), env=env)
+        self.pids[broker_id] = proc.pid
+        self._save_state()
+        return proc.pid
+
+    def up(self, timeout: float = 60.0) -> ClusterView:
+        self.start_zookeeper()
+        for b in self.cfg.brokers:
+            if process_state(self.pids.get(b.id)) == "dead":
+                self.start_broker(b.id)
+        return self.wait_ready(timeout)
+
+    def wait_ready(self, timeout: float = 60.0) -> ClusterView:
+        """A controller is elected and every offsets partition has a leader."""
+        want = self.cfg.get("offsets.topic.num.partitions")
+        n = len(self.cfg.brokers)
+
+        def ready() -> ClusterView | None:
+            self._check_alive()
+            v = self.view()
+            offsets = v.topics.get(paths.OFFSETS_TOPIC)
+            if v.controller_id is None or len(v.brokers) < n or offsets is None:
+                return None
+            parts = offsets["partitions"]
+            if len(parts) == want and all(s["leader"] >= 0 for s in parts.values()):
+                return v
+            return None
+
+        return wait_for(ready, timeout, "a controller and a leader for every offsets partition")
+
+    def _check_alive(self) -> None:
+        for b, pid in self.pids.items():
+            if process_state(pid) == "dead":
+                log = self.run_dir / "logs" / f"broker-{b}.log"
+                tail = log.read_text()[-2000:] if log.exists() else ""
+                raise RuntimeError(f"broker {b} (pid {pid}) exited during start-up:\n{tail}")
+
+    def signal_broker(self, broker_id: int, sig: signal.Signals) -> int:
+        pid = self.pids.get(broker_id)
+        if process_state(pid) == "dead":
+            raise RuntimeError(f"broker {broker_id} is not running")
+        os.kill(pid, sig)  # type: ignore[arg-type]
+        return pid  # type: ignore[return-value]
+
+    def wait_exit(self, broker_id: int, timeout: float = 10.0) -> None:
+        pid = self.pids.get(broker_id)
+        wait_for(lambda: process_state(pid) == "dead", timeout, f"broker {broker_id} (pid {pid}) to exit")
+        self._reap(pid)
+
+    @staticmethod
+    def _reap(pid: int | None) -> None:
+        if pid:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+    def stop_broker(self, broker_id: int, timeout: float = 10.0) -> None:
+        pid = self.pids.get(broker_id)
+        if process_state(pid) == "dead":
+            return
+        os.kill(pid, signal.SIGCONT)  # a paused broker cannot handle SIGTERM
+        os.kill(pid, signal.SIGTERM)
+        try:
+            self.wait_exit(broker_id, timeout)
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            self.wait_exit(broker_id, timeout)
+
+    def down(self) -> None:
+        self.close()
+        for b in list(self.pids):
+            self.stop_broker(b)
+        if self.zk_embedded is not None:
+            self.zk_embedded.stop()
+        self.pids.clear()
+        self.state_path.unlink(missing_ok=True)
+
+    def processes(self) -> dict[int, dict[str, Any]]:
+        return {b.id: {"pid": self.pids.get(b.id), "state": process_state(self.pids.get(b.id))}
+                for b in self.cfg.brokers}

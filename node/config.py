@@ -1,0 +1,485 @@
+"""Cluster configuration: one YAML file, Kafka's own key names.
+
+The file is a FLAT mapping of dotted keys (as in server.properties) plus a
+``brokers`` list.  Unknown or misspelt keys, wrong types, out-of-range values
+and invalid combinations are all errors (:class:`ConfigError`) that name the
+offending key; nothing is silently ignored.  See :func:`describe_schema`.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import yaml
+
+__all__ = ["ConfigError", "KeySpec", "BrokerSpec", "ClusterConfig", "SCHEMA", "BROKER_SCHEMA",
+           "parse_config", "load_config", "default_config", "describe_schema"]
+
+
+class ConfigError(ValueError):
+    """One line per problem, ``"<source>: <key>: <what is wrong>"``; ``problems``: (key, message) pairs."""
+
+    def __init__(self, message: str, *, source: str | None = None,
+                 problems: tuple[tuple[str, str], ...] | list = ()):
+        super().__init__(message)
+        self.source = source
+        self.problems = tuple(problems)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(k for k, _ in self.problems)
+
+
+def _fail(source: str, problems: list[tuple[str, str]]) -> None:
+    msg = "\n".join(f"{source}: {key}: {text}" for key, text in problems)
+    raise ConfigError(msg, source=source, problems=problems)
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    name: str
+    type: type                 # int, bool or str
+    default: Any
+    doc: str
+    kafka_default: Any = None  # Kafka 2.8's default where it differs from ours, else None
+    nullable: bool = False
+    min: int | None = None
+    max: int | None = None
+    choices: tuple | None = None
+    extension: bool = False    # kafkasim-only key, not in Kafka
+
+    @property
+    def types(self) -> tuple[type, ...]:
+        return (self.type, type(None)) if self.nullable else (self.type,)
+
+    @property
+    def type_name(self) -> str:
+        return self.type.__name__ + (" or null" if self.nullable else "")
+
+    @property
+    def allowed(self) -> str:
+        if self.type is not int:
+            return "true, false" if self.type is bool else "non-empty"
+        if self.choices is not None:
+            return " or ".join(str(c) for c in self.choices)
+        if self.min is not None and self.max is not None:
+            return f"{self.min}..{self.max}"
+        if self.min is not None:
+            return "> 0" if self.min == 1 else f">= {self.min}"
+        return ""
+
+
+def _k(name, type_, default, doc, min=1, **kw) -> KeySpec:
+    """Table helper: ints are > 0 unless told otherwise."""
+    return KeySpec(name, type_, default, doc, min=min if type_ is int else None, **kw)
+
+
+_TABLE = (
+    _k("run.dir", str, "run", "Directory for data, logs and pid files; relative to the config file", extension=True),
+    _k("zookeeper.connect", str, None, "External ZooKeeper `host:port[,...][/chroot]`; null = embedded", nullable=True),
+    _k("zookeeper.embedded.servers", int, 1, "Size of the embedded ZooKeeper ensemble", choices=(1, 3), extension=True),
+    _k("zookeeper.embedded.tick.time.ms", int, 200, "tickTime of the embedded ZooKeeper", extension=True),
+    _k("zookeeper.embedded.port", int, None, "Embedded ZooKeeper client port; null = any free port", nullable=True,
+       max=65535, extension=True),
+    _k("zookeeper.session.timeout.ms", int, 6000, "Brokers' ZooKeeper session timeout", kafka_default=18000),
+    _k("zookeeper.connection.timeout.ms", int, None, "Max wait to connect; null = session timeout", nullable=True),
+    _k("offsets.topic.num.partitions", int, 50, "Partitions of `__consumer_offsets`"),
+    _k("offsets.topic.replication.factor", int, 3, "Replication factor of `__consumer_offsets` (<= broker count)"),
+    _k("offsets.topic.segment.bytes", int, 104857600, "Segment size of `__consumer_offsets`"),
+    _k("offsets.commit.timeout.ms", int, 5000, "Max wait for an offset commit to be replicated"),
+    _k("offsets.commit.required.acks", int, -1, "Acks required for an offset commit", choices=(-1, 1)),
+    _k("offsets.retention.minutes", int, 10080, "How long committed offsets of an empty group are kept"),
+    _k("offsets.retention.check.interval.ms", int, 600000, "How often stale offsets are looked for"),
+    _k("offsets.load.buffer.size", int, 5242880, "Read batch size when loading offsets into the cache"),
+    _k("offset.metadata.max.bytes", int, 4096, "Max size of the metadata string of an offset commit"),
+    _k("controller.socket.timeout.ms", int, 5000, "Timeout of controller-to-broker requests", kafka_default=30000),
+    _k("controlled.shutdown.enable", bool, True, "Brokers ask the controller to move leadership away before stopping"),
+    _k("controlled.shutdown.max.retries", int, 3, "Controlled shutdown attempts before an unclean shutdown", min=0),
+    _k("controlled.shutdown.retry.backoff.ms", int, 500, "Backoff between those attempts", kafka_default=5000),
+    _k("auto.leader.rebalance.enable", bool, True, "Controller moves leadership back to preferred replicas"),
+    _k("leader.imbalance.check.interval.seconds", int, 30, "How often leader imbalance is checked", kafka_default=300),
+    _k("leader.imbalance.per.broker.percentage", int, 10, "Imbalance (%) that triggers a rebalance", min=0, max=100),
+    _k("delete.topic.enable", bool, True, "Topic deletion is allowed"),
+    _k("replica.lag.time.max.ms", int, 10000, "A follower behind this long leaves the ISR", kafka_default=30000),
+    _k("replica.fetch.wait.max.ms", int, 500, "Max wait of a follower fetch (<= replica.lag.time.max.ms)"),
+    _k("replica.fetch.max.bytes", int, 1048576, "Bytes per partition a follower fetch asks for"),
+    _k("replica.high.watermark.checkpoint.interval.ms", int, 5000, "How often high watermarks are checkpointed"),
+    _k("min.insync.replicas", int, 1, "Min ISR size for acks=all writes"),
+    _k("default.replication.factor", int, 1, "Replication factor of auto-created topics (<= broker count)"),
+    _k("num.partitions", int, 1, "Partitions of auto-created topics"),
+    _k("unclean.leader.election.enable", bool, False, "An out-of-sync replica may become leader"),
+    _k("request.timeout.ms", int, 30000, "Client-side request timeout used by brokers"),
+    _k("log.segment.bytes", int, 1073741824, "Max size of a log segment", min=14),
+    _k("log.index.interval.bytes", int, 4096, "Bytes between offset index entries"),
+    _k("log.cleaner.enable", bool, True, "Run the log cleaner (needed by compacted `__consumer_offsets`)"),
+    _k("log.cleaner.delete.retention.ms", int, 86400000, "How long tombstones are kept in compacted logs"),
+    _k("group.min.session.timeout.ms", int, 6000, "Min session timeout a consumer may ask for"),
+    _k("group.max.session.timeout.ms", int, 1800000, "Max session timeout a consumer may ask for"),
+    _k("group.initial.rebalance.delay.ms", int, 3000, "Delay of the first rebalance of an empty group", min=0),
+    _k("group.max.size", int, 2147483647, "Max members of one consumer group"),
+    _k("kafkasim.controller.metadata.resend.interval.ms", int, 2000, "Controller re-sends UpdateMetadata to all live "
+       "brokers this often; 0 = never", min=0, extension=True),
+)
+SCHEMA: Mapping[str, KeySpec] = MappingProxyType({spec.name: spec for spec in _TABLE})
+
+BROKER_SCHEMA: Mapping[str, KeySpec] = MappingProxyType({spec.name: spec for spec in (
+    _k("id", int, None, "broker.id: required, unique", min=0),
+    _k("host", str, "127.0.0.1", "Host the broker listens on and advertises"),
+    _k("port", int, None, "Listener port: required, unique per host", max=65535),
+    _k("rack", str, None, "broker.rack; null = no rack", nullable=True),
+    _k("log.dirs", str, None, "The broker's one data directory; null = `<run.dir>/data/broker-<id>`", nullable=True),
+)})
+_REQUIRED_BROKER_KEYS = ("id", "port")
+_TOP_KNOWN = tuple(SCHEMA) + ("brokers",)
+_UNDERSCORED = {name.replace(".", "_"): name for name in SCHEMA}
+_PER_BROKER = {"broker.id": "id", "broker.rack": "rack", "log.dirs": "log.dirs", "log.dir": "log.dirs", "id": "id",
+               "rack": "rack", "host": "host", "port": "port", "host.name": "host", "listeners": "host/port",
+               "advertised.listeners": "host/port"}
+
+
+def _suggest(key: Any, known: tuple[str, ...], aliases: Mapping[str, str] = MappingProxyType({})) -> str:
+    """The 'unknown key' message, with the closest known key if there is one."""
+    if not isinstance(key, str):
+        return f"unknown key {key!r} (keys are strings)"
+    if key in aliases:
+        return f"unknown key '{key}'; use '{aliases[key]}'"
+    normal = key.replace("_", ".").replace("-", ".")
+    close = [normal] if normal in known else difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    return f"unknown key '{key}'" + (f"; did you mean '{close[0]}'?" if close else "")
+
+
+def _check(spec: KeySpec, value: Any) -> str | None:
+    """Error text for a value that does not fit ``spec``, else None."""
+    if value is None:
+        return None if spec.nullable else f"expected {spec.type_name}, got null"
+    if not isinstance(value, spec.type) or (spec.type is int and isinstance(value, bool)):
+        hint = " (write true or false, unquoted)" if spec.type is bool else ""
+        if spec.type is str and isinstance(value, (int, float, bool)):
+            hint = " (quote it to make it a string)"
+        return f"expected {spec.type_name}, got {type(value).__name__} {value!r}{hint}"
+    if (spec.choices is not None and value not in spec.choices or spec.min is not None and value < spec.min
+            or spec.max is not None and value > spec.max):
+        return f"must be {spec.allowed}, got {value!r}"
+    if spec.type is str and not value.strip():
+        return "must not be empty"
+    return None
+
+
+def _check_zk_connect(value: str) -> str | None:
+    """Validate 'host:port[,host:port...][/chroot]' as Kafka/ZooKeeper would parse it."""
+    hosts, slash, chroot = value.partition("/")
+    if slash:
+        chroot = "/" + chroot
+        if chroot.endswith("/"):
+            return f"chroot {chroot!r} must not end with '/'"
+        if "//" in chroot or any(c.isspace() for c in chroot):
+            return f"chroot {chroot!r} is not a valid ZooKeeper path"
+    if not hosts:
+        return f"{value!r} has no host:port before the chroot"
+    for entry in hosts.split(","):
+        host, colon, port = entry.strip().rpartition(":")
+        if not colon or not host or any(c.isspace() or c in "[]@" for c in host):
+            return f"{entry!r} in {value!r} is not host:port"
+        if not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
+            return f"port {port!r} in {value!r} is not an integer in 1..65535"
+    return None
+
+
+def _abspath(base: Path, value: str) -> Path:
+    return Path(os.path.normpath(base / Path(value).expanduser()))
+
+
+@dataclass(frozen=True)
+class BrokerSpec:
+    id: int
+    host: str
+    port: int
+    rack: str | None
+    log_dir: Path
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """A validated cluster.  Equality compares ``settings`` and ``brokers`` only."""
+    source: str = field(compare=False)
+    settings: Mapping[str, Any] = field(repr=False)
+    brokers: tuple[BrokerSpec, ...]
+    raw: Mapping[str, Any] = field(compare=False, repr=False)
+    base_dir: Path = field(default=Path("."), compare=False, repr=False)  # resolves relative paths on re-validation
+
+    def get(self, key: str) -> Any:
+        if key not in SCHEMA:
+            raise KeyError(_suggest(key, tuple(SCHEMA)))
+        return self.settings[key]
+
+    def broker(self, broker_id: int) -> BrokerSpec:
+        for b in self.brokers:
+            if b.id == broker_id:
+                return b
+        known = ", ".join(str(b.id) for b in self.brokers)
+        _fail(self.source, [("brokers", f"no broker with id {broker_id!r} (ids: {known})")])
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.settings["run.dir"])
+
+    @property
+    def zookeeper_connect(self) -> str | None:
+        return self.settings["zookeeper.connect"]
+
+    @property
+    def embedded(self) -> bool:
+        return self.settings["zookeeper.connect"] is None
+
+    @property
+    def session_timeout_ms(self) -> int:
+        return self.settings["zookeeper.session.timeout.ms"]
+
+    @property
+    def connection_timeout_ms(self) -> int:
+        value = self.settings["zookeeper.connection.timeout.ms"]
+        return self.session_timeout_ms if value is None else value
+
+    def with_overrides(self, **flat: Any) -> "ClusterConfig":
+        """``cfg.with_overrides(zookeeper_session_timeout_ms=9000)``; None resets a key to its default."""
+        updates, problems = {}, []
+        for key, value in flat.items():
+            dotted = _UNDERSCORED.get(key)
+            if dotted is None:
+                problems.append((key, _suggest(key, tuple(_UNDERSCORED))))
+            else:
+                updates[dotted] = value
+        if problems:
+            _fail(self.source, problems)
+        return self.with_settings(updates)
+
+    def with_settings(self, updates: Mapping[str, Any]) -> "ClusterConfig":
+        """A re-validated copy with dotted ``updates`` applied (``brokers`` replaces the list;
+        None resets a key to its default)."""
+        merged = dict(self.raw)
+        for key, value in updates.items():
+            if value is None and key in SCHEMA:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        return parse_config(merged, self.source, self.base_dir)
+
+    def with_brokers(self, n: int, base_port: int | None = None, host: str = "127.0.0.1") -> "ClusterConfig":
+        """A re-validated copy with brokers 1..n on ports base_port..base_port+n-1 (no rack or log.dirs)."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            _fail(self.source, [("brokers", f"with_brokers needs at least 1 broker, got {n!r}")])
+        if base_port is None:
+            base_port = self.brokers[0].port if self.brokers else 19091
+        entries = [{"id": i, "host": host, "port": base_port + i - 1} for i in range(1, n + 1)]
+        return self.with_settings({"brokers": entries})
+
+    def to_yaml(self) -> str:
+        """YAML that load_config reads back to an equal config: run.dir (absolute), every key
+        given explicitly, then the brokers."""
+        doc: dict[str, Any] = {"run.dir": str(self.run_dir)}
+        for key in self.raw:
+            if key in SCHEMA and key != "run.dir":
+                doc[key] = self.settings[key]
+        doc["brokers"] = []
+        for b in self.brokers:
+            entry: dict[str, Any] = {"id": b.id, "host": b.host, "port": b.port}
+            if b.rack is not None:
+                entry["rack"] = b.rack
+            if b.log_dir != self.run_dir / "data" / f"broker-{b.id}":
+                entry["log.dirs"] = str(b.log_dir)
+            doc["brokers"].append(entry)
+        header = f"# kafkasim cluster config (generated from {self.source})\n"
+        return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
+
+
+def _parse_brokers(value: Any, run_dir: Path, base: Path, problems: list) -> list[tuple[int, BrokerSpec]]:
+    if value is None:
+        problems.append(("brokers", "required: a list of at least one {id, port} mapping"))
+        return []
+    if not isinstance(value, (list, tuple)):
+        problems.append(("brokers", f"expected a list of brokers, got {type(value).__name__}"))
+        return []
+    if not value:
+        problems.append(("brokers", "must list at least one broker"))
+    out = []
+    for i, entry in enumerate(value):
+        where = f"brokers[{i}]"
+        if not isinstance(entry, Mapping):
+            problems.append((where, f"expected a mapping with id and port, got {type(entry).__name__}"))
+            continue
+        vals, before = {}, len(problems)
+        for key, val in entry.items():
+            val = os.fspath(val) if key == "log.dirs" and isinstance(val, os.PathLike) else val
+            if key not in BROKER_SCHEMA:
+                problems.append((f"{where}.{key}", _suggest(key, tuple(BROKER_SCHEMA), _PER_BROKER)))
+            elif (err := _check(BROKER_SCHEMA[key], val)) is not None:
+                problems.append((f"{where}.{key}", err))
+            else:
+                vals[key] = val
+        for key in _REQUIRED_BROKER_KEYS:
+            if key not in entry:
+                problems.append((f"{where}.{key}", "required"))
+        log_dirs = vals.get("log.dirs")
+        if log_dirs is not None and "," in log_dirs:
+            problems.append((f"{where}.log.dirs", "kafkasim supports exactly one directory per broker"))
+        if len(problems) > before:
+            continue
+        log_dir = _abspath(base, log_dirs) if log_dirs else run_dir / "data" / f"broker-{vals['id']}"
+        out.append((i, BrokerSpec(vals["id"], vals.get("host", "127.0.0.1"), vals["port"], vals.get("rack"),
+                                  log_dir)))
+    return out
+
+
+def _check_combinations(s: Mapping[str, Any], brokers: list[tuple[int, BrokerSpec]], problems: list) -> None:
+    n = len(brokers)
+    for key in ("offsets.topic.replication.factor", "default.replication.factor"):
+        if s[key] > n:
+            problems.append((key, f"{s[key]} exceeds the number of brokers ({n} in 'brokers')"))
+    ids: dict[int, int] = {}
+    addrs: dict[tuple[str, int], int] = {}
+    dirs: dict[Path, int] = {}
+    for i, b in brokers:
+        if b.id in ids:
+            problems.append((f"brokers[{i}].id", f"duplicate broker id {b.id} (also brokers[{ids[b.id]}].id)"))
+        if (b.host, b.port) in addrs:
+            other = addrs[b.host, b.port]
+            problems.append((f"brokers[{i}].port", f"{b.host}:{b.port} is also used by brokers[{other}]"))
+        if b.log_dir in dirs:
+            problems.append((f"brokers[{i}].log.dirs", f"{b.log_dir} is also used by brokers[{dirs[b.log_dir]}]"))
+        ids.setdefault(b.id, i)
+        addrs.setdefault((b.host, b.port), i)
+        dirs.setdefault(b.log_dir, i)
+    if s["zookeeper.connect"] is None:
+        tick, session = s["zookeeper.embedded.tick.time.ms"], s["zookeeper.session.timeout.ms"]
+        if session < 2 * tick:
+            problems.append(("zookeeper.session.timeout.ms", f"{session} is below 2 * zookeeper.embedded.tick.time.ms"
+                             f" ({2 * tick}), ZooKeeper's minimum session timeout"))
+        port = s["zookeeper.embedded.port"]
+        if port is not None and any(b.port == port for _, b in brokers):
+            problems.append(("zookeeper.embedded.port", f"{port} is also a broker port in 'brokers'"))
+    if s["group.min.session.timeout.ms"] > s["group.max.session.timeout.ms"]:
+        problems.append(("group.min.session.timeout.ms", f"{s['group.min.session.timeout.ms']} exceeds "
+                         f"group.max.session.timeout.ms ({s['group.max.session.timeout.ms']})"))
+    if s["replica.fetch.wait.max.ms"] > s["replica.lag.time.max.ms"]:
+        problems.append(("replica.fetch.wait.max.ms", f"{s['replica.fetch.wait.max.ms']} exceeds "
+                         f"replica.lag.time.max.ms ({s['replica.lag.time.max.ms']})"))
+
+
+def parse_config(data: Mapping[str, Any] | None, source: str = "<config>",
+                 base_dir: Path | None = None) -> ClusterConfig:
+    """Validate a mapping (as read from YAML); relative paths resolve against base_dir (default: cwd)."""
+    base = Path(os.path.abspath(base_dir if base_dir is not None else Path.cwd()))
+    data = {} if data is None else data
+    if not isinstance(data, Mapping):
+        _fail(source, [("<top level>", f"expected a mapping of config keys, got {type(data).__name__}")])
+    problems: list[tuple[str, str]] = []
+    settings: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "brokers":
+            continue
+        value = os.fspath(value) if key == "run.dir" and isinstance(value, os.PathLike) else value
+        if not isinstance(key, str) or key not in SCHEMA:
+            msg = _suggest(key, _TOP_KNOWN)
+            if key in _PER_BROKER:
+                msg += f"; set it per broker as '{_PER_BROKER[key]}' under 'brokers'"
+            elif isinstance(value, Mapping):
+                msg += " (keys are flat and dotted, e.g. 'zookeeper.connect: ...')"
+            problems.append((str(key), msg))
+        elif (err := _check(SCHEMA[key], value)) is not None:
+            problems.append((key, err))
+        else:
+            settings[key] = value
+    for spec in _TABLE:
+        settings.setdefault(spec.name, spec.default)
+    if settings["zookeeper.connect"] is not None:
+        if (err := _check_zk_connect(settings["zookeeper.connect"])) is not None:
+            problems.append(("zookeeper.connect", err))
+    run_dir = _abspath(base, settings["run.dir"])
+    settings["run.dir"] = str(run_dir)
+    brokers = _parse_brokers(data.get("brokers"), run_dir, base, problems)
+    if not problems:
+        _check_combinations(settings, brokers, problems)
+    if problems:
+        _fail(source, problems)
+    return ClusterConfig(source, MappingProxyType(settings), tuple(b for _, b in brokers),
+                         MappingProxyType(copy.deepcopy(dict(data))), base)
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys instead of keeping the last one."""
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first given on line {seen[key]})", key_node.start_mark)
+            seen[key] = key_node.start_mark.line + 1
+        except TypeError:  # unhashable key: construct_mapping reports it
+            pass
+    return loader.construct_mapping(node, deep=deep)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_config(path: str | Path) -> ClusterConfig:
+    """Read and validate one YAML file; relative paths in it resolve against its directory."""
+    source, p = str(path), Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{source}: config file not found ({p.absolute()})", source=source) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{source}: cannot read config file: {exc}", source=source) from exc
+    try:
+        data = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark, ctx = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        what = getattr(exc, "problem", None) or str(exc)
+        if getattr(exc, "context", None):
+            what += f" ({exc.context}" + (f" started on line {ctx.line + 1})" if ctx else ")")
+        raise ConfigError(f"{source}: {where}invalid YAML: {what}", source=source) from exc
+    return parse_config(data, source, p.absolute().parent)
+
+
+def default_config(brokers: int = 3, base_port: int = 19091, run_dir: str | Path = "run") -> ClusterConfig:
+    """The lab cluster (as in cluster.yaml); offsets.topic.replication.factor is capped at ``brokers``."""
+    if isinstance(brokers, bool) or not isinstance(brokers, int) or brokers < 1:
+        _fail("<config>", [("brokers", f"default_config needs at least 1 broker, got {brokers!r}")])
+    data: dict[str, Any] = {"run.dir": str(run_dir)}
+    if brokers < SCHEMA["offsets.topic.replication.factor"].default:
+        data["offsets.topic.replication.factor"] = brokers
+    data["brokers"] = [{"id": i, "host": "127.0.0.1", "port": base_port + i - 1} for i in range(1, brokers + 1)]
+    return parse_config(data)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "`null`"
+    return f"`{str(value).lower()}`" if isinstance(value, bool) else f"`{value}`"
+
+
+def describe_schema() -> str:
+    """Markdown tables of every top-level key and every broker-entry key."""
+    lines = ["| Key | Type | Allowed | Default | Kafka 2.8 default | Meaning |", "|---|---|---|---|---|---|"]
+    for s in _TABLE:
+        kafka = "n/a (kafkasim)" if s.extension else "same" if s.kafka_default is None else _fmt(s.kafka_default)
+        lines.append(f"| `{s.name}` | {s.type_name} | {s.allowed} | {_fmt(s.default)} | {kafka} | {s.doc} |")
+    lines += ["", "Each entry of the required `brokers` list (at least one):", "",
+              "| Key | Type | Allowed | Default | Meaning |", "|---|---|---|---|---|"]
+    for s in BROKER_SCHEMA.values():
+        default = "required" if s.name in _REQUIRED_BROKER_KEYS else _fmt(s.default)
+        lines.append(f"| `{s.name}` | {s.type_name} | {s.allowed} | {default} | {s.doc} |")
+    return "\n".join(lines) + "\n"

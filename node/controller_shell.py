@@ -1,0 +1,287 @@
+"""The controller's I/O shell: one event thread, ZooKeeper watches, fenced writes.
+
+Like Kafka's ControllerEventManager, a single thread takes events from a
+queue and does all the work; kazoo's watch callbacks and the gRPC handlers
+only enqueue.  Decisions come from :class:`controller.core.ControllerCore`;
+this module reads ZooKeeper for it, makes its writes (every one fenced by
+/controller_epoch's zkVersion), and sends its requests.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any, Callable
+
+from controller.core import ControllerCore, ControllerSettings, Plan
+from node import errors, wire
+from node.channel import BrokerChannel
+from node.events import EventLog
+from proto import kafkasim_pb2 as pb
+from zk.client import ControllerMovedError, StateVersionConflict, ZkClient
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.1
+
+
+class ControllerShell:
+    def __init__(self, broker_id: int, zk: ZkClient, settings: ControllerSettings, events: EventLog,
+                 socket_timeout_s: float, register_broker: Callable[[], None],
+                 seed: int | None = None, clock_ms: Callable[[], int] = lambda: int(time.monotonic() * 1000)):
+        self.broker_id = broker_id
+        self.zk = zk
+        self.events = events
+        self.socket_timeout_s = socket_timeout_s
+        self._register_broker = register_broker
+        self._clock_ms = clock_ms
+        rng = random.Random(seed)
+        self.core = ControllerCore(settings, rng=rng.randrange)
+        self._queue: "queue.Queue[tuple[str, Any]]" = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="controller-event-thread", daemon=True)
+        self._channels: dict[int, BrokerChannel] = {}
+        self._stopped = threading.Event()
+        self.active_controller_id = -1
+        self.failovers = 0
+
+    # ------------------------------------------------------------------ public (any thread)
+
+    @property
+    def is_active(self) -> bool:
+        return self.core.active
+
+    @property
+    def epoch(self) -> int:
+        return self.core.epoch if self.core.active else 0
+
+    def start(self) -> None:
+        self._thread.start()
+        self.enqueue("startup")
+
+    def enqueue(self, kind: str, payload: Any = None) -> None:
+        self._queue.put((kind, payload))
+
+    def on_session_state(self, state: str) -> None:
+        """kazoo listener: LOST = our session expired; CONNECTED after LOST = a new session."""
+        if state == "LOST":
+            self.enqueue("expire")
+
+    def elect_leaders(self, tps: list[tuple[str, int]] | None, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+        fut: Future = Future()
+        self.enqueue("elect_leaders", (tps, fut))
+        return fut.result(timeout=timeout_s)
+
+    def shutdown(self) -> None:
+        if self._thread.is_alive():
+            self.enqueue("shutdown")
+            self._thread.join(timeout=5)
+        self._close_channels()
+
+    # ------------------------------------------------------------------ event thread
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                kind, payload = self._queue.get(timeout=TICK_S)
+            except queue.Empty:
+                kind, payload = "tick", None
+            try:
+                self._handle(kind, payload)
+            except ControllerMovedError as e:
+                self.events.emit("controller_fenced", epoch=self.core.epoch, detail=str(e))
+                self._resign("fenced")
+            except Exception as e:  # keep the event thread alive, and say what happened
+                log.exception("controller event %s failed", kind)
+                self.events.emit("controller_error", event=kind, error=repr(e))
+                if kind == "elect_leaders":
+                    payload[1].set_exception(e)
+            if kind == "shutdown":
+                return
+            if kind != "tick" and self._queue.empty():
+                self._handle_tick()
+
+    def _handle(self, kind: str, payload: Any) -> None:
+        if kind == "startup":
+            self._elect()
+        elif kind == "controller_change":
+            self._on_controller_change()
+        elif kind == "broker_change":
+            if self.core.active:
+                brokers = self.zk.read_brokers(watch=self._broker_watch)
+                self._execute(self.core.on_broker_change(brokers))
+        elif kind == "topic_change":
+            if self.core.active:
+                snap = self.zk.read_snapshot(topic_watch=self._topic_watch)
+                self._execute(self.core.on_topics_change(snap.topics))
+        elif kind == "expire":
+            # Kafka's Expire: drop queued work, resign, then register anew and re-elect.
+            self._drain()
+            if self.core.active:
+                self._resign("session expired")
+            self.events.emit("zk_session_expired")
+            self.enqueue("register_and_reelect")
+        elif kind == "register_and_reelect":
+            self._register_broker()
+            self._elect()
+        elif kind == "tick":
+            self._handle_tick()
+        elif kind == "elect_leaders":
+            tps, fut = payload
+            if not self.core.active:
+                fut.set_result({tp: errors.NOT_CONTROLLER for tp in (tps or [])} or {("", -1): errors.NOT_CONTROLLER})
+                return
+            plan = self.core.elect_preferred(tps, reason="preferred_admin")
+            self._execute(plan)
+            fut.set_result({(w.topic, w.partition): errors.NONE for w in plan.writes})
+        elif kind == "shutdown":
+            if self.core.active:
+                self._resign("shutdown")
+            self._stopped.set()
+
+    def _handle_tick(self) -> None:
+        if self.core.active:
+            plan = self.core.on_tick(self._clock_ms())
+            if not plan.empty:
+                self._execute(plan)
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                kind, payload = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "elect_leaders":
+                payload[1].set_result({})
+            if kind == "shutdown":
+                self._stopped.set()
+
+    # ------------------------------------------------------------------ election
+
+    def _controller_watch(self, _event: Any) -> None:
+        self.enqueue("controller_change")
+
+    def _broker_watch(self, _event: Any) -> None:
+        self.enqueue("broker_change")
+
+    def _topic_watch(self, _event: Any) -> None:
+        self.enqueue("topic_change")
+
+    def _elect(self) -> None:
+        current = self.zk.read_controller(watch=self._controller_watch)
+        if current is not None:
+            self.active_controller_id = current
+            if current == self.broker_id and not self.core.active:
+                # /controller names us but we are not acting (KAFKA-13407): delete it to re-elect
+                self.events.emit("controller_znode_orphaned", controller_id=current)
+            return
+        t0 = time.monotonic_ns()
+        won, epoch, version = self.zk.try_elect_controller(self.broker_id, int(time.time() * 1000))
+        if not won:
+            self.active_controller_id = self.zk.read_controller(watch=self._controller_watch) or -1
+            self.events.emit("controller_election_lost", controller_id=self.active_controller_id, epoch=epoch)
+            return
+        self.active_controller_id = self.broker_id
+        self.events.emit("controller_elected", epoch=epoch, epoch_zk_version=version,
+                         elect_ms=round((time.monotonic_ns() - t0) / 1e6, 3))
+        self._on_failover(epoch, version)
+
+    def _on_controller_change(self) -> None:
+        current = self.zk.read_controller(watch=self._controller_watch)
+        if self.core.active and current != self.broker_id:
+            self._resign("controller znode changed" if current is not None else "controller znode deleted")
+        if current is None:
+            self._elect()
+        else:
+            self.active_controller_id = current
+
+    def _on_failover(self, epoch: int, version: int) -> None:
+        t0 = time.monotonic_ns()
+        snap = self.zk.read_snapshot(broker_watch=self._broker_watch, topic_watch=self._topic_watch)
+        if snap.epoch_zk_version != version:
+            raise ControllerMovedError(f"epoch moved to {snap.controller_epoch} while loading")
+        load_ms = (time.monotonic_ns() - t0) / 1e6
+        self.failovers += 1
+        plan = self.core.on_failover(epoch, version, snap.brokers, snap.topics, snap.states, self._clock_ms())
+        written = self._execute(plan)
+        self.events.emit("controller_failover_done", epoch=epoch, load_ms=round(load_ms, 3),
+                         zk_round_trips=snap.round_trips, partitions=len(snap.states),
+                         states_written=written,
+                         total_ms=round((time.monotonic_ns() - t0) / 1e6, 3))
+
+    def _resign(self, reason: str) -> None:
+        epoch = self.core.epoch
+        was_active = self.core.active
+        self.core.on_resign()
+        self._close_channels()
+        if was_active:
+            self.events.emit("controller_resigned", epoch=epoch, reason=reason)
+
+    # ------------------------------------------------------------------ carrying out a plan
+
+    def _execute(self, plan: Plan, depth: int = 0) -> int:
+        """Make the plan's fenced writes, then log its events and send its requests."""
+        if not self.core.active:
+            return 0
+        t0 = time.monotonic_ns()
+        versions: dict[tuple[str, int], int] = {}
+        if plan.has_writes:
+            try:
+                for topic in plan.topic_creates:
+                    self.zk.create_topic(self.core.epoch_zk_version, topic)
+                versions = self.zk.write_states(self.core.epoch_zk_version, plan.writes)
+            except ControllerMovedError as e:
+                self.events.emit("zk_write_fenced", epoch=self.core.epoch, writes=len(plan.writes), detail=str(e))
+                self._resign("fenced by a newer controller epoch")
+                return 0
+            except StateVersionConflict as e:
+                if depth >= 3:
+                    raise
+                self.events.emit("zk_write_conflict", path=e.path)
+                states = self.zk.read_states([(t, p) for t in self.core.topics for p in self.core.topics[t].partitions])
+                return self._execute(self.core.reload_states(states), depth + 1)
+            write_ms = (time.monotonic_ns() - t0) / 1e6
+        requests = self.core.commit(plan, versions)
+        for w in plan.writes:
+            s = w.state
+            self.events.emit("partition_state_written", topic=w.topic, partition=w.partition, reason=w.reason,
+                             leader=s.leader, leader_epoch=s.leader_epoch, isr=list(s.isr),
+                             controller_epoch=s.controller_epoch, zk_version=versions[(w.topic, w.partition)],
+                             previous_leader=w.previous.leader if w.previous else None,
+                             previous_isr=list(w.previous.isr) if w.previous else None)
+        if plan.writes:
+            self.events.emit("partition_states_written", epoch=self.core.epoch, count=len(plan.writes),
+                             write_ms=round(write_ms, 3), mono_ns_written=t0 + int(write_ms * 1e6))
+        for name, fields in plan.events:
+            self.events.emit(name, controller_epoch=self.core.epoch, **fields)
+        self._send(requests)
+        return len(plan.writes)
+
+    def _send(self, requests: dict[int, list[Any]]) -> None:
+        live = self.core.live
+        for gone in set(self._channels) - set(live):
+            self._channels.pop(gone).close()
+        for b, cmds in requests.items():
+            reg = live[b]
+            ch = self._channels.get(b)
+            if ch is None or ch.target != reg.endpoint():
+                if ch is not None:
+                    ch.close()
+                ch = self._channels[b] = BrokerChannel(b, reg.endpoint(), self.socket_timeout_s, self._on_response)
+            header = pb.ControllerHeader(controller_id=self.broker_id, controller_epoch=self.core.epoch,
+                                         broker_epoch=reg.epoch)
+            for cmd in cmds:
+                ch.send(wire.command_to_pb(cmd, header))
+
+    def _on_response(self, broker_id: int, kind: str, request: Any, response: Any) -> None:
+        if response.error_code != errors.NONE:
+            self.events.emit("controller_request_failed", request=kind, target=broker_id,
+                             error=errors.name(response.error_code),
+                             request_controller_epoch=request.header.controller_epoch)
+
+    def _close_channels(self) -> None:
+        for ch in self._channels.values():
+            ch.close()
+        self._channels.clear()

@@ -1,0 +1,59 @@
+"""The structured event log: one JSON object per line, per broker.
+
+Each line carries ``ts_ms`` (wall clock, ms since the epoch, float),
+``mono_ns`` (CLOCK_MONOTONIC in ns: comparable across processes on one
+machine), ``broker`` and ``type``, then the event's own fields.  The schema
+of every type is in docs/events.md.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+
+class EventLog:
+    def __init__(self, path: Path | str, broker_id: int,
+                 wall_ms: Callable[[], float] = lambda: time.time() * 1000.0,
+                 mono_ns: Callable[[], int] = time.monotonic_ns):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.broker_id = broker_id
+        self._wall_ms = wall_ms
+        self._mono_ns = mono_ns
+        self._lock = threading.Lock()
+        # line-buffered append: each event reaches the OS as one write
+        self._f = open(self.path, "a", buffering=1, encoding="utf-8")
+
+    def emit(self, type_: str, **fields: Any) -> dict[str, Any]:
+        record = {"ts_ms": round(self._wall_ms(), 3), "mono_ns": self._mono_ns(),
+                  "broker": self.broker_id, "type": type_, **fields}
+        line = json.dumps(record, separators=(",", ":"), default=str)
+        with self._lock:
+            if not self._f.closed:
+                self._f.write(line + "\n")
+        return record
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._f.closed:
+                self._f.flush()
+                os.fsync(self._f.fileno())
+                self._f.close()
+
+
+def read_events(path: Path | str) -> list[dict[str, Any]]:
+    """Every complete line of an event log; a torn last line (a killed writer) is skipped."""
+    out: list[dict[str, Any]] = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out

@@ -1,0 +1,75 @@
+"""The broker's gRPC service: controller requests (fenced) and admin calls."""
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from node import errors, wire
+from node.broker_state import BrokerState, Outcome
+from node.events import EventLog
+from proto import kafkasim_pb2 as pb
+from proto import kafkasim_pb2_grpc as pbg
+
+if TYPE_CHECKING:
+    from node.controller_shell import ControllerShell
+
+
+class BrokerServicer(pbg.BrokerServicer):
+    def __init__(self, state: BrokerState, events: EventLog, controller: "ControllerShell"):
+        self.state = state
+        self.events = events
+        self.controller = controller
+        self._lock = threading.Lock()  # requests from the controller apply one at a time
+
+    def _log(self, out: Outcome) -> None:
+        for name, fields in out.events:
+            self.events.emit(name, **fields)
+
+    @staticmethod
+    def _perrors(out: Outcome) -> list[pb.PartitionError]:
+        return [pb.PartitionError(topic=t, partition=p, error_code=c)
+                for (t, p), c in sorted(out.partition_errors.items()) if c != errors.NONE]
+
+    def LeaderAndIsr(self, request, context):
+        with self._lock:
+            out = self.state.leader_and_isr(wire.header_from_pb(request.header),
+                                            wire.partitions_from_pb(request.partitions))
+        self._log(out)
+        return pb.LeaderAndIsrResponse(error_code=out.error, partition_errors=self._perrors(out))
+
+    def UpdateMetadata(self, request, context):
+        live = [(b.id, b.host, b.port, b.broker_epoch) for b in request.live_brokers]
+        with self._lock:
+            out = self.state.update_metadata(wire.header_from_pb(request.header),
+                                             wire.partitions_from_pb(request.partitions), live)
+        self._log(out)
+        return pb.UpdateMetadataResponse(error_code=out.error)
+
+    def StopReplica(self, request, context):
+        tps = [(tp.topic, tp.partition) for tp in request.partitions]
+        with self._lock:
+            out = self.state.stop_replica(wire.header_from_pb(request.header), tps, request.leader_epoch,
+                                          request.delete_partitions)
+        self._log(out)
+        return pb.StopReplicaResponse(error_code=out.error, partition_errors=self._perrors(out))
+
+    def DescribeBroker(self, request, context):
+        s = self.state
+        with self._lock:
+            parts = [wire.info_to_pb(p) for _, p in sorted(s.metadata.items())]
+            live = [pb.BrokerEndpoint(id=b, host=h, port=port, broker_epoch=e)
+                    for b, (h, port, e) in sorted(s.live_brokers.items())]
+        return pb.DescribeBrokerResponse(
+            broker_id=s.broker_id, broker_epoch=s.broker_epoch, is_controller=self.controller.is_active,
+            controller_epoch=self.controller.epoch, latest_controller_epoch=s.controller_epoch,
+            known_controller_id=self.controller.active_controller_id, partitions=parts, live_brokers=live)
+
+    def ElectLeaders(self, request, context):
+        tps = [(tp.topic, tp.partition) for tp in request.partitions] or None
+        if not self.controller.is_active:
+            return pb.ElectLeadersResponse(error_code=errors.NOT_CONTROLLER)
+        result = self.controller.elect_leaders(tps)
+        if any(c == errors.NOT_CONTROLLER for c in result.values()):
+            return pb.ElectLeadersResponse(error_code=errors.NOT_CONTROLLER)
+        return pb.ElectLeadersResponse(error_code=errors.NONE, partition_errors=[
+            pb.PartitionError(topic=t, partition=p, error_code=c) for (t, p), c in sorted(result.items())])

@@ -1,0 +1,44 @@
+"""Conversions between the cores' plain types and the generated protobuf types."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from controller.core import Command, LeaderAndIsrCmd, PartitionView, UpdateMetadataCmd
+from node.broker_state import Header, PartitionInfo
+from proto import kafkasim_pb2 as pb
+from zk.codecs import BrokerRegistration
+
+
+def partition_to_pb(v: PartitionView) -> pb.PartitionState:
+    return pb.PartitionState(topic=v.topic, partition=v.partition, controller_epoch=v.state.controller_epoch,
+                             leader=v.state.leader, leader_epoch=v.state.leader_epoch, isr=list(v.state.isr),
+                             zk_version=v.zk_version, replicas=list(v.replicas), is_new=v.is_new)
+
+
+def broker_to_pb(b: BrokerRegistration) -> pb.BrokerEndpoint:
+    return pb.BrokerEndpoint(id=b.broker_id, host=b.host, port=b.port, broker_epoch=b.epoch)
+
+
+def command_to_pb(cmd: Command, header: pb.ControllerHeader):
+    if isinstance(cmd, LeaderAndIsrCmd):
+        return pb.LeaderAndIsrRequest(header=header, partitions=[partition_to_pb(v) for v in cmd.partitions],
+                                      live_leaders=[broker_to_pb(b) for b in cmd.live_leaders])
+    if isinstance(cmd, UpdateMetadataCmd):
+        return pb.UpdateMetadataRequest(header=header, partitions=[partition_to_pb(v) for v in cmd.partitions],
+                                        live_brokers=[broker_to_pb(b) for b in cmd.live_brokers])
+    raise TypeError(f"unknown command {cmd!r}")
+
+
+def header_from_pb(h: pb.ControllerHeader) -> Header:
+    return Header(h.controller_id, h.controller_epoch, h.broker_epoch)
+
+
+def partitions_from_pb(parts: Iterable[pb.PartitionState]) -> list[PartitionInfo]:
+    return [PartitionInfo(p.topic, p.partition, p.leader, p.leader_epoch, tuple(p.isr), tuple(p.replicas),
+                          p.zk_version, p.controller_epoch) for p in parts]
+
+
+def info_to_pb(p: PartitionInfo) -> pb.PartitionState:
+    return pb.PartitionState(topic=p.topic, partition=p.partition, controller_epoch=p.controller_epoch,
+                             leader=p.leader, leader_epoch=p.leader_epoch, isr=list(p.isr),
+                             zk_version=p.zk_version, replicas=list(p.replicas))

@@ -1,0 +1,1 @@
+"""ZooKeeper helpers: znode layout, codecs, multi-reads and an embedded real server."""

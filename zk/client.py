@@ -1,0 +1,327 @@
+"""kafkasim's only door to ZooKeeper.
+
+Everything that touches a znode goes through :class:`ZkClient`: broker
+registration (checked ephemeral create), the controller election multi,
+controller writes fenced by /controller_epoch's zkVersion, and batched reads
+through multiRead.  The callers (node/) never see kazoo.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError, NodeExistsError, NoNodeError, RolledBackError, RuntimeInconsistency,
+)
+
+from zk import codecs, paths
+from zk.codecs import BrokerRegistration, LeaderAndIsr, TopicAssignment
+from zk.multiread import GET_CHILDREN, GET_DATA, multi_read
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+MULTI_CHUNK = 1000  # ops per multi; well under jute.maxbuffer for our znodes
+
+
+class ControllerMovedError(Exception):
+    """The /controller_epoch check failed: another controller was elected."""
+
+
+class StateVersionConflict(Exception):
+    """A conditional write found a different zkVersion (BADVERSION)."""
+
+    def __init__(self, path: str):
+        super().__init__(f"BADVERSION on {path}")
+        self.path = path
+
+
+class BrokerRegistrationTimeout(Exception):
+    """An old session's /brokers/ids/<id> did not go away in time."""
+
+
+def split_connect(connect: str) -> tuple[str, str]:
+    """'h:p,h:p/chroot' -> ('h:p,h:p', '/chroot'); chroot '' when absent."""
+    if "/" in connect:
+        hosts, chroot = connect.split("/", 1)
+        return hosts, "/" + chroot.rstrip("/") if chroot.strip("/") else ""
+    return connect, ""
+
+
+@dataclass
+class ClusterSnapshot:
+    """Everything a new controller loads, read in a constant number of round trips."""
+
+    controller_epoch: int
+    epoch_zk_version: int
+    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    topics: dict[str, TopicAssignment] = field(default_factory=dict)
+    states: dict[TopicPartition, tuple[LeaderAndIsr, int]] = field(default_factory=dict)
+    round_trips: int = 0
+
+
+@dataclass(frozen=True)
+class StateWrite:
+    """One partition-state write: create when ``zk_version`` is None, else a conditional set."""
+
+    topic: str
+    partition: int
+    state: LeaderAndIsr
+    zk_version: int | None
+
+
+class ZkClient:
+    def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int | None = None):
+        self.hosts, self.chroot = split_connect(connect)
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
+        self.kz = KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000.0)
+        self._listeners: list[Callable[[str], None]] = []
+        self.kz.add_listener(self._on_state)
+
+    # ------------------------------------------------------------ session
+
+    def start(self) -> None:
+        self.kz.start(timeout=self.connection_timeout_ms / 1000.0)
+        if self.chroot:
+            self.kz.ensure_path(self.chroot)
+            self.kz.chroot = self.chroot
+
+    def stop(self) -> None:
+        """Close the session: ZooKeeper deletes our ephemerals at once."""
+        try:
+            self.kz.stop()
+        finally:
+            self.kz.close()
+
+    @property
+    def session_id(self) -> int:
+        return self.kz.client_id[0] if self.kz.client_id else 0
+
+    @property
+    def connected(self) -> bool:
+        return self.kz.state == KazooState.CONNECTED
+
+    def add_state_listener(self, fn: Callable[[str], None]) -> None:
+        """fn('CONNECTED'|'SUSPENDED'|'LOST') from kazoo's thread; keep it short."""
+        self._listeners.append(fn)
+
+    def _on_state(self, state: str) -> None:
+        for fn in self._listeners:
+            try:
+                fn(str(state))
+            except Exception:  # a listener must never break kazoo's thread
+                log.exception("state listener failed")
+
+    def ensure_persistent_paths(self) -> None:
+        for p in paths.PERSISTENT_PATHS:
+            self.kz.ensure_path(p)
+
+    # ------------------------------------------------------------ generic
+
+    def get(self, path: str) -> tuple[bytes, Any]:
+        return self.kz.get(path)
+
+    def get_children(self, path: str) -> list[str]:
+        return self.kz.get_children(path)
+
+    def exists(self, path: str, watch: Callable[[Any], None] | None = None) -> Any:
+        return self.kz.exists(path, watch=watch)
+
+    def watch_children(self, path: str, watch: Callable[[Any], None]) -> list[str]:
+        """One-shot children watch (re-arm by calling again), returns the children."""
+        return self.kz.get_children(path, watch=watch)
+
+    def read_many(self, ops: Sequence[tuple[int, str]]) -> list[Any]:
+        return multi_read(self.kz, ops)
+
+    # ------------------------------------------------------------ brokers
+
+    def register_broker(self, reg: BrokerRegistration, wait_s: float) -> int:
+        """Create the ephemeral /brokers/ids/<id>; return the broker epoch (its czxid).
+
+        When the node exists, either it is ours (our session created it before
+        a connection loss; Kafka's checkedEphemeralCreate) or it belongs to an
+        older session of this broker that has not expired yet: wait for that
+        session's node to go, up to ``wait_s``, then create ours.
+        """
+        path = paths.broker(reg.broker_id)
+        deadline = time.monotonic() + wait_s
+        data = codecs.encode_broker(reg)
+        while True:
+            try:
+                self.kz.create(path, data, ephemeral=True)
+            except NodeExistsError:
+                pass
+            try:
+                _, stat = self.kz.get(path)
+            except NoNodeError:
+                continue  # deleted between our create and get: try again
+            if stat.ephemeralOwner == self.session_id:
+                return stat.czxid
+            gone = threading.Event()
+            if self.kz.exists(path, watch=lambda _e: gone.set()) is None:
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not gone.wait(remaining):
+                raise BrokerRegistrationTimeout(
+                    f"{path} is held by session 0x{stat.ephemeralOwner:x} and did not expire in {wait_s:.1f}s")
+
+    def read_brokers(self, watch: Callable[[Any], None] | None = None) -> dict[int, BrokerRegistration]:
+        """The live brokers with their epochs: two round trips."""
+        ids = self.kz.get_children(paths.BROKER_IDS, watch=watch)
+        ids = sorted(int(i) for i in ids if i.isdigit())
+        out: dict[int, BrokerRegistration] = {}
+        for bid, res in zip(ids, self.read_many([(GET_DATA, paths.broker(b)) for b in ids])):
+            if isinstance(res, Exception):
+                continue  # went away between the two reads
+            data, stat = res
+            out[bid] = codecs.decode_broker(bid, data, stat.czxid)
+        return out
+
+    # ------------------------------------------------------------ controller election
+
+    def read_controller(self, watch: Callable[[Any], None] | None = None) -> int | None:
+        """The active controller's broker id (None when absent); sets a watch when given."""
+        stat = self.kz.exists(paths.CONTROLLER, watch=watch)
+        if stat is None:
+            return None
+        try:
+            data, _ = self.kz.get(paths.CONTROLLER)
+        except NoNodeError:
+            return None
+        return codecs.decode_controller(data).broker_id
+
+    def read_controller_epoch(self) -> tuple[int, int]:
+        """(epoch, zkVersion) of /controller_epoch, creating it with 0 when missing."""
+        try:
+            data, stat = self.kz.get(paths.CONTROLLER_EPOCH)
+        except NoNodeError:
+            try:
+                self.kz.create(paths.CONTROLLER_EPOCH, codecs.encode_controller_epoch(0))
+            except NodeExistsError:
+                pass
+            data, stat = self.kz.get(paths.CONTROLLER_EPOCH)
+        return codecs.decode_controller_epoch(data), stat.version
+
+    def try_elect_controller(self, broker_id: int, timestamp_ms: int) -> tuple[bool, int, int]:
+        """Kafka's registerControllerAndIncrementControllerEpoch.
+
+        One multi: create the ephemeral /controller and set /controller_epoch to
+        epoch+1 at its zkVersion.  Returns (won, epoch, epoch_zk_version); when
+        lost, epoch is the current one as read.
+        """
+        epoch, version = self.read_controller_epoch()
+        new_epoch = epoch + 1
+        tx = self.kz.transaction()
+        tx.create(paths.CONTROLLER, codecs.encode_controller(broker_id, timestamp_ms), ephemeral=True)
+        tx.set_data(paths.CONTROLLER_EPOCH, codecs.encode_controller_epoch(new_epoch), version)
+        results = tx.commit()
+        if not any(isinstance(r, Exception) for r in results):
+            return True, new_epoch, version + 1
+        # NODEEXISTS or BADVERSION: we won only if both nodes say so (a retried commit).
+        try:
+            cdata, _ = self.kz.get(paths.CONTROLLER)
+            edata, estat = self.kz.get(paths.CONTROLLER_EPOCH)
+        except NoNodeError:
+            return False, epoch, version
+        cur_epoch = codecs.decode_controller_epoch(edata)
+        if codecs.decode_controller(cdata).broker_id == broker_id and cur_epoch == new_epoch:
+            return True, new_epoch, estat.version
+        return False, cur_epoch, estat.version
+
+    # ------------------------------------------------------------ controller state
+
+    def read_snapshot(self, broker_watch: Callable[[Any], None] | None = None,
+                      topic_watch: Callable[[Any], None] | None = None) -> ClusterSnapshot:
+        """The controller's context in three round trips, whatever the partition count."""
+        first = self.read_many([(GET_DATA, paths.CONTROLLER_EPOCH)])[0]
+        if isinstance(first, Exception):
+            raise ControllerMovedError("/controller_epoch is missing")
+        # watches need the regular API; children lists come back with them
+        broker_ids = self.kz.get_children(paths.BROKER_IDS, watch=broker_watch)
+        topics = self.kz.get_children(paths.TOPICS, watch=topic_watch)
+        snap = ClusterSnapshot(codecs.decode_controller_epoch(first[0]), first[1].version, round_trips=3)
+        ids = sorted(int(i) for i in broker_ids if i.isdigit())
+        topics = sorted(topics)
+        res = self.read_many([(GET_DATA, paths.broker(b)) for b in ids] + [(GET_DATA, paths.topic(t)) for t in topics])
+        for bid, r in zip(ids, res[:len(ids)]):
+            if not isinstance(r, Exception):
+                snap.brokers[bid] = codecs.decode_broker(bid, r[0], r[1].czxid)
+        for t, r in zip(topics, res[len(ids):]):
+            if not isinstance(r, Exception):
+                snap.topics[t] = codecs.decode_topic(t, r[0])
+        snap.round_trips += 1
+        snap.states = self.read_states([(t, p) for t, a in snap.topics.items() for p in a.partitions])
+        snap.round_trips += 1
+        return snap
+
+    def read_states(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[LeaderAndIsr, int]]:
+        tps = list(tps)
+        out: dict[TopicPartition, tuple[LeaderAndIsr, int]] = {}
+        res = self.read_many([(GET_DATA, paths.partition_state(t, p)) for t, p in tps])
+        for (t, p), r in zip(tps, res):
+            if not isinstance(r, Exception):
+                out[(t, p)] = (codecs.decode_partition_state(paths.partition_state(t, p), r[0]), r[1].version)
+        return out
+
+    def fenced_multi(self, epoch_zk_version: int, build: Callable[[Any], None]) -> list[Any]:
+        """multi(check /controller_epoch @ epoch_zk_version, *ops added by build(tx)).
+
+        Raises ControllerMovedError when the check fails, StateVersionConflict
+        (with the path) when another op hit BADVERSION, and re-raises any other
+        failure.  Returns the per-op results after the check on success.
+        """
+        tx = self.kz.transaction()
+        tx.check(paths.CONTROLLER_EPOCH, epoch_zk_version)
+        build(tx)
+        results = tx.commit()
+        failed = [(i, r) for i, r in enumerate(results)
+                  if isinstance(r, Exception) and not isinstance(r, (RolledBackError, RuntimeInconsistency))]
+        if not failed:
+            return results[1:]
+        index, err = failed[0]
+        if index == 0:
+            raise ControllerMovedError(f"/controller_epoch is no longer at version {epoch_zk_version}")
+        op = tx.operations[index]
+        if isinstance(err, BadVersionError):
+            raise StateVersionConflict(op.path if hasattr(op, "path") else "?")
+        raise err
+
+    def write_states(self, epoch_zk_version: int, writes: Sequence[StateWrite]) -> dict[TopicPartition, int]:
+        """Write partition states in batched multis fenced by the controller epoch.
+
+        Returns the new zkVersion of each written state.  Each chunk of
+        MULTI_CHUNK writes is atomic; chunks are applied in order.
+        """
+        out: dict[TopicPartition, int] = {}
+        for i in range(0, len(writes), MULTI_CHUNK):
+            chunk = writes[i:i + MULTI_CHUNK]
+
+            def build(tx: Any, chunk: Sequence[StateWrite] = chunk) -> None:
+                for w in chunk:
+                    data = codecs.encode_partition_state(w.state)
+                    if w.zk_version is None:
+                        tx.create(paths.partition_state(w.topic, w.partition), data)
+                    else:
+                        tx.set_data(paths.partition_state(w.topic, w.partition), data, w.zk_version)
+
+            results = self.fenced_multi(epoch_zk_version, build)
+            for w, r in zip(chunk, results):
+                out[(w.topic, w.partition)] = 0 if w.zk_version is None else r.version
+        return out
+
+    def create_topic(self, epoch_zk_version: int, assignment: TopicAssignment) -> None:
+        """Create /brokers/topics/<t> and its partitions/<p> parents, fenced."""
+
+        def build(tx: Any) -> None:
+            tx.create(paths.topic(assignment.topic), codecs.encode_topic(assignment))
+            tx.create(paths.partitions(assignment.topic), b"")
+            for p in sorted(assignment.partitions):
+                tx.create(paths.partition(assignment.topic, p), b"")
+
+        self.fenced_multi(epoch_zk_version, build)

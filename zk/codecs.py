@@ -1,0 +1,179 @@
+"""JSON codecs for the znodes of Kafka 2.8's ZooKeeper layout.
+
+Each codec is a pair of pure functions, ``encode_*`` returning bytes and
+``decode_*`` taking bytes.  Decoders raise :class:`CodecError` naming the
+znode kind on malformed data instead of a bare KeyError/ValueError, so a
+corrupt znode is reported clearly.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+class CodecError(ValueError):
+    """A znode's content does not match the expected format."""
+
+
+def _dump(obj: Mapping[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _load(kind: str, data: bytes | None) -> dict[str, Any]:
+    if data is None:
+        raise CodecError(f"{kind}: empty znode")
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CodecError(f"{kind}: not JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise CodecError(f"{kind}: expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _field(kind: str, obj: Mapping[str, Any], name: str, typ: type | tuple[type, ...]) -> Any:
+    if name not in obj:
+        raise CodecError(f"{kind}: missing field {name!r}")
+    value = obj[name]
+    if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+        raise CodecError(f"{kind}: field {name!r} has type {type(value).__name__}")
+    return value
+
+
+# ------------------------------------------------------------------ /controller
+
+@dataclass(frozen=True)
+class ControllerZNode:
+    broker_id: int
+    timestamp_ms: int
+
+
+def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
+    return _dump({"version": 1, "brokerid": broker_id, "timestamp": str(timestamp_ms)})
+
+
+def decode_controller(data: bytes | None) -> ControllerZNode:
+    obj = _load("/controller", data)
+    ts = obj.get("timestamp", "0")
+    return ControllerZNode(_field("/controller", obj, "brokerid", int), int(ts) if str(ts).isdigit() else 0)
+
+
+# ------------------------------------------------------------------ /controller_epoch
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(epoch).encode()
+
+
+def decode_controller_epoch(data: bytes | None) -> int:
+    try:
+        return int((data or b"").decode())
+    except ValueError:
+        raise CodecError(f"/controller_epoch: not an integer: {data!r}") from None
+
+
+# ------------------------------------------------------------------ /brokers/ids/<id>
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    broker_id: int
+    host: str
+    port: int
+    timestamp_ms: int
+    rack: str | None = None
+    epoch: int = -1  # the znode's czxid; not part of the JSON
+
+    def endpoint(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def encode_broker(reg: BrokerRegistration) -> bytes:
+    # JSON v5, the IBP >= 2.7 layout, with one PLAINTEXT listener (gRPC here).
+    return _dump({
+        "version": 5,
+        "host": reg.host,
+        "port": reg.port,
+        "jmx_port": -1,
+        "timestamp": str(reg.timestamp_ms),
+        "endpoints": [f"PLAINTEXT://{reg.host}:{reg.port}"],
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "rack": reg.rack,
+        "features": {},
+    })
+
+
+def decode_broker(broker_id: int, data: bytes | None, czxid: int = -1) -> BrokerRegistration:
+    kind = f"/brokers/ids/{broker_id}"
+    obj = _load(kind, data)
+    ts = obj.get("timestamp", "0")
+    return BrokerRegistration(
+        broker_id=broker_id,
+        host=_field(kind, obj, "host", str),
+        port=_field(kind, obj, "port", int),
+        timestamp_ms=int(ts) if str(ts).isdigit() else 0,
+        rack=obj.get("rack"),
+        epoch=czxid,
+    )
+
+
+# ------------------------------------------------------------------ /brokers/topics/<t>
+
+@dataclass(frozen=True)
+class TopicAssignment:
+    topic: str
+    partitions: Mapping[int, tuple[int, ...]]  # partition -> replicas in assignment order
+    topic_id: str = ""
+    config: Mapping[str, Any] = field(default_factory=dict)  # topic-level overrides (kafkasim keeps them here)
+
+
+def encode_topic(a: TopicAssignment) -> bytes:
+    return _dump({
+        "version": 3,
+        "topic_id": a.topic_id,
+        "partitions": {str(p): list(r) for p, r in sorted(a.partitions.items())},
+        "adding_replicas": {},
+        "removing_replicas": {},
+        "config": dict(a.config),
+    })
+
+
+def decode_topic(topic: str, data: bytes | None) -> TopicAssignment:
+    kind = f"/brokers/topics/{topic}"
+    obj = _load(kind, data)
+    raw = _field(kind, obj, "partitions", dict)
+    parts: dict[int, tuple[int, ...]] = {}
+    for p, replicas in raw.items():
+        if not (isinstance(p, str) and p.isdigit()) or not isinstance(replicas, list) \
+                or not all(isinstance(r, int) for r in replicas):
+            raise CodecError(f"{kind}: bad partition entry {p!r}: {replicas!r}")
+        parts[int(p)] = tuple(replicas)
+    cfg = obj.get("config") or {}
+    if not isinstance(cfg, dict):
+        raise CodecError(f"{kind}: field 'config' is not an object")
+    return TopicAssignment(topic, parts, str(obj.get("topic_id", "")), cfg)
+
+
+# ------------------------------------------------------------------ partition state
+
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+
+    NO_LEADER = -1
+
+
+def encode_partition_state(s: LeaderAndIsr) -> bytes:
+    return _dump({"version": 1, "leader": s.leader, "leader_epoch": s.leader_epoch,
+                  "controller_epoch": s.controller_epoch, "isr": list(s.isr)})
+
+
+def decode_partition_state(path: str, data: bytes | None) -> LeaderAndIsr:
+    obj = _load(path, data)
+    isr = _field(path, obj, "isr", list)
+    if not all(isinstance(b, int) for b in isr):
+        raise CodecError(f"{path}: isr holds a non-integer")
+    return LeaderAndIsr(_field(path, obj, "leader", int), _field(path, obj, "leader_epoch", int),
+                        tuple(isr), _field(path, obj, "controller_epoch", int))
