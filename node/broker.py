@@ -28,6 +28,7 @@ from node.config import ClusterConfig, ConfigError, load_config
 from node.controller_shell import ControllerShell
 from node.events import EventLog
 from node.servicer import BrokerServicer
+from node.session_file import SessionFile
 from proto import kafkasim_pb2_grpc as pbg
 from zk.client import ZkClient
 from zk.codecs import BrokerRegistration
@@ -72,6 +73,7 @@ class Broker:
         self.broker_id = broker_id
         self.events = EventLog(cfg.run_dir / "events" / f"broker-{broker_id}.jsonl", broker_id)
         self.state = BrokerState(broker_id)
+        self.session_file = SessionFile(self.spec.log_dir / "zk-session.json")
         self.zk = ZkClient(zk_connect, cfg.session_timeout_ms, cfg.connection_timeout_ms)
         self.controller = ControllerShell(
             broker_id, self.zk, controller_settings(cfg, broker_id), self.events,
@@ -97,9 +99,11 @@ class Broker:
         reg = BrokerRegistration(self.broker_id, self.spec.host, self.spec.port, int(time.time() * 1000),
                                  self.spec.rack)
         wait_s = 2 * self.cfg.session_timeout_ms / 1000.0 + 5
+        predecessor = self.session_file.dead_predecessor_session()
+        self.events.emit("broker_registering", predecessor_session=f"0x{predecessor:x}" if predecessor else None)
         for attempt in range(50):
             try:
-                epoch = self.zk.register_broker(reg, wait_s)
+                epoch = self.zk.register_broker(reg, wait_s, predecessor)
                 break
             except (ConnectionLoss, SessionExpiredError):
                 if self.stopping.wait(0.1):
@@ -107,7 +111,9 @@ class Broker:
         else:
             raise RuntimeError(f"broker {self.broker_id}: could not register in ZooKeeper")
         self.state.broker_epoch = epoch
-        self.events.emit("broker_registered", broker_epoch=epoch, session_id=f"0x{self.zk.session_id:x}")
+        self.session_file.record(self.zk.session_id)
+        self.events.emit("broker_registered", broker_epoch=epoch, session_id=f"0x{self.zk.session_id:x}",
+                         replaced_predecessor=f"0x{predecessor:x}" if predecessor else None)
 
     def stop(self) -> None:
         self.events.emit("broker_stopping", controller=self.controller.is_active)

@@ -215,16 +215,19 @@ class Cluster:
 
     def wait_exit(self, broker_id: int, timeout: float = 10.0) -> None:
         pid = self.pids.get(broker_id)
-        wait_for(lambda: process_state(pid) == "dead", timeout, f"broker {broker_id} (pid {pid}) to exit")
-        self._reap(pid)
+        wait_for(lambda: process_state(pid) == "dead" and self._reaped(pid), timeout,
+                 f"broker {broker_id} (pid {pid}) to exit")
 
     @staticmethod
-    def _reap(pid: int | None) -> None:
-        if pid:
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
+    def _reaped(pid: int | None) -> bool:
+        """Reap our child if it has exited; True once it is gone (or was never our child)."""
+        if not pid:
+            return True
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return True
+        return done == pid
 
     def stop_broker(self, broker_id: int, timeout: float = 10.0) -> None:
         pid = self.pids.get(broker_id)

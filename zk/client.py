@@ -141,13 +141,19 @@ class ZkClient:
 
     # ------------------------------------------------------------ brokers
 
-    def register_broker(self, reg: BrokerRegistration, wait_s: float) -> int:
+    def register_broker(self, reg: BrokerRegistration, wait_s: float,
+                        predecessor_session: int | None = None) -> int:
         """Create the ephemeral /brokers/ids/<id>; return the broker epoch (its czxid).
 
-        When the node exists, either it is ours (our session created it before
-        a connection loss; Kafka's checkedEphemeralCreate) or it belongs to an
-        older session of this broker that has not expired yet: wait for that
-        session's node to go, up to ``wait_s``, then create ours.
+        When the node exists:
+        - it is ours (our session created it before a connection loss: Kafka's
+          checkedEphemeralCreate) -> keep it;
+        - it belongs to ``predecessor_session``, a session that the caller has
+          proved belonged to a dead earlier process of this broker -> replace it
+          in one multi (delete at its version, create), so the controller sees
+          the same id with a larger czxid: a bounced broker;
+        - otherwise it belongs to a live or unknown session -> wait for that
+          session to end, up to ``wait_s``, then create ours.
         """
         path = paths.broker(reg.broker_id)
         deadline = time.monotonic() + wait_s
@@ -163,6 +169,12 @@ class ZkClient:
                 continue  # deleted between our create and get: try again
             if stat.ephemeralOwner == self.session_id:
                 return stat.czxid
+            if predecessor_session and stat.ephemeralOwner == predecessor_session:
+                tx = self.kz.transaction()
+                tx.delete(path, stat.version)
+                tx.create(path, data, ephemeral=True)
+                if not any(isinstance(r, Exception) for r in tx.commit()):
+                    continue  # read it back: the loop returns its czxid
             gone = threading.Event()
             if self.kz.exists(path, watch=lambda _e: gone.set()) is None:
                 continue

@@ -1,0 +1,53 @@
+"""Proof that a leftover /brokers/ids/<id> belongs to a dead earlier process of this broker.
+
+After registering, a broker records its ZooKeeper session id, its pid and
+its pid's start time in ``<log dir>/zk-session.json``.  A restarted broker
+reads it back: when that process no longer exists (no pid, or a pid reused
+by another process that started at another time), the session recorded
+there can only be a dead one, and the restarted broker may replace the
+znode it still holds instead of waiting for the session timeout.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+def _start_time(pid: int) -> str | None:
+    """The pid's start time (clock ticks since boot), or None when no live process has it.
+
+    A zombie (killed, not yet reaped) counts as gone: it holds no sockets, so
+    no session of its own can still be heart-beating.
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
+
+
+class SessionFile:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def record(self, session_id: int) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"session_id": session_id, "pid": os.getpid(),
+                                   "start_time": _start_time(os.getpid())}))
+        tmp.replace(self.path)
+
+    def dead_predecessor_session(self) -> int | None:
+        """The recorded session id, if the process that recorded it is gone; else None."""
+        try:
+            doc = json.loads(self.path.read_text())
+            sid, pid, started = int(doc["session_id"]), int(doc["pid"]), doc.get("start_time")
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if pid != os.getpid() and _start_time(pid) == started and started is not None:
+            return None  # that process is still running: its session may be alive
+        return sid

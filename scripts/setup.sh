@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One-stop, idempotent set-up on a fresh Debian (bookworm) machine:
+#   - Java 17 + ZooKeeper 3.8 from Debian's `zookeeper` package (real ZooKeeper servers)
+#   - Debian's `docker-compose` client (one test validates docker-compose.yml with it)
+#   - kafkasim itself, editable, with its test extras; then the generated gRPC wire types
+# Fast when everything is already in place.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+say() { printf 'setup: %s\n' "$*"; }
+
+# ---- system packages --------------------------------------------------------------------
+apt_pkgs=()
+if ! command -v java >/dev/null 2>&1 || [ ! -f /usr/share/java/zookeeper.jar ]; then
+    apt_pkgs+=(zookeeper)
+fi
+if ! command -v docker-compose >/dev/null 2>&1; then
+    apt_pkgs+=(docker-compose)
+fi
+if [ "${#apt_pkgs[@]}" -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+        SUDO=()
+    elif command -v sudo >/dev/null 2>&1; then
+        SUDO=(sudo)
+    else
+        echo "setup: need root to install: ${apt_pkgs[*]}" >&2
+        echo "setup: run as root: apt-get install -y ${apt_pkgs[*]}  (zookeeper pulls in Java 17)" >&2
+        exit 1
+    fi
+    say "installing ${apt_pkgs[*]} (apt-get)"
+    "${SUDO[@]}" apt-get update -q
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -q --no-install-recommends "${apt_pkgs[@]}"
+else
+    say "java, zookeeper and docker-compose present"
+fi
+command -v java >/dev/null 2>&1 || { echo "setup: java still missing: apt-get install openjdk-17-jre-headless" >&2; exit 1; }
+[ -f /usr/share/java/zookeeper.jar ] || { echo "setup: /usr/share/java/zookeeper.jar still missing: apt-get install zookeeper" >&2; exit 1; }
+
+# ---- Python packages ---------------------------------------------------------------------
+editable_here() {
+    # pip >= 21.3 prints "Editable project location: <dir>" for editable installs.
+    local loc
+    loc="$(python3 -m pip show kafkasim 2>/dev/null | sed -n 's/^Editable project location: //p')"
+    [ -n "$loc" ] && [ "$(cd "$loc" 2>/dev/null && pwd -P)" = "$(pwd -P)" ]
+}
+if python3 -c "import kazoo, grpc, grpc_tools, yaml, tenacity, pytest, hypothesis, pytest_timeout" \
+        >/dev/null 2>&1 && editable_here; then
+    say "python packages present (kafkasim editable from $ROOT)"
+else
+    say "pip install -e .[test]"
+    python3 -m pip install -q --root-user-action=ignore -e ".[test]"
+fi
+
+# ---- generated code ----------------------------------------------------------------------
+say "generating gRPC wire types (scripts/gen_proto.py)"
+python3 scripts/gen_proto.py
+say "done"
