@@ -83,7 +83,8 @@ Command = LeaderAndIsrCmd | UpdateMetadataCmd
 class Plan:
     topic_creates: list[TopicAssignment] = field(default_factory=list)
     writes: list[StateChange] = field(default_factory=list)
-    events: list[tuple[str, dict]] = field(default_factory=list)
+    events: list[tuple[str, dict]] = field(default_factory=list)     # outcomes: log once the writes land
+    observed: list[tuple[str, dict]] = field(default_factory=list)   # observations: log when decided
     full_sync: set[int] = field(default_factory=set)   # brokers to send the full state to
     metadata_to_all: bool = False                      # tell everyone about changed partitions/brokers
     resend_metadata: bool = False                      # periodic full UpdateMetadata to all
@@ -94,7 +95,7 @@ class Plan:
 
     @property
     def empty(self) -> bool:
-        return not (self.has_writes or self.events or self.full_sync or self.metadata_to_all
+        return not (self.has_writes or self.events or self.observed or self.full_sync or self.metadata_to_all
                     or self.resend_metadata)
 
 
@@ -129,7 +130,7 @@ class ControllerCore:
             "partitions": sum(len(a.partitions) for a in self.topics.values())}))
         self._reconcile(plan)
         self._maybe_create_offsets_topic(plan)
-        self._next_imbalance_ms = now_ms + max(5_000, self.settings.imbalance_check_interval_ms)
+        self._next_imbalance_ms = now_ms + 5_000  # Kafka: the first check runs 5 s after failover
         self._next_resend_ms = now_ms + self.settings.metadata_resend_interval_ms
         return plan
 
@@ -153,7 +154,7 @@ class ControllerCore:
         bounced = sorted(b for b in set(brokers) & set(known) if brokers[b].epoch > known[b].epoch)
         if not (new or dead or bounced):
             return plan
-        plan.events.append(("broker_change", {
+        plan.observed.append(("broker_change", {
             "new": new, "dead": dead, "bounced": bounced,
             "epochs": {str(b): brokers[b].epoch for b in new + bounced}}))
         self.live = dict(brokers)
@@ -161,8 +162,11 @@ class ControllerCore:
         plan.full_sync = set(new) | set(bounced)
         plan.metadata_to_all = True
         # A bounced broker is handled as a failure then a start-up: it lost its
-        # replica state, so it leaves leaderships and ISRs first.
-        self._reconcile(plan, excluded=set(bounced))
+        # replica state, so it leaves leaderships and ISRs first; then, live
+        # again, it can be elected where it is the only ISR member left.
+        if bounced:
+            self._reconcile(plan, excluded=set(bounced))
+        self._reconcile(plan)
         self._maybe_create_offsets_topic(plan)
         return plan
 
@@ -198,6 +202,10 @@ class ControllerCore:
             if cur is None or not replicas:
                 continue
             state, ver = cur
+            if state.controller_epoch > self.epoch:
+                plan.events.append(("election_aborted", {
+                    "topic": tp[0], "partition": tp[1], "state_controller_epoch": state.controller_epoch}))
+                continue
             new = election.preferred(state, replicas, live, self.epoch)
             if new is not None:
                 self._write(plan, tp, new, ver, reason, state)
@@ -246,7 +254,8 @@ class ControllerCore:
         for w in plan.writes:
             tp = (w.topic, w.partition)
             self.states[tp] = (w.state, versions[tp])
-            changed.append(tp)
+            if tp not in changed:
+                changed.append(tp)
             if w.zk_version is None:
                 new_tps.add(tp)
         live_regs = tuple(self.live[b] for b in sorted(self.live))
@@ -298,13 +307,14 @@ class ControllerCore:
 
     def _reconcile(self, plan: Plan, excluded: set[int] = frozenset()) -> None:  # type: ignore[assignment]
         live = self._live_ids(excluded)
-        pending = {(w.topic, w.partition) for w in plan.writes}
+        # Writes already in the plan are the current state for a second pass
+        # (a bounced broker's start-up half): chain at the next zkVersion.
+        pending = {(w.topic, w.partition): (w.state, 0 if w.zk_version is None else w.zk_version + 1)
+                   for w in plan.writes}
         for topic in sorted(self.topics):
             for p, replicas in sorted(self.topics[topic].partitions.items()):
                 tp = (topic, p)
-                if tp in pending:
-                    continue
-                cur = self.states.get(tp)
+                cur = pending.get(tp) or self.states.get(tp)
                 if cur is None:
                     new = election.initial(replicas, live, self.epoch)
                     if new is None:

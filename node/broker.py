@@ -31,7 +31,7 @@ from node.servicer import BrokerServicer
 from node.session_file import SessionFile
 from proto import kafkasim_pb2_grpc as pbg
 from zk.client import ZkClient
-from zk.codecs import BrokerRegistration
+from zk.codecs import BrokerRegistration, LeaderAndIsr
 
 log = logging.getLogger("kafkasim.broker")
 
@@ -78,11 +78,16 @@ class Broker:
         self.controller = ControllerShell(
             broker_id, self.zk, controller_settings(cfg, broker_id), self.events,
             socket_timeout_s=cfg.get("controller.socket.timeout.ms") / 1000.0,
-            register_broker=self._register)
+            register_broker=self._register, cached_states=self._cached_states)
         self.zk.add_state_listener(self.controller.on_session_state)
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="grpc"))
         pbg.add_BrokerServicer_to_server(BrokerServicer(self.state, self.events, self.controller), self.server)
         self.stopping = threading.Event()
+
+    def _cached_states(self) -> dict:
+        """This broker's metadata cache as the controller core's (LeaderAndIsr, zkVersion) map."""
+        return {tp: (LeaderAndIsr(p.leader, p.leader_epoch, p.isr, p.controller_epoch), p.zk_version)
+                for tp, p in list(self.state.metadata.items())}
 
     def start(self) -> None:
         address = f"{self.spec.host}:{self.spec.port}"
@@ -116,14 +121,22 @@ class Broker:
                          replaced_predecessor=f"0x{predecessor:x}" if predecessor else None)
 
     def stop(self) -> None:
+        """Resign, stop serving, then close the ZooKeeper session last.
+
+        Closing the session is what starts the failover elsewhere (our
+        ephemerals go at once), so everything slow happens before it, and
+        main() exits right after it without interpreter teardown, leaving the
+        CPU to the brokers taking over.
+        """
         self.events.emit("broker_stopping", controller=self.controller.is_active)
         self.controller.shutdown()
+        self.server.stop(grace=0.2).wait(2)
+        self.events.emit("zk_session_closing", session_id=f"0x{self.zk.session_id:x}")
         try:
             self.zk.stop()  # closes the session: /brokers/ids/<id> (and /controller) go now
         except Exception:
             log.exception("closing the ZooKeeper session failed")
         self.events.emit("broker_stopped")
-        self.server.stop(grace=0.5).wait(2)
         self.events.close()
 
 
@@ -150,7 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     stop.wait()
     broker.stopping.set()
     broker.stop()
-    return 0
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # skip interpreter teardown (gRPC's threads): the event log is closed and synced
 
 
 if __name__ == "__main__":

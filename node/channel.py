@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from typing import Any, Callable
 
 import grpc
@@ -19,6 +20,7 @@ from proto import kafkasim_pb2_grpc as pbg
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.05
+DRAIN_S = 1.0  # how long a resigned controller's channel keeps delivering what was already queued
 
 
 class BrokerChannel:
@@ -30,6 +32,7 @@ class BrokerChannel:
         self._on_response = on_response
         self._queue: "queue.Queue[Any]" = queue.Queue()
         self._closed = threading.Event()
+        self._drain_until: float | None = None
         self._channel = grpc.insecure_channel(target)
         self._stub = pbg.BrokerStub(self._channel)
         self._thread = threading.Thread(target=self._run, name=f"controller-send-{broker_id}", daemon=True)
@@ -38,13 +41,22 @@ class BrokerChannel:
     def send(self, request: Any) -> None:
         self._queue.put(request)
 
-    def close(self) -> None:
-        self._closed.set()
+    def close(self, drain: bool = False) -> None:
+        """Stop accepting work.  With ``drain``, requests already queued are still
+        delivered (in the background, for up to DRAIN_S): a resigned controller's
+        in-flight work, which brokers fence by epoch.  Without it they are dropped."""
+        if drain:
+            self._drain_until = time.monotonic() + DRAIN_S
+        else:
+            self._closed.set()
         self._queue.put(None)
+
+    def _stopped(self) -> bool:
+        return self._closed.is_set() or (self._drain_until is not None and time.monotonic() > self._drain_until)
 
     def _run(self) -> None:
         try:
-            while not self._closed.is_set():
+            while not self._stopped():
                 request = self._queue.get()
                 if request is None:
                     break
@@ -59,7 +71,7 @@ class BrokerChannel:
             kind, call = "UpdateMetadata", self._stub.UpdateMetadata
         else:
             kind, call = "StopReplica", self._stub.StopReplica
-        while not self._closed.is_set():
+        while not self._stopped():
             try:
                 response = call(request, timeout=self.timeout_s)
             except grpc.RpcError as e:

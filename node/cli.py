@@ -279,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.set_defaults(func=cmd_broker_health)
 
     d = with_config(sub.add_parser("demo", help="the main job: a cluster, controller failovers, a report"))
-    d.add_argument("--brokers", type=int, default=3)
+    d.add_argument("--brokers", type=int, default=None, help="run N brokers instead of cluster.yaml's list")
     d.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     d.set_defaults(func=lambda a: __import__("node.demo", fromlist=["main"]).run(a))
     return ap

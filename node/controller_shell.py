@@ -31,12 +31,14 @@ TICK_S = 0.1
 class ControllerShell:
     def __init__(self, broker_id: int, zk: ZkClient, settings: ControllerSettings, events: EventLog,
                  socket_timeout_s: float, register_broker: Callable[[], None],
+                 cached_states: Callable[[], dict] = dict,
                  seed: int | None = None, clock_ms: Callable[[], int] = lambda: int(time.monotonic() * 1000)):
         self.broker_id = broker_id
         self.zk = zk
         self.events = events
         self.socket_timeout_s = socket_timeout_s
         self._register_broker = register_broker
+        self._cached_states = cached_states
         self._clock_ms = clock_ms
         rng = random.Random(seed)
         self.core = ControllerCore(settings, rng=rng.randrange)
@@ -46,6 +48,7 @@ class ControllerShell:
         self._stopped = threading.Event()
         self.active_controller_id = -1
         self.failovers = 0
+        self._last_write_ms = 0.0
 
     # ------------------------------------------------------------------ public (any thread)
 
@@ -83,11 +86,20 @@ class ControllerShell:
     # ------------------------------------------------------------------ event thread
 
     def _run(self) -> None:
+        next_tick = time.monotonic() + TICK_S
         while not self._stopped.is_set():
-            try:
-                kind, payload = self._queue.get(timeout=TICK_S)
-            except queue.Empty:
+            # Overdue timers run before queued events: a controller resumed after
+            # a pause does its periodic work before it learns (from the Expire
+            # event) that it was replaced, which is exactly a zombie's behaviour.
+            now = time.monotonic()
+            if now >= next_tick:
                 kind, payload = "tick", None
+                next_tick = now + TICK_S
+            else:
+                try:
+                    kind, payload = self._queue.get(timeout=next_tick - now)
+                except queue.Empty:
+                    continue
             try:
                 self._handle(kind, payload)
             except ControllerMovedError as e:
@@ -100,8 +112,6 @@ class ControllerShell:
                     payload[1].set_exception(e)
             if kind == "shutdown":
                 return
-            if kind != "tick" and self._queue.empty():
-                self._handle_tick()
 
     def _handle(self, kind: str, payload: Any) -> None:
         if kind == "startup":
@@ -180,7 +190,8 @@ class ControllerShell:
         t0 = time.monotonic_ns()
         won, epoch, version = self.zk.try_elect_controller(self.broker_id, int(time.time() * 1000))
         if not won:
-            self.active_controller_id = self.zk.read_controller(watch=self._controller_watch) or -1
+            winner = self.zk.read_controller(watch=self._controller_watch)
+            self.active_controller_id = -1 if winner is None else winner
             self.events.emit("controller_election_lost", controller_id=self.active_controller_id, epoch=epoch)
             return
         self.active_controller_id = self.broker_id
@@ -198,24 +209,59 @@ class ControllerShell:
             self.active_controller_id = current
 
     def _on_failover(self, epoch: int, version: int) -> None:
+        """Load the context and act on it.
+
+        The partition states come from this broker's metadata cache when it
+        covers every partition (every broker gets them all through
+        UpdateMetadata), which keeps the 1,000-znode read off the critical
+        path.  That is safe: every write is conditional on the cached
+        zkVersion, so a stale entry fails the atomic multi (BADVERSION) and
+        the shell re-reads; and right after acting, :meth:`_verify_states`
+        re-reads every state and reconciles any difference.
+        """
         t0 = time.monotonic_ns()
-        snap = self.zk.read_snapshot(broker_watch=self._broker_watch, topic_watch=self._topic_watch)
+        snap = self.zk.read_snapshot(broker_watch=self._broker_watch, topic_watch=self._topic_watch,
+                                     with_states=False)
         if snap.epoch_zk_version != version:
             raise ControllerMovedError(f"epoch moved to {snap.controller_epoch} while loading")
+        wanted = [(t, p) for t, a in snap.topics.items() for p in a.partitions]
+        cache = self._cached_states()
+        from_cache = bool(wanted) and all(tp in cache for tp in wanted)
+        if from_cache:
+            snap.states = {tp: cache[tp] for tp in wanted}
+        else:
+            snap.states = self.zk.read_states(wanted)
+            snap.round_trips += 1
         load_ms = (time.monotonic_ns() - t0) / 1e6
         self.failovers += 1
+        t1 = time.monotonic_ns()
         plan = self.core.on_failover(epoch, version, snap.brokers, snap.topics, snap.states, self._clock_ms())
+        decide_ms = (time.monotonic_ns() - t1) / 1e6
         written = self._execute(plan)
         self.events.emit("controller_failover_done", epoch=epoch, load_ms=round(load_ms, 3),
+                         decide_ms=round(decide_ms, 3), write_ms=round(self._last_write_ms, 3),
                          zk_round_trips=snap.round_trips, partitions=len(snap.states),
-                         states_written=written,
+                         states_from_cache=from_cache, states_written=written,
                          total_ms=round((time.monotonic_ns() - t0) / 1e6, 3))
+        if from_cache and self.core.active:
+            self._verify_states(plan)
+
+    def _verify_states(self, acted: Plan) -> None:
+        """Re-read every partition state; where the cache we decided from was stale, decide again."""
+        written = {(w.topic, w.partition) for w in acted.writes}
+        fresh = self.zk.read_states([tp for tp in self.core.states])
+        stale = {tp: st for tp, st in fresh.items() if tp not in written and st != self.core.states.get(tp)}
+        missing = [tp for tp in self.core.states if tp not in fresh]
+        self.events.emit("controller_cache_verified", epoch=self.core.epoch, partitions=len(fresh),
+                         stale=len(stale), missing=len(missing))
+        if stale:
+            self._execute(self.core.reload_states(stale))
 
     def _resign(self, reason: str) -> None:
         epoch = self.core.epoch
         was_active = self.core.active
         self.core.on_resign()
-        self._close_channels()
+        self._close_channels(drain=True)
         if was_active:
             self.events.emit("controller_resigned", epoch=epoch, reason=reason)
 
@@ -225,6 +271,9 @@ class ControllerShell:
         """Make the plan's fenced writes, then log its events and send its requests."""
         if not self.core.active:
             return 0
+        for name, fields in plan.observed:
+            self.events.emit(name, controller_epoch=self.core.epoch, **fields)
+        self._last_write_ms = 0.0
         t0 = time.monotonic_ns()
         versions: dict[tuple[str, int], int] = {}
         if plan.has_writes:
@@ -241,9 +290,13 @@ class ControllerShell:
                     raise
                 self.events.emit("zk_write_conflict", path=e.path)
                 states = self.zk.read_states([(t, p) for t in self.core.topics for p in self.core.topics[t].partitions])
-                return self._execute(self.core.reload_states(states), depth + 1)
+                retry = self.core.reload_states(states)
+                retry.full_sync |= plan.full_sync
+                return self._execute(retry, depth + 1)
             write_ms = (time.monotonic_ns() - t0) / 1e6
+            self._last_write_ms = write_ms
         requests = self.core.commit(plan, versions)
+        self._send(requests)  # first: brokers learn their new roles before we write the log lines
         for w in plan.writes:
             s = w.state
             self.events.emit("partition_state_written", topic=w.topic, partition=w.partition, reason=w.reason,
@@ -256,7 +309,6 @@ class ControllerShell:
                              write_ms=round(write_ms, 3), mono_ns_written=t0 + int(write_ms * 1e6))
         for name, fields in plan.events:
             self.events.emit(name, controller_epoch=self.core.epoch, **fields)
-        self._send(requests)
         return len(plan.writes)
 
     def _send(self, requests: dict[int, list[Any]]) -> None:
@@ -281,7 +333,7 @@ class ControllerShell:
                              error=errors.name(response.error_code),
                              request_controller_epoch=request.header.controller_epoch)
 
-    def _close_channels(self) -> None:
+    def _close_channels(self, drain: bool = False) -> None:
         for ch in self._channels.values():
-            ch.close()
+            ch.close(drain=drain)
         self._channels.clear()

@@ -46,13 +46,13 @@ def failover(cluster: Cluster, sig: signal.Signals, lines: list[str], timeout: f
                     timeout, "a new controller that moved every leadership")
     cluster.wait_exit(old, timeout=10)
     events = _events(cluster.run_dir)
-    stopped = _first(events, t0, "broker_stopped", broker=old)
+    stopped = _first(events, t0, "zk_session_closing", broker=old)
     elected = _first(events, t0, "controller_elected", epoch=view.controller_epoch)
     written = _first(events, t0, "partition_states_written", epoch=view.controller_epoch)
     gone_ns = stopped["mono_ns"] if stopped else t0
     lines.append(f"   signal sent                      t=0 ms")
     if stopped:
-        lines.append(f"   old controller closed its session t={(stopped['mono_ns'] - t0) / 1e6:8.1f} ms")
+        lines.append(f"   old controller closes its session t={(stopped['mono_ns'] - t0) / 1e6:8.1f} ms")
     if elected:
         lines.append(f"   broker {elected['broker']} won the election (epoch {elected['epoch']})"
                      f"  t={(elected['mono_ns'] - t0) / 1e6:8.1f} ms")

@@ -20,7 +20,7 @@ from kazoo.exceptions import (
 
 from zk import codecs, paths
 from zk.codecs import BrokerRegistration, LeaderAndIsr, TopicAssignment
-from zk.multiread import GET_CHILDREN, GET_DATA, multi_read
+from zk.batch import CREATE, GET_DATA, SET_DATA, multi_read, multi_write
 
 log = logging.getLogger(__name__)
 
@@ -249,8 +249,12 @@ class ZkClient:
     # ------------------------------------------------------------ controller state
 
     def read_snapshot(self, broker_watch: Callable[[Any], None] | None = None,
-                      topic_watch: Callable[[Any], None] | None = None) -> ClusterSnapshot:
-        """The controller's context in three round trips, whatever the partition count."""
+                      topic_watch: Callable[[Any], None] | None = None,
+                      with_states: bool = True) -> ClusterSnapshot:
+        """The controller's context in a constant number of round trips, whatever the partition count.
+
+        ``with_states=False`` skips the partition states (the caller has them cached).
+        """
         first = self.read_many([(GET_DATA, paths.CONTROLLER_EPOCH)])[0]
         if isinstance(first, Exception):
             raise ControllerMovedError("/controller_epoch is missing")
@@ -268,18 +272,17 @@ class ZkClient:
             if not isinstance(r, Exception):
                 snap.topics[t] = codecs.decode_topic(t, r[0])
         snap.round_trips += 1
-        snap.states = self.read_states([(t, p) for t, a in snap.topics.items() for p in a.partitions])
-        snap.round_trips += 1
+        if with_states:
+            snap.states = self.read_states([(t, p) for t, a in snap.topics.items() for p in a.partitions])
+            snap.round_trips += 1
         return snap
 
     def read_states(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[LeaderAndIsr, int]]:
         tps = list(tps)
-        out: dict[TopicPartition, tuple[LeaderAndIsr, int]] = {}
         res = self.read_many([(GET_DATA, paths.partition_state(t, p)) for t, p in tps])
-        for (t, p), r in zip(tps, res):
-            if not isinstance(r, Exception):
-                out[(t, p)] = (codecs.decode_partition_state(paths.partition_state(t, p), r[0]), r[1].version)
-        return out
+        found = [(tp, r) for tp, r in zip(tps, res) if not isinstance(r, Exception)]
+        states = codecs.decode_partition_states([(paths.partition_state(*tp), r[0]) for tp, r in found])
+        return {tp: (state, r[1].version) for (tp, r), state in zip(found, states)}
 
     def fenced_multi(self, epoch_zk_version: int, build: Callable[[Any], None]) -> list[Any]:
         """multi(check /controller_epoch @ epoch_zk_version, *ops added by build(tx)).
@@ -311,21 +314,31 @@ class ZkClient:
         MULTI_CHUNK writes is atomic; chunks are applied in order.
         """
         out: dict[TopicPartition, int] = {}
+        encode = codecs.encode_partition_state
         for i in range(0, len(writes), MULTI_CHUNK):
             chunk = writes[i:i + MULTI_CHUNK]
-
-            def build(tx: Any, chunk: Sequence[StateWrite] = chunk) -> None:
-                for w in chunk:
-                    data = codecs.encode_partition_state(w.state)
-                    if w.zk_version is None:
-                        tx.create(paths.partition_state(w.topic, w.partition), data)
-                    else:
-                        tx.set_data(paths.partition_state(w.topic, w.partition), data, w.zk_version)
-
-            results = self.fenced_multi(epoch_zk_version, build)
-            for w, r in zip(chunk, results):
-                out[(w.topic, w.partition)] = 0 if w.zk_version is None else r.version
+            ops = [(CREATE, paths.partition_state(w.topic, w.partition), encode(w.state), -1)
+                   if w.zk_version is None else
+                   (SET_DATA, paths.partition_state(w.topic, w.partition), encode(w.state), w.zk_version)
+                   for w in chunk]
+            results = multi_write(self.kz, (paths.CONTROLLER_EPOCH, epoch_zk_version), ops)
+            self._raise_multi_failure(results, [op[1] for op in ops], epoch_zk_version)
+            for w, version in zip(chunk, results[1:]):
+                out[(w.topic, w.partition)] = version
         return out
+
+    @staticmethod
+    def _raise_multi_failure(results: list[Any], op_paths: list[str], epoch_zk_version: int) -> None:
+        failed = [(i, r) for i, r in enumerate(results)
+                  if isinstance(r, Exception) and not isinstance(r, (RolledBackError, RuntimeInconsistency))]
+        if not failed:
+            return
+        index, err = failed[0]
+        if index == 0:
+            raise ControllerMovedError(f"/controller_epoch is no longer at version {epoch_zk_version}")
+        if isinstance(err, BadVersionError):
+            raise StateVersionConflict(op_paths[index - 1])
+        raise err
 
     def create_topic(self, epoch_zk_version: int, assignment: TopicAssignment) -> None:
         """Create /brokers/topics/<t> and its partitions/<p> parents, fenced."""

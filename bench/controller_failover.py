@@ -1,0 +1,188 @@
+"""Controller failover after SIGTERM and SIGKILL of the controller, against kazoo's Election recipe.
+
+    python bench/controller_failover.py [--runs 20] [--partitions 50 1000] [--quick]
+
+Every run uses a fresh cluster of 3 real broker processes on its own chroot
+of one shared real ZooKeeper (tick 100 ms).  Each failover is split, from
+the brokers' event logs, into:
+
+  detection   the old controller gone (it starts closing its ZooKeeper
+              session on SIGTERM; the kill itself on SIGKILL) -> the winner
+              starts its election
+  elect+write the winner's election multi, context load and every
+              partition-state write -> the fenced multi has landed
+  total       the old controller gone -> every partition state written
+
+The baseline, measured in the same run on the same ZooKeeper: three
+processes in kazoo's Election recipe, from the leader gone to the next
+leader's callback running (no state to load or write).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from node.cluster import Cluster  # noqa: E402
+from node.config import load_config  # noqa: E402
+from node.events import read_events  # noqa: E402
+from node.waiting import wait_for  # noqa: E402
+from zk.server import EmbeddedZooKeeper, free_port  # noqa: E402
+
+TICK_MS = 100
+SESSION_MS = 1000
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
+
+
+def summary(xs: list[float]) -> str:
+    if not xs:
+        return "n/a"
+    return f"median {statistics.median(xs):7.1f} ms   p90 {pct(xs, 0.9):7.1f} ms   (n={len(xs)})"
+
+
+def make_cluster(zk: EmbeddedZooKeeper, workdir: Path, partitions: int) -> Cluster:
+    d = workdir / uuid.uuid4().hex[:8]
+    d.mkdir()
+    doc = {
+        "run.dir": str(d / "run"),
+        "zookeeper.connect": f"{zk.connect_string}/bench-{d.name}",
+        "zookeeper.session.timeout.ms": SESSION_MS,
+        "offsets.topic.num.partitions": partitions,
+        "offsets.topic.replication.factor": 3,
+        "auto.leader.rebalance.enable": False,
+        "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port()} for i in (1, 2, 3)],
+    }
+    (d / "cluster.yaml").write_text(yaml.safe_dump(doc))
+    c = Cluster(load_config(d / "cluster.yaml"), d / "cluster.yaml")
+    c.up(timeout=60)
+    return c
+
+
+def events(cluster: Cluster) -> list[dict]:
+    out: list[dict] = []
+    for p in (cluster.run_dir / "events").glob("broker-*.jsonl"):
+        out.extend(read_events(p))
+    return sorted(out, key=lambda e: e["mono_ns"])
+
+
+def controller_failover(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, sig: signal.Signals) -> dict:
+    cluster = make_cluster(zk, workdir, partitions)
+    try:
+        view = cluster.view()
+        old, epoch = view.controller_id, view.controller_epoch
+        t_signal = time.monotonic_ns()
+        cluster.signal_broker(old, sig)
+
+        def written() -> dict | None:
+            for e in events(cluster):
+                if e["type"] == "partition_states_written" and e["epoch"] == epoch + 1:
+                    return e
+            return None
+
+        w = wait_for(written, SESSION_MS / 1000 * 3 + 20, "the new controller's state writes", interval=0.01)
+        evs = events(cluster)
+        elected = next(e for e in evs if e["type"] == "controller_elected" and e["epoch"] == epoch + 1)
+        if sig == signal.SIGTERM:
+            gone = next(e for e in evs if e["type"] == "zk_session_closing" and e["broker"] == old)["mono_ns"]
+        else:
+            gone = t_signal
+        start_elect = elected["mono_ns"] - elected["elect_ms"] * 1e6
+        done = w["mono_ns_written"]
+        return {"detect": (start_elect - gone) / 1e6, "elect_write": (done - start_elect) / 1e6,
+                "total": (done - gone) / 1e6, "states": w["count"]}
+    finally:
+        cluster.down()
+
+
+def kazoo_failover(zk: EmbeddedZooKeeper, workdir: Path, sig: signal.Signals) -> dict:
+    out = workdir / f"kazoo-{uuid.uuid4().hex[:8]}.log"
+    out.touch()
+    path = f"/bench-election-{uuid.uuid4().hex[:8]}"
+    procs = [subprocess.Popen([sys.executable, str(ROOT / "bench" / "kazoo_election_worker.py"),
+                               zk.connect_string, path, str(out), str(SESSION_MS)]) for _ in range(3)]
+
+    def lines() -> list[list[str]]:
+        return [ln.split() for ln in out.read_text().splitlines() if ln.strip()]
+
+    try:
+        wait_for(lambda: sum(ln[0] == "ready" for ln in lines()) == 3 and any(ln[0] == "elected" for ln in lines()),
+                 30, "three contenders and a leader")
+        leader = next(ln[1] for ln in lines() if ln[0] == "elected")
+        proc = next(p for p in procs if str(p.pid) == leader)
+        t_signal = time.monotonic_ns()
+        proc.send_signal(sig)
+        nxt = wait_for(lambda: [ln for ln in lines() if ln[0] == "elected" and ln[1] != leader],
+                       SESSION_MS / 1000 * 3 + 20, "the next leader", interval=0.01)[0]
+        if sig == signal.SIGTERM:
+            gone = int(wait_for(lambda: [ln for ln in lines() if ln[0] == "gone"], 10, "leader gone")[0][2])
+        else:
+            gone = t_signal
+        return {"total": (int(nxt[2]) - gone) / 1e6}
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--partitions", type=int, nargs="+", default=[50, 1000])
+    ap.add_argument("--quick", action="store_true", help="3 runs each (a smoke test of the benchmark)")
+    ap.add_argument("--json", type=Path, help="also write the raw figures here")
+    args = ap.parse_args()
+    runs = 3 if args.quick else args.runs
+    results: dict[str, list[dict]] = {}
+    with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
+        workdir = Path(tmp)
+        zk = EmbeddedZooKeeper(workdir / "zookeeper", servers=1, tick_ms=TICK_MS)
+        zk.start(timeout=60)
+        try:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                for i in range(runs):
+                    results.setdefault(f"kazoo Election, {sig.name}", []).append(kazoo_failover(zk, workdir, sig))
+                    for n in args.partitions:
+                        results.setdefault(f"kafkasim controller, {n} partitions, {sig.name}", []).append(
+                            controller_failover(zk, workdir, n, sig))
+                    print(f"  {sig.name} run {i + 1}/{runs} done", file=sys.stderr)
+        finally:
+            zk.stop()
+    print(f"\nController failover, 3 brokers, ZooKeeper tick {TICK_MS} ms, session timeout {SESSION_MS} ms")
+    for name, rs in results.items():
+        print(f"\n{name}")
+        for stage in ("detect", "elect_write", "total"):
+            if stage in rs[0]:
+                print(f"  {stage:<12} {summary([r[stage] for r in rs])}")
+    for sig in ("SIGTERM", "SIGKILL"):
+        base = statistics.median(r["total"] for r in results[f"kazoo Election, {sig}"])
+        meds = {n: statistics.median(r["total"] for r in results[f"kafkasim controller, {n} partitions, {sig}"])
+                for n in args.partitions}
+        line = ", ".join(f"{n} partitions {m:.1f} ms ({m / base:.2f}x kazoo)" for n, m in meds.items())
+        print(f"\n{sig}: kazoo Election median {base:.1f} ms; kafkasim {line}")
+        if len(meds) >= 2:
+            lo, hi = min(args.partitions), max(args.partitions)
+            print(f"{sig}: {hi} vs {lo} partitions: {meds[hi] / meds[lo]:.2f}x (goal <= 2x)")
+    clean = statistics.median(r["total"] for r in results[f"kafkasim controller, {min(args.partitions)} partitions, SIGTERM"])
+    print(f"\nclean failover median ({min(args.partitions)} partitions): {clean:.1f} ms (goal <= 50 ms)")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""`kafkasim demo`: the README's main job, run as a user runs it (a subprocess, an embedded ZooKeeper)."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from node.cluster import process_state
+from node.events import read_events
+from zk.server import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+SESSION_MS = 1500
+DEMO_TIMEOUT_S = 180
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def consecutive_free_ports(n: int) -> list[int]:
+    for _ in range(200):
+        base = free_port()
+        if base + n - 1 <= 65535 and all(_bindable(base + i) for i in range(1, n)):
+            return [base + i for i in range(n)]
+    raise RuntimeError(f"no {n} consecutive free ports")
+
+
+def write_config(d: Path, ports: list[int]) -> Path:
+    doc: dict[str, Any] = {
+        "run.dir": str(d / "run"),
+        "zookeeper.connect": None,
+        "zookeeper.embedded.tick.time.ms": 100,
+        "zookeeper.session.timeout.ms": SESSION_MS,
+        "offsets.topic.num.partitions": 50,
+        "offsets.topic.replication.factor": 3,
+        "brokers": [{"id": i, "host": "127.0.0.1", "port": port} for i, port in enumerate(ports, start=1)],
+    }
+    path = d / "cluster.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def processes_mentioning(marker: str) -> dict[int, str]:
+    """Live (not dead, not zombie) processes whose command line contains ``marker``."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and entry != str(os.getpid()):
+            cmd = _cmdline(int(entry))
+            if marker in cmd and process_state(int(entry)) != "dead":
+                out[int(entry)] = cmd
+    return out
+
+
+def started_pids(run_dir: Path) -> dict[int, list[int]]:
+    """Broker id -> pids of every broker process started, from the broker_starting events."""
+    out: dict[int, list[int]] = {}
+    for p in sorted((run_dir / "events").glob("broker-*.jsonl")):
+        for e in read_events(p):
+            if e["type"] == "broker_starting":
+                out.setdefault(e["broker"], []).append(e["pid"])
+    return out
+
+
+@pytest.fixture
+def demo_dir(tmp_path: Path):
+    """A directory for one demo run; anything of ours still running afterwards is SIGKILLed."""
+    yield tmp_path
+    for pid in processes_mentioning(str(tmp_path)):
+        os.kill(pid, signal.SIGCONT)
+        os.kill(pid, signal.SIGKILL)
+
+
+def run_demo(config: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "node.cli", "demo", "--config", str(config)], cwd=REPO,
+                          capture_output=True, text=True, timeout=DEMO_TIMEOUT_S)
+
+
+def test_demo_reports_both_controller_failovers_and_cleans_up(demo_dir):
+    config = write_config(demo_dir, consecutive_free_ports(3))
+    r = run_demo(config)
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
+    out = r.stdout
+    for text in ("SIGTERM of the controller", "SIGKILL of the controller", "won the election (epoch 2)",
+                 "won the election (epoch 3)", "final: controller broker"):
+        assert text in out, f"{text!r} missing from the report:\n{out}"
+    # the stages come in order
+    order = [out.index(t) for t in ("SIGTERM of the controller", "won the election (epoch 2)",
+                                    "SIGKILL of the controller", "won the election (epoch 3)", "restarting brokers")]
+    assert order == sorted(order), out
+    sigterm, sigkill = out.split("SIGKILL of the controller", 1)
+    # a SIGTERMed controller closes its session; a SIGKILLed one cannot, so detection waits for the timeout
+    closed = re.compile(r"old controller \w+ its session")
+    assert closed.search(sigterm) and not closed.search(sigkill), out
+    won = re.search(r"won the election \(epoch 3\)\s+t=\s*([\d.]+) ms", sigkill)
+    assert won and float(won.group(1)) >= SESSION_MS * 0.9, sigkill
+    assert re.search(r"^final: controller broker \d, epoch 3$", out, re.M), out
+    # both stopped brokers came back with new broker epochs
+    first = int(re.search(r"SIGTERM of the controller, broker (\d)", out).group(1))
+    second = int(re.search(r"SIGKILL of the controller, broker (\d)", out).group(1))
+    assert first != second
+    for b in (first, second):
+        assert re.search(rf"^   broker {b} registered again with broker epoch \d+$", out, re.M), out
+
+    run_dir = demo_dir / "run"
+    assert (run_dir / "report.txt").read_text() == out, "report.txt holds the printed report"
+
+    # afterwards nothing it started is alive: brokers (every pid it ever started) and ZooKeeper
+    pids = started_pids(run_dir)
+    assert sorted(pids) == [1, 2, 3] and len(pids[first]) == 2 and len(pids[second]) == 2, pids
+    for b, ps in pids.items():
+        for pid in ps:
+            assert process_state(pid) == "dead", f"broker {b} pid {pid} is still alive"
+    assert processes_mentioning(str(demo_dir)) == {}
+    assert not (run_dir / "cluster.json").exists()
+
+
+def test_demo_runs_the_brokers_listed_in_the_config(demo_dir):
+    """`demo --config F` must run F's brokers, not ids 1..3 on ports next to the first one's."""
+    first = free_port()
+    ports = [first] + [p for p in (free_port() for _ in range(10)) if p not in (first + 1, first + 2)][:2]
+    config = write_config(demo_dir, ports)
+    r = run_demo(config)
+    wanted = {i: port for i, port in enumerate(ports, start=1)}
+    started = {}
+    for p in sorted((demo_dir / "run" / "events").glob("broker-*.jsonl")):
+        for e in read_events(p):
+            if e["type"] == "broker_starting":
+                started.setdefault(e["broker"], set()).add(e["port"])
+    assert started == {b: {port} for b, port in wanted.items()}, \
+        f"the demo ignored the brokers of {config} (ports wanted {wanted}, used {started})"
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
+    assert processes_mentioning(str(demo_dir)) == {}

@@ -1,0 +1,297 @@
+"""zk/client.py and zk/batch.py (multiRead, lean multi) against a real ZooKeeper (one chroot per test)."""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Callable, Iterator
+
+import pytest
+from kazoo.exceptions import NoNodeError
+
+from zk import codecs, paths
+from zk.client import (
+    BrokerRegistrationTimeout, ControllerMovedError, StateVersionConflict, StateWrite, ZkClient,
+)
+from zk.codecs import BrokerRegistration, LeaderAndIsr, TopicAssignment
+from zk.batch import GET_CHILDREN, GET_DATA, multi_read
+
+SESSION_MS = 2000
+
+
+@pytest.fixture
+def connect(zookeeper) -> str:
+    return f"{zookeeper.connect_string}/t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def new_client(connect: str) -> Iterator[Callable[[], ZkClient]]:
+    """new_client() -> a started ZkClient on this test's chroot; stopped at teardown unless already."""
+    made: list[ZkClient] = []
+
+    def make() -> ZkClient:
+        c = ZkClient(connect, session_timeout_ms=SESSION_MS)
+        c.start()
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        if c.kz.connected:
+            c.stop()
+
+
+def reg(broker_id: int, host: str = "127.0.0.1") -> BrokerRegistration:
+    return BrokerRegistration(broker_id, host, 9000 + broker_id, 1_700_000_000_000)
+
+
+def elected(c: ZkClient) -> int:
+    """Make ``c`` the controller; return the epoch zkVersion."""
+    won, _epoch, version = c.try_elect_controller(1, 1_700_000_000_000)
+    assert won
+    return version
+
+
+def with_topic(c: ZkClient, version: int, topic: str, partitions: int) -> list[StateWrite]:
+    """Create the topic and the initial state of every partition; return the writes made."""
+    c.ensure_persistent_paths()
+    assignment = TopicAssignment(topic, {p: (1, 2, 3) for p in range(partitions)})
+    c.create_topic(version, assignment)
+    writes = [StateWrite(topic, p, LeaderAndIsr(1, 0, (1, 2, 3), 1), None) for p in range(partitions)]
+    assert c.write_states(version, writes) == {(topic, p): 0 for p in range(partitions)}
+    return writes
+
+
+def read_state(c: ZkClient, topic: str, p: int) -> tuple[LeaderAndIsr, int]:
+    data, stat = c.get(paths.partition_state(topic, p))
+    return codecs.decode_partition_state(paths.partition_state(topic, p), data), stat.version
+
+
+# ------------------------------------------------------------------ controller election
+
+def test_the_first_caller_wins_with_epoch_one(new_client):
+    c = new_client()
+    assert c.try_elect_controller(1, 1_700_000_000_000) == (True, 1, 1)
+    data, stat = c.get(paths.CONTROLLER)
+    assert json.loads(data) == {"version": 1, "brokerid": 1, "timestamp": "1700000000000"}
+    assert stat.ephemeralOwner == c.session_id
+    assert c.get(paths.CONTROLLER_EPOCH)[0] == b"1"
+    assert c.read_controller() == 1
+    assert c.read_controller_epoch() == (1, 1)
+
+
+def test_a_second_client_loses_and_sees_the_current_epoch(new_client):
+    first, second = new_client(), new_client()
+    assert first.try_elect_controller(1, 1)[0]
+    assert second.try_elect_controller(2, 2) == (False, 1, 1)
+    assert second.read_controller() == 1
+    assert second.get(paths.CONTROLLER_EPOCH)[0] == b"1", "a lost election does not bump the epoch"
+
+
+def test_after_the_winner_closes_its_session_the_second_wins_with_epoch_two(new_client):
+    first, second = new_client(), new_client()
+    assert first.try_elect_controller(1, 1)[0]
+    assert not second.try_elect_controller(2, 2)[0]
+    first.stop()
+    assert second.read_controller() is None, "closing the session deletes /controller at once"
+    assert second.try_elect_controller(2, 3) == (True, 2, 2)
+    assert second.read_controller() == 2
+    assert second.read_controller_epoch() == (2, 2)
+
+
+def test_controller_epoch_starts_at_zero(new_client):
+    c = new_client()
+    assert c.read_controller_epoch() == (0, 0)
+    assert c.get(paths.CONTROLLER_EPOCH)[0] == b"0"
+
+
+# ------------------------------------------------------------------ fenced writes
+
+def test_a_write_with_a_stale_epoch_version_raises_controller_moved_and_changes_nothing(new_client):
+    old, new = new_client(), new_client()
+    old_version = elected(old)
+    with_topic(old, old_version, "t", 3)
+    old.stop()
+    new_version = elected(new)
+    assert new_version == old_version + 1
+
+    writes = [StateWrite("t", 0, LeaderAndIsr(2, 1, (2, 3), 1), 0),
+              StateWrite("t", 1, LeaderAndIsr(3, 1, (3,), 1), 0)]
+    with pytest.raises(ControllerMovedError):
+        new.write_states(old_version, writes)
+    for p in range(3):
+        assert read_state(new, "t", p) == (LeaderAndIsr(1, 0, (1, 2, 3), 1), 0)
+
+    with pytest.raises(ControllerMovedError):
+        new.create_topic(old_version, TopicAssignment("u", {0: (1,)}))
+    assert new.exists(paths.topic("u")) is None
+
+    assert new.write_states(new_version, writes) == {("t", 0): 1, ("t", 1): 1}
+    assert read_state(new, "t", 0) == (LeaderAndIsr(2, 1, (2, 3), 1), 1)
+
+
+def test_a_stale_partition_version_raises_state_version_conflict_naming_the_path(new_client):
+    c = new_client()
+    version = elected(c)
+    with_topic(c, version, "t", 2)
+    writes = [StateWrite("t", 0, LeaderAndIsr(2, 1, (2,), 1), 0),
+              StateWrite("t", 1, LeaderAndIsr(2, 1, (2,), 1), 5)]  # t-1 is at version 0, not 5
+    with pytest.raises(StateVersionConflict) as e:
+        c.write_states(version, writes)
+    assert e.value.path == paths.partition_state("t", 1), "chroot-relative, like every ZkClient path"
+    assert paths.partition_state("t", 1) in str(e.value)
+    for p in range(2):
+        assert read_state(c, "t", p) == (LeaderAndIsr(1, 0, (1, 2, 3), 1), 0), "the multi is atomic"
+
+
+def test_creating_an_existing_state_is_not_reported_as_a_version_conflict(new_client):
+    c = new_client()
+    version = elected(c)
+    writes = with_topic(c, version, "t", 1)
+    with pytest.raises(Exception) as e:
+        c.write_states(version, writes)
+    assert not isinstance(e.value, (StateVersionConflict, ControllerMovedError))
+
+
+def test_fenced_multi_returns_the_results_after_the_check(new_client):
+    c = new_client()
+    version = elected(c)
+    results = c.fenced_multi(version, lambda tx: tx.create("/a", b"1"))
+    assert results == ["/a"]
+
+
+# ------------------------------------------------------------------ batched reads
+
+def count_round_trips(c: ZkClient, fn):
+    """Run fn() counting every request kazoo sends for ``c``."""
+    calls = []
+    original = c.kz._call
+
+    def counting(request, async_object):
+        calls.append(type(request).__name__)
+        return original(request, async_object)
+
+    c.kz._call = counting
+    try:
+        return fn(), calls
+    finally:
+        del c.kz._call
+
+
+def test_read_snapshot_reads_1000_partitions_in_a_constant_number_of_round_trips(new_client):
+    c = new_client()
+    version = elected(c)
+    c.ensure_persistent_paths()
+    epochs = {b: c.register_broker(reg(b), wait_s=1) for b in (1, 2, 3)}
+    with_topic(c, version, "big", 1000)
+    with_topic(c, version, "small", 1)
+
+    snap, calls = count_round_trips(c, c.read_snapshot)
+    assert (snap.controller_epoch, snap.epoch_zk_version) == (1, version)
+    assert {b: r.epoch for b, r in snap.brokers.items()} == epochs
+    assert snap.brokers[2] == BrokerRegistration(2, "127.0.0.1", 9002, 1_700_000_000_000, epoch=epochs[2])
+    assert sorted(snap.topics) == ["big", "small"]
+    assert len(snap.topics["big"].partitions) == 1000
+    assert len(snap.states) == 1001
+    assert snap.states[("big", 999)] == (LeaderAndIsr(1, 0, (1, 2, 3), 1), 0)
+    assert snap.round_trips <= 5
+    assert len(calls) <= 5, calls
+    assert len(calls) == snap.round_trips, "round_trips reports what was sent"
+
+
+def test_read_snapshot_round_trips_do_not_grow_with_partitions(new_client):
+    c = new_client()
+    version = elected(c)
+    c.ensure_persistent_paths()
+    with_topic(c, version, "one", 1)
+    _, small = count_round_trips(c, c.read_snapshot)
+    with_topic(c, version, "many", 500)
+    snap, large = count_round_trips(c, c.read_snapshot)
+    assert len(snap.states) == 501
+    assert len(small) == len(large)
+
+
+def test_broker_epochs_are_czxids(new_client):
+    c = new_client()
+    c.ensure_persistent_paths()
+    epoch = c.register_broker(reg(4), wait_s=1)
+    _, stat = c.get(paths.broker(4))
+    assert epoch == stat.czxid
+    assert c.read_brokers()[4].epoch == stat.czxid
+
+
+def test_multi_read_returns_an_exception_instance_for_a_missing_znode(new_client):
+    c = new_client()
+    c.kz.create("/a", b"hello")
+    c.kz.create("/dir/x", b"", makepath=True)
+    c.kz.create("/dir/y", b"")
+    res, calls = count_round_trips(c, lambda: c.read_many([
+        (GET_DATA, "/a"), (GET_DATA, "/missing"), (GET_CHILDREN, "/dir"), (GET_CHILDREN, "/nope"),
+        (GET_CHILDREN, "/")]))
+    assert len(calls) == 1, "one request for every op"
+    assert len(res) == 5
+    data, stat = res[0]
+    assert data == b"hello" and stat.version == 0 and stat.dataLength == 5
+    assert isinstance(res[1], NoNodeError)
+    assert sorted(res[2]) == ["x", "y"]
+    assert isinstance(res[3], NoNodeError)
+    assert sorted(res[4]) == ["a", "dir"], "'/' is the chroot"
+
+
+def test_multi_read_of_nothing_sends_nothing(new_client):
+    c = new_client()
+    res, calls = count_round_trips(c, lambda: multi_read(c.kz, []))
+    assert res == [] and calls == []
+
+
+# ------------------------------------------------------------------ broker registration
+
+def test_the_same_session_re_registering_keeps_its_czxid(new_client):
+    c = new_client()
+    c.ensure_persistent_paths()
+    first = c.register_broker(reg(1), wait_s=1)
+    assert c.register_broker(reg(1), wait_s=1) == first
+    _, stat = c.get(paths.broker(1))
+    assert stat.czxid == first and stat.ephemeralOwner == c.session_id
+
+
+def test_a_named_predecessor_session_is_replaced_with_a_new_czxid(new_client):
+    old, new = new_client(), new_client()
+    old.ensure_persistent_paths()
+    old_epoch = old.register_broker(reg(1, host="old"), wait_s=1)
+    new_epoch = new.register_broker(reg(1, host="new"), wait_s=1, predecessor_session=old.session_id)
+    assert new_epoch > old_epoch
+    data, stat = new.get(paths.broker(1))
+    assert stat.czxid == new_epoch and stat.ephemeralOwner == new.session_id
+    assert codecs.decode_broker(1, data).host == "new"
+    assert old.kz.connected, "the old session still lives; only its node was replaced"
+
+
+def test_without_the_predecessor_registration_times_out_while_the_holder_lives(new_client):
+    old, new = new_client(), new_client()
+    old.ensure_persistent_paths()
+    old_epoch = old.register_broker(reg(1), wait_s=1)
+    t0 = time.monotonic()
+    with pytest.raises(BrokerRegistrationTimeout, match=f"0x{old.session_id:x}"):
+        new.register_broker(reg(1), wait_s=0.5)
+    elapsed = time.monotonic() - t0
+    assert 0.45 <= elapsed < 3.0, elapsed
+    _, stat = new.get(paths.broker(1))
+    assert (stat.czxid, stat.ephemeralOwner) == (old_epoch, old.session_id), "the holder's node is untouched"
+
+
+def test_an_unrelated_predecessor_does_not_replace_a_live_holder(new_client):
+    old, new, other = new_client(), new_client(), new_client()
+    old.ensure_persistent_paths()
+    old.register_broker(reg(1), wait_s=1)
+    with pytest.raises(BrokerRegistrationTimeout):
+        new.register_broker(reg(1), wait_s=0.3, predecessor_session=other.session_id)
+    assert new.get(paths.broker(1))[1].ephemeralOwner == old.session_id
+
+
+def test_after_the_holder_closes_its_session_a_new_one_registers_at_once(new_client):
+    old, new = new_client(), new_client()
+    old.ensure_persistent_paths()
+    old_epoch = old.register_broker(reg(1), wait_s=1)
+    old.stop()
+    assert new.register_broker(reg(1), wait_s=0.5) > old_epoch
