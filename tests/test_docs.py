@@ -1,0 +1,33 @@
+"""Generated artefacts stay in step with their sources."""
+from __future__ import annotations
+
+import filecmp
+import subprocess
+import sys
+from pathlib import Path
+
+from node.config import describe_schema
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_generated_wire_types_are_current(tmp_path):
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_proto.py"), "--out", str(tmp_path)], check=True)
+    generated = sorted(p.name for p in (tmp_path / "proto").glob("*_pb2*.py*"))
+    assert generated, "protoc generated nothing"
+    for name in generated:
+        assert (ROOT / "proto" / name).exists(), f"proto/{name} is missing: run scripts/gen_proto.py"
+        assert filecmp.cmp(tmp_path / "proto" / name, ROOT / "proto" / name, shallow=False), \
+            f"proto/{name} is stale: run scripts/gen_proto.py"
+
+
+def test_config_reference_is_current():
+    doc = (ROOT / "docs" / "config.md").read_text()
+    assert describe_schema() in doc, "docs/config.md is stale: regenerate it from node.config.describe_schema()"
+
+
+def test_readme_test_command_is_what_ci_runs():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "bash scripts/test.sh" in readme and "scripts/test.sh" in ci
+    assert "bash scripts/demo.sh" in readme
