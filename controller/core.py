@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, NamedTuple
 
 from controller import election
 from controller.assignment import assign_replicas
@@ -40,10 +40,11 @@ class ControllerSettings:
     imbalance_check_interval_ms: int = 30_000
     imbalance_percentage: int = 10
     metadata_resend_interval_ms: int = 2_000
+    expected_brokers: int = 0            # brokers listed in cluster.yaml; 0 = do not wait for them
+    offsets_create_grace_ms: int = 3_000  # then create __consumer_offsets with whoever is live (>= RF)
 
 
-@dataclass(frozen=True)
-class StateChange:
+class StateChange(NamedTuple):
     """A partition-state write: create when ``zk_version`` is None, else set at that version."""
 
     topic: str
@@ -54,8 +55,9 @@ class StateChange:
     previous: LeaderAndIsr | None
 
 
-@dataclass(frozen=True)
-class PartitionView:
+class PartitionView(NamedTuple):
+    """What a broker is told about one partition (NamedTuple: a controller builds thousands)."""
+
     topic: str
     partition: int
     state: LeaderAndIsr
@@ -112,6 +114,7 @@ class ControllerCore:
         self.states: StateMap = {}
         self._next_imbalance_ms = 0
         self._next_resend_ms = 0
+        self._offsets_deadline_ms = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -129,7 +132,8 @@ class ControllerCore:
             "epoch": epoch, "live_brokers": sorted(self.live), "topics": len(self.topics),
             "partitions": sum(len(a.partitions) for a in self.topics.values())}))
         self._reconcile(plan)
-        self._maybe_create_offsets_topic(plan)
+        self._offsets_deadline_ms = now_ms + self.settings.offsets_create_grace_ms
+        self._maybe_create_offsets_topic(plan, now_ms)
         self._next_imbalance_ms = now_ms + 5_000  # Kafka: the first check runs 5 s after failover
         self._next_resend_ms = now_ms + self.settings.metadata_resend_interval_ms
         return plan
@@ -221,6 +225,8 @@ class ControllerCore:
             imbalanced = self.imbalanced_partitions()
             if imbalanced:
                 plan = self.elect_preferred(imbalanced, reason="auto_rebalance")
+        if self.settings.offsets_topic not in self.topics:
+            self._maybe_create_offsets_topic(plan, now_ms)
         if self.settings.metadata_resend_interval_ms > 0 and now_ms >= self._next_resend_ms:
             self._next_resend_ms = now_ms + self.settings.metadata_resend_interval_ms
             plan.resend_metadata = True
@@ -249,30 +255,33 @@ class ControllerCore:
         """The plan's writes landed with these zkVersions: apply them and return the requests."""
         for a in plan.topic_creates:
             self.topics[a.topic] = a
-        changed: list[TP] = []
+        changed: dict[TP, None] = {}  # ordered and de-duplicated: a partition may be written twice
         new_tps: set[TP] = set()
         for w in plan.writes:
             tp = (w.topic, w.partition)
             self.states[tp] = (w.state, versions[tp])
-            if tp not in changed:
-                changed.append(tp)
+            changed[tp] = None
             if w.zk_version is None:
                 new_tps.add(tp)
         live_regs = tuple(self.live[b] for b in sorted(self.live))
         requests: dict[int, list[Command]] = {}
         changed_views = [self._view(tp, tp in new_tps) for tp in changed]
-        all_views = [self._view(tp) for tp in sorted(self.states)]
+        need_all = bool(plan.full_sync & set(self.live)) or plan.resend_metadata
+        by_tp = {(v.topic, v.partition): v for v in changed_views}
+        all_views = [by_tp.get(tp) or self._view(tp) for tp in sorted(self.states)] if need_all else []
+        changed_by = self._by_replica(changed_views)
+        all_by = self._by_replica(all_views) if plan.full_sync else {}
         leaders = tuple(self.live[b] for b in sorted({v.state.leader for v in changed_views} & set(self.live)))
         for b in sorted(self.live):
             cmds: list[Command] = []
             if b in plan.full_sync:
-                mine = tuple(v for v in all_views if b in v.replicas)
+                mine = tuple(all_by.get(b, ()))
                 if mine:
                     all_leaders = tuple(self.live[x] for x in sorted({v.state.leader for v in mine} & set(self.live)))
                     cmds.append(LeaderAndIsrCmd(mine, all_leaders))
                 cmds.append(UpdateMetadataCmd(tuple(all_views), live_regs))
             else:
-                mine = tuple(v for v in changed_views if b in v.replicas)
+                mine = tuple(changed_by.get(b, ()))
                 if mine:
                     cmds.append(LeaderAndIsrCmd(mine, leaders))
                 if plan.resend_metadata:
@@ -282,6 +291,14 @@ class ControllerCore:
             if cmds:
                 requests[b] = cmds
         return requests
+
+    @staticmethod
+    def _by_replica(views: list[PartitionView]) -> dict[int, list[PartitionView]]:
+        out: dict[int, list[PartitionView]] = {}
+        for v in views:
+            for r in v.replicas:
+                out.setdefault(r, []).append(v)
+        return out
 
     # ------------------------------------------------------------------ decisions
 
@@ -351,12 +368,16 @@ class ControllerCore:
                 if new is not None:
                     self._write(plan, tp, new, ver, "isr_shrink_dead_replica", state)
 
-    def _maybe_create_offsets_topic(self, plan: Plan) -> None:
+    def _maybe_create_offsets_topic(self, plan: Plan, now_ms: int | None = None) -> None:
+        """Create __consumer_offsets once every listed broker is live, or, after the grace
+        period (checked on ticks), with the live brokers if there are at least RF of them."""
         s = self.settings
         live = sorted(self._live_ids())
         if s.offsets_topic in self.topics or any(a.topic == s.offsets_topic for a in plan.topic_creates):
             return
         if len(live) < s.offsets_replication_factor:
+            return
+        if len(live) < s.expected_brokers and (now_ms is None or now_ms < self._offsets_deadline_ms):
             return
         n = len(live)
         assignment = assign_replicas(s.offsets_partitions, s.offsets_replication_factor, live,

@@ -124,6 +124,9 @@ _TABLE = (
     _k("group.max.size", int, 2147483647, "Max members of one consumer group"),
     _k("kafkasim.controller.metadata.resend.interval.ms", int, 2000, "Controller re-sends UpdateMetadata to all live "
        "brokers this often; 0 = never", min=0, extension=True),
+    _k("kafkasim.offsets.topic.create.grace.ms", int, 3000, "The controller creates __consumer_offsets once "
+       "every listed broker has registered, or after this long with at least its replication factor", min=0,
+       extension=True),
 )
 SCHEMA: Mapping[str, KeySpec] = MappingProxyType({spec.name: spec for spec in _TABLE})
 

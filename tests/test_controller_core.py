@@ -774,3 +774,26 @@ def test_after_every_broker_change_no_partition_stays_offline_with_a_live_isr_me
         for tp, (s, _) in c.core.states.items():
             if s.leader == -1:
                 assert not set(s.isr) & set(c.core.live), f"{tp} offline with live ISR member(s): {s}"
+
+
+# ------------------------------------------------------------------ waiting for the listed brokers
+
+def test_offsets_topic_waits_for_every_listed_broker_then_spans_them_all():
+    core = make_core(offsets_partitions=8, expected_brokers=4, offsets_create_grace_ms=3000)
+    plan = core.on_failover(EPOCH, 1, brokers(1, 2, 3), {}, {}, now_ms=0)
+    assert plan.topic_creates == []
+    assert core.on_tick(1000).topic_creates == []
+    plan = core.on_broker_change(brokers(1, 2, 3, 4))
+    assert [a.topic for a in plan.topic_creates] == [OFFSETS]
+    used = {r for replicas in plan.topic_creates[0].partitions.values() for r in replicas}
+    assert used == {1, 2, 3, 4}
+
+
+def test_offsets_topic_is_created_with_the_live_brokers_after_the_grace_period():
+    core = make_core(offsets_partitions=8, expected_brokers=4, offsets_create_grace_ms=3000)
+    core.on_failover(EPOCH, 1, brokers(1, 2, 3), {}, {}, now_ms=0)
+    assert core.on_tick(2999).topic_creates == []
+    plan = core.on_tick(3000)
+    assert [a.topic for a in plan.topic_creates] == [OFFSETS]
+    assert {r for rs in plan.topic_creates[0].partitions.values() for r in rs} == {1, 2, 3}
+    assert len([w for w in plan.writes if w.topic == OFFSETS]) == 8
