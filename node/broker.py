@@ -17,7 +17,6 @@ import sys
 import threading
 import time
 from concurrent import futures
-from pathlib import Path
 
 import grpc
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
@@ -157,12 +156,15 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    # Block SIGTERM/SIGINT before any thread exists (threads inherit the mask), and take them
+    # synchronously below.  With a Python handler instead, the kernel may deliver the signal to
+    # a gRPC or kazoo thread while the main thread sleeps in a lock, and it is never handled.
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     broker = Broker(cfg, args.id, connect)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     broker.start()
-    stop.wait()
+    received = signal.sigwait(stop_signals)
+    broker.events.emit("signal_received", signal=signal.Signals(received).name)
     broker.stopping.set()
     broker.stop()
     logging.shutdown()

@@ -50,7 +50,7 @@ def failover(cluster: Cluster, sig: signal.Signals, lines: list[str], timeout: f
     elected = _first(events, t0, "controller_elected", epoch=view.controller_epoch)
     written = _first(events, t0, "partition_states_written", epoch=view.controller_epoch)
     gone_ns = stopped["mono_ns"] if stopped else t0
-    lines.append(f"   signal sent                      t=0 ms")
+    lines.append("   signal sent                      t=0 ms")
     if stopped:
         lines.append(f"   old controller closes its session t={(stopped['mono_ns'] - t0) / 1e6:8.1f} ms")
     if elected:

@@ -1,9 +1,11 @@
-"""Reading what the brokers wrote: their event logs."""
+"""Reading what the brokers wrote (their event logs), and finding our processes."""
 from __future__ import annotations
+
+import os
 
 from typing import Any
 
-from node.cluster import Cluster
+from node.cluster import Cluster, process_state
 from node.events import read_events
 
 
@@ -23,3 +25,22 @@ def events(cluster: Cluster, broker: int | None = None, type_: str | None = None
 
 def offsets_partitions(view) -> dict[int, dict]:
     return view.topics["__consumer_offsets"]["partitions"]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def processes_mentioning(marker: str) -> dict[int, str]:
+    """Live (not dead, not zombie) processes whose command line contains ``marker``."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and entry != str(os.getpid()):
+            cmd = _cmdline(int(entry))
+            if marker in cmd and process_state(int(entry)) != "dead":
+                out[int(entry)] = cmd
+    return out

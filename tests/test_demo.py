@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from helpers import processes_mentioning
+
 from node.cluster import process_state
 from node.events import read_events
 from zk.server import free_port
@@ -52,25 +54,6 @@ def write_config(d: Path, ports: list[int]) -> Path:
     path = d / "cluster.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def processes_mentioning(marker: str) -> dict[int, str]:
-    """Live (not dead, not zombie) processes whose command line contains ``marker``."""
-    out = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and entry != str(os.getpid()):
-            cmd = _cmdline(int(entry))
-            if marker in cmd and process_state(int(entry)) != "dead":
-                out[int(entry)] = cmd
-    return out
 
 
 def started_pids(run_dir: Path) -> dict[int, list[int]]:

@@ -29,7 +29,7 @@ import struct
 from kazoo.exceptions import RolledBackError, RuntimeInconsistency
 from kazoo.protocol.serialization import (
     EXCEPTIONS, MultiHeader, ZnodeStat, int_struct, multiheader_struct,
-    read_buffer, read_string, stat_struct, write_string,
+    read_string, stat_struct, write_string,
 )
 
 GET_DATA = 4
