@@ -47,6 +47,7 @@ class ControllerShell:
         self._channels: dict[int, BrokerChannel] = {}
         self._stopped = threading.Event()
         self.active_controller_id = -1
+        self._orphan_suspected = False  # /controller may be ours while we do not act: re-check on ticks
         self.failovers = 0
         self._last_write_ms = 0.0
 
@@ -156,6 +157,8 @@ class ControllerShell:
             plan = self.core.on_tick(self._clock_ms())
             if not plan.empty:
                 self._execute(plan)
+        elif self._orphan_suspected and self.zk.connected:
+            self._elect()
 
     def _drain(self) -> None:
         while True:
@@ -184,8 +187,13 @@ class ControllerShell:
         if current is not None:
             self.active_controller_id = current
             if current == self.broker_id and not self.core.active:
-                # /controller names us but we are not acting (KAFKA-13407): delete it to re-elect
-                self.events.emit("controller_znode_orphaned", controller_id=current)
+                # /controller names us but we are not acting (KAFKA-13407): delete it, which
+                # fires everyone's watch (ours too) and runs the election again.
+                deleted = self.zk.delete_controller_if_ours()
+                self.events.emit("controller_znode_orphaned", controller_id=current, deleted=deleted)
+                self._orphan_suspected = not deleted
+            else:
+                self._orphan_suspected = False
             return
         t0 = time.monotonic_ns()
         won, epoch, version = self.zk.try_elect_controller(self.broker_id, int(time.time() * 1000))
@@ -197,7 +205,19 @@ class ControllerShell:
         self.active_controller_id = self.broker_id
         self.events.emit("controller_elected", epoch=epoch, epoch_zk_version=version,
                          elect_ms=round((time.monotonic_ns() - t0) / 1e6, 3))
-        self._on_failover(epoch, version)
+        try:
+            self._on_failover(epoch, version)
+        except ControllerMovedError:
+            raise
+        except Exception:
+            # We won but could not act: give the role back rather than hold /controller idle.
+            self._resign("failover failed")
+            self._orphan_suspected = True
+            try:
+                self._orphan_suspected = not self.zk.delete_controller_if_ours()
+            except Exception:
+                pass  # retried from the tick once ZooKeeper answers
+            raise
 
     def _on_controller_change(self) -> None:
         current = self.zk.read_controller(watch=self._controller_watch)

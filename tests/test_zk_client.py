@@ -295,3 +295,14 @@ def test_after_the_holder_closes_its_session_a_new_one_registers_at_once(new_cli
     old_epoch = old.register_broker(reg(1), wait_s=1)
     old.stop()
     assert new.register_broker(reg(1), wait_s=0.5) > old_epoch
+
+
+def test_only_the_owning_session_can_delete_an_orphaned_controller_znode(new_client):
+    a, b = new_client(), new_client()
+    won, _, _ = a.try_elect_controller(1, 0)
+    assert won
+    assert b.delete_controller_if_ours() is False
+    assert b.read_controller() == 1, "another session's /controller must survive"
+    assert a.delete_controller_if_ours() is True
+    assert a.read_controller() is None
+    assert a.delete_controller_if_ours() is False  # nothing left to delete

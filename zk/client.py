@@ -208,6 +208,20 @@ class ZkClient:
             return None
         return codecs.decode_controller(data).broker_id
 
+    def delete_controller_if_ours(self) -> bool:
+        """Delete /controller when our session owns it (an orphan: we are not acting on it)."""
+        try:
+            _, stat = self.kz.get(paths.CONTROLLER)
+        except NoNodeError:
+            return False
+        if stat.ephemeralOwner != self.session_id:
+            return False
+        try:
+            self.kz.delete(paths.CONTROLLER, version=stat.version)
+        except (NoNodeError, BadVersionError):
+            return False
+        return True
+
     def read_controller_epoch(self) -> tuple[int, int]:
         """(epoch, zkVersion) of /controller_epoch, creating it with 0 when missing."""
         try:
