@@ -65,7 +65,9 @@ class ClusterView:
 
 def read_view(zk: ZkClient) -> ClusterView:
     snap = zk.read_snapshot()
-    controller = zk.read_controller()
+    # The controller and its epoch are read together and after the states, so a view never
+    # pairs a new controller with an old epoch, nor shows states newer than its epoch.
+    controller, epoch = zk.read_controller_and_epoch()
     brokers = {b: {"host": r.host, "port": r.port, "epoch": r.epoch, "rack": r.rack}
                for b, r in snap.brokers.items()}
     topics: dict[str, dict[str, Any]] = {}
@@ -80,7 +82,7 @@ def read_view(zk: ZkClient) -> ClusterView:
                         "controller_epoch": st[0].controller_epoch if st else -1,
                         "zk_version": st[1] if st else -1}
         topics[t] = {"config": dict(a.config), "partitions": parts}
-    return ClusterView(controller, snap.controller_epoch, brokers, topics)
+    return ClusterView(controller, epoch, brokers, topics)
 
 
 class Cluster:

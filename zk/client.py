@@ -208,6 +208,12 @@ class ZkClient:
             return None
         return codecs.decode_controller(data).broker_id
 
+    def read_controller_and_epoch(self) -> tuple[int | None, int]:
+        """(active controller id or None, controller epoch), read together in one multiRead."""
+        ctl, epoch = self.read_many([(GET_DATA, paths.CONTROLLER), (GET_DATA, paths.CONTROLLER_EPOCH)])
+        controller = None if isinstance(ctl, Exception) else codecs.decode_controller(ctl[0]).broker_id
+        return controller, 0 if isinstance(epoch, Exception) else codecs.decode_controller_epoch(epoch[0])
+
     def delete_controller_if_ours(self) -> bool:
         """Delete /controller when our session owns it (an orphan: we are not acting on it)."""
         try:

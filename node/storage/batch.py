@@ -1,0 +1,416 @@
+"""Kafka's record batch format v2 (magic 2): encode, decode, validate and scan.
+
+Layout of one batch (big-endian, offsets in bytes from the batch start)::
+
+     0 baseOffset            int64
+     8 batchLength           int32   bytes after this field (batch size - 12)
+    12 partitionLeaderEpoch  int32
+    16 magic                 int8    = 2
+    17 crc                   uint32  CRC-32C of bytes [21, end)
+    21 attributes            int16   0: no compression, not transactional, no control
+    23 lastOffsetDelta       int32
+    27 baseTimestamp         int64
+    35 maxTimestamp          int64
+    43 producerId            int64   -1
+    51 producerEpoch         int16   -1
+    53 baseSequence          int32   -1
+    57 recordCount           int32
+    61 records...
+
+Each record: length varint, attributes int8, timestampDelta varlong, offsetDelta
+varint, keyLength varint (-1 = null), key, valueLength varint (-1 = null), value,
+headerCount varint.  Varints are zigzag-encoded base-128, least significant group
+first.  The CRC does not cover baseOffset, batchLength or partitionLeaderEpoch.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import crc32c as _crc32c
+
+MAGIC = 2
+HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the part not counted by batchLength
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_INT32_MAX = (1 << 31) - 1
+
+
+def crc32c(data: bytes | bytearray | memoryview) -> int:
+    """CRC-32C (Castagnoli) of ``data``, as an unsigned 32-bit integer."""
+    return _crc32c.crc32c(data)
+
+
+class StorageError(Exception):
+    """Base class of every error raised by node.storage."""
+
+
+class CorruptBatchError(StorageError):
+    """A batch failed validation.
+
+    ``reason`` says why, ``position`` is the byte position of the batch start in the
+    scanned buffer, ``incomplete`` is True when the data simply ends too early (a
+    torn write) rather than being wrong.
+    """
+
+    def __init__(self, reason: str, position: int, *, incomplete: bool = False) -> None:
+        super().__init__(f"corrupt record batch at position {position}: {reason}")
+        self.reason = reason
+        self.position = position
+        self.incomplete = incomplete
+
+
+# ---------------------------------------------------------------- varints
+
+def zigzag_encode(value: int, bits: int = 64) -> int:
+    """Map a signed integer to unsigned: 0→0, -1→1, 1→2, -2→3, ..."""
+    return ((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1)
+
+
+def zigzag_decode(value: int) -> int:
+    """Inverse of :func:`zigzag_encode`."""
+    return (value >> 1) ^ -(value & 1)
+
+
+def _put_unsigned(out: bytearray, u: int) -> None:
+    while u >= 0x80:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+
+
+def _encode_signed(value: int, bits: int) -> bytes:
+    if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
+        raise ValueError(f"{value} does not fit int{bits}")
+    out = bytearray()
+    _put_unsigned(out, zigzag_encode(value, bits))
+    return bytes(out)
+
+
+def encode_varint(value: int) -> bytes:
+    """Zigzag varint of a signed 32-bit integer (1 to 5 bytes)."""
+    return _encode_signed(value, 32)
+
+
+def encode_varlong(value: int) -> bytes:
+    """Zigzag varint of a signed 64-bit integer (1 to 10 bytes)."""
+    return _encode_signed(value, 64)
+
+
+def _read_unsigned(buf: bytes | memoryview, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+    result = shift = 0
+    for _ in range(max_bytes):
+        if pos >= end:
+            raise ValueError("varint runs past the end of its record")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+    raise ValueError(f"varint longer than {max_bytes} bytes")
+
+
+def decode_varint(buf: bytes | memoryview, pos: int = 0, end: int | None = None) -> tuple[int, int]:
+    """Read a zigzag varint (int32) at ``pos``; return (value, next position)."""
+    u, pos = _read_unsigned(buf, pos, len(buf) if end is None else end, 5)
+    if u >> 32:
+        raise ValueError("varint exceeds 32 bits")
+    return zigzag_decode(u), pos
+
+
+def decode_varlong(buf: bytes | memoryview, pos: int = 0, end: int | None = None) -> tuple[int, int]:
+    """Read a zigzag varlong (int64) at ``pos``; return (value, next position)."""
+    u, pos = _read_unsigned(buf, pos, len(buf) if end is None else end, 10)
+    if u >> 64:
+        raise ValueError("varlong exceeds 64 bits")
+    return zigzag_decode(u), pos
+
+
+# ---------------------------------------------------------------- data types
+
+@dataclass(frozen=True)
+class Record:
+    """One record with its absolute offset and timestamp."""
+
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True)
+class BatchHeader:
+    """The fixed 61-byte batch header, read without touching the records."""
+
+    base_offset: int
+    batch_length: int
+    leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    record_count: int
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes the whole batch occupies on disk."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
+@dataclass(frozen=True)
+class RecordBatch:
+    """A decoded batch. ``size_bytes`` is its encoded size."""
+
+    base_offset: int
+    leader_epoch: int
+    records: tuple[Record, ...]
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    size_bytes: int
+    crc: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
+# ---------------------------------------------------------------- encoding
+
+def _put_bytes(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        out.append(1)  # zigzag(-1)
+    else:
+        _put_unsigned(out, len(data) << 1)
+        out += data
+
+
+def encode_batch(base_offset: int, leader_epoch: int,
+                 records: Sequence[tuple[bytes | None, bytes | None, int]]) -> bytes:
+    """Encode ``(key, value, timestamp_ms)`` tuples as one batch at ``base_offset``.
+
+    Offsets are consecutive from ``base_offset``; the base timestamp is the first
+    record's timestamp and the max timestamp the largest.
+    """
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    if len(records) - 1 > _INT32_MAX:
+        raise ValueError("too many records for one batch")
+    base_ts = records[0][2]
+    max_ts = max(r[2] for r in records)
+    body, rec = bytearray(), bytearray()
+    for delta, (key, value, ts) in enumerate(records):
+        rec.clear()
+        rec.append(0)  # record attributes
+        _put_unsigned(rec, zigzag_encode(ts - base_ts, 64))
+        _put_unsigned(rec, delta << 1)  # offsetDelta >= 0
+        _put_bytes(rec, key)
+        _put_bytes(rec, value)
+        rec.append(0)  # headerCount
+        _put_unsigned(body, len(rec) << 1)
+        body += rec
+    batch_length = HEADER_SIZE - LOG_OVERHEAD + len(body)
+    if batch_length > _INT32_MAX:
+        raise ValueError("record batch too large")
+    out = bytearray(_HEADER.pack(base_offset, batch_length, leader_epoch, MAGIC, 0, 0, len(records) - 1,
+                                 base_ts, max_ts, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE,
+                                 len(records))) + body
+    struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+# ---------------------------------------------------------------- decoding
+
+def peek_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
+    """Read the batch header at ``pos`` without decoding records or checking the CRC.
+
+    Raises CorruptBatchError if fewer than 61 bytes remain (``incomplete``), the magic
+    is not 2 or the length field is too small to be a batch.  Whether the whole
+    batch is present is *not* checked.
+    """
+    if len(buf) - pos < HEADER_SIZE:
+        raise CorruptBatchError("truncated batch header", pos, incomplete=True)
+    (base_offset, length, epoch, magic, crc, attrs, lod, base_ts, max_ts,
+     _pid, _pepoch, _seq, count) = _HEADER.unpack_from(buf, pos)
+    if magic != MAGIC:
+        raise CorruptBatchError(f"unsupported magic {magic}", pos)
+    if length < MIN_BATCH_LENGTH:
+        raise CorruptBatchError(f"batch length {length} smaller than a header", pos)
+    return BatchHeader(base_offset, length, epoch, magic, crc, attrs, lod, base_ts, max_ts, count)
+
+
+def validate_batch(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
+    """Check header, length and CRC of the batch at ``pos``; return its header."""
+    header = peek_header(buf, pos)
+    end = pos + header.size_bytes
+    if end > len(buf):
+        raise CorruptBatchError(
+            f"batch length {header.batch_length} overruns the buffer ({len(buf) - pos} bytes left)",
+            pos, incomplete=True)
+    actual = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:end])
+    if actual != header.crc:
+        raise CorruptBatchError(f"CRC mismatch: stored {header.crc:#010x}, computed {actual:#010x}", pos)
+    if header.last_offset_delta < 0:
+        raise CorruptBatchError(f"negative lastOffsetDelta {header.last_offset_delta}", pos)
+    return header
+
+
+def _read_nullable(buf: bytes | memoryview, pos: int, end: int) -> tuple[bytes | None, int]:
+    length, pos = decode_varint(buf, pos, end)
+    if length == -1:
+        return None, pos
+    if length < 0 or pos + length > end:
+        raise ValueError(f"bad field length {length}")
+    return bytes(buf[pos:pos + length]), pos + length
+
+
+def decode_batch(buf: bytes | memoryview, pos: int = 0) -> tuple[RecordBatch, int]:
+    """Decode and fully validate the batch at ``pos``; return (batch, next position)."""
+    header = validate_batch(buf, pos)
+    end = pos + header.size_bytes
+    attributes, count = header.attributes, header.record_count
+    if attributes != 0:
+        raise CorruptBatchError(f"unsupported attributes {attributes:#x}", pos)
+    if count < 0:
+        raise CorruptBatchError(f"negative record count {count}", pos)
+    records: list[Record] = []
+    p = pos + HEADER_SIZE
+    try:
+        for _ in range(count):
+            length, p = decode_varint(buf, p, end)
+            rec_end = p + length
+            if length < 0 or rec_end > end:
+                raise ValueError(f"record length {length} overruns the batch")
+            p += 1  # record attributes
+            ts_delta, p = decode_varlong(buf, p, rec_end)
+            off_delta, p = decode_varint(buf, p, rec_end)
+            key, p = _read_nullable(buf, p, rec_end)
+            value, p = _read_nullable(buf, p, rec_end)
+            headers, p = decode_varint(buf, p, rec_end)
+            for _h in range(headers):  # headers are parsed and dropped
+                klen, p = decode_varint(buf, p, rec_end)
+                if klen < 0 or p + klen > rec_end:
+                    raise ValueError(f"bad header key length {klen}")
+                _v, p = _read_nullable(buf, p + klen, rec_end)
+            if p != rec_end:
+                raise ValueError(f"record has {rec_end - p} unread bytes")
+            records.append(Record(header.base_offset + off_delta, header.base_timestamp + ts_delta, key, value))
+    except ValueError as exc:
+        raise CorruptBatchError(f"malformed record {len(records)}: {exc}", pos) from None
+    if p != end:
+        raise CorruptBatchError(f"{end - p} bytes after the last record", pos)
+    if records and records[-1].offset != header.last_offset:
+        raise CorruptBatchError("last record offset does not match lastOffsetDelta", pos)
+    batch = RecordBatch(header.base_offset, header.leader_epoch, tuple(records), header.last_offset_delta,
+                        header.base_timestamp, header.max_timestamp, header.size_bytes, header.crc)
+    return batch, end
+
+
+# ---------------------------------------------------------------- scanning
+
+class BatchIterator:
+    """Iterates ``(position, RecordBatch)`` over a buffer and stops at the first bad batch.
+
+    After (or during) iteration, ``valid_bytes`` is the position where valid data ends
+    and ``error`` the CorruptBatchError that stopped the scan (None if the buffer
+    ended exactly at a batch boundary).  A torn tail has ``error.incomplete`` set.
+    """
+
+    def __init__(self, buf: bytes | memoryview, start: int = 0) -> None:
+        self._buf = buf
+        self.valid_bytes = start
+        self.error: CorruptBatchError | None = None
+        self._done = False
+
+    def __iter__(self) -> Iterator[tuple[int, RecordBatch]]:
+        return self
+
+    def __next__(self) -> tuple[int, RecordBatch]:
+        if self._done or self.valid_bytes >= len(self._buf):
+            self._done = True
+            raise StopIteration
+        pos = self.valid_bytes
+        try:
+            batch, nxt = decode_batch(self._buf, pos)
+        except CorruptBatchError as exc:
+            self.error = exc
+            self._done = True
+            raise StopIteration from None
+        self.valid_bytes = nxt
+        return pos, batch
+
+
+def iter_batches(buf: bytes | memoryview, start: int = 0) -> BatchIterator:
+    """Iterate the batches of ``buf`` from ``start``; see :class:`BatchIterator`."""
+    return BatchIterator(buf, start)
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """Outcome of :func:`scan_batches`: the whole batches and where valid data ends."""
+
+    batches: tuple[tuple[int, RecordBatch], ...]
+    valid_bytes: int
+    error: CorruptBatchError | None
+
+    @property
+    def clean(self) -> bool:
+        """True when the buffer ended exactly after a whole valid batch."""
+        return self.error is None
+
+
+def scan_batches(buf: bytes | memoryview, start: int = 0) -> ScanResult:
+    """Decode every whole valid batch from ``start``, stopping (not raising) at a bad one."""
+    it = iter_batches(buf, start)
+    batches = tuple(it)
+    return ScanResult(batches, it.valid_bytes, it.error)
+
+
+@dataclass(frozen=True)
+class HeaderScanResult:
+    """Outcome of :func:`scan_headers`: CRC-checked headers and where valid data ends."""
+
+    headers: tuple[tuple[int, BatchHeader], ...]
+    valid_bytes: int
+    error: CorruptBatchError | None
+
+
+def scan_headers(buf: bytes | memoryview, start: int = 0) -> HeaderScanResult:
+    """Like :func:`scan_batches` but only validates headers and CRCs (no record decode)."""
+    headers: list[tuple[int, BatchHeader]] = []
+    pos, end = start, len(buf)
+    error: CorruptBatchError | None = None
+    while pos < end:
+        try:
+            header = validate_batch(buf, pos)
+        except CorruptBatchError as exc:
+            error = exc
+            break
+        headers.append((pos, header))
+        pos += header.size_bytes
+    return HeaderScanResult(tuple(headers), pos, error)
+

@@ -1,0 +1,358 @@
+"""PartitionLog: one partition replica's log under ``<log_dir>/<topic>-<partition>/``.
+
+The log is a list of :class:`LogSegment` s ordered by base offset; the last one is
+the active segment that takes appends.  Opening a log loads every segment and runs
+recovery on the active one only (older segments were fsynced when they were rolled).
+The leader epoch cache lives next to the segments in ``leader-epoch-checkpoint``.
+
+Time never comes from a clock here: callers pass ``now_ms``.
+"""
+from __future__ import annotations
+
+import os
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from .batch import StorageError, encode_batch, scan_headers
+from .checkpoint import LEADER_EPOCH_CHECKPOINT, CheckpointError, LeaderEpochCheckpointFile
+from .segment import (DEFAULT_INDEX_INTERVAL_BYTES, INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
+                      parse_segment_base)
+
+DEFAULT_SEGMENT_BYTES = 1 << 30
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+_INT32_MAX = (1 << 31) - 1
+
+RecordInput = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int | None]
+
+
+class OffsetOutOfRangeError(StorageError):
+    """A read asked for an offset outside [log start offset, log end offset]."""
+
+
+class InvalidAppendError(StorageError):
+    """An append was refused: offsets not contiguous with the LEO, or a stale leader epoch."""
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What opening the log found: bytes and batches cut from torn/corrupt tails, and the LEO."""
+
+    truncated_bytes: int
+    dropped_batches: int
+    log_end_offset: int
+
+
+class LeaderEpochCache:
+    """(leader epoch, start offset) pairs, epochs and start offsets both increasing.
+
+    Every change is written to the checkpoint file (when one is given).
+    """
+
+    def __init__(self, checkpoint: LeaderEpochCheckpointFile | None = None) -> None:
+        self._checkpoint = checkpoint
+        self._entries: list[tuple[int, int]] = checkpoint.read() if checkpoint else []
+        for i, (prev, cur) in enumerate(zip(self._entries, self._entries[1:])):
+            if cur[0] <= prev[0] or cur[1] < prev[1]:
+                assert checkpoint is not None
+                raise CheckpointError(checkpoint.path, i + 4, "epochs or start offsets not increasing")
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        """A copy of the (epoch, start offset) pairs, oldest first."""
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest epoch, or -1 when the cache is empty."""
+        return self._entries[-1][0] if self._entries else UNDEFINED_EPOCH
+
+    def _flush(self) -> None:
+        if self._checkpoint is not None:
+            self._checkpoint.write(self._entries)
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; True if the cache changed.
+
+        The latest epoch again is a no-op.  An older epoch, or a start offset below the
+        latest entry's, raises ValueError.  A newer epoch starting at the same offset as
+        the latest entry replaces it (that epoch never got any records).
+        """
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"invalid epoch entry ({epoch}, {start_offset})")
+        if self._entries:
+            last_epoch, last_start = self._entries[-1]
+            if epoch == last_epoch:
+                return False
+            if epoch < last_epoch:
+                raise ValueError(f"leader epoch {epoch} is older than the latest {last_epoch}")
+            if start_offset < last_start:
+                raise ValueError(f"epoch {epoch} start offset {start_offset} is below {last_start} "
+                                 f"where epoch {last_epoch} starts")
+            if start_offset == last_start:
+                self._entries.pop()
+        self._entries.append((epoch, start_offset))
+        self._flush()
+        return True
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetsForLeaderEpoch / divergence checks.
+
+        * epoch undefined (negative), cache empty or epoch above the latest → (-1, -1);
+        * epoch == latest → (epoch, log_end_offset);
+        * otherwise the end offset is the start offset of the first epoch above it,
+          paired with the largest known epoch <= ``epoch``, or with ``epoch`` itself
+          when it is below every known epoch.
+        """
+        if epoch < 0 or not self._entries or epoch > self._entries[-1][0]:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if epoch == self._entries[-1][0]:
+            return epoch, log_end_offset
+        epochs = [e for e, _ in self._entries]
+        i = bisect_right(epochs, epoch)  # first entry with a larger epoch
+        next_start = self._entries[i][1]
+        return (epochs[i - 1] if i > 0 else epoch), next_start
+
+    def truncate_from_end(self, offset: int) -> None:
+        """Remove every entry whose start offset is >= ``offset``."""
+        keep = [e for e in self._entries if e[1] < offset]
+        if len(keep) != len(self._entries):
+            self._entries = keep
+            self._flush()
+
+    def clear(self) -> None:
+        """Remove every entry."""
+        if self._entries:
+            self._entries = []
+            self._flush()
+
+
+class PartitionLog:
+    """The on-disk log of one partition replica; opens (recovering) or creates it."""
+
+    def __init__(self, log_dir: Path | str, topic: str, partition: int, *,
+                 segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+                 index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> None:
+        if not topic or "/" in topic or partition < 0:
+            raise ValueError(f"bad partition name {topic!r}-{partition}")
+        if segment_bytes <= 0:
+            raise ValueError("segment_bytes must be positive")
+        self.topic, self.partition = topic, partition
+        self.segment_bytes = segment_bytes
+        self.index_interval_bytes = index_interval_bytes
+        self.dir = Path(log_dir) / f"{topic}-{partition}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._closed = False
+        self._segments = self._load_segments()
+        self.epoch_cache = LeaderEpochCache(LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT))
+        self.epoch_cache.truncate_from_end(self.log_end_offset)
+
+    def _load_segments(self) -> list[LogSegment]:
+        bases: list[int] = []
+        for name in os.listdir(self.dir):
+            base = parse_segment_base(name)
+            if base is not None:
+                bases.append(base)
+            elif name.endswith(".tmp"):
+                (self.dir / name).unlink()  # an interrupted checkpoint write
+        bases.sort()
+        for name in os.listdir(self.dir):  # indexes left behind by a deleted segment
+            stem = name.split(".")[0]
+            if name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and stem.isdigit() and int(stem) not in bases:
+                (self.dir / name).unlink()
+        if not bases:
+            self.recovery = RecoveryReport(0, 0, 0)
+            return [LogSegment.create(self.dir, 0, self.index_interval_bytes)]
+        segments = [LogSegment.open(self.dir, b, self.index_interval_bytes) for b in bases[:-1]]
+        segments.append(LogSegment.open(self.dir, bases[-1], self.index_interval_bytes, recover=True))
+        for prev, seg in zip(segments, segments[1:]):
+            if prev.next_offset > seg.base_offset:
+                raise StorageError(f"{prev} overlaps {seg} in {self.dir}")
+        recovered = [s for s in segments if s.recovery is not None]
+        self.recovery = RecoveryReport(
+            truncated_bytes=sum(s.recovery[1] for s in recovered if s.recovery),
+            dropped_batches=sum(s.last_dropped_batches for s in recovered),
+            log_end_offset=segments[-1].next_offset)
+        return segments
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        """First offset held (the first segment's base offset)."""
+        return self._segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """LEO: the offset the next appended record gets."""
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """:meth:`LeaderEpochCache.end_offset_for` against the current LEO."""
+        return self.epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    # ------------------------------------------------------------ appends
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"log {self.dir} is closed")
+
+    def _append(self, data: bytes | memoryview, base_offset: int, last_offset: int, max_ts: int) -> None:
+        active = self._segments[-1]
+        if active.size and (active.size + len(data) > self.segment_bytes
+                            or last_offset - active.base_offset > _INT32_MAX):
+            active.seal()
+            active = LogSegment.create(self.dir, base_offset, self.index_interval_bytes)
+            self._segments.append(active)
+        active.append(data, base_offset, last_offset, max_ts)
+
+    def append_as_leader(self, records: Sequence[RecordInput], leader_epoch: int,
+                         now_ms: int) -> tuple[int, int]:
+        """Append ``(key, value)`` or ``(key, value, timestamp_ms)`` records as one batch.
+
+        Offsets are assigned from the LEO; a missing or None timestamp becomes ``now_ms``.
+        Returns (base offset, last offset).
+        """
+        self._check_open()
+        if not records:
+            raise ValueError("nothing to append")
+        if leader_epoch < 0:
+            raise ValueError(f"invalid leader epoch {leader_epoch}")
+        if leader_epoch < self.epoch_cache.latest_epoch:
+            raise InvalidAppendError(f"leader epoch {leader_epoch} is older than the log's latest "
+                                     f"epoch {self.epoch_cache.latest_epoch}")
+        rows: list[tuple[bytes | None, bytes | None, int]] = []
+        for rec in records:
+            ts = rec[2] if len(rec) > 2 else None  # type: ignore[misc]
+            rows.append((rec[0], rec[1], now_ms if ts is None else ts))
+        base = self.log_end_offset
+        data = encode_batch(base, leader_epoch, rows)
+        last = base + len(rows) - 1
+        self.epoch_cache.assign(leader_epoch, base)
+        self._append(data, base, last, max(r[2] for r in rows))
+        return base, last
+
+    def append_as_follower(self, batch_bytes: bytes | memoryview) -> tuple[int, int] | None:
+        """Append whole batches fetched from the leader; return (first, last) offset or None if empty.
+
+        Every batch is checked first (CRC, whole, first base offset == LEO, then each
+        contiguous with the previous, leader epochs not below the cache's latest); on
+        any failure nothing is written: CorruptBatchError or InvalidAppendError.
+        """
+        self._check_open()
+        view = memoryview(batch_bytes)
+        scan = scan_headers(view)
+        if scan.error is not None:
+            raise scan.error
+        if not scan.headers:
+            return None
+        expected, epoch = self.log_end_offset, self.epoch_cache.latest_epoch
+        for pos, h in scan.headers:
+            if h.base_offset != expected:
+                raise InvalidAppendError(f"batch at byte {pos} starts at offset {h.base_offset}, "
+                                         f"expected {expected} (not contiguous with the log end)")
+            if 0 <= h.leader_epoch < epoch:
+                raise InvalidAppendError(f"batch at byte {pos} has leader epoch {h.leader_epoch}, "
+                                         f"older than {epoch}")
+            epoch = max(epoch, h.leader_epoch)
+            expected = h.next_offset
+        for pos, h in scan.headers:
+            if h.leader_epoch >= 0:
+                self.epoch_cache.assign(h.leader_epoch, h.base_offset)
+            self._append(view[pos:pos + h.size_bytes], h.base_offset, h.last_offset, h.max_timestamp)
+        return scan.headers[0][1].base_offset, expected - 1
+
+    # ------------------------------------------------------------ reads
+
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
+        """Whole batches from the batch containing ``start_offset``, across segments.
+
+        The first batch is returned even if larger than ``max_bytes``; later ones only
+        while the total stays within it.  With ``max_offset`` (e.g. the high watermark)
+        a batch is included only if its last offset is < ``max_offset``.  Reading at the
+        LEO gives b""; below the log start or above the LEO raises OffsetOutOfRangeError.
+        """
+        self._check_open()
+        leo = self.log_end_offset
+        if not self.log_start_offset <= start_offset <= leo:
+            raise OffsetOutOfRangeError(f"offset {start_offset} outside [{self.log_start_offset}, {leo}] "
+                                        f"of {self.dir.name}")
+        bases = [s.base_offset for s in self._segments]
+        chunks: list[bytes] = []
+        remaining, offset = max_bytes, start_offset
+        for seg in self._segments[bisect_right(bases, start_offset) - 1:]:
+            data, offset = seg.read_slice(offset, remaining, max_offset, min_one=not chunks)
+            if not data:
+                break
+            chunks.append(data)
+            remaining -= len(data)
+            if offset < seg.next_offset:
+                break
+        return b"".join(chunks)
+
+    # ------------------------------------------------------------ truncation, flush, close
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove everything from the batch containing ``offset`` on; return records removed.
+
+        Whole later segments are deleted.  Epoch-cache entries starting at or after the
+        resulting LEO are removed as well (even when nothing else changes).
+        """
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"negative offset {offset}")
+        dropped = 0
+        if offset < self.log_start_offset:
+            for seg in self._segments:
+                dropped += sum(h.record_count for _, h in seg.iter_headers(seg.base_offset))
+                seg.delete()
+            self._segments = [LogSegment.create(self.dir, offset, self.index_interval_bytes)]
+            self.epoch_cache.clear()
+        elif offset < self.log_end_offset:
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                seg = self._segments.pop()
+                dropped += sum(h.record_count for _, h in seg.iter_headers(seg.base_offset))
+                seg.delete()
+            active = self._segments[-1]
+            dropped += sum(h.record_count for _, h in active.iter_headers(offset))
+            active.truncate_to(offset)
+            active.flush()
+        self.epoch_cache.truncate_from_end(min(offset, self.log_end_offset))
+        return dropped
+
+    def flush(self) -> None:
+        """fsync the active segment (older ones were fsynced when rolled)."""
+        self._check_open()
+        self._segments[-1].flush()
+
+    def close(self) -> None:
+        """Flush and close every segment (idempotent)."""
+        if self._closed:
+            return
+        for seg in self._segments:
+            seg.close()
+        self._closed = True
+
+    def __enter__(self) -> "PartitionLog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.dir.name}, start={self.log_start_offset}, "
+                f"end={self.log_end_offset}, segments={len(self._segments)})")

@@ -1,0 +1,445 @@
+"""node/storage: LogSegment, PartitionLog, LeaderEpochCache and checkpoint files, on real files."""
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from node.storage.batch import CorruptBatchError, encode_batch, peek_header, scan_batches
+from node.storage.checkpoint import (LEADER_EPOCH_CHECKPOINT, CheckpointError, LeaderEpochCheckpointFile,
+                                     OffsetCheckpointFile, read_checkpoint, write_checkpoint)
+from node.storage.log import InvalidAppendError, LeaderEpochCache, OffsetOutOfRangeError, PartitionLog
+from node.storage.segment import LogSegment, segment_file_name
+
+NOW = 1_700_000_000_000
+
+
+def records_of(data: bytes) -> list[tuple[int, bytes | None, bytes | None]]:
+    scan = scan_batches(data)
+    assert scan.clean, scan.error
+    return [(r.offset, r.key, r.value) for _, b in scan.batches for r in b.records]
+
+
+def base_offsets(data: bytes) -> list[int]:
+    return [b.base_offset for _, b in scan_batches(data).batches]
+
+
+def fill(log: PartitionLog, batches: int, rng: random.Random, epoch: int = 0) -> dict[int, tuple]:
+    """Append ``batches`` batches of 1-5 random records; return offset -> (key, value)."""
+    expected = {}
+    for i in range(batches):
+        recs = [(None if rng.random() < 0.2 else f"k{i}-{j}".encode(), os.urandom(rng.randint(0, 60)))
+                for j in range(rng.randint(1, 5))]
+        base, last = log.append_as_leader(recs, epoch, NOW + i)
+        assert last - base + 1 == len(recs)
+        for j, (k, v) in enumerate(recs):
+            expected[base + j] = (k, v)
+    return expected
+
+
+def open_log(path: Path, **kw) -> PartitionLog:
+    kw.setdefault("segment_bytes", 2_000)
+    kw.setdefault("index_interval_bytes", 256)
+    return PartitionLog(path, "orders", 3, **kw)
+
+
+# ---------------------------------------------------------------- segments, rolls, indexes
+
+def test_append_and_read_back_across_segment_rolls(tmp_path):
+    rng = random.Random(1)
+    log = open_log(tmp_path)
+    expected = fill(log, 200, rng)
+    assert log.log_end_offset == len(expected)
+    assert len(log.segments) > 5
+    files = sorted(os.listdir(log.dir))
+    for seg in log.segments:
+        assert segment_file_name(seg.base_offset, ".log") in files
+        assert seg.size <= 2_000
+        first = peek_header(seg.read(seg.base_offset, 100), 0)
+        assert first.base_offset == seg.base_offset  # a rolled segment starts with the batch that rolled it
+    for prev, seg in zip(log.segments, log.segments[1:]):
+        assert prev.next_offset == seg.base_offset
+    assert records_of(log.read(0, 10**9)) == [(o, *kv) for o, kv in sorted(expected.items())]
+    for start in rng.sample(range(log.log_end_offset), 40):
+        got = records_of(log.read(start, 10**9))
+        assert got[0][0] <= start < got[0][0] + 5 and got[-1][0] == log.log_end_offset - 1
+    assert log.read(log.log_end_offset, 100) == b""
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(log.log_end_offset + 1, 100)
+    log.close()
+
+
+def test_read_respects_max_bytes_but_returns_one_whole_batch(tmp_path):
+    log = open_log(tmp_path, segment_bytes=10**6)
+    for i in range(10):
+        log.append_as_leader([(b"k", b"v" * 100)], 0, NOW)
+    one = len(encode_batch(0, 0, [(b"k", b"v" * 100, NOW)]))
+    assert base_offsets(log.read(0, 1)) == [0]
+    assert base_offsets(log.read(2, 3 * one)) == [2, 3, 4]
+    assert base_offsets(log.read(2, 3 * one - 1)) == [2, 3]
+
+
+def test_read_with_max_offset_excludes_batches_at_or_after_it(tmp_path):
+    log = open_log(tmp_path)
+    for b in range(3):
+        log.append_as_leader([(None, bytes([b, i])) for i in range(5)], 0, NOW)  # 0-4, 5-9, 10-14
+    assert base_offsets(log.read(0, 10**6, max_offset=10)) == [0, 5]
+    assert base_offsets(log.read(0, 10**6, max_offset=12)) == [0, 5]
+    assert base_offsets(log.read(0, 10**6, max_offset=14)) == [0, 5]
+    assert base_offsets(log.read(0, 10**6, max_offset=15)) == [0, 5, 10]
+    assert log.read(0, 10**6, max_offset=4) == b""
+    assert base_offsets(log.read(7, 10**6, max_offset=15)) == [5, 10]
+
+
+def test_offset_index_is_sparse_and_lookups_land_on_the_right_batch(tmp_path):
+    interval = 1024
+    log = open_log(tmp_path, segment_bytes=10**7, index_interval_bytes=interval)
+    rng = random.Random(2)
+    fill(log, 600, rng)
+    seg = log.active_segment
+    entries = seg.offset_index_entries()
+    batch_sizes = [b.size_bytes for _, b in scan_batches(seg.read(0, 10**9)).batches]
+    biggest = max(batch_sizes)
+    assert seg.size // (interval + biggest) <= len(entries) <= seg.size // interval + 1
+    assert os.path.getsize(seg.index_path) == 8 * len(entries)
+    raw = seg.read(0, 10**9)
+    for offset, position in entries:
+        assert peek_header(raw, position).base_offset == offset  # entries point at batch starts
+    for offset in range(log.log_end_offset):
+        idx_offset, idx_pos = seg.index_lookup(offset)
+        position, header = seg.find_batch(offset)
+        assert header.base_offset <= offset <= header.last_offset
+        assert idx_offset <= offset and idx_pos <= position < idx_pos + interval + biggest
+        assert peek_header(raw, position) == header
+    times = seg.time_index_entries()
+    assert times and all(a[0] < b[0] and a[1] <= b[1] for a, b in zip(times, times[1:]))
+    assert os.path.getsize(seg.time_index_path) == 12 * len(times)
+
+
+def test_reopen_gives_the_same_log(tmp_path):
+    rng = random.Random(3)
+    log = open_log(tmp_path)
+    fill(log, 60, rng, epoch=1)
+    fill(log, 60, rng, epoch=4)
+    before = (log.log_end_offset, log.read(0, 10**9), [s.offset_index_entries() for s in log.segments],
+              log.epoch_cache.entries, len(log.segments))
+    log.close()
+    log = open_log(tmp_path)
+    after = (log.log_end_offset, log.read(0, 10**9), [s.offset_index_entries() for s in log.segments],
+             log.epoch_cache.entries, len(log.segments))
+    assert after == before
+    assert log.recovery.truncated_bytes == 0 and log.recovery.dropped_batches == 0
+    assert log.recovery.log_end_offset == before[0]
+    assert all(s.recovery is None for s in log.segments[:-1])  # only the active segment is recovered
+    assert log.segments[-1].recovery is not None
+    assert log.append_as_leader([(b"k", b"v")], 4, NOW) == (before[0], before[0])
+
+
+# ---------------------------------------------------------------- recovery of a torn / corrupt tail
+
+def _batch_positions(seg: LogSegment) -> list[tuple[int, int, int]]:
+    return [(pos, b.base_offset, b.size_bytes) for pos, b in scan_batches(seg.read(0, 10**9)).batches]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_tail_cut_mid_batch_is_recovered_at_open(tmp_path, seed):
+    rng = random.Random(seed)
+    log = open_log(tmp_path, segment_bytes=4_000, index_interval_bytes=200)
+    fill(log, 80, rng)
+    active = log.active_segment
+    last_pos, last_base, last_size = _batch_positions(active)[-1]
+    old_entries = active.offset_index_entries()
+    sealed = [(s.base_offset, s.size) for s in log.segments[:-1]]
+    log.close()
+    cut = last_pos + rng.randint(1, last_size - 1)
+    os.truncate(active.log_path, cut)
+    active.index_path.write_bytes(b"\x7f" * 13)  # the index is rebuilt, not trusted
+
+    log = open_log(tmp_path, segment_bytes=4_000, index_interval_bytes=200)
+    assert log.log_end_offset == last_base
+    assert log.recovery.log_end_offset == last_base
+    assert log.recovery.truncated_bytes == cut - last_pos
+    assert log.recovery.dropped_batches == 1
+    assert os.path.getsize(log.active_segment.log_path) == last_pos
+    assert [(s.base_offset, s.size) for s in log.segments[:-1]] == sealed
+    assert log.active_segment.offset_index_entries() == [e for e in old_entries if e[1] < last_pos]
+    assert os.path.getsize(log.active_segment.index_path) == 8 * len(log.active_segment.offset_index_entries())
+    data = log.read(0, 10**9)
+    assert [r[0] for r in records_of(data)] == list(range(last_base))
+    for offset in range(log.active_segment.base_offset, last_base):
+        assert records_of(log.read(offset, 1))[0][0] <= offset
+    assert log.append_as_leader([(b"again", b"x")], 0, NOW) == (last_base, last_base)
+    assert records_of(log.read(last_base, 100)) == [(last_base, b"again", b"x")]
+    log.close()
+    assert open_log(tmp_path).log_end_offset == last_base + 1
+
+
+def test_corrupt_byte_in_the_last_batch_is_recovered_at_open(tmp_path):
+    log = open_log(tmp_path, segment_bytes=10**6)
+    fill(log, 30, random.Random(9))
+    seg = log.active_segment
+    last_pos, last_base, last_size = _batch_positions(seg)[-1]
+    log.close()
+    with open(seg.log_path, "r+b") as f:
+        f.seek(last_pos + last_size - 3)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0x10]))
+    log = open_log(tmp_path, segment_bytes=10**6)
+    assert (log.log_end_offset, log.recovery.truncated_bytes, log.recovery.dropped_batches) == \
+        (last_base, last_size, 1)
+    assert log.append_as_leader([(None, b"next")], 0, NOW)[0] == last_base
+
+
+def test_corruption_in_the_middle_drops_everything_after_it(tmp_path):
+    log = open_log(tmp_path, segment_bytes=10**6)
+    fill(log, 20, random.Random(5))
+    seg = log.active_segment
+    batches = _batch_positions(seg)
+    pos, base, size = batches[12]
+    log.close()
+    with open(seg.log_path, "r+b") as f:
+        f.seek(pos + 30)
+        f.write(b"\xff\xfe")
+    log = open_log(tmp_path, segment_bytes=10**6)
+    assert log.log_end_offset == base
+    assert log.recovery.dropped_batches == len(batches) - 12
+    assert log.recovery.truncated_bytes == sum(b[2] for b in batches[12:])
+
+
+# ---------------------------------------------------------------- truncation
+
+def test_truncate_to_inside_a_segment_drops_whole_batches(tmp_path):
+    log = open_log(tmp_path, segment_bytes=10**6, index_interval_bytes=100)
+    for b in range(20):
+        log.append_as_leader([(None, bytes([b, i]) * 20) for i in range(3)], 0, NOW + b)  # 3 per batch
+    index_before = log.active_segment.offset_index_entries()
+    assert log.truncate_to(31) == 60 - 30  # 31 is inside batch 30-32: the whole batch goes
+    assert log.log_end_offset == 30
+    assert log.active_segment.offset_index_entries() == [e for e in index_before if e[0] < 30]
+    assert records_of(log.read(0, 10**9))[-1][0] == 29
+    assert log.truncate_to(30) == 0 and log.truncate_to(99) == 0
+    assert log.append_as_leader([(b"n", b"n")], 0, NOW) == (30, 30)
+    log.close()
+    log = open_log(tmp_path, segment_bytes=10**6, index_interval_bytes=100)
+    assert log.log_end_offset == 31 and log.recovery.truncated_bytes == 0
+
+
+def test_truncate_to_across_segment_boundaries(tmp_path):
+    log = open_log(tmp_path, segment_bytes=1_500)
+    fill(log, 40, random.Random(4), epoch=1)
+    mid_leo = log.log_end_offset
+    fill(log, 40, random.Random(5), epoch=2)
+    assert log.epoch_cache.entries == [(1, 0), (2, mid_leo)]
+    segs = log.segments
+    assert len(segs) >= 6
+    target_seg = segs[2]
+    target = target_seg.base_offset + 1
+    doomed = [s.log_path for s in segs[3:]]
+    old_leo = log.log_end_offset
+    dropped = log.truncate_to(target)
+    new_leo = log.log_end_offset
+    assert new_leo <= target and dropped == old_leo - new_leo
+    assert len(log.segments) == 3 and log.active_segment is target_seg
+    assert not any(p.exists() for p in doomed)
+    assert log.epoch_cache.entries == [(1, 0)]
+    assert [r[0] for r in records_of(log.read(0, 10**9))] == list(range(new_leo))
+    # appends continue; the old segment becomes active again and can roll again
+    fill(log, 30, random.Random(6), epoch=3)
+    assert log.epoch_cache.entries == [(1, 0), (3, new_leo)]
+    leo = log.log_end_offset
+    log.close()
+    log = open_log(tmp_path, segment_bytes=1_500)
+    assert log.log_end_offset == leo and log.epoch_cache.entries == [(1, 0), (3, new_leo)]
+    assert log.truncate_to(0) == leo and log.log_end_offset == 0 and len(log.segments) == 1
+    assert log.epoch_cache.entries == []
+
+
+# ---------------------------------------------------------------- follower appends
+
+def _snapshot(log: PartitionLog) -> tuple:
+    return (log.log_end_offset, log.size_bytes, log.epoch_cache.entries,
+            {n: (log.dir / n).read_bytes() for n in sorted(os.listdir(log.dir))})
+
+
+def test_follower_append_copies_the_leader(tmp_path):
+    leader = PartitionLog(tmp_path / "a", "t", 0, segment_bytes=3_000)
+    follower = PartitionLog(tmp_path / "b", "t", 0, segment_bytes=3_000)
+    fill(leader, 30, random.Random(7), epoch=2)
+    fill(leader, 30, random.Random(8), epoch=5)
+    while follower.log_end_offset < leader.log_end_offset:
+        chunk = leader.read(follower.log_end_offset, 700)
+        first, last = follower.append_as_follower(chunk)
+        assert first == base_offsets(chunk)[0]
+    assert follower.read(0, 10**9) == leader.read(0, 10**9)
+    assert follower.epoch_cache.entries == leader.epoch_cache.entries == [(2, 0), (5, leader.epoch_cache.entries[1][1])]
+    assert follower.append_as_follower(b"") is None
+
+
+def test_follower_append_rejects_gaps_bad_crc_torn_and_stale_epochs(tmp_path):
+    leader = PartitionLog(tmp_path / "a", "t", 0)
+    follower = PartitionLog(tmp_path / "b", "t", 0)
+    for i in range(6):
+        leader.append_as_leader([(b"k", b"v%d" % i), (None, b"w")], 3, NOW)
+    follower.append_as_follower(leader.read(0, 1))  # offsets 0-1
+    before = _snapshot(follower)
+
+    with pytest.raises(InvalidAppendError, match="starts at offset 4, expected 2"):
+        follower.append_as_follower(leader.read(4, 10**6))  # skips 2-3
+    two = leader.read(2, 1)
+    with pytest.raises(InvalidAppendError, match="not contiguous"):
+        follower.append_as_follower(two + two)  # second copy is not contiguous with the first
+    bad = bytearray(leader.read(2, 10**6))
+    bad[len(two) + 40] ^= 0x01  # second batch of the chunk is corrupt: nothing at all is written
+    with pytest.raises(CorruptBatchError, match="CRC") as info:
+        follower.append_as_follower(bytes(bad))
+    assert info.value.position == len(two)
+    with pytest.raises(CorruptBatchError) as info:
+        follower.append_as_follower(leader.read(2, 10**6)[:-5])
+    assert info.value.incomplete
+    stale = encode_batch(2, 1, [(None, b"old", NOW)])
+    with pytest.raises(InvalidAppendError, match="leader epoch 1"):
+        follower.append_as_follower(stale)
+    assert _snapshot(follower) == before
+    assert follower.append_as_follower(two) == (2, 3)
+
+
+def test_leader_append_with_a_stale_epoch_is_refused(tmp_path):
+    log = open_log(tmp_path)
+    log.append_as_leader([(None, b"a")], 7, NOW)
+    with pytest.raises(InvalidAppendError):
+        log.append_as_leader([(None, b"b")], 6, NOW)
+    assert log.log_end_offset == 1
+    log.append_as_leader([(None, b"b", 123)], 8, NOW)
+    assert scan_batches(log.read(1, 100)).batches[0][1].records[0].timestamp_ms == 123
+
+
+# ---------------------------------------------------------------- leader epoch cache
+
+def test_end_offset_for_follows_the_reference_rules(tmp_path):
+    cache = LeaderEpochCache()
+    assert cache.end_offset_for(0, 10) == (-1, -1)  # empty cache
+    for epoch, start in [(2, 5), (4, 20), (7, 31)]:
+        cache.assign(epoch, start)
+    leo = 40
+    assert cache.end_offset_for(7, leo) == (7, 40)    # latest -> LEO
+    assert cache.end_offset_for(6, leo) == (4, 31)    # largest epoch <= 6 is 4, next epoch starts at 31
+    assert cache.end_offset_for(5, leo) == (4, 31)
+    assert cache.end_offset_for(4, leo) == (4, 31)
+    assert cache.end_offset_for(3, leo) == (2, 20)
+    assert cache.end_offset_for(2, leo) == (2, 20)
+    assert cache.end_offset_for(1, leo) == (1, 5)     # below all known -> (e, first start offset)
+    assert cache.end_offset_for(0, leo) == (0, 5)
+    assert cache.end_offset_for(-1, leo) == (-1, -1)  # undefined epoch
+    assert cache.end_offset_for(8, leo) == (-1, -1)   # above all
+
+
+def test_assign_rules_and_truncate_from_end():
+    cache = LeaderEpochCache()
+    assert cache.assign(1, 0) and not cache.assign(1, 10)
+    with pytest.raises(ValueError):
+        cache.assign(0, 10)
+    cache.assign(3, 10)
+    with pytest.raises(ValueError):
+        cache.assign(4, 9)
+    cache.assign(4, 10)  # epoch 3 never got a record: replaced
+    assert cache.entries == [(1, 0), (4, 10)] and cache.latest_epoch == 4
+    cache.assign(6, 25)
+    cache.truncate_from_end(26)
+    assert cache.entries == [(1, 0), (4, 10), (6, 25)]
+    cache.truncate_from_end(25)
+    assert cache.entries == [(1, 0), (4, 10)]
+    cache.truncate_from_end(0)
+    assert cache.entries == [] and cache.latest_epoch == -1
+
+
+def test_epoch_cache_is_persisted_and_reloaded(tmp_path):
+    log = open_log(tmp_path)
+    log.append_as_leader([(None, b"a")] * 3, 1, NOW)
+    log.append_as_leader([(None, b"b")] * 2, 4, NOW)
+    path = log.dir / LEADER_EPOCH_CHECKPOINT
+    assert path.read_text() == "0\n2\n1 0\n4 3\n"
+    assert log.end_offset_for_epoch(2) == (1, 3)
+    log.close()
+    assert LeaderEpochCache(LeaderEpochCheckpointFile(path)).entries == [(1, 0), (4, 3)]
+    log = open_log(tmp_path)
+    assert log.epoch_cache.entries == [(1, 0), (4, 3)] and log.end_offset_for_epoch(4) == (4, 5)
+    log.truncate_to(3)
+    assert path.read_text() == "0\n1\n1 0\n"
+
+
+def test_epoch_entries_beyond_a_recovered_leo_are_dropped_at_open(tmp_path):
+    log = open_log(tmp_path, segment_bytes=10**6)
+    log.append_as_leader([(None, b"a")] * 3, 1, NOW)
+    log.append_as_leader([(None, b"b")] * 3, 2, NOW)
+    seg = log.active_segment
+    log.close()
+    os.truncate(seg.log_path, seg.size - 1)  # the epoch-2 batch is torn
+    log = open_log(tmp_path, segment_bytes=10**6)
+    assert log.log_end_offset == 3 and log.epoch_cache.entries == [(1, 0)]
+
+
+# ---------------------------------------------------------------- checkpoint files
+
+def test_replication_offset_checkpoint_round_trip_and_format(tmp_path):
+    f = OffsetCheckpointFile(tmp_path / "replication-offset-checkpoint")
+    assert f.read() == {}
+    offsets = {("__consumer_offsets", 12): 40, ("orders", 0): 7, ("orders", 1): 0}
+    f.write(offsets)
+    assert f.read() == offsets
+    assert f.path.read_text() == "0\n3\n__consumer_offsets 12 40\norders 0 7\norders 1 0\n"
+    f.write({("orders", 0): 8})
+    assert f.read() == {("orders", 0): 8}
+    assert os.listdir(tmp_path) == ["replication-offset-checkpoint"]  # no temp file left behind
+
+
+def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
+    f = LeaderEpochCheckpointFile(tmp_path / "leader-epoch-checkpoint")
+    f.write([(0, 0), (2, 10)])
+
+    def crash(*_args):
+        raise OSError("crash before rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError):
+        f.write([(5, 99)])
+    monkeypatch.undo()
+    assert f.read() == [(0, 0), (2, 10)]  # the old content survives; the half-done write was a temp file
+    log_dir = tmp_path / "logs"
+    (log_dir / "t-0").mkdir(parents=True)
+    (log_dir / "t-0" / "leader-epoch-checkpoint.tmp").write_text("garbage")
+    PartitionLog(log_dir, "t", 0).close()
+    assert not (log_dir / "t-0" / "leader-epoch-checkpoint.tmp").exists()
+
+
+@pytest.mark.parametrize("text, line", [
+    ("", 1),
+    ("1\n0\n", 1),                  # unknown version
+    ("0\nx\n", 2),                  # count not an integer
+    ("0\n2\n1 0\n", 4),             # one entry missing
+    ("0\n1\n1 0\n2 5\n", 4),        # one entry too many
+    ("0\n2\n1 0\n2 five\n", 4),     # bad field
+    ("0\n2\n1 0\n2\n", 4),          # too few fields
+    ("0\n2\n3 0\n2 5\n", 4),        # epochs going backwards
+])
+def test_malformed_leader_epoch_checkpoint_names_the_line(tmp_path, text, line):
+    path = tmp_path / "leader-epoch-checkpoint"
+    path.write_text(text)
+    with pytest.raises(CheckpointError) as info:
+        LeaderEpochCache(LeaderEpochCheckpointFile(path))
+    assert info.value.line == line and info.value.path == path
+    assert f"line {line}" in str(info.value) and str(path) in str(info.value)
+
+
+def test_malformed_offset_checkpoint_names_the_line(tmp_path):
+    path = tmp_path / "replication-offset-checkpoint"
+    path.write_text("0\n2\nt 0 5\nt 0 6\n")
+    with pytest.raises(CheckpointError, match="line 4.*duplicate"):
+        OffsetCheckpointFile(path).read()
+    path.write_text("0\n1\nt -1 5\n")
+    with pytest.raises(CheckpointError, match="line 3"):
+        OffsetCheckpointFile(path).read()
+    write_checkpoint(path, ["a b c"])
+    assert read_checkpoint(path, lambda fields: fields) == [["a", "b", "c"]]
