@@ -162,7 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     stop_signals = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     broker = Broker(cfg, args.id, connect)
-    broker.start()
+    try:
+        broker.start()
+    except Exception as e:  # say why, and exit even though gRPC/kazoo threads may be running
+        log.exception("start-up failed")
+        broker.events.emit("broker_start_failed", error=repr(e))
+        broker.events.close()
+        print(f"error: broker {args.id} failed to start: {e}", file=sys.stderr, flush=True)
+        os._exit(1)
     received = signal.sigwait(stop_signals)
     broker.events.emit("signal_received", signal=signal.Signals(received).name)
     broker.stopping.set()
