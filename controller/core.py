@@ -328,7 +328,9 @@ class ControllerCore:
         # (a bounced broker's start-up half): chain at the next zkVersion.
         pending = {(w.topic, w.partition): (w.state, 0 if w.zk_version is None else w.zk_version + 1)
                    for w in plan.writes}
+        writes = plan.writes
         for topic in sorted(self.topics):
+            unclean_allowed = self._unclean(topic)
             for p, replicas in sorted(self.topics[topic].partitions.items()):
                 tp = (topic, p)
                 cur = pending.get(tp) or self.states.get(tp)
@@ -338,19 +340,24 @@ class ControllerCore:
                         plan.events.append(("partition_offline", {
                             "topic": topic, "partition": p, "reason": "no live replica for a new partition"}))
                     else:
-                        self._write(plan, tp, new, None, "new_partition", None)
+                        writes.append(StateChange(topic, p, new, None, "new_partition", None))
                     continue
                 state, ver = cur
+                leader_live = state.leader in live
+                gone = {b for b in state.isr if b not in live}
+                if leader_live and not gone:
+                    continue  # healthy: nothing to decide
                 if state.controller_epoch > self.epoch:
                     plan.events.append(("election_aborted", {
                         "topic": topic, "partition": p, "state_controller_epoch": state.controller_epoch}))
                     continue
-                gone = set(replicas) - live
-                if state.leader == -1 or state.leader not in live:
-                    new, unclean = election.offline(state, replicas, live, self.epoch, self._unclean(topic))
+                if not leader_live:
+                    if state.leader != -1:
+                        gone.add(state.leader)
+                    new, unclean = election.offline(state, replicas, live, self.epoch, unclean_allowed)
                     if new is not None:
                         reason = "unclean_election" if unclean else "offline_election"
-                        self._write(plan, tp, new, ver, reason, state)
+                        writes.append(StateChange(topic, p, new, ver, reason, state))
                         if unclean:
                             plan.events.append(("unclean_leader_election", {
                                 "topic": topic, "partition": p, "leader": new.leader,
@@ -358,7 +365,7 @@ class ControllerCore:
                         continue
                     new = election.remove_from_isr(state, gone, self.epoch)
                     if new is not None:
-                        self._write(plan, tp, new, ver, "offline_no_isr_alive", state)
+                        writes.append(StateChange(topic, p, new, ver, "offline_no_isr_alive", state))
                     if state.leader != -1:
                         plan.events.append(("partition_offline", {
                             "topic": topic, "partition": p, "reason": "no live replica in the ISR",
@@ -366,7 +373,7 @@ class ControllerCore:
                     continue
                 new = election.remove_from_isr(state, gone, self.epoch)
                 if new is not None:
-                    self._write(plan, tp, new, ver, "isr_shrink_dead_replica", state)
+                    writes.append(StateChange(topic, p, new, ver, "isr_shrink_dead_replica", state))
 
     def _maybe_create_offsets_topic(self, plan: Plan, now_ms: int | None = None) -> None:
         """Create __consumer_offsets once every listed broker is live, or, after the grace

@@ -30,7 +30,7 @@ from node.servicer import BrokerServicer
 from node.session_file import SessionFile
 from proto import kafkasim_pb2_grpc as pbg
 from zk.client import ZkClient
-from zk.codecs import BrokerRegistration, LeaderAndIsr
+from zk.codecs import BrokerRegistration
 
 log = logging.getLogger("kafkasim.broker")
 
@@ -87,8 +87,7 @@ class Broker:
 
     def _cached_states(self) -> dict:
         """This broker's metadata cache as the controller core's (LeaderAndIsr, zkVersion) map."""
-        return {tp: (LeaderAndIsr(p.leader, p.leader_epoch, p.isr, p.controller_epoch), p.zk_version)
-                for tp, p in list(self.state.metadata.items())}
+        return dict(self.state.controller_view)
 
     def start(self) -> None:
         address = f"{self.spec.host}:{self.spec.port}"

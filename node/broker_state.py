@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from node import errors
+from zk.codecs import LeaderAndIsr
 
 TP = tuple[str, int]
 
@@ -62,6 +63,9 @@ class BrokerState:
         self.controller_id = -1
         self.partitions: dict[TP, PartitionInfo] = {}   # replicas hosted here (LeaderAndIsr)
         self.metadata: dict[TP, PartitionInfo] = {}     # cluster-wide cache (UpdateMetadata)
+        # the same cache as a controller reads it: (LeaderAndIsr, zkVersion), kept up to date as
+        # requests arrive so that a newly elected controller on this broker starts from it at once
+        self.controller_view: dict[TP, tuple[LeaderAndIsr, int]] = {}
         self.live_brokers: dict[int, tuple[str, int, int]] = {}  # id -> (host, port, epoch)
 
     # ------------------------------------------------------------------ fencing
@@ -100,7 +104,7 @@ class BrokerState:
                 stale += 1
                 continue
             self.partitions[tp] = p
-            self.metadata[tp] = p
+            self._cache(tp, p)
             out.partition_errors[tp] = errors.NONE
             was_leader = cur is not None and cur.leader == self.broker_id
             if p.leader == self.broker_id:
@@ -124,9 +128,13 @@ class BrokerState:
         if not self._fence("UpdateMetadata", h, out):
             return out
         for p in parts:
-            self.metadata[(p.topic, p.partition)] = p
+            self._cache((p.topic, p.partition), p)
         self.live_brokers = {b: (host, port, epoch) for b, host, port, epoch in live}
         return out
+
+    def _cache(self, tp: TP, p: PartitionInfo) -> None:
+        self.metadata[tp] = p
+        self.controller_view[tp] = _controller_state(p)
 
     def stop_replica(self, h: Header, tps: Iterable[TP], leader_epoch: int, delete: bool) -> Outcome:
         out = Outcome()
@@ -142,6 +150,10 @@ class BrokerState:
             out.partition_errors[tp] = errors.NONE
             out.events.append(("replica_stopped", {"topic": tp[0], "partition": tp[1], "delete": delete}))
         return out
+
+
+def _controller_state(p: PartitionInfo) -> tuple[LeaderAndIsr, int]:
+    return LeaderAndIsr(p.leader, p.leader_epoch, p.isr, p.controller_epoch), p.zk_version
 
 
 def _fields(p: PartitionInfo) -> dict[str, Any]:

@@ -106,9 +106,18 @@ def multi_read(client: KazooClient, ops: Sequence[tuple[int, str]], timeout: flo
     return result.get(timeout=timeout)
 
 
+_STRINGS: dict[str, bytes] = {}
+
+
 def _string(s: str) -> bytes:
-    b = s.encode()
-    return _INT.pack(len(b)) + b
+    """ZooKeeper's length-prefixed string; paths repeat, so their encodings are kept."""
+    b = _STRINGS.get(s)
+    if b is None:
+        raw = s.encode()
+        b = _INT.pack(len(raw)) + raw
+        if len(_STRINGS) < 200_000:
+            _STRINGS[s] = b
+    return b
 
 
 class _LeanMulti(namedtuple("_LeanMulti", "body")):

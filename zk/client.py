@@ -81,6 +81,7 @@ class ZkClient:
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
         self.kz = KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000.0)
         self._listeners: list[Callable[[str], None]] = []
+        self._state_paths: dict[TopicPartition, str] = {}
         self.kz.add_listener(self._on_state)
 
     # ------------------------------------------------------------ session
@@ -335,17 +336,25 @@ class ZkClient:
         """
         out: dict[TopicPartition, int] = {}
         encode = codecs.encode_partition_state
+        path = self._state_path
         for i in range(0, len(writes), MULTI_CHUNK):
             chunk = writes[i:i + MULTI_CHUNK]
-            ops = [(CREATE, paths.partition_state(w.topic, w.partition), encode(w.state), -1)
+            ops = [(CREATE, path(w.topic, w.partition), encode(w.state), -1)
                    if w.zk_version is None else
-                   (SET_DATA, paths.partition_state(w.topic, w.partition), encode(w.state), w.zk_version)
+                   (SET_DATA, path(w.topic, w.partition), encode(w.state), w.zk_version)
                    for w in chunk]
             results = multi_write(self.kz, (paths.CONTROLLER_EPOCH, epoch_zk_version), ops)
             self._raise_multi_failure(results, [op[1] for op in ops], epoch_zk_version)
             for w, version in zip(chunk, results[1:]):
                 out[(w.topic, w.partition)] = version
         return out
+
+    def _state_path(self, topic: str, partition: int) -> str:
+        key = (topic, partition)
+        p = self._state_paths.get(key)
+        if p is None:
+            p = self._state_paths[key] = paths.partition_state(topic, partition)
+        return p
 
     @staticmethod
     def _raise_multi_failure(results: list[Any], op_paths: list[str], epoch_zk_version: int) -> None:

@@ -147,8 +147,8 @@ def decode_topic(topic: str, data: bytes | None) -> TopicAssignment:
     raw = _field(kind, obj, "partitions", dict)
     parts: dict[int, tuple[int, ...]] = {}
     for p, replicas in raw.items():
-        if not (isinstance(p, str) and _digits(p)) or not isinstance(replicas, list) \
-                or not all(type(r) is int for r in replicas):
+        if type(replicas) is not list or not p.isascii() or not p.isdigit() \
+                or any(type(r) is not int for r in replicas):
             raise CodecError(f"{kind}: bad partition entry {p!r}: {replicas!r}")
         parts[int(p)] = tuple(replicas)
     cfg = obj.get("config") or {}
