@@ -12,6 +12,12 @@ the brokers' event logs, into:
   elect+write the winner's election multi, context load and every
               partition-state write -> the fenced multi has landed
   total       the old controller gone -> every partition state written
+              (controlled shutdown off, so that the next controller does all the work)
+
+A third series keeps Kafka's default, controlled shutdown on: the stopping
+controller moves its own leaderships away and leaves every ISR before it
+exits.  It reports how long that took, how many leaderships moved, and the
+next controller's failover after the exit (which finds nothing to write).
 
 The baseline, measured in the same run on the same ZooKeeper: three
 processes in kazoo's Election recipe, from the leader gone to the next
@@ -56,7 +62,7 @@ def summary(xs: list[float]) -> str:
     return f"median {statistics.median(xs):7.1f} ms   p90 {pct(xs, 0.9):7.1f} ms   (n={len(xs)})"
 
 
-def make_cluster(zk: EmbeddedZooKeeper, workdir: Path, partitions: int) -> Cluster:
+def make_cluster(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, controlled: bool = False) -> Cluster:
     d = workdir / uuid.uuid4().hex[:8]
     d.mkdir()
     doc = {
@@ -66,6 +72,7 @@ def make_cluster(zk: EmbeddedZooKeeper, workdir: Path, partitions: int) -> Clust
         "offsets.topic.num.partitions": partitions,
         "offsets.topic.replication.factor": 3,
         "auto.leader.rebalance.enable": False,
+        "controlled.shutdown.enable": controlled,
         "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port()} for i in (1, 2, 3)],
     }
     (d / "cluster.yaml").write_text(yaml.safe_dump(doc))
@@ -81,7 +88,33 @@ def events(cluster: Cluster) -> list[dict]:
     return sorted(out, key=lambda e: e["mono_ns"])
 
 
+def controlled_shutdown(zk: EmbeddedZooKeeper, workdir: Path, partitions: int) -> dict:
+    """SIGTERM of the controller with controlled shutdown on (Kafka's default): it moves its own
+    leaderships away first; then the next controller takes over with nothing left to write."""
+    cluster = make_cluster(zk, workdir, partitions, controlled=True)
+    try:
+        view = cluster.view()
+        old, epoch = view.controller_id, view.controller_epoch
+        cluster.signal_broker(old, signal.SIGTERM)
+
+        def failover_done() -> dict | None:
+            return next((e for e in events(cluster) if e["type"] == "controller_failover_done"
+                         and e["epoch"] == epoch + 1), None)
+
+        done = wait_for(failover_done, 30, "the next controller's failover", interval=0.01)
+        evs = events(cluster)
+        cs = next(e for e in evs if e["type"] == "controlled_shutdown_done" and e["broker"] == old)
+        gone = next(e for e in evs if e["type"] == "zk_session_closing" and e["broker"] == old)["mono_ns"]
+        moved = sum(1 for e in evs if e["type"] == "partition_state_written" and e["reason"] == "controlled_shutdown")
+        return {"controlled_shutdown": cs["duration_ms"], "moved": moved, "succeeded": cs["succeeded"],
+                "failover_after_exit": (done["mono_ns"] - gone) / 1e6, "states_written": done["states_written"]}
+    finally:
+        cluster.down()
+
+
 def controller_failover(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, sig: signal.Signals) -> dict:
+    """The controller's own failover work: controlled shutdown off, so the next controller
+    elects every leader and shrinks every ISR itself."""
     cluster = make_cluster(zk, workdir, partitions)
     try:
         view = cluster.view()
@@ -160,15 +193,22 @@ def main() -> None:
                     for n in args.partitions:
                         results.setdefault(f"kafkasim controller, {n} partitions, {sig.name}", []).append(
                             controller_failover(zk, workdir, n, sig))
+                        if sig == signal.SIGTERM:
+                            results.setdefault(f"controlled shutdown of the controller, {n} partitions", []).append(
+                                controlled_shutdown(zk, workdir, n))
                     print(f"  {sig.name} run {i + 1}/{runs} done", file=sys.stderr)
         finally:
             zk.stop()
     print(f"\nController failover, 3 brokers, ZooKeeper tick {TICK_MS} ms, session timeout {SESSION_MS} ms")
     for name, rs in results.items():
         print(f"\n{name}")
-        for stage in ("detect", "elect_write", "total"):
+        for stage in ("detect", "elect_write", "total", "controlled_shutdown", "failover_after_exit"):
             if stage in rs[0]:
-                print(f"  {stage:<12} {summary([r[stage] for r in rs])}")
+                print(f"  {stage:<20} {summary([r[stage] for r in rs])}")
+        if "moved" in rs[0]:
+            print(f"  leaderships moved    median {statistics.median(r['moved'] for r in rs):.0f}; "
+                  f"all succeeded: {all(r['succeeded'] for r in rs)}; "
+                  f"states left for the next controller: {max(r['states_written'] for r in rs)}")
     for sig in ("SIGTERM", "SIGKILL"):
         base = statistics.median(r["total"] for r in results[f"kazoo Election, {sig}"])
         meds = {n: statistics.median(r["total"] for r in results[f"kafkasim controller, {n} partitions, {sig}"])

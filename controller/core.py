@@ -26,6 +26,11 @@ from controller.assignment import assign_replicas
 from zk.codecs import BrokerRegistration, LeaderAndIsr, TopicAssignment
 
 TP = tuple[str, int]
+# Kafka error codes the core answers with (node/errors.py holds the full table)
+NONE = 0
+NOT_CONTROLLER = 41
+STALE_BROKER_EPOCH = 77
+BROKER_NOT_AVAILABLE = 8
 StateMap = dict[TP, tuple[LeaderAndIsr, int]]
 
 
@@ -78,7 +83,13 @@ class UpdateMetadataCmd:
     live_brokers: tuple[BrokerRegistration, ...]
 
 
-Command = LeaderAndIsrCmd | UpdateMetadataCmd
+@dataclass(frozen=True)
+class StopReplicaCmd:
+    partitions: tuple[TP, ...]
+    delete: bool = False
+
+
+Command = LeaderAndIsrCmd | UpdateMetadataCmd | StopReplicaCmd
 
 
 @dataclass
@@ -90,6 +101,7 @@ class Plan:
     full_sync: set[int] = field(default_factory=set)   # brokers to send the full state to
     metadata_to_all: bool = False                      # tell everyone about changed partitions/brokers
     resend_metadata: bool = False                      # periodic full UpdateMetadata to all
+    stop_replicas: dict[int, list[TP]] = field(default_factory=dict)  # StopReplica(delete=false), after LeaderAndIsr
 
     @property
     def has_writes(self) -> bool:
@@ -173,6 +185,53 @@ class ControllerCore:
         self._reconcile(plan)
         self._maybe_create_offsets_topic(plan)
         return plan
+
+    def on_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, Plan, list[TP]]:
+        """Kafka's doControlledShutdown: returns (error code, plan, partitions it will still lead).
+
+        Led partitions (RF > 1) elect the first replica that is live, in the
+        ISR and not shutting down, with the ISR minus shutting-down brokers;
+        followed partitions drop the broker from the ISR and get StopReplica.
+        A partition with nobody else to lead stays with the broker and is
+        reported back, so the broker can retry.
+        """
+        plan = Plan()
+        if not self.active:
+            return NOT_CONTROLLER, plan, []
+        reg = self.live.get(broker_id)
+        if reg is None:
+            return BROKER_NOT_AVAILABLE, plan, []
+        if broker_epoch != -1 and broker_epoch < reg.epoch:
+            return STALE_BROKER_EPOCH, plan, []
+        self.shutting_down.add(broker_id)
+        eligible = set(self.live) - self.shutting_down
+        remaining: list[TP] = []
+        stopped: list[TP] = []
+        for tp in sorted(self.states):
+            replicas = self._replicas(tp)
+            if broker_id not in replicas:
+                continue
+            state, ver = self.states[tp]
+            if state.controller_epoch > self.epoch:
+                continue
+            if state.leader == broker_id:
+                new = election.controlled_shutdown(state, replicas, eligible, self.shutting_down, self.epoch) \
+                    if len(replicas) > 1 else None
+                if new is None:
+                    remaining.append(tp)
+                    continue
+                plan.writes.append(StateChange(tp[0], tp[1], new, ver, "controlled_shutdown", state))
+            else:
+                stopped.append(tp)
+                new = election.remove_from_isr(state, {broker_id}, self.epoch)
+                if new is not None:
+                    plan.writes.append(StateChange(tp[0], tp[1], new, ver, "controlled_shutdown_isr", state))
+        if stopped:
+            plan.stop_replicas[broker_id] = stopped
+        plan.observed.append(("controlled_shutdown_requested", {
+            "broker_id": broker_id, "broker_epoch": broker_epoch, "moved": sum(
+                w.reason == "controlled_shutdown" for w in plan.writes), "remaining": len(remaining)}))
+        return NONE, plan, remaining
 
     def on_topics_change(self, topics: Mapping[str, TopicAssignment]) -> Plan:
         """/brokers/topics changed: new topics' partitions get their first leaders."""
@@ -288,6 +347,8 @@ class ControllerCore:
                     cmds.append(UpdateMetadataCmd(tuple(all_views), live_regs))
                 elif changed_views or plan.metadata_to_all:
                     cmds.append(UpdateMetadataCmd(tuple(changed_views), live_regs))
+            if b in plan.stop_replicas:
+                cmds.append(StopReplicaCmd(tuple(plan.stop_replicas[b])))
             if cmds:
                 requests[b] = cmds
         return requests
@@ -323,7 +384,10 @@ class ControllerCore:
         plan.writes.append(StateChange(tp[0], tp[1], new, ver, reason, previous))
 
     def _reconcile(self, plan: Plan, excluded: set[int] = frozenset()) -> None:  # type: ignore[assignment]
-        live = self._live_ids(excluded)
+        # alive: registered (a shutting-down broker still is: it keeps what it could not hand over);
+        # live: may take leadership (Kafka's isReplicaOnline without shutting-down brokers)
+        alive = set(self.live) - excluded
+        live = alive - self.shutting_down
         # Writes already in the plan are the current state for a second pass
         # (a bounced broker's start-up half): chain at the next zkVersion.
         pending = {(w.topic, w.partition): (w.state, 0 if w.zk_version is None else w.zk_version + 1)
@@ -343,8 +407,8 @@ class ControllerCore:
                         writes.append(StateChange(topic, p, new, None, "new_partition", None))
                     continue
                 state, ver = cur
-                leader_live = state.leader in live
-                gone = {b for b in state.isr if b not in live}
+                leader_live = state.leader in alive
+                gone = {b for b in state.isr if b not in alive}
                 if leader_live and not gone:
                     continue  # healthy: nothing to decide
                 if state.controller_epoch > self.epoch:

@@ -22,12 +22,14 @@ import grpc
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from controller.core import ControllerSettings
+from node import errors
 from node.broker_state import BrokerState
 from node.config import ClusterConfig, ConfigError, load_config
 from node.controller_shell import ControllerShell
 from node.events import EventLog
 from node.servicer import BrokerServicer
 from node.session_file import SessionFile
+from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 from zk.client import ZkClient
 from zk.codecs import BrokerRegistration
@@ -120,8 +122,44 @@ class Broker:
         self.events.emit("broker_registered", broker_epoch=epoch, session_id=f"0x{self.zk.session_id:x}",
                          replaced_predecessor=f"0x{predecessor:x}" if predecessor else None)
 
+    def _controlled_shutdown(self) -> None:
+        """Kafka's controlled shutdown: ask the controller to move our leaderships away and take
+        us out of ISRs, retrying while some remain; then shut down whatever the answer."""
+        attempts = max(1, self.cfg.get("controlled.shutdown.max.retries"))
+        backoff_s = self.cfg.get("controlled.shutdown.retry.backoff.ms") / 1000.0
+        t0 = time.monotonic_ns()
+        self.events.emit("controlled_shutdown_started", broker_epoch=self.state.broker_epoch)
+        code, remaining, attempt = errors.UNKNOWN_SERVER_ERROR, [], 0
+        for attempt in range(1, attempts + 1):
+            try:
+                code, remaining = self._ask_controller_to_shut_down()
+            except Exception as e:  # controller unreachable or gone: retry like Kafka
+                code, remaining = errors.UNKNOWN_SERVER_ERROR, []
+                log.warning("controlled shutdown attempt %d failed: %r", attempt, e)
+            if code == errors.NONE and not remaining:
+                break
+            if attempt < attempts:
+                threading.Event().wait(backoff_s)  # retry backoff (controlled.shutdown.retry.backoff.ms)
+        self.events.emit("controlled_shutdown_done", attempts=attempt, succeeded=code == errors.NONE and not remaining,
+                         error=errors.name(code), remaining=[f"{t}-{p}" for t, p in remaining],
+                         duration_ms=round((time.monotonic_ns() - t0) / 1e6, 3))
+
+    def _ask_controller_to_shut_down(self) -> tuple[int, list[tuple[str, int]]]:
+        timeout_s = self.cfg.get("controller.socket.timeout.ms") / 1000.0
+        if self.controller.is_active:
+            return self.controller.controlled_shutdown(self.broker_id, self.state.broker_epoch, timeout_s)
+        controller = self.zk.read_controller()
+        reg = self.zk.read_brokers().get(controller) if controller is not None else None
+        if reg is None:
+            return errors.NOT_CONTROLLER, []
+        with grpc.insecure_channel(reg.endpoint()) as ch:
+            r = pbg.BrokerStub(ch).ControlledShutdown(
+                pb.ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=self.state.broker_epoch),
+                timeout=timeout_s)
+        return r.error_code, [(tp.topic, tp.partition) for tp in r.remaining_partitions]
+
     def stop(self) -> None:
-        """Resign, stop serving, then close the ZooKeeper session last.
+        """Hand over (controlled shutdown), resign, stop serving, then close the ZooKeeper session last.
 
         Closing the session is what starts the failover elsewhere (our
         ephemerals go at once), so everything slow happens before it, and
@@ -129,6 +167,8 @@ class Broker:
         CPU to the brokers taking over.
         """
         self.events.emit("broker_stopping", controller=self.controller.is_active)
+        if self.cfg.get("controlled.shutdown.enable"):
+            self._controlled_shutdown()
         self.controller.shutdown()
         self.server.stop(grace=0.2).wait(2)
         self.events.emit("zk_session_closing", session_id=f"0x{self.zk.session_id:x}")

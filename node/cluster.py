@@ -242,10 +242,19 @@ class Cluster:
             os.kill(pid, signal.SIGKILL)
             self.wait_exit(broker_id, timeout)
 
-    def down(self) -> None:
+    def down(self, timeout: float = 15.0) -> None:
+        """Stop every broker at once (SIGTERM: each does its controlled shutdown), then ZooKeeper."""
         self.close()
-        for b in list(self.pids):
-            self.stop_broker(b)
+        running = [b for b, pid in self.pids.items() if process_state(pid) != "dead"]
+        for b in running:
+            os.kill(self.pids[b], signal.SIGCONT)  # a paused broker cannot handle SIGTERM
+            os.kill(self.pids[b], signal.SIGTERM)
+        for b in running:
+            try:
+                self.wait_exit(b, timeout)
+            except TimeoutError:
+                os.kill(self.pids[b], signal.SIGKILL)
+                self.wait_exit(b, timeout)
         if self.zk_embedded is not None:
             self.zk_embedded.stop()
         self.pids.clear()

@@ -78,6 +78,13 @@ class ControllerShell:
         self.enqueue("elect_leaders", (tps, fut))
         return fut.result(timeout=timeout_s)
 
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int,
+                            timeout_s: float = 10.0) -> tuple[int, list[tuple[str, int]]]:
+        """Handle a ControlledShutdown (from the network, or from this broker itself)."""
+        fut: Future = Future()
+        self.enqueue("controlled_shutdown", (broker_id, broker_epoch, fut))
+        return fut.result(timeout=timeout_s)
+
     def shutdown(self) -> None:
         if self._thread.is_alive():
             self.enqueue("shutdown")
@@ -109,8 +116,8 @@ class ControllerShell:
             except Exception as e:  # keep the event thread alive, and say what happened
                 log.exception("controller event %s failed", kind)
                 self.events.emit("controller_error", event=kind, error=repr(e))
-                if kind == "elect_leaders":
-                    payload[1].set_exception(e)
+                if kind in ("elect_leaders", "controlled_shutdown"):
+                    payload[-1].set_exception(e)
             if kind == "shutdown":
                 return
 
@@ -147,6 +154,14 @@ class ControllerShell:
             plan = self.core.elect_preferred(tps, reason="preferred_admin")
             self._execute(plan)
             fut.set_result({(w.topic, w.partition): errors.NONE for w in plan.writes})
+        elif kind == "controlled_shutdown":
+            broker_id, broker_epoch, fut = payload
+            code, plan, remaining = self.core.on_controlled_shutdown(broker_id, broker_epoch)
+            if code == errors.NONE:
+                self._execute(plan)
+                if not self.core.active:  # fenced while writing
+                    code = errors.NOT_CONTROLLER
+            fut.set_result((code, remaining))
         elif kind == "shutdown":
             if self.core.active:
                 self._resign("shutdown")
@@ -168,6 +183,8 @@ class ControllerShell:
                 return
             if kind == "elect_leaders":
                 payload[1].set_result({})
+            if kind == "controlled_shutdown":
+                payload[-1].set_result((errors.NOT_CONTROLLER, []))
             if kind == "shutdown":
                 self._stopped.set()
 

@@ -64,6 +64,13 @@ class BrokerServicer(pbg.BrokerServicer):
             controller_epoch=self.controller.epoch, latest_controller_epoch=s.controller_epoch,
             known_controller_id=self.controller.active_controller_id, partitions=parts, live_brokers=live)
 
+    def ControlledShutdown(self, request, context):
+        if not self.controller.is_active:
+            return pb.ControlledShutdownResponse(error_code=errors.NOT_CONTROLLER)
+        code, remaining = self.controller.controlled_shutdown(request.broker_id, request.broker_epoch)
+        return pb.ControlledShutdownResponse(error_code=code, remaining_partitions=[
+            pb.TopicPartition(topic=t, partition=p) for t, p in remaining])
+
     def ElectLeaders(self, request, context):
         tps = [(tp.topic, tp.partition) for tp in request.partitions] or None
         if not self.controller.is_active:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from controller.core import Command, LeaderAndIsrCmd, PartitionView, UpdateMetadataCmd
+from controller.core import Command, LeaderAndIsrCmd, PartitionView, StopReplicaCmd, UpdateMetadataCmd
 from node.broker_state import Header, PartitionInfo
 from proto import kafkasim_pb2 as pb
 from zk.codecs import BrokerRegistration
@@ -26,6 +26,9 @@ def command_to_pb(cmd: Command, header: pb.ControllerHeader):
     if isinstance(cmd, UpdateMetadataCmd):
         return pb.UpdateMetadataRequest(header=header, partitions=[partition_to_pb(v) for v in cmd.partitions],
                                         live_brokers=[broker_to_pb(b) for b in cmd.live_brokers])
+    if isinstance(cmd, StopReplicaCmd):
+        return pb.StopReplicaRequest(header=header, delete_partitions=cmd.delete, leader_epoch=-1,
+                                     partitions=[pb.TopicPartition(topic=t, partition=p) for t, p in cmd.partitions])
     raise TypeError(f"unknown command {cmd!r}")
 
 

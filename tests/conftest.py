@@ -36,6 +36,7 @@ def write_cluster_yaml(path: Path, connect: str, brokers: int, **settings: Any) 
         "offsets.topic.num.partitions": 50,
         "offsets.topic.replication.factor": min(3, brokers),
         "controller.socket.timeout.ms": 3000,
+        "controlled.shutdown.retry.backoff.ms": 50,
         "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port()} for i in range(1, brokers + 1)],
     }
     doc.update(settings)

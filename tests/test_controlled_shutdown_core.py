@@ -1,0 +1,59 @@
+"""Controlled shutdown in the controller core (Kafka's doControlledShutdown), no I/O."""
+from __future__ import annotations
+
+from controller.core import BROKER_NOT_AVAILABLE, NONE, NOT_CONTROLLER, STALE_BROKER_EPOCH, StopReplicaCmd
+from test_controller_core import EPOCH, apply, brokers, las, make_core, started, state_of
+
+T = "t"
+
+
+def cluster():
+    topics = {T: {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2), 3: (1,)}}
+    states = {(T, 0): (las(1, 4, (1, 2, 3)), 7), (T, 1): (las(2, 4, (2, 3, 1)), 7),
+              (T, 2): (las(3, 4, (3, 1, 2)), 7), (T, 3): (las(1, 0, (1,)), 0)}
+    return started(topics, states, brokers(1, 2, 3))
+
+
+def test_led_partitions_move_and_followed_ones_drop_the_broker():
+    core = cluster()
+    code, plan, remaining = core.on_controlled_shutdown(1, 101)
+    assert code == NONE
+    w = {(c.topic, c.partition): c for c in plan.writes}
+    # led with RF > 1: first replica live, in the ISR and not shutting down; ISR without it; epoch + 1
+    assert w[(T, 0)].state == las(2, 5, (2, 3)) and w[(T, 0)].reason == "controlled_shutdown"
+    # followed: out of the ISR, same leader and leader epoch, and StopReplica to the broker
+    assert w[(T, 1)].state == las(2, 4, (2, 3)) and w[(T, 2)].state == las(3, 4, (3, 2))
+    assert plan.stop_replicas == {1: [(T, 1), (T, 2)]}
+    # RF 1: nobody else can lead, so it stays and is reported back
+    assert (T, 3) not in w and remaining == [(T, 3)]
+    requests = apply(core, plan)
+    assert StopReplicaCmd(((T, 1), (T, 2))) in requests[1]
+    assert state_of(core, (T, 0)).leader == 2
+
+
+def test_a_shutting_down_broker_keeps_what_it_could_not_hand_over_until_it_is_gone():
+    core = cluster()
+    _, plan, _ = core.on_controlled_shutdown(1, 101)
+    apply(core, plan)
+    # another broker's change must not take the still-running broker's partition offline
+    plan = core.on_broker_change(brokers(1, 2, 3, 4))
+    assert (T, 3) not in {(c.topic, c.partition) for c in plan.writes}
+    # nor may it be elected anywhere: partition 0's preferred leader is broker 1
+    assert core.elect_preferred([(T, 0)]).writes == []
+    # once it dies, its RF-1 partition goes offline (no other replica), and nothing else changes
+    plan = core.on_broker_change(brokers(2, 3, 4))
+    assert [(c.topic, c.partition, c.state.leader) for c in plan.writes] == [(T, 3, -1)]
+
+
+def test_errors_follow_kafka():
+    core = cluster()
+    assert core.on_controlled_shutdown(1, 100)[0] == STALE_BROKER_EPOCH  # older than registered (101)
+    assert core.on_controlled_shutdown(9, 1)[0] == BROKER_NOT_AVAILABLE
+    core.on_resign()
+    assert core.on_controlled_shutdown(1, 101)[0] == NOT_CONTROLLER
+
+
+def test_a_newer_controllers_state_is_left_alone():
+    core = started({T: {0: (1, 2)}}, {(T, 0): (las(1, 3, (1, 2), controller_epoch=EPOCH + 1), 2)}, brokers(1, 2))
+    code, plan, remaining = core.on_controlled_shutdown(1, 101)
+    assert code == NONE and plan.writes == [] and remaining == []
