@@ -45,6 +45,7 @@ class ControllerSettings:
     imbalance_check_interval_ms: int = 30_000
     imbalance_percentage: int = 10
     metadata_resend_interval_ms: int = 2_000
+    delete_topic_enable: bool = True
     expected_brokers: int = 0            # brokers listed in cluster.yaml; 0 = do not wait for them
     offsets_create_grace_ms: int = 3_000  # then create __consumer_offsets with whoever is live (>= RF)
 
@@ -102,10 +103,12 @@ class Plan:
     metadata_to_all: bool = False                      # tell everyone about changed partitions/brokers
     resend_metadata: bool = False                      # periodic full UpdateMetadata to all
     stop_replicas: dict[int, list[TP]] = field(default_factory=dict)  # StopReplica(delete=false), after LeaderAndIsr
+    topic_deletes: list[TopicAssignment] = field(default_factory=list)  # delete these topics' znodes
+    markers_to_drop: list[str] = field(default_factory=list)            # deletion requests refused
 
     @property
     def has_writes(self) -> bool:
-        return bool(self.topic_creates or self.writes)
+        return bool(self.topic_creates or self.writes or self.topic_deletes or self.markers_to_drop)
 
     @property
     def empty(self) -> bool:
@@ -233,6 +236,24 @@ class ControllerCore:
                 w.reason == "controlled_shutdown" for w in plan.writes), "remaining": len(remaining)}))
         return NONE, plan, remaining
 
+    def on_topic_deletion(self, requested: Iterable[str]) -> Plan:
+        """/admin/delete_topics/<t> appeared: delete the topic (or, if disabled, drop the request)."""
+        plan = Plan()
+        if not self.active:
+            return plan
+        for topic in sorted(set(requested)):
+            a = self.topics.get(topic)
+            if not self.settings.delete_topic_enable or topic == self.settings.offsets_topic or a is None:
+                plan.markers_to_drop.append(topic)
+                plan.observed.append(("topic_deletion_refused", {"topic": topic, "reason": (
+                    "delete.topic.enable is false" if not self.settings.delete_topic_enable else
+                    "internal topic" if a is not None else "no such topic")}))
+                continue
+            plan.topic_deletes.append(a)
+        if plan.topic_deletes:
+            plan.metadata_to_all = True
+        return plan
+
     def on_topics_change(self, topics: Mapping[str, TopicAssignment]) -> Plan:
         """/brokers/topics changed: new topics' partitions get their first leaders."""
         plan = Plan()
@@ -314,6 +335,19 @@ class ControllerCore:
         """The plan's writes landed with these zkVersions: apply them and return the requests."""
         for a in plan.topic_creates:
             self.topics[a.topic] = a
+        deleted_views: list[PartitionView] = []
+        deleted_by: dict[int, list[TP]] = {}
+        for a in plan.topic_deletes:
+            for p, replicas in sorted(a.partitions.items()):
+                tp = (a.topic, p)
+                st = self.states.pop(tp, None)
+                # Kafka's LeaderDuringDelete: leader -2 tells every broker the partition is gone
+                deleted_views.append(PartitionView(a.topic, p, LeaderAndIsr(-2, st[0].leader_epoch if st else 0,
+                                                                             (), self.epoch), -1, replicas))
+                for r in replicas:
+                    if r in self.live:
+                        deleted_by.setdefault(r, []).append(tp)
+            self.topics.pop(a.topic, None)
         changed: dict[TP, None] = {}  # ordered and de-duplicated: a partition may be written twice
         new_tps: set[TP] = set()
         for w in plan.writes:
@@ -347,8 +381,12 @@ class ControllerCore:
                     cmds.append(UpdateMetadataCmd(tuple(all_views), live_regs))
                 elif changed_views or plan.metadata_to_all:
                     cmds.append(UpdateMetadataCmd(tuple(changed_views), live_regs))
+            if deleted_views:
+                cmds.append(UpdateMetadataCmd(tuple(deleted_views), live_regs))
             if b in plan.stop_replicas:
                 cmds.append(StopReplicaCmd(tuple(plan.stop_replicas[b])))
+            if b in deleted_by:
+                cmds.append(StopReplicaCmd(tuple(deleted_by[b]), delete=True))
             if cmds:
                 requests[b] = cmds
         return requests

@@ -50,6 +50,7 @@ def controller_settings(cfg: ClusterConfig, broker_id: int) -> ControllerSetting
         imbalance_check_interval_ms=g("leader.imbalance.check.interval.seconds") * 1000,
         imbalance_percentage=g("leader.imbalance.per.broker.percentage"),
         metadata_resend_interval_ms=g("kafkasim.controller.metadata.resend.interval.ms"),
+        delete_topic_enable=g("delete.topic.enable"),
         expected_brokers=len(cfg.brokers),
         offsets_create_grace_ms=g("kafkasim.offsets.topic.create.grace.ms"),
     )

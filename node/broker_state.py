@@ -24,6 +24,7 @@ from node import errors
 from zk.codecs import LeaderAndIsr
 
 TP = tuple[str, int]
+LEADER_DURING_DELETE = -2  # Kafka's marker in UpdateMetadata for a partition being deleted
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,12 @@ class BrokerState:
         if not self._fence("UpdateMetadata", h, out):
             return out
         for p in parts:
-            self._cache((p.topic, p.partition), p)
+            tp = (p.topic, p.partition)
+            if p.leader == LEADER_DURING_DELETE:  # the topic is being deleted: forget the partition
+                self.metadata.pop(tp, None)
+                self.controller_view.pop(tp, None)
+            else:
+                self._cache(tp, p)
         self.live_brokers = {b: (host, port, epoch) for b, host, port, epoch in live}
         return out
 

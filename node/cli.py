@@ -166,11 +166,36 @@ def cmd_zk(args: argparse.Namespace) -> int:
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
-    if not args.describe:
-        print("error: only --describe is available so far", file=sys.stderr)
+    from node import topics
+
+    actions = [a for a in ("create", "delete", "describe", "list") if getattr(args, a)]
+    if len(actions) != 1:
+        print("error: give exactly one of --create, --delete, --describe, --list", file=sys.stderr)
         return 2
     cluster = _cluster(args)
     try:
+        if args.create or args.delete:
+            if not args.topic:
+                print("error: --topic is required", file=sys.stderr)
+                return 2
+            try:
+                if args.create:
+                    if args.partitions is None or args.replication_factor is None:
+                        print("error: --create needs --partitions and --replication-factor", file=sys.stderr)
+                        return 2
+                    topics.create_topic(cluster.zk(), args.topic, args.partitions, args.replication_factor,
+                                        topics.parse_configs(args.config_entries or []))
+                    print(f"Created topic {args.topic}.")
+                else:
+                    topics.delete_topic(cluster.zk(), args.topic)
+                    print(f"Deleted topic {args.topic}.")
+            except topics.TopicError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 1
+            return 0
+        if args.list:
+            print("\n".join(topics.list_topics(cluster.zk())))
+            return 0
         view = cluster.view()
         if args.topic and args.topic not in view.topics:
             print(f"error: topic '{args.topic}' does not exist", file=sys.stderr)
@@ -230,6 +255,17 @@ def cmd_broker_health(args: argparse.Namespace) -> int:
     return 0
 
 
+class _ClusterOrTopicConfig(argparse.Action):
+    """kafka-topics.sh's --config KEY=VALUE, next to our --config cluster.yaml: a value with '='
+    is a topic config entry, anything else the cluster definition file."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        if "=" in value:
+            namespace.config_entries = [*getattr(namespace, "config_entries", []), value]
+        else:
+            namespace.config = value
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kafkasim", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -258,9 +294,18 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("path")
     z.set_defaults(func=cmd_zk)
 
-    t = with_config(sub.add_parser("topics", help="like kafka-topics.sh"))
+    t = sub.add_parser("topics", help="like kafka-topics.sh")
+    t.add_argument("--config", action=_ClusterOrTopicConfig, default="cluster.yaml", metavar="FILE|KEY=VALUE",
+                   help="the cluster definition (default: cluster.yaml), or, as KEY=VALUE (repeatable), "
+                        "a topic config for --create: cleanup.policy, min.insync.replicas, ...")
+    t.set_defaults(config_entries=[])
+    t.add_argument("--create", action="store_true")
+    t.add_argument("--delete", action="store_true")
     t.add_argument("--describe", action="store_true")
+    t.add_argument("--list", action="store_true")
     t.add_argument("--topic")
+    t.add_argument("--partitions", type=int)
+    t.add_argument("--replication-factor", type=int)
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=cmd_topics)
 

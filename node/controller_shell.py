@@ -130,6 +130,11 @@ class ControllerShell:
             if self.core.active:
                 brokers = self.zk.read_brokers(watch=self._broker_watch)
                 self._execute(self.core.on_broker_change(brokers))
+        elif kind == "topic_deletion":
+            if self.core.active:
+                requested = self.zk.read_deletion_requests(watch=self._deletion_watch)
+                if requested:
+                    self._execute(self.core.on_topic_deletion(requested))
         elif kind == "topic_change":
             if self.core.active:
                 snap = self.zk.read_snapshot(topic_watch=self._topic_watch)
@@ -198,6 +203,9 @@ class ControllerShell:
 
     def _topic_watch(self, _event: Any) -> None:
         self.enqueue("topic_change")
+
+    def _deletion_watch(self, _event: Any) -> None:
+        self.enqueue("topic_deletion")
 
     def _elect(self) -> None:
         current = self.zk.read_controller(watch=self._controller_watch)
@@ -282,6 +290,8 @@ class ControllerShell:
                          total_ms=round((time.monotonic_ns() - t0) / 1e6, 3))
         if from_cache and self.core.active:
             self._verify_states(plan)
+        if self.core.active:
+            self.enqueue("topic_deletion")  # resume deletions requested before (and arm the watch)
 
     def _verify_states(self, acted: Plan) -> None:
         """Re-read every partition state; where the cache we decided from was stale, decide again."""
@@ -318,6 +328,10 @@ class ControllerShell:
                 for topic in plan.topic_creates:
                     self.zk.create_topic(self.core.epoch_zk_version, topic)
                 versions = self.zk.write_states(self.core.epoch_zk_version, plan.writes)
+                for a in plan.topic_deletes:
+                    self.zk.delete_topic(self.core.epoch_zk_version, a)
+                for topic in plan.markers_to_drop:
+                    self.zk.delete_deletion_marker(self.core.epoch_zk_version, topic)
             except ControllerMovedError as e:
                 self.events.emit("zk_write_fenced", epoch=self.core.epoch, writes=len(plan.writes), detail=str(e))
                 self._resign("fenced by a newer controller epoch")
@@ -344,6 +358,9 @@ class ControllerShell:
         if plan.writes:
             self.events.emit("partition_states_written", epoch=self.core.epoch, count=len(plan.writes),
                              write_ms=round(write_ms, 3), mono_ns_written=t0 + int(write_ms * 1e6))
+        for a in plan.topic_deletes:
+            self.events.emit("topic_deleted", controller_epoch=self.core.epoch, topic=a.topic,
+                             partitions=len(a.partitions))
         for name, fields in plan.events:
             self.events.emit(name, controller_epoch=self.core.epoch, **fields)
         return len(plan.writes)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from controller.core import BROKER_NOT_AVAILABLE, NONE, NOT_CONTROLLER, STALE_BROKER_EPOCH, StopReplicaCmd
-from test_controller_core import EPOCH, apply, brokers, las, make_core, started, state_of
+from test_controller_core import EPOCH, apply, brokers, las, started, state_of
 
 T = "t"
 

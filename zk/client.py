@@ -20,7 +20,7 @@ from kazoo.exceptions import (
 
 from zk import codecs, paths
 from zk.codecs import BrokerRegistration, LeaderAndIsr, TopicAssignment
-from zk.batch import CREATE, GET_DATA, SET_DATA, multi_read, multi_write
+from zk.batch import CREATE, DELETE, GET_DATA, SET_DATA, multi_read, multi_write
 
 log = logging.getLogger(__name__)
 
@@ -343,11 +343,26 @@ class ZkClient:
                    if w.zk_version is None else
                    (SET_DATA, path(w.topic, w.partition), encode(w.state), w.zk_version)
                    for w in chunk]
+            parents = self._missing_parents([w for w in chunk if w.zk_version is None])
+            ops = [(CREATE, p, b"", -1) for p in parents] + ops
             results = multi_write(self.kz, (paths.CONTROLLER_EPOCH, epoch_zk_version), ops)
             self._raise_multi_failure(results, [op[1] for op in ops], epoch_zk_version)
-            for w, version in zip(chunk, results[1:]):
+            for w, version in zip(chunk, results[1 + len(parents):]):
                 out[(w.topic, w.partition)] = version
         return out
+
+    def _missing_parents(self, creates: Sequence[StateWrite]) -> list[str]:
+        """The partitions/ and partitions/<p> znodes a new state needs and that do not exist yet
+        (an admin creating a topic writes only /brokers/topics/<t>, as in Kafka)."""
+        if not creates:
+            return []
+        wanted: list[str] = []
+        for w in creates:
+            for p in (paths.partitions(w.topic), paths.partition(w.topic, w.partition)):
+                if p not in wanted:
+                    wanted.append(p)
+        found = self.read_many([(GET_DATA, p) for p in wanted])
+        return [p for p, r in zip(wanted, found) if isinstance(r, NoNodeError)]
 
     def _state_path(self, topic: str, partition: int) -> str:
         key = (topic, partition)
@@ -368,6 +383,51 @@ class ZkClient:
         if isinstance(err, BadVersionError):
             raise StateVersionConflict(op_paths[index - 1])
         raise err
+
+    # ------------------------------------------------------------ topic administration
+
+    def create_topic_znode(self, assignment: TopicAssignment) -> None:
+        """Admin side (kafka-topics.sh): write /brokers/topics/<t>; the controller does the rest.
+        Raises NodeExistsError when the topic exists."""
+        self.kz.create(paths.topic(assignment.topic), codecs.encode_topic(assignment))
+
+    def request_topic_deletion(self, topic: str) -> None:
+        """Admin side: /admin/delete_topics/<t>; the controller deletes the topic and the marker."""
+        try:
+            self.kz.create(paths.delete_topic(topic), b"")
+        except NodeExistsError:
+            pass
+
+    def read_deletion_requests(self, watch: Callable[[Any], None] | None = None) -> list[str]:
+        return sorted(self.kz.get_children(paths.DELETE_TOPICS, watch=watch))
+
+    def delete_topic(self, epoch_zk_version: int, assignment: TopicAssignment) -> None:
+        """Controller side: remove the topic's znodes and its deletion marker, fenced."""
+        t = assignment.topic
+        ops: list[tuple[int, str, bytes | None, int]] = []
+        existing = self.read_many([(GET_DATA, paths.partition_state(t, p)) for p in sorted(assignment.partitions)])
+        for p, r in zip(sorted(assignment.partitions), existing):
+            if not isinstance(r, Exception):
+                ops.append((DELETE, paths.partition_state(t, p), None, -1))
+        for p in sorted(assignment.partitions):
+            if self.kz.exists(paths.partition(t, p)):
+                ops.append((DELETE, paths.partition(t, p), None, -1))
+        if self.kz.exists(paths.partitions(t)):
+            ops.append((DELETE, paths.partitions(t), None, -1))
+        if self.kz.exists(paths.topic(t)):
+            ops.append((DELETE, paths.topic(t), None, -1))
+        if self.kz.exists(paths.delete_topic(t)):
+            ops.append((DELETE, paths.delete_topic(t), None, -1))
+        for i in range(0, len(ops), MULTI_CHUNK):
+            chunk = ops[i:i + MULTI_CHUNK]
+            results = multi_write(self.kz, (paths.CONTROLLER_EPOCH, epoch_zk_version), chunk)
+            self._raise_multi_failure(results, [op[1] for op in chunk], epoch_zk_version)
+
+    def delete_deletion_marker(self, epoch_zk_version: int, topic: str) -> None:
+        """Controller side, with delete.topic.enable=false: drop the request, fenced."""
+        results = multi_write(self.kz, (paths.CONTROLLER_EPOCH, epoch_zk_version),
+                              [(DELETE, paths.delete_topic(topic), None, -1)])
+        self._raise_multi_failure(results, [paths.delete_topic(topic)], epoch_zk_version)
 
     def create_topic(self, epoch_zk_version: int, assignment: TopicAssignment) -> None:
         """Create /brokers/topics/<t> and its partitions/<p> parents, fenced."""

@@ -1,0 +1,137 @@
+"""Topic administration, as kafka-topics.sh does it against ZooKeeper.
+
+Creating a topic writes /brokers/topics/<t> with a replica assignment (Kafka's
+round-robin placement over the live brokers, from a random start); the
+controller sees it through its watch and elects the first leaders.  Deleting
+one writes /admin/delete_topics/<t>; the controller deletes the topic's
+znodes, tells the replicas to delete their data, and removes the request.
+"""
+from __future__ import annotations
+
+import difflib
+import random
+import re
+from typing import Any, Callable
+
+from kazoo.exceptions import NodeExistsError
+
+from controller.assignment import AssignmentError, assign_replicas
+from node.waiting import wait_for
+from zk import paths
+from zk.client import ZkClient
+from zk.codecs import TopicAssignment
+
+LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_NAME = 249
+
+
+class TopicError(ValueError):
+    """A topic request that cannot be carried out; the message says why."""
+
+
+def _bool(v: str) -> bool:
+    if v.lower() not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return v.lower() == "true"
+
+
+def _int(minimum: int) -> Callable[[str], int]:
+    def parse(v: str) -> int:
+        n = int(v)
+        if n < minimum:
+            raise ValueError(f"must be >= {minimum}")
+        return n
+    return parse
+
+
+def _policy(v: str) -> str:
+    parts = sorted(p.strip() for p in v.split(","))
+    if not parts or any(p not in ("compact", "delete") for p in parts):
+        raise ValueError("expected delete, compact, or compact,delete")
+    return ",".join(parts)
+
+
+#: Topic-level configs kafkasim understands, with their parsers (Kafka's names and bounds).
+TOPIC_CONFIGS: dict[str, Callable[[str], Any]] = {
+    "cleanup.policy": _policy,
+    "min.insync.replicas": _int(1),
+    "unclean.leader.election.enable": _bool,
+    "segment.bytes": _int(14),
+    "retention.ms": _int(-1),
+    "delete.retention.ms": _int(0),
+    "min.compaction.lag.ms": _int(0),
+    "max.message.bytes": _int(0),
+}
+
+
+def parse_configs(items: list[str]) -> dict[str, Any]:
+    """['k=v', ...] -> typed configs; an unknown key or a bad value is an error naming it."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise TopicError(f"config {item!r}: expected key=value")
+        key, value = (x.strip() for x in item.split("=", 1))
+        if key not in TOPIC_CONFIGS:
+            near = difflib.get_close_matches(key, TOPIC_CONFIGS, n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            raise TopicError(f"unknown topic config {key!r}{hint}; known: {', '.join(sorted(TOPIC_CONFIGS))}")
+        try:
+            out[key] = TOPIC_CONFIGS[key](value)
+        except ValueError as e:
+            raise TopicError(f"config {key}={value!r}: {e}") from None
+    return out
+
+
+def validate_name(topic: str) -> None:
+    if topic in (".", "..") or not LEGAL_NAME.match(topic) or len(topic) > MAX_NAME:
+        raise TopicError(f"illegal topic name {topic!r}: use up to {MAX_NAME} of [a-zA-Z0-9._-], not '.' or '..'")
+
+
+def create_topic(zk: ZkClient, topic: str, partitions: int, replication_factor: int,
+                 configs: dict[str, Any], timeout_s: float = 30.0,
+                 rng: random.Random | None = None) -> TopicAssignment:
+    """Write the topic's assignment, then wait until the controller has given every partition a leader."""
+    validate_name(topic)
+    live = sorted(zk.read_brokers())
+    if partitions < 1:
+        raise TopicError(f"--partitions must be >= 1, got {partitions}")
+    if replication_factor < 1:
+        raise TopicError(f"--replication-factor must be >= 1, got {replication_factor}")
+    if replication_factor > len(live):
+        raise TopicError(f"replication factor {replication_factor} is larger than the {len(live)} live brokers {live}")
+    rng = rng or random.Random()
+    try:
+        assignment = assign_replicas(partitions, replication_factor, live,
+                                     start_index=rng.randrange(len(live)), shift=rng.randrange(len(live)))
+    except AssignmentError as e:
+        raise TopicError(str(e)) from None
+    topic_id = "%032x" % rng.getrandbits(128)
+    a = TopicAssignment(topic, assignment, topic_id, configs)
+    try:
+        zk.create_topic_znode(a)
+    except NodeExistsError:
+        raise TopicError(f"topic {topic!r} already exists") from None
+
+    def led() -> bool:
+        states = zk.read_states([(topic, p) for p in assignment])
+        return len(states) == partitions and all(s.leader >= 0 for s, _ in states.values())
+
+    wait_for(led, timeout_s, f"every partition of {topic} to have a leader")
+    return a
+
+
+def delete_topic(zk: ZkClient, topic: str, timeout_s: float = 30.0) -> None:
+    """Request the deletion and wait for the controller to carry it out (or refuse it)."""
+    if topic == paths.OFFSETS_TOPIC:
+        raise TopicError(f"{topic} is an internal topic and cannot be deleted")
+    if zk.exists(paths.topic(topic)) is None:
+        raise TopicError(f"topic {topic!r} does not exist")
+    zk.request_topic_deletion(topic)
+    wait_for(lambda: zk.exists(paths.delete_topic(topic)) is None, timeout_s,
+             f"the controller to handle the deletion of {topic}")
+    if zk.exists(paths.topic(topic)) is not None:
+        raise TopicError(f"the controller refused to delete {topic!r} (delete.topic.enable is false?)")
+
+
+def list_topics(zk: ZkClient) -> list[str]:
+    return sorted(zk.get_children(paths.TOPICS))
