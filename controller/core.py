@@ -31,6 +31,11 @@ NONE = 0
 NOT_CONTROLLER = 41
 STALE_BROKER_EPOCH = 77
 BROKER_NOT_AVAILABLE = 8
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_LEADER_OR_FOLLOWER = 6
+INVALID_REQUEST = 42
+FENCED_LEADER_EPOCH = 74
+INVALID_UPDATE_VERSION = 95
 StateMap = dict[TP, tuple[LeaderAndIsr, int]]
 
 
@@ -103,6 +108,7 @@ class Plan:
     metadata_to_all: bool = False                      # tell everyone about changed partitions/brokers
     resend_metadata: bool = False                      # periodic full UpdateMetadata to all
     stop_replicas: dict[int, list[TP]] = field(default_factory=dict)  # StopReplica(delete=false), after LeaderAndIsr
+    leader_and_isr: bool = True  # False for AlterIsr changes: the leader learns from the response
     topic_deletes: list[TopicAssignment] = field(default_factory=list)  # delete these topics' znodes
     markers_to_drop: list[str] = field(default_factory=list)            # deletion requests refused
 
@@ -235,6 +241,49 @@ class ControllerCore:
             "broker_id": broker_id, "broker_epoch": broker_epoch, "moved": sum(
                 w.reason == "controlled_shutdown" for w in plan.writes), "remaining": len(remaining)}))
         return NONE, plan, remaining
+
+    def on_alter_isr(self, broker_id: int, broker_epoch: int,
+                     items: Iterable[tuple[TP, int, tuple[int, ...], int]]) -> tuple[int, Plan, dict[TP, int]]:
+        """Kafka's processAlterIsr: items are (tp, leader_epoch, new_isr, zk_version known to the leader).
+
+        Returns (top-level error, plan, per-partition error); a partition's
+        answer state is read from ``self.states`` after the plan commits.
+        """
+        plan = Plan(metadata_to_all=True, leader_and_isr=False)
+        if not self.active:
+            return NOT_CONTROLLER, plan, {}
+        reg = self.live.get(broker_id)
+        if reg is None or reg.epoch != broker_epoch:
+            return STALE_BROKER_EPOCH, plan, {}
+        results: dict[TP, int] = {}
+        for tp, leader_epoch, new_isr, zk_version in items:
+            cur = self.states.get(tp)
+            replicas = self._replicas(tp)
+            if cur is None or not replicas:
+                results[tp] = UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            state, ver = cur
+            if leader_epoch < state.leader_epoch:
+                results[tp] = FENCED_LEADER_EPOCH
+                continue
+            if state.leader != broker_id:
+                results[tp] = NOT_LEADER_OR_FOLLOWER
+                continue
+            isr = tuple(new_isr)
+            if broker_id not in isr or not set(isr) <= set(replicas) or len(set(isr)) != len(isr):
+                results[tp] = INVALID_REQUEST
+                continue
+            if isr == state.isr:
+                results[tp] = NONE  # the same state: success, nothing to write
+                continue
+            if zk_version != ver:
+                results[tp] = INVALID_UPDATE_VERSION
+                continue
+            reason = "isr_expand" if len(isr) > len(state.isr) else "isr_shrink"
+            plan.writes.append(StateChange(tp[0], tp[1], LeaderAndIsr(state.leader, state.leader_epoch, isr, self.epoch),
+                                           ver, reason, state))
+            results[tp] = NONE
+        return NONE, plan, results
 
     def on_topic_deletion(self, requested: Iterable[str]) -> Plan:
         """/admin/delete_topics/<t> appeared: delete the topic (or, if disabled, drop the request)."""
@@ -374,7 +423,7 @@ class ControllerCore:
                     cmds.append(LeaderAndIsrCmd(mine, all_leaders))
                 cmds.append(UpdateMetadataCmd(tuple(all_views), live_regs))
             else:
-                mine = tuple(changed_by.get(b, ()))
+                mine = tuple(changed_by.get(b, ())) if plan.leader_and_isr else ()
                 if mine:
                     cmds.append(LeaderAndIsrCmd(mine, leaders))
                 if plan.resend_metadata:

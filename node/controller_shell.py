@@ -85,6 +85,12 @@ class ControllerShell:
         self.enqueue("controlled_shutdown", (broker_id, broker_epoch, fut))
         return fut.result(timeout=timeout_s)
 
+    def alter_isr(self, broker_id: int, broker_epoch: int, items: list, timeout_s: float = 10.0):
+        """Handle an AlterIsr from a partition leader: (top error, {tp: (error, state, zk_version)})."""
+        fut: Future = Future()
+        self.enqueue("alter_isr", (broker_id, broker_epoch, items, fut))
+        return fut.result(timeout=timeout_s)
+
     def shutdown(self) -> None:
         if self._thread.is_alive():
             self.enqueue("shutdown")
@@ -116,7 +122,7 @@ class ControllerShell:
             except Exception as e:  # keep the event thread alive, and say what happened
                 log.exception("controller event %s failed", kind)
                 self.events.emit("controller_error", event=kind, error=repr(e))
-                if kind in ("elect_leaders", "controlled_shutdown"):
+                if kind in ("elect_leaders", "controlled_shutdown", "alter_isr"):
                     payload[-1].set_exception(e)
             if kind == "shutdown":
                 return
@@ -167,6 +173,23 @@ class ControllerShell:
                 if not self.core.active:  # fenced while writing
                     code = errors.NOT_CONTROLLER
             fut.set_result((code, remaining))
+        elif kind == "alter_isr":
+            broker_id, broker_epoch, items, fut = payload
+            code, plan, results = self.core.on_alter_isr(broker_id, broker_epoch, items)
+            if code == errors.NONE and plan.writes:
+                try:
+                    self._execute(plan, retry_conflicts=False)
+                except StateVersionConflict as e:
+                    # our cached state was stale: refuse the change, refresh, and decide again
+                    self.events.emit("zk_write_conflict", path=e.path)
+                    written = {(w.topic, w.partition) for w in plan.writes}
+                    results = {tp: errors.INVALID_UPDATE_VERSION if tp in written else c for tp, c in results.items()}
+                    self._execute(self.core.reload_states(self.zk.read_states(sorted(self.core.states))))
+                if not self.core.active:
+                    code = errors.NOT_CONTROLLER
+            answer = {tp: (c, *self.core.states[tp]) if tp in self.core.states else (c, None, -1)
+                      for tp, c in results.items()}
+            fut.set_result((code, answer))
         elif kind == "shutdown":
             if self.core.active:
                 self._resign("shutdown")
@@ -190,6 +213,8 @@ class ControllerShell:
                 payload[1].set_result({})
             if kind == "controlled_shutdown":
                 payload[-1].set_result((errors.NOT_CONTROLLER, []))
+            if kind == "alter_isr":
+                payload[-1].set_result((errors.NOT_CONTROLLER, {}))
             if kind == "shutdown":
                 self._stopped.set()
 
@@ -314,8 +339,13 @@ class ControllerShell:
 
     # ------------------------------------------------------------------ carrying out a plan
 
-    def _execute(self, plan: Plan, depth: int = 0) -> int:
-        """Make the plan's fenced writes, then log its events and send its requests."""
+    def _execute(self, plan: Plan, depth: int = 0, retry_conflicts: bool = True) -> int:
+        """Make the plan's fenced writes, then log its events and send its requests.
+
+        On BADVERSION the states are re-read and decided again, unless
+        ``retry_conflicts`` is False (a request's own change, such as AlterIsr,
+        cannot be re-derived): then StateVersionConflict reaches the caller.
+        """
         if not self.core.active:
             return 0
         for name, fields in plan.observed:
@@ -337,7 +367,7 @@ class ControllerShell:
                 self._resign("fenced by a newer controller epoch")
                 return 0
             except StateVersionConflict as e:
-                if depth >= 3:
+                if depth >= 3 or not retry_conflicts:
                     raise
                 self.events.emit("zk_write_conflict", path=e.path)
                 states = self.zk.read_states([(t, p) for t in self.core.topics for p in self.core.topics[t].partitions])

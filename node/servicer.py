@@ -71,6 +71,21 @@ class BrokerServicer(pbg.BrokerServicer):
         return pb.ControlledShutdownResponse(error_code=code, remaining_partitions=[
             pb.TopicPartition(topic=t, partition=p) for t, p in remaining])
 
+    def AlterIsr(self, request, context):
+        if not self.controller.is_active:
+            return pb.AlterIsrResponse(error_code=errors.NOT_CONTROLLER)
+        items = [((p.topic, p.partition), p.leader_epoch, tuple(p.new_isr), p.current_isr_version)
+                 for p in request.partitions]
+        code, answer = self.controller.alter_isr(request.broker_id, request.broker_epoch, items)
+        out = []
+        for (t, p), (c, state, version) in sorted(answer.items()):
+            r = pb.AlterIsrPartitionResult(topic=t, partition=p, error_code=c, current_isr_version=version)
+            if state is not None:
+                r.leader, r.leader_epoch = state.leader, state.leader_epoch
+                r.isr.extend(state.isr)
+            out.append(r)
+        return pb.AlterIsrResponse(error_code=code, partitions=out)
+
     def ElectLeaders(self, request, context):
         tps = [(tp.topic, tp.partition) for tp in request.partitions] or None
         if not self.controller.is_active:

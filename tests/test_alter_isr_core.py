@@ -1,0 +1,63 @@
+"""AlterIsr at the controller (Kafka's processAlterIsr), in the core: checks in order, then a write."""
+from __future__ import annotations
+
+from controller.core import (FENCED_LEADER_EPOCH, INVALID_REQUEST, INVALID_UPDATE_VERSION, NONE,
+                             NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH,
+                             UNKNOWN_TOPIC_OR_PARTITION, LeaderAndIsrCmd, UpdateMetadataCmd)
+from test_controller_core import EPOCH, apply, brokers, las, started, state_of
+
+T = "t"
+TP = (T, 0)
+
+
+def core():
+    return started({T: {0: (1, 2, 3)}}, {TP: (las(1, 4, (1, 2, 3)), 7)}, brokers(1, 2, 3))
+
+
+def test_a_shrink_is_written_with_the_same_leader_epoch_and_announced_by_update_metadata_only():
+    c = core()
+    code, plan, results = c.on_alter_isr(1, 101, [(TP, 4, (1, 2), 7)])
+    assert (code, results) == (NONE, {TP: NONE})
+    [w] = plan.writes
+    assert (w.state, w.zk_version, w.reason) == (las(1, 4, (1, 2)), 7, "isr_shrink")
+    requests = c.commit(plan, {TP: 8})
+    assert state_of(c, TP) == las(1, 4, (1, 2))
+    assert all(not isinstance(cmd, LeaderAndIsrCmd) for cmds in requests.values() for cmd in cmds)
+    assert all(any(isinstance(cmd, UpdateMetadataCmd) for cmd in requests[b]) for b in (1, 2, 3))
+
+
+def test_an_expand_back_to_the_full_isr():
+    c = started({T: {0: (1, 2, 3)}}, {TP: (las(1, 4, (1, 2)), 8)}, brokers(1, 2, 3))
+    code, plan, results = c.on_alter_isr(1, 101, [(TP, 4, (1, 2, 3), 8)])
+    assert results == {TP: NONE} and plan.writes[0].reason == "isr_expand"
+
+
+def test_checks_in_kafkas_order():
+    c = core()
+    assert c.on_alter_isr(1, 100, [(TP, 4, (1, 2), 7)])[0] == STALE_BROKER_EPOCH  # epoch != cached (101)
+    assert c.on_alter_isr(9, 1, [(TP, 4, (1, 2), 7)])[0] == STALE_BROKER_EPOCH    # not a live broker
+    cases = [
+        ([(("nope", 0), 4, (1,), 0)], UNKNOWN_TOPIC_OR_PARTITION),
+        ([(TP, 3, (1, 2), 7)], FENCED_LEADER_EPOCH),            # an older leader epoch
+        ([(TP, 4, (1, 2, 3), 7)], NONE),                        # the same state: success, no write
+        ([(TP, 4, (1, 2), 6)], INVALID_UPDATE_VERSION),         # a stale zkVersion
+        ([(TP, 4, (2, 3), 7)], INVALID_REQUEST),                # an ISR without the leader
+        ([(TP, 4, (1, 4), 7)], INVALID_REQUEST),                # a broker outside the replicas
+    ]
+    for items, expected in cases:
+        code, plan, results = c.on_alter_isr(1, 101, items)
+        assert code == NONE and list(results.values()) == [expected], items
+        assert plan.writes == [] , items
+    # only the leader may ask
+    assert c.on_alter_isr(2, 102, [(TP, 4, (1, 2), 7)])[2] == {TP: NOT_LEADER_OR_FOLLOWER}
+    c.on_resign()
+    assert c.on_alter_isr(1, 101, [(TP, 4, (1, 2), 7)])[0] == NOT_CONTROLLER
+
+
+def test_an_accepted_change_moves_the_version_the_next_request_must_carry():
+    c = core()
+    _, plan, _ = c.on_alter_isr(1, 101, [(TP, 4, (1, 2), 7)])
+    apply(c, plan)  # zkVersion 8 now
+    assert c.on_alter_isr(1, 101, [(TP, 4, (1,), 7)])[2] == {TP: INVALID_UPDATE_VERSION}
+    assert c.on_alter_isr(1, 101, [(TP, 4, (1,), 8)])[2] == {TP: NONE}
+    assert EPOCH == c.epoch
