@@ -27,12 +27,15 @@ from node.broker_state import BrokerState
 from node.config import ClusterConfig, ConfigError, load_config
 from node.controller_shell import ControllerShell
 from node.events import EventLog
+from node.replica_manager import ReplicaManager
+from node.replication import ReplicaSettings
 from node.servicer import BrokerServicer
 from node.session_file import SessionFile
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 from zk.client import ZkClient
-from zk.codecs import BrokerRegistration
+from zk import paths as zk_paths
+from zk.codecs import BrokerRegistration, decode_topic
 
 log = logging.getLogger("kafkasim.broker")
 
@@ -84,9 +87,31 @@ class Broker:
             socket_timeout_s=cfg.get("controller.socket.timeout.ms") / 1000.0,
             register_broker=self._register, cached_states=self._cached_states)
         self.zk.add_state_listener(self.controller.on_session_state)
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="grpc"))
-        pbg.add_BrokerServicer_to_server(BrokerServicer(self.state, self.events, self.controller), self.server)
+        g = cfg.get
+        self.replicas = ReplicaManager(
+            broker_id, self.spec.log_dir,
+            ReplicaSettings(g("replica.lag.time.max.ms"), g("min.insync.replicas")), self.events,
+            broker_epoch=lambda: self.state.broker_epoch, endpoint_of=self._endpoint_of,
+            controller_endpoint=lambda: self._endpoint_of(self.state.controller_id),
+            fetch_wait_ms=g("replica.fetch.wait.max.ms"), segment_bytes=g("log.segment.bytes"),
+            checkpoint_interval_ms=g("replica.high.watermark.checkpoint.interval.ms"),
+            topic_config=self._topic_config)
+        # long polls (followers, consumers) hold a worker each: size the pool for them
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="grpc"))
+        pbg.add_BrokerServicer_to_server(BrokerServicer(self.state, self.events, self.controller, self.replicas),
+                                         self.server)
         self.stopping = threading.Event()
+
+    def _endpoint_of(self, broker_id: int) -> str | None:
+        b = self.state.live_brokers.get(broker_id)
+        return f"{b[0]}:{b[1]}" if b else None
+
+    def _topic_config(self, topic: str) -> dict:
+        try:
+            data, _ = self.zk.get(zk_paths.topic(topic))
+            return dict(decode_topic(topic, data).config)
+        except Exception:  # unknown or unreadable: the broker defaults apply
+            return {}
 
     def _cached_states(self) -> dict:
         """This broker's metadata cache as the controller core's (LeaderAndIsr, zkVersion) map."""
@@ -172,6 +197,7 @@ class Broker:
             self._controlled_shutdown()
         self.controller.shutdown()
         self.server.stop(grace=0.2).wait(2)
+        self.replicas.close()
         self.events.emit("zk_session_closing", session_id=f"0x{self.zk.session_id:x}")
         try:
             self.zk.stop()  # closes the session: /brokers/ids/<id> (and /controller) go now

@@ -12,11 +12,14 @@ from proto import kafkasim_pb2_grpc as pbg
 
 if TYPE_CHECKING:
     from node.controller_shell import ControllerShell
+    from node.replica_manager import ReplicaManager
 
 
 class BrokerServicer(pbg.BrokerServicer):
-    def __init__(self, state: BrokerState, events: EventLog, controller: "ControllerShell"):
+    def __init__(self, state: BrokerState, events: EventLog, controller: "ControllerShell",
+                 replicas: "ReplicaManager | None" = None):
         self.state = state
+        self.replicas = replicas
         self.events = events
         self.controller = controller
         self._lock = threading.Lock()  # requests from the controller apply one at a time
@@ -34,14 +37,20 @@ class BrokerServicer(pbg.BrokerServicer):
         with self._lock:
             out = self.state.leader_and_isr(wire.header_from_pb(request.header),
                                             wire.partitions_from_pb(request.partitions))
+            if self.replicas is not None:
+                for p in out.became_leader + out.became_follower:
+                    self.replicas.apply_leader_and_isr(p)
         self._log(out)
         return pb.LeaderAndIsrResponse(error_code=out.error, partition_errors=self._perrors(out))
 
     def UpdateMetadata(self, request, context):
         live = [(b.id, b.host, b.port, b.broker_epoch) for b in request.live_brokers]
         with self._lock:
-            out = self.state.update_metadata(wire.header_from_pb(request.header),
-                                             wire.partitions_from_pb(request.partitions), live)
+            parts = wire.partitions_from_pb(request.partitions)
+            out = self.state.update_metadata(wire.header_from_pb(request.header), parts, live)
+            if self.replicas is not None and out.error == errors.NONE:
+                for p in parts:
+                    self.replicas.update_isr_if_newer(p)
         self._log(out)
         return pb.UpdateMetadataResponse(error_code=out.error)
 
@@ -50,6 +59,9 @@ class BrokerServicer(pbg.BrokerServicer):
         with self._lock:
             out = self.state.stop_replica(wire.header_from_pb(request.header), tps, request.leader_epoch,
                                           request.delete_partitions)
+            if self.replicas is not None:
+                for tp in out.stopped:
+                    self.replicas.stop_replica(tp, request.delete_partitions)
         self._log(out)
         return pb.StopReplicaResponse(error_code=out.error, partition_errors=self._perrors(out))
 
@@ -63,6 +75,16 @@ class BrokerServicer(pbg.BrokerServicer):
             broker_id=s.broker_id, broker_epoch=s.broker_epoch, is_controller=self.controller.is_active,
             controller_epoch=self.controller.epoch, latest_controller_epoch=s.controller_epoch,
             known_controller_id=self.controller.active_controller_id, partitions=parts, live_brokers=live)
+
+    def Produce(self, request, context):
+        if self.replicas is None:
+            return pb.ProduceResponse(error_code=errors.NOT_LEADER_OR_FOLLOWER, base_offset=-1, last_offset=-1)
+        return self.replicas.produce(request)
+
+    def Fetch(self, request, context):
+        if self.replicas is None:
+            return pb.FetchResponse(error_code=errors.NOT_LEADER_OR_FOLLOWER)
+        return self.replicas.fetch(request)
 
     def ControlledShutdown(self, request, context):
         if not self.controller.is_active:

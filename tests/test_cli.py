@@ -289,12 +289,7 @@ def test_killing_the_controller_elects_another_and_start_brings_it_back(cli):
 
 
 def test_preferred_leader_election_after_a_broker_bounce(cli):
-    """Without replication a restarted broker never rejoins an ISR, so preferred election moves nothing.
-
-    The honest outcome is checked: the command reaches the controller, which
-    finds no partition whose preferred replica is both live and in the ISR,
-    reports 0 moved, and writes no state.
-    """
+    """A restarted broker catches up, rejoins its ISRs, and a preferred election hands it its partitions back."""
     before = cli.status()
     ctrl = before["controller"]["broker_id"]
     # the non-controller that leads the most (a broker bounced by an earlier test leads nothing)
@@ -312,24 +307,34 @@ def test_preferred_leader_election_after_a_broker_bounce(cli):
     wait_for(lambda: (b := broker(cli.status(), victim))["alive"] and b["epoch"] > old_epoch,
              30, f"broker {victim} to register again")
 
+    # replication: the restarted broker fetches, catches up and the leaders expand their ISRs (AlterIsr)
+    wait_for(lambda: all(victim in offsets(cli.status())[p]["isr"] for p in preferred_of_victim),
+             30, f"broker {victim} to rejoin the ISRs of its preferred partitions")
     mid = cli.status()
+    not_led = [p for p in preferred_of_victim if offsets(mid)[p]["leader"] != victim]
+    r = cli.ok("leader-election", "--preferred", "--all")
+    m = re.fullmatch(r"preferred leader election: (\d+) partition\(s\) moved\n", r.stdout)
+    assert m, r.stdout  # --all also returns partitions to any other broker that rejoined its ISRs
+    after = cli.status()
     for p in preferred_of_victim:
-        s = offsets(mid)[p]
-        assert s["leader"] != victim and victim not in s["isr"], (p, s)
-    seen = _controller_events_count(cli, ctrl)
+        assert offsets(after)[p]["leader"] == victim, (p, offsets(after)[p])
+    for p in not_led:
+        assert offsets(after)[p]["leader_epoch"] > offsets(mid)[p]["leader_epoch"]
+    moved = [e for e in read_events(cli.run_dir / "events" / f"broker-{ctrl}.jsonl")[seen_before(cli, ctrl, mid):]
+             if e["type"] == "partition_state_written" and e["reason"] in ("preferred_admin", "auto_rebalance")]
+    assert set(not_led) <= {e["partition"] for e in moved}
+    # nothing is left to do
     r = cli.ok("leader-election", "--preferred", "--all")
     assert r.stdout == "preferred leader election: 0 partition(s) moved\n"
-    one = preferred_of_victim[0]
-    r = cli.ok("leader-election", "--preferred", "--topic", OFFSETS, "--partition", one)
-    assert r.stdout == "preferred leader election: 0 partition(s) moved\n"
 
-    after = cli.status()
-    assert after["controller"] == mid["controller"]
-    assert {p: (s["leader"], s["leader_epoch"], s["isr"]) for p, s in offsets(after).items()} == \
-           {p: (s["leader"], s["leader_epoch"], s["isr"]) for p, s in offsets(mid).items()}
-    preferred_writes = [e for e in read_events(cli.run_dir / "events" / f"broker-{ctrl}.jsonl")[seen:]
-                        if e["type"] == "partition_state_written" and e["reason"] == "preferred_admin"]
-    assert preferred_writes == []
+
+def seen_before(cli: CliCluster, ctrl: int, view) -> int:
+    """Index of the first controller event written after ``view`` was taken (by its states' writes)."""
+    evs = read_events(cli.run_dir / "events" / f"broker-{ctrl}.jsonl")
+    last = max((i for i, e in enumerate(evs) if e["type"] == "partition_state_written"
+                and any(e["partition"] == p and e["zk_version"] == s["zk_version"]
+                        for p, s in offsets(view).items() if e["topic"] == OFFSETS)), default=-1)
+    return last + 1
 
 
 def _controller_events_count(cli: CliCluster, ctrl: int) -> int:

@@ -207,6 +207,10 @@ class PartitionLog:
 
     # ------------------------------------------------------------ appends
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError(f"log {self.dir} is closed")

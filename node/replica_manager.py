@@ -1,0 +1,462 @@
+"""The broker's partitions: their logs on disk, produce and fetch, and follower fetching.
+
+The I/O shell around two cores: :class:`node.storage.PartitionLog` (the log
+on disk) and :class:`node.replication.PartitionReplication` (HW, ISR and the
+rules of Kafka's replication, sans-IO).  LeaderAndIsr requests make this
+broker a leader or a follower of a partition; a follower runs a fetcher
+thread that long-polls the leader; the leader's Fetch handler feeds the
+core, which moves the high watermark and proposes ISR changes, which go to
+the controller as AlterIsr requests.
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import grpc
+
+from node import errors
+from node.broker_state import PartitionInfo
+from node.events import EventLog
+from node.replication import AlterIsrProposal, PartitionReplication, ReplicaSettings
+from node.storage import OffsetCheckpointFile, PartitionLog
+from node.storage.batch import CorruptBatchError
+from node.storage.log import InvalidAppendError, OffsetOutOfRangeError
+from proto import kafkasim_pb2 as pb
+from proto import kafkasim_pb2_grpc as pbg
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+HW_CHECKPOINT = "replication-offset-checkpoint"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Hosted:
+    """One partition replica on this broker."""
+
+    log: PartitionLog
+    repl: PartitionReplication
+    cond: threading.Condition = field(default_factory=threading.Condition)  # guards both; wakes waiters
+    fetching_from: tuple[int, int] | None = None  # (leader, leader epoch) this follower fetches from
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, log_dir: Path, settings: ReplicaSettings, events: EventLog,
+                 broker_epoch: Callable[[], int], endpoint_of: Callable[[int], str | None],
+                 controller_endpoint: Callable[[], str | None], fetch_wait_ms: int, segment_bytes: int,
+                 checkpoint_interval_ms: int, topic_config: Callable[[str], dict] = lambda t: {}):
+        self.broker_id = broker_id
+        self.log_dir = log_dir
+        self.settings = settings
+        self.events = events
+        self._broker_epoch = broker_epoch
+        self._endpoint_of = endpoint_of
+        self._controller_endpoint = controller_endpoint
+        self.fetch_wait_ms = fetch_wait_ms
+        self.segment_bytes = segment_bytes
+        self._topic_config = topic_config
+        self.hosted: dict[TP, Hosted] = {}
+        self.fetchers: dict[int, LeaderFetcher] = {}  # one per leader broker, as Kafka's fetcher threads
+        self._lock = threading.Lock()
+        self._data = threading.Condition()  # notified on every append or HW move: wakes long polls
+        self._stopping = threading.Event()
+        self._checkpoint = OffsetCheckpointFile(log_dir / HW_CHECKPOINT)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._hw_at_start = self._checkpoint.read()
+        self._tasks = [threading.Thread(target=self._every, args=(settings.replica_lag_time_max_ms / 2000,
+                                                                  self._shrink_isrs), daemon=True,
+                                        name="isr-shrink"),
+                       threading.Thread(target=self._every, args=(checkpoint_interval_ms / 1000,
+                                                                  self.checkpoint_hws), daemon=True,
+                                        name="hw-checkpoint")]
+        for t in self._tasks:
+            t.start()
+
+    # ------------------------------------------------------------------ roles (from LeaderAndIsr)
+
+    def _host(self, tp: TP) -> Hosted:
+        with self._lock:
+            h = self.hosted.get(tp)
+            if h is None:
+                plog = PartitionLog(self.log_dir, tp[0], tp[1], segment_bytes=self.segment_bytes)
+                if plog.recovery.truncated_bytes:
+                    self.events.emit("log_recovered", topic=tp[0], partition=tp[1],
+                                     truncated_bytes=plog.recovery.truncated_bytes,
+                                     dropped_batches=plog.recovery.dropped_batches,
+                                     log_end_offset=plog.recovery.log_end_offset)
+                overrides = self._topic_config(tp[0])
+                settings = self.settings
+                if "min.insync.replicas" in overrides:  # a topic-level override of the broker default
+                    settings = ReplicaSettings(settings.replica_lag_time_max_ms, int(overrides["min.insync.replicas"]))
+                repl = PartitionReplication(tp[0], tp[1], self.broker_id, settings,
+                                            high_watermark=min(self._hw_at_start.get(tp, 0), plog.log_end_offset))
+                h = self.hosted[tp] = Hosted(plog, repl)
+            return h
+
+    def apply_leader_and_isr(self, p: PartitionInfo) -> None:
+        """A LeaderAndIsr for this replica: a new role, or (same leader epoch) a newer ISR."""
+        h = self.hosted.get((p.topic, p.partition))
+        if h is not None and h.repl.leader_epoch == p.leader_epoch and h.repl.leader_id == p.leader:
+            self.update_isr(p)
+        elif p.leader == self.broker_id:
+            self.become_leader(p)
+        else:
+            self.become_follower(p)
+
+    def become_leader(self, p: PartitionInfo) -> None:
+        tp = (p.topic, p.partition)
+        h = self._host(tp)
+        self._unassign(tp, h)
+        with h.cond:
+            h.fetching_from = None
+            self._log_events(h.repl.become_leader(p.leader_epoch, list(p.isr), list(p.replicas), p.zk_version,
+                                                  h.log, now_ms()))
+            h.cond.notify_all()
+        self._notify()
+
+    def become_follower(self, p: PartitionInfo) -> None:
+        tp = (p.topic, p.partition)
+        h = self._host(tp)
+        self._unassign(tp, h)
+        with h.cond:
+            self._log_events(h.repl.become_follower(p.leader, p.leader_epoch, list(p.isr), list(p.replicas),
+                                                    p.zk_version))
+            h.fetching_from = (p.leader, p.leader_epoch) if p.leader >= 0 else None
+            h.cond.notify_all()
+        self._notify()
+        if p.leader >= 0:
+            with self._lock:
+                f = self.fetchers.get(p.leader)
+                if f is None or not f.is_alive():
+                    f = self.fetchers[p.leader] = LeaderFetcher(self, p.leader)
+                    f.start()
+                f.assign(tp, h, p.leader_epoch)
+
+    def update_isr_if_newer(self, p: PartitionInfo) -> None:
+        """From UpdateMetadata: a newer ISR of the same leader epoch (e.g. after an AlterIsr)."""
+        h = self.hosted.get((p.topic, p.partition))
+        if h is not None and h.repl.leader_epoch == p.leader_epoch and p.zk_version > h.repl.zk_version:
+            self.update_isr(p)
+
+    def update_isr(self, p: PartitionInfo) -> None:
+        h = self.hosted.get((p.topic, p.partition))
+        if h is not None:
+            with h.cond:
+                self._log_events(h.repl.apply_isr_update(list(p.isr), p.zk_version, p.leader_epoch,
+                                                         log=h.log, now_ms=now_ms()))
+                h.cond.notify_all()
+            self._notify()
+
+    def stop_replica(self, tp: TP, delete: bool) -> None:
+        with self._lock:
+            h = self.hosted.pop(tp, None)
+        if h is None:
+            return
+        self._unassign(tp, h)
+        with h.cond:
+            h.fetching_from = None
+            h.log.close()
+            h.cond.notify_all()
+        if delete:
+            shutil.rmtree(h.log.dir, ignore_errors=True)
+
+    def _unassign(self, tp: TP, h: Hosted) -> None:
+        with self._lock:
+            for f in self.fetchers.values():
+                f.unassign(tp)
+
+    def _notify(self) -> None:
+        with self._data:
+            self._data.notify_all()
+
+    # ------------------------------------------------------------------ produce
+
+    def produce(self, req: pb.ProduceRequest) -> pb.ProduceResponse:
+        h = self.hosted.get((req.topic, req.partition))
+        if h is None or not h.repl.is_leader:
+            return pb.ProduceResponse(error_code=errors.NOT_LEADER_OR_FOLLOWER, base_offset=-1, last_offset=-1)
+        if req.acks not in (0, 1, -1):
+            return pb.ProduceResponse(error_code=21, base_offset=-1, last_offset=-1)  # INVALID_REQUIRED_ACKS
+        records = [(None if r.key_null else r.key, None if r.value_null else r.value,
+                    None if r.timestamp_ms < 0 else r.timestamp_ms) for r in req.records]
+        if not records:
+            return pb.ProduceResponse(error_code=errors.NONE, base_offset=-1, last_offset=-1)
+        deadline = time.monotonic() + max(req.timeout_ms, 1) / 1000
+        with h.cond:
+            if not h.repl.is_leader:
+                return pb.ProduceResponse(error_code=errors.NOT_LEADER_OR_FOLLOWER, base_offset=-1, last_offset=-1)
+            code = h.repl.check_produce(req.acks)
+            if code != errors.NONE:
+                return pb.ProduceResponse(error_code=code, base_offset=-1, last_offset=-1)
+            epoch = h.repl.leader_epoch
+            base, last = h.log.append_as_leader(records, epoch, now_ms())
+            self._log_events(h.repl.on_leader_append(h.log, now_ms()))
+            self._notify()  # wake followers' long polls
+            if req.acks != -1:
+                return pb.ProduceResponse(error_code=errors.NONE, base_offset=base, last_offset=last, leader_epoch=epoch)
+            while True:
+                if not h.repl.is_leader or h.repl.leader_epoch != epoch:
+                    code = errors.NOT_LEADER_OR_FOLLOWER
+                    break
+                done = h.repl.check_acks_all(last + 1)
+                if done is not None:
+                    code = done
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    code = errors.REQUEST_TIMED_OUT
+                    break
+                h.cond.wait(remaining)
+        return pb.ProduceResponse(error_code=code, base_offset=base, last_offset=last, leader_epoch=epoch)
+
+    # ------------------------------------------------------------------ fetch
+
+    def fetch(self, req: pb.FetchRequest) -> pb.FetchResponse:
+        """Answer a follower's (replica_id >= 0) or a consumer's fetch for many partitions.
+
+        A follower's position is recorded first (it moves the HW and may
+        expand the ISR); then, while no partition has anything to return, the
+        request long-polls up to max_wait_ms.  Followers read up to the LEO,
+        consumers up to the HW.
+        """
+        follower = req.replica_id >= 0
+        deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
+        answers: dict[int, pb.FetchPartitionResponse] = {}
+        pending: list[tuple[int, pb.FetchPartition, Hosted]] = []
+        proposals: list[tuple[Hosted, AlterIsrProposal]] = []
+        for i, fp in enumerate(req.partitions):
+            h = self.hosted.get((fp.topic, fp.partition))
+            if h is None or not h.repl.is_leader:
+                answers[i] = self._error(fp, errors.NOT_LEADER_OR_FOLLOWER)
+                continue
+            with h.cond:
+                if follower:
+                    out = h.repl.on_follower_fetch(req.replica_id, fp.fetch_offset, fp.last_fetched_epoch,
+                                                   fp.current_leader_epoch, h.log, now_ms())
+                    self._log_events(out.events)
+                    h.cond.notify_all()  # the HW may have moved: wake acks=all waiters
+                    if out.alter_isr is not None:
+                        proposals.append((h, out.alter_isr))
+                    if out.error != errors.NONE or out.diverging_epoch is not None or out.read_offset is None:
+                        a = self._error(fp, out.error, h)
+                        if out.diverging_epoch is not None:
+                            a.diverging_epoch, a.diverging_end_offset = out.diverging_epoch
+                        answers[i] = a
+                        continue
+                pending.append((i, fp, h))
+        for h, proposal in proposals:
+            self._send_alter_isr(h, proposal)
+
+        def ready() -> bool:
+            return any((h.log.log_end_offset if follower else h.repl.high_watermark) > fp.fetch_offset
+                       or not h.repl.is_leader for _, fp, h in pending)
+
+        with self._data:
+            while pending and not ready() and not self._stopping.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._data.wait(remaining)
+        for i, fp, h in pending:
+            with h.cond:
+                if not h.repl.is_leader or h.log.closed:
+                    answers[i] = self._error(fp, errors.NOT_LEADER_OR_FOLLOWER)
+                    continue
+                hw = h.repl.high_watermark
+                try:
+                    data = h.log.read(fp.fetch_offset, fp.max_bytes or 1 << 20, None if follower else hw)
+                except OffsetOutOfRangeError:
+                    answers[i] = self._error(fp, 1, h)  # OFFSET_OUT_OF_RANGE
+                    continue
+                answers[i] = pb.FetchPartitionResponse(
+                    topic=fp.topic, partition=fp.partition, error_code=errors.NONE, high_watermark=hw,
+                    log_start_offset=h.log.log_start_offset, log_end_offset=h.log.log_end_offset,
+                    records=bytes(data), diverging_epoch=-1, leader_epoch=h.repl.leader_epoch)
+        return pb.FetchResponse(error_code=errors.NONE, partitions=[answers[i] for i in range(len(req.partitions))])
+
+    @staticmethod
+    def _error(fp: pb.FetchPartition, code: int, h: Hosted | None = None) -> pb.FetchPartitionResponse:
+        a = pb.FetchPartitionResponse(topic=fp.topic, partition=fp.partition, error_code=code, diverging_epoch=-1)
+        if h is not None:
+            a.high_watermark, a.log_end_offset = h.repl.high_watermark, h.log.log_end_offset
+            a.leader_epoch = h.repl.leader_epoch
+        return a
+
+    # ------------------------------------------------------------------ ISR changes
+
+    def _send_alter_isr(self, h: Hosted, proposal: AlterIsrProposal) -> None:
+        threading.Thread(target=self._alter_isr, args=(h, proposal), daemon=True, name="alter-isr").start()
+
+    def _alter_isr(self, h: Hosted, proposal: AlterIsrProposal) -> None:
+        self.events.emit("isr_change_proposed", **proposal.fields())
+        code, isr, version, epoch = errors.NOT_CONTROLLER, None, None, None
+        target = self._controller_endpoint()
+        if target is not None:
+            try:
+                with grpc.insecure_channel(target) as ch:
+                    r = pbg.BrokerStub(ch).AlterIsr(pb.AlterIsrRequest(
+                        broker_id=self.broker_id, broker_epoch=self._broker_epoch(), partitions=[pb.AlterIsrPartition(
+                            topic=proposal.topic, partition=proposal.partition, leader_epoch=proposal.leader_epoch,
+                            new_isr=list(proposal.new_isr), current_isr_version=proposal.zk_version)]), timeout=10)
+                code = r.error_code
+                if code == errors.NONE and r.partitions:
+                    res = r.partitions[0]
+                    code, isr, version, epoch = res.error_code, list(res.isr), res.current_isr_version, res.leader_epoch
+            except grpc.RpcError as e:
+                log.warning("AlterIsr failed: %s", e)
+        with h.cond:
+            outcome = h.repl.on_alter_isr_result(code, isr, version, epoch, proposal=proposal, log=h.log,
+                                                 now_ms=now_ms())
+            self._log_events(outcome.events)
+            h.cond.notify_all()
+        self._notify()
+
+    def _shrink_isrs(self) -> None:
+        for h in list(self.hosted.values()):
+            with h.cond:
+                if not h.repl.is_leader or h.log.closed:
+                    continue
+                proposal = h.repl.maybe_shrink_isr(h.log, now_ms())
+            if proposal is not None:
+                self._send_alter_isr(h, proposal)
+
+    # ------------------------------------------------------------------ housekeeping
+
+    def checkpoint_hws(self) -> None:
+        hws = {tp: h.repl.high_watermark for tp, h in list(self.hosted.items())}
+        if hws:
+            self._checkpoint.write(hws)
+
+    def _every(self, interval_s: float, fn: Callable[[], None]) -> None:
+        while not self._stopping.wait(interval_s):
+            try:
+                fn()
+            except Exception:
+                log.exception("periodic %s failed", fn.__name__)
+
+    def _log_events(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+        for name, fields in events:
+            self.events.emit(name, **fields)
+
+    def describe(self) -> dict[TP, tuple[int, int]]:
+        """(log end offset, high watermark) of every hosted partition."""
+        return {tp: (h.log.log_end_offset, h.repl.high_watermark) for tp, h in list(self.hosted.items())}
+
+    def close(self) -> None:
+        self._stopping.set()
+        with self._lock:
+            fetchers = list(self.fetchers.values())
+        for f in fetchers:
+            f.stop()
+        self._notify()
+        try:
+            self.checkpoint_hws()
+        finally:
+            for h in list(self.hosted.values()):
+                with h.cond:
+                    h.log.flush()
+                    h.log.close()
+
+
+class LeaderFetcher(threading.Thread):
+    """A follower's fetch loop towards one leader broker, for every partition it follows there."""
+
+    def __init__(self, rm: ReplicaManager, leader: int):
+        super().__init__(name=f"fetcher-from-{leader}", daemon=True)
+        self.rm, self.leader = rm, leader
+        self._parts: dict[TP, tuple[Hosted, int]] = {}
+        self._lock = threading.Lock()
+        self._stop_event = threading.Event()
+
+    def assign(self, tp: TP, h: Hosted, leader_epoch: int) -> None:
+        with self._lock:
+            self._parts[tp] = (h, leader_epoch)
+
+    def unassign(self, tp: TP) -> None:
+        with self._lock:
+            self._parts.pop(tp, None)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def run(self) -> None:
+        channel, target = None, None
+        try:
+            while not self._stop_event.is_set():
+                with self._lock:
+                    parts = dict(self._parts)
+                endpoint = self.rm._endpoint_of(self.leader)
+                if not parts or endpoint is None:
+                    self._stop_event.wait(0.05)
+                    continue
+                if endpoint != target:
+                    if channel is not None:
+                        channel.close()
+                    channel, target = grpc.insecure_channel(endpoint), endpoint
+                if not self._fetch_once(pbg.BrokerStub(channel), parts):
+                    self._stop_event.wait(0.05)  # back off after an error
+        finally:
+            if channel is not None:
+                channel.close()
+
+    def _fetch_once(self, stub: pbg.BrokerStub, parts: dict[TP, tuple[Hosted, int]]) -> bool:
+        wanted: list[pb.FetchPartition] = []
+        sent: dict[TP, tuple[Hosted, int]] = {}
+        for tp, (h, epoch) in parts.items():
+            with h.cond:
+                if h.log.closed or h.fetching_from != (self.leader, epoch):
+                    continue
+                wanted.append(pb.FetchPartition(topic=tp[0], partition=tp[1], fetch_offset=h.log.log_end_offset,
+                                                last_fetched_epoch=h.log.epoch_cache.latest_epoch,
+                                                current_leader_epoch=epoch, max_bytes=1 << 20))
+                sent[tp] = (h, epoch)
+        if not wanted:
+            return False
+        try:
+            r = stub.Fetch(pb.FetchRequest(replica_id=self.rm.broker_id, replica_epoch=self.rm._broker_epoch(),
+                                           max_wait_ms=self.rm.fetch_wait_ms, partitions=wanted),
+                           timeout=self.rm.fetch_wait_ms / 1000 + 5)
+        except grpc.RpcError:
+            return False
+        ok = True
+        for a in r.partitions:
+            tp = (a.topic, a.partition)
+            if tp not in sent:
+                continue
+            h, epoch = sent[tp]
+            with h.cond:
+                # a role change since the request was sent makes this answer stale
+                if self._stop_event.is_set() or h.log.closed or h.fetching_from != (self.leader, epoch):
+                    continue
+                ok = self._apply(tp, h, epoch, a) and ok
+        return ok
+
+    def _apply(self, tp: TP, h: Hosted, epoch: int, a: pb.FetchPartitionResponse) -> bool:
+        rm = self.rm
+        if a.error_code != errors.NONE:
+            return False
+        if a.diverging_epoch >= 0:
+            cut = min(a.diverging_end_offset, h.log.log_end_offset)
+            dropped = h.log.truncate_to(cut)
+            rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=cut, records_dropped=dropped,
+                           diverging_epoch=a.diverging_epoch, leader=self.leader, leader_epoch=epoch)
+            rm._log_events(h.repl.on_truncate(h.log.log_end_offset))
+            return True
+        if a.records:
+            try:
+                h.log.append_as_follower(a.records)
+            except (InvalidAppendError, CorruptBatchError) as e:
+                rm.events.emit("follower_append_failed", topic=tp[0], partition=tp[1], error=str(e))
+                return False
+        rm._log_events(h.repl.on_fetch_response(a.high_watermark, h.log))
+        return True

@@ -1,0 +1,117 @@
+"""Replicated partitions on real brokers: produce with acks, follower fetch, HW, and leader failover."""
+from __future__ import annotations
+
+import signal
+
+import grpc
+
+from helpers import events
+from node import errors, topics
+from node.storage.batch import scan_batches
+from node.waiting import wait_for
+from proto import kafkasim_pb2 as pb
+from proto import kafkasim_pb2_grpc as pbg
+
+TOPIC = "acked"
+
+
+def stub(cluster, broker: int) -> pbg.BrokerStub:
+    spec = cluster.cfg.broker(broker)
+    return pbg.BrokerStub(grpc.insecure_channel(f"{spec.host}:{spec.port}"))
+
+
+def leader_of(cluster, topic: str, partition: int = 0) -> tuple[int, int]:
+    s = cluster.view().topics[topic]["partitions"][partition]
+    return s["leader"], s["leader_epoch"]
+
+
+def produce(cluster, values: list[bytes], acks: int = -1) -> pb.ProduceResponse:
+    leader, _ = leader_of(cluster, TOPIC)
+    return stub(cluster, leader).Produce(pb.ProduceRequest(
+        topic=TOPIC, partition=0, acks=acks, timeout_ms=5000,
+        records=[pb.Record(key=b"", key_null=True, value=v, timestamp_ms=-1) for v in values]), timeout=10)
+
+
+def consume_all(cluster, broker: int) -> tuple[dict[int, bytes], int]:
+    """Every record below the HW on that broker (as a consumer: replica_id -1)."""
+    out: dict[int, bytes] = {}
+    offset, hw = 0, 0
+    s = stub(cluster, broker)
+    while True:
+        r = s.Fetch(pb.FetchRequest(replica_id=-1, max_wait_ms=0, partitions=[
+            pb.FetchPartition(topic=TOPIC, partition=0, fetch_offset=offset, current_leader_epoch=-1,
+                              last_fetched_epoch=-1, max_bytes=1 << 20)]), timeout=10).partitions[0]
+        assert r.error_code == errors.NONE, errors.name(r.error_code)
+        hw = r.high_watermark
+        scan = scan_batches(r.records)
+        if not scan.batches:
+            return out, hw
+        for _, batch in scan.batches:
+            for rec in batch.records:
+                out[rec.offset] = rec.value
+            offset = batch.last_offset + 1
+
+
+def test_acknowledged_records_survive_a_sigkill_of_the_leader(make_cluster):
+    cluster = make_cluster(3)
+    topics.create_topic(cluster.zk(), TOPIC, 1, 3, {"min.insync.replicas": 2})
+    # the first produce may meet a leader that has not heard of its role yet
+    wait_for(lambda: produce(cluster, [b"warm-up"]).error_code == errors.NONE, 10, "a leader that accepts writes")
+    acked: dict[int, bytes] = {0: b"warm-up"}
+    for i in range(20):
+        values = [f"v{i}-{j}".encode() for j in range(10)]
+        r = produce(cluster, values)
+        assert r.error_code == errors.NONE, errors.name(r.error_code)
+        for j, v in enumerate(values):
+            acked[r.base_offset + j] = v
+    old_leader, old_epoch = leader_of(cluster, TOPIC)
+    # acks=all means the HW covers every acknowledged record on the leader
+    records, hw = consume_all(cluster, old_leader)
+    assert hw == max(acked) + 1 and records == acked
+
+    cluster.signal_broker(old_leader, signal.SIGKILL)
+    wait_for(lambda: leader_of(cluster, TOPIC)[0] not in (-1, old_leader), 15, "a new leader")
+    new_leader, new_epoch = leader_of(cluster, TOPIC)
+    assert new_epoch == old_epoch + 1
+    # every acknowledged record is on the new leader, at its offset, once its HW has caught up
+    records = wait_for(lambda: (r := consume_all(cluster, new_leader))[1] >= max(acked) + 1 and r[0], 15,
+                       "the new leader's HW to cover every acknowledged record")
+    assert {o: records[o] for o in acked} == acked
+    # and it accepts new writes with acks=all from the remaining ISR of 2 (min.insync.replicas 2)
+    r = wait_for(lambda: (x := produce(cluster, [b"after"])).error_code == errors.NONE and x, 10, "a write after")
+    assert r.base_offset == max(records) + 1
+    assert events(cluster, broker=new_leader, type_="hw_changed")
+
+
+def test_a_paused_follower_leaves_the_isr_after_the_lag_time_and_returns(make_cluster):
+    # the session outlives the pause: the shrink must come from the lag rule (AlterIsr), not from expiry
+    cluster = make_cluster(3, **{"zookeeper.session.timeout.ms": 10000, "replica.lag.time.max.ms": 1000,
+                                 "replica.fetch.wait.max.ms": 200})
+    topics.create_topic(cluster.zk(), TOPIC, 1, 3, {})
+    wait_for(lambda: produce(cluster, [b"first"]).error_code == errors.NONE, 10, "a leader that accepts writes")
+    leader, _ = leader_of(cluster, TOPIC)
+    ctl = cluster.view().controller_id
+    follower = next(b for b in (1, 2, 3) if b not in (leader, ctl)) if leader != ctl else \
+        next(b for b in (1, 2, 3) if b != leader)
+
+    def isr() -> list[int]:
+        return cluster.view().topics[TOPIC]["partitions"][0]["isr"]
+
+    cluster.signal_broker(follower, signal.SIGSTOP)
+    try:
+        # the leader's LEO must move ahead of the paused follower for it to count as lagging
+        wait_for(lambda: produce(cluster, [b"x"], acks=1).error_code == errors.NONE and follower not in isr(),
+                 10, f"broker {follower} to leave the ISR after replica.lag.time.max.ms")
+        # acks=all still works with the remaining ISR (min.insync.replicas 1)
+        assert produce(cluster, [b"while-paused"]).error_code == errors.NONE
+    finally:
+        cluster.signal_broker(follower, signal.SIGCONT)
+    wait_for(lambda: follower in isr(), 15, f"broker {follower} to catch up and rejoin the ISR")
+    assert cluster.view().topics[TOPIC]["partitions"][0]["leader"] == leader
+
+    proposals = [e["kind"] for e in events(cluster, broker=leader, type_="isr_change_proposed", topic=TOPIC)]
+    assert "shrink" in proposals and "expand" in proposals
+    # the leader's HW never went down
+    hws = [e for e in events(cluster, broker=leader, type_="hw_changed", topic=TOPIC)]
+    assert hws and all(e["new"] >= e["old"] for e in hws)
+    assert [e["new"] for e in hws] == sorted(e["new"] for e in hws)
