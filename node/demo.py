@@ -51,6 +51,12 @@ def failover(cluster: Cluster, sig: signal.Signals, lines: list[str], timeout: f
     written = _first(events, t0, "partition_states_written", epoch=view.controller_epoch)
     gone_ns = stopped["mono_ns"] if stopped else t0
     lines.append("   signal sent                      t=0 ms")
+    shut = _first(events, t0, "controlled_shutdown_done", broker=old)
+    if shut:
+        moved = [e for e in events if e["mono_ns"] >= t0 and e["type"] == "partition_state_written"
+                 and e["reason"] == "controlled_shutdown"]
+        lines.append(f"   controlled shutdown: the old controller moved {len(moved)} leaderships away and left "
+                     f"every ISR in {shut['duration_ms']:.1f} ms")
     if stopped:
         lines.append(f"   old controller closes its session t={(stopped['mono_ns'] - t0) / 1e6:8.1f} ms")
     if elected:
@@ -59,6 +65,11 @@ def failover(cluster: Cluster, sig: signal.Signals, lines: list[str], timeout: f
     if written:
         lines.append(f"   {written['count']} partition states written    t={(written['mono_ns_written'] - t0) / 1e6:8.1f} ms"
                      f"  ({(written['mono_ns_written'] - gone_ns) / 1e6:.1f} ms after the old controller was gone)")
+    elif shut:
+        done = _first(events, t0, "controller_failover_done", epoch=view.controller_epoch)
+        if done:
+            lines.append(f"   new controller took over           t={(done['mono_ns'] - t0) / 1e6:8.1f} ms"
+                         f"  (nothing left to write: controlled shutdown did it)")
     moved = [p for p in led if view.partition("__consumer_offsets", p)["leader"] != old]
     lines.append(f"   new controller: broker {view.controller_id}, epoch {view.controller_epoch}; "
                  f"{len(moved)}/{len(led)} of its partitions have a new leader; "
