@@ -115,3 +115,59 @@ def test_a_paused_follower_leaves_the_isr_after_the_lag_time_and_returns(make_cl
     hws = [e for e in events(cluster, broker=leader, type_="hw_changed", topic=TOPIC)]
     assert hws and all(e["new"] >= e["old"] for e in hws)
     assert [e["new"] for e in hws] == sorted(e["new"] for e in hws)
+
+
+def _out_of_sync_replica_alone(cluster, topic_configs: dict) -> tuple[int, int, int]:
+    """RF 2: the follower lags out of the ISR, the leader takes writes only it has, then dies.
+
+    Returns (dead leader, surviving out-of-sync replica, records only the dead leader had).
+    """
+    topics.create_topic(cluster.zk(), TOPIC, 1, 2, topic_configs)
+    wait_for(lambda: produce(cluster, [b"both-have-this"]).error_code == errors.NONE, 10, "a working leader")
+    leader, _ = leader_of(cluster, TOPIC)
+    follower = next(b for b in cluster.view().topics[TOPIC]["partitions"][0]["replicas"] if b != leader)
+
+    def isr() -> list[int]:
+        return cluster.view().topics[TOPIC]["partitions"][0]["isr"]
+
+    cluster.signal_broker(follower, signal.SIGSTOP)
+    try:
+        wait_for(lambda: produce(cluster, [b"lag"], acks=1).error_code == errors.NONE and isr() == [leader],
+                 10, "the paused follower to leave the ISR")
+        only_leader = 5
+        for _ in range(only_leader):  # acks=1: on the leader only
+            assert produce(cluster, [b"only-on-the-leader"], acks=1).error_code == errors.NONE
+        cluster.signal_broker(leader, signal.SIGKILL)
+    finally:
+        cluster.signal_broker(follower, signal.SIGCONT)
+    cluster.wait_exit(leader)
+    return leader, follower, only_leader
+
+
+def test_with_unclean_election_off_the_partition_stays_offline(make_cluster):
+    cluster = make_cluster(3, **{"zookeeper.session.timeout.ms": 3000, "replica.lag.time.max.ms": 500,
+                                 "replica.fetch.wait.max.ms": 100})
+    dead, survivor, _ = _out_of_sync_replica_alone(cluster, {})
+    offline = wait_for(lambda: events(cluster, type_="partition_offline", topic=TOPIC), 15,
+                       "the controller to take the partition offline")
+    assert offline[-1]["isr"] == [dead], "the ISR is never emptied: the dead leader stays its last member"
+    s = cluster.view().topics[TOPIC]["partitions"][0]
+    assert s["leader"] == -1 and s["isr"] == [dead] and survivor in cluster.view().brokers
+    assert events(cluster, type_="unclean_leader_election", topic=TOPIC) == []
+
+
+def test_with_unclean_election_on_the_out_of_sync_replica_leads_and_the_loss_is_reported(make_cluster):
+    cluster = make_cluster(3, **{"zookeeper.session.timeout.ms": 3000, "replica.lag.time.max.ms": 500,
+                                 "replica.fetch.wait.max.ms": 100})
+    dead, survivor, lost = _out_of_sync_replica_alone(cluster, {"unclean.leader.election.enable": True})
+    unclean = wait_for(lambda: events(cluster, type_="unclean_leader_election", topic=TOPIC), 15,
+                       "an unclean election")
+    assert unclean[0]["leader"] == survivor and unclean[0]["previous_isr"] == [dead]
+    s = wait_for(lambda: (x := cluster.view().topics[TOPIC]["partitions"][0])["leader"] == survivor and x,
+                 10, "the survivor to lead")
+    assert s["isr"] == [survivor]
+    # the old leader comes back as a follower and cuts what only it had: the data lost, in its events
+    cluster.start_broker(dead)
+    cut = wait_for(lambda: events(cluster, broker=dead, type_="log_truncated", topic=TOPIC), 20,
+                   "the old leader to truncate by leader epoch")
+    assert sum(e["records_dropped"] for e in cut) >= lost
