@@ -171,3 +171,35 @@ def test_with_unclean_election_on_the_out_of_sync_replica_leads_and_the_loss_is_
     cut = wait_for(lambda: events(cluster, broker=dead, type_="log_truncated", topic=TOPIC), 20,
                    "the old leader to truncate by leader epoch")
     assert sum(e["records_dropped"] for e in cut) >= lost
+    # records past the new leader's epoch end offset are gone: the former leader's log becomes the leader's
+    assert produce(cluster, [b"after-the-election"]).error_code == errors.NONE
+    wait_for(lambda: dead in cluster.view().topics[TOPIC]["partitions"][0]["isr"], 20,
+             "the former leader to catch up and rejoin the ISR")
+    logs = [cluster.cfg.broker(b).log_dir / f"{TOPIC}-0" / f"{0:020d}.log" for b in (dead, survivor)]
+    wait_for(lambda: logs[0].read_bytes() == logs[1].read_bytes(), 10, "identical logs")
+
+
+def test_a_segment_cut_mid_batch_is_recovered_at_restart(make_cluster):
+    cluster = make_cluster(3)
+    topics.create_topic(cluster.zk(), TOPIC, 1, 3, {})
+    wait_for(lambda: produce(cluster, [b"first"]).error_code == errors.NONE, 10, "a working leader")
+    for i in range(10):
+        assert produce(cluster, [f"r{i}-{j}".encode() * 8 for j in range(5)]).error_code == errors.NONE
+    leader, _ = leader_of(cluster, TOPIC)
+    victim = next(b for b in (1, 2, 3) if b != leader)
+    wait_for(lambda: consume_all(cluster, leader)[1] == 51, 10, "the HW over every record")
+    cluster.stop_broker(victim)
+    segment = cluster.cfg.broker(victim).log_dir / f"{TOPIC}-0" / f"{0:020d}.log"
+    size = segment.stat().st_size
+    with open(segment, "r+b") as f:  # a torn write: the last batch loses its tail
+        f.truncate(size - 7)
+    cluster.start_broker(victim)
+    recovered = wait_for(lambda: events(cluster, broker=victim, type_="log_recovered", topic=TOPIC), 20,
+                         "recovery of the torn segment at start-up")
+    assert recovered[0]["truncated_bytes"] > 0 and recovered[0]["dropped_batches"] >= 1
+    assert recovered[0]["log_end_offset"] < 51
+    # it fetches what it lost from the leader and is back in the ISR; its log is the leader's again
+    wait_for(lambda: victim in cluster.view().topics[TOPIC]["partitions"][0]["isr"], 20,
+             "the recovered replica to rejoin the ISR")
+    leader_log = cluster.cfg.broker(leader).log_dir / f"{TOPIC}-0" / f"{0:020d}.log"
+    wait_for(lambda: segment.read_bytes() == leader_log.read_bytes(), 10, "identical logs")
