@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import signal
 
+import grpc
 import pytest
 
 from helpers import events, offsets_partitions
 from node.waiting import wait_for
+from proto import kafkasim_pb2 as pb
+from proto import kafkasim_pb2_grpc as pbg
 from zk import codecs, paths
 
 TOPIC = "__consumer_offsets"
+
+
+def _cached_partitions(cluster, broker: int) -> int:
+    spec = cluster.cfg.broker(broker)
+    with grpc.insecure_channel(f"{spec.host}:{spec.port}") as ch:
+        return len(pbg.BrokerStub(ch).DescribeBroker(pb.DescribeBrokerRequest(), timeout=5).partitions)
 
 
 def _rogue_write(cluster, partition: int, leader: int | None = None) -> int:
@@ -35,6 +44,9 @@ def test_stale_cache_entries_are_caught(make_cluster, stale_written):
     before = cluster.view()
     ctl = before.controller_id
     wait_for(lambda: events(cluster, broker=ctl, type_="controller_failover_done"), 10, "the first failover")
+    # every broker's metadata cache covers every partition (UpdateMetadata delivered) before we begin
+    for b in before.brokers:
+        wait_for(lambda b=b: _cached_partitions(cluster, b) == 50, 10, f"broker {b}'s metadata cache")
     parts = offsets_partitions(before)
     # stale, and not rewritten by the next controller: a partition the dead broker does not replicate,
     # made leaderless behind the controller's back (the verification read must elect a leader)
