@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-
 from typing import Any
 
 from node.cluster import Cluster, process_state
@@ -44,3 +43,23 @@ def processes_mentioning(marker: str) -> dict[int, str]:
             if marker in cmd and process_state(int(entry)) != "dead":
                 out[int(entry)] = cmd
     return out
+
+
+def write_embedded_cluster_yaml(d, ports: list[int], session_ms: int, **settings: Any):
+    """A cluster.yaml for an embedded ZooKeeper (tick 100 ms), everything under ``d``."""
+    import yaml
+
+    d.mkdir(parents=True, exist_ok=True)
+    doc: dict[str, Any] = {
+        "run.dir": str(d / "run"),
+        "zookeeper.connect": None,
+        "zookeeper.embedded.tick.time.ms": 100,
+        "zookeeper.session.timeout.ms": session_ms,
+        "offsets.topic.num.partitions": 50,
+        "offsets.topic.replication.factor": 3,
+        "brokers": [{"id": i, "host": "127.0.0.1", "port": port} for i, port in enumerate(ports, start=1)],
+    }
+    doc.update(settings)
+    path = d / "cluster.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers import _cmdline, processes_mentioning
+from helpers import _cmdline, processes_mentioning, write_embedded_cluster_yaml
 
 from node.cluster import process_state
 from node.events import read_events
@@ -49,20 +49,7 @@ def ok(*args: Any, timeout: float = 90) -> subprocess.CompletedProcess:
 
 def write_embedded_yaml(d: Path, brokers: int = 3, **settings: Any) -> Path:
     """A cluster.yaml for an embedded ZooKeeper, everything under ``d``."""
-    d.mkdir(parents=True, exist_ok=True)
-    doc: dict[str, Any] = {
-        "run.dir": str(d / "run"),
-        "zookeeper.connect": None,
-        "zookeeper.embedded.tick.time.ms": 100,
-        "zookeeper.session.timeout.ms": SESSION_MS,
-        "offsets.topic.num.partitions": 50,
-        "offsets.topic.replication.factor": 3,
-        "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port()} for i in range(1, brokers + 1)],
-    }
-    doc.update(settings)
-    path = d / "cluster.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
+    return write_embedded_cluster_yaml(d, [free_port() for _ in range(brokers)], SESSION_MS, **settings)
 
 
 class CliCluster:

@@ -8,12 +8,10 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
-from helpers import processes_mentioning
+from helpers import processes_mentioning, write_embedded_cluster_yaml
 
 from node.cluster import process_state
 from node.events import read_events
@@ -42,18 +40,7 @@ def consecutive_free_ports(n: int) -> list[int]:
 
 
 def write_config(d: Path, ports: list[int]) -> Path:
-    doc: dict[str, Any] = {
-        "run.dir": str(d / "run"),
-        "zookeeper.connect": None,
-        "zookeeper.embedded.tick.time.ms": 100,
-        "zookeeper.session.timeout.ms": SESSION_MS,
-        "offsets.topic.num.partitions": 50,
-        "offsets.topic.replication.factor": 3,
-        "brokers": [{"id": i, "host": "127.0.0.1", "port": port} for i, port in enumerate(ports, start=1)],
-    }
-    path = d / "cluster.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
+    return write_embedded_cluster_yaml(d, ports, SESSION_MS)
 
 
 def started_pids(run_dir: Path) -> dict[int, list[int]]:

@@ -148,8 +148,23 @@ class Record:
     value: bytes | None
 
 
+class _OffsetSpan:
+    """The offsets a batch covers, from its base offset and last offset delta."""
+
+    base_offset: int
+    last_offset_delta: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
 @dataclass(frozen=True)
-class BatchHeader:
+class BatchHeader(_OffsetSpan):
     """The fixed 61-byte batch header, read without touching the records."""
 
     base_offset: int
@@ -168,17 +183,9 @@ class BatchHeader:
         """Bytes the whole batch occupies on disk."""
         return self.batch_length + LOG_OVERHEAD
 
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def next_offset(self) -> int:
-        return self.last_offset + 1
-
 
 @dataclass(frozen=True)
-class RecordBatch:
+class RecordBatch(_OffsetSpan):
     """A decoded batch. ``size_bytes`` is its encoded size."""
 
     base_offset: int
@@ -189,14 +196,6 @@ class RecordBatch:
     max_timestamp: int
     size_bytes: int
     crc: int
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def next_offset(self) -> int:
-        return self.last_offset + 1
 
 
 # ---------------------------------------------------------------- encoding
