@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from node.cluster import Cluster  # noqa: E402
 from node.config import load_config  # noqa: E402
-from node.events import read_events  # noqa: E402
+from node.events import read_run_events  # noqa: E402
 from node.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper, free_port  # noqa: E402
 
@@ -82,10 +82,7 @@ def make_cluster(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, controll
 
 
 def events(cluster: Cluster) -> list[dict]:
-    out: list[dict] = []
-    for p in (cluster.run_dir / "events").glob("broker-*.jsonl"):
-        out.extend(read_events(p))
-    return sorted(out, key=lambda e: e["mono_ns"])
+    return read_run_events(cluster.run_dir)
 
 
 def controlled_shutdown(zk: EmbeddedZooKeeper, workdir: Path, partitions: int) -> dict:

@@ -23,19 +23,13 @@ from typing import Callable, Iterable, Mapping, NamedTuple
 
 from controller import election
 from controller.assignment import assign_replicas
+from node.errors import (  # the Kafka error codes the core answers with (a constants table, no I/O)
+    BROKER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, INVALID_REQUEST, INVALID_UPDATE_VERSION, NONE, NOT_CONTROLLER,
+    NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
+)
 from zk.codecs import BrokerRegistration, LeaderAndIsr, TopicAssignment
 
 TP = tuple[str, int]
-# Kafka error codes the core answers with (node/errors.py holds the full table)
-NONE = 0
-NOT_CONTROLLER = 41
-STALE_BROKER_EPOCH = 77
-BROKER_NOT_AVAILABLE = 8
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_LEADER_OR_FOLLOWER = 6
-INVALID_REQUEST = 42
-FENCED_LEADER_EPOCH = 74
-INVALID_UPDATE_VERSION = 95
 StateMap = dict[TP, tuple[LeaderAndIsr, int]]
 
 

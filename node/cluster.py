@@ -18,6 +18,7 @@ from typing import Any
 
 from node.broker import STATE_FILE
 from node.config import ClusterConfig
+from node.procs import process_state  # noqa: F401  (also this module's public name)
 from node.waiting import wait_for
 from zk import paths
 from zk.client import ZkClient
@@ -25,20 +26,6 @@ from zk.codecs import decode_controller_epoch
 from zk.server import EmbeddedZooKeeper
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def process_state(pid: int | None) -> str:
-    """'running', 'paused' (SIGSTOP), or 'dead'."""
-    if not pid:
-        return "dead"
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "dead"
-    if state == "Z":
-        return "dead"
-    return "paused" if state in ("T", "t") else "running"
 
 
 @dataclass

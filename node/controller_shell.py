@@ -27,6 +27,14 @@ log = logging.getLogger(__name__)
 
 TICK_S = 0.1
 
+#: Events that carry a caller's Future as their payload's last item, with the answer
+#: each gets when it is dropped unprocessed (a session expiry drains the queue).
+REQUESTS: dict[str, Any] = {
+    "elect_leaders": {},
+    "controlled_shutdown": (errors.NOT_CONTROLLER, []),
+    "alter_isr": (errors.NOT_CONTROLLER, {}),
+}
+
 
 class ControllerShell:
     def __init__(self, broker_id: int, zk: ZkClient, settings: ControllerSettings, events: EventLog,
@@ -122,7 +130,7 @@ class ControllerShell:
             except Exception as e:  # keep the event thread alive, and say what happened
                 log.exception("controller event %s failed", kind)
                 self.events.emit("controller_error", event=kind, error=repr(e))
-                if kind in ("elect_leaders", "controlled_shutdown", "alter_isr"):
+                if kind in REQUESTS:
                     payload[-1].set_exception(e)
             if kind == "shutdown":
                 return
@@ -209,12 +217,8 @@ class ControllerShell:
                 kind, payload = self._queue.get_nowait()
             except queue.Empty:
                 return
-            if kind == "elect_leaders":
-                payload[1].set_result({})
-            if kind == "controlled_shutdown":
-                payload[-1].set_result((errors.NOT_CONTROLLER, []))
-            if kind == "alter_isr":
-                payload[-1].set_result((errors.NOT_CONTROLLER, {}))
+            if kind in REQUESTS:
+                payload[-1].set_result(REQUESTS[kind])
             if kind == "shutdown":
                 self._stopped.set()
 

@@ -11,19 +11,11 @@ from __future__ import annotations
 import argparse
 import signal
 import time
-from pathlib import Path
 from typing import Any
 
 from node.cluster import Cluster
-from node.events import read_events
+from node.events import read_run_events
 from node.waiting import wait_for
-
-
-def _events(run_dir: Path) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for p in sorted((run_dir / "events").glob("broker-*.jsonl")):
-        out.extend(read_events(p))
-    return sorted(out, key=lambda e: e["mono_ns"])
 
 
 def _first(events: list[dict], after_ns: int, type_: str, **match: Any) -> dict | None:
@@ -45,7 +37,7 @@ def failover(cluster: Cluster, sig: signal.Signals, lines: list[str], timeout: f
                     and v.controller_epoch > old_epoch and _settled(v, old) and v,
                     timeout, "a new controller that moved every leadership")
     cluster.wait_exit(old, timeout=10)
-    events = _events(cluster.run_dir)
+    events = read_run_events(cluster.run_dir)
     stopped = _first(events, t0, "zk_session_closing", broker=old)
     elected = _first(events, t0, "controller_elected", epoch=view.controller_epoch)
     written = _first(events, t0, "partition_states_written", epoch=view.controller_epoch)
@@ -104,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         view = cluster.view()
         for b in (first, second):
             lines.append(f"   broker {b} registered again with broker epoch {view.brokers[b]['epoch']}")
-        events = _events(cluster.run_dir)
+        events = read_run_events(cluster.run_dir)
         changes = [e for e in events if e["type"] == "broker_change" and (e["new"] or e["bounced"])]
         if changes:
             last = changes[-1]

@@ -57,3 +57,11 @@ def read_events(path: Path | str) -> list[dict[str, Any]]:
             except ValueError:
                 continue
     return out
+
+
+def read_run_events(run_dir: Path | str) -> list[dict[str, Any]]:
+    """Every broker's events in a run directory (``<run_dir>/events/broker-*.jsonl``), merged in time order."""
+    out: list[dict[str, Any]] = []
+    for p in sorted((Path(run_dir) / "events").glob("broker-*.jsonl")):
+        out.extend(read_events(p))
+    return sorted(out, key=lambda e: e["mono_ns"])

@@ -85,23 +85,29 @@ class ReplicaManager:
     # ------------------------------------------------------------------ roles (from LeaderAndIsr)
 
     def _host(self, tp: TP) -> Hosted:
-        with self._lock:
-            h = self.hosted.get(tp)
-            if h is None:
-                plog = PartitionLog(self.log_dir, tp[0], tp[1], segment_bytes=self.segment_bytes)
-                if plog.recovery.truncated_bytes:
-                    self.events.emit("log_recovered", topic=tp[0], partition=tp[1],
-                                     truncated_bytes=plog.recovery.truncated_bytes,
-                                     dropped_batches=plog.recovery.dropped_batches,
-                                     log_end_offset=plog.recovery.log_end_offset)
-                overrides = self._topic_config(tp[0])
-                settings = self.settings
-                if "min.insync.replicas" in overrides:  # a topic-level override of the broker default
-                    settings = ReplicaSettings(settings.replica_lag_time_max_ms, int(overrides["min.insync.replicas"]))
-                repl = PartitionReplication(tp[0], tp[1], self.broker_id, settings,
-                                            high_watermark=min(self._hw_at_start.get(tp, 0), plog.log_end_offset))
-                h = self.hosted[tp] = Hosted(plog, repl)
+        """The hosted replica, opening its log first if needed. Roles are applied one
+        LeaderAndIsr at a time, so the log and the topic's config (a ZooKeeper read) are
+        loaded outside the partitions lock, which only guards the insertion."""
+        h = self.hosted.get(tp)
+        if h is not None:
             return h
+        overrides = self._topic_config(tp[0])
+        settings = self.settings
+        if "min.insync.replicas" in overrides:  # a topic-level override of the broker default
+            settings = ReplicaSettings(settings.replica_lag_time_max_ms, int(overrides["min.insync.replicas"]))
+        plog = PartitionLog(self.log_dir, tp[0], tp[1], segment_bytes=self.segment_bytes)
+        if plog.recovery.truncated_bytes:
+            self.events.emit("log_recovered", topic=tp[0], partition=tp[1],
+                             truncated_bytes=plog.recovery.truncated_bytes,
+                             dropped_batches=plog.recovery.dropped_batches,
+                             log_end_offset=plog.recovery.log_end_offset)
+        repl = PartitionReplication(tp[0], tp[1], self.broker_id, settings,
+                                    high_watermark=min(self._hw_at_start.get(tp, 0), plog.log_end_offset))
+        with self._lock:
+            h = self.hosted.setdefault(tp, Hosted(plog, repl))
+        if h.log is not plog:
+            plog.close()
+        return h
 
     def apply_leader_and_isr(self, p: PartitionInfo) -> None:
         """A LeaderAndIsr for this replica: a new role, or (same leader epoch) a newer ISR."""
@@ -186,7 +192,7 @@ class ReplicaManager:
         if h is None or not h.repl.is_leader:
             return pb.ProduceResponse(error_code=errors.NOT_LEADER_OR_FOLLOWER, base_offset=-1, last_offset=-1)
         if req.acks not in (0, 1, -1):
-            return pb.ProduceResponse(error_code=21, base_offset=-1, last_offset=-1)  # INVALID_REQUIRED_ACKS
+            return pb.ProduceResponse(error_code=errors.INVALID_REQUIRED_ACKS, base_offset=-1, last_offset=-1)
         records = [(None if r.key_null else r.key, None if r.value_null else r.value,
                     None if r.timestamp_ms < 0 else r.timestamp_ms) for r in req.records]
         if not records:
@@ -276,7 +282,7 @@ class ReplicaManager:
                 try:
                     data = h.log.read(fp.fetch_offset, fp.max_bytes or 1 << 20, None if follower else hw)
                 except OffsetOutOfRangeError:
-                    answers[i] = self._error(fp, 1, h)  # OFFSET_OUT_OF_RANGE
+                    answers[i] = self._error(fp, errors.OFFSET_OUT_OF_RANGE, h)
                     continue
                 answers[i] = pb.FetchPartitionResponse(
                     topic=fp.topic, partition=fp.partition, error_code=errors.NONE, high_watermark=hw,
@@ -347,10 +353,6 @@ class ReplicaManager:
     def _log_events(self, events: list[tuple[str, dict[str, Any]]]) -> None:
         for name, fields in events:
             self.events.emit(name, **fields)
-
-    def describe(self) -> dict[TP, tuple[int, int]]:
-        """(log end offset, high watermark) of every hosted partition."""
-        return {tp: (h.log.log_end_offset, h.repl.high_watermark) for tp, h in list(self.hosted.items())}
 
     def close(self) -> None:
         self._stopping.set()

@@ -43,12 +43,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
 
 from node import errors
+from node.errors import INVALID_REQUIRED_ACKS, OFFSET_OUT_OF_RANGE
 
 Event = tuple[str, dict[str, Any]]
 UNKNOWN_OFFSET = -1
-# codes not in node/errors.py's table
-OFFSET_OUT_OF_RANGE = 1
-INVALID_REQUIRED_ACKS = 21
 
 # AlterIsr answers after which the leader must not propose again until it learns a
 # newer partition state (LeaderAndIsr / UpdateMetadata / become_*):
@@ -369,8 +367,6 @@ class PartitionReplication:
         maybe_shrink_isr: time passing can drop a lagging non-ISR replica from the HW set).
         """
         return self._maybe_increment_hw(log.log_end_offset, now_ms) if self.is_leader else []
-
-    maybe_increment_high_watermark = on_leader_append
 
     def out_of_sync_replicas(self, log: LogView, now_ms: int) -> tuple[int, ...]:
         """ISR followers whose LEO differs from the leader's and who have not caught up within the lag."""

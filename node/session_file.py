@@ -13,21 +13,7 @@ import json
 import os
 from pathlib import Path
 
-
-def _start_time(pid: int) -> str | None:
-    """The pid's start time (clock ticks since boot), or None when no live process has it.
-
-    A zombie (killed, not yet reaped) counts as gone: it holds no sockets, so
-    no session of its own can still be heart-beating.
-    """
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    if fields[0] in ("Z", "X"):
-        return None
-    return fields[19]
+from node.procs import start_time
 
 
 class SessionFile:
@@ -38,7 +24,7 @@ class SessionFile:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"session_id": session_id, "pid": os.getpid(),
-                                   "start_time": _start_time(os.getpid())}))
+                                   "start_time": start_time(os.getpid())}))
         tmp.replace(self.path)
 
     def dead_predecessor_session(self) -> int | None:
@@ -48,6 +34,6 @@ class SessionFile:
             sid, pid, started = int(doc["session_id"]), int(doc["pid"]), doc.get("start_time")
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        if pid != os.getpid() and _start_time(pid) == started and started is not None:
+        if pid != os.getpid() and start_time(pid) == started and started is not None:
             return None  # that process is still running: its session may be alive
         return sid

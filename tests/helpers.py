@@ -5,21 +5,13 @@ import os
 from typing import Any
 
 from node.cluster import Cluster, process_state
-from node.events import read_events
+from node.events import read_run_events
 
 
 def events(cluster: Cluster, broker: int | None = None, type_: str | None = None, **match: Any) -> list[dict]:
-    out: list[dict] = []
-    paths = sorted((cluster.run_dir / "events").glob("broker-*.jsonl"))
-    for p in paths:
-        for e in read_events(p):
-            if broker is not None and e["broker"] != broker:
-                continue
-            if type_ is not None and e["type"] != type_:
-                continue
-            if all(e.get(k) == v for k, v in match.items()):
-                out.append(e)
-    return sorted(out, key=lambda e: e["mono_ns"])
+    return [e for e in read_run_events(cluster.run_dir)
+            if (broker is None or e["broker"] == broker) and (type_ is None or e["type"] == type_)
+            and all(e.get(k) == v for k, v in match.items())]
 
 
 def offsets_partitions(view) -> dict[int, dict]:

@@ -3,24 +3,17 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
+from node.waiting import wait_for
 from zk.server import EmbeddedZooKeeper, ZooKeeperNotInstalled, ZooKeeperServer, free_port
 
 TICK_MS = 100
-
-
-def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def pid_gone(pid: int) -> bool:

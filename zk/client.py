@@ -133,10 +133,6 @@ class ZkClient:
     def exists(self, path: str, watch: Callable[[Any], None] | None = None) -> Any:
         return self.kz.exists(path, watch=watch)
 
-    def watch_children(self, path: str, watch: Callable[[Any], None]) -> list[str]:
-        """One-shot children watch (re-arm by calling again), returns the children."""
-        return self.kz.get_children(path, watch=watch)
-
     def read_many(self, ops: Sequence[tuple[int, str]]) -> list[Any]:
         return multi_read(self.kz, ops)
 
