@@ -209,20 +209,34 @@ def _put_bytes(out: bytearray, data: bytes | None) -> None:
 
 
 def encode_batch(base_offset: int, leader_epoch: int,
-                 records: Sequence[tuple[bytes | None, bytes | None, int]]) -> bytes:
+                 records: Sequence[tuple[bytes | None, bytes | None, int]], *,
+                 offset_deltas: Sequence[int] | None = None, last_offset_delta: int | None = None,
+                 base_timestamp: int | None = None) -> bytes:
     """Encode ``(key, value, timestamp_ms)`` tuples as one batch at ``base_offset``.
 
-    Offsets are consecutive from ``base_offset``; the base timestamp is the first
-    record's timestamp and the max timestamp the largest.
+    By default offsets are consecutive from ``base_offset`` and the base timestamp is
+    the first record's.  A compacted batch keeps its original offsets, so
+    ``offset_deltas`` (strictly increasing, >= 0) may leave gaps, and
+    ``last_offset_delta`` may exceed the last record's delta (Kafka keeps a cleaned
+    batch's original last offset).  The max timestamp is always the largest record
+    timestamp.
     """
     if not records:
         raise ValueError("a record batch needs at least one record")
     if len(records) - 1 > _INT32_MAX:
         raise ValueError("too many records for one batch")
-    base_ts = records[0][2]
+    deltas = range(len(records)) if offset_deltas is None else list(offset_deltas)
+    if len(deltas) != len(records):
+        raise ValueError("offset_deltas and records differ in length")
+    if deltas[0] < 0 or any(b <= a for a, b in zip(deltas, deltas[1:])):
+        raise ValueError("offset deltas must be >= 0 and strictly increasing")
+    lod = deltas[-1] if last_offset_delta is None else last_offset_delta
+    if not deltas[-1] <= lod <= _INT32_MAX:
+        raise ValueError(f"last offset delta {lod} is below the last record's {deltas[-1]} or too large")
+    base_ts = records[0][2] if base_timestamp is None else base_timestamp
     max_ts = max(r[2] for r in records)
     body, rec = bytearray(), bytearray()
-    for delta, (key, value, ts) in enumerate(records):
+    for delta, (key, value, ts) in zip(deltas, records):
         rec.clear()
         rec.append(0)  # record attributes
         _put_unsigned(rec, zigzag_encode(ts - base_ts, 64))
@@ -232,14 +246,50 @@ def encode_batch(base_offset: int, leader_epoch: int,
         rec.append(0)  # headerCount
         _put_unsigned(body, len(rec) << 1)
         body += rec
+    return _seal(base_offset, leader_epoch, lod, base_ts, max_ts, len(records), body)
+
+
+def _seal(base_offset: int, leader_epoch: int, last_offset_delta: int, base_ts: int, max_ts: int,
+          count: int, body: bytes | bytearray) -> bytes:
+    """Header + ``body`` (encoded records), with length and CRC filled in."""
     batch_length = HEADER_SIZE - LOG_OVERHEAD + len(body)
     if batch_length > _INT32_MAX:
         raise ValueError("record batch too large")
-    out = bytearray(_HEADER.pack(base_offset, batch_length, leader_epoch, MAGIC, 0, 0, len(records) - 1,
+    out = bytearray(_HEADER.pack(base_offset, batch_length, leader_epoch, MAGIC, 0, 0, last_offset_delta,
                                  base_ts, max_ts, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE,
-                                 len(records))) + body
+                                 count)) + body
     struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)
+
+
+def retain_records(raw: bytes | memoryview, batch: RecordBatch, keep: Sequence[bool]) -> bytes | None:
+    """Re-encode the batch ``raw`` (decoded as ``batch``) with only the records where ``keep`` is True.
+
+    This is what the log cleaner writes: the surviving records' bytes are copied
+    unchanged (offset and timestamp deltas, headers), and the batch keeps its base
+    offset, last offset delta, leader epoch and base timestamp; only the record
+    count, max timestamp (largest surviving record timestamp, as Kafka's filter
+    recomputes it), length and CRC change.  Returns ``raw`` itself when every
+    record is kept and None when none is (an empty batch disappears).
+    """
+    if len(keep) != len(batch.records):
+        raise ValueError("keep mask and records differ in length")
+    if all(keep):
+        return bytes(raw)
+    if not any(keep):
+        return None
+    body = bytearray()
+    pos, end = HEADER_SIZE, len(raw)
+    max_ts = -1
+    for rec, kept in zip(batch.records, keep):
+        length, start = decode_varint(raw, pos, end)
+        nxt = start + length
+        if kept:
+            body += raw[pos:nxt]
+            max_ts = max(max_ts, rec.timestamp_ms)
+        pos = nxt
+    return _seal(batch.base_offset, batch.leader_epoch, batch.last_offset_delta, batch.base_timestamp,
+                 max_ts, sum(1 for k in keep if k), body)
 
 
 # ---------------------------------------------------------------- decoding
@@ -322,8 +372,12 @@ def decode_batch(buf: bytes | memoryview, pos: int = 0) -> tuple[RecordBatch, in
         raise CorruptBatchError(f"malformed record {len(records)}: {exc}", pos) from None
     if p != end:
         raise CorruptBatchError(f"{end - p} bytes after the last record", pos)
-    if records and records[-1].offset != header.last_offset:
-        raise CorruptBatchError("last record offset does not match lastOffsetDelta", pos)
+    # compaction leaves gaps: offsets only have to increase and stay within lastOffsetDelta
+    for i, rec in enumerate(records):
+        if rec.offset < (header.base_offset if i == 0 else records[i - 1].offset + 1):
+            raise CorruptBatchError(f"record {i} offset {rec.offset} is not increasing", pos)
+    if records and records[-1].offset > header.last_offset:
+        raise CorruptBatchError("last record offset is beyond lastOffsetDelta", pos)
     batch = RecordBatch(header.base_offset, header.leader_epoch, tuple(records), header.last_offset_delta,
                         header.base_timestamp, header.max_timestamp, header.size_bytes, header.crc)
     return batch, end

@@ -7,11 +7,16 @@ Every checkpoint file has the same shape::
     <entry line>
     <entry line>
 
-Two kinds are used:
+Three kinds are used:
 
 * ``leader-epoch-checkpoint`` in each partition folder, entries ``epoch startOffset``;
 * ``replication-offset-checkpoint`` per log directory (broker-wide), entries
-  ``topic partition offset`` holding high watermarks.
+  ``topic partition offset`` holding high watermarks;
+* ``cleaner-offset-checkpoint`` in each compacted partition's folder, the log
+  cleaner's state (:class:`CleanerState`): tagged entries ``dirty <firstDirtyOffset>``,
+  ``cleaned <startOffset> <firstCleanedAtMs>`` and ``swap <baseOffset> <endOffset>``.
+  Kafka keeps first dirty offsets in one file per log directory; here the file sits
+  with the partition because callers lock per partition, not per directory.
 
 Writes go to ``<file>.tmp``, which is fsynced, renamed over the file, and then the
 directory is fsynced, so a reader sees either the old or the new content.  A missing
@@ -21,6 +26,8 @@ file and the 1-based line number.
 from __future__ import annotations
 
 import os
+from bisect import bisect_right
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, TypeVar
 
@@ -28,6 +35,7 @@ from .batch import StorageError
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CHECKPOINT_VERSION = 0
 
 T = TypeVar("T")
@@ -167,4 +175,81 @@ class OffsetCheckpointFile:
             if not topic or any(c.isspace() for c in topic):
                 raise ValueError(f"topic name unusable in a checkpoint: {topic!r}")
             lines.append(f"{topic} {partition} {offset}")
+        write_checkpoint(self.path, lines)
+
+
+@dataclass(frozen=True)
+class CleanerState:
+    """What the log cleaner remembers about one partition between runs.
+
+    * ``first_dirty_offset``: offsets below it have been cleaned at least once.
+    * ``cleaned_at``: ``(start offset, ms)`` pairs, starts increasing; offsets from a
+      start up to the next start were first cleaned at that time (the "cleaned at"
+      stamp that starts a tombstone's ``delete.retention.ms``).
+    * ``pending_swap``: ``(base offset, end offset)`` of a cleaned segment being
+      swapped in: it replaces every segment whose base offset is in [base, end).
+    """
+
+    first_dirty_offset: int = 0
+    cleaned_at: tuple[tuple[int, int], ...] = ()
+    pending_swap: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.first_dirty_offset < 0:
+            raise ValueError(f"negative first dirty offset {self.first_dirty_offset}")
+        starts = [start for start, _ in self.cleaned_at]
+        if any(b <= a for a, b in zip(starts, starts[1:])) or (starts and starts[0] < 0):
+            raise ValueError("cleaned-at start offsets must be >= 0 and increasing")
+        if self.pending_swap is not None and not 0 <= self.pending_swap[0] < self.pending_swap[1]:
+            raise ValueError(f"bad pending swap range {self.pending_swap}")
+
+    def cleaned_at_ms(self, offset: int) -> int | None:
+        """When ``offset`` was first cleaned, or None if it never was (or is not known)."""
+        if offset >= self.first_dirty_offset:
+            return None
+        i = bisect_right([start for start, _ in self.cleaned_at], offset) - 1
+        return self.cleaned_at[i][1] if i >= 0 else None
+
+    def truncated(self, offset: int) -> "CleanerState":
+        """The state after the log was truncated to ``offset`` (nothing at or above it stays cleaned)."""
+        dirty = min(self.first_dirty_offset, offset)
+        return CleanerState(dirty, tuple(e for e in self.cleaned_at if e[0] < dirty), self.pending_swap)
+
+
+class CleanerCheckpointFile:
+    """``cleaner-offset-checkpoint``: one partition's :class:`CleanerState`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def read(self) -> CleanerState | None:
+        """The stored state, or None when there is no file."""
+        if not self.path.exists():
+            return None
+
+        def parse(fields: list[str]) -> tuple[str, list[int]]:
+            arity = {"dirty": 1, "cleaned": 2, "swap": 2}
+            if not fields or fields[0] not in arity:
+                raise ValueError("unknown entry tag")
+            values = _ints(fields[1:], arity[fields[0]])
+            if any(v < 0 for v in values):
+                raise ValueError("negative value")
+            return fields[0], values
+
+        entries = read_checkpoint(self.path, parse)
+        dirty = [v[0] for tag, v in entries if tag == "dirty"]
+        swaps = [(v[0], v[1]) for tag, v in entries if tag == "swap"]
+        if len(dirty) != 1 or len(swaps) > 1:
+            raise CheckpointError(self.path, 2, "expected one dirty entry and at most one swap entry")
+        try:
+            return CleanerState(dirty[0], tuple((v[0], v[1]) for tag, v in entries if tag == "cleaned"),
+                                swaps[0] if swaps else None)
+        except ValueError as exc:
+            raise CheckpointError(self.path, 3, str(exc)) from None
+
+    def write(self, state: CleanerState) -> None:
+        lines = [f"dirty {state.first_dirty_offset}"]
+        lines += [f"cleaned {start} {ms}" for start, ms in state.cleaned_at]
+        if state.pending_swap is not None:
+            lines.append(f"swap {state.pending_swap[0]} {state.pending_swap[1]}")
         write_checkpoint(self.path, lines)

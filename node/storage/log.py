@@ -5,20 +5,27 @@ the active segment that takes appends.  Opening a log loads every segment and ru
 recovery on the active one only (older segments were fsynced when they were rolled).
 The leader epoch cache lives next to the segments in ``leader-epoch-checkpoint``.
 
+Compaction (:mod:`.cleaner`) rewrites non-active segments without renumbering, so a
+cleaned log has offset gaps: inside batches, between batches and between segments.
+Reads skip them (a read at a removed offset returns the next batch that remains).
+The cleaner swaps segments in through :meth:`PartitionLog.replace_segments`; opening
+a log deletes ``.cleaned`` leftovers and completes an interrupted ``.swap``.
+
 Time never comes from a clock here: callers pass ``now_ms``.
 """
 from __future__ import annotations
 
 import os
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
 from .batch import StorageError, encode_batch, scan_headers
-from .checkpoint import LEADER_EPOCH_CHECKPOINT, CheckpointError, LeaderEpochCheckpointFile
-from .segment import (DEFAULT_INDEX_INTERVAL_BYTES, INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
-                      parse_segment_base)
+from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, CheckpointError,
+                         CleanerCheckpointFile, CleanerState, LeaderEpochCheckpointFile)
+from .segment import (CLEANED_SUFFIX, DEFAULT_INDEX_INTERVAL_BYTES, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
+                      TIME_INDEX_SUFFIX, LogSegment, _fsync_dir, parse_segment_base)
 
 DEFAULT_SEGMENT_BYTES = 1 << 30
 UNDEFINED_EPOCH = -1
@@ -145,11 +152,56 @@ class PartitionLog:
         self.dir = Path(log_dir) / f"{topic}-{partition}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._closed = False
-        self._segments = self._load_segments()
+        self._cleaner_file = CleanerCheckpointFile(self.dir / CLEANER_OFFSET_CHECKPOINT)
+        self._cleaner_state = self._cleaner_file.read()
+        swapped = self._complete_swaps()
+        self._segments = self._load_segments(swapped)
         self.epoch_cache = LeaderEpochCache(LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT))
         self.epoch_cache.truncate_from_end(self.log_end_offset)
+        if self._cleaner_state is not None and self._cleaner_state.first_dirty_offset > self.log_end_offset:
+            self.set_cleaner_state(self._cleaner_state.truncated(self.log_end_offset))
 
-    def _load_segments(self) -> list[LogSegment]:
+    def _complete_swaps(self) -> set[int]:
+        """Undo an unfinished clean (``.cleaned`` files) and finish an interrupted swap.
+
+        A ``<base>.log.swap`` file is a whole cleaned segment (it is renamed from
+        ``.cleaned`` only after being flushed): it replaces every segment whose base
+        offset lies in [base, end), ``end`` coming from the pending-swap entry the
+        cleaner wrote before the rename (or, failing that, the swap segment's own
+        next offset, Kafka's rule).  Returns the base offsets swapped in.
+        """
+        names = os.listdir(self.dir)
+        swaps = sorted(b for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)
+                       and (b := parse_segment_base(n[:-len(SWAP_SUFFIX)])) is not None)
+        for name in names:
+            stem = name.split(".")[0]
+            if name.endswith(CLEANED_SUFFIX) or (name.endswith(SWAP_SUFFIX) and stem.isdigit()
+                                                  and int(stem) not in swaps):
+                (self.dir / name).unlink()
+        pending = self._cleaner_state.pending_swap if self._cleaner_state else None
+        for base in swaps:
+            if pending is not None and pending[0] == base:
+                end = pending[1]
+            else:
+                seg = LogSegment.open(self.dir, base, self.index_interval_bytes, recover=True,
+                                      file_suffix=SWAP_SUFFIX)
+                end = max(seg.next_offset, base + 1)
+                seg.close()
+            for name in os.listdir(self.dir):
+                old = parse_segment_base(name)
+                if old is not None and base <= old < end:
+                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                        (self.dir / f"{name[:20]}{suffix}").unlink(missing_ok=True)
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+                src = self.dir / f"{base:020d}{suffix}{SWAP_SUFFIX}"
+                if src.exists():
+                    os.replace(src, self.dir / f"{base:020d}{suffix}")
+            _fsync_dir(self.dir)
+        if pending is not None and self._cleaner_state is not None:
+            self.set_cleaner_state(replace(self._cleaner_state, pending_swap=None))
+        return set(swaps)
+
+    def _load_segments(self, swapped: set[int]) -> list[LogSegment]:
         bases: list[int] = []
         for name in os.listdir(self.dir):
             base = parse_segment_base(name)
@@ -165,7 +217,8 @@ class PartitionLog:
         if not bases:
             self.recovery = RecoveryReport(0, 0, 0)
             return [LogSegment.create(self.dir, 0, self.index_interval_bytes)]
-        segments = [LogSegment.open(self.dir, b, self.index_interval_bytes) for b in bases[:-1]]
+        segments = [LogSegment.open(self.dir, b, self.index_interval_bytes, recover=b in swapped)
+                    for b in bases[:-1]]
         segments.append(LogSegment.open(self.dir, bases[-1], self.index_interval_bytes, recover=True))
         for prev, seg in zip(segments, segments[1:]):
             if prev.next_offset > seg.base_offset:
@@ -200,6 +253,16 @@ class PartitionLog:
     @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)
+
+    @property
+    def cleaner_state(self) -> CleanerState | None:
+        """The log cleaner's persisted state (``cleaner-offset-checkpoint``), None if never cleaned."""
+        return self._cleaner_state
+
+    def set_cleaner_state(self, state: CleanerState) -> None:
+        """Persist the log cleaner's state (atomically, next to the segments)."""
+        self._cleaner_file.write(state)
+        self._cleaner_state = state
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """:meth:`LeaderEpochCache.end_offset_for` against the current LEO."""
@@ -250,12 +313,17 @@ class PartitionLog:
         self._append(data, base, last, max(r[2] for r in rows))
         return base, last
 
-    def append_as_follower(self, batch_bytes: bytes | memoryview) -> tuple[int, int] | None:
+    def append_as_follower(self, batch_bytes: bytes | memoryview, *,
+                           allow_gaps: bool = False) -> tuple[int, int] | None:
         """Append whole batches fetched from the leader; return (first, last) offset or None if empty.
 
         Every batch is checked first (CRC, whole, first base offset == LEO, then each
         contiguous with the previous, leader epochs not below the cache's latest); on
         any failure nothing is written: CorruptBatchError or InvalidAppendError.
+
+        With ``allow_gaps`` a batch may start above the expected offset (never below),
+        as Kafka's followers accept: data fetched from a compacted leader has gaps
+        where whole batches were cleaned away.
         """
         self._check_open()
         view = memoryview(batch_bytes)
@@ -266,7 +334,7 @@ class PartitionLog:
             return None
         expected, epoch = self.log_end_offset, self.epoch_cache.latest_epoch
         for pos, h in scan.headers:
-            if h.base_offset != expected:
+            if h.base_offset < expected or (h.base_offset > expected and not allow_gaps):
                 raise InvalidAppendError(f"batch at byte {pos} starts at offset {h.base_offset}, "
                                          f"expected {expected} (not contiguous with the log end)")
             if 0 <= h.leader_epoch < epoch:
@@ -299,6 +367,8 @@ class PartitionLog:
         chunks: list[bytes] = []
         remaining, offset = max_bytes, start_offset
         for seg in self._segments[bisect_right(bases, start_offset) - 1:]:
+            if not seg.size or offset >= seg.next_offset:
+                continue  # nothing left here: an empty or compacted-away tail, go to the next segment
             data, offset = seg.read_slice(offset, remaining, max_offset, min_one=not chunks)
             if not data:
                 break
@@ -314,7 +384,10 @@ class PartitionLog:
         """Remove everything from the batch containing ``offset`` on; return records removed.
 
         Whole later segments are deleted.  Epoch-cache entries starting at or after the
-        resulting LEO are removed as well (even when nothing else changes).
+        resulting LEO are removed as well (even when nothing else changes).  The LEO
+        becomes the base offset of that batch, or ``offset`` itself when it falls in a
+        gap left by compaction (like Kafka, which sets the LEO to the target): if the
+        remaining data ends below it, an empty segment is rolled at that offset.
         """
         self._check_open()
         if offset < 0:
@@ -327,6 +400,7 @@ class PartitionLog:
             self._segments = [LogSegment.create(self.dir, offset, self.index_interval_bytes)]
             self.epoch_cache.clear()
         elif offset < self.log_end_offset:
+            target = self._batch_start_or_gap(offset)
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 seg = self._segments.pop()
                 dropped += sum(h.record_count for _, h in seg.iter_headers(seg.base_offset))
@@ -335,8 +409,55 @@ class PartitionLog:
             dropped += sum(h.record_count for _, h in active.iter_headers(offset))
             active.truncate_to(offset)
             active.flush()
+            if active.next_offset < target:  # the data before ``offset`` was compacted away
+                active.seal()
+                self._segments.append(LogSegment.create(self.dir, target, self.index_interval_bytes))
         self.epoch_cache.truncate_from_end(min(offset, self.log_end_offset))
+        if self._cleaner_state is not None and self._cleaner_state.first_dirty_offset > self.log_end_offset:
+            self.set_cleaner_state(self._cleaner_state.truncated(self.log_end_offset))
         return dropped
+
+    def _batch_start_or_gap(self, offset: int) -> int:
+        """Base offset of the batch holding ``offset``, or ``offset`` if no batch holds it."""
+        bases = [s.base_offset for s in self._segments]
+        i = bisect_right(bases, offset) - 1
+        found = self._segments[i].find_batch(offset) if i >= 0 else None
+        return found[1].base_offset if found is not None and found[1].base_offset <= offset else offset
+
+    # ------------------------------------------------------------ compaction support
+
+    def replace_segments(self, old: Sequence[LogSegment], new: LogSegment) -> None:
+        """Swap ``new`` in for ``old``, a run of consecutive non-active segments (Kafka's replaceSegments).
+
+        ``new`` must be a whole, sealed segment written under ``.cleaned`` names, with
+        ``old[0]``'s base offset and no offset at or beyond the base offset of the
+        segment after ``old``.  Steps, each crash-safe (see :meth:`_complete_swaps`):
+        record the pending swap in the cleaner checkpoint; rename ``new`` to ``.swap``
+        (index files first, ``.log`` last: the commit point); delete the old segments;
+        rename ``new`` to its final names; clear the pending swap.
+        """
+        self._check_open()
+        if not old:
+            raise ValueError("no segments to replace")
+        try:
+            i = next(n for n, seg in enumerate(self._segments) if seg is old[0])
+        except StopIteration:
+            raise ValueError(f"{old[0]} is not a segment of {self}") from None
+        j = i + len(old)
+        if j >= len(self._segments) or any(a is not b for a, b in zip(self._segments[i:j], old)):
+            raise ValueError("old segments must be consecutive and not include the active segment")
+        end = self._segments[j].base_offset
+        if new.base_offset != old[0].base_offset or new.next_offset > end or new.file_suffix != CLEANED_SUFFIX:
+            raise ValueError(f"{new} cannot replace segments {old[0].base_offset}..{end - 1}")
+        new.flush()
+        state = self._cleaner_state or CleanerState(self.log_start_offset)
+        self.set_cleaner_state(replace(state, pending_swap=(new.base_offset, end)))
+        new.change_file_suffix(SWAP_SUFFIX)
+        for seg in old:
+            seg.delete()
+        new.change_file_suffix("")
+        self._segments[i:j] = [new]
+        self.set_cleaner_state(replace(state, pending_swap=None))
 
     def flush(self) -> None:
         """fsync the active segment (older ones were fsynced when rolled)."""

@@ -14,6 +14,10 @@ timestamp is larger than its last entry.  Indexes are kept in memory too; lookup
 binary-search the offset index and then scan batch headers forward.
 
 Durability is the caller's business: ``append`` only writes, ``flush`` fsyncs.
+
+The log cleaner builds a replacement segment under temporary names (``file_suffix``
+``.cleaned``, then ``.swap`` — e.g. ``00000000000000000000.log.cleaned``) and renames
+it into place with :meth:`LogSegment.change_file_suffix`.
 """
 from __future__ import annotations
 
@@ -29,6 +33,8 @@ from .batch import HEADER_SIZE, BatchHeader, CorruptBatchError, peek_header, val
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 _INDEX_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -59,7 +65,8 @@ def _fsync_dir(directory: Path) -> None:
 class LogSegment:
     """One segment of a partition log.  Use :meth:`create` or :meth:`open`."""
 
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int,
+                 file_suffix: str = "") -> None:
         if base_offset < 0:
             raise ValueError(f"negative base offset {base_offset}")
         if index_interval_bytes <= 0:
@@ -67,9 +74,8 @@ class LogSegment:
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = self.directory / segment_file_name(base_offset, LOG_SUFFIX)
-        self.index_path = self.directory / segment_file_name(base_offset, INDEX_SUFFIX)
-        self.time_index_path = self.directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        self.file_suffix = file_suffix
+        self._set_paths()
         flags = os.O_RDWR | os.O_CREAT
         self._log_fd = os.open(self.log_path, flags, 0o644)
         self._idx_fd = os.open(self.index_path, flags, 0o644)
@@ -86,16 +92,26 @@ class LogSegment:
         self.last_dropped_batches = 0
         self.recovery: tuple[int, int] | None = None  # (valid, truncated) of the last recover()
 
+    def _set_paths(self) -> None:
+        name = segment_file_name
+        self.log_path = self.directory / (name(self.base_offset, LOG_SUFFIX) + self.file_suffix)
+        self.index_path = self.directory / (name(self.base_offset, INDEX_SUFFIX) + self.file_suffix)
+        self.time_index_path = self.directory / (name(self.base_offset, TIME_INDEX_SUFFIX) + self.file_suffix)
+
     # ------------------------------------------------------------ lifecycle
 
     @classmethod
     def create(cls, directory: Path, base_offset: int,
-               index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> "LogSegment":
-        """Create a new empty segment; fails if its .log file already exists."""
-        path = Path(directory) / segment_file_name(base_offset, LOG_SUFFIX)
+               index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES, *,
+               file_suffix: str = "") -> "LogSegment":
+        """Create a new empty segment; fails if its .log file already exists.
+
+        ``file_suffix`` (e.g. ``.cleaned``) is appended to all three file names.
+        """
+        path = Path(directory) / (segment_file_name(base_offset, LOG_SUFFIX) + file_suffix)
         if path.exists():
             raise FileExistsError(path)
-        seg = cls(Path(directory), base_offset, index_interval_bytes)
+        seg = cls(Path(directory), base_offset, index_interval_bytes, file_suffix)
         os.ftruncate(seg._idx_fd, 0)
         os.ftruncate(seg._tidx_fd, 0)
         _fsync_dir(seg.directory)
@@ -103,17 +119,19 @@ class LogSegment:
 
     @classmethod
     def open(cls, directory: Path, base_offset: int,
-             index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES, *, recover: bool = False) -> "LogSegment":
-        """Open an existing segment.
+             index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES, *, recover: bool = False,
+             file_suffix: str = "") -> "LogSegment":
+        """Open an existing segment (under ``file_suffix`` names, e.g. ``.swap``).
 
         With ``recover`` the whole log is validated (see :meth:`recover`).  Otherwise the
         index files are loaded and only the batches after the last index entry are read;
         if the indexes fail a sanity check or that tail is not whole, ``recover`` runs
         anyway.  ``recovery`` holds the result when recovery ran.
         """
-        if not (Path(directory) / segment_file_name(base_offset, LOG_SUFFIX)).exists():
-            raise FileNotFoundError(Path(directory) / segment_file_name(base_offset, LOG_SUFFIX))
-        seg = cls(Path(directory), base_offset, index_interval_bytes)
+        path = Path(directory) / (segment_file_name(base_offset, LOG_SUFFIX) + file_suffix)
+        if not path.exists():
+            raise FileNotFoundError(path)
+        seg = cls(Path(directory), base_offset, index_interval_bytes, file_suffix)
         if recover or not seg._load_indexes():
             seg.recover()
             return seg
@@ -122,6 +140,21 @@ class LogSegment:
         except CorruptBatchError:
             seg.recover()
         return seg
+
+    def change_file_suffix(self, new_suffix: str) -> None:
+        """Rename the three files from the current suffix to ``new_suffix``, then fsync the directory.
+
+        The index files go first and the ``.log`` last, so the ``.log`` name is the
+        commit point a crash recovery looks at.  Open descriptors stay valid.
+        """
+        if self._closed:
+            raise ValueError(f"{self} is closed")
+        old = (self.index_path, self.time_index_path, self.log_path)
+        self.file_suffix = new_suffix
+        self._set_paths()
+        for src, dst in zip(old, (self.index_path, self.time_index_path, self.log_path)):
+            os.replace(src, dst)
+        _fsync_dir(self.directory)
 
     def flush(self) -> None:
         """fsync the log and both index files."""
