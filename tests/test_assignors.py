@@ -1,0 +1,435 @@
+"""client/protocol.py and client/assignors.py: Kafka's consumer protocol bytes and partition assignors.
+
+Worked examples come from the seed articles (000: round robin with C0, C1 on
+T0, T1; 002: range / round robin / sticky on a 10-partition topic) and from
+the Javadoc of Kafka's RangeAssignor, RoundRobinAssignor and StickyAssignor.
+The seed numbers partitions from 1 (T0P1); Kafka, and these tests, from 0.
+"""
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from client.assignors import (
+    ASSIGNORS, COOPERATIVE, EAGER, StickyAssignor, get_assignor, partitions_to_revoke,
+)
+from client.protocol import Assignment, ProtocolError, StickyAssignorUserData, Subscription
+
+RANGE, RR, STICKY, COOP = (get_assignor(n) for n in ("range", "roundrobin", "sticky", "cooperative-sticky"))
+
+
+def tps(spec: str) -> list[tuple[str, int]]:
+    """'t0p0 t1p2' -> [('t0', 0), ('t1', 2)], sorted like the assignors' output."""
+    out = []
+    for word in spec.split():
+        topic, _, p = word.rpartition("p")
+        out.append((topic, int(p)))
+    return sorted(out)
+
+
+def parts(topic: str, *ps: int) -> list[tuple[str, int]]:
+    return [(topic, p) for p in ps]
+
+
+def subs(topics: list[str], *members: str) -> dict[str, Subscription]:
+    return {m: Subscription(list(topics)) for m in members}
+
+
+def sticky_subs(topics_of: dict[str, list[str]], previous: dict[str, list], generation: int = 1):
+    return {m: Subscription(topics, user_data=StickyAssignor.subscription_user_data(previous.get(m, []), generation))
+            for m, topics in topics_of.items()}
+
+
+# ------------------------------------------------------------------ registry
+
+def test_registry_names_and_protocols():
+    assert list(ASSIGNORS) == ["range", "roundrobin", "sticky", "cooperative-sticky"]
+    assert [a.rebalance_protocol for a in ASSIGNORS.values()] == [EAGER, EAGER, EAGER, COOPERATIVE]
+    assert COOP.supported_protocols == (COOPERATIVE, EAGER)
+    assert all(get_assignor(n).name == n for n in ASSIGNORS)
+
+
+def test_unknown_assignor_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"unknown partition assignor 'fair'.*range, roundrobin, sticky"):
+        get_assignor("fair")
+
+
+# ------------------------------------------------------------------ seed 000: round robin, C0 C1 on T0 T1
+
+def test_seed_round_robin_two_consumers_two_topics():
+    # C0: [T0P1, T0P3, T1P2], C1: [T0P2, T1P1, T1P3] in the article's 1-based names
+    got = RR.assign({"t0": 3, "t1": 3}, subs(["t0", "t1"], "C0", "C1"))
+    assert got == {"C0": tps("t0p0 t0p2 t1p1"), "C1": tps("t0p1 t1p0 t1p2")}
+
+
+def test_three_consumers_two_topics_of_three_partitions():
+    s = subs(["t0", "t1"], "C0", "C1", "C2")
+    expected = {"C0": tps("t0p0 t1p0"), "C1": tps("t0p1 t1p1"), "C2": tps("t0p2 t1p2")}
+    assert RANGE.assign({"t0": 3, "t1": 3}, s) == expected
+    assert RR.assign({"t0": 3, "t1": 3}, s) == expected
+
+
+def test_range_javadoc_two_consumers_two_topics():
+    got = RANGE.assign({"t0": 3, "t1": 3}, subs(["t0", "t1"], "C0", "C1"))
+    assert got == {"C0": tps("t0p0 t0p1 t1p0 t1p1"), "C1": tps("t0p2 t1p2")}
+
+
+def test_three_consumers_one_topic_of_six_partitions():
+    s = subs(["t"], "C0", "C1", "C2")
+    assert RANGE.assign({"t": 6}, s) == {"C0": parts("t", 0, 1), "C1": parts("t", 2, 3), "C2": parts("t", 4, 5)}
+    assert RR.assign({"t": 6}, s) == {"C0": parts("t", 0, 3), "C1": parts("t", 1, 4), "C2": parts("t", 2, 5)}
+
+
+# ------------------------------------------------------------------ seed 002: ten partitions, three consumers
+
+def test_seed_range_ten_partitions():
+    got = RANGE.assign({"t": 10}, subs(["t"], "C1", "C2", "C3"))
+    assert got == {"C1": parts("t", 0, 1, 2, 3), "C2": parts("t", 4, 5, 6), "C3": parts("t", 7, 8, 9)}
+
+
+def test_seed_round_robin_ten_partitions():
+    got = RR.assign({"t": 10}, subs(["t"], "C1", "C2", "C3"))
+    assert got == {"C1": parts("t", 0, 3, 6, 9), "C2": parts("t", 1, 4, 7), "C3": parts("t", 2, 5, 8)}
+
+
+def test_seed_sticky_after_the_third_consumer_dies():
+    """The range layout 0-3 / 4-6 / 7-9 loses C3: C1 keeps 0-3 and gets 7, C2 keeps 4-6 and gets 8, 9."""
+    previous = {"C1": parts("t", 0, 1, 2, 3), "C2": parts("t", 4, 5, 6)}
+    got = STICKY.assign({"t": 10}, sticky_subs({"C1": ["t"], "C2": ["t"]}, previous))
+    assert got == {"C1": parts("t", 0, 1, 2, 3, 7), "C2": parts("t", 4, 5, 6, 8, 9)}
+    # round robin instead reshuffles: C2 loses 5 of its partitions
+    assert RR.assign({"t": 10}, subs(["t"], "C1", "C2")) == {"C1": parts("t", 0, 2, 4, 6, 8),
+                                                            "C2": parts("t", 1, 3, 5, 7, 9)}
+
+
+# ------------------------------------------------------------------ Kafka Javadoc examples
+
+FOUR_TOPICS = {f"t{i}": 2 for i in range(4)}
+
+
+def test_sticky_javadoc_example_1_fresh_is_round_robin():
+    s = subs(list(FOUR_TOPICS), "C0", "C1", "C2")
+    expected = {"C0": tps("t0p0 t1p1 t3p0"), "C1": tps("t0p1 t2p0 t3p1"), "C2": tps("t1p0 t2p1")}
+    assert RR.assign(FOUR_TOPICS, s) == expected
+    assert STICKY.assign(FOUR_TOPICS, sticky_subs({m: list(FOUR_TOPICS) for m in s}, {})) == expected
+
+
+def test_sticky_javadoc_example_1_after_c1_leaves_keeps_everything():
+    previous = {"C0": tps("t0p0 t1p1 t3p0"), "C2": tps("t1p0 t2p1")}
+    got = STICKY.assign(FOUR_TOPICS, sticky_subs({"C0": list(FOUR_TOPICS), "C2": list(FOUR_TOPICS)}, previous))
+    # every previous assignment is kept; C1's t0p1, t2p0, t3p1 are dealt round-robin (Kafka 3.x's
+    # constrained algorithm; the Javadoc, written for the older algorithm, gives t2p0 to C0 instead)
+    assert set(previous["C0"]) <= set(got["C0"]) and set(previous["C2"]) <= set(got["C2"])
+    assert got == {"C0": tps("t0p0 t0p1 t1p1 t3p0"), "C2": tps("t1p0 t2p0 t2p1 t3p1")}
+    # round robin moves t1p0, t1p1 and t2p0/t2p1 between the survivors
+    assert RR.assign(FOUR_TOPICS, subs(list(FOUR_TOPICS), "C0", "C2")) == {
+        "C0": tps("t0p0 t1p0 t2p0 t3p0"), "C2": tps("t0p1 t1p1 t2p1 t3p1")}
+
+
+EX2_TOPICS = {"t0": 1, "t1": 2, "t2": 3}
+EX2_SUBS = {"C0": ["t0"], "C1": ["t0", "t1"], "C2": ["t0", "t1", "t2"]}
+
+
+def test_javadoc_example_2_unequal_subscriptions():
+    s = {m: Subscription(t) for m, t in EX2_SUBS.items()}
+    assert RR.assign(EX2_TOPICS, s) == {"C0": tps("t0p0"), "C1": tps("t1p0"), "C2": tps("t1p1 t2p0 t2p1 t2p2")}
+    assert STICKY.assign(EX2_TOPICS, s) == {"C0": tps("t0p0"), "C1": tps("t1p0 t1p1"), "C2": tps("t2p0 t2p1 t2p2")}
+
+
+def test_javadoc_example_2_after_c0_leaves():
+    previous = {"C1": tps("t1p0 t1p1"), "C2": tps("t2p0 t2p1 t2p2")}
+    left = {m: EX2_SUBS[m] for m in ("C1", "C2")}
+    assert RR.assign(EX2_TOPICS, {m: Subscription(t) for m, t in left.items()}) == {
+        "C1": tps("t0p0 t1p1"), "C2": tps("t1p0 t2p0 t2p1 t2p2")}  # preserves 3
+    assert STICKY.assign(EX2_TOPICS, sticky_subs(left, previous)) == {
+        "C1": tps("t0p0 t1p0 t1p1"), "C2": tps("t2p0 t2p1 t2p2")}  # preserves 5
+
+
+def test_round_robin_skips_members_not_subscribed():
+    s = {m: Subscription(t) for m, t in EX2_SUBS.items()}
+    got = RR.assign({**EX2_TOPICS, "unsubscribed": 4}, s)
+    assert "unsubscribed" not in {t for v in got.values() for t, _ in v}
+
+
+def test_range_orders_static_members_by_instance_id_first():
+    s = {"a": Subscription(["t"]), "b": Subscription(["t"], group_instance_id="z"),
+         "c": Subscription(["t"], group_instance_id="y")}
+    assert RANGE.assign({"t": 3}, s) == {"c": parts("t", 0), "b": parts("t", 1), "a": parts("t", 2)}
+
+
+def test_range_gives_members_without_topics_an_empty_list():
+    s = {"a": Subscription(["t"]), "b": Subscription(["missing"])}
+    assert RANGE.assign({"t": 2}, s) == {"a": parts("t", 0, 1), "b": []}
+
+
+# ------------------------------------------------------------------ generations and cooperative
+
+def test_higher_generation_keeps_a_doubly_claimed_partition():
+    s = {"A": Subscription(["t"], user_data=StickyAssignor.subscription_user_data(parts("t", 0, 1), 3)),
+         "B": Subscription(["t"], user_data=StickyAssignor.subscription_user_data(parts("t", 0), 5))}
+    assert STICKY.assign({"t": 2}, s) == {"A": parts("t", 1), "B": parts("t", 0)}
+    s["B"] = Subscription(["t"], user_data=StickyAssignor.subscription_user_data(parts("t", 1), 2))
+    assert STICKY.assign({"t": 2}, s) == {"A": parts("t", 0), "B": parts("t", 1)}
+
+
+def test_same_generation_claims_are_void_and_cooperative_withholds_them():
+    s = {"A": Subscription(["t"], owned_partitions=parts("t", 0, 1, 2), generation_id=4),
+         "B": Subscription(["t"], owned_partitions=parts("t", 2), generation_id=4)}
+    assignment, withheld = COOP.assign_with_transfers({"t": 4}, s)
+    assert ("t", 2) in withheld and ("t", 2) not in assignment[withheld[("t", 2)]]
+
+
+def test_sticky_ignores_unreadable_user_data():
+    s = {"A": Subscription(["t"], user_data=b"\x00\x01"), "B": Subscription(["t"])}
+    assert STICKY.assign({"t": 2}, s) == {"A": parts("t", 0), "B": parts("t", 1)}
+
+
+def test_sticky_reads_v0_user_data_and_owned_partitions_fallback():
+    v0 = StickyAssignorUserData(parts("t", 1)).encode()
+    s = {"A": Subscription(["t"], user_data=v0), "B": Subscription(["t"], owned_partitions=parts("t", 0))}
+    assert STICKY.assign({"t": 2}, s) == {"A": parts("t", 1), "B": parts("t", 0)}
+
+
+def test_cooperative_withholds_moving_partitions_until_the_next_round():
+    topics = {"t": 6}
+    first = COOP.assign(topics, subs(["t"], "C0", "C1"))
+    assert first == {"C0": parts("t", 0, 2, 4), "C1": parts("t", 1, 3, 5)}
+    owned = {m: Subscription(["t"], owned_partitions=first.get(m, []), generation_id=1) for m in ("C0", "C1", "C2")}
+    second, withheld = COOP.assign_with_transfers(topics, owned)
+    assert withheld == {("t", 4): "C2", ("t", 5): "C2"}
+    assert second == {"C0": parts("t", 0, 2), "C1": parts("t", 1, 3), "C2": []}
+    assert partitions_to_revoke(first["C0"], second["C0"]) == parts("t", 4)
+    # after revoking, the members rejoin owning only what they kept: the withheld partitions arrive
+    owned = {m: Subscription(["t"], owned_partitions=second[m], generation_id=2) for m in second}
+    third, withheld = COOP.assign_with_transfers(topics, owned)
+    assert withheld == {} and third == {"C0": parts("t", 0, 2), "C1": parts("t", 1, 3), "C2": parts("t", 4, 5)}
+
+
+def test_cooperative_general_case_withholds_only_real_moves():
+    owned = {"C1": Subscription(["t0", "t1"], owned_partitions=tps("t0p0 t1p0 t1p1"), generation_id=1),
+             "C2": Subscription(["t0", "t1", "t2"], owned_partitions=tps("t2p0 t2p1 t2p2"), generation_id=1),
+             "C3": Subscription(["t1"], generation_id=-1)}
+    assignment, withheld = COOP.assign_with_transfers(EX2_TOPICS, owned)
+    for tp, new_owner in withheld.items():
+        assert any(tp in s.owned_partitions for m, s in owned.items() if m != new_owner)
+        assert tp not in assignment[new_owner]
+
+
+def test_partitions_to_revoke():
+    assert partitions_to_revoke(tps("a0p1 a0p0 b0p3"), tps("a0p0")) == tps("a0p1 b0p3")
+    assert partitions_to_revoke([], tps("a0p0")) == []
+
+
+# ------------------------------------------------------------------ protocol bytes
+
+def test_subscription_v1_exact_bytes():
+    sub = Subscription(["ab"], user_data=b"\x07", owned_partitions=[("ab", 1), ("ab", 0)])
+    assert sub.encode() == (b"\x00\x01" + b"\x00\x00\x00\x01" + b"\x00\x02ab" + b"\x00\x00\x00\x01\x07"
+                            + b"\x00\x00\x00\x01" + b"\x00\x02ab" + b"\x00\x00\x00\x02"
+                            + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x00")
+    assert Subscription.decode(sub.encode()) == sub
+
+
+def test_subscription_v0_and_v2_and_null_user_data():
+    v0 = b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\xff\xff\xff\xff"
+    assert Subscription.decode(v0) == Subscription(["t"])
+    sub = Subscription(["t"], owned_partitions=[("t", 3)], generation_id=9)
+    assert Subscription.decode(sub.encode(version=2)) == sub
+    assert Subscription.decode(sub.encode(version=0)) == Subscription(["t"])
+    # a future version is read with the newest known layout; extra fields are skipped
+    future = b"\x00\x03" + sub.encode(version=2)[2:] + b"\x00\x04rack"
+    assert Subscription.decode(future) == sub
+
+
+def test_owned_partitions_come_back_grouped_by_topic():
+    sub = Subscription(["a", "b"], owned_partitions=[("a", 0), ("b", 0), ("a", 1)])
+    assert Subscription.decode(sub.encode()).owned_partitions == [("a", 0), ("a", 1), ("b", 0)]
+
+
+def test_assignment_exact_bytes_and_round_trip():
+    a = Assignment([("t", 2)], user_data=None)
+    assert a.encode() == b"\x00\x01" + b"\x00\x00\x00\x01\x00\x01t" + b"\x00\x00\x00\x01\x00\x00\x00\x02" + \
+        b"\xff\xff\xff\xff"
+    assert Assignment.decode(a.encode()) == a
+    assert Assignment.decode(Assignment([], b"").encode(version=0)) == Assignment([], b"")
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"", "truncated reading version"),
+    (b"\xff\xff", "unsupported version -1"),
+    (b"\x00\x01\x00\x00\x00\x01\x00\x05ab", "truncated reading subscribed topic name"),
+    (b"\x00\x01\xff\xff\xff\xfe", "topics has negative count"),
+    (b"\x00\x00\x00\x00\x00\x01\x00\x02\xff\xfe\xff\xff\xff\xff", "not valid UTF-8"),
+    (b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xf0", "user data has invalid length -16"),
+    (b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\x00", "1 trailing bytes after a version 0 body"),
+    (b"\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff", "truncated reading owned partitions count"),
+    (b"\x00\x01\x7f\xff\xff\xff\x00\x00", "topics count 2147483647 exceeds"),
+])
+def test_malformed_subscriptions(data, message):
+    with pytest.raises(ProtocolError, match=message):
+        Subscription.decode(data)
+
+
+def test_malformed_assignment_and_values():
+    with pytest.raises(ProtocolError, match="assignment: truncated reading assigned partitions partition"):
+        Assignment.decode(b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x02\x00\x00\x00\x01")
+    with pytest.raises(ProtocolError, match="does not fit in an int32"):
+        Assignment([("t", 2**31)]).encode()
+    with pytest.raises(ProtocolError, match="can only write versions"):
+        Subscription(["t"]).encode(version=5)
+    with pytest.raises(ProtocolError, match="expected bytes"):
+        Subscription.decode("text")  # type: ignore[arg-type]
+    assert issubclass(ProtocolError, ValueError)
+
+
+def test_sticky_user_data_v1_layout():
+    data = StickyAssignorUserData([("t", 0), ("t", 2)], generation=7).encode()
+    assert data == b"\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x02" + struct.pack(">i", 7)
+    assert StickyAssignorUserData.decode(data) == StickyAssignorUserData([("t", 0), ("t", 2)], 7)
+    with pytest.raises(ProtocolError, match="trailing"):
+        StickyAssignorUserData.decode(data + b"\x00")
+
+
+NAMES = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
+TPS = st.lists(st.tuples(NAMES, st.integers(0, 2**31 - 1)), max_size=6)
+
+
+@given(st.lists(NAMES, max_size=4), st.none() | st.binary(max_size=16), TPS,
+       st.integers(-(2**31), 2**31 - 1))
+def test_subscription_round_trips(topics, user_data, owned, generation):
+    sub = Subscription(topics, user_data, owned, generation)
+    back = Subscription.decode(sub.encode(version=2))
+    assert (back.topics, back.user_data, sorted(back.owned_partitions), back.generation_id) == \
+        (topics, user_data, sorted(owned), generation)
+
+
+@given(st.binary(max_size=40))
+def test_random_bytes_decode_or_raise_protocol_error(data):
+    for cls in (Subscription, Assignment, StickyAssignorUserData):
+        try:
+            cls.decode(data)
+        except ProtocolError:
+            pass
+
+
+# ------------------------------------------------------------------ properties
+
+TOPIC_NAMES = ["a", "b", "c", "d"]
+
+
+@st.composite
+def groups(draw, equal: bool | None = None):
+    """(partitions_per_topic, member ids, topics per member, previous owner per partition, generation per member)."""
+    topics = draw(st.dictionaries(st.sampled_from(TOPIC_NAMES), st.integers(0, 7), min_size=1))
+    members = draw(st.lists(st.sampled_from([f"m{i}" for i in range(7)]), min_size=1, max_size=6, unique=True))
+    if equal is None:
+        equal = draw(st.booleans())
+    names = sorted(topics) + ["ghost"]
+    if equal:
+        shared = draw(st.lists(st.sampled_from(names), min_size=1, unique=True))
+        topics_of = {m: shared for m in members}
+    else:
+        topics_of = {m: draw(st.lists(st.sampled_from(names), min_size=1, unique=True)) for m in members}
+    old = members + ["gone1", "gone2"]
+    owner = {(t, p): draw(st.sampled_from(old + [None])) for t, n in topics.items() for p in range(n)}
+    return topics, members, topics_of, owner
+
+
+def owned_by(owner, m):
+    return [tp for tp, o in owner.items() if o == m]
+
+
+def check_valid(topics, topics_of, got, exactly_once=True):
+    assert set(got) == set(topics_of)
+    seen = [tp for v in got.values() for tp in v]
+    assert len(seen) == len(set(seen))
+    for m, v in got.items():
+        assert all(t in topics_of[m] and 0 <= p < topics[t] for t, p in v)
+    wanted = {(t, p) for t, n in topics.items() for p in range(n) if any(t in ts for ts in topics_of.values())}
+    if exactly_once:
+        assert set(seen) == wanted
+    else:
+        assert set(seen) <= wanted
+
+
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FAST
+@given(groups())
+def test_every_assignor_assigns_each_subscribed_partition_once(group):
+    topics, members, topics_of, owner = group
+    fresh = {m: Subscription(topics_of[m]) for m in members}
+    for assignor in (RANGE, RR, STICKY, COOP):
+        check_valid(topics, topics_of, assignor.assign(topics, fresh))
+    sticky = {m: Subscription(topics_of[m], user_data=StickyAssignor.subscription_user_data(owned_by(owner, m), 1))
+              for m in members}
+    check_valid(topics, topics_of, STICKY.assign(topics, sticky))
+    coop = {m: Subscription(topics_of[m], owned_partitions=owned_by(owner, m), generation_id=1) for m in members}
+    got, withheld = COOP.assign_with_transfers(topics, coop)
+    check_valid(topics, topics_of, got, exactly_once=not withheld)
+    for tp, new_owner in withheld.items():  # withheld = still claimed by another member this round
+        assert any(o != new_owner and tp in s.owned_partitions for o, s in coop.items())
+    restored = {m: got[m] + [tp for tp, o in withheld.items() if o == m] for m in got}
+    check_valid(topics, topics_of, restored)
+
+
+@FAST
+@given(groups(equal=True))
+def test_sticky_is_balanced_and_keeps_what_fits_the_quota(group):
+    topics, members, topics_of, owner = group
+    s = {m: Subscription(topics_of[m], user_data=StickyAssignor.subscription_user_data(owned_by(owner, m), 2))
+         for m in members}
+    got = STICKY.assign(topics, s)
+    counts = [len(v) for v in got.values()]
+    assert max(counts) - min(counts) <= 1
+    subscribed = {t for t in topics if t in topics_of[members[0]]}
+    min_quota = sum(topics[t] for t in subscribed) // len(members)
+    for m in members:
+        mine = [tp for tp in owned_by(owner, m) if tp[0] in subscribed]
+        kept = set(mine) & set(got[m])
+        if len(mine) <= min_quota:
+            assert kept == set(mine)
+        else:
+            assert len(kept) >= min_quota
+    # cooperative: the assignment plus what it withholds is the same balanced, sticky layout
+    c = {m: Subscription(topics_of[m], owned_partitions=owned_by(owner, m), generation_id=2) for m in members}
+    coop, withheld = COOP.assign_with_transfers(topics, c)
+    restored = {m: sorted(coop[m] + [tp for tp, o in withheld.items() if o == m]) for m in coop}
+    assert restored == got
+
+
+@FAST
+@given(groups())
+def test_sticky_is_stable_when_nothing_changes(group):
+    topics, members, topics_of, _ = group
+    first = STICKY.assign(topics, {m: Subscription(topics_of[m]) for m in members})
+    again = STICKY.assign(topics, {m: Subscription(topics_of[m], user_data=StickyAssignor.subscription_user_data(
+        first[m], 1)) for m in members})
+    assert again == first
+    coop = COOP.assign_with_transfers(topics, {m: Subscription(topics_of[m], owned_partitions=first[m],
+                                                               generation_id=1) for m in members})
+    assert coop == (first, {})
+
+
+@FAST
+@given(groups(equal=True), st.data())
+def test_conflicting_claims_go_to_the_highest_generation(group, data):
+    topics, members, topics_of, _ = group
+    gens = {m: data.draw(st.integers(-1, 3)) for m in members}
+    claims = {m: data.draw(st.lists(st.sampled_from(sorted((t, p) for t, n in topics.items() for p in range(n))
+                                                    or [("a", 0)]), unique=True, max_size=4)) for m in members}
+    s = {m: Subscription(topics_of[m], owned_partitions=claims[m], generation_id=gens[m]) for m in members}
+    got, withheld = COOP.assign_with_transfers(topics, s)
+    check_valid(topics, topics_of, got, exactly_once=not withheld)
+    for m in members:
+        for tp in claims[m]:
+            rivals = [o for o in members if o != m and tp in claims[o]]
+            if tp in got[m] or tp not in {x for v in got.values() for x in v}:
+                continue
+            # someone else got tp: they are a rival with a generation no lower, or m lost it to the quota
+            holder = next(o for o, v in got.items() if tp in v)
+            if holder in rivals:
+                assert gens[holder] >= gens[m]
