@@ -24,8 +24,8 @@ from typing import Callable, Iterable, Mapping, NamedTuple
 from controller import election
 from controller.assignment import assign_replicas
 from node.errors import (  # the Kafka error codes the core answers with (a constants table, no I/O)
-    BROKER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, INVALID_REQUEST, INVALID_UPDATE_VERSION, NONE, NOT_CONTROLLER,
-    NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
+    BROKER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, INELIGIBLE_REPLICA, INVALID_REQUEST, INVALID_UPDATE_VERSION, NONE,
+    NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
 )
 from zk.codecs import BrokerRegistration, LeaderAndIsr, TopicAssignment
 
@@ -272,6 +272,11 @@ class ControllerCore:
                 continue
             if zk_version != ver:
                 results[tp] = INVALID_UPDATE_VERSION
+                continue
+            if (set(isr) - set(state.isr)) & self.shutting_down:
+                # a broker in controlled shutdown still fetches until it stops; taking it back into
+                # the ISR would undo the shutdown's ISR removal (Kafka 3.3's KIP-841 check; 2.8 lacks it)
+                results[tp] = INELIGIBLE_REPLICA
                 continue
             reason = "isr_expand" if len(isr) > len(state.isr) else "isr_shrink"
             plan.writes.append(StateChange(tp[0], tp[1], LeaderAndIsr(state.leader, state.leader_epoch, isr, self.epoch),

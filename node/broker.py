@@ -26,18 +26,35 @@ from node import errors
 from node.broker_state import BrokerState
 from node.config import ClusterConfig, ConfigError, load_config
 from node.controller_shell import ControllerShell
+from node.coordinator_shell import CoordinatorShell
+from node.groups_servicer import GroupsServicer
 from node.events import EventLog
-from node.replica_manager import ReplicaManager
+from node.replica_manager import CleanerSettings, ReplicaManager
 from node.replication import ReplicaSettings
 from node.servicer import BrokerServicer
 from node.session_file import SessionFile
 from proto import kafkasim_pb2 as pb
+from proto import groups_pb2_grpc as gpbg
 from proto import kafkasim_pb2_grpc as pbg
 from zk.client import ZkClient
 from zk import paths as zk_paths
 from zk.codecs import BrokerRegistration, decode_topic
 
 log = logging.getLogger("kafkasim.broker")
+
+
+def group_config(cfg: ClusterConfig):
+    from coordinator.core import GroupConfig
+    g = cfg.get
+    return GroupConfig(
+        min_session_timeout_ms=g("group.min.session.timeout.ms"),
+        max_session_timeout_ms=g("group.max.session.timeout.ms"),
+        initial_rebalance_delay_ms=g("group.initial.rebalance.delay.ms"),
+        max_size=g("group.max.size"),
+        offset_metadata_max_bytes=g("offset.metadata.max.bytes"),
+        offsets_retention_ms=g("offsets.retention.minutes") * 60_000,
+        offsets_retention_check_interval_ms=g("offsets.retention.check.interval.ms"),
+        commit_timeout_ms=g("offsets.commit.timeout.ms"))
 
 STATE_FILE = "cluster.json"
 
@@ -95,23 +112,40 @@ class Broker:
             controller_endpoint=lambda: self._endpoint_of(self.state.controller_id),
             fetch_wait_ms=g("replica.fetch.wait.max.ms"), segment_bytes=g("log.segment.bytes"),
             checkpoint_interval_ms=g("replica.high.watermark.checkpoint.interval.ms"),
-            topic_config=self._topic_config)
-        # long polls (followers, consumers) hold a worker each: size the pool for them
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="grpc"))
+            topic_config=self._topic_config,
+            cleaner=CleanerSettings(g("log.cleaner.enable"), g("log.cleaner.backoff.ms"),
+                                    g("log.cleaner.delete.retention.ms"),
+                                    g("log.cleaner.min.cleanable.ratio.percent") / 100))
+        self.groups = CoordinatorShell(broker_id, self.replicas, self.events, group_config(cfg),
+                                       num_partitions=self._offsets_partitions,
+                                       load_buffer_bytes=g("offsets.load.buffer.size"))
+        self.replicas.on_leadership = self.groups.on_leadership
+        # long polls (followers, consumers) and parked joins/syncs hold a worker each: size the pool for them
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=256, thread_name_prefix="grpc"),
+                                  maximum_concurrent_rpcs=4096)
         pbg.add_BrokerServicer_to_server(BrokerServicer(self.state, self.events, self.controller, self.replicas),
                                          self.server)
+        gpbg.add_GroupsServicer_to_server(GroupsServicer(self.state, self.groups), self.server)
         self.stopping = threading.Event()
 
     def _endpoint_of(self, broker_id: int) -> str | None:
         b = self.state.live_brokers.get(broker_id)
         return f"{b[0]}:{b[1]}" if b else None
 
+    def _offsets_partitions(self) -> int:
+        """The offsets topic's partition count as the metadata cache has it, else the configured one."""
+        n = sum(1 for t, _ in list(self.state.metadata) if t == zk_paths.OFFSETS_TOPIC)
+        return n or self.cfg.get("offsets.topic.num.partitions")
+
     def _topic_config(self, topic: str) -> dict:
+        base = {}
+        if topic == zk_paths.OFFSETS_TOPIC:  # Kafka's offsets topic: compacted, its own segment size
+            base = {"cleanup.policy": "compact", "segment.bytes": self.cfg.get("offsets.topic.segment.bytes")}
         try:
             data, _ = self.zk.get(zk_paths.topic(topic))
-            return dict(decode_topic(topic, data).config)
+            return base | dict(decode_topic(topic, data).config)
         except Exception:  # unknown or unreadable: the broker defaults apply
-            return {}
+            return base
 
     def _cached_states(self) -> dict:
         """This broker's metadata cache as the controller core's (LeaderAndIsr, zkVersion) map."""
@@ -197,6 +231,7 @@ class Broker:
             self._controlled_shutdown()
         self.controller.shutdown()
         self.server.stop(grace=0.2).wait(2)
+        self.groups.close()
         self.replicas.close()
         self.events.emit("zk_session_closing", session_id=f"0x{self.zk.session_id:x}")
         try:

@@ -4,6 +4,8 @@
     kafkasim broker kill|term|pause|resume|start ID
     kafkasim controller                  kafkasim zk ls|get PATH
     kafkasim topics --describe           kafkasim leader-election --preferred
+    kafkasim produce --topic T [VALUE...]   kafkasim consume --topic T [--from-beginning]
+    kafkasim consumer-groups --list|--describe|--delete|--reset-offsets   kafkasim console-consumer --group G
     kafkasim broker-health --host H --port P
     kafkasim demo                        (the README's main job)
 """
@@ -61,6 +63,7 @@ def print_view(view, processes: dict[int, dict[str, Any]] | None = None, out=sys
 
 
 def describe_topics(view, topic: str | None, out=sys.stdout) -> None:
+    from node.cli_data import offsets_suffix
     for t, info in sorted(view.topics.items()):
         if topic and t != topic:
             continue
@@ -71,7 +74,7 @@ def describe_topics(view, topic: str | None, out=sys.stdout) -> None:
         for p, s in sorted(parts.items()):
             print(f"\tTopic: {t}\tPartition: {p}\tLeader: {s['leader'] if s['leader'] >= 0 else 'none'}"
                   f"\tLeaderEpoch: {s['leader_epoch']}\tReplicas: {','.join(map(str, s['replicas']))}"
-                  f"\tIsr: {','.join(map(str, s['isr']))}", file=out)
+                  f"\tIsr: {','.join(map(str, s['isr']))}{offsets_suffix(s)}", file=out)
 
 
 # ---------------------------------------------------------------------- commands
@@ -196,10 +199,14 @@ def cmd_topics(args: argparse.Namespace) -> int:
         if args.list:
             print("\n".join(topics.list_topics(cluster.zk())))
             return 0
+        from node import cli_data
         view = cluster.view()
         if args.topic and args.topic not in view.topics:
             print(f"error: topic '{args.topic}' does not exist", file=sys.stderr)
             return 1
+        if args.watch:
+            return cli_data.watch(cluster, args.topic, args.interval, describe_topics)
+        cli_data.add_offsets(view)
         if args.json:
             doc = view.to_json()["topics"]
             print(json.dumps([t for t in doc if not args.topic or t["topic"] == args.topic], indent=2))
@@ -307,7 +314,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--partitions", type=int)
     t.add_argument("--replication-factor", type=int)
     t.add_argument("--json", action="store_true")
+    t.add_argument("--watch", action="store_true", help="--describe: redraw in place (Ctrl-C stops)")
+    t.add_argument("--interval", type=float, default=1.0, help="--watch: seconds between refreshes")
     t.set_defaults(func=cmd_topics)
+
+    from node import cli_data, cli_groups
+    cli_data.add_parsers(sub, with_config)
+    cli_groups.add_parsers(sub, with_config)
 
     le = with_config(sub.add_parser("leader-election", help="like kafka-leader-election.sh"))
     le.add_argument("--preferred", action="store_true", required=True)
@@ -323,7 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--timeout", type=float, default=2.0)
     h.set_defaults(func=cmd_broker_health)
 
-    d = with_config(sub.add_parser("demo", help="the main job: a cluster, controller failovers, a report"))
+    d = with_config(sub.add_parser("demo", help="the main job: a cluster, consumer groups, a coordinator "
+                                                "failover, a report (--controller: controller failovers)"))
+    d.add_argument("--controller", action="store_true", help="the controller-failover demo instead")
     d.add_argument("--brokers", type=int, default=None, help="run N brokers instead of cluster.yaml's list")
     d.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     d.set_defaults(func=lambda a: __import__("node.demo", fromlist=["main"]).run(a))

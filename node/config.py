@@ -118,6 +118,9 @@ _TABLE = (
     _k("log.index.interval.bytes", int, 4096, "Bytes between offset index entries"),
     _k("log.cleaner.enable", bool, True, "Run the log cleaner (needed by compacted `__consumer_offsets`)"),
     _k("log.cleaner.delete.retention.ms", int, 86400000, "How long tombstones are kept in compacted logs"),
+    _k("log.cleaner.backoff.ms", int, 5000, "Pause between log cleaner passes", kafka_default=15000),
+    _k("log.cleaner.min.cleanable.ratio.percent", int, 50, "Dirty share (%) of a compacted log that makes it "
+       "cleanable (Kafka's log.cleaner.min.cleanable.ratio 0.5, as a percentage)", min=0, max=100, extension=True),
     _k("group.min.session.timeout.ms", int, 6000, "Min session timeout a consumer may ask for"),
     _k("group.max.session.timeout.ms", int, 1800000, "Max session timeout a consumer may ask for"),
     _k("group.initial.rebalance.delay.ms", int, 3000, "Delay of the first rebalance of an empty group", min=0),

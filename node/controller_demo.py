@@ -1,4 +1,4 @@
-"""The README's main job (until the coordinator exists): controller failover, told from the event logs.
+"""`kafkasim demo --controller`: controller failover, told from the event logs.
 
 1. ``cluster up``: an embedded ZooKeeper and the brokers, as real processes.
 2. SIGTERM the controller: a clean handover (its session closes at once).

@@ -37,6 +37,7 @@ GROUP_MAX_SIZE_REACHED = 81
 FENCED_INSTANCE_ID = 82
 UNSTABLE_OFFSET_COMMIT = 88
 INVALID_UPDATE_VERSION = 95
+INELIGIBLE_REPLICA = 107  # Kafka 3.3+ (KIP-841): an ISR expansion to a fenced or shutting-down broker
 
 _NAMES = {v: k for k, v in list(globals().items()) if k.isupper() and isinstance(v, int)}
 

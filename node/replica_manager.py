@@ -10,6 +10,7 @@ the controller as AlterIsr requests.
 """
 from __future__ import annotations
 
+import heapq
 import logging
 import shutil
 import threading
@@ -26,6 +27,7 @@ from node.events import EventLog
 from node.replication import AlterIsrProposal, PartitionReplication, ReplicaSettings
 from node.storage import OffsetCheckpointFile, PartitionLog
 from node.storage.batch import CorruptBatchError
+from node.storage.cleaner import CleanResult, clean
 from node.storage.log import InvalidAppendError, OffsetOutOfRangeError
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
@@ -48,13 +50,35 @@ class Hosted:
     repl: PartitionReplication
     cond: threading.Condition = field(default_factory=threading.Condition)  # guards both; wakes waiters
     fetching_from: tuple[int, int] | None = None  # (leader, leader epoch) this follower fetches from
+    waiters: list["AckWaiter"] = field(default_factory=list)  # acks=all appends waiting for the HW
+    config: dict = field(default_factory=dict)  # the topic's config overrides (cleanup.policy, ...)
+
+
+@dataclass(frozen=True)
+class CleanerSettings:
+    enable: bool = True
+    backoff_ms: int = 15000                   # log.cleaner.backoff.ms: the pause between passes
+    delete_retention_ms: int = 86_400_000     # log.cleaner.delete.retention.ms (topic: delete.retention.ms)
+    min_cleanable_ratio: float = 0.5          # log.cleaner.min.cleanable.ratio
+
+
+@dataclass(eq=False)
+class AckWaiter:
+    """An acks=all append waiting until the HW covers ``required`` (Kafka's DelayedProduce)."""
+
+    tp: TP
+    required: int
+    leader_epoch: int
+    deadline: float
+    on_done: Callable[[int], None]
 
 
 class ReplicaManager:
     def __init__(self, broker_id: int, log_dir: Path, settings: ReplicaSettings, events: EventLog,
                  broker_epoch: Callable[[], int], endpoint_of: Callable[[int], str | None],
                  controller_endpoint: Callable[[], str | None], fetch_wait_ms: int, segment_bytes: int,
-                 checkpoint_interval_ms: int, topic_config: Callable[[str], dict] = lambda t: {}):
+                 checkpoint_interval_ms: int, topic_config: Callable[[str], dict] = lambda t: {},
+                 cleaner: "CleanerSettings | None" = None):
         self.broker_id = broker_id
         self.log_dir = log_dir
         self.settings = settings
@@ -66,10 +90,13 @@ class ReplicaManager:
         self.segment_bytes = segment_bytes
         self._topic_config = topic_config
         self.hosted: dict[TP, Hosted] = {}
+        # (topic, partition, is_leader, leader_epoch) after each role change: the group coordinator's hook
+        self.on_leadership: Callable[[str, int, bool, int], None] | None = None
         self.fetchers: dict[int, LeaderFetcher] = {}  # one per leader broker, as Kafka's fetcher threads
         self._lock = threading.Lock()
         self._data = threading.Condition()  # notified on every append or HW move: wakes long polls
         self._stopping = threading.Event()
+        self._purgatory = Purgatory(self._waiter_outcome)
         self._checkpoint = OffsetCheckpointFile(log_dir / HW_CHECKPOINT)
         log_dir.mkdir(parents=True, exist_ok=True)
         self._hw_at_start = self._checkpoint.read()
@@ -79,6 +106,10 @@ class ReplicaManager:
                        threading.Thread(target=self._every, args=(checkpoint_interval_ms / 1000,
                                                                   self.checkpoint_hws), daemon=True,
                                         name="hw-checkpoint")]
+        self.cleaner = cleaner
+        if cleaner is not None and cleaner.enable:
+            self._tasks.append(threading.Thread(target=self._every, args=(cleaner.backoff_ms / 1000, self.clean_logs),
+                                                daemon=True, name="log-cleaner"))
         for t in self._tasks:
             t.start()
 
@@ -95,7 +126,8 @@ class ReplicaManager:
         settings = self.settings
         if "min.insync.replicas" in overrides:  # a topic-level override of the broker default
             settings = ReplicaSettings(settings.replica_lag_time_max_ms, int(overrides["min.insync.replicas"]))
-        plog = PartitionLog(self.log_dir, tp[0], tp[1], segment_bytes=self.segment_bytes)
+        segment_bytes = int(overrides.get("segment.bytes", self.segment_bytes))
+        plog = PartitionLog(self.log_dir, tp[0], tp[1], segment_bytes=segment_bytes)
         if plog.recovery.truncated_bytes:
             self.events.emit("log_recovered", topic=tp[0], partition=tp[1],
                              truncated_bytes=plog.recovery.truncated_bytes,
@@ -104,7 +136,7 @@ class ReplicaManager:
         repl = PartitionReplication(tp[0], tp[1], self.broker_id, settings,
                                     high_watermark=min(self._hw_at_start.get(tp, 0), plog.log_end_offset))
         with self._lock:
-            h = self.hosted.setdefault(tp, Hosted(plog, repl))
+            h = self.hosted.setdefault(tp, Hosted(plog, repl, config=dict(overrides)))
         if h.log is not plog:
             plog.close()
         return h
@@ -127,8 +159,9 @@ class ReplicaManager:
             h.fetching_from = None
             self._log_events(h.repl.become_leader(p.leader_epoch, list(p.isr), list(p.replicas), p.zk_version,
                                                   h.log, now_ms()))
-            h.cond.notify_all()
+            self._wake(h)
         self._notify()
+        self._role_changed(p.topic, p.partition, True, p.leader_epoch)
 
     def become_follower(self, p: PartitionInfo) -> None:
         tp = (p.topic, p.partition)
@@ -138,8 +171,9 @@ class ReplicaManager:
             self._log_events(h.repl.become_follower(p.leader, p.leader_epoch, list(p.isr), list(p.replicas),
                                                     p.zk_version))
             h.fetching_from = (p.leader, p.leader_epoch) if p.leader >= 0 else None
-            h.cond.notify_all()
+            self._wake(h)
         self._notify()
+        self._role_changed(p.topic, p.partition, False, p.leader_epoch)
         if p.leader >= 0:
             with self._lock:
                 f = self.fetchers.get(p.leader)
@@ -160,7 +194,7 @@ class ReplicaManager:
             with h.cond:
                 self._log_events(h.repl.apply_isr_update(list(p.isr), p.zk_version, p.leader_epoch,
                                                          log=h.log, now_ms=now_ms()))
-                h.cond.notify_all()
+                self._wake(h)
             self._notify()
 
     def stop_replica(self, tp: TP, delete: bool) -> None:
@@ -172,9 +206,14 @@ class ReplicaManager:
         with h.cond:
             h.fetching_from = None
             h.log.close()
-            h.cond.notify_all()
+            self._wake(h)
         if delete:
             shutil.rmtree(h.log.dir, ignore_errors=True)
+        self._role_changed(tp[0], tp[1], False, h.repl.leader_epoch)
+
+    def _role_changed(self, topic: str, partition: int, is_leader: bool, leader_epoch: int) -> None:
+        if self.on_leadership is not None:
+            self.on_leadership(topic, partition, is_leader, leader_epoch)
 
     def _unassign(self, tp: TP, h: Hosted) -> None:
         with self._lock:
@@ -185,7 +224,107 @@ class ReplicaManager:
         with self._data:
             self._data.notify_all()
 
+    def _wake(self, h: Hosted) -> None:
+        """Called with ``h.cond`` held after anything that may move the HW or the role:
+        wakes blocked produce requests and completes acks=all waiters that are done."""
+        h.cond.notify_all()
+        if h.waiters:
+            keep = []
+            for w in h.waiters:
+                code = self._waiter_outcome(h, w)
+                if code is None:
+                    keep.append(w)
+                else:
+                    self._purgatory.complete(w, code)
+            h.waiters[:] = keep
+
+    @staticmethod
+    def _waiter_outcome(h: Hosted, w: AckWaiter) -> int | None:
+        if h.log.closed or not h.repl.is_leader or h.repl.leader_epoch != w.leader_epoch:
+            return errors.NOT_LEADER_OR_FOLLOWER
+        return h.repl.check_acks_all(w.required)
+
     # ------------------------------------------------------------------ produce
+
+    def append(self, tp: TP, records: list[tuple[bytes | None, bytes | None, int | None]], acks: int,
+               timeout_ms: int, on_done: Callable[[int], None]) -> tuple[int, int, int] | None:
+        """Append as the leader without blocking (the group coordinator's write path).
+
+        Returns ``(error, base_offset, last_offset)`` when the outcome is known
+        at once (an error, or acks 0/1); otherwise returns None and calls
+        ``on_done(error)`` from another thread once the HW covers the records,
+        the leadership is lost (NOT_LEADER_OR_FOLLOWER) or the timeout passes
+        (REQUEST_TIMED_OUT).
+        """
+        h = self.hosted.get(tp)
+        if h is None:
+            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1
+        with h.cond:
+            if not h.repl.is_leader or h.log.closed:
+                return errors.NOT_LEADER_OR_FOLLOWER, -1, -1
+            code = h.repl.check_produce(acks)
+            if code != errors.NONE:
+                return code, -1, -1
+            epoch = h.repl.leader_epoch
+            base, last = h.log.append_as_leader(records, epoch, now_ms())
+            self._log_events(h.repl.on_leader_append(h.log, now_ms()))
+            if acks != -1:
+                self._wake(h)
+                self._notify()
+                return errors.NONE, base, last
+            w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done)
+            h.waiters.append(w)
+            self._purgatory.watch(h, w)
+            self._wake(h)
+        self._notify()  # wake followers' long polls
+        return None
+
+    def read_log(self, tp: TP, offset: int, max_bytes: int) -> tuple[bytes, int, int] | None:
+        """Whole batches from ``offset`` up to the LEO (the coordinator's load reads
+        to the LEO, as Kafka's does), with the log start and end offsets; None when
+        this broker no longer hosts the replica."""
+        h = self.hosted.get(tp)
+        if h is None:
+            return None
+        with h.cond:
+            if h.log.closed:
+                return None
+            start, end = h.log.log_start_offset, h.log.log_end_offset
+            if offset >= end:
+                return b"", start, end
+            return bytes(h.log.read(max(offset, start), max_bytes)), start, end
+
+    def replica_statuses(self) -> list[pb.ReplicaStatus]:
+        out = []
+        for (t, p), h in sorted(list(self.hosted.items())):
+            with h.cond:
+                if h.log.closed:
+                    continue
+                out.append(pb.ReplicaStatus(topic=t, partition=p, is_leader=h.repl.is_leader,
+                                            leader_epoch=h.repl.leader_epoch,
+                                            log_start_offset=h.log.log_start_offset,
+                                            log_end_offset=h.log.log_end_offset,
+                                            high_watermark=h.repl.high_watermark,
+                                            isr=list(h.repl.isr) if h.repl.is_leader else []))
+        return out
+
+    def list_offsets(self, req: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
+        """Kafka's ListOffsets for consumers: -1 latest (the HW, what a consumer can
+        read up to), -2 earliest (the log start offset). Only the leader answers."""
+        out = []
+        for tp in req.partitions:
+            h = self.hosted.get((tp.topic, tp.partition))
+            r = pb.ListOffsetsPartition(topic=tp.topic, partition=tp.partition, offset=-1, leader_epoch=-1)
+            if h is None or not h.repl.is_leader:
+                r.error_code = errors.NOT_LEADER_OR_FOLLOWER
+            elif req.timestamp not in (-1, -2):
+                r.error_code = errors.INVALID_REQUEST
+            else:
+                with h.cond:
+                    r.offset = h.repl.high_watermark if req.timestamp == -1 else h.log.log_start_offset
+                    r.leader_epoch = h.repl.leader_epoch
+            out.append(r)
+        return pb.ListOffsetsResponse(partitions=out)
 
     def produce(self, req: pb.ProduceRequest) -> pb.ProduceResponse:
         h = self.hosted.get((req.topic, req.partition))
@@ -207,6 +346,7 @@ class ReplicaManager:
             epoch = h.repl.leader_epoch
             base, last = h.log.append_as_leader(records, epoch, now_ms())
             self._log_events(h.repl.on_leader_append(h.log, now_ms()))
+            self._wake(h)  # a lone ISR moves the HW at once
             self._notify()  # wake followers' long polls
             if req.acks != -1:
                 return pb.ProduceResponse(error_code=errors.NONE, base_offset=base, last_offset=last, leader_epoch=epoch)
@@ -250,7 +390,7 @@ class ReplicaManager:
                     out = h.repl.on_follower_fetch(req.replica_id, fp.fetch_offset, fp.last_fetched_epoch,
                                                    fp.current_leader_epoch, h.log, now_ms())
                     self._log_events(out.events)
-                    h.cond.notify_all()  # the HW may have moved: wake acks=all waiters
+                    self._wake(h)  # the HW may have moved: wake acks=all waiters
                     if out.alter_isr is not None:
                         proposals.append((h, out.alter_isr))
                     if out.error != errors.NONE or out.diverging_epoch is not None or out.read_offset is None:
@@ -324,7 +464,7 @@ class ReplicaManager:
             outcome = h.repl.on_alter_isr_result(code, isr, version, epoch, proposal=proposal, log=h.log,
                                                  now_ms=now_ms())
             self._log_events(outcome.events)
-            h.cond.notify_all()
+            self._wake(h)
         self._notify()
 
     def _shrink_isrs(self) -> None:
@@ -337,6 +477,32 @@ class ReplicaManager:
                 self._send_alter_isr(h, proposal)
 
     # ------------------------------------------------------------------ housekeeping
+
+    def clean_logs(self) -> list[CleanResult]:
+        """One pass of the log cleaner over every compacted partition hosted here, never past
+        its HW (Kafka's firstUncleanableOffset); the partition's lock is held while it cleans."""
+        settings = self.cleaner or CleanerSettings()
+        done = []
+        for (t, p), h in sorted(list(self.hosted.items())):
+            if "compact" not in str(h.config.get("cleanup.policy", "delete")):
+                continue
+            retention = int(h.config.get("delete.retention.ms", settings.delete_retention_ms))
+            with h.cond:
+                if h.log.closed:
+                    continue
+                t0 = time.monotonic_ns()
+                r = clean(h.log, now_ms=now_ms(), delete_retention_ms=retention,
+                          min_cleanable_ratio=settings.min_cleanable_ratio,
+                          upper_bound_offset=h.repl.high_watermark,
+                          min_compaction_lag_ms=int(h.config.get("min.compaction.lag.ms", 0)))
+            if r.segments_cleaned:
+                done.append(r)
+                self.events.emit("log_cleaned", topic=t, partition=p, segments=r.segments_cleaned,
+                                 records_read=r.records_read, records_kept=r.records_kept,
+                                 tombstones_dropped=r.tombstones_dropped, bytes_before=r.bytes_before,
+                                 bytes_after=r.bytes_after, first_dirty_offset=r.first_dirty_offset,
+                                 duration_ms=round((time.monotonic_ns() - t0) / 1e6, 3))
+        return done
 
     def checkpoint_hws(self) -> None:
         hws = {tp: h.repl.high_watermark for tp, h in list(self.hosted.items())}
@@ -356,6 +522,7 @@ class ReplicaManager:
 
     def close(self) -> None:
         self._stopping.set()
+        self._purgatory.stop()
         with self._lock:
             fetchers = list(self.fetchers.values())
         for f in fetchers:
@@ -368,6 +535,62 @@ class ReplicaManager:
                 with h.cond:
                     h.log.flush()
                     h.log.close()
+
+
+class Purgatory(threading.Thread):
+    """Completes acks=all waiters off the request threads: runs their callbacks
+    (outside every partition lock) and times out the ones past their deadline."""
+
+    def __init__(self, outcome: Callable[[Hosted, AckWaiter], int | None]):
+        super().__init__(name="produce-purgatory", daemon=True)
+        self._outcome = outcome
+        self._cond = threading.Condition()
+        self._done: list[tuple[AckWaiter, int]] = []
+        self._watched: list[tuple[float, int, Hosted, AckWaiter]] = []  # a heap by deadline
+        self._seq = 0
+        self._stopped = False
+        self.start()
+
+    def watch(self, h: Hosted, w: AckWaiter) -> None:
+        with self._cond:
+            self._seq += 1
+            heapq.heappush(self._watched, (w.deadline, self._seq, h, w))
+            self._cond.notify()
+
+    def complete(self, w: AckWaiter, code: int) -> None:
+        with self._cond:
+            self._done.append((w, code))
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+    def run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._done and not self._stopped and not (
+                        self._watched and self._watched[0][0] <= time.monotonic()):
+                    self._cond.wait(self._watched[0][0] - time.monotonic() if self._watched else None)
+                if self._stopped:
+                    return
+                done, self._done = self._done, []
+                expired = []
+                while self._watched and self._watched[0][0] <= time.monotonic():
+                    expired.append(heapq.heappop(self._watched))
+            for _, _, h, w in expired:
+                with h.cond:
+                    if w not in h.waiters:
+                        continue  # completed already
+                    h.waiters.remove(w)
+                    code = self._outcome(h, w)
+                done.append((w, errors.REQUEST_TIMED_OUT if code is None else code))
+            for w, code in done:
+                try:
+                    w.on_done(code)
+                except Exception:
+                    log.exception("append callback failed")
 
 
 class LeaderFetcher(threading.Thread):
@@ -456,7 +679,7 @@ class LeaderFetcher(threading.Thread):
             return True
         if a.records:
             try:
-                h.log.append_as_follower(a.records)
+                h.log.append_as_follower(a.records, allow_gaps=True)  # a compacted leader log has gaps
             except (InvalidAppendError, CorruptBatchError) as e:
                 rm.events.emit("follower_append_failed", topic=tp[0], partition=tp[1], error=str(e))
                 return False

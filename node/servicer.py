@@ -74,7 +74,8 @@ class BrokerServicer(pbg.BrokerServicer):
         return pb.DescribeBrokerResponse(
             broker_id=s.broker_id, broker_epoch=s.broker_epoch, is_controller=self.controller.is_active,
             controller_epoch=self.controller.epoch, latest_controller_epoch=s.controller_epoch,
-            known_controller_id=self.controller.active_controller_id, partitions=parts, live_brokers=live)
+            known_controller_id=self.controller.active_controller_id, partitions=parts, live_brokers=live,
+            replicas=self.replicas.replica_statuses() if self.replicas is not None else [])
 
     def Produce(self, request, context):
         if self.replicas is None:
@@ -85,6 +86,11 @@ class BrokerServicer(pbg.BrokerServicer):
         if self.replicas is None:
             return pb.FetchResponse(error_code=errors.NOT_LEADER_OR_FOLLOWER)
         return self.replicas.fetch(request)
+
+    def ListOffsets(self, request, context):
+        if self.replicas is None:
+            return pb.ListOffsetsResponse()
+        return self.replicas.list_offsets(request)
 
     def ControlledShutdown(self, request, context):
         if not self.controller.is_active:

@@ -1,7 +1,7 @@
 """AlterIsr at the controller (Kafka's processAlterIsr), in the core: checks in order, then a write."""
 from __future__ import annotations
 
-from controller.core import (FENCED_LEADER_EPOCH, INVALID_REQUEST, INVALID_UPDATE_VERSION, NONE,
+from controller.core import (FENCED_LEADER_EPOCH, INELIGIBLE_REPLICA, INVALID_REQUEST, INVALID_UPDATE_VERSION, NONE,
                              NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH,
                              UNKNOWN_TOPIC_OR_PARTITION, LeaderAndIsrCmd, UpdateMetadataCmd)
 from test_controller_core import EPOCH, apply, brokers, las, started, state_of
@@ -61,3 +61,14 @@ def test_an_accepted_change_moves_the_version_the_next_request_must_carry():
     assert c.on_alter_isr(1, 101, [(TP, 4, (1,), 7)])[2] == {TP: INVALID_UPDATE_VERSION}
     assert c.on_alter_isr(1, 101, [(TP, 4, (1,), 8)])[2] == {TP: NONE}
     assert EPOCH == c.epoch
+
+
+def test_a_broker_in_controlled_shutdown_is_not_taken_back_into_an_isr():
+    """It keeps fetching until it stops; re-adding it would undo the shutdown's ISR removal."""
+    c = started({T: {0: (1, 2, 3)}}, {TP: (las(1, 4, (1, 2)), 8)}, brokers(1, 2, 3))
+    c.on_controlled_shutdown(3, 103)
+    code, plan, results = c.on_alter_isr(1, 101, [(TP, 4, (1, 2, 3), 8)])
+    assert (code, results, plan.writes) == (NONE, {TP: INELIGIBLE_REPLICA}, [])
+    # shrinks are still allowed
+    code, plan, results = c.on_alter_isr(1, 101, [(TP, 4, (1,), 8)])
+    assert results == {TP: NONE} and plan.writes[0].reason == "isr_shrink"

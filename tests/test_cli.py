@@ -199,7 +199,7 @@ def test_zk_ls_and_get_read_zookeeper(cli):
 
 
 PARTITION_LINE = re.compile(r"^\tTopic: __consumer_offsets\tPartition: (\d+)\tLeader: (\d+|none)\t"
-                            r"LeaderEpoch: (\d+)\tReplicas: ([\d,]+)\tIsr: ([\d,]*)$")
+                            r"LeaderEpoch: (\d+)\tReplicas: ([\d,]+)\tIsr: ([\d,]*)\tHw: (\d+|-)\tLeo: ([\d=,-]+)$")
 
 
 def test_topics_describe_prints_kafka_topics_format(cli):
@@ -213,6 +213,8 @@ def test_topics_describe_prints_kafka_topics_format(cli):
         p = parts[int(m.group(1))]
         assert (int(m.group(2)), int(m.group(3))) == (p["leader"], p["leader_epoch"])
         assert m.group(4) == ",".join(map(str, p["replicas"])) and m.group(5) == ",".join(map(str, p["isr"]))
+        # an idle cluster: the leader reports HW 0 and every replica an empty log
+        assert m.group(6) == "0" and m.group(7) == ",".join(f"{b}=0" for b in p["replicas"]), line
     assert sorted(int(PARTITION_LINE.match(line).group(1)) for line in out[1:]) == list(range(50))
     assert cli.ok("topics", "--describe", "--topic", OFFSETS).stdout.splitlines() == out
     r = cli.run("topics", "--describe", "--topic", "nope")

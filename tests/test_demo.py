@@ -1,6 +1,7 @@
 """`kafkasim demo`: the README's main job, run as a user runs it (a subprocess, an embedded ZooKeeper)."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -62,14 +63,42 @@ def demo_dir(tmp_path: Path):
         os.kill(pid, signal.SIGKILL)
 
 
-def run_demo(config: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "node.cli", "demo", "--config", str(config)], cwd=REPO,
+def run_demo(config: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "node.cli", "demo", "--config", str(config), *extra], cwd=REPO,
                           capture_output=True, text=True, timeout=DEMO_TIMEOUT_S)
+
+
+def test_the_main_job_kills_a_groups_coordinator_and_reports_its_failover(demo_dir):
+    config = write_config(demo_dir, consecutive_free_ports(3))
+    r = run_demo(config)
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
+    out = r.stdout
+    m = re.search(r"group 'billing': __consumer_offsets-(\d+), coordinator broker (\d)", out)
+    assert m, out
+    partition, old = int(m.group(1)), int(m.group(2))
+    assert f"SIGKILL of broker {old}, the coordinator of 'billing'" in out, out
+    moved = re.search(r"coordinator moved from broker (\d) to broker (\d): load took ([\d.]+) ms over (\d+) records", out)
+    assert moved and int(moved.group(1)) == old and int(moved.group(2)) != old, out
+    assert int(moved.group(4)) > 0, "the new coordinator replayed the group's records"
+    first = re.search(r"first commit accepted by broker (\d)\s+t=\s*([\d.]+) ms", out)
+    assert first and int(first.group(1)) == int(moved.group(2)), out
+    # detection waits for the killed broker's ZooKeeper session to expire
+    assert float(first.group(2)) >= SESSION_MS * 0.9, out
+    for g in ("billing", "shipping", "audit"):
+        assert f"   {g}: no committed offset was lost" in out, out
+    run_dir = demo_dir / "run"
+    assert (run_dir / "report.txt").read_text() == out
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["valid"] and report["lost_offsets"] == 0 and report["offsets_partition"] == partition
+    assert report["old_coordinator"] == old and report["new_coordinator"] == int(moved.group(2))
+    assert report["leader_elected_ms"] <= report["loaded_at_ms"] <= report["first_commit_ms"]
+    assert processes_mentioning(str(demo_dir)) == {}
+    assert not (run_dir / "cluster.json").exists()
 
 
 def test_demo_reports_both_controller_failovers_and_cleans_up(demo_dir):
     config = write_config(demo_dir, consecutive_free_ports(3))
-    r = run_demo(config)
+    r = run_demo(config, "--controller")
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
     out = r.stdout
     for text in ("SIGTERM of the controller", "SIGKILL of the controller", "won the election (epoch 2)",

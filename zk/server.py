@@ -321,6 +321,13 @@ class EmbeddedZooKeeper:
     def connect_string(self) -> str:
         return ",".join(s.address for s in self.servers)
 
+    def __enter__(self) -> "EmbeddedZooKeeper":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def start(self, timeout: float = 30.0) -> None:
         """Start every server and wait until the ensemble serves (one leader for 3)."""
         try:

@@ -1,0 +1,303 @@
+"""Group coordinator: replay rate, commit throughput against ZooKeeper znodes, failover stages.
+
+    python bench/coordinator.py [--records 1000000] [--runs 5] [--quick] [--json] [--only replay|commit|failover]
+
+replay     1M offset-commit records (10k keys: 100 groups x 100 partitions,
+           each committed 100 times, 100 offsets per batch as one commit
+           request writes them) in a real segment log on disk, loaded through
+           the coordinator's own load loop (node.coordinator_shell.replay_log ->
+           PartitionCoordinator.replay), before and after the log cleaner
+           compacts it.  Baseline, same run: decoding the same batches without
+           replaying them.  One core (this process).
+commit     OffsetCommit requests to a real 3-broker cluster (RF 3, acks=all),
+           8 client threads, 10 partitions per request, for a fixed time.
+           Baseline, same run: the old ZooKeeper design (Kafka's pre-0.9
+           consumer: one znode per partition under /consumers/<g>/offsets/<t>/<p>,
+           one synchronous setData per offset), 8 kazoo threads on the same
+           ZooKeeper.
+failover   a group of 2 members committing after every poll; the broker
+           coordinating it gets SIGTERM (controlled shutdown) or SIGKILL; per run,
+           from the event logs and the clients: process exit, new leader elected,
+           load finished, first commit accepted (all from the signal).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.common import TICK_MS, make_cluster, pct, summary  # noqa: E402
+from client.admin import GroupAdmin  # noqa: E402
+from client.group import GroupMember  # noqa: E402
+from client.metadata import ClusterClient  # noqa: E402
+from client.producer import Producer  # noqa: E402
+from coordinator.core import GroupConfig, PartitionCoordinator  # noqa: E402
+from coordinator.hashing import partition_for  # noqa: E402
+from coordinator.records import OffsetKey, OffsetValue, encode_key, encode_value  # noqa: E402
+from node import topics  # noqa: E402
+from node.coordinator_shell import replay_log  # noqa: E402
+from node.events import read_run_events  # noqa: E402
+from node.storage import PartitionLog, iter_batches  # noqa: E402
+from node.storage.cleaner import clean  # noqa: E402
+from node.waiting import wait_for  # noqa: E402
+from proto import groups_pb2 as gpb  # noqa: E402
+from zk.client import ZkClient  # noqa: E402
+from zk.server import EmbeddedZooKeeper  # noqa: E402
+
+CHUNK = 5 << 20  # offsets.load.buffer.size
+
+
+# ---------------------------------------------------------------------- replay
+
+def build_log(d: Path, records: int) -> PartitionLog:
+    log = PartitionLog(d, "__consumer_offsets", 0, segment_bytes=1 << 20)
+    keys = [encode_key(OffsetKey(f"group-{g}", "t", p)) for g in range(100) for p in range(100)]
+    now = 1_700_000_000_000
+    n = 0
+    while n < records:
+        batch = []
+        for i in range(100):
+            k = keys[(n + i) % len(keys)]
+            batch.append((k, encode_value(OffsetValue(n + i, -1, "", now + n, None))))
+        log.append_as_leader(batch, 0, now + n)
+        n += len(batch)
+    log.flush()
+    return log
+
+
+def reader(log: PartitionLog):
+    return lambda offset: (bytes(log.read(max(offset, log.log_start_offset), CHUNK)) if offset < log.log_end_offset
+                           else b"", log.log_start_offset, log.log_end_offset)
+
+
+def time_replay(log: PartitionLog) -> dict:
+    read = reader(log)
+    t = time.perf_counter()
+    n, offset = 0, 0
+    while offset < log.log_end_offset:  # baseline: decode only
+        data, _, _ = read(offset)
+        for _, b in iter_batches(data):
+            n += len(b.records)
+            offset = b.next_offset
+    decode_s = time.perf_counter() - t
+    core = PartitionCoordinator(0, GroupConfig(), lambda: "uuid")
+    t = time.perf_counter()
+    core.begin_load(0)
+    stats = replay_log(core, read)
+    core.finish_load(0)
+    replay_s = time.perf_counter() - t
+    return {"records": stats.read, "replayed": stats.records, "bytes": stats.bytes, "decode_only_per_s": n / decode_s,
+            "replay_s": replay_s, "replay_per_s": stats.read / replay_s, "groups": len(core.group_ids())}
+
+
+def bench_replay(records: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="kafkasim-replay-") as tmp:
+        log = build_log(Path(tmp), records)
+        before = time_replay(log)
+        t = time.perf_counter()
+        r = clean(log, now_ms=1_800_000_000_000, min_cleanable_ratio=0.0, upper_bound_offset=log.log_end_offset)
+        clean_s = time.perf_counter() - t
+        after = time_replay(log)
+        log.close()
+    return {"before": before, "after": after, "clean_s": clean_s, "kept": r.records_kept, "read": r.records_read}
+
+
+# ---------------------------------------------------------------------- commit throughput
+
+def bench_commit(zk: EmbeddedZooKeeper, work: Path, seconds: float, threads: int = 8, per_request: int = 10) -> dict:
+    c = make_cluster(zk, work, partitions=50)
+    try:
+        topics.create_topic(c.zk(), "t", per_request, 3, {})
+        cc = ClusterClient([f"{b.host}:{b.port}" for b in c.cfg.brokers])
+        admin = GroupAdmin(cc)
+        groups = [f"bench-{i}" for i in range(threads)]
+        stubs = [cc.groups_stub(admin.coordinator(g)[1]) for g in groups]
+        counts = [0] * threads
+        errors_seen = [0] * threads
+        stop = threading.Event()
+
+        def run(i: int) -> None:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                r = stubs[i].OffsetCommit(gpb.OffsetCommitRequest(
+                    group_id=groups[i], generation_id=-1, retention_time_ms=-1, partitions=[
+                        gpb.OffsetCommitPartition(topic="t", partition=p, offset=n, leader_epoch=-1)
+                        for p in range(per_request)]), timeout=10)
+                if any(x.error_code for x in r.partitions):
+                    errors_seen[i] += 1
+                else:
+                    counts[i] += 1
+
+        ours = _timed(run, threads, seconds, stop)
+        requests = sum(counts)
+        result = {"requests_per_s": requests / ours, "offsets_per_s": requests * per_request / ours,
+                  "errors": sum(errors_seen)}
+        cc.close()
+    finally:
+        c.down()
+    # the ZooKeeper design: one znode per (group, topic, partition), one synchronous setData per offset
+    zkc = ZkClient(zk.connect_string, 10000, 10000)
+    zkc.start()
+    try:
+        for i in range(threads):
+            for p in range(per_request):
+                zkc.ensure_path(f"/bench-consumers/bench-{i}/offsets/t/{p}")
+        zcounts = [0] * threads
+        stop = threading.Event()
+
+        def zrun(i: int) -> None:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                for p in range(per_request):
+                    zkc.set(f"/bench-consumers/bench-{i}/offsets/t/{p}", str(n).encode())
+                zcounts[i] += 1
+
+        zs = _timed(zrun, threads, seconds, stop)
+        result["zookeeper_offsets_per_s"] = sum(zcounts) * per_request / zs
+        result["zookeeper_requests_per_s"] = sum(zcounts) / zs
+        zkc.delete("/bench-consumers", recursive=True)
+    finally:
+        zkc.stop()
+    result["ratio"] = result["offsets_per_s"] / result["zookeeper_offsets_per_s"]
+    return result
+
+
+def _timed(fn, threads: int, seconds: float, stop: threading.Event) -> float:
+    ts = [threading.Thread(target=fn, args=(i,), daemon=True) for i in range(threads)]
+    t0 = time.perf_counter()
+    for t in ts:
+        t.start()
+    stop.wait(seconds)  # the measurement window
+    stop.set()
+    for t in ts:
+        t.join(30)
+    return time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------------- failover stages
+
+def _first(events: list[dict], after_ns: int, type_: str, **match) -> dict | None:
+    return next((e for e in events if e["mono_ns"] >= after_ns and e["type"] == type_
+                 and all(e.get(k) == v for k, v in match.items())), None)
+
+
+def one_failover(zk: EmbeddedZooKeeper, work: Path, sig: signal.Signals) -> dict:
+    c = make_cluster(zk, work, partitions=50, controlled=(sig == signal.SIGTERM),
+                     **{"group.initial.rebalance.delay.ms": 100, "group.min.session.timeout.ms": 1000,
+                        "controlled.shutdown.retry.backoff.ms": 50})
+    members = []
+    stop = threading.Event()
+    try:
+        topics.create_topic(c.zk(), "t", 4, 3, {})
+        bootstrap = [f"{b.host}:{b.port}" for b in c.cfg.brokers]
+        Producer(ClusterClient(bootstrap)).send_batch("t", 0, [(None, b"x", -1)] * 10)
+        acks: list[tuple[int, int]] = []
+        members = [GroupMember(ClusterClient(bootstrap), "g", ["t"], client_id=f"m{i}", session_timeout_ms=6000,
+                               heartbeat_interval_ms=500) for i in range(2)]
+
+        def loop(m: GroupMember) -> None:
+            while not stop.is_set():
+                try:
+                    m.poll(20)
+                    m.commit({tp: max(0, pos) for tp, pos in m.fetcher.positions.items()} or {("t", 0): 0})
+                    acks.append((time.monotonic_ns(), m.coordinator[0] if m.coordinator else -1))
+                except Exception:
+                    stop.wait(0.005)
+        ts = [threading.Thread(target=loop, args=(m,), daemon=True) for m in members]
+        for t in ts:
+            t.start()
+        wait_for(lambda: len(acks) > 20, 60, "commits before the fault")
+        p = partition_for("g", 50)
+        old = GroupAdmin(ClusterClient(bootstrap)).coordinator("g")[0]
+        t0 = time.monotonic_ns()
+        c.signal_broker(old, sig)
+        wait_for(lambda: any(t > t0 and b not in (old, -1) for t, b in acks), 60, "a commit on the new coordinator")
+        first = next(t for t, b in acks if t > t0 and b not in (old, -1))
+        c.wait_exit(old, timeout=20)
+        ev = read_run_events(c.run_dir)
+        stopped = _first(ev, t0, "zk_session_closing", broker=old)
+        elected = _first(ev, t0, "partition_state_written", topic="__consumer_offsets", partition=p)
+        loaded = _first(ev, t0, "coordinator_loaded", partition=p)
+
+        def rel(e):
+            return (e["mono_ns"] - t0) / 1e6 if e else float("nan")
+        return {"exit": rel(stopped) if sig == signal.SIGTERM else 0.0, "elected": rel(elected),
+                "loaded": rel(loaded), "first_commit": (first - t0) / 1e6,
+                "load_ms": loaded["duration_ms"] if loaded else float("nan")}
+    finally:
+        stop.set()
+        for m in members:
+            m.close(leave=False)
+        c.down()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--quick", action="store_true", help="100k records, 2 runs, 2 s")
+    ap.add_argument("--only", choices=["replay", "commit", "failover"])
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if a.quick:
+        a.records, a.runs, a.seconds = 100_000, 2, 2.0
+    res: dict = {}
+    if a.only in (None, "replay"):
+        res["replay"] = bench_replay(a.records)
+    if a.only in (None, "commit", "failover"):
+        with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
+            zk = EmbeddedZooKeeper(Path(tmp) / "zk", tick_ms=TICK_MS)
+            zk.start()
+            try:
+                if a.only in (None, "commit"):
+                    res["commit"] = bench_commit(zk, Path(tmp), a.seconds)
+                if a.only in (None, "failover"):
+                    for sig in (signal.SIGTERM, signal.SIGKILL):
+                        res[f"failover {sig.name}"] = [one_failover(zk, Path(tmp), sig) for _ in range(a.runs)]
+            finally:
+                zk.stop()
+    if a.json:
+        print(json.dumps(res, indent=2))
+        return
+    if "replay" in res:
+        r = res["replay"]
+        for when in ("before", "after"):
+            x = r[when]
+            print(f"replay {when:6} compaction: {x['records']:>9} records in {x['replay_s']:.2f} s = "
+                  f"{x['replay_per_s']:>9.0f} records/s (decode only: {x['decode_only_per_s']:.0f}/s; "
+                  f"{x['groups']} groups)")
+        print(f"  compaction: {r['read']} records read, {r['kept']} kept, in {r['clean_s']:.2f} s; "
+              f"goal >= 500k records/s: {'met' if r['before']['replay_per_s'] >= 5e5 else 'MISSED'} (before)")
+    if "commit" in res:
+        r = res["commit"]
+        print(f"commit: {r['requests_per_s']:.0f} requests/s, {r['offsets_per_s']:.0f} offsets/s (RF 3, acks=all; "
+              f"{r['errors']} errors); ZooKeeper znodes: {r['zookeeper_offsets_per_s']:.0f} offsets/s -> "
+              f"{r['ratio']:.1f}x (goal >= 10x: {'met' if r['ratio'] >= 10 else 'MISSED'})")
+    for sig in ("SIGTERM", "SIGKILL"):
+        runs = res.get(f"failover {sig}")
+        if not runs:
+            continue
+        print(f"coordinator failover after {sig} (ms from the signal):")
+        for stage in ("exit", "elected", "loaded", "first_commit", "load_ms"):
+            print(f"  {stage:<13} {summary([r[stage] for r in runs])}")
+    term = res.get("failover SIGTERM")
+    if term:
+        med = statistics.median(r["first_commit"] for r in term)
+        print(f"goal: clean failover median first commit <= 150 ms: {med:.1f} ms {'met' if med <= 150 else 'MISSED'}")
+    _ = pct
+
+
+if __name__ == "__main__":
+    main()

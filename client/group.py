@@ -1,0 +1,427 @@
+"""A consumer-group member: Kafka's consumer coordinator protocol, over our gRPC.
+
+    member = GroupMember(cluster, "orders", ["t"], assignors=["range"])
+    records = member.poll(500)          # joins, syncs, then fetches
+    member.commit()                     # commits the positions reached
+    member.close()                      # LeaveGroup
+
+* **Discovery.** FindCoordinator against any broker, retried with tenacity's
+  exponential backoff while the answer is COORDINATOR_NOT_AVAILABLE or the
+  broker is unreachable.
+* **Join and sync.** JoinGroup (first with no member id: MEMBER_ID_REQUIRED
+  hands one back), the leader runs the chosen assignor over the members'
+  subscriptions, SyncGroup gives everyone their assignment.  Eager protocols
+  revoke everything before joining; cooperative-sticky revokes only what
+  moves, and rejoins once when it gave something up.
+* **Errors, as Kafka's client handles them.** NOT_COORDINATOR,
+  COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS: rediscover the
+  coordinator and retry.  REBALANCE_IN_PROGRESS: rejoin.  ILLEGAL_GENERATION,
+  UNKNOWN_MEMBER_ID: reset (a new member id) and rejoin.  FENCED_INSTANCE_ID
+  and protocol errors are fatal (:class:`GroupError`).
+* **Liveness.** A background thread heartbeats every
+  ``heartbeat_interval_ms`` while the member is in a generation; a heartbeat
+  error flags a rejoin that the next ``poll`` carries out.
+
+Every request and its outcome can be observed through ``on_op`` (used by the
+chaos workloads to write their histories).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Protocol
+
+import grpc
+from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+from client.assignors import StickyAssignor, get_assignor, partitions_to_revoke
+from client.consumer import ConsumerRecord, PartitionFetcher
+from client.metadata import ClientError, ClusterClient
+from client.protocol import Assignment, ProtocolError, Subscription
+from node import errors
+from proto import groups_pb2 as gpb
+
+log = logging.getLogger(__name__)
+TP = tuple[str, int]
+
+COORDINATOR_ERRORS = {errors.NOT_COORDINATOR, errors.COORDINATOR_NOT_AVAILABLE, errors.COORDINATOR_LOAD_IN_PROGRESS}
+RESET_ERRORS = {errors.ILLEGAL_GENERATION, errors.UNKNOWN_MEMBER_ID}
+
+
+class GroupError(ClientError):
+    def __init__(self, what: str, code: int) -> None:
+        super().__init__(f"{what}: {errors.name(code)} ({code})")
+        self.code = code
+
+
+class CommitFailedError(GroupError):
+    """The commit cannot succeed in this generation (a rebalance happened); rejoin and retry."""
+
+
+class _Retry(Exception):
+    """Internal: a retriable coordinator error."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(errors.name(code))
+        self.code = code
+
+
+class RebalanceListener(Protocol):
+    def on_partitions_revoked(self, partitions: list[TP]) -> None: ...
+    def on_partitions_assigned(self, partitions: list[TP]) -> None: ...
+
+
+@dataclass
+class MemberState:
+    member_id: str = ""
+    generation: int = -1
+    leader: str = ""
+    protocol: str | None = None
+    assignment: list[TP] = field(default_factory=list)
+
+
+class GroupMember:
+    def __init__(self, cluster: ClusterClient, group_id: str, topics: Iterable[str], *,
+                 client_id: str = "kafkasim", assignors: Iterable[str] = ("range",),
+                 session_timeout_ms: int = 10000, rebalance_timeout_ms: int = 30000,
+                 heartbeat_interval_ms: int = 3000, group_instance_id: str | None = None,
+                 listener: RebalanceListener | None = None, auto_offset_reset: str = "earliest",
+                 retry_timeout_s: float = 60.0, on_op: Callable[[str, str, dict], None] | None = None) -> None:
+        self.cluster = cluster
+        self.group_id = group_id
+        self.topics = sorted(set(topics))
+        self.client_id = client_id
+        self.assignors = [get_assignor(a) for a in assignors]
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.group_instance_id = group_instance_id
+        self.listener = listener
+        self.retry_timeout_s = retry_timeout_s
+        self.on_op = on_op or (lambda op, phase, fields: None)
+        self.fetcher = PartitionFetcher(cluster, auto_offset_reset=auto_offset_reset)
+        self.state = MemberState()
+        self.coordinator: tuple[int, str] | None = None
+        self._lock = threading.RLock()         # one protocol exchange at a time
+        self._rejoin = threading.Event()
+        self._rejoin.set()
+        self._joining = False  # heartbeats go on until the member actually starts to rejoin (as Kafka's)
+        self._closed = threading.Event()
+        self._hb_thread = threading.Thread(target=self._heartbeat_loop, daemon=True,
+                                           name=f"heartbeat-{group_id}")
+        self._hb_thread.start()
+
+    # ------------------------------------------------------------------ coordinator
+
+    def _retrying(self) -> Retrying:
+        return Retrying(retry=retry_if_exception_type((_Retry, grpc.RpcError)),
+                        wait=wait_exponential(multiplier=0.01, max=0.1),  # Kafka: retry.backoff.ms 100
+                        stop=stop_after_delay(self.retry_timeout_s), reraise=True)
+
+    def find_coordinator(self) -> tuple[int, str]:
+        """Ask the brokers in turn until one names a coordinator (tenacity backoff in between)."""
+        def once() -> tuple[int, str]:
+            last: Exception | None = None
+            for endpoint in self.cluster.endpoints():
+                try:
+                    r = self.cluster.groups_stub(endpoint).FindCoordinator(
+                        gpb.FindCoordinatorRequest(key=self.group_id), timeout=2)
+                except grpc.RpcError as e:
+                    last = e
+                    continue
+                if r.error_code == errors.NONE:
+                    return r.node_id, f"{r.host}:{r.port}"
+                if r.error_code == errors.INVALID_GROUP_ID:
+                    raise GroupError("FindCoordinator", r.error_code)
+                last = _Retry(r.error_code)
+            try:
+                self.cluster.refresh()
+            except ClientError:
+                pass
+            raise last if last is not None else _Retry(errors.COORDINATOR_NOT_AVAILABLE)
+
+        self.coordinator = self._retrying()(once)
+        self.on_op("find_coordinator", "ok", {"coordinator": self.coordinator[0]})
+        return self.coordinator
+
+    def _stub(self):
+        if self.coordinator is None:
+            self.find_coordinator()
+        assert self.coordinator is not None
+        return self.cluster.groups_stub(self.coordinator[1])
+
+    def _call(self, name: str, request, error_of: Callable, timeout_s: float):
+        """One RPC to the coordinator; coordinator errors forget it and raise _Retry."""
+        try:
+            r = getattr(self._stub(), name)(request, timeout=timeout_s)
+        except grpc.RpcError:
+            self.coordinator = None
+            raise
+        code = error_of(r)
+        if code in COORDINATOR_ERRORS:
+            self.coordinator = None
+            raise _Retry(code)
+        return r
+
+    # ------------------------------------------------------------------ join / sync
+
+    def _subscription(self, assignor) -> bytes:
+        owned = list(self.state.assignment)
+        user_data = None
+        if isinstance(assignor, StickyAssignor) and self.state.generation >= 0:
+            user_data = assignor.subscription_user_data(owned, self.state.generation)
+        return Subscription(self.topics, user_data, owned, self.state.generation).encode()
+
+    def _eager(self) -> bool:
+        return all(a.rebalance_protocol == "EAGER" for a in self.assignors)
+
+    def ensure_active(self) -> None:
+        """Join (and sync) if a rebalance is needed; returns once the member has an assignment."""
+        with self._lock:
+            while self._rejoin.is_set() and not self._closed.is_set():
+                if self._eager() and self.state.assignment:
+                    self._revoke(list(self.state.assignment))
+                self._joining = True
+                try:
+                    self._join_and_sync()
+                except RetryError as e:  # pragma: no cover - reraise=True makes this rare
+                    raise ClientError(f"group {self.group_id}: gave up rejoining: {e}") from None
+                finally:
+                    self._joining = False
+
+    def _revoke(self, tps: list[TP]) -> None:
+        if not tps:
+            return
+        if self.listener is not None:
+            self.listener.on_partitions_revoked(sorted(tps))
+        self.state.assignment = [tp for tp in self.state.assignment if tp not in set(tps)]
+        self.fetcher.assign(self.state.assignment)
+
+    def _join_and_sync(self) -> None:
+        join = self._retrying()(self._join)
+        if join is None:
+            return  # a reset or MEMBER_ID_REQUIRED: loop again
+        assignments = []
+        if join.leader == join.member_id:
+            assignments = self._assign(join)
+        sync_req = gpb.SyncGroupRequest(group_id=self.group_id, generation_id=join.generation_id,
+                                        member_id=join.member_id, group_instance_id=self.group_instance_id or "",
+                                        protocol_type="consumer", protocol_name=join.protocol_name,
+                                        assignments=assignments)
+        self.on_op("sync", "invoke", {"generation": join.generation_id, "member": join.member_id})
+        try:
+            r = self._call("SyncGroup", sync_req, lambda r: r.error_code, self.rebalance_timeout_ms / 1000 + 30)
+        except (_Retry, grpc.RpcError) as e:
+            self.on_op("sync", "fail", {"error": str(e)})
+            return  # rejoin (the coordinator moved)
+        self.on_op("sync", "ok" if r.error_code == errors.NONE else "fail",
+                   {"error": errors.name(r.error_code), "generation": join.generation_id})
+        if r.error_code != errors.NONE:
+            self._handle_group_error("SyncGroup", r.error_code)
+            return
+        try:
+            new = sorted(tuple(tp) for tp in Assignment.decode(r.assignment).partitions) if r.assignment else []
+        except ProtocolError as e:
+            raise ClientError(f"group {self.group_id}: bad assignment from the leader: {e}") from None
+        self.state.generation, self.state.member_id = join.generation_id, join.member_id
+        self.state.leader, self.state.protocol = join.leader, join.protocol_name
+        revoked = partitions_to_revoke(self.state.assignment, new)
+        added = sorted(set(new) - set(self.state.assignment))
+        if revoked:
+            self._revoke(revoked)
+        self.state.assignment = new
+        self._rejoin.clear()
+        if revoked and not self._eager():
+            self._rejoin.set()  # cooperative: rejoin so the revoked partitions can be handed on
+        self._start_fetching(added)
+        if self.listener is not None:
+            self.listener.on_partitions_assigned(added)
+
+    def _join(self):
+        req = gpb.JoinGroupRequest(
+            group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
+            rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.state.member_id,
+            group_instance_id=self.group_instance_id or "", protocol_type="consumer", client_id=self.client_id,
+            require_known_member_id=True,
+            protocols=[gpb.Protocol(name=a.name, metadata=self._subscription(a)) for a in self.assignors])
+        self.on_op("join", "invoke", {"member": self.state.member_id})
+        try:
+            r = self._call("JoinGroup", req, lambda r: r.error_code, self.rebalance_timeout_ms / 1000 + 30)
+        except (_Retry, grpc.RpcError) as e:
+            self.on_op("join", "fail", {"error": str(e)})
+            raise
+        self.on_op("join", "ok" if r.error_code == errors.NONE else "fail",
+                   {"error": errors.name(r.error_code), "generation": r.generation_id, "member": r.member_id,
+                    "leader": r.leader == r.member_id and r.error_code == errors.NONE})
+        if r.error_code == errors.MEMBER_ID_REQUIRED:
+            self.state.member_id = r.member_id
+            return None
+        if r.error_code == errors.REBALANCE_IN_PROGRESS:
+            raise _Retry(r.error_code)
+        if r.error_code != errors.NONE:
+            self._handle_group_error("JoinGroup", r.error_code)
+            return None
+        return r
+
+    def _assign(self, join) -> list[gpb.SyncGroupAssignment]:
+        assignor = get_assignor(join.protocol_name)
+        subs = {}
+        for mem in join.members:
+            try:
+                s = Subscription.decode(mem.metadata)
+            except ProtocolError as e:
+                raise ClientError(f"group {self.group_id}: member {mem.member_id} sent a bad subscription: {e}")
+            s.group_instance_id = mem.group_instance_id or None
+            subs[mem.member_id] = s
+        topics = sorted({t for s in subs.values() for t in s.topics})
+        self.cluster.refresh()
+        counts = {t: len(self.cluster.metadata.topic_partitions(t)) for t in topics}
+        counts = {t: n for t, n in counts.items() if n}
+        plan = assignor.assign(counts, subs)
+        return [gpb.SyncGroupAssignment(member_id=mid, assignment=Assignment(sorted(plan.get(mid, []))).encode())
+                for mid in subs]
+
+    def _handle_group_error(self, what: str, code: int) -> None:
+        if code in RESET_ERRORS:
+            if code == errors.UNKNOWN_MEMBER_ID:
+                self.state.member_id = ""
+            self.state.generation = -1
+            self._rejoin.set()
+            return
+        if code in (errors.REBALANCE_IN_PROGRESS, *COORDINATOR_ERRORS):
+            self._rejoin.set()
+            return
+        raise GroupError(f"{what} for group {self.group_id}", code)
+
+    def _start_fetching(self, added: list[TP]) -> None:
+        self.fetcher.assign(self.state.assignment)
+        if added:
+            committed = self.committed(added)
+            for tp in added:
+                if committed.get(tp, -1) >= 0:
+                    self.fetcher.seek(tp, committed[tp])
+
+    # ------------------------------------------------------------------ heartbeats
+
+    def _heartbeat_loop(self) -> None:
+        while not self._closed.wait(self.heartbeat_interval_ms / 1000):
+            if self._joining or self.state.generation < 0:
+                continue
+            try:
+                self.heartbeat()
+            except Exception as e:  # the next poll rejoins / rediscovers
+                log.debug("heartbeat failed: %s", e)
+
+    def heartbeat(self) -> int:
+        gen, mid = self.state.generation, self.state.member_id
+        self.on_op("heartbeat", "invoke", {"generation": gen})
+        try:
+            r = self._call("Heartbeat", gpb.HeartbeatRequest(group_id=self.group_id, generation_id=gen, member_id=mid,
+                                                             group_instance_id=self.group_instance_id or ""),
+                           lambda r: r.error_code, 5)
+            code = r.error_code
+        except _Retry as e:
+            code = e.code
+        except grpc.RpcError:
+            code = errors.NOT_COORDINATOR
+        self.on_op("heartbeat", "ok" if code == errors.NONE else "fail", {"error": errors.name(code)})
+        if code != errors.NONE and gen == self.state.generation:
+            if code in RESET_ERRORS or code == errors.REBALANCE_IN_PROGRESS or code in COORDINATOR_ERRORS:
+                if code == errors.UNKNOWN_MEMBER_ID:
+                    self.state.member_id = ""
+                if code in RESET_ERRORS:
+                    self.state.generation = -1
+                self._rejoin.set()
+        return code
+
+    # ------------------------------------------------------------------ consuming and offsets
+
+    def poll(self, max_wait_ms: int = 500) -> list[ConsumerRecord]:
+        self.ensure_active()
+        return self.fetcher.poll(max_wait_ms)
+
+    @property
+    def assignment(self) -> list[TP]:
+        return list(self.state.assignment)
+
+    def positions(self) -> dict[TP, int]:
+        return {tp: pos for tp, pos in self.fetcher.positions.items() if pos >= 0}
+
+    def commit(self, offsets: dict[TP, int] | None = None, metadata: str = "") -> dict[TP, int]:
+        """Commit ``offsets`` (default: the positions reached) in the current generation.
+
+        Retries coordinator moves; raises :class:`CommitFailedError` when the
+        generation is gone (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+        REBALANCE_IN_PROGRESS), after flagging a rejoin."""
+        offsets = dict(self.positions() if offsets is None else offsets)
+        if not offsets:
+            return {}
+        req = gpb.OffsetCommitRequest(
+            group_id=self.group_id, generation_id=self.state.generation, member_id=self.state.member_id,
+            group_instance_id=self.group_instance_id or "", retention_time_ms=-1,
+            partitions=[gpb.OffsetCommitPartition(topic=t, partition=p, offset=o, leader_epoch=-1, metadata=metadata)
+                        for (t, p), o in sorted(offsets.items())])
+        return self._commit(req, offsets)
+
+    def commit_simple(self, offsets: dict[TP, int]) -> dict[TP, int]:
+        """A commit outside any generation (generation -1), as kafka-consumer-groups --reset-offsets does."""
+        req = gpb.OffsetCommitRequest(
+            group_id=self.group_id, generation_id=-1, member_id="", retention_time_ms=-1,
+            partitions=[gpb.OffsetCommitPartition(topic=t, partition=p, offset=o, leader_epoch=-1)
+                        for (t, p), o in sorted(offsets.items())])
+        return self._commit(req, offsets)
+
+    def _commit(self, req, offsets: dict[TP, int]) -> dict[TP, int]:
+        self.on_op("commit", "invoke", {"offsets": _fmt(offsets), "generation": req.generation_id})
+
+        def first_error(r) -> int:
+            return next((x.error_code for x in r.partitions if x.error_code != errors.NONE), errors.NONE)
+
+        try:
+            r = self._retrying()(lambda: self._call("OffsetCommit", req, first_error, 30))
+        except (_Retry, grpc.RpcError) as e:
+            self.on_op("commit", "info", {"error": str(e)})
+            raise ClientError(f"commit for group {self.group_id} failed: {e}") from None
+        result = {(x.topic, x.partition): x.error_code for x in r.partitions}
+        code = first_error(r)
+        phase = "ok" if code == errors.NONE else ("info" if code == errors.REQUEST_TIMED_OUT else "fail")
+        self.on_op("commit", phase, {"error": errors.name(code), "offsets": _fmt(offsets)})
+        if code in RESET_ERRORS or code == errors.REBALANCE_IN_PROGRESS:
+            self._handle_group_error("OffsetCommit", code)
+            raise CommitFailedError(f"commit for group {self.group_id}", code)
+        if code != errors.NONE:
+            raise GroupError(f"commit for group {self.group_id}", code)
+        return result
+
+    def committed(self, tps: Iterable[TP] | None = None) -> dict[TP, int]:
+        """The group's committed offsets (-1 for none) from its coordinator."""
+        tps = None if tps is None else list(tps)
+        req = gpb.OffsetFetchRequest(group_id=self.group_id, all_partitions=tps is None, partitions=[
+            gpb.TopicPartitionRef(topic=t, partition=p) for t, p in tps or []])
+        self.on_op("fetch_committed", "invoke", {})
+        r = self._retrying()(lambda: self._call("OffsetFetch", req, lambda r: r.error_code, 10))
+        if r.error_code != errors.NONE:
+            self.on_op("fetch_committed", "fail", {"error": errors.name(r.error_code)})
+            raise GroupError(f"OffsetFetch for group {self.group_id}", r.error_code)
+        out = {(x.topic, x.partition): x.offset for x in r.partitions}
+        self.on_op("fetch_committed", "ok", {"offsets": _fmt(out)})
+        return out
+
+    def close(self, leave: bool = True) -> None:
+        self._closed.set()
+        with self._lock:
+            if leave and self.state.member_id:
+                try:
+                    self._stub().LeaveGroup(gpb.LeaveGroupRequest(group_id=self.group_id, members=[
+                        gpb.MemberIdentity(member_id=self.state.member_id,
+                                           group_instance_id=self.group_instance_id or "")]), timeout=5)
+                    self.on_op("leave", "ok", {"member": self.state.member_id})
+                except (grpc.RpcError, ClientError) as e:
+                    self.on_op("leave", "info", {"error": str(e)})
+        self._hb_thread.join(timeout=self.heartbeat_interval_ms / 1000 + 1)
+
+
+def _fmt(offsets: dict[TP, int]) -> dict[str, int]:
+    return {f"{t}-{p}": o for (t, p), o in sorted(offsets.items())}
+

@@ -1,0 +1,309 @@
+"""The group coordinator's I/O shell: one sans-IO core per __consumer_offsets partition led here.
+
+* **Routing.** A group belongs to partition ``partition_for(group, n)``; the
+  request goes to that partition's :class:`coordinator.core.PartitionCoordinator`
+  if this broker has one, else it is answered NOT_COORDINATOR.
+* **Write path.** A core's output may hold appends.  They go to the offsets
+  partition as its leader (``ReplicaManager.append``, acks=all by default),
+  while the core's lock is held so the log order is the order the core
+  emitted; when the HW covers them (or the append fails) the core's
+  ``on_append_done`` replays them and answers the parked requests.
+* **Load and unload.** Leadership changes of offsets partitions arrive from
+  the replica manager; one loader thread (Kafka's single scheduler thread)
+  processes them in order.  A load reads the partition from its log start to
+  its LEO in ``offsets.load.buffer.size`` chunks and replays every record
+  through the same ``replay``; requests meanwhile get the core's loading answers.
+* **Time.** One timer thread runs ``on_tick`` on every core whose
+  ``next_deadline_ms`` has come (delayed joins, session expiry, offset expiry).
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from coordinator.core import GroupConfig, Output, PartitionCoordinator
+from coordinator.hashing import partition_for
+from coordinator.records import RecordFormatError
+from node.events import EventLog
+from node.storage.batch import CorruptBatchError
+from node.storage.fastscan import scan_latest
+from zk.paths import OFFSETS_TOPIC
+
+log = logging.getLogger(__name__)
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class _Slot:
+    core: PartitionCoordinator
+    epoch: int
+    lock: threading.Lock
+
+
+@dataclass
+class LoadStats:
+    read: int = 0        # records read from the log
+    records: int = 0     # records replayed (the last one of each key)
+    skipped: int = 0
+    bytes: int = 0
+    end_offset: int = 0
+
+
+def replay_log(core: PartitionCoordinator, read: Callable[[int], tuple[bytes, int, int] | None],
+               lock: threading.Lock | None = None, stopping: threading.Event | None = None) -> LoadStats:
+    """Kafka's doLoadGroupsAndOffsets: read the partition from its log start to its LEO in
+    chunks (``read(offset) -> (whole batches, log start, LEO)``, None once the replica is
+    gone), keep the last record per key as Kafka's load does, then feed those records, in
+    log order, to ``core.replay``.  Undecodable records are skipped and counted, never
+    fatal; a corrupt batch ends the read where it is."""
+    stats = LoadStats()
+    lock = lock or threading.Lock()
+    latest: dict[bytes, tuple[int, bytes | None]] = {}  # key bytes -> (offset, value): last one wins
+    offset = 0
+    while stopping is None or not stopping.is_set():
+        got = read(offset)
+        if got is None:
+            break
+        data, start, end = got
+        offset = max(offset, start)
+        if not data:
+            break
+        stats.bytes += len(data)
+        try:
+            nxt, count = scan_latest(data, latest)
+            stats.read += count
+            if nxt is None:  # no whole batch (the log always returns its first batch whole): stop
+                log.error("offsets partition %d: no whole batch at offset %d", core.partition, offset)
+                break
+            offset = nxt
+        except CorruptBatchError as e:
+            log.error("offsets partition %d: corrupt batch at %d: %s", core.partition, offset, e)
+            break
+        if offset >= end:
+            break
+    with lock:
+        for key, (off, value) in sorted(latest.items(), key=lambda kv: kv[1][0]):
+            if key is None:  # invalid in a compacted topic: Kafka's load would fail on it
+                stats.skipped += 1
+                continue
+            try:
+                core.replay(key, value, off)
+                stats.records += 1
+            except RecordFormatError as e:
+                stats.skipped += 1
+                log.warning("offsets partition %d offset %d: %s", core.partition, off, e)
+    stats.end_offset = offset
+    return stats
+
+
+class CoordinatorShell:
+    def __init__(self, broker_id: int, replicas, events: EventLog, config: GroupConfig,
+                 num_partitions: Callable[[], int], load_buffer_bytes: int = 5 << 20,
+                 clock: Callable[[], int] = wall_ms,
+                 new_member_suffix: Callable[[], str] = lambda: str(uuid.uuid4())) -> None:
+        self.broker_id = broker_id
+        self.replicas = replicas
+        self.events = events
+        self.config = config
+        self.num_partitions = num_partitions
+        self.load_buffer_bytes = load_buffer_bytes
+        self.clock = clock
+        self.new_member_suffix = new_member_suffix
+        self._slots: dict[int, _Slot] = {}
+        self._epochs: dict[int, int] = {}        # latest leader epoch seen per partition (load/unload fencing)
+        self._jobs: queue.Queue = queue.Queue()
+        self._timer = threading.Condition()
+        self._stopping = threading.Event()
+        self._threads = [threading.Thread(target=self._loader, name="group-loader", daemon=True),
+                         threading.Thread(target=self._ticker, name="group-timer", daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    # ------------------------------------------------------------------ leadership (from the replica manager)
+
+    def on_leadership(self, topic: str, partition: int, is_leader: bool, leader_epoch: int) -> None:
+        if topic != OFFSETS_TOPIC:
+            return
+        self._jobs.put(("load" if is_leader else "unload", partition, leader_epoch))
+
+    def _loader(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                kind, p, epoch = self._jobs.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            try:
+                if kind == "load":
+                    self._load(p, epoch)
+                else:
+                    self._unload(p, epoch)
+            except Exception:
+                log.exception("%s of offsets partition %d failed", kind, p)
+
+    def _load(self, p: int, epoch: int) -> None:
+        # Kafka (KAFKA-10614): a load runs only if its epoch is not older than the latest seen
+        if epoch < self._epochs.get(p, -1):
+            return
+        self._epochs[p] = epoch
+        old = self._slots.get(p)
+        if old is not None:
+            # still the leader, in a newer epoch (e.g. the controller shrank the ISR): the cached
+            # groups stay, as Kafka keeps groups already in its cache on a repeated load
+            old.epoch = epoch
+            return
+        core = PartitionCoordinator(p, self.config, self.new_member_suffix)
+        slot = _Slot(core, epoch, threading.Lock())
+        t0 = time.monotonic_ns()
+        with slot.lock:
+            out = core.begin_load(self.clock())
+            self._slots[p] = slot
+        self._dispatch(slot, out)
+        self.events.emit("coordinator_load_started", partition=p, leader_epoch=epoch)
+        tp = (OFFSETS_TOPIC, p)
+        stats = LoadStats()
+        try:
+            stats = replay_log(core, lambda offset: self.replicas.read_log(tp, offset, self.load_buffer_bytes),
+                               lock=slot.lock, stopping=self._stopping)
+        finally:  # as Kafka: the partition becomes owned even when its load failed
+            with slot.lock:
+                out = core.finish_load(self.clock())
+            self._dispatch(slot, out)
+        self.events.emit("coordinator_loaded", partition=p, leader_epoch=epoch, records=stats.read,
+                         replayed=stats.records,
+                         skipped_records=stats.skipped, bytes=stats.bytes, end_offset=stats.end_offset,
+                         groups=len(core.group_ids()), duration_ms=round((time.monotonic_ns() - t0) / 1e6, 3))
+        self._poke()
+
+    def _unload(self, p: int, epoch: int) -> None:
+        if epoch < self._epochs.get(p, -1):
+            return
+        self._epochs[p] = max(epoch, self._epochs.get(p, -1))
+        slot = self._slots.pop(p, None)
+        if slot is None:
+            return
+        with slot.lock:
+            groups = len(slot.core.group_ids())
+            out = slot.core.unload(self.clock())
+        self._dispatch(slot, out)
+        self.events.emit("coordinator_unloaded", partition=p, leader_epoch=epoch, groups=groups)
+
+    # ------------------------------------------------------------------ requests
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions())
+
+    def call(self, group_id: str, handler: str, req: Any) -> Future | None:
+        """Hand a request to the group's core; the future resolves with its response.
+        None: this broker has no coordinator for the group's partition."""
+        slot = self._slots.get(self.partition_of(group_id))
+        if slot is None:
+            return None
+        fut: Future = Future()
+        with slot.lock:
+            if self._slots.get(slot.core.partition) is not slot:
+                return None  # unloaded meanwhile
+            out = getattr(slot.core, handler)(fut, req, self.clock())
+            self._start_appends(slot, out)
+        self._finish(out)
+        self._poke()
+        return fut
+
+    def call_all(self, handler: str, make_req: Callable[[], Any]) -> list[Future]:
+        """ListGroups: every core answers for its groups."""
+        futs = []
+        for slot in list(self._slots.values()):
+            fut: Future = Future()
+            with slot.lock:
+                out = getattr(slot.core, handler)(fut, make_req(), self.clock())
+                self._start_appends(slot, out)
+            self._finish(out)
+            futs.append(fut)
+        return futs
+
+    def loading_partitions(self) -> list[int]:
+        return [p for p, s in list(self._slots.items()) if s.core.status == "loading"]
+
+    # ------------------------------------------------------------------ outputs
+
+    def _dispatch(self, slot: _Slot, out: Output) -> None:
+        if out.appends:
+            with slot.lock:
+                self._start_appends(slot, out)
+        self._finish(out)
+
+    def _start_appends(self, slot: _Slot, out: Output) -> None:
+        """Called with the slot's lock held: appends in the order the core emitted them.
+        Immediate outcomes are fed back at once (their outputs join ``out``)."""
+        pending = list(out.appends)
+        out.appends = []
+        while pending:
+            cmd = pending.pop(0)
+            records = [(k, v, None) for k, v in cmd.records]
+            done = self.replicas.append((OFFSETS_TOPIC, slot.core.partition), records, cmd.acks, cmd.timeout_ms,
+                                        on_done=lambda code, s=slot, a=cmd.append_id: self._append_done(s, a, code))
+            if done is not None:
+                more = slot.core.on_append_done(cmd.append_id, done[0], self.clock())
+                pending.extend(more.appends)
+                more.appends = []
+                out.extend(more)
+
+    def _append_done(self, slot: _Slot, append_id: int, code: int) -> None:
+        with slot.lock:
+            out = slot.core.on_append_done(append_id, code, self.clock())
+            self._start_appends(slot, out)
+        self._finish(out)
+        self._poke()
+
+    def _finish(self, out: Output) -> None:
+        for ev in out.events:
+            fields = dict(ev)
+            self.events.emit(fields.pop("event"), **fields)
+        for handle, response in out.responses:
+            if isinstance(handle, Future) and not handle.done():
+                handle.set_result(response)
+
+    # ------------------------------------------------------------------ timers
+
+    def _poke(self) -> None:
+        with self._timer:
+            self._timer.notify()
+
+    def _ticker(self) -> None:
+        while not self._stopping.is_set():
+            now = self.clock()
+            earliest = None
+            for slot in list(self._slots.values()):
+                with slot.lock:
+                    d = slot.core.next_deadline_ms()
+                    if d is not None and d <= now:
+                        out = slot.core.on_tick(now)
+                        self._start_appends(slot, out)
+                        d = slot.core.next_deadline_ms()
+                    else:
+                        out = None
+                if out is not None:
+                    self._finish(out)
+                if d is not None:
+                    earliest = d if earliest is None else min(earliest, d)
+            wait_s = 0.1 if earliest is None else min(0.1, max(0.0, (earliest - self.clock()) / 1000))
+            with self._timer:
+                if wait_s > 0:
+                    self._timer.wait(wait_s)
+
+    def close(self) -> None:
+        self._stopping.set()
+        self._poke()
+        for p in list(self._slots):
+            slot = self._slots.pop(p)
+            with slot.lock:
+                out = slot.core.unload(self.clock())
+            self._finish(out)

@@ -1,0 +1,179 @@
+"""The Groups gRPC service: converts wire messages to the coordinator core's
+dataclasses and back, and routes each request to the group's coordinator.
+
+FindCoordinator is answered from this broker's metadata cache: the leader of
+the group's __consumer_offsets partition, or COORDINATOR_NOT_AVAILABLE.
+Requests for a group whose partition this broker does not lead (or has not
+started loading) get NOT_COORDINATOR, so clients rediscover the coordinator.
+"""
+from __future__ import annotations
+
+from concurrent.futures import Future, TimeoutError as FutureTimeout
+
+from coordinator import messages as m
+from node import errors
+from node.coordinator_shell import CoordinatorShell
+from proto import groups_pb2 as gpb
+from proto import groups_pb2_grpc as gpbg
+from zk.paths import OFFSETS_TOPIC
+
+_EXTRA_WAIT_S = 30.0  # beyond the request's own timeouts: a core always answers; this is a safety net
+
+
+def _opt(s: str) -> str | None:
+    return s or None
+
+
+class GroupsServicer(gpbg.GroupsServicer):
+    def __init__(self, state, shell: CoordinatorShell) -> None:
+        self.state = state          # BrokerState: metadata cache and live brokers
+        self.shell = shell
+
+    def _wait(self, fut: Future | None, timeout_s: float):
+        if fut is None:
+            return None
+        try:
+            return fut.result(timeout=timeout_s + _EXTRA_WAIT_S)
+        except FutureTimeout:
+            return None
+
+    def _commit_wait_s(self) -> float:
+        return self.shell.config.commit_timeout_ms / 1000
+
+    # ------------------------------------------------------------------ discovery
+
+    def FindCoordinator(self, request, context):
+        if not request.key:
+            return gpb.FindCoordinatorResponse(error_code=errors.INVALID_GROUP_ID, node_id=-1)
+        n = self.shell.num_partitions()
+        p = self.shell.partition_of(request.key)
+        info = self.state.metadata.get((OFFSETS_TOPIC, p))
+        if info is None or info.leader < 0 or info.leader not in self.state.live_brokers:
+            return gpb.FindCoordinatorResponse(error_code=errors.COORDINATOR_NOT_AVAILABLE, node_id=-1,
+                                               partition=p if n else -1)
+        host, port, _ = self.state.live_brokers[info.leader]
+        return gpb.FindCoordinatorResponse(error_code=errors.NONE, node_id=info.leader, host=host, port=port,
+                                           partition=p)
+
+    # ------------------------------------------------------------------ membership
+
+    def JoinGroup(self, request, context):
+        req = m.JoinGroupRequest(
+            group_id=request.group_id, member_id=request.member_id, session_timeout_ms=request.session_timeout_ms,
+            rebalance_timeout_ms=request.rebalance_timeout_ms or request.session_timeout_ms,
+            protocol_type=request.protocol_type, protocols=[(p.name, p.metadata) for p in request.protocols],
+            group_instance_id=_opt(request.group_instance_id), client_id=request.client_id,
+            client_host=context.peer() if context is not None else "",
+            require_known_member_id=request.require_known_member_id)
+        r = self._wait(self.shell.call(request.group_id, "join_group", req),
+                       max(req.rebalance_timeout_ms, req.session_timeout_ms) / 1000)
+        if r is None:
+            return gpb.JoinGroupResponse(error_code=errors.NOT_COORDINATOR, generation_id=-1,
+                                         member_id=request.member_id)
+        return gpb.JoinGroupResponse(
+            error_code=r.error_code, generation_id=r.generation_id, protocol_type=r.protocol_type or "",
+            protocol_name=r.protocol_name or "", leader=r.leader or "", member_id=r.member_id or "",
+            members=[gpb.JoinGroupMember(member_id=x.member_id, group_instance_id=x.group_instance_id or "",
+                                         metadata=x.metadata) for x in r.members])
+
+    def SyncGroup(self, request, context):
+        req = m.SyncGroupRequest(
+            group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
+            group_instance_id=_opt(request.group_instance_id), protocol_type=_opt(request.protocol_type),
+            protocol_name=_opt(request.protocol_name),
+            assignments=[(a.member_id, a.assignment) for a in request.assignments])
+        # a follower waits for the leader's sync: up to the rebalance timeout (the core's DelayedSync)
+        r = self._wait(self.shell.call(request.group_id, "sync_group", req), 300 + self._commit_wait_s())
+        if r is None:
+            return gpb.SyncGroupResponse(error_code=errors.NOT_COORDINATOR)
+        return gpb.SyncGroupResponse(error_code=r.error_code, protocol_type=r.protocol_type or "",
+                                     protocol_name=r.protocol_name or "", assignment=r.assignment or b"")
+
+    def Heartbeat(self, request, context):
+        req = m.HeartbeatRequest(group_id=request.group_id, generation_id=request.generation_id,
+                                 member_id=request.member_id, group_instance_id=_opt(request.group_instance_id))
+        r = self._wait(self.shell.call(request.group_id, "heartbeat", req), 5)
+        return gpb.HeartbeatResponse(error_code=errors.NOT_COORDINATOR if r is None else r.error_code)
+
+    def LeaveGroup(self, request, context):
+        req = m.LeaveGroupRequest(group_id=request.group_id,
+                                  members=[(x.member_id, _opt(x.group_instance_id)) for x in request.members])
+        r = self._wait(self.shell.call(request.group_id, "leave_group", req), self._commit_wait_s())
+        if r is None:
+            return gpb.LeaveGroupResponse(error_code=errors.NOT_COORDINATOR)
+        return gpb.LeaveGroupResponse(error_code=r.error_code, members=[
+            gpb.MemberIdentity(member_id=mid, group_instance_id=iid or "", error_code=code)
+            for mid, iid, code in r.members])
+
+    # ------------------------------------------------------------------ offsets
+
+    def OffsetCommit(self, request, context):
+        req = m.OffsetCommitRequest(
+            group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
+            group_instance_id=_opt(request.group_instance_id), retention_time_ms=request.retention_time_ms,
+            offsets=[m.CommitOffset(topic=x.topic, partition=x.partition, offset=x.offset,
+                                    leader_epoch=x.leader_epoch, metadata=x.metadata) for x in request.partitions])
+        r = self._wait(self.shell.call(request.group_id, "offset_commit", req), self._commit_wait_s())
+        if r is None:
+            return gpb.OffsetCommitResponse(partitions=[
+                gpb.OffsetCommitPartition(topic=x.topic, partition=x.partition, error_code=errors.NOT_COORDINATOR)
+                for x in request.partitions])
+        return gpb.OffsetCommitResponse(partitions=[
+            gpb.OffsetCommitPartition(topic=t, partition=p, error_code=code) for t, p, code in r.partitions])
+
+    def OffsetFetch(self, request, context):
+        req = m.OffsetFetchRequest(
+            group_id=request.group_id, require_stable=request.require_stable,
+            partitions=None if request.all_partitions else [(x.topic, x.partition) for x in request.partitions])
+        r = self._wait(self.shell.call(request.group_id, "offset_fetch", req), 5)
+        if r is None:
+            return gpb.OffsetFetchResponse(error_code=errors.NOT_COORDINATOR)
+        return gpb.OffsetFetchResponse(error_code=r.error_code, partitions=[
+            gpb.OffsetCommitPartition(topic=x.topic, partition=x.partition, offset=x.offset,
+                                      leader_epoch=x.leader_epoch if x.leader_epoch is not None else -1,
+                                      metadata=x.metadata or "", error_code=x.error_code) for x in r.partitions])
+
+    # ------------------------------------------------------------------ admin
+
+    def DescribeGroups(self, request, context):
+        out = []
+        for gid in request.group_ids:
+            r = self._wait(self.shell.call(gid, "describe_groups", m.DescribeGroupsRequest(group_ids=[gid])), 5)
+            if r is None:
+                out.append(gpb.DescribedGroup(error_code=errors.NOT_COORDINATOR, group_id=gid))
+                continue
+            for g in r.groups:
+                out.append(gpb.DescribedGroup(
+                    error_code=g.error_code, group_id=g.group_id, state=g.state, protocol_type=g.protocol_type or "",
+                    protocol=g.protocol or "", coordinator=self.shell.broker_id,
+                    generation_id=g.generation_id, members=[
+                        gpb.DescribedMember(member_id=x.member_id, group_instance_id=x.group_instance_id or "",
+                                            client_id=x.client_id, client_host=x.client_host,
+                                            metadata=x.metadata or b"", assignment=x.assignment or b"")
+                        for x in g.members]))
+        return gpb.DescribeGroupsResponse(groups=out)
+
+    def ListGroups(self, request, context):
+        code, groups = errors.NONE, []
+        for fut in self.shell.call_all("list_groups", lambda: m.ListGroupsRequest(
+                states_filter=list(request.states_filter))):
+            r = self._wait(fut, 5)
+            if r is None:
+                continue
+            if r.error_code != errors.NONE:
+                code = r.error_code
+            groups.extend(gpb.ListedGroup(group_id=g, protocol_type=pt or "", state=st) for g, pt, st in r.groups)
+        if self.shell.loading_partitions():
+            code = errors.COORDINATOR_LOAD_IN_PROGRESS
+        return gpb.ListGroupsResponse(error_code=code, groups=sorted(groups, key=lambda g: g.group_id))
+
+    def DeleteGroups(self, request, context):
+        out = []
+        for gid in request.group_ids:
+            r = self._wait(self.shell.call(gid, "delete_groups", m.DeleteGroupsRequest(group_ids=[gid])),
+                           self._commit_wait_s())
+            if r is None:
+                out.append(gpb.DeleteGroupResult(group_id=gid, error_code=errors.NOT_COORDINATOR))
+            else:
+                out.extend(gpb.DeleteGroupResult(group_id=g, error_code=c) for g, c in r.results)
+        return gpb.DeleteGroupsResponse(results=out)
