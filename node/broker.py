@@ -120,8 +120,10 @@ class Broker:
                                        num_partitions=self._offsets_partitions,
                                        load_buffer_bytes=g("offsets.load.buffer.size"))
         self.replicas.on_leadership = self.groups.on_leadership
-        # long polls (followers, consumers) and parked joins/syncs hold a worker each: size the pool for them
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=256, thread_name_prefix="grpc"),
+        # long polls (followers, consumers) and parked joins/syncs hold a worker each: size the pool for
+        # them (a group of 1,000 members parks 1,000 joins); workers start lazily, with small stacks
+        threading.stack_size(1 << 20)
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2048, thread_name_prefix="grpc"),
                                   maximum_concurrent_rpcs=4096)
         pbg.add_BrokerServicer_to_server(BrokerServicer(self.state, self.events, self.controller, self.replicas),
                                          self.server)
