@@ -326,8 +326,10 @@ class GroupMember:
         except grpc.RpcError:
             code = errors.NOT_COORDINATOR
         self.on_op("heartbeat", "ok" if code == errors.NONE else "fail", {"error": errors.name(code)})
+        # a coordinator error only means "find the coordinator again" (done by _call): the member
+        # keeps its generation, as the loaded group does, and goes on (Kafka's markCoordinatorUnknown)
         if code != errors.NONE and gen == self.state.generation:
-            if code in RESET_ERRORS or code == errors.REBALANCE_IN_PROGRESS or code in COORDINATOR_ERRORS:
+            if code in RESET_ERRORS or code == errors.REBALANCE_IN_PROGRESS:
                 if code == errors.UNKNOWN_MEMBER_ID:
                     self.state.member_id = ""
                 if code in RESET_ERRORS:

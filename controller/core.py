@@ -273,9 +273,12 @@ class ControllerCore:
             if zk_version != ver:
                 results[tp] = INVALID_UPDATE_VERSION
                 continue
-            if (set(isr) - set(state.isr)) & self.shutting_down:
-                # a broker in controlled shutdown still fetches until it stops; taking it back into
-                # the ISR would undo the shutdown's ISR removal (Kafka 3.3's KIP-841 check; 2.8 lacks it)
+            added = set(isr) - set(state.isr)
+            if added & self.shutting_down or not added <= set(self.live):
+                # Kafka 3.3's KIP-841 check (2.8 lacks it): a broker in controlled shutdown still fetches
+                # until it stops, and a leader may not have heard yet that a broker died; taking either
+                # into the ISR would undo the shutdown's or the death's ISR removal, and hold the HW
+                # until the leader shrinks it again (replica.lag.time.max.ms later)
                 results[tp] = INELIGIBLE_REPLICA
                 continue
             reason = "isr_expand" if len(isr) > len(state.isr) else "isr_shrink"

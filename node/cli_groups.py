@@ -15,9 +15,9 @@ import sys
 import time
 
 from client.admin import GroupAdmin
-from client.metadata import ClientError, ClusterClient
+from client.metadata import ClusterClient
 from node import errors
-from node.cli_data import bootstrap_of
+from node.cli_data import _guard, bootstrap_of
 
 
 def _table(rows: list[list], headers: list[str]) -> str:
@@ -177,10 +177,3 @@ def add_parsers(sub, with_config) -> None:
     c.add_argument("--session-timeout-ms", type=int, default=10000)
     c.set_defaults(func=lambda a: _guard(cmd_console_consumer, a))
 
-
-def _guard(fn, args) -> int:
-    try:
-        return fn(args)
-    except (ClientError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1

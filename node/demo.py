@@ -27,7 +27,6 @@ from client.metadata import ClientError, ClusterClient
 from client.producer import Producer, ProduceError
 from coordinator.hashing import partition_for
 from node import topics
-from node.cluster import Cluster
 from node.events import read_run_events
 from node.waiting import wait_for
 from zk.paths import OFFSETS_TOPIC

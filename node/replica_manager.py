@@ -90,6 +90,7 @@ class ReplicaManager:
         self.segment_bytes = segment_bytes
         self._topic_config = topic_config
         self.hosted: dict[TP, Hosted] = {}
+        self._live: frozenset[int] | None = None  # registered brokers, from UpdateMetadata
         # (topic, partition, is_leader, leader_epoch) after each role change: the group coordinator's hook
         self.on_leadership: Callable[[str, int, bool, int], None] | None = None
         self.fetchers: dict[int, LeaderFetcher] = {}  # one per leader broker, as Kafka's fetcher threads
@@ -157,6 +158,8 @@ class ReplicaManager:
         self._unassign(tp, h)
         with h.cond:
             h.fetching_from = None
+            if self._live is not None:
+                h.repl.set_live_brokers(self._live)
             self._log_events(h.repl.become_leader(p.leader_epoch, list(p.isr), list(p.replicas), p.zk_version,
                                                   h.log, now_ms()))
             self._wake(h)
@@ -181,6 +184,17 @@ class ReplicaManager:
                     f = self.fetchers[p.leader] = LeaderFetcher(self, p.leader)
                     f.start()
                 f.assign(tp, h, p.leader_epoch)
+
+    def set_live_brokers(self, live: set[int]) -> None:
+        """From UpdateMetadata: leaders stop waiting for followers that are gone."""
+        self._live = frozenset(live)
+        for h in list(self.hosted.values()):
+            with h.cond:
+                if h.log.closed:
+                    continue
+                self._log_events(h.repl.set_live_brokers(self._live, h.log, now_ms()))
+                self._wake(h)
+        self._notify()
 
     def update_isr_if_newer(self, p: PartitionInfo) -> None:
         """From UpdateMetadata: a newer ISR of the same leader epoch (e.g. after an AlterIsr)."""
@@ -407,8 +421,11 @@ class ReplicaManager:
             return any((h.log.log_end_offset if follower else h.repl.high_watermark) > fp.fetch_offset
                        or not h.repl.is_leader for _, fp, h in pending)
 
+        # Kafka answers at once when any partition has an error or a diverging epoch (a follower
+        # must truncate before it fetches on); otherwise it long-polls while nothing is readable
+        urgent = any(a.error_code != errors.NONE or a.diverging_epoch >= 0 for a in answers.values())
         with self._data:
-            while pending and not ready() and not self._stopping.is_set():
+            while pending and not urgent and not ready() and not self._stopping.is_set():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -602,10 +619,17 @@ class LeaderFetcher(threading.Thread):
         self._parts: dict[TP, tuple[Hosted, int]] = {}
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
+        self._in_flight: grpc.Future | None = None  # the long poll now parked at the leader
+        self._in_flight_parts: set[TP] = set()
 
     def assign(self, tp: TP, h: Hosted, leader_epoch: int) -> None:
         with self._lock:
             self._parts[tp] = (h, leader_epoch)
+            # A partition the parked long poll does not carry would wait up to replica.fetch.wait.max.ms
+            # for its first fetch, and a new leader's HW (its acks=all writes, a coordinator's first
+            # commit) with it: cut the poll short so the next request includes it at once.
+            if self._in_flight is not None and tp not in self._in_flight_parts:
+                self._in_flight.cancel()
 
     def unassign(self, tp: TP) -> None:
         with self._lock:
@@ -647,12 +671,21 @@ class LeaderFetcher(threading.Thread):
                 sent[tp] = (h, epoch)
         if not wanted:
             return False
+        with self._lock:
+            call = stub.Fetch.future(pb.FetchRequest(replica_id=self.rm.broker_id,
+                                                     replica_epoch=self.rm._broker_epoch(),
+                                                     max_wait_ms=self.rm.fetch_wait_ms, partitions=wanted),
+                                     timeout=self.rm.fetch_wait_ms / 1000 + 5)
+            self._in_flight, self._in_flight_parts = call, set(sent)
         try:
-            r = stub.Fetch(pb.FetchRequest(replica_id=self.rm.broker_id, replica_epoch=self.rm._broker_epoch(),
-                                           max_wait_ms=self.rm.fetch_wait_ms, partitions=wanted),
-                           timeout=self.rm.fetch_wait_ms / 1000 + 5)
-        except grpc.RpcError:
-            return False
+            r = call.result()
+        except grpc.FutureCancelledError:
+            return True  # cut short by a new partition: fetch again now, no backoff
+        except grpc.RpcError as e:
+            return e.code() == grpc.StatusCode.CANCELLED
+        finally:
+            with self._lock:
+                self._in_flight = None
         ok = True
         for a in r.partitions:
             tp = (a.topic, a.partition)

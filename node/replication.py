@@ -145,6 +145,10 @@ class PartitionReplication:
         self.remotes: dict[int, RemoteReplica] = {}
         self._pending: AlterIsrProposal | None = None
         self._isr_change_blocked = False  # after a give-up error, until a newer state arrives
+        # followers the controller called INELIGIBLE_REPLICA (shutting down or gone), until when:
+        # they neither join the ISR nor hold the HW back as "caught up" (KIP-841's rule)
+        self._ineligible: dict[int, int] = {}
+        self._live: frozenset[int] | None = None  # registered brokers (UpdateMetadata); None = unknown
 
     # ------------------------------------------------------------------ views
 
@@ -240,6 +244,8 @@ class PartitionReplication:
         return [self._ev("leadership_lost", leader=leader, leader_epoch=leader_epoch)] if was_leader else []
 
     def _set_state(self, leader_epoch: int, isr: Iterable[int], replicas: Iterable[int], zk_version: int) -> None:
+        if leader_epoch != self._leader_epoch:
+            self._ineligible.clear()
         self._leader_epoch = leader_epoch
         self._isr = tuple(isr)
         self.replicas = tuple(replicas)
@@ -313,7 +319,7 @@ class PartitionReplication:
             return out
         self._update_follower(rep, fetch_offset, leo, now_ms)
         out.read_offset = fetch_offset
-        out.alter_isr = self._maybe_expand_isr(follower_id, rep)
+        out.alter_isr = self._maybe_expand_isr(follower_id, rep, now_ms)
         out.events += self._maybe_increment_hw(leo, now_ms)
         out.high_watermark = self._hw
         return out
@@ -330,8 +336,28 @@ class PartitionReplication:
     def _can_change_isr(self) -> bool:
         return self.is_leader and self._pending is None and not self._isr_change_blocked
 
-    def _maybe_expand_isr(self, follower_id: int, rep: RemoteReplica) -> AlterIsrProposal | None:
+    def set_live_brokers(self, live: Iterable[int], log: LogView | None = None,
+                         now_ms: int | None = None) -> list[Event]:
+        """The registered brokers, from UpdateMetadata.  A follower outside the ISR that is no
+        longer registered stops holding the HW back, however recently it caught up (KIP-841's
+        eligibility; Kafka 2.8 would wait out replica.lag.time.max.ms)."""
+        self._live = frozenset(live)
+        if self.is_leader and log is not None and now_ms is not None:
+            return self._maybe_increment_hw(log.log_end_offset, now_ms)
+        return []
+
+    def _is_ineligible(self, replica: int, now_ms: int) -> bool:
+        until = self._ineligible.get(replica)
+        if until is not None and now_ms >= until:
+            del self._ineligible[replica]
+            return False
+        return until is not None
+
+    def _maybe_expand_isr(self, follower_id: int, rep: RemoteReplica,
+                          now_ms: int | None = None) -> AlterIsrProposal | None:
         if not self._can_change_isr() or follower_id in self._isr:
+            return None
+        if now_ms is not None and self._is_ineligible(follower_id, now_ms):
             return None
         start = self.leader_epoch_start_offset
         if start is None or rep.log_end_offset < self._hw or rep.log_end_offset < start:
@@ -350,7 +376,8 @@ class PartitionReplication:
         maximal = self.maximal_isr
         lag = self.settings.replica_lag_time_max_ms
         for r, rep in self.remotes.items():
-            if r in maximal or now_ms - rep.last_caught_up_ms <= lag:
+            if r in maximal or (now_ms - rep.last_caught_up_ms <= lag and not self._is_ineligible(r, now_ms)
+                                and (self._live is None or r in self._live)):
                 candidate = min(candidate, rep.log_end_offset)
         if candidate <= self._hw:
             return []
@@ -413,6 +440,12 @@ class PartitionReplication:
         if error_code in ISR_CHANGE_GIVE_UP:
             self._isr_change_blocked = True
             out.fenced = error_code == errors.FENCED_LEADER_EPOCH
+        elif error_code == errors.INELIGIBLE_REPLICA and now_ms is not None:
+            # the added follower is shutting down or gone: stop counting it, for the lag time
+            for r in set(pending.new_isr) - set(self._isr):
+                self._ineligible[r] = now_ms + self.settings.replica_lag_time_max_ms
+            if log is not None and self.is_leader:
+                out.events += self._maybe_increment_hw(log.log_end_offset, now_ms)
         else:
             out.retry = True
         out.events.append(self._ev("alter_isr_failed", error=errors.name(error_code), error_code=error_code,

@@ -51,6 +51,7 @@ class BrokerServicer(pbg.BrokerServicer):
             if self.replicas is not None and out.error == errors.NONE:
                 for p in parts:
                     self.replicas.update_isr_if_newer(p)
+                self.replicas.set_live_brokers({b for b, *_ in live})
         self._log(out)
         return pb.UpdateMetadataResponse(error_code=out.error)
 

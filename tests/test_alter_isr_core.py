@@ -72,3 +72,10 @@ def test_a_broker_in_controlled_shutdown_is_not_taken_back_into_an_isr():
     # shrinks are still allowed
     code, plan, results = c.on_alter_isr(1, 101, [(TP, 4, (1,), 8)])
     assert results == {TP: NONE} and plan.writes[0].reason == "isr_shrink"
+
+
+def test_a_broker_that_is_not_registered_is_not_taken_into_an_isr():
+    """The leader may still see fetches from a broker the controller already knows is gone."""
+    c = started({T: {0: (1, 2, 3)}}, {TP: (las(1, 4, (1, 2)), 8)}, brokers(1, 2))
+    code, plan, results = c.on_alter_isr(1, 101, [(TP, 4, (1, 2, 3), 8)])
+    assert (code, results, plan.writes) == (NONE, {TP: INELIGIBLE_REPLICA}, [])

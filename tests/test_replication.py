@@ -588,3 +588,37 @@ def test_hw_monotonic_and_bounded_under_random_fetches(isr_rest, leo, hw, ops):
             for r, rep in p.remotes.items():
                 if r in p.maximal_isr or now - rep.last_caught_up_ms <= LAG:
                     assert rep.log_end_offset >= after, (r, p.snapshot())
+
+
+def test_an_ineligible_follower_neither_joins_the_isr_nor_holds_the_hw_back():
+    """KIP-841: the controller refuses to add a shutting-down or gone broker (INELIGIBLE_REPLICA).
+    Its recent fetches made it 'caught up', which would hold the HW at its LEO for the lag time."""
+    p, log = make_leader(isr=(1, 2), leo=10)
+    fetch(p, log, 2, 10, T0)
+    out = fetch(p, log, 3, 10, T0 + 1)  # caught up: an expand is proposed
+    assert out.alter_isr is not None and out.alter_isr.new_isr == (1, 2, 3)
+    assert p.high_watermark == 10
+    log.append(5)
+    fetch(p, log, 2, 15, T0 + 2)
+    assert p.high_watermark == 10, "held back by follower 3, caught up within the lag time"
+    res = p.on_alter_isr_result(errors.INELIGIBLE_REPLICA, proposal=out.alter_isr, log=log, now_ms=T0 + 3)
+    assert not res.retry and p.high_watermark == 15 and p.isr == (1, 2)
+    assert fetch(p, log, 3, 15, T0 + 4).alter_isr is None, "no new proposal for it within the lag time"
+    # after the lag time it may be proposed again (a restarted broker is eligible)
+    assert fetch(p, log, 3, 15, T0 + LAG + 10).alter_isr is not None
+
+
+def test_a_follower_that_is_gone_stops_holding_the_hw_back():
+    """A caught-up follower outside the ISR counts for the HW (Kafka 2.8) only while it is registered."""
+    p, log = make_leader(isr=(1, 2), leo=10)
+    fetch(p, log, 2, 10, T0)
+    proposal = fetch(p, log, 3, 10, T0 + 1).alter_isr
+    # the controller moved: the expand is to be retried, and is no longer pending
+    assert p.on_alter_isr_result(errors.NOT_CONTROLLER, proposal=proposal, log=log, now_ms=T0 + 1).retry
+    log.append(5)
+    fetch(p, log, 2, 15, T0 + 2)
+    assert p.high_watermark == 10
+    p.set_live_brokers({1, 2, 3}, log, T0 + 3)
+    assert p.high_watermark == 10, "still registered: it may yet join"
+    p.set_live_brokers({1, 2}, log, T0 + 4)
+    assert p.high_watermark == 15
