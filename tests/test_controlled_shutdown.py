@@ -37,3 +37,25 @@ def test_controlled_shutdown_moves_every_leadership_before_the_broker_exits(make
         assert s["leader"] != victim and victim not in s["isr"] and s["leader"] >= 0
         old = offsets_partitions(before)[p]
         assert s["leader_epoch"] == old["leader_epoch"] + (1 if p in led else 0)
+
+
+def test_the_automatic_imbalance_check_gives_leadership_back_to_preferred_replicas(make_cluster):
+    """auto.leader.rebalance.enable: after a broker restarts, the controller's periodic check moves
+    the leaderships it prefers back to it, with no admin command."""
+    cluster = make_cluster(3, **{"auto.leader.rebalance.enable": True,
+                                 "leader.imbalance.check.interval.seconds": 1})
+    before = cluster.view()
+    victim = next(b for b in (1, 2, 3) if b != before.controller_id)
+    preferred = sorted(p for p, s in offsets_partitions(before).items() if s["replicas"][0] == victim)
+    assert preferred
+    cluster.stop_broker(victim)  # controlled shutdown: its leaderships move to the next replica
+    moved = offsets_partitions(cluster.view())
+    assert all(moved[p]["leader"] != victim for p in preferred)
+    cluster.start_broker(victim)
+    after = wait_for(lambda: (v := cluster.view()) and all(
+        offsets_partitions(v)[p]["leader"] == victim for p in preferred) and v, 30,
+        "the imbalance check to give the restarted broker its preferred leaderships back")
+    writes = events(cluster, type_="partition_state_written", reason="auto_rebalance")
+    assert sorted({e["partition"] for e in writes if e["leader"] == victim}) == preferred
+    for p, s in offsets_partitions(after).items():
+        assert s["leader"] == s["replicas"][0], (p, s)
