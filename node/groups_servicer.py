@@ -24,6 +24,15 @@ def _opt(s: str) -> str | None:
     return s or None
 
 
+def client_host(peer: str) -> str:
+    """gRPC's peer ("ipv4:127.0.0.1:5555", "ipv6:[::1]:5555") as Kafka shows a client host ("/127.0.0.1")."""
+    kind, _, rest = peer.partition(":")
+    if kind not in ("ipv4", "ipv6"):
+        return peer
+    host = rest.rsplit(":", 1)[0].strip("[]")
+    return "/" + host
+
+
 class GroupsServicer(gpbg.GroupsServicer):
     def __init__(self, state, shell: CoordinatorShell) -> None:
         self.state = state          # BrokerState: metadata cache and live brokers
@@ -63,7 +72,7 @@ class GroupsServicer(gpbg.GroupsServicer):
             rebalance_timeout_ms=request.rebalance_timeout_ms or request.session_timeout_ms,
             protocol_type=request.protocol_type, protocols=[(p.name, p.metadata) for p in request.protocols],
             group_instance_id=_opt(request.group_instance_id), client_id=request.client_id,
-            client_host=context.peer() if context is not None else "",
+            client_host=client_host(context.peer()) if context is not None else "",
             require_known_member_id=request.require_known_member_id)
         r = self._wait(self.shell.call(request.group_id, "join_group", req),
                        max(req.rebalance_timeout_ms, req.session_timeout_ms) / 1000)

@@ -10,7 +10,6 @@ the controller as AlterIsr requests.
 """
 from __future__ import annotations
 
-import heapq
 import logging
 import shutil
 import threading
@@ -24,11 +23,12 @@ import grpc
 from node import errors
 from node.broker_state import PartitionInfo
 from node.events import EventLog
+from node.fetcher import LeaderFetcher
+from node.purgatory import AckWaiter, Purgatory
 from node.replication import AlterIsrProposal, PartitionReplication, ReplicaSettings
 from node.storage import OffsetCheckpointFile, PartitionLog
-from node.storage.batch import CorruptBatchError
 from node.storage.cleaner import CleanResult, clean
-from node.storage.log import InvalidAppendError, OffsetOutOfRangeError
+from node.storage.log import OffsetOutOfRangeError
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 
@@ -62,17 +62,6 @@ class CleanerSettings:
     min_cleanable_ratio: float = 0.5          # log.cleaner.min.cleanable.ratio
 
 
-@dataclass(eq=False)
-class AckWaiter:
-    """An acks=all append waiting until the HW covers ``required`` (Kafka's DelayedProduce)."""
-
-    tp: TP
-    required: int
-    leader_epoch: int
-    deadline: float
-    on_done: Callable[[int], None]
-
-
 class ReplicaManager:
     def __init__(self, broker_id: int, log_dir: Path, settings: ReplicaSettings, events: EventLog,
                  broker_epoch: Callable[[], int], endpoint_of: Callable[[int], str | None],
@@ -96,6 +85,7 @@ class ReplicaManager:
         self.fetchers: dict[int, LeaderFetcher] = {}  # one per leader broker, as Kafka's fetcher threads
         self._lock = threading.Lock()
         self._data = threading.Condition()  # notified on every append or HW move: wakes long polls
+        self._parked: dict[int, int] = {}   # replica id (-1: consumers) -> fetches now in their long poll
         self._stopping = threading.Event()
         self._purgatory = Purgatory(self._waiter_outcome)
         self._checkpoint = OffsetCheckpointFile(log_dir / HW_CHECKPOINT)
@@ -322,6 +312,12 @@ class ReplicaManager:
                                             isr=list(h.repl.isr) if h.repl.is_leader else []))
         return out
 
+    def parked_fetches(self) -> dict[int, int]:
+        """Followers' fetches now long-polling here (so a test can tell that a paused follower's
+        last request has been answered before it appends what that follower must not get)."""
+        with self._data:
+            return {r: n for r, n in self._parked.items() if n and r >= 0}
+
     def list_offsets(self, req: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
         """Kafka's ListOffsets for consumers: -1 latest (the HW, what a consumer can
         read up to), -2 earliest (the log start offset). Only the leader answers."""
@@ -425,11 +421,15 @@ class ReplicaManager:
         # must truncate before it fetches on); otherwise it long-polls while nothing is readable
         urgent = any(a.error_code != errors.NONE or a.diverging_epoch >= 0 for a in answers.values())
         with self._data:
-            while pending and not urgent and not ready() and not self._stopping.is_set():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._data.wait(remaining)
+            self._parked[req.replica_id] = self._parked.get(req.replica_id, 0) + 1
+            try:
+                while pending and not urgent and not ready() and not self._stopping.is_set():
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._data.wait(remaining)
+            finally:
+                self._parked[req.replica_id] -= 1
         for i, fp, h in pending:
             with h.cond:
                 if not h.repl.is_leader or h.log.closed:
@@ -552,169 +552,3 @@ class ReplicaManager:
                 with h.cond:
                     h.log.flush()
                     h.log.close()
-
-
-class Purgatory(threading.Thread):
-    """Completes acks=all waiters off the request threads: runs their callbacks
-    (outside every partition lock) and times out the ones past their deadline."""
-
-    def __init__(self, outcome: Callable[[Hosted, AckWaiter], int | None]):
-        super().__init__(name="produce-purgatory", daemon=True)
-        self._outcome = outcome
-        self._cond = threading.Condition()
-        self._done: list[tuple[AckWaiter, int]] = []
-        self._watched: list[tuple[float, int, Hosted, AckWaiter]] = []  # a heap by deadline
-        self._seq = 0
-        self._stopped = False
-        self.start()
-
-    def watch(self, h: Hosted, w: AckWaiter) -> None:
-        with self._cond:
-            self._seq += 1
-            heapq.heappush(self._watched, (w.deadline, self._seq, h, w))
-            self._cond.notify()
-
-    def complete(self, w: AckWaiter, code: int) -> None:
-        with self._cond:
-            self._done.append((w, code))
-            self._cond.notify()
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify()
-
-    def run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._done and not self._stopped and not (
-                        self._watched and self._watched[0][0] <= time.monotonic()):
-                    self._cond.wait(self._watched[0][0] - time.monotonic() if self._watched else None)
-                if self._stopped:
-                    return
-                done, self._done = self._done, []
-                expired = []
-                while self._watched and self._watched[0][0] <= time.monotonic():
-                    expired.append(heapq.heappop(self._watched))
-            for _, _, h, w in expired:
-                with h.cond:
-                    if w not in h.waiters:
-                        continue  # completed already
-                    h.waiters.remove(w)
-                    code = self._outcome(h, w)
-                done.append((w, errors.REQUEST_TIMED_OUT if code is None else code))
-            for w, code in done:
-                try:
-                    w.on_done(code)
-                except Exception:
-                    log.exception("append callback failed")
-
-
-class LeaderFetcher(threading.Thread):
-    """A follower's fetch loop towards one leader broker, for every partition it follows there."""
-
-    def __init__(self, rm: ReplicaManager, leader: int):
-        super().__init__(name=f"fetcher-from-{leader}", daemon=True)
-        self.rm, self.leader = rm, leader
-        self._parts: dict[TP, tuple[Hosted, int]] = {}
-        self._lock = threading.Lock()
-        self._stop_event = threading.Event()
-        self._in_flight: grpc.Future | None = None  # the long poll now parked at the leader
-        self._in_flight_parts: set[TP] = set()
-
-    def assign(self, tp: TP, h: Hosted, leader_epoch: int) -> None:
-        with self._lock:
-            self._parts[tp] = (h, leader_epoch)
-            # A partition the parked long poll does not carry would wait up to replica.fetch.wait.max.ms
-            # for its first fetch, and a new leader's HW (its acks=all writes, a coordinator's first
-            # commit) with it: cut the poll short so the next request includes it at once.
-            if self._in_flight is not None and tp not in self._in_flight_parts:
-                self._in_flight.cancel()
-
-    def unassign(self, tp: TP) -> None:
-        with self._lock:
-            self._parts.pop(tp, None)
-
-    def stop(self) -> None:
-        self._stop_event.set()
-
-    def run(self) -> None:
-        channel, target = None, None
-        try:
-            while not self._stop_event.is_set():
-                with self._lock:
-                    parts = dict(self._parts)
-                endpoint = self.rm._endpoint_of(self.leader)
-                if not parts or endpoint is None:
-                    self._stop_event.wait(0.05)
-                    continue
-                if endpoint != target:
-                    if channel is not None:
-                        channel.close()
-                    channel, target = grpc.insecure_channel(endpoint), endpoint
-                if not self._fetch_once(pbg.BrokerStub(channel), parts):
-                    self._stop_event.wait(0.05)  # back off after an error
-        finally:
-            if channel is not None:
-                channel.close()
-
-    def _fetch_once(self, stub: pbg.BrokerStub, parts: dict[TP, tuple[Hosted, int]]) -> bool:
-        wanted: list[pb.FetchPartition] = []
-        sent: dict[TP, tuple[Hosted, int]] = {}
-        for tp, (h, epoch) in parts.items():
-            with h.cond:
-                if h.log.closed or h.fetching_from != (self.leader, epoch):
-                    continue
-                wanted.append(pb.FetchPartition(topic=tp[0], partition=tp[1], fetch_offset=h.log.log_end_offset,
-                                                last_fetched_epoch=h.log.epoch_cache.latest_epoch,
-                                                current_leader_epoch=epoch, max_bytes=1 << 20))
-                sent[tp] = (h, epoch)
-        if not wanted:
-            return False
-        with self._lock:
-            call = stub.Fetch.future(pb.FetchRequest(replica_id=self.rm.broker_id,
-                                                     replica_epoch=self.rm._broker_epoch(),
-                                                     max_wait_ms=self.rm.fetch_wait_ms, partitions=wanted),
-                                     timeout=self.rm.fetch_wait_ms / 1000 + 5)
-            self._in_flight, self._in_flight_parts = call, set(sent)
-        try:
-            r = call.result()
-        except grpc.FutureCancelledError:
-            return True  # cut short by a new partition: fetch again now, no backoff
-        except grpc.RpcError as e:
-            return e.code() == grpc.StatusCode.CANCELLED
-        finally:
-            with self._lock:
-                self._in_flight = None
-        ok = True
-        for a in r.partitions:
-            tp = (a.topic, a.partition)
-            if tp not in sent:
-                continue
-            h, epoch = sent[tp]
-            with h.cond:
-                # a role change since the request was sent makes this answer stale
-                if self._stop_event.is_set() or h.log.closed or h.fetching_from != (self.leader, epoch):
-                    continue
-                ok = self._apply(tp, h, epoch, a) and ok
-        return ok
-
-    def _apply(self, tp: TP, h: Hosted, epoch: int, a: pb.FetchPartitionResponse) -> bool:
-        rm = self.rm
-        if a.error_code != errors.NONE:
-            return False
-        if a.diverging_epoch >= 0:
-            cut = min(a.diverging_end_offset, h.log.log_end_offset)
-            dropped = h.log.truncate_to(cut)
-            rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=cut, records_dropped=dropped,
-                           diverging_epoch=a.diverging_epoch, leader=self.leader, leader_epoch=epoch)
-            rm._log_events(h.repl.on_truncate(h.log.log_end_offset))
-            return True
-        if a.records:
-            try:
-                h.log.append_as_follower(a.records, allow_gaps=True)  # a compacted leader log has gaps
-            except (InvalidAppendError, CorruptBatchError) as e:
-                rm.events.emit("follower_append_failed", topic=tp[0], partition=tp[1], error=str(e))
-                return False
-        rm._log_events(h.repl.on_fetch_response(a.high_watermark, h.log))
-        return True

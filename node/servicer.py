@@ -76,7 +76,8 @@ class BrokerServicer(pbg.BrokerServicer):
             broker_id=s.broker_id, broker_epoch=s.broker_epoch, is_controller=self.controller.is_active,
             controller_epoch=self.controller.epoch, latest_controller_epoch=s.controller_epoch,
             known_controller_id=self.controller.active_controller_id, partitions=parts, live_brokers=live,
-            replicas=self.replicas.replica_statuses() if self.replicas is not None else [])
+            replicas=self.replicas.replica_statuses() if self.replicas is not None else [],
+            parked_fetches=self.replicas.parked_fetches() if self.replicas is not None else {})
 
     def Produce(self, request, context):
         if self.replicas is None:

@@ -103,6 +103,7 @@ def test_three_consumers_get_the_seeds_range_and_round_robin_assignments(make_cl
             assert got == want, (assignor, got)
             d = GroupAdmin(client(cluster)).describe(f"g-{assignor}")
             assert d.state == "Stable" and d.protocol == assignor and len(d.members) == 3
+            assert {m["host"] for m in d.members} == {"/127.0.0.1"}  # as Kafka shows a client host
         finally:
             consumers.close()
 

@@ -179,6 +179,47 @@ def test_with_unclean_election_on_the_out_of_sync_replica_leads_and_the_loss_is_
     wait_for(lambda: logs[0].read_bytes() == logs[1].read_bytes(), 10, "identical logs")
 
 
+def test_a_former_leader_truncates_records_no_follower_fetched_when_it_rejoins(make_cluster):
+    """The clean case (unclean election off): the followers stay in the ISR, the leader takes acks=1
+    records they never fetched, dies, and a follower is elected. Back as a follower, the former
+    leader cuts those records (past the new leader's epoch end offset) and its log becomes the leader's."""
+    cluster = make_cluster(3, **{"zookeeper.session.timeout.ms": 3000, "replica.lag.time.max.ms": 60000,
+                                 "replica.fetch.wait.max.ms": 200})
+    topics.create_topic(cluster.zk(), TOPIC, 1, 3, {})
+    wait_for(lambda: produce(cluster, [b"first"]).error_code == errors.NONE, 10, "a leader that accepts writes")
+    for i in range(4):
+        assert produce(cluster, [b"everyone-has-%d" % i]).error_code == errors.NONE  # acks=all: 5 records
+    leader, epoch = leader_of(cluster, TOPIC)
+    followers = [b for b in (1, 2, 3) if b != leader]
+    for f in followers:
+        cluster.signal_broker(f, signal.SIGSTOP)
+    try:
+        # once no follower fetch is parked at the leader, nothing appended now can reach them
+        wait_for(lambda: not any(f in stub(cluster, leader).DescribeBroker(pb.DescribeBrokerRequest(), timeout=5)
+                                 .parked_fetches for f in followers), 5, "the followers' last fetches answered")
+        for _ in range(3):
+            assert produce(cluster, [b"only-the-leader-has-this"], acks=1).error_code == errors.NONE
+        cluster.signal_broker(leader, signal.SIGKILL)
+    finally:
+        for f in followers:
+            cluster.signal_broker(f, signal.SIGCONT)
+    cluster.wait_exit(leader)
+    new = wait_for(lambda: (s := cluster.view().topics[TOPIC]["partitions"][0])["leader"] in followers and s, 20,
+                   "a follower from the ISR elected")
+    assert new["leader_epoch"] == epoch + 1
+    assert events(cluster, type_="unclean_leader_election", topic=TOPIC) == []
+    assert produce(cluster, [b"after-the-election"]).error_code == errors.NONE
+    cluster.start_broker(leader)
+    cut = wait_for(lambda: events(cluster, broker=leader, type_="log_truncated", topic=TOPIC), 20,
+                   "the former leader to truncate by leader epoch")
+    assert cut[0]["to_offset"] == 5 and cut[0]["records_dropped"] == 3, cut
+    wait_for(lambda: leader in cluster.view().topics[TOPIC]["partitions"][0]["isr"], 20, "it rejoins the ISR")
+    logs = [cluster.cfg.broker(b).log_dir / f"{TOPIC}-0" / f"{0:020d}.log" for b in (leader, new["leader"])]
+    wait_for(lambda: logs[0].read_bytes() == logs[1].read_bytes(), 10, "identical logs")
+    values, _ = consume_all(cluster, new["leader"])
+    assert b"only-the-leader-has-this" not in values.values() and values[5] == b"after-the-election"
+
+
 def test_a_segment_cut_mid_batch_is_recovered_at_restart(make_cluster):
     cluster = make_cluster(3)
     topics.create_topic(cluster.zk(), TOPIC, 1, 3, {})

@@ -1,0 +1,91 @@
+"""Kafka's produce purgatory: acks=all appends waiting for the high watermark.
+
+A waiter is registered under its partition's lock when the records are
+appended; the replica manager checks the partition's waiters whenever the HW
+or the role may have moved, and hands the finished ones to this thread, which
+also times out the ones past their deadline.  Callbacks run here, outside
+every partition lock (the group coordinator's write path continues from them).
+"""
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from node import errors
+
+if TYPE_CHECKING:
+    from node.replica_manager import Hosted
+
+log = logging.getLogger(__name__)
+TP = tuple[str, int]
+
+
+@dataclass(eq=False)
+class AckWaiter:
+    """An acks=all append waiting until the HW covers ``required`` (Kafka's DelayedProduce)."""
+
+    tp: TP
+    required: int
+    leader_epoch: int
+    deadline: float
+    on_done: Callable[[int], None]
+
+
+class Purgatory(threading.Thread):
+    """Completes acks=all waiters off the request threads: runs their callbacks
+    (outside every partition lock) and times out the ones past their deadline."""
+
+    def __init__(self, outcome: Callable[["Hosted", AckWaiter], int | None]):
+        super().__init__(name="produce-purgatory", daemon=True)
+        self._outcome = outcome
+        self._cond = threading.Condition()
+        self._done: list[tuple[AckWaiter, int]] = []
+        self._watched: list[tuple[float, int, Hosted, AckWaiter]] = []  # a heap by deadline
+        self._seq = 0
+        self._stopped = False
+        self.start()
+
+    def watch(self, h: "Hosted", w: AckWaiter) -> None:
+        with self._cond:
+            self._seq += 1
+            heapq.heappush(self._watched, (w.deadline, self._seq, h, w))
+            self._cond.notify()
+
+    def complete(self, w: AckWaiter, code: int) -> None:
+        with self._cond:
+            self._done.append((w, code))
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+    def run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._done and not self._stopped and not (
+                        self._watched and self._watched[0][0] <= time.monotonic()):
+                    self._cond.wait(self._watched[0][0] - time.monotonic() if self._watched else None)
+                if self._stopped:
+                    return
+                done, self._done = self._done, []
+                expired = []
+                while self._watched and self._watched[0][0] <= time.monotonic():
+                    expired.append(heapq.heappop(self._watched))
+            for _, _, h, w in expired:
+                with h.cond:
+                    if w not in h.waiters:
+                        continue  # completed already
+                    h.waiters.remove(w)
+                    code = self._outcome(h, w)
+                done.append((w, errors.REQUEST_TIMED_OUT if code is None else code))
+            for w, code in done:
+                try:
+                    w.on_done(code)
+                except Exception:
+                    log.exception("append callback failed")
