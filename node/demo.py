@@ -168,28 +168,30 @@ def run(args: argparse.Namespace) -> int:
         first_t, new = workload.acked.first_after(target, t0, old)
         events = read_run_events(cluster.run_dir)
 
-        def at(e: dict | None) -> str:
-            return f"t={(e['mono_ns'] - t0) / 1e6:8.1f} ms" if e else "t=       ? ms"
-
         written = _first(events, t0, "partition_state_written", topic=OFFSETS_TOPIC, partition=p)
         leader = _first(events, t0, "became_leader", topic=OFFSETS_TOPIC, partition=p)
         load_start = _first(events, t0, "coordinator_load_started", partition=p)
         loaded = _first(events, t0, "coordinator_loaded", partition=p)
         generation = _first(events, t0, "group_generation", group=target)
-        lines.append("   SIGKILL sent                                t=     0.0 ms")
+        timeline: list[tuple[float, str]] = [(0.0, "SIGKILL sent")]
         if written:
-            lines.append(f"   controller elected broker {written['leader']} leader of {OFFSETS_TOPIC}-{p} "
-                         f"(leader epoch {written['leader_epoch']}, ISR {written['isr']})  {at(written)}"
-                         f"  (after the ZooKeeper session timeout, {cluster.cfg.session_timeout_ms} ms)")
+            timeline.append(((written["mono_ns"] - t0) / 1e6,
+                             f"controller elected broker {written['leader']} leader of {OFFSETS_TOPIC}-{p} (leader "
+                             f"epoch {written['leader_epoch']}, ISR {written['isr']}), after the ZooKeeper session "
+                             f"timeout ({cluster.cfg.session_timeout_ms} ms)"))
         if leader:
-            lines.append(f"   broker {leader['broker']} became leader                     {at(leader)}")
+            timeline.append(((leader["mono_ns"] - t0) / 1e6, f"broker {leader['broker']} became leader"))
         if load_start and loaded:
-            lines.append(f"   coordinator moved from broker {old} to broker {loaded['broker']}: load took "
-                         f"{loaded['duration_ms']:.1f} ms over {loaded['records']} records  {at(loaded)}")
+            timeline.append(((loaded["mono_ns"] - t0) / 1e6,
+                             f"coordinator moved from broker {old} to broker {loaded['broker']}: load took "
+                             f"{loaded['duration_ms']:.1f} ms over {loaded['records']} records"))
         if generation:
-            lines.append(f"   '{target}' rebalanced to generation {generation['generation']} with "
-                         f"{len(generation['members'])} members  {at(generation)}")
-        lines.append(f"   first commit accepted by broker {new}            t={(first_t - t0) / 1e6:8.1f} ms")
+            timeline.append(((generation["mono_ns"] - t0) / 1e6,
+                             f"'{target}' rebalanced to generation {generation['generation']} with "
+                             f"{len(generation['members'])} members"))
+        timeline.append(((first_t - t0) / 1e6, f"first commit accepted by broker {new}"))
+        for t_ms, what in sorted(timeline):
+            lines.append(f"   t={t_ms:8.1f} ms  {what}")
         time.sleep(1.0)  # let the workload run on the new coordinator for a moment before checking
         workload.stop.set()
         for th in workload.threads:
