@@ -53,6 +53,9 @@ def cmd_consumer_groups(args: argparse.Namespace) -> int:
         if args.reset_offsets:
             return _reset(admin, args)
         d = admin.describe(args.group)
+        if d.state == "Dead" and not d.offsets and not args.json:
+            print(f"Consumer group '{args.group}' does not exist.")
+            return 0
         if args.json:
             doc = d.to_json()
             if args.members:

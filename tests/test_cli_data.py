@@ -103,6 +103,8 @@ def test_consumer_groups_list_describe_reset_and_delete(lab):
     assert "lab-group" not in lab.ok("consumer-groups", "--list").stdout.split()
     gone = json.loads(lab.ok("consumer-groups", "--describe", "--group", "lab-group", "--json").stdout)
     assert gone["state"] == "Dead" and gone["offsets"] == []
+    assert lab.ok("consumer-groups", "--describe", "--group", "lab-group").stdout.strip() == \
+        "Consumer group 'lab-group' does not exist."
 
 
 def test_consumer_groups_refuses_bad_requests_clearly(lab):
