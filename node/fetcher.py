@@ -27,17 +27,20 @@ class LeaderFetcher(threading.Thread):
         self._parts: dict[TP, tuple["Hosted", int]] = {}
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
-        self._in_flight: grpc.Future | None = None  # the long poll now parked at the leader
-        self._in_flight_parts: set[TP] = set()
+        self._channel: grpc.Channel | None = None  # only this thread opens it; assign() may close it
+        self._polling: set[TP] | None = None  # the partitions of the long poll now parked at the leader
+        self._cut = False
 
     def assign(self, tp: TP, h: "Hosted", leader_epoch: int) -> None:
         with self._lock:
             self._parts[tp] = (h, leader_epoch)
             # A partition the parked long poll does not carry would wait up to replica.fetch.wait.max.ms
             # for its first fetch, and a new leader's HW (its acks=all writes, a coordinator's first
-            # commit) with it: cut the poll short so the next request includes it at once.
-            if self._in_flight is not None and tp not in self._in_flight_parts:
-                self._in_flight.cancel()
+            # commit) with it: cut the poll short (closing the channel cancels it) so the next request
+            # includes it at once.  Blocking calls on a kept channel are the fast path otherwise.
+            if self._polling is not None and tp not in self._polling and self._channel is not None:
+                self._cut = True
+                self._channel.close()
 
     def unassign(self, tp: TP) -> None:
         with self._lock:
@@ -47,24 +50,29 @@ class LeaderFetcher(threading.Thread):
         self._stop_event.set()
 
     def run(self) -> None:
-        channel, target = None, None
+        stub, target = None, None
         try:
             while not self._stop_event.is_set():
                 with self._lock:
                     parts = dict(self._parts)
+                    if self._cut:  # the channel was closed to cut a poll short: open a new one
+                        self._cut, stub, target = False, None, None
                 endpoint = self.rm._endpoint_of(self.leader)
                 if not parts or endpoint is None:
                     self._stop_event.wait(0.05)
                     continue
-                if endpoint != target:
-                    if channel is not None:
-                        channel.close()
-                    channel, target = grpc.insecure_channel(endpoint), endpoint
-                if not self._fetch_once(pbg.BrokerStub(channel), parts):
+                if endpoint != target or stub is None:
+                    with self._lock:
+                        if self._channel is not None:
+                            self._channel.close()
+                        self._channel = grpc.insecure_channel(endpoint)
+                        stub, target = pbg.BrokerStub(self._channel), endpoint
+                if not self._fetch_once(stub, parts):
                     self._stop_event.wait(0.05)  # back off after an error
         finally:
-            if channel is not None:
-                channel.close()
+            with self._lock:
+                if self._channel is not None:
+                    self._channel.close()
 
     def _fetch_once(self, stub: pbg.BrokerStub, parts: dict[TP, tuple["Hosted", int]]) -> bool:
         wanted: list[pb.FetchPartition] = []
@@ -80,20 +88,19 @@ class LeaderFetcher(threading.Thread):
         if not wanted:
             return False
         with self._lock:
-            call = stub.Fetch.future(pb.FetchRequest(replica_id=self.rm.broker_id,
-                                                     replica_epoch=self.rm._broker_epoch(),
-                                                     max_wait_ms=self.rm.fetch_wait_ms, partitions=wanted),
-                                     timeout=self.rm.fetch_wait_ms / 1000 + 5)
-            self._in_flight, self._in_flight_parts = call, set(sent)
+            if self._cut:
+                return True  # a new partition arrived meanwhile: rebuild the request on a new channel
+            self._polling = set(sent)
         try:
-            r = call.result()
-        except grpc.FutureCancelledError:
-            return True  # cut short by a new partition: fetch again now, no backoff
-        except grpc.RpcError as e:
-            return e.code() == grpc.StatusCode.CANCELLED
+            r = stub.Fetch(pb.FetchRequest(replica_id=self.rm.broker_id, replica_epoch=self.rm._broker_epoch(),
+                                           max_wait_ms=self.rm.fetch_wait_ms, partitions=wanted),
+                           timeout=self.rm.fetch_wait_ms / 1000 + 5)
+        except (grpc.RpcError, ValueError):  # ValueError: the channel was closed under us
+            with self._lock:
+                return self._cut  # cut short on purpose: fetch again at once, no backoff
         finally:
             with self._lock:
-                self._in_flight = None
+                self._polling = None
         ok = True
         for a in r.partitions:
             tp = (a.topic, a.partition)

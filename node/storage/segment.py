@@ -38,6 +38,7 @@ SWAP_SUFFIX = ".swap"
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 _INDEX_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
+_RECENT_BATCHES = 256
 _INT32_MAX = (1 << 31) - 1
 
 
@@ -85,6 +86,9 @@ class LogSegment:
         self._idx_positions: list[int] = []  # batch start positions, increasing
         self._tidx: list[tuple[int, int]] = []  # (timestamp, relative offset)
         self._next_offset = base_offset
+        # base offset -> position of the batches appended last: followers and consumers read from
+        # just behind the LEO, so their reads skip the scan from the sparse index entry
+        self._recent: dict[int, int] = {}
         self._max_ts = -1
         self._offset_of_max_ts = base_offset - 1
         self._bytes_since_index = 0
@@ -250,6 +254,9 @@ class LogSegment:
         position = self._size
         os.pwrite(self._log_fd, batch_bytes, position)
         self._size += len(batch_bytes)
+        self._recent[base_offset] = position
+        if len(self._recent) > _RECENT_BATCHES:
+            del self._recent[next(iter(self._recent))]
         n_idx, n_tidx = len(self._idx_offsets), len(self._tidx)
         idx, tidx = self._index_point(position, base_offset, last_offset, max_timestamp, len(batch_bytes))
         if idx:
@@ -277,6 +284,9 @@ class LogSegment:
         """(position, header) of the first batch whose last offset is >= ``offset``, or None."""
         if offset >= self._next_offset:
             return None
+        recent = self._recent.get(offset)
+        if recent is not None:
+            return recent, self._header_at(recent)
         _, position = self.index_lookup(offset)
         while position < self._size:
             header = self._header_at(position)
@@ -337,6 +347,7 @@ class LogSegment:
             return 0
         position = found[0]
         removed = self._size - position
+        self._recent.clear()
         os.ftruncate(self._log_fd, position)
         self._size = position
         keep = bisect_right(self._idx_positions, position - 1)
@@ -373,6 +384,7 @@ class LogSegment:
 
     def _reload_tail(self) -> None:
         """Recompute next offset, max timestamp and index spacing from the last index entry on."""
+        self._recent.clear()
         start = self._idx_positions[-1] if self._idx_positions else 0
         if self._tidx:
             self._max_ts, rel = self._tidx[-1]
@@ -398,6 +410,7 @@ class LogSegment:
         the bad one, plus whole-looking ones after it, a trailing fragment counting 1).
         """
         self._idx_offsets, self._idx_positions, self._tidx = [], [], []
+        self._recent.clear()
         self._next_offset, self._bytes_since_index = self.base_offset, 0
         self._max_ts, self._offset_of_max_ts = -1, self.base_offset - 1
         idx_out, tidx_out = bytearray(), bytearray()
