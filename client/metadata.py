@@ -58,6 +58,7 @@ class ClusterClient:
             raise ClientError("no bootstrap brokers given")
         self.request_timeout_s = request_timeout_s
         self._channels: dict[str, grpc.Channel] = {}
+        self._stubs: dict = {}
         self._lock = threading.Lock()
         self.metadata = Metadata()
 
@@ -71,16 +72,25 @@ class ClusterClient:
             return ch
 
     def broker_stub(self, endpoint: str) -> pbg.BrokerStub:
-        return pbg.BrokerStub(self.channel(endpoint))
+        return self._stub(endpoint, pbg.BrokerStub)
 
     def groups_stub(self, endpoint: str) -> gpbg.GroupsStub:
-        return gpbg.GroupsStub(self.channel(endpoint))
+        return self._stub(endpoint, gpbg.GroupsStub)
+
+    def _stub(self, endpoint: str, kind):
+        """One stub per (endpoint, service): building one costs more than a call on loopback."""
+        key = (endpoint, kind)
+        stub = self._stubs.get(key)
+        if stub is None:
+            stub = self._stubs[key] = kind(self.channel(endpoint))
+        return stub
 
     def close(self) -> None:
         with self._lock:
             for ch in self._channels.values():
                 ch.close()
             self._channels.clear()
+            self._stubs.clear()
 
     def __enter__(self) -> "ClusterClient":
         return self
