@@ -56,6 +56,7 @@ UNKNOWN_OFFSET = -1
 #   UNKNOWN_TOPIC_OR_PARTITION: the controller no longer knows the partition (deleted).
 # Any other error (NOT_CONTROLLER, STALE_BROKER_EPOCH, timeouts ...) is transient: the
 # change is dropped and proposed again by the next fetch or shrink check.
+INELIGIBLE_BACKOFF_MS = 500
 ISR_CHANGE_GIVE_UP = frozenset({errors.FENCED_LEADER_EPOCH, errors.INVALID_UPDATE_VERSION,
                                 errors.UNKNOWN_TOPIC_OR_PARTITION})
 
@@ -441,9 +442,11 @@ class PartitionReplication:
             self._isr_change_blocked = True
             out.fenced = error_code == errors.FENCED_LEADER_EPOCH
         elif error_code == errors.INELIGIBLE_REPLICA and now_ms is not None:
-            # the added follower is shutting down or gone: stop counting it, for the lag time
+            # the added follower is shutting down, or not (yet) registered at the controller: stop
+            # counting it for the HW, and propose it again after a short backoff (a restarted
+            # broker becomes eligible as soon as the controller has seen it register)
             for r in set(pending.new_isr) - set(self._isr):
-                self._ineligible[r] = now_ms + self.settings.replica_lag_time_max_ms
+                self._ineligible[r] = now_ms + INELIGIBLE_BACKOFF_MS
             if log is not None and self.is_leader:
                 out.events += self._maybe_increment_hw(log.log_end_offset, now_ms)
         else:

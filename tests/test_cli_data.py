@@ -2,14 +2,21 @@
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
 from client.partitioner import murmur2, to_positive
 from node.waiting import wait_for
-from test_cli import CliCluster, kafkasim
+from test_cli import REPO, CliCluster, kafkasim
 
 TOPIC = "lab"
+CLEAR = "\x1b[H\x1b[2J"
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +33,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
 
 
 def produce(lab, *args, stdin: str | None = None):
-    import subprocess
-    import sys
-
-    from test_cli import REPO
     r = subprocess.run([sys.executable, "-m", "node.cli", "produce", "--config", str(lab.config), *map(str, args)],
                        cwd=REPO, input=stdin, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -116,3 +119,24 @@ def test_consumer_groups_refuses_bad_requests_clearly(lab):
     assert r.returncode == 1 and "GROUP_ID_NOT_FOUND" in r.stderr, r.stderr
     r = lab.run("produce", "--topic", "nope", "x")
     assert r.returncode == 1 and "unknown topic 'nope'" in r.stderr, r.stderr
+
+
+def test_topics_describe_watch_redraws_in_place(lab):
+    p = subprocess.Popen([sys.executable, "-m", "node.cli", "topics", "--describe", "--topic", TOPIC, "--watch",
+                          "--interval", "0.2", "--config", str(lab.config)], cwd=REPO, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    out = ""
+    try:
+        fd = p.stdout.fileno()
+        os.set_blocking(fd, False)
+        deadline = time.monotonic() + 30
+        while out.count(CLEAR) < 3 and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.5)[0]:
+                out += os.read(fd, 65536).decode()
+    finally:
+        p.send_signal(signal.SIGINT)  # Ctrl-C ends it cleanly
+        rc = p.wait(10)
+    frames = [f for f in out.split(CLEAR) if f.strip()]
+    assert len(frames) >= 2, out
+    assert all("Hw: " in f and f"Topic: {TOPIC}" in f for f in frames[:2]), frames[:2]
+    assert rc == 0

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from node import errors
-from node.replication import (INVALID_REQUIRED_ACKS, ISR_CHANGE_GIVE_UP, OFFSET_OUT_OF_RANGE,
+from node.replication import (INELIGIBLE_BACKOFF_MS, INVALID_REQUIRED_ACKS, ISR_CHANGE_GIVE_UP, OFFSET_OUT_OF_RANGE,
                               AlterIsrProposal, PartitionReplication, ReplicaSettings)
 from node.storage.log import LeaderEpochCache
 
@@ -603,9 +603,9 @@ def test_an_ineligible_follower_neither_joins_the_isr_nor_holds_the_hw_back():
     assert p.high_watermark == 10, "held back by follower 3, caught up within the lag time"
     res = p.on_alter_isr_result(errors.INELIGIBLE_REPLICA, proposal=out.alter_isr, log=log, now_ms=T0 + 3)
     assert not res.retry and p.high_watermark == 15 and p.isr == (1, 2)
-    assert fetch(p, log, 3, 15, T0 + 4).alter_isr is None, "no new proposal for it within the lag time"
-    # after the lag time it may be proposed again (a restarted broker is eligible)
-    assert fetch(p, log, 3, 15, T0 + LAG + 10).alter_isr is not None
+    assert fetch(p, log, 3, 15, T0 + 4).alter_isr is None, "no new proposal for it within the backoff"
+    # after the backoff it is proposed again (a restarted broker is eligible once the controller saw it)
+    assert fetch(p, log, 3, 15, T0 + 3 + INELIGIBLE_BACKOFF_MS).alter_isr is not None
 
 
 def test_a_follower_that_is_gone_stops_holding_the_hw_back():
