@@ -31,15 +31,12 @@ from coordinator.core import GroupConfig, Output, PartitionCoordinator
 from coordinator.hashing import partition_for
 from coordinator.records import RecordFormatError
 from node.events import EventLog
+from node.replica_manager import now_ms
 from node.storage.batch import CorruptBatchError
 from node.storage.fastscan import scan_latest
 from zk.paths import OFFSETS_TOPIC
 
 log = logging.getLogger(__name__)
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass
@@ -108,7 +105,7 @@ def replay_log(core: PartitionCoordinator, read: Callable[[int], tuple[bytes, in
 class CoordinatorShell:
     def __init__(self, broker_id: int, replicas, events: EventLog, config: GroupConfig,
                  num_partitions: Callable[[], int], load_buffer_bytes: int = 5 << 20,
-                 clock: Callable[[], int] = wall_ms,
+                 clock: Callable[[], int] = now_ms,
                  new_member_suffix: Callable[[], str] = lambda: str(uuid.uuid4())) -> None:
         self.broker_id = broker_id
         self.replicas = replicas
@@ -214,7 +211,6 @@ class CoordinatorShell:
             out = getattr(slot.core, handler)(fut, req, self.clock())
             self._start_appends(slot, out)
         self._finish(out)
-        self._poke()
         return fut
 
     def call_all(self, handler: str, make_req: Callable[[], Any]) -> list[Future]:
@@ -261,7 +257,6 @@ class CoordinatorShell:
             out = slot.core.on_append_done(append_id, code, self.clock())
             self._start_appends(slot, out)
         self._finish(out)
-        self._poke()
 
     def _finish(self, out: Output) -> None:
         for ev in out.events:

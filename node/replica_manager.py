@@ -177,6 +177,8 @@ class ReplicaManager:
 
     def set_live_brokers(self, live: set[int]) -> None:
         """From UpdateMetadata: leaders stop waiting for followers that are gone."""
+        if frozenset(live) == self._live:
+            return  # the periodic re-send: nothing changed
         self._live = frozenset(live)
         for h in list(self.hosted.values()):
             with h.cond:
@@ -264,24 +266,31 @@ class ReplicaManager:
         if h is None:
             return errors.NOT_LEADER_OR_FOLLOWER, -1, -1
         with h.cond:
-            if not h.repl.is_leader or h.log.closed:
-                return errors.NOT_LEADER_OR_FOLLOWER, -1, -1
-            code = h.repl.check_produce(acks)
-            if code != errors.NONE:
-                return code, -1, -1
-            epoch = h.repl.leader_epoch
-            base, last = h.log.append_as_leader(records, epoch, now_ms())
-            self._log_events(h.repl.on_leader_append(h.log, now_ms()))
-            if acks != -1:
-                self._wake(h)
-                self._notify()
-                return errors.NONE, base, last
+            code, base, last, epoch = self._leader_append(h, records, acks)
+            if code != errors.NONE or acks != -1:
+                return code, base, last
             w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done)
             h.waiters.append(w)
             self._purgatory.watch(h, w)
-            self._wake(h)
-        self._notify()  # wake followers' long polls
+            self._wake(h)  # the HW may already cover it
         return None
+
+    def _leader_append(self, h: Hosted, records: list[tuple[bytes | None, bytes | None, int | None]],
+                       acks: int) -> tuple[int, int, int, int]:
+        """With ``h.cond`` held: the produce checks, then the append as leader, which wakes
+        followers' long polls (and acks=all waiters, for a lone ISR moves the HW at once).
+        Returns (error, base offset, last offset, leader epoch); nothing is appended on error."""
+        if not h.repl.is_leader or h.log.closed:
+            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1
+        code = h.repl.check_produce(acks)
+        if code != errors.NONE:
+            return code, -1, -1, -1
+        epoch = h.repl.leader_epoch
+        base, last = h.log.append_as_leader(records, epoch, now_ms())
+        self._log_events(h.repl.on_leader_append(h.log, now_ms()))
+        self._wake(h)
+        self._notify()
+        return errors.NONE, base, last, epoch
 
     def read_log(self, tp: TP, offset: int, max_bytes: int) -> tuple[bytes, int, int] | None:
         """Whole batches from ``offset`` up to the LEO (the coordinator's load reads
@@ -348,16 +357,9 @@ class ReplicaManager:
             return pb.ProduceResponse(error_code=errors.NONE, base_offset=-1, last_offset=-1)
         deadline = time.monotonic() + max(req.timeout_ms, 1) / 1000
         with h.cond:
-            if not h.repl.is_leader:
-                return pb.ProduceResponse(error_code=errors.NOT_LEADER_OR_FOLLOWER, base_offset=-1, last_offset=-1)
-            code = h.repl.check_produce(req.acks)
+            code, base, last, epoch = self._leader_append(h, records, req.acks)
             if code != errors.NONE:
                 return pb.ProduceResponse(error_code=code, base_offset=-1, last_offset=-1)
-            epoch = h.repl.leader_epoch
-            base, last = h.log.append_as_leader(records, epoch, now_ms())
-            self._log_events(h.repl.on_leader_append(h.log, now_ms()))
-            self._wake(h)  # a lone ISR moves the HW at once
-            self._notify()  # wake followers' long polls
             if req.acks != -1:
                 return pb.ProduceResponse(error_code=errors.NONE, base_offset=base, last_offset=last, leader_epoch=epoch)
             while True:
