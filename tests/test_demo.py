@@ -82,8 +82,9 @@ def test_the_main_job_kills_a_groups_coordinator_and_reports_its_failover(demo_d
     assert int(moved.group(4)) > 0, "the new coordinator replayed the group's records"
     first = re.search(r"t=\s*([\d.]+) ms  first commit accepted by broker (\d)", out)
     assert first and int(first.group(2)) == int(moved.group(2)), out
-    # detection waits for the killed broker's ZooKeeper session to expire
-    assert float(first.group(1)) >= SESSION_MS * 0.9, out
+    # detection waits for the killed broker's ZooKeeper session to expire; the timeout counts from its
+    # last ping, which kazoo sends every third of the session, so it can end 1/3 early of the kill
+    assert float(first.group(1)) >= SESSION_MS * 2 / 3 * 0.95, out
     # the timeline is in time order
     times = [float(t) for t in re.findall(r"^   t=\s*([\d.]+) ms  ", out, re.M)]
     assert len(times) >= 4 and times == sorted(times), out
