@@ -17,6 +17,8 @@ import grpc
 from client.consumer import PartitionFetcher
 from client.metadata import ClientError, ClusterClient
 from client.producer import Producer, parse_acks
+from proto import kafkasim_pb2 as pb
+from proto import kafkasim_pb2_grpc as pbg
 
 
 def bootstrap_of(cluster) -> list[str]:
@@ -32,8 +34,6 @@ def replica_offsets(view, timeout_s: float = 2.0) -> dict[tuple[str, int], dict[
     for b, info in sorted(view.brokers.items()):
         try:
             with grpc.insecure_channel(f"{info['host']}:{info['port']}") as ch:
-                from proto import kafkasim_pb2 as pb
-                from proto import kafkasim_pb2_grpc as pbg
                 r = pbg.BrokerStub(ch).DescribeBroker(pb.DescribeBrokerRequest(), timeout=timeout_s)
         except grpc.RpcError:
             continue  # paused or dying: its replicas show no LEO
