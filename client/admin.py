@@ -57,7 +57,7 @@ class GroupAdmin:
                 except grpc.RpcError:
                     continue
                 if r.error_code == errors.NONE:
-                    return r.node_id, f"{r.host}:{r.port}"
+                    return r.node_id, self.cluster.address(r.node_id, f"{r.host}:{r.port}")
                 if r.error_code not in _COORD:
                     raise ClientError(f"FindCoordinator({group!r}): {errors.name(r.error_code)}")
             self.cluster.refresh()

@@ -108,6 +108,8 @@ class GroupMember:
         self._rejoin.set()
         self._joining = False  # heartbeats go on until the member actually starts to rejoin (as Kafka's)
         self._closed = threading.Event()
+        self._hb_paused = threading.Event()  # a stalled member (chaos: a long GC pause) sends none
+        self._answered = threading.local()  # .node: the coordinator this thread's last call went to
         self._hb_thread = threading.Thread(target=self._heartbeat_loop, daemon=True,
                                            name=f"heartbeat-{group_id}")
         self._hb_thread.start()
@@ -131,7 +133,7 @@ class GroupMember:
                     last = e
                     continue
                 if r.error_code == errors.NONE:
-                    return r.node_id, f"{r.host}:{r.port}"
+                    return r.node_id, self.cluster.address(r.node_id, f"{r.host}:{r.port}")
                 if r.error_code == errors.INVALID_GROUP_ID:
                     raise GroupError("FindCoordinator", r.error_code)
                 last = _Retry(r.error_code)
@@ -153,8 +155,10 @@ class GroupMember:
 
     def _call(self, name: str, request, error_of: Callable, timeout_s: float):
         """One RPC to the coordinator; coordinator errors forget it and raise _Retry."""
+        stub = self._stub()
+        self._answered.node = self.coordinator[0] if self.coordinator else None
         try:
-            r = getattr(self._stub(), name)(request, timeout=timeout_s)
+            r = getattr(stub, name)(request, timeout=timeout_s)
         except grpc.RpcError:
             self.coordinator = None
             raise
@@ -216,7 +220,9 @@ class GroupMember:
             self.on_op("sync", "fail", {"error": str(e)})
             return  # rejoin (the coordinator moved)
         self.on_op("sync", "ok" if r.error_code == errors.NONE else "fail",
-                   {"error": errors.name(r.error_code), "generation": join.generation_id})
+                   {"error": errors.name(r.error_code), "generation": join.generation_id, "member": join.member_id,
+                    "node": self._answered.node,
+                    "assignment": _assigned(r.assignment) if r.error_code == errors.NONE else []})
         if r.error_code != errors.NONE:
             self._handle_group_error("SyncGroup", r.error_code)
             return
@@ -253,7 +259,8 @@ class GroupMember:
             raise
         self.on_op("join", "ok" if r.error_code == errors.NONE else "fail",
                    {"error": errors.name(r.error_code), "generation": r.generation_id, "member": r.member_id,
-                    "leader": r.leader == r.member_id and r.error_code == errors.NONE})
+                    "leader": r.leader == r.member_id and r.error_code == errors.NONE, "protocol": r.protocol_name,
+                    "node": self._answered.node})
         if r.error_code == errors.MEMBER_ID_REQUIRED:
             self.state.member_id = r.member_id
             return None
@@ -306,16 +313,23 @@ class GroupMember:
 
     def _heartbeat_loop(self) -> None:
         while not self._closed.wait(self.heartbeat_interval_ms / 1000):
-            if self._joining or self.state.generation < 0:
+            if self._joining or self.state.generation < 0 or self._hb_paused.is_set():
                 continue
             try:
                 self.heartbeat()
             except Exception as e:  # the next poll rejoins / rediscovers
                 log.debug("heartbeat failed: %s", e)
 
+    def pause_heartbeats(self) -> None:
+        """Stop heartbeating (a stalled process, as in a long GC pause) until resume_heartbeats."""
+        self._hb_paused.set()
+
+    def resume_heartbeats(self) -> None:
+        self._hb_paused.clear()
+
     def heartbeat(self) -> int:
         gen, mid = self.state.generation, self.state.member_id
-        self.on_op("heartbeat", "invoke", {"generation": gen})
+        self.on_op("heartbeat", "invoke", {"generation": gen, "member": mid})
         try:
             r = self._call("Heartbeat", gpb.HeartbeatRequest(group_id=self.group_id, generation_id=gen, member_id=mid,
                                                              group_instance_id=self.group_instance_id or ""),
@@ -325,7 +339,8 @@ class GroupMember:
             code = e.code
         except grpc.RpcError:
             code = errors.NOT_COORDINATOR
-        self.on_op("heartbeat", "ok" if code == errors.NONE else "fail", {"error": errors.name(code)})
+        self.on_op("heartbeat", "ok" if code == errors.NONE else "fail",
+                   {"error": errors.name(code), "node": getattr(self._answered, "node", None)})
         # a coordinator error only means "find the coordinator again" (done by _call): the member
         # keeps its generation, as the loaded group does, and goes on (Kafka's markCoordinatorUnknown)
         if code != errors.NONE and gen == self.state.generation:
@@ -375,7 +390,8 @@ class GroupMember:
         return self._commit(req, offsets)
 
     def _commit(self, req, offsets: dict[TP, int]) -> dict[TP, int]:
-        self.on_op("commit", "invoke", {"offsets": _fmt(offsets), "generation": req.generation_id})
+        self.on_op("commit", "invoke", {"offsets": _fmt(offsets), "generation": req.generation_id,
+                                        "member": req.member_id})
 
         def first_error(r) -> int:
             return next((x.error_code for x in r.partitions if x.error_code != errors.NONE), errors.NONE)
@@ -388,7 +404,8 @@ class GroupMember:
         result = {(x.topic, x.partition): x.error_code for x in r.partitions}
         code = first_error(r)
         phase = "ok" if code == errors.NONE else ("info" if code == errors.REQUEST_TIMED_OUT else "fail")
-        self.on_op("commit", phase, {"error": errors.name(code), "offsets": _fmt(offsets)})
+        self.on_op("commit", phase, {"error": errors.name(code), "offsets": _fmt(offsets),
+                                     "node": self._answered.node})
         if code in RESET_ERRORS or code == errors.REBALANCE_IN_PROGRESS:
             self._handle_group_error("OffsetCommit", code)
             raise CommitFailedError(f"commit for group {self.group_id}", code)
@@ -402,12 +419,16 @@ class GroupMember:
         req = gpb.OffsetFetchRequest(group_id=self.group_id, all_partitions=tps is None, partitions=[
             gpb.TopicPartitionRef(topic=t, partition=p) for t, p in tps or []])
         self.on_op("fetch_committed", "invoke", {})
-        r = self._retrying()(lambda: self._call("OffsetFetch", req, lambda r: r.error_code, 10))
+        try:
+            r = self._retrying()(lambda: self._call("OffsetFetch", req, lambda r: r.error_code, 10))
+        except (_Retry, grpc.RpcError) as e:
+            self.on_op("fetch_committed", "fail", {"error": str(e)})
+            raise ClientError(f"OffsetFetch for group {self.group_id} failed: {e}") from None
         if r.error_code != errors.NONE:
             self.on_op("fetch_committed", "fail", {"error": errors.name(r.error_code)})
             raise GroupError(f"OffsetFetch for group {self.group_id}", r.error_code)
         out = {(x.topic, x.partition): x.offset for x in r.partitions}
-        self.on_op("fetch_committed", "ok", {"offsets": _fmt(out)})
+        self.on_op("fetch_committed", "ok", {"offsets": _fmt(out), "node": self._answered.node})
         return out
 
     def close(self, leave: bool = True) -> None:
@@ -424,6 +445,13 @@ class GroupMember:
         self._hb_thread.join(timeout=self.heartbeat_interval_ms / 1000 + 1)
 
 
+def _assigned(data: bytes) -> list[str]:
+    try:
+        return [f"{t}/{p}" for t, p in sorted(Assignment.decode(data).partitions)] if data else []
+    except ProtocolError:
+        return []
+
+
 def _fmt(offsets: dict[TP, int]) -> dict[str, int]:
-    return {f"{t}-{p}": o for (t, p), o in sorted(offsets.items())}
+    return {f"{t}/{p}": o for (t, p), o in sorted(offsets.items())}
 

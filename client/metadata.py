@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 import grpc
 
@@ -52,8 +52,10 @@ class Metadata:
 class ClusterClient:
     """Bootstrap list, metadata cache and one gRPC channel per broker endpoint."""
 
-    def __init__(self, bootstrap: Iterable[str], request_timeout_s: float = 10.0) -> None:
+    def __init__(self, bootstrap: Iterable[str], request_timeout_s: float = 10.0,
+                 dial: Callable[[int, str], str] | None = None) -> None:
         self.bootstrap = list(bootstrap)
+        self._dial = dial
         if not self.bootstrap:
             raise ClientError("no bootstrap brokers given")
         self.request_timeout_s = request_timeout_s
@@ -98,6 +100,11 @@ class ClusterClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def address(self, broker_id: int, advertised: str) -> str:
+        """Where to dial a broker: its advertised address, unless a link map (a chaos run's
+        fault proxy, see node/links.py) routes this client's connections elsewhere."""
+        return self._dial(broker_id, advertised) if self._dial else advertised
+
     # ------------------------------------------------------------------ metadata
 
     def endpoints(self) -> list[str]:
@@ -121,7 +128,7 @@ class ClusterClient:
             if r.broker_epoch < 0 or not r.live_brokers:
                 errors.append(f"{endpoint}: broker {r.broker_id} has no metadata yet")
                 continue
-            md = Metadata(brokers={b.id: f"{b.host}:{b.port}" for b in r.live_brokers},
+            md = Metadata(brokers={b.id: self.address(b.id, f"{b.host}:{b.port}") for b in r.live_brokers},
                           controller_id=r.known_controller_id)
             for p in r.partitions:
                 md.partitions[(p.topic, p.partition)] = PartitionMeta(

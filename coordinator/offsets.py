@@ -82,6 +82,8 @@ class OffsetsMixin:
             self._commit_answer(handle, req, errors.FENCED_INSTANCE_ID)
         elif req.generation_id < 0 and group.is_(EMPTY):
             self._store_offsets(group, req, handle)
+        elif not self.config.check_commit_generation:   # a planted bug (chaos checkers' tests)
+            self._store_offsets(group, req, handle)
         elif not group.has(req.member_id):
             self._commit_answer(handle, req, errors.UNKNOWN_MEMBER_ID)
         elif req.generation_id != group.generation:
@@ -120,7 +122,7 @@ class OffsetsMixin:
                         del self._pending_commits[key]
             answer(errors.NONE if code == errors.NONE else map_offset_append_error(code))
 
-        append_id = self._append(records, acks=-1, on_done=on_done,
+        append_id = self._append(records, acks=self.config.commit_required_acks, on_done=on_done,
                                  on_orphan=lambda: answer(errors.NOT_COORDINATOR))
         for key in keys:
             self._pending_commits.setdefault(key, set()).add(append_id)

@@ -22,12 +22,13 @@ import grpc
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from controller.core import ControllerSettings
-from node import errors
+from node import bugs, errors
 from node.broker_state import BrokerState
 from node.config import ClusterConfig, ConfigError, load_config
 from node.controller_shell import ControllerShell
 from node.coordinator_shell import CoordinatorShell
 from node.groups_servicer import GroupsServicer
+from node.links import DIRECT, LinkMap, LinkMapError
 from node.events import EventLog
 from node.replica_manager import CleanerSettings, ReplicaManager
 from node.replication import ReplicaSettings
@@ -43,10 +44,12 @@ from zk.codecs import BrokerRegistration, decode_topic
 log = logging.getLogger("kafkasim.broker")
 
 
-def group_config(cfg: ClusterConfig):
+def group_config(cfg: ClusterConfig, planted: frozenset[str] = frozenset()):
     from coordinator.core import GroupConfig
     g = cfg.get
     return GroupConfig(
+        commit_required_acks=1 if "commit-before-hw" in planted else g("offsets.commit.required.acks"),
+        check_commit_generation="fenced-generation-commit" not in planted,
         min_session_timeout_ms=g("group.min.session.timeout.ms"),
         max_session_timeout_ms=g("group.max.session.timeout.ms"),
         initial_rebalance_delay_ms=g("group.initial.rebalance.delay.ms"),
@@ -91,18 +94,22 @@ def resolve_zookeeper(cfg: ClusterConfig, override: str | None) -> str:
 
 
 class Broker:
-    def __init__(self, cfg: ClusterConfig, broker_id: int, zk_connect: str):
+    def __init__(self, cfg: ClusterConfig, broker_id: int, zk_connect: str, links: LinkMap = DIRECT,
+                 planted_bugs: frozenset[str] = frozenset()):
         self.cfg = cfg
+        self.links = links
+        self.planted_bugs = planted_bugs
         self.spec = cfg.broker(broker_id)
         self.broker_id = broker_id
         self.events = EventLog(cfg.run_dir / "events" / f"broker-{broker_id}.jsonl", broker_id)
-        self.state = BrokerState(broker_id)
+        self.state = BrokerState(broker_id, check_controller_epoch="zombie-controller" not in planted_bugs)
         self.session_file = SessionFile(self.spec.log_dir / "zk-session.json")
-        self.zk = ZkClient(zk_connect, cfg.session_timeout_ms, cfg.connection_timeout_ms)
+        self.zk = ZkClient(links.zookeeper_connect(zk_connect), cfg.session_timeout_ms, cfg.connection_timeout_ms)
         self.controller = ControllerShell(
             broker_id, self.zk, controller_settings(cfg, broker_id), self.events,
             socket_timeout_s=cfg.get("controller.socket.timeout.ms") / 1000.0,
-            register_broker=self._register, cached_states=self._cached_states)
+            register_broker=self._register, cached_states=self._cached_states, dial=links.dial,
+            zombie="zombie-controller" in planted_bugs)
         self.zk.add_state_listener(self.controller.on_session_state)
         g = cfg.get
         self.replicas = ReplicaManager(
@@ -116,7 +123,7 @@ class Broker:
             cleaner=CleanerSettings(g("log.cleaner.enable"), g("log.cleaner.backoff.ms"),
                                     g("log.cleaner.delete.retention.ms"),
                                     g("log.cleaner.min.cleanable.ratio.percent") / 100))
-        self.groups = CoordinatorShell(broker_id, self.replicas, self.events, group_config(cfg),
+        self.groups = CoordinatorShell(broker_id, self.replicas, self.events, group_config(cfg, planted_bugs),
                                        num_partitions=self._offsets_partitions,
                                        load_buffer_bytes=g("offsets.load.buffer.size"))
         self.replicas.on_leadership = self.groups.on_leadership
@@ -132,7 +139,7 @@ class Broker:
 
     def _endpoint_of(self, broker_id: int) -> str | None:
         b = self.state.live_brokers.get(broker_id)
-        return f"{b[0]}:{b[1]}" if b else None
+        return self.links.dial(broker_id, f"{b[0]}:{b[1]}") if b else None
 
     def _offsets_partitions(self) -> int:
         """The offsets topic's partition count as the metadata cache has it, else the configured one."""
@@ -158,7 +165,8 @@ class Broker:
         if self.server.add_insecure_port(address) == 0:
             raise OSError(f"broker {self.broker_id}: cannot listen on {address}")
         self.server.start()
-        self.events.emit("broker_starting", host=self.spec.host, port=self.spec.port, pid=os.getpid())
+        self.events.emit("broker_starting", host=self.spec.host, port=self.spec.port, pid=os.getpid(),
+                         planted_bugs=sorted(self.planted_bugs))
         self.zk.start()
         self.zk.ensure_persistent_paths()
         self._register()
@@ -180,7 +188,7 @@ class Broker:
         else:
             raise RuntimeError(f"broker {self.broker_id}: could not register in ZooKeeper")
         self.state.broker_epoch = epoch
-        self.session_file.record(self.zk.session_id)
+        self.session_file.record(self.zk.session_id, self.zk.session_password)
         self.events.emit("broker_registered", broker_epoch=epoch, session_id=f"0x{self.zk.session_id:x}",
                          replaced_predecessor=f"0x{predecessor:x}" if predecessor else None)
 
@@ -214,7 +222,7 @@ class Broker:
         reg = self.zk.read_brokers().get(controller) if controller is not None else None
         if reg is None:
             return errors.NOT_CONTROLLER, []
-        with grpc.insecure_channel(reg.endpoint()) as ch:
+        with grpc.insecure_channel(self.links.dial(controller, reg.endpoint())) as ch:
             r = pbg.BrokerStub(ch).ControlledShutdown(
                 pb.ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=self.state.broker_epoch),
                 timeout=timeout_s)
@@ -249,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--id", type=int, required=True, help="broker.id, as listed in cluster.yaml")
     ap.add_argument("--config", default="cluster.yaml", help="cluster definition (default: cluster.yaml)")
     ap.add_argument("--zookeeper", default=None, help="ZooKeeper connect string, overriding cluster.yaml")
+    ap.add_argument("--links", default=None, help="JSON link map: dial peers and ZooKeeper through these "
+                                                  "addresses (a chaos run's fault proxy); see node/links.py")
     args = ap.parse_args(argv)
     logging.basicConfig(level=os.environ.get("KAFKASIM_LOG", "WARNING"),
                         format=f"%(asctime)s broker-{args.id} %(name)s %(levelname)s %(message)s")
@@ -256,7 +266,9 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.config)
         cfg.broker(args.id)
         connect = resolve_zookeeper(cfg, args.zookeeper)
-    except ConfigError as e:
+        links = LinkMap.load(args.links) if args.links else DIRECT
+        planted_bugs = bugs.planted()
+    except (ConfigError, LinkMapError, bugs.UnknownBug) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     # Block SIGTERM/SIGINT before any thread exists (threads inherit the mask), and take them
@@ -264,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     # a gRPC or kazoo thread while the main thread sleeps in a lock, and it is never handled.
     stop_signals = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
-    broker = Broker(cfg, args.id, connect)
+    broker = Broker(cfg, args.id, connect, links, planted_bugs)
     try:
         broker.start()
     except Exception as e:  # say why, and exit even though gRPC/kazoo threads may be running

@@ -57,8 +57,9 @@ class Outcome:
 
 
 class BrokerState:
-    def __init__(self, broker_id: int):
+    def __init__(self, broker_id: int, check_controller_epoch: bool = True):
         self.broker_id = broker_id
+        self.check_controller_epoch = check_controller_epoch  # False only as a planted bug (chaos tests)
         self.broker_epoch = -1
         self.controller_epoch = 0       # the latest epoch accepted
         self.controller_id = -1
@@ -74,10 +75,10 @@ class BrokerState:
     def _fence(self, request: str, h: Header, out: Outcome) -> bool:
         if h.broker_epoch != -1 and h.broker_epoch < self.broker_epoch:
             out.error = errors.STALE_BROKER_EPOCH
-        elif h.controller_epoch < self.controller_epoch:
+        elif h.controller_epoch < self.controller_epoch and self.check_controller_epoch:
             out.error = errors.STALE_CONTROLLER_EPOCH
         else:
-            self.controller_epoch = h.controller_epoch
+            self.controller_epoch = max(self.controller_epoch, h.controller_epoch)
             self.controller_id = h.controller_id
             return True
         out.events.append(("request_rejected", {
@@ -111,13 +112,13 @@ class BrokerState:
             if p.leader == self.broker_id:
                 out.became_leader.append(p)
                 if not was_leader or cur is None or cur.leader_epoch != p.leader_epoch:
-                    out.events.append(("became_leader", _fields(p)))
+                    out.events.append(("became_leader", _fields(p, h)))
                 else:
-                    out.events.append(("isr_updated", _fields(p)))
+                    out.events.append(("isr_updated", _fields(p, h)))
             else:
                 out.became_follower.append(p)
                 if cur is None or cur.leader != p.leader or cur.leader_epoch != p.leader_epoch:
-                    out.events.append(("became_follower", _fields(p)))
+                    out.events.append(("became_follower", _fields(p, h)))
         if stale:
             out.events.append(("leader_and_isr_unchanged", {"partitions": stale,
                                                             "controller_epoch": h.controller_epoch}))
@@ -162,6 +163,7 @@ def _controller_state(p: PartitionInfo) -> tuple[LeaderAndIsr, int]:
     return LeaderAndIsr(p.leader, p.leader_epoch, p.isr, p.controller_epoch), p.zk_version
 
 
-def _fields(p: PartitionInfo) -> dict[str, Any]:
+def _fields(p: PartitionInfo, h: Header) -> dict[str, Any]:
     return {"topic": p.topic, "partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
-            "isr": list(p.isr), "zk_version": p.zk_version, "controller_epoch": p.controller_epoch}
+            "isr": list(p.isr), "zk_version": p.zk_version, "controller_epoch": p.controller_epoch,
+            "request_controller_epoch": h.controller_epoch}

@@ -8,6 +8,7 @@
     kafkasim consumer-groups --list|--describe|--delete|--reset-offsets   kafkasim console-consumer --group G
     kafkasim broker-health --host H --port P
     kafkasim demo                        (the README's main job)
+    kafkasim chaos list|run|check        chaos runs (docs/chaos.md)
 """
 from __future__ import annotations
 
@@ -335,6 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--port", type=int, required=True)
     h.add_argument("--timeout", type=float, default=2.0)
     h.set_defaults(func=cmd_broker_health)
+
+    from chaos import cli as chaos_cli
+    chaos_cli.add_parsers(sub)
 
     d = with_config(sub.add_parser("demo", help="the main job: a cluster, consumer groups, a coordinator "
                                                 "failover, a report (--controller: controller failovers)"))

@@ -81,6 +81,8 @@ class Cluster:
         self.zk_embedded: EmbeddedZooKeeper | None = None
         self.connect = cfg.zookeeper_connect
         self.pids: dict[int, int] = {}
+        self.links: dict[int, Path] = {}     # broker id -> link map file (chaos runs: dial through the fault proxy)
+        self.extra_env: dict[str, str] = {}  # added to the brokers' environment (chaos: planted bugs)
         self._zk: ZkClient | None = None
         self._load_state()
 
@@ -154,7 +156,10 @@ class Cluster:
         cmd = [sys.executable, "-m", "node", "--id", str(broker_id), "--config", str(self.config_path)]
         if self.connect:
             cmd += ["--zookeeper", self.connect]
-        env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        if broker_id in self.links:
+            cmd += ["--links", str(self.links[broker_id])]
+        env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                   **self.extra_env)
         with open(logs / f"broker-{broker_id}.log", "ab") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, cwd=str(REPO), env=env)

@@ -40,13 +40,19 @@ class ControllerShell:
     def __init__(self, broker_id: int, zk: ZkClient, settings: ControllerSettings, events: EventLog,
                  socket_timeout_s: float, register_broker: Callable[[], None],
                  cached_states: Callable[[], dict] = dict,
-                 seed: int | None = None, clock_ms: Callable[[], int] = lambda: int(time.monotonic() * 1000)):
+                 dial: Callable[[int, str], str] = lambda broker_id, advertised: advertised,
+                 seed: int | None = None, clock_ms: Callable[[], int] = lambda: int(time.monotonic() * 1000),
+                 zombie: bool = False):
         self.broker_id = broker_id
+        # A planted bug for the chaos checkers' tests (never in a real broker): a controller that
+        # lost its session keeps acting, and its writes are not fenced by /controller_epoch.
+        self._zombie = zombie
         self.zk = zk
         self.events = events
         self.socket_timeout_s = socket_timeout_s
         self._register_broker = register_broker
         self._cached_states = cached_states
+        self._dial = dial
         self._clock_ms = clock_ms
         rng = random.Random(seed)
         self.core = ControllerCore(settings, rng=rng.randrange)
@@ -156,13 +162,16 @@ class ControllerShell:
         elif kind == "expire":
             # Kafka's Expire: drop queued work, resign, then register anew and re-elect.
             self._drain()
-            if self.core.active:
+            if self.core.active and not self._zombie:
                 self._resign("session expired")
             self.events.emit("zk_session_expired")
             self.enqueue("register_and_reelect")
         elif kind == "register_and_reelect":
             self._register_broker()
-            self._elect()
+            if self._zombie and self.core.active:
+                self.enqueue("broker_change")  # the planted bug: carry on as controller, unfenced
+            else:
+                self._elect()
         elif kind == "tick":
             self._handle_tick()
         elif kind == "elect_leaders":
@@ -360,12 +369,12 @@ class ControllerShell:
         if plan.has_writes:
             try:
                 for topic in plan.topic_creates:
-                    self.zk.create_topic(self.core.epoch_zk_version, topic)
-                versions = self.zk.write_states(self.core.epoch_zk_version, plan.writes)
+                    self.zk.create_topic(self._fence(), topic)
+                versions = self.zk.write_states(self._fence(), plan.writes)
                 for a in plan.topic_deletes:
-                    self.zk.delete_topic(self.core.epoch_zk_version, a)
+                    self.zk.delete_topic(self._fence(), a)
                 for topic in plan.markers_to_drop:
-                    self.zk.delete_deletion_marker(self.core.epoch_zk_version, topic)
+                    self.zk.delete_deletion_marker(self._fence(), topic)
             except ControllerMovedError as e:
                 self.events.emit("zk_write_fenced", epoch=self.core.epoch, writes=len(plan.writes), detail=str(e))
                 self._resign("fenced by a newer controller epoch")
@@ -399,17 +408,23 @@ class ControllerShell:
             self.events.emit(name, controller_epoch=self.core.epoch, **fields)
         return len(plan.writes)
 
+    def _fence(self) -> int:
+        """The /controller_epoch version every write is conditional on (-1, which matches any
+        version, only with the planted zombie bug)."""
+        return -1 if self._zombie else self.core.epoch_zk_version
+
     def _send(self, requests: dict[int, list[Any]]) -> None:
         live = self.core.live
         for gone in set(self._channels) - set(live):
             self._channels.pop(gone).close()
         for b, cmds in requests.items():
             reg = live[b]
+            target = self._dial(b, reg.endpoint())
             ch = self._channels.get(b)
-            if ch is None or ch.target != reg.endpoint():
+            if ch is None or ch.target != target:
                 if ch is not None:
                     ch.close()
-                ch = self._channels[b] = BrokerChannel(b, reg.endpoint(), self.socket_timeout_s, self._on_response)
+                ch = self._channels[b] = BrokerChannel(b, target, self.socket_timeout_s, self._on_response)
             header = pb.ControllerHeader(controller_id=self.broker_id, controller_epoch=self.core.epoch,
                                          broker_epoch=reg.epoch)
             for cmd in cmds:

@@ -20,12 +20,22 @@ class SessionFile:
     def __init__(self, path: Path):
         self.path = path
 
-    def record(self, session_id: int) -> None:
+    def record(self, session_id: int, password: bytes = b"") -> None:
+        """``password`` lets a lab tool expire this session on purpose (``kafkasim chaos``'s
+        expire-session fault reconnects with the same credentials and closes it)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"session_id": session_id, "pid": os.getpid(),
+        tmp.write_text(json.dumps({"session_id": session_id, "password": password.hex(), "pid": os.getpid(),
                                    "start_time": start_time(os.getpid())}))
         tmp.replace(self.path)
+
+    def credentials(self) -> tuple[int, bytes] | None:
+        """(session id, password) of the session last recorded here, or None."""
+        try:
+            doc = json.loads(self.path.read_text())
+            return int(doc["session_id"]), bytes.fromhex(doc["password"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def dead_predecessor_session(self) -> int | None:
         """The recorded session id, if the process that recorded it is gone; else None."""

@@ -157,7 +157,8 @@ def test_becoming_leader_emits_became_leader_with_the_state(state):
     out = state.leader_and_isr(hdr(), [new])
     assert out.became_leader == [new] and out.became_follower == []
     assert events(out, "became_leader") == [{"topic": "t", "partition": 0, "leader": ME, "leader_epoch": 4,
-                                             "isr": [2, 3], "zk_version": 11, "controller_epoch": 4}]
+                                             "isr": [2, 3], "zk_version": 11, "controller_epoch": 4,
+                                                 "request_controller_epoch": 4}]
 
 
 def test_an_isr_only_change_for_the_leader_is_isr_updated_not_became_leader(state):
@@ -246,3 +247,14 @@ def test_update_metadata_replaces_live_brokers_and_merges_partitions(state):
     assert state.live_brokers == {1: ("a", 1, 10), 3: ("c", 3, 30)}
     assert state.metadata[("u", 7)] == other and ("t", 0) in state.metadata
     assert ("u", 7) not in state.partitions, "metadata is not hosting"
+
+
+def test_the_planted_zombie_bug_applies_a_stale_controllers_request():
+    """The chaos checkers' planted bug (never set in a real broker): no controller-epoch check."""
+    s = BrokerState(ME, check_controller_epoch=False)
+    s.broker_epoch = OUR_BROKER_EPOCH
+    s.leader_and_isr(hdr(controller_epoch=5), [info(leader_epoch=3, zk_version=10)])
+    out = s.leader_and_isr(hdr(controller_epoch=4), [info(leader=ME, leader_epoch=4, zk_version=11)])
+    assert out.error == errors.NONE
+    assert events(out, "became_leader")[0]["request_controller_epoch"] == 4
+    assert s.controller_epoch == 5

@@ -331,3 +331,20 @@ def test_requests_during_load_and_records_replayed_last_wins():
     assert e.core.group_ids() == []
     e.apply(e.core.finish_load(0))
     assert fetched(e) == {("t", 0): (2, 0)}
+
+
+def test_commits_go_out_with_the_configured_required_acks():
+    d = Driver(cfg(commit_required_acks=1))
+    d.commit("g", {("t", 0): 1}, -1, "")
+    assert [c.acks for c in d.emitted] == [1]
+    d = Driver(cfg())
+    d.commit("g", {("t", 0): 1}, -1, "")
+    assert [c.acks for c in d.emitted] == [-1]   # Kafka's default: wait for the high watermark
+
+
+def test_the_planted_generation_bug_accepts_a_fenced_commit():
+    """The switch the chaos checkers' tests use (never set in a real broker) does what it says."""
+    d = Driver(cfg(check_commit_generation=False))
+    gen, ids = form(d)
+    assert codes(d, d.commit("g", {("t", 0): 1}, gen - 1, "a-stale-member")) == [0]
+    assert fetched(d) == {("t", 0): (1, 0)}

@@ -104,6 +104,10 @@ class ZkClient:
         return self.kz.client_id[0] if self.kz.client_id else 0
 
     @property
+    def session_password(self) -> bytes:
+        return self.kz.client_id[1] if self.kz.client_id else b""
+
+    @property
     def connected(self) -> bool:
         return self.kz.state == KazooState.CONNECTED
 
@@ -435,3 +439,16 @@ class ZkClient:
                 tx.create(paths.partition(assignment.topic, p), b"")
 
         self.fenced_multi(epoch_zk_version, build)
+
+
+def expire_session(connect: str, session_id: int, password: bytes, timeout_s: float = 10.0) -> None:
+    """End someone else's session on purpose, as Curator's KillSession does: attach to it
+    with its credentials and close it.  Its owner then sees SESSION_EXPIRED, and its
+    ephemeral znodes are gone.  (A chaos fault; nothing in a broker calls this.)"""
+    kz = KazooClient(hosts=connect, client_id=(session_id, password), timeout=timeout_s,
+                     connection_retry={"max_tries": 3, "delay": 0.05})
+    try:
+        kz.start(timeout=timeout_s)
+        kz.stop()
+    finally:
+        kz.close()

@@ -1,0 +1,305 @@
+"""A chaos scenario: one YAML file giving the cluster, the workload and the fault mix.
+
+Every key is checked: an unknown or misspelt key, a wrong type or a value out
+of range is a :class:`ScenarioError` naming the key (``workload.groups[0].members``),
+never ignored.  The cluster's own settings (``cluster.config``) are cluster.yaml
+keys and go through :func:`node.config.parse_config`, which checks them the same
+way.  docs/chaos.md documents every key.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from chaos.targets import TargetError, parse_target
+
+FAULT_KINDS = ("kill", "terminate", "pause", "expire-session", "partition", "latency", "loss", "truncate")
+NETWORK_KINDS = ("partition", "latency", "loss")
+DIRECTIONS = ("both", "to", "from")  # to: target -> peer blocked; from: peer -> target blocked
+
+
+class ScenarioError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Range:
+    """A closed range of milliseconds; the schedule draws uniformly from it."""
+    lo: int
+    hi: int
+
+    def to_json(self) -> list[int]:
+        return [self.lo, self.hi]
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int = 3
+    replication_factor: int = 3
+
+
+@dataclass(frozen=True)
+class ProducerSpec:
+    count: int = 1
+    topic: str = ""
+    rate: float = 20.0            # sends per second, per producer
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    id: str
+    topic: str
+    members: int = 2
+    assignor: str = "range"
+    commit_interval_ms: int = 250
+    session_timeout_ms: int = 6000
+    heartbeat_interval_ms: int = 1000
+    crash_interval_ms: Range | None = None   # a member crashes (no LeaveGroup) every so often...
+    restart_after_ms: int = 1000               # ...and a new one starts this much later
+    stall_interval_ms: Range | None = None   # a member stalls (no heartbeats) every so often...
+    stall_ms: int = 0                         # ...for this long, then commits its old positions
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    groups: int = 0               # probe groups: explicit commit + fetch-committed, no members
+    interval_ms: int = 500
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    kind: str
+    target: str
+    weight: int = 1
+    duration_ms: Range = Range(2000, 4000)
+    peer: str = "rest"            # network faults: the other side
+    direction: str = "both"
+    latency_ms: int = 0
+    jitter_ms: int = 0
+    loss: float = 0.0
+    truncate_bytes: Range = Range(1, 64)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    source: str
+    duration_s: float
+    brokers: int
+    zookeeper_servers: int
+    cluster_config: Mapping[str, Any]
+    topics: tuple[TopicSpec, ...]
+    producers: ProducerSpec
+    groups: tuple[GroupSpec, ...]
+    probes: ProbeSpec
+    faults: tuple[FaultSpec, ...]
+    fault_start_ms: int = 3000
+    fault_interval_ms: Range = Range(2000, 4000)
+    quiet_end_ms: int = 3000      # no fault starts this close to the end
+    network: str = "proxy"
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+    def with_duration(self, duration_s: float) -> "Scenario":
+        from dataclasses import replace
+        return replace(self, duration_s=duration_s)
+
+
+# ---------------------------------------------------------------------------- checking
+
+
+class _Reader:
+    """Pops keys off one mapping, checking types; leftovers are unknown keys."""
+
+    def __init__(self, data: Any, where: str, source: str):
+        if not isinstance(data, Mapping):
+            raise ScenarioError(f"{source}: {where or 'scenario'}: expected a mapping, got {type(data).__name__}")
+        self.data = dict(data)
+        self.where = where
+        self.source = source
+
+    def key(self, k: str) -> str:
+        return f"{self.where}.{k}" if self.where else k
+
+    def fail(self, k: str, msg: str) -> None:
+        raise ScenarioError(f"{self.source}: {self.key(k)}: {msg}")
+
+    def get(self, k: str, kind: type | tuple, default: Any = ..., *, lo: float | None = None,
+            hi: float | None = None, choices: tuple | None = None) -> Any:
+        if k not in self.data:
+            if default is ...:
+                self.fail(k, "required")
+            return default
+        v = self.data.pop(k)
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if float in kinds and isinstance(v, int) and not isinstance(v, bool):
+            v = float(v)
+        if isinstance(v, bool) and bool not in kinds or not isinstance(v, kinds):
+            self.fail(k, f"expected {' or '.join(t.__name__ for t in kinds)}, got {v!r}")
+        if choices is not None and v not in choices:
+            self.fail(k, f"{v!r} is not one of {', '.join(map(str, choices))}")
+        if lo is not None and v < lo:
+            self.fail(k, f"{v} is below {lo}")
+        if hi is not None and v > hi:
+            self.fail(k, f"{v} is above {hi}")
+        return v
+
+    def range(self, k: str, default: Any = ...) -> Range | None:
+        if k not in self.data:
+            if default is ...:
+                self.fail(k, "required")
+            return default
+        v = self.data.pop(k)
+        if isinstance(v, int) and not isinstance(v, bool):
+            v = [v, v]
+        if (not isinstance(v, list) or len(v) != 2 or any(isinstance(x, bool) or not isinstance(x, int) for x in v)
+                or v[0] < 0 or v[0] > v[1]):
+            self.fail(k, f"expected milliseconds or [min, max] with 0 <= min <= max, got {v!r}")
+        return Range(v[0], v[1])
+
+    def done(self, known: tuple[str, ...]) -> None:
+        for k in self.data:
+            close = difflib.get_close_matches(str(k), known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else f" (known: {', '.join(known)})"
+            self.fail(str(k), f"unknown key{hint}")
+
+
+def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+    r = _Reader(data, "", source)
+    name = r.get("name", str)
+    description = r.get("description", str, "")
+    duration_s = r.get("duration.s", (int, float), 60.0, lo=1)
+    network = r.get("network", str, "proxy", choices=("proxy", "netns"))
+
+    c = _Reader(r.get("cluster", dict, {}), "cluster", source)
+    brokers = c.get("brokers", int, 3, lo=1, hi=9)
+    zk_servers = c.get("zookeeper.servers", int, 1, choices=(1, 3))
+    config = c.get("config", dict, {})
+    c.done(("brokers", "zookeeper.servers", "config"))
+    for k in ("brokers", "run.dir", "zookeeper.connect", "zookeeper.embedded.servers"):
+        if k in config:
+            raise ScenarioError(f"{source}: cluster.config.{k}: set by the chaos runner "
+                                f"(use cluster.brokers / cluster.zookeeper.servers)")
+
+    topics = []
+    raw_topics = r.get("topics", list, [])
+    for i, t in enumerate(raw_topics):
+        tr = _Reader(t, f"topics[{i}]", source)
+        topics.append(TopicSpec(tr.get("name", str), tr.get("partitions", int, 3, lo=1, hi=1000),
+                                tr.get("replication.factor", int, min(3, brokers), lo=1, hi=brokers)))
+        tr.done(("name", "partitions", "replication.factor"))
+    topic_names = {t.name for t in topics}
+
+    w = _Reader(r.get("workload", dict, {}), "workload", source)
+    pr = _Reader(w.get("producers", dict, {}), "workload.producers", source)
+    producers = ProducerSpec(pr.get("count", int, 1, lo=0, hi=64), pr.get("topic", str, ""),
+                             pr.get("rate", (int, float), 20.0, lo=0.1, hi=10000))
+    pr.done(("count", "topic", "rate"))
+    if producers.count and producers.topic not in topic_names:
+        raise ScenarioError(f"{source}: workload.producers.topic: {producers.topic!r} is not in topics")
+    groups = []
+    for i, g in enumerate(w.get("groups", list, [])):
+        gr = _Reader(g, f"workload.groups[{i}]", source)
+        spec = GroupSpec(
+            id=gr.get("id", str), topic=gr.get("topic", str), members=gr.get("members", int, 2, lo=1, hi=100),
+            assignor=gr.get("assignor", str, "range", choices=("range", "roundrobin", "sticky", "cooperative-sticky")),
+            commit_interval_ms=gr.get("commit.interval.ms", int, 250, lo=10),
+            session_timeout_ms=gr.get("session.timeout.ms", int, 6000, lo=100),
+            heartbeat_interval_ms=gr.get("heartbeat.interval.ms", int, 1000, lo=10),
+            crash_interval_ms=gr.range("crash.interval.ms", None),
+            restart_after_ms=gr.get("restart.after.ms", int, 1000, lo=0),
+            stall_interval_ms=gr.range("stall.interval.ms", None),
+            stall_ms=gr.get("stall.ms", int, 0, lo=0))
+        gr.done(("id", "topic", "members", "assignor", "commit.interval.ms", "session.timeout.ms",
+                 "heartbeat.interval.ms", "crash.interval.ms", "restart.after.ms", "stall.interval.ms", "stall.ms"))
+        if spec.topic not in topic_names:
+            raise ScenarioError(f"{source}: workload.groups[{i}].topic: {spec.topic!r} is not in topics")
+        if spec.heartbeat_interval_ms >= spec.session_timeout_ms:
+            raise ScenarioError(f"{source}: workload.groups[{i}].heartbeat.interval.ms: must be below "
+                                f"session.timeout.ms ({spec.session_timeout_ms})")
+        if spec.stall_interval_ms is not None and spec.stall_ms <= 0:
+            raise ScenarioError(f"{source}: workload.groups[{i}].stall.ms: required with stall.interval.ms")
+        if any(g2.id == spec.id for g2 in groups):
+            raise ScenarioError(f"{source}: workload.groups[{i}].id: duplicate group id {spec.id!r}")
+        groups.append(spec)
+    pb = _Reader(w.get("probes", dict, {}), "workload.probes", source)
+    probes = ProbeSpec(pb.get("groups", int, 0, lo=0, hi=16), pb.get("interval.ms", int, 500, lo=10))
+    pb.done(("groups", "interval.ms"))
+    w.done(("producers", "groups", "probes"))
+
+    f = _Reader(r.get("faults", dict, {}), "faults", source)
+    start = f.get("start.after.ms", int, 3000, lo=0)
+    interval = f.range("interval.ms", Range(2000, 4000))
+    quiet = f.get("quiet.end.ms", int, 3000, lo=0)
+    faults = []
+    group_ids = {g.id for g in groups}
+    for i, m in enumerate(f.get("mix", list, [])):
+        where = f"faults.mix[{i}]"
+        fr = _Reader(m, where, source)
+        kind = fr.get("kind", str, choices=FAULT_KINDS)
+        target = fr.get("target", str)
+        spec = FaultSpec(
+            kind=kind, target=target, weight=fr.get("weight", int, 1, lo=1),
+            duration_ms=fr.range("duration.ms", Range(2000, 4000)),
+            peer=fr.get("peer", str, "rest"), direction=fr.get("direction", str, "both", choices=DIRECTIONS),
+            latency_ms=fr.get("latency.ms", int, 0, lo=0), jitter_ms=fr.get("jitter.ms", int, 0, lo=0),
+            loss=fr.get("loss", (int, float), 0.0, lo=0, hi=1),
+            truncate_bytes=fr.range("truncate.bytes", Range(1, 64)))
+        fr.done(("kind", "target", "weight", "duration.ms", "peer", "direction", "latency.ms", "jitter.ms", "loss",
+                 "truncate.bytes"))
+        for key, value in (("target", spec.target), ("peer", spec.peer)):
+            try:
+                t = parse_target(value, allow_sets=key == "peer" or kind in NETWORK_KINDS)
+            except TargetError as e:
+                raise ScenarioError(f"{source}: {where}.{key}: {e}") from None
+            if t.kind == "coordinator" and t.arg not in group_ids:
+                raise ScenarioError(f"{source}: {where}.{key}: group {t.arg!r} is not a workload group")
+            if t.kind in ("leader", "followers") and t.arg.split("/")[0] not in topic_names | {"__consumer_offsets"}:
+                raise ScenarioError(f"{source}: {where}.{key}: topic {t.arg.split('/')[0]!r} is not in topics")
+        if kind not in NETWORK_KINDS and (spec.peer != "rest" or spec.direction != "both"):
+            raise ScenarioError(f"{source}: {where}: peer/direction only apply to network faults")
+        if kind == "latency" and spec.latency_ms == 0 and spec.jitter_ms == 0:
+            raise ScenarioError(f"{source}: {where}.latency.ms: a latency fault needs latency.ms or jitter.ms")
+        if kind == "loss" and spec.loss <= 0:
+            raise ScenarioError(f"{source}: {where}.loss: a loss fault needs loss > 0")
+        faults.append(spec)
+    f.done(("start.after.ms", "interval.ms", "quiet.end.ms", "mix"))
+    r.done(("name", "description", "duration.s", "network", "cluster", "topics", "workload", "faults"))
+    return Scenario(name, description, source, float(duration_s), brokers, zk_servers, dict(config), tuple(topics),
+                    producers, tuple(groups), probes, tuple(faults), start, interval, quiet, network,
+                    dict(data) if isinstance(data, Mapping) else {})
+
+
+def load_scenario(path: Path | str) -> Scenario:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ScenarioError(f"{path}: not valid YAML: {e}") from None
+    return parse_scenario(data, str(path))
+
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def find_scenario(name_or_path: str) -> Path:
+    """A path, or the name of a file in scenarios/ (with or without .yaml)."""
+    p = Path(name_or_path)
+    if p.exists():
+        return p
+    for cand in (SCENARIO_DIR / name_or_path, SCENARIO_DIR / f"{name_or_path}.yaml"):
+        if cand.exists():
+            return cand
+    known = ", ".join(sorted(q.stem for q in SCENARIO_DIR.glob("*.yaml")))
+    raise ScenarioError(f"no scenario {name_or_path!r} (a file, or one of: {known})")
+
+
+def list_scenarios() -> list[Scenario]:
+    return [load_scenario(p) for p in sorted(SCENARIO_DIR.glob("*.yaml"))]

@@ -1,0 +1,430 @@
+"""The failover timeline of a chaos run: per fault, and per consumer group whose coordinator it hit.
+
+Inputs are the run's history (``history.jsonl``: client operations and nemesis
+faults, see docs/chaos.md) and every broker's event log merged on ``mono_ns``
+(docs/events.md). Both carry ``CLOCK_MONOTONIC`` ns, so a fault's ``time`` and
+the brokers' ``mono_ns`` are on one clock. Everything here is pure: lists of
+dicts in, lists of dicts (and text) out.
+
+For each fault start at time T, a row per group G whose offsets partition
+P = partition_for(G, n) was led at T by one of the fault's brokers, with the
+stages as ms from T (3 decimals; None when the stage did not happen):
+
+``detect_ms``
+    The controller learned of the old leader L: the first, after T, of a
+    ``broker_change`` with L in ``dead`` or ``bounced``; a
+    ``controlled_shutdown_requested`` with ``broker_id`` L; or, when the same
+    fault hit the controller of time T, a ``controller_elected`` by another
+    broker (the new controller learns by winning). ``detect_by`` names which.
+``elect_ms``
+    The first state written for (__consumer_offsets, P) after T whose leader
+    is >= 0 and not L, timed at the write's landing (see "Write times").
+    Moves by ``preferred_admin`` and ``auto_rebalance`` are not failovers and
+    are skipped. ``moved`` says whether there was one.
+``load_ms``
+    The new leader's ``coordinator_loaded`` for P (``records_replayed`` =
+    its ``replayed``, ``records`` = its ``records``, ``load_duration_ms`` =
+    its ``duration_ms``).
+``first_commit_ms``
+    The first ``ok`` commit of G completing after T (an op invoked before T
+    counts if it completed after T).
+``unavailable_ms``
+    From the first failed (``fail``/``info``) commit, heartbeat, join, sync,
+    fetch-committed or poll of G completing after T, to the first ``ok``
+    commit, join, sync, heartbeat or fetch-committed of G completing after
+    that failure (``unavailable_from_ms``/``unavailable_to_ms`` are those two
+    instants, from T). 0 when no such op failed; None when it never recovered.
+
+A fault that hit the controller of time T also yields one row with group
+None, carrying only the controller stage: ``controller_failover_ms``, T to the
+next ``controller_elected`` by another broker.
+
+Write times
+    The leader at T is the latest state written for the partition whose write
+    had landed by T. A ``partition_state_written`` lands at the
+    ``mono_ns_written`` of its enclosing ``partition_states_written`` (the next
+    one logged by the same broker); a line with none uses its own ``mono_ns``.
+
+Windows (overlapping faults)
+    Leadership stages (detect, elect, controller failover) of fault F are
+    looked for until the next fault start that hits the same broker (its nodes
+    name the broker, or name any ZooKeeper server: a ZooKeeper fault can reach
+    every broker). So a short pause does not inherit the election of a later
+    kill. The first failure of the unavailability window must complete before
+    the next fault start of any kind. The new leader's load, the first commit
+    and the end of the unavailability window are not bounded.
+
+Not produced: faults naming only ZooKeeper servers; faults whose brokers led
+no group's partition at T and weren't the controller; groups whose partition
+had no recorded leader at T.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from coordinator.hashing import partition_for
+from zk.paths import OFFSETS_TOPIC
+
+#: The per-row stages summarize() reports, in table order.
+STAGES = ("detect_ms", "elect_ms", "load_ms", "first_commit_ms", "unavailable_ms", "controller_failover_ms")
+
+#: Ops of a group whose failure opens an unavailability window.
+FAILED_OPS = frozenset({"commit", "heartbeat", "join", "sync", "fetch-committed", "poll"})
+#: Ops of a group whose success closes it (a poll proves nothing about the coordinator).
+RECOVERED_OPS = frozenset({"commit", "join", "sync", "heartbeat", "fetch-committed"})
+#: Leader moves that are not failovers.
+NOT_FAILOVER_REASONS = frozenset({"preferred_admin", "auto_rebalance"})
+
+ROW_FIELDS = (
+    "fault", "kind", "target", "nodes", "time_ns", "heal_ms",
+    "group", "partition", "old_leader", "new_leader", "moved",
+    "detect_ms", "detect_by", "elect_ms", "elect_reason",
+    "load_ms", "load_duration_ms", "records_replayed", "records",
+    "first_commit_ms", "unavailable_ms", "unavailable_from_ms", "unavailable_to_ms",
+    "old_controller", "new_controller", "controller_failover_ms",
+)
+
+_INF = math.inf
+
+
+def _ms(t_ns: int | None, t0_ns: int) -> float | None:
+    return None if t_ns is None else round((t_ns - t0_ns) / 1e6, 3)
+
+
+def _is_broker(node: Any) -> bool:
+    return isinstance(node, int) and not isinstance(node, bool)
+
+
+def _first(items: Iterable[dict], pred: Callable[[dict], bool]) -> dict | None:
+    for item in items:
+        if pred(item):
+            return item
+    return None
+
+
+# ---------------------------------------------------------------- the history
+
+@dataclass(frozen=True)
+class _Fault:
+    id: Any
+    kind: str | None
+    target: str | None
+    nodes: tuple
+    brokers: frozenset
+    zk: bool
+    time: int
+    heal: int | None
+
+    def hits(self, broker: int) -> bool:
+        return broker in self.brokers or self.zk
+
+
+class _History:
+    """Fault starts (with their heals), client completions, and the run's groups."""
+
+    def __init__(self, ops: Sequence[dict]) -> None:
+        starts: list[tuple[int, dict]] = []
+        heals: list[tuple[int, dict]] = []
+        self.completions: list[dict] = []
+        self.groups: set[str] = set()
+        open_ops: dict[Any, dict] = {}
+        for pos, op in enumerate(ops):
+            if op.get("process") == "nemesis":
+                value = op.get("value") or {}
+                if value.get("phase") == "start":
+                    starts.append((pos, op))
+                elif value.get("phase") == "heal":
+                    heals.append((pos, op))
+                continue
+            if op.get("group") is not None:
+                self.groups.add(op["group"])
+            if op.get("type") == "invoke":
+                open_ops[op.get("process")] = op
+                continue
+            inv = open_ops.pop(op.get("process"), None) or {}
+            if op.get("final") or inv.get("final"):
+                continue
+            self.completions.append({
+                "time": op["time"], "type": op.get("type"),
+                "f": op.get("f") or inv.get("f"),
+                "group": op.get("group") if op.get("group") is not None else inv.get("group"),
+                "node": op.get("node"), "error": op.get("error")})
+        self.faults: list[_Fault] = []
+        for pos, op in starts:
+            value = op["value"]
+            nodes = tuple(value.get("nodes") or ())
+            heal = _first((h for p, h in heals if p > pos),
+                          lambda h: h["value"].get("fault") == value.get("fault"))
+            self.faults.append(_Fault(
+                id=value.get("fault"), kind=value.get("kind", op.get("f")), target=value.get("target"),
+                nodes=nodes, brokers=frozenset(n for n in nodes if _is_broker(n)),
+                zk=any(isinstance(n, str) for n in nodes), time=op["time"],
+                heal=heal["time"] if heal else None))
+
+
+# ----------------------------------------------------------------- the events
+
+class _Events:
+    """The events this report reads, indexed; partition states carry their landing time as ``_landed``."""
+
+    def __init__(self, events: Iterable[dict]) -> None:
+        evs = sorted(events, key=lambda e: e["mono_ns"])  # stable: ties keep their merged order
+        self.offsets_partitions: int | None = None
+        self.states: dict[int, list[dict]] = {}
+        self.controller_log: list[tuple[int, str, int]] = []
+        self.broker_changes: list[dict] = []
+        self.shutdown_requests: list[dict] = []
+        self.loads: list[dict] = []
+        pending: dict[int, list[dict]] = {}
+        states: list[dict] = []
+        for e in evs:
+            t = e.get("type")
+            if t == "partition_state_written":
+                s = dict(e, _landed=e["mono_ns"])
+                pending.setdefault(e["broker"], []).append(s)
+                if e.get("topic") == OFFSETS_TOPIC:
+                    states.append(s)
+            elif t == "partition_states_written":
+                written = e.get("mono_ns_written")
+                for s in pending.pop(e["broker"], []):
+                    if isinstance(written, int):
+                        s["_landed"] = written
+            elif t == "topic_created" and e.get("topic") == OFFSETS_TOPIC and self.offsets_partitions is None:
+                self.offsets_partitions = e.get("partitions")
+            elif t == "controller_elected":
+                self.controller_log.append((e["mono_ns"], "elected", e["broker"]))
+            elif t == "controller_resigned":
+                self.controller_log.append((e["mono_ns"], "resigned", e["broker"]))
+            elif t == "broker_change":
+                self.broker_changes.append(e)
+            elif t == "controlled_shutdown_requested":
+                self.shutdown_requests.append(e)
+            elif t == "coordinator_loaded":
+                self.loads.append(e)
+        for s in sorted(states, key=lambda s: s["_landed"]):
+            self.states.setdefault(s["partition"], []).append(s)
+
+    def leader_at(self, partition: int, t_ns: int) -> int | None:
+        leader = None
+        for s in self.states.get(partition, ()):
+            if s["_landed"] > t_ns:
+                break
+            leader = s.get("leader")
+        return leader
+
+    def controller_at(self, t_ns: int) -> int | None:
+        current = None
+        for t, what, broker in self.controller_log:
+            if t > t_ns:
+                break
+            if what == "elected":
+                current = broker
+            elif broker == current:
+                current = None
+        return current
+
+    def election_after(self, t_ns: int, end: float, not_by: int) -> dict | None:
+        for t, what, broker in self.controller_log:
+            if t_ns < t < end and what == "elected" and broker != not_by:
+                return {"mono_ns": t, "broker": broker}
+        return None
+
+
+# ------------------------------------------------------------------ the rows
+
+def _blank_row(fault: _Fault) -> dict:
+    row: dict[str, Any] = dict.fromkeys(ROW_FIELDS)
+    row.update(fault=fault.id, kind=fault.kind, target=fault.target, nodes=list(fault.nodes),
+               time_ns=fault.time, heal_ms=_ms(fault.heal, fault.time), moved=False)
+    return row
+
+
+def _group_row(fault: _Fault, group: str, partition: int, old: int, controller: int | None,
+               lead_end: float, any_end: float, ev: _Events, hist: _History) -> dict:
+    t0 = fault.time
+    row = _blank_row(fault)
+    row.update(group=group, partition=partition, old_leader=old)
+
+    # detect: the first way the controller could have learned that `old` was gone
+    found: list[tuple[int, str]] = []
+    bc = _first(ev.broker_changes, lambda e: t0 < e["mono_ns"] < lead_end
+                and (old in (e.get("dead") or ()) or old in (e.get("bounced") or ())))
+    if bc:
+        found.append((bc["mono_ns"], "broker_change"))
+    csr = _first(ev.shutdown_requests, lambda e: t0 < e["mono_ns"] < lead_end and e.get("broker_id") == old)
+    if csr:
+        found.append((csr["mono_ns"], "controlled_shutdown_requested"))
+    if controller is not None and controller in fault.brokers:
+        won = ev.election_after(t0, lead_end, not_by=controller)
+        if won:
+            found.append((won["mono_ns"], "controller_elected"))
+    if found:
+        t, by = min(found)
+        row.update(detect_ms=_ms(t, t0), detect_by=by)
+
+    # elect: the first failover write of the partition to another live leader
+    elected = _first(ev.states.get(partition, ()), lambda s: t0 < s["_landed"] < lead_end
+                     and s.get("leader", -1) >= 0 and s.get("leader") != old
+                     and s.get("reason") not in NOT_FAILOVER_REASONS)
+    if elected:
+        new = elected["leader"]
+        row.update(moved=True, new_leader=new, elect_ms=_ms(elected["_landed"], t0),
+                   elect_reason=elected.get("reason"))
+        epoch = elected.get("leader_epoch")
+        loaded = _first(ev.loads, lambda e: e["mono_ns"] > t0 and e["broker"] == new
+                        and e.get("partition") == partition
+                        and (epoch is None or e.get("leader_epoch") is None or e["leader_epoch"] >= epoch))
+        if loaded:
+            row.update(load_ms=_ms(loaded["mono_ns"], t0), load_duration_ms=loaded.get("duration_ms"),
+                       records_replayed=loaded.get("replayed"), records=loaded.get("records"))
+
+    mine = [c for c in hist.completions if c["group"] == group]
+    commit = _first(mine, lambda c: c["time"] > t0 and c["type"] == "ok" and c["f"] == "commit")
+    row["first_commit_ms"] = _ms(commit["time"], t0) if commit else None
+
+    failed_at = next((i for i, c in enumerate(mine) if t0 < c["time"] < any_end
+                      and c["type"] in ("fail", "info") and c["f"] in FAILED_OPS), None)
+    if failed_at is None:
+        row["unavailable_ms"] = 0.0
+    else:
+        failed = mine[failed_at]
+        back = _first(mine[failed_at + 1:], lambda c: c["type"] == "ok" and c["f"] in RECOVERED_OPS)
+        row.update(unavailable_from_ms=_ms(failed["time"], t0),
+                   unavailable_to_ms=_ms(back["time"], t0) if back else None,
+                   unavailable_ms=_ms(back["time"], failed["time"]) if back else None)
+    return row
+
+
+def failover_timeline(ops: Sequence[dict], events: Iterable[dict], *,
+                      offsets_partitions: int | None = None) -> list[dict]:
+    """One row per (fault start, group it hit), plus one controller row per fault that hit the controller.
+
+    ``ops``: the history (client and nemesis ops, ``time`` in CLOCK_MONOTONIC
+    ns); ``events``: every broker's events (``mono_ns``, same clock), merged
+    or not (they are sorted here, stably). ``offsets_partitions`` defaults to
+    the ``partitions`` of the ``topic_created`` event of __consumer_offsets.
+    Rows come in fault order; within a fault the controller row first, then
+    groups by name. Every row has every key of :data:`ROW_FIELDS`.
+    """
+    hist = _History(ops)
+    ev = _Events(events)
+    n = offsets_partitions if offsets_partitions is not None else ev.offsets_partitions
+    if hist.groups and not n:
+        raise ValueError("the number of __consumer_offsets partitions is unknown (no topic_created event): "
+                         "pass offsets_partitions")
+    groups = sorted(hist.groups)
+    rows: list[dict] = []
+    for i, fault in enumerate(hist.faults):
+        if not fault.brokers:
+            continue  # ZooKeeper servers only
+        t0 = fault.time
+        later = [f for f in hist.faults[i + 1:] if f.time > t0]
+        any_end = min((f.time for f in later), default=_INF)
+
+        def end_for(broker: int) -> float:
+            return min((f.time for f in later if f.hits(broker)), default=_INF)
+
+        controller = ev.controller_at(t0)
+        if controller is not None and controller in fault.brokers:
+            row = _blank_row(fault)
+            row["old_controller"] = controller
+            won = ev.election_after(t0, end_for(controller), not_by=controller)
+            if won:
+                row.update(moved=True, new_controller=won["broker"],
+                           controller_failover_ms=_ms(won["mono_ns"], t0))
+            rows.append(row)
+        for group in groups:
+            p = partition_for(group, n)
+            old = ev.leader_at(p, t0)
+            if old is None or old not in fault.brokers:
+                continue
+            rows.append(_group_row(fault, group, p, old, controller, end_for(old), any_end, ev, hist))
+    return rows
+
+
+# ------------------------------------------------------------------ summaries
+
+def _median(vals: list[float]) -> float | None:
+    if not vals:
+        return None
+    mid = len(vals) // 2
+    return vals[mid] if len(vals) % 2 else round((vals[mid - 1] + vals[mid]) / 2, 3)
+
+
+def _p90(vals: list[float]) -> float | None:
+    """Nearest rank: the smallest value with at least 90% of the values at or below it."""
+    return vals[math.ceil(0.9 * len(vals)) - 1] if vals else None
+
+
+def summarize(rows: Sequence[dict]) -> dict:
+    """Counts, and median / p90 (nearest rank) / max of each stage over the rows that have it."""
+    group_rows = [r for r in rows if r.get("group") is not None]
+    stages = {}
+    for stage in STAGES:
+        vals = sorted(r[stage] for r in rows if r.get(stage) is not None)
+        stages[stage] = {"count": len(vals), "median": _median(vals), "p90": _p90(vals),
+                         "max": vals[-1] if vals else None}
+    return {
+        "rows": len(rows),
+        "faults": len({r.get("fault") for r in rows}),
+        "groups": len({r["group"] for r in group_rows}),
+        "group_rows": len(group_rows),
+        "controller_rows": len(rows) - len(group_rows),
+        "moved": sum(1 for r in group_rows if r.get("moved")),
+        "not_moved": sum(1 for r in group_rows if not r.get("moved")),
+        "unavailable": sum(1 for r in group_rows if r.get("unavailable_from_ms") is not None),
+        "never_recovered": sum(1 for r in group_rows if r.get("unavailable_from_ms") is not None
+                               and r.get("unavailable_ms") is None),
+        "stages": stages,
+    }
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+_HEADER = ("fault", "kind", "target", "group", "P", "leader", "detect", "elect", "load (replayed)",
+           "first commit", "unavailable", "ctrl failover")
+_LEFT = 6  # the first columns are text, the rest numbers
+
+
+def _cells(r: dict) -> tuple[str, ...]:
+    if r.get("group") is None:
+        who = f"c{r.get('old_controller')}→" + (f"c{r['new_controller']}" if r.get("new_controller") is not None
+                                               else "-")
+        group, part = "(controller)", "-"
+    else:
+        who = f"{r.get('old_leader')}→" + (str(r["new_leader"]) if r.get("new_leader") is not None else "-")
+        group, part = str(r["group"]), str(r.get("partition"))
+    load = _num(r.get("load_ms"))
+    if r.get("records_replayed") is not None:
+        load += f" ({r['records_replayed']})"
+    unavailable = _num(r.get("unavailable_ms"))
+    if r.get("unavailable_from_ms") is not None:
+        unavailable = (f"{unavailable} (+{r['unavailable_from_ms']:.1f}.."
+                       + (f"+{r['unavailable_to_ms']:.1f})" if r.get("unavailable_to_ms") is not None else ")"))
+    return (str(r.get("fault")), str(r.get("kind") or "-"), str(r.get("target") or "-"), group, part, who,
+            _num(r.get("detect_ms")), _num(r.get("elect_ms")), load, _num(r.get("first_commit_ms")),
+            unavailable, _num(r.get("controller_failover_ms")))
+
+
+def format_table(rows: Sequence[dict]) -> str:
+    """An aligned plain-text table (times in ms from the fault, "-" = did not happen), then a summary per stage."""
+    table = [_HEADER] + [_cells(r) for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(_HEADER))]
+    out = ["  ".join(c.ljust(w) if i < _LEFT else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))).rstrip()
+           for line in table]
+    if not rows:
+        out.append("(no fault hit a group coordinator or the controller)")
+    s = summarize(rows)
+    out.append("")
+    out.append(f"{s['faults']} faults, {s['group_rows']} group rows ({s['moved']} moved, {s['not_moved']} not), "
+               f"{s['controller_rows']} controller rows")
+    for stage in STAGES:
+        st = s["stages"][stage]
+        name = stage.removesuffix("_ms").replace("_", " ")
+        out.append(f"{name + ' ms':<24} median {_num(st['median']):>9}  p90 {_num(st['p90']):>9}  "
+                   f"max {_num(st['max']):>9}  (n={st['count']})")
+    return "\n".join(out)
