@@ -418,7 +418,8 @@ class GroupMember:
         tps = None if tps is None else list(tps)
         req = gpb.OffsetFetchRequest(group_id=self.group_id, all_partitions=tps is None, partitions=[
             gpb.TopicPartitionRef(topic=t, partition=p) for t, p in tps or []])
-        self.on_op("fetch_committed", "invoke", {})
+        asked = {} if tps is None else {"partitions": sorted(f"{t}/{p}" for t, p in tps)}
+        self.on_op("fetch_committed", "invoke", asked)
         try:
             r = self._retrying()(lambda: self._call("OffsetFetch", req, lambda r: r.error_code, 10))
         except (_Retry, grpc.RpcError) as e:

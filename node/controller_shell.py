@@ -370,7 +370,10 @@ class ControllerShell:
             try:
                 for topic in plan.topic_creates:
                     self.zk.create_topic(self._fence(), topic)
-                versions = self.zk.write_states(self._fence(), plan.writes)
+                writes = plan.writes
+                if self._zombie:  # the planted bug: no fencing at all, not even the states' zkVersions
+                    writes = [w._replace(zk_version=-1) if w.zk_version is not None else w for w in writes]
+                versions = self.zk.write_states(self._fence(), writes)
                 for a in plan.topic_deletes:
                     self.zk.delete_topic(self._fence(), a)
                 for topic in plan.markers_to_drop:

@@ -40,7 +40,7 @@ class BrokerServicer(pbg.BrokerServicer):
             if self.replicas is not None:
                 for p in out.became_leader + out.became_follower:
                     self.replicas.apply_leader_and_isr(p)
-        self._log(out)
+            self._log(out)  # under the lock: the log's order is the order the requests applied in
         return pb.LeaderAndIsrResponse(error_code=out.error, partition_errors=self._perrors(out))
 
     def UpdateMetadata(self, request, context):
@@ -52,7 +52,7 @@ class BrokerServicer(pbg.BrokerServicer):
                 for p in parts:
                     self.replicas.update_isr_if_newer(p)
                 self.replicas.set_live_brokers({b for b, *_ in live})
-        self._log(out)
+            self._log(out)
         return pb.UpdateMetadataResponse(error_code=out.error)
 
     def StopReplica(self, request, context):

@@ -1,0 +1,203 @@
+"""The chaos run's history: ``history.jsonl``, one operation per line (docs/chaos.md).
+
+    with HistoryWriter(run_dir / "history.jsonl") as h:
+        op = h.invoke(3, "send", {"topic": "t", "value": "p0-17"})
+        h.complete(op, "ok", {"topic": "t", "partition": 1, "offset": 42, "value": "p0-17"}, node=2)
+        h.nemesis("kill", {"fault": 0, "phase": "start", "kind": "kill", "target": "controller", "nodes": [2]})
+
+Rules (Jepsen's model):
+
+* Every line gets ``index`` (0, 1, 2, ...) and ``time`` (the injected clock,
+  CLOCK_MONOTONIC ns by default) under one lock, so index order is time order.
+* A client process has at most one open operation.  Its completion (``ok``,
+  ``fail`` or ``info``) copies ``process``, ``f``, ``group`` and ``final`` from
+  the invoke.  An operation never completed (a crashed client) stays open.
+* Each line is one compact JSON object handed to the OS at once (line
+  buffered, flushed), so a crash loses at most a torn last line, which
+  :func:`read_history` skips.
+* Mistakes in the caller (an unknown ``f``, a second invoke on a busy process,
+  completing an operation twice, an error on ``ok``) raise ``ValueError``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+CLIENT_FS = frozenset({"send", "poll", "commit", "fetch-committed", "join", "sync", "heartbeat", "leave"})
+COMPLETION_TYPES = frozenset({"ok", "fail", "info"})
+NEMESIS = "nemesis"
+# Fields the writer owns; ``extra`` may not set them.
+_RESERVED = frozenset({"index", "type", "process", "time", "f", "value", "error", "node", "group"})
+
+
+class HistoryWriter:
+    """Thread-safe writer of ``history.jsonl`` (created, or truncated if it exists)."""
+
+    def __init__(self, path: Path | str, clock: Callable[[], int] = time.monotonic_ns) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._f = open(self.path, "w", buffering=1, encoding="utf-8")
+        self._next_index = 0
+        self._last_time: int | None = None
+        self._open: dict[int, dict[str, Any]] = {}   # process -> its open invoke
+        self._counts: dict[str, dict[str, int]] = {}
+
+    # ------------------------------------------------------------------ operations
+
+    def invoke(self, process: int, f: str, value: Any = None, *, group: str | None = None,
+               **extra: Any) -> dict[str, Any]:
+        """Start client operation ``f`` on ``process``; returns the line written (pass it to complete)."""
+        if isinstance(process, bool) or not isinstance(process, int) or process < 0:
+            raise ValueError(f"a client process is an int >= 0, got {process!r}")
+        if f not in CLIENT_FS:
+            raise ValueError(f"unknown client operation {f!r}; expected one of {sorted(CLIENT_FS)}")
+        _check_extra(extra)
+        op = {"type": "invoke", "process": process, "f": f, "value": value, "error": None, "node": None,
+              "group": group, **_clean_extra(extra)}
+        return self._write(op, opens=process)
+
+    def complete(self, invoke_op: dict[str, Any], type_: str, value: Any = None, *, error: str | None = None,
+                 node: int | None = None, **extra: Any) -> dict[str, Any]:
+        """Complete ``invoke_op`` with ``ok``, ``fail`` or ``info``; ``value`` defaults to the invoke's."""
+        if type_ not in COMPLETION_TYPES:
+            raise ValueError(f"a completion is ok, fail or info, got {type_!r}")
+        if not isinstance(invoke_op, dict) or invoke_op.get("type") != "invoke":
+            raise ValueError(f"complete() takes the dict invoke() returned, got {invoke_op!r}")
+        if type_ == "ok" and error is not None:
+            raise ValueError(f"an ok completion has no error, got {error!r}")
+        _check_extra(extra)
+        op = {"type": type_, "process": invoke_op["process"], "f": invoke_op["f"],
+              "value": invoke_op.get("value") if value is None else value, "error": error, "node": node,
+              "group": invoke_op.get("group")}
+        if invoke_op.get("final"):
+            op["final"] = True
+        op.update(_clean_extra(extra))
+        return self._write(op, closes=invoke_op)
+
+    def nemesis(self, f: str, value: Any) -> dict[str, Any]:
+        """A fault's start or heal: an ``info`` line of process ``"nemesis"``."""
+        if not isinstance(f, str) or not f:
+            raise ValueError(f"a nemesis operation needs a non-empty f, got {f!r}")
+        return self._write({"type": "info", "process": NEMESIS, "f": f, "value": value, "error": None,
+                            "node": None, "group": None})
+
+    def _write(self, op: dict[str, Any], opens: int | None = None,
+               closes: dict[str, Any] | None = None) -> dict[str, Any]:
+        with self._lock:
+            if self._f.closed:
+                raise ValueError(f"history {self.path} is closed")
+            if opens is not None and opens in self._open:
+                raise ValueError(f"process {opens} already has an open operation "
+                                 f"(index {self._open[opens]['index']}); a process runs one at a time")
+            if closes is not None and self._open.get(closes["process"]) is not closes:
+                raise ValueError(f"operation {closes.get('index')} of process {closes['process']} "
+                                 "is not open (completed already, or not from this writer)")
+            t = self._clock()
+            if self._last_time is not None and t < self._last_time:
+                t = self._last_time  # keep index order = time order even if the clock misbehaves
+            line_op = {"index": self._next_index, "type": op["type"], "process": op["process"], "time": t,
+                       **{k: v for k, v in op.items() if k not in ("type", "process")}}
+            line = json.dumps(line_op, separators=(",", ":"), ensure_ascii=False)  # TypeError: not JSON
+            self._f.write(line + "\n")
+            self._f.flush()
+            self._next_index += 1
+            self._last_time = t
+            if opens is not None:
+                self._open[opens] = line_op
+            if closes is not None:
+                del self._open[closes["process"]]
+            by_type = self._counts.setdefault(line_op["f"], {})
+            by_type[line_op["type"]] = by_type.get(line_op["type"], 0) + 1
+            return line_op
+
+    # ------------------------------------------------------------------ progress and lifecycle
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Lines written so far by f and type: ``{"send": {"invoke": 10, "ok": 9}, "kill": {"info": 1}}``."""
+        with self._lock:
+            return {f: dict(types) for f, types in self._counts.items()}
+
+    def open_ops(self) -> list[dict[str, Any]]:
+        """The invokes not completed yet."""
+        with self._lock:
+            return sorted(self._open.values(), key=lambda o: o["index"])
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._f.closed:
+                self._f.flush()
+                os.fsync(self._f.fileno())
+                self._f.close()
+
+    def __enter__(self) -> "HistoryWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _check_extra(extra: dict[str, Any]) -> None:
+    bad = sorted(_RESERVED & set(extra))
+    if bad:
+        raise ValueError(f"{bad} are set by the writer, not through extra fields")
+
+
+def _clean_extra(extra: dict[str, Any]) -> dict[str, Any]:
+    # ``final`` is present only when true (docs/chaos.md)
+    return {k: v for k, v in extra.items() if not (k == "final" and not v)}
+
+
+# ---------------------------------------------------------------------- reading
+
+def read_history(path: Path | str) -> list[dict[str, Any]]:
+    """Every complete line of a history; a torn last line (no ``\\n``) and unparseable lines are skipped."""
+    out: list[dict[str, Any]] = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break
+            try:
+                op = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(op, dict):
+                out.append(op)
+    return out
+
+
+def pair_ops(ops: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """Client operations as (invoke, completion or None), in invoke order (Jepsen's pairing).
+
+    Lines are taken in ``index`` order; a completion closes the open invoke of
+    its process, and an invoke never completed pairs with None.  Nemesis lines
+    are not paired (they have no invoke): they are left out.  A completion
+    with no open invoke, or an invoke on a process that has one open, raises
+    ValueError: the history is malformed.
+    """
+    pairs: list[list[Any]] = []
+    open_: dict[Any, list[Any]] = {}
+    for op in sorted(ops, key=lambda o: o["index"]):
+        process = op.get("process")
+        if process == NEMESIS:
+            continue
+        if op.get("type") == "invoke":
+            if process in open_:
+                raise ValueError(f"index {op['index']}: process {process} invoked while operation "
+                                 f"{open_[process][0]['index']} is open")
+            pair = [op, None]
+            open_[process] = pair
+            pairs.append(pair)
+        elif op.get("type") in COMPLETION_TYPES:
+            pair = open_.pop(process, None)
+            if pair is None:
+                raise ValueError(f"index {op['index']}: {op.get('type')} of process {process} with no open invoke")
+            pair[1] = op
+        else:
+            raise ValueError(f"index {op.get('index')}: unknown type {op.get('type')!r}")
+    return [(inv, done) for inv, done in pairs]

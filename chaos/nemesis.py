@@ -1,0 +1,236 @@
+"""The nemesis: carries out a schedule's faults on a running cluster, and heals them.
+
+A fault's target is resolved when it fires, against the cluster as ZooKeeper
+shows it then (the controller, the coordinator of a group, a partition's
+leader...).  Process faults signal the broker or ZooKeeper server processes;
+network faults set rules on the fault proxy's links; ``expire-session``
+closes a broker's ZooKeeper session with its own credentials; ``truncate``
+kills a broker and cuts the tail of one of its segments before it restarts.
+Each start and each heal is a nemesis operation in the history.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from chaos.schedule import Fault
+from chaos.scenario import NETWORK_KINDS
+from chaos.targets import View, node_json, resolve
+from node.cluster import Cluster
+from node.session_file import SessionFile
+from zk.client import expire_session
+
+log = logging.getLogger(__name__)
+
+NO_RULES = {"blocked": False, "latency_ms": 0, "jitter_ms": 0, "loss": 0.0}
+
+
+class Links:
+    """The proxy's links, by (source node, destination node)."""
+
+    def __init__(self) -> None:
+        self.by_pair: dict[tuple[str, str], str] = {}
+
+    def add(self, src: str, dst: str) -> str:
+        name = f"{src}->{dst}"
+        self.by_pair[(src, dst)] = name
+        return name
+
+    def directions(self, a: str, b: str) -> list[tuple[str, str]]:
+        """(link, direction) pairs that carry bytes from ``a`` to ``b``."""
+        out = []
+        if (a, b) in self.by_pair:
+            out.append((self.by_pair[(a, b)], "out"))
+        if (b, a) in self.by_pair:
+            out.append((self.by_pair[(b, a)], "back"))
+        return out
+
+
+@dataclass
+class Active:
+    fault: Fault
+    nodes: list[str]
+    peers: list[str] = field(default_factory=list)
+    rules: list[tuple[str, str]] = field(default_factory=list)   # (link, direction) with rules set
+    detail: dict[str, Any] = field(default_factory=dict)
+    skipped: str | None = None
+
+
+class Nemesis:
+    def __init__(self, cluster: Cluster, proxy: Any, links: Links, history: Any,
+                 view: Callable[[], View], session_timeout_ms: int):
+        self.cluster = cluster
+        self.proxy = proxy
+        self.links = links
+        self.history = history
+        self.view = view
+        self.session_timeout_ms = session_timeout_ms
+        self.down: set[str] = set()       # killed/terminated nodes, to restart at the end
+        self.paused: set[str] = set()
+
+    # ------------------------------------------------------------------ start
+
+    def start(self, fault: Fault) -> Active:
+        rng = random.Random(fault.seed)
+        view = self.view()
+        nodes = resolve(fault.target, view, rng)
+        act = Active(fault, nodes)
+        if not nodes:
+            act.skipped = f"{fault.target} resolved to nobody"
+        elif fault.kind in NETWORK_KINDS:
+            act.peers = resolve(fault.peer or "rest", view, rng, exclude=frozenset(nodes))
+            self._network(act)
+        else:
+            getattr(self, "_" + fault.kind.replace("-", "_"))(act, rng)
+        self._record(act, "start")
+        return act
+
+    def _record(self, act: Active, phase: str) -> None:
+        f = act.fault
+        value = {"fault": f.id, "phase": phase, "kind": f.kind, "target": f.target,
+                 "nodes": [node_json(n) for n in act.nodes]}
+        if act.peers:
+            value["peers"] = [node_json(n) for n in act.peers]
+            value["direction"] = f.direction
+        if act.skipped:
+            value["skipped"] = act.skipped
+        value.update(act.detail)
+        self.history.nemesis(f.kind if phase == "start" else "heal", value)
+
+    def _brokers(self, nodes: list[str]) -> list[int]:
+        return [int(n[1:]) for n in nodes if n.startswith("b")]
+
+    def _zk(self, nodes: list[str]) -> list[Any]:
+        servers = self.cluster.zk_embedded.servers if self.cluster.zk_embedded else []
+        return [servers[int(n[2:]) - 1] for n in nodes if n.startswith("zk")]
+
+    def _kill(self, act: Active, rng: random.Random) -> None:
+        for b in self._brokers(act.nodes):
+            self._signal_broker(b, signal.SIGKILL)
+            self.cluster.wait_exit(b, 10)
+        for s in self._zk(act.nodes):
+            s.kill()
+        self.down.update(act.nodes)
+
+    def _terminate(self, act: Active, rng: random.Random) -> None:
+        for b in self._brokers(act.nodes):
+            self._signal_broker(b, signal.SIGTERM)
+        for s in self._zk(act.nodes):
+            s.stop()
+        for b in self._brokers(act.nodes):
+            try:
+                self.cluster.wait_exit(b, 30)
+            except TimeoutError:
+                self._signal_broker(b, signal.SIGKILL)
+                self.cluster.wait_exit(b, 10)
+        self.down.update(act.nodes)
+
+    def _pause(self, act: Active, rng: random.Random) -> None:
+        for b in self._brokers(act.nodes):
+            self._signal_broker(b, signal.SIGSTOP)
+        for s in self._zk(act.nodes):
+            s.pause()
+        self.paused.update(act.nodes)
+
+    def _expire_session(self, act: Active, rng: random.Random) -> None:
+        expired = []
+        for b in self._brokers(act.nodes):
+            creds = SessionFile(self.cluster.cfg.broker(b).log_dir / "zk-session.json").credentials()
+            if creds is None:
+                continue
+            expire_session(self.cluster.connect, *creds)
+            expired.append(f"0x{creds[0]:x}")
+        act.detail["sessions"] = expired
+
+    def _truncate(self, act: Active, rng: random.Random) -> None:
+        """Kill the broker, then cut the tail of the active segment of one of its partitions."""
+        brokers = self._brokers(act.nodes)[:1]
+        act.nodes = [f"b{b}" for b in brokers]
+        for b in brokers:
+            self._signal_broker(b, signal.SIGKILL)
+            self.cluster.wait_exit(b, 10)
+            self.down.add(f"b{b}")
+            segments = []
+            for d in sorted(p for p in self.cluster.cfg.broker(b).log_dir.iterdir() if p.is_dir()):
+                logs = sorted(d.glob("*.log"))
+                if logs and logs[-1].stat().st_size > 0:
+                    segments.append(logs[-1])
+            if not segments:
+                act.detail["truncated"] = None
+                continue
+            seg = rng.choice(segments)
+            size = seg.stat().st_size
+            cut = min(size, act.fault.truncate_bytes or 1)
+            os.truncate(seg, size - cut)
+            act.detail["truncated"] = {"file": str(seg.relative_to(self.cluster.run_dir)), "bytes": cut,
+                                       "size_before": size}
+
+    def _network(self, act: Active) -> None:
+        f = act.fault
+        rules: dict[str, Any]
+        if f.kind == "partition":
+            rules = {"blocked": True}
+        elif f.kind == "latency":
+            rules = {"latency_ms": f.latency_ms or 0, "jitter_ms": f.jitter_ms or 0}
+        else:
+            rules = {"loss": f.loss or 0.0}
+        pairs = []
+        for a in act.nodes:
+            for b in act.peers:
+                if f.direction in ("both", "to"):
+                    pairs += self.links.directions(a, b)
+                if f.direction in ("both", "from"):
+                    pairs += self.links.directions(b, a)
+        for link, direction in pairs:
+            self.proxy.set(link, direction, **rules)
+        act.rules = pairs
+        act.detail["links"] = sorted({link for link, _ in pairs})
+
+    def _signal_broker(self, b: int, sig: signal.Signals) -> None:
+        try:
+            self.cluster.signal_broker(b, sig)
+        except RuntimeError as e:  # not running (a fault already took it down)
+            log.info("broker %d: %s", b, e)
+
+    # ------------------------------------------------------------------ heal
+
+    def heal(self, act: Active) -> None:
+        if act.skipped:
+            self._record(act, "heal")
+            return
+        kind = act.fault.kind
+        if kind in NETWORK_KINDS:
+            for link, direction in act.rules:
+                self.proxy.set(link, direction, **NO_RULES)
+        elif kind in ("kill", "terminate", "truncate"):
+            self._restart(act.nodes)
+        elif kind == "pause":
+            self._resume(act.nodes)
+        self._record(act, "heal")
+
+    def _restart(self, nodes: list[str]) -> None:
+        for b in self._brokers(nodes):
+            if f"b{b}" in self.down:
+                self.cluster.start_broker(b)
+        for n, s in zip([n for n in nodes if n.startswith("zk")], self._zk(nodes)):
+            if n in self.down:
+                s.start()
+        self.down.difference_update(nodes)
+
+    def _resume(self, nodes: list[str]) -> None:
+        for b in self._brokers(nodes):
+            self._signal_broker(b, signal.SIGCONT)
+        for s in self._zk(nodes):
+            s.resume()
+        self.paused.difference_update(nodes)
+
+    def heal_everything(self) -> None:
+        """End of run: every node running and unpaused, every link clear."""
+        self._resume(sorted(self.paused))
+        self._restart(sorted(self.down))
+        self.proxy.clear_all()

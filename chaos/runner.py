@@ -1,0 +1,405 @@
+"""One chaos run: cluster, fault proxy, workloads, nemesis, then the checkers and the timeline.
+
+The run directory holds everything needed to understand the run afterwards::
+
+    runs/<name>/
+      scenario.yaml    the scenario as given        schedule.json  the faults, from the seed
+      cluster.yaml     the generated cluster config  history.jsonl  client ops and faults
+      history.edn      the same, in Jepsen's format  results.json   verdict, anomalies, timeline
+      cluster/events/broker-<id>.jsonl               the brokers' event logs
+      cluster/logs/, cluster/data/, proxy/           process logs, partition logs, proxy log
+
+Order of a run: ZooKeeper, the proxy with one link per (source, destination),
+the brokers (each dialling its peers and ZooKeeper through its links), the
+topics, the workloads; then the schedule's faults, one after another.  At the
+end: producers stop, every fault is healed, every partition is read in full
+(the final reads), the groups drain until they have committed everything, and
+each group's committed offsets are fetched a last time.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import random
+import shutil
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+import yaml
+
+from chaos.checkers import check
+from chaos.edn import write_edn
+from chaos.history import HistoryWriter, read_history
+from chaos.nemesis import Active, Links, Nemesis
+from chaos.progress import Progress
+from chaos.proxy import ProxyProcess
+from chaos.scenario import Scenario
+from chaos.schedule import Fault, format_schedule, make_schedule, schedule_document, write_schedule
+from chaos.targets import View
+from chaos.timeline import failover_timeline, format_table, summarize
+from chaos.workload import MemberWorker, ProbeWorker, Processes, ProducerWorker, final_read
+from client.admin import GroupAdmin
+from client.metadata import ClusterClient
+from node import bugs
+from node.cluster import Cluster
+from node.config import load_config
+from node.events import read_run_events
+from node.links import LinkMap
+from node.topics import create_topic
+from node.waiting import wait_for
+
+log = logging.getLogger(__name__)
+
+PLANTABLE_BUGS = bugs.BUGS
+
+
+@dataclass
+class RunResult:
+    out: Path
+    verdict: str
+    exit_code: int
+    results: dict[str, Any]
+
+
+class ChaosRun:
+    def __init__(self, scenario: Scenario, seed: int, out: Path, *, duration_s: float | None = None,
+                 planted_bugs: tuple[str, ...] = (), stream: TextIO = sys.stdout, progress: bool = True):
+        for b in planted_bugs:
+            if b not in PLANTABLE_BUGS:
+                raise ValueError(f"unknown planted bug {b!r} (known: {', '.join(PLANTABLE_BUGS)})")
+        self.scenario = scenario
+        self.seed = seed
+        self.out = Path(out)
+        self.duration_s = duration_s if duration_s is not None else scenario.duration_s
+        self.planted_bugs = planted_bugs
+        self.stream = stream
+        self.show_progress = progress
+        self.faults: list[Fault] = make_schedule(scenario, seed, self.duration_s)
+        self.cluster: Cluster | None = None
+        self.proxy: ProxyProcess | None = None
+        self.links = Links()
+        self.history: HistoryWriter | None = None
+        self._last_view: View | None = None
+
+    def say(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    # ------------------------------------------------------------------ set-up
+
+    def _prepare_dir(self) -> Path:
+        if self.out.exists() and any(self.out.iterdir()):
+            raise FileExistsError(f"{self.out} already exists and is not empty; choose another --out")
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "scenario.yaml").write_text(yaml.safe_dump(dict(self.scenario.raw), sort_keys=False))
+        write_schedule(self.out / "schedule.json",
+                       schedule_document(self.scenario, self.seed, self.duration_s, self.faults))
+        s = self.scenario
+        doc: dict[str, Any] = {
+            "run.dir": str(self.out / "cluster"),
+            "zookeeper.connect": None,
+            "zookeeper.embedded.servers": s.zookeeper_servers,
+            "zookeeper.embedded.tick.time.ms": 100,
+            "zookeeper.session.timeout.ms": 3000,
+            "offsets.topic.num.partitions": 10,
+            "offsets.topic.replication.factor": min(3, s.brokers),
+            "replica.lag.time.max.ms": 3000,
+            "group.initial.rebalance.delay.ms": 500,
+            "group.min.session.timeout.ms": 500,
+            "auto.leader.rebalance.enable": False,
+        }
+        doc.update(s.cluster_config)
+        doc["brokers"] = [{"id": i, "host": "127.0.0.1", "port": p} for i, p in enumerate(listen_ports(s.brokers), 1)]
+        path = self.out / "cluster.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        return path
+
+    def _start_cluster(self, config_path: Path) -> None:
+        cfg = load_config(config_path)
+        self.cluster = c = Cluster(cfg, config_path)
+        if self.planted_bugs:
+            c.extra_env[bugs.ENV] = ",".join(self.planted_bugs)
+        c.start_zookeeper()
+        servers = c.zk_embedded.servers
+        self.proxy = ProxyProcess.start(self.out / "proxy", seed=self.seed)
+        brokers = {b.id: f"{b.host}:{b.port}" for b in cfg.brokers}
+        addr: dict[tuple[str, str], str] = {}
+
+        def link(src: str, dst: str, upstream: str) -> None:
+            addr[(src, dst)] = f"127.0.0.1:{self.proxy.add_link(self.links.add(src, dst), upstream)}"
+
+        for i in brokers:
+            for j, up in brokers.items():
+                if i != j:
+                    link(f"b{i}", f"b{j}", up)
+            for n, s in enumerate(servers, start=1):
+                link(f"b{i}", f"zk{n}", s.address)
+        for j, up in brokers.items():
+            link("client", f"b{j}", up)
+        (self.out / "links").mkdir(exist_ok=True)
+        for i in brokers:
+            lm = LinkMap({j: addr[(f"b{i}", f"b{j}")] for j in brokers if j != i},
+                         ",".join(addr[(f"b{i}", f"zk{n}")] for n in range(1, len(servers) + 1)))
+            lm.write(self.out / "links" / f"broker-{i}.json")
+            c.links[i] = self.out / "links" / f"broker-{i}.json"
+        self.client_links = {j: addr[("client", f"b{j}")] for j in brokers}
+        c.up(timeout=90)
+
+    def _create_topics(self) -> None:
+        for t in self.scenario.topics:
+            create_topic(self.cluster.zk(), t.name, t.partitions, t.replication_factor, {},
+                         rng=random.Random(f"{self.seed}:{t.name}"))
+
+    def view(self) -> View:
+        """The cluster now, as ZooKeeper says (read directly, not through the proxy)."""
+        c = self.cluster
+        try:
+            v = c.view()
+        except Exception as e:  # ZooKeeper itself may be faulted: use what we saw last
+            if self._last_view is None:
+                raise
+            log.info("view unavailable (%s); using the last one", e)
+            return self._last_view
+        parts = {(t, p): {"leader": s["leader"], "isr": s["isr"], "replicas": s["replicas"]}
+                 for t, topic in v.topics.items() for p, s in topic["partitions"].items()}
+        n = len(v.topics.get("__consumer_offsets", {}).get("partitions", {})) or c.cfg.get(
+            "offsets.topic.num.partitions")
+        self._last_view = View([b.id for b in c.cfg.brokers], set(v.brokers),
+                               list(range(1, len(c.zk_embedded.servers) + 1)), v.controller_id, parts, n)
+        return self._last_view
+
+    def client(self) -> ClusterClient:
+        return ClusterClient(list(self.client_links.values()), request_timeout_s=5.0,
+                             dial=lambda b, advertised: self.client_links.get(b, advertised))
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> RunResult:
+        config_path = self._prepare_dir()
+        self.say(f"chaos run {self.scenario.name!r}  seed {self.seed}  {self.duration_s:g}s  -> {self.out}")
+        if self.planted_bugs:
+            self.say(f"PLANTED BUGS: {', '.join(self.planted_bugs)}")
+        self.say("schedule:\n" + format_schedule(self.faults))
+        self.history = HistoryWriter(self.out / "history.jsonl")
+        setup_error = None
+        try:
+            self._start_cluster(config_path)
+            self._create_topics()
+            self._run_workload()
+        except BaseException as e:
+            setup_error = e
+            raise
+        finally:
+            self._teardown(failed=setup_error is not None)
+        return self._analyse()
+
+    def _run_workload(self) -> None:
+        s = self.scenario
+        procs = Processes()
+        stop_producers, stop_members = threading.Event(), threading.Event()
+        cluster = self.client()
+        cluster.refresh()
+        producers = [ProducerWorker(self.history, procs, cluster, s.producers, i, stop_producers)
+                     for i in range(s.producers.count)]
+        members = [MemberWorker(self.history, procs, cluster, g, slot, stop_members,
+                                random.Random(f"{self.seed}:{g.id}:{slot}"))
+                   for g in s.groups for slot in range(g.members)]
+        probe_topic = s.topics[0].name if s.topics else "__consumer_offsets"
+        probes = [ProbeWorker(self.history, procs, cluster, s.probes, i, probe_topic, stop_members)
+                  for i in range(s.probes.groups)]
+        workers = producers + members + probes
+        nemesis = Nemesis(self.cluster, self.proxy, self.links, self.history, self.view,
+                          self.cluster.cfg.session_timeout_ms)
+        progress = Progress(self.stream, self.duration_s, len(self.faults), self.history.counts,
+                            enabled=self.show_progress)
+        for w in workers:
+            w.start()
+        t0 = time.monotonic()
+        progress.start(t0)
+        try:
+            self._nemesis_loop(nemesis, t0, progress)
+            stop_producers.set()
+            for w in producers:
+                w.join(timeout=30)
+            nemesis.heal_everything()
+            progress.phase("healing")
+            self.cluster.wait_ready(timeout=120)
+            self._wait_topics_led(60)
+            progress.phase("final reads")
+            self.final_reads_ok = all(final_read(self.history, procs, cluster, t.name, p)
+                                      for t in s.topics for p in range(t.partitions))
+            progress.phase("draining groups")
+            for m in members:
+                m.draining.set()
+            self._drain(cluster)
+            stop_members.set()       # members leave their groups; probes make their final fetch
+            for w in members + probes:
+                w.join(timeout=30)
+            self._final_committed(members)
+        finally:
+            stop_producers.set()
+            stop_members.set()
+            for w in workers:
+                w.join(timeout=30)
+            progress.stop()
+            cluster.close()
+        self.worker_errors = [f"{w.name}: {w.error!r}" for w in workers if w.error is not None]
+        self.crashes = sum(m.crashes for m in members)
+        self.stalls = sum(m.stalls for m in members)
+
+    def _nemesis_loop(self, nemesis: Nemesis, t0: float, progress: Progress) -> None:
+        end = t0 + self.duration_s
+        pending = list(self.faults)
+        active: Active | None = None
+        while True:
+            now = time.monotonic()
+            if active is not None and now >= t0 + active.fault.heal_at_ms / 1000:
+                nemesis.heal(active)
+                progress.fault(None)
+                active = None
+                continue
+            if active is None and pending and now >= t0 + pending[0].at_ms / 1000:
+                f = pending.pop(0)
+                active = nemesis.start(f)
+                progress.fault(f, active.skipped)
+                continue
+            if now >= end and active is None:
+                return
+            deadlines = [end]
+            if active is not None:
+                deadlines.append(t0 + active.fault.heal_at_ms / 1000)
+            elif pending:
+                deadlines.append(t0 + pending[0].at_ms / 1000)
+            progress.wait(max(0.0, min(deadlines) - time.monotonic()))
+
+    def _wait_topics_led(self, timeout: float) -> None:
+        names = {t.name for t in self.scenario.topics}
+
+        def led() -> bool:
+            v = self.cluster.view()
+            return all(v.topics.get(t) and all(s["leader"] >= 0 for s in v.topics[t]["partitions"].values())
+                       for t in names)
+        wait_for(led, timeout, "every workload partition to have a leader")
+
+    def _drain(self, cluster: ClusterClient, timeout_s: float = 60.0) -> None:
+        """Let each group consume and commit up to the end of its topic."""
+        ends: dict[str, dict[tuple[str, int], int]] = {}
+        for t in self.scenario.topics:
+            ends[t.name] = self._log_ends(cluster, t.name, t.partitions)
+        self.drained: dict[str, bool] = {}
+        admin = GroupAdmin(cluster, timeout_s=5.0)   # not recorded: the members' own ops are the history
+        for g in self.scenario.groups:
+            want = ends[g.topic]
+
+            def caught_up() -> bool:
+                got = admin.committed(g.id)
+                return all(got.get(tp, -1) >= end for tp, end in want.items())
+            try:
+                wait_for(caught_up, timeout_s, f"group {g.id} to commit up to the end of {g.topic}", interval=0.5)
+                self.drained[g.id] = True
+            except TimeoutError:
+                self.drained[g.id] = False
+
+    def _final_committed(self, members: list[MemberWorker]) -> None:
+        """The last word: each group's committed offsets, once its members have stopped."""
+        for g in self.scenario.groups:
+            m = next((m for m in members if m.spec.id == g.id and m.member is not None), None)
+            if m is None:
+                continue
+            try:
+                m.final_committed()
+            except Exception as e:
+                log.info("final fetch-committed of %s failed: %s", g.id, e)
+
+    def _log_ends(self, cluster: ClusterClient, topic: str, partitions: int) -> dict[tuple[str, int], int]:
+        from client.consumer import LATEST, PartitionFetcher
+        f = PartitionFetcher(cluster)
+        return f.list_offsets([(topic, p) for p in range(partitions)], LATEST)
+
+    def _teardown(self, failed: bool) -> None:
+        if self.cluster is not None:
+            try:
+                self.cluster.down()
+            except Exception as e:
+                log.warning("stopping the cluster failed: %s", e)
+        if self.proxy is not None:
+            self.proxy.stop()
+        if self.history is not None:
+            self.history.close()
+
+    # ------------------------------------------------------------------ analysis
+
+    def _analyse(self) -> RunResult:
+        ops = read_history(self.out / "history.jsonl")
+        events = read_run_events(self.out / "cluster")
+        write_edn(ops, self.out / "history.edn")
+        unclean = bool(self.cluster.cfg.get("unclean.leader.election.enable"))
+        result = check(ops, events, unclean_election=unclean)
+        rows = failover_timeline(ops, events)
+        counts: dict[str, int] = {}
+        for op in ops:
+            if op["type"] != "invoke" and op["process"] != "nemesis":
+                counts[f"{op['f']}:{op['type']}"] = counts.get(f"{op['f']}:{op['type']}", 0) + 1
+        client_ops = sum(1 for op in ops if op["type"] == "invoke")
+        verdict, code = result.verdict, result.exit_code
+        notes = list(getattr(self, "worker_errors", []))
+        formed = {op.get("group") for op in ops if op["f"] == "sync" and op["type"] == "ok"}
+        for g in self.scenario.groups:
+            if g.id not in formed:
+                errs = sorted({str(op.get("error")) for op in ops if op.get("group") == g.id and op["type"] == "fail"})
+                notes.append(f"group {g.id} never completed a rebalance (errors: {', '.join(errs[:3]) or 'none'})")
+        if notes and verdict == "valid":
+            verdict, code = "unknown", 2
+        results = {
+            "scenario": self.scenario.name, "seed": self.seed, "duration_s": self.duration_s,
+            "planted_bugs": list(self.planted_bugs), "verdict": verdict, "exit_code": code,
+            "checks": result.to_json(), "timeline": rows, "timeline_summary": summarize(rows),
+            "ops": {"invoked": client_ops, "ops_per_s": round(client_ops / self.duration_s, 1), "by_outcome": counts},
+            "faults": len(self.faults), "member_crashes": getattr(self, "crashes", 0),
+            "member_stalls": getattr(self, "stalls", 0), "drained": getattr(self, "drained", {}),
+            "workload_errors": notes,
+        }
+        (self.out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+        self.say("")
+        self.say(format_table(rows))
+        self.say(f"\nops: {client_ops} invoked ({results['ops']['ops_per_s']}/s); faults: {len(self.faults)}; "
+                 f"member crashes: {results['member_crashes']}, stalls: {results['member_stalls']}")
+        for a in result.anomalies:
+            self.say(f"ANOMALY {a.kind}: {a.message}")
+        for u in result.unknowns:
+            self.say(f"unknown: {u}")
+        for n in notes:
+            self.say(f"workload error: {n}")
+        self.say(f"verdict: {verdict.upper()}  (results in {self.out / 'results.json'})")
+        return RunResult(self.out, verdict, code, results)
+
+
+def listen_ports(n: int, lo: int = 20000, hi: int = 32000) -> list[int]:
+    """Free ports for the brokers, below Linux's ephemeral range (32768+): the proxy's links listen
+    on ephemeral ports before the brokers start, and must not take a broker's port meanwhile."""
+    rng = random.SystemRandom()
+    out: list[int] = []
+    while len(out) < n:
+        port = rng.randrange(lo, hi)
+        if port in out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        out.append(port)
+    return out
+
+
+def default_out(scenario: Scenario, seed: int) -> Path:
+    return Path("runs") / f"{scenario.name}-{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def cleanup(path: Path, keep: Callable[[Path], bool] = lambda p: False) -> None:
+    if not keep(path):
+        shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,128 @@
+"""Chaos runs end to end: every shipped scenario in a short form, and planted bugs.
+
+Each run is real: ZooKeeper, broker processes, the fault proxy process, the
+client library over gRPC.  A scenario must come out valid on the current code;
+a run with a planted bug (node/bugs.py) must come out invalid, naming the
+anomaly the bug causes.  A checker that cannot fail does not count.
+"""
+from __future__ import annotations
+
+import copy
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from chaos.runner import ChaosRun
+from chaos.scenario import SCENARIO_DIR, load_scenario, parse_scenario
+
+SHORT_S = 10.0
+SCENARIOS = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
+
+
+def run(scenario, tmp_path, seed=1, duration=SHORT_S, bugs=()):
+    out = io.StringIO()
+    r = ChaosRun(scenario, seed, tmp_path / "run", duration_s=duration, planted_bugs=bugs, stream=out,
+                 progress=False).run()
+    return r, out.getvalue()
+
+
+def history(r) -> list[dict]:
+    return [json.loads(line) for line in (r.out / "history.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_every_scenario_comes_out_valid_in_a_short_form(name, tmp_path):
+    scenario = load_scenario(SCENARIO_DIR / f"{name}.yaml")
+    r, printed = run(scenario, tmp_path)
+    assert r.verdict == "valid", printed + json.dumps(r.results["checks"], default=str)[:4000]
+    assert r.exit_code == 0
+    for f in ("history.jsonl", "history.edn", "schedule.json", "results.json", "cluster.yaml", "scenario.yaml"):
+        assert (r.out / f).exists(), f
+    ops = history(r)
+    faults = [op for op in ops if op["process"] == "nemesis"]
+    starts = [op for op in faults if op["value"]["phase"] == "start"]
+    heals = [op for op in faults if op["value"]["phase"] == "heal"]
+    assert starts and len(starts) == len(heals), "the short form must fire and heal at least one fault"
+    assert all(op["value"]["nodes"] or op["value"].get("skipped") for op in starts)
+    oks = {op["f"] for op in ops if op["type"] == "ok"}
+    if scenario.producers.count:
+        assert "send" in oks
+    if scenario.groups:
+        assert {"join", "sync", "commit", "poll"} <= oks
+    assert any(op.get("final") for op in ops)
+    assert (r.out / "history.edn").read_text().startswith("{:")
+    assert "verdict: VALID" in printed
+    assert json.loads((r.out / "results.json").read_text())["verdict"] == "valid"
+
+
+def tailored(name: str, **changes) -> object:
+    """A shipped scenario with some of its sections replaced."""
+    doc = copy.deepcopy(yaml.safe_load((SCENARIO_DIR / f"{name}.yaml").read_text()))
+    doc.update(changes)
+    return parse_scenario(doc, f"{name} (tailored)")
+
+
+def test_a_coordinator_that_acks_commits_before_the_hw_is_caught(tmp_path):
+    """Cut the coordinator off the other brokers and ZooKeeper while its clients still reach it:
+    a correct coordinator cannot complete a commit (the HW cannot move); the planted one acks
+    commits that only it has, after another broker has taken over the group."""
+    scenario = load_scenario(SCENARIO_DIR / "coordinator-isolated.yaml")
+    r, printed = run(scenario, tmp_path, bugs=("commit-before-hw",))
+    kinds = set(r.results["checks"]["stats"]["anomalies"])
+    assert r.verdict == "invalid" and r.exit_code == 1, printed
+    assert kinds and kinds <= {"split-coordinator", "lost-commit", "commit-went-backwards"}, kinds
+    anomaly = r.results["checks"]["anomalies"][0]
+    assert anomaly["ops"] and anomaly["ops"][0]["f"] == "commit"
+
+
+def test_a_zombie_controller_is_caught(tmp_path):
+    """Pause the controller past its session: a correct one resigns when it wakes; the planted
+    one carries on with its old epoch, unfenced, and its changes land."""
+    scenario = tailored("pauses", faults={"start.after.ms": 3000, "mix": [
+        {"kind": "pause", "target": "controller", "duration.ms": [4000, 4000]}]})
+    r, printed = run(scenario, tmp_path, bugs=("zombie-controller",), duration=12.0)
+    kinds = set(r.results["checks"]["stats"]["anomalies"])
+    assert r.verdict == "invalid", printed
+    assert kinds == {"zombie-controller-write"}, kinds
+
+
+def test_a_coordinator_that_accepts_fenced_generations_is_caught(tmp_path):
+    """Members stall past their session and then commit in their old generation: a correct
+    coordinator refuses (UNKNOWN_MEMBER_ID); the planted one accepts."""
+    scenario = tailored("consumer-stalls", faults={"mix": []})
+    r, printed = run(scenario, tmp_path, bugs=("fenced-generation-commit",), duration=12.0)
+    kinds = set(r.results["checks"]["stats"]["anomalies"])
+    assert r.verdict == "invalid", printed
+    assert "fenced-generation-commit" in kinds, kinds
+    assert kinds <= {"fenced-generation-commit", "commit-went-backwards"}, kinds
+
+
+def kafkasim(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "node.cli", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_chaos_list_and_the_schedule_a_seed_gives():
+    listed = kafkasim("chaos", "list")
+    assert listed.returncode == 0
+    for name in SCENARIOS:
+        assert name in listed.stdout
+    a = kafkasim("chaos", "run", "mixed", "--seed", "42", "--schedule-only")
+    b = kafkasim("chaos", "run", "mixed", "--seed", "42", "--schedule-only")
+    c = kafkasim("chaos", "run", "mixed", "--seed", "43", "--schedule-only")
+    assert a.returncode == 0 and a.stdout == b.stdout and a.stdout != c.stdout
+    assert "#0" in a.stdout
+
+
+def test_chaos_run_refuses_bad_input_with_exit_3(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nworkload: {producers: {count: 1, topik: t}}\n")
+    r = kafkasim("chaos", "run", str(bad))
+    assert r.returncode == 3 and "workload.producers.topik: unknown key" in r.stderr
+    r = kafkasim("chaos", "run", "mixed", "--plant-bug", "everything")
+    assert r.returncode == 3 and "unknown planted bug 'everything'" in r.stderr
+    r = kafkasim("chaos", "run", "no-such-scenario")
+    assert r.returncode == 3 and "no scenario 'no-such-scenario'" in r.stderr
