@@ -27,9 +27,6 @@ from zk.client import expire_session
 
 log = logging.getLogger(__name__)
 
-NO_RULES = {"blocked": False, "latency_ms": 0, "jitter_ms": 0, "loss": 0.0}
-
-
 class Links:
     """The proxy's links, by (source node, destination node)."""
 
@@ -51,22 +48,71 @@ class Links:
         return out
 
 
+class ProxyNet:
+    """Network faults through the fault proxy: one-way rules on the links between two nodes."""
+
+    mode = "proxy"
+
+    def __init__(self, proxy: Any, links: Links):
+        self.proxy, self.links = proxy, links
+
+    def _set(self, src: str, dst: str, rules: dict[str, Any]) -> list[str]:
+        pairs = self.links.directions(src, dst)
+        for link, direction in pairs:
+            self.proxy.set(link, direction, **rules)
+        return [link for link, _ in pairs]
+
+    def block(self, src: str, dst: str) -> list[str]:
+        return self._set(src, dst, {"blocked": True})
+
+    def unblock(self, src: str, dst: str) -> None:
+        self._set(src, dst, {"blocked": False})
+
+    def shape(self, src: str, dst: str, latency_ms: float = 0, jitter_ms: float = 0, loss: float = 0) -> list[str]:
+        return self._set(src, dst, {"latency_ms": latency_ms, "jitter_ms": jitter_ms, "loss": loss})
+
+    def heal_all(self) -> None:
+        self.proxy.clear_all()
+
+
+class NetnsNet:
+    """Network faults with namespaces and iptables (chaos/netns.py): rules on packets, not links."""
+
+    mode = "netns"
+
+    def __init__(self, net: Any):
+        self.net = net
+
+    def block(self, src: str, dst: str) -> list[str]:
+        self.net.block(src, dst)
+        return [f"{src}->{dst}"]
+
+    def unblock(self, src: str, dst: str) -> None:
+        self.net.unblock(src, dst)
+
+    def shape(self, src: str, dst: str, latency_ms: float = 0, jitter_ms: float = 0, loss: float = 0) -> list[str]:
+        self.net.shape(src, dst, latency_ms, jitter_ms, loss)
+        return [f"{src}->{dst}"]
+
+    def heal_all(self) -> None:
+        self.net.heal_all()
+
+
 @dataclass
 class Active:
     fault: Fault
     nodes: list[str]
     peers: list[str] = field(default_factory=list)
-    rules: list[tuple[str, str]] = field(default_factory=list)   # (link, direction) with rules set
+    flows: list[tuple[str, str]] = field(default_factory=list)   # (src, dst) node pairs with rules set
     detail: dict[str, Any] = field(default_factory=dict)
     skipped: str | None = None
 
 
 class Nemesis:
-    def __init__(self, cluster: Cluster, proxy: Any, links: Links, history: Any,
+    def __init__(self, cluster: Cluster, net: ProxyNet | NetnsNet, history: Any,
                  view: Callable[[], View], session_timeout_ms: int):
         self.cluster = cluster
-        self.proxy = proxy
-        self.links = links
+        self.net = net
         self.history = history
         self.view = view
         self.session_timeout_ms = session_timeout_ms
@@ -172,24 +218,23 @@ class Nemesis:
 
     def _network(self, act: Active) -> None:
         f = act.fault
-        rules: dict[str, Any]
-        if f.kind == "partition":
-            rules = {"blocked": True}
-        elif f.kind == "latency":
-            rules = {"latency_ms": f.latency_ms or 0, "jitter_ms": f.jitter_ms or 0}
-        else:
-            rules = {"loss": f.loss or 0.0}
-        pairs = []
+        flows = []
         for a in act.nodes:
             for b in act.peers:
                 if f.direction in ("both", "to"):
-                    pairs += self.links.directions(a, b)
+                    flows.append((a, b))
                 if f.direction in ("both", "from"):
-                    pairs += self.links.directions(b, a)
-        for link, direction in pairs:
-            self.proxy.set(link, direction, **rules)
-        act.rules = pairs
-        act.detail["links"] = sorted({link for link, _ in pairs})
+                    flows.append((b, a))
+        links: set[str] = set()
+        for src, dst in flows:
+            if f.kind == "partition":
+                links.update(self.net.block(src, dst))
+            elif f.kind == "latency":
+                links.update(self.net.shape(src, dst, latency_ms=f.latency_ms or 0, jitter_ms=f.jitter_ms or 0))
+            else:
+                links.update(self.net.shape(src, dst, loss=f.loss or 0.0))
+        act.flows = flows
+        act.detail["links"] = sorted(links)
 
     def _signal_broker(self, b: int, sig: signal.Signals) -> None:
         try:
@@ -205,8 +250,11 @@ class Nemesis:
             return
         kind = act.fault.kind
         if kind in NETWORK_KINDS:
-            for link, direction in act.rules:
-                self.proxy.set(link, direction, **NO_RULES)
+            for src, dst in act.flows:
+                if kind == "partition":
+                    self.net.unblock(src, dst)
+                else:
+                    self.net.shape(src, dst, 0, 0, 0)
         elif kind in ("kill", "terminate", "truncate"):
             self._restart(act.nodes)
         elif kind == "pause":
@@ -233,4 +281,4 @@ class Nemesis:
         """End of run: every node running and unpaused, every link clear."""
         self._resume(sorted(self.paused))
         self._restart(sorted(self.down))
-        self.proxy.clear_all()
+        self.net.heal_all()

@@ -1,77 +1,47 @@
 """Root-only network faults with real network namespaces, iptables and NFQUEUE.
 
-The alternative to the TCP fault proxy (``chaos/proxy.py``) when the run has root:
-brokers and ZooKeeper servers talk over real IP, and faults act on packets.
+The alternative to the TCP fault proxy (``chaos/proxy.py``) when the run has root.
+``T``: a 6-character token from ``run_id``; ``K``: ``subnet_index``, else from ``T``,
+moved on while ``10.213.K.0/24`` overlaps an address or route of the root namespace::
 
-Topology (one :class:`NetnsNetwork` per run, ``T`` = 6-character token from ``run_id``)::
-
-    root namespace: bridge ksT, 10.213.K.254/24 (the gateway; also "client"'s address)
-        |-- veth ksT1h <-> eth0 10.213.K.1/24 in namespace ksT-<node 1>
+    root namespace: bridge ksT 10.213.K.254/24 (the gateway, and "client"'s address)
+        |-- veth ksT1h <-> eth0 10.213.K.1/24 in namespace ksT-<node 1>  (lo up, default via .254)
         |-- veth ksT2h <-> eth0 10.213.K.2/24 in namespace ksT-<node 2>  ...
 
-Every node but ``"client"`` gets a namespace with ``lo`` up and a default route
-via the gateway; the client stays in the root namespace and reaches the nodes
-through the bridge.  ``K`` comes from ``subnet_index``, else from the token,
-moving on while ``10.213.K.0/24`` overlaps an address or route of the root
-namespace.  The bridge's alias, ``kafkasim <pid>:<start time>``, names its owner
-so :func:`cleanup_stale` can tell a crashed run's leftovers from a live run.
-
-Faults act on the packets from ``src`` to ``dst`` (one way; both the connections
-``src`` opened and the replies it sends on connections ``dst`` opened).  Rules
-live inside the node namespaces, never in the root namespace: in ``dst``'s
-namespace (chain INPUT, ``-s ip(src)``), or in ``src``'s (chain OUTPUT,
-``-d <gateway>``) when ``dst`` is the client.
+The bridge's alias ``kafkasim <pid>:<start time>`` names its owner, so :func:`cleanup_stale`
+tells a crashed run's leftovers from a live run's.  A fault acts on the packets from
+``src`` to ``dst`` (one way, on connections either side opened), by rules inside the
+node namespaces only: INPUT ``-s ip(src)`` in dst's, or OUTPUT ``-d <gateway>`` in
+src's when dst is the client (who lives in the root namespace).
 
 ``block(src, dst)``
-    ``iptables -I INPUT 1 -s SRC -m comment --comment kafkasim:block:S->D -j DROP``.
-    Packets are dropped on arrival, established connections included: connects
-    from src time out.  TCP needs both ways, so a connection *from dst to src*
-    also stalls (its SYN-ACKs/ACKs are dropped), unlike the proxy, where the
-    other side's bytes still reach the listener; datagrams from dst to src pass.
+    ``iptables -I INPUT 1 -s SRC -m comment --comment kafkasim:block:S->D -j DROP``:
+    established connections included; connects from src time out.  TCP needs both
+    ways, so connections *from dst to src* stall too (SYN-ACKs dropped), where the
+    proxy would still deliver dst's bytes; datagrams from dst to src pass.
 ``shape(src, dst, latency_ms, jitter_ms, loss)``
-    ``iptables -A INPUT -s SRC ... -j NFQUEUE --queue-num Q --queue-bypass``, and
-    a userspace delay line in this process (a thread reading netlink socket(s)
-    opened inside the namespaces with ``setns``) that drops each packet with
-    probability ``loss`` and releases the rest after ``latency +/- uniform(jitter)``
-    ms, in arrival order (like the proxy: no reordering).  Appended, so a block
-    (inserted first) wins.  ``shape(src, dst)`` with all zeros removes it and
-    releases the packets held.  (``tc netem`` is not used: kernels built
-    without ``sch_netem``, as here, are common in CI VMs.)
-``heal_all()``
-    Removes every block and shape.
+    ``iptables -A INPUT -s SRC ... -j NFQUEUE --queue-num Q --queue-bypass`` and a
+    thread per shaped link reading the queue on a netlink socket opened in the
+    namespace (``setns``): a packet is dropped with probability ``loss``, the others
+    accepted after ``latency +/- uniform(jitter)`` ms in arrival order (no reordering,
+    as in the proxy).  Appended, so a block wins; all zeros removes it, releasing
+    what it holds.  Not ``tc netem``: this CI's kernel has no ``sch_netem``.
 
-Limits: IPv4 only; at most 14 nodes besides the client; the delay line is
-Python (fine for control-plane traffic, a few 10k packets/s, not for bulk
-throughput); jitter and loss draw from ``random.Random(f"{run_id}:{src}->{dst}")``
-but packet timing is not reproducible; packets already held by the delay line
-when a block starts are still delivered; shaping towards the client holds
-locally sent packets, which TCP small queues may throttle.  If bridged traffic
-is filtered by the host (``br_netfilter`` with a FORWARD policy of DROP),
-``up()`` adds ``iptables -I FORWARD -i ksT -o ksT -j ACCEPT`` in the root
-namespace (comment ``ksT``) and :meth:`down` removes it.
+Limits: IPv4; at most 14 nodes besides the client; the delay line is Python (some
+10k packets/s: control-plane traffic, not bulk); jitter and loss draw from
+``random.Random(f"{run_id}:{src}->{dst}")`` but timing is not reproducible; packets
+a shape holds when a block starts are delivered; shaping towards the client holds
+sent packets (TCP small queues may throttle).  If the host filters bridged traffic
+(``br_netfilter``, FORWARD policy DROP), ``up()`` adds ``iptables -I FORWARD -i ksT
+-o ksT -j ACCEPT`` (comment ``ksT``) in the root namespace; ``down()`` removes it.
 """
 from __future__ import annotations
 
-import ctypes
-import fcntl
-import hashlib
-import ipaddress
-import json
-import os
-import random
-import re
-import select
-import shlex
-import shutil
-import signal
-import socket
-import struct
-import subprocess
-import threading
-import time
+import ctypes, errno, fcntl, hashlib, ipaddress, json, os, random, re, select, shlex  # noqa: E401
+import shutil, signal, socket, struct, subprocess, threading, time  # noqa: E401
 from collections import deque
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 __all__ = ["NetnsError", "NetnsNetwork", "cleanup_stale", "netns_available", "PREFIX"]
 
@@ -90,26 +60,21 @@ class NetnsError(RuntimeError):
     """A namespace, iptables or netlink operation failed (the message has the command and its stderr)."""
 
 
-def _run(cmd: list[str], timeout: float = 20) -> str:
+def _run(cmd: list[str], quiet: bool = False) -> str:
+    """Run one command; NetnsError with the command and its stderr (``quiet``: "" instead)."""
     try:
-        return subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=timeout).stdout
+        return subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=30).stdout
     except subprocess.CalledProcessError as e:
-        raise NetnsError(f"{shlex.join(cmd)}: exit {e.returncode}: {(e.stderr or '').strip()}") from None
+        error = f"{shlex.join(cmd)}: exit {e.returncode}: {(e.stderr or '').strip()}"
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise NetnsError(f"{shlex.join(cmd)}: {e}") from None
-
-
-def _try(cmd: list[str]) -> bool:
-    try:
-        _run(cmd)
-        return True
-    except NetnsError:
-        return False
+        error = f"{shlex.join(cmd)}: {e}"
+    if quiet:
+        return ""
+    raise NetnsError(error)
 
 
 def _json(cmd: list[str]) -> list:
-    out = _run(cmd).strip()
-    return json.loads(out) if out else []
+    return json.loads(_run(cmd).strip() or "[]")
 
 
 @contextmanager
@@ -119,17 +84,13 @@ def _lock() -> Iterator[None]:
         yield
 
 
-def _start_time(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[19]
-
-
-def _owner_alive(alias: str) -> bool:
+def _owner(pid: int) -> str:
+    """``kafkasim <pid>:<start time>`` while process ``pid`` lives (pid reuse changes the start time)."""
     try:
-        pid, start = alias[len(OWNER_TAG):].split(":")
-        return _start_time(int(pid)) == start
-    except (OSError, ValueError):
-        return False
+        with open(f"/proc/{pid}/stat") as f:
+            return f"{OWNER_TAG}{pid}:{f.read().rsplit(')', 1)[1].split()[19]}"
+    except OSError:
+        return ""
 
 
 def netns_available() -> str | None:
@@ -146,16 +107,16 @@ def netns_available() -> str | None:
     except NetnsError as e:
         return f"the netns network mode is not usable here: {e}"
     finally:
-        _try(["ip", "netns", "del", probe])
+        _run(["ip", "netns", "del", probe], quiet=True)
     return None
 
 
 def cleanup_stale(prefix: str = PREFIX, dead_owners_only: bool = False) -> list[str]:
     """Remove this module's namespaces, links and root FORWARD rules whose names start with ``prefix``.
 
-    With ``dead_owners_only``, only those of runs whose owning process is gone
-    (bridge alias) or whose bridge is missing.  Processes left in a removed
-    namespace are killed.  Returns the names removed."""
+    With ``dead_owners_only``, only those of runs whose owner (the bridge's alias)
+    is gone, or whose bridge is.  Processes left in a removed namespace are
+    killed.  Returns the names removed."""
     with _lock():
         return _cleanup(prefix, dead_owners_only)
 
@@ -168,50 +129,44 @@ def _cleanup(prefix: str, dead_owners_only: bool) -> list[str]:
         m = _NAME_RE.match(name)
         if not m or not name.startswith(prefix):
             return False
-        owner = owners.get(m.group(1), "")
-        return not dead_owners_only or not owner.startswith(OWNER_TAG) or not _owner_alive(owner)
+        if not dead_owners_only:
+            return True
+        owner = owners.get(m.group(1))
+        if owner is None:  # a namespace or veth whose bridge is gone
+            return m.group(2) is not None
+        mine = re.fullmatch(rf"{OWNER_TAG}(\d+):\d+", owner)  # else not ours: leave it
+        return bool(mine) and _owner(int(mine.group(1))) != owner
 
-    removed = []
-    for ns in [n["name"] for n in _json(["ip", "-j", "netns", "list"]) if doomed(n["name"])]:
-        for pid in _run(["ip", "netns", "pids", ns]).split() if os.path.exists(f"/run/netns/{ns}") else []:
+    removed = [n["name"] for n in _json(["ip", "-j", "netns", "list"]) if doomed(n["name"])]
+    for ns in removed:
+        for pid in _run(["ip", "netns", "pids", ns], quiet=True).split():
             try:
                 os.kill(int(pid), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
+            except ProcessLookupError:
                 pass
-        _try(["ip", "netns", "del", ns])
-        removed.append(ns)
-    for name in sorted((n for n in links if doomed(n)), key=lambda n: n not in owners):  # veths, then bridges
-        _try(["ip", "link", "del", name])
+        _run(["ip", "netns", "del", ns], quiet=True)
+    for name in sorted((n for n in links if doomed(n)), key=lambda n: n in owners):  # veths, then bridges
+        _run(["ip", "link", "del", name], quiet=True)
         removed.append(name)
-    if shutil.which("iptables"):
-        for line in _run(["iptables", "-w", "-S", "FORWARD"]).splitlines():
-            rule = shlex.split(line)
-            if "--comment" in rule and doomed(rule[rule.index("--comment") + 1]) and rule[0] == "-A":
-                _try(["iptables", "-w", "-D", *rule[1:]])
+    for line in _run(["iptables", "-w", "-S", "FORWARD"], quiet=True).splitlines():
+        rule = shlex.split(line)
+        if rule[:1] == ["-A"] and "--comment" in rule and doomed(rule[rule.index("--comment") + 1]):
+            _run(["iptables", "-w", "-D", *rule[1:]], quiet=True)
     return removed
 
 
-def _in_netns(ns: str, fn):
-    """Call ``fn`` in a thread switched into namespace ``ns``: sockets it opens stay there."""
+def _in_netns(ns: str, fn: Callable[[], socket.socket]) -> socket.socket:
+    """Call ``fn`` in a thread switched into namespace ``ns`` (the thread then ends): its socket stays there."""
     out: dict = {}
 
     def run() -> None:
-        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
         try:
-            target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
-            try:
-                if _libc.setns(target, CLONE_NEWNET) != 0:
+            with open(f"/run/netns/{ns}") as f:
+                if _libc.setns(f.fileno(), CLONE_NEWNET) != 0:
                     raise OSError(ctypes.get_errno(), f"setns({ns})")
-                try:
-                    out["value"] = fn()
-                finally:
-                    _libc.setns(own, CLONE_NEWNET)
-            finally:
-                os.close(target)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+            out["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - raised again below
             out["error"] = e
-        finally:
-            os.close(own)
 
     t = threading.Thread(target=run, name=f"setns-{ns}")
     t.start()
@@ -221,176 +176,112 @@ def _in_netns(ns: str, fn):
     return out["value"]
 
 
-# --- the NFQUEUE delay line (netlink protocol of linux/netfilter/nfnetlink_queue.h) ---
-_MSG_PACKET, _MSG_VERDICT, _MSG_CONFIG, _MSG_VERDICT_BATCH = (3 << 8) | 0, (3 << 8) | 1, (3 << 8) | 2, (3 << 8) | 3
-_NF_DROP, _NF_ACCEPT = 0, 1
+# --- the NFQUEUE delay line (netlink messages of linux/netfilter/nfnetlink_queue.h)
+_PACKET, _VERDICT, _CONFIG, _VERDICT_BATCH = (3 << 8) | 0, (3 << 8) | 1, (3 << 8) | 2, (3 << 8) | 3
 
 
-def _nlmsg(msg_type: int, flags: int, seq: int, queue: int, attrs: list[tuple[int, bytes]]) -> bytes:
-    body = struct.pack("!BBH", socket.AF_UNSPEC, 0, queue)
-    for kind, value in attrs:
-        a = struct.pack("HH", 4 + len(value), kind) + value
+def _nlmsg(kind: int, flags: int, queue: int, attrs: list[tuple[int, bytes]]) -> bytes:
+    body = struct.pack("!BBH", socket.AF_UNSPEC, 0, queue)  # nfgenmsg: family, version, res_id = queue
+    for atype, value in attrs:
+        a = struct.pack("HH", 4 + len(value), atype) + value
         body += a + b"\0" * (-len(a) % 4)
-    return struct.pack("IHHII", 16 + len(body), msg_type, flags, seq, 0) + body
+    return struct.pack("IHHII", 16 + len(body), kind, flags, 1, 0) + body
 
 
-def _parse(data: bytes) -> Iterator[tuple[str, int, int]]:
-    """("err", seq, errno) for acks and errors, ("pkt", queue, packet id) for queued packets."""
+def _parse(data: bytes) -> Iterator[tuple[int, int]]:
+    """(kind, value): (2, errno) for an ack or error, (_PACKET, packet id) for a queued packet."""
     off = 0
-    while off + 16 <= len(data):
-        length, kind, _flags, seq, _pid = struct.unpack_from("IHHII", data, off)
+    while off + 24 <= len(data):
+        length, kind = struct.unpack_from("IH", data, off)
         if length < 16:
             return
-        if kind == 2:
-            yield "err", seq, -struct.unpack_from("i", data, off + 16)[0]
-        elif kind == _MSG_PACKET:
-            queue = struct.unpack_from("!H", data, off + 18)[0]
-            a = off + 20
-            while a + 4 <= off + length:
-                alen, atype = struct.unpack_from("HH", data, a)
-                if alen < 4:
-                    break
-                if atype & 0x3FFF == 1:  # NFQA_PACKET_HDR: __be32 packet_id, ...
-                    yield "pkt", queue, struct.unpack_from("!I", data, a + 4)[0]
-                a += (alen + 3) & ~3
+        if kind == 2:  # NLMSG_ERROR
+            yield 2, -struct.unpack_from("i", data, off + 16)[0]
+        elif kind == _PACKET and struct.unpack_from("H", data, off + 22)[0] & 0x3FFF == 1:
+            yield _PACKET, struct.unpack_from("!I", data, off + 24)[0]  # NFQA_PACKET_HDR comes first
         off += (length + 3) & ~3
 
 
-def _nl_socket() -> socket.socket:
-    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12)  # NETLINK_NETFILTER
-    s.bind((0, 0))
-    s.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)  # SO_RCVBUFFORCE
-    s.setsockopt(270, 5, 1)  # SOL_NETLINK, NETLINK_NO_ENOBUFS: a batch verdict covers any missed packet
-    s.setblocking(False)
-    return s
+class _Queue(threading.Thread):
+    """One shaped src->dst link: NFQUEUE queue ``num`` read by this thread on a netlink socket in namespace ``ns``."""
 
-
-class _Queue:
-    def __init__(self, sock: socket.socket, rng: random.Random):
-        self.sock, self.rng = sock, rng
-        self.latency = self.jitter = self.loss = 0.0
-        self.active = False
+    def __init__(self, ns: str, num: int, rng: random.Random):
+        super().__init__(name=f"netns-queue-{num}", daemon=True)
+        self.num, self.rng, self.lock, self.stop = num, rng, threading.Lock(), False
+        self.latency = self.jitter = self.loss = self.last_due = 0.0
         self.pending: deque[tuple[float, int]] = deque()  # (due, packet id), due non-decreasing
-        self.last_due = 0.0
+        self.sock = _in_netns(ns, lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12))  # NETFILTER
+        try:
+            self.sock.bind((0, 0))
+            self.sock.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)  # SO_RCVBUFFORCE
+            self.sock.setsockopt(270, 5, 1)  # NETLINK_NO_ENOBUFS: a batch verdict covers missed packets
+            self.sock.send(_nlmsg(_CONFIG, 1 | 4, num, [(1, struct.pack("!BBH", 1, 0, socket.AF_INET)),  # BIND
+                                                        (2, struct.pack("!IB", 0, 1)),  # copy metadata only
+                                                        (3, struct.pack("!I", 65536))]))  # queue length
+            if not select.select([self.sock], [], [], 5)[0]:
+                raise NetnsError(f"binding NFQUEUE {num} in {ns}: no answer from the kernel")
+            err = next((v for k, v in _parse(self.sock.recv(65536)) if k == 2), 0)
+            if err:
+                raise NetnsError(f"binding NFQUEUE {num} in {ns}: {os.strerror(err)}")
+            self.sock.setblocking(False)
+        except BaseException:
+            self.sock.close()
+            raise
+        self.start()
 
-
-class _DelayLine:
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.socks: dict[str, socket.socket] = {}
-        self.queues: dict[int, _Queue] = {}
-        self.seq = 0
-        self.stop = False
-        self.wake_r, self.wake_w = os.pipe()
-        self.thread: threading.Thread | None = None
-
-    def set(self, ns: str, queue: int, rng: random.Random, latency: float, jitter: float, loss: float) -> None:
+    def set(self, latency_ms: float, jitter_ms: float, loss: float) -> None:
+        """New rules for the packets to come; all zeros also releases the packets held."""
         with self.lock:
-            sock = self.socks.get(ns) or self.socks.setdefault(ns, _in_netns(ns, _nl_socket))
-            q = self.queues.get(queue)
-            if q is None:
-                self._request(sock, queue, [(1, struct.pack("!BBH", 1, 0, socket.AF_INET)),  # CMD BIND
-                                            (2, struct.pack("!IB", 0, 1)),                    # PARAMS: copy meta
-                                            (3, struct.pack("!I", 65536))])                   # QUEUE_MAXLEN
-                q = self.queues[queue] = _Queue(sock, rng)
-            q.latency, q.jitter, q.loss, q.active = latency / 1000, jitter / 1000, loss, True
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._loop, name="netns-delay-line", daemon=True)
-            self.thread.start()
-        os.write(self.wake_w, b"x")
-
-    def clear(self, queue: int) -> None:
-        with self.lock:
-            q = self.queues.get(queue)
-            if q is not None:
-                q.active = False
-                if q.pending:
-                    self._verdict(q.sock, queue, q.pending[-1][1], _NF_ACCEPT, batch=True)
-                    q.pending.clear()
+            self.latency, self.jitter, self.loss = latency_ms / 1000, jitter_ms / 1000, loss
+            if not (latency_ms or jitter_ms or loss):
+                self.release(float("inf"))
+                self.last_due = 0.0
 
     def close(self) -> None:
-        for queue in list(self.queues):
-            self.clear(queue)
         with self.lock:
             self.stop = True
-        os.write(self.wake_w, b"x")
-        if self.thread is not None:
-            self.thread.join(5)
-        for s in self.socks.values():
-            s.close()
-        os.close(self.wake_r)
-        os.close(self.wake_w)
+            self.release(float("inf"))
+        self.join(2)
+        self.sock.close()
 
-    def _request(self, sock: socket.socket, queue: int, attrs: list[tuple[int, bytes]]) -> None:
-        self.seq += 1
-        sock.send(_nlmsg(_MSG_CONFIG, 1 | 4, self.seq, queue, attrs))  # NLM_F_REQUEST | NLM_F_ACK
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            if not select.select([sock], [], [], max(0.0, deadline - time.monotonic()))[0]:
-                continue
-            for kind, a, b in _parse(sock.recv(1 << 20)):
-                if kind == "pkt":
-                    self._on_packet(a, b)
-                elif a == self.seq:
-                    if b:
-                        raise NetnsError(f"binding NFQUEUE {queue}: {os.strerror(b)}")
-                    return
-        raise NetnsError(f"binding NFQUEUE {queue}: no answer from the kernel")
-
-    def _verdict(self, sock: socket.socket, queue: int, packet_id: int, verdict: int, batch: bool) -> None:
-        msg = _nlmsg(_MSG_VERDICT_BATCH if batch else _MSG_VERDICT, 1, 0, queue,
-                     [(2, struct.pack("!II", verdict, packet_id))])
+    def verdict(self, packet_id: int, accept: bool, batch: bool) -> None:
         try:
-            sock.send(msg)
+            self.sock.send(_nlmsg(_VERDICT_BATCH if batch else _VERDICT, 1, self.num,
+                                  [(2, struct.pack("!II", int(accept), packet_id))]))
         except OSError:
-            pass  # the packet is gone (namespace torn down); nothing to release
+            pass  # the namespace is being torn down: nothing left to release
 
-    def _on_packet(self, queue: int, packet_id: int) -> None:
-        q = self.queues.get(queue)
-        if q is None or not q.active:
-            if q is not None:
-                self._verdict(q.sock, queue, packet_id, _NF_ACCEPT, batch=False)
-            return
-        if q.loss and q.rng.random() < q.loss:
-            self._verdict(q.sock, queue, packet_id, _NF_DROP, batch=False)
-            return
-        now = time.monotonic()
-        due = max(now + max(0.0, q.latency + q.rng.uniform(-q.jitter, q.jitter)), q.last_due)
-        q.last_due = due
-        q.pending.append((due, packet_id))
+    def release(self, now: float) -> float:
+        """Accept every packet due, in order (one batch verdict); the seconds until the next is due."""
+        last = None
+        while self.pending and self.pending[0][0] <= now:
+            last = self.pending.popleft()[1]
+        if last is not None:
+            self.verdict(last, True, batch=True)
+        return self.pending[0][0] - now if self.pending else 1.0
 
-    def _release(self) -> float | None:
-        now, wait = time.monotonic(), None
-        for queue, q in self.queues.items():
-            last = None
-            while q.pending and q.pending[0][0] <= now:
-                last = q.pending.popleft()[1]
-            if last is not None:
-                self._verdict(q.sock, queue, last, _NF_ACCEPT, batch=True)
-            if q.pending:
-                wait = min(wait if wait is not None else 1.0, q.pending[0][0] - now)
-        return wait
-
-    def _loop(self) -> None:
+    def run(self) -> None:
         while True:
             with self.lock:
                 if self.stop:
                     return
-                socks, wait = list(self.socks.values()), self._release()
-            readable = select.select([*socks, self.wake_r], [], [], wait)[0]
+                wait = min(self.release(time.monotonic()), 0.1)  # 0.1: notice close() soon
+            if not select.select([self.sock], [], [], wait)[0]:
+                continue
             with self.lock:
-                for s in readable:
-                    if s == self.wake_r:
-                        os.read(self.wake_r, 4096)
-                        continue
-                    while True:
-                        try:
-                            data = s.recv(1 << 20)
-                        except (BlockingIOError, OSError):
-                            break
-                        for kind, a, b in _parse(data):
-                            if kind == "pkt":
-                                self._on_packet(a, b)
+                while not self.stop:
+                    try:
+                        data = self.sock.recv(1 << 20)
+                    except OSError:  # BlockingIOError: drained
+                        break
+                    now = time.monotonic()
+                    for packet_id in (v for k, v in _parse(data) if k == _PACKET):
+                        if self.loss and self.rng.random() < self.loss:
+                            self.verdict(packet_id, False, batch=False)
+                            continue
+                        delay = max(0.0, self.latency + self.rng.uniform(-self.jitter, self.jitter))
+                        self.last_due = max(now + delay, self.last_due)
+                        self.pending.append((self.last_due, packet_id))
 
 
 class NetnsNetwork:
@@ -402,29 +293,23 @@ class NetnsNetwork:
         self.prefix = self.bridge = PREFIX + self.token
         self.nodes = [n for n in dict.fromkeys(nodes) if n != "client"]
         bad = [n for n in self.nodes if not _NODE_RE.match(n)]
-        if bad or len(self.nodes) > MAX_NODES:
-            raise NetnsError(f"nodes must be at most {MAX_NODES} names of [A-Za-z0-9_.] (bad: {bad})")
-        if subnet_index is not None and not 0 <= subnet_index <= 255:
-            raise NetnsError(f"subnet_index must be 0..255, got {subnet_index}")
+        if bad or len(self.nodes) > MAX_NODES or not 0 <= (subnet_index or 0) <= 255:
+            raise NetnsError(f"want at most {MAX_NODES} nodes named [A-Za-z0-9_.] (bad: {bad}), subnet_index 0..255")
         self.subnet_index = subnet_index
-        self.k: int | None = None
-        self._blocks: dict[tuple[str, str], tuple[str, list[str]]] = {}
-        self._shapes: dict[tuple[str, str], tuple[str, list[str], int]] = {}
-        self._forward_rule: list[str] | None = None
-        self._delay: _DelayLine | None = None
+        self.k: int | None = None  # the subnet is 10.213.k.0/24 while up
+        self._blocks: set[tuple[str, str]] = set()
+        self._shapes: set[tuple[str, str]] = set()
+        self._queues: dict[int, _Queue] = {}
 
-    # --- addressing
     def _index(self, node: str) -> int:
-        if node == "client":
-            return MAX_NODES + 1
-        if node not in self.nodes:
+        if node != "client" and node not in self.nodes:
             raise NetnsError(f"unknown node {node!r} (nodes: {', '.join(self.nodes)}, client)")
-        return self.nodes.index(node) + 1
+        return MAX_NODES + 1 if node == "client" else self.nodes.index(node) + 1
 
     def ip(self, node: str) -> str:
         i = self._index(node)
         if self.k is None:
-            raise NetnsError("the network is not up")
+            raise NetnsError(f"{self.bridge} is not up")
         return f"{SUBNET}.{self.k}.{254 if node == 'client' else i}"
 
     def netns(self, node: str) -> str | None:
@@ -432,39 +317,32 @@ class NetnsNetwork:
         return None if node == "client" else f"{self.prefix}-{node}"
 
     def exec_prefix(self, node: str) -> list[str]:
-        ns = self.netns(node)
-        return [] if ns is None else ["ip", "netns", "exec", ns]
+        return ["ip", "netns", "exec", ns] if (ns := self.netns(node)) else []
 
     def _pick_subnet(self) -> int:
-        taken = []
-        for cmd in (["ip", "-4", "-o", "addr", "show"], ["ip", "-4", "route", "show", "table", "all"]):
-            for word in _run(cmd).split():
-                try:
-                    net = ipaddress.ip_network(word, strict=False)
-                except ValueError:
-                    continue
-                if net.version == 4 and net.prefixlen >= 16:  # a wider route loses to our connected /24
-                    taken.append(net)
+        nets = [f"{a['local']}/{a['prefixlen']}" for link in _json(["ip", "-j", "-4", "addr", "show"])
+                for a in link.get("addr_info", [])]
+        nets += [r["dst"] for r in _json(["ip", "-j", "-4", "route", "show", "table", "all"])
+                 if r.get("dst") != "default"]
+        taken = [n for n in (ipaddress.ip_network(x, strict=False) for x in nets) if n.prefixlen >= 16]  # wider loses
         start = self.subnet_index if self.subnet_index is not None else int(self.token, 36) % 250
         for k in [start] if self.subnet_index is not None else [(start + j) % 250 for j in range(250)]:
-            mine = ipaddress.ip_network(f"{SUBNET}.{k}.0/24")
-            if not any(mine.overlaps(net) for net in taken):
+            if not any(ipaddress.ip_network(f"{SUBNET}.{k}.0/24").overlaps(n) for n in taken):
                 return k
-        raise NetnsError(f"no free {SUBNET}.K.0/24 subnet (from K={start}): all overlap {taken}")
+        raise NetnsError(f"no free {SUBNET}.K.0/24 (from K={start}): each overlaps one of {[str(n) for n in taken]}")
 
-    # --- lifecycle
     def up(self) -> None:
         if self.k is not None:
             raise NetnsError(f"{self.bridge} is already up")
-        with _lock():
-            _cleanup(self.prefix, dead_owners_only=False)
-            _cleanup(PREFIX, dead_owners_only=True)
-            self.k = self._pick_subnet()
-            _run(["ip", "link", "add", self.bridge, "type", "bridge"])
-            _run(["ip", "link", "set", self.bridge, "alias", f"{OWNER_TAG}{os.getpid()}:{_start_time(os.getpid())}"])
-            _run(["ip", "addr", "add", f"{self.ip('client')}/24", "dev", self.bridge])
-            _run(["ip", "link", "set", self.bridge, "up"])
         try:
+            with _lock():
+                _cleanup(self.prefix, dead_owners_only=False)
+                _cleanup(PREFIX, dead_owners_only=True)
+                self.k = self._pick_subnet()
+                _run(["ip", "link", "add", self.bridge, "type", "bridge"])
+                _run(["ip", "link", "set", self.bridge, "alias", _owner(os.getpid())])
+                _run(["ip", "addr", "add", f"{self.ip('client')}/24", "dev", self.bridge])
+                _run(["ip", "link", "set", self.bridge, "up"])
             for i, node in enumerate(self.nodes, 1):
                 ns, host = self.netns(node), f"{self.prefix}{i}h"
                 _run(["ip", "netns", "add", ns])
@@ -479,49 +357,38 @@ class NetnsNetwork:
             self.down()
             raise
 
-    def _reachable(self, from_ns: str | None, to: str) -> bool:
-        """A TCP connect to port 9 of ``to``: refused (or accepted) means the packets made it."""
-        sock = _in_netns(from_ns, socket.socket) if from_ns else socket.socket()
-        with sock:
-            sock.settimeout(2)
-            try:
-                sock.connect((to, 9))
-            except ConnectionRefusedError:
-                return True
-            except OSError:
-                return False
-            return True
-
     def _check_connectivity(self) -> None:
-        pairs = [(None, self.ip(n)) for n in self.nodes[:1]]
-        pairs += [(self.netns(self.nodes[0]), self.ip(self.nodes[1]))] if len(self.nodes) > 1 else []
+        """TCP connects to a closed port (refused: the packets made it), client -> node 1 -> node 2."""
+        pairs = [(None, n) for n in self.nodes[:1]] + [(self.netns(self.nodes[0]), n) for n in self.nodes[1:2]]
         for attempt in (0, 1):
-            failed = [(src or "client", dst) for src, dst in pairs if not self._reachable(src, dst)]
+            failed = [f"{ns or 'client'} -> {dst}" for ns, dst in pairs if not self._connects(ns, self.ip(dst))]
+            nf = "/proc/sys/net/bridge/bridge-nf-call-iptables"
             if not failed:
                 return
-            nf = "/proc/sys/net/bridge/bridge-nf-call-iptables"
-            if attempt or failed[0][0] == "client" or not os.path.exists(nf) or open(nf).read().strip() != "1":
-                raise NetnsError(f"{self.bridge}: no connectivity {failed} after setting up the namespaces")
-            self._forward_rule = ["FORWARD", "-i", self.bridge, "-o", self.bridge, "-m", "comment",
-                                  "--comment", self.bridge, "-j", "ACCEPT"]
-            _run(["iptables", "-w", "-I", *self._forward_rule])
+            if attempt or "client" in failed[0] or not os.path.exists(nf) or open(nf).read()[0] != "1":
+                raise NetnsError(f"{self.bridge}: no connectivity ({', '.join(failed)}) after setting it up")
+            _run(["iptables", "-w", "-I", "FORWARD", "-i", self.bridge, "-o", self.bridge,  # br_netfilter + DROP
+                  "-m", "comment", "--comment", self.bridge, "-j", "ACCEPT"])
+
+    @staticmethod
+    def _connects(ns: str | None, ip: str) -> bool:
+        with _in_netns(ns, socket.socket) if ns else socket.socket() as sock:
+            sock.settimeout(2)
+            return sock.connect_ex((ip, 9)) in (0, errno.ECONNREFUSED)
 
     def down(self) -> None:
-        """Remove everything :meth:`up` made; processes still in the namespaces are killed."""
-        if self._delay is not None:
-            self._delay.close()
-            self._delay = None
+        """Remove everything :meth:`up` made (killing processes still in the namespaces); never raises."""
+        for q in self._queues.values():
+            q.stop = True
+        for q in self._queues.values():
+            q.close()
+        self._queues.clear()
         self._blocks.clear()
         self._shapes.clear()
-        for i in range(1, len(self.nodes) + 1):
-            _try(["ip", "link", "del", f"{self.prefix}{i}h"])
         try:
-            cleanup_stale(self.prefix)
+            cleanup_stale(self.prefix)  # namespaces, veths, bridge, FORWARD rule
         except NetnsError:
             pass
-        if self._forward_rule is not None:
-            _try(["iptables", "-w", "-D", *self._forward_rule])
-            self._forward_rule = None
         self.k = None
 
     def __enter__(self) -> "NetnsNetwork":
@@ -531,52 +398,51 @@ class NetnsNetwork:
     def __exit__(self, *exc: object) -> None:
         self.down()
 
-    # --- faults
-    def _where(self, src: str, dst: str) -> tuple[str, list[str]]:
-        """The namespace and chain/match selecting packets from src to dst."""
-        if src == dst or self.k is None:
-            raise NetnsError(f"no link {src}->{dst}" if src == dst else "the network is not up")
-        if dst == "client":
-            return self.netns(src), ["OUTPUT", "-d", self.ip("client")]
-        return self.netns(dst), ["INPUT", "-s", self.ip(src)]
+    def _rule(self, src: str, dst: str, what: str) -> tuple[list[str], str, list[str]]:
+        """(``ip netns exec NS iptables -w``, chain, match and target) for the packets from src to dst."""
+        if src == dst:
+            raise NetnsError(f"no link from {src} to itself")
+        ns, chain, match = ((self.netns(src), "OUTPUT", ["-d", self.ip(dst)]) if dst == "client"
+                            else (self.netns(dst), "INPUT", ["-s", self.ip(src)]))
+        target = ["DROP"] if what == "block" else ["NFQUEUE", "--queue-num", str(self._queue(src, dst)),
+                                                   "--queue-bypass"]
+        return (["ip", "netns", "exec", ns, "iptables", "-w"], chain,
+                [*match, "-m", "comment", "--comment", f"kafkasim:{what}:{src}->{dst}", "-j", *target])
 
-    def _iptables(self, ns: str, *args: str) -> None:
-        _run(["ip", "netns", "exec", ns, "iptables", "-w", *args])
+    def _queue(self, src: str, dst: str) -> int:
+        return self._index(src) * 16 + self._index(dst)
 
     def block(self, src: str, dst: str) -> None:
-        if (src, dst) in self._blocks:
-            return
-        ns, match = self._where(src, dst)
-        rule = [*match, "-m", "comment", "--comment", f"kafkasim:block:{src}->{dst}", "-j", "DROP"]
-        self._iptables(ns, "-I", rule[0], "1", *rule[1:])
-        self._blocks[(src, dst)] = (ns, rule)
+        if (src, dst) not in self._blocks:
+            iptables, chain, spec = self._rule(src, dst, "block")
+            _run([*iptables, "-I", chain, "1", *spec])
+            self._blocks.add((src, dst))
 
     def unblock(self, src: str, dst: str) -> None:
-        entry = self._blocks.pop((src, dst), None)
-        if entry is not None:
-            self._iptables(entry[0], "-D", *entry[1])
+        if (src, dst) in self._blocks:
+            iptables, chain, spec = self._rule(src, dst, "block")
+            _run([*iptables, "-D", chain, *spec])
+            self._blocks.discard((src, dst))
 
     def shape(self, src: str, dst: str, latency_ms: float = 0, jitter_ms: float = 0, loss: float = 0) -> None:
         if latency_ms < 0 or jitter_ms < 0 or not 0 <= loss <= 1:
-            raise NetnsError(f"bad shape {latency_ms=} {jitter_ms=} {loss=}")
-        ns, match = self._where(src, dst)
-        queue = self._index(src) * 16 + self._index(dst)
-        if not (latency_ms or jitter_ms or loss):
-            entry = self._shapes.pop((src, dst), None)
-            if entry is not None:
-                self._iptables(entry[0], "-D", *entry[1])
-                self._delay.clear(entry[2])
-            return
-        if self._delay is None:
-            self._delay = _DelayLine()
-        self._delay.set(ns, queue, random.Random(f"{self.run_id}:{src}->{dst}"), latency_ms, jitter_ms, loss)
-        if (src, dst) not in self._shapes:
-            rule = [*match, "-m", "comment", "--comment", f"kafkasim:shape:{src}->{dst}",
-                    "-j", "NFQUEUE", "--queue-num", str(queue), "--queue-bypass"]
-            self._iptables(ns, "-A", *rule)
-            self._shapes[(src, dst)] = (ns, rule, queue)
+            raise NetnsError(f"bad shape {src}->{dst}: {latency_ms=} {jitter_ms=} {loss=}")
+        iptables, chain, spec = self._rule(src, dst, "shape")
+        on = bool(latency_ms or jitter_ms or loss)
+        if not on and (src, dst) in self._shapes:
+            _run([*iptables, "-D", chain, *spec])  # first, so nothing new is queued when the queue opens
+            self._shapes.discard((src, dst))
+        num = self._queue(src, dst)
+        if on and num not in self._queues:  # iptables[3]: the namespace
+            self._queues[num] = _Queue(iptables[3], num, random.Random(f"{self.run_id}:{src}->{dst}"))
+        if num in self._queues:
+            self._queues[num].set(latency_ms, jitter_ms, loss)
+        if on and (src, dst) not in self._shapes:
+            _run([*iptables, "-A", chain, *spec])  # last, so the queue is bound before anything reaches it
+            self._shapes.add((src, dst))
 
     def heal_all(self) -> None:
+        """Remove every block and shape."""
         for src, dst in list(self._blocks):
             self.unblock(src, dst)
         for src, dst in list(self._shapes):

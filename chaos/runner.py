@@ -35,7 +35,7 @@ import yaml
 from chaos.checkers import check
 from chaos.edn import write_edn
 from chaos.history import HistoryWriter, read_history
-from chaos.nemesis import Active, Links, Nemesis
+from chaos.nemesis import Active, Links, Nemesis, NetnsNet, ProxyNet
 from chaos.progress import Progress
 from chaos.proxy import ProxyProcess
 from chaos.scenario import Scenario
@@ -52,6 +52,7 @@ from node.events import read_run_events
 from node.links import LinkMap
 from node.topics import create_topic
 from node.waiting import wait_for
+from zk.server import EmbeddedZooKeeper
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,8 @@ class ChaosRun:
         self.cluster: Cluster | None = None
         self.proxy: ProxyProcess | None = None
         self.links = Links()
+        self.net: ProxyNet | NetnsNet | None = None
+        self.netns = None            # chaos.netns.NetnsNetwork in network: netns mode
         self.history: HistoryWriter | None = None
         self._last_view: View | None = None
 
@@ -119,6 +122,9 @@ class ChaosRun:
         return path
 
     def _start_cluster(self, config_path: Path) -> None:
+        if self.scenario.network == "netns":
+            self._start_cluster_netns(config_path)
+            return
         cfg = load_config(config_path)
         self.cluster = c = Cluster(cfg, config_path)
         if self.planted_bugs:
@@ -126,6 +132,7 @@ class ChaosRun:
         c.start_zookeeper()
         servers = c.zk_embedded.servers
         self.proxy = ProxyProcess.start(self.out / "proxy", seed=self.seed)
+        self.net = ProxyNet(self.proxy, self.links)
         brokers = {b.id: f"{b.host}:{b.port}" for b in cfg.brokers}
         addr: dict[tuple[str, str], str] = {}
 
@@ -147,6 +154,36 @@ class ChaosRun:
             lm.write(self.out / "links" / f"broker-{i}.json")
             c.links[i] = self.out / "links" / f"broker-{i}.json"
         self.client_links = {j: addr[("client", f"b{j}")] for j in brokers}
+        c.up(timeout=90)
+
+    def _start_cluster_netns(self, config_path: Path) -> None:
+        """Each broker and ZooKeeper server in its own network namespace, on a bridge; faults are
+        iptables rules (chaos/netns.py).  Needs root."""
+        from chaos.netns import NetnsNetwork, netns_available
+        why = netns_available()
+        if why is not None:
+            raise RuntimeError(f"network: netns needs root and iproute2/iptables: {why}")
+        s = self.scenario
+        nodes = [f"b{i}" for i in range(1, s.brokers + 1)] + [f"zk{n}" for n in range(1, s.zookeeper_servers + 1)]
+        self.netns = net = NetnsNetwork(f"{self.seed}:{self.out.resolve()}", nodes)
+        net.up()
+        self.net = NetnsNet(net)
+        doc = yaml.safe_load(config_path.read_text())
+        doc["brokers"] = [{"id": i, "host": net.ip(f"b{i}"), "port": 9092} for i in range(1, s.brokers + 1)]
+        config_path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        cfg = load_config(config_path)
+        self.cluster = c = Cluster(cfg, config_path)
+        if self.planted_bugs:
+            c.extra_env[bugs.ENV] = ",".join(self.planted_bugs)
+        zks = [f"zk{n}" for n in range(1, s.zookeeper_servers + 1)]
+        c.zk_embedded = EmbeddedZooKeeper(c.run_dir / "zookeeper", servers=s.zookeeper_servers,
+                                          tick_ms=cfg.get("zookeeper.embedded.tick.time.ms"),
+                                          hosts=[net.ip(z) for z in zks], prefixes=[net.exec_prefix(z) for z in zks])
+        c.zk_embedded.start(timeout=60)
+        c.connect = c.zk_embedded.connect_string
+        for b in cfg.brokers:
+            c.prefixes[b.id] = net.exec_prefix(f"b{b.id}")
+        self.client_links = {b.id: f"{b.host}:{b.port}" for b in cfg.brokers}
         c.up(timeout=90)
 
     def _create_topics(self) -> None:
@@ -212,7 +249,7 @@ class ChaosRun:
         probes = [ProbeWorker(self.history, procs, cluster, s.probes, i, probe_topic, stop_members)
                   for i in range(s.probes.groups)]
         workers = producers + members + probes
-        nemesis = Nemesis(self.cluster, self.proxy, self.links, self.history, self.view,
+        nemesis = Nemesis(self.cluster, self.net, self.history, self.view,
                           self.cluster.cfg.session_timeout_ms)
         progress = Progress(self.stream, self.duration_s, len(self.faults), self.history.counts,
                             enabled=self.show_progress)
@@ -328,6 +365,8 @@ class ChaosRun:
                 log.warning("stopping the cluster failed: %s", e)
         if self.proxy is not None:
             self.proxy.stop()
+        if self.netns is not None:
+            self.netns.down()
         if self.history is not None:
             self.history.close()
 

@@ -95,17 +95,17 @@ class ProducerWorker(Worker):
             if self.stop_event.wait(max(0.0, next_at - time.monotonic())):
                 return
             next_at += period
-            self.send_one(f"p{self.index}-{seq}")
+            self.send_one(seq)
 
-    def send_one(self, value: str) -> None:
-        topic = self.spec.topic
+    def send_one(self, seq: int) -> None:
+        topic, value = self.spec.topic, f"p{self.index}-{seq}"
         op = self.history.invoke(self.process, "send", {"topic": topic, "value": value})
         try:
             parts = self.cluster.partitions_for(topic, max_block_s=1.0)
         except ClientError as e:
             self.history.complete(op, "fail", error=f"metadata: {e}")
             return
-        partition = int(value.rsplit("-", 1)[1]) % len(parts)
+        partition = seq % len(parts)   # round robin
         leader = self.cluster.leader_endpoint(topic, partition)
         base = {"topic": topic, "partition": partition, "value": value}
         if leader is None:

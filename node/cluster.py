@@ -83,6 +83,7 @@ class Cluster:
         self.pids: dict[int, int] = {}
         self.links: dict[int, Path] = {}     # broker id -> link map file (chaos runs: dial through the fault proxy)
         self.extra_env: dict[str, str] = {}  # added to the brokers' environment (chaos: planted bugs)
+        self.prefixes: dict[int, list[str]] = {}  # broker id -> command prefix (chaos: ip netns exec NS)
         self._zk: ZkClient | None = None
         self._load_state()
 
@@ -153,7 +154,8 @@ class Cluster:
             raise RuntimeError(f"broker {broker_id} is already running (pid {self.pids[broker_id]})")
         logs = self.run_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "node", "--id", str(broker_id), "--config", str(self.config_path)]
+        cmd = [*self.prefixes.get(broker_id, []), sys.executable, "-m", "node", "--id", str(broker_id),
+               "--config", str(self.config_path)]
         if self.connect:
             cmd += ["--zookeeper", self.connect]
         if broker_id in self.links:

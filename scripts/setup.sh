@@ -2,7 +2,7 @@
 # One-stop, idempotent set-up on a fresh Debian (bookworm) machine:
 #   - Java 17 + ZooKeeper 3.8 from Debian's `zookeeper` package (real ZooKeeper servers)
 #   - Debian's `docker-compose` client (one test validates docker-compose.yml with it)
-#   - kafkasim itself, editable, with its test extras; then the generated gRPC wire types
+#   - kafkasim itself, editable, with its test extras (PySpark runs on the same Java 17); then the generated gRPC wire types
 # Fast when everything is already in place.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -45,7 +45,7 @@ editable_here() {
     loc="$(python3 -m pip show kafkasim 2>/dev/null | sed -n 's/^Editable project location: //p')"
     [ -n "$loc" ] && [ "$(cd "$loc" 2>/dev/null && pwd -P)" = "$(pwd -P)" ]
 }
-if python3 -c "import kazoo, grpc, grpc_tools, yaml, tenacity, crc32c, pytest, hypothesis, pytest_timeout" \
+if python3 -c "import kazoo, grpc, grpc_tools, yaml, tenacity, crc32c, pytest, hypothesis, pytest_timeout, pyspark, matplotlib" \
         >/dev/null 2>&1 && editable_here; then
     say "python packages present (kafkasim editable from $ROOT)"
 else

@@ -64,3 +64,31 @@ def make_cluster(zookeeper: EmbeddedZooKeeper, tmp_path: Path) -> Iterator[Calla
     yield make
     for c in made:
         c.down()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] SparkSession for the whole test run (starting one costs seconds)."""
+    from analysis.spark import session
+    s = session("local[2]", app="kafkasim-tests")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def short_chaos_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two short real chaos runs shared by the analysis tests: a clean coordinator-kill run and
+    one with a planted bug (so that the checkers have anomalies to agree on)."""
+    import io
+
+    from chaos.runner import ChaosRun
+    from chaos.scenario import SCENARIO_DIR, load_scenario
+
+    base = tmp_path_factory.mktemp("chaos-runs")
+    out = {}
+    for name, scenario, bugs in (("clean", "coordinator-kill", ()),
+                                 ("planted", "consumer-stalls", ("fenced-generation-commit",))):
+        r = ChaosRun(load_scenario(SCENARIO_DIR / f"{scenario}.yaml"), 3, base / name, duration_s=10.0,
+                     planted_bugs=bugs, stream=io.StringIO(), progress=False).run()
+        out[name] = r.out
+    return out

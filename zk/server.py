@@ -129,8 +129,11 @@ class ZooKeeperServer:
     def __init__(self, data_dir: Path, client_port: int, tick_ms: int = 200, server_id: int = 1,
                  peers: list[Peer] | None = None, host: str = "127.0.0.1",
                  min_session_timeout_ms: int | None = None,
-                 max_session_timeout_ms: int = 60000) -> None:
+                 max_session_timeout_ms: int = 60000, peer_hosts: dict[int, str] | None = None,
+                 prefix: list[str] | None = None) -> None:
         self.data_dir = Path(data_dir).resolve()
+        self.peer_hosts = dict(peer_hosts or {})   # server id -> host, when the servers differ in host
+        self.prefix = list(prefix or [])          # e.g. ["ip", "netns", "exec", NS]: run it elsewhere
         self.client_port = client_port
         self.tick_ms = tick_ms
         self.server_id = server_id
@@ -170,7 +173,7 @@ class ZooKeeperServer:
             if self.host in ("0.0.0.0", ""):
                 lines.append("quorumListenOnAllIPs=true")
             peer_host = _dial_host(self.host)
-            lines += [f"server.{sid}={peer_host}:{qport}:{eport}"
+            lines += [f"server.{sid}={self.peer_hosts.get(sid, peer_host)}:{qport}:{eport}"
                       for sid, qport, eport in self.peers]
         return "\n".join(lines) + "\n"
 
@@ -195,7 +198,7 @@ class ZooKeeperServer:
         """Write the config files and spawn the JVM (returns at once; see wait_ready)."""
         if self.is_running():
             raise RuntimeError(f"ZooKeeper server {self.server_id} is already running")
-        cmd = self.command()
+        cmd = self.prefix + self.command()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(self._config())
         (self.data_dir / "myid").write_text(f"{self.server_id}\n")
@@ -301,7 +304,10 @@ class EmbeddedZooKeeper:
     """A standalone server or a 3-server ensemble under ``root`` (``root/zk<id>``)."""
 
     def __init__(self, root: Path, servers: int = 1, tick_ms: int = 200, host: str = "127.0.0.1",
-                 client_ports: list[int] | None = None) -> None:
+                 client_ports: list[int] | None = None, hosts: list[str] | None = None,
+                 prefixes: list[list[str]] | None = None) -> None:
+        """``hosts``/``prefixes`` (one per server) put each server on its own address, run
+        through a command prefix (a chaos run's network namespaces); else all on ``host``."""
         if servers not in (1, 3):
             raise ValueError(f"servers must be 1 or 3, not {servers}")
         if client_ports is not None and len(client_ports) != servers:
@@ -309,12 +315,16 @@ class EmbeddedZooKeeper:
         self.root = Path(root).resolve()
         self.tick_ms = tick_ms
         self.host = host
-        ports = client_ports or [free_port() for _ in range(servers)]
+        own = hosts is not None   # a host each: the well-known ports are free on every one
+        ports = client_ports or ([2181] * servers if own else [free_port() for _ in range(servers)])
         peers: list[Peer] | None = None
         if servers == 3:
-            peers = [(i + 1, free_port(), free_port()) for i in range(servers)]
+            peers = [(i + 1, 2888, 3888) if own else (i + 1, free_port(), free_port()) for i in range(servers)]
+        peer_hosts = {i + 1: h for i, h in enumerate(hosts)} if own else None
         self.servers: list[ZooKeeperServer] = [
-            ZooKeeperServer(self.root / f"zk{i + 1}", ports[i], tick_ms, i + 1, peers, host)
+            ZooKeeperServer(self.root / f"zk{i + 1}", ports[i], tick_ms, i + 1, peers,
+                            hosts[i] if own else host, peer_hosts=peer_hosts,
+                            prefix=prefixes[i] if prefixes else None)
             for i in range(servers)]
 
     @property

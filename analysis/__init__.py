@@ -1,0 +1,1 @@
+"""The analysis pipeline: chaos runs -> Parquet tables, Spark checkers, an HTML report (docs/analysis.md)."""

@@ -1,0 +1,24 @@
+"""The pipeline's SparkSession: local by default, a cluster when given ``spark://``."""
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import SparkSession
+
+
+def session(master: str = "local[*]", app: str = "kafkasim-analyze") -> SparkSession:
+    """A SparkSession with the pipeline's settings; reuses the active one if there is one."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    cores = os.cpu_count() or 2
+    builder = (SparkSession.builder.master(master).appName(app)
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", str(max(2, 2 * cores)))
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.memory", os.environ.get("KAFKASIM_SPARK_DRIVER_MEMORY", "4g"))
+               .config("spark.sql.execution.arrow.pyspark.enabled", "false"))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
