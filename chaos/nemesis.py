@@ -15,7 +15,6 @@ import os
 import random
 import signal
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 from chaos.schedule import Fault

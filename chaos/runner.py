@@ -21,14 +21,13 @@ from __future__ import annotations
 import json
 import logging
 import random
-import shutil
 import socket
 import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 import yaml
 
@@ -437,8 +436,3 @@ def listen_ports(n: int, lo: int = 20000, hi: int = 32000) -> list[int]:
 
 def default_out(scenario: Scenario, seed: int) -> Path:
     return Path("runs") / f"{scenario.name}-{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-def cleanup(path: Path, keep: Callable[[Path], bool] = lambda p: False) -> None:
-    if not keep(path):
-        shutil.rmtree(path, ignore_errors=True)
