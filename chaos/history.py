@@ -26,6 +26,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
+from node.events import read_json_lines
 
 CLIENT_FS = frozenset({"send", "poll", "commit", "fetch-committed", "join", "sync", "heartbeat", "leave"})
 COMPLETION_TYPES = frozenset({"ok", "fail", "info"})
@@ -156,19 +157,8 @@ def _clean_extra(extra: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------- reading
 
 def read_history(path: Path | str) -> list[dict[str, Any]]:
-    """Every complete line of a history; a torn last line (no ``\\n``) and unparseable lines are skipped."""
-    out: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.endswith("\n"):
-                break
-            try:
-                op = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(op, dict):
-                out.append(op)
-    return out
+    """Every complete line of a history; a torn last line (no ``\n``) and unparseable lines are skipped."""
+    return read_json_lines(path)
 
 
 def pair_ops(ops: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:

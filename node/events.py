@@ -45,18 +45,26 @@ class EventLog:
                 self._f.close()
 
 
-def read_events(path: Path | str) -> list[dict[str, Any]]:
-    """Every complete line of an event log; a torn last line (a killed writer) is skipped."""
+def read_json_lines(path: Path | str) -> list[dict[str, Any]]:
+    """Every complete JSON-object line of a file written line by line; a torn last line (a killed
+    writer) and lines that don't parse are skipped.  Event logs and chaos histories are read so."""
     out: list[dict[str, Any]] = []
     with open(path, encoding="utf-8") as f:
         for line in f:
             if not line.endswith("\n"):
                 break
             try:
-                out.append(json.loads(line))
+                obj = json.loads(line)
             except ValueError:
                 continue
+            if isinstance(obj, dict):
+                out.append(obj)
     return out
+
+
+def read_events(path: Path | str) -> list[dict[str, Any]]:
+    """Every complete line of an event log; a torn last line (a killed writer) is skipped."""
+    return read_json_lines(path)
 
 
 def read_run_events(run_dir: Path | str) -> list[dict[str, Any]]:
