@@ -87,6 +87,7 @@ class ChaosRun:
         self.netns = None            # chaos.netns.NetnsNetwork in network: netns mode
         self.history: HistoryWriter | None = None
         self._last_view: View | None = None
+        self.end_errors: list[str] = []
 
     def say(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
@@ -263,11 +264,15 @@ class ChaosRun:
                 w.join(timeout=30)
             nemesis.heal_everything()
             progress.phase("healing")
-            self.cluster.wait_ready(timeout=120)
-            self._wait_topics_led(60)
+            try:
+                self.cluster.wait_ready(timeout=120)
+                self._wait_topics_led(60)
+            except TimeoutError as e:  # a finding, not a crash of the tool: the checkers still run
+                self.end_errors.append(f"the cluster did not recover after every fault was healed: {e}")
             progress.phase("final reads")
-            self.final_reads_ok = all(final_read(self.history, procs, cluster, t.name, p)
-                                      for t in s.topics for p in range(t.partitions))
+            reads = [final_read(self.history, procs, cluster, t.name, p)
+                     for t in s.topics for p in range(t.partitions)]
+            self.final_reads_ok = all(reads)
             progress.phase("draining groups")
             for m in members:
                 m.draining.set()
@@ -283,7 +288,7 @@ class ChaosRun:
                 w.join(timeout=30)
             progress.stop()
             cluster.close()
-        self.worker_errors = [f"{w.name}: {w.error!r}" for w in workers if w.error is not None]
+        self.worker_errors = [f"{w.name}: {w.error!r}" for w in workers if w.error is not None] + self.end_errors
         self.crashes = sum(m.crashes for m in members)
         self.stalls = sum(m.stalls for m in members)
 
