@@ -239,7 +239,9 @@ class ChaosRun:
         procs = Processes()
         stop_producers, stop_members = threading.Event(), threading.Event()
         cluster = self.client()
-        cluster.refresh()
+        # the brokers' metadata caches can lag the topics' creation in ZooKeeper by an UpdateMetadata
+        wait_for(lambda: all(cluster.refresh().topic_partitions(t.name) for t in s.topics) or not s.topics,
+                 30, "the brokers' metadata to list the workload topics")
         producers = [ProducerWorker(self.history, procs, cluster, s.producers, i, stop_producers)
                      for i in range(s.producers.count)]
         members = [MemberWorker(self.history, procs, cluster, g, slot, stop_members,
