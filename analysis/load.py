@@ -8,6 +8,7 @@ that do not parse are dropped, as ``node.events.read_events`` does.
 from __future__ import annotations
 
 import glob
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,13 +46,15 @@ def expand(paths: list[str]) -> dict[str, str]:
     """Run directories (a directory with a history.jsonl) from paths and globs; id = directory name."""
     out: dict[str, str] = {}
     for p in paths:
-        matches = sorted(glob.glob(p)) or [p]
+        matches = [p] if Path(p).is_dir() else (sorted(glob.glob(p)) or [p])  # an existing directory is literal
         for m in matches:
             d = Path(m)
             if not (d / "history.jsonl").exists():
-                if glob.has_magic(p) and d.is_dir():
+                if glob.has_magic(p) and d.is_dir() and m != p:
                     continue
                 raise RunError(f"{m}: not a chaos run directory (no history.jsonl)")
+            if (d / "history.jsonl").is_dir() and not list((d / "history.jsonl").glob("*.jsonl")):
+                raise RunError(f"{m}: history.jsonl is a directory without part files (*.jsonl)")
             rid = d.resolve().name
             if rid in out and out[rid] != str(d.resolve()):
                 raise RunError(f"two runs named {rid!r}: {out[rid]} and {d.resolve()}")
@@ -59,6 +62,11 @@ def expand(paths: list[str]) -> dict[str, str]:
     if not out:
         raise RunError(f"no chaos run directories in {' '.join(paths)}")
     return out
+
+
+def hadoop_path(path: str | Path) -> str:
+    """A local path for Spark's readers, its glob characters escaped (Hadoop expands them otherwise)."""
+    return re.sub(r"([\\*?\[\]{}])", r"\\\1", str(path))
 
 
 def local_path(path_col: str, encoded: bool = False):
@@ -83,7 +91,7 @@ def read_history(spark: SparkSession, paths: dict[str, str]) -> DataFrame:
     files = []
     for d in paths.values():
         h = Path(d) / "history.jsonl"
-        files.append(str(h / "*.jsonl") if h.is_dir() else str(h))
+        files.append(hadoop_path(h) + "/*.jsonl" if h.is_dir() else hadoop_path(h))
     raw = spark.read.text(files).withColumn("_file", F.input_file_name())
     parsed = raw.select(F.col("_file"), F.col("value").alias("_line"),
                         F.from_json("value", HISTORY_SCHEMA).alias("o"),
@@ -95,7 +103,7 @@ def read_history(spark: SparkSession, paths: dict[str, str]) -> DataFrame:
 
 
 def read_events(spark: SparkSession, paths: dict[str, str]) -> DataFrame:
-    files = [str(Path(d) / "cluster" / "events" / "broker-*.jsonl") for d in paths.values()
+    files = [hadoop_path(Path(d) / "cluster" / "events") + "/broker-*.jsonl" for d in paths.values()
              if list((Path(d) / "cluster" / "events").glob("broker-*.jsonl"))]
     schema = "broker INT, mono_ns LONG, ts_ms DOUBLE, type STRING"
     if not files:

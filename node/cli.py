@@ -9,6 +9,7 @@
     kafkasim broker-health --host H --port P
     kafkasim demo                        (the README's main job)
     kafkasim chaos list|run|check        chaos runs (docs/chaos.md)
+    kafkasim analyze RUN_DIR...          chaos runs -> Parquet tables and a report (docs/analysis.md)
 """
 from __future__ import annotations
 
@@ -339,6 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     from chaos import cli as chaos_cli
     chaos_cli.add_parsers(sub)
+
+    from analysis import main as analysis_main  # imports no pyspark until the command runs
+    analysis_main.add_parsers(sub)
 
     d = with_config(sub.add_parser("demo", help="the main job: a cluster, consumer groups, a coordinator "
                                                 "failover, a report (--controller: controller failovers)"))

@@ -1,0 +1,167 @@
+"""The chaos checkers in Spark, with the semantics of ``chaos/checkers.py``, over many runs at once.
+
+    tables = build_ops_tables(inputs)                 # analysis.ops_tables
+    anomalies = check_all(inputs, tables)             # the anomalies table (materialized: it is small)
+    verdicts(inputs, anomalies).show()                # run, verdict, anomalies, unknowns
+
+One function per kind (or pair of kinds, as in ``chaos.checkers.CHECKERS``),
+each keyed by ``run``; rules: docs/chaos.md ("Checkers"); how each is laid out
+in Spark and where it differs: docs/analysis.md ("Checkers in Spark").  The
+evidence ``op_indexes`` of an anomaly are the ``index`` values of the history
+lines the Python checker puts in ``Anomaly.ops``, so the two compare by
+``(run, kind, sorted op indexes)``.  The Python checker lists at most 100
+anomalies per kind; Spark lists them all.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import reduce
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from analysis.checks_base import ANOMALY_COLUMNS, Ctx, empty_anomalies, prepare_events
+from analysis.checks_cluster import (
+    check_hw,
+    check_multiple_controllers,
+    check_unclean_elections,
+    check_zombie_writes,
+    unknown_no_events,
+)
+from analysis.checks_groups import (
+    check_commit_order,
+    check_fenced_generations,
+    check_lost_commits,
+    check_split_coordinator,
+    unknown_lost_commits,
+    unknown_split_coordinator,
+)
+from analysis.checks_log import check_lost_writes, check_offsets, check_unseen, unknown_lost_writes, unknown_unseen
+from analysis.ops_tables import build_ops_tables
+
+__all__ = ["CHECKERS", "KINDS", "check_all", "context", "unknowns", "verdicts"]
+
+# name -> (checker, the kinds it reports), in chaos.checkers.CHECKERS's order
+CHECKERS: dict[str, tuple[Callable[[Ctx], DataFrame], tuple[str, ...]]] = {
+    "lost-write": (check_lost_writes, ("lost-write",)),
+    "offsets": (check_offsets, ("inconsistent-offset", "duplicate-value")),
+    "commit-order": (check_commit_order, ("commit-went-backwards",)),
+    "lost-commit": (check_lost_commits, ("lost-commit",)),
+    "fenced-generation": (check_fenced_generations, ("fenced-generation-commit",)),
+    "split-coordinator": (check_split_coordinator, ("split-coordinator",)),
+    "multiple-controllers": (check_multiple_controllers, ("multiple-controllers",)),
+    "zombie-controller-write": (check_zombie_writes, ("zombie-controller-write",)),
+    "unclean-election": (check_unclean_elections, ("unclean-election",)),
+    "hw": (check_hw, ("hw-regression",)),
+    "unseen-message": (check_unseen, ("unseen-message",)),
+}
+KINDS: tuple[str, ...] = tuple(k for _f, kinds in CHECKERS.values() for k in kinds)
+
+# unknown reasons, in the order chaos.checkers.check lists them
+UNKNOWNS: tuple[Callable[[Ctx], DataFrame], ...] = (unknown_lost_writes, unknown_lost_commits,
+                                                    unknown_split_coordinator, unknown_no_events, unknown_unseen)
+
+_STASH: dict[int, tuple[Any, tuple, DataFrame]] = {}   # id(inputs) -> (inputs, options, unknowns): for verdicts
+
+
+def context(inputs, tables: dict[str, DataFrame] | None = None, *, unclean_election: bool = False,
+            final_reads_required: bool = True, offsets_partitions: int | None = None) -> Ctx:
+    """The checkers' context: the ops tables (built when not given) and the parsed event lines."""
+    tables = tables if tables is not None else build_ops_tables(inputs)
+    errors = tables.get("pairing_errors")
+    if errors is None:
+        errors = build_ops_tables(inputs, persist=False)["pairing_errors"]
+    return Ctx(spark=inputs.ops.sparkSession, runs=list(inputs.runs), ops=tables["ops"],
+               observations=tables["observations"], group_offsets=tables["group_offsets"], pairing_errors=errors,
+               events=prepare_events(inputs.events), raw_events=inputs.events, unclean_election=unclean_election,
+               final_reads_required=final_reads_required, offsets_partitions=offsets_partitions)
+
+
+def _malformed(ctx: Ctx) -> DataFrame:
+    """(run, reason) for histories ``pair_ops`` rejects: the first offending line."""
+    first = ctx.pairing_errors.groupBy("run").agg(F.min(F.struct("index", "reason")).alias("e"))
+    return first.select("run", F.format_string("malformed history: index %s: %s", "e.index", "e.reason")
+                        .alias("reason"))
+
+
+def unknowns(ctx: Ctx) -> DataFrame:
+    """(run, order, reason): why a run's verdict would be unknown, as ``CheckResult.unknowns``.  A malformed
+    history has that reason only (the Python checker stops there)."""
+    parts = []
+    for i, fn in enumerate(UNKNOWNS, start=1):
+        df = fn(ctx)
+        sub = F.col("sub") if "sub" in df.columns else F.lit(0)
+        parts.append(df.select("run", (F.lit(i * 100) + sub).alias("order"), "reason"))
+    malformed = _malformed(ctx)
+    rest = reduce(DataFrame.unionByName, parts).join(F.broadcast(malformed.select("run")), "run", "left_anti")
+    return malformed.select("run", F.lit(0).alias("order"), "reason").unionByName(rest)
+
+
+def check_all(inputs, tables: dict[str, DataFrame] | None = None, *, unclean_election: bool = False,
+              final_reads_required: bool = True, offsets_partitions: int | None = None,
+              kinds: tuple[str, ...] | None = None) -> DataFrame:
+    """Every checker over every run: the ``anomalies`` table (``ANOMALY_COLUMNS``), computed and cached
+    (it is small).  Options as ``chaos.checkers.check``; ``kinds`` limits the checkers run.  A run whose
+    history is malformed gets no anomalies (the Python checker stops with an unknown verdict)."""
+    options = (unclean_election, final_reads_required, offsets_partitions)
+    spark = inputs.ops.sparkSession
+    aqe = spark.conf.get("spark.sql.adaptive.enabled", "true")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")   # many small stages: AQE's re-planning costs more
+    try:
+        return _check_all(inputs, tables, options, kinds)
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", aqe)
+
+
+def _check_all(inputs, tables, options, kinds) -> DataFrame:
+    unclean_election, final_reads_required, offsets_partitions = options
+    ctx = context(inputs, tables, unclean_election=unclean_election, final_reads_required=final_reads_required,
+                  offsets_partitions=offsets_partitions)
+    ctx.events = ctx.persist(ctx.events)
+    parts = []
+    for fn, ks in CHECKERS.values():
+        if kinds is not None and not set(ks) & set(kinds):
+            continue
+        parts.append(fn(ctx))
+    found = reduce(DataFrame.unionByName, parts) if parts else empty_anomalies(ctx.spark)
+    if kinds is not None:
+        found = found.where(F.col("kind").isin(*kinds))
+    result = found.join(_malformed(ctx).select("run"), "run", "left_anti").select(*ANOMALY_COLUMNS)
+    result = result.persist()
+    result.count()
+    unk = unknowns(ctx).persist()
+    unk.count()
+    ctx.release()
+    _STASH.clear()
+    _STASH[id(inputs)] = (inputs, options, unk)
+    return result
+
+
+def verdicts(inputs, anomalies: DataFrame, tables: dict[str, DataFrame] | None = None, *,
+             unknown_reasons: DataFrame | None = None, unclean_election: bool = False,
+             final_reads_required: bool = True, offsets_partitions: int | None = None) -> DataFrame:
+    """(run, verdict, anomalies, unknowns) for every run of ``inputs``: ``invalid`` with any anomaly, else
+    ``unknown`` with any unknown reason (``unknowns``: array<string>, in the Python checker's order), else
+    ``valid``.  The reasons come from the last ``check_all`` on the same inputs and options, else they are
+    computed (from ``tables``, built when not given)."""
+    options = (unclean_election, final_reads_required, offsets_partitions)
+    if unknown_reasons is None:
+        stashed = _STASH.get(id(inputs))
+        if stashed is not None and stashed[0] is inputs and stashed[1] == options:
+            unknown_reasons = stashed[2]
+        else:
+            unknown_reasons = unknowns(context(inputs, tables, unclean_election=unclean_election,
+                                               final_reads_required=final_reads_required,
+                                               offsets_partitions=offsets_partitions))
+    spark = inputs.ops.sparkSession
+    runs = spark.createDataFrame([(r,) for r in inputs.runs], "run string")
+    counts = anomalies.groupBy("run").agg(F.count(F.lit(1)).alias("anomalies"))
+    unk = (unknown_reasons.groupBy("run")
+           .agg(F.array_sort(F.collect_list(F.struct("order", "reason"))).alias("u"))
+           .select("run", F.transform("u", lambda x: x["reason"]).alias("unknowns")))
+    v = runs.join(counts, "run", "left").join(unk, "run", "left")
+    n = F.coalesce(F.col("anomalies"), F.lit(0)).cast("long")
+    u = F.coalesce(F.col("unknowns"), F.array().cast("array<string>"))
+    verdict = F.when(n > 0, "invalid").when(F.size(u) > 0, "unknown").otherwise("valid")
+    return v.select("run", verdict.alias("verdict"), n.alias("anomalies"), u.alias("unknowns")).orderBy("run")

@@ -1,0 +1,206 @@
+"""What the Spark checkers share: their context, the anomaly row, the parsed event logs, helpers.
+
+Every checker takes a :class:`Ctx` and returns rows of the ``anomalies``
+table (docs/analysis.md): ``run, kind, message, group, topic, partition,
+op_indexes array<long>, event_types array<string>, details`` (JSON).
+``op_indexes`` are the ``index`` values of the history lines that
+``chaos.checkers`` puts in ``Anomaly.ops``, in the same order (distinct, at
+most 4); ``details`` holds the Python anomaly's ``details`` plus ``events``:
+``[{broker, mono_ns, type}]`` of the evidence event lines that are cheap to
+name.  Everything is keyed by ``run``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from analysis.ops_tables import as_int, tp_partition, tp_topic
+
+OFFSETS_TOPIC = "__consumer_offsets"
+MAX_EVIDENCE = 4
+ANOMALY_COLUMNS = ["run", "kind", "message", "group", "topic", "partition", "op_indexes", "event_types", "details"]
+ANOMALY_SCHEMA = ("run string, kind string, message string, group string, topic string, partition int, "
+                  "op_indexes array<long>, event_types array<string>, details string")
+EVENT_KEY = "struct<broker:int,mono_ns:bigint,type:string>"
+
+# Event fields the checkers read, by name (one schema for every type: absent fields are null).
+EVENT_SCHEMA = ("topic string, partition int, leader_epoch int, epoch int, controller_epoch int, "
+                "request_controller_epoch int, new long, decreased boolean, leader int, previous_leader int, "
+                "previous_isr array<int>, reason string, partitions int, mono_ns_written long, write_ms double")
+EVENT_TYPES = ("broker_starting", "topic_created", "coordinator_load_started", "coordinator_loaded",
+               "coordinator_unloaded", "became_leader", "became_follower", "isr_updated", "leader_and_isr_unchanged",
+               "controller_elected", "partition_state_written", "partition_states_written", "replica_stopped",
+               "hw_changed", "unclean_leader_election")
+UNBOUNDED = Window.unboundedPreceding
+
+
+@dataclass
+class Ctx:
+    spark: SparkSession
+    runs: list[str]
+    ops: DataFrame
+    observations: DataFrame
+    group_offsets: DataFrame
+    pairing_errors: DataFrame
+    events: DataFrame                       # prepare_events(inputs.events)
+    raw_events: DataFrame | None = None     # inputs.events
+    unclean_election: bool = False
+    final_reads_required: bool = True
+    offsets_partitions: int | None = None
+    cached: list[DataFrame] = field(default_factory=list)
+    shared: dict[str, DataFrame] = field(default_factory=dict)
+
+    def persist(self, df: DataFrame) -> DataFrame:
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self.cached.append(df)
+        return df
+
+    def memo(self, name: str, build, persist: bool = True) -> DataFrame:
+        """A DataFrame several checkers share, built once per context (and persisted)."""
+        if name not in self.shared:
+            df = build()
+            self.shared[name] = self.persist(df) if persist else df
+        return self.shared[name]
+
+    def release(self) -> None:
+        for df in self.cached:
+            df.unpersist()
+        self.cached.clear()
+        self.shared.clear()
+
+    def runs_with_events(self) -> DataFrame:
+        """(run) of the runs with at least one event line, of any type."""
+        src = self.raw_events if self.raw_events is not None else self.events
+        return self.memo("runs_with_events", lambda: src.select("run").distinct())
+
+    def ev(self, *types: str) -> DataFrame:
+        return self.events.where(F.col("type").isin(*types))
+
+
+def prepare_events(events: DataFrame) -> DataFrame:
+    """The event lines of the types the checkers read (``EVENT_TYPES``) with the fields they use, ``seq``
+    (line order within a file, to break ``mono_ns`` ties) and ``proc``: which process of its broker wrote
+    the line (0 before any ``broker_starting``, then 1, 2, ... as ``chaos.check_model.Events.process``)."""
+    ev = events.where(F.col("type").isin(*EVENT_TYPES)).select(
+        "run", "broker", "mono_ns", "type", F.monotonically_increasing_id().alias("seq"),
+        F.from_json("fields", EVENT_SCHEMA).alias("e"))
+    w = Window.partitionBy("run", "broker").orderBy("mono_ns", "seq").rowsBetween(UNBOUNDED, Window.currentRow)
+    proc = F.sum(F.when(F.col("type") == "broker_starting", 1).otherwise(0)).over(w)
+    return ev.select("run", "broker", "mono_ns", "type", "seq", proc.alias("proc"), "e.*")
+
+
+def event_key(broker: Column | str = "broker", mono_ns: Column | str = "mono_ns",
+              type_: Column | str = "type") -> Column:
+    b = F.col(broker) if isinstance(broker, str) else broker
+    m = F.col(mono_ns) if isinstance(mono_ns, str) else mono_ns
+    t = F.col(type_) if isinstance(type_, str) else type_
+    return F.struct(b.cast("int").alias("broker"), m.cast("long").alias("mono_ns"), t.cast("string").alias("type"))
+
+
+def evidence(*cols: Column) -> Column:
+    """The non-null values of ``cols`` in order, distinct, at most 4 (``check_model._distinct``)."""
+    return F.slice(F.array_distinct(F.filter(F.array(*[c.cast("long") for c in cols]), lambda x: x.isNotNull())),
+                   1, MAX_EVIDENCE)
+
+
+def event_evidence(*keys: Column) -> Column:
+    arr = F.array(*[k.cast(EVENT_KEY) for k in keys]) if keys else F.array().cast(f"array<{EVENT_KEY}>")
+    return F.slice(F.array_distinct(F.filter(arr, lambda x: x.isNotNull() & x["type"].isNotNull())), 1, MAX_EVIDENCE)
+
+
+def anomalies(df: DataFrame, kind: str, message: Column, *, ops: Column | None = None,
+              events: Column | None = None, group: Column | None = None, topic: Column | None = None,
+              partition: Column | None = None, **details: Column) -> DataFrame:
+    """Rows of the anomalies table from ``df`` (one per anomaly)."""
+    evs = events if events is not None else event_evidence()
+    null = F.lit(None)
+    d = {k: v for k, v in (("group", group), ("topic", topic), ("partition", partition)) if v is not None}
+    d.update(details)
+    df = df.select("run", message.alias("_message"), (group if group is not None else null).alias("_group"),
+                   (topic if topic is not None else null).alias("_topic"),
+                   (partition if partition is not None else null).alias("_partition"),
+                   (ops if ops is not None else F.array().cast("array<long>")).alias("_ops"), evs.alias("_events"),
+                   *[v.alias(f"_d_{k}") for k, v in d.items()])
+    det = F.struct(*[F.col(f"_d_{k}").alias(k) for k in d], F.col("_events").alias("events"))
+    return df.select("run", F.lit(kind).alias("kind"), F.col("_message").alias("message"),
+                     F.col("_group").cast("string").alias("group"), F.col("_topic").cast("string").alias("topic"),
+                     F.col("_partition").cast("int").alias("partition"), F.col("_ops").cast("array<long>")
+                     .alias("op_indexes"), F.transform("_events", lambda e: e["type"]).alias("event_types"),
+                     F.to_json(det).alias("details"))
+
+
+def fmt(template: str, *cols: Column) -> Column:
+    """``format_string`` with null shown as ``None`` (as Python's f-strings show it)."""
+    return F.format_string(template, *[F.coalesce(c.cast("string"), F.lit("None")) for c in cols])
+
+
+def pylist(arr: Column) -> Column:
+    """An array of strings shown as Python shows a list of str: ``['a', 'b']``."""
+    return F.concat(F.lit("["), F.concat_ws(", ", F.transform(arr, lambda x: F.concat(F.lit("'"), x, F.lit("'")))),
+                    F.lit("]"))
+
+
+def partition_for(group: Column, n: Column) -> Column:
+    """Kafka's ``abs(groupId.hashCode) % n`` (``coordinator.hashing.partition_for``) as a Spark expression:
+    Java's String.hashCode over the UTF-16 code units, int32 wraparound, ``abs(MIN_VALUE) = 0``."""
+    units = F.hex(F.encode(group, "UTF-16BE"))          # 4 hex digits per UTF-16 code unit
+    count = (F.length(units) / 4).cast("int")
+    h = F.aggregate(F.sequence(F.lit(0), F.greatest(count - 1, F.lit(0))), F.lit(0).cast("long"),
+                    lambda acc, i: (acc * 31 + F.conv(units.substr(i * 4 + 1, F.lit(4)), 16, 10).cast("long"))
+                    % F.lit(4294967296))
+    h = F.when(count == 0, F.lit(0).cast("long")).otherwise(h)
+    signed = F.when(h >= 2147483648, h - 4294967296).otherwise(h)
+    a = F.when(signed == -2147483648, F.lit(0).cast("long")).otherwise(F.abs(signed))
+    return (a % n.cast("long")).cast("int")
+
+
+def asof(queries: DataFrame, facts: DataFrame, keys: list[str], q_time: str, f_time: str,
+         aggs: dict[str, Column], strict: bool) -> DataFrame:
+    """For each query row, aggregates over the fact rows of the same ``keys`` whose ``f_time`` is below
+    (``strict``) or at most ``q_time``: one window over the union of both, ordered by time (no join).
+    ``aggs`` are order-insensitive aggregates (max, count, ...) over fact columns, which are null on
+    query rows; the result is ``queries`` plus those columns."""
+    qcols = queries.columns
+    fonly = [c for c in facts.columns if c not in qcols]
+    q = queries.select(*qcols, *[F.lit(None).cast(facts.schema[c].dataType).alias(c) for c in fonly],
+                       F.col(q_time).alias("_t"), F.lit(0 if strict else 2).alias("_k"))
+    f = facts.select(*[F.col(c) if c in facts.columns else F.lit(None).cast(queries.schema[c].dataType).alias(c)
+                       for c in qcols], *fonly, F.col(f_time).alias("_t"), F.lit(1).alias("_k"))
+    w = Window.partitionBy(*keys).orderBy("_t", "_k").rowsBetween(UNBOUNDED, Window.currentRow)
+    u = q.unionByName(f)
+    return (u.select(*qcols, "_k", *[a.over(w).alias(name) for name, a in aggs.items()])
+            .where(F.col("_k") != 1).drop("_k"))
+
+
+def json_int(js: Column, path: str, cast: str = "long") -> Column:
+    return as_int(F.get_json_object(js, path), cast)
+
+
+def empty_anomalies(spark: SparkSession) -> DataFrame:
+    return spark.createDataFrame([], ANOMALY_SCHEMA)
+
+
+def offset_entries(value_json: Column) -> Column:
+    """``value.offsets`` as array<struct<t, p, o>>: parsed keys only, ``o`` null unless an int >= 0
+    (``offsets_of``)."""
+    m = F.from_json(value_json, "offsets map<string,string>").offsets
+    ent = F.transform(F.map_entries(m), lambda e: F.struct(
+        tp_topic(e["key"]).alias("t"), tp_partition(e["key"]).alias("p"),
+        F.when(as_int(e["value"]) >= 0, as_int(e["value"])).alias("o")))
+    return F.filter(ent, lambda x: x["t"].isNotNull())
+
+
+def lookup_offset(entries: Column, topic: Column, partition: Column) -> Column:
+    """The offset of (topic, partition) in ``offset_entries`` (the last such key, as a dict keeps it)."""
+    return F.element_at(F.filter(entries, lambda e: (e["t"] == topic) & (e["p"] == partition)), -1)["o"]
+
+
+def record_tps(value_json: Column) -> Column:
+    """The distinct (t, p) of a poll's well-formed records (``poll_records``)."""
+    recs = F.from_json(value_json, "records array<array<string>>").records
+    ok = F.filter(recs, lambda r: (F.size(r) >= 4) & r[0].isNotNull() & as_int(r[1]).isNotNull()
+                  & as_int(r[2]).isNotNull())
+    return F.array_distinct(F.transform(ok, lambda r: F.struct(r[0].alias("t"), as_int(r[1], "int").alias("p"))))

@@ -1,0 +1,251 @@
+"""Checkers of the topic logs in Spark: lost writes, inconsistent offsets and duplicates, unseen messages.
+
+Same rules as ``chaos/checkers.py``'s ``check_lost_writes``, ``check_offsets``
+and ``check_unseen`` (docs/chaos.md, "Checkers"), from the ``ops`` and
+``observations`` tables (and the groups' fetch-committed answers).  No events.
+The observations are shuffled once (:func:`observed`: one row per distinct
+(topic, partition, offset, value) with what each rule needs); everything else
+is a broadcast join with the few candidates or a small per-partition table.
+"""
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from analysis.checks_base import Ctx, anomalies, evidence, fmt, json_int, lookup_offset, pylist, record_tps
+from analysis.checks_groups import fetch_told, fetches
+from analysis.ops_tables import tp_topic
+
+TP = ["run", "topic", "partition"]
+
+
+def sends(ctx: Ctx) -> DataFrame:
+    """Ok sends with a topic, an integer partition and offset (``sent_record``); ``acks_all`` false when
+    the invoke asked for acks other than all/-1 (such sends are not judged by ``lost-write``)."""
+    acks = F.get_json_object("invoke_value", "$.acks")
+    return (ctx.ops.where((F.col("f") == "send") & (F.col("type") == "ok") & F.col("topic").isNotNull()
+                          & F.col("partition").isNotNull() & F.col("offset").isNotNull())
+            .select(*TP, "offset", "value", F.col("index").alias("send_index"), F.col("complete_index")
+                    .alias("send_done"), (acks.isNull() | acks.isin("-1", "all")).alias("acks_all")))
+
+
+def final_reads(ctx: Ctx) -> DataFrame:
+    """Per partition with a final read (an ok ``final`` poll naming it in its invoke or its records): the
+    last one's completion index and the largest ``high_watermark``."""
+    def build() -> DataFrame:
+        fin = ctx.ops.where((F.col("f") == "poll") & (F.col("type") == "ok") & F.col("final"))
+        inv_topic = F.get_json_object("invoke_value", "$.topic")
+        inv_tp = F.when(inv_topic.isNotNull(), F.array(F.struct(inv_topic.alias("t"), json_int(
+            F.col("invoke_value"), "$.partition", "int").alias("p")))).otherwise(F.array())
+        tps = F.array_distinct(F.concat(inv_tp, record_tps(F.col("value_json"))))
+        rows = fin.select("run", "complete_index", json_int(F.col("value_json"), "$.high_watermark").alias("hw"),
+                          F.explode(tps).alias("tp"))
+        return (rows.groupBy("run", F.col("tp.t").alias("topic"), F.col("tp.p").alias("partition"))
+                .agg(F.max("complete_index").alias("final_done"), F.max("hw").alias("hw")))
+    return ctx.memo("final_reads", build)
+
+
+def observed(ctx: Ctx) -> DataFrame:
+    """One row per distinct (run, topic, partition, offset, value) observed (null values too): its first
+    observer in the Python checker's order (invoke index, then the record's position), whether a final read
+    returned it, the ok sends of it, and the groups whose non-final polls returned it there."""
+    def build() -> DataFrame:
+        src = F.col("source")
+        return (ctx.observations.groupBy("run", "topic", "partition", "offset", "value")
+                .agg(F.min(F.struct(F.col("op_index").alias("i"), F.col("position").alias("pos"),
+                                    F.col("complete_index").alias("done"))).alias("first"),
+                     F.max(src == "final").alias("in_final"),
+                     F.collect_list(F.when(src == "send", F.struct(F.col("op_index").alias("i"),
+                                                                   F.col("complete_index").alias("done"))))
+                     .alias("sends"),
+                     F.collect_set(F.when((src == "poll") & F.col("group").isNotNull(), F.col("group")))
+                     .alias("polled_by")))
+    return ctx.memo("observed", build)
+
+
+def _sent(ctx: Ctx, where) -> DataFrame:
+    """The ok sends of the observed rows matching ``where``, one row each (send_index, send_done)."""
+    rows = observed(ctx).where(where & (F.size("sends") > 0))
+    return (rows.select(*TP, "offset", "value", "in_final", "polled_by", F.explode("sends").alias("s"))
+            .select(*TP, "offset", "value", "in_final", "polled_by", F.col("s.i").alias("send_index"),
+                    F.col("s.done").alias("send_done")))
+
+
+def check_lost_writes(ctx: Ctx) -> DataFrame:
+    """``lost-write``: an ok send (acks all) that no final read of its partition has (its value at its
+    offset, null-safe: the observed row of the send has no final source)."""
+    lost = ctx.persist(_sent(ctx, ~F.col("in_final")).join(F.broadcast(final_reads(ctx)), TP))
+    acks = F.get_json_object("invoke_value", "$.acks")
+    not_all = (ctx.ops.where(F.col("f") == "send").select("run", F.col("index").alias("send_index"), acks.alias("a"))
+               .join(F.broadcast(lost.select("run", "send_index")), ["run", "send_index"])
+               .where(F.col("a").isNotNull() & ~F.col("a").isin("-1", "all")))
+    lost = lost.join(F.broadcast(not_all), ["run", "send_index"], "left_anti")
+    fobs = (ctx.observations.where(F.col("source") == "final")
+            .select(*TP, "offset", F.coalesce(F.col("value"), F.lit("None")).alias("fv"))
+            .join(F.broadcast(lost.select(*TP, "offset").distinct()), [*TP, "offset"])
+            .groupBy(*TP, "offset").agg(F.collect_set("fv").alias("found")))
+    found = lost.join(fobs, [*TP, "offset"], "left")
+    shown = F.array_sort(F.coalesce(F.col("found"), F.array().cast("array<string>")))
+    why = (F.when(F.size(shown) > 0, F.concat(F.lit("the final read has "), pylist(shown), F.lit(" there")))
+           .when(F.col("hw").isNotNull() & (F.col("offset") >= F.col("hw")),
+                 fmt("beyond the final high watermark %s", F.col("hw")))
+           .otherwise(F.lit("the final read has no record at that offset")))
+    msg = F.concat(fmt("acknowledged send '%s' to %s/%s at offset %s is not in the final read: ", F.col("value"),
+                       F.col("topic"), F.col("partition"), F.col("offset")), why)
+    return anomalies(found, "lost-write", msg, ops=evidence(F.col("send_done"), F.col("final_done")),
+                     topic=F.col("topic"), partition=F.col("partition"), offset=F.col("offset"),
+                     value=F.col("value"))
+
+
+def unknown_lost_writes(ctx: Ctx) -> DataFrame:
+    """Partitions with acknowledged sends and no final read (when final reads are required)."""
+    if not ctx.final_reads_required:
+        return ctx.spark.createDataFrame([], "run string, reason string")
+    unjudged = (sends(ctx).where("acks_all").join(F.broadcast(final_reads(ctx).select(*TP)), TP, "left_anti")
+                .groupBy(*TP).count())
+    per_run = unjudged.groupBy("run").agg(F.array_sort(F.collect_list(F.struct(
+        "topic", "partition", fmt("%s/%s (%s sends)", F.col("topic"), F.col("partition"), F.col("count"))
+        .alias("s")))).alias("l"))
+    return per_run.select("run", F.concat(F.lit("lost-write: no final read of "),
+                                          F.concat_ws(", ", F.transform("l", lambda x: x["s"])),
+                                          F.lit(", which had acknowledged sends")).alias("reason"))
+
+
+# ---------------------------------------------------------------------- inconsistent offsets, duplicates
+
+def first_observers(ctx: Ctx) -> DataFrame:
+    """Per (topic, partition, offset, value) observed, value not null or empty (a null value says nothing
+    of uniqueness): its first observer."""
+    return observed(ctx).where(F.col("value").isNotNull() & (F.col("value") != "")).select(
+        *TP, "offset", "value", "first")
+
+
+def check_offsets(ctx: Ctx) -> DataFrame:
+    """``inconsistent-offset``: two values at one offset; ``duplicate-value``: one value at two offsets."""
+    firsts = first_observers(ctx)
+    at = (firsts.groupBy("run", "topic", "partition", "offset")
+          .agg(F.array_sort(F.collect_list(F.struct("first", "value"))).alias("vals"))
+          .where(F.size("vals") > 1))
+    shown = F.array_sort(F.transform("vals", lambda x: x["value"]))
+    inconsistent = anomalies(
+        at, "inconsistent-offset",
+        F.concat(fmt("%s/%s offset %s was observed with %s values: ", F.col("topic"), F.col("partition"),
+                     F.col("offset"), F.size("vals")), pylist(shown)),
+        ops=F.slice(F.array_distinct(F.transform("vals", lambda x: x["first"]["done"])), 1, 4),
+        topic=F.col("topic"), partition=F.col("partition"), offset=F.col("offset"), values=shown)
+    where = (firsts.groupBy("run", "value")
+             .agg(F.array_sort(F.collect_list(F.struct("first", "topic", "partition", "offset"))).alias("places"),
+                  F.min(F.struct("topic", "partition", "offset")).alias("low"))
+             .where(F.size("places") > 1))
+    places = F.array_sort(F.transform("places", lambda x: F.format_string("%s/%s@%s", x["topic"], x["partition"],
+                                                                          x["offset"])))
+    duplicate = anomalies(
+        where, "duplicate-value",
+        F.concat(fmt("value '%s' was observed at %s offsets: ", F.col("value"), F.size("places")), pylist(places)),
+        ops=F.slice(F.array_distinct(F.transform("places", lambda x: x["first"]["done"])), 1, 4),
+        topic=F.col("low.topic"), partition=F.col("low.partition"), value=F.col("value"), places=places,
+        offset=F.col("low.offset"))
+    return inconsistent.unionByName(duplicate)
+
+
+# ---------------------------------------------------------------------- unseen messages
+
+def consumed_topics(ctx: Ctx) -> DataFrame:
+    """(run, group, topic): from ok syncs' assignments, member commits (generation >= 0), non-final polls."""
+    ok = ctx.ops.where((F.col("type") == "ok") & F.col("group").isNotNull())
+    a = ok.where(F.col("f") == "sync").select(
+        "run", "group", F.explode(F.from_json("value_json", "assignment array<string>").assignment).alias("k"))
+    as_list = F.from_json(F.col("k"), "array<string>")
+    topic = F.when(F.col("k").startswith("["), F.when(F.size(as_list) == 2, as_list[0])).otherwise(tp_topic(F.col("k")))
+    from_syncs = a.select("run", "group", topic.alias("topic"))
+    from_commits = (ctx.group_offsets.where((F.col("f") == "commit") & (F.col("type") == "ok")
+                                            & F.col("group").isNotNull() & (F.col("generation") >= 0))
+                    .select("run", "group", "topic"))
+    from_polls = (ok.where((F.col("f") == "poll") & ~F.col("final"))
+                  .select("run", "group", F.explode(record_tps(F.col("value_json"))).alias("tp"))
+                  .select("run", "group", F.col("tp.t").alias("topic")))
+    return from_syncs.unionByName(from_commits).unionByName(from_polls).where(F.col("topic").isNotNull()).distinct()
+
+
+def final_lookup(ctx: Ctx) -> DataFrame:
+    """``FinalCommitted.lookup`` for every (group, partition) whose group consumes a topic with ok sends:
+    (run, group, topic, partition, committed, fetch_index, fetch_done); fetch_index null when no final
+    fetch tells.  A run with ``final`` fetches (ok, with a group) uses each group's last one (committed
+    null for a partition it lacks); one without uses, per partition, the group's last ok fetch that told
+    about it."""
+    def build() -> DataFrame:
+        sent = sends(ctx).select(*TP).distinct()
+        pairs = F.broadcast(consumed_topics(ctx)).join(sent, ["run", "topic"])
+        fs = fetches(ctx)
+        marked_runs = fs.where("final").select("run").distinct()
+        last_final = (fs.where("final").groupBy("run", "group")
+                      .agg(F.max_by(F.struct("op_index", "complete_index", "entries"), F.col("complete_index"))
+                           .alias("l")))
+        marked = (pairs.join(F.broadcast(last_final), ["run", "group"])
+                  .select("run", "group", "topic", "partition",
+                          lookup_offset(F.col("l.entries"), F.col("topic"), F.col("partition")).alias("committed"),
+                          F.col("l.op_index").alias("fetch_index"), F.col("l.complete_index").alias("fetch_done")))
+        told = fetch_told(ctx).where(~F.col("extra")).join(F.broadcast(marked_runs), "run", "left_anti")
+        latest = (told.groupBy("run", "group", "topic", "partition")
+                  .agg(F.max_by(F.struct("got", "op_index", "complete_index"), F.col("complete_index")).alias("l"))
+                  .select("run", "group", "topic", "partition", F.col("l.got").alias("committed"),
+                          F.col("l.op_index").alias("fetch_index"), F.col("l.complete_index").alias("fetch_done")))
+        found = marked.unionByName(pairs.join(latest, ["run", "group", "topic", "partition"]))
+        return pairs.join(found, ["run", "group", "topic", "partition"], "left")
+    return ctx.memo("final_lookup", build)
+
+
+def check_unseen(ctx: Ctx) -> DataFrame:
+    """``unseen-message``: an ok send to a topic a group consumes that no non-final poll of the group
+    returned, judged against the group's final committed offset (``unseen`` / ``not-drained``).
+
+    Candidates: sends completed before the group's final fetch was invoked whose observed row has no poll
+    of the group; the group may still have polled the value elsewhere (a duplicate), which a broadcast
+    join of the few candidates with the group's polls rules out, as Python's "seen" set."""
+    looked = F.broadcast(final_lookup(ctx).where(F.col("fetch_index").isNotNull()))
+    cand = (_sent(ctx, F.lit(True)).join(looked, TP)
+            .where((F.col("send_done") < F.col("fetch_index")) & ~F.array_contains("polled_by", F.col("group"))))
+    cand = ctx.persist(cand)
+    keys = cand.select("run", "group", "value").distinct()
+    polled = (ctx.observations.where((F.col("source") == "poll") & F.col("group").isNotNull())
+              .select(F.col("run").alias("s_run"), F.col("group").alias("s_group"), F.col("value").alias("seen")))
+    seen = (polled.join(F.broadcast(keys), (F.col("run") == F.col("s_run")) & (F.col("group") == F.col("s_group"))
+                        & F.col("value").eqNullSafe(F.col("seen")))
+            .select("s_run", "s_group", "seen").distinct())
+    unseen = ctx.persist(cand.join(F.broadcast(seen), (F.col("run") == F.col("s_run"))
+                                   & (F.col("group") == F.col("s_group")) & F.col("value").eqNullSafe(F.col("seen")),
+                                   "left_anti"))
+    is_unseen = F.col("committed").isNotNull() & (F.col("committed") >= F.col("offset") + 1)
+    one = anomalies(unseen.where(is_unseen), "unseen-message",
+                    fmt("group %s committed %s/%s up to %s but never polled '%s' (offset %s): unseen", F.col("group"),
+                        F.col("topic"), F.col("partition"), F.col("committed"), F.col("value"), F.col("offset")),
+                    ops=evidence(F.col("send_done"), F.col("fetch_done")), group=F.col("group"),
+                    topic=F.col("topic"), partition=F.col("partition"), reason=F.lit("unseen"),
+                    offset=F.col("offset"), value=F.col("value"), committed=F.col("committed"))
+    nd = (unseen.where(~is_unseen)
+          .groupBy("run", "group", "topic", "partition", "committed", "fetch_done")
+          .agg(F.count(F.lit(1)).alias("count"), F.min("offset").alias("low"), F.max("offset").alias("high"),
+               F.array_sort(F.collect_list(F.struct("send_index", "send_done"))).alias("s")))
+    first3 = F.transform(F.slice(F.col("s"), 1, 3), lambda x: x["send_done"])
+    drained = anomalies(
+        nd, "unseen-message",
+        fmt("group %s never polled %s acknowledged messages of %s/%s (offsets %s..%s) and its final committed "
+            "offset is %s: not-drained (the drain did not finish)", F.col("group"), F.col("count"), F.col("topic"),
+            F.col("partition"), F.col("low"), F.col("high"), F.coalesce(F.col("committed").cast("string"),
+                                                                         F.lit("none"))),
+        ops=F.slice(F.array_distinct(F.concat(first3, F.array(F.col("fetch_done")))), 1, 4), group=F.col("group"),
+        topic=F.col("topic"), partition=F.col("partition"), reason=F.lit("not-drained"), offset=F.col("low"),
+        count=F.col("count"), committed=F.col("committed"))
+    return one.unionByName(drained)
+
+
+def unknown_unseen(ctx: Ctx) -> DataFrame:
+    """Groups consuming a partition with ok sends that no final fetch tells about."""
+    missing = final_lookup(ctx).where(F.col("fetch_index").isNull())
+    per = missing.groupBy("run", "group").agg(F.array_sort(F.collect_list(F.struct(
+        "topic", "partition", F.format_string("%s/%s", "topic", "partition").alias("s")))).alias("l"))
+    return per.select("run", F.concat(
+        fmt("unseen-message: group %s consumes ", F.col("group")),
+        F.concat_ws(", ", F.transform("l", lambda x: x["s"])),
+        F.lit(" but has no final fetch-committed telling its committed offset there")).alias("reason"))
+

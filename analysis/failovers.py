@@ -1,0 +1,291 @@
+"""The failover timeline in Spark: ``chaos/timeline.py``'s rows, with its rules (docs/chaos.md, "Failover timeline").
+
+``failovers(inputs, tables)`` gives one row per (fault start, group whose
+offsets partition one of the fault's brokers led at the fault's time T) and
+one controller row per fault that hit the controller of time T, with the
+columns of ``chaos.timeline.ROW_FIELDS`` (after ``run``).  The rules, as there:
+
+* the leader of partition P at T is the last state written for P that had
+  *landed* by T (``analysis.tables.state_writes``), ties by logging time;
+* detection, election and the controller failover are looked for until the
+  next fault start that hits the same broker (naming it, or naming any
+  ZooKeeper server); the failure that opens an unavailability window must
+  complete before the next fault start of any kind; the load, the first
+  commit and the end of the window are not bounded;
+* a client op's completion is paired with its process's invoke (the line
+  before it of that process, when it is an invoke); end-of-run reads
+  (``final``) are ignored.
+
+How: the events a failover looks at are few per run whatever the load
+(controller elections, broker changes, the offsets topic's partition states
+and loads), so they are gathered per run (and per offsets partition) into
+arrays, joined to the fault rows, and searched with higher-order functions
+(``filter``, ``array_min``).  The client ops, which may be millions, are
+searched with one window over each group's completions into which the fault
+instants are merged.  Times are rounded by a Python UDF over the final rows,
+exactly as ``round(ns / 1e6, 3)`` rounds in Python.
+"""
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from analysis.tables import OFFSETS_TOPIC, state_writes
+
+ROW_FIELDS = (
+    "fault", "kind", "target", "nodes", "time_ns", "heal_ms",
+    "group", "partition", "old_leader", "new_leader", "moved",
+    "detect_ms", "detect_by", "elect_ms", "elect_reason",
+    "load_ms", "load_duration_ms", "records_replayed", "records",
+    "first_commit_ms", "unavailable_ms", "unavailable_from_ms", "unavailable_to_ms",
+    "old_controller", "new_controller", "controller_failover_ms",
+)
+ROW_TYPES = {
+    "fault": "int", "kind": "string", "target": "string", "nodes": "array<string>", "time_ns": "bigint",
+    "heal_ms": "double", "group": "string", "partition": "int", "old_leader": "int", "new_leader": "int",
+    "moved": "boolean", "detect_ms": "double", "detect_by": "string", "elect_ms": "double",
+    "elect_reason": "string", "load_ms": "double", "load_duration_ms": "double", "records_replayed": "bigint",
+    "records": "bigint", "first_commit_ms": "double", "unavailable_ms": "double",
+    "unavailable_from_ms": "double", "unavailable_to_ms": "double", "old_controller": "int",
+    "new_controller": "int", "controller_failover_ms": "double",
+}
+FAILED_OPS = ("commit", "heartbeat", "join", "sync", "fetch-committed", "poll")
+RECOVERED_OPS = ("commit", "join", "sync", "heartbeat", "fetch-committed")
+NOT_FAILOVER_REASONS = ("preferred_admin", "auto_rebalance")
+GKEY = ["run", "fault", "time_ns", "group"]
+
+
+# ---------------------------------------------------------------- helpers
+
+def ms_between(t: int | None, t0: int | None) -> float | None:
+    """``round((t - t0) / 1e6, 3)``, exactly as the Python timeline computes it."""
+    return None if t is None or t0 is None else round((t - t0) / 1e6, 3)
+
+
+_ms_udf = F.udf(ms_between, T.DoubleType())
+
+
+def _ms(t: Column | str, t0: Column | str = "time_ns") -> Column:
+    return _ms_udf(F.col(t) if isinstance(t, str) else t, F.col(t0) if isinstance(t0, str) else t0)
+
+
+def partition_for(group: Column, n: Column) -> Column:
+    """Kafka's partitionFor as a Spark expression: abs(Java String.hashCode) % n, the hash over the UTF-16
+    code units with int32 wrap-around, abs(Integer.MIN_VALUE) = 0 (coordinator/hashing.py)."""
+    utf16 = F.encode(group, "UTF-16BE")
+    units = F.sequence(F.lit(0), F.floor(F.length(utf16) / 2).cast("int") - 1)
+    unit = lambda i: F.conv(F.hex(utf16.substr(i * 2 + 1, F.lit(2))), 16, 10).cast("bigint")  # noqa: E731
+    h = F.aggregate(F.when(F.length(utf16) > 0, units).otherwise(F.array().cast("array<int>")), F.lit(0).cast("bigint"),
+                    lambda acc, i: F.pmod(acc * 31 + unit(i), F.lit(1 << 32)))
+    signed = F.when(h >= 1 << 31, h - (1 << 32)).otherwise(h)
+    return F.when(n > 0, F.pmod(F.when(signed == -(1 << 31), 0).otherwise(F.abs(signed)), n).cast("int"))
+
+
+def _before(t: Column, end: Column) -> Column:
+    """``t < end``, a null end being infinity."""
+    return end.isNull() | (t < end)
+
+
+def _first(arr: Column, cond, key=None, last: bool = False) -> Column:
+    """The first (smallest, or with ``last`` the largest) element of ``arr`` satisfying ``cond``; structs
+    compare field by field, so an element's leading fields are its order.  ``key`` maps it first."""
+    found = F.filter(arr, cond)
+    if key is not None:
+        found = F.transform(found, key)
+    return F.array_max(found) if last else F.array_min(found)
+
+
+# ---------------------------------------------------------------- inputs, per run
+
+def completions(inputs) -> DataFrame:
+    """Client completions paired with their invoke, ``final`` ones dropped: run, index, time, type, f, group."""
+    ops = inputs.ops.where(F.col("process") != "nemesis")
+    prev = F.lag(F.struct("type", "f", "group", "final")).over(Window.partitionBy("run", "process").orderBy("index"))
+    ops = ops.withColumn("_inv", F.when(prev.getField("type") == "invoke", prev))
+    comp = ops.where(F.col("type") != "invoke").select(
+        "run", "index", "time", "type", F.coalesce(F.col("f"), F.col("_inv.f")).alias("f"),
+        F.coalesce(F.col("group"), F.col("_inv.group")).alias("group"),
+        (F.col("final") | F.coalesce(F.col("_inv.final"), F.lit(False))).alias("_final"))
+    return comp.where(~F.col("_final") & F.col("group").isNotNull()).drop("_final")
+
+
+def _run_arrays(inputs) -> DataFrame:
+    """Per run: the controller log, broker changes, controlled-shutdown requests, and the offsets topic's size."""
+    types = ["controller_elected", "controller_resigned", "broker_change", "controlled_shutdown_requested",
+             "topic_created"]
+    ev = inputs.events.where(F.col("type").isin(types)).select(
+        "run", "broker", "mono_ns", "type",
+        F.from_json("fields", "dead ARRAY<INT>, bounced ARRAY<INT>, broker_id INT, topic STRING, "
+                              "partitions INT").alias("e"))
+    t = F.col("type")
+    offsets_created = (t == "topic_created") & (F.col("e.topic") == OFFSETS_TOPIC) & F.col("e.partitions").isNotNull()
+    return ev.groupBy("run").agg(
+        F.collect_list(F.when(t.isin("controller_elected", "controller_resigned"), F.struct(
+            F.col("mono_ns").alias("t"), F.col("broker").alias("broker"),
+            (t == "controller_elected").alias("elected")))).alias("_ctl"),
+        F.collect_list(F.when(t == "broker_change", F.struct(
+            F.col("mono_ns").alias("t"), F.col("e.dead").alias("dead"), F.col("e.bounced").alias("bounced")))
+        ).alias("_bc"),
+        F.collect_list(F.when(t == "controlled_shutdown_requested", F.struct(
+            F.col("mono_ns").alias("t"), F.col("e.broker_id").alias("broker_id")))).alias("_csr"),
+        F.min_by(F.when(offsets_created, F.col("e.partitions")), F.when(offsets_created, F.col("mono_ns")))
+        .alias("_n"))
+
+
+def _partition_arrays(inputs) -> DataFrame:
+    """Per run and offsets partition: the states written (landing order) and the coordinator loads."""
+    st = state_writes(inputs).where(F.col("topic") == OFFSETS_TOPIC).groupBy("run", "partition").agg(
+        F.collect_list(F.struct(F.col("landed_ns").alias("landed"), F.col("mono_ns").alias("mono"),
+                                F.col("broker").alias("broker"), F.col("leader").alias("leader"),
+                                F.col("leader_epoch").alias("epoch"), F.col("reason").alias("reason"))).alias("_st"))
+    ld = (inputs.events.where(F.col("type") == "coordinator_loaded")
+          .select("run", "broker", "mono_ns",
+                  F.from_json("fields", "partition INT, leader_epoch INT, records BIGINT, replayed BIGINT, "
+                                        "duration_ms DOUBLE").alias("e"))
+          .groupBy("run", F.col("e.partition").alias("partition")).agg(F.collect_list(F.struct(
+              F.col("mono_ns").alias("t"), F.col("broker").alias("broker"), F.col("e.leader_epoch").alias("epoch"),
+              F.col("e.duration_ms").alias("duration_ms"), F.col("e.replayed").alias("replayed"),
+              F.col("e.records").alias("records"))).alias("_ld")))
+    return st.join(ld, ["run", "partition"], "full")
+
+
+def _faults(inputs, tables) -> DataFrame:
+    """Fault starts with ``brokers`` (the int nodes) and ``zk`` (any other node: a ZooKeeper server)."""
+    f = (tables or {}).get("faults")
+    if f is None:
+        from analysis.tables import faults
+        f = faults(inputs)
+    return f.select("run", "fault", "kind", "target", "nodes", F.col("start_ns").alias("time_ns"), "heal_ns",
+                    F.filter("nodes", lambda x: x.rlike("^-?[0-9]+$")).cast("array<int>").alias("brokers"),
+                    F.exists("nodes", lambda x: ~x.rlike("^-?[0-9]+$")).alias("zk"))
+
+
+# ---------------------------------------------------------------- the stages, as expressions over the arrays
+
+def _end_for(broker: Column) -> Column:
+    """The next fault start after T hitting ``broker`` (naming it, or any ZooKeeper server)."""
+    return _first(F.col("_all"), lambda g: (g["t"] > F.col("time_ns"))
+                  & (F.coalesce(F.array_contains(g["brokers"], broker), F.lit(False)) | g["zk"]), lambda g: g["t"])
+
+
+def _election_after(end: Column, not_by: Column) -> Column:
+    """The first ``controller_elected`` after T, before ``end``, by another broker than ``not_by``: (t, broker)."""
+    return _first(F.col("_ctl"), lambda e: e["elected"] & (e["t"] > F.col("time_ns")) & _before(e["t"], end)
+                  & (e["broker"] != not_by), lambda e: F.struct(e["t"].alias("t"), e["broker"].alias("broker")))
+
+
+def _controller_at() -> Column:
+    """The controller at T: the last ``controller_elected`` at or before T, unless its broker resigned since."""
+    el = _first(F.col("_ctl"), lambda e: e["elected"] & (e["t"] <= F.col("time_ns")),
+                lambda e: F.struct(e["t"].alias("t"), e["broker"].alias("broker")), last=True)
+    gone = F.exists(F.col("_ctl"), lambda e: ~e["elected"] & (e["broker"] == el["broker"]) & (e["t"] > el["t"])
+                    & (e["t"] <= F.col("time_ns")))
+    return F.when(el.isNotNull() & ~gone, el["broker"])
+
+
+def _fault_rows(inputs, tables) -> DataFrame:
+    faults = _faults(inputs, tables)
+    every = faults.groupBy("run").agg(F.collect_list(F.struct(
+        F.col("time_ns").alias("t"), F.col("brokers").alias("brokers"), F.col("zk").alias("zk"))).alias("_all"))
+    rows = faults.where(F.size("brokers") > 0).join(every, "run").join(_run_arrays(inputs), "run", "left")
+    for c in ("_ctl", "_bc", "_csr"):
+        rows = rows.withColumn(c, F.coalesce(F.col(c), F.array()))
+    return (rows.withColumn("_any_end", _first(F.col("_all"), lambda g: g["t"] > F.col("time_ns"), lambda g: g["t"]))
+            .withColumn("controller", _controller_at()))
+
+
+def _controller_rows(rows: DataFrame) -> DataFrame:
+    rows = rows.where(F.array_contains("brokers", F.col("controller")))
+    won = _election_after(_end_for(F.col("controller")), F.col("controller"))
+    return rows.withColumn("_won", won).select(
+        "run", "fault", "kind", "target", "nodes", "time_ns", _ms("heal_ns").alias("heal_ms"),
+        F.col("_won").isNotNull().alias("moved"), F.col("controller").alias("old_controller"),
+        F.col("_won.broker").alias("new_controller"), _ms(F.col("_won.t")).alias("controller_failover_ms"))
+
+
+def _group_stages(rows: DataFrame, comp: DataFrame) -> DataFrame:
+    """First ok commit after T; the first failure after T and the recovery after it, by one window over each
+    group's completions with the fault instants merged in (ops before a fault instant they share)."""
+    ops = comp.select("run", "group", "time", "index", F.lit(0).alias("_probe"), "type", "f",
+                      F.lit(None).cast("int").alias("fault"))
+    probes = rows.select("run", "group", F.col("time_ns").alias("time"), F.lit(None).cast("bigint").alias("index"),
+                         F.lit(1).alias("_probe"), F.lit(None).cast("string").alias("type"),
+                         F.lit(None).cast("string").alias("f"), "fault")
+    # reversed order and a growing frame: last(...) is "the nearest such row after this one" (a linear pass)
+    after = (Window.partitionBy("run", "group")
+             .orderBy(F.col("time").desc(), F.col("_probe").desc(), F.col("index").desc())
+             .rowsBetween(Window.unboundedPreceding, -1))
+    is_op = F.col("_probe") == 0
+    recovered = F.when(is_op & (F.col("type") == "ok") & F.col("f").isin(*RECOVERED_OPS), F.col("time"))
+    commit = F.when(is_op & (F.col("type") == "ok") & (F.col("f") == "commit"), F.col("time"))
+    failed = F.when(is_op & F.col("type").isin("fail", "info") & F.col("f").isin(*FAILED_OPS),
+                    F.struct(F.col("time").alias("t"), F.col("_back").alias("back")))
+    merged = (ops.unionByName(probes)
+              .withColumn("_back", F.last(recovered, ignorenulls=True).over(after))
+              .withColumn("_commit_t", F.last(commit, ignorenulls=True).over(after))
+              .withColumn("_failed", F.last(failed, ignorenulls=True).over(after)))
+    found = merged.where(F.col("_probe") == 1).select(
+        "run", "group", F.col("time").alias("time_ns"), "fault", "_commit_t", "_failed")
+    return rows.join(found, GKEY, "left")
+
+
+def _group_rows(inputs, faults: DataFrame) -> DataFrame:
+    groups = (inputs.ops.where((F.col("process") != "nemesis") & F.col("group").isNotNull())
+              .select("run", "group").distinct())
+    rows = faults.join(groups, "run").withColumn("partition", partition_for(F.col("group"), F.col("_n")))
+    rows = rows.join(_partition_arrays(inputs), ["run", "partition"], "left")
+    rows = rows.withColumn("_st", F.coalesce("_st", F.array())).withColumn("_ld", F.coalesce("_ld", F.array()))
+    at = _first(F.col("_st"), lambda s: s["landed"] <= F.col("time_ns"), last=True)
+    rows = rows.withColumn("old_leader", at["leader"])
+    rows = rows.where(F.col("old_leader").isNotNull() & F.array_contains("brokers", F.col("old_leader")))
+    rows = rows.withColumn("_lead_end", _end_for(F.col("old_leader")))
+    old, end, t0 = F.col("old_leader"), F.col("_lead_end"), F.col("time_ns")
+
+    def hit(arr: Column) -> Column:
+        return F.coalesce(F.array_contains(arr, old), F.lit(False))
+
+    bc = _first(F.col("_bc"), lambda e: (e["t"] > t0) & _before(e["t"], end) & (hit(e["dead"]) | hit(e["bounced"])),
+                lambda e: e["t"])
+    csr = _first(F.col("_csr"), lambda e: (e["t"] > t0) & _before(e["t"], end) & (e["broker_id"] == old),
+                 lambda e: e["t"])
+    ce = F.when(F.array_contains("brokers", F.col("controller")), _election_after(end, F.col("controller"))["t"])
+
+    def cand(t: Column, by: str) -> Column:
+        return F.when(t.isNotNull(), F.struct(t.alias("t"), F.lit(by).alias("by")))
+
+    elect = _first(F.col("_st"), lambda s: (s["landed"] > t0) & _before(s["landed"], end) & (s["leader"] >= 0)
+                   & (s["leader"] != old) & (s["reason"].isNull() | ~s["reason"].isin(*NOT_FAILOVER_REASONS)))
+    rows = (rows.withColumn("_detect", F.least(cand(bc, "broker_change"), cand(csr, "controlled_shutdown_requested"),
+                                               cand(ce, "controller_elected")))
+            .withColumn("_el", elect))
+    load = _first(F.col("_ld"), lambda e: (e["t"] > t0) & (e["broker"] == F.col("_el.leader"))
+                  & (F.col("_el.epoch").isNull() | e["epoch"].isNull() | (e["epoch"] >= F.col("_el.epoch"))))
+    rows = _group_stages(rows.withColumn("_load", load), completions(inputs))
+    failed = F.col("_failed").isNotNull() & _before(F.col("_failed.t"), F.col("_any_end"))
+    return rows.select(
+        "run", "fault", "kind", "target", "nodes", "time_ns", _ms("heal_ns").alias("heal_ms"), "group",
+        "partition", "old_leader", F.col("_el.leader").alias("new_leader"), F.col("_el").isNotNull().alias("moved"),
+        _ms(F.col("_detect.t")).alias("detect_ms"), F.col("_detect.by").alias("detect_by"),
+        _ms(F.col("_el.landed")).alias("elect_ms"), F.col("_el.reason").alias("elect_reason"),
+        _ms(F.col("_load.t")).alias("load_ms"), F.col("_load.duration_ms").alias("load_duration_ms"),
+        F.col("_load.replayed").alias("records_replayed"), F.col("_load.records").alias("records"),
+        _ms("_commit_t").alias("first_commit_ms"),
+        F.when(failed, _ms(F.col("_failed.back"), F.col("_failed.t"))).otherwise(F.lit(0.0)).alias("unavailable_ms"),
+        F.when(failed, _ms(F.col("_failed.t"))).alias("unavailable_from_ms"),
+        F.when(failed, _ms(F.col("_failed.back"))).alias("unavailable_to_ms"))
+
+
+def _shape(df: DataFrame) -> DataFrame:
+    cols = [(F.col(c) if c in df.columns else F.lit(None)).cast(t).alias(c) for c, t in ROW_TYPES.items()]
+    return df.select("run", *cols)
+
+
+def failovers(inputs, tables: dict[str, DataFrame] | None = None) -> DataFrame:
+    """The ``failovers`` table, in fault order; within a fault the controller row first, then groups by name.
+
+    Runs whose offsets topic size is unknown (no ``topic_created`` for it) get no group rows (the Python
+    timeline raises instead)."""
+    faults = _fault_rows(inputs, tables).cache()  # few rows, used by both kinds of rows
+    out = _shape(_controller_rows(faults)).unionByName(_shape(_group_rows(inputs, faults)))
+    return out.orderBy("run", "time_ns", "fault", F.col("group").asc_nulls_first())

@@ -1,0 +1,227 @@
+"""``kafkasim analyze RUN_DIR_OR_GLOB... [--master local[*]] [--out DIR]``: chaos runs -> Parquet tables.
+
+Also ``spark-submit analysis/main.py RUN_DIR...`` (same arguments).  It loads
+the runs (``analysis.load``), builds every table (``analysis.tables``,
+``analysis.failovers``, and, when they are there, ``analysis.ops_tables`` and
+the checkers of ``analysis.checks``), writes each as Parquet to
+``<out>/tables/<name>/`` (replacing what was there), writes the HTML report
+when ``analysis.report`` is there, and prints a summary.  Exit code 0, or 2
+with one line for input that is not a chaos run (never a Spark trace).
+
+Nothing here imports pyspark at import time: ``kafkasim --help`` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+ROOT = Path(__file__).resolve().parent.parent
+if __name__ == "__main__" and str(ROOT) not in sys.path:  # spark-submit analysis/main.py
+    sys.path.insert(0, str(ROOT))
+
+DEFAULT_OUT = "analysis-out"
+DEFAULT_MASTER = "local[*]"
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _optional(module: str, attr: str) -> Callable | None:
+    """``module.attr`` if the module exists (another part of the pipeline may not have landed yet)."""
+    import importlib
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name == module:
+            return None
+        raise
+    return getattr(mod, attr, None)
+
+
+def _ship_package(spark) -> None:
+    """Make ``analysis`` importable in the Python workers, whatever their working directory: on the
+    PYTHONPATH Spark gives local workers, and as a zip (once per context) for a cluster's."""
+    sc = spark.sparkContext
+    if sc.master.startswith("local"):
+        paths = [p for p in sc.environment.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if str(ROOT) not in paths:
+            sc.environment["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + paths)
+        return
+    if getattr(sc, "_kafkasim_shipped", False):
+        return
+    import tempfile
+    import zipfile
+    path = Path(tempfile.mkdtemp(prefix="kafkasim-analyze-")) / "kafkasim_analysis.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        for f in sorted((ROOT / "analysis").glob("*.py")):
+            z.write(f, f"analysis/{f.name}")
+    sc.addPyFile(str(path))
+    sc._kafkasim_shipped = True
+
+
+def _unclean_elections(runs: dict[str, str]) -> bool | None:
+    """Whether the runs' clusters allow unclean elections (as the chaos runner tells its checkers); None: mixed."""
+    import yaml
+    seen = set()
+    for d in runs.values():
+        try:
+            cfg = yaml.safe_load((Path(d) / "cluster.yaml").read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            cfg = {}
+        seen.add(bool(cfg.get("unclean.leader.election.enable")) if isinstance(cfg, dict) else False)
+    return seen.pop() if len(seen) == 1 else None
+
+
+def _write(spark, df, path: Path):
+    df.write.mode("overwrite").parquet(str(path))
+    return spark.read.parquet(str(path))
+
+
+def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAULT_OUT,
+        stream: TextIO | None = None) -> dict[str, Any]:
+    """Analyse the runs in ``paths`` (directories or globs); return the summary (also in ``<out>/summary.json``).
+
+    Raises ``analysis.load.RunError`` for a path that is not a chaos run directory.  ``stream`` gets the
+    progress and the summary (with ``KAFKASIM_TIMES=1``, each line stamped with the seconds since start)."""
+    started = time.monotonic()
+    stamp = bool(os.environ.get("KAFKASIM_TIMES"))
+
+    def say(line: str) -> None:
+        if stream is not None:
+            print(f"[{time.monotonic() - started:7.1f}] {line}" if stamp else line, file=stream, flush=True)
+
+    from pyspark import StorageLevel
+
+    from analysis.failovers import failovers
+    from analysis.load import expand, load_runs
+    from analysis.spark import session
+    from analysis.tables import build_event_tables
+
+    runs = expand(list(paths))  # a bad path fails here, before Spark starts
+    spark = session(master)
+    _ship_package(spark)
+    out = Path(out)
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    say(f"analysing {len(runs)} run(s) on {spark.sparkContext.master} -> {out}")
+    seconds: dict[str, float] = {"start": round(time.monotonic() - started, 1)}
+    mark = time.monotonic()
+
+    def lap(name: str) -> None:
+        nonlocal mark
+        now = time.monotonic()
+        seconds[name] = round(seconds.get(name, 0.0) + now - mark, 1)
+        mark = now
+
+    inputs = load_runs(spark, list(runs.values()))
+    for name in ("ops", "events", "segments"):
+        setattr(inputs, name, getattr(inputs, name).persist(StorageLevel.MEMORY_AND_DISK))
+    lap("load")
+    skipped: list[str] = []
+    written: dict[str, Any] = {}
+
+    def write(name: str, df) -> None:
+        written[name] = _write(spark, df, out / "tables" / name)
+        lap(name)
+        say(f"  {name:<20} {seconds[name]:>7.1f} s")
+
+    tables = build_event_tables(inputs)
+    build_ops = _optional("analysis.ops_tables", "build_ops_tables")
+    if build_ops is None:
+        skipped.append("ops, observations, group_offsets (analysis.ops_tables is not there yet)")
+        ops_tables = {}
+    else:
+        ops_tables = build_ops(inputs)
+    lap("plan")
+    for name, df in tables.items():
+        write(name, df)
+    write("failovers", failovers(inputs, written))  # from the faults just written
+    for name, df in ops_tables.items():
+        write(name, df)
+    check_all = _optional("analysis.checks", "check_all")
+    if check_all is None:
+        skipped.append("anomalies (analysis.checks is not there yet)")
+    else:
+        unclean = _unclean_elections(runs)
+        if unclean is None:
+            say("note: unclean.leader.election.enable differs between the runs: unclean elections are judged")
+        write("anomalies", check_all(inputs, written, **({"unclean_election": True} if unclean else {})))
+    for name in ("ops", "events", "segments"):
+        getattr(inputs, name).unpersist()
+
+    rows = {name: df.count() for name, df in written.items()}
+    anomalies = ({r["kind"]: r["count"] for r in written["anomalies"].groupBy("kind").count().collect()}
+                 if "anomalies" in written else None)
+    lap("count")
+    report = _optional("analysis.report", "write_report")
+    report_path = None
+    if report is None:
+        skipped.append("the HTML report (analysis.report is not there yet)")
+    else:
+        report_path = report(written, out)
+        lap("report")
+    summary = {"runs": sorted(runs), "out": str(out), "tables": rows, "anomalies": anomalies,
+               "report": None if report_path is None else str(report_path), "skipped": skipped,
+               "seconds": seconds, "wall_s": round(time.monotonic() - started, 1)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    say(format_summary(summary))
+    return summary
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    lines = [f"runs: {len(s['runs'])} ({', '.join(s['runs'][:5])}{', ...' if len(s['runs']) > 5 else ''})",
+             "tables (rows):"]
+    lines += [f"  {name:<20} {n:>12,}" for name, n in s["tables"].items()]
+    if s["anomalies"] is not None:
+        lines.append("anomalies: " + (", ".join(f"{k} {v}" for k, v in sorted(s["anomalies"].items())) or "none"))
+    for what in s["skipped"]:
+        lines.append(f"skipped: {what}")
+    if s.get("report"):
+        lines.append(f"report: {s['report']}")
+    elif not any("report" in what for what in s["skipped"]):
+        lines.append(f"report: written to {s['out']}")
+    lines.append(f"written to {s['out']}/tables/ in {s['wall_s']} s")
+    return "\n".join(lines)
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from analysis.load import RunError
+    try:
+        run(args.runs, args.master, args.out, stream=sys.stdout)
+    except RunError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as e:  # a Spark failure: one line, the trace only on request
+        if os.environ.get("KAFKASIM_DEBUG"):
+            raise
+        first = (str(e).strip().splitlines() or [""])[0]
+        print(f"error: the analysis failed: {type(e).__name__}: {first[:500]} "
+              f"(KAFKASIM_DEBUG=1 shows the trace)", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR_OR_GLOB", help="chaos run directories, or globs of them")
+    p.add_argument("--master", default=DEFAULT_MASTER, help="Spark master (default local[*]; spark://HOST:PORT)")
+    p.add_argument("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT}/)")
+    p.set_defaults(func=cmd_analyze)
+    return p
+
+
+def add_parsers(sub) -> None:
+    """Register ``analyze`` on the ``kafkasim`` subparsers (no pyspark import)."""
+    _arguments(sub.add_parser("analyze", help="chaos runs -> Parquet tables, Spark checkers, an HTML report "
+                                              "(docs/analysis.md)"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argparse.ArgumentParser(prog="analysis/main.py", description=__doc__.splitlines()[0])) \
+        .parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

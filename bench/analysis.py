@@ -1,0 +1,229 @@
+"""The Spark analysis pipeline on synthetic runs: wall time, ops/s and rows/s, against the floor of reading the data.
+
+    python -m bench.analysis [--sizes 1000000,10000000] [--master local[2]] [--workdir DIR] [--seed S]
+                             [--plant KIND]... [--json]
+
+For each size (client operations of one synthetic run, ``analysis.synthetic``):
+
+  generate   the run, cached under ``--workdir`` (default ``/tmp/kafkasim-bench-analysis``) as
+             ``ops-<size>-seed<S>[-<plants>]``; reused when its ``bench.json`` names the same
+             parameters and generator version (the time is then the one recorded at generation)
+  baseline   ``spark.read.text(<history files>).count()`` then the same for the event logs: the
+             floor of reading the same lines, in the same session
+  pipeline   ``analysis.main.run([run], master, out)`` (tables, checkers, report); when
+             ``analysis.main`` is not importable yet, ``analysis.load.load_runs`` and a count of
+             its ops and events, and the output says so
+
+Rows are history lines plus event-log lines.  Besides wall time, the CPU seconds of the Spark JVM
+(driver and executors, in local mode) and its Python workers are reported (from /proc): on a shared
+machine the wall time depends on the neighbours, the CPU time much less; with local[2] the wall time
+cannot go below half of it.  The goal (docs/analysis.md, "Measured"): 10M
+operations analysed in at most 3 minutes with local[2] on the 2-core machine.  The JVM is started
+before the timings (one session for the whole bench), so they exclude its start-up.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Self
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from analysis import synthetic
+
+GOAL_OPS, GOAL_S = 10_000_000, 180.0
+
+
+def run_dir(workdir: Path, size: int, seed: int, plant: list[str]) -> Path:
+    suffix = f"-{'+'.join(sorted(plant))}" if plant else ""
+    return workdir / f"ops-{size}-seed{seed}{suffix}"
+
+
+def ensure_run(workdir: Path, size: int, seed: int, plant: list[str], jobs: int | None) -> tuple[Path, dict]:
+    """The cached synthetic run for these parameters, generated if missing or stale."""
+    d = run_dir(workdir, size, seed, plant)
+    params = {"ops": size, "seed": seed, "plant": sorted(plant), "version": synthetic.FORMAT_VERSION}
+    marker = d / "bench.json"
+    if marker.exists():
+        try:
+            doc = json.loads(marker.read_text())
+            if doc.get("params") == params and (doc.get("run") and Path(doc["run"], "results.json").exists()):
+                doc["cached"] = True
+                return Path(doc["run"]), doc
+        except ValueError:
+            pass
+    if d.exists():
+        shutil.rmtree(d)
+    t = time.monotonic()
+    run, = synthetic.generate(d, size, 1, plant, seed, jobs=jobs)
+    gen_s = time.monotonic() - t
+    res = json.loads((run / "results.json").read_text())
+    lines = res["synthetic"]["history_lines"]
+    ev_lines = sum(_count_lines(p) for p in sorted((run / "cluster" / "events").glob("broker-*.jsonl")))
+    hist = run / "history.jsonl"
+    size_b = sum(p.stat().st_size for p in (hist.glob("*.jsonl") if hist.is_dir() else [hist]))
+    doc = {"params": params, "run": str(run), "ops": res["ops"]["invoked"], "history_lines": lines,
+           "event_lines": ev_lines, "history_bytes": size_b, "generate_s": round(gen_s, 2),
+           "generate_lines_per_s": round(lines / gen_s), "expected": res["expected"], "cached": False}
+    marker.write_text(json.dumps(doc, indent=1) + "\n")
+    return run, doc
+
+
+def _count_lines(path: Path) -> int:
+    n = 0
+    with open(path, "rb") as f:
+        while True:
+            buf = f.read(1 << 24)
+            if not buf:
+                return n
+            n += buf.count(b"\n")
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` and its descendants (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(d.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        total += stats.get(p, (0, 0.0))[1]
+        todo.extend(c for c, (pp, _cpu) in stats.items() if pp == p)
+    return total
+
+
+class CpuClock:
+    """Wall time, and CPU time of the Spark JVM (driver and executors in local mode) and its Python workers."""
+
+    def __init__(self, spark) -> None:
+        from py4j.protocol import Py4JError
+        try:
+            self.pid: int | None = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+        except (Py4JError, AttributeError, ValueError):
+            self.pid = None
+
+    def __enter__(self) -> Self:
+        self.t = time.monotonic()
+        self.c = _tree_cpu_s(self.pid) if self.pid else 0.0
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.monotonic() - self.t
+        self.cpu = (_tree_cpu_s(self.pid) - self.c) if self.pid else None
+
+
+def history_files(run: Path) -> list[str]:
+    h = run / "history.jsonl"
+    return [str(h / "*.jsonl")] if h.is_dir() else [str(h)]
+
+
+def bench_size(spark, master: str, run: Path, gen: dict, out_root: Path) -> dict[str, Any]:
+    rows = gen["history_lines"] + gen["event_lines"]
+    # the floor: read the same lines and count them
+    with CpuClock(spark) as base:
+        n_hist = spark.read.text(history_files(run)).count()
+        n_ev = spark.read.text(str(run / "cluster" / "events" / "broker-*.jsonl")).count()
+    base_s = base.wall
+    if n_hist != gen["history_lines"] or n_ev != gen["event_lines"]:
+        raise SystemExit(f"{run}: Spark read {n_hist} history and {n_ev} event lines, expected "
+                         f"{gen['history_lines']} and {gen['event_lines']}")
+    out = out_root / run.name
+    if out.exists():
+        shutil.rmtree(out)
+    result: dict[str, Any] = {"run": str(run), "ops": gen["ops"], "history_lines": gen["history_lines"],
+                              "event_lines": gen["event_lines"], "rows": rows, "history_bytes": gen["history_bytes"],
+                              "baseline_s": round(base_s, 2), "baseline_rows_per_s": round(rows / base_s),
+                              "baseline_cpu_s": None if base.cpu is None else round(base.cpu, 1)}
+    try:
+        from analysis.main import run as pipeline_run
+    except ImportError as e:
+        pipeline_run = None
+        result["pipeline"] = f"analysis.main not importable ({e}): measured analysis.load.load_runs + counts only"
+    with CpuClock(spark) as clock:
+        if pipeline_run is not None:
+            summary = pipeline_run([str(run)], master, str(out))
+            result["pipeline"] = "analysis.main.run"
+            result["summary"] = _small(summary)
+        else:
+            from analysis.load import load_runs
+            inputs = load_runs(spark, [str(run)], with_segments=False)
+            result["counts"] = {"ops": inputs.ops.count(), "events": inputs.events.count()}
+    wall = clock.wall
+    result.update(wall_s=round(wall, 2), ops_per_s=round(gen["ops"] / wall), rows_per_s=round(rows / wall),
+                  vs_baseline=round(wall / base_s, 2), cpu_s=None if clock.cpu is None else round(clock.cpu, 1),
+                  load_avg=round(os.getloadavg()[0], 1))
+    return result
+
+
+def _small(x: Any, depth: int = 0) -> Any:
+    """A summary dict cut to something printable."""
+    if isinstance(x, dict):
+        return {k: _small(v, depth + 1) for k, v in list(x.items())[:30]}
+    if isinstance(x, (list, tuple)):
+        return [_small(v, depth + 1) for v in x[:10]] + ([f"... {len(x) - 10} more"] if len(x) > 10 else [])
+    if isinstance(x, (int, float, bool, str)) or x is None:
+        return x if not isinstance(x, str) or len(x) < 300 else x[:300] + "..."
+    return str(x)[:300]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.analysis", description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="1000000,10000000", help="client operations per run, comma-separated")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--workdir", default="/tmp/kafkasim-bench-analysis")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--plant", action="append", default=[], metavar="KIND")
+    ap.add_argument("--jobs", type=int, default=None, help="generator processes (default: the cores)")
+    ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    a = ap.parse_args(argv)
+    sizes = [int(s.replace("_", "")) for s in a.sizes.split(",") if s.strip()]
+    workdir = Path(a.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    gens = []
+    for size in sizes:
+        run, gen = ensure_run(workdir, size, a.seed, a.plant, a.jobs)
+        how = "cached" if gen.get("cached") else "generated"
+        print(f"[{size:,} ops] {how}: {run} ({gen['ops']:,} ops, {gen['history_lines']:,} history lines, "
+              f"{gen['event_lines']:,} event lines, {gen['history_bytes'] / 1e9:.2f} GB; generation "
+              f"{gen['generate_s']} s = {gen['generate_lines_per_s']:,} lines/s)", flush=True)
+        gens.append((size, run, gen))
+    from analysis.spark import session
+    t = time.monotonic()
+    spark = session(a.master, app="kafkasim-bench-analysis")
+    print(f"Spark session {a.master}: {time.monotonic() - t:.1f} s (not counted below)", flush=True)
+    results = []
+    for size, run, gen in gens:
+        r = bench_size(spark, a.master, run, gen, workdir / "out")
+        r.update(size=size, generate_s=gen["generate_s"], generate_lines_per_s=gen["generate_lines_per_s"])
+        results.append(r)
+        goal = ""
+        if size >= GOAL_OPS:
+            goal = f"   goal ({GOAL_S:.0f} s for {GOAL_OPS:,} ops): {'met' if r['wall_s'] <= GOAL_S else 'MISSED'}"
+        print(f"[{size:,} ops] baseline read+count {r['baseline_s']:7.1f} s ({r['baseline_rows_per_s']:,} rows/s, "
+              f"{r['baseline_cpu_s']} CPU s)  pipeline {r['wall_s']:7.1f} s = {r['ops_per_s']:,} ops/s, "
+              f"{r['rows_per_s']:,} rows/s, {r['vs_baseline']}x the baseline, {r['cpu_s']} CPU s "
+              f"(load average {r['load_avg']}){goal}", flush=True)
+        if not r["pipeline"].startswith("analysis.main.run"):
+            print(f"    note: {r['pipeline']}", flush=True)
+    (workdir / "bench-analysis.json").write_text(json.dumps(results, indent=1) + "\n")
+    if a.json:
+        print(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
