@@ -32,15 +32,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from analysis.tables import OFFSETS_TOPIC, state_writes
+from chaos.timeline import ROW_FIELDS  # noqa: F401  (re-exported: the same rows as the runner's timeline)
 
-ROW_FIELDS = (
-    "fault", "kind", "target", "nodes", "time_ns", "heal_ms",
-    "group", "partition", "old_leader", "new_leader", "moved",
-    "detect_ms", "detect_by", "elect_ms", "elect_reason",
-    "load_ms", "load_duration_ms", "records_replayed", "records",
-    "first_commit_ms", "unavailable_ms", "unavailable_from_ms", "unavailable_to_ms",
-    "old_controller", "new_controller", "controller_failover_ms",
-)
 ROW_TYPES = {
     "fault": "int", "kind": "string", "target": "string", "nodes": "array<string>", "time_ns": "bigint",
     "heal_ms": "double", "group": "string", "partition": "int", "old_leader": "int", "new_leader": "int",
