@@ -128,10 +128,10 @@ def _check_all(inputs, tables, options, kinds) -> DataFrame:
     if kinds is not None:
         found = found.where(F.col("kind").isin(*kinds))
     result = found.join(_malformed(ctx).select("run"), "run", "left_anti").select(*ANOMALY_COLUMNS)
-    result = result.persist()
-    result.count()
-    unk = unknowns(ctx).persist()
-    unk.count()
+    # Checkpointed, not persisted: releasing the context's caches below would make Spark drop and recompute
+    # any cache built on them (a non-cascading uncache re-caches the plans that depend on it).
+    result = result.localCheckpoint(eager=True)
+    unk = unknowns(ctx).localCheckpoint(eager=True)
     ctx.release()
     _STASH.clear()
     _STASH[id(inputs)] = (inputs, options, unk)

@@ -175,18 +175,13 @@ def asof(queries: DataFrame, facts: DataFrame, keys: list[str], q_time: str, f_t
             .where(F.col("_k") != 1).drop("_k"))
 
 
-def json_int(js: Column, path: str, cast: str = "long") -> Column:
-    return as_int(F.get_json_object(js, path), cast)
-
-
 def empty_anomalies(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame([], ANOMALY_SCHEMA)
 
 
-def offset_entries(value_json: Column) -> Column:
-    """``value.offsets`` as array<struct<t, p, o>>: parsed keys only, ``o`` null unless an int >= 0
+def offset_entries(m: Column) -> Column:
+    """A value's ``offsets`` map as array<struct<t, p, o>>: parsed keys only, ``o`` null unless an int >= 0
     (``offsets_of``)."""
-    m = F.from_json(value_json, "offsets map<string,string>").offsets
     ent = F.transform(F.map_entries(m), lambda e: F.struct(
         tp_topic(e["key"]).alias("t"), tp_partition(e["key"]).alias("p"),
         F.when(as_int(e["value"]) >= 0, as_int(e["value"])).alias("o")))
@@ -196,11 +191,3 @@ def offset_entries(value_json: Column) -> Column:
 def lookup_offset(entries: Column, topic: Column, partition: Column) -> Column:
     """The offset of (topic, partition) in ``offset_entries`` (the last such key, as a dict keeps it)."""
     return F.element_at(F.filter(entries, lambda e: (e["t"] == topic) & (e["p"] == partition)), -1)["o"]
-
-
-def record_tps(value_json: Column) -> Column:
-    """The distinct (t, p) of a poll's well-formed records (``poll_records``)."""
-    recs = F.from_json(value_json, "records array<array<string>>").records
-    ok = F.filter(recs, lambda r: (F.size(r) >= 4) & r[0].isNotNull() & as_int(r[1]).isNotNull()
-                  & as_int(r[2]).isNotNull())
-    return F.array_distinct(F.transform(ok, lambda r: F.struct(r[0].alias("t"), as_int(r[1], "int").alias("p"))))

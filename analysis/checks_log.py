@@ -12,9 +12,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analysis.checks_base import Ctx, anomalies, evidence, fmt, json_int, lookup_offset, pylist, record_tps
+from analysis.checks_base import Ctx, anomalies, evidence, fmt, lookup_offset, pylist
 from analysis.checks_groups import fetch_told, fetches
-from analysis.ops_tables import tp_topic
+from analysis.ops_tables import as_int, tp_topic
 
 TP = ["run", "topic", "partition"]
 
@@ -22,7 +22,7 @@ TP = ["run", "topic", "partition"]
 def sends(ctx: Ctx) -> DataFrame:
     """Ok sends with a topic, an integer partition and offset (``sent_record``); ``acks_all`` false when
     the invoke asked for acks other than all/-1 (such sends are not judged by ``lost-write``)."""
-    acks = F.get_json_object("invoke_value", "$.acks")
+    acks = F.col("iv.acks")
     return (ctx.ops.where((F.col("f") == "send") & (F.col("type") == "ok") & F.col("topic").isNotNull()
                           & F.col("partition").isNotNull() & F.col("offset").isNotNull())
             .select(*TP, "offset", "value", F.col("index").alias("send_index"), F.col("complete_index")
@@ -31,17 +31,18 @@ def sends(ctx: Ctx) -> DataFrame:
 
 def final_reads(ctx: Ctx) -> DataFrame:
     """Per partition with a final read (an ok ``final`` poll naming it in its invoke or its records): the
-    last one's completion index and the largest ``high_watermark``."""
+    last one's completion index and the largest ``high_watermark`` of those polls."""
     def build() -> DataFrame:
-        fin = ctx.ops.where((F.col("f") == "poll") & (F.col("type") == "ok") & F.col("final"))
-        inv_topic = F.get_json_object("invoke_value", "$.topic")
-        inv_tp = F.when(inv_topic.isNotNull(), F.array(F.struct(inv_topic.alias("t"), json_int(
-            F.col("invoke_value"), "$.partition", "int").alias("p")))).otherwise(F.array())
-        tps = F.array_distinct(F.concat(inv_tp, record_tps(F.col("value_json"))))
-        rows = fin.select("run", "complete_index", json_int(F.col("value_json"), "$.high_watermark").alias("hw"),
-                          F.explode(tps).alias("tp"))
-        return (rows.groupBy("run", F.col("tp.t").alias("topic"), F.col("tp.p").alias("partition"))
-                .agg(F.max("complete_index").alias("final_done"), F.max("hw").alias("hw")))
+        fin = (ctx.ops.where((F.col("f") == "poll") & (F.col("type") == "ok") & F.col("final"))
+               .select("run", F.col("index").alias("op_index"), "complete_index",
+                       as_int(F.col("v.high_watermark")).alias("hw"),
+                       F.col("iv.topic").alias("topic"),
+                       as_int(F.col("iv.partition"), "int").alias("partition")))
+        from_records = (ctx.observations.where(F.col("source") == "final")
+                        .groupBy(*TP, "op_index").agg(F.max("complete_index").alias("complete_index"))
+                        .join(F.broadcast(fin.select("run", "op_index", "hw")), ["run", "op_index"]))
+        both = fin.where(F.col("topic").isNotNull()).unionByName(from_records)
+        return both.groupBy(*TP).agg(F.max("complete_index").alias("final_done"), F.max("hw").alias("hw"))
     return ctx.memo("final_reads", build)
 
 
@@ -75,7 +76,7 @@ def check_lost_writes(ctx: Ctx) -> DataFrame:
     """``lost-write``: an ok send (acks all) that no final read of its partition has (its value at its
     offset, null-safe: the observed row of the send has no final source)."""
     lost = ctx.persist(_sent(ctx, ~F.col("in_final")).join(F.broadcast(final_reads(ctx)), TP))
-    acks = F.get_json_object("invoke_value", "$.acks")
+    acks = F.col("iv.acks")
     not_all = (ctx.ops.where(F.col("f") == "send").select("run", F.col("index").alias("send_index"), acks.alias("a"))
                .join(F.broadcast(lost.select("run", "send_index")), ["run", "send_index"])
                .where(F.col("a").isNotNull() & ~F.col("a").isin("-1", "all")))
@@ -154,16 +155,15 @@ def consumed_topics(ctx: Ctx) -> DataFrame:
     """(run, group, topic): from ok syncs' assignments, member commits (generation >= 0), non-final polls."""
     ok = ctx.ops.where((F.col("type") == "ok") & F.col("group").isNotNull())
     a = ok.where(F.col("f") == "sync").select(
-        "run", "group", F.explode(F.from_json("value_json", "assignment array<string>").assignment).alias("k"))
+        "run", "group", F.explode(F.col("v.assignment")).alias("k"))
     as_list = F.from_json(F.col("k"), "array<string>")
     topic = F.when(F.col("k").startswith("["), F.when(F.size(as_list) == 2, as_list[0])).otherwise(tp_topic(F.col("k")))
     from_syncs = a.select("run", "group", topic.alias("topic"))
     from_commits = (ctx.group_offsets.where((F.col("f") == "commit") & (F.col("type") == "ok")
                                             & F.col("group").isNotNull() & (F.col("generation") >= 0))
                     .select("run", "group", "topic"))
-    from_polls = (ok.where((F.col("f") == "poll") & ~F.col("final"))
-                  .select("run", "group", F.explode(record_tps(F.col("value_json"))).alias("tp"))
-                  .select("run", "group", F.col("tp.t").alias("topic")))
+    from_polls = (ctx.observations.where((F.col("source") == "poll") & F.col("group").isNotNull())
+                  .select("run", "group", "topic").distinct())
     return from_syncs.unionByName(from_commits).unionByName(from_polls).where(F.col("topic").isNotNull()).distinct()
 
 

@@ -13,8 +13,8 @@ columns of ``chaos.timeline.ROW_FIELDS`` (after ``run``).  The rules, as there:
   complete before the next fault start of any kind; the load, the first
   commit and the end of the window are not bounded;
 * a client op's completion is paired with its process's invoke (the line
-  before it of that process, when it is an invoke); end-of-run reads
-  (``final``) are ignored.
+  before it of that process, when it is an invoke: the ``ops`` table's
+  pairs); end-of-run reads (``final``) are ignored.
 
 How: the events a failover looks at are few per run whatever the load
 (controller elections, broker changes, the offsets topic's partition states
@@ -56,11 +56,10 @@ def ms_between(t: int | None, t0: int | None) -> float | None:
     return None if t is None or t0 is None else round((t - t0) / 1e6, 3)
 
 
-_ms_udf = F.udf(ms_between, T.DoubleType())
-
-
 def _ms(t: Column | str, t0: Column | str = "time_ns") -> Column:
-    return _ms_udf(F.col(t) if isinstance(t, str) else t, F.col(t0) if isinstance(t0, str) else t0)
+    """ms from ``t0`` to ``t``, rounded as in Python (a UDF made per use: it must not outlive its SparkContext)."""
+    ms = F.udf(ms_between, T.DoubleType())
+    return ms(F.col(t) if isinstance(t, str) else t, F.col(t0) if isinstance(t0, str) else t0)
 
 
 def partition_for(group: Column, n: Column) -> Column:
@@ -91,16 +90,26 @@ def _first(arr: Column, cond, key=None, last: bool = False) -> Column:
 
 # ---------------------------------------------------------------- inputs, per run
 
-def completions(inputs) -> DataFrame:
-    """Client completions paired with their invoke, ``final`` ones dropped: run, index, time, type, f, group."""
-    ops = inputs.ops.where(F.col("process") != "nemesis")
-    prev = F.lag(F.struct("type", "f", "group", "final")).over(Window.partitionBy("run", "process").orderBy("index"))
-    ops = ops.withColumn("_inv", F.when(prev.getField("type") == "invoke", prev))
-    comp = ops.where(F.col("type") != "invoke").select(
-        "run", "index", "time", "type", F.coalesce(F.col("f"), F.col("_inv.f")).alias("f"),
-        F.coalesce(F.col("group"), F.col("_inv.group")).alias("group"),
-        (F.col("final") | F.coalesce(F.col("_inv.final"), F.lit(False))).alias("_final"))
-    return comp.where(~F.col("_final") & F.col("group").isNotNull()).drop("_final")
+def completions(ops: DataFrame) -> DataFrame:
+    """Client completions, from the paired ``ops`` table, ``final`` ones dropped: run, index (the
+    completion's), time, type, f, group."""
+    return ops.where(F.col("complete_index").isNotNull() & ~F.col("final") & F.col("group").isNotNull()).select(
+        "run", F.col("complete_index").alias("index"), F.col("complete_ns").alias("time"), "type", "f", "group")
+
+
+def _ops(inputs, tables) -> DataFrame:
+    ops = (tables or {}).get("ops")
+    if ops is None:
+        from analysis.ops_tables import build_ops_tables
+        ops = build_ops_tables(inputs, persist=False)["ops"]
+    return ops
+
+
+def _stage_ops(comp: DataFrame) -> DataFrame:
+    """The completions a stage can be made of: ok commits, joins, syncs, heartbeats and fetch-committed, and
+    failed (fail/info) ones of those and of polls.  Ok polls, the bulk of a group's ops, play no part."""
+    return comp.where(((F.col("type") == "ok") & F.col("f").isin(*RECOVERED_OPS))
+                      | (F.col("type").isin("fail", "info") & F.col("f").isin(*FAILED_OPS)))
 
 
 def _run_arrays(inputs) -> DataFrame:
@@ -223,9 +232,8 @@ def _group_stages(rows: DataFrame, comp: DataFrame) -> DataFrame:
     return rows.join(found, GKEY, "left")
 
 
-def _group_rows(inputs, faults: DataFrame) -> DataFrame:
-    groups = (inputs.ops.where((F.col("process") != "nemesis") & F.col("group").isNotNull())
-              .select("run", "group").distinct())
+def _group_rows(inputs, ops: DataFrame, faults: DataFrame) -> DataFrame:
+    groups = ops.where(F.col("group").isNotNull()).select("run", "group").distinct()
     rows = faults.join(groups, "run").withColumn("partition", partition_for(F.col("group"), F.col("_n")))
     rows = rows.join(_partition_arrays(inputs), ["run", "partition"], "left")
     rows = rows.withColumn("_st", F.coalesce("_st", F.array())).withColumn("_ld", F.coalesce("_ld", F.array()))
@@ -254,7 +262,7 @@ def _group_rows(inputs, faults: DataFrame) -> DataFrame:
             .withColumn("_el", elect))
     load = _first(F.col("_ld"), lambda e: (e["t"] > t0) & (e["broker"] == F.col("_el.leader"))
                   & (F.col("_el.epoch").isNull() | e["epoch"].isNull() | (e["epoch"] >= F.col("_el.epoch"))))
-    rows = _group_stages(rows.withColumn("_load", load), completions(inputs))
+    rows = _group_stages(rows.withColumn("_load", load), _stage_ops(completions(ops)))
     failed = F.col("_failed").isNotNull() & _before(F.col("_failed.t"), F.col("_any_end"))
     return rows.select(
         "run", "fault", "kind", "target", "nodes", "time_ns", _ms("heal_ns").alias("heal_ms"), "group",
@@ -276,9 +284,10 @@ def _shape(df: DataFrame) -> DataFrame:
 
 def failovers(inputs, tables: dict[str, DataFrame] | None = None) -> DataFrame:
     """The ``failovers`` table, in fault order; within a fault the controller row first, then groups by name.
+    ``tables`` may hold ``faults`` and ``ops`` (built from ``inputs`` when not).
 
     Runs whose offsets topic size is unknown (no ``topic_created`` for it) get no group rows (the Python
     timeline raises instead)."""
     faults = _fault_rows(inputs, tables).cache()  # few rows, used by both kinds of rows
-    out = _shape(_controller_rows(faults)).unionByName(_shape(_group_rows(inputs, faults)))
+    out = _shape(_controller_rows(faults)).unionByName(_shape(_group_rows(inputs, _ops(inputs, tables), faults)))
     return out.orderBy("run", "time_ns", "fault", F.col("group").asc_nulls_first())

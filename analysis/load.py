@@ -10,23 +10,24 @@ from __future__ import annotations
 import glob
 import re
 from dataclasses import dataclass
+from functools import reduce
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-HISTORY_SCHEMA = T.StructType([
-    T.StructField("index", T.LongType()),
-    T.StructField("type", T.StringType()),
-    T.StructField("process", T.StringType()),
-    T.StructField("time", T.LongType()),
-    T.StructField("f", T.StringType()),
-    T.StructField("error", T.StringType()),
-    T.StructField("node", T.IntegerType()),
-    T.StructField("group", T.StringType()),
-    T.StructField("final", T.BooleanType()),
-])
+# A history line, parsed once.  ``value`` is read as a struct of every field a table or a checker uses
+# (client ops' and the nemesis'); numbers are kept as their JSON text (checked later by
+# ``ops_tables.as_int``, as the Python checkers' ``is_int``), and a field holding a list or an object
+# where a string is expected as its JSON text.  A value that is not an object is null; a field of the
+# wrong shape (``records`` that is not a list of lists) is null, the rest of the line is kept.
+VALUE_DDL = ("topic STRING, partition STRING, offset STRING, value STRING, member STRING, generation STRING, "
+             "records ARRAY<ARRAY<STRING>>, offsets MAP<STRING,STRING>, high_watermark STRING, acks STRING, "
+             "assignment ARRAY<STRING>, partitions ARRAY<STRING>, "
+             "fault INT, phase STRING, kind STRING, target STRING, nodes ARRAY<STRING>, peers ARRAY<STRING>, "
+             "skipped STRING")
+HISTORY_DDL = (f"`index` LONG, type STRING, process STRING, time LONG, f STRING, value STRUCT<{VALUE_DDL}>, "
+               "error STRING, node INT, `group` STRING, final BOOLEAN")
 
 
 class RunError(ValueError):
@@ -43,24 +44,33 @@ class Inputs:
 
 
 def expand(paths: list[str]) -> dict[str, str]:
-    """Run directories (a directory with a history.jsonl) from paths and globs; id = directory name."""
+    """Run directories (a directory with a history.jsonl) from paths and globs; id = directory name.
+
+    A path given as is must be a run directory; a glob may match other things too (they are passed over)
+    but must match at least one run.  RunError says what is wrong."""
     out: dict[str, str] = {}
     for p in paths:
-        matches = [p] if Path(p).is_dir() else (sorted(glob.glob(p)) or [p])  # an existing directory is literal
+        literal = Path(p).exists() or not glob.has_magic(p)  # an existing path is never a pattern
+        matches = [p] if literal else sorted(glob.glob(p))
+        found = 0
         for m in matches:
             d = Path(m)
-            if not (d / "history.jsonl").exists():
-                if glob.has_magic(p) and d.is_dir() and m != p:
-                    continue
-                raise RunError(f"{m}: not a chaos run directory (no history.jsonl)")
-            if (d / "history.jsonl").is_dir() and not list((d / "history.jsonl").glob("*.jsonl")):
+            h = d / "history.jsonl"
+            if not h.exists():
+                if literal:
+                    raise RunError(f"{m}: not a chaos run directory (no history.jsonl)")
+                continue
+            if h.is_dir() and not list(h.glob("*.jsonl")):
                 raise RunError(f"{m}: history.jsonl is a directory without part files (*.jsonl)")
             rid = d.resolve().name
             if rid in out and out[rid] != str(d.resolve()):
                 raise RunError(f"two runs named {rid!r}: {out[rid]} and {d.resolve()}")
             out[rid] = str(d.resolve())
+            found += 1
+        if not found:
+            raise RunError(f"{p}: matches no chaos run directory")
     if not out:
-        raise RunError(f"no chaos run directories in {' '.join(paths)}")
+        raise RunError("no chaos run directories given")
     return out
 
 
@@ -87,32 +97,47 @@ def _run_of(path_col: str, paths: dict[str, str], encoded: bool = False):
     return expr
 
 
+def _union_per_run(spark: SparkSession, paths: dict[str, str], read) -> DataFrame | None:
+    """``read(files)`` for each run's files, with ``run`` (a literal: no per-row work) first; the union.
+    ``paths``: run id -> its files (runs without files are left out); None when no run has any."""
+    parts = [read(files).select(F.lit(rid).alias("run"), "*") for rid, files in sorted(paths.items()) if files]
+    if not parts:
+        return None
+    return reduce(DataFrame.unionByName, parts)
+
+
+def partitions_for(spark: SparkSession, size: int) -> int:
+    """Partitions for ``size`` bytes of input read from many small files: one per 64 MiB, at least one per
+    core; the union of many runs' scans would otherwise make a task (or several) of every file."""
+    return max(spark.sparkContext.defaultParallelism, -(-size // (64 << 20)))
+
+
 def read_history(spark: SparkSession, paths: dict[str, str]) -> DataFrame:
-    files = []
-    for d in paths.values():
+    """Every line of every run's history, parsed once by Spark's JSON reader (``HISTORY_DDL``); lines
+    that do not parse, or have no ``index`` or ``type`` (a torn last line), are dropped."""
+    files = {}
+    for rid, d in paths.items():
         h = Path(d) / "history.jsonl"
-        files.append(hadoop_path(h) + "/*.jsonl" if h.is_dir() else hadoop_path(h))
-    raw = spark.read.text(files).withColumn("_file", F.input_file_name())
-    parsed = raw.select(F.col("_file"), F.col("value").alias("_line"),
-                        F.from_json("value", HISTORY_SCHEMA).alias("o"),
-                        F.get_json_object("value", "$.value").alias("value"))
-    ops = parsed.where(F.col("o.index").isNotNull() & F.col("o.type").isNotNull())
-    return ops.select(_run_of("_file", paths, encoded=True).alias("run"), "o.index", "o.type", "o.process",
-                      "o.time", "o.f", "value", "o.error", "o.node", "o.group",
-                      F.coalesce(F.col("o.final"), F.lit(False)).alias("final"))
+        files[rid] = [hadoop_path(h) + "/*.jsonl" if h.is_dir() else hadoop_path(h)]
+    lines = _union_per_run(spark, files, lambda fs: spark.read.schema(HISTORY_DDL).json(fs))
+    lines = lines.where(F.col("index").isNotNull() & F.col("type").isNotNull())
+    return lines.select("run", "index", "type", "process", "time", "f", "value", "error", "node", "group",
+                        F.coalesce(F.col("final"), F.lit(False)).alias("final"))
 
 
 def read_events(spark: SparkSession, paths: dict[str, str]) -> DataFrame:
-    files = [hadoop_path(Path(d) / "cluster" / "events") + "/broker-*.jsonl" for d in paths.values()
-             if list((Path(d) / "cluster" / "events").glob("broker-*.jsonl"))]
+    """Every line of every run's event logs: broker, mono_ns, ts_ms, type and the whole line (``fields``)."""
+    files = {rid: [hadoop_path(Path(d) / "cluster" / "events") + "/broker-*.jsonl"]
+             for rid, d in paths.items() if list((Path(d) / "cluster" / "events").glob("broker-*.jsonl"))}
     schema = "broker INT, mono_ns LONG, ts_ms DOUBLE, type STRING"
-    if not files:
+    raw = _union_per_run(spark, files, lambda fs: spark.read.text(fs))
+    if raw is None:
         return spark.createDataFrame([], f"run STRING, {schema}, fields STRING")
-    raw = spark.read.text(files).withColumn("_file", F.input_file_name())
-    parsed = raw.select("_file", F.col("value").alias("fields"), F.from_json("value", schema).alias("e"))
+    size = sum(p.stat().st_size for d in paths.values() for p in (Path(d) / "cluster" / "events").glob("broker-*"))
+    raw = raw.coalesce(partitions_for(spark, size))   # many runs' small files: a few tasks, not one per file
+    parsed = raw.select("run", F.col("value").alias("fields"), F.from_json("value", schema).alias("e"))
     return (parsed.where(F.col("e.type").isNotNull() & F.col("e.mono_ns").isNotNull())
-            .select(_run_of("_file", paths, encoded=True).alias("run"), "e.broker", "e.mono_ns", "e.ts_ms",
-                    "e.type", "fields"))
+            .select("run", "e.broker", "e.mono_ns", "e.ts_ms", "e.type", "fields"))
 
 
 def load_runs(spark: SparkSession, paths: list[str], with_segments: bool = True) -> Inputs:

@@ -1,11 +1,11 @@
 """``kafkasim analyze RUN_DIR_OR_GLOB... [--master local[*]] [--out DIR]``: chaos runs -> Parquet tables.
 
 Also ``spark-submit analysis/main.py RUN_DIR...`` (same arguments).  It loads
-the runs (``analysis.load``), builds every table (``analysis.tables``,
-``analysis.failovers``, and, when they are there, ``analysis.ops_tables`` and
-the checkers of ``analysis.checks``), writes each as Parquet to
-``<out>/tables/<name>/`` (replacing what was there), writes the HTML report
-when ``analysis.report`` is there, and prints a summary.  Exit code 0, or 2
+the runs (``analysis.load``), builds every table (``analysis.ops_tables``,
+``analysis.tables``, ``analysis.failovers``, the checkers of
+``analysis.checks``), writes each as Parquet to ``<out>/tables/<name>/``
+(replacing what was there), writes the HTML report (``analysis.report``),
+and prints a summary.  Exit code 0, or 2
 with one line for input that is not a chaos run (never a Spark trace).
 
 Nothing here imports pyspark at import time: ``kafkasim --help`` stays fast.
@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 ROOT = Path(__file__).resolve().parent.parent
 if __name__ == "__main__" and str(ROOT) not in sys.path:  # spark-submit analysis/main.py
@@ -27,18 +27,6 @@ if __name__ == "__main__" and str(ROOT) not in sys.path:  # spark-submit analysi
 DEFAULT_OUT = "analysis-out"
 DEFAULT_MASTER = "local[*]"
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-
-
-def _optional(module: str, attr: str) -> Callable | None:
-    """``module.attr`` if the module exists (another part of the pipeline may not have landed yet)."""
-    import importlib
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name == module:
-            return None
-        raise
-    return getattr(mod, attr, None)
 
 
 def _ship_package(spark) -> None:
@@ -95,8 +83,11 @@ def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAUL
 
     from pyspark import StorageLevel
 
+    from analysis.checks import check_all, verdicts
     from analysis.failovers import failovers
     from analysis.load import expand, load_runs
+    from analysis.ops_tables import OPS_COLUMNS, build_ops_tables, release_ops_tables
+    from analysis.report import write_report
     from analysis.spark import session
     from analysis.tables import build_event_tables
 
@@ -115,11 +106,6 @@ def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAUL
         seconds[name] = round(seconds.get(name, 0.0) + now - mark, 1)
         mark = now
 
-    inputs = load_runs(spark, list(runs.values()))
-    for name in ("ops", "events", "segments"):
-        setattr(inputs, name, getattr(inputs, name).persist(StorageLevel.MEMORY_AND_DISK))
-    lap("load")
-    skipped: list[str] = []
     written: dict[str, Any] = {}
 
     def write(name: str, df) -> None:
@@ -127,44 +113,37 @@ def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAUL
         lap(name)
         say(f"  {name:<20} {seconds[name]:>7.1f} s")
 
-    tables = build_event_tables(inputs)
-    build_ops = _optional("analysis.ops_tables", "build_ops_tables")
-    if build_ops is None:
-        skipped.append("ops, observations, group_offsets (analysis.ops_tables is not there yet)")
-        ops_tables = {}
-    else:
-        ops_tables = build_ops(inputs)
+    # The history is parsed once (load.HISTORY_DDL) and shuffled once (the pairing); the paired lines are
+    # persisted by build_ops_tables and every later table and checker reads them, not the files.
+    inputs = load_runs(spark, list(runs.values()))
+    for name in ("events", "segments"):
+        setattr(inputs, name, getattr(inputs, name).persist(StorageLevel.MEMORY_AND_DISK))
+    ops_tables = build_ops_tables(inputs)
+    tables = build_event_tables(inputs, ops_tables["nemesis"])
     lap("plan")
+    write("ops", ops_tables["ops"].select(*OPS_COLUMNS))
     for name, df in tables.items():
         write(name, df)
-    write("failovers", failovers(inputs, written))  # from the faults just written
-    for name, df in ops_tables.items():
-        write(name, df)
-    check_all = _optional("analysis.checks", "check_all")
-    if check_all is None:
-        skipped.append("anomalies (analysis.checks is not there yet)")
-    else:
-        unclean = _unclean_elections(runs)
-        if unclean is None:
-            say("note: unclean.leader.election.enable differs between the runs: unclean elections are judged")
-        write("anomalies", check_all(inputs, written, **({"unclean_election": True} if unclean else {})))
-    for name in ("ops", "events", "segments"):
+    write("failovers", failovers(inputs, {**written, "ops": ops_tables["ops"]}))
+    for name in ("observations", "group_offsets", "pairing_errors"):
+        write(name, ops_tables[name])
+    unclean = _unclean_elections(runs)
+    if unclean is None:
+        say("note: unclean.leader.election.enable differs between the runs: unclean elections are judged")
+    options = {"unclean_election": bool(unclean)}
+    write("anomalies", check_all(inputs, ops_tables, **options))
+    write("verdicts", verdicts(inputs, written["anomalies"], **options))
+    release_ops_tables(ops_tables)
+    for name in ("events", "segments"):
         getattr(inputs, name).unpersist()
 
     rows = {name: df.count() for name, df in written.items()}
-    anomalies = ({r["kind"]: r["count"] for r in written["anomalies"].groupBy("kind").count().collect()}
-                 if "anomalies" in written else None)
+    anomalies = {r["kind"]: r["count"] for r in written["anomalies"].groupBy("kind").count().collect()}
     lap("count")
-    report = _optional("analysis.report", "write_report")
-    report_path = None
-    if report is None:
-        skipped.append("the HTML report (analysis.report is not there yet)")
-    else:
-        report_path = report(written, out)
-        lap("report")
+    report_path = write_report(written, out, written["verdicts"])
+    lap("report")
     summary = {"runs": sorted(runs), "out": str(out), "tables": rows, "anomalies": anomalies,
-               "report": None if report_path is None else str(report_path), "skipped": skipped,
-               "seconds": seconds, "wall_s": round(time.monotonic() - started, 1)}
+               "report": str(report_path), "seconds": seconds, "wall_s": round(time.monotonic() - started, 1)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     say(format_summary(summary))
     return summary
@@ -174,14 +153,8 @@ def format_summary(s: dict[str, Any]) -> str:
     lines = [f"runs: {len(s['runs'])} ({', '.join(s['runs'][:5])}{', ...' if len(s['runs']) > 5 else ''})",
              "tables (rows):"]
     lines += [f"  {name:<20} {n:>12,}" for name, n in s["tables"].items()]
-    if s["anomalies"] is not None:
-        lines.append("anomalies: " + (", ".join(f"{k} {v}" for k, v in sorted(s["anomalies"].items())) or "none"))
-    for what in s["skipped"]:
-        lines.append(f"skipped: {what}")
-    if s.get("report"):
-        lines.append(f"report: {s['report']}")
-    elif not any("report" in what for what in s["skipped"]):
-        lines.append(f"report: written to {s['out']}")
+    lines.append("anomalies: " + (", ".join(f"{k} {v}" for k, v in sorted(s["anomalies"].items())) or "none"))
+    lines.append(f"report: {s['report']}")
     lines.append(f"written to {s['out']}/tables/ in {s['wall_s']} s")
     return "\n".join(lines)
 

@@ -32,16 +32,13 @@ from pyspark.sql import functions as F
 COMPLETIONS = ("ok", "fail", "info")
 NEMESIS = "nemesis"
 
-# The completion's (else the invoke's) value: numbers as their JSON text, checked by as_int.
-VALUE_SCHEMA = ("topic string, partition string, offset string, value string, member string, "
-                "generation string")
-RECORDS_SCHEMA = "records array<array<string>>"
-OFFSETS_SCHEMA = "offsets map<string,string>"
-INVOKE_SCHEMA = "generation string"
 
 OPS_COLUMNS = ["run", "index", "process", "f", "type", "invoke_ns", "complete_ns", "latency_ms", "group", "node",
                "error", "final", "topic", "partition", "offset", "value", "member", "generation", "records",
-               "value_json", "complete_index", "invoke_value"]
+               "complete_index"]
+# Not written, kept on the in-memory ops the checkers read: the completion's (else the invoke's) parsed
+# value, and the invoke's (``analysis.load.VALUE_DDL``).
+VALUE_COLUMNS = ["v", "iv"]
 OBSERVATION_COLUMNS = ["run", "source", "op_index", "process", "group", "time_ns", "topic", "partition", "offset",
                        "value", "complete_index", "position"]
 GROUP_OFFSET_COLUMNS = ["run", "f", "op_index", "process", "group", "generation", "member", "invoke_ns",
@@ -72,33 +69,33 @@ def _persist(df: DataFrame) -> DataFrame:
 
 
 def pair_lines(raw: DataFrame) -> DataFrame:
-    """Each client line with the next line of its process and, when ``pair_ops`` would reject the
-    history because of it, ``_err`` (why)."""
+    """Each line with the next line of its process and, when ``pair_ops`` would reject the history because
+    of it, ``_err`` (why).  Nemesis lines are kept (their process is its own window partition; never an
+    error): the faults table reads them from here, so the history is parsed and shuffled once."""
     w = Window.partitionBy("run", "process").orderBy("index")
     nxt = F.lead(F.struct("type", "index", "time", "value", "node", "error", "final")).over(w)
-    lines = (raw.where(F.col("process").isNull() | (F.col("process") != NEMESIS))
-             .select("*", nxt.alias("_next"), F.lag("type").over(w).alias("_prev_type")))
+    lines = raw.select("*", nxt.alias("_next"), F.lag("type").over(w).alias("_prev_type"))
     t, prev = F.col("type"), F.col("_prev_type")
     err = (F.when(~t.isin("invoke", *COMPLETIONS), F.concat(F.lit("unknown type "), F.coalesce(t, F.lit("null"))))
            .when((t == "invoke") & (prev == "invoke"), F.lit("invoked while an operation of its process is open"))
            .when(t.isin(*COMPLETIONS) & (prev.isNull() | (prev != "invoke")),
                  F.concat(t, F.lit(" with no open invoke"))))
-    return lines.withColumn("_err", err)
+    return lines.withColumn("_err", F.when(F.col("process").isNull() | (F.col("process") != NEMESIS), err))
 
 
 def paired_ops(lines: DataFrame) -> DataFrame:
     """One row per client operation: its invoke and, when the next line of its process completes it,
-    that; plus the rows of lines that make the history malformed (``_line`` says which is which)."""
-    keep = lines.where((F.col("type") == "invoke") | F.col("_err").isNotNull())
+    that; plus the rows of lines that make the history malformed, and the nemesis lines (``_line`` says
+    which is which: ``invoke``, the malformed line's type, or ``nemesis``)."""
+    nemesis = F.col("process") == NEMESIS
+    keep = lines.where(((F.col("type") == "invoke") & ~nemesis) | F.col("_err").isNotNull() | nemesis)
     nx = F.col("_next")
-    done = F.when((F.col("type") == "invoke") & nx.type.isin(*COMPLETIONS), nx)
+    done = F.when((F.col("type") == "invoke") & ~nemesis & nx.type.isin(*COMPLETIONS), nx)
     ops = keep.select("run", "index", "process", "f", "group", F.col("time").alias("invoke_ns"),
-                      F.col("value").alias("invoke_value"), F.col("final").alias("_inv_final"), done.alias("d"),
-                      F.col("type").alias("_line"), "_err")
-    v_json = F.coalesce(F.col("d.value"), F.col("invoke_value"))
-    ops = ops.select("*", v_json.alias("value_json"))
-    v = F.from_json("value_json", VALUE_SCHEMA)
-    iv = F.from_json("invoke_value", INVOKE_SCHEMA)
+                      F.col("value").alias("iv"), F.col("final").alias("_inv_final"), done.alias("d"),
+                      F.when(nemesis, F.lit(NEMESIS)).otherwise(F.col("type")).alias("_line"), "_err")
+    ops = ops.select("*", F.coalesce(F.col("d.value"), F.col("iv")).alias("v"))
+    v, iv = F.col("v"), F.col("iv")
     is_send = F.col("f") == "send"
     return ops.select(
         "run", "index", "process", "f",
@@ -111,9 +108,8 @@ def paired_ops(lines: DataFrame) -> DataFrame:
         F.when(is_send, as_int(v.offset)).alias("offset"), F.when(is_send, v.value).alias("value"),
         v.member.alias("member"),
         F.coalesce(as_int(v.generation, "int"), as_int(iv.generation, "int")).alias("generation"),
-        F.when(F.col("f") == "poll", F.size(F.from_json("value_json", RECORDS_SCHEMA).records)).cast("int")
-        .alias("records"),
-        "value_json", F.col("d.index").alias("complete_index"), "invoke_value", "_line", "_err")
+        F.when(F.col("f") == "poll", F.size(v.records)).cast("int").alias("records"),
+        F.col("d.index").alias("complete_index"), "v", "iv", "_line", "_err")
 
 
 def observations_of(ops: DataFrame) -> DataFrame:
@@ -127,7 +123,7 @@ def observations_of(ops: DataFrame) -> DataFrame:
     polls = ok.where(F.col("f") == "poll").select(
         "run", F.when(F.col("final"), "final").otherwise("poll").alias("source"), F.col("index").alias("op_index"),
         "process", "group", F.col("complete_ns").alias("time_ns"), "complete_index",
-        F.posexplode(F.from_json("value_json", RECORDS_SCHEMA).records).alias("position", "r"))
+        F.posexplode(F.col("v.records")).alias("position", "r"))
     r = F.col("r")
     polls = (polls.where((F.size(r) >= 4) & r[0].isNotNull() & as_int(r[1]).isNotNull() & as_int(r[2]).isNotNull())
              .select("run", "source", "op_index", "process", "group", "time_ns", r[0].alias("topic"),
@@ -141,7 +137,7 @@ def group_offsets_of(ops: DataFrame) -> DataFrame:
     g = (ops.where(F.col("f").isin("commit", "fetch-committed"))
          .select("run", "f", F.col("index").alias("op_index"), "process", "group", "generation", "member",
                  "invoke_ns", "complete_ns", "type", "node", "final", "complete_index",
-                 F.explode(F.from_json("value_json", OFFSETS_SCHEMA).offsets).alias("key", "o")))
+                 F.explode(F.col("v.offsets")).alias("key", "o")))
     return (g.where(tp_topic(F.col("key")).isNotNull())
             .select("*", tp_topic(F.col("key")).alias("topic"), tp_partition(F.col("key")).alias("partition"),
                     as_int(F.col("o")).alias("offset"))
@@ -149,18 +145,23 @@ def group_offsets_of(ops: DataFrame) -> DataFrame:
 
 
 def build_ops_tables(inputs, persist: bool = True) -> dict[str, DataFrame]:
-    """``ops``, ``observations``, ``group_offsets`` (docs/analysis.md) and ``pairing_errors``
-    (``run, index, reason``: the lines that make the history malformed)."""
+    """``ops``, ``observations``, ``group_offsets`` (docs/analysis.md), ``pairing_errors`` (``run, index,
+    reason``: the lines that make the history malformed) and ``nemesis`` (``run, index, time, f, value``:
+    the nemesis lines, for ``analysis.tables.faults``; not a table of its own).  ``ops`` also carries
+    ``VALUE_COLUMNS`` (dropped when written)."""
     both = paired_ops(pair_lines(inputs.ops))
     if persist:
         both = _persist(both)
-    ops = both.where(F.col("_line") == "invoke").select(*OPS_COLUMNS)
+    ops = both.where(F.col("_line") == "invoke").select(*OPS_COLUMNS, *VALUE_COLUMNS)
+    nemesis = both.where(F.col("_line") == NEMESIS).select(
+        "run", "index", F.col("invoke_ns").alias("time"), "f", F.col("iv").alias("value"))
     errors = both.where(F.col("_err").isNotNull()).select("run", "index", F.col("_err").alias("reason"))
     obs, offsets = observations_of(ops), group_offsets_of(ops)
     if persist:
         obs, offsets = _persist(obs), _persist(offsets)
         _PERSISTED[id(ops)] = [both, obs, offsets]
-    return {"ops": ops, "observations": obs, "group_offsets": offsets, "pairing_errors": errors}
+    return {"ops": ops, "observations": obs, "group_offsets": offsets, "pairing_errors": errors,
+            "nemesis": nemesis}
 
 
 _PERSISTED: dict[int, list[DataFrame]] = {}

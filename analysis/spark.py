@@ -18,7 +18,9 @@ def session(master: str = "local[*]", app: str = "kafkasim-analyze") -> SparkSes
                .config("spark.sql.shuffle.partitions", str(max(2, 2 * cores)))
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.memory", os.environ.get("KAFKASIM_SPARK_DRIVER_MEMORY", "4g"))
-               .config("spark.sql.execution.arrow.pyspark.enabled", "false"))
+               .config("spark.sql.execution.arrow.pyspark.enabled", "false")
+               # a JSON object with a repeated key keeps the last, as Python's dict (offsets maps)
+               .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN"))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -3,8 +3,9 @@
 ``build_event_tables(inputs)`` returns ``faults``, ``controller_epochs``,
 ``leader_changes``, ``isr_changes``, ``hw_samples``, ``coordinator_loads``,
 ``rebalances`` and ``commits`` (lazy DataFrames, ``run`` first, the documented
-columns in the documented order).  Everything is joins and window functions;
-no row is looked at in Python.
+columns in the documented order).  Everything is joins and window functions
+over the raw inputs; Python sees no row here (``commits`` reads the segments,
+which ``analysis.decode`` decodes inside Spark tasks).
 
 Event ordering follows ``node.events.read_run_events``: per broker file, lines
 are in ``mono_ns`` order, and when two lines of one file share an instant the
@@ -38,9 +39,6 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
 STATE_DDL = ("topic STRING, partition INT, reason STRING, leader INT, leader_epoch INT, isr ARRAY<INT>, "
              "controller_epoch INT, zk_version INT, previous_leader INT, previous_isr ARRAY<INT>, "
              "mono_ns_written BIGINT")
-NEMESIS_DDL = ("fault INT, phase STRING, kind STRING, target STRING, nodes ARRAY<STRING>, peers ARRAY<STRING>, "
-               "skipped STRING")
-
 _PRECEDING = (Window.unboundedPreceding, -1)      # every row before this one (a growing frame: linear)
 _UP_TO_HERE = (Window.unboundedPreceding, Window.currentRow)
 
@@ -73,10 +71,12 @@ def _select(df: DataFrame, name: str) -> DataFrame:
 
 # ---------------------------------------------------------------- faults
 
-def faults(inputs) -> DataFrame:
-    """One row per nemesis start, with the first heal of the same fault after it."""
-    nem = (inputs.ops.where(F.col("process") == "nemesis")
-           .select("run", "index", "time", "f", F.from_json("value", NEMESIS_DDL).alias("v")))
+def faults(inputs, nemesis: DataFrame | None = None) -> DataFrame:
+    """One row per nemesis start, with the first heal of the same fault after it.  ``nemesis``: the nemesis
+    lines (``build_ops_tables``'s), else taken from ``inputs.ops``."""
+    if nemesis is None:
+        nemesis = inputs.ops.where(F.col("process") == "nemesis")
+    nem = nemesis.select("run", "index", "time", "f", F.col("value").alias("v"))  # load.VALUE_DDL has its fields
     starts = nem.where(F.col("v.phase") == "start").select(
         "run", F.col("index").alias("_start_index"), F.col("v.fault").alias("fault"),
         F.coalesce(F.col("v.kind"), F.col("f")).alias("kind"), F.col("v.target").alias("target"),
@@ -146,15 +146,19 @@ def isr_changes(inputs, states: DataFrame | None = None) -> DataFrame:
 # ---------------------------------------------------------------- replication
 
 def hw_samples(inputs) -> DataFrame:
-    """``hw_changed`` lines, each with the ``broker_starting`` of the process that logged it."""
-    ev = event_fields(inputs, ["hw_changed", "broker_starting"],
+    """``hw_changed`` lines, each with the ``broker_starting`` of the process that logged it: the processes
+    (few) are intervals joined to the lines (many), so no broker's lines have to be sorted in one task."""
+    starts = event_fields(inputs, ["broker_starting"], "pid INT").select(
+        F.col("run").alias("_r"), F.col("broker").alias("_b"), F.col("mono_ns").alias("process_start_ns"))
+    starts = starts.withColumn("_next", F.lead("process_start_ns").over(
+        Window.partitionBy("_r", "_b").orderBy("process_start_ns")))
+    hw = event_fields(inputs, ["hw_changed"],
                       "topic STRING, partition INT, old BIGINT, new BIGINT, decreased BOOLEAN, reason STRING")
-    w = (Window.partitionBy("run", "broker")
-         .orderBy("mono_ns", _rank({"broker_starting": 0, "hw_changed": 1})).rowsBetween(*_UP_TO_HERE))
-    start = F.when(F.col("type") == "broker_starting", F.col("mono_ns"))
-    ev = ev.withColumn("process_start_ns", F.last(start, ignorenulls=True).over(w))
-    hw = ev.where(F.col("type") == "hw_changed").withColumn("time_ns", F.col("mono_ns"))
-    return _select(hw, "hw_samples")
+    during = ((F.col("run") == F.col("_r")) & (F.col("broker") == F.col("_b"))
+              & (F.col("mono_ns") >= F.col("process_start_ns"))
+              & (F.col("_next").isNull() | (F.col("mono_ns") < F.col("_next"))))
+    out = hw.join(F.broadcast(starts), during, "left").withColumn("time_ns", F.col("mono_ns"))
+    return _select(out, "hw_samples")
 
 
 # ---------------------------------------------------------------- group coordinator
@@ -225,11 +229,12 @@ def commits(inputs) -> DataFrame:
     return _select(out, "commits")
 
 
-def build_event_tables(inputs) -> dict[str, DataFrame]:
-    """Every events-derived table (and ``faults``, from the history; ``commits``, from the segments)."""
+def build_event_tables(inputs, nemesis: DataFrame | None = None) -> dict[str, DataFrame]:
+    """Every events-derived table (and ``faults``, from the history's nemesis lines; ``commits``, from the
+    segments)."""
     states = state_writes(inputs)
     return {
-        "faults": faults(inputs),
+        "faults": faults(inputs, nemesis),
         "controller_epochs": controller_epochs(inputs),
         "leader_changes": leader_changes(inputs, states),
         "isr_changes": isr_changes(inputs, states),

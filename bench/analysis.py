@@ -10,9 +10,8 @@ For each size (client operations of one synthetic run, ``analysis.synthetic``):
              parameters and generator version (the time is then the one recorded at generation)
   baseline   ``spark.read.text(<history files>).count()`` then the same for the event logs: the
              floor of reading the same lines, in the same session
-  pipeline   ``analysis.main.run([run], master, out)`` (tables, checkers, report); when
-             ``analysis.main`` is not importable yet, ``analysis.load.load_runs`` and a count of
-             its ops and events, and the output says so
+  pipeline   ``analysis.main.run([run], master, out)`` (every table, the checkers, the report), and
+             the seconds of each of its steps
 
 Rows are history lines plus event-log lines.  Besides wall time, the CPU seconds of the Spark JVM
 (driver and executors, in local mode) and its Python workers are reported (from /proc): on a shared
@@ -148,20 +147,12 @@ def bench_size(spark, master: str, run: Path, gen: dict, out_root: Path) -> dict
                               "event_lines": gen["event_lines"], "rows": rows, "history_bytes": gen["history_bytes"],
                               "baseline_s": round(base_s, 2), "baseline_rows_per_s": round(rows / base_s),
                               "baseline_cpu_s": None if base.cpu is None else round(base.cpu, 1)}
-    try:
-        from analysis.main import run as pipeline_run
-    except ImportError as e:
-        pipeline_run = None
-        result["pipeline"] = f"analysis.main not importable ({e}): measured analysis.load.load_runs + counts only"
+    from analysis.main import run as pipeline_run
     with CpuClock(spark) as clock:
-        if pipeline_run is not None:
-            summary = pipeline_run([str(run)], master, str(out))
-            result["pipeline"] = "analysis.main.run"
-            result["summary"] = _small(summary)
-        else:
-            from analysis.load import load_runs
-            inputs = load_runs(spark, [str(run)], with_segments=False)
-            result["counts"] = {"ops": inputs.ops.count(), "events": inputs.events.count()}
+        summary = pipeline_run([str(run)], master, str(out))
+    result["pipeline"] = "analysis.main.run"
+    result["seconds"] = summary["seconds"]
+    result["summary"] = _small(summary)
     wall = clock.wall
     result.update(wall_s=round(wall, 2), ops_per_s=round(gen["ops"] / wall), rows_per_s=round(rows / wall),
                   vs_baseline=round(wall / base_s, 2), cpu_s=None if clock.cpu is None else round(clock.cpu, 1),
@@ -217,8 +208,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['baseline_cpu_s']} CPU s)  pipeline {r['wall_s']:7.1f} s = {r['ops_per_s']:,} ops/s, "
               f"{r['rows_per_s']:,} rows/s, {r['vs_baseline']}x the baseline, {r['cpu_s']} CPU s "
               f"(load average {r['load_avg']}){goal}", flush=True)
-        if not r["pipeline"].startswith("analysis.main.run"):
-            print(f"    note: {r['pipeline']}", flush=True)
+        print("    steps (s): " + ", ".join(f"{k} {v}" for k, v in r["seconds"].items()), flush=True)
     (workdir / "bench-analysis.json").write_text(json.dumps(results, indent=1) + "\n")
     if a.json:
         print(json.dumps(results, indent=1))

@@ -76,19 +76,68 @@ def spark():
 
 
 @pytest.fixture(scope="session")
-def short_chaos_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Two short real chaos runs shared by the analysis tests: a clean coordinator-kill run and
-    one with a planted bug (so that the checkers have anomalies to agree on)."""
+def short_chaos_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, str]]:
+    """Two short real chaos runs, shared by the chaos and analysis tests: ``clean``, the shipped
+    coordinator-kill scenario as tests/test_chaos_runs.py runs every scenario (seed 1, 10 s), and
+    ``planted``, consumer-stalls without faults and with the fenced-generation-commit bug planted (seed 1,
+    12 s: its stalled members always commit late).  name -> (the ChaosRun, what it printed)."""
+    import copy
     import io
 
     from chaos.runner import ChaosRun
-    from chaos.scenario import SCENARIO_DIR, load_scenario
+    from chaos.scenario import SCENARIO_DIR, load_scenario, parse_scenario
 
     base = tmp_path_factory.mktemp("chaos-runs")
+    stalls = copy.deepcopy(yaml.safe_load((SCENARIO_DIR / "consumer-stalls.yaml").read_text()))
+    stalls["faults"] = {"mix": []}
     out = {}
-    for name, scenario, bugs in (("clean", "coordinator-kill", ()),
-                                 ("planted", "consumer-stalls", ("fenced-generation-commit",))):
-        r = ChaosRun(load_scenario(SCENARIO_DIR / f"{scenario}.yaml"), 3, base / name, duration_s=10.0,
-                     planted_bugs=bugs, stream=io.StringIO(), progress=False).run()
-        out[name] = r.out
+    for name, scenario, duration, bugs in (
+            ("clean", load_scenario(SCENARIO_DIR / "coordinator-kill.yaml"), 10.0, ()),
+            ("planted", parse_scenario(stalls, "consumer-stalls (tailored)"), 12.0, ("fenced-generation-commit",))):
+        printed = io.StringIO()
+        r = ChaosRun(scenario, 1, base / name, duration_s=duration, planted_bugs=bugs, stream=printed,
+                     progress=False).run()
+        out[name] = (r, printed.getvalue())
     return out
+
+
+@pytest.fixture(scope="session")
+def short_chaos_runs(short_chaos_results) -> dict[str, Path]:
+    """The run directories of ``short_chaos_results``."""
+    return {name: r.out for name, (r, _printed) in short_chaos_results.items()}
+
+
+@pytest.fixture(scope="session")
+def analysed(spark, short_chaos_runs, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One ``kafkasim analyze`` (``analysis.main.run``) over every run the analysis tests look at, as a
+    user runs it over many runs: the two real runs, the clean one doctored (tests/analysis_cases.py), the
+    synthetic checker cases, and two generated runs (``analysis.synthetic``: clean, every kind planted).
+    Gives ``dirs`` (run id -> directory), ``out``, ``summary``, ``printed`` and ``tables`` (name -> the
+    Parquet table read back)."""
+    import io
+
+    from analysis_cases import CASES, doctor, write_run
+
+    from analysis import report
+    from analysis.main import run
+    from analysis.synthetic import generate
+
+    base = tmp_path_factory.mktemp("analysed")
+    dirs = {name: Path(p) for name, p in short_chaos_runs.items()}
+    dirs["doctored"] = doctor(dirs["clean"], base / "runs" / "doctored")
+    for name, (build, _kinds, _verdict) in CASES.items():
+        ops, events = build(base / "built" / name)
+        write_run(base / "runs" / name, ops, events)
+        dirs[name] = base / "runs" / name
+    for name, ops, plant, seed, instances in (("gen-clean", 3000, [], 11, 1), ("gen-planted", 12000, ["all"], 2, 2)):
+        d, = generate(base / name, ops, plant=plant, seed=seed, instances=instances)
+        dirs[name] = d.rename(base / "runs" / name)
+    printed = io.StringIO()
+    out = base / "out"
+    detail, report.MAX_DETAIL_RUNS = report.MAX_DETAIL_RUNS, 2   # the report's own tests draw the two real runs
+    try:
+        summary = run([str(d) for d in dirs.values()], "local[2]", out, stream=printed)
+    finally:
+        report.MAX_DETAIL_RUNS = detail
+    tables = {name: spark.read.parquet(str(out / "tables" / name)) for name in summary["tables"]}
+    return {"dirs": dirs, "out": out, "summary": summary, "printed": printed.getvalue(), "tables": tables}

@@ -1,0 +1,151 @@
+"""The Spark checkers (analysis.checks) against the Python ones (chaos.checkers), on the same runs.
+
+All runs are analysed together by one ``kafkasim analyze`` (the ``analysed``
+fixture of tests/conftest.py; the checkers work per ``run``): the two real
+chaos runs of ``short_chaos_runs``, one of them doctored, and the small
+synthetic runs of tests/analysis_cases.py, one per anomaly kind (and
+reason), the unknown verdicts, the near misses, and a clean one.  For every run both checkers must find the same anomalies: the same
+count per kind, and the same evidence (sorted op indexes; the event lines for
+the kinds that have no ops).  Python lists at most 100 per kind: those listed
+must be among Spark's.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from analysis_cases import CASES
+from test_chaos_checkers import N_OFFSETS, PROBE
+
+from chaos.checkers import check
+from chaos.history import read_history
+from coordinator.hashing import partition_for
+from node.events import read_run_events
+
+
+@pytest.fixture(scope="module")
+def checked(analysed) -> dict:
+    """The shared analysis's anomalies and verdicts, by run."""
+    rows: dict[str, list] = {name: [] for name in analysed["dirs"]}
+    for r in analysed["tables"]["anomalies"].collect():
+        rows[r.run].append(r)
+    verdicts = {r.run: r for r in analysed["tables"]["verdicts"].collect()}
+    return {"dirs": analysed["dirs"], "rows": rows, "verdicts": verdicts, "tables": analysed["tables"]}
+
+
+def python_check(d: Path):
+    return check(read_history(d / "history.jsonl"), read_run_events(d / "cluster"))
+
+
+def identity(kind: str, ops: list[int], events: list[tuple]) -> tuple:
+    """An anomaly's identity: its kind and sorted op indexes (the event lines when it has no ops)."""
+    return kind, tuple(sorted(ops)), (tuple(sorted(events)) if not ops else ())
+
+
+def py_identities(result) -> Counter:
+    return Counter(identity(a.kind, [op["index"] for op in a.ops],
+                            [(e["broker"], e["mono_ns"], e["type"]) for e in a.events]) for a in result.anomalies)
+
+
+def spark_identities(rows: list) -> Counter:
+    return Counter(identity(r.kind, list(r.op_indexes),
+                            [(e["broker"], e["mono_ns"], e["type"]) for e in json.loads(r.details)["events"]])
+                   for r in rows)
+
+
+def assert_same(result, rows: list, verdict_row) -> None:
+    py_counts = result.anomaly_counts()
+    sp_counts = dict(Counter(r.kind for r in rows))
+    assert sp_counts == py_counts, (sp_counts, py_counts)
+    py, sp = py_identities(result), spark_identities(rows)
+    capped = {k for k, n in py_counts.items() if n > 100}
+    assert {i: n for i, n in py.items() if i[0] not in capped} == {i: n for i, n in sp.items() if i[0] not in capped}
+    assert not (Counter({i: n for i, n in py.items() if i[0] in capped}) - sp)
+    assert verdict_row.verdict == result.verdict
+    assert verdict_row.anomalies == sum(py_counts.values())
+    assert bool(verdict_row.unknowns) == bool(result.unknowns)
+    if not any(u.startswith("malformed") for u in result.unknowns):
+        assert list(verdict_row.unknowns) == result.unknowns
+
+
+# ---------------------------------------------------------------------- the comparisons
+
+@pytest.mark.parametrize("name", ["clean", "planted", "doctored"])
+def test_real_chaos_runs(checked, name):
+    d = checked["dirs"][name]
+    result = python_check(d)
+    rows = checked["rows"][name]
+    assert_same(result, rows, checked["verdicts"][name])
+    for r in rows:   # the anomalies table's columns
+        assert r.message and isinstance(json.loads(r.details), dict) and r.op_indexes
+    if name == "doctored":
+        assert {"lost-write", "lost-commit"} <= {r.kind for r in rows}
+    if name == "planted":
+        assert "fenced-generation-commit" in {r.kind for r in rows}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_synthetic_runs(checked, name):
+    _build, kinds, verdict = CASES[name]
+    result = python_check(checked["dirs"][name])
+    rows = checked["rows"][name]
+    assert result.kinds() == kinds and result.verdict == verdict, result.to_json()["anomaly_counts"]
+    assert_same(result, rows, checked["verdicts"][name])
+
+
+def test_details_follow_the_python_anomalies(checked):
+    """The reasons and a few details the Python checker gives, per anomaly."""
+    def details(name: str) -> list[dict]:
+        return [json.loads(r.details) for r in checked["rows"][name]]
+    assert [d["reason"] for d in details("syn-split-deposed")] == ["deposed"]
+    assert details("syn-split-deposed")[0]["deposer"] == 2
+    assert [d["reason"] for d in details("syn-split-never-loaded")] == ["no-load"]
+    assert [d["reason"] for d in details("syn-split-unloaded")] == ["unloaded"]
+    assert [d["reason"] for d in details("syn-not-drained")] == ["not-drained"]
+    assert details("syn-not-drained")[0]["count"] == 1
+    assert [d["side"] for d in details("syn-zombie-broker")] == ["broker"]
+    assert [d["side"] for d in details("syn-zombie-zookeeper")] == ["zookeeper"]
+    assert details("syn-commit-went-backwards")[0]["previous"] == 5
+    assert details("syn-lost-commit-client-keys")[0]["topic"] == "my-topic"
+    (lost,) = [r for r in checked["rows"]["syn-lost-write-beyond-hw"]]
+    assert "high watermark" in lost.message and lost.topic == "t" and lost.partition == 1
+
+
+# ---------------------------------------------------------------------- the tables
+
+def test_ops_tables_pair_and_explode_like_the_python_model(checked):
+    from pyspark.sql import functions as F
+
+    from chaos.check_model import History, offsets_of, poll_records, sent_record
+
+    t = checked["tables"]
+    for name in ("clean", "syn-open-lower-commit", "syn-lost-commit-client-keys"):
+        h = History(read_history(checked["dirs"][name] / "history.jsonl"))
+        ops = {r["index"]: r for r in t["ops"].where(F.col("run") == name).collect()}
+        assert set(ops) == {op.inv_index for op in h.ops}
+        for op in h.ops:
+            r = ops[op.inv_index]
+            assert (r.type, r.f, r.group, r.node, r.final) == (op.type, op.f, op.group, op.node, op.final)
+            assert r.complete_index == (None if op.done is None else op.done["index"])
+        n_obs = sum(1 for op in h.ops if op.type == "ok" and op.f == "send" and sent_record(op)) + sum(
+            len(poll_records(op)) for op in h.ops if op.type == "ok" and op.f == "poll")
+        assert t["observations"].where(F.col("run") == name).count() == n_obs
+        n_offsets = sum(len(offsets_of(op.value)) for op in h.ops if op.f in ("commit", "fetch-committed"))
+        assert t["group_offsets"].where(F.col("run") == name).count() == n_offsets
+    keys = t["group_offsets"].where(F.col("run") == "syn-lost-commit-client-keys").select("topic", "partition")
+    assert {tuple(r) for r in keys.collect()} == {("my-topic", 3)}
+    assert t["pairing_errors"].where(F.col("run") == "syn-malformed").count() == 1
+    assert t["pairing_errors"].where(F.col("run") != "syn-malformed").count() == 0
+
+
+def test_partition_for_is_kafkas(spark):
+    from pyspark.sql import functions as F
+
+    from analysis.checks_base import partition_for as spark_partition_for
+
+    names = ["g1", "", "chaos-probe-0", "polygenelubricants", "é-grüße", "😀abc", "x" * 50, PROBE]
+    rows = (spark.createDataFrame([(n,) for n in names], "g string")
+            .select("g", spark_partition_for(F.col("g"), F.lit(N_OFFSETS * 13)).alias("p")).collect())
+    assert {r.g: r.p for r in rows} == {n: partition_for(n, N_OFFSETS * 13) for n in names}
