@@ -17,9 +17,10 @@ history line, docs/analysis.md "Raw inputs") into:
   ``pair_ops`` (a completion with no open invoke, an invoke while one is open,
   an unknown type); ``chaos.checkers.check`` calls such a history unknown.
 
-Columns: docs/analysis.md ("Tables").  Values are parsed with Spark's JSON
-functions only (no Python UDF): numbers are kept as their JSON text and
-checked to be integers (``^-?[0-9]+$``), as the Python checkers' ``is_int``.
+Columns: docs/analysis.md ("Tables").  Values come parsed from
+``analysis.load`` (``VALUE_DDL``; no Python UDF): numbers are kept as their
+JSON text and checked to be integers (``^-?[0-9]+$``), as the Python
+checkers' ``is_int``.
 The paired operations, the observations and the group offsets are persisted
 (MEMORY_AND_DISK): every checker reads them.
 """
@@ -87,7 +88,7 @@ def paired_ops(lines: DataFrame) -> DataFrame:
     """One row per client operation: its invoke and, when the next line of its process completes it,
     that; plus the rows of lines that make the history malformed, and the nemesis lines (``_line`` says
     which is which: ``invoke``, the malformed line's type, or ``nemesis``)."""
-    nemesis = F.col("process") == NEMESIS
+    nemesis = F.coalesce(F.col("process") == NEMESIS, F.lit(False))
     keep = lines.where(((F.col("type") == "invoke") & ~nemesis) | F.col("_err").isNotNull() | nemesis)
     nx = F.col("_next")
     done = F.when((F.col("type") == "invoke") & ~nemesis & nx.type.isin(*COMPLETIONS), nx)

@@ -20,6 +20,7 @@ from test_chaos_checkers import (
     Run,
     admin_commits,
     clean_run,
+    controller_race,
     group_poll,
     info_commit,
     open_lower_commit,
@@ -101,20 +102,6 @@ def hw_back(r: Run) -> None:
 
 def hidden_send(r: Run) -> None:
     r.hidden.add(r.send(T1)["value"]["value"])
-
-
-def race(summary: bool) -> Callable[[Run], None]:
-    def make(r: Run) -> None:
-        began, landed = r.clock(), r.clock()
-        r.ev(3, "controller_elected", epoch=3, epoch_zk_version=3, elect_ms=1.0)
-        r.ev(2, "partition_state_written", topic="t", partition=1, reason="isr_shrink", leader=3, leader_epoch=1,
-             isr=[3, 2], controller_epoch=2, zk_version=9, previous_leader=3, previous_isr=[2, 3, 1])
-        if summary:
-            r.ev(2, "partition_states_written", epoch=2, count=1, write_ms=(landed - began) / 1e6,
-                 mono_ns_written=landed)
-        else:
-            r.ev(2, "broker_starting", host="h", port=1, pid=2)
-    return make
 
 
 def reloaded(r: Run) -> None:
@@ -218,9 +205,9 @@ CASES: dict[str, tuple[Callable[[Path], tuple[list, list]], set[str], str]] = {
     "syn-info-commit": (hook("middle", info_commit), set(), "valid"),
     "syn-admin-commits": (hook("middle", admin_commits), set(), "valid"),
     "syn-open-lower-commit": (hook("middle", open_lower_commit), set(), "valid"),
-    "syn-race-summary": (hook("middle", race(True)), set(), "valid"),
+    "syn-race-summary": (hook("middle", controller_race(True)), set(), "valid"),
     # no write window: not a zombie; but broker 2 restarted without reloading: split-coordinator
-    "syn-race-no-summary": (hook("middle", race(False)), {"split-coordinator"}, "invalid"),
+    "syn-race-no-summary": (hook("middle", controller_race(False)), {"split-coordinator"}, "invalid"),
     "syn-reloaded-coordinator": (hook("middle", reloaded), set(), "valid"),
     "syn-unmarked-final-fetches": (unmarked_finals, set(), "valid"),
 }
