@@ -259,8 +259,9 @@ def test_stats_count_connections(proxy: ProxyProcess, server: Server, link) -> N
 
 
 def test_grpc_round_trip_through_proxy(proxy: ProxyProcess) -> None:
-    grpc = pytest.importorskip("grpc")
     from concurrent.futures import ThreadPoolExecutor
+
+    import grpc
 
     server = grpc.server(ThreadPoolExecutor(4))
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
