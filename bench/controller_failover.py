@@ -99,8 +99,13 @@ def controller_failover(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, s
             gone = t_signal
         start_elect = elected["mono_ns"] - elected["elect_ms"] * 1e6
         done = w["mono_ns_written"]
+        failover = wait_for(lambda: next((e for e in events(cluster) if e["type"] == "controller_failover_done"
+                                          and e["epoch"] == epoch + 1), None), 10, "the failover's own timings")
         return {"detect": (start_elect - gone) / 1e6, "elect_write": (done - start_elect) / 1e6,
-                "total": (done - gone) / 1e6, "states": w["count"]}
+                "total": (done - gone) / 1e6, "states": w["count"],
+                # the winner's own split of elect+write: its election multi, then load, decide and write
+                "elect": elected["elect_ms"], "load": failover["load_ms"], "decide": failover["decide_ms"],
+                "write": failover["write_ms"]}
     finally:
         cluster.down()
 
@@ -164,7 +169,8 @@ def main() -> None:
     print(f"\nController failover, 3 brokers, ZooKeeper tick {TICK_MS} ms, session timeout {SESSION_MS} ms")
     for name, rs in results.items():
         print(f"\n{name}")
-        for stage in ("detect", "elect_write", "total", "controlled_shutdown", "failover_after_exit"):
+        for stage in ("detect", "elect_write", "elect", "load", "decide", "write", "total", "controlled_shutdown",
+                      "failover_after_exit"):
             if stage in rs[0]:
                 print(f"  {stage:<20} {summary([r[stage] for r in rs])}")
         if "moved" in rs[0]:

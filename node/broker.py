@@ -19,7 +19,6 @@ import time
 from concurrent import futures
 
 import grpc
-from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from controller.core import ControllerSettings
 from node import bugs, errors
@@ -37,7 +36,7 @@ from node.session_file import SessionFile
 from proto import kafkasim_pb2 as pb
 from proto import groups_pb2_grpc as gpbg
 from proto import kafkasim_pb2_grpc as pbg
-from zk.client import ZkClient
+from zk.client import CONNECTION_ERRORS, ZkClient
 from zk import paths as zk_paths
 from zk.codecs import BrokerRegistration, decode_topic
 
@@ -182,7 +181,7 @@ class Broker:
             try:
                 epoch = self.zk.register_broker(reg, wait_s, predecessor)
                 break
-            except (ConnectionLoss, SessionExpiredError):
+            except CONNECTION_ERRORS:
                 if self.stopping.wait(0.1):
                     return
         else:

@@ -21,7 +21,7 @@ from node import errors, wire
 from node.channel import BrokerChannel
 from node.events import EventLog
 from proto import kafkasim_pb2 as pb
-from zk.client import ControllerMovedError, StateVersionConflict, ZkClient
+from zk.client import CONNECTION_ERRORS, ControllerMovedError, StateVersionConflict, ZkClient
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,11 @@ REQUESTS: dict[str, Any] = {
     "controlled_shutdown": (errors.NOT_CONTROLLER, []),
     "alter_isr": (errors.NOT_CONTROLLER, {}),
 }
+
+#: Events that only re-read ZooKeeper and decide again, so a connection lost halfway through one
+#: is safe to redo: the tick enqueues it again once the connection is back.
+REDO_ON_CONNECTION_LOSS = ("startup", "controller_change", "broker_change", "topic_change",
+                           "topic_deletion", "register_and_reelect")
 
 
 class ControllerShell:
@@ -62,6 +67,7 @@ class ControllerShell:
         self._stopped = threading.Event()
         self.active_controller_id = -1
         self._orphan_suspected = False  # /controller may be ours while we do not act: re-check on ticks
+        self._redo: list[str] = []      # events a lost connection cut short, redone once it is back
         self.failovers = 0
         self._last_write_ms = 0.0
 
@@ -133,6 +139,14 @@ class ControllerShell:
             except ControllerMovedError as e:
                 self.events.emit("controller_fenced", epoch=self.core.epoch, detail=str(e))
                 self._resign("fenced")
+            except CONNECTION_ERRORS as e:
+                log.warning("controller event %s cut short by the ZooKeeper connection: %r", kind, e)
+                self.events.emit("controller_error", event=kind, error=repr(e),
+                                 redo=kind in REDO_ON_CONNECTION_LOSS)
+                if kind in REQUESTS:
+                    payload[-1].set_exception(e)
+                elif kind in REDO_ON_CONNECTION_LOSS and kind not in self._redo:
+                    self._redo.append(kind)
             except Exception as e:  # keep the event thread alive, and say what happened
                 log.exception("controller event %s failed", kind)
                 self.events.emit("controller_error", event=kind, error=repr(e))
@@ -213,6 +227,10 @@ class ControllerShell:
             self._stopped.set()
 
     def _handle_tick(self) -> None:
+        if self._redo and self.zk.connected:
+            for kind in self._redo:
+                self.enqueue(kind)
+            self._redo.clear()
         if self.core.active:
             plan = self.core.on_tick(self._clock_ms())
             if not plan.empty:

@@ -96,7 +96,8 @@ def test_a_zombie_controller_is_caught(tmp_path):
 def test_a_coordinator_that_accepts_fenced_generations_is_caught(short_chaos_results):
     """Members stall past their session and then commit in their old generation: a correct
     coordinator refuses (UNKNOWN_MEMBER_ID); the planted one accepts.  The run (consumer-stalls without
-    faults, seed 1, 12 s, the bug planted) is shared with the analysis tests (tests/conftest.py)."""
+    faults or crashes, seed 59 so that one stall is alone, 12 s, the bug planted) is shared with the
+    analysis tests (tests/conftest.py)."""
     r, printed = short_chaos_results["planted"]
     assert r.results["planted_bugs"] == ["fenced-generation-commit"]
     kinds = set(r.results["checks"]["stats"]["anomalies"])

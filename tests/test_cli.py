@@ -30,7 +30,7 @@ from zk.server import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 OFFSETS = "__consumer_offsets"
-SESSION_MS = 1500
+SESSION_MS = 3000
 FAILOVER_S = SESSION_MS / 1000 + 15.0  # detection is bounded by the session timeout; the rest is CLI start-up
 
 

@@ -19,7 +19,7 @@ from node.events import read_events
 from zk.server import free_port
 
 REPO = Path(__file__).resolve().parent.parent
-SESSION_MS = 1500
+SESSION_MS = 3000
 DEMO_TIMEOUT_S = 180
 
 

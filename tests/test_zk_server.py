@@ -11,7 +11,7 @@ from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
 from node.waiting import wait_for
-from zk.server import EmbeddedZooKeeper, ZooKeeperNotInstalled, ZooKeeperServer, free_port
+from zk.server import FORCE_SYNC_ENV, EmbeddedZooKeeper, ZooKeeperNotInstalled, ZooKeeperServer, free_port
 
 TICK_MS = 100
 
@@ -153,3 +153,16 @@ def test_missing_java_names_the_install(tmp_path: Path, monkeypatch: pytest.Monk
     zk = EmbeddedZooKeeper(tmp_path / "zk", servers=1, tick_ms=TICK_MS)
     with pytest.raises(ZooKeeperNotInstalled, match="openjdk-17-jre-headless"):
         zk.start(timeout=5)
+
+
+def test_force_sync_follows_the_environment_and_refuses_other_values(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    server = ZooKeeperServer(tmp_path / "zk1", free_port(), tick_ms=TICK_MS)
+    monkeypatch.delenv(FORCE_SYNC_ENV, raising=False)
+    assert "forceSync=yes\n" in server._config()      # ZooKeeper's own default when nothing says otherwise
+    monkeypatch.setenv(FORCE_SYNC_ENV, "no")
+    assert "forceSync=no\n" in server._config()
+    monkeypatch.setenv(FORCE_SYNC_ENV, "sometimes")
+    with pytest.raises(ValueError, match=f"\\${FORCE_SYNC_ENV} must be 'yes' or 'no', not 'sometimes'"):
+        server.start()
+    assert not server.is_running()

@@ -7,6 +7,7 @@ through multiRead.  The callers (node/) never see kazoo.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -15,8 +16,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
-    BadVersionError, NodeExistsError, NoNodeError, RolledBackError, RuntimeInconsistency,
+    BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, OperationTimeoutError, RolledBackError,
+    RuntimeInconsistency, SessionExpiredError,
 )
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from zk import codecs, paths
 from zk.codecs import BrokerRegistration, LeaderAndIsr, TopicAssignment
@@ -26,6 +29,32 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 MULTI_CHUNK = 1000  # ops per multi; well under jute.maxbuffer for our znodes
+#: What a lost or stalled connection raises.  Callers outside zk/ catch this tuple, never kazoo's names.
+CONNECTION_ERRORS = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
+
+
+def until_connected(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Kafka's retryRequestsUntilConnected, for idempotent calls only (reads, ensure_path):
+    a connection loss or a session expiry retries the call, with backoff, for up to
+    ``retry_deadline_s``, so a ZooKeeper stall of a few seconds (a slow fsync, a GC pause) is
+    a delay and not a failure.  Conditional writes are not retried here: their callers decide."""
+    @functools.wraps(method)
+    def retried(self: "ZkClient", *args: Any, **kwargs: Any) -> Any:
+        if getattr(_retrying, "active", False):  # an outer call retries the whole: one deadline
+            return method(self, *args, **kwargs)
+        _retrying.active = True
+        try:
+            for attempt in Retrying(retry=retry_if_exception_type(CONNECTION_ERRORS),
+                                    stop=stop_after_delay(self.retry_deadline_s),
+                                    wait=wait_exponential(multiplier=0.05, max=0.5), reraise=True):
+                with attempt:
+                    return method(self, *args, **kwargs)
+        finally:
+            _retrying.active = False
+    return retried
+
+
+_retrying = threading.local()
 
 
 class ControllerMovedError(Exception):
@@ -79,6 +108,7 @@ class ZkClient:
         self.hosts, self.chroot = split_connect(connect)
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
+        self.retry_deadline_s = max(30.0, 3 * session_timeout_ms / 1000.0)
         self.kz = KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000.0)
         self._listeners: list[Callable[[str], None]] = []
         self._state_paths: dict[TopicPartition, str] = {}
@@ -122,21 +152,26 @@ class ZkClient:
             except Exception:  # a listener must never break kazoo's thread
                 log.exception("state listener failed")
 
+    @until_connected
     def ensure_persistent_paths(self) -> None:
         for p in paths.PERSISTENT_PATHS:
             self.kz.ensure_path(p)
 
     # ------------------------------------------------------------ generic
 
+    @until_connected
     def get(self, path: str) -> tuple[bytes, Any]:
         return self.kz.get(path)
 
+    @until_connected
     def get_children(self, path: str) -> list[str]:
         return self.kz.get_children(path)
 
+    @until_connected
     def exists(self, path: str, watch: Callable[[Any], None] | None = None) -> Any:
         return self.kz.exists(path, watch=watch)
 
+    @until_connected
     def read_many(self, ops: Sequence[tuple[int, str]]) -> list[Any]:
         return multi_read(self.kz, ops)
 
@@ -184,6 +219,7 @@ class ZkClient:
                 raise BrokerRegistrationTimeout(
                     f"{path} is held by session 0x{stat.ephemeralOwner:x} and did not expire in {wait_s:.1f}s")
 
+    @until_connected
     def read_brokers(self, watch: Callable[[Any], None] | None = None) -> dict[int, BrokerRegistration]:
         """The live brokers with their epochs: two round trips."""
         ids = self.kz.get_children(paths.BROKER_IDS, watch=watch)
@@ -198,6 +234,7 @@ class ZkClient:
 
     # ------------------------------------------------------------ controller election
 
+    @until_connected
     def read_controller(self, watch: Callable[[Any], None] | None = None) -> int | None:
         """The active controller's broker id (None when absent); sets a watch when given."""
         stat = self.kz.exists(paths.CONTROLLER, watch=watch)
@@ -209,6 +246,7 @@ class ZkClient:
             return None
         return codecs.decode_controller(data).broker_id
 
+    @until_connected
     def read_controller_and_epoch(self) -> tuple[int | None, int]:
         """(active controller id or None, controller epoch), read together in one multiRead."""
         ctl, epoch = self.read_many([(GET_DATA, paths.CONTROLLER), (GET_DATA, paths.CONTROLLER_EPOCH)])
@@ -229,6 +267,7 @@ class ZkClient:
             return False
         return True
 
+    @until_connected
     def read_controller_epoch(self) -> tuple[int, int]:
         """(epoch, zkVersion) of /controller_epoch, creating it with 0 when missing."""
         try:
@@ -269,6 +308,7 @@ class ZkClient:
 
     # ------------------------------------------------------------ controller state
 
+    @until_connected
     def read_snapshot(self, broker_watch: Callable[[Any], None] | None = None,
                       topic_watch: Callable[[Any], None] | None = None,
                       with_states: bool = True) -> ClusterSnapshot:
@@ -298,6 +338,7 @@ class ZkClient:
             snap.round_trips += 1
         return snap
 
+    @until_connected
     def read_states(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[LeaderAndIsr, int]]:
         tps = list(tps)
         res = self.read_many([(GET_DATA, paths.partition_state(t, p)) for t, p in tps])
@@ -398,6 +439,7 @@ class ZkClient:
         except NodeExistsError:
             pass
 
+    @until_connected
     def read_deletion_requests(self, watch: Callable[[Any], None] | None = None) -> list[str]:
         return sorted(self.kz.get_children(paths.DELETE_TOPICS, watch=watch))
 

@@ -33,6 +33,9 @@ JVM_FLAGS = ["-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1
              "-Dzookeeper.admin.enableServer=false", "-Dzookeeper.4lw.commands.whitelist=*",
              "-Dzookeeper.jmx.log4j.disable=true"]
 SERVING_MODES = ("standalone", "leader", "follower")
+#: ZooKeeper's forceSync (fsync the transaction log before answering a write); "no" only where
+#: short test sessions must not die of a disk flush stall.  Real files either way.
+FORCE_SYNC_ENV = "KAFKASIM_ZK_FORCE_SYNC"
 POLL_S = 0.05
 
 Peer = tuple[int, int, int]  # (server id, quorum port, election port)
@@ -40,6 +43,14 @@ Peer = tuple[int, int, int]  # (server id, quorum port, election port)
 
 class ZooKeeperNotInstalled(RuntimeError):
     """Java or the ZooKeeper jar is missing; the message says what to install."""
+
+
+def force_sync() -> str:
+    """'yes' (ZooKeeper's default) unless $KAFKASIM_ZK_FORCE_SYNC says 'no'."""
+    value = os.environ.get(FORCE_SYNC_ENV, "yes").strip().lower()
+    if value not in ("yes", "no"):
+        raise ValueError(f"${FORCE_SYNC_ENV} must be 'yes' or 'no', not {value!r}")
+    return value
 
 
 def find_java() -> str:
@@ -165,7 +176,8 @@ class ZooKeeperServer:
                  f"minSessionTimeout={self.min_session_timeout_ms}",
                  f"maxSessionTimeout={self.max_session_timeout_ms}",
                  "admin.enableServer=false", "4lw.commands.whitelist=*",
-                 "maxClientCnxns=0", "autopurge.snapRetainCount=3", "autopurge.purgeInterval=0"]
+                 "maxClientCnxns=0", "autopurge.snapRetainCount=3", "autopurge.purgeInterval=0",
+                 f"forceSync={force_sync()}"]
         if self.peers:
             # initLimit/syncLimit are in ticks: give the JVMs a few seconds whatever the tick.
             lines += [f"initLimit={max(10, 10000 // tick)}", f"syncLimit={max(5, 2000 // tick)}",
