@@ -167,9 +167,20 @@ class Broker:
         self.events.emit("broker_starting", host=self.spec.host, port=self.spec.port, pid=os.getpid(),
                          planted_bugs=sorted(self.planted_bugs))
         self.zk.start()
-        self.zk.ensure_persistent_paths()
+        self._ensure_persistent_paths()
         self._register()
         self.controller.start()
+
+    def _ensure_persistent_paths(self) -> None:
+        """Before we register there is no session state to lose, so a session that expired in a
+        ZooKeeper stall is simply replaced (kazoo opens a new one) and the paths made again."""
+        deadline = time.monotonic() + max(30.0, 3 * self.cfg.session_timeout_ms / 1000.0)
+        while True:
+            try:
+                return self.zk.ensure_persistent_paths()
+            except CONNECTION_ERRORS:
+                if time.monotonic() >= deadline or self.stopping.wait(0.1):
+                    raise
 
     def _register(self) -> None:
         reg = BrokerRegistration(self.broker_id, self.spec.host, self.spec.port, int(time.time() * 1000),

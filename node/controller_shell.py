@@ -174,8 +174,10 @@ class ControllerShell:
                 snap = self.zk.read_snapshot(topic_watch=self._topic_watch)
                 self._execute(self.core.on_topics_change(snap.topics))
         elif kind == "expire":
-            # Kafka's Expire: drop queued work, resign, then register anew and re-elect.
+            # Kafka's Expire: drop queued work (and work waiting to be redone), resign, then
+            # register anew and re-elect, which decides everything again.
             self._drain()
+            self._redo.clear()
             if self.core.active and not self._zombie:
                 self._resign("session expired")
             self.events.emit("zk_session_expired")

@@ -34,9 +34,9 @@ def own_zk(tmp_path: Path) -> Iterator[EmbeddedZooKeeper]:
         zk.stop()
 
 
-def suspended_client(connect: str) -> tuple[ZkClient, threading.Event]:
+def suspended_client(connect: str, session_ms: int = SESSION_MS) -> tuple[ZkClient, threading.Event]:
     """A started client and an Event set when it loses its connection."""
-    c = ZkClient(connect, session_timeout_ms=SESSION_MS)
+    c = ZkClient(connect, session_timeout_ms=session_ms)
     dropped = threading.Event()
     c.add_state_listener(lambda state: dropped.set() if state != "CONNECTED" else None)
     c.start()
@@ -45,7 +45,9 @@ def suspended_client(connect: str) -> tuple[ZkClient, threading.Event]:
 
 
 def test_a_read_cut_off_by_a_stall_is_retried_once_zookeeper_answers(own_zk):
-    c, dropped = suspended_client(own_zk.connect_string)
+    # The connection drops after 2/3 of the session without an answer; resumed right then, the
+    # session (6 s) is still alive, so the retried read runs in it.  (An expiry is not retried.)
+    c, dropped = suspended_client(own_zk.connect_string, session_ms=6000)
     try:
         c.kz.create("/marker", b"still here")
         own_zk.servers[0].pause()

@@ -31,20 +31,23 @@ TopicPartition = tuple[str, int]
 MULTI_CHUNK = 1000  # ops per multi; well under jute.maxbuffer for our znodes
 #: What a lost or stalled connection raises.  Callers outside zk/ catch this tuple, never kazoo's names.
 CONNECTION_ERRORS = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
+#: What :func:`until_connected` retries.  Not a session expiry: as in Kafka, that reaches the caller,
+#: whose ephemerals and watches are gone and who must register and decide again.
+RETRIED_ERRORS = (ConnectionLoss, OperationTimeoutError)
 
 
 def until_connected(method: Callable[..., Any]) -> Callable[..., Any]:
     """Kafka's retryRequestsUntilConnected, for idempotent calls only (reads, ensure_path):
-    a connection loss or a session expiry retries the call, with backoff, for up to
-    ``retry_deadline_s``, so a ZooKeeper stall of a few seconds (a slow fsync, a GC pause) is
-    a delay and not a failure.  Conditional writes are not retried here: their callers decide."""
+    a connection loss retries the call, with backoff, for up to ``retry_deadline_s``, so a
+    ZooKeeper stall of a few seconds (a slow fsync, a GC pause) is a delay and not a failure.
+    Conditional writes are not retried here: their callers decide."""
     @functools.wraps(method)
     def retried(self: "ZkClient", *args: Any, **kwargs: Any) -> Any:
         if getattr(_retrying, "active", False):  # an outer call retries the whole: one deadline
             return method(self, *args, **kwargs)
         _retrying.active = True
         try:
-            for attempt in Retrying(retry=retry_if_exception_type(CONNECTION_ERRORS),
+            for attempt in Retrying(retry=retry_if_exception_type(RETRIED_ERRORS),
                                     stop=stop_after_delay(self.retry_deadline_s),
                                     wait=wait_exponential(multiplier=0.05, max=0.5), reraise=True):
                 with attempt:
