@@ -2,7 +2,7 @@
 
 Brokers are real OS processes started through node.cluster.Cluster, the same
 launcher `kafkasim cluster up` uses.  ZooKeeper runs with a 100 ms tick so
-session timeouts of a second or two are allowed and failovers stay quick.
+session timeouts of a few seconds are allowed and failovers stay quick.
 """
 from __future__ import annotations
 
