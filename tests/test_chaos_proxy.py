@@ -88,7 +88,6 @@ class ServerConn:
         self.error: Exception | None = None
         self.resetting = False
         self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
 
     def _run(self) -> None:
         try:
@@ -134,7 +133,9 @@ class Server:
                 sock, _ = self.listener.accept()
             except OSError:
                 return
-            self.conns.append(ServerConn(sock, self.echo))
+            conn = ServerConn(sock, self.echo)
+            self.conns.append(conn)   # listed before it echoes: a client that got an echo finds it here
+            conn.thread.start()
 
     def received(self) -> bytes:
         return b"".join(bytes(c.data) for c in self.conns)
