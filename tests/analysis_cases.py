@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from test_chaos_checkers import (
-    N_OFFSETS,
-    OFFSETS,
     PROBE,
     T0,
     T1,
@@ -20,6 +18,7 @@ from test_chaos_checkers import (
     Run,
     admin_commits,
     clean_run,
+    commit_after_unload,
     controller_race,
     group_poll,
     info_commit,
@@ -83,13 +82,7 @@ def lost_commit(group: str, offsets: dict | None) -> Callable[[Path], tuple[list
 
 def unloaded(d: Path):
     r = Run(d)
-    r.ev(1, "broker_starting", host="h", port=1, pid=1)
-    r.ev(1, "topic_created", controller_epoch=1, topic=OFFSETS, partitions=N_OFFSETS, replication_factor=1)
-    r.ev(1, "coordinator_load_started", partition=P, leader_epoch=0)
-    r.ev(1, "coordinator_loaded", partition=P, leader_epoch=0)
-    r.commit("m", -1, node=1, offsets={"t/0": 1})
-    r.ev(1, "coordinator_unloaded", partition=P, leader_epoch=1, groups=1)
-    r.commit("m", -1, node=1, offsets={"t/0": 2})
+    commit_after_unload(r)
     r.fetch(node=1, final=True)
     return finished(r)
 

@@ -370,8 +370,9 @@ def test_split_coordinator_without_a_load(tmp_path, node):
     assert a.details["reason"] == "no-load" and done in a.ops
 
 
-def test_split_coordinator_after_an_unload(tmp_path):
-    r = Run(tmp_path)
+def commit_after_unload(r: Run) -> tuple[dict, dict]:
+    """Broker 1 loads P, takes a commit, unloads P, then takes another: (the unload, the late commit).
+    Shared with the Spark checkers' cases (tests/analysis_cases.py)."""
     r.ev(1, "broker_starting", host="h", port=1, pid=1)
     r.ev(1, "topic_created", controller_epoch=1, topic=OFFSETS, partitions=N_OFFSETS, replication_factor=1)
     r.ev(1, "coordinator_load_started", partition=P, leader_epoch=0)
@@ -379,6 +380,12 @@ def test_split_coordinator_after_an_unload(tmp_path):
     r.commit("m", -1, node=1, offsets={"t/0": 1})
     unload = r.ev(1, "coordinator_unloaded", partition=P, leader_epoch=1, groups=1)
     _inv, late = r.commit("m", -1, node=1, offsets={"t/0": 2})
+    return unload, late
+
+
+def test_split_coordinator_after_an_unload(tmp_path):
+    r = Run(tmp_path)
+    unload, late = commit_after_unload(r)
     ops, events = r.finish()
     result = check_split_coordinator(ops, events)
     assert result.kinds() == {"split-coordinator"}
