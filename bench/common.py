@@ -15,6 +15,8 @@ if str(ROOT) not in sys.path:
 
 from node.cluster import Cluster  # noqa: E402
 from node.config import load_config  # noqa: E402
+from node.events import read_run_events  # noqa: E402
+from node.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper, free_port  # noqa: E402
 
 TICK_MS = 100
@@ -50,4 +52,27 @@ def make_cluster(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, controll
     (d / "cluster.yaml").write_text(yaml.safe_dump(doc))
     c = Cluster(load_config(d / "cluster.yaml"), d / "cluster.yaml")
     c.up(timeout=60)
+    settle(c, partitions, min(3, brokers), brokers)
     return c
+
+
+def settle(c: Cluster, partitions: int, rf: int, brokers: int, timeout: float = 120) -> None:
+    """Wait until every broker has taken up every replica it holds and loaded every offsets partition
+    it leads.  ``cluster up`` returns once ZooKeeper names a leader for each partition, while the
+    brokers are still opening logs (seconds at 1,000 partitions): a measurement started then would
+    time that start-up, not the steady cluster."""
+    replicas = partitions * rf
+
+    def settled() -> bool:
+        roles: set[tuple[int, int]] = set()
+        loaded = 0
+        for e in read_run_events(c.run_dir):
+            t = e["type"]
+            if t in ("became_leader", "became_follower") and e["topic"] == "__consumer_offsets":
+                roles.add((e["broker"], e["partition"]))
+            elif t == "coordinator_loaded":
+                loaded += 1
+        return len(roles) >= replicas and loaded >= partitions
+
+    wait_for(settled, timeout, f"{brokers} brokers holding {replicas} replicas and loading {partitions} partitions",
+             interval=0.2)

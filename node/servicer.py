@@ -38,8 +38,7 @@ class BrokerServicer(pbg.BrokerServicer):
             out = self.state.leader_and_isr(wire.header_from_pb(request.header),
                                             wire.partitions_from_pb(request.partitions))
             if self.replicas is not None:
-                for p in out.became_leader + out.became_follower:
-                    self.replicas.apply_leader_and_isr(p)
+                self.replicas.apply_leader_and_isrs(out.became_leader + out.became_follower)
             self._log(out)  # under the lock: the log's order is the order the requests applied in
         return pb.LeaderAndIsrResponse(error_code=out.error, partition_errors=self._perrors(out))
 
