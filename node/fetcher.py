@@ -83,7 +83,8 @@ class LeaderFetcher(threading.Thread):
                     continue
                 wanted.append(pb.FetchPartition(topic=tp[0], partition=tp[1], fetch_offset=h.log.log_end_offset,
                                                 last_fetched_epoch=h.log.epoch_cache.latest_epoch,
-                                                current_leader_epoch=epoch, max_bytes=1 << 20))
+                                                current_leader_epoch=epoch, max_bytes=1 << 20,
+                                                follower_high_watermark=h.repl.high_watermark))
                 sent[tp] = (h, epoch)
         if not wanted:
             return False

@@ -453,6 +453,8 @@ class ReplicaManager:
                     answers[i] = self._error(fp, errors.NOT_LEADER_OR_FOLLOWER)
                     continue
                 hw = h.repl.high_watermark
+                if follower and hw == fp.follower_high_watermark and fp.fetch_offset >= h.log.log_end_offset:
+                    continue  # nothing new for this follower: left out of the answer (KIP-227)
                 try:
                     data = h.log.read(fp.fetch_offset, fp.max_bytes or 1 << 20, None if follower else hw)
                 except OffsetOutOfRangeError:
@@ -462,7 +464,8 @@ class ReplicaManager:
                     topic=fp.topic, partition=fp.partition, error_code=errors.NONE, high_watermark=hw,
                     log_start_offset=h.log.log_start_offset, log_end_offset=h.log.log_end_offset,
                     records=bytes(data), diverging_epoch=-1, leader_epoch=h.repl.leader_epoch)
-        return pb.FetchResponse(error_code=errors.NONE, partitions=[answers[i] for i in range(len(req.partitions))])
+        return pb.FetchResponse(error_code=errors.NONE,
+                                partitions=[answers[i] for i in range(len(req.partitions)) if i in answers])
 
     @staticmethod
     def _error(fp: pb.FetchPartition, code: int, h: Hosted | None = None) -> pb.FetchPartitionResponse:

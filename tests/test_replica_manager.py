@@ -45,3 +45,38 @@ def test_one_request_reads_each_topics_config_once(tmp_path):
         assert sorted(reads) == ["t", "t", "u"]
     finally:
         rm.close()
+
+
+def follower_fetch(rm: ReplicaManager, positions: dict[tuple[str, int], tuple[int, int]]):
+    """A fetch from follower 2 that does not wait: {tp: (fetch offset, the follower's HW)}."""
+    from proto import kafkasim_pb2 as pb
+
+    r = rm.fetch(pb.FetchRequest(replica_id=2, replica_epoch=7, max_wait_ms=0, partitions=[
+        pb.FetchPartition(topic=t, partition=p, fetch_offset=off, last_fetched_epoch=0 if off else -1,
+                          current_leader_epoch=0, max_bytes=1 << 20, follower_high_watermark=hw)
+        for (t, p), (off, hw) in positions.items()]))
+    assert r.error_code == 0
+    return {(a.topic, a.partition): a for a in r.partitions}
+
+
+def test_a_follower_answer_carries_only_partitions_with_news(tmp_path):
+    """Kafka's incremental fetch answers (KIP-227): a partition with no records, no error and the
+    HW the follower already has is left out, so an idle broker does not ship 1,000 empty entries
+    on every poll; new records and a moved HW are both news."""
+    rm = manager(tmp_path, lambda t: {})
+    try:
+        tps = [("t", p) for p in range(3)]
+        rm.apply_leader_and_isrs([info("t", p, 1) for p in range(3)])
+        assert follower_fetch(rm, {tp: (0, 0) for tp in tps}) == {}  # nothing new anywhere
+        assert rm.append(("t", 1), [(b"k", b"v", None)], 1, 1000, lambda e: None) == (0, 0, 0)
+        got = follower_fetch(rm, {tp: (0, 0) for tp in tps})
+        assert set(got) == {("t", 1)} and got[("t", 1)].records  # the records, and nothing else
+        # the follower has the record: its next fetch moves the leader's HW to 1, but it cannot
+        # know that yet (it says HW 0), so partition 1 is in the answer for its HW alone
+        got = follower_fetch(rm, {("t", 0): (0, 0), ("t", 1): (1, 0), ("t", 2): (0, 0)})
+        assert set(got) == {("t", 1)}
+        assert got[("t", 1)].high_watermark == 1 and not got[("t", 1)].records
+        # once the follower has HW 1, partition 1 has no news either
+        assert follower_fetch(rm, {("t", 0): (0, 0), ("t", 1): (1, 1), ("t", 2): (0, 0)}) == {}
+    finally:
+        rm.close()
