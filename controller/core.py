@@ -482,11 +482,14 @@ class ControllerCore:
         pending = {(w.topic, w.partition): (w.state, 0 if w.zk_version is None else w.zk_version + 1)
                    for w in plan.writes}
         writes = plan.writes
+        states = self.states
         for topic in sorted(self.topics):
             unclean_allowed = self._unclean(topic)
             for p, replicas in sorted(self.topics[topic].partitions.items()):
                 tp = (topic, p)
-                cur = pending.get(tp) or self.states.get(tp)
+                cur = pending.get(tp) if pending else None
+                if cur is None:
+                    cur = states.get(tp)
                 if cur is None:
                     new = election.initial(replicas, live, self.epoch)
                     if new is None:
@@ -497,9 +500,9 @@ class ControllerCore:
                     continue
                 state, ver = cur
                 leader_live = state.leader in alive
+                if leader_live and alive.issuperset(state.isr):
+                    continue  # healthy: nothing to decide (the common case: checked without building sets)
                 gone = {b for b in state.isr if b not in alive}
-                if leader_live and not gone:
-                    continue  # healthy: nothing to decide
                 if state.controller_epoch > self.epoch:
                     plan.events.append(("election_aborted", {
                         "topic": topic, "partition": p, "state_controller_epoch": state.controller_epoch}))

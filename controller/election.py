@@ -24,7 +24,7 @@ def offline(current: LeaderAndIsr, replicas: Sequence[int], live: AbstractSet[in
     New ISR = the live ISR members.  With none alive and ``unclean``, the
     first live replica, ISR = [it].  Returns (state or None, was_unclean).
     """
-    live_isr = tuple(b for b in current.isr if b in live)
+    live_isr = tuple([b for b in current.isr if b in live])
     for r in replicas:
         if r in live and r in live_isr:
             return LeaderAndIsr(r, current.leader_epoch + 1, live_isr, controller_epoch), False
@@ -64,10 +64,10 @@ def remove_from_isr(current: LeaderAndIsr, gone: AbstractSet[int], controller_ep
     removal keeps the leader epoch: only the state's zkVersion moves (this is
     the issue's rule and KRaft's; Kafka 2.8 also bumped the epoch here).
     """
-    if not (gone & set(current.isr)) and current.leader not in gone:
+    if current.leader not in gone and gone.isdisjoint(current.isr):
         return None
     isr = list(current.isr)
-    for b in sorted(gone):  # Kafka removes one replica at a time, in id order
+    for b in (sorted(gone) if len(gone) > 1 else gone):  # Kafka removes one replica at a time, in id order
         if b in isr and len(isr) > 1:
             isr.remove(b)
     leader = -1 if current.leader in gone else current.leader
