@@ -43,7 +43,7 @@ from client.producer import Producer  # noqa: E402
 from coordinator.core import GroupConfig, PartitionCoordinator  # noqa: E402
 from coordinator.hashing import partition_for  # noqa: E402
 from coordinator.records import OffsetKey, OffsetValue, encode_key, encode_value  # noqa: E402
-from node import topics  # noqa: E402
+from node import errors, topics  # noqa: E402
 from node.coordinator_shell import replay_log  # noqa: E402
 from node.events import read_run_events  # noqa: E402
 from node.storage import PartitionLog, iter_batches  # noqa: E402
@@ -114,7 +114,8 @@ def bench_replay(records: int) -> dict:
 # ---------------------------------------------------------------------- commit throughput
 
 def bench_commit(zk: EmbeddedZooKeeper, work: Path, seconds: float, threads: int = 8, per_request: int = 10) -> dict:
-    c = make_cluster(zk, work, partitions=50)
+    # a 6 s session: on this contended host a 1 s session can expire mid-run and move coordinators
+    c = make_cluster(zk, work, partitions=50, **{"zookeeper.session.timeout.ms": 6000})
     try:
         topics.create_topic(c.zk(), "t", per_request, 3, {})
         cc = ClusterClient([f"{b.host}:{b.port}" for b in c.cfg.brokers])
@@ -126,6 +127,7 @@ def bench_commit(zk: EmbeddedZooKeeper, work: Path, seconds: float, threads: int
                                               timeout=10).error_code == 0, 30, f"the coordinator of {g}")
         counts = [0] * threads
         errors_seen = [0] * threads
+        codes: dict[str, int] = {}
         stop = threading.Event()
 
         def run(i: int) -> None:
@@ -136,15 +138,18 @@ def bench_commit(zk: EmbeddedZooKeeper, work: Path, seconds: float, threads: int
                     group_id=groups[i], generation_id=-1, retention_time_ms=-1, partitions=[
                         gpb.OffsetCommitPartition(topic="t", partition=p, offset=n, leader_epoch=-1)
                         for p in range(per_request)]), timeout=10)
-                if any(x.error_code for x in r.partitions):
+                bad = [x.error_code for x in r.partitions if x.error_code]
+                if bad:
                     errors_seen[i] += 1
+                    name = errors.name(bad[0])
+                    codes[name] = codes.get(name, 0) + 1
                 else:
                     counts[i] += 1
 
         ours = _timed(run, threads, seconds, stop)
         requests = sum(counts)
         result = {"per_request": per_request, "requests_per_s": requests / ours, "offsets_per_s": requests * per_request / ours,
-                  "errors": sum(errors_seen)}
+                  "errors": sum(errors_seen), "error_codes": codes}
         cc.close()
     finally:
         c.down()
@@ -285,7 +290,8 @@ def main() -> None:
               f"goal >= 500k records/s: {'met' if r['before']['replay_per_s'] >= 5e5 else 'MISSED'} (before)")
     for r in res.get("commit", []):
         print(f"commit, {r['per_request']} partitions per request: {r['requests_per_s']:.0f} requests/s, "
-              f"{r['offsets_per_s']:.0f} offsets/s (RF 3, acks=all; {r['errors']} errors); ZooKeeper znodes: "
+              f"{r['offsets_per_s']:.0f} offsets/s (RF 3, acks=all; {r['errors']} errors {r['error_codes'] or ''}); "
+              f"ZooKeeper znodes: "
               f"{r['zookeeper_offsets_per_s']:.0f} offsets/s -> {r['ratio']:.1f}x "
               f"(goal >= 10x: {'met' if r['ratio'] >= 10 else 'MISSED'})")
     for sig in ("SIGTERM", "SIGKILL"):
