@@ -453,7 +453,7 @@ class ReplicaManager:
                     answers[i] = self._error(fp, errors.NOT_LEADER_OR_FOLLOWER)
                     continue
                 hw = h.repl.high_watermark
-                if follower and hw == fp.follower_high_watermark and fp.fetch_offset >= h.log.log_end_offset:
+                if follower and hw == fp.follower_high_watermark and fp.fetch_offset == h.log.log_end_offset:
                     continue  # nothing new for this follower: left out of the answer (KIP-227)
                 try:
                     data = h.log.read(fp.fetch_offset, fp.max_bytes or 1 << 20, None if follower else hw)

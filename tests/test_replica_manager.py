@@ -80,3 +80,15 @@ def test_a_follower_answer_carries_only_partitions_with_news(tmp_path):
         assert follower_fetch(rm, {("t", 0): (0, 0), ("t", 1): (1, 1), ("t", 2): (0, 0)}) == {}
     finally:
         rm.close()
+
+
+def test_a_follower_not_at_the_log_end_is_always_answered(tmp_path):
+    """Only a follower exactly at the leader's log end with the leader's HW is left out: one
+    that claims to be beyond it is answered (the leader's checks decide what it is told)."""
+    rm = manager(tmp_path, lambda t: {})
+    try:
+        rm.apply_leader_and_isrs([info("t", 0, 1)])
+        got = follower_fetch(rm, {("t", 0): (5, 0)})
+        assert set(got) == {("t", 0)} and not got[("t", 0)].records
+    finally:
+        rm.close()
