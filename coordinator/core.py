@@ -40,7 +40,7 @@ group_loaded            group, state, generation, protocol_type, protocol, leade
 group_created           group, reason ("join" | "commit")
 group_state_changed     group, from, to, generation, reason (why a rebalance started, else None)
 group_generation        group, generation, protocol_type, protocol, leader, members (ids)
-join_rearmed            group, generation, timeout_ms (nobody rejoined: DelayedJoin armed again)
+join_rearmed            group, generation, timeout_ms (the initial delay extended, or nobody rejoined: armed again)
 member_added            group, member_id, group_instance_id, reason ("join" | "static_replace")
 member_removed          group, member_id, group_instance_id, reason ("left" | "session_timeout" |
                         "new_member_timeout" | "join_timeout" | "sync_timeout" | "fenced" |

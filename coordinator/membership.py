@@ -306,6 +306,7 @@ class MembershipMixin:
             delay = min(self.config.initial_rebalance_delay_ms, timer.remaining_ms)
             remaining = max(timer.remaining_ms - timer.delay_ms, 0)
             group.join_timer = JoinTimer(self._now + max(delay, 0), self._next_seq(), True, delay, remaining)
+            self._event("join_rearmed", group=group.group_id, generation=group.generation, timeout_ms=delay)
             return
         self._on_complete_join(group)
 

@@ -256,6 +256,8 @@ def test_initial_delay_is_extended_while_members_arrive():
     assert d.response(a) is None               # never completes early, though all have joined
     d.advance(1)                               # t=9000
     assert {d.response(h).generation_id for h in (a, b, c)} == {1}
+    # each extension is an event, with the delay armed
+    assert [e["timeout_ms"] for e in d.events_named("join_rearmed")] == [3000, 3000]
 
 
 def test_initial_delay_without_new_members_completes_after_the_delay():
