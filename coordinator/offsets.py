@@ -38,7 +38,11 @@ def map_offset_append_error(code: int) -> int:
 
 def java_length(s: str | None) -> int:
     """String.length(): UTF-16 code units (what Kafka compares with offset.metadata.max.bytes)."""
-    return 0 if s is None else len(s.encode("utf-16-le", "surrogatepass")) // 2
+    if not s:
+        return 0
+    if s.isascii():  # one code unit per character: the usual metadata, checked without encoding
+        return len(s)
+    return len(s.encode("utf-16-le", "surrogatepass")) // 2
 
 
 class OffsetsMixin:
@@ -97,7 +101,8 @@ class OffsetsMixin:
 
     def _store_offsets(self, group: GroupMetadata, req: OffsetCommitRequest, handle: object) -> None:
         limit = self.config.offset_metadata_max_bytes
-        valid = [o for o in req.offsets if java_length(o.metadata) <= limit]
+        fits = [java_length(o.metadata) <= limit for o in req.offsets]
+        valid = [o for o, ok in zip(req.offsets, fits) if ok]
         if not valid:
             self._commit_answer(handle, req, errors.OFFSET_METADATA_TOO_LARGE)
             return
@@ -110,8 +115,8 @@ class OffsetsMixin:
 
         def answer(code: int) -> None:
             self._respond(handle, OffsetCommitResponse([
-                (o.topic, o.partition, code if java_length(o.metadata) <= limit else errors.OFFSET_METADATA_TOO_LARGE)
-                for o in req.offsets]))
+                (o.topic, o.partition, code if ok else errors.OFFSET_METADATA_TOO_LARGE)
+                for o, ok in zip(req.offsets, fits)]))
 
         def on_done(code: int) -> None:
             for key in keys:

@@ -222,8 +222,50 @@ class _Reader:
 
 # ---------------------------------------------------------------- keys
 
+_KEY_HEADS: dict[tuple[str, str], bytes] = {}  # (group, topic) -> the v1 key's bytes before the partition
+_INT32_RANGE = range(-(1 << 31), 1 << 31)
+_V3_HEAD = struct.Struct(">hqi")
+
+
+def _fast_offset_key(key: OffsetKey) -> bytes | None:
+    """The default (v1) offset key from a cached (version, group, topic) prefix: a commit of
+    100 partitions encodes the same prefix 100 times.  None: take the checked path."""
+    p = key.partition
+    if type(p) is not int or p not in _INT32_RANGE:
+        return None
+    head = _KEY_HEADS.get((key.group, key.topic))
+    if head is None:
+        w = _Writer()  # validates the strings once, as the checked path does
+        w.i16(OFFSET_KEY_VERSION, "version")
+        w.string(key.group, "group")
+        w.string(key.topic, "topic")
+        head = w.result()
+        if len(_KEY_HEADS) < 100_000:
+            _KEY_HEADS[(key.group, key.topic)] = head
+    return head + _I32.pack(p)
+
+
+def _fast_offset_value(value: OffsetValue) -> bytes | None:
+    """The default (v3) offset value in two struct calls.  None: take the checked path."""
+    o, e, m, ts = value.offset, value.leader_epoch, value.metadata, value.commit_timestamp
+    if value.expire_timestamp is not None or type(o) is not int or type(e) is not int \
+            or type(ts) is not int or type(m) is not str:
+        return None
+    data = m.encode("utf-8") if m else b""
+    if len(data) > 0x7FFF:
+        return None
+    try:
+        return _V3_HEAD.pack(OFFSET_VALUE_VERSION, o, e) + _I16.pack(len(data)) + data + _I64.pack(ts)
+    except struct.error:  # out of range: the checked path names the field
+        return None
+
+
 def encode_key(key: Key, version: int | None = None) -> bytes:
     """OffsetKey as v1 (or v0), GroupMetadataKey as v2."""
+    if version is None and type(key) is OffsetKey:
+        fast = _fast_offset_key(key)
+        if fast is not None:
+            return fast
     w = _Writer()
     if isinstance(key, OffsetKey):
         v = OFFSET_KEY_VERSION if version is None else version
@@ -290,6 +332,10 @@ def encode_value(value: Value | None, version: int | None = None) -> bytes | Non
     """The value bytes (None for a tombstone); the version Kafka 2.8 writes unless ``version`` is given."""
     if value is None:
         return None
+    if version is None and type(value) is OffsetValue:
+        fast = _fast_offset_value(value)
+        if fast is not None:
+            return fast
     w = _Writer()
     if isinstance(value, OffsetValue):
         v = _offset_value_version(value, version)

@@ -216,3 +216,32 @@ def test_random_bytes_never_raise_anything_but_format_errors(data):
             decode(data)
         except RecordFormatError:
             pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(group=st.text(max_size=40), topic=st.text(max_size=40),
+       partition=st.integers(-(1 << 31), (1 << 31) - 1), offset=st.integers(-(1 << 63), (1 << 63) - 1),
+       epoch=st.integers(-(1 << 31), (1 << 31) - 1), metadata=st.text(max_size=60),
+       ts=st.integers(-(1 << 63), (1 << 63) - 1))
+def test_the_fast_offset_encoding_is_the_checked_one(group, topic, partition, offset, epoch, metadata, ts):
+    """The write path encodes default-version offset records without the field-by-field writer;
+    the bytes must be the checked writer's (asked for explicitly by giving the version)."""
+    k = OffsetKey(group, topic, partition)
+    v = OffsetValue(offset, epoch, metadata, ts)
+    assert encode_key(k) == encode_key(k, version=1)
+    assert encode_value(v) == encode_value(v, version=3)
+    assert decode_record(encode_key(k), encode_value(v)) == (k, v)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    (OffsetKey("g", "t", 1 << 31), None, "partition"),
+    (OffsetKey("g", "t", True), None, "partition"),
+    (OffsetKey("g" * 40000, "t", 0), None, "group"),
+    (None, OffsetValue(1 << 63, -1, "", 0), "offset"),
+    (None, OffsetValue(0, 1 << 31, "", 0), "leader_epoch"),
+    (None, OffsetValue(0, -1, "m" * 40000, 0), "metadata"),
+    (None, OffsetValue(0, -1, None, 0), "metadata"),
+])
+def test_bad_fields_still_get_the_checked_error(key, value, message):
+    with pytest.raises(ValueError, match=message):
+        encode_key(key) if key is not None else encode_value(value)
