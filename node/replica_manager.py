@@ -62,6 +62,9 @@ class CleanerSettings:
     min_cleanable_ratio: float = 0.5          # log.cleaner.min.cleanable.ratio
 
 
+ALTER_ISR_BATCH = 1000  # proposals per AlterIsr request at most
+
+
 class ReplicaManager:
     def __init__(self, broker_id: int, log_dir: Path, settings: ReplicaSettings, events: EventLog,
                  broker_epoch: Callable[[], int], endpoint_of: Callable[[int], str | None],
@@ -87,6 +90,9 @@ class ReplicaManager:
         self._data = threading.Condition()  # notified on every append or HW move: wakes long polls
         self._parked: dict[int, int] = {}   # replica id (-1: consumers) -> fetches now in their long poll
         self._stopping = threading.Event()
+        self._isr_queue: list[tuple[Hosted, AlterIsrProposal]] = []  # proposals not yet sent (AlterIsrManager)
+        self._isr_queue_cond = threading.Condition()
+        self._isr_sender: threading.Thread | None = None
         self._purgatory = Purgatory(self._waiter_outcome)
         self._checkpoint = OffsetCheckpointFile(log_dir / HW_CHECKPOINT)
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -478,30 +484,54 @@ class ReplicaManager:
     # ------------------------------------------------------------------ ISR changes
 
     def _send_alter_isr(self, h: Hosted, proposal: AlterIsrProposal) -> None:
-        threading.Thread(target=self._alter_isr, args=(h, proposal), daemon=True, name="alter-isr").start()
-
-    def _alter_isr(self, h: Hosted, proposal: AlterIsrProposal) -> None:
+        """Queue a proposal for the AlterIsr sender (Kafka's AlterIsrManager): whatever is queued
+        while a request is in flight goes in the next one, so an ISR storm over 1,000 partitions
+        costs the controller a few batched requests, not 1,000 (each its own ZooKeeper write and
+        UpdateMetadata round)."""
         self.events.emit("isr_change_proposed", **proposal.fields())
-        code, isr, version, epoch = errors.NOT_CONTROLLER, None, None, None
+        with self._isr_queue_cond:
+            self._isr_queue.append((h, proposal))
+            if self._isr_sender is None or not self._isr_sender.is_alive():
+                self._isr_sender = threading.Thread(target=self._alter_isr_sender, daemon=True, name="alter-isr")
+                self._isr_sender.start()
+            self._isr_queue_cond.notify()
+
+    def _alter_isr_sender(self) -> None:
+        while not self._stopping.is_set():
+            with self._isr_queue_cond:
+                while not self._isr_queue and not self._stopping.is_set():
+                    self._isr_queue_cond.wait(0.5)
+                batch, self._isr_queue = self._isr_queue[:ALTER_ISR_BATCH], self._isr_queue[ALTER_ISR_BATCH:]
+            if batch:
+                self._alter_isr(batch)
+
+    def _alter_isr(self, batch: list[tuple[Hosted, AlterIsrProposal]]) -> None:
+        """One AlterIsr request for ``batch``; each proposal gets its partition's answer, or the
+        request's error (NOT_CONTROLLER when there is no controller or the call failed)."""
+        top, answers = errors.NOT_CONTROLLER, {}
         target = self._controller_endpoint()
         if target is not None:
             try:
                 with grpc.insecure_channel(target) as ch:
                     r = pbg.BrokerStub(ch).AlterIsr(pb.AlterIsrRequest(
                         broker_id=self.broker_id, broker_epoch=self._broker_epoch(), partitions=[pb.AlterIsrPartition(
-                            topic=proposal.topic, partition=proposal.partition, leader_epoch=proposal.leader_epoch,
-                            new_isr=list(proposal.new_isr), current_isr_version=proposal.zk_version)]), timeout=10)
-                code = r.error_code
-                if code == errors.NONE and r.partitions:
-                    res = r.partitions[0]
-                    code, isr, version, epoch = res.error_code, list(res.isr), res.current_isr_version, res.leader_epoch
+                            topic=p.topic, partition=p.partition, leader_epoch=p.leader_epoch,
+                            new_isr=list(p.new_isr), current_isr_version=p.zk_version) for _, p in batch]),
+                        timeout=10)
+                top = r.error_code
+                answers = {(a.topic, a.partition): a for a in r.partitions}
             except grpc.RpcError as e:
                 log.warning("AlterIsr failed: %s", e)
-        with h.cond:
-            outcome = h.repl.on_alter_isr_result(code, isr, version, epoch, proposal=proposal, log=h.log,
-                                                 now_ms=now_ms())
-            self._log_events(outcome.events)
-            self._wake(h)
+        for h, proposal in batch:
+            code, isr, version, epoch = top, None, None, None
+            res = answers.get((proposal.topic, proposal.partition)) if top == errors.NONE else None
+            if res is not None:
+                code, isr, version, epoch = res.error_code, list(res.isr), res.current_isr_version, res.leader_epoch
+            with h.cond:
+                outcome = h.repl.on_alter_isr_result(code, isr, version, epoch, proposal=proposal, log=h.log,
+                                                     now_ms=now_ms())
+                self._log_events(outcome.events)
+                self._wake(h)
         self._notify()
 
     def _shrink_isrs(self) -> None:
