@@ -25,15 +25,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import TICK_MS, make_cluster, summary  # noqa: E402
+from bench.common import TICK_MS, make_cluster, summary, wait_isr_whole  # noqa: E402
 from node.events import read_run_events  # noqa: E402
 from node.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper  # noqa: E402
 
 
 def one(zk: EmbeddedZooKeeper, work: Path, partitions: int) -> dict:
-    c = make_cluster(zk, work, partitions, controlled=True, isr_quiet=True, **{"zookeeper.session.timeout.ms": 6000})
+    c = make_cluster(zk, work, partitions, controlled=True, **{"zookeeper.session.timeout.ms": 6000})
     try:
+        isr_whole = wait_isr_whole(c)
         view = c.view()
         parts = view.topics["__consumer_offsets"]["partitions"]
         victim = max((b for b in view.brokers if b != view.controller_id),
@@ -44,7 +45,7 @@ def one(zk: EmbeddedZooKeeper, work: Path, partitions: int) -> dict:
                                       and e["broker"] == victim), None), 60, "the controlled shutdown")
         c.wait_exit(victim, timeout=30)
         return {"led": led, "duration_ms": done["duration_ms"], "succeeded": done["succeeded"],
-                "isr_whole_before": getattr(c, "settled_with_whole_isrs", False)}
+                "isr_whole_before": isr_whole}
     finally:
         c.down()
 

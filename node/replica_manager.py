@@ -123,11 +123,9 @@ class ReplicaManager:
         h = self.hosted.get(tp)
         if h is not None:
             return h
-        if configs is None:
-            overrides = self._topic_config(tp[0])
-        elif tp[0] in configs:
-            overrides = configs[tp[0]]
-        else:
+        configs = {} if configs is None else configs
+        overrides = configs.get(tp[0])
+        if overrides is None:
             overrides = configs[tp[0]] = self._topic_config(tp[0])
         settings = self.settings
         if "min.insync.replicas" in overrides:  # a topic-level override of the broker default
