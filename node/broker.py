@@ -4,7 +4,9 @@
     python -m node --id N ...
 
 SIGTERM (or SIGINT) stops it cleanly: it resigns as controller, closes its
-ZooKeeper session so that its ephemeral znodes go at once, and exits 0.
+ZooKeeper session so that its ephemeral znodes go at once, and exits 0.  Every
+step of the stop is bounded, even with ZooKeeper gone; past the bound a
+watchdog (node/shutdown.py) logs ``shutdown_timed_out`` and exits 3.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from node.replica_manager import CleanerSettings, ReplicaManager
 from node.replication import ReplicaSettings
 from node.servicer import BrokerServicer
 from node.session_file import SessionFile
+from node.shutdown import ShutdownWatchdog, controlled_shutdown_budget_s, stop_deadline_s
 from proto import kafkasim_pb2 as pb
 from proto import groups_pb2_grpc as gpbg
 from proto import kafkasim_pb2_grpc as pbg
@@ -204,15 +207,30 @@ class Broker:
 
     def _controlled_shutdown(self) -> None:
         """Kafka's controlled shutdown: ask the controller to move our leaderships away and take
-        us out of ISRs, retrying while some remain; then shut down whatever the answer."""
+        us out of ISRs, retrying while some remain; then shut down whatever the answer.
+
+        Bounded: ``controlled.shutdown.max.retries`` attempts within their budget (node/shutdown.py).
+        The controller is found through ZooKeeper, and only a controller connected to it can write
+        the moves: when our client has no connection and none comes back within one retry backoff,
+        no controller can be found, so the broker stops asking at once (``gave_up``)."""
         attempts = max(1, self.cfg.get("controlled.shutdown.max.retries"))
         backoff_s = self.cfg.get("controlled.shutdown.retry.backoff.ms") / 1000.0
+        timeout_s = self.cfg.get("controller.socket.timeout.ms") / 1000.0
         t0 = time.monotonic_ns()
+        deadline = time.monotonic() + controlled_shutdown_budget_s(self.cfg)
         self.events.emit("controlled_shutdown_started", broker_epoch=self.state.broker_epoch)
-        code, remaining, attempt = errors.UNKNOWN_SERVER_ERROR, [], 0
+        code, remaining, made, gave_up = errors.UNKNOWN_SERVER_ERROR, [], 0, None
         for attempt in range(1, attempts + 1):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                gave_up = "budget_spent"
+                break
+            if not self.zk.wait_connected(min(backoff_s, left)):
+                gave_up = "zookeeper_unreachable"
+                break
+            made = attempt
             try:
-                code, remaining = self._ask_controller_to_shut_down()
+                code, remaining = self._ask_controller_to_shut_down(max(0.05, min(timeout_s, left)))
             except Exception as e:  # controller unreachable or gone: retry like Kafka
                 code, remaining = errors.UNKNOWN_SERVER_ERROR, []
                 log.warning("controlled shutdown attempt %d failed: %r", attempt, e)
@@ -220,12 +238,11 @@ class Broker:
                 break
             if attempt < attempts:
                 threading.Event().wait(backoff_s)  # retry backoff (controlled.shutdown.retry.backoff.ms)
-        self.events.emit("controlled_shutdown_done", attempts=attempt, succeeded=code == errors.NONE and not remaining,
-                         error=errors.name(code), remaining=[f"{t}-{p}" for t, p in remaining],
+        self.events.emit("controlled_shutdown_done", attempts=made, succeeded=code == errors.NONE and not remaining,
+                         error=errors.name(code), remaining=[f"{t}-{p}" for t, p in remaining], gave_up=gave_up,
                          duration_ms=round((time.monotonic_ns() - t0) / 1e6, 3))
 
-    def _ask_controller_to_shut_down(self) -> tuple[int, list[tuple[str, int]]]:
-        timeout_s = self.cfg.get("controller.socket.timeout.ms") / 1000.0
+    def _ask_controller_to_shut_down(self, timeout_s: float) -> tuple[int, list[tuple[str, int]]]:
         if self.controller.is_active:
             return self.controller.controlled_shutdown(self.broker_id, self.state.broker_epoch, timeout_s)
         controller = self.zk.read_controller()
@@ -238,26 +255,46 @@ class Broker:
                 timeout=timeout_s)
         return r.error_code, [(tp.topic, tp.partition) for tp in r.remaining_partitions]
 
-    def stop(self) -> None:
+    def stop(self, watchdog: ShutdownWatchdog | None = None) -> None:
         """Hand over (controlled shutdown), resign, stop serving, then close the ZooKeeper session last.
 
         Closing the session is what starts the failover elsewhere (our
         ephemerals go at once), so everything slow happens before it, and
         main() exits right after it without interpreter teardown, leaving the
         CPU to the brokers taking over.
+
+        No step waits on ZooKeeper or the controller unboundedly: the ZooKeeper
+        client stops waiting for a lost connection first (zk.fail_fast), and
+        ``watchdog`` (armed by main()) is told each step, to name the one it
+        finds stuck.
         """
+        step = watchdog.enter if watchdog is not None else (lambda _name: None)
+        self.zk.fail_fast()
         self.events.emit("broker_stopping", controller=self.controller.is_active)
         if self.cfg.get("controlled.shutdown.enable"):
+            step("controlled_shutdown")
             self._controlled_shutdown()
+        step("controller_shutdown")
         self.controller.shutdown()
+        step("server_stop")
         self.server.stop(grace=0.2).wait(2)
+        step("groups_close")
         self.groups.close()
+        step("replicas_close")
         self.replicas.close()
+        step("zk_session_close")
         self.events.emit("zk_session_closing", session_id=f"0x{self.zk.session_id:x}")
+        t0 = time.monotonic_ns()
         try:
-            self.zk.stop()  # closes the session: /brokers/ids/<id> (and /controller) go now
-        except Exception:
+            closed, error = self.zk.stop(), None  # closes the session: /brokers/ids/<id> (and /controller) go now
+        except Exception as e:
             log.exception("closing the ZooKeeper session failed")
+            closed, error = False, repr(e)
+        if not closed:
+            self.events.emit("zk_session_close_failed", error=error or "timed out",
+                             duration_ms=round((time.monotonic_ns() - t0) / 1e6, 3))
+        if watchdog is not None and not watchdog.finish():
+            return  # it fired: the process is ending with its exit status
         self.events.emit("broker_stopped")
         self.events.close()
 
@@ -298,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     received = signal.sigwait(stop_signals)
     broker.events.emit("signal_received", signal=signal.Signals(received).name)
     broker.stopping.set()
-    broker.stop()
+    watchdog = ShutdownWatchdog(broker.events, stop_deadline_s(cfg)).start()
+    broker.stop(watchdog)
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

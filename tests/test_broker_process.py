@@ -1,15 +1,25 @@
-"""The broker process's own edges: start-up failures are reported, never hung on."""
+"""The broker process's own edges: start-up failures are reported, and neither start-up nor a stop is
+ever hung on."""
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import yaml
 
+from conftest import write_cluster_yaml
+from node.cluster import Cluster
+from node.config import load_config
 from node.events import read_events
+from node.shutdown import stop_deadline_s
+from node.waiting import wait_for
+from zk.server import EmbeddedZooKeeper
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,3 +54,60 @@ def test_an_unknown_broker_id_is_a_config_error(tmp_path):
     r = subprocess.run([sys.executable, "-m", "node", "--id", "7", "--config", str(path)],
                        capture_output=True, text=True, timeout=60, cwd=str(ROOT))
     assert r.returncode == 2 and "7" in r.stderr
+
+
+def test_a_broker_whose_zookeeper_died_still_exits_promptly_on_sigterm(tmp_path):
+    """ZooKeeper SIGKILLed, then SIGTERM: each broker (the controller and the other) gives its controlled
+    shutdown up at once (no ZooKeeper, so no controller can be found), stops, and exits 0, well before
+    its shutdown watchdog's bound.  Kazoo used to keep the controlled shutdown's read of /controller
+    queued until ZooKeeper came back, and the broker never exited."""
+    zk = EmbeddedZooKeeper(tmp_path / "zk", servers=1, tick_ms=100)  # our own: this test kills it
+    zk.start(timeout=60)
+    procs: dict[int, subprocess.Popen] = {}
+    try:
+        path = write_cluster_yaml(tmp_path / "cluster.yaml", zk.connect_string, 2, **{
+            "offsets.topic.num.partitions": 4, "zookeeper.session.timeout.ms": 2000,
+            "controller.socket.timeout.ms": 1000, "controlled.shutdown.max.retries": 3})
+        cfg = load_config(path)
+        (tmp_path / "run").mkdir()
+        for b in (1, 2):
+            with open(tmp_path / "run" / f"broker-{b}.log", "ab") as out:
+                procs[b] = subprocess.Popen([sys.executable, "-m", "node", "--id", str(b), "--config", str(path)],
+                                            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            cwd=str(ROOT))
+        cluster = Cluster(cfg, path)
+        try:
+            controller = cluster.wait_ready(60).controller_id
+        finally:
+            cluster.close()
+        assert all(p.poll() is None for p in procs.values())
+
+        zk.servers[0].kill()
+        t0 = time.monotonic()
+        for p in procs.values():
+            os.kill(p.pid, signal.SIGTERM)
+        bound = stop_deadline_s(cfg)  # the watchdog's: 3 x (1 + 0.05) + 2 x 2 + 12 s
+        wait_for(lambda: all(p.poll() is not None for p in procs.values()), bound + 10,
+                 "both brokers to exit after SIGTERM with ZooKeeper dead")
+        elapsed = time.monotonic() - t0
+
+        for b, p in procs.items():
+            evs = read_events(tmp_path / "run" / "events" / f"broker-{b}.jsonl")
+            stop = [e["type"] for e in evs[next(i for i, e in enumerate(evs) if e["type"] == "signal_received"):]]
+            assert p.returncode == 0, (b, p.returncode, stop)  # 3 = the watchdog had to end it
+            assert "shutdown_timed_out" not in stop and stop[-1] == "broker_stopped", (b, stop)
+            done, = [e for e in evs if e["type"] == "controlled_shutdown_done"]
+            assert not done["succeeded"] and done["gave_up"] == "zookeeper_unreachable", (b, done)
+            # not retried through the whole budget (3 x 1.05 s): given up before a request, or after one
+            # that was under way as ZooKeeper died
+            assert done["attempts"] <= 1 and done["duration_ms"] < 1500, (b, done)
+            assert stop.index("controlled_shutdown_done") < stop.index("zk_session_closing"), (b, stop)
+            if b == controller:
+                assert "controller_resigned" in stop, stop
+        assert elapsed < bound, f"took {elapsed:.1f}s, the watchdog's bound is {bound:.1f}s"
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        zk.stop()

@@ -6,7 +6,8 @@ Each test has its own ZooKeeper server, so freezing it touches no other test.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
@@ -110,3 +111,39 @@ def test_a_cluster_comes_back_whole_after_zookeeper_stalls_past_every_session(ow
         assert after.controller_epoch >= before.controller_epoch
     finally:
         cluster.down()
+
+
+def in_daemon_thread(fn) -> Future:
+    """fn() in a daemon thread, so that a call that hangs (the bug) fails the test without hanging pytest."""
+    fut: Future = Future()
+
+    def run() -> None:
+        try:
+            fut.set_result(fn())
+        except BaseException as e:
+            fut.set_exception(e)
+
+    threading.Thread(target=run, daemon=True).start()
+    return fut
+
+
+def test_with_zookeeper_dead_no_call_hangs_and_a_closing_client_fails_at_once(own_zk):
+    """kazoo keeps a request made without a connection queued until one comes back, which here is
+    never: ZkClient bounds every wait by the session timeout, and once closing (fail_fast) by nothing."""
+    c, dropped = suspended_client(own_zk.connect_string)
+    own_zk.servers[0].kill()
+    assert dropped.wait(10), "the client never noticed ZooKeeper die"
+    assert not c.wait_connected(0.1)
+    t0 = time.monotonic()
+    unretried = in_daemon_thread(c.delete_controller_if_ours)   # one request, not retried
+    with pytest.raises(CONNECTION_ERRORS):
+        unretried.result(timeout=c.request_timeout_s + 10)      # used to wait for ever
+    assert time.monotonic() - t0 < c.request_timeout_s + 5
+
+    c.fail_fast()
+    t0 = time.monotonic()
+    read = in_daemon_thread(c.read_controller)   # retried until connected, unless the client is closing
+    with pytest.raises(CONNECTION_ERRORS):
+        read.result(timeout=10)
+    assert time.monotonic() - t0 < 1.0
+    in_daemon_thread(c.stop).result(timeout=c.request_timeout_s + 10)

@@ -22,6 +22,7 @@ from kazoo.exceptions import (
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from zk import codecs, paths
+from zk.bounded import BoundedHandler
 from zk.codecs import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from zk.batch import CREATE, DELETE, GET_DATA, SET_DATA, multi_read, multi_write
 
@@ -29,7 +30,8 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 MULTI_CHUNK = 1000  # ops per multi; well under jute.maxbuffer for our znodes
-#: What a lost or stalled connection raises.  Callers outside zk/ catch this tuple, never kazoo's names.
+#: What a lost or stalled connection raises (and a request unanswered within its bound: zk/bounded.py's
+#: RequestTimedOut is an OperationTimeoutError).  Callers outside zk/ catch this tuple, never kazoo's names.
 CONNECTION_ERRORS = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
 #: What :func:`until_connected` retries.  Not a session expiry: as in Kafka, that reaches the caller,
 #: whose ephemerals and watches are gone and who must register and decide again.
@@ -40,7 +42,8 @@ def until_connected(method: Callable[..., Any]) -> Callable[..., Any]:
     """Kafka's retryRequestsUntilConnected, for idempotent calls only (reads, ensure_path):
     a connection loss retries the call, with backoff, for up to ``retry_deadline_s``, so a
     ZooKeeper stall of a few seconds (a slow fsync, a GC pause) is a delay and not a failure.
-    Conditional writes are not retried here: their callers decide."""
+    Conditional writes are not retried here: their callers decide.  A closing client
+    (:meth:`ZkClient.fail_fast`) does not retry at all."""
     @functools.wraps(method)
     def retried(self: "ZkClient", *args: Any, **kwargs: Any) -> Any:
         if getattr(_retrying, "active", False):  # an outer call retries the whole: one deadline
@@ -48,7 +51,7 @@ def until_connected(method: Callable[..., Any]) -> Callable[..., Any]:
         _retrying.active = True
         try:
             for attempt in Retrying(retry=retry_if_exception_type(RETRIED_ERRORS),
-                                    stop=stop_after_delay(self.retry_deadline_s),
+                                    stop=stop_after_delay(self.retry_deadline_s) | self._closing_stop,
                                     wait=wait_exponential(multiplier=0.05, max=0.5), reraise=True):
                 with attempt:
                     return method(self, *args, **kwargs)
@@ -112,7 +115,11 @@ class ZkClient:
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
         self.retry_deadline_s = max(30.0, 3 * session_timeout_ms / 1000.0)
-        self.kz = KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000.0)
+        #: The longest any request waits for its answer (zk/bounded.py): the session timeout.
+        self.request_timeout_s = session_timeout_ms / 1000.0
+        self._closing = False
+        self.kz = KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000.0,
+                              handler=BoundedHandler(self._wait_bound))
         self._listeners: list[Callable[[str], None]] = []
         self._state_paths: dict[TopicPartition, str] = {}
         self.kz.add_listener(self._on_state)
@@ -125,12 +132,61 @@ class ZkClient:
             self.kz.ensure_path(self.chroot)
             self.kz.chroot = self.chroot
 
-    def stop(self) -> None:
-        """Close the session: ZooKeeper deletes our ephemerals at once."""
-        try:
-            self.kz.stop()
-        finally:
-            self.kz.close()
+    def stop(self, timeout_s: float | None = None) -> bool:
+        """Close the session: ZooKeeper deletes our ephemerals at once.
+
+        Waits at most ``timeout_s`` (default: the session timeout, at least 1 s) for kazoo to
+        finish; returns False when it did not (its threads are daemons and are left behind: a
+        session we could not close expires on the server by itself).  Re-raises kazoo's error.
+        """
+        outcome: list[BaseException | None] = []
+
+        def close() -> None:
+            try:
+                try:
+                    self.kz.stop()
+                finally:
+                    self.kz.close()
+            except BaseException as e:  # handed to the caller below
+                outcome.append(e)
+            else:
+                outcome.append(None)
+
+        closer = threading.Thread(target=close, name="zk-close", daemon=True)
+        closer.start()
+        closer.join(max(1.0, self.request_timeout_s) if timeout_s is None else timeout_s)
+        if not outcome:
+            log.warning("closing the ZooKeeper session did not finish in time; leaving it to expire")
+            return False
+        if outcome[0] is not None:
+            raise outcome[0]
+        return True
+
+    def fail_fast(self) -> None:
+        """From now on, don't wait for a ZooKeeper that may never come back (a stopping broker):
+        a request made while there is no connection fails at once with a connection error, and
+        reads are no longer retried until connected.  Requests made while connected still wait
+        for their answer, up to ``request_timeout_s``."""
+        self._closing = True
+
+    def _wait_bound(self) -> float:
+        """How long a request may wait for its answer now (zk/bounded.py); 0 = not at all."""
+        if self._closing and not self.connected:
+            return 0.0
+        return self.request_timeout_s
+
+    def _closing_stop(self, _retry_state: Any) -> bool:
+        return self._closing
+
+    def wait_connected(self, timeout_s: float, poll_s: float = 0.02) -> bool:
+        """True as soon as the client is connected, False if it still is not after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while not self.connected:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(poll_s, remaining))
+        return True
 
     @property
     def session_id(self) -> int:
