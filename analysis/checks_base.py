@@ -145,7 +145,8 @@ def pylist(arr: Column) -> Column:
 
 def partition_for(group: Column, n: Column) -> Column:
     """Kafka's ``abs(groupId.hashCode) % n`` (``coordinator.hashing.partition_for``) as a Spark expression:
-    Java's String.hashCode over the UTF-16 code units, int32 wraparound, ``abs(MIN_VALUE) = 0``."""
+    Java's String.hashCode over the UTF-16 code units, int32 wraparound, ``abs(MIN_VALUE) = 0``; null
+    unless ``n > 0``.  A per-character loop in SQL: apply it to distinct groups, not to every row."""
     units = F.hex(F.encode(group, "UTF-16BE"))          # 4 hex digits per UTF-16 code unit
     count = (F.length(units) / 4).cast("int")
     h = F.aggregate(F.sequence(F.lit(0), F.greatest(count - 1, F.lit(0))), F.lit(0).cast("long"),
@@ -154,7 +155,7 @@ def partition_for(group: Column, n: Column) -> Column:
     h = F.when(count == 0, F.lit(0).cast("long")).otherwise(h)
     signed = F.when(h >= 2147483648, h - 4294967296).otherwise(h)
     a = F.when(signed == -2147483648, F.lit(0).cast("long")).otherwise(F.abs(signed))
-    return (a % n.cast("long")).cast("int")
+    return F.when(n > 0, (a % n.cast("long")).cast("int"))
 
 
 def asof(queries: DataFrame, facts: DataFrame, keys: list[str], q_time: str, f_time: str,

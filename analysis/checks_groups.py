@@ -296,8 +296,11 @@ def _coordinator_asof(ctx: Ctx, c: DataFrame) -> DataFrame:
 def check_split_coordinator(ctx: Ctx) -> DataFrame:
     """``split-coordinator``: an ok commit answered by broker B (its ``node``) that was not the group's
     coordinator: ``deposed``, ``no-load`` or ``unloaded`` (docs/chaos.md); see ``_coordinator_asof``."""
-    c = _commits_with_node(ctx).join(F.broadcast(offsets_partition_counts(ctx)), "run")
-    c = c.select("*", partition_for(F.col("group"), F.col("n")).alias("p")).drop("n")
+    c = _commits_with_node(ctx)
+    # the hash is a per-character loop in SQL: computed once per (run, group), not once per commit
+    groups = c.select("run", "group").distinct().join(F.broadcast(offsets_partition_counts(ctx)), "run")
+    groups = groups.select("run", "group", partition_for(F.col("group"), F.col("n")).alias("p"))
+    c = c.join(F.broadcast(ctx.persist(groups)), ["run", "group"])
     c = ctx.persist(_coordinator_asof(ctx, c))
     no_load = F.col("held_ns").isNull() | (F.col("proc_ns").isNotNull() & (F.col("held_ns") < F.col("proc_ns")))
     deposed = ~no_load & (F.col("m_all") > F.col("top.h_epoch"))

@@ -31,6 +31,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from analysis.checks_base import partition_for
 from analysis.tables import OFFSETS_TOPIC, state_writes
 from chaos.timeline import ROW_FIELDS  # noqa: F401  (re-exported: the same rows as the runner's timeline)
 
@@ -60,18 +61,6 @@ def _ms(t: Column | str, t0: Column | str = "time_ns") -> Column:
     """ms from ``t0`` to ``t``, rounded as in Python (a UDF made per use: it must not outlive its SparkContext)."""
     ms = F.udf(ms_between, T.DoubleType())
     return ms(F.col(t) if isinstance(t, str) else t, F.col(t0) if isinstance(t0, str) else t0)
-
-
-def partition_for(group: Column, n: Column) -> Column:
-    """Kafka's partitionFor as a Spark expression: abs(Java String.hashCode) % n, the hash over the UTF-16
-    code units with int32 wrap-around, abs(Integer.MIN_VALUE) = 0 (coordinator/hashing.py)."""
-    utf16 = F.encode(group, "UTF-16BE")
-    units = F.sequence(F.lit(0), F.floor(F.length(utf16) / 2).cast("int") - 1)
-    unit = lambda i: F.conv(F.hex(utf16.substr(i * 2 + 1, F.lit(2))), 16, 10).cast("bigint")  # noqa: E731
-    h = F.aggregate(F.when(F.length(utf16) > 0, units).otherwise(F.array().cast("array<int>")), F.lit(0).cast("bigint"),
-                    lambda acc, i: F.pmod(acc * 31 + unit(i), F.lit(1 << 32)))
-    signed = F.when(h >= 1 << 31, h - (1 << 32)).otherwise(h)
-    return F.when(n > 0, F.pmod(F.when(signed == -(1 << 31), 0).otherwise(F.abs(signed)), n).cast("int"))
 
 
 def _before(t: Column, end: Column) -> Column:
