@@ -91,9 +91,10 @@ class MemberMetadata:
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.session_timeout_ms = session_timeout_ms
         self.protocol_type = protocol_type
-        self.protocols: list[tuple[str, bytes]] = [(n, bytes(m)) for n, m in protocols]
+        self._group: GroupMetadata | None = None   # the group that counts this member (GroupMetadata.add)
+        self._protocols: list[tuple[str, bytes]] = [(n, bytes(m)) for n, m in protocols]
         self.assignment = bytes(assignment)
-        self.join_handle: object = NO_HANDLE
+        self._join_handle: object = NO_HANDLE
         self.sync_handle: object = NO_HANDLE
         self.is_leaving = False
         self.is_new = False
@@ -105,9 +106,39 @@ class MemberMetadata:
     def is_static(self) -> bool:
         return self.group_instance_id is not None
 
+    # join_handle and protocols keep the group's counts (awaiting join, members per protocol) current,
+    # so that a join costs O(1) rather than a scan of every member (Kafka's numMembersAwaitingJoin and
+    # supportedProtocols)
+
+    @property
+    def join_handle(self) -> object:
+        return self._join_handle
+
+    @join_handle.setter
+    def join_handle(self, handle: object) -> None:
+        if self._group is not None:
+            self._group._awaiting += (handle is not NO_HANDLE) - (self._join_handle is not NO_HANDLE)
+        self._join_handle = handle
+
+    @property
+    def protocols(self) -> list[tuple[str, bytes]]:
+        return self._protocols
+
+    @protocols.setter
+    def protocols(self, protocols: list[tuple[str, bytes]]) -> None:
+        group = self._group
+        if group is not None:
+            group._count_protocols(self, -1)
+        self._protocols = [(n, bytes(m)) for n, m in protocols]
+        if group is not None:
+            group._count_protocols(self, +1)
+
+    def protocol_names(self) -> set[str | None]:
+        return {name for name, _ in self._protocols}
+
     @property
     def is_awaiting_join(self) -> bool:
-        return self.join_handle is not NO_HANDLE
+        return self._join_handle is not NO_HANDLE
 
     @property
     def is_awaiting_sync(self) -> bool:
@@ -159,6 +190,8 @@ class GroupMetadata:
         self.sync_timer: SyncTimer | None = None
         self.subscribed_topics: frozenset[str] | None = None
         self.listener = listener
+        self._awaiting = 0                                     # members with a parked JoinGroup
+        self._protocol_counts: dict[str | None, int] = {}      # protocol name -> members supporting it
 
     # ------------------------------------------------------------ basics
 
@@ -180,7 +213,7 @@ class GroupMetadata:
 
     @property
     def num_awaiting_join(self) -> int:
-        return sum(1 for m in self.members.values() if m.is_awaiting_join)
+        return self._awaiting
 
     def can_rebalance(self) -> bool:
         return self.state in VALID_PREVIOUS_STATES[PREPARING_REBALANCE]
@@ -205,11 +238,32 @@ class GroupMetadata:
             self.protocol_type = member.protocol_type
         if self.leader_id is None:
             self.leader_id = member.member_id
-        self.members[member.member_id] = member
+        self._attach(member)
         member.join_handle = join_handle
+
+    def _attach(self, member: MemberMetadata) -> None:
+        if member._group is not None:
+            raise IllegalStateTransition(f"member {member.member_id} already belongs to a group")
+        self.members[member.member_id] = member
+        member._group = self
+        self._awaiting += member.is_awaiting_join
+        self._count_protocols(member, +1)
+
+    def _count_protocols(self, member: MemberMetadata, sign: int) -> None:
+        counts = self._protocol_counts
+        for name in member.protocol_names():
+            n = counts.get(name, 0) + sign
+            if n:
+                counts[name] = n
+            else:
+                del counts[name]
 
     def remove(self, member_id: str) -> MemberMetadata | None:
         member = self.members.pop(member_id, None)
+        if member is not None:
+            self._awaiting -= member.is_awaiting_join
+            self._count_protocols(member, -1)
+            member._group = None
         if member is not None and member.group_instance_id is not None:
             self.static_members.pop(member.group_instance_id, None)
         if self.is_leader(member_id):
@@ -255,7 +309,7 @@ class GroupMetadata:
     def update_member(self, member: MemberMetadata, protocols: list[tuple[str, bytes]],
                       join_handle: object) -> object:
         """New protocols and parked join; returns the join handle it displaced (or NO_HANDLE)."""
-        member.protocols = [(n, bytes(m)) for n, m in protocols]
+        member.protocols = protocols
         displaced = member.join_handle
         member.join_handle = join_handle
         return displaced
@@ -281,22 +335,15 @@ class GroupMetadata:
 
     # ------------------------------------------------------------ protocols
 
-    def _protocol_counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for m in self.members.values():
-            for name, _ in m.protocols:
-                counts[name] = counts.get(name, 0) + 1
-        return counts
-
     def candidate_protocols(self) -> set[str]:
         n = self.size
-        return {p for p, c in self._protocol_counts().items() if c == n}
+        return {p for p, c in self._protocol_counts.items() if c == n and p is not None}
 
     def supports_protocols(self, protocol_type: str, protocols: Iterable[str]) -> bool:
         names = set(protocols)
         if self.is_(EMPTY):
             return bool(protocol_type) and bool(names)
-        counts = self._protocol_counts()
+        counts = self._protocol_counts
         return self.protocol_type == protocol_type and any(counts.get(p, 0) == self.size for p in names)
 
     def select_protocol(self) -> str:
@@ -380,7 +427,7 @@ class GroupMetadata:
             member = MemberMetadata(r.member_id, r.group_instance_id, r.client_id, r.client_host,
                                     r.rebalance_timeout_ms, r.session_timeout_ms, value.protocol_type,
                                     [(value.protocol, r.subscription)], r.assignment)  # type: ignore[list-item]
-            group.members[r.member_id] = member
+            group._attach(member)
             if r.group_instance_id is not None:
                 group.static_members[r.group_instance_id] = r.member_id
         group.subscribed_topics = group.compute_subscribed_topics()

@@ -558,6 +558,22 @@ def test_leaving_member_with_a_parked_join_gets_it_answered():
     assert d.response(h) is None
     d.leave("g", (ids[1], None))
     assert d.response(h).error_code == errors.UNKNOWN_MEMBER_ID
+    assert d.core.get_group("g").num_awaiting_join == 0   # the leaver no longer counts as awaiting
+    h0 = d.join("g", ids[0])                             # so the one member left completes the join
+    assert (d.response(h0).generation_id, [m.member_id for m in d.response(h0).members]) == (gen + 1, [ids[0]])
+
+
+def test_protocol_support_follows_the_members_that_remain():
+    d = Driver(cfg())
+    both = (("roundrobin", b""), ("range", b""))
+    gen, ids = form(d, protocols=[both, both])
+    d.leave("g", (ids[0], None))
+    h1 = d.join("g", ids[1], protocols=(("range", b""),))            # drops roundrobin
+    assert d.response(h1).protocol_name == "range"
+    # nobody supports roundrobin any more: a member offering only it is inconsistent; range is fine
+    assert d.response(d.join("g", protocols=(("roundrobin", b""),))).error_code == errors.INCONSISTENT_GROUP_PROTOCOL
+    h = d.join("g", protocols=(("range", b""),))
+    assert d.response(h) is None and d.core.get_group("g").size == 2   # accepted: parked in the rebalance
 
 
 # ------------------------------------------------------------------ unload

@@ -168,6 +168,21 @@ class Clients:
         self.learn()
 
 
+def check_counts(d: Driver) -> None:
+    """The counts a group keeps as members come, go and park (awaiting join, members per protocol)
+    equal a scan of its members."""
+    for group_id in d.core.group_ids():
+        group = d.core.get_group(group_id)
+        members = list(group.members.values())
+        assert group.num_awaiting_join == sum(m.is_awaiting_join for m in members), group
+        scanned: dict = {}
+        for m in members:
+            for name in {n for n, _ in m.protocols}:
+                scanned[name] = scanned.get(name, 0) + 1
+        assert group._protocol_counts == scanned, group
+        assert all(m._group is group for m in members), group
+
+
 def check_reload(d: Driver) -> None:
     fresh = d.reloaded(log=d.applied_log())   # = d.log() once nothing is pending
     view = d.core.durable_view()
@@ -193,6 +208,7 @@ def test_durable_state_is_the_replay_of_the_log(steps, settle):
     clients = Clients(d)
     for action in steps:
         clients.step(action)
+        check_counts(d)
     check_reload(d)               # with appends still pending: the core has replayed the log before them
     if settle:
         d.complete_all()
@@ -214,10 +230,13 @@ def test_failover_then_more_traffic(before, after):
     clients = Clients(d)
     for action in before:
         clients.step(action)
-    e = d.reloaded()              # the new leader loads whatever was committed
+        check_counts(d)
+    e = d.reloaded()
+    check_counts(e)              # the new leader loads whatever was committed
     clients.d = e
     clients.joins.clear()
     for action in after:
         clients.step(action)
+        check_counts(e)
     e.complete_all()
     check_reload(e)
