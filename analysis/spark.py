@@ -12,12 +12,16 @@ def session(master: str = "local[*]", app: str = "kafkasim-analyze") -> SparkSes
     if active is not None:
         return active
     cores = os.cpu_count() or 2
+    # local mode: one JVM holds the caches (10M ops' paired lines are gigabytes) and runs every task; with
+    # 4g it thrashed in GC until a broadcast timed out.  Half the RAM, 4-16g, unless told
+    memory = os.environ.get("KAFKASIM_SPARK_DRIVER_MEMORY") or f"{max(4, min(16, _ram_gib() // 2))}g"
     builder = (SparkSession.builder.master(master).appName(app)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", str(max(2, 2 * cores)))
                .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.memory", os.environ.get("KAFKASIM_SPARK_DRIVER_MEMORY", "4g"))
+               .config("spark.driver.memory", memory)
+               .config("spark.sql.broadcastTimeout", "1200")   # 2 busy cores: 300 s is not "never"
                # Spark's generated code has methods above HotSpot's 8000-byte JIT limit: left interpreted, the
                # checkers' stages ran about 15 % slower (bench/analysis.py)
                .config("spark.driver.extraJavaOptions", "-XX:-DontCompileHugeMethods")
@@ -27,3 +31,11 @@ def session(master: str = "local[*]", app: str = "kafkasim-analyze") -> SparkSes
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _ram_gib() -> int:
+    """Physical memory in GiB (0 when unknown)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 30)
+    except (ValueError, OSError):
+        return 0

@@ -10,6 +10,9 @@ For each size (client operations of one synthetic run, ``analysis.synthetic``):
              parameters and generator version (the time is then the one recorded at generation)
   baseline   ``spark.read.text(<history files>).count()`` then the same for the event logs: the
              floor of reading the same lines, in the same session
+  floor      the history parsed (``analysis.load.HISTORY_DDL``) and its invokes paired with their
+             completions (``analysis.ops_tables``), into Spark's ``noop`` sink: the work every table and
+             checker depends on (``--no-parse-floor`` skips it)
   pipeline   ``analysis.main.run([run], master, out)`` (every table, the checkers, the report), and
              the seconds of each of its steps
 
@@ -130,7 +133,8 @@ def history_files(run: Path) -> list[str]:
     return [str(h / "*.jsonl")] if h.is_dir() else [str(h)]
 
 
-def bench_size(spark, master: str, run: Path, gen: dict, out_root: Path) -> dict[str, Any]:
+def bench_size(spark, master: str, run: Path, gen: dict, out_root: Path,
+               parse_floor: bool = True) -> dict[str, Any]:
     rows = gen["history_lines"] + gen["event_lines"]
     # the floor: read the same lines and count them
     with CpuClock(spark) as base:
@@ -140,13 +144,24 @@ def bench_size(spark, master: str, run: Path, gen: dict, out_root: Path) -> dict
     if n_hist != gen["history_lines"] or n_ev != gen["event_lines"]:
         raise SystemExit(f"{run}: Spark read {n_hist} history and {n_ev} event lines, expected "
                          f"{gen['history_lines']} and {gen['event_lines']}")
+    floor_s = floor_cpu = None
+    if parse_floor:
+        # the work every table and checker stands on: parse each history line (HISTORY_DDL) and pair each
+        # invoke with its completion (one shuffle), into a sink that writes nothing
+        from analysis.load import read_history
+        from analysis.ops_tables import pair_lines, paired_ops
+        with CpuClock(spark) as fl:
+            lines = read_history(spark, {run.name: str(run)})
+            paired_ops(pair_lines(lines)).write.format("noop").mode("overwrite").save()
+        floor_s, floor_cpu = round(fl.wall, 2), None if fl.cpu is None else round(fl.cpu, 1)
     out = out_root / run.name
     if out.exists():
         shutil.rmtree(out)
     result: dict[str, Any] = {"run": str(run), "ops": gen["ops"], "history_lines": gen["history_lines"],
                               "event_lines": gen["event_lines"], "rows": rows, "history_bytes": gen["history_bytes"],
                               "baseline_s": round(base_s, 2), "baseline_rows_per_s": round(rows / base_s),
-                              "baseline_cpu_s": None if base.cpu is None else round(base.cpu, 1)}
+                              "baseline_cpu_s": None if base.cpu is None else round(base.cpu, 1),
+                              "parse_pair_s": floor_s, "parse_pair_cpu_s": floor_cpu}
     from analysis.main import run as pipeline_run
     with CpuClock(spark) as clock:
         summary = pipeline_run([str(run)], master, str(out))
@@ -179,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--plant", action="append", default=[], metavar="KIND")
     ap.add_argument("--jobs", type=int, default=None, help="generator processes (default: the cores)")
+    ap.add_argument("--no-parse-floor", action="store_true",
+                    help="skip the second floor: parse the history and pair its operations, writing nothing")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     a = ap.parse_args(argv)
     sizes = [int(s.replace("_", "")) for s in a.sizes.split(",") if s.strip()]
@@ -198,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Spark session {a.master}: {time.monotonic() - t:.1f} s (not counted below)", flush=True)
     results = []
     for size, run, gen in gens:
-        r = bench_size(spark, a.master, run, gen, workdir / "out")
+        r = bench_size(spark, a.master, run, gen, workdir / "out", parse_floor=not a.no_parse_floor)
         r.update(size=size, generate_s=gen["generate_s"], generate_lines_per_s=gen["generate_lines_per_s"])
         results.append(r)
         goal = ""
@@ -208,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['baseline_cpu_s']} CPU s)  pipeline {r['wall_s']:7.1f} s = {r['ops_per_s']:,} ops/s, "
               f"{r['rows_per_s']:,} rows/s, {r['vs_baseline']}x the baseline, {r['cpu_s']} CPU s "
               f"(load average {r['load_avg']}){goal}", flush=True)
+        if r["parse_pair_s"] is not None:
+            print(f"    floor of parsing the history and pairing its operations (no output): {r['parse_pair_s']} s "
+                  f"({r['parse_pair_cpu_s']} CPU s)", flush=True)
         print("    steps (s): " + ", ".join(f"{k} {v}" for k, v in r["seconds"].items()), flush=True)
     (workdir / "bench-analysis.json").write_text(json.dumps(results, indent=1) + "\n")
     if a.json:
