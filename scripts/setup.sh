@@ -2,6 +2,7 @@
 # One-stop, idempotent set-up on a fresh Debian (bookworm) machine:
 #   - Java 17 + ZooKeeper 3.8 from Debian's `zookeeper` package (real ZooKeeper servers)
 #   - Debian's `docker-compose` client (one test validates docker-compose.yml with it)
+#   - iproute2 and iptables (chaos runs' root-only `network: netns` mode and its tests)
 #   - kafkasim itself, editable, with its test extras (PySpark runs on the same Java 17); then the generated gRPC wire types
 # Fast when everything is already in place.
 set -euo pipefail
@@ -18,6 +19,13 @@ fi
 if ! command -v docker-compose >/dev/null 2>&1; then
     apt_pkgs+=(docker-compose)
 fi
+# chaos runs' root-only network mode (network: netns): namespaces, iptables DROP and NFQUEUE rules
+if ! command -v ip >/dev/null 2>&1; then
+    apt_pkgs+=(iproute2)
+fi
+if ! command -v iptables >/dev/null 2>&1; then
+    apt_pkgs+=(iptables)
+fi
 if [ "${#apt_pkgs[@]}" -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then
         SUDO=()
@@ -33,7 +41,7 @@ if [ "${#apt_pkgs[@]}" -gt 0 ]; then
     "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
         apt-get install -y -q --no-install-recommends "${apt_pkgs[@]}"
 else
-    say "java, zookeeper and docker-compose present"
+    say "java, zookeeper, docker-compose, ip and iptables present"
 fi
 command -v java >/dev/null 2>&1 || { echo "setup: java still missing: apt-get install openjdk-17-jre-headless" >&2; exit 1; }
 [ -f /usr/share/java/zookeeper.jar ] || { echo "setup: /usr/share/java/zookeeper.jar still missing: apt-get install zookeeper" >&2; exit 1; }
