@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from node import errors
+from node.fetch_session import FollowerSession, PartitionFetch
 from node.storage.batch import CorruptBatchError
 from node.storage.log import InvalidAppendError
 from proto import kafkasim_pb2 as pb
@@ -30,6 +31,8 @@ class LeaderFetcher(threading.Thread):
         self._channel: grpc.Channel | None = None  # only this thread opens it; assign() may close it
         self._polling: set[TP] | None = None  # the partitions of the long poll now parked at the leader
         self._cut = False
+        self._session = FollowerSession()  # only this thread uses it
+        self._state: dict[TP, tuple["Hosted", PartitionFetch]] = {}  # each partition's position (this thread)
 
     def assign(self, tp: TP, h: "Hosted", leader_epoch: int) -> None:
         with self._lock:
@@ -75,45 +78,73 @@ class LeaderFetcher(threading.Thread):
                     self._channel.close()
 
     def _fetch_once(self, stub: pbg.BrokerStub, parts: dict[TP, tuple["Hosted", int]]) -> bool:
-        wanted: list[pb.FetchPartition] = []
-        sent: dict[TP, tuple["Hosted", int]] = {}
+        """One Fetch in this fetcher's session (``node.fetch_session``): every partition when the
+        session is new, else only those whose position changed.  False: back off (an error)."""
+        state = self._state
+        for tp in [tp for tp in state if tp not in parts]:
+            del state[tp]
+        current: dict[TP, PartitionFetch] = {}
         for tp, (h, epoch) in parts.items():
-            with h.cond:
-                if h.log.closed or h.fetching_from != (self.leader, epoch):
-                    continue
-                wanted.append(pb.FetchPartition(topic=tp[0], partition=tp[1], fetch_offset=h.log.log_end_offset,
-                                                last_fetched_epoch=h.log.epoch_cache.latest_epoch,
-                                                current_leader_epoch=epoch, max_bytes=1 << 20,
-                                                follower_high_watermark=h.repl.high_watermark))
-                sent[tp] = (h, epoch)
-        if not wanted:
+            known = state.get(tp)
+            if known is None or known[0] is not h or known[1].current_leader_epoch != epoch:
+                # a partition new to this fetcher (or given again): read its position; after that only
+                # this thread moves it (appends, truncations, HW updates), and _apply keeps it current
+                with h.cond:
+                    if h.log.closed or h.fetching_from != (self.leader, epoch):
+                        continue
+                    known = state[tp] = (h, self._position(h, epoch))
+            current[tp] = known[1]
+        if not current:
             return False
+        session = self._session
+        session_id, session_epoch, listed, forgotten = session.request(current)
         with self._lock:
             if self._cut:
                 return True  # a new partition arrived meanwhile: rebuild the request on a new channel
-            self._polling = set(sent)
+            self._polling = parts.keys()
         try:
-            r = stub.Fetch(pb.FetchRequest(replica_id=self.rm.broker_id, replica_epoch=self.rm._broker_epoch(),
-                                           max_wait_ms=self.rm.fetch_wait_ms, partitions=wanted),
-                           timeout=self.rm.fetch_wait_ms / 1000 + 5)
+            r = stub.Fetch(pb.FetchRequest(
+                replica_id=self.rm.broker_id, replica_epoch=self.rm._broker_epoch(), max_wait_ms=self.rm.fetch_wait_ms,
+                session_id=session_id, session_epoch=session_epoch,
+                partitions=[pb.FetchPartition(topic=tp[0], partition=tp[1], fetch_offset=pf.fetch_offset,
+                                              last_fetched_epoch=pf.last_fetched_epoch,
+                                              current_leader_epoch=pf.current_leader_epoch, max_bytes=pf.max_bytes,
+                                              follower_high_watermark=pf.follower_high_watermark)
+                            for tp in listed for pf in (current[tp],)],
+                forgotten=[pb.TopicPartition(topic=t, partition=p) for t, p in forgotten]),
+                timeout=self.rm.fetch_wait_ms / 1000 + 5)
         except (grpc.RpcError, ValueError):  # ValueError: the channel was closed under us
+            session.reset()  # the leader may or may not have taken it: start over with a full request
             with self._lock:
                 return self._cut  # cut short on purpose: fetch again at once, no backoff
         finally:
             with self._lock:
                 self._polling = None
+        if r.error_code != errors.NONE:
+            session.reset()
+            # a session the leader no longer has (it restarted, or a request was lost): a full one at once
+            return r.error_code in (errors.FETCH_SESSION_ID_NOT_FOUND, errors.INVALID_FETCH_SESSION_EPOCH)
+        session.answered(r.session_id, {tp: current[tp] for tp in listed}, forgotten)
         ok = True
         for a in r.partitions:
             tp = (a.topic, a.partition)
-            if tp not in sent:
+            if tp not in current:
                 continue
-            h, epoch = sent[tp]
+            h, epoch = parts[tp]
             with h.cond:
                 # a role change since the request was sent makes this answer stale
                 if self._stop_event.is_set() or h.log.closed or h.fetching_from != (self.leader, epoch):
+                    state.pop(tp, None)
                     continue
                 ok = self._apply(tp, h, epoch, a) and ok
+                state[tp] = (h, self._position(h, epoch))
         return ok
+
+    @staticmethod
+    def _position(h: "Hosted", epoch: int) -> PartitionFetch:
+        """With ``h.cond`` held: where this follower fetches from and what it has."""
+        return PartitionFetch(h.log.log_end_offset, h.log.epoch_cache.latest_epoch, epoch, 1 << 20,
+                              h.repl.high_watermark)
 
     def _apply(self, tp: TP, h: "Hosted", epoch: int, a: pb.FetchPartitionResponse) -> bool:
         rm = self.rm

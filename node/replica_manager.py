@@ -21,14 +21,16 @@ from typing import Any, Callable, Iterable
 import grpc
 
 from node import errors
+from node.clock import now_ms
 from node.broker_state import PartitionInfo
 from node.events import EventLog
+from node.fetch_session import LeaderSessions
 from node.fetcher import LeaderFetcher
+from node.leader_fetch import LeaderFetchMixin
 from node.purgatory import AckWaiter, Purgatory
 from node.replication import AlterIsrProposal, PartitionReplication, ReplicaSettings
 from node.storage import OffsetCheckpointFile, PartitionLog
 from node.storage.cleaner import CleanResult, clean
-from node.storage.log import OffsetOutOfRangeError
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 
@@ -36,10 +38,6 @@ log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
 HW_CHECKPOINT = "replication-offset-checkpoint"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass
@@ -65,7 +63,7 @@ class CleanerSettings:
 ALTER_ISR_BATCH = 1000  # proposals per AlterIsr request at most
 
 
-class ReplicaManager:
+class ReplicaManager(LeaderFetchMixin):
     def __init__(self, broker_id: int, log_dir: Path, settings: ReplicaSettings, events: EventLog,
                  broker_epoch: Callable[[], int], endpoint_of: Callable[[int], str | None],
                  controller_endpoint: Callable[[], str | None], fetch_wait_ms: int, segment_bytes: int,
@@ -94,6 +92,7 @@ class ReplicaManager:
         self._isr_queue_cond = threading.Condition()
         self._isr_sender: threading.Thread | None = None
         self._purgatory = Purgatory(self._waiter_outcome)
+        self._sessions = LeaderSessions(first_id=time.time_ns() // 1_000_000)  # fetch sessions (KIP-227)
         self._checkpoint = OffsetCheckpointFile(log_dir / HW_CHECKPOINT)
         log_dir.mkdir(parents=True, exist_ok=True)
         self._hw_at_start = self._checkpoint.read()
@@ -395,89 +394,6 @@ class ReplicaManager:
                     break
                 h.cond.wait(remaining)
         return pb.ProduceResponse(error_code=code, base_offset=base, last_offset=last, leader_epoch=epoch)
-
-    # ------------------------------------------------------------------ fetch
-
-    def fetch(self, req: pb.FetchRequest) -> pb.FetchResponse:
-        """Answer a follower's (replica_id >= 0) or a consumer's fetch for many partitions.
-
-        A follower's position is recorded first (it moves the HW and may
-        expand the ISR); then, while no partition has anything to return, the
-        request long-polls up to max_wait_ms.  Followers read up to the LEO,
-        consumers up to the HW.
-        """
-        follower = req.replica_id >= 0
-        deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
-        answers: dict[int, pb.FetchPartitionResponse] = {}
-        pending: list[tuple[int, pb.FetchPartition, Hosted]] = []
-        proposals: list[tuple[Hosted, AlterIsrProposal]] = []
-        for i, fp in enumerate(req.partitions):
-            h = self.hosted.get((fp.topic, fp.partition))
-            if h is None or not h.repl.is_leader:
-                answers[i] = self._error(fp, errors.NOT_LEADER_OR_FOLLOWER)
-                continue
-            with h.cond:
-                if follower:
-                    out = h.repl.on_follower_fetch(req.replica_id, fp.fetch_offset, fp.last_fetched_epoch,
-                                                   fp.current_leader_epoch, h.log, now_ms())
-                    self._log_events(out.events)
-                    self._wake(h)  # the HW may have moved: wake acks=all waiters
-                    if out.alter_isr is not None:
-                        proposals.append((h, out.alter_isr))
-                    if out.error != errors.NONE or out.diverging_epoch is not None or out.read_offset is None:
-                        a = self._error(fp, out.error, h)
-                        if out.diverging_epoch is not None:
-                            a.diverging_epoch, a.diverging_end_offset = out.diverging_epoch
-                        answers[i] = a
-                        continue
-                pending.append((i, fp, h))
-        for h, proposal in proposals:
-            self._send_alter_isr(h, proposal)
-
-        def ready() -> bool:
-            return any((h.log.log_end_offset if follower else h.repl.high_watermark) > fp.fetch_offset
-                       or not h.repl.is_leader for _, fp, h in pending)
-
-        # Kafka answers at once when any partition has an error or a diverging epoch (a follower
-        # must truncate before it fetches on); otherwise it long-polls while nothing is readable
-        urgent = any(a.error_code != errors.NONE or a.diverging_epoch >= 0 for a in answers.values())
-        with self._data:
-            self._parked[req.replica_id] = self._parked.get(req.replica_id, 0) + 1
-            try:
-                while pending and not urgent and not ready() and not self._stopping.is_set():
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self._data.wait(remaining)
-            finally:
-                self._parked[req.replica_id] -= 1
-        for i, fp, h in pending:
-            with h.cond:
-                if not h.repl.is_leader or h.log.closed:
-                    answers[i] = self._error(fp, errors.NOT_LEADER_OR_FOLLOWER)
-                    continue
-                hw = h.repl.high_watermark
-                if follower and hw == fp.follower_high_watermark and fp.fetch_offset == h.log.log_end_offset:
-                    continue  # nothing new for this follower: left out of the answer (KIP-227)
-                try:
-                    data = h.log.read(fp.fetch_offset, fp.max_bytes or 1 << 20, None if follower else hw)
-                except OffsetOutOfRangeError:
-                    answers[i] = self._error(fp, errors.OFFSET_OUT_OF_RANGE, h)
-                    continue
-                answers[i] = pb.FetchPartitionResponse(
-                    topic=fp.topic, partition=fp.partition, error_code=errors.NONE, high_watermark=hw,
-                    log_start_offset=h.log.log_start_offset, log_end_offset=h.log.log_end_offset,
-                    records=bytes(data), diverging_epoch=-1, leader_epoch=h.repl.leader_epoch)
-        return pb.FetchResponse(error_code=errors.NONE,
-                                partitions=[answers[i] for i in range(len(req.partitions)) if i in answers])
-
-    @staticmethod
-    def _error(fp: pb.FetchPartition, code: int, h: Hosted | None = None) -> pb.FetchPartitionResponse:
-        a = pb.FetchPartitionResponse(topic=fp.topic, partition=fp.partition, error_code=code, diverging_epoch=-1)
-        if h is not None:
-            a.high_watermark, a.log_end_offset = h.repl.high_watermark, h.log.log_end_offset
-            a.leader_epoch = h.repl.leader_epoch
-        return a
 
     # ------------------------------------------------------------------ ISR changes
 

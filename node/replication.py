@@ -325,6 +325,26 @@ class PartitionReplication:
         out.high_watermark = self._hw
         return out
 
+    def on_idle_follower_fetch(self, follower_id: int, fetch_offset: int, current_leader_epoch: int,
+                               leader_leo: int, now_ms: int) -> bool:
+        """A partition of a fetch session that the follower did not list: it fetches again at
+        ``fetch_offset``, the offset it last listed (``node.fetch_session``).
+
+        When the follower is in the ISR, at the log end, this broker leads in the epoch the follower
+        names, and the HW is the log end, that fetch only records the fetch time
+        (:meth:`on_follower_fetch` would change nothing else: no divergence, no HW move, no ISR
+        change): do that and return True.  Otherwise return False, and the caller handles it as a
+        listed partition."""
+        rep = self.remotes.get(follower_id)
+        if (rep is None or self.leader_id != self.local_broker_id or current_leader_epoch != self._leader_epoch
+                or fetch_offset != leader_leo or rep.log_end_offset != fetch_offset or self._hw != leader_leo
+                or follower_id not in self._isr):
+            return False
+        if now_ms > rep.last_caught_up_ms:
+            rep.last_caught_up_ms = now_ms
+        rep.last_fetch_leader_leo, rep.last_fetch_ms = leader_leo, now_ms
+        return True
+
     @staticmethod
     def _update_follower(rep: RemoteReplica, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
         if fetch_offset >= leader_leo:

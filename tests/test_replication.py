@@ -155,6 +155,56 @@ def test_last_caught_up_unchanged_when_behind_both():
     assert p.remotes[2].last_fetch_leader_leo == 10 and p.remotes[2].last_fetch_ms == T0 + 200
 
 
+def _idle(p, log, fid, offset, now, epoch=EPOCH):
+    return p.on_idle_follower_fetch(fid, offset, epoch, log.log_end_offset, now)
+
+
+def test_an_idle_session_fetch_records_exactly_what_a_full_fetch_at_the_log_end_would():
+    """A fetch-session partition the follower did not list (node.fetch_session): at the log end,
+    in the ISR, HW at the log end, the fetch only moves the fetch times, as on_follower_fetch does."""
+    p, log = make_leader(isr=(1, 2, 3))
+    q, qlog = make_leader(isr=(1, 2, 3))
+    for r in (2, 3):
+        fetch(p, log, r, 10, T0)
+        fetch(q, qlog, r, 10, T0)
+    assert p.high_watermark == 10
+    assert _idle(p, log, 2, 10, T0 + 4000) is True
+    fetch(q, qlog, 2, 10, T0 + 4000)
+    assert vars(p.remotes[2]) == vars(q.remotes[2]) and p.remotes[2].last_caught_up_ms == T0 + 4000
+    assert p.high_watermark == q.high_watermark == 10 and p.isr == q.isr
+    # so an idle follower stays caught up: the next append does not find it lagging since T0
+    assert _idle(p, log, 3, 10, T0 + 4000) is True
+    log.append(5)
+    assert p.maybe_shrink_isr(log, T0 + LAG + 1) is None
+    assert p.maybe_shrink_isr(log, T0 + 4000 + LAG + 1) is not None
+
+
+@pytest.mark.parametrize("case", ["behind", "hw_behind", "not_in_isr", "old_epoch", "not_leader", "unknown"])
+def test_an_idle_session_fetch_is_refused_when_it_could_change_anything(case):
+    """Refused (False: the caller handles the partition as listed, with every rule) whenever a full
+    fetch could do more than record the time: a follower behind, a HW below the log end (it may
+    move), a follower outside the ISR (it may be added), another leader epoch, not the leader."""
+    p, log = make_leader(isr=(1, 2) if case == "not_in_isr" else (1, 2, 3))
+    for r in (2, 3):
+        fetch(p, log, r, 10, T0)
+    before = {r: dict(vars(x)) for r, x in p.remotes.items()}
+    offset, epoch, fid = 10, EPOCH, 3
+    if case == "behind":
+        offset = 8
+    elif case == "hw_behind":
+        log.append(2)           # the leader's LEO moves on: HW 10 < LEO 12 (and the follower is behind)
+        offset = 12
+    elif case == "old_epoch":
+        epoch = EPOCH - 1
+    elif case == "not_leader":
+        p.become_follower(2, EPOCH + 1, (2, 3), (1, 2, 3), ZK + 1)
+    elif case == "unknown":
+        fid = 9
+    assert _idle(p, log, fid, offset, T0 + 4000, epoch) is False
+    if case != "not_leader":
+        assert {r: vars(x) for r, x in p.remotes.items()} == before
+
+
 # ---------------------------------------------------------------------- shrink
 
 def _caught_up_then_append(isr=(1, 2, 3)):
