@@ -217,7 +217,7 @@ class PartitionCoordinator(MembershipMixin, OffsetsMixin):
                 on_orphan: Callable[[], None] | None = None) -> int:
         append_id = self._next_append_id
         self._next_append_id += 1
-        encoded = [(rec.encode_key(k), rec.encode_value(v)) for k, v in records]
+        encoded = rec.encode_records(records)
         cmd = AppendCmd(append_id, encoded, acks, self.config.commit_timeout_ms)
         assert self._out is not None
         self._out.appends.append(cmd)

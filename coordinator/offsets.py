@@ -109,9 +109,10 @@ class OffsetsMixin:
         now = self._now
         expire = None if req.retention_time_ms == -1 else now + req.retention_time_ms
         group_id = group.group_id
-        records = [(rec.OffsetKey(group_id, o.topic, o.partition),
-                    rec.OffsetValue(o.offset, o.leader_epoch, o.metadata or "", now, expire)) for o in valid]
-        keys = [(group_id, o.topic, o.partition) for o in valid]
+        key, value = rec.OffsetKey, rec.OffsetValue
+        records = [(key(group_id, o.topic, o.partition), value(o.offset, o.leader_epoch, o.metadata or "", now, expire))
+                   for o in valid]
+        keys = [k for k, _ in records]   # an OffsetKey is the (group, topic, partition) tuple itself
 
         def answer(code: int) -> None:
             self._respond(handle, OffsetCommitResponse([

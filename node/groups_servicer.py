@@ -11,6 +11,7 @@ from __future__ import annotations
 from concurrent.futures import Future, TimeoutError as FutureTimeout
 
 from coordinator import messages as m
+from coordinator.messages import CommitOffset
 from node import errors
 from node.coordinator_shell import CoordinatorShell
 from proto import groups_pb2 as gpb
@@ -120,15 +121,16 @@ class GroupsServicer(gpbg.GroupsServicer):
         req = m.OffsetCommitRequest(
             group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
             group_instance_id=_opt(request.group_instance_id), retention_time_ms=request.retention_time_ms,
-            offsets=[m.CommitOffset(topic=x.topic, partition=x.partition, offset=x.offset,
-                                    leader_epoch=x.leader_epoch, metadata=x.metadata) for x in request.partitions])
+            offsets=[CommitOffset(x.topic, x.partition, x.offset, x.leader_epoch, x.metadata)
+                     for x in request.partitions])
         r = self._wait(self.shell.call(request.group_id, "offset_commit", req), self._commit_wait_s())
         if r is None:
             return gpb.OffsetCommitResponse(partitions=[
                 gpb.OffsetCommitPartition(topic=x.topic, partition=x.partition, error_code=errors.NOT_COORDINATOR)
                 for x in request.partitions])
-        return gpb.OffsetCommitResponse(partitions=[
-            gpb.OffsetCommitPartition(topic=t, partition=p, error_code=code) for t, p, code in r.partitions])
+        part = gpb.OffsetCommitPartition
+        return gpb.OffsetCommitResponse(partitions=[part(topic=t, partition=p, error_code=code)
+                                                    for t, p, code in r.partitions])
 
     def OffsetFetch(self, request, context):
         req = m.OffsetFetchRequest(

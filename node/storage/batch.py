@@ -200,12 +200,28 @@ class RecordBatch(_OffsetSpan):
 
 # ---------------------------------------------------------------- encoding
 
-def _put_bytes(out: bytearray, data: bytes | None) -> None:
-    if data is None:
-        out.append(1)  # zigzag(-1)
-    else:
-        _put_unsigned(out, len(data) << 1)
-        out += data
+def _uvarint(u: int) -> bytes:
+    """Unsigned base-128 varint; small values (every length, delta and flag a batch of ordinary
+    records holds) come from a table: an append encodes several per record."""
+    if u < _SMALL:
+        return _UVARINT[u]
+    out = bytearray()
+    _put_unsigned(out, u)
+    return bytes(out)
+
+
+_SMALL = 1 << 14
+_UVARINT: list[bytes] = []
+for _u in range(_SMALL):
+    _b = bytearray()
+    _put_unsigned(_b, _u)
+    _UVARINT.append(bytes(_b))
+del _u, _b
+
+
+def _field(data: bytes | None) -> bytes:
+    """A nullable key or value: zigzag length (-1 for null), then the bytes."""
+    return b"\x01" if data is None else _uvarint(len(data) << 1) + data
 
 
 def encode_batch(base_offset: int, leader_epoch: int,
@@ -235,18 +251,16 @@ def encode_batch(base_offset: int, leader_epoch: int,
         raise ValueError(f"last offset delta {lod} is below the last record's {deltas[-1]} or too large")
     base_ts = records[0][2] if base_timestamp is None else base_timestamp
     max_ts = max(r[2] for r in records)
-    body, rec = bytearray(), bytearray()
+    parts: list[bytes] = []
+    put = parts.append
+    uv, field = _uvarint, _field
     for delta, (key, value, ts) in zip(deltas, records):
-        rec.clear()
-        rec.append(0)  # record attributes
-        _put_unsigned(rec, zigzag_encode(ts - base_ts, 64))
-        _put_unsigned(rec, delta << 1)  # offsetDelta >= 0
-        _put_bytes(rec, key)
-        _put_bytes(rec, value)
-        rec.append(0)  # headerCount
-        _put_unsigned(body, len(rec) << 1)
-        body += rec
-    return _seal(base_offset, leader_epoch, lod, base_ts, max_ts, len(records), body)
+        # attributes 0, timestampDelta, offsetDelta (>= 0), key, value, headerCount 0
+        rec = b"".join((b"\x00", uv(zigzag_encode(ts - base_ts, 64)), uv(delta << 1), field(key), field(value),
+                        b"\x00"))
+        put(uv(len(rec) << 1))
+        put(rec)
+    return _seal(base_offset, leader_epoch, lod, base_ts, max_ts, len(records), b"".join(parts))
 
 
 def _seal(base_offset: int, leader_epoch: int, last_offset_delta: int, base_ts: int, max_ts: int,
