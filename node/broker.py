@@ -29,6 +29,7 @@ from node.config import ClusterConfig, ConfigError, load_config
 from node.controller_shell import ControllerShell
 from node.coordinator_shell import CoordinatorShell
 from node.groups_servicer import GroupsServicer
+from node.rpc_server import AioServer
 from node.links import DIRECT, LinkMap, LinkMapError
 from node.events import EventLog
 from node.replica_manager import CleanerSettings, ReplicaManager
@@ -129,14 +130,14 @@ class Broker:
                                        num_partitions=self._offsets_partitions,
                                        load_buffer_bytes=g("offsets.load.buffer.size"))
         self.replicas.on_leadership = self.groups.on_leadership
-        # long polls (followers, consumers) and parked joins/syncs hold a worker each: size the pool for
-        # them (a group of 1,000 members parks 1,000 joins); workers start lazily, with small stacks
+        # long polls (followers, consumers) hold a worker each: size the pool for them; workers start
+        # lazily, with small stacks.  Parked joins and syncs hold none (node/rpc_server.py)
         threading.stack_size(1 << 20)
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2048, thread_name_prefix="grpc"),
-                                  maximum_concurrent_rpcs=4096)
-        pbg.add_BrokerServicer_to_server(BrokerServicer(self.state, self.events, self.controller, self.replicas),
-                                         self.server)
-        gpbg.add_GroupsServicer_to_server(GroupsServicer(self.state, self.groups), self.server)
+        pool = futures.ThreadPoolExecutor(max_workers=2048, thread_name_prefix="grpc")
+        self.server = AioServer(pool, maximum_concurrent_rpcs=4096)
+        self.server.add(pbg.add_BrokerServicer_to_server,
+                        BrokerServicer(self.state, self.events, self.controller, self.replicas))
+        self.server.add(gpbg.add_GroupsServicer_to_server, GroupsServicer(self.state, self.groups, pool))
         self.stopping = threading.Event()
 
     def _endpoint_of(self, broker_id: int) -> str | None:
@@ -145,8 +146,7 @@ class Broker:
 
     def _offsets_partitions(self) -> int:
         """The offsets topic's partition count as the metadata cache has it, else the configured one."""
-        n = sum(1 for t, _ in list(self.state.metadata) if t == zk_paths.OFFSETS_TOPIC)
-        return n or self.cfg.get("offsets.topic.num.partitions")
+        return self.state.topic_partitions.get(zk_paths.OFFSETS_TOPIC) or self.cfg.get("offsets.topic.num.partitions")
 
     def _topic_config(self, topic: str) -> dict:
         base = {}
@@ -277,7 +277,7 @@ class Broker:
         step("controller_shutdown")
         self.controller.shutdown()
         step("server_stop")
-        self.server.stop(grace=0.2).wait(2)
+        self.server.stop(grace=0.2)
         step("groups_close")
         self.groups.close()
         step("replicas_close")

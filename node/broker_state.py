@@ -65,6 +65,7 @@ class BrokerState:
         self.controller_id = -1
         self.partitions: dict[TP, PartitionInfo] = {}   # replicas hosted here (LeaderAndIsr)
         self.metadata: dict[TP, PartitionInfo] = {}     # cluster-wide cache (UpdateMetadata)
+        self.topic_partitions: dict[str, int] = {}      # partitions per topic in that cache
         # the same cache as a controller reads it: (LeaderAndIsr, zkVersion), kept up to date as
         # requests arrive so that a newly elected controller on this broker starts from it at once
         self.controller_view: dict[TP, tuple[LeaderAndIsr, int]] = {}
@@ -132,7 +133,12 @@ class BrokerState:
         for p in parts:
             tp = (p.topic, p.partition)
             if p.leader == LEADER_DURING_DELETE:  # the topic is being deleted: forget the partition
-                self.metadata.pop(tp, None)
+                if self.metadata.pop(tp, None) is not None:
+                    left = self.topic_partitions[tp[0]] - 1
+                    if left:
+                        self.topic_partitions[tp[0]] = left
+                    else:
+                        del self.topic_partitions[tp[0]]
                 self.controller_view.pop(tp, None)
             else:
                 self._cache(tp, p)
@@ -140,6 +146,8 @@ class BrokerState:
         return out
 
     def _cache(self, tp: TP, p: PartitionInfo) -> None:
+        if tp not in self.metadata:
+            self.topic_partitions[tp[0]] = self.topic_partitions.get(tp[0], 0) + 1
         self.metadata[tp] = p
         self.controller_view[tp] = _controller_state(p)
 

@@ -8,7 +8,8 @@ started loading) get NOT_COORDINATOR, so clients rediscover the coordinator.
 """
 from __future__ import annotations
 
-from concurrent.futures import Future, TimeoutError as FutureTimeout
+import asyncio
+from concurrent.futures import Executor, Future
 
 from coordinator import messages as m
 from coordinator.messages import CommitOffset
@@ -35,16 +36,28 @@ def client_host(peer: str) -> str:
 
 
 class GroupsServicer(gpbg.GroupsServicer):
-    def __init__(self, state, shell: CoordinatorShell) -> None:
+    """Coroutine handlers (``node.rpc_server``): a request is handed to its core on a pool thread (the
+    core's lock may be held a while, by a load or by the log cleaner's pass over the partition), and
+    its answer is awaited on the server's event loop, so a parked JoinGroup or SyncGroup holds no thread."""
+
+    def __init__(self, state, shell: CoordinatorShell, pool: Executor | None = None) -> None:
         self.state = state          # BrokerState: metadata cache and live brokers
         self.shell = shell
+        self.pool = pool            # None: the event loop's default executor
 
-    def _wait(self, fut: Future | None, timeout_s: float):
+    async def _call(self, group_id: str, handler: str, req, timeout_s: float):
+        """The group's core's answer to ``req``, or None: no coordinator here, or no answer in time."""
+        fut = await asyncio.get_running_loop().run_in_executor(self.pool, self.shell.call, group_id, handler, req)
+        return await self._wait(fut, timeout_s)
+
+    @staticmethod
+    async def _wait(fut: Future | None, timeout_s: float):
+        """The core's answer, awaited on the server's event loop (a parked request holds no thread)."""
         if fut is None:
             return None
         try:
-            return fut.result(timeout=timeout_s + _EXTRA_WAIT_S)
-        except FutureTimeout:
+            return await asyncio.wait_for(asyncio.wrap_future(fut), timeout_s + _EXTRA_WAIT_S)
+        except asyncio.TimeoutError:
             return None
 
     def _commit_wait_s(self) -> float:
@@ -52,7 +65,7 @@ class GroupsServicer(gpbg.GroupsServicer):
 
     # ------------------------------------------------------------------ discovery
 
-    def FindCoordinator(self, request, context):
+    async def FindCoordinator(self, request, context):
         if not request.key:
             return gpb.FindCoordinatorResponse(error_code=errors.INVALID_GROUP_ID, node_id=-1)
         n = self.shell.num_partitions()
@@ -67,7 +80,7 @@ class GroupsServicer(gpbg.GroupsServicer):
 
     # ------------------------------------------------------------------ membership
 
-    def JoinGroup(self, request, context):
+    async def JoinGroup(self, request, context):
         req = m.JoinGroupRequest(
             group_id=request.group_id, member_id=request.member_id, session_timeout_ms=request.session_timeout_ms,
             rebalance_timeout_ms=request.rebalance_timeout_ms or request.session_timeout_ms,
@@ -75,8 +88,8 @@ class GroupsServicer(gpbg.GroupsServicer):
             group_instance_id=_opt(request.group_instance_id), client_id=request.client_id,
             client_host=client_host(context.peer()) if context is not None else "",
             require_known_member_id=request.require_known_member_id)
-        r = self._wait(self.shell.call(request.group_id, "join_group", req),
-                       max(req.rebalance_timeout_ms, req.session_timeout_ms) / 1000)
+        r = await self._call(request.group_id, "join_group", req,
+                             max(req.rebalance_timeout_ms, req.session_timeout_ms) / 1000)
         if r is None:
             return gpb.JoinGroupResponse(error_code=errors.NOT_COORDINATOR, generation_id=-1,
                                          member_id=request.member_id)
@@ -86,29 +99,29 @@ class GroupsServicer(gpbg.GroupsServicer):
             members=[gpb.JoinGroupMember(member_id=x.member_id, group_instance_id=x.group_instance_id or "",
                                          metadata=x.metadata) for x in r.members])
 
-    def SyncGroup(self, request, context):
+    async def SyncGroup(self, request, context):
         req = m.SyncGroupRequest(
             group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
             group_instance_id=_opt(request.group_instance_id), protocol_type=_opt(request.protocol_type),
             protocol_name=_opt(request.protocol_name),
             assignments=[(a.member_id, a.assignment) for a in request.assignments])
         # a follower waits for the leader's sync: up to the rebalance timeout (the core's DelayedSync)
-        r = self._wait(self.shell.call(request.group_id, "sync_group", req), 300 + self._commit_wait_s())
+        r = await self._call(request.group_id, "sync_group", req, 300 + self._commit_wait_s())
         if r is None:
             return gpb.SyncGroupResponse(error_code=errors.NOT_COORDINATOR)
         return gpb.SyncGroupResponse(error_code=r.error_code, protocol_type=r.protocol_type or "",
                                      protocol_name=r.protocol_name or "", assignment=r.assignment or b"")
 
-    def Heartbeat(self, request, context):
+    async def Heartbeat(self, request, context):
         req = m.HeartbeatRequest(group_id=request.group_id, generation_id=request.generation_id,
                                  member_id=request.member_id, group_instance_id=_opt(request.group_instance_id))
-        r = self._wait(self.shell.call(request.group_id, "heartbeat", req), 5)
+        r = await self._call(request.group_id, "heartbeat", req, 5)
         return gpb.HeartbeatResponse(error_code=errors.NOT_COORDINATOR if r is None else r.error_code)
 
-    def LeaveGroup(self, request, context):
+    async def LeaveGroup(self, request, context):
         req = m.LeaveGroupRequest(group_id=request.group_id,
                                   members=[(x.member_id, _opt(x.group_instance_id)) for x in request.members])
-        r = self._wait(self.shell.call(request.group_id, "leave_group", req), self._commit_wait_s())
+        r = await self._call(request.group_id, "leave_group", req, self._commit_wait_s())
         if r is None:
             return gpb.LeaveGroupResponse(error_code=errors.NOT_COORDINATOR)
         return gpb.LeaveGroupResponse(error_code=r.error_code, members=[
@@ -117,13 +130,13 @@ class GroupsServicer(gpbg.GroupsServicer):
 
     # ------------------------------------------------------------------ offsets
 
-    def OffsetCommit(self, request, context):
+    async def OffsetCommit(self, request, context):
         req = m.OffsetCommitRequest(
             group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
             group_instance_id=_opt(request.group_instance_id), retention_time_ms=request.retention_time_ms,
             offsets=[CommitOffset(x.topic, x.partition, x.offset, x.leader_epoch, x.metadata)
                      for x in request.partitions])
-        r = self._wait(self.shell.call(request.group_id, "offset_commit", req), self._commit_wait_s())
+        r = await self._call(request.group_id, "offset_commit", req, self._commit_wait_s())
         if r is None:
             return gpb.OffsetCommitResponse(partitions=[
                 gpb.OffsetCommitPartition(topic=x.topic, partition=x.partition, error_code=errors.NOT_COORDINATOR)
@@ -132,11 +145,11 @@ class GroupsServicer(gpbg.GroupsServicer):
         return gpb.OffsetCommitResponse(partitions=[part(topic=t, partition=p, error_code=code)
                                                     for t, p, code in r.partitions])
 
-    def OffsetFetch(self, request, context):
+    async def OffsetFetch(self, request, context):
         req = m.OffsetFetchRequest(
             group_id=request.group_id, require_stable=request.require_stable,
             partitions=None if request.all_partitions else [(x.topic, x.partition) for x in request.partitions])
-        r = self._wait(self.shell.call(request.group_id, "offset_fetch", req), 5)
+        r = await self._call(request.group_id, "offset_fetch", req, 5)
         if r is None:
             return gpb.OffsetFetchResponse(error_code=errors.NOT_COORDINATOR)
         return gpb.OffsetFetchResponse(error_code=r.error_code, partitions=[
@@ -146,10 +159,10 @@ class GroupsServicer(gpbg.GroupsServicer):
 
     # ------------------------------------------------------------------ admin
 
-    def DescribeGroups(self, request, context):
+    async def DescribeGroups(self, request, context):
         out = []
         for gid in request.group_ids:
-            r = self._wait(self.shell.call(gid, "describe_groups", m.DescribeGroupsRequest(group_ids=[gid])), 5)
+            r = await self._call(gid, "describe_groups", m.DescribeGroupsRequest(group_ids=[gid]), 5)
             if r is None:
                 out.append(gpb.DescribedGroup(error_code=errors.NOT_COORDINATOR, group_id=gid))
                 continue
@@ -164,11 +177,13 @@ class GroupsServicer(gpbg.GroupsServicer):
                         for x in g.members]))
         return gpb.DescribeGroupsResponse(groups=out)
 
-    def ListGroups(self, request, context):
+    async def ListGroups(self, request, context):
         code, groups = errors.NONE, []
-        for fut in self.shell.call_all("list_groups", lambda: m.ListGroupsRequest(
-                states_filter=list(request.states_filter))):
-            r = self._wait(fut, 5)
+        futs = await asyncio.get_running_loop().run_in_executor(self.pool, self.shell.call_all, "list_groups",
+                                                                lambda: m.ListGroupsRequest(
+                                                                    states_filter=list(request.states_filter)))
+        for fut in futs:
+            r = await self._wait(fut, 5)
             if r is None:
                 continue
             if r.error_code != errors.NONE:
@@ -178,11 +193,11 @@ class GroupsServicer(gpbg.GroupsServicer):
             code = errors.COORDINATOR_LOAD_IN_PROGRESS
         return gpb.ListGroupsResponse(error_code=code, groups=sorted(groups, key=lambda g: g.group_id))
 
-    def DeleteGroups(self, request, context):
+    async def DeleteGroups(self, request, context):
         out = []
         for gid in request.group_ids:
-            r = self._wait(self.shell.call(gid, "delete_groups", m.DeleteGroupsRequest(group_ids=[gid])),
-                           self._commit_wait_s())
+            r = await self._call(gid, "delete_groups", m.DeleteGroupsRequest(group_ids=[gid]),
+                                 self._commit_wait_s())
             if r is None:
                 out.append(gpb.DeleteGroupResult(group_id=gid, error_code=errors.NOT_COORDINATOR))
             else:

@@ -249,6 +249,20 @@ def test_update_metadata_replaces_live_brokers_and_merges_partitions(state):
     assert ("u", 7) not in state.partitions, "metadata is not hosting"
 
 
+def test_the_cache_counts_each_topics_partitions_as_they_come_and_go(state):
+    """FindCoordinator hashes a group over the offsets topic's partition count, on every group
+    request: it is kept with the cache instead of counted over every partition each time."""
+    assert state.topic_partitions == {"t": 1}
+    state.update_metadata(hdr(), [info(p=p, topic="u") for p in range(5)] + [info(p=0)], [])
+    state.update_metadata(hdr(), [info(p=p, topic="u") for p in range(3)], [])   # again: no new partition
+    assert state.topic_partitions == {"t": 1, "u": 5}
+    state.update_metadata(hdr(), [info(p=p, topic="u", leader=-2) for p in (0, 1, 1)], [])  # being deleted
+    assert state.topic_partitions == {"t": 1, "u": 3}
+    state.update_metadata(hdr(), [info(p=p, topic="u", leader=-2) for p in (2, 3, 4)], [])
+    assert state.topic_partitions == {"t": 1}
+    assert state.topic_partitions == {t: sum(1 for x, _ in state.metadata if x == t) for t, _ in state.metadata}
+
+
 def test_the_planted_zombie_bug_applies_a_stale_controllers_request():
     """The chaos checkers' planted bug (never set in a real broker): no controller-epoch check."""
     s = BrokerState(ME, check_controller_epoch=False)
