@@ -99,11 +99,17 @@ def multi_read(client: KazooClient, ops: Sequence[tuple[int, str]], timeout: flo
     """
     if not ops:
         return []
+    return multi_read_async(client, ops).get(timeout=timeout)
+
+
+def multi_read_async(client: KazooClient, ops: Sequence[tuple[int, str]]):
+    """:func:`multi_read` without waiting: kazoo's async result (``.get(timeout)``), so that it can
+    share a round trip with other requests sent meanwhile."""
     chroot = client.chroot or ""
     request = _MultiRead([(code, chroot + path if path != "/" or not chroot else chroot) for code, path in ops])
     result = client.handler.async_result()
     client._call(request, result)  # kazoo's own request path; no public hook exists
-    return result.get(timeout=timeout)
+    return result
 
 
 _STRINGS: dict[str, bytes] = {}
@@ -195,5 +201,6 @@ def _buffer(data: bytes | None) -> bytes:
 # one ACL entry: perms ALL (31), scheme "world", id "anyone"
 _OPEN_ACL = _INT.pack(1) + _INT.pack(31) + _string("world") + _string("anyone")
 
-__all__ = ["GET_DATA", "GET_CHILDREN", "CHECK", "SET_DATA", "CREATE", "DELETE", "multi_read", "multi_write",
+__all__ = ["GET_DATA", "GET_CHILDREN", "CHECK", "SET_DATA", "CREATE", "DELETE", "multi_read", "multi_read_async",
+           "multi_write",
            "RolledBackError", "RuntimeInconsistency"]

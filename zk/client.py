@@ -24,7 +24,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_e
 from zk import codecs, paths
 from zk.bounded import BoundedHandler
 from zk.codecs import BrokerRegistration, LeaderAndIsr, TopicAssignment
-from zk.batch import CREATE, DELETE, GET_DATA, SET_DATA, multi_read, multi_write
+from zk.batch import CREATE, DELETE, GET_DATA, SET_DATA, multi_read, multi_read_async, multi_write
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,8 @@ class ClusterSnapshot:
     brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
     topics: dict[str, TopicAssignment] = field(default_factory=dict)
     states: dict[TopicPartition, tuple[LeaderAndIsr, int]] = field(default_factory=dict)
-    round_trips: int = 0
+    round_trips: int = 0      # waits for ZooKeeper, one after the other
+    requests: int = 0         # requests sent (several may share a round trip)
 
 
 @dataclass(frozen=True)
@@ -375,13 +376,16 @@ class ZkClient:
 
         ``with_states=False`` skips the partition states (the caller has them cached).
         """
-        first = self.read_many([(GET_DATA, paths.CONTROLLER_EPOCH)])[0]
+        # three requests in one round trip (watches need the regular API; children come back with them)
+        epoch_r = multi_read_async(self.kz, [(GET_DATA, paths.CONTROLLER_EPOCH)])
+        ids_r = self.kz.get_children_async(paths.BROKER_IDS, watch=broker_watch)
+        topics_r = self.kz.get_children_async(paths.TOPICS, watch=topic_watch)
+        first = epoch_r.get()[0]   # bounded waits (zk/bounded.py)
+        broker_ids = ids_r.get()
+        topics = topics_r.get()
         if isinstance(first, Exception):
             raise ControllerMovedError("/controller_epoch is missing")
-        # watches need the regular API; children lists come back with them
-        broker_ids = self.kz.get_children(paths.BROKER_IDS, watch=broker_watch)
-        topics = self.kz.get_children(paths.TOPICS, watch=topic_watch)
-        snap = ClusterSnapshot(codecs.decode_controller_epoch(first[0]), first[1].version, round_trips=3)
+        snap = ClusterSnapshot(codecs.decode_controller_epoch(first[0]), first[1].version, round_trips=1, requests=3)
         ids = sorted(int(i) for i in broker_ids if i.isdigit())
         topics = sorted(topics)
         res = self.read_many([(GET_DATA, paths.broker(b)) for b in ids] + [(GET_DATA, paths.topic(t)) for t in topics])
@@ -392,9 +396,11 @@ class ZkClient:
             if not isinstance(r, Exception):
                 snap.topics[t] = codecs.decode_topic(t, r[0])
         snap.round_trips += 1
+        snap.requests += 1
         if with_states:
             snap.states = self.read_states([(t, p) for t, a in snap.topics.items() for p in a.partitions])
             snap.round_trips += 1
+            snap.requests += 1
         return snap
 
     @until_connected
