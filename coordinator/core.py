@@ -423,6 +423,21 @@ class PartitionCoordinator(MembershipMixin, OffsetsMixin):
                 if member.heartbeat_deadline_ms is not None:
                     yield member.heartbeat_deadline_ms, member.heartbeat_seq, "heartbeat", group, member.member_id
 
+    def _still_armed(self, seq: int, kind: str, group: GroupMetadata, member_id: str | None) -> bool:
+        """Whether the timer ``seq`` found by a scan is still the one scheduled (not fired, cancelled or
+        replaced since)."""
+        if self._groups.get(group.group_id) is not group:
+            return False
+        if kind == "join":
+            return group.join_timer is not None and group.join_timer.seq == seq
+        if kind == "sync":
+            return group.sync_timer is not None and group.sync_timer.seq == seq
+        if kind == "pending":
+            entry = group.pending_members.get(member_id)
+            return entry is not None and entry[1] == seq
+        member = group.members.get(member_id)
+        return member is not None and member.heartbeat_deadline_ms is not None and member.heartbeat_seq == seq
+
     def next_deadline_ms(self) -> int | None:
         """The earliest timer (may be <= now: call on_tick at once); None when nothing is scheduled."""
         if self.status != "active":
@@ -437,12 +452,12 @@ class PartitionCoordinator(MembershipMixin, OffsetsMixin):
         self._start(now_ms)
         if self.status != "active":
             return self._done()
-        horizon = self._seq
-        while True:
-            due = [t for t in self._timers() if t[0] <= now_ms and t[1] <= horizon]
-            if not due:
-                break
-            _, _, kind, group, member_id = min(due, key=lambda t: (t[0], t[1]))
+        # the timers due now, earliest first, from one scan: firing one may cancel others (checked before
+        # each fires) or arm new ones (they have later sequence numbers, and wait for the next call)
+        due = sorted((t for t in self._timers() if t[0] <= now_ms), key=lambda t: (t[0], t[1]))
+        for _, seq, kind, group, member_id in due:
+            if not self._still_armed(seq, kind, group, member_id):
+                continue
             self._reason = None
             if kind == "join":
                 timer, group.join_timer = group.join_timer, None

@@ -213,6 +213,33 @@ class CoordinatorShell:
         self._finish(out)
         return fut
 
+    def try_call(self, group_id: str, handler: str, req: Any) -> Future | None | bool:
+        """:meth:`call` only if it cannot block: when the core's lock and its offsets partition's are
+        both free at once (a load, or a log cleaner pass, holds them a while).  False: they were not;
+        make the call where waiting is harmless.  The event loop of the gRPC server calls this."""
+        slot = self._slots.get(self.partition_of(group_id))
+        if slot is None:
+            return None
+        if not slot.lock.acquire(blocking=False):
+            return False
+        try:
+            if self._slots.get(slot.core.partition) is not slot:
+                return None  # unloaded meanwhile
+            partition_lock = self.replicas.partition_lock((OFFSETS_TOPIC, slot.core.partition))
+            if partition_lock is not None and not partition_lock.acquire(blocking=False):
+                return False
+            try:
+                fut: Future = Future()
+                out = getattr(slot.core, handler)(fut, req, self.clock())
+                self._start_appends(slot, out)
+            finally:
+                if partition_lock is not None:
+                    partition_lock.release()
+        finally:
+            slot.lock.release()
+        self._finish(out)
+        return fut
+
     def call_all(self, handler: str, make_req: Callable[[], Any]) -> list[Future]:
         """ListGroups: every core answers for its groups."""
         futs = []

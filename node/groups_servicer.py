@@ -36,9 +36,10 @@ def client_host(peer: str) -> str:
 
 
 class GroupsServicer(gpbg.GroupsServicer):
-    """Coroutine handlers (``node.rpc_server``): a request is handed to its core on a pool thread (the
-    core's lock may be held a while, by a load or by the log cleaner's pass over the partition), and
-    its answer is awaited on the server's event loop, so a parked JoinGroup or SyncGroup holds no thread."""
+    """Coroutine handlers (``node.rpc_server``): a request is handed to its core on the event loop when
+    the core's lock and its partition's are free, else on a pool thread (a load or the log cleaner's
+    pass over the partition may hold them a while); its answer is awaited on the loop, so a parked
+    JoinGroup or SyncGroup holds no thread."""
 
     def __init__(self, state, shell: CoordinatorShell, pool: Executor | None = None) -> None:
         self.state = state          # BrokerState: metadata cache and live brokers
@@ -46,8 +47,11 @@ class GroupsServicer(gpbg.GroupsServicer):
         self.pool = pool            # None: the event loop's default executor
 
     async def _call(self, group_id: str, handler: str, req, timeout_s: float):
-        """The group's core's answer to ``req``, or None: no coordinator here, or no answer in time."""
-        fut = await asyncio.get_running_loop().run_in_executor(self.pool, self.shell.call, group_id, handler, req)
+        """The group's core's answer to ``req``, or None: no coordinator here, or no answer in time.
+        The core takes it on the loop when that cannot block, else on a pool thread."""
+        fut = self.shell.try_call(group_id, handler, req)
+        if fut is False:
+            fut = await asyncio.get_running_loop().run_in_executor(self.pool, self.shell.call, group_id, handler, req)
         return await self._wait(fut, timeout_s)
 
     @staticmethod

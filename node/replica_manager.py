@@ -310,6 +310,11 @@ class ReplicaManager(LeaderFetchMixin):
         self._notify()
         return errors.NONE, base, last, epoch
 
+    def partition_lock(self, tp: TP) -> threading.Condition | None:
+        """The lock that guards one hosted partition (re-entrant), or None when it is not hosted."""
+        h = self.hosted.get(tp)
+        return None if h is None else h.cond
+
     def read_log(self, tp: TP, offset: int, max_bytes: int) -> tuple[bytes, int, int] | None:
         """Whole batches from ``offset`` up to the LEO (the coordinator's load reads
         to the LEO, as Kafka's does), with the log start and end offsets; None when

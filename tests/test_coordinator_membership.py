@@ -339,6 +339,27 @@ def test_session_expiry_removes_the_member_and_rebalances():
     assert d.response(d.heartbeat("g", gen, ids[0])).error_code == errors.REBALANCE_IN_PROGRESS
 
 
+def test_a_mass_session_expiry_removes_every_member_once_in_timer_order():
+    """300 members go silent together (their coordinator moved, say): one tick fires every
+    expiry, each once, in (deadline, sequence) order, and the group rebalances empty.  The due
+    timers come from one scan, each checked still armed before it fires (a scan per fired timer
+    made this quadratic: seconds of the core's lock for a group of 1,000)."""
+    d = Driver(cfg())
+    gen, ids = form(d, n=300, session_ms=10000)
+    d.advance(2000)
+    assert d.response(d.heartbeat("g", gen, ids[-1])).error_code == 0   # the last one lives 2 s longer
+    removed_before = len(d.events_named("member_removed"))
+    d.advance(8000)
+    removed = d.events_named("member_removed")[removed_before:]
+    assert [e["member_id"] for e in removed] == ids[:-1]   # the join/sync order is the timer order
+    assert all(e["reason"] == "session_timeout" for e in removed)
+    assert state(d) == PREPARING_REBALANCE and list(d.core.get_group("g").members) == [ids[-1]]
+    d.advance(2000)
+    assert d.events_named("member_removed")[-1]["member_id"] == ids[-1]
+    assert len(d.events_named("member_removed")) == removed_before + 300
+    assert state(d) in (EMPTY, DEAD)
+
+
 def test_new_member_join_times_out_after_five_minutes():
     d = Driver(cfg(max_session_timeout_ms=1800000))
     gen, ids = form(d, session_ms=1800000, rebalance_ms=1800000)
