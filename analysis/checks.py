@@ -21,7 +21,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analysis.checks_base import ANOMALY_COLUMNS, Ctx, empty_anomalies, prepare_events
+from analysis.checks_base import ANOMALY_COLUMNS, Ctx, empty_anomalies
 from analysis.checks_cluster import (
     check_hw,
     check_multiple_controllers,
@@ -68,14 +68,14 @@ _STASH: dict[int, tuple[Any, tuple, DataFrame]] = {}   # id(inputs) -> (inputs, 
 def context(inputs, tables: dict[str, DataFrame] | None = None, *, unclean_election: bool = False,
             final_reads_required: bool = True, offsets_partitions: int | None = None) -> Ctx:
     """The checkers' context: the ops tables (built when not given) and the parsed event lines."""
-    tables = tables if tables is not None else build_ops_tables(inputs)
-    errors = tables.get("pairing_errors")
-    if errors is None:
-        errors = build_ops_tables(inputs, persist=False)["pairing_errors"]
-    return Ctx(spark=inputs.ops.sparkSession, runs=list(inputs.runs), ops=tables["ops"],
-               observations=tables["observations"], group_offsets=tables["group_offsets"], pairing_errors=errors,
-               events=prepare_events(inputs.events), raw_events=inputs.events, unclean_election=unclean_election,
-               final_reads_required=final_reads_required, offsets_partitions=offsets_partitions)
+    built = build_ops_tables(inputs) if tables is None or any(
+        tables.get(k) is None for k in ("ops", "observations", "group_offsets", "pairing_errors", "extras")) else {}
+    t = {k: (tables or {}).get(k) if (tables or {}).get(k) is not None else built[k]
+         for k in ("ops", "observations", "group_offsets", "pairing_errors", "extras")}
+    return Ctx(spark=inputs.ops.sparkSession, runs=list(inputs.runs), ops=t["ops"], observations=t["observations"],
+               group_offsets=t["group_offsets"], pairing_errors=t["pairing_errors"], events=inputs.parsed_events(),
+               extras=t["extras"], unclean_election=unclean_election, final_reads_required=final_reads_required,
+               offsets_partitions=offsets_partitions)
 
 
 def _malformed(ctx: Ctx) -> DataFrame:
@@ -118,7 +118,6 @@ def _check_all(inputs, tables, options, kinds) -> DataFrame:
     unclean_election, final_reads_required, offsets_partitions = options
     ctx = context(inputs, tables, unclean_election=unclean_election, final_reads_required=final_reads_required,
                   offsets_partitions=offsets_partitions)
-    ctx.events = ctx.persist(ctx.events)
     parts = []
     for fn, ks in CHECKERS.values():
         if kinds is not None and not set(ks) & set(kinds):

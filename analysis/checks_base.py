@@ -26,14 +26,6 @@ ANOMALY_SCHEMA = ("run string, kind string, message string, group string, topic 
                   "op_indexes array<long>, event_types array<string>, details string")
 EVENT_KEY = "struct<broker:int,mono_ns:bigint,type:string>"
 
-# Event fields the checkers read, by name (one schema for every type: absent fields are null).
-EVENT_SCHEMA = ("topic string, partition int, leader_epoch int, epoch int, controller_epoch int, "
-                "request_controller_epoch int, new long, decreased boolean, leader int, previous_leader int, "
-                "previous_isr array<int>, reason string, partitions int, mono_ns_written long, write_ms double")
-EVENT_TYPES = ("broker_starting", "topic_created", "coordinator_load_started", "coordinator_loaded",
-               "coordinator_unloaded", "became_leader", "became_follower", "isr_updated", "leader_and_isr_unchanged",
-               "controller_elected", "partition_state_written", "partition_states_written", "replica_stopped",
-               "hw_changed", "unclean_leader_election")
 UNBOUNDED = Window.unboundedPreceding
 
 
@@ -45,8 +37,8 @@ class Ctx:
     observations: DataFrame
     group_offsets: DataFrame
     pairing_errors: DataFrame
-    events: DataFrame                       # prepare_events(inputs.events)
-    raw_events: DataFrame | None = None     # inputs.events
+    events: DataFrame                       # inputs.parsed_events(): every line, its fields parsed (analysis.events)
+    extras: DataFrame                       # ops_tables.extras_of(...): the few ops rows with value parts
     unclean_election: bool = False
     final_reads_required: bool = True
     offsets_partitions: int | None = None
@@ -73,23 +65,10 @@ class Ctx:
 
     def runs_with_events(self) -> DataFrame:
         """(run) of the runs with at least one event line, of any type."""
-        src = self.raw_events if self.raw_events is not None else self.events
-        return self.memo("runs_with_events", lambda: src.select("run").distinct())
+        return self.memo("runs_with_events", lambda: self.events.select("run").distinct())
 
     def ev(self, *types: str) -> DataFrame:
         return self.events.where(F.col("type").isin(*types))
-
-
-def prepare_events(events: DataFrame) -> DataFrame:
-    """The event lines of the types the checkers read (``EVENT_TYPES``) with the fields they use, ``seq``
-    (line order within a file, to break ``mono_ns`` ties) and ``proc``: which process of its broker wrote
-    the line (0 before any ``broker_starting``, then 1, 2, ... as ``chaos.check_model.Events.process``)."""
-    ev = events.where(F.col("type").isin(*EVENT_TYPES)).select(
-        "run", "broker", "mono_ns", "type", F.monotonically_increasing_id().alias("seq"),
-        F.from_json("fields", EVENT_SCHEMA).alias("e"))
-    w = Window.partitionBy("run", "broker").orderBy("mono_ns", "seq").rowsBetween(UNBOUNDED, Window.currentRow)
-    proc = F.sum(F.when(F.col("type") == "broker_starting", 1).otherwise(0)).over(w)
-    return ev.select("run", "broker", "mono_ns", "type", "seq", proc.alias("proc"), "e.*")
 
 
 def event_key(broker: Column | str = "broker", mono_ns: Column | str = "mono_ns",

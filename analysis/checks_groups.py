@@ -46,12 +46,12 @@ def fetches(ctx: Ctx) -> DataFrame:
     entries): the invoke's ``partitions`` list parsed (null without one) and the answer's offsets
     (``checks_base.offset_entries``)."""
     def build() -> DataFrame:
-        f = ctx.ops.where((F.col("f") == "fetch-committed") & (F.col("type") == "ok") & F.col("group").isNotNull())
-        asked = F.col("iv.partitions")
+        f = ctx.extras.where((F.col("f") == "fetch-committed") & (F.col("type") == "ok") & F.col("group").isNotNull())
+        asked = F.col("asked")
         asked = F.array_distinct(F.filter(F.transform(asked, lambda k: F.struct(
             tp_topic(k).alias("t"), tp_partition(k).alias("p"))), lambda x: x["t"].isNotNull()))
         return f.select("run", "group", F.col("index").alias("op_index"), "complete_index", "final",
-                        asked.alias("asked"), offset_entries(F.col("v.offsets")).alias("entries"))
+                        asked.alias("asked"), offset_entries(F.col("offs")).alias("entries"))
     return ctx.memo("fetches", build)
 
 

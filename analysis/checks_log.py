@@ -9,35 +9,45 @@ is a broadcast join with the few candidates or a small per-partition table.
 """
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from analysis.checks_base import Ctx, anomalies, evidence, fmt, lookup_offset, pylist
 from analysis.checks_groups import fetch_told, fetches
-from analysis.ops_tables import as_int, tp_topic
+from analysis.ops_tables import tp_topic
 
 TP = ["run", "topic", "partition"]
+
+
+def not_acks_all(ctx: Ctx) -> DataFrame:
+    """(run, send_index) of the sends whose invoke asked for acks other than all/-1 (few, if any): such
+    sends are not judged by ``lost-write``."""
+    def build() -> DataFrame:
+        acks = F.col("acks")
+        return (ctx.extras.where((F.col("f") == "send") & acks.isNotNull() & ~acks.isin("-1", "all"))
+                .select("run", F.col("index").alias("send_index")))
+    return ctx.memo("not_acks_all", build)
 
 
 def sends(ctx: Ctx) -> DataFrame:
     """Ok sends with a topic, an integer partition and offset (``sent_record``); ``acks_all`` false when
     the invoke asked for acks other than all/-1 (such sends are not judged by ``lost-write``)."""
-    acks = F.col("iv.acks")
-    return (ctx.ops.where((F.col("f") == "send") & (F.col("type") == "ok") & F.col("topic").isNotNull()
-                          & F.col("partition").isNotNull() & F.col("offset").isNotNull())
-            .select(*TP, "offset", "value", F.col("index").alias("send_index"), F.col("complete_index")
-                    .alias("send_done"), (acks.isNull() | acks.isin("-1", "all")).alias("acks_all")))
+    ok = (ctx.ops.where((F.col("f") == "send") & (F.col("type") == "ok") & F.col("topic").isNotNull()
+                        & F.col("partition").isNotNull() & F.col("offset").isNotNull())
+          .select(*TP, "offset", "value", F.col("index").alias("send_index"), F.col("complete_index")
+                  .alias("send_done")))
+    bad = not_acks_all(ctx).withColumn("_bad", F.lit(True))
+    return (ok.join(F.broadcast(bad), ["run", "send_index"], "left")
+            .select(*ok.columns, F.col("_bad").isNull().alias("acks_all")))
 
 
 def final_reads(ctx: Ctx) -> DataFrame:
     """Per partition with a final read (an ok ``final`` poll naming it in its invoke or its records): the
     last one's completion index and the largest ``high_watermark`` of those polls."""
     def build() -> DataFrame:
-        fin = (ctx.ops.where((F.col("f") == "poll") & (F.col("type") == "ok") & F.col("final"))
-               .select("run", F.col("index").alias("op_index"), "complete_index",
-                       as_int(F.col("v.high_watermark")).alias("hw"),
-                       F.col("iv.topic").alias("topic"),
-                       as_int(F.col("iv.partition"), "int").alias("partition")))
+        fin = (ctx.extras.where((F.col("f") == "poll") & (F.col("type") == "ok") & F.col("final"))
+               .select("run", F.col("index").alias("op_index"), "complete_index", "hw",
+                       F.col("itopic").alias("topic"), F.col("ipartition").alias("partition")))
         from_records = (ctx.observations.where(F.col("source") == "final")
                         .groupBy(*TP, "op_index").agg(F.max("complete_index").alias("complete_index"))
                         .join(F.broadcast(fin.select("run", "op_index", "hw")), ["run", "op_index"]))
@@ -46,41 +56,75 @@ def final_reads(ctx: Ctx) -> DataFrame:
     return ctx.memo("final_reads", build)
 
 
+def poll_groups(ctx: Ctx) -> tuple[DataFrame, int]:
+    """(run, group, gid) of the groups whose polls returned records, numbered from 0 within each run, and
+    how many 64-bit masks hold one bit per group (a small collect: the groups of the runs)."""
+    if "poll_groups" not in ctx.shared:
+        rows = sorted(tuple(r) for r in ctx.observations.where((F.col("source") == "poll") & F.col("group").isNotNull())
+                      .select("run", "group").distinct().collect())
+        ids, per_run = [], {}
+        for run, group in rows:
+            ids.append((run, group, per_run.setdefault(run, 0)))
+            per_run[run] += 1
+        masks = max(1, -(-max(per_run.values(), default=1) // 64))
+        ctx.shared["poll_groups"] = ctx.spark.createDataFrame(ids, "run string, `group` string, gid int")
+        ctx.shared["poll_masks"] = masks
+    return ctx.shared["poll_groups"], ctx.shared["poll_masks"]
+
+
+def polled_by(gid: str, masks: int) -> Column:
+    """Whether the observed row's masks (``m0``, ``m1``, ...) have the bit of group id column ``gid`` (false
+    when it is null: a group that never polled)."""
+    hit = F.lit(False)
+    for j in range(masks):
+        bit = F.expr(f"(shiftright(coalesce(m{j}, 0L), {gid} % 64) & 1L) = 1L")
+        hit = hit | ((F.col(gid) / 64).cast("int") == j) & bit
+    return F.coalesce(hit, F.lit(False))
+
+
 def observed(ctx: Ctx) -> DataFrame:
-    """One row per distinct (run, topic, partition, offset, value) observed (null values too): its first
-    observer in the Python checker's order (invoke index, then the record's position), whether a final read
-    returned it, the ok sends of it, and the groups whose non-final polls returned it there."""
+    """One row per distinct (run, topic, partition, offset, value) observed (null values too), with fixed-width
+    aggregates only (a hash aggregation, no lists): its first observer in the Python checker's order (``fi``,
+    the smallest invoke index, and ``fdone``, that op's completion: the record's position only orders the
+    records of one op, which share both), whether a final read returned it (``in_final``), how many ok sends
+    observed it (``n_sends``) and the earliest completion among them (``send_done``), and one bit per group
+    whose non-final polls returned it there (``m0``, ``m1``, ..., ``poll_groups``).  The observations are
+    shuffled by (run, topic, partition, offset), so the per-offset rules need no other shuffle."""
     def build() -> DataFrame:
+        ids, masks = poll_groups(ctx)
         src = F.col("source")
-        return (ctx.observations.groupBy("run", "topic", "partition", "offset", "value")
-                .agg(F.min(F.struct(F.col("op_index").alias("i"), F.col("position").alias("pos"),
-                                    F.col("complete_index").alias("done"))).alias("first"),
+        o = ctx.observations.join(F.broadcast(ids), ["run", "group"], "left")
+        gid = F.col("gid")
+        parts = max(16, 8 * ctx.spark.sparkContext.defaultParallelism)
+        return (o.repartition(parts, *TP, "offset").groupBy(*TP, "offset", "value")
+                .agg(F.min("op_index").alias("fi"), F.min_by("complete_index", "op_index").alias("fdone"),
                      F.max(src == "final").alias("in_final"),
-                     F.collect_list(F.when(src == "send", F.struct(F.col("op_index").alias("i"),
-                                                                   F.col("complete_index").alias("done"))))
-                     .alias("sends"),
-                     F.collect_set(F.when((src == "poll") & F.col("group").isNotNull(), F.col("group")))
-                     .alias("polled_by")))
+                     F.sum(F.when(src == "send", 1).otherwise(0)).alias("n_sends"),
+                     F.min(F.when(src == "send", F.col("complete_index"))).alias("send_done"),
+                     *[F.bit_or(F.when((src == "poll") & ((gid / 64).cast("int") == j),
+                                       F.expr("shiftleft(1L, gid % 64)"))).alias(f"m{j}")
+                       for j in range(masks)]))
     return ctx.memo("observed", build)
 
 
-def _sent(ctx: Ctx, where) -> DataFrame:
-    """The ok sends of the observed rows matching ``where``, one row each (send_index, send_done)."""
-    rows = observed(ctx).where(where & (F.size("sends") > 0))
-    return (rows.select(*TP, "offset", "value", "in_final", "polled_by", F.explode("sends").alias("s"))
-            .select(*TP, "offset", "value", "in_final", "polled_by", F.col("s.i").alias("send_index"),
-                    F.col("s.done").alias("send_done")))
+def _sends_at(ctx: Ctx, keys: DataFrame) -> DataFrame:
+    """The ok sends observed at ``keys`` (few rows of run, topic, partition, offset, value, and any other
+    columns, kept): one row per send with ``send_index`` and ``send_done`` (values compared null-safe)."""
+    s = (ctx.observations.where(F.col("source") == "send")
+         .select(F.col("run").alias("_r"), F.col("topic").alias("_t"), F.col("partition").alias("_p"),
+                 F.col("offset").alias("_o"), F.col("value").alias("_v"), F.col("op_index").alias("send_index"),
+                 F.col("complete_index").alias("send_done")))
+    on = ((F.col("_r") == F.col("run")) & (F.col("_t") == F.col("topic")) & (F.col("_p") == F.col("partition"))
+          & (F.col("_o") == F.col("offset")) & F.col("_v").eqNullSafe(F.col("value")))
+    return s.join(F.broadcast(keys), on).drop("_r", "_t", "_p", "_o", "_v")
 
 
 def check_lost_writes(ctx: Ctx) -> DataFrame:
     """``lost-write``: an ok send (acks all) that no final read of its partition has (its value at its
     offset, null-safe: the observed row of the send has no final source)."""
-    lost = ctx.persist(_sent(ctx, ~F.col("in_final")).join(F.broadcast(final_reads(ctx)), TP))
-    acks = F.col("iv.acks")
-    not_all = (ctx.ops.where(F.col("f") == "send").select("run", F.col("index").alias("send_index"), acks.alias("a"))
-               .join(F.broadcast(lost.select("run", "send_index")), ["run", "send_index"])
-               .where(F.col("a").isNotNull() & ~F.col("a").isin("-1", "all")))
-    lost = lost.join(F.broadcast(not_all), ["run", "send_index"], "left_anti")
+    cand = observed(ctx).where((F.col("n_sends") > 0) & ~F.col("in_final")).select(*TP, "offset", "value")
+    lost = ctx.persist(_sends_at(ctx, cand).join(F.broadcast(final_reads(ctx)), TP))
+    lost = lost.join(F.broadcast(not_acks_all(ctx)), ["run", "send_index"], "left_anti")
     fobs = (ctx.observations.where(F.col("source") == "final")
             .select(*TP, "offset", F.coalesce(F.col("value"), F.lit("None")).alias("fv"))
             .join(F.broadcast(lost.select(*TP, "offset").distinct()), [*TP, "offset"])
@@ -116,17 +160,19 @@ def unknown_lost_writes(ctx: Ctx) -> DataFrame:
 
 def first_observers(ctx: Ctx) -> DataFrame:
     """Per (topic, partition, offset, value) observed, value not null or empty (a null value says nothing
-    of uniqueness): its first observer."""
+    of uniqueness): its first observer, ``first`` (``i``: invoke index, ``done``: completion index)."""
     return observed(ctx).where(F.col("value").isNotNull() & (F.col("value") != "")).select(
-        *TP, "offset", "value", "first")
+        *TP, "offset", "value", F.struct(F.col("fi").alias("i"), F.col("fdone").alias("done")).alias("first"))
 
 
 def check_offsets(ctx: Ctx) -> DataFrame:
-    """``inconsistent-offset``: two values at one offset; ``duplicate-value``: one value at two offsets."""
+    """``inconsistent-offset``: two values at one offset; ``duplicate-value``: one value at two offsets.
+    Counted first (fixed-width aggregations; the per-offset one in the observations' partitioning); the
+    few offsets and values seen more than once are then gathered."""
     firsts = first_observers(ctx)
-    at = (firsts.groupBy("run", "topic", "partition", "offset")
-          .agg(F.array_sort(F.collect_list(F.struct("first", "value"))).alias("vals"))
-          .where(F.size("vals") > 1))
+    multi = firsts.groupBy(*TP, "offset").agg(F.count(F.lit(1)).alias("_n")).where(F.col("_n") > 1).drop("_n")
+    at = (firsts.join(F.broadcast(multi), [*TP, "offset"]).groupBy(*TP, "offset")
+          .agg(F.array_sort(F.collect_list(F.struct("first", "value"))).alias("vals")))
     shown = F.array_sort(F.transform("vals", lambda x: x["value"]))
     inconsistent = anomalies(
         at, "inconsistent-offset",
@@ -134,10 +180,10 @@ def check_offsets(ctx: Ctx) -> DataFrame:
                      F.col("offset"), F.size("vals")), pylist(shown)),
         ops=F.slice(F.array_distinct(F.transform("vals", lambda x: x["first"]["done"])), 1, 4),
         topic=F.col("topic"), partition=F.col("partition"), offset=F.col("offset"), values=shown)
-    where = (firsts.groupBy("run", "value")
+    again = firsts.groupBy("run", "value").agg(F.count(F.lit(1)).alias("_n")).where(F.col("_n") > 1).drop("_n")
+    where = (firsts.join(F.broadcast(again), ["run", "value"]).groupBy("run", "value")
              .agg(F.array_sort(F.collect_list(F.struct("first", "topic", "partition", "offset"))).alias("places"),
-                  F.min(F.struct("topic", "partition", "offset")).alias("low"))
-             .where(F.size("places") > 1))
+                  F.min(F.struct("topic", "partition", "offset")).alias("low")))
     places = F.array_sort(F.transform("places", lambda x: F.format_string("%s/%s@%s", x["topic"], x["partition"],
                                                                           x["offset"])))
     duplicate = anomalies(
@@ -153,9 +199,9 @@ def check_offsets(ctx: Ctx) -> DataFrame:
 
 def consumed_topics(ctx: Ctx) -> DataFrame:
     """(run, group, topic): from ok syncs' assignments, member commits (generation >= 0), non-final polls."""
-    ok = ctx.ops.where((F.col("type") == "ok") & F.col("group").isNotNull())
+    ok = ctx.extras.where((F.col("type") == "ok") & F.col("group").isNotNull())
     a = ok.where(F.col("f") == "sync").select(
-        "run", "group", F.explode(F.col("v.assignment")).alias("k"))
+        "run", "group", F.explode(F.col("assignment")).alias("k"))
     as_list = F.from_json(F.col("k"), "array<string>")
     topic = F.when(F.col("k").startswith("["), F.when(F.size(as_list) == 2, as_list[0])).otherwise(tp_topic(F.col("k")))
     from_syncs = a.select("run", "group", topic.alias("topic"))
@@ -200,12 +246,15 @@ def check_unseen(ctx: Ctx) -> DataFrame:
     returned, judged against the group's final committed offset (``unseen`` / ``not-drained``).
 
     Candidates: sends completed before the group's final fetch was invoked whose observed row has no poll
-    of the group; the group may still have polled the value elsewhere (a duplicate), which a broadcast
-    join of the few candidates with the group's polls rules out, as Python's "seen" set."""
-    looked = F.broadcast(final_lookup(ctx).where(F.col("fetch_index").isNotNull()))
-    cand = (_sent(ctx, F.lit(True)).join(looked, TP)
-            .where((F.col("send_done") < F.col("fetch_index")) & ~F.array_contains("polled_by", F.col("group"))))
-    cand = ctx.persist(cand)
+    of the group (its bit); the group may still have polled the value elsewhere (a duplicate), which a
+    broadcast join of the few candidates with the group's polls rules out, as Python's "seen" set."""
+    ids, masks = poll_groups(ctx)
+    looked = final_lookup(ctx).where(F.col("fetch_index").isNotNull()).join(F.broadcast(ids), ["run", "group"],
+                                                                              "left")
+    keys = (observed(ctx).where(F.col("n_sends") > 0).join(F.broadcast(looked), TP)
+            .where((F.col("send_done") < F.col("fetch_index")) & ~polled_by("gid", masks))
+            .select(*TP, "offset", "value", "group", "committed", "fetch_index", "fetch_done"))
+    cand = ctx.persist(_sends_at(ctx, keys).where(F.col("send_done") < F.col("fetch_index")))
     keys = cand.select("run", "group", "value").distinct()
     polled = (ctx.observations.where((F.col("source") == "poll") & F.col("group").isNotNull())
               .select(F.col("run").alias("s_run"), F.col("group").alias("s_group"), F.col("value").alias("seen")))

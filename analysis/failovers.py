@@ -22,14 +22,13 @@ and loads), so they are gathered per run (and per offsets partition) into
 arrays, joined to the fault rows, and searched with higher-order functions
 (``filter``, ``array_min``).  The client ops, which may be millions, are
 searched with one window over each group's completions into which the fault
-instants are merged.  Times are rounded by a Python UDF over the final rows,
-exactly as ``round(ns / 1e6, 3)`` rounds in Python.
+instants are merged.  Times are rounded exactly as ``round(ns / 1e6, 3)``
+rounds in Python, by a Spark expression (:func:`round3`).
 """
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from analysis.checks_base import partition_for
 from analysis.tables import OFFSETS_TOPIC, state_writes
@@ -57,10 +56,31 @@ def ms_between(t: int | None, t0: int | None) -> float | None:
     return None if t is None or t0 is None else round((t - t0) / 1e6, 3)
 
 
+_SPLIT = 134217729.0   # 2**27 + 1: Veltkamp's split of a double into two halves of 26 bits
+
+
+def round3(x: Column) -> Column:
+    """Python's ``round(x, 3)`` of a double, as a Spark expression (no Python worker): the exact value of
+    ``x * 1000`` rounded half to even, over 1000.  ``p = x * 1000`` in doubles is that value but for the
+    rounding error ``err``, which Dekker's product gives exactly (1000 has 10 bits, each half of ``x`` 27 at
+    most, so every product below is exact); ``err`` only matters when ``p`` is a tie: its sign says which
+    side of the tie the exact value lies on (a tie of both is a tie: half to even, as Python)."""
+    p = x * 1000.0
+    c = x * _SPLIT
+    hi = c - (c - x)
+    lo = x - hi
+    err = (hi * 1000.0 - p) + lo * 1000.0
+    fl = F.floor(p).cast("double")
+    k = (F.when((p - fl == 0.5) & (err > 0), fl + 1.0).when((p - fl == 0.5) & (err < 0), fl)
+         .otherwise(F.rint(p)))
+    return F.when(F.abs(p) < 4503599627370496.0, k / 1000.0).otherwise(p / 1000.0)   # 2**52: no fraction left
+
+
 def _ms(t: Column | str, t0: Column | str = "time_ns") -> Column:
-    """ms from ``t0`` to ``t``, rounded as in Python (a UDF made per use: it must not outlive its SparkContext)."""
-    ms = F.udf(ms_between, T.DoubleType())
-    return ms(F.col(t) if isinstance(t, str) else t, F.col(t0) if isinstance(t0, str) else t0)
+    """ms from ``t0`` to ``t``, rounded exactly as Python's ``round((t - t0) / 1e6, 3)``."""
+    a = F.col(t) if isinstance(t, str) else t
+    b = F.col(t0) if isinstance(t0, str) else t0
+    return round3((a - b).cast("double") / 1e6)
 
 
 def _before(t: Column, end: Column) -> Column:
@@ -90,7 +110,7 @@ def _ops(inputs, tables) -> DataFrame:
     ops = (tables or {}).get("ops")
     if ops is None:
         from analysis.ops_tables import build_ops_tables
-        ops = build_ops_tables(inputs, persist=False)["ops"]
+        ops = build_ops_tables(inputs)["ops"]
     return ops
 
 
@@ -105,10 +125,8 @@ def _run_arrays(inputs) -> DataFrame:
     """Per run: the controller log, broker changes, controlled-shutdown requests, and the offsets topic's size."""
     types = ["controller_elected", "controller_resigned", "broker_change", "controlled_shutdown_requested",
              "topic_created"]
-    ev = inputs.events.where(F.col("type").isin(types)).select(
-        "run", "broker", "mono_ns", "type",
-        F.from_json("fields", "dead ARRAY<INT>, bounced ARRAY<INT>, broker_id INT, topic STRING, "
-                              "partitions INT").alias("e"))
+    ev = inputs.parsed_events().where(F.col("type").isin(types)).select(
+        "run", "broker", "mono_ns", "type", F.struct("dead", "bounced", "broker_id", "topic", "partitions").alias("e"))
     t = F.col("type")
     offsets_created = (t == "topic_created") & (F.col("e.topic") == OFFSETS_TOPIC) & F.col("e.partitions").isNotNull()
     return ev.groupBy("run").agg(
@@ -130,10 +148,9 @@ def _partition_arrays(inputs) -> DataFrame:
         F.collect_list(F.struct(F.col("landed_ns").alias("landed"), F.col("mono_ns").alias("mono"),
                                 F.col("broker").alias("broker"), F.col("leader").alias("leader"),
                                 F.col("leader_epoch").alias("epoch"), F.col("reason").alias("reason"))).alias("_st"))
-    ld = (inputs.events.where(F.col("type") == "coordinator_loaded")
+    ld = (inputs.parsed_events().where(F.col("type") == "coordinator_loaded")
           .select("run", "broker", "mono_ns",
-                  F.from_json("fields", "partition INT, leader_epoch INT, records BIGINT, replayed BIGINT, "
-                                        "duration_ms DOUBLE").alias("e"))
+                  F.struct("partition", "leader_epoch", "records", "replayed", "duration_ms").alias("e"))
           .groupBy("run", F.col("e.partition").alias("partition")).agg(F.collect_list(F.struct(
               F.col("mono_ns").alias("t"), F.col("broker").alias("broker"), F.col("e.leader_epoch").alias("epoch"),
               F.col("e.duration_ms").alias("duration_ms"), F.col("e.replayed").alias("replayed"),
@@ -279,4 +296,5 @@ def failovers(inputs, tables: dict[str, DataFrame] | None = None) -> DataFrame:
     timeline raises instead)."""
     faults = _fault_rows(inputs, tables).cache()  # few rows, used by both kinds of rows
     out = _shape(_controller_rows(faults)).unionByName(_shape(_group_rows(inputs, _ops(inputs, tables), faults)))
-    return out.orderBy("run", "time_ns", "fault", F.col("group").asc_nulls_first())
+    # few rows: one partition sorted, not a range-partitioned sort (whose sampling job computes it all twice)
+    return out.coalesce(1).sortWithinPartitions("run", "time_ns", "fault", F.col("group").asc_nulls_first())

@@ -41,6 +41,14 @@ class Inputs:
     ops: DataFrame
     events: DataFrame
     segments: DataFrame | None = None
+    parsed: DataFrame | None = None   # analysis.events.parse_events(events), made once (analysis.main persists it)
+
+    def parsed_events(self) -> DataFrame:
+        """The event lines with their fields parsed (``analysis.events``): made once per ``Inputs``."""
+        if self.parsed is None:
+            from analysis.events import parse_events
+            self.parsed = parse_events(self.events.sparkSession, self.paths)
+        return self.parsed
 
 
 def expand(paths: list[str]) -> dict[str, str]:
@@ -125,17 +133,27 @@ def read_history(spark: SparkSession, paths: dict[str, str]) -> DataFrame:
                         F.coalesce(F.col("final"), F.lit(False)).alias("final"))
 
 
-def read_events(spark: SparkSession, paths: dict[str, str]) -> DataFrame:
-    """Every line of every run's event logs: broker, mono_ns, ts_ms, type and the whole line (``fields``)."""
+EVENT_HEAD = "broker INT, mono_ns LONG, ts_ms DOUBLE, type STRING"
+
+
+def read_event_files(spark: SparkSession, paths: dict[str, str], read) -> DataFrame | None:
+    """``read(files)`` of each run's event logs, ``run`` first, coalesced to a few partitions (many runs'
+    small files: a few tasks, not one per file); None when no run has any."""
     files = {rid: [hadoop_path(Path(d) / "cluster" / "events") + "/broker-*.jsonl"]
              for rid, d in paths.items() if list((Path(d) / "cluster" / "events").glob("broker-*.jsonl"))}
-    schema = "broker INT, mono_ns LONG, ts_ms DOUBLE, type STRING"
-    raw = _union_per_run(spark, files, lambda fs: spark.read.text(fs))
+    raw = _union_per_run(spark, files, read)
     if raw is None:
-        return spark.createDataFrame([], f"run STRING, {schema}, fields STRING")
+        return None
     size = sum(p.stat().st_size for d in paths.values() for p in (Path(d) / "cluster" / "events").glob("broker-*"))
-    raw = raw.coalesce(partitions_for(spark, size))   # many runs' small files: a few tasks, not one per file
-    parsed = raw.select("run", F.col("value").alias("fields"), F.from_json("value", schema).alias("e"))
+    return raw.coalesce(partitions_for(spark, size))
+
+
+def read_events(spark: SparkSession, paths: dict[str, str]) -> DataFrame:
+    """Every line of every run's event logs: broker, mono_ns, ts_ms, type and the whole line (``fields``)."""
+    raw = read_event_files(spark, paths, lambda fs: spark.read.text(fs))
+    if raw is None:
+        return spark.createDataFrame([], f"run STRING, {EVENT_HEAD}, fields STRING")
+    parsed = raw.select("run", F.col("value").alias("fields"), F.from_json("value", EVENT_HEAD).alias("e"))
     return (parsed.where(F.col("e.type").isNotNull() & F.col("e.mono_ns").isNotNull())
             .select("run", "e.broker", "e.mono_ns", "e.ts_ms", "e.type", "fields"))
 

@@ -82,11 +82,12 @@ def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAUL
             print(f"[{time.monotonic() - started:7.1f}] {line}" if stamp else line, file=stream, flush=True)
 
     from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
     from analysis.checks import check_all, verdicts
     from analysis.failovers import failovers
     from analysis.load import expand, load_runs
-    from analysis.ops_tables import OPS_COLUMNS, build_ops_tables, release_ops_tables
+    from analysis.ops_tables import OPS_COLUMNS, build_ops_tables, paired
     from analysis.report import write_report
     from analysis.spark import session
     from analysis.tables import build_event_tables
@@ -113,29 +114,38 @@ def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAUL
         lap(name)
         say(f"  {name:<20} {seconds[name]:>7.1f} s")
 
-    # The history is parsed once (load.HISTORY_DDL) and shuffled once (the pairing); the paired lines are
-    # persisted by build_ops_tables and every later table and checker reads them, not the files.
+    # The history is parsed once (load.HISTORY_DDL) and shuffled once (ops_tables.paired); the paired rows are
+    # held in memory only while the tables made of them are written: every later step reads those tables
+    # (Parquet, column by column) and the small ``extras`` (the few value parts they lack).
     inputs = load_runs(spark, list(runs.values()))
-    for name in ("events", "segments"):
-        setattr(inputs, name, getattr(inputs, name).persist(StorageLevel.MEMORY_AND_DISK))
-    ops_tables = build_ops_tables(inputs)
-    tables = build_event_tables(inputs, ops_tables["nemesis"])
+    inputs.parsed = inputs.parsed_events().persist(StorageLevel.MEMORY_AND_DISK)
+    inputs.segments = inputs.segments.persist(StorageLevel.MEMORY_AND_DISK)
+    both = paired(inputs.ops).persist(StorageLevel.MEMORY_AND_DISK)
+    ops_tables = build_ops_tables(inputs, both)
     lap("plan")
     write("ops", ops_tables["ops"].select(*OPS_COLUMNS))
-    for name, df in tables.items():
-        write(name, df)
-    write("failovers", failovers(inputs, {**written, "ops": ops_tables["ops"]}))
     for name in ("observations", "group_offsets", "pairing_errors"):
         write(name, ops_tables[name])
+    extras = ops_tables["extras"].persist(StorageLevel.MEMORY_AND_DISK)
+    extras.count()
+    both.unpersist()
+    lap("extras")
+    nemesis = extras.where(F.col("_line") == "nemesis").select(
+        "run", "index", F.col("invoke_ns").alias("time"), "f", F.col("nv").alias("value"))
+    for name, df in build_event_tables(inputs, nemesis).items():
+        write(name, df)
+    write("failovers", failovers(inputs, written))
     unclean = _unclean_elections(runs)
     if unclean is None:
         say("note: unclean.leader.election.enable differs between the runs: unclean elections are judged")
     options = {"unclean_election": bool(unclean)}
-    write("anomalies", check_all(inputs, ops_tables, **options))
+    checked = {**{k: written[k] for k in ("ops", "observations", "group_offsets", "pairing_errors")},
+               "extras": extras}
+    write("anomalies", check_all(inputs, checked, **options))
     write("verdicts", verdicts(inputs, written["anomalies"], **options))
-    release_ops_tables(ops_tables)
-    for name in ("events", "segments"):
-        getattr(inputs, name).unpersist()
+    extras.unpersist()
+    for df in (inputs.parsed, inputs.segments):
+        df.unpersist()
 
     rows = {name: df.count() for name, df in written.items()}
     anomalies = {r["kind"]: r["count"] for r in written["anomalies"].groupBy("kind").count().collect()}

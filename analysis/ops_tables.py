@@ -1,7 +1,16 @@
 """The history's tables: client operations paired Jepsen-style, what was observed, and group offsets.
 
-``build_ops_tables(inputs)`` turns the raw ``inputs.ops`` (one row per
-history line, docs/analysis.md "Raw inputs") into:
+The history is parsed once (``analysis.load``) and shuffled once, by
+:func:`paired`: one window per (run, process) pairs each invoke with the next
+line of its process, and the result keeps one row per client operation, per
+line that makes the history malformed, and per nemesis line, with the
+operation's columns and the few parts of its parsed values that a later table
+or checker reads (``STAGING_COLUMNS``): nothing later parses a value again,
+and no later step sees a whole value.  ``analysis.main`` writes these rows
+once, as Parquet (``<out>/work/paired``), and everything else is read from
+there, column by column.
+
+``build_ops_tables(inputs, paired_rows=None)`` derives from them:
 
 * ``ops``: one row per client operation.  Per run and process, lines are
   taken in ``index`` order and an invoke is completed by the next line of the
@@ -16,17 +25,14 @@ history line, docs/analysis.md "Raw inputs") into:
 * ``pairing_errors``: the lines that make a history malformed for
   ``pair_ops`` (a completion with no open invoke, an invoke while one is open,
   an unknown type); ``chaos.checkers.check`` calls such a history unknown.
+* ``nemesis``: the nemesis lines, for ``analysis.tables.faults``.
 
-Columns: docs/analysis.md ("Tables").  Values come parsed from
-``analysis.load`` (``VALUE_DDL``; no Python UDF): numbers are kept as their
+Columns: docs/analysis.md ("Tables").  Numbers in values are kept as their
 JSON text and checked to be integers (``^-?[0-9]+$``), as the Python
 checkers' ``is_int``.
-The paired operations, the observations and the group offsets are persisted
-(MEMORY_AND_DISK): every checker reads them.
 """
 from __future__ import annotations
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -37,9 +43,18 @@ NEMESIS = "nemesis"
 OPS_COLUMNS = ["run", "index", "process", "f", "type", "invoke_ns", "complete_ns", "latency_ms", "group", "node",
                "error", "final", "topic", "partition", "offset", "value", "member", "generation", "records",
                "complete_index"]
-# Not written, kept on the in-memory ops the checkers read: the completion's (else the invoke's) parsed
-# value, and the invoke's (``analysis.load.VALUE_DDL``).
-VALUE_COLUMNS = ["v", "iv"]
+# Kept on the paired rows (not written with ``ops``): the parts of the values later steps read.  ``v`` is the
+# completion's value, else the invoke's (``iv``), as ``chaos.check_model.Op.value``.
+#   recs        v.records of an ok poll (observations)
+#   offs        v.offsets of a commit or fetch-committed (group offsets, fetches)
+#   acks        iv.acks of a send (lost-write judges acks=all sends only)
+#   hw          v.high_watermark of a poll, as an integer (final reads)
+#   itopic, ipartition   iv.topic, iv.partition of a poll (the partition a final read asked for)
+#   asked       iv.partitions of a fetch-committed (the partitions it asked for)
+#   assignment  v.assignment of a sync (the topics a group consumes)
+#   nv          the whole value of a nemesis line (faults)
+EXTRA_COLUMNS = ["recs", "offs", "acks", "hw", "itopic", "ipartition", "asked", "assignment", "nv"]
+STAGING_COLUMNS = OPS_COLUMNS + ["_line", "_err"] + EXTRA_COLUMNS
 OBSERVATION_COLUMNS = ["run", "source", "op_index", "process", "group", "time_ns", "topic", "partition", "offset",
                        "value", "complete_index", "position"]
 GROUP_OFFSET_COLUMNS = ["run", "f", "op_index", "process", "group", "generation", "member", "invoke_ns",
@@ -65,17 +80,20 @@ def tp_partition(key: Column) -> Column:
     return F.when(key.rlike(r"[/-]") & p.rlike(r"^[+-]?[0-9]+$"), F.regexp_replace(p, r"^\+", "").cast("int"))
 
 
-def _persist(df: DataFrame) -> DataFrame:
-    return df.persist(StorageLevel.MEMORY_AND_DISK)
+_NEXT = ("type", "index", "time", "value", "node", "error", "final")
 
 
 def pair_lines(raw: DataFrame) -> DataFrame:
-    """Each line with the next line of its process and, when ``pair_ops`` would reject the history because
-    of it, ``_err`` (why).  Nemesis lines are kept (their process is its own window partition; never an
-    error): the faults table reads them from here, so the history is parsed and shuffled once."""
+    """Each line with the next line of its process (``_n_type``, ``_n_index``, ... one column each: a struct
+    of them would be built before the shuffle and double what it moves) and, when ``pair_ops`` would reject
+    the history because of it, ``_err`` (why).  Nemesis lines are kept (their process is its own window
+    partition; never an error)."""
     w = Window.partitionBy("run", "process").orderBy("index")
-    nxt = F.lead(F.struct("type", "index", "time", "value", "node", "error", "final")).over(w)
-    lines = raw.select("*", nxt.alias("_next"), F.lag("type").over(w).alias("_prev_type"))
+    # more partitions than the default: a process's lines are one window partition, and a run has few
+    # processes of very different sizes; with 4 hash partitions one task got 2.5 times the others' lines
+    parts = max(16, 8 * raw.sparkSession.sparkContext.defaultParallelism)
+    lines = raw.repartition(parts, "run", "process").select("*", *[F.lead(c).over(w).alias(f"_n_{c}") for c in _NEXT],
+                       F.lag("type").over(w).alias("_prev_type"))
     t, prev = F.col("type"), F.col("_prev_type")
     err = (F.when(~t.isin("invoke", *COMPLETIONS), F.concat(F.lit("unknown type "), F.coalesce(t, F.lit("null"))))
            .when((t == "invoke") & (prev == "invoke"), F.lit("invoked while an operation of its process is open"))
@@ -84,33 +102,43 @@ def pair_lines(raw: DataFrame) -> DataFrame:
     return lines.withColumn("_err", F.when(F.col("process").isNull() | (F.col("process") != NEMESIS), err))
 
 
-def paired_ops(lines: DataFrame) -> DataFrame:
-    """One row per client operation: its invoke and, when the next line of its process completes it,
-    that; plus the rows of lines that make the history malformed, and the nemesis lines (``_line`` says
-    which is which: ``invoke``, the malformed line's type, or ``nemesis``)."""
+def paired(raw: DataFrame) -> DataFrame:
+    """The paired rows (``STAGING_COLUMNS``): one per client operation (its invoke and, when the next line of
+    its process completes it, that), one per line that makes the history malformed, and one per nemesis
+    line; ``_line`` says which (``invoke``, the malformed line's type, or ``nemesis``)."""
+    lines = pair_lines(raw)
     nemesis = F.coalesce(F.col("process") == NEMESIS, F.lit(False))
     keep = lines.where(((F.col("type") == "invoke") & ~nemesis) | F.col("_err").isNotNull() | nemesis)
-    nx = F.col("_next")
-    done = F.when((F.col("type") == "invoke") & ~nemesis & nx.type.isin(*COMPLETIONS), nx)
-    ops = keep.select("run", "index", "process", "f", "group", F.col("time").alias("invoke_ns"),
-                      F.col("value").alias("iv"), F.col("final").alias("_inv_final"), done.alias("d"),
-                      F.when(nemesis, F.lit(NEMESIS)).otherwise(F.col("type")).alias("_line"), "_err")
-    ops = ops.select("*", F.coalesce(F.col("d.value"), F.col("iv")).alias("v"))
-    v, iv = F.col("v"), F.col("iv")
-    is_send = F.col("f") == "send"
-    return ops.select(
-        "run", "index", "process", "f",
-        F.coalesce(F.col("d.type"), F.lit("open")).alias("type"),
-        "invoke_ns", F.col("d.time").alias("complete_ns"),
-        ((F.col("d.time") - F.col("invoke_ns")) / 1e6).alias("latency_ms"),
-        "group", F.col("d.node").alias("node"), F.col("d.error").alias("error"),
-        (F.col("_inv_final") | F.coalesce(F.col("d.final"), F.lit(False))).alias("final"),
+    done = (F.col("type") == "invoke") & ~nemesis & F.col("_n_type").isin(*COMPLETIONS)
+
+    def d(c: str) -> Column:   # the completion's column (null when the operation is open)
+        return F.when(done, F.col(f"_n_{c}"))
+
+    iv = F.col("value")
+    v = F.coalesce(d("value"), iv)
+    f = F.col("f")
+    is_send, is_poll = f == "send", f == "poll"
+    ctype = F.coalesce(d("type"), F.lit("open"))
+    return keep.select(
+        "run", "index", "process", "f", ctype.alias("type"), F.col("time").alias("invoke_ns"),
+        d("time").alias("complete_ns"), ((d("time") - F.col("time")) / 1e6).alias("latency_ms"),
+        "group", d("node").alias("node"), d("error").alias("error"),
+        (F.col("final") | F.coalesce(d("final"), F.lit(False))).alias("final"),
         v.topic.alias("topic"), as_int(v.partition, "int").alias("partition"),
         F.when(is_send, as_int(v.offset)).alias("offset"), F.when(is_send, v.value).alias("value"),
         v.member.alias("member"),
         F.coalesce(as_int(v.generation, "int"), as_int(iv.generation, "int")).alias("generation"),
-        F.when(F.col("f") == "poll", F.size(v.records)).cast("int").alias("records"),
-        F.col("d.index").alias("complete_index"), "v", "iv", "_line", "_err")
+        F.when(is_poll, F.size(v.records)).cast("int").alias("records"),
+        d("index").alias("complete_index"),
+        F.when(nemesis, F.lit(NEMESIS)).otherwise(F.col("type")).alias("_line"), "_err",
+        F.when(is_poll & (ctype == "ok"), v.records).alias("recs"),
+        F.when(f.isin("commit", "fetch-committed"), v.offsets).alias("offs"),
+        F.when(is_send, iv.acks).alias("acks"),
+        F.when(is_poll, as_int(v.high_watermark)).alias("hw"),
+        F.when(is_poll, iv.topic).alias("itopic"), F.when(is_poll, as_int(iv.partition, "int")).alias("ipartition"),
+        F.when(f == "fetch-committed", iv.partitions).alias("asked"),
+        F.when(f == "sync", v.assignment).alias("assignment"),
+        F.when(nemesis, iv).alias("nv"))
 
 
 def observations_of(ops: DataFrame) -> DataFrame:
@@ -121,10 +149,10 @@ def observations_of(ops: DataFrame) -> DataFrame:
              .select("run", F.lit("send").alias("source"), F.col("index").alias("op_index"), "process", "group",
                      F.col("complete_ns").alias("time_ns"), "topic", "partition", "offset", "value",
                      "complete_index", F.lit(0).alias("position")))
-    polls = ok.where(F.col("f") == "poll").select(
+    polls = ok.where((F.col("f") == "poll") & F.col("recs").isNotNull()).select(
         "run", F.when(F.col("final"), "final").otherwise("poll").alias("source"), F.col("index").alias("op_index"),
         "process", "group", F.col("complete_ns").alias("time_ns"), "complete_index",
-        F.posexplode(F.col("v.records")).alias("position", "r"))
+        F.posexplode(F.col("recs")).alias("position", "r"))
     r = F.col("r")
     polls = (polls.where((F.size(r) >= 4) & r[0].isNotNull() & as_int(r[1]).isNotNull() & as_int(r[2]).isNotNull())
              .select("run", "source", "op_index", "process", "group", "time_ns", r[0].alias("topic"),
@@ -135,40 +163,43 @@ def observations_of(ops: DataFrame) -> DataFrame:
 
 def group_offsets_of(ops: DataFrame) -> DataFrame:
     """Every offset entry of a commit (any outcome) or of a fetch-committed's value, one row each."""
-    g = (ops.where(F.col("f").isin("commit", "fetch-committed"))
+    g = (ops.where(F.col("f").isin("commit", "fetch-committed") & F.col("offs").isNotNull())
          .select("run", "f", F.col("index").alias("op_index"), "process", "group", "generation", "member",
                  "invoke_ns", "complete_ns", "type", "node", "final", "complete_index",
-                 F.explode(F.col("v.offsets")).alias("key", "o")))
+                 F.explode(F.col("offs")).alias("key", "o")))
     return (g.where(tp_topic(F.col("key")).isNotNull())
             .select("*", tp_topic(F.col("key")).alias("topic"), tp_partition(F.col("key")).alias("partition"),
                     as_int(F.col("o")).alias("offset"))
             .select(*GROUP_OFFSET_COLUMNS))
 
 
-def build_ops_tables(inputs, persist: bool = True) -> dict[str, DataFrame]:
+EXTRAS_COLUMNS = ["run", "index", "f", "type", "final", "group", "complete_index", "_line", "_err", "invoke_ns",
+                  "acks", "hw", "itopic", "ipartition", "asked", "offs", "assignment", "nv"]
+
+
+def extras_of(both: DataFrame) -> DataFrame:
+    """The few paired rows whose value parts a table or a checker reads (``EXTRAS_COLUMNS``): nemesis and
+    malformed lines, sends whose invoke names its acks, ok final polls, ok fetch-committed and syncs of a
+    group.  Every other question is answered by the written tables."""
+    f, ok, grouped = F.col("f"), F.col("type") == "ok", F.col("group").isNotNull()
+    keep = ((F.col("_line") != "invoke") | F.col("_err").isNotNull()
+            | ((f == "send") & F.col("acks").isNotNull())
+            | ((f == "poll") & ok & F.col("final"))
+            | (f.isin("fetch-committed", "sync") & ok & grouped))
+    return both.where(keep).select(
+        *[F.when(f == "fetch-committed", F.col(c)).alias(c) if c == "offs" else c for c in EXTRAS_COLUMNS])
+
+
+def build_ops_tables(inputs, paired_rows: DataFrame | None = None) -> dict[str, DataFrame]:
     """``ops``, ``observations``, ``group_offsets`` (docs/analysis.md), ``pairing_errors`` (``run, index,
     reason``: the lines that make the history malformed) and ``nemesis`` (``run, index, time, f, value``:
-    the nemesis lines, for ``analysis.tables.faults``; not a table of its own).  ``ops`` also carries
-    ``VALUE_COLUMNS`` (dropped when written)."""
-    both = paired_ops(pair_lines(inputs.ops))
-    if persist:
-        both = _persist(both)
-    ops = both.where(F.col("_line") == "invoke").select(*OPS_COLUMNS, *VALUE_COLUMNS)
+    the nemesis lines, for ``analysis.tables.faults``; not a table of its own), lazily, from ``paired_rows``
+    (``paired(inputs.ops)`` when not given; ``analysis.main`` passes them read back from Parquet).  ``ops``
+    also carries ``EXTRA_COLUMNS`` (not written)."""
+    both = paired(inputs.ops) if paired_rows is None else paired_rows
+    ops = both.where(F.col("_line") == "invoke").select(*OPS_COLUMNS, *EXTRA_COLUMNS)
     nemesis = both.where(F.col("_line") == NEMESIS).select(
-        "run", "index", F.col("invoke_ns").alias("time"), "f", F.col("iv").alias("value"))
+        "run", "index", F.col("invoke_ns").alias("time"), "f", F.col("nv").alias("value"))
     errors = both.where(F.col("_err").isNotNull()).select("run", "index", F.col("_err").alias("reason"))
-    obs, offsets = observations_of(ops), group_offsets_of(ops)
-    if persist:
-        obs, offsets = _persist(obs), _persist(offsets)
-        _PERSISTED[id(ops)] = [both, obs, offsets]
-    return {"ops": ops, "observations": obs, "group_offsets": offsets, "pairing_errors": errors,
-            "nemesis": nemesis}
-
-
-_PERSISTED: dict[int, list[DataFrame]] = {}
-
-
-def release_ops_tables(tables: dict[str, DataFrame]) -> None:
-    """Unpersist what ``build_ops_tables`` persisted (e.g. once the tables are written as Parquet)."""
-    for df in _PERSISTED.pop(id(tables.get("ops")), []):
-        df.unpersist()
+    return {"ops": ops, "observations": observations_of(ops), "group_offsets": group_offsets_of(ops),
+            "pairing_errors": errors, "nemesis": nemesis, "extras": extras_of(both)}

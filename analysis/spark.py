@@ -15,6 +15,10 @@ def session(master: str = "local[*]", app: str = "kafkasim-analyze") -> SparkSes
     # local mode: one JVM holds the caches (10M ops' paired lines are gigabytes) and runs every task; with
     # 4g it thrashed in GC until a broadcast timed out.  Half the RAM, 4-16g, unless told
     memory = os.environ.get("KAFKASIM_SPARK_DRIVER_MEMORY") or f"{max(4, min(16, _ram_gib() // 2))}g"
+    # rows a window keeps in a plain in-memory buffer before it moves them to a spillable sorter: the
+    # pairing window's partitions are whole processes (millions of lines); beyond the default 4096 each
+    # row was copied once more, and spilled.  About 1/8 of the heap at ~512 bytes a row.
+    window_rows = max(4096, _bytes(memory) // 4096)
     builder = (SparkSession.builder.master(master).appName(app)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
@@ -27,7 +31,8 @@ def session(master: str = "local[*]", app: str = "kafkasim-analyze") -> SparkSes
                .config("spark.driver.extraJavaOptions", "-XX:-DontCompileHugeMethods")
                .config("spark.sql.execution.arrow.pyspark.enabled", "false")
                # a JSON object with a repeated key keeps the last, as Python's dict (offsets maps)
-               .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN"))
+               .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
+               .config("spark.sql.windowExec.buffer.in.memory.threshold", str(window_rows)))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -39,3 +44,10 @@ def _ram_gib() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 30)
     except (ValueError, OSError):
         return 0
+
+
+def _bytes(size: str) -> int:
+    """A JVM memory size (``4g``, ``512m``, ``1024k`` or bytes) in bytes."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    s = size.strip().lower().rstrip("b")
+    return int(float(s[:-1]) * units[s[-1]]) if s and s[-1] in units else int(s)

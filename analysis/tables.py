@@ -36,21 +36,14 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
                 "metadata", "commit_ts", "expire_ts", "tombstone", "replicas"),
 }
 
-STATE_DDL = ("topic STRING, partition INT, reason STRING, leader INT, leader_epoch INT, isr ARRAY<INT>, "
-             "controller_epoch INT, zk_version INT, previous_leader INT, previous_isr ARRAY<INT>, "
-             "mono_ns_written BIGINT")
 _PRECEDING = (Window.unboundedPreceding, -1)      # every row before this one (a growing frame: linear)
 _UP_TO_HERE = (Window.unboundedPreceding, Window.currentRow)
 
 
-def event_fields(inputs, types: list[str], ddl: str, line: bool = False) -> DataFrame:
-    """The events of ``types``: ``run, broker, mono_ns, type``, the fields of ``ddl`` parsed from the line
-    (and the line itself as ``_line`` with ``line``)."""
-    ev = inputs.events.where(F.col("type").isin(types))
-    keep = ["_line"] if line else []
-    return (ev.select("run", "broker", "mono_ns", "type", F.from_json("fields", ddl).alias("_f"),
-                      F.col("fields").alias("_line"))
-            .select("run", "broker", "mono_ns", "type", "_f.*", *keep))
+def event_fields(inputs, *types: str) -> DataFrame:
+    """The events of ``types``, parsed once for every table (``analysis.events``): ``run, broker, mono_ns,
+    type, seq, proc`` and their fields."""
+    return inputs.parsed_events().where(F.col("type").isin(*types))
 
 
 def _rank(order: dict[str, int]) -> Column:
@@ -98,9 +91,9 @@ def faults(inputs, nemesis: DataFrame | None = None) -> DataFrame:
 
 def controller_epochs(inputs) -> DataFrame:
     """A tenure per ``controller_elected``; it ends at that broker's ``controller_resigned`` of the epoch."""
-    elected = event_fields(inputs, ["controller_elected"], "epoch INT").select(
+    elected = event_fields(inputs, "controller_elected").select(
         "run", "broker", "epoch", F.col("mono_ns").alias("elected_ns"))
-    resigned = event_fields(inputs, ["controller_resigned"], "epoch INT, reason STRING").select(
+    resigned = event_fields(inputs, "controller_resigned").select(
         F.col("run").alias("_r"), F.col("broker").alias("_b"), F.col("epoch").alias("_e"),
         F.col("mono_ns").alias("_t"), F.col("reason").alias("_reason"))
     j = elected.join(resigned, (F.col("run") == F.col("_r")) & (F.col("broker") == F.col("_b"))
@@ -113,7 +106,7 @@ def controller_epochs(inputs) -> DataFrame:
 def state_writes(inputs) -> DataFrame:
     """Every ``partition_state_written`` with ``landed_ns``: the ``mono_ns_written`` of the next
     ``partition_states_written`` of the same broker (its own ``mono_ns`` when there is none, or it has none)."""
-    ev = event_fields(inputs, ["partition_state_written", "partition_states_written"], STATE_DDL)
+    ev = event_fields(inputs, "partition_state_written", "partition_states_written")
     ev = ev.withColumn("_rank", _rank({"partition_states_written": 1}))
     later_first = (Window.partitionBy("run", "broker")
                    .orderBy(F.col("mono_ns").desc(), F.col("_rank").desc()).rowsBetween(*_PRECEDING))
@@ -132,8 +125,7 @@ def leader_changes(inputs, states: DataFrame | None = None) -> DataFrame:
 def isr_changes(inputs, states: DataFrame | None = None) -> DataFrame:
     """``replica_isr_changed`` lines (``source`` ``broker``) and the controller's writes whose ISR differs
     from the previous one as a set, or that created the partition (``source`` ``controller``)."""
-    seen = event_fields(inputs, ["replica_isr_changed"],
-                        "topic STRING, partition INT, leader_epoch INT, old_isr ARRAY<INT>, isr ARRAY<INT>")
+    seen = event_fields(inputs, "replica_isr_changed")
     seen = seen.select("run", F.col("mono_ns").alias("time_ns"), "broker", F.lit("broker").alias("source"),
                        "topic", "partition", "leader_epoch", "old_isr", "isr")
     s = state_writes(inputs) if states is None else states
@@ -148,12 +140,11 @@ def isr_changes(inputs, states: DataFrame | None = None) -> DataFrame:
 def hw_samples(inputs) -> DataFrame:
     """``hw_changed`` lines, each with the ``broker_starting`` of the process that logged it: the processes
     (few) are intervals joined to the lines (many), so no broker's lines have to be sorted in one task."""
-    starts = event_fields(inputs, ["broker_starting"], "pid INT").select(
+    starts = event_fields(inputs, "broker_starting").select(
         F.col("run").alias("_r"), F.col("broker").alias("_b"), F.col("mono_ns").alias("process_start_ns"))
     starts = starts.withColumn("_next", F.lead("process_start_ns").over(
         Window.partitionBy("_r", "_b").orderBy("process_start_ns")))
-    hw = event_fields(inputs, ["hw_changed"],
-                      "topic STRING, partition INT, old BIGINT, new BIGINT, decreased BOOLEAN, reason STRING")
+    hw = event_fields(inputs, "hw_changed")
     during = ((F.col("run") == F.col("_r")) & (F.col("broker") == F.col("_b"))
               & (F.col("mono_ns") >= F.col("process_start_ns"))
               & (F.col("_next").isNull() | (F.col("mono_ns") < F.col("_next"))))
@@ -167,8 +158,7 @@ def coordinator_loads(inputs) -> DataFrame:
     """A load per ``coordinator_load_started``, with the ``coordinator_loaded`` and ``coordinator_unloaded``
     that follow it on the same broker for the same partition, before the next load starts."""
     types = {"coordinator_load_started": 0, "coordinator_loaded": 1, "coordinator_unloaded": 2}
-    ev = event_fields(inputs, list(types), "partition INT, leader_epoch INT, records BIGINT, replayed BIGINT, "
-                                           "duration_ms DOUBLE, groups INT")
+    ev = event_fields(inputs, *types)
     w = (Window.partitionBy("run", "broker", "partition").orderBy("mono_ns", _rank(types))
          .rowsBetween(*_UP_TO_HERE))
     started = F.col("type") == "coordinator_load_started"
@@ -189,9 +179,8 @@ def coordinator_loads(inputs) -> DataFrame:
 def rebalances(inputs) -> DataFrame:
     """A row per ``group_generation``: the ``PreparingRebalance`` that began it (after the previous
     generation, on the same broker) and the ``Stable`` that followed (before the next one)."""
-    ev = event_fields(inputs, ["group_generation", "group_state_changed"],
-                      "`group` STRING, generation INT, `to` STRING, reason STRING, leader STRING, protocol STRING",
-                      line=True)
+    from analysis.events import group_events
+    ev = group_events(inputs.events.sparkSession, inputs.paths)   # their leader is a member id
     is_gen = F.col("type") == "group_generation"
     part = Window.partitionBy("run", "broker", "group")
     before = part.orderBy("mono_ns", F.when(is_gen, 1).otherwise(0)).rowsBetween(*_PRECEDING)
@@ -206,7 +195,7 @@ def rebalances(inputs) -> DataFrame:
     gens = ev.where(is_gen)
     began = F.col("_prep").isNotNull() & (F.col("_prev_gen").isNull() | (F.col("_prep.t") > F.col("_prev_gen")))
     settled = F.col("_stable").isNotNull() & (F.col("_next_gen").isNull() | (F.col("_stable") < F.col("_next_gen")))
-    members_json = F.get_json_object("_line", "$.members")  # the member ids (or a count)
+    members_json = F.col("members")  # the member ids (or a count), as JSON text
     members = F.when(members_json.startswith("["), F.size(F.from_json(members_json, "ARRAY<STRING>"))) \
         .otherwise(members_json.cast("int"))
     out = gens.select(

@@ -244,3 +244,23 @@ def test_runs_under_paths_with_spaces_and_glob_characters(spark, short_chaos_run
     assert counts["ops"] == (history_lines, history_lines)
     assert counts["events"] == (len(events_of(src)),) * 2
     assert counts["segments"][0] == counts["segments"][1] > 0
+
+
+def test_stage_times_round_as_python(spark):
+    """``failovers.round3`` (a Spark expression) rounds ``(t - t0) / 1e6`` to 3 places exactly as Python's
+    ``round``: on random spans, and on the ties (a half µs), where the binary value decides the side."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from analysis.failovers import _ms, ms_between
+
+    rng = random.Random(7)
+    spans = [rng.randrange(0, 10**13) for _ in range(3000)] + [rng.randrange(10**6) * 1000 + 500 for _ in range(3000)]
+    spans += [62500, 500, 1500, 2500, 1234500, 0, 1, 999, 1000, -1500, -62500, -rng.randrange(10**12)]
+    rows = spark.createDataFrame([(d, 0) for d in spans], "t long, t0 long").select("t", _ms("t", "t0").alias("ms"))
+    got = {r.t: r.ms for r in rows.collect()}
+    wrong = {d: (got[d], ms_between(d, 0)) for d in spans if got[d] != ms_between(d, 0)}
+    assert not wrong, list(wrong.items())[:10]
+    ties = [d for d in spans if abs(d) % 1000 == 500]
+    assert {round(d / 1e6, 3) * 1e6 > d for d in ties} == {True, False}   # ties rounded both ways
