@@ -6,10 +6,10 @@ line of its process, and the result keeps one row per client operation, per
 line that makes the history malformed, and per nemesis line, with the
 operation's columns and the few parts of its parsed values that a later table
 or checker reads (``STAGING_COLUMNS``): nothing later parses a value again,
-and no later step sees a whole value.  ``analysis.main`` holds these rows
-(MEMORY_AND_DISK) only while it writes ``ops``, ``observations``,
-``group_offsets`` and ``pairing_errors`` from them and keeps ``extras``;
-every later step reads those Parquet tables, column by column.
+and no later step sees a whole value.  ``analysis.main`` writes these rows
+once as Parquet (``<out>/work/paired``, removed at the end), writes ``ops``,
+``observations``, ``group_offsets`` and ``pairing_errors`` from them and keeps
+``extras``; every later step reads those Parquet tables, column by column.
 
 ``build_ops_tables(inputs, paired_rows=None)`` derives from them:
 
