@@ -31,7 +31,7 @@ from coordinator.core import GroupConfig, Output, PartitionCoordinator
 from coordinator.hashing import partition_for
 from coordinator.records import RecordFormatError
 from node.events import EventLog
-from node.replica_manager import now_ms
+from node.clock import now_ms
 from node.storage.batch import CorruptBatchError
 from node.storage.fastscan import scan_latest
 from zk.paths import OFFSETS_TOPIC
@@ -204,14 +204,9 @@ class CoordinatorShell:
         slot = self._slots.get(self.partition_of(group_id))
         if slot is None:
             return None
-        fut: Future = Future()
         with slot.lock:
-            if self._slots.get(slot.core.partition) is not slot:
-                return None  # unloaded meanwhile
-            out = getattr(slot.core, handler)(fut, req, self.clock())
-            self._start_appends(slot, out)
-        self._finish(out)
-        return fut
+            taken = self._take(slot, handler, req)
+        return self._answered(taken)
 
     def try_call(self, group_id: str, handler: str, req: Any) -> Future | None | bool:
         """:meth:`call` only if it cannot block: when the core's lock and its offsets partition's are
@@ -223,20 +218,33 @@ class CoordinatorShell:
         if not slot.lock.acquire(blocking=False):
             return False
         try:
-            if self._slots.get(slot.core.partition) is not slot:
-                return None  # unloaded meanwhile
             partition_lock = self.replicas.partition_lock((OFFSETS_TOPIC, slot.core.partition))
             if partition_lock is not None and not partition_lock.acquire(blocking=False):
                 return False
             try:
-                fut: Future = Future()
-                out = getattr(slot.core, handler)(fut, req, self.clock())
-                self._start_appends(slot, out)
+                taken = self._take(slot, handler, req)
             finally:
                 if partition_lock is not None:
                     partition_lock.release()
         finally:
             slot.lock.release()
+        return self._answered(taken)
+
+    def _take(self, slot: _Slot, handler: str, req: Any) -> tuple[Future, Output] | None:
+        """With ``slot.lock`` held: the core's handler takes ``req`` and its appends start; None when the
+        slot was unloaded meanwhile."""
+        if self._slots.get(slot.core.partition) is not slot:
+            return None
+        fut: Future = Future()
+        out = getattr(slot.core, handler)(fut, req, self.clock())
+        self._start_appends(slot, out)
+        return fut, out
+
+    def _answered(self, taken: tuple[Future, Output] | None) -> Future | None:
+        """After the locks: log the core's events and answer what it answered at once."""
+        if taken is None:
+            return None
+        fut, out = taken
         self._finish(out)
         return fut
 

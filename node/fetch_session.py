@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Iterable, NamedTuple
 
 from node import errors
+from proto import kafkasim_pb2 as pb
 
 TP = tuple[str, int]
 NO_SESSION = 0
@@ -50,6 +51,13 @@ def partition_fetch(fp) -> PartitionFetch:
     """From a ``FetchPartition`` message."""
     return PartitionFetch(fp.fetch_offset, fp.last_fetched_epoch, fp.current_leader_epoch, fp.max_bytes,
                           fp.follower_high_watermark)
+
+
+def fetch_message(tp: TP, pf: PartitionFetch) -> pb.FetchPartition:
+    """The ``FetchPartition`` message of ``pf`` (the inverse of :func:`partition_fetch`)."""
+    return pb.FetchPartition(topic=tp[0], partition=tp[1], fetch_offset=pf.fetch_offset,
+                             last_fetched_epoch=pf.last_fetched_epoch, current_leader_epoch=pf.current_leader_epoch,
+                             max_bytes=pf.max_bytes, follower_high_watermark=pf.follower_high_watermark)
 
 
 @dataclass

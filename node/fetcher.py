@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from node import errors
-from node.fetch_session import FollowerSession, PartitionFetch
+from node.fetch_session import FollowerSession, PartitionFetch, fetch_message
 from node.storage.batch import CorruptBatchError
 from node.storage.log import InvalidAppendError
 from proto import kafkasim_pb2 as pb
@@ -106,11 +106,7 @@ class LeaderFetcher(threading.Thread):
             r = stub.Fetch(pb.FetchRequest(
                 replica_id=self.rm.broker_id, replica_epoch=self.rm._broker_epoch(), max_wait_ms=self.rm.fetch_wait_ms,
                 session_id=session_id, session_epoch=session_epoch,
-                partitions=[pb.FetchPartition(topic=tp[0], partition=tp[1], fetch_offset=pf.fetch_offset,
-                                              last_fetched_epoch=pf.last_fetched_epoch,
-                                              current_leader_epoch=pf.current_leader_epoch, max_bytes=pf.max_bytes,
-                                              follower_high_watermark=pf.follower_high_watermark)
-                            for tp in listed for pf in (current[tp],)],
+                partitions=[fetch_message(tp, current[tp]) for tp in listed],
                 forgotten=[pb.TopicPartition(topic=t, partition=p) for t, p in forgotten]),
                 timeout=self.rm.fetch_wait_ms / 1000 + 5)
         except (grpc.RpcError, ValueError):  # ValueError: the channel was closed under us

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from node import errors
 from node.clock import now_ms
-from node.fetch_session import PartitionFetch, partition_fetch
+from node.fetch_session import PartitionFetch, fetch_message, partition_fetch
 from node.replication import AlterIsrProposal
 from node.storage.log import OffsetOutOfRangeError
 from proto import kafkasim_pb2 as pb
@@ -59,10 +59,7 @@ class LeaderFetchMixin:
                             req.replica_id, pf.fetch_offset, pf.current_leader_epoch, h.log.log_end_offset, now):
                         idle.append((pf, h))
                     else:
-                        listed.append(pb.FetchPartition(
-                            topic=tp[0], partition=tp[1], fetch_offset=pf.fetch_offset,
-                            last_fetched_epoch=pf.last_fetched_epoch, current_leader_epoch=pf.current_leader_epoch,
-                            max_bytes=pf.max_bytes, follower_high_watermark=pf.follower_high_watermark))
+                        listed.append(fetch_message(tp, pf))
         answers: list[pb.FetchPartitionResponse] = []
         pending: list[tuple[pb.FetchPartition, "Hosted"]] = []
         proposals: list[tuple["Hosted", AlterIsrProposal]] = []
@@ -115,9 +112,7 @@ class LeaderFetchMixin:
             # news since the follower last listed it: records, a new HW, or the leadership gone
             if (h.log.log_end_offset != pf.fetch_offset or h.repl.high_watermark != pf.follower_high_watermark
                     or not h.repl.is_leader):
-                a = self._read_answer(pb.FetchPartition(
-                    topic=h.repl.topic, partition=h.repl.partition, fetch_offset=pf.fetch_offset,
-                    max_bytes=pf.max_bytes, follower_high_watermark=pf.follower_high_watermark), h, follower)
+                a = self._read_answer(fetch_message((h.repl.topic, h.repl.partition), pf), h, follower)
                 if a is not None:
                     answers.append(a)
         return pb.FetchResponse(error_code=errors.NONE, partitions=answers, session_id=session_id)

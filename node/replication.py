@@ -340,9 +340,7 @@ class PartitionReplication:
                 or fetch_offset != leader_leo or rep.log_end_offset != fetch_offset or self._hw != leader_leo
                 or follower_id not in self._isr):
             return False
-        if now_ms > rep.last_caught_up_ms:
-            rep.last_caught_up_ms = now_ms
-        rep.last_fetch_leader_leo, rep.last_fetch_ms = leader_leo, now_ms
+        self._update_follower(rep, fetch_offset, leader_leo, now_ms)
         return True
 
     @staticmethod
