@@ -41,10 +41,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from node.cluster import Cluster  # noqa: E402
-from node.events import read_run_events  # noqa: E402
+from node.events import EventTail, read_run_events  # noqa: E402
 from node.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper  # noqa: E402
-from bench.common import SESSION_MS, TICK_MS, make_cluster, summary  # noqa: E402
+from bench.common import SESSION_MS, TICK_MS, make_cluster, summary, warm_zookeeper  # noqa: E402
 
 
 def events(cluster: Cluster) -> list[dict]:
@@ -60,11 +60,10 @@ def controlled_shutdown(zk: EmbeddedZooKeeper, workdir: Path, partitions: int) -
         old, epoch = view.controller_id, view.controller_epoch
         cluster.signal_broker(old, signal.SIGTERM)
 
-        def failover_done() -> dict | None:
-            return next((e for e in events(cluster) if e["type"] == "controller_failover_done"
-                         and e["epoch"] == epoch + 1), None)
-
-        done = wait_for(failover_done, 30, "the next controller's failover", interval=0.01)
+        tail = EventTail(cluster.run_dir, contains="controller_failover_done")
+        done = wait_for(lambda: tail.first(lambda e: e["type"] == "controller_failover_done"
+                                           and e["epoch"] == epoch + 1),
+                        30, "the next controller's failover", interval=0.01)
         evs = events(cluster)
         cs = next(e for e in evs if e["type"] == "controlled_shutdown_done" and e["broker"] == old)
         gone = next(e for e in evs if e["type"] == "zk_session_closing" and e["broker"] == old)["mono_ns"]
@@ -82,16 +81,15 @@ def controller_failover(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, s
     try:
         view = cluster.view()
         old, epoch = view.controller_id, view.controller_epoch
+        # the waiter parses only new lines that name the event: re-reading every log each poll
+        # would take a core from the brokers being measured (thousands of lines at 1,000 partitions)
+        tail = EventTail(cluster.run_dir, contains="partition_states_written")
+        tail.poll()
         t_signal = time.monotonic_ns()
         cluster.signal_broker(old, sig)
-
-        def written() -> dict | None:
-            for e in events(cluster):
-                if e["type"] == "partition_states_written" and e["epoch"] == epoch + 1:
-                    return e
-            return None
-
-        w = wait_for(written, SESSION_MS / 1000 * 3 + 20, "the new controller's state writes", interval=0.01)
+        w = wait_for(lambda: tail.first(lambda e: e["type"] == "partition_states_written"
+                                        and e["epoch"] == epoch + 1),
+                     SESSION_MS / 1000 * 3 + 20, "the new controller's state writes", interval=0.01)
         evs = events(cluster)
         elected = next(e for e in evs if e["type"] == "controller_elected" and e["epoch"] == epoch + 1)
         if sig == signal.SIGTERM:
@@ -148,6 +146,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="3 runs each (a smoke test of the benchmark)")
     ap.add_argument("--json", type=Path, help="also write the raw figures here")
     ap.add_argument("--signals", nargs="+", choices=["SIGTERM", "SIGKILL"], default=["SIGTERM", "SIGKILL"])
+    ap.add_argument("--warmup-rounds", type=int, default=150,
+                    help="fenced multis of state writes run first, untimed, so that ZooKeeper's JIT has compiled "
+                         "its write path as in a long-running server (0: measure a cold JVM)")
+    ap.add_argument("--warmup-runs", type=int, default=4,
+                    help="failovers run first at each partition count and not counted (default 4)")
     ap.add_argument("--no-controlled-shutdown", action="store_true", help="skip the controlled-shutdown series")
     args = ap.parse_args()
     signals = [signal.Signals[name] for name in args.signals]
@@ -158,6 +161,14 @@ def main() -> None:
         zk = EmbeddedZooKeeper(workdir / "zookeeper", servers=1, tick_ms=TICK_MS)
         zk.start(timeout=60)
         try:
+            if args.warmup_rounds:
+                took = warm_zookeeper(zk, max(args.partitions), args.warmup_rounds)
+                print(f"  ZooKeeper warmed up: {args.warmup_rounds} fenced multis of {max(args.partitions)} "
+                      f"state writes in {took:.1f} s", file=sys.stderr)
+            for i in range(args.warmup_runs):  # untimed: the rest of ZooKeeper's paths (sessions, watches)
+                for n in args.partitions:
+                    controller_failover(zk, workdir, n, signals[0])
+                print(f"  warm-up failover {i + 1}/{args.warmup_runs} done (not counted)", file=sys.stderr)
             for sig in signals:
                 for i in range(runs):
                     results.setdefault(f"kazoo Election, {sig.name}", []).append(kazoo_failover(zk, workdir, sig))

@@ -28,7 +28,10 @@ DEFAULT_ZK_JAR = "/usr/share/java/zookeeper.jar"
 #: slf4j binding + log4j 1.2 from Debian; without them ZooKeeper logs nothing (NOP logger).
 LOG_JARS = ("/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar")
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
-JVM_FLAGS = ["-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+#: The JVM keeps both of its compilers, as a ZooKeeper started by zkServer.sh does: stopping at C1
+#: (-XX:TieredStopAtLevel=1) starts a little faster but leaves ZooKeeper's hot paths about twice
+#: as slow (a 1,000-op multi: 9.6 ms with C1 alone, 4.0 ms with C2, measured on this machine).
+JVM_FLAGS = ["-Xms64m", "-Xmx256m", "-XX:+UseSerialGC",
              "-Xshare:auto", "-XX:-UsePerfData", "-Djava.net.preferIPv4Stack=true",
              "-Dzookeeper.admin.enableServer=false", "-Dzookeeper.4lw.commands.whitelist=*",
              "-Dzookeeper.jmx.log4j.disable=true"]
