@@ -485,6 +485,11 @@ class ControllerCore:
         states = self.states
         for topic in sorted(self.topics):
             unclean_allowed = self._unclean(topic)
+            # The rules' outcome depends on a state only through (leader, isr, replicas), and a cluster has
+            # few such shapes: a broker failure at 1,000 partitions is decided once per shape (and the
+            # leader epoch carried over by the rule's own delta), not once per partition.
+            shapes: dict[tuple, tuple[str, LeaderAndIsr | None, bool]] = {}
+            epoch = self.epoch
             for p, replicas in sorted(self.topics[topic].partitions.items()):
                 tp = (topic, p)
                 cur = pending.get(tp) if pending else None
@@ -499,37 +504,46 @@ class ControllerCore:
                         writes.append(StateChange(topic, p, new, None, "new_partition", None))
                     continue
                 state, ver = cur
-                leader_live = state.leader in alive
-                if leader_live and alive.issuperset(state.isr):
+                if state.leader in alive and alive.issuperset(state.isr):
                     continue  # healthy: nothing to decide (the common case: checked without building sets)
-                gone = {b for b in state.isr if b not in alive}
-                if state.controller_epoch > self.epoch:
+                if state.controller_epoch > epoch:
                     plan.events.append(("election_aborted", {
                         "topic": topic, "partition": p, "state_controller_epoch": state.controller_epoch}))
                     continue
-                if not leader_live:
-                    if state.leader != -1:
-                        gone.add(state.leader)
-                    new, unclean = election.offline(state, replicas, live, self.epoch, unclean_allowed)
-                    if new is not None:
-                        reason = "unclean_election" if unclean else "offline_election"
-                        writes.append(StateChange(topic, p, new, ver, reason, state))
-                        if unclean:
-                            plan.events.append(("unclean_leader_election", {
-                                "topic": topic, "partition": p, "leader": new.leader,
-                                "previous_isr": list(state.isr), "leader_epoch": new.leader_epoch}))
-                        continue
-                    new = election.remove_from_isr(state, gone, self.epoch)
-                    if new is not None:
-                        writes.append(StateChange(topic, p, new, ver, "offline_no_isr_alive", state))
-                    if state.leader != -1:
-                        plan.events.append(("partition_offline", {
-                            "topic": topic, "partition": p, "reason": "no live replica in the ISR",
-                            "isr": list((new or state).isr)}))
-                    continue
-                new = election.remove_from_isr(state, gone, self.epoch)
+                key = (state.leader, state.isr, replicas if type(replicas) is tuple else tuple(replicas))
+                shape = shapes.get(key)
+                if shape is None:
+                    shape = shapes[key] = self._decide_shape(state.leader, state.isr, replicas, alive, live,
+                                                             unclean_allowed)
+                reason, template, offline = shape
+                new = None if template is None else LeaderAndIsr(
+                    template.leader, state.leader_epoch + template.leader_epoch, template.isr, epoch)
                 if new is not None:
-                    writes.append(StateChange(topic, p, new, ver, "isr_shrink_dead_replica", state))
+                    writes.append(StateChange(topic, p, new, ver, reason, state))
+                    if reason == "unclean_election":
+                        plan.events.append(("unclean_leader_election", {
+                            "topic": topic, "partition": p, "leader": new.leader,
+                            "previous_isr": list(state.isr), "leader_epoch": new.leader_epoch}))
+                if offline:
+                    plan.events.append(("partition_offline", {
+                        "topic": topic, "partition": p, "reason": "no live replica in the ISR",
+                        "isr": list((new or state).isr)}))
+
+    def _decide_shape(self, leader: int, isr: tuple[int, ...], replicas: tuple[int, ...], alive: set[int],
+                      live: set[int], unclean_allowed: bool) -> tuple[str, LeaderAndIsr | None, bool]:
+        """The election rules for one (leader, ISR, replicas) shape, decided on a template state at leader
+        epoch 0: (reason, the new state with ``leader_epoch`` = the rule's epoch delta or None, whether the
+        partition is left offline).  Only states that are not healthy reach here."""
+        state = LeaderAndIsr(leader, 0, isr, self.epoch)
+        gone = {b for b in isr if b not in alive}
+        if leader in alive:
+            return "isr_shrink_dead_replica", election.remove_from_isr(state, gone, self.epoch), False
+        if leader != -1:
+            gone.add(leader)
+        new, unclean = election.offline(state, replicas, live, self.epoch, unclean_allowed)
+        if new is not None:
+            return ("unclean_election" if unclean else "offline_election"), new, False
+        return "offline_no_isr_alive", election.remove_from_isr(state, gone, self.epoch), leader != -1
 
     def _maybe_create_offsets_topic(self, plan: Plan, now_ms: int | None = None) -> None:
         """Create __consumer_offsets once every listed broker is live, or, after the grace

@@ -797,3 +797,67 @@ def test_offsets_topic_is_created_with_the_live_brokers_after_the_grace_period()
     assert [a.topic for a in plan.topic_creates] == [OFFSETS]
     assert {r for rs in plan.topic_creates[0].partitions.values() for r in rs} == {1, 2, 3}
     assert len([w for w in plan.writes if w.topic == OFFSETS]) == 8
+
+
+# ------------------------------------------------------------------ deciding once per shape
+
+def decided_one_by_one(states: dict, topic_parts: dict[int, tuple[int, ...]], live: set[int], epoch: int,
+                       unclean: bool) -> tuple[list, list]:
+    """The election rules applied to each partition on its own (the reference for _reconcile's
+    per-shape decisions): (writes as (partition, state, reason), events as (name, partition))."""
+    from controller import election
+    writes, events = [], []
+    for p, replicas in sorted(topic_parts.items()):
+        state = states[(OFFSETS, p)][0]
+        if state.leader in live and live.issuperset(state.isr):
+            continue
+        gone = {b for b in state.isr if b not in live}
+        if state.leader not in live:
+            if state.leader != -1:
+                gone.add(state.leader)
+            new, was_unclean = election.offline(state, replicas, live, epoch, unclean)
+            if new is not None:
+                writes.append((p, new, "unclean_election" if was_unclean else "offline_election"))
+                if was_unclean:
+                    events.append(("unclean_leader_election", p))
+                continue
+            new = election.remove_from_isr(state, gone, epoch)
+            if new is not None:
+                writes.append((p, new, "offline_no_isr_alive"))
+            if state.leader != -1:
+                events.append(("partition_offline", p))
+            continue
+        new = election.remove_from_isr(state, gone, epoch)
+        if new is not None:
+            writes.append((p, new, "isr_shrink_dead_replica"))
+    return writes, events
+
+
+@st.composite
+def partition_shapes(draw):
+    n = draw(st.integers(1, 40))
+    parts, states = {}, {}
+    for p in range(n):
+        replicas = tuple(draw(st.permutations([1, 2, 3, 4]))[:draw(st.integers(1, 3))])
+        isr = tuple(draw(st.lists(st.sampled_from(replicas), min_size=1, max_size=len(replicas), unique=True)))
+        leader = draw(st.sampled_from(list(isr) + [-1]))
+        parts[p] = replicas
+        states[(OFFSETS, p)] = (las(leader, draw(st.integers(0, 50)), isr, EPOCH - 1), draw(st.integers(0, 9)))
+    live = set(draw(st.lists(st.integers(1, 4), unique=True, max_size=4)))
+    return parts, states, live, draw(st.booleans())
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(partition_shapes())
+def test_decisions_made_once_per_shape_equal_the_rules_applied_to_each_partition(case):
+    parts, states, live, unclean = case
+    core = make_core(**NO_OFFSETS_TOPIC)
+    topics = {OFFSETS: TopicAssignment(OFFSETS, parts, config={"unclean.leader.election.enable": unclean})}
+    plan = core.on_failover(EPOCH, 10, brokers(*sorted(live)), topics, states, now_ms=0)
+    want_writes, want_events = decided_one_by_one(states, parts, live, EPOCH, unclean)
+    assert [(w.partition, w.state, w.reason) for w in plan.writes] == want_writes
+    assert all(w.zk_version == states[(OFFSETS, w.partition)][1] for w in plan.writes)
+    assert all(w.previous == states[(OFFSETS, w.partition)][0] for w in plan.writes)
+    got_events = [(name, f["partition"]) for name, f in plan.events
+                  if name in ("unclean_leader_election", "partition_offline")]
+    assert got_events == want_events
