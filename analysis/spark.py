@@ -28,11 +28,17 @@ def session(master: str = "local[*]", app: str = "kafkasim-analyze") -> SparkSes
                .config("spark.sql.broadcastTimeout", "1200")   # 2 busy cores: 300 s is not "never"
                # Spark's generated code has methods above HotSpot's 8000-byte JIT limit: left interpreted, the
                # checkers' stages ran about 15 % slower (bench/analysis.py)
-               .config("spark.driver.extraJavaOptions", "-XX:-DontCompileHugeMethods")
+               # and the throughput collector: a batch job on few cores gains from the least GC work per byte
+               # (G1, the default, spends CPU on concurrent marking that a 2-core machine does not have)
+               .config("spark.driver.extraJavaOptions", "-XX:-DontCompileHugeMethods -XX:+UseParallelGC")
                .config("spark.sql.execution.arrow.pyspark.enabled", "false")
                # a JSON object with a repeated key keeps the last, as Python's dict (offsets maps)
                .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
                .config("spark.sql.windowExec.buffer.in.memory.threshold", str(window_rows)))
+    if master.startswith("local"):
+        # one machine: shuffle and spill files stay on its disk (and mostly in its page cache), so compressing
+        # them only spends CPU; across a cluster's network the default (compressed) is kept
+        builder = builder.config("spark.shuffle.compress", "false").config("spark.shuffle.spill.compress", "false")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
