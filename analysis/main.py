@@ -121,36 +121,38 @@ def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAUL
     inputs = load_runs(spark, list(runs.values()))
     inputs.parsed = inputs.parsed_events().persist(StorageLevel.MEMORY_AND_DISK)
     inputs.segments = inputs.segments.persist(StorageLevel.MEMORY_AND_DISK)
-    # staged as Parquet, not cached: Spark's in-memory cache of the paired rows (arrays of records) cost
-    # about 20 s more at 10M operations than writing them once and reading back the columns each table needs
-    stage = out / "work" / "paired"
-    lap("plan")
-    paired(inputs.ops).write.mode("overwrite").parquet(str(stage))
-    lap("paired")
-    ops_tables = build_ops_tables(inputs, spark.read.parquet(str(stage)))
-    write("ops", ops_tables["ops"].select(*OPS_COLUMNS))
-    for name in ("observations", "group_offsets", "pairing_errors"):
-        write(name, ops_tables[name])
-    extras = ops_tables["extras"].persist(StorageLevel.MEMORY_AND_DISK)
-    extras.count()
-    lap("extras")
-    nemesis = extras.where(F.col("_line") == "nemesis").select(
-        "run", "index", F.col("invoke_ns").alias("time"), "f", F.col("nv").alias("value"))
-    for name, df in build_event_tables(inputs, nemesis).items():
-        write(name, df)
-    write("failovers", failovers(inputs, written))
-    unclean = _unclean_elections(runs)
-    if unclean is None:
-        say("note: unclean.leader.election.enable differs between the runs: unclean elections are judged")
-    options = {"unclean_election": bool(unclean)}
-    checked = {**{k: written[k] for k in ("ops", "observations", "group_offsets", "pairing_errors")},
-               "extras": extras}
-    write("anomalies", check_all(inputs, checked, **options))
-    write("verdicts", verdicts(inputs, written["anomalies"], **options))
-    extras.unpersist()
-    for df in (inputs.parsed, inputs.segments):
-        df.unpersist()
-    shutil.rmtree(out / "work", ignore_errors=True)
+    try:
+        # staged as Parquet, not cached: Spark's in-memory cache of the paired rows (arrays of records) cost
+        # about 20 s more at 10M operations than writing them once and reading back the columns each table needs
+        stage = out / "work" / "paired"
+        lap("plan")
+        paired(inputs.ops).write.mode("overwrite").parquet(str(stage))
+        lap("paired")
+        ops_tables = build_ops_tables(inputs, spark.read.parquet(str(stage)))
+        write("ops", ops_tables["ops"].select(*OPS_COLUMNS))
+        for name in ("observations", "group_offsets", "pairing_errors"):
+            write(name, ops_tables[name])
+        extras = ops_tables["extras"].persist(StorageLevel.MEMORY_AND_DISK)
+        extras.count()
+        lap("extras")
+        nemesis = extras.where(F.col("_line") == "nemesis").select(
+            "run", "index", F.col("invoke_ns").alias("time"), "f", F.col("nv").alias("value"))
+        for name, df in build_event_tables(inputs, nemesis).items():
+            write(name, df)
+        write("failovers", failovers(inputs, written))
+        unclean = _unclean_elections(runs)
+        if unclean is None:
+            say("note: unclean.leader.election.enable differs between the runs: unclean elections are judged")
+        options = {"unclean_election": bool(unclean)}
+        checked = {**{k: written[k] for k in ("ops", "observations", "group_offsets", "pairing_errors")},
+                   "extras": extras}
+        write("anomalies", check_all(inputs, checked, **options))
+        write("verdicts", verdicts(inputs, written["anomalies"], **options))
+        extras.unpersist()
+        for df in (inputs.parsed, inputs.segments):
+            df.unpersist()
+    finally:  # also when a step fails: the staged rows are gigabytes at 10M operations
+        shutil.rmtree(out / "work", ignore_errors=True)
 
     rows = {name: df.count() for name, df in written.items()}
     anomalies = {r["kind"]: r["count"] for r in written["anomalies"].groupBy("kind").count().collect()}

@@ -264,3 +264,22 @@ def test_stage_times_round_as_python(spark):
     assert not wrong, list(wrong.items())[:10]
     ties = [d for d in spans if abs(d) % 1000 == 500]
     assert {round(d / 1e6, 3) * 1e6 > d for d in ties} == {True, False}   # ties rounded both ways
+
+
+def test_a_failed_analysis_leaves_no_staged_rows(spark, short_chaos_runs, tmp_path, monkeypatch):
+    """The paired rows staged under <out>/work are removed when a later step fails, not only on success."""
+    import analysis.checks
+    from analysis.main import run
+
+    reached = []
+
+    def failing_checkers(*args, **kwargs):
+        reached.append((tmp_path / "out" / "work" / "paired").is_dir())
+        raise RuntimeError("a checker failed")
+
+    monkeypatch.setattr(analysis.checks, "check_all", failing_checkers)
+    with pytest.raises(RuntimeError, match="a checker failed"):
+        run([str(short_chaos_runs["clean"])], "local[2]", tmp_path / "out")
+    assert reached == [True]   # the rows were staged when the step failed
+    assert not (tmp_path / "out" / "work").exists()
+    assert (tmp_path / "out" / "tables" / "ops").is_dir()   # what was written before the failure stays
