@@ -160,8 +160,8 @@ class _LeanMulti(namedtuple("_LeanMulti", "body")):
                 raise ValueError(f"multi: unexpected result type {kind}")
 
 
-def multi_write_async(client: KazooClient, check: tuple[str, int] | None,
-                ops: Sequence[tuple[int, str, bytes | None, int]]):
+def multi_write(client: KazooClient, check: tuple[str, int] | None,
+                ops: Sequence[tuple[int, str, bytes | None, int]], timeout: float = 30.0) -> list[Any]:
     """One atomic multi: an optional (path, version) check, then (CREATE|SET_DATA|DELETE, path, data, version).
 
     Created nodes are persistent with the open ACL.  Returns one result per
@@ -189,10 +189,7 @@ def multi_write_async(client: KazooClient, check: tuple[str, int] | None,
     parts.append(header(-1, 1, -1))
     result = client.handler.async_result()
     client._call(_LeanMulti(b"".join(parts)), result)
-    return result
-
-def multi_write(client, check, ops, timeout: float = 30.0):
-    return multi_write_async(client, check, ops).get(timeout=timeout)
+    return result.get(timeout=timeout)
 
 
 def _buffer(data: bytes | None) -> bytes:
