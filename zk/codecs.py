@@ -8,8 +8,8 @@ corrupt znode is reported clearly.
 from __future__ import annotations
 
 import json
-from itertools import chain
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, Mapping, NamedTuple
 
 
@@ -185,7 +185,8 @@ _ISR_JSON: dict[tuple[int, ...], bytes] = {}
 def encode_partition_state(s: LeaderAndIsr) -> bytes:
     # The same bytes as json.dumps of {"version","leader","leader_epoch","controller_epoch","isr"}
     # with compact separators, ~10x faster: a controller writes one per partition.  ISRs repeat
-    # (a cluster has few distinct ones), so their JSON is kept; %d refuses anything but a number.
+    # (a cluster has few distinct ones), so their JSON is kept; %d, like the int() it replaces,
+    # takes numbers only.
     isr = _ISR_JSON.get(s.isr)
     if isr is None:
         isr = ",".join(str(int(b)) for b in s.isr).encode()
