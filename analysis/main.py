@@ -121,6 +121,7 @@ def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAUL
     inputs = load_runs(spark, list(runs.values()))
     inputs.parsed = inputs.parsed_events().persist(StorageLevel.MEMORY_AND_DISK)
     inputs.segments = inputs.segments.persist(StorageLevel.MEMORY_AND_DISK)
+    extras = None
     try:
         # staged as Parquet, not cached: Spark's in-memory cache of the paired rows (arrays of records) cost
         # about 20 s more at 10M operations than writing them once and reading back the columns each table needs
@@ -148,10 +149,10 @@ def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAUL
                    "extras": extras}
         write("anomalies", check_all(inputs, checked, **options))
         write("verdicts", verdicts(inputs, written["anomalies"], **options))
-        extras.unpersist()
-        for df in (inputs.parsed, inputs.segments):
-            df.unpersist()
-    finally:  # also when a step fails: the staged rows are gigabytes at 10M operations
+    finally:  # also when a step fails: the staged rows are gigabytes at 10M operations, and the session may live on
+        for df in (extras, inputs.parsed, inputs.segments):
+            if df is not None:
+                df.unpersist()
         shutil.rmtree(out / "work", ignore_errors=True)
 
     rows = {name: df.count() for name, df in written.items()}
