@@ -53,13 +53,19 @@ def read_json_lines(path: Path | str) -> list[dict[str, Any]]:
         for line in f:
             if not line.endswith("\n"):
                 break
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(obj, dict):
+            obj = _json_object(line)
+            if obj is not None:
                 out.append(obj)
     return out
+
+
+def _json_object(line: str | bytes) -> dict[str, Any] | None:
+    """One line's JSON object; None when it does not parse or is not an object."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
 
 
 def read_events(path: Path | str) -> list[dict[str, Any]]:
@@ -97,11 +103,8 @@ class EventTail:
             for line in chunk[:end].splitlines():
                 if self._needle is not None and self._needle not in line:
                     continue
-                try:
-                    obj = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(obj, dict):
+                obj = _json_object(line)
+                if obj is not None:
                     out.append(obj)
         out.sort(key=lambda e: e["mono_ns"])
         return out
