@@ -47,11 +47,11 @@ def fetches(ctx: Ctx) -> DataFrame:
     (``checks_base.offset_entries``)."""
     def build() -> DataFrame:
         f = ctx.extras.where((F.col("f") == "fetch-committed") & (F.col("type") == "ok") & F.col("group").isNotNull())
-        asked = F.col("asked")
+        asked = F.col("fetch_partitions")
         asked = F.array_distinct(F.filter(F.transform(asked, lambda k: F.struct(
             tp_topic(k).alias("t"), tp_partition(k).alias("p"))), lambda x: x["t"].isNotNull()))
         return f.select("run", "group", F.col("index").alias("op_index"), "complete_index", "final",
-                        asked.alias("asked"), offset_entries(F.col("offs")).alias("entries"))
+                        asked.alias("asked"), offset_entries(F.col("offsets")).alias("entries"))
     return ctx.memo("fetches", build)
 
 

@@ -46,8 +46,8 @@ def final_reads(ctx: Ctx) -> DataFrame:
     last one's completion index and the largest ``high_watermark`` of those polls."""
     def build() -> DataFrame:
         fin = (ctx.extras.where((F.col("f") == "poll") & (F.col("type") == "ok") & F.col("final"))
-               .select("run", F.col("index").alias("op_index"), "complete_index", "hw",
-                       F.col("itopic").alias("topic"), F.col("ipartition").alias("partition")))
+               .select("run", F.col("index").alias("op_index"), "complete_index", F.col("high_watermark").alias("hw"),
+                       F.col("poll_topic").alias("topic"), F.col("poll_partition").alias("partition")))
         from_records = (ctx.observations.where(F.col("source") == "final")
                         .groupBy(*TP, "op_index").agg(F.max("complete_index").alias("complete_index"))
                         .join(F.broadcast(fin.select("run", "op_index", "hw")), ["run", "op_index"]))

@@ -69,6 +69,40 @@ def _write(spark, df, path: Path):
     return spark.read.parquet(str(path))
 
 
+def _write_paired(spark, rows, out: Path):
+    """Write the paired rows (``ops_tables.paired``) once, split by ``_line``: the operations become
+    ``<out>/tables/ops`` as they are written (no second pass over them), the few other rows (nemesis lines,
+    lines that make the history malformed) stay in ``<out>/work/paired`` (removed at the end).  Returns
+    (ops, the other rows with ``_line``), read back.
+
+    Staged as Parquet, not cached: Spark's in-memory cache of the paired rows (arrays of records) cost about
+    20 s more at 10M operations, and writing them to a stage and then ``ops`` from it cost a second pass over
+    the operations (about 15 s at 10M).  The split is a partitioned write with one open file per ``_line`` value
+    in each task (``analysis.spark`` turns off the planned sort by ``_line``, which made the write about a
+    quarter slower on 1 GB of history)."""
+    from pyspark.sql import functions as F
+
+    stage = out / "work" / "paired"
+    rows.write.mode("overwrite").partitionBy("_line").parquet(str(stage))
+    schema = rows.drop("_line").schema
+    target = out / "tables" / "ops"
+    shutil.rmtree(target, ignore_errors=True)
+    made = stage / "_line=invoke"
+    if made.is_dir():
+        made.rename(target)
+        (target / "_SUCCESS").touch()   # the job that wrote it succeeded, as Spark marks a table
+    else:  # a history without operations: an empty table, with the columns
+        spark.createDataFrame([], schema).write.mode("overwrite").parquet(str(target))
+    ops = spark.read.schema(schema).parquet(str(target))
+    if list(stage.glob("_line=*")):
+        rest = spark.read.schema(schema).option("basePath", str(stage)).parquet(*[
+            str(p) for p in sorted(stage.glob("_line=*"))])
+        rest = rest.select(*schema.names, F.col("_line").cast("string"))
+    else:
+        rest = spark.createDataFrame([], schema).withColumn("_line", F.lit(None).cast("string"))
+    return ops, rest
+
+
 def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAULT_OUT,
         stream: TextIO | None = None) -> dict[str, Any]:
     """Analyse the runs in ``paths`` (directories or globs); return the summary (also in ``<out>/summary.json``).
@@ -88,7 +122,7 @@ def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAUL
     from analysis.checks import check_all, verdicts
     from analysis.failovers import failovers
     from analysis.load import expand, load_runs
-    from analysis.ops_tables import OPS_COLUMNS, build_ops_tables, paired
+    from analysis.ops_tables import build_ops_tables, nemesis_lines, paired
     from analysis.report import write_report
     from analysis.spark import session
     from analysis.tables import build_event_tables
@@ -116,29 +150,25 @@ def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAUL
         say(f"  {name:<20} {seconds[name]:>7.1f} s")
 
     # The history is parsed once (load.HISTORY_DDL) and shuffled once (ops_tables.paired); the paired rows are
-    # written once (<out>/work/paired, removed at the end) and the ops tables are made from them: every later
-    # step reads those tables (Parquet, column by column) and the small ``extras`` (the value parts they lack).
+    # written once, and their operations are the ``ops`` table: every later step reads the tables (Parquet,
+    # column by column) and the small ``extras`` (the few rows whose value parts a checker reads).
     inputs = load_runs(spark, list(runs.values()))
     inputs.parsed = inputs.parsed_events().persist(StorageLevel.MEMORY_AND_DISK)
     inputs.segments = inputs.segments.persist(StorageLevel.MEMORY_AND_DISK)
     extras = None
     try:
-        # staged as Parquet, not cached: Spark's in-memory cache of the paired rows (arrays of records) cost
-        # about 20 s more at 10M operations than writing them once and reading back the columns each table needs
-        stage = out / "work" / "paired"
         lap("plan")
-        paired(inputs.ops).write.mode("overwrite").parquet(str(stage))
-        lap("paired")
-        ops_tables = build_ops_tables(inputs, spark.read.parquet(str(stage)))
-        write("ops", ops_tables["ops"].select(*OPS_COLUMNS))
+        ops, rest = _write_paired(spark, paired(inputs.ops), out)
+        written["ops"] = ops
+        lap("ops")
+        say(f"  {'ops':<20} {seconds['ops']:>7.1f} s  (the history parsed, paired and written)")
+        ops_tables = build_ops_tables(inputs, ops.withColumn("_line", F.lit("invoke")).unionByName(rest))
         for name in ("observations", "group_offsets", "pairing_errors"):
             write(name, ops_tables[name])
         extras = ops_tables["extras"].persist(StorageLevel.MEMORY_AND_DISK)
         extras.count()
         lap("extras")
-        nemesis = extras.where(F.col("_line") == "nemesis").select(
-            "run", "index", F.col("invoke_ns").alias("time"), "f", F.col("nv").alias("value"))
-        for name, df in build_event_tables(inputs, nemesis).items():
+        for name, df in build_event_tables(inputs, nemesis_lines(extras)).items():
             write(name, df)
         write("failovers", failovers(inputs, written))
         unclean = _unclean_elections(runs)

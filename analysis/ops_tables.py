@@ -7,9 +7,11 @@ line that makes the history malformed, and per nemesis line, with the
 operation's columns and the few parts of its parsed values that a later table
 or checker reads (``STAGING_COLUMNS``): nothing later parses a value again,
 and no later step sees a whole value.  ``analysis.main`` writes these rows
-once as Parquet (``<out>/work/paired``, removed at the end), writes ``ops``,
-``observations``, ``group_offsets`` and ``pairing_errors`` from them and keeps
-``extras``; every later step reads those Parquet tables, column by column.
+once as Parquet, split by ``_line``: the operations are the ``ops`` table as
+written, the other rows stay in ``<out>/work/paired`` (removed at the end);
+it writes ``observations``, ``group_offsets`` and ``pairing_errors`` from
+them and keeps ``extras``; every later step reads those Parquet tables,
+column by column.
 
 ``build_ops_tables(inputs, paired_rows=None)`` derives from them:
 
@@ -39,23 +41,32 @@ from pyspark.sql import functions as F
 
 COMPLETIONS = ("ok", "fail", "info")
 NEMESIS = "nemesis"
+MALFORMED = "malformed"
 
 
 OPS_COLUMNS = ["run", "index", "process", "f", "type", "invoke_ns", "complete_ns", "latency_ms", "group", "node",
                "error", "final", "topic", "partition", "offset", "value", "member", "generation", "records",
                "complete_index"]
-# Kept on the paired rows (not written with ``ops``): the parts of the values later steps read.  ``v`` is the
-# completion's value, else the invoke's (``iv``), as ``chaos.check_model.Op.value``.
-#   recs        v.records of an ok poll (observations)
-#   offs        v.offsets of a commit or fetch-committed (group offsets, fetches)
-#   acks        iv.acks of a send (lost-write judges acks=all sends only)
-#   hw          v.high_watermark of a poll, as an integer (final reads)
-#   itopic, ipartition   iv.topic, iv.partition of a poll (the partition a final read asked for)
-#   asked       iv.partitions of a fetch-committed (the partitions it asked for)
-#   assignment  v.assignment of a sync (the topics a group consumes)
-#   nv          the whole value of a nemesis line (faults)
-EXTRA_COLUMNS = ["recs", "offs", "acks", "hw", "itopic", "ipartition", "asked", "assignment", "nv"]
-STAGING_COLUMNS = OPS_COLUMNS + ["_line", "_err"] + EXTRA_COLUMNS
+# The rest of the ``ops`` table (docs/analysis.md): why pair_ops rejects the line, and the parts of the values
+# later steps read.  ``v`` is the completion's value, else the invoke's (``iv``), as
+# ``chaos.check_model.Op.value``.
+#   pairing_error     why the invoke makes the history malformed (invoked while its process has one open)
+#   acks              iv.acks of a send (lost-write judges acks=all sends only)
+#   high_watermark    v.high_watermark of a poll, as an integer (final reads)
+#   poll_topic, poll_partition   iv.topic, iv.partition of a poll (the partition a final read asked for)
+#   poll_records      v.records of an ok poll (observations)
+#   offsets           v.offsets of a commit or fetch-committed (group offsets, fetches)
+#   fetch_partitions  iv.partitions of a fetch-committed (the partitions it asked for)
+#   assignment        v.assignment of a sync (the topics a group consumes)
+EXTRA_COLUMNS = ["pairing_error", "acks", "high_watermark", "poll_topic", "poll_partition", "poll_records",
+                 "offsets", "fetch_partitions", "assignment"]
+# The paired rows: ``ops``'s columns and ``_line`` (``invoke`` for an operation, ``nemesis``, or ``malformed``
+# for a completion or unknown line that makes the history malformed; a nemesis line's value is its JSON text in
+# ``value``).
+STAGING_COLUMNS = OPS_COLUMNS + EXTRA_COLUMNS + ["_line"]
+# the fields of a nemesis line's value (load.VALUE_DDL), for ``nemesis_values``
+NEMESIS_VALUE_DDL = ("fault INT, phase STRING, kind STRING, target STRING, nodes ARRAY<STRING>, peers ARRAY<STRING>, "
+                     "skipped STRING")
 OBSERVATION_COLUMNS = ["run", "source", "op_index", "process", "group", "time_ns", "topic", "partition", "offset",
                        "value", "complete_index", "position"]
 GROUP_OFFSET_COLUMNS = ["run", "f", "op_index", "process", "group", "generation", "member", "invoke_ns",
@@ -117,7 +128,7 @@ def pair_lines(raw: DataFrame) -> DataFrame:
 def paired(raw: DataFrame) -> DataFrame:
     """The paired rows (``STAGING_COLUMNS``): one per client operation (its invoke and, when the next line of
     its process completes it, that), one per line that makes the history malformed, and one per nemesis
-    line; ``_line`` says which (``invoke``, the malformed line's type, or ``nemesis``)."""
+    line; ``_line`` says which (``invoke``, ``malformed`` or ``nemesis``)."""
     lines = pair_lines(raw)
     nemesis = F.coalesce(F.col("process") == NEMESIS, F.lit(False))
     keep = lines.where(((F.col("type") == "invoke") & ~nemesis) | F.col("_err").isNotNull() | nemesis)
@@ -137,20 +148,23 @@ def paired(raw: DataFrame) -> DataFrame:
         "group", d("node").alias("node"), d("error").alias("error"),
         (F.col("final") | F.coalesce(d("final"), F.lit(False))).alias("final"),
         v.topic.alias("topic"), as_int(v.partition, "int").alias("partition"),
-        F.when(is_send, as_int(v.offset)).alias("offset"), F.when(is_send, v.value).alias("value"),
+        F.when(is_send, as_int(v.offset)).alias("offset"),
+        F.when(nemesis, F.to_json(F.col("_nv"))).when(is_send, v.value).alias("value"),
         v.member.alias("member"),
         F.coalesce(as_int(v.generation, "int"), as_int(iv.generation, "int")).alias("generation"),
         F.when(is_poll, F.size(v.records)).cast("int").alias("records"),
         d("index").alias("complete_index"),
-        F.when(nemesis, F.lit(NEMESIS)).otherwise(F.col("type")).alias("_line"), "_err",
-        F.when(is_poll & (ctype == "ok"), v.records).alias("recs"),
-        F.when(f.isin("commit", "fetch-committed"), v.offsets).alias("offs"),
+        F.col("_err").alias("pairing_error"),
         F.when(is_send, iv.acks).alias("acks"),
-        F.when(is_poll, as_int(v.high_watermark)).alias("hw"),
-        F.when(is_poll, iv.topic).alias("itopic"), F.when(is_poll, as_int(iv.partition, "int")).alias("ipartition"),
-        F.when(f == "fetch-committed", iv.partitions).alias("asked"),
+        F.when(is_poll, as_int(v.high_watermark)).alias("high_watermark"),
+        F.when(is_poll, iv.topic).alias("poll_topic"),
+        F.when(is_poll, as_int(iv.partition, "int")).alias("poll_partition"),
+        F.when(is_poll & (ctype == "ok"), v.records).alias("poll_records"),
+        F.when(f.isin("commit", "fetch-committed"), v.offsets).alias("offsets"),
+        F.when(f == "fetch-committed", iv.partitions).alias("fetch_partitions"),
         F.when(f == "sync", v.assignment).alias("assignment"),
-        F.when(nemesis, F.col("_nv")).alias("nv"))
+        F.when(nemesis, F.lit(NEMESIS)).when(F.col("type") == "invoke", F.lit("invoke")).otherwise(F.lit(MALFORMED))
+        .alias("_line"))
 
 
 def observations_of(ops: DataFrame) -> DataFrame:
@@ -161,10 +175,10 @@ def observations_of(ops: DataFrame) -> DataFrame:
              .select("run", F.lit("send").alias("source"), F.col("index").alias("op_index"), "process", "group",
                      F.col("complete_ns").alias("time_ns"), "topic", "partition", "offset", "value",
                      "complete_index", F.lit(0).alias("position")))
-    polls = ok.where((F.col("f") == "poll") & F.col("recs").isNotNull()).select(
+    polls = ok.where((F.col("f") == "poll") & F.col("poll_records").isNotNull()).select(
         "run", F.when(F.col("final"), "final").otherwise("poll").alias("source"), F.col("index").alias("op_index"),
         "process", "group", F.col("complete_ns").alias("time_ns"), "complete_index",
-        F.posexplode(F.col("recs")).alias("position", "r"))
+        F.posexplode(F.col("poll_records")).alias("position", "r"))
     r = F.col("r")
     polls = (polls.where((F.size(r) >= 4) & r[0].isNotNull() & as_int(r[1]).isNotNull() & as_int(r[2]).isNotNull())
              .select("run", "source", "op_index", "process", "group", "time_ns", r[0].alias("topic"),
@@ -175,18 +189,19 @@ def observations_of(ops: DataFrame) -> DataFrame:
 
 def group_offsets_of(ops: DataFrame) -> DataFrame:
     """Every offset entry of a commit (any outcome) or of a fetch-committed's value, one row each."""
-    g = (ops.where(F.col("f").isin("commit", "fetch-committed") & F.col("offs").isNotNull())
+    g = (ops.where(F.col("f").isin("commit", "fetch-committed") & F.col("offsets").isNotNull())
          .select("run", "f", F.col("index").alias("op_index"), "process", "group", "generation", "member",
                  "invoke_ns", "complete_ns", "type", "node", "final", "complete_index",
-                 F.explode(F.col("offs")).alias("key", "o")))
+                 F.explode(F.col("offsets")).alias("key", "o")))
     return (g.where(tp_topic(F.col("key")).isNotNull())
             .select("*", tp_topic(F.col("key")).alias("topic"), tp_partition(F.col("key")).alias("partition"),
                     as_int(F.col("o")).alias("offset"))
             .select(*GROUP_OFFSET_COLUMNS))
 
 
-EXTRAS_COLUMNS = ["run", "index", "f", "type", "final", "group", "complete_index", "_line", "_err", "invoke_ns",
-                  "acks", "hw", "itopic", "ipartition", "asked", "offs", "assignment", "nv"]
+EXTRAS_COLUMNS = ["run", "index", "f", "type", "final", "group", "complete_index", "_line", "pairing_error",
+                  "invoke_ns", "value", "acks", "high_watermark", "poll_topic", "poll_partition", "fetch_partitions",
+                  "offsets", "assignment"]
 
 
 def extras_of(both: DataFrame) -> DataFrame:
@@ -194,12 +209,25 @@ def extras_of(both: DataFrame) -> DataFrame:
     malformed lines, sends whose invoke names its acks, ok final polls, ok fetch-committed and syncs of a
     group.  Every other question is answered by the written tables."""
     f, ok, grouped = F.col("f"), F.col("type") == "ok", F.col("group").isNotNull()
-    keep = ((F.col("_line") != "invoke") | F.col("_err").isNotNull()
+    keep = ((F.col("_line") != "invoke") | F.col("pairing_error").isNotNull()
             | ((f == "send") & F.col("acks").isNotNull())
             | ((f == "poll") & ok & F.col("final"))
             | (f.isin("fetch-committed", "sync") & ok & grouped))
     return both.where(keep).select(
-        *[F.when(f == "fetch-committed", F.col(c)).alias(c) if c == "offs" else c for c in EXTRAS_COLUMNS])
+        *[F.when(f == "fetch-committed", F.col(c)).alias(c) if c == "offsets"
+          else F.when(F.col("_line") == NEMESIS, F.col(c)).alias(c) if c == "value" else c for c in EXTRAS_COLUMNS])
+
+
+def nemesis_lines(both: DataFrame) -> DataFrame:
+    """The nemesis lines of the paired rows (or of ``extras``): ``run, index, time, f, value`` (the value's
+    fields, ``NEMESIS_VALUE_DDL``, parsed back from its JSON text), for ``analysis.tables.faults``."""
+    return both.where(F.col("_line") == NEMESIS).select(
+        "run", "index", F.col("invoke_ns").alias("time"), "f", F.from_json("value", NEMESIS_VALUE_DDL).alias("value"))
+
+
+def pairing_errors_of(both: DataFrame) -> DataFrame:
+    """(run, index, reason): the paired rows that make the history malformed."""
+    return both.where(F.col("pairing_error").isNotNull()).select("run", "index", F.col("pairing_error").alias("reason"))
 
 
 def build_ops_tables(inputs, paired_rows: DataFrame | None = None) -> dict[str, DataFrame]:
@@ -210,8 +238,5 @@ def build_ops_tables(inputs, paired_rows: DataFrame | None = None) -> dict[str, 
     also carries ``EXTRA_COLUMNS`` (not written)."""
     both = paired(inputs.ops) if paired_rows is None else paired_rows
     ops = both.where(F.col("_line") == "invoke").select(*OPS_COLUMNS, *EXTRA_COLUMNS)
-    nemesis = both.where(F.col("_line") == NEMESIS).select(
-        "run", "index", F.col("invoke_ns").alias("time"), "f", F.col("nv").alias("value"))
-    errors = both.where(F.col("_err").isNotNull()).select("run", "index", F.col("_err").alias("reason"))
     return {"ops": ops, "observations": observations_of(ops), "group_offsets": group_offsets_of(ops),
-            "pairing_errors": errors, "nemesis": nemesis, "extras": extras_of(both)}
+            "pairing_errors": pairing_errors_of(both), "nemesis": nemesis_lines(both), "extras": extras_of(both)}

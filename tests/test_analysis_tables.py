@@ -283,3 +283,27 @@ def test_a_failed_analysis_leaves_no_staged_rows(spark, short_chaos_runs, tmp_pa
     assert reached == [True]   # the rows were staged when the step failed
     assert not (tmp_path / "out" / "work").exists()
     assert (tmp_path / "out" / "tables" / "ops").is_dir()   # what was written before the failure stays
+
+
+def test_a_history_without_operations_gives_an_empty_ops_table(spark, tmp_path):
+    """The paired rows are written once, split by kind: with no invoke at all there is no ``ops`` part to
+    move, and ``ops`` is still written (empty, every column) beside the lines the pairing rejects."""
+    from analysis.load import read_history as spark_history
+    from analysis.main import _write_paired
+    from analysis.ops_tables import EXTRA_COLUMNS, OPS_COLUMNS, pairing_errors_of, paired
+
+    d = tmp_path / "no-ops"
+    d.mkdir()
+    lines = [{"index": 0, "type": "ok", "process": 0, "time": 2000, "f": "send",
+              "value": {"topic": "t", "partition": 0, "offset": 0, "value": "a"}, "node": 1},
+             {"index": 1, "type": "odd/type", "process": 0, "time": 3000, "f": "send", "value": None}]
+    (d / "history.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out = tmp_path / "out"
+    (out / "tables").mkdir(parents=True)
+    ops, rest = _write_paired(spark, paired(spark_history(spark, {"no-ops": str(d)})), out)
+    assert ops.columns == OPS_COLUMNS + EXTRA_COLUMNS and ops.count() == 0
+    assert (out / "tables" / "ops").is_dir() and spark.read.parquet(str(out / "tables" / "ops")).count() == 0
+    errors = pairing_errors_of(rest).collect()
+    assert sorted((r["index"], r["reason"]) for r in errors) == [(0, "ok with no open invoke"),
+                                                                (1, "unknown type odd/type")]
+    assert {r["_line"] for r in rest.collect()} == {"malformed"}
