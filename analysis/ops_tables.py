@@ -64,7 +64,7 @@ EXTRA_COLUMNS = ["pairing_error", "acks", "high_watermark", "poll_topic", "poll_
 # for a completion or unknown line that makes the history malformed; a nemesis line's value is its JSON text in
 # ``value``).
 STAGING_COLUMNS = OPS_COLUMNS + EXTRA_COLUMNS + ["_line"]
-# the fields of a nemesis line's value (load.VALUE_DDL), for ``nemesis_values``
+# the fields of a nemesis line's value (load.VALUE_DDL), for ``nemesis_lines``
 NEMESIS_VALUE_DDL = ("fault INT, phase STRING, kind STRING, target STRING, nodes ARRAY<STRING>, peers ARRAY<STRING>, "
                      "skipped STRING")
 OBSERVATION_COLUMNS = ["run", "source", "op_index", "process", "group", "time_ns", "topic", "partition", "offset",
@@ -235,7 +235,7 @@ def build_ops_tables(inputs, paired_rows: DataFrame | None = None) -> dict[str, 
     reason``: the lines that make the history malformed) and ``nemesis`` (``run, index, time, f, value``:
     the nemesis lines, for ``analysis.tables.faults``; not a table of its own), lazily, from ``paired_rows``
     (``paired(inputs.ops)`` when not given; ``analysis.main`` passes them read back from Parquet).  ``ops``
-    also carries ``EXTRA_COLUMNS`` (not written)."""
+    has ``OPS_COLUMNS`` then ``EXTRA_COLUMNS``, as written."""
     both = paired(inputs.ops) if paired_rows is None else paired_rows
     ops = both.where(F.col("_line") == "invoke").select(*OPS_COLUMNS, *EXTRA_COLUMNS)
     return {"ops": ops, "observations": observations_of(ops), "group_offsets": group_offsets_of(ops),
