@@ -5,7 +5,9 @@ The shell owns the network, the log and the clock.  It hands the core requests
 ``now_ms``, and gets back an :class:`Output`: responses to send (possibly for
 earlier handles: a JoinGroup is parked until the rebalance completes), records
 to append, and events to log.  Randomness comes only from the injected
-``new_member_suffix`` (a UUID string in production).
+``new_member_suffix`` (a UUID string in production); a suffix that gives an id
+the group already has is drawn again (a seeded source may repeat after a
+failover).
 
 Durable state is what the records define — the offsets cache and each group's
 last stored GroupMetadataValue — and it changes only in :meth:`replay`, which

@@ -19,6 +19,7 @@ from coordinator.messages import (
 from node import errors
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000   # GroupCoordinator.NewMemberJoinTimeoutMs
+MAX_ID_DRAWS = 1000                          # new member ids drawn before a repeating id source is an error
 # replication errors errors.py does not name (Errors.java codes)
 MESSAGE_TOO_LARGE = getattr(errors, "MESSAGE_TOO_LARGE", 10)
 RECORD_LIST_TOO_LARGE = getattr(errors, "RECORD_LIST_TOO_LARGE", 18)
@@ -141,8 +142,8 @@ class MembershipMixin:
         elif not group.supports_protocols(req.protocol_type, [p for p, _ in req.protocols]):
             self._respond(handle, self._join_error(errors.INCONSISTENT_GROUP_PROTOCOL))
         else:
-            prefix = req.group_instance_id if req.group_instance_id is not None else req.client_id
-            new_id = f"{prefix}-{self._suffix()}"
+            new_id = self._fresh_member_id(group, req.group_instance_id if req.group_instance_id is not None
+                                           else req.client_id)
             if group.has_static_member(req.group_instance_id):
                 self._update_static_member_and_rebalance(group, new_id, req, handle)
             elif req.require_known_member_id and req.group_instance_id is None:
@@ -151,6 +152,16 @@ class MembershipMixin:
                 self._respond(handle, self._join_error(errors.MEMBER_ID_REQUIRED, new_id))
             else:
                 self._add_member_and_rebalance(group, new_id, req, handle)
+
+    def _fresh_member_id(self, group: GroupMetadata, prefix: str) -> str:
+        """``prefix-suffix``, drawn again while the group already has that id (a member or a pending one).
+        Kafka counts on a random UUID never repeating; the injected suffix source may (a seeded one started
+        again after a failover), and an id in use would otherwise replace that member unseen."""
+        for _ in range(MAX_ID_DRAWS):
+            new_id = f"{prefix}-{self._suffix()}"
+            if not group.has(new_id) and new_id not in group.pending_members:
+                return new_id
+        raise RuntimeError(f"group {group.group_id}: the member id source gave {MAX_ID_DRAWS} ids in use in a row")
 
     def _do_join(self, group: GroupMetadata, req: JoinGroupRequest, handle: object) -> None:
         member_id, instance = req.member_id, req.group_instance_id

@@ -153,6 +153,25 @@ def test_member_id_required_then_join_with_the_id():
     assert not d.core.get_group("g").pending_members
 
 
+def test_a_repeating_member_id_source_never_replaces_a_member():
+    """The suffix source is injected; a seeded one started again (a failover's new core) repeats its ids.
+    A new member never takes an id the group already has, joined or pending: it would replace that member
+    unseen and leave the per-protocol counts wrong (found by test_coordinator_property)."""
+    import itertools
+
+    d = Driver(cfg())
+    h = d.join("g", client_id="c")
+    d.advance(0)
+    pending = d.response(d.join("g", client_id="c", require_known=True)).member_id
+    assert (d.response(h).member_id, pending) == ("c-uuid1", "c-uuid2")
+    d._ids = itertools.count(1)          # the source starts again: uuid1, uuid2, uuid3, ...
+    d.join("g", client_id="c", protocols=(("roundrobin", b""), ("range", b"m")))
+    group = d.core.get_group("g")
+    assert set(group.members) == {"c-uuid1", "c-uuid3"} and group.is_pending_member("c-uuid2")
+    assert group.get("c-uuid1").protocols == [("range", b"m")]
+    assert group._protocol_counts == {"range": 2, "roundrobin": 1}
+
+
 def test_pending_member_delays_join_completion():
     d = Driver(cfg())
     gen, ids = form(d)
