@@ -208,7 +208,11 @@ def test_a_former_leader_truncates_records_no_follower_fetched_when_it_rejoins(m
                    "a follower from the ISR elected")
     assert new["leader_epoch"] == epoch + 1
     assert events(cluster, type_="unclean_leader_election", topic=TOPIC) == []
-    assert produce(cluster, [b"after-the-election"]).error_code == errors.NONE
+    # ZooKeeper names the new leader before that broker has applied its LeaderAndIsr; until then it answers
+    # NOT_LEADER_OR_FOLLOWER and appends nothing, so only that answer is tried again (the record's offset counts)
+    answer = wait_for(lambda: (r := produce(cluster, [b"after-the-election"])).error_code
+                      != errors.NOT_LEADER_OR_FOLLOWER and r, 10, "the new leader to take writes")
+    assert answer.error_code == errors.NONE, answer
     cluster.start_broker(leader)
     cut = wait_for(lambda: events(cluster, broker=leader, type_="log_truncated", topic=TOPIC), 20,
                    "the former leader to truncate by leader epoch")
