@@ -21,11 +21,12 @@ from pyspark.sql import functions as F
 # ``ops_tables.as_int``, as the Python checkers' ``is_int``), and a field holding a list or an object
 # where a string is expected as its JSON text.  A value that is not an object is null; a field of the
 # wrong shape (``records`` that is not a list of lists) is null, the rest of the line is kept.
+# the nemesis' fields of a value (also how analysis.ops_tables reads back a nemesis line's value)
+NEMESIS_VALUE_DDL = ("fault INT, phase STRING, kind STRING, target STRING, nodes ARRAY<STRING>, peers ARRAY<STRING>, "
+                     "skipped STRING")
 VALUE_DDL = ("topic STRING, partition STRING, offset STRING, value STRING, member STRING, generation STRING, "
              "records ARRAY<ARRAY<STRING>>, offsets MAP<STRING,STRING>, high_watermark STRING, acks STRING, "
-             "assignment ARRAY<STRING>, partitions ARRAY<STRING>, "
-             "fault INT, phase STRING, kind STRING, target STRING, nodes ARRAY<STRING>, peers ARRAY<STRING>, "
-             "skipped STRING")
+             "assignment ARRAY<STRING>, partitions ARRAY<STRING>, " + NEMESIS_VALUE_DDL)
 HISTORY_DDL = (f"`index` LONG, type STRING, process STRING, time LONG, f STRING, value STRUCT<{VALUE_DDL}>, "
                "error STRING, node INT, `group` STRING, final BOOLEAN")
 

@@ -39,6 +39,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from analysis.load import NEMESIS_VALUE_DDL
+
 COMPLETIONS = ("ok", "fail", "info")
 NEMESIS = "nemesis"
 MALFORMED = "malformed"
@@ -64,9 +66,6 @@ EXTRA_COLUMNS = ["pairing_error", "acks", "high_watermark", "poll_topic", "poll_
 # for a completion or unknown line that makes the history malformed; a nemesis line's value is its JSON text in
 # ``value``).
 STAGING_COLUMNS = OPS_COLUMNS + EXTRA_COLUMNS + ["_line"]
-# the fields of a nemesis line's value (load.VALUE_DDL), for ``nemesis_lines``
-NEMESIS_VALUE_DDL = ("fault INT, phase STRING, kind STRING, target STRING, nodes ARRAY<STRING>, peers ARRAY<STRING>, "
-                     "skipped STRING")
 OBSERVATION_COLUMNS = ["run", "source", "op_index", "process", "group", "time_ns", "topic", "partition", "offset",
                        "value", "complete_index", "position"]
 GROUP_OFFSET_COLUMNS = ["run", "f", "op_index", "process", "group", "generation", "member", "invoke_ns",
