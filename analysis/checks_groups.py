@@ -180,8 +180,8 @@ def unknown_lost_commits(ctx: Ctx) -> DataFrame:
 
 def ok_group_ops(ctx: Ctx) -> DataFrame:
     """The ok commits and syncs of a group, with the columns ``fenced-generation-commit`` and
-    ``split-coordinator`` read: taken from ``ops`` once (persisted; a few percent of its rows) instead of a scan of
-    every operation for each of their five uses."""
+    ``split-coordinator`` read: taken from ``ops`` once (persisted; a seventh of its rows in the synthetic runs)
+    instead of a scan of every operation for each of their five uses."""
     return ctx.memo("ok_group_ops", lambda: ctx.ops.where(
         (F.col("type") == "ok") & F.col("group").isNotNull() & F.col("f").isin("commit", "sync")).select(
         "run", "group", "f", "generation", "index", "complete_index", "node", "invoke_ns", "complete_ns"))
