@@ -16,14 +16,14 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+# The nemesis' fields of a value (also how analysis.ops_tables reads back a nemesis line's value).
+NEMESIS_VALUE_DDL = ("fault INT, phase STRING, kind STRING, target STRING, nodes ARRAY<STRING>, peers ARRAY<STRING>, "
+                     "skipped STRING")
 # A history line, parsed once.  ``value`` is read as a struct of every field a table or a checker uses
 # (client ops' and the nemesis'); numbers are kept as their JSON text (checked later by
 # ``ops_tables.as_int``, as the Python checkers' ``is_int``), and a field holding a list or an object
 # where a string is expected as its JSON text.  A value that is not an object is null; a field of the
 # wrong shape (``records`` that is not a list of lists) is null, the rest of the line is kept.
-# the nemesis' fields of a value (also how analysis.ops_tables reads back a nemesis line's value)
-NEMESIS_VALUE_DDL = ("fault INT, phase STRING, kind STRING, target STRING, nodes ARRAY<STRING>, peers ARRAY<STRING>, "
-                     "skipped STRING")
 VALUE_DDL = ("topic STRING, partition STRING, offset STRING, value STRING, member STRING, generation STRING, "
              "records ARRAY<ARRAY<STRING>>, offsets MAP<STRING,STRING>, high_watermark STRING, acks STRING, "
              "assignment ARRAY<STRING>, partitions ARRAY<STRING>, " + NEMESIS_VALUE_DDL)

@@ -159,7 +159,7 @@ class MembershipMixin:
         again after a failover), and an id in use would otherwise replace that member unseen."""
         for _ in range(MAX_ID_DRAWS):
             new_id = f"{prefix}-{self._suffix()}"
-            if not group.has(new_id) and new_id not in group.pending_members:
+            if not group.has(new_id) and not group.is_pending_member(new_id):
                 return new_id
         raise RuntimeError(f"group {group.group_id}: the member id source gave {MAX_ID_DRAWS} ids in use in a row")
 
