@@ -20,6 +20,7 @@ from typing import Callable, Iterator
 import pytest
 
 from chaos.netns import PREFIX, NetnsError, NetnsNetwork, cleanup_stale, netns_available
+from node import waiting
 
 ROOT = Path(__file__).resolve().parent.parent
 PORT = 7000
@@ -102,15 +103,9 @@ os.kill(os.getpid(), signal.SIGKILL)
 '''
 
 
-def wait_for(check: Callable[[], object], timeout: float = 5.0, what: str = "condition") -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
+def wait_for(cond: Callable[[], object], timeout: float = 5.0, what: str = "condition") -> object:
+    """``node.waiting.wait_for`` with this module's default deadline."""
+    return waiting.wait_for(cond, timeout, what, interval=0.01)
 
 
 def run_id() -> str:

@@ -25,20 +25,15 @@ import pytest
 
 from chaos.proxy import LinkRandom, ProxyError, ProxyProcess, rto_ms
 from chaos.proxy_control import BadRequest, parse_request
+from node import waiting
 
 ROOT = Path(__file__).resolve().parent.parent
 QUIET_S = 0.3  # how long "nothing happens" is watched for
 
 
-def wait_for(pred: Callable[[], object], timeout: float = 5.0, what: str = "condition") -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
+def wait_for(cond: Callable[[], object], timeout: float = 5.0, what: str = "condition") -> object:
+    """``node.waiting.wait_for`` with this module's default deadline."""
+    return waiting.wait_for(cond, timeout, what, interval=0.01)
 
 
 def stays(pred: Callable[[], object], duration: float = QUIET_S, what: str = "condition") -> None:
