@@ -15,6 +15,7 @@ anomalies per kind; Spark lists them all.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
@@ -40,7 +41,8 @@ from analysis.checks_groups import (
 from analysis.checks_log import check_lost_writes, check_offsets, check_unseen, unknown_lost_writes, unknown_unseen
 from analysis.ops_tables import build_ops_tables
 
-__all__ = ["CHECKERS", "KINDS", "check_all", "context", "unknowns", "verdicts"]
+__all__ = ["CHECKERS", "KINDS", "PlannedChecks", "check_all", "context", "plan_checks", "run_checks", "unknowns",
+           "verdicts"]
 
 # name -> (checker, the kinds it reports), in chaos.checkers.CHECKERS's order
 CHECKERS: dict[str, tuple[Callable[[Ctx], DataFrame], tuple[str, ...]]] = {
@@ -104,36 +106,68 @@ def check_all(inputs, tables: dict[str, DataFrame] | None = None, *, unclean_ele
     """Every checker over every run: the ``anomalies`` table (``ANOMALY_COLUMNS``), computed and cached
     (it is small).  Options as ``chaos.checkers.check``; ``kinds`` limits the checkers run.  A run whose
     history is malformed gets no anomalies (the Python checker stops with an unknown verdict)."""
-    options = (unclean_election, final_reads_required, offsets_partitions)
     spark = inputs.ops.sparkSession
     aqe = spark.conf.get("spark.sql.adaptive.enabled", "true")
     spark.conf.set("spark.sql.adaptive.enabled", "false")   # many small stages: AQE's re-planning costs more
     try:
-        return _check_all(inputs, tables, options, kinds)
+        return run_checks(plan_checks(inputs, tables, unclean_election=unclean_election,
+                                      final_reads_required=final_reads_required,
+                                      offsets_partitions=offsets_partitions, kinds=kinds))
     finally:
         spark.conf.set("spark.sql.adaptive.enabled", aqe)
 
 
-def _check_all(inputs, tables, options, kinds) -> DataFrame:
-    unclean_election, final_reads_required, offsets_partitions = options
+@dataclass
+class PlannedChecks:
+    """The checkers' two results, built and planned but not computed (``plan_checks``), and their context."""
+    inputs: Any
+    options: tuple
+    ctx: Ctx
+    anomalies: DataFrame
+    unknowns: DataFrame
+
+
+def plan_checks(inputs, tables: dict[str, DataFrame] | None = None, *, unclean_election: bool = False,
+                final_reads_required: bool = True, offsets_partitions: int | None = None,
+                kinds: tuple[str, ...] | None = None) -> PlannedChecks:
+    """The driver's part of ``check_all``: every checker's DataFrame built (a few thousand calls into the
+    JVM, seconds of the driver's time) and the two results' physical plans made, nothing computed but
+    the small list of the groups that polled (``checks_log.poll_groups``).  ``analysis.main`` does it in a
+    second thread while the event tables are written; ``run_checks`` then computes the results."""
+    options = (unclean_election, final_reads_required, offsets_partitions)
     ctx = context(inputs, tables, unclean_election=unclean_election, final_reads_required=final_reads_required,
                   offsets_partitions=offsets_partitions)
-    parts = []
-    for fn, ks in CHECKERS.values():
-        if kinds is not None and not set(ks) & set(kinds):
-            continue
-        parts.append(fn(ctx))
-    found = reduce(DataFrame.unionByName, parts) if parts else empty_anomalies(ctx.spark)
-    if kinds is not None:
-        found = found.where(F.col("kind").isin(*kinds))
-    result = found.join(_malformed(ctx).select("run"), "run", "left_anti").select(*ANOMALY_COLUMNS)
-    # Checkpointed, not persisted: releasing the context's caches below would make Spark drop and recompute
-    # any cache built on them (a non-cascading uncache re-caches the plans that depend on it).
-    result = result.localCheckpoint(eager=True)
-    unk = unknowns(ctx).localCheckpoint(eager=True)
-    ctx.release()
+    try:
+        parts = []
+        for fn, ks in CHECKERS.values():
+            if kinds is not None and not set(ks) & set(kinds):
+                continue
+            parts.append(fn(ctx))
+        found = reduce(DataFrame.unionByName, parts) if parts else empty_anomalies(ctx.spark)
+        if kinds is not None:
+            found = found.where(F.col("kind").isin(*kinds))
+        result = found.join(_malformed(ctx).select("run"), "run", "left_anti").select(*ANOMALY_COLUMNS)
+        unk = unknowns(ctx)
+        for df in (result, unk):   # planned here; run_checks computes these same plans
+            df._jdf.queryExecution().executedPlan()
+    except BaseException:
+        ctx.release()
+        raise
+    return PlannedChecks(inputs, options, ctx, result, unk)
+
+
+def run_checks(planned: PlannedChecks) -> DataFrame:
+    """Compute ``plan_checks``'s results: the ``anomalies`` table (cached; it is small); the unknown
+    reasons are kept for ``verdicts``.  Releases the checkers' shared caches."""
+    try:
+        # Checkpointed, not persisted: releasing the context's caches below would make Spark drop and recompute
+        # any cache built on them (a non-cascading uncache re-caches the plans that depend on it).
+        result = planned.anomalies.localCheckpoint(eager=True)
+        unk = planned.unknowns.localCheckpoint(eager=True)
+    finally:
+        planned.ctx.release()
     _STASH.clear()
-    _STASH[id(inputs)] = (inputs, options, unk)
+    _STASH[id(planned.inputs)] = (planned.inputs, planned.options, unk)
     return result
 
 

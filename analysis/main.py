@@ -116,21 +116,64 @@ def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAUL
         if stream is not None:
             print(f"[{time.monotonic() - started:7.1f}] {line}" if stamp else line, file=stream, flush=True)
 
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    from analysis.checks import check_all, verdicts
-    from analysis.failovers import failovers
-    from analysis.load import expand, load_runs
-    from analysis.ops_tables import build_ops_tables, nemesis_lines, paired
-    from analysis.report import write_report
+    from analysis.load import expand
     from analysis.spark import session
-    from analysis.tables import build_event_tables
 
     runs = expand(list(paths))  # a bad path fails here, before Spark starts
     spark = session(master)
     _ship_package(spark)
-    out = Path(out)
+    # Adaptive query execution off for the whole analysis: the checkers' many small stages lost more to its
+    # re-planning than they gained, no other step gained from it (1M operations: within 1 s), and the checkers
+    # are planned in a second thread (below) while other steps run, so the setting cannot be switched per step.
+    aqe = spark.conf.get("spark.sql.adaptive.enabled", "true")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        return _run(spark, runs, Path(out), say, started)
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", aqe)
+
+
+class _Background:
+    """``fn()`` in a second driver thread (PySpark's ``InheritableThread``: it gets this thread's job
+    properties, and its JVM thread is released when it ends); ``result()`` waits for it."""
+
+    def __init__(self, fn) -> None:
+        from pyspark import InheritableThread
+        self._out: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                self._out["value"] = fn()
+            except BaseException as e:  # handed to the caller by result()
+                self._out["error"] = e
+
+        self._thread = InheritableThread(target=target, name="kafkasim-plan-checks", daemon=True)
+        self._thread.start()
+
+    def result(self) -> Any:
+        self._thread.join()
+        if "error" in self._out:
+            raise self._out.pop("error")
+        return self._out.pop("value")
+
+    def wait(self) -> Any:
+        """Wait for it; its value, or None when it failed (the caller is already failing)."""
+        self._thread.join()
+        self._out.pop("error", None)
+        return self._out.pop("value", None)
+
+
+def _run(spark, runs: dict[str, str], out: Path, say, started: float) -> dict[str, Any]:
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from analysis.checks import plan_checks, run_checks, verdicts
+    from analysis.failovers import failovers
+    from analysis.load import load_runs
+    from analysis.ops_tables import build_ops_tables, nemesis_lines, paired
+    from analysis.report import write_report
+    from analysis.tables import build_event_tables
+
     (out / "tables").mkdir(parents=True, exist_ok=True)
     say(f"analysing {len(runs)} run(s) on {spark.sparkContext.master} -> {out}")
     seconds: dict[str, float] = {"start": round(time.monotonic() - started, 1)}
@@ -155,7 +198,7 @@ def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAUL
     inputs = load_runs(spark, list(runs.values()))
     inputs.parsed = inputs.parsed_events().persist(StorageLevel.MEMORY_AND_DISK)
     inputs.segments = inputs.segments.persist(StorageLevel.MEMORY_AND_DISK)
-    extras = None
+    extras = planning = None
     try:
         lap("plan")
         ops, rest = _write_paired(spark, paired(inputs.ops), out)
@@ -168,18 +211,27 @@ def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAUL
         extras = ops_tables["extras"].persist(StorageLevel.MEMORY_AND_DISK)
         extras.count()
         lap("extras")
-        for name, df in build_event_tables(inputs, nemesis_lines(extras)).items():
-            write(name, df)
-        write("failovers", failovers(inputs, written))
         unclean = _unclean_elections(runs)
         if unclean is None:
             say("note: unclean.leader.election.enable differs between the runs: unclean elections are judged")
         options = {"unclean_election": bool(unclean)}
         checked = {**{k: written[k] for k in ("ops", "observations", "group_offsets", "pairing_errors")},
                    "extras": extras}
-        write("anomalies", check_all(inputs, checked, **options))
+        # The checkers' DataFrames are built and planned in a second driver thread while the event tables and
+        # the failovers are computed: thousands of calls into the JVM, about 8 s during which the executors
+        # would otherwise wait.  They need only the tables above.
+        planning = _Background(lambda: plan_checks(inputs, checked, **options))
+        for name, df in build_event_tables(inputs, nemesis_lines(extras)).items():
+            write(name, df)
+        write("failovers", failovers(inputs, written))
+        planned, planning = planning.result(), None
+        write("anomalies", run_checks(planned))
         write("verdicts", verdicts(inputs, written["anomalies"], **options))
     finally:  # also when a step fails: the staged rows are gigabytes at 10M operations, and the session may live on
+        if planning is not None:   # a step failed while the checkers were being planned
+            left = planning.wait()
+            if left is not None:
+                left.ctx.release()
         for df in (extras, inputs.parsed, inputs.segments):
             if df is not None:
                 df.unpersist()

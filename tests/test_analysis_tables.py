@@ -277,7 +277,7 @@ def test_a_failed_analysis_leaves_no_staged_rows(spark, short_chaos_runs, tmp_pa
         reached.append((tmp_path / "out" / "work" / "paired").is_dir())
         raise RuntimeError("a checker failed")
 
-    monkeypatch.setattr(analysis.checks, "check_all", failing_checkers)
+    monkeypatch.setattr(analysis.checks, "plan_checks", failing_checkers)
     with pytest.raises(RuntimeError, match="a checker failed"):
         run([str(short_chaos_runs["clean"])], "local[2]", tmp_path / "out")
     assert reached == [True]   # the rows were staged when the step failed
