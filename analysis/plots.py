@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -19,6 +20,10 @@ STAGE_SEGMENTS = (("detect", "detect_ms"), ("elect − detect", "elect_ms"), ("l
                   ("first commit − load", "first_commit_ms"))
 STAGE_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1")
 FAULT_COLOR = "#e15759"
+#: Faults named on a figure at most; beyond, they are only shaded (the report lists them in a table).
+MAX_FAULT_LABELS = 40
+#: Unavailability windows labelled with their duration at most.
+MAX_WINDOW_LABELS = 60
 
 
 def _save(fig: Figure, path: Path) -> None:
@@ -31,18 +36,31 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def shade_faults(ax: Any, faults: Sequence[dict], end_s: float, label: bool = True) -> None:
-    """Shade each fault's window (start to heal, or to ``end_s`` when never healed) and name it at the top."""
+    """Shade each fault's window (start to heal, or to ``end_s`` when never healed), all in one collection,
+    and name each at the top when there are at most ``MAX_FAULT_LABELS`` (more would overlap into a band)."""
+    spans = []
     for f in faults:
         start = f["start_s"]
         if start is None:
             continue
         heal = f["heal_s"] if f["heal_s"] is not None else max(end_s, start)
-        ax.axvspan(start, max(heal, start + 0.02), color=FAULT_COLOR, alpha=0.15, lw=0, zorder=0)
-        if label:
+        spans.append((f, start, max(heal, start + 0.02)))
+    if not spans:
+        return
+    # one polygon per window in a single collection (x in data, y in axes coordinates, as axvspan): with
+    # hundreds of faults, one patch each made drawing the report's figures several times slower
+    boxes = [[(a, 0.0), (a, 1.0), (b, 1.0), (b, 0.0)] for _f, a, b in spans]
+    ax.add_collection(PolyCollection(boxes, transform=ax.get_xaxis_transform(), facecolors=FAULT_COLOR, alpha=0.15,
+                                     linewidths=0, zorder=0), autolim=False)
+    ax.update_datalim([(a, 0.0) for _f, a, _b in spans] + [(b, 0.0) for _f, _a, b in spans], updatey=False)
+    ax.autoscale_view(scaley=False)
+    if label and len(spans) <= MAX_FAULT_LABELS:
+        for f, start, _b in spans:
             text = f"{f['kind'] or '?'} {f['target'] or ''}".strip()
-            ax.annotate(text, xy=(start, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
-                        textcoords="offset points", va="top", ha="left", fontsize=7, color="#9c1f22",
-                        rotation=90, clip_on=True, zorder=5)
+            note = ax.annotate(text, xy=(start, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
+                               textcoords="offset points", va="top", ha="left", fontsize=7, color="#9c1f22",
+                               rotation=90, clip_on=True, zorder=5)
+            note.set_in_layout(False)   # inside the axes: the layout need not measure it
 
 
 def _x_limits(ax: Any, start_s: float, end_s: float) -> None:
@@ -82,16 +100,21 @@ def unavailability(path: Path, groups: Sequence[str], windows: Sequence[dict], f
     fig = _figure(10, max(2.2, 1.2 + 0.45 * len(groups)))
     ax = fig.subplots()
     lane = {g: i for i, g in enumerate(groups)}
+    bars: dict[tuple[int, bool], list[tuple[float, float]]] = {}
     for w in windows:
-        y = lane[w["group"]]
         start = w["from_s"]
         open_ = w["to_s"] is None
         stop = end_s if open_ else w["to_s"]
-        ax.barh(y, max(stop - start, 0.01), left=start, height=0.6, color="#e15759",
-                hatch="//" if open_ else None, alpha=0.85, edgecolor="#9c1f22" if open_ else None)
-        if not open_:
-            ax.annotate(f"{(stop - start) * 1000:.0f} ms", xy=(stop, y), xytext=(3, 0), textcoords="offset points",
-                        va="center", fontsize=7)
+        bars.setdefault((lane[w["group"]], open_), []).append((start, max(stop - start, 0.01)))
+    for (y, open_), xranges in sorted(bars.items()):   # one collection per lane (and kind): fast with many windows
+        ax.broken_barh(xranges, (y - 0.3, 0.6), facecolors="#e15759", hatch="//" if open_ else None, alpha=0.85,
+                       edgecolor="#9c1f22" if open_ else "none")
+    closed = [w for w in windows if w["to_s"] is not None]
+    if len(closed) <= MAX_WINDOW_LABELS:   # more would overlap; the report's table has every duration
+        for w in closed:
+            note = ax.annotate(f"{(w['to_s'] - w['from_s']) * 1000:.0f} ms", xy=(w["to_s"], lane[w["group"]]),
+                               xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
+            note.set_in_layout(False)
     ax.set_yticks(range(len(groups)), [str(g) for g in groups], fontsize=8)
     ax.set_ylim(-0.7, len(groups) - 0.3)
     ax.invert_yaxis()
