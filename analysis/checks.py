@@ -40,6 +40,7 @@ from analysis.checks_groups import (
 )
 from analysis.checks_log import check_lost_writes, check_offsets, check_unseen, unknown_lost_writes, unknown_unseen
 from analysis.ops_tables import build_ops_tables
+from analysis.spark import adaptive_off
 
 __all__ = ["CHECKERS", "KINDS", "PlannedChecks", "check_all", "context", "plan_checks", "run_checks", "unknowns",
            "verdicts"]
@@ -106,15 +107,10 @@ def check_all(inputs, tables: dict[str, DataFrame] | None = None, *, unclean_ele
     """Every checker over every run: the ``anomalies`` table (``ANOMALY_COLUMNS``), computed and cached
     (it is small).  Options as ``chaos.checkers.check``; ``kinds`` limits the checkers run.  A run whose
     history is malformed gets no anomalies (the Python checker stops with an unknown verdict)."""
-    spark = inputs.ops.sparkSession
-    aqe = spark.conf.get("spark.sql.adaptive.enabled", "true")
-    spark.conf.set("spark.sql.adaptive.enabled", "false")   # many small stages: AQE's re-planning costs more
-    try:
+    with adaptive_off(inputs.ops.sparkSession):   # many small stages: AQE's re-planning costs more
         return run_checks(plan_checks(inputs, tables, unclean_election=unclean_election,
                                       final_reads_required=final_reads_required,
                                       offsets_partitions=offsets_partitions, kinds=kinds))
-    finally:
-        spark.conf.set("spark.sql.adaptive.enabled", aqe)
 
 
 @dataclass

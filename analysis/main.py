@@ -117,7 +117,7 @@ def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAUL
             print(f"[{time.monotonic() - started:7.1f}] {line}" if stamp else line, file=stream, flush=True)
 
     from analysis.load import expand
-    from analysis.spark import session
+    from analysis.spark import adaptive_off, session
 
     runs = expand(list(paths))  # a bad path fails here, before Spark starts
     spark = session(master)
@@ -125,12 +125,8 @@ def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAUL
     # Adaptive query execution off for the whole analysis: the checkers' many small stages lost more to its
     # re-planning than they gained, no other step gained from it (1M operations: within 1 s), and the checkers
     # are planned in a second thread (below) while other steps run, so the setting cannot be switched per step.
-    aqe = spark.conf.get("spark.sql.adaptive.enabled", "true")
-    spark.conf.set("spark.sql.adaptive.enabled", "false")
-    try:
+    with adaptive_off(spark):
         return _run(spark, runs, Path(out), say, started)
-    finally:
-        spark.conf.set("spark.sql.adaptive.enabled", aqe)
 
 
 class _Background:

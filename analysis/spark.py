@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
@@ -56,6 +58,17 @@ def session(master: str = "local[*]", app: str = "kafkasim-analyze") -> SparkSes
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextmanager
+def adaptive_off(spark: SparkSession) -> Iterator[None]:
+    """Adaptive query execution off while the block runs; the session's setting is restored after."""
+    aqe = spark.conf.get("spark.sql.adaptive.enabled", "true")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        yield
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", aqe)
 
 
 def _ram_gib() -> int:
