@@ -10,7 +10,7 @@ import grpc
 
 from client.admin import GroupAdmin
 from client.group import GroupMember
-from client.metadata import ClusterClient
+from client.metadata import ClientError, ClusterClient
 from client.producer import Producer
 from coordinator.hashing import partition_for
 from helpers import events
@@ -23,8 +23,16 @@ FAST_GROUPS = {"group.min.session.timeout.ms": 500, "group.initial.rebalance.del
 
 
 def client(cluster) -> ClusterClient:
+    """A client with metadata: the brokers get theirs from the controller just after the cluster is up."""
     cc = ClusterClient([f"{b.host}:{b.port}" for b in cluster.cfg.brokers])
-    cc.refresh()
+
+    def refreshed():
+        try:
+            return cc.refresh()
+        except ClientError:
+            return None
+
+    wait_for(refreshed, 30, "a broker with metadata")
     return cc
 
 
