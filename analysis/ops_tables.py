@@ -77,18 +77,24 @@ def as_int(c: Column, cast: str = "long") -> Column:
     return F.when(c.rlike(r"^-?[0-9]+$"), c.cast(cast))
 
 
+def _tp_split(key: Column) -> tuple[Column, Column]:
+    """``"t/p"`` or ``"t-p"`` -> (the text before the last ``/``, else before the last ``-``; the text after it), as
+    Python's ``key.rpartition(sep)`` (without a separator: ``""`` and the whole key).  String functions, not
+    regular expressions: at 10M operations ``group_offsets`` splits about 1.8M keys."""
+    tail = F.when(key.contains("/"), F.substring_index(key, "/", -1)).otherwise(F.substring_index(key, "-", -1))
+    return key.substr(F.lit(1), F.length(key) - F.length(tail) - 1), tail
+
+
 def tp_topic(key: Column) -> Column:
     """``"t/p"`` or ``"t-p"`` (split at the last ``/``, else the last ``-``) -> the topic, or null."""
-    t = F.when(key.contains("/"), F.regexp_extract(key, r"^(.*)/([^/]*)$", 1)).otherwise(
-        F.regexp_extract(key, r"^(.*)-([^-]*)$", 1))
+    t = _tp_split(key)[0]
     return F.when((t != "") & tp_partition(key).isNotNull(), t)
 
 
 def tp_partition(key: Column) -> Column:
     """The partition of a ``"t/p"``/``"t-p"`` key (Python's ``int()`` of the text after the separator)."""
-    p = F.trim(F.when(key.contains("/"), F.regexp_extract(key, r"/([^/]*)$", 1)).otherwise(
-        F.regexp_extract(key, r"-([^-]*)$", 1)))
-    return F.when(key.rlike(r"[/-]") & p.rlike(r"^[+-]?[0-9]+$"), F.regexp_replace(p, r"^\+", "").cast("int"))
+    p = F.trim(_tp_split(key)[1])
+    return F.when((key.contains("/") | key.contains("-")) & p.rlike(r"^[+-]?[0-9]+$"), p.cast("int"))
 
 
 _NEXT = ("type", "index", "time", "value", "node", "error", "final")
@@ -192,9 +198,10 @@ def group_offsets_of(ops: DataFrame) -> DataFrame:
          .select("run", "f", F.col("index").alias("op_index"), "process", "group", "generation", "member",
                  "invoke_ns", "complete_ns", "type", "node", "final", "complete_index",
                  F.explode(F.col("offsets")).alias("key", "o")))
-    return (g.where(tp_topic(F.col("key")).isNotNull())
-            .select("*", tp_topic(F.col("key")).alias("topic"), tp_partition(F.col("key")).alias("partition"),
-                    as_int(F.col("o")).alias("offset"))
+    # the key is split once, in one projection (its common parts computed once), then filtered
+    return (g.select("*", tp_topic(F.col("key")).alias("topic"), tp_partition(F.col("key")).alias("partition"),
+                     as_int(F.col("o")).alias("offset"))
+            .where(F.col("topic").isNotNull())
             .select(*GROUP_OFFSET_COLUMNS))
 
 
