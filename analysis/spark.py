@@ -50,7 +50,11 @@ def session(master: str = "local[*]", app: str = "kafkasim-analyze") -> SparkSes
                # generated classes kept for reuse (default 100): the pipeline plans a few hundred stages, and a
                # class evicted and generated again is compiled again, by Janino and then by the JIT (about 4 %
                # less CPU at 1M operations)
-               .config("spark.sql.codegen.cache.maxEntries", "2000"))
+               .config("spark.sql.codegen.cache.maxEntries", "2000")
+               # groups an object aggregate (percentile_approx, collect_list) keeps in a hash map per task before
+               # it sorts its whole input instead (default 128): the report's latency series has up to 600 time
+               # buckets a run, and sorting 10M operations for them cost more than the buffers
+               .config("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "1024"))
     if master.startswith("local"):
         # one machine: shuffle and spill files stay on its disk (and mostly in its page cache), so compressing
         # them only spends CPU; across a cluster's network the default (compressed) is kept
