@@ -218,9 +218,8 @@ class Aggregates:
                     "failovers": 0, "unrecovered": 0, "anomalies": 0, "groups": [], "verdict": None, "unknowns": [],
                     "first_ns": None, "offsets_partitions": None})
                 info.update({k: v for k, v in r.items() if v is not None})
-        for r in groups:
-            if r["run"] in out:   # a run with operations
-                out[r["run"]]["groups"].append(r["group"])
+        for r in groups:   # from ops: its run has a row of the ops frame above
+            out[r["run"]]["groups"].append(r["group"])
         for info in out.values():
             info["groups"].sort()
             firsts = [info[k] for k in ("first_ns", "f_first", "e_first") if info.get(k) is not None]
