@@ -1,6 +1,7 @@
 """``kafkasim analyze RUN_DIR_OR_GLOB... [--master local[*]] [--out DIR]``: chaos runs -> Parquet tables.
 
-Also ``spark-submit analysis/main.py RUN_DIR...`` (same arguments).  It loads
+Also ``spark-submit [--master URL] analysis/main.py RUN_DIR...`` (same arguments; spark-submit's master
+unless ``--master`` is given after the script).  It loads
 the runs (``analysis.load``), builds every table (``analysis.ops_tables``,
 ``analysis.tables``, ``analysis.failovers``, the checkers of
 ``analysis.checks``), writes each as Parquet to ``<out>/tables/<name>/``
@@ -26,7 +27,7 @@ if __name__ == "__main__" and str(ROOT) not in sys.path:  # spark-submit analysi
     sys.path.insert(0, str(ROOT))
 
 DEFAULT_OUT = "analysis-out"
-DEFAULT_MASTER = "local[*]"
+DEFAULT_MASTER = None   # analysis.spark.session: spark-submit's master under spark-submit, else local[*]
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -103,11 +104,12 @@ def _write_paired(spark, rows, out: Path):
     return ops, rest
 
 
-def run(paths: list[str], master: str = DEFAULT_MASTER, out: str | Path = DEFAULT_OUT,
+def run(paths: list[str], master: str | None = DEFAULT_MASTER, out: str | Path = DEFAULT_OUT,
         stream: TextIO | None = None) -> dict[str, Any]:
     """Analyse the runs in ``paths`` (directories or globs); return the summary (also in ``<out>/summary.json``).
 
-    Raises ``analysis.load.RunError`` for a path that is not a chaos run directory.  ``stream`` gets the
+    ``master`` None: spark-submit's under spark-submit, else ``local[*]``.  Raises ``analysis.load.RunError``
+    for a path that is not a chaos run directory.  ``stream`` gets the
     progress and the summary (with ``KAFKASIM_TIMES=1``, each line stamped with the seconds since start)."""
     started = time.monotonic()
     stamp = bool(os.environ.get("KAFKASIM_TIMES"))
@@ -274,7 +276,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def _arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+", metavar="RUN_DIR_OR_GLOB", help="chaos run directories, or globs of them")
-    p.add_argument("--master", default=DEFAULT_MASTER, help="Spark master (default local[*]; spark://HOST:PORT)")
+    p.add_argument("--master", default=DEFAULT_MASTER,
+                   help="Spark master: local[N], local[*] or spark://HOST:PORT (default: spark-submit's --master under "
+                        "spark-submit, else local[*])")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT}/)")
     p.set_defaults(func=cmd_analyze)
     return p

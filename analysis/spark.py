@@ -8,11 +8,25 @@ from contextlib import contextmanager
 from pyspark.sql import SparkSession
 
 
-def session(master: str = "local[*]", app: str = "kafkasim-analyze") -> SparkSession:
-    """A SparkSession with the pipeline's settings; reuses the active one if there is one."""
+def submitted_master() -> str | None:
+    """The master spark-submit was given (its ``--master``, else its default) when this Python runs under
+    spark-submit, which starts the JVM first and tells PySpark its port (``PYSPARK_GATEWAY_PORT``); None
+    otherwise.  Connecting to that JVM starts none."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    from pyspark import SparkConf, SparkContext
+    SparkContext._ensure_initialized()
+    return SparkConf().get("spark.master", None)
+
+
+def session(master: str | None = None, app: str = "kafkasim-analyze") -> SparkSession:
+    """A SparkSession with the pipeline's settings; reuses the active one if there is one.  ``master`` None:
+    spark-submit's under spark-submit, else ``local[*]``."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    if master is None:
+        master = submitted_master() or "local[*]"
     cores = os.cpu_count() or 2
     # local mode: one JVM holds the caches (10M ops' paired lines are gigabytes) and runs every task; with
     # 4g it thrashed in GC until a broadcast timed out.  Half the RAM, 4-16g, unless told
@@ -36,7 +50,6 @@ def session(master: str = "local[*]", app: str = "kafkasim-analyze") -> SparkSes
                .config("spark.sql.execution.arrow.pyspark.enabled", "false")
                # a JSON object with a repeated key keeps the last, as Python's dict (offsets maps)
                .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
-               .config("spark.sql.windowExec.buffer.in.memory.threshold", str(window_rows))
                # the JSON reader would check the filters pushed into it (a history line needs an index and a type)
                # at every field of every line; Spark applies them after the scan anyway (about 3 % of the parse)
                .config("spark.sql.json.filterPushdown.enabled", "false")
@@ -57,8 +70,11 @@ def session(master: str = "local[*]", app: str = "kafkasim-analyze") -> SparkSes
                .config("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "1024"))
     if master.startswith("local"):
         # one machine: shuffle and spill files stay on its disk (and mostly in its page cache), so compressing
-        # them only spends CPU; across a cluster's network the default (compressed) is kept
-        builder = builder.config("spark.shuffle.compress", "false").config("spark.shuffle.spill.compress", "false")
+        # them only spends CPU; across a cluster's network the default (compressed) is kept.  The window's
+        # buffer is sized by the driver's heap, which runs the tasks only here (a cluster's executors have
+        # their own, 1 GiB by default: there Spark's default, 4096 rows, is kept)
+        builder = (builder.config("spark.shuffle.compress", "false").config("spark.shuffle.spill.compress", "false")
+                   .config("spark.sql.windowExec.buffer.in.memory.threshold", str(window_rows)))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -1,0 +1,117 @@
+"""The analysis on a Spark cluster, through spark-submit.
+
+A standalone Spark master and one worker run as real JVM processes on loopback, started from PySpark's own
+distribution (``spark-class``).  ``spark-submit --master spark://... analysis/main.py RUN...`` analyses two of
+the runs the shared local analysis (tests/conftest.py ``analysed``) covered: a real chaos run and a generated
+one with every anomaly kind planted.  The cluster's executor runs the tasks, its Python workers import the
+``analysis`` package shipped to them as a zip (the segment decoder runs there), and every table must hold the
+same rows as the local run's.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from urllib.request import urlopen
+
+import pyspark
+import pytest
+
+from node.waiting import wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
+SPARK_HOME = Path(pyspark.__file__).resolve().parent
+RUNS = ("planted", "gen-planted")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory):
+    """A standalone master and a worker (2 cores, 2 GiB), until the module's tests end: its ``url``, the
+    master's ``state()`` (its JSON status page) and the ``env`` to submit with."""
+    base = tmp_path_factory.mktemp("spark-standalone")
+    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(base),
+           "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    port, ui = _free_port(), _free_port()
+    started: list[tuple[subprocess.Popen, Path]] = []
+
+    def start(name: str, *args: str) -> None:
+        log = base / f"{name}.log"
+        with log.open("wb") as out:
+            p = subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args], stdout=out,
+                                 stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        started.append((p, log))
+
+    def state() -> dict:
+        with urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as r:
+            return json.loads(r.read())
+
+    def up() -> bool:
+        for p, log in started:
+            if p.poll() is not None:
+                raise AssertionError(f"{log.name} exited {p.returncode}: {log.read_text()[-2000:]}")
+        return state()["aliveworkers"] == 1
+
+    try:
+        start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+              "--webui-port", str(ui))
+        start("worker", "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
+              "--cores", "2", "--memory", "2g", "--work-dir", str(base / "work"), "--webui-port", "0")
+        wait_for(up, 120, "the standalone worker to register with its master", interval=0.5)
+        yield {"url": f"spark://127.0.0.1:{port}", "state": state, "env": env}
+    finally:
+        for p, _log in reversed(started):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+
+
+def _rows(df, runs: list[str]) -> list[tuple]:
+    """A table's rows of ``runs``, every column, in a canonical order (arrays and maps as Python values)."""
+    from pyspark.sql import functions as F
+    got = [tuple(json.dumps(v, sort_keys=True, default=str) if isinstance(v, (list, dict)) else v for v in r)
+           for r in df.where(F.col("run").isin(*runs)).collect()]
+    return sorted(got, key=repr)
+
+
+def test_spark_submit_on_a_standalone_cluster_gives_the_local_tables(standalone, analysed, spark, tmp_path):
+    dirs = [analysed["dirs"][name] for name in RUNS]
+    runs = sorted(d.name for d in dirs)
+    out = tmp_path / "out"
+    # no --master after the script: spark-submit's is the one used
+    p = subprocess.run([str(SPARK_HOME / "bin" / "spark-submit"), "--master", standalone["url"], "--driver-memory",
+                        "2g", str(ROOT / "analysis" / "main.py"), *map(str, dirs), "--out", str(out)],
+                       cwd=tmp_path, env=standalone["env"], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+    assert f"analysing 2 run(s) on {standalone['url']}" in p.stdout
+    apps = standalone["state"]()["completedapps"]
+    assert [(a["name"], a["state"]) for a in apps] == [("kafkasim-analyze", "FINISHED")]
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["runs"] == runs
+    local = analysed["tables"]
+    assert sorted(summary["tables"]) == sorted(local)
+    for name in summary["tables"]:
+        here = spark.read.parquet(str(out / "tables" / name))
+        assert here.columns == local[name].columns, name
+        rows = _rows(here, runs)
+        assert rows == _rows(local[name], runs), name
+        assert rows or name == "pairing_errors", name   # not two empty lists
+    planted = analysed["dirs"]["gen-planted"]
+    expected = json.loads((planted / "results.json").read_text())["expected"]["anomaly_counts"]
+    found = spark.read.parquet(str(out / "tables" / "anomalies")).where(f"run = '{planted.name}'")
+    assert {r.kind: r["count"] for r in found.groupBy("kind").count().collect()} == expected
+    assert (out / "report" / "report.html").stat().st_size > 0
