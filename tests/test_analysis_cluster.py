@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,16 +21,11 @@ import pyspark
 import pytest
 
 from node.waiting import wait_for
+from zk.server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 RUNS = ("planted", "gen-planted")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +35,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory):
     base = tmp_path_factory.mktemp("spark-standalone")
     env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(base),
            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    port, ui = _free_port(), _free_port()
+    port, ui = free_port(), free_port()
     started: list[tuple[subprocess.Popen, Path]] = []
 
     def start(name: str, *args: str) -> None:
