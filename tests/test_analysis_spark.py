@@ -1,0 +1,25 @@
+"""analysis.spark: the session's py4j imports leave every PySpark call resolving to the class it did."""
+from __future__ import annotations
+
+from py4j.java_gateway import java_import
+
+from analysis.spark import SHORT_NAMES
+
+# pyspark.java_gateway.launch_gateway's imports into PySpark's JVM view (PySpark 3.5), in its order
+PYSPARK_IMPORTS = ("org.apache.spark.SparkConf", "org.apache.spark.api.java.*", "org.apache.spark.api.python.*",
+                   "org.apache.spark.ml.python.*", "org.apache.spark.mllib.api.python.*", "org.apache.spark.resource.*",
+                   "org.apache.spark.sql.*", "org.apache.spark.sql.api.python.*", "org.apache.spark.sql.hive.*",
+                   "scala.Tuple2")
+
+
+def test_each_single_import_is_the_class_pysparks_imports_resolve_its_name_to(spark):
+    plain = spark.sparkContext._gateway.new_jvm_view("pyspark-imports-only")
+    for name in PYSPARK_IMPORTS:
+        java_import(plain, name)
+    ours = spark.sparkContext._jvm
+    assert len({fqn.rsplit(".", 1)[1] for fqn in SHORT_NAMES}) == len(SHORT_NAMES)
+    for fqn in SHORT_NAMES:
+        short = fqn.rsplit(".", 1)[1]
+        assert getattr(plain, short)._fqn == fqn
+        assert getattr(ours, short)._fqn == fqn
+
