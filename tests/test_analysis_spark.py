@@ -22,4 +22,3 @@ def test_each_single_import_is_the_class_pysparks_imports_resolve_its_name_to(sp
         short = fqn.rsplit(".", 1)[1]
         assert getattr(plain, short)._fqn == fqn
         assert getattr(ours, short)._fqn == fqn
-
