@@ -28,58 +28,68 @@ def session(master: str | None = None, app: str = "kafkasim-analyze") -> SparkSe
         return active
     if master is None:
         master = submitted_master() or "local[*]"
-    cores = os.cpu_count() or 2
-    # local mode: one JVM holds the caches (10M ops' paired lines are gigabytes) and runs every task; with
-    # 4g it thrashed in GC until a broadcast timed out.  Half the RAM, 4-16g, unless told
-    memory = os.environ.get("KAFKASIM_SPARK_DRIVER_MEMORY") or f"{max(4, min(16, _ram_gib() // 2))}g"
-    # rows a window keeps in a plain in-memory buffer before it moves them to a spillable sorter: the
-    # pairing window's partitions are whole processes (millions of lines); beyond the default 4096 each
-    # row was copied once more, and spilled.  About 1/8 of the heap at ~512 bytes a row.
-    window_rows = max(4096, _bytes(memory) // 4096)
-    builder = (SparkSession.builder.master(master).appName(app)
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", str(max(2, 2 * cores)))
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.memory", memory)
-               .config("spark.sql.broadcastTimeout", "1200")   # 2 busy cores: 300 s is not "never"
-               # Spark's generated code has methods above HotSpot's 8000-byte JIT limit: left interpreted, the
-               # checkers' stages ran about 15 % slower (bench/analysis.py)
-               # and the throughput collector: a batch job on few cores gains from the least GC work per byte
-               # (G1, the default, spends CPU on concurrent marking that a 2-core machine does not have)
-               .config("spark.driver.extraJavaOptions", "-XX:-DontCompileHugeMethods -XX:+UseParallelGC")
-               .config("spark.sql.execution.arrow.pyspark.enabled", "false")
-               # a JSON object with a repeated key keeps the last, as Python's dict (offsets maps)
-               .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
-               # the JSON reader would check the filters pushed into it (a history line needs an index and a type)
-               # at every field of every line; Spark applies them after the scan anyway (about 3 % of the parse)
-               .config("spark.sql.json.filterPushdown.enabled", "false")
-               # cached DataFrames (the parsed event lines, the checkers' per-offset table) are kept as plain columns:
-               # gathering compression statistics for each cached batch cost more CPU than the memory it saved
-               .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
-               # a partitioned write (analysis.main: the paired rows split by kind) keeps one open file per value
-               # in each task instead of sorting its rows by the value first (the planned write's sort)
-               .config("spark.sql.optimizer.plannedWrite.enabled", "false")
-               .config("spark.sql.maxConcurrentOutputFiles", "8")
-               # generated classes kept for reuse (default 100): the pipeline plans a few hundred stages, and a
-               # class evicted and generated again is compiled again, by Janino and then by the JIT (about 4 %
-               # less CPU at 1M operations)
-               .config("spark.sql.codegen.cache.maxEntries", "2000")
-               # groups an object aggregate (percentile_approx, collect_list) keeps in a hash map per task before
-               # it sorts its whole input instead (default 128): the report's latency series has up to 600 time
-               # buckets a run, and sorting 10M operations for them cost more than the buffers
-               .config("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "1024"))
-    if master.startswith("local"):
-        # one machine: shuffle and spill files stay on its disk (and mostly in its page cache), so compressing
-        # them only spends CPU; across a cluster's network the default (compressed) is kept.  The window's
-        # buffer is sized by the driver's heap, which runs the tasks only here (a cluster's executors have
-        # their own, 1 GiB by default: there Spark's default, 4096 rows, is kept)
-        builder = (builder.config("spark.shuffle.compress", "false").config("spark.shuffle.spill.compress", "false")
-                   .config("spark.sql.windowExec.buffer.in.memory.threshold", str(window_rows)))
+    builder = SparkSession.builder.master(master).appName(app)
+    for key, value in settings(master).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     _import_short_names(spark)
     return spark
+
+
+def settings(master: str) -> dict[str, str]:
+    """The Spark settings the pipeline's session is made with, for ``master``.  Each key is one Spark defines
+    (tests/test_analysis_spark.py checks it: Spark takes an unknown key without a word, and ignores it)."""
+    cores = os.cpu_count() or 2
+    # local mode: one JVM holds the caches (10M ops' paired lines are gigabytes) and runs every task; with
+    # 4g it thrashed in GC until a broadcast timed out.  Half the RAM, 4-16g, unless told
+    memory = os.environ.get("KAFKASIM_SPARK_DRIVER_MEMORY") or f"{max(4, min(16, _ram_gib() // 2))}g"
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(max(2, 2 * cores)),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.memory": memory,
+        "spark.sql.broadcastTimeout": "1200",   # 2 busy cores: 300 s is not "never"
+        # Spark's generated code has methods above HotSpot's 8000-byte JIT limit: left interpreted, the
+        # checkers' stages ran about 15 % slower (bench/analysis.py)
+        # and the throughput collector: a batch job on few cores gains from the least GC work per byte
+        # (G1, the default, spends CPU on concurrent marking that a 2-core machine does not have)
+        "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods -XX:+UseParallelGC",
+        "spark.sql.execution.arrow.pyspark.enabled": "false",
+        # a JSON object with a repeated key keeps the last, as Python's dict (offsets maps)
+        "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+        # the JSON reader would check the filters pushed into it (a history line needs an index and a type)
+        # at every field of every line; Spark applies them after the scan anyway (about 3 % of the parse)
+        "spark.sql.json.filterPushdown.enabled": "false",
+        # cached DataFrames (the parsed event lines, the checkers' per-offset table) are kept as plain columns:
+        # gathering compression statistics for each cached batch cost more CPU than the memory it saved
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
+        # a partitioned write (analysis.main: the paired rows split by kind) keeps one open file per value
+        # in each task instead of sorting its rows by the value first: no sort planned before the write,
+        # and up to 8 writers open in a task (beyond that, the task sorts the rest)
+        "spark.sql.optimizer.plannedWrite.enabled": "false",
+        "spark.sql.maxConcurrentOutputFileWriters": "8",
+        # generated classes kept for reuse (default 100): the pipeline plans a few hundred stages, and a
+        # class evicted and generated again is compiled again, by Janino and then by the JIT (about 4 %
+        # less CPU at 1M operations)
+        "spark.sql.codegen.cache.maxEntries": "2000",
+        # groups an object aggregate (percentile_approx, collect_list) keeps in a hash map per task before
+        # it sorts its whole input instead (default 128): the report's latency series has up to 600 time
+        # buckets a run, and sorting 10M operations for them cost more than the buffers
+        "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "1024",
+    }
+    if master.startswith("local"):
+        # one machine: shuffle and spill files stay on its disk (and mostly in its page cache), so compressing
+        # them only spends CPU; across a cluster's network the default (compressed) is kept.  The window's
+        # buffer is sized by the driver's heap, which runs the tasks only here (a cluster's executors have
+        # their own, 1 GiB by default: there Spark's default, 4096 rows, is kept).  Rows a window keeps in a
+        # plain in-memory buffer before it moves them to a spillable sorter: the pairing window's partitions
+        # are whole processes (millions of lines); beyond the default 4096 each row was copied once more,
+        # and spilled.  About 1/8 of the heap at ~512 bytes a row.
+        conf.update({"spark.shuffle.compress": "false", "spark.shuffle.spill.compress": "false",
+                     "spark.sql.windowExec.buffer.in.memory.threshold": str(max(4096, _bytes(memory) // 4096))})
+    return conf
 
 
 # The JVM classes PySpark names by their short names (``sc._jvm.functions`` for every ``pyspark.sql.functions``

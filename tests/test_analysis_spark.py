@@ -1,9 +1,10 @@
-"""analysis.spark: the session's py4j imports leave every PySpark call resolving to the class it did."""
+"""analysis.spark: every setting is one Spark knows, and the session's py4j imports leave every PySpark call
+resolving to the class it did."""
 from __future__ import annotations
 
 from py4j.java_gateway import java_import
 
-from analysis.spark import SHORT_NAMES
+from analysis.spark import SHORT_NAMES, settings
 
 # pyspark.java_gateway.launch_gateway's imports into PySpark's JVM view (PySpark 3.5), in its order
 PYSPARK_IMPORTS = ("org.apache.spark.SparkConf", "org.apache.spark.api.java.*", "org.apache.spark.api.python.*",
@@ -22,3 +23,21 @@ def test_each_single_import_is_the_class_pysparks_imports_resolve_its_name_to(sp
         short = fqn.rsplit(".", 1)[1]
         assert getattr(plain, short)._fqn == fqn
         assert getattr(ours, short)._fqn == fqn
+
+
+def test_every_setting_is_a_key_spark_defines_and_the_session_has_it(spark):
+    # Spark takes any key and ignores one it does not define: spark.sql.maxConcurrentOutputFiles (for
+    # spark.sql.maxConcurrentOutputFileWriters) left every partitioned write sorting its rows first
+    known = spark.sparkContext._jvm.org.apache.spark.internal.config.ConfigEntry
+    assert known.findEntry("spark.sql.maxConcurrentOutputFiles") is None
+    local, cluster = settings("local[2]"), settings("spark://127.0.0.1:7077")
+    assert set(cluster) < set(local)
+    for key in local:
+        assert known.findEntry(key) is not None, key
+    conf = spark.sparkContext.getConf()
+    for key, value in local.items():
+        if key == "spark.driver.extraJavaOptions":   # PySpark adds its own options in front
+            assert conf.get(key).endswith(" " + value)
+        else:
+            assert conf.get(key) == value, key
+    assert spark.conf.get("spark.sql.maxConcurrentOutputFileWriters") == "8"
