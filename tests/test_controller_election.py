@@ -142,11 +142,15 @@ def test_broker_restarted_at_once_is_seen_as_bounced(make_cluster):
     change = wait_for(lambda: [e for e in events(cluster, type_="broker_change", broker=before.controller_id)
                                if e["mono_ns"] > killed_ns], 5.0, "the controller to see the change")
     assert [(c["new"], c["dead"], c["bounced"]) for c in change] == [([], [], [victim])]
-    assert change[0]["epochs"] == {str(victim): after.brokers[victim]["epoch"]}
+    new_epoch = after.brokers[victim]["epoch"]
+    assert change[0]["epochs"] == {str(victim): new_epoch}
     # handled as a failure then a start-up: it leaves leaderships and ISRs
     after = wait_for(lambda: (v := cluster.view()) and all(
         s["leader"] != victim and victim not in s["isr"] for s in offsets_partitions(v).values()) and v,
         5.0, "the bounced broker's leaderships to move")
     assert after.controller_epoch == before.controller_epoch
-    reg = events(cluster, broker=victim, type_="broker_registered")
+    # the broker logs its registration once it has recorded its session, which may come after the controller
+    # has already acted on the new node: wait for that line
+    reg = wait_for(lambda: [e for e in events(cluster, broker=victim, type_="broker_registered")
+                            if e["broker_epoch"] == new_epoch], 5.0, "the restarted broker's broker_registered")
     assert reg[-1]["replaced_predecessor"] is not None
