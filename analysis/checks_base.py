@@ -155,6 +155,59 @@ def asof(queries: DataFrame, facts: DataFrame, keys: list[str], q_time: str, f_t
             .where(F.col("_k") != 1).drop("_k"))
 
 
+def asof_steps(facts: DataFrame, keys: list[str], values: dict[str, Column]) -> DataFrame:
+    """The running maxima of a small fact table per ``keys``, as steps for :func:`asof_lookup`.
+
+    ``facts`` has ``keys``, ``_t`` (a long time) and ``_k`` (a rank among rows of one time: a query of rank
+    q sees the facts of its time whose rank is below q); ``values`` are the columns whose maximum over the
+    facts up to a point is looked up (null where a fact has none).  Facts without a time are left out.  One
+    row per distinct (keys, ``_t``, ``_k``) (facts tied there are one step) and per time bucket the step
+    spans: ``_b``, with the key's first time ``_lo``, bucket width ``_w`` and bucket count ``_nb`` (about two
+    buckets per step, so a query meets about one step of its bucket besides its own)."""
+    ties = (facts.where(F.col("_t").isNotNull()).groupBy(*keys, "_t", "_k")
+            .agg(*[F.max(v).alias(n) for n, v in values.items()]))
+    order = Window.partitionBy(*keys).orderBy("_t", "_k")
+    whole = Window.partitionBy(*keys)
+    steps = ties.select(*keys, "_t", "_k", *[F.max(n).over(order.rowsBetween(UNBOUNDED, Window.currentRow)).alias(n)
+                                             for n in values],
+                        F.lead("_t").over(order).alias("_nt"), F.lead("_k").over(order).alias("_nk"),
+                        F.min("_t").over(whole).alias("_lo"), F.max("_t").over(whole).alias("_hi"),
+                        F.count(F.lit(1)).over(whole).alias("_n"))
+    steps = steps.withColumn("_w", F.expr("(_hi - _lo) div (2 * _n) + 1"))
+    steps = steps.withColumn("_nb", F.expr("(_hi - _lo) div _w + 1"))
+    first = F.expr("least(_nb - 1, greatest(0L, (_t - _lo) div _w))")
+    last = F.expr("if(_nt is null, _nb - 1, least(_nb - 1, greatest(0L, (_nt - _lo) div _w)))")
+    return steps.select(*keys, "_t", "_k", "_nt", "_nk", "_lo", "_w", "_nb", *values,
+                        F.explode(F.sequence(first, last)).alias("_b"))
+
+
+def asof_lookup(queries: DataFrame, steps: DataFrame, keys: list[str], q_time: str, q_rank: int,
+                names: list[str]) -> DataFrame:
+    """``queries`` plus the columns ``names`` of :func:`asof_steps`: the maxima over the facts of the same
+    ``keys`` (compared null-safe, as a window's partitions) before (``q_time``, ``q_rank``); null when there
+    are none, or ``q_time`` is null.  The same as :func:`asof` with max aggregates, without a shuffle of the
+    queries: two broadcast joins (the steps are few: a few per fact), each query meeting the steps of
+    its time bucket only."""
+    s = steps.select(*[F.col(k).alias(f"_s{i}") for i, k in enumerate(keys)], "_t", "_k", "_nt", "_nk", "_lo",
+                     "_w", "_nb", "_b", *names)
+    spans = s.select(*[f"_s{i}" for i in range(len(keys))], "_lo", "_w", "_nb").distinct()
+    same = [F.col(k).eqNullSafe(F.col(f"_s{i}")) for i, k in enumerate(keys)]
+    q = queries.join(F.broadcast(spans), reduce_and(same), "left").select(
+        *queries.columns, F.expr(f"least(_nb - 1, greatest(0L, (`{q_time}` - _lo) div _w))").alias("_qb"))
+    t, r = F.col(q_time), F.lit(q_rank)
+    after = (F.col("_t") < t) | ((F.col("_t") == t) & (F.col("_k") < r))
+    before = F.col("_nt").isNull() | (t < F.col("_nt")) | ((t == F.col("_nt")) & (r < F.col("_nk")))
+    on = reduce_and(same) & (F.col("_qb") == F.col("_b")) & after & before
+    return q.join(F.broadcast(s.drop("_lo", "_w", "_nb")), on, "left").select(*queries.columns, *names)
+
+
+def reduce_and(conds: list[Column]) -> Column:
+    out = conds[0]
+    for c in conds[1:]:
+        out = out & c
+    return out
+
+
 def empty_anomalies(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame([], ANOMALY_SCHEMA)
 

@@ -19,6 +19,8 @@ from analysis.checks_base import (
     Ctx,
     anomalies,
     asof,
+    asof_lookup,
+    asof_steps,
     event_evidence,
     event_key,
     evidence,
@@ -196,7 +198,10 @@ def check_fenced_generations(ctx: Ctx) -> DataFrame:
     commits = (ok.where((F.col("f") == "commit") & (F.col("generation") >= 0))
                .select("run", "group", F.col("index").alias("c_inv"), F.col("complete_index").alias("c_done"),
                        F.col("generation").alias("gen")))
-    judged = asof(commits, syncs, ["run", "group"], "c_inv", "s_done", {"maxg": F.max("g")}, strict=True)
+    # the syncs are few: looked up by broadcast joins (``asof``'s window would sort every commit)
+    steps = asof_steps(syncs.select("run", "group", F.col("s_done").alias("_t"), F.lit(1).alias("_k"), "g"),
+                       ["run", "group"], {"maxg": F.col("g")})
+    judged = asof_lookup(commits, steps, ["run", "group"], "c_inv", 0, ["maxg"])
     bad = judged.where(F.col("maxg") > F.col("gen"))
     s = (bad.join(syncs, ["run", "group"]).where((F.col("g") > F.col("gen")) & (F.col("s_done") < F.col("c_inv")))
          .groupBy("run", "group", "c_inv", "c_done", "gen")
@@ -254,9 +259,9 @@ def _loaded(ctx: Ctx) -> DataFrame:
 
 
 def _coordinator_asof(ctx: Ctx, c: DataFrame) -> DataFrame:
-    """Each commit (run, b, p, t_inv, t_done, ...) with what its rules need, from one window per
-    (run, b, p) over the commits (a row at the invoke, one at the completion) and the coordinator
-    events (replicated to the (b, p) pairs of the commits: they are few):
+    """Each commit (run, b, p, t_inv, t_done, ...) with what its rules need, as of its invoke and its
+    completion, from the coordinator events of (run, b, p) (replicated to the (b, p) pairs of the commits:
+    they are few), looked up by broadcast joins (``checks_base.asof_lookup``: the commits are not shuffled):
 
     * at the invoke: ``proc_ns`` (B's last ``broker_starting`` at or before it), ``m_all`` (the highest
       epoch of a ``coordinator_loaded`` of p by anyone before it: any above B's own epoch is another
@@ -266,46 +271,33 @@ def _coordinator_asof(ctx: Ctx, c: DataFrame) -> DataFrame:
       ``reload_ns`` (B's last load of p before it)."""
     keys = F.broadcast(c.select("run", "b", "p").distinct())
     e = ctx.events
+    none = F.lit(None)
     starts = (e.where(F.col("type") == "broker_starting").select("run", F.col("broker").alias("b"), "mono_ns")
-              .join(keys, ["run", "b"]).select("run", "b", "p", "mono_ns", F.lit(0).alias("k"), F.lit("s").alias("x"),
-                                                F.lit(None).cast("int").alias("epoch"), F.lit(None).cast("string")
-                                                .alias("h_type")))
+              .join(keys, ["run", "b"]).select("run", "b", "p", "mono_ns", F.lit(0).alias("_k"), F.lit("s").alias("x"),
+                                                none.cast("int").alias("epoch"), none.cast("string").alias("h_type")))
     loaded = (_loaded(ctx).join(keys, ["run", "p"])
-              .select("run", "b", "p", F.col("l_ns").alias("mono_ns"), F.lit(2).alias("k"), F.lit("l").alias("x"),
-                      F.col("l_epoch").alias("epoch"), F.lit(None).cast("string").alias("h_type")))
+              .select("run", "b", "p", F.col("l_ns").alias("mono_ns"), F.lit(2).alias("_k"), F.lit("l").alias("x"),
+                      F.col("l_epoch").alias("epoch"), none.cast("string").alias("h_type")))
     unloads = (e.where((F.col("type") == "coordinator_unloaded") & F.col("partition").isNotNull())
                .select("run", F.col("broker").alias("b"), F.col("partition").alias("p"), "mono_ns")
                .join(keys, ["run", "b", "p"])
-               .select("run", "b", "p", "mono_ns", F.lit(2).alias("k"), F.lit("u").alias("x"),
-                       F.lit(None).cast("int").alias("epoch"), F.lit(None).cast("string").alias("h_type")))
+               .select("run", "b", "p", "mono_ns", F.lit(2).alias("_k"), F.lit("u").alias("x"),
+                       none.cast("int").alias("epoch"), none.cast("string").alias("h_type")))
     held = (_held(ctx).join(keys, ["run", "b", "p"])
-            .select("run", "b", "p", F.col("h_ns").alias("mono_ns"), F.lit(2).alias("k"),
+            .select("run", "b", "p", F.col("h_ns").alias("mono_ns"), F.lit(2).alias("_k"),
                     F.when(F.col("h_reload"), "r").otherwise("h").alias("x"), F.col("h_epoch").alias("epoch"),
                     "h_type"))
-    facts = starts.unionByName(loaded).unionByName(unloads).unionByName(held)
-    qcols = [x for x in c.columns if x not in ("run", "b", "p")]
-    qnull = [F.lit(None).cast(c.schema[x].dataType).alias(x) for x in qcols]
-    rows = (c.select("run", "b", "p", F.col("t_inv").alias("mono_ns"), F.lit(1).alias("k"), F.lit("qi").alias("x"),
-                     F.lit(None).cast("int").alias("epoch"), F.lit(None).cast("string").alias("h_type"), *qcols)
-            .unionByName(c.select("run", "b", "p", F.col("t_done").alias("mono_ns"), F.lit(1).alias("k"),
-                                  F.lit("qd").alias("x"), F.lit(None).cast("int").alias("epoch"),
-                                  F.lit(None).cast("string").alias("h_type"), *qcols))
-            .unionByName(facts.select("*", *qnull)))
-    w = Window.partitionBy("run", "b", "p").orderBy("mono_ns", "k").rowsBetween(UNBOUNDED, Window.currentRow)
+    facts = starts.unionByName(loaded).unionByName(unloads).unionByName(held).withColumn("_t", F.col("mono_ns"))
     x = F.col("x")
-    rows = rows.select("*", F.max(F.when(x == "s", F.col("mono_ns"))).over(w).alias("proc_ns"),
-                       F.max(F.when(x == "l", F.col("epoch"))).over(w).alias("m_all"),
-                       F.max(F.when(x == "u", F.col("mono_ns"))).over(w).alias("unload_ns"),
-                       F.max(F.when(x.isin("h", "r"), F.col("mono_ns"))).over(w).alias("held_ns"),
-                       F.max(F.when(x.isin("h", "r"), F.struct(F.col("epoch").alias("h_epoch"),
-                                                                F.col("mono_ns").alias("h_ns"), "h_type")))
-                       .over(w).alias("top"),
-                       F.max(F.when(x == "r", F.col("mono_ns"))).over(w).alias("reload_ns"))
-    q = rows.where(x.isin("qi", "qd"))
-    w2 = Window.partitionBy("run", "b", "p").orderBy("c_inv", "x")     # qd sorts before qi: lead
-    at_inv = F.lead(F.struct("proc_ns", "m_all", "unload_ns")).over(w2)
-    q = q.select("*", at_inv.alias("i")).where(x == "qd")
-    return q.select("run", "b", "p", *qcols, "i.proc_ns", "i.m_all", "i.unload_ns", "held_ns", "top", "reload_ns")
+    steps = ctx.persist(asof_steps(facts, ["run", "b", "p"], {
+        "proc_ns": F.when(x == "s", F.col("mono_ns")), "m_all": F.when(x == "l", F.col("epoch")),
+        "unload_ns": F.when(x == "u", F.col("mono_ns")), "held_ns": F.when(x.isin("h", "r"), F.col("mono_ns")),
+        "top": F.when(x.isin("h", "r"), F.struct(F.col("epoch").alias("h_epoch"), F.col("mono_ns").alias("h_ns"),
+                                                  "h_type")),
+        "reload_ns": F.when(x == "r", F.col("mono_ns"))}))
+    # a query ranks between the facts of its time: after a broker_starting (0), before the others (2)
+    at_inv = asof_lookup(c, steps, ["run", "b", "p"], "t_inv", 1, ["proc_ns", "m_all", "unload_ns"])
+    return asof_lookup(at_inv, steps, ["run", "b", "p"], "t_done", 1, ["held_ns", "top", "reload_ns"])
 
 
 def check_split_coordinator(ctx: Ctx) -> DataFrame:
@@ -316,13 +308,13 @@ def check_split_coordinator(ctx: Ctx) -> DataFrame:
     groups = c.select("run", "group").distinct().join(F.broadcast(offsets_partition_counts(ctx)), "run")
     groups = groups.select("run", "group", partition_for(F.col("group"), F.col("n")).alias("p"))
     c = c.join(F.broadcast(ctx.persist(groups)), ["run", "group"])
-    c = ctx.persist(_coordinator_asof(ctx, c))
+    c = _coordinator_asof(ctx, c)
     no_load = F.col("held_ns").isNull() | (F.col("proc_ns").isNotNull() & (F.col("held_ns") < F.col("proc_ns")))
     deposed = ~no_load & (F.col("m_all") > F.col("top.h_epoch"))
     unloaded = (~no_load & ~deposed.eqNullSafe(True) & F.col("unload_ns").isNotNull()
                 & (F.col("reload_ns").isNull() | (F.col("reload_ns") <= F.col("unload_ns"))))
     c = c.select("*", F.when(no_load, "no-load").when(deposed, "deposed").when(unloaded, "unloaded").alias("reason"))
-    bad = c.where(F.col("reason").isNotNull())
+    bad = ctx.persist(c.where(F.col("reason").isNotNull()))   # few: the three kinds below read it
     ops = evidence(F.col("c_inv"), F.col("c_done"))
 
     nl = bad.where(F.col("reason") == "no-load")

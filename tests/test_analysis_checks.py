@@ -149,3 +149,42 @@ def test_partition_for_is_kafkas(spark):
     rows = (spark.createDataFrame([(n,) for n in names], "g string")
             .select("g", spark_partition_for(F.col("g"), F.lit(N_OFFSETS * 13)).alias("p")).collect())
     assert {r.g: r.p for r in rows} == {n: partition_for(n, N_OFFSETS * 13) for n in names}
+
+
+@pytest.mark.parametrize("rank", [0, 1, 2])
+def test_asof_lookup_is_the_windowed_asof(spark, rank):
+    """``asof_lookup`` (broadcast joins over time buckets) gives what ``asof`` (one window) gives, for
+    random facts and queries: ties of time within the facts and with the queries, facts of rank 0 and 2
+    around queries of rank 1 (``rank`` 1), queries before the first fact and after the last, keys without
+    facts, null keys and null query times."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from analysis.checks_base import UNBOUNDED, asof, asof_lookup, asof_steps
+
+    rng = random.Random(rank)
+    keys = [("r1", 1), ("r1", 2), ("r2", 1), ("r2", None), ("r3", 7)]   # ("r3", 7) has no facts
+    facts = [(run, k, rng.choice([rng.randrange(0, 50), rng.randrange(0, 10_000)]), rng.choice([0, 2]) if rank == 1
+              else 1, rng.randrange(-5, 100), rng.choice([None, rng.randrange(0, 9)]))
+             for run, k in keys[:4] for _ in range(rng.randrange(1, 60))]
+    queries = [(i, run, k, rng.choice([None, -3, rng.randrange(0, 50), rng.randrange(0, 10_100), 20_000]))
+               for i, (run, k) in enumerate(rng.choice(keys) for _ in range(400))]
+    fdf = spark.createDataFrame(facts, "run string, k int, _t long, _k int, v int, w int")
+    qdf = spark.createDataFrame(queries, "id int, run string, k int, t long")
+    got = {r.id: (r.mv, r.mw) for r in asof_lookup(
+        qdf, asof_steps(fdf, ["run", "k"], {"mv": F.col("v"), "mw": F.col("w")}), ["run", "k"], "t", rank,
+        ["mv", "mw"]).collect()}
+    if rank == 1:   # asof takes one rank for every fact: the window itself, with the facts' own ranks
+        from pyspark.sql import Window
+        u = qdf.select("id", "run", "k", F.col("t").alias("_t"), F.lit(1).alias("_k"), F.lit(None).cast("int")
+                       .alias("v"), F.lit(None).cast("int").alias("w")).unionByName(
+            fdf.select(F.lit(None).cast("int").alias("id"), "run", "k", "_t", "_k", "v", "w"))
+        win = Window.partitionBy("run", "k").orderBy("_t", "_k").rowsBetween(UNBOUNDED, 0)
+        want_df = u.select("id", F.max("v").over(win).alias("mv"), F.max("w").over(win).alias("mw")).where("id is not null")
+    else:
+        want_df = asof(qdf, fdf.select("run", "k", F.col("_t").alias("ft"), "v", "w"), ["run", "k"], "t", "ft",
+                       {"mv": F.max("v"), "mw": F.max("w")}, strict=rank == 0)
+    want = {r.id: (r.mv, r.mw) for r in want_df.collect()}
+    assert len(got) == len(queries) and got == want
+    assert sum(v != (None, None) for v in want.values()) > 100   # most queries see facts
