@@ -90,7 +90,11 @@ def _before(t: Column, end: Column) -> Column:
 
 def _first(arr: Column, cond, key=None, last: bool = False) -> Column:
     """The first (smallest, or with ``last`` the largest) element of ``arr`` satisfying ``cond``; structs
-    compare field by field, so an element's leading fields are its order.  ``key`` maps it first."""
+    compare field by field, so an element's leading fields are its order.  ``key`` maps it first.
+
+    A per-row value that ``cond`` reads should be a column of its own (``withColumn``) read at least twice:
+    Spark's optimizer inlines a column's expression where it is read once, and inside a lambda that means once
+    per element (a search of one array per element of another: most of this table's time, before)."""
     found = F.filter(arr, cond)
     if key is not None:
         found = F.transform(found, key)
@@ -183,29 +187,37 @@ def _election_after(end: Column, not_by: Column) -> Column:
                   & (e["broker"] != not_by), lambda e: F.struct(e["t"].alias("t"), e["broker"].alias("broker")))
 
 
-def _controller_at() -> Column:
-    """The controller at T: the last ``controller_elected`` at or before T, unless its broker resigned since."""
+def _controller_at(rows: DataFrame) -> DataFrame:
+    """``rows`` with ``controller``: the controller at T, the last ``controller_elected`` at or before T, unless
+    its broker resigned since."""
     el = _first(F.col("_ctl"), lambda e: e["elected"] & (e["t"] <= F.col("time_ns")),
                 lambda e: F.struct(e["t"].alias("t"), e["broker"].alias("broker")), last=True)
+    rows = rows.withColumn("_el", el)   # a column of its own: read in the lambda below, not recomputed per element
+    el = F.col("_el")
     gone = F.exists(F.col("_ctl"), lambda e: ~e["elected"] & (e["broker"] == el["broker"]) & (e["t"] > el["t"])
                     & (e["t"] <= F.col("time_ns")))
-    return F.when(el.isNotNull() & ~gone, el["broker"])
+    return rows.withColumn("controller", F.when(el.isNotNull() & ~gone, el["broker"])).drop("_el")
 
 
 def _fault_rows(inputs, tables) -> DataFrame:
     faults = _faults(inputs, tables)
     every = faults.groupBy("run").agg(F.collect_list(F.struct(
         F.col("time_ns").alias("t"), F.col("brokers").alias("brokers"), F.col("zk").alias("zk"))).alias("_all"))
-    rows = faults.where(F.size("brokers") > 0).join(every, "run").join(_run_arrays(inputs), "run", "left")
+    # The fault rows are spread over the cores (by fault) and the per-run arrays broadcast to them: the searches
+    # of the arrays below are most of this table's work, and rows keyed by run alone would all be in one task.
+    parts = faults.sparkSession.sparkContext.defaultParallelism
+    rows = (faults.where(F.size("brokers") > 0).repartition(parts, "run", "fault")
+            .join(F.broadcast(every), "run").join(F.broadcast(_run_arrays(inputs)), "run", "left"))
     for c in ("_ctl", "_bc", "_csr"):
         rows = rows.withColumn(c, F.coalesce(F.col(c), F.array()))
-    return (rows.withColumn("_any_end", _first(F.col("_all"), lambda g: g["t"] > F.col("time_ns"), lambda g: g["t"]))
-            .withColumn("controller", _controller_at()))
+    return _controller_at(rows.withColumn("_any_end", _first(F.col("_all"), lambda g: g["t"] > F.col("time_ns"),
+                                                             lambda g: g["t"])))
 
 
 def _controller_rows(rows: DataFrame) -> DataFrame:
     rows = rows.where(F.array_contains("brokers", F.col("controller")))
-    won = _election_after(_end_for(F.col("controller")), F.col("controller"))
+    rows = rows.withColumn("_ctl_end", _end_for(F.col("controller")))   # a column: read in the lambda below
+    won = _election_after(F.col("_ctl_end"), F.col("controller"))
     return rows.withColumn("_won", won).select(
         "run", "fault", "kind", "target", "nodes", "time_ns", _ms("heal_ns").alias("heal_ms"),
         F.col("_won").isNotNull().alias("moved"), F.col("controller").alias("old_controller"),
@@ -240,8 +252,8 @@ def _group_stages(rows: DataFrame, comp: DataFrame) -> DataFrame:
 
 def _group_rows(inputs, ops: DataFrame, faults: DataFrame) -> DataFrame:
     groups = ops.where(F.col("group").isNotNull()).select("run", "group").distinct()
-    rows = faults.join(groups, "run").withColumn("partition", partition_for(F.col("group"), F.col("_n")))
-    rows = rows.join(_partition_arrays(inputs), ["run", "partition"], "left")
+    rows = faults.join(F.broadcast(groups), "run").withColumn("partition", partition_for(F.col("group"), F.col("_n")))
+    rows = rows.join(F.broadcast(_partition_arrays(inputs)), ["run", "partition"], "left")
     rows = rows.withColumn("_st", F.coalesce("_st", F.array())).withColumn("_ld", F.coalesce("_ld", F.array()))
     at = _first(F.col("_st"), lambda s: s["landed"] <= F.col("time_ns"), last=True)
     rows = rows.withColumn("old_leader", at["leader"])
@@ -263,8 +275,9 @@ def _group_rows(inputs, ops: DataFrame, faults: DataFrame) -> DataFrame:
 
     elect = _first(F.col("_st"), lambda s: (s["landed"] > t0) & _before(s["landed"], end) & (s["leader"] >= 0)
                    & (s["leader"] != old) & (s["reason"].isNull() | ~s["reason"].isin(*NOT_FAILOVER_REASONS)))
-    rows = (rows.withColumn("_detect", F.least(cand(bc, "broker_change"), cand(csr, "controlled_shutdown_requested"),
-                                               cand(ce, "controller_elected")))
+    rows = (rows.withColumn("_ce", ce)
+            .withColumn("_detect", F.least(cand(bc, "broker_change"), cand(csr, "controlled_shutdown_requested"),
+                                           cand(F.col("_ce"), "controller_elected")))
             .withColumn("_el", elect))
     load = _first(F.col("_ld"), lambda e: (e["t"] > t0) & (e["broker"] == F.col("_el.leader"))
                   & (F.col("_el.epoch").isNull() | e["epoch"].isNull() | (e["epoch"] >= F.col("_el.epoch"))))
