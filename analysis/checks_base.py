@@ -202,6 +202,7 @@ def asof_lookup(queries: DataFrame, steps: DataFrame, keys: list[str], q_time: s
 
 
 def reduce_and(conds: list[Column]) -> Column:
+    """``conds[0] & conds[1] & ...``."""
     out = conds[0]
     for c in conds[1:]:
         out = out & c

@@ -181,7 +181,8 @@ def test_asof_lookup_is_the_windowed_asof(spark, rank):
                        .alias("v"), F.lit(None).cast("int").alias("w")).unionByName(
             fdf.select(F.lit(None).cast("int").alias("id"), "run", "k", "_t", "_k", "v", "w"))
         win = Window.partitionBy("run", "k").orderBy("_t", "_k").rowsBetween(UNBOUNDED, 0)
-        want_df = u.select("id", F.max("v").over(win).alias("mv"), F.max("w").over(win).alias("mw")).where("id is not null")
+        want_df = (u.select("id", F.max("v").over(win).alias("mv"), F.max("w").over(win).alias("mw"))
+                   .where("id is not null"))
     else:
         want_df = asof(qdf, fdf.select("run", "k", F.col("_t").alias("ft"), "v", "w"), ["run", "k"], "t", "ft",
                        {"mv": F.max("v"), "mw": F.max("w")}, strict=rank == 0)
