@@ -11,7 +11,9 @@ name.  Everything is keyed by ``run``.
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
+from functools import reduce
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -192,21 +194,13 @@ def asof_lookup(queries: DataFrame, steps: DataFrame, keys: list[str], q_time: s
                      "_w", "_nb", "_b", *names)
     spans = s.select(*[f"_s{i}" for i in range(len(keys))], "_lo", "_w", "_nb").distinct()
     same = [F.col(k).eqNullSafe(F.col(f"_s{i}")) for i, k in enumerate(keys)]
-    q = queries.join(F.broadcast(spans), reduce_and(same), "left").select(
+    q = queries.join(F.broadcast(spans), reduce(operator.and_, same), "left").select(
         *queries.columns, F.expr(f"least(_nb - 1, greatest(0L, (`{q_time}` - _lo) div _w))").alias("_qb"))
     t, r = F.col(q_time), F.lit(q_rank)
     after = (F.col("_t") < t) | ((F.col("_t") == t) & (F.col("_k") < r))
     before = F.col("_nt").isNull() | (t < F.col("_nt")) | ((t == F.col("_nt")) & (r < F.col("_nk")))
-    on = reduce_and(same) & (F.col("_qb") == F.col("_b")) & after & before
+    on = reduce(operator.and_, same) & (F.col("_qb") == F.col("_b")) & after & before
     return q.join(F.broadcast(s.drop("_lo", "_w", "_nb")), on, "left").select(*queries.columns, *names)
-
-
-def reduce_and(conds: list[Column]) -> Column:
-    """``conds[0] & conds[1] & ...``."""
-    out = conds[0]
-    for c in conds[1:]:
-        out = out & c
-    return out
 
 
 def empty_anomalies(spark: SparkSession) -> DataFrame:
