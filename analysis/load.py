@@ -24,9 +24,10 @@ NEMESIS_VALUE_DDL = ("fault INT, phase STRING, kind STRING, target STRING, nodes
 # ``ops_tables.as_int``, as the Python checkers' ``is_int``), and a field holding a list or an object
 # where a string is expected as its JSON text.  A value that is not an object is null; a field of the
 # wrong shape (``records`` that is not a list of lists) is null, the rest of the line is kept.
-VALUE_DDL = ("topic STRING, partition STRING, offset STRING, value STRING, member STRING, generation STRING, "
-             "records ARRAY<ARRAY<STRING>>, offsets MAP<STRING,STRING>, high_watermark STRING, acks STRING, "
-             "assignment ARRAY<STRING>, partitions ARRAY<STRING>, " + NEMESIS_VALUE_DDL)
+CLIENT_VALUE_DDL = ("topic STRING, partition STRING, offset STRING, value STRING, member STRING, generation STRING, "
+                    "records ARRAY<ARRAY<STRING>>, offsets MAP<STRING,STRING>, high_watermark STRING, acks STRING, "
+                    "assignment ARRAY<STRING>, partitions ARRAY<STRING>")
+VALUE_DDL = CLIENT_VALUE_DDL + ", " + NEMESIS_VALUE_DDL
 HISTORY_DDL = (f"`index` LONG, type STRING, process STRING, time LONG, f STRING, value STRUCT<{VALUE_DDL}>, "
                "error STRING, node INT, `group` STRING, final BOOLEAN")
 

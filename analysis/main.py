@@ -71,7 +71,8 @@ def _write(spark, df, path: Path):
 
 
 def _write_paired(spark, rows, out: Path):
-    """Write the paired rows (``ops_tables.paired``) once, split by ``_line``: the operations become
+    """Write the paired rows (``ops_tables.paired_rows``, or ``paired``) once, split by ``_line``, and pair
+    the edge rows of a bounded pairing window (``ops_tables.repair_edges``): the operations become
     ``<out>/tables/ops`` as they are written (no second pass over them), the few other rows (nemesis lines,
     lines that make the history malformed) stay in ``<out>/work/paired`` (removed at the end).  Returns
     (ops, the other rows with ``_line``), read back.
@@ -83,9 +84,16 @@ def _write_paired(spark, rows, out: Path):
     quarter slower on 1 GB of history)."""
     from pyspark.sql import functions as F
 
+    from analysis.ops_tables import EDGE, repair_edges
+
     stage = out / "work" / "paired"
     rows.write.mode("overwrite").partitionBy("_line").parquet(str(stage))
     schema = rows.drop("_line").schema
+    edges = stage / f"_line={EDGE}"
+    if edges.is_dir():   # ``ops_tables.paired_rows``: the bounded pairing window's edge lines, a few thousand
+        repaired = repair_edges(spark.read.schema(schema).parquet(str(edges)))
+        repaired.write.mode("append").partitionBy("_line").parquet(str(stage))
+        shutil.rmtree(edges)
     target = out / "tables" / "ops"
     shutil.rmtree(target, ignore_errors=True)
     made = stage / "_line=invoke"
@@ -168,7 +176,7 @@ def _run(spark, runs: dict[str, str], out: Path, say, started: float) -> dict[st
     from analysis.checks import plan_checks, run_checks, verdicts
     from analysis.failovers import failovers
     from analysis.load import load_runs
-    from analysis.ops_tables import build_ops_tables, nemesis_lines, paired
+    from analysis.ops_tables import build_ops_tables, nemesis_lines, paired_rows
     from analysis.report import write_report
     from analysis.tables import build_event_tables
 
@@ -199,7 +207,7 @@ def _run(spark, runs: dict[str, str], out: Path, say, started: float) -> dict[st
     extras = planning = None
     try:
         lap("plan")
-        ops, rest = _write_paired(spark, paired(inputs.ops), out)
+        ops, rest = _write_paired(spark, paired_rows(inputs.ops), out)
         written["ops"] = ops
         lap("ops")
         say(f"  {'ops':<20} {seconds['ops']:>7.1f} s  (the history parsed, paired and written)")

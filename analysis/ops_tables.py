@@ -2,7 +2,9 @@
 
 The history is parsed once (``analysis.load``) and shuffled once, by
 :func:`paired`: one window per (run, process) pairs each invoke with the next
-line of its process, and the result keeps one row per client operation, per
+line of its process (``analysis.main`` bounds the window's partitions by ranges
+of indexes, :func:`paired_rows`, and pairs the lines at their edges after the
+write, :func:`repair_edges`), and the result keeps one row per client operation, per
 line that makes the history malformed, and per nemesis line, with the
 operation's columns and the few parts of its parsed values that a later table
 or checker reads (``STAGING_COLUMNS``): nothing later parses a value again,
@@ -39,7 +41,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis.load import NEMESIS_VALUE_DDL
+from analysis.load import CLIENT_VALUE_DDL, NEMESIS_VALUE_DDL
 
 COMPLETIONS = ("ok", "fail", "info")
 NEMESIS = "nemesis"
@@ -101,42 +103,71 @@ _NEXT = ("type", "index", "time", "value", "node", "error", "final")
 # the value fields a client operation's columns are made from (the rest of load.VALUE_DDL is the nemesis')
 CLIENT_VALUE_FIELDS = ("topic", "partition", "offset", "value", "member", "generation", "records", "offsets",
                        "high_watermark", "acks", "assignment", "partitions")
+# History lines (by index) per pairing window partition on the written path (``paired_rows``): a window
+# buffers each of its partitions whole, and a process's lines are millions at 10M operations.
+PAIR_BUCKET = 1 << 17
+EDGE = "edge"
+# An edge line (``paired_rows``) as the JSON text its row carries in ``value``: the line, the next line of its
+# process within its bucket (``_n_*``), the type of the line before it there (``_prev_type``) and that line's
+# index (``_p_index``: null for a bucket's first line of the process).
+EDGE_DDL = (f"process STRING, f STRING, type STRING, time LONG, `group` STRING, final BOOLEAN, node INT, "
+            f"error STRING, value STRUCT<{CLIENT_VALUE_DDL}>, _n_type STRING, _n_index LONG, _n_time LONG, "
+            f"_n_value STRUCT<{CLIENT_VALUE_DDL}>, _n_node INT, _n_error STRING, _n_final BOOLEAN, "
+            f"_prev_type STRING, _p_index LONG")
+EDGE_FIELDS = ("process", "f", "type", "time", "group", "final", "node", "error", "value", "_n_type", "_n_index",
+               "_n_time", "_n_value", "_n_node", "_n_error", "_n_final", "_prev_type", "_p_index")
 
 
-def pair_lines(raw: DataFrame) -> DataFrame:
-    """Each line with the next line of its process (``_n_type``, ``_n_index``, ... one column each: a struct
-    of them would be built before the shuffle and double what it moves) and, when ``pair_ops`` would reject
-    the history because of it, ``_err`` (why).  Nemesis lines are kept (their process is its own window
-    partition; never an error)."""
-    w = Window.partitionBy("run", "process").orderBy("index")
-    # more partitions than the default: a process's lines are one window partition, and a run has few
-    # processes of very different sizes; with 4 hash partitions one task got 2.5 times the others' lines
-    parts = max(16, 8 * raw.sparkSession.sparkContext.defaultParallelism)
-    # Narrowed before the shuffle: client lines carry only the client fields of their value (a null struct
-    # field still takes 8 bytes in every row), and nemesis lines their whole value as ``_nv``; at 10M
-    # operations the shuffle and the window took about 8 % less.
-    nemesis = F.coalesce(F.col("process") == NEMESIS, F.lit(False))
-    value = F.col("value")   # null stays null: a completion without a value takes its invoke's (paired)
-    narrow = raw.select(*[F.when(value.isNotNull(), F.struct(*[value[c].alias(c) for c in CLIENT_VALUE_FIELDS]))
-                          .alias("value") if c == "value" else c for c in raw.columns],
-                        F.when(nemesis, F.col("value")).alias("_nv"))
-    lines = narrow.repartition(parts, "run", "process").select(
-        "*", *[F.lead(c).over(w).alias(f"_n_{c}") for c in _NEXT], F.lag("type").over(w).alias("_prev_type"))
+def _is_nemesis() -> Column:
+    return F.coalesce(F.col("process") == NEMESIS, F.lit(False))
+
+
+def _pairing_error() -> Column:
+    """Why ``pair_ops`` rejects the line (``type``, and ``_prev_type``: the type of its process's line before
+    it), or null; never for a nemesis line."""
     t, prev = F.col("type"), F.col("_prev_type")
     err = (F.when(~t.isin("invoke", *COMPLETIONS), F.concat(F.lit("unknown type "), F.coalesce(t, F.lit("null"))))
            .when((t == "invoke") & (prev == "invoke"), F.lit("invoked while an operation of its process is open"))
            .when(t.isin(*COMPLETIONS) & (prev.isNull() | (prev != "invoke")),
                  F.concat(t, F.lit(" with no open invoke"))))
-    return lines.withColumn("_err", F.when(F.col("process").isNull() | (F.col("process") != NEMESIS), err))
+    return F.when(F.col("process").isNull() | (F.col("process") != NEMESIS), err)
 
 
-def paired(raw: DataFrame) -> DataFrame:
-    """The paired rows (``STAGING_COLUMNS``): one per client operation (its invoke and, when the next line of
-    its process completes it, that), one per line that makes the history malformed, and one per nemesis
-    line; ``_line`` says which (``invoke``, ``malformed`` or ``nemesis``)."""
-    lines = pair_lines(raw)
-    nemesis = F.coalesce(F.col("process") == NEMESIS, F.lit(False))
-    keep = lines.where(((F.col("type") == "invoke") & ~nemesis) | F.col("_err").isNotNull() | nemesis)
+def pair_lines(raw: DataFrame, bucket: int | None = None) -> DataFrame:
+    """Each line with the next line of its process (``_n_type``, ``_n_index``, ... one column each: a struct
+    of them would be built before the shuffle and double what it moves) and, when ``pair_ops`` would reject
+    the history because of it, ``_err`` (why).  Nemesis lines are kept (their process is its own window
+    partition; never an error).
+
+    With ``bucket``, a window partition is a process's lines within one range of ``bucket`` indexes (``_b``),
+    and ``_p_index`` is the index of the line before in it: the first and the last line of each such
+    partition (``paired_rows``'s edges) do not know their true neighbours yet."""
+    keys = ["run", "process"] + (["_b"] if bucket else [])
+    w = Window.partitionBy(*keys).orderBy("index")
+    # more partitions than the default: without buckets a process's lines are one window partition, and a run
+    # has few processes of very different sizes; with 4 hash partitions one task got 2.5 times the others' lines
+    parts = max(16, 8 * raw.sparkSession.sparkContext.defaultParallelism)
+    # Narrowed before the shuffle: client lines carry only the client fields of their value (a null struct
+    # field still takes 8 bytes in every row), and nemesis lines their whole value as ``_nv``; at 10M
+    # operations the shuffle and the window took about 8 % less.
+    value = F.col("value")   # null stays null: a completion without a value takes its invoke's (paired)
+    narrow = raw.select(*[F.when(value.isNotNull(), F.struct(*[value[c].alias(c) for c in CLIENT_VALUE_FIELDS]))
+                          .alias("value") if c == "value" else c for c in raw.columns],
+                        F.when(_is_nemesis(), F.col("value")).alias("_nv"),
+                        *([F.expr(f"`index` div {int(bucket)}").alias("_b")] if bucket else []))
+    lines = narrow.repartition(parts, *keys).select(
+        "*", *[F.lead(c).over(w).alias(f"_n_{c}") for c in _NEXT], F.lag("type").over(w).alias("_prev_type"),
+        *([F.lag("index").over(w).alias("_p_index")] if bucket else []))
+    return lines.withColumn("_err", _pairing_error())
+
+
+def _project(lines: DataFrame, edges: bool = False) -> DataFrame:
+    """``pair_lines``'s rows -> the paired rows (``STAGING_COLUMNS``); with ``edges``, a bucket's first and
+    last line of a process (not the nemesis') are kept whatever they are, as ``_line`` ``edge`` with the
+    line as JSON in ``value`` (``EDGE_DDL``)."""
+    nemesis = _is_nemesis()
+    edge = (~nemesis & (F.col("_p_index").isNull() | F.col("_n_index").isNull())) if edges else F.lit(False)
+    keep = lines.where(((F.col("type") == "invoke") & ~nemesis) | F.col("_err").isNotNull() | nemesis | edge)
     done = (F.col("type") == "invoke") & ~nemesis & F.col("_n_type").isin(*COMPLETIONS)
 
     def d(c: str) -> Column:   # the completion's column (null when the operation is open)
@@ -147,6 +178,13 @@ def paired(raw: DataFrame) -> DataFrame:
     f = F.col("f")
     is_send, is_poll = f == "send", f == "poll"
     ctype = F.coalesce(d("type"), F.lit("open"))
+    line = F.when(nemesis, F.lit(NEMESIS)).when(F.col("type") == "invoke", F.lit("invoke")).otherwise(F.lit(MALFORMED))
+    value = F.when(is_send, v.value)
+    if "_nv" in lines.columns:   # (repaired edges are never the nemesis')
+        value = F.when(nemesis, F.to_json(F.col("_nv"))).otherwise(value)
+    if edges:
+        edge_line = F.to_json(F.struct(*[F.col(c) for c in EDGE_FIELDS]))
+        line, value = F.when(edge, F.lit(EDGE)).otherwise(line), F.when(edge, edge_line).otherwise(value)
     return keep.select(
         "run", "index", "process", "f", ctype.alias("type"), F.col("time").alias("invoke_ns"),
         d("time").alias("complete_ns"), ((d("time") - F.col("time")) / 1e6).alias("latency_ms"),
@@ -154,7 +192,7 @@ def paired(raw: DataFrame) -> DataFrame:
         (F.col("final") | F.coalesce(d("final"), F.lit(False))).alias("final"),
         v.topic.alias("topic"), as_int(v.partition, "int").alias("partition"),
         F.when(is_send, as_int(v.offset)).alias("offset"),
-        F.when(nemesis, F.to_json(F.col("_nv"))).when(is_send, v.value).alias("value"),
+        value.alias("value"),
         v.member.alias("member"),
         F.coalesce(as_int(v.generation, "int"), as_int(iv.generation, "int")).alias("generation"),
         F.when(is_poll, F.size(v.records)).cast("int").alias("records"),
@@ -168,8 +206,42 @@ def paired(raw: DataFrame) -> DataFrame:
         F.when(f.isin("commit", "fetch-committed"), v.offsets).alias("offsets"),
         F.when(f == "fetch-committed", iv.partitions).alias("fetch_partitions"),
         F.when(f == "sync", v.assignment).alias("assignment"),
-        F.when(nemesis, F.lit(NEMESIS)).when(F.col("type") == "invoke", F.lit("invoke")).otherwise(F.lit(MALFORMED))
-        .alias("_line"))
+        line.alias("_line"))
+
+
+def paired(raw: DataFrame, bucket: int | None = None) -> DataFrame:
+    """The paired rows (``STAGING_COLUMNS``): one per client operation (its invoke and, when the next line of
+    its process completes it, that), one per line that makes the history malformed, and one per nemesis
+    line; ``_line`` says which (``invoke``, ``malformed`` or ``nemesis``).  With ``bucket``, the same rows
+    made as ``analysis.main`` makes them (``paired_rows``, then ``repair_edges``), lazily: the window is
+    computed twice, once for the edges."""
+    if not bucket:
+        return _project(pair_lines(raw))
+    rows = paired_rows(raw, bucket)
+    return rows.where(F.col("_line") != EDGE).unionByName(repair_edges(rows.where(F.col("_line") == EDGE)))
+
+
+def paired_rows(raw: DataFrame, bucket: int = PAIR_BUCKET) -> DataFrame:
+    """``paired``'s rows with the pairing window bounded: one partition per process and range of ``bucket``
+    indexes, so that no task buffers a whole process (millions of lines at 10M operations) and the window's
+    tasks are about even.  A range's first and last line of a process do not know their neighbours in the
+    ranges around: they are kept as ``_line`` ``edge`` rows (a few per range and process; the line as JSON in
+    ``value``), which ``repair_edges`` pairs once they are written."""
+    return _project(pair_lines(raw, bucket), edges=True)
+
+
+def repair_edges(edges: DataFrame) -> DataFrame:
+    """``paired_rows``'s ``edge`` rows -> their paired rows (``STAGING_COLUMNS``).  A process's edge lines, in
+    index order, are each range's first and last: the line before a range's first is the edge before it
+    (the previous range's last), the line after a range's last is the edge after it (the next range's first);
+    the other neighbours were already right."""
+    e = edges.select("run", "index", F.from_json("value", EDGE_DDL).alias("_e")).select("run", "index", "_e.*")
+    w = Window.partitionBy("run", "process").orderBy("index")
+    first, last = F.col("_p_index").isNull(), F.col("_n_index").isNull()
+    cols = [F.when(last, F.lead(c[3:]).over(w)).otherwise(F.col(c)).alias(c) if c.startswith("_n_")
+            else F.when(first, F.lag("type").over(w)).otherwise(F.col(c)).alias(c) if c == "_prev_type"
+            else F.col(c) for c in e.columns]
+    return _project(e.select(*cols).withColumn("_err", _pairing_error()))
 
 
 def observations_of(ops: DataFrame) -> DataFrame:

@@ -85,8 +85,9 @@ def settings(master: str) -> dict[str, str]:
         # buffer is sized by the driver's heap, which runs the tasks only here (a cluster's executors have
         # their own, 1 GiB by default: there Spark's default, 4096 rows, is kept).  Rows a window keeps in a
         # plain in-memory buffer before it moves them to a spillable sorter: the pairing window's partitions
-        # are whole processes (millions of lines); beyond the default 4096 each row was copied once more,
-        # and spilled.  About 1/8 of the heap at ~512 bytes a row.
+        # are up to 2^17 lines (ops_tables.PAIR_BUCKET; whole processes, millions of lines, before it was
+        # bounded); beyond the default 4096 each row was copied once more.  About 1/8 of the heap at ~512
+        # bytes a row.
         conf.update({"spark.shuffle.compress": "false", "spark.shuffle.spill.compress": "false",
                      "spark.sql.windowExec.buffer.in.memory.threshold": str(max(4096, _bytes(memory) // 4096))})
     return conf

@@ -149,10 +149,10 @@ def bench_size(spark, master: str, run: Path, gen: dict, out_root: Path,
         # the work every table and checker stands on: parse each history line (HISTORY_DDL) and pair each
         # invoke with its completion (one shuffle), into a sink that writes nothing
         from analysis.load import read_history
-        from analysis.ops_tables import paired
+        from analysis.ops_tables import paired_rows
         with CpuClock(spark) as fl:
             lines = read_history(spark, {run.name: str(run)})
-            paired(lines).write.format("noop").mode("overwrite").save()
+            paired_rows(lines).write.format("noop").mode("overwrite").save()
         floor_s, floor_cpu = round(fl.wall, 2), None if fl.cpu is None else round(fl.cpu, 1)
     out = out_root / run.name
     if out.exists():

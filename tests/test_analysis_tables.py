@@ -307,3 +307,70 @@ def test_a_history_without_operations_gives_an_empty_ops_table(spark, tmp_path):
     assert sorted((r["index"], r["reason"]) for r in errors) == [(0, "ok with no open invoke"),
                                                                 (1, "unknown type odd/type")]
     assert {r["_line"] for r in rest.collect()} == {"malformed"}
+
+
+def _random_history(rng, n: int) -> list[dict]:
+    """History lines of a few processes, mostly well paired, with the ways a history goes wrong mixed in (an
+    invoke while one is open, a completion with none open, an unknown type), nemesis lines and a line without
+    a process; each line's time, node and value differ, so that a line paired with the wrong one shows."""
+    lines, open_f = [], {}
+    for i in range(n):
+        p = rng.choice([0, 1, 2, 3, 3, 3, "nemesis", None])
+        if p == "nemesis":
+            lines.append({"index": i, "type": "info", "process": "nemesis", "time": 1000 * i, "f": "start",
+                          "value": {"fault": i, "kind": "kill", "nodes": [str(i % 3)]}})
+            continue
+        roll = rng.random()
+        if p in open_f and roll < 0.85:
+            kind = rng.choice(["ok", "ok", "fail", "info"])
+            f = open_f.pop(p)
+        elif roll < 0.9:
+            kind, f = "invoke", rng.choice(["send", "poll", "commit", "fetch-committed", "sync"])
+            open_f[p] = f
+        else:
+            kind, f = rng.choice(["ok", "invoke", "odd"]), "send"
+        value = {"send": {"topic": "t", "partition": i % 2, "offset": i, "value": f"v{i}", "acks": "all"},
+                 "poll": {"topic": "t", "partition": 1, "records": [["t", 1, i, f"r{i}"]], "high_watermark": i},
+                 "commit": {"offsets": {f"t/{i % 2}": i}, "generation": i % 5, "member": f"m{i}"},
+                 "fetch-committed": {"partitions": ["t/0"], "offsets": {"t/0": i}},
+                 "sync": {"assignment": [f"t/{i % 2}"], "generation": i % 7}}[f]
+        lines.append({"index": i, "type": kind, "process": p, "time": 1000 * i + 7, "f": f, "node": i % 5,
+                      "error": None if kind == "ok" else f"e{i}", "group": "g" if i % 4 else None,
+                      "final": i % 11 == 0, "value": value})
+    return lines
+
+
+def test_the_bounded_pairing_window_pairs_as_the_whole_process_window(spark, tmp_path):
+    """``paired_rows`` bounds the pairing window by ranges of indexes and pairs each range's first and last
+    lines of a process after the write (``repair_edges``): every row must be the one the window over the whole
+    process gives, for ranges from 1 line up, lazily and through the write ``analysis.main`` does."""
+    import random
+
+    from analysis.load import read_history as spark_history
+    from analysis.main import _write_paired
+    from analysis.ops_tables import EDGE, paired, paired_rows
+
+    rng = random.Random(7)
+    runs = {}
+    for name, n in (("a", 120), ("b", 90)):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "history.jsonl").write_text("".join(json.dumps(x) + "\n" for x in _random_history(rng, n)))
+        runs[name] = str(d)
+    raw = spark_history(spark, runs)
+
+    def rows(df) -> list[str]:
+        return sorted(json.dumps(r.asDict(recursive=True), sort_keys=True, default=str) for r in df.collect())
+
+    whole = rows(paired(raw))
+    kinds = Counter(json.loads(r)["_line"] for r in whole)
+    assert kinds["invoke"] > 50 and kinds["malformed"] > 5 and kinds["nemesis"] > 5   # the cases are there
+    for bucket in (1, 2, 3, 16):
+        assert paired_rows(raw, bucket).where(f"_line = '{EDGE}'").count() > 0
+        assert rows(paired(raw, bucket)) == whole, bucket
+    out = tmp_path / "out"
+    (out / "tables").mkdir(parents=True)
+    ops, rest = _write_paired(spark, paired_rows(raw, 5), out)
+    from pyspark.sql import functions as F
+    assert rows(ops.withColumn("_line", F.lit("invoke")).unionByName(rest)) == whole
+    assert not list((out / "work" / "paired").glob(f"_line={EDGE}"))
