@@ -198,7 +198,7 @@ def _run(spark, runs: dict[str, str], out: Path, say, started: float) -> dict[st
         lap(name)
         say(f"  {name:<20} {seconds[name]:>7.1f} s")
 
-    # The history is parsed once (load.HISTORY_DDL) and shuffled once (ops_tables.paired); the paired rows are
+    # The history is parsed once (load.HISTORY_DDL) and shuffled once (ops_tables.paired_rows); the paired rows are
     # written once, and their operations are the ``ops`` table: every later step reads the tables (Parquet,
     # column by column) and the small ``extras`` (the few rows whose value parts a checker reads).
     inputs = load_runs(spark, list(runs.values()))
