@@ -46,11 +46,26 @@ class Ctx:
     offsets_partitions: int | None = None
     cached: list[DataFrame] = field(default_factory=list)
     shared: dict[str, DataFrame] = field(default_factory=dict)
+    cuts: list = field(default_factory=list)   # (DataFrame cut, the JVM RDD behind its leaf): cut()
 
     def persist(self, df: DataFrame) -> DataFrame:
         df = df.persist(StorageLevel.MEMORY_AND_DISK)
         self.cached.append(df)
         return df
+
+    def cut(self, df: DataFrame) -> DataFrame:
+        """``df`` computed once, by the first job that reads it, and kept until ``release``; for the few rows
+        several parts of a checker read (its candidates, the as-of steps).  Unlike ``persist``, the DataFrame
+        returned is a leaf (a lazy local checkpoint): each DataFrame built on it is analysed without ``df``'s
+        lineage, which the JVM's analyzer otherwise walks again for every one (a checker's plans hold it once
+        per reader; ``split-coordinator``'s took seconds to build on a run of 10k operations).  Its physical
+        plan is made here, and the broadcasts in it start here.  ``df`` itself is kept until ``release``: its
+        physical plan owns the SQL metrics the leaf's tasks report to (once collected, each task logged an
+        error for each metric).  A lost executor loses its part of the rows (local checkpoints are not
+        recomputed): the analysis then fails rather than being wrong."""
+        out = df.localCheckpoint(eager=False)
+        self.cuts.append((df, out._jdf.queryExecution().analyzed().rdd()))
+        return out
 
     def memo(self, name: str, build, persist: bool = True) -> DataFrame:
         """A DataFrame several checkers share, built once per context (and persisted)."""
@@ -62,7 +77,10 @@ class Ctx:
     def release(self) -> None:
         for df in self.cached:
             df.unpersist()
+        for _df, rdd in self.cuts:
+            rdd.unpersist(False)
         self.cached.clear()
+        self.cuts.clear()
         self.shared.clear()
 
     def runs_with_events(self) -> DataFrame:

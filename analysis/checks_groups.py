@@ -143,12 +143,12 @@ def check_lost_commits(ctx: Ctx) -> DataFrame:
     run = asof(q, ok.select(*KEY, "c_done", F.col("c_o").alias("o")), KEY, "f_inv", "c_done",
                {"runmax": F.max("o")}, strict=True)
     sus = run.where(F.col("runmax").isNotNull() & (F.col("got").isNull() | (F.col("got") < F.col("runmax"))))
-    sus = ctx.persist(sus)
+    sus = ctx.cut(sus)
     cand = (F.broadcast(sus).join(ok.select(*KEY, "c_inv", "c_done", "c_o"), KEY)
             .where((F.col("c_done") < F.col("f_inv")) & (F.col("got").isNull() | (F.col("c_o") > F.col("got")))))
     nf = _commits(ctx, "ok", "info", "open").select(*KEY, F.col("c_inv").alias("d_inv"),
                                                      F.col("c_done").alias("d_done"), F.col("c_o").alias("d_o"))
-    cand = ctx.persist(cand)
+    cand = ctx.cut(cand)
     cs = cand.select(*KEY, "c_inv", "c_done", "c_o").distinct()
     e = (F.broadcast(cs).join(nf, KEY).where((F.col("d_o") < F.col("c_o")) & (F.col("d_done") > F.col("c_inv")))
          .groupBy(*KEY, "c_inv", "c_done", "c_o").agg(F.min("d_inv").alias("e")))
@@ -289,7 +289,7 @@ def _coordinator_asof(ctx: Ctx, c: DataFrame) -> DataFrame:
                     "h_type"))
     facts = starts.unionByName(loaded).unionByName(unloads).unionByName(held).withColumn("_t", F.col("mono_ns"))
     x = F.col("x")
-    steps = ctx.persist(asof_steps(facts, ["run", "b", "p"], {
+    steps = ctx.cut(asof_steps(facts, ["run", "b", "p"], {
         "proc_ns": F.when(x == "s", F.col("mono_ns")), "m_all": F.when(x == "l", F.col("epoch")),
         "unload_ns": F.when(x == "u", F.col("mono_ns")), "held_ns": F.when(x.isin("h", "r"), F.col("mono_ns")),
         "top": F.when(x.isin("h", "r"), F.struct(F.col("epoch").alias("h_epoch"), F.col("mono_ns").alias("h_ns"),
@@ -307,14 +307,14 @@ def check_split_coordinator(ctx: Ctx) -> DataFrame:
     # the hash is a per-character loop in SQL: computed once per (run, group), not once per commit
     groups = c.select("run", "group").distinct().join(F.broadcast(offsets_partition_counts(ctx)), "run")
     groups = groups.select("run", "group", partition_for(F.col("group"), F.col("n")).alias("p"))
-    c = c.join(F.broadcast(ctx.persist(groups)), ["run", "group"])
+    c = c.join(F.broadcast(ctx.cut(groups)), ["run", "group"])
     c = _coordinator_asof(ctx, c)
     no_load = F.col("held_ns").isNull() | (F.col("proc_ns").isNotNull() & (F.col("held_ns") < F.col("proc_ns")))
     deposed = ~no_load & (F.col("m_all") > F.col("top.h_epoch"))
     unloaded = (~no_load & ~deposed.eqNullSafe(True) & F.col("unload_ns").isNotNull()
                 & (F.col("reload_ns").isNull() | (F.col("reload_ns") <= F.col("unload_ns"))))
     c = c.select("*", F.when(no_load, "no-load").when(deposed, "deposed").when(unloaded, "unloaded").alias("reason"))
-    bad = ctx.persist(c.where(F.col("reason").isNotNull()))   # few: the three kinds below read it
+    bad = ctx.cut(c.where(F.col("reason").isNotNull()))   # few: the three kinds below read it
     ops = evidence(F.col("c_inv"), F.col("c_done"))
 
     nl = bad.where(F.col("reason") == "no-load")

@@ -123,7 +123,7 @@ def check_lost_writes(ctx: Ctx) -> DataFrame:
     """``lost-write``: an ok send (acks all) that no final read of its partition has (its value at its
     offset, null-safe: the observed row of the send has no final source)."""
     cand = observed(ctx).where((F.col("n_sends") > 0) & ~F.col("in_final")).select(*TP, "offset", "value")
-    lost = ctx.persist(_sends_at(ctx, cand).join(F.broadcast(final_reads(ctx)), TP))
+    lost = ctx.cut(_sends_at(ctx, cand).join(F.broadcast(final_reads(ctx)), TP))
     lost = lost.join(F.broadcast(not_acks_all(ctx)), ["run", "send_index"], "left_anti")
     fobs = (ctx.observations.where(F.col("source") == "final")
             .select(*TP, "offset", F.coalesce(F.col("value"), F.lit("None")).alias("fv"))
@@ -254,14 +254,14 @@ def check_unseen(ctx: Ctx) -> DataFrame:
     keys = (observed(ctx).where(F.col("n_sends") > 0).join(F.broadcast(looked), TP)
             .where((F.col("send_done") < F.col("fetch_index")) & ~polled_by("gid", masks))
             .select(*TP, "offset", "value", "group", "committed", "fetch_index", "fetch_done"))
-    cand = ctx.persist(_sends_at(ctx, keys).where(F.col("send_done") < F.col("fetch_index")))
+    cand = ctx.cut(_sends_at(ctx, keys).where(F.col("send_done") < F.col("fetch_index")))
     keys = cand.select("run", "group", "value").distinct()
     polled = (ctx.observations.where((F.col("source") == "poll") & F.col("group").isNotNull())
               .select(F.col("run").alias("s_run"), F.col("group").alias("s_group"), F.col("value").alias("seen")))
     seen = (polled.join(F.broadcast(keys), (F.col("run") == F.col("s_run")) & (F.col("group") == F.col("s_group"))
                         & F.col("value").eqNullSafe(F.col("seen")))
             .select("s_run", "s_group", "seen").distinct())
-    unseen = ctx.persist(cand.join(F.broadcast(seen), (F.col("run") == F.col("s_run"))
+    unseen = ctx.cut(cand.join(F.broadcast(seen), (F.col("run") == F.col("s_run"))
                                    & (F.col("group") == F.col("s_group")) & F.col("value").eqNullSafe(F.col("seen")),
                                    "left_anti"))
     is_unseen = F.col("committed").isNotNull() & (F.col("committed") >= F.col("offset") + 1)

@@ -189,3 +189,37 @@ def test_asof_lookup_is_the_windowed_asof(spark, rank):
     want = {r.id: (r.mv, r.mw) for r in want_df.collect()}
     assert len(got) == len(queries) and got == want
     assert sum(v != (None, None) for v in want.values()) > 100   # most queries see facts
+
+
+def test_a_cut_is_a_leaf_with_the_same_rows_computed_once_and_released(spark):
+    """``Ctx.cut``: the DataFrame returned has ``df``'s rows, its plan is one leaf (so that DataFrames built on
+    it are analysed without ``df``'s lineage), its rows are computed by the first job only (a Python UDF after
+    the shuffle counts the rows it makes), and ``release`` frees them."""
+    from pyspark.sql import functions as F
+
+    from analysis.checks_base import Ctx
+
+    made = spark.sparkContext.accumulator(0)
+
+    def touch(x):
+        made.add(1)
+        return x
+
+    def make():
+        return (spark.range(0, 300, numPartitions=3).groupBy((F.col("id") % 7).alias("k"))
+                .agg(F.sum("id").alias("s")).select("k", F.udf(touch, "long")(F.col("s")).alias("s")))
+
+    want = sorted(tuple(r) for r in make().collect())
+    assert len(want) == 7 and made.value == 7
+    ctx = Ctx(spark, [], *([None] * 6))
+    df = make()
+    cut = ctx.cut(df)
+    assert cut._jdf.queryExecution().analyzed().children().isEmpty()
+    assert not df._jdf.queryExecution().analyzed().children().isEmpty()
+    both = cut.join(cut.withColumnRenamed("s", "s2"), "k")   # read twice in one plan, and in a second job
+    assert sorted((r.k, r.s) for r in both.collect()) == want and sorted(tuple(r) for r in cut.collect()) == want
+    assert made.value == 14   # computed once more, for the first job only
+    (_df, rdd), = ctx.cuts
+    assert rdd.getStorageLevel().useMemory()
+    ctx.release()
+    assert ctx.cuts == [] and not rdd.getStorageLevel().useMemory()
