@@ -128,7 +128,8 @@ def plan_checks(inputs, tables: dict[str, DataFrame] | None = None, *, unclean_e
                 kinds: tuple[str, ...] | None = None) -> PlannedChecks:
     """The driver's part of ``check_all``: every checker's DataFrame built (a few thousand calls into the
     JVM, seconds of the driver's time) and the two results' physical plans made, nothing computed but
-    the small list of the groups that polled (``checks_log.poll_groups``).  ``analysis.main`` does it in a
+    the small list of the groups that polled (``checks_log.poll_groups``) and the broadcasts beneath the
+    rows ``Ctx.cut`` cuts (started as their plans are made).  ``analysis.main`` does it in a
     second thread while the event tables are written; ``run_checks`` then computes the results."""
     options = (unclean_election, final_reads_required, offsets_partitions)
     ctx = context(inputs, tables, unclean_election=unclean_election, final_reads_required=final_reads_required,

@@ -225,7 +225,8 @@ def _run(spark, runs: dict[str, str], out: Path, say, started: float) -> dict[st
                    "extras": extras}
         # The checkers' DataFrames are built and planned in a second driver thread while the event tables and
         # the failovers are computed: thousands of calls into the JVM, about 8 s during which the executors
-        # would otherwise wait.  They need only the tables above.
+        # would otherwise wait, and the broadcasts beneath the checkers' cut rows (checks_base.Ctx.cut), which
+        # start as they are planned.  They need only the tables above.
         planning = _Background(lambda: plan_checks(inputs, checked, **options))
         for name, df in build_event_tables(inputs, nemesis_lines(extras)).items():
             write(name, df)
