@@ -262,8 +262,8 @@ def check_unseen(ctx: Ctx) -> DataFrame:
                         & F.col("value").eqNullSafe(F.col("seen")))
             .select("s_run", "s_group", "seen").distinct())
     unseen = ctx.cut(cand.join(F.broadcast(seen), (F.col("run") == F.col("s_run"))
-                                   & (F.col("group") == F.col("s_group")) & F.col("value").eqNullSafe(F.col("seen")),
-                                   "left_anti"))
+                               & (F.col("group") == F.col("s_group")) & F.col("value").eqNullSafe(F.col("seen")),
+                               "left_anti"))
     is_unseen = F.col("committed").isNotNull() & (F.col("committed") >= F.col("offset") + 1)
     one = anomalies(unseen.where(is_unseen), "unseen-message",
                     fmt("group %s committed %s/%s up to %s but never polled '%s' (offset %s): unseen", F.col("group"),
