@@ -46,7 +46,8 @@ from client.producer import Producer  # noqa: E402
 from coordinator.core import GroupConfig, PartitionCoordinator  # noqa: E402
 from coordinator.hashing import partition_for  # noqa: E402
 from coordinator.records import OffsetKey, OffsetValue, encode_key, encode_value  # noqa: E402
-from node import errors, topics  # noqa: E402
+from kafkacommon import errors  # noqa: E402
+from node import topics  # noqa: E402
 from node.coordinator_shell import replay_log  # noqa: E402
 from node.events import read_run_events  # noqa: E402
 from node.storage import PartitionLog, iter_batches  # noqa: E402

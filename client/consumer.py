@@ -14,7 +14,7 @@ from typing import Iterable
 import grpc
 
 from client.metadata import ClientError, ClusterClient
-from node import errors
+from kafkacommon import errors
 from node.storage.batch import CorruptBatchError, iter_batches
 from proto import kafkasim_pb2 as pb
 

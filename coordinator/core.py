@@ -90,7 +90,7 @@ from coordinator.group import (
 )
 from coordinator.membership import NEW_MEMBER_JOIN_TIMEOUT_MS, MembershipMixin
 from coordinator.offsets import OffsetsMixin
-from node import errors
+from kafkacommon import errors
 
 __all__ = ["GroupConfig", "AppendCmd", "Output", "PartitionCoordinator", "NEW_MEMBER_JOIN_TIMEOUT_MS"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from node import errors
+from kafkacommon import errors
 from zk.codecs import LeaderAndIsr
 
 TP = tuple[str, int]

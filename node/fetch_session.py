@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple
 
-from node import errors
+from kafkacommon import errors
 from proto import kafkasim_pb2 as pb
 
 TP = tuple[str, int]

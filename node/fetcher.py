@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from node import errors
+from kafkacommon import errors
 from node.fetch_session import FollowerSession, PartitionFetch, fetch_message
 from node.storage.batch import CorruptBatchError
 from node.storage.log import InvalidAppendError

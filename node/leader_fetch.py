@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from node import errors
+from kafkacommon import errors
 from node.clock import now_ms
 from node.fetch_session import PartitionFetch, fetch_message, partition_fetch
 from node.replication import AlterIsrProposal

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from node import errors
+from kafkacommon import errors
 
 if TYPE_CHECKING:
     from node.replica_manager import Hosted

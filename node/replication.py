@@ -42,8 +42,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
 
-from node import errors
-from node.errors import INVALID_REQUIRED_ACKS, OFFSET_OUT_OF_RANGE
+from kafkacommon import errors
+from kafkacommon.errors import INVALID_REQUIRED_ACKS, OFFSET_OUT_OF_RANGE
 
 Event = tuple[str, dict[str, Any]]
 UNKNOWN_OFFSET = -1

@@ -20,7 +20,7 @@ from controller.assignment import assign_replicas
 from controller.core import (
     ControllerCore, ControllerSettings, LeaderAndIsrCmd, Plan, UpdateMetadataCmd,
 )
-from node import errors
+from kafkacommon import errors
 from node.broker_state import BrokerState, Header, PartitionInfo
 from zk.codecs import BrokerRegistration, LeaderAndIsr, TopicAssignment
 

@@ -17,7 +17,7 @@ from coordinator.group import (
 )
 from coordinator.records import GroupMetadataKey, decode_record
 from coordinator.testing import Driver, form_group as form, group_state as state, quick_config as cfg
-from node import errors
+from kafkacommon import errors
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -516,7 +516,7 @@ def test_sync_answers_after_the_group_record_is_committed():
     (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.COORDINATOR_NOT_AVAILABLE),
     (errors.NOT_LEADER_OR_FOLLOWER, errors.NOT_COORDINATOR),
     (errors.KAFKA_STORAGE_ERROR, errors.NOT_COORDINATOR),
-    (10, errors.UNKNOWN_SERVER_ERROR),            # MESSAGE_TOO_LARGE
+    (errors.MESSAGE_TOO_LARGE, errors.UNKNOWN_SERVER_ERROR),
     (errors.INVALID_REQUIRED_ACKS, errors.INVALID_REQUIRED_ACKS),
 ])
 def test_group_record_append_error_mapping(append_error, expected):

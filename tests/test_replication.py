@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from node import errors
+from kafkacommon import errors
 from node.replication import (INELIGIBLE_BACKOFF_MS, INVALID_REQUIRED_ACKS, ISR_CHANGE_GIVE_UP, OFFSET_OUT_OF_RANGE,
                               AlterIsrProposal, PartitionReplication, ReplicaSettings)
 from node.storage.log import LeaderEpochCache

@@ -6,7 +6,8 @@ import signal
 import grpc
 
 from helpers import events
-from node import errors, topics
+from kafkacommon import errors
+from node import topics
 from node.storage.batch import scan_batches
 from node.waiting import wait_for
 from proto import kafkasim_pb2 as pb
