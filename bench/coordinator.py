@@ -44,9 +44,9 @@ from client.group import GroupMember  # noqa: E402
 from client.metadata import ClusterClient  # noqa: E402
 from client.producer import Producer  # noqa: E402
 from coordinator.core import GroupConfig, PartitionCoordinator  # noqa: E402
-from coordinator.hashing import partition_for  # noqa: E402
 from coordinator.records import OffsetKey, OffsetValue, encode_key, encode_value  # noqa: E402
 from kafkacommon import errors  # noqa: E402
+from kafkacommon.hashing import partition_for  # noqa: E402
 from node import topics  # noqa: E402
 from node.coordinator_shell import replay_log  # noqa: E402
 from node.events import read_run_events  # noqa: E402

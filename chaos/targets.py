@@ -14,7 +14,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from coordinator.hashing import partition_for
+from kafkacommon.hashing import partition_for
 
 OFFSETS_TOPIC = "__consumer_offsets"
 

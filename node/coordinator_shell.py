@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from coordinator.core import GroupConfig, Output, PartitionCoordinator
-from coordinator.hashing import partition_for
 from coordinator.records import RecordFormatError
+from kafkacommon.hashing import partition_for
 from node.events import EventLog
 from node.clock import now_ms
 from node.storage.batch import CorruptBatchError

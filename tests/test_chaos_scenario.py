@@ -9,7 +9,7 @@ from chaos.nemesis import Links
 from chaos.scenario import ScenarioError, list_scenarios, load_scenario, parse_scenario
 from chaos.schedule import make_schedule, schedule_document, write_schedule
 from chaos.targets import TargetError, View, parse_target, resolve
-from coordinator.hashing import partition_for
+from kafkacommon.hashing import partition_for
 from node.links import LinkMap, LinkMapError
 
 BASE = {

@@ -12,7 +12,7 @@ from client.admin import GroupAdmin
 from client.group import GroupMember
 from client.metadata import ClientError, ClusterClient
 from client.producer import Producer
-from coordinator.hashing import partition_for
+from kafkacommon.hashing import partition_for
 from helpers import events
 from kafkacommon import errors
 from node import topics
