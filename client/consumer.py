@@ -15,7 +15,8 @@ import grpc
 
 from client.metadata import ClientError, ClusterClient
 from kafkacommon import errors
-from node.storage.batch import CorruptBatchError, iter_batches
+from kafkacommon.batch_scan import iter_batches
+from kafkacommon.record_batch import CorruptBatchError
 from proto import kafkasim_pb2 as pb
 
 TP = tuple[str, int]

@@ -8,7 +8,7 @@ import grpc
 
 from kafkacommon import errors
 from node.fetch_session import FollowerSession, PartitionFetch, fetch_message
-from node.storage.batch import CorruptBatchError
+from kafkacommon.record_batch import CorruptBatchError
 from node.storage.log import InvalidAppendError
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
