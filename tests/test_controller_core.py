@@ -20,9 +20,10 @@ from controller.assignment import assign_replicas
 from controller.core import (
     ControllerCore, ControllerSettings, LeaderAndIsrCmd, Plan, UpdateMetadataCmd,
 )
+from controller.types import LeaderAndIsr
 from kafkacommon import errors
 from node.broker_state import BrokerState, Header, PartitionInfo
-from zk.codecs import BrokerRegistration, LeaderAndIsr, TopicAssignment
+from zk.codecs import BrokerRegistration, TopicAssignment
 
 ROOT = Path(__file__).resolve().parent.parent
 OFFSETS = "__consumer_offsets"

@@ -9,11 +9,12 @@ from typing import Callable, Iterator
 import pytest
 from kazoo.exceptions import NoNodeError
 
+from controller.types import LeaderAndIsr
 from zk import codecs, paths
 from zk.client import (
     BrokerRegistrationTimeout, ControllerMovedError, StateVersionConflict, StateWrite, ZkClient,
 )
-from zk.codecs import BrokerRegistration, LeaderAndIsr, TopicAssignment
+from zk.codecs import BrokerRegistration, TopicAssignment
 from zk.batch import GET_CHILDREN, GET_DATA, multi_read
 
 SESSION_MS = 2000
