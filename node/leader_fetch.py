@@ -17,7 +17,7 @@ from node.storage.log import OffsetOutOfRangeError
 from proto import kafkasim_pb2 as pb
 
 if TYPE_CHECKING:
-    from node.replica_manager import Hosted
+    from node.hosted import Hosted
 
 
 class LeaderFetchMixin:
