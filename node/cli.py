@@ -124,7 +124,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
 
 def cmd_zk(args: argparse.Namespace) -> int:
-    from kazoo.exceptions import NoNodeError
+    from zk.errors import NoNode
 
     cluster = open_cluster(args)
     try:
@@ -135,11 +135,12 @@ def cmd_zk(args: argparse.Namespace) -> int:
             else:
                 data, stat = zk.get(args.path)
                 print(data.decode(errors="replace") if data else "")
-                for f in ("czxid", "mzxid", "ctime", "mtime", "version", "cversion", "ephemeralOwner",
-                          "dataLength", "numChildren"):
-                    v = getattr(stat, f)
-                    print(f"{f} = {hex(v) if f in ('czxid', 'mzxid', 'ephemeralOwner') else v}")
-        except NoNodeError:
+                for f, v in (("czxid", hex(stat.czxid)), ("mzxid", hex(stat.mzxid)), ("ctime", stat.ctime),
+                             ("mtime", stat.mtime), ("version", stat.version), ("cversion", stat.cversion),
+                             ("ephemeralOwner", hex(stat.ephemeral_owner)), ("dataLength", stat.data_length),
+                             ("numChildren", stat.num_children)):
+                    print(f"{f} = {v}")  # zkCli.sh's names
+        except NoNode:
             print(f"Node does not exist: {args.path}", file=sys.stderr)
             return 1
         return 0
