@@ -25,7 +25,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_e
 from zk import codecs, paths
 from zk.bounded import BoundedHandler
 from zk.codecs import BrokerRegistration, LeaderAndIsr, TopicAssignment
-from zk.errors import CONNECTION_ERRORS, NoNode, ZkConnectionLost, ZkError, translate, translate_errors
+from zk.errors import CONNECTION_ERRORS, NoNode, ZkConnectionLost, ZkError, translate, translate_errors, translated
 from zk.stat import Stat, WatchEvent, watcher
 from zk.batch import CREATE, DELETE, GET_DATA, SET_DATA, multi_read, multi_read_async, multi_write
 
@@ -570,6 +570,7 @@ class ZkClient:
         self.fenced_multi(epoch_zk_version, build)
 
 
+@translated
 def expire_session(connect: str, session_id: int, password: bytes, timeout_s: float = 10.0) -> None:
     """End someone else's session on purpose, as Curator's KillSession does: attach to it
     with its credentials and close it.  Its owner then sees SESSION_EXPIRED, and its

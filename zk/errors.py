@@ -75,7 +75,7 @@ def translate(e: BaseException) -> BaseException:
         if not isinstance(e, kz.KazooException):
             return e
         ours = ZkError
-    out = ours(str(e) or type(e).__name__)
+    out = ours(*e.args)
     out.__cause__ = e
     return out
 
