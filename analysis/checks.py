@@ -41,24 +41,33 @@ from analysis.checks_groups import (
 from analysis.checks_log import check_lost_writes, check_offsets, check_unseen, unknown_lost_writes, unknown_unseen
 from analysis.ops_tables import build_ops_tables
 from analysis.spark import adaptive_off
+from chaos.check_names import CHECKS
 
-__all__ = ["CHECKERS", "KINDS", "PlannedChecks", "check_all", "context", "plan_checks", "run_checks", "unknowns",
+__all__ = ["CHECKERS", "FUNCTIONS", "KINDS", "PlannedChecks", "check_all", "context", "plan_checks", "run_checks", "unknowns",
            "verdicts"]
 
-# name -> (checker, the kinds it reports), in chaos.checkers.CHECKERS's order
-CHECKERS: dict[str, tuple[Callable[[Ctx], DataFrame], tuple[str, ...]]] = {
-    "lost-write": (check_lost_writes, ("lost-write",)),
-    "offsets": (check_offsets, ("inconsistent-offset", "duplicate-value")),
-    "commit-order": (check_commit_order, ("commit-went-backwards",)),
-    "lost-commit": (check_lost_commits, ("lost-commit",)),
-    "fenced-generation": (check_fenced_generations, ("fenced-generation-commit",)),
-    "split-coordinator": (check_split_coordinator, ("split-coordinator",)),
-    "multiple-controllers": (check_multiple_controllers, ("multiple-controllers",)),
-    "zombie-controller-write": (check_zombie_writes, ("zombie-controller-write",)),
-    "unclean-election": (check_unclean_elections, ("unclean-election",)),
-    "hw": (check_hw, ("hw-regression",)),
-    "unseen-message": (check_unseen, ("unseen-message",)),
+
+def check_controllers(ctx: Ctx) -> DataFrame:
+    """``controllers``: multiple-controllers and zombie-controller-write, as ``chaos.checks_cluster``'s."""
+    return check_multiple_controllers(ctx).unionByName(check_zombie_writes(ctx))
+
+
+# each checker of chaos.check_names.CHECKS (names, kinds and descriptions are defined there, once)
+FUNCTIONS: dict[str, Callable[[Ctx], DataFrame]] = {
+    "lost-write": check_lost_writes,
+    "offsets": check_offsets,
+    "commit-order": check_commit_order,
+    "lost-commit": check_lost_commits,
+    "fenced-generation": check_fenced_generations,
+    "split-coordinator": check_split_coordinator,
+    "controllers": check_controllers,
+    "unclean-election": check_unclean_elections,
+    "hw": check_hw,
+    "unseen-message": check_unseen,
 }
+# name -> (checker, the kinds it reports), in CHECKS's order (chaos.checkers.CHECKERS's)
+CHECKERS: dict[str, tuple[Callable[[Ctx], DataFrame], tuple[str, ...]]] = {
+    name: (FUNCTIONS[name], c.kinds) for name, c in CHECKS.items() if name in FUNCTIONS}
 KINDS: tuple[str, ...] = tuple(k for _f, kinds in CHECKERS.values() for k in kinds)
 
 # unknown reasons, in the order chaos.checkers.check lists them

@@ -354,14 +354,14 @@ def read_segments(spark, paths: dict[str, str]):
     """The ``segments`` DataFrame: every record of every runs' offsets-topic segment files, decoded in tasks."""
     from pyspark.sql import functions as F
 
-    from analysis.load import _run_of, hadoop_path, local_path
+    from analysis.files import hadoop_path, local_path, run_of
 
     files = segment_files(paths)
     if not files:
         return spark.createDataFrame([], SEGMENT_DDL)
     raw = spark.read.format("binaryFile").load([hadoop_path(f) for f in files])
     dirs = F.create_map(*[x for rid, d in sorted(paths.items()) for x in (F.lit(rid), F.lit(d))])
-    with_run = raw.select(_run_of("path", paths).alias("run"), local_path("path").alias("path"), "content")
+    with_run = raw.select(run_of("path", paths).alias("run"), local_path("path").alias("path"), "content")
     with_run = with_run.withColumn("run_dir", dirs[F.col("run")])
     rows = with_run.rdd.flatMap(lambda r: _decode_file(r["run"], r["path"], r["run_dir"], bytes(r["content"])))
     return spark.createDataFrame(rows, SEGMENT_DDL)

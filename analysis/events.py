@@ -1,7 +1,7 @@
 """The brokers' event lines, parsed once: every field any table, the failover timeline or a checker reads.
 
 ``parse_events(spark, paths)`` reads the runs' event logs (as
-``analysis.load.read_events`` finds them) with Spark's JSON reader into one
+``analysis.files.read_event_files`` finds them) with Spark's JSON reader into one
 row per line with the typed fields of ``EVENT_DDL`` (absent fields are null)
 and:
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from analysis.load import EVENT_HEAD, read_event_files
+from analysis.files import EVENT_HEAD, read_event_files
 
 # Each field with the type every event type that has it gives it (docs/events.md); ``new`` (a broker
 # change's list) and ``leader`` (a generation's member id) are read only where they are numbers.

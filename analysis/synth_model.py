@@ -4,15 +4,30 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, TYPE_CHECKING
-
+from typing import Any, Protocol
 
 from kafkacommon.hashing import partition_for
 
 from analysis.synth_shape import BROKERS, gap_ns, NOFF, NPART, OFFSETS_TOPIC, tick_start, TOPIC
 
-if TYPE_CHECKING:
-    from analysis.synth_plan import Plan
+
+
+class PlanView(Protocol):
+    """What the model uses of its ``analysis.synth_plan.Plan`` (which builds the model: it is not imported)."""
+
+    seed: int
+    events: list[dict[str, Any]]
+    groups_on: dict[int, list[str]]
+    group_spec: dict[str, Any]
+
+    def generation(self, spec: Any, tick: int) -> int: ...
+
+    def member_id(self, spec: Any, m: int, tick: int) -> str: ...
+
+    def plant_events(self, plant_id: str | None, events: list[dict[str, Any]]) -> None: ...
+
+    def plant_details(self, plant_id: str | None, **details: Any) -> None: ...
+
 
 # ---------------------------------------------------------------------- the cluster model
 
@@ -51,7 +66,7 @@ class Fault:
 class Cluster:
     """Leaders, ISRs, epochs and broker processes, moved fault by fault; logs the events it causes."""
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: PlanView) -> None:
         self.plan = plan
         self.ev = plan.events
         self.alive = {b: True for b in BROKERS}

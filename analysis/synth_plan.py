@@ -15,7 +15,7 @@ from kafkacommon.hashing import partition_for
 from analysis.synth_shape import (
     assignment, BROKERS, DEFAULT_INSTANCES, DETECT, event_line, EXPAND_AFTER, FAULT_GAP, FAULT_MIX, FAULT_START,
     GROUPS, GroupSpec, HB_EVERY, HEAL_AFTER, HW_EVERY, LINE_NS, MAX_FAULTS, MEMBER_PROC_BASE, NOFF, NPART, NPROD,
-    NSLOTS, PLANT_KINDS, PROBE_EVERY, PROBE_GROUP, PROBE_PHASE, QUIET_END, SAMPLE_NS, SyntheticError, TOPIC, _uuid,
+    NSLOTS, PLANT_KINDS, PROBE_EVERY, PROBE_GROUP, PROBE_PHASE, QUIET_END, SAMPLE_NS, SyntheticError, TOPIC, stable_uuid,
 )
 from analysis.synth_model import Cluster, Fault
 
@@ -72,7 +72,7 @@ class Plan:
         key = (g.name, slot, j)
         mid = self._ids.get(key)
         if mid is None:
-            mid = self._ids[key] = f"chaos-{slot}-{_uuid(self.seed, self.name, g.name, slot, j)}"
+            mid = self._ids[key] = f"chaos-{slot}-{stable_uuid(self.seed, self.name, g.name, slot, j)}"
         return mid
 
     def procs(self, g: GroupSpec, slot: int, inc: int) -> tuple[int, int]:

@@ -123,10 +123,10 @@ def assignment(g: GroupSpec, gen: int, slot: int) -> list[int]:
     return [p for p in range(NPART) if (p + gen) % g.members == slot]
 
 
-def _uuid(*parts: Any) -> str:
+def stable_uuid(*parts: Any) -> str:
     h = hashlib.blake2b("/".join(map(str, parts)).encode(), digest_size=16).hexdigest()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def _js(x: Any) -> str:
+def js(x: Any) -> str:
     return _ENCODE(x)

@@ -11,7 +11,7 @@ from analysis.synth_shape import (
     assignment, event_line, FINAL_BATCH, GROUPS, LINE_NS, MEMBER_PROC_BASE, NPART, NPROD, NSLOTS, OFFSETS_TOPIC,
     PROBE_GROUP, SyntheticError, tick_start, TOPIC, tp, ts_ms,
 )
-from analysis.synth_ticks import _flush, _hist, _Out, _write_events
+from analysis.synth_ticks import flush, hist_line, Out, write_events
 
 if TYPE_CHECKING:
     from analysis.synth_plan import Plan
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def write_tail(plan: Plan, hist_path: Path, ev_dir: Path, tag: str) -> dict[str, Any]:
     """After the last tick: final reads, the groups' drain, leaves and final fetch-committed, broker stops."""
-    out = _Out()
+    out = Out()
     T = plan.T
     idx = int(plan.lines_before[T])
     ts0 = tick_start(T)
@@ -31,7 +31,7 @@ def write_tail(plan: Plan, hist_path: Path, ev_dir: Path, tag: str) -> dict[str,
     def H(typ: str, proc: int, f: str, val: str, err: str = "null", node: Any = "null", grp: str = "null",
           fin: str = "") -> int:
         nonlocal idx, j
-        lines.append(_hist(idx, typ, proc, ts0 + j * LINE_NS, f, val, err, node, grp, fin))
+        lines.append(hist_line(idx, typ, proc, ts0 + j * LINE_NS, f, val, err, node, grp, fin))
         if typ != "invoke":
             out.counts[f"{f}:{typ}"] = out.counts.get(f"{f}:{typ}", 0) + 1
         idx += 1
@@ -135,14 +135,14 @@ def write_tail(plan: Plan, hist_path: Path, ev_dir: Path, tag: str) -> dict[str,
         for pl in plan.plants:
             if pl["kind"] == "unseen-message" and pl["details"]["group"] == g.name:
                 out.cite(pl["id"], i)
-    _flush(out, hist_path)
+    flush(out, hist_path)
     end_ns = ts0 + j * LINE_NS + 100_000_000
     plan.cluster.ev = []
     plan.cluster.shutdown(end_ns)
     for e in plan.cluster.ev:
         out.events.append((e["ns"], e["broker"], event_line(e["ns"], e["broker"], e["type"], **e["fields"])))
     out.events.extend(plan.events_between(ts0, 1 << 62))
-    _write_events(out.events, ev_dir, tag)
+    write_events(out.events, ev_dir, tag)
     return {"counts": out.counts, "plants": out.plants, "lines": idx - int(plan.lines_before[T]), "end_ns": end_ns,
             "last_index": idx - 1}
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, TYPE_CHECKING
 
 from analysis.synth_shape import (
-    assignment, BROKERS, event_line, GROUPS, GroupSpec, HB_EVERY, HW_EVERY, _js, LINE_NS, NPART, NPROD, OFFSETS_TOPIC,
+    assignment, BROKERS, event_line, GROUPS, GroupSpec, HB_EVERY, HW_EVERY, js, LINE_NS, NPART, NPROD, OFFSETS_TOPIC,
     PROBE_EVERY, PROBE_GROUP, PROBE_PHASE, SAMPLE_NS, SyntheticError, tick_start, TOPIC, tp, ts_ms,
 )
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 # ---------------------------------------------------------------------- writing ticks
 
-class _Out:
+class Out:
     """A writer's output: history lines, events per broker, counts, and what it learnt about plants."""
 
     def __init__(self) -> None:
@@ -37,7 +37,7 @@ class _Out:
             {"broker": broker, "type": type_, "mono_ns": ns})
 
 
-def _hist(idx: int, typ: str, proc: Any, tm: int, f: str, val: str, err: str = "null", node: Any = "null",
+def hist_line(idx: int, typ: str, proc: Any, tm: int, f: str, val: str, err: str = "null", node: Any = "null",
           grp: str = "null", fin: str = "") -> str:
     return (f'{{"index":{idx},"type":"{typ}","process":{proc},"time":{tm},"f":"{f}","value":{val},'
             f'"error":{err},"node":{node},"group":{grp}{fin}}}\n')
@@ -95,7 +95,7 @@ def write_ticks(plan: Plan, t0: int, t1: int, hist_path: Path, ev_dir: Path, tag
     """Write ticks [t0, t1) of the plan: history lines to ``hist_path``, events to ``ev_dir/broker-<b>.<tag>``.
 
     The hot loop: every line is one f-string of precomputed fragments."""
-    out = _Out()
+    out = Out()
     base = max(0, t0 - 3)
     hi = min(plan.T + 1, t1 + 1)
     sb = [plan.sent_before[base:hi, p].tolist() for p in range(NPART)]
@@ -160,8 +160,8 @@ def write_ticks(plan: Plan, t0: int, t1: int, hist_path: Path, ev_dir: Path, tag
         first_window = False
         if nem:
             for f, phase in nem:
-                val = _js({"fault": f.id, "phase": phase, "kind": "kill", "target": f.target, "nodes": [f.victim]})
-                ap(_hist(idx, "info", '"nemesis"', tm, "kill" if phase == "start" else "heal", val))
+                val = js({"fault": f.id, "phase": phase, "kind": "kill", "target": f.target, "nodes": [f.victim]})
+                ap(hist_line(idx, "info", '"nemesis"', tm, "kill" if phase == "start" else "heal", val))
                 idx += 1
                 tm += LINE_NS
                 out.count("kill:info" if phase == "start" else "heal:info")
@@ -316,11 +316,11 @@ def write_ticks(plan: Plan, t0: int, t1: int, hist_path: Path, ev_dir: Path, tag
         if t % HW_EVERY == 0:
             _hw_samples(plan, out, t, base, sb, lev, coord, offb, spans, specs)
         if len(lines) > 50000:
-            _flush(out, hist_path)
+            flush(out, hist_path)
         rec_cache.pop(t - 3, None)
     if idx != int(plan.lines_before[t1]):
         raise SyntheticError(f"ticks {t0}..{t1}: ended at index {idx}, planned {int(plan.lines_before[t1])}")
-    _flush(out, hist_path)
+    flush(out, hist_path)
     for key, n in (("send:ok", n_send_ok), ("send:fail", n_send_fail), ("send:info", n_send_info),
                    ("poll:ok", n_poll), ("commit:ok", n_commit_ok + n_probe_ok),
                    ("commit:fail", n_commit_fail + n_probe_fail),
@@ -328,11 +328,11 @@ def write_ticks(plan: Plan, t0: int, t1: int, hist_path: Path, ev_dir: Path, tag
                    ("heartbeat:ok", n_hb_ok), ("heartbeat:fail", n_hb_fail)):
         out.count(key, n)
     ev.extend(plan.events_between(tick_start(t0) if t0 else 0, tick_start(t1)))
-    _write_events(out.events, ev_dir, tag)
+    write_events(out.events, ev_dir, tag)
     return {"counts": out.counts, "plants": out.plants, "lines": idx - int(plan.lines_before[t0])}
 
 
-def _plant_polls(plan: Plan, out: _Out, g: GroupSpec, t: int, specs, prev: list[str], recs_of, idx: int,
+def _plant_polls(plan: Plan, out: Out, g: GroupSpec, t: int, specs, prev: list[str], recs_of, idx: int,
                  slots: list[_Slot]) -> list[str]:
     """The records of g's polls at tick t with the plants of that tick applied (a stray record, a skipped one)."""
     prev = list(prev)
@@ -357,7 +357,7 @@ def _split_records(joined: str) -> list[str]:
     return ["[" + x.strip("[]") + "]" for x in joined.split("],[")]
 
 
-def _hw_samples(plan: Plan, out: _Out, t: int, base: int, sb, lev, coord, offb, spans, specs) -> None:
+def _hw_samples(plan: Plan, out: Out, t: int, base: int, sb, lev, coord, offb, spans, specs) -> None:
     """Every HW_EVERY ticks, each live broker logs hw_changed for the partitions whose HW moved."""
     ev = out.events
     ns = tick_start(t) + SAMPLE_NS
@@ -387,14 +387,14 @@ def _hw_samples(plan: Plan, out: _Out, t: int, base: int, sb, lev, coord, offb, 
                                            "leader" if coord[P][t - base] == b else "follower")))
 
 
-def _flush(out: _Out, path: Path) -> None:
+def flush(out: Out, path: Path) -> None:
     if out.lines:
         with open(path, "a", encoding="utf-8") as f:
             f.write("".join(out.lines))
         out.lines.clear()
 
 
-def _write_events(events: list[tuple[int, int, str]], ev_dir: Path, tag: str) -> None:
+def write_events(events: list[tuple[int, int, str]], ev_dir: Path, tag: str) -> None:
     events.sort(key=lambda e: (e[0], e[1]))
     by: dict[int, list[str]] = {b: [] for b in BROKERS}
     for _ns, b, line in events:
@@ -404,7 +404,7 @@ def _write_events(events: list[tuple[int, int, str]], ev_dir: Path, tag: str) ->
             f.write("".join(ls))
 
 
-def _rebalance(plan: Plan, out: _Out, g: GroupSpec, r: int, idx: int, j: int, ts0: int, C: int,
+def _rebalance(plan: Plan, out: Out, g: GroupSpec, r: int, idx: int, j: int, ts0: int, C: int,
                sb: list[list[int]], base: int, specs) -> tuple[int, int]:
     """A rebalance of g at tick r: the members commit, one leaves and is replaced, all join, sync and fetch."""
     lines, ev = out.lines, out.events
@@ -424,7 +424,7 @@ def _rebalance(plan: Plan, out: _Out, g: GroupSpec, r: int, idx: int, j: int, ts
 
     def H(typ: str, proc: int, f: str, val: str, err: str = "null", node: Any = "null") -> int:
         nonlocal idx, j
-        lines.append(_hist(idx, typ, proc, ts0 + j * LINE_NS, f, val, err, node, gq))
+        lines.append(hist_line(idx, typ, proc, ts0 + j * LINE_NS, f, val, err, node, gq))
         if typ != "invoke":
             out.counts[f"{f}:{typ}"] = out.counts.get(f"{f}:{typ}", 0) + 1
         idx += 1

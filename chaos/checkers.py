@@ -16,30 +16,34 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from chaos.check_model import Anomaly, CheckResult, Events, History, as_events, as_history
+from chaos.check_names import CHECKS
 from chaos.checks_cluster import check_controllers, check_hw, check_unclean_elections
 from chaos.checks_groups import (check_commit_order, check_fenced_generations, check_lost_commits,
                                  check_split_coordinator)
 from chaos.checks_log import check_lost_writes, check_offsets, check_unseen
 
-__all__ = ["Anomaly", "CheckResult", "CHECKERS", "KINDS", "check", "check_commit_order", "check_controllers",
+__all__ = ["Anomaly", "CheckResult", "CHECKERS", "FUNCTIONS", "KINDS", "check", "check_commit_order", "check_controllers",
            "check_fenced_generations", "check_hw", "check_lost_commits", "check_lost_writes", "check_offsets",
            "check_split_coordinator", "check_unclean_elections", "check_unseen"]
 
 Checker = Callable[..., CheckResult]
 
-# name -> (checker, the anomaly kinds it reports)
-CHECKERS: dict[str, tuple[Checker, tuple[str, ...]]] = {
-    "lost-write": (check_lost_writes, ("lost-write",)),
-    "offsets": (check_offsets, ("inconsistent-offset", "duplicate-value")),
-    "commit-order": (check_commit_order, ("commit-went-backwards",)),
-    "lost-commit": (check_lost_commits, ("lost-commit",)),
-    "fenced-generation": (check_fenced_generations, ("fenced-generation-commit",)),
-    "split-coordinator": (check_split_coordinator, ("split-coordinator",)),
-    "controllers": (check_controllers, ("multiple-controllers", "zombie-controller-write")),
-    "unclean-election": (check_unclean_elections, ("unclean-election",)),
-    "hw": (check_hw, ("hw-regression",)),
-    "unseen-message": (check_unseen, ("unseen-message",)),
+# each checker of chaos.check_names.CHECKS (names, kinds and descriptions are defined there, once)
+FUNCTIONS: dict[str, Checker] = {
+    "lost-write": check_lost_writes,
+    "offsets": check_offsets,
+    "commit-order": check_commit_order,
+    "lost-commit": check_lost_commits,
+    "fenced-generation": check_fenced_generations,
+    "split-coordinator": check_split_coordinator,
+    "controllers": check_controllers,
+    "unclean-election": check_unclean_elections,
+    "hw": check_hw,
+    "unseen-message": check_unseen,
 }
+# name -> (checker, the anomaly kinds it reports), in CHECKS's order
+CHECKERS: dict[str, tuple[Checker, tuple[str, ...]]] = {
+    name: (FUNCTIONS[name], c.kinds) for name, c in CHECKS.items() if name in FUNCTIONS}
 KINDS: tuple[str, ...] = tuple(k for _f, kinds in CHECKERS.values() for k in kinds)
 
 

@@ -31,10 +31,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import logging
-    logging.getLogger("kazoo").setLevel(logging.ERROR)  # the runner's own ZooKeeper client: faults are expected
     from chaos.runner import ChaosRun, default_out
     from chaos.scenario import ScenarioError, find_scenario, load_scenario
+    from zk.client import quiet_client_logs
+
+    quiet_client_logs()  # the runner's own ZooKeeper client: faults are expected
 
     try:
         scenario = load_scenario(find_scenario(args.scenario))

@@ -20,15 +20,13 @@ Rules (Jepsen's model):
 """
 from __future__ import annotations
 
-import json
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from chaos.check_model import COMPLETION_TYPES, NEMESIS
-from node.events import read_json_lines
+from node.jsonlines import JsonLinesWriter, read_json_lines
 
 CLIENT_FS = frozenset({"send", "poll", "commit", "fetch-committed", "join", "sync", "heartbeat", "leave"})
 # Fields the writer owns; ``extra`` may not set them.
@@ -39,11 +37,10 @@ class HistoryWriter:
     """Thread-safe writer of ``history.jsonl`` (created, or truncated if it exists)."""
 
     def __init__(self, path: Path | str, clock: Callable[[], int] = time.monotonic_ns) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._out = JsonLinesWriter(path, truncate=True, ensure_ascii=False)  # a value not JSON: TypeError
+        self.path = self._out.path
         self._clock = clock
         self._lock = threading.Lock()
-        self._f = open(self.path, "w", buffering=1, encoding="utf-8")
         self._next_index = 0
         self._last_time: int | None = None
         self._open: dict[int, dict[str, Any]] = {}   # process -> its open invoke
@@ -91,7 +88,7 @@ class HistoryWriter:
     def _write(self, op: dict[str, Any], opens: int | None = None,
                closes: dict[str, Any] | None = None) -> dict[str, Any]:
         with self._lock:
-            if self._f.closed:
+            if self._out.closed:
                 raise ValueError(f"history {self.path} is closed")
             if opens is not None and opens in self._open:
                 raise ValueError(f"process {opens} already has an open operation "
@@ -104,9 +101,7 @@ class HistoryWriter:
                 t = self._last_time  # keep index order = time order even if the clock misbehaves
             line_op = {"index": self._next_index, "type": op["type"], "process": op["process"], "time": t,
                        **{k: v for k, v in op.items() if k not in ("type", "process")}}
-            line = json.dumps(line_op, separators=(",", ":"), ensure_ascii=False)  # TypeError: not JSON
-            self._f.write(line + "\n")
-            self._f.flush()
+            self._out.write(line_op)   # TypeError (nothing written, nothing counted): not JSON
             self._next_index += 1
             self._last_time = t
             if opens is not None:
@@ -131,10 +126,7 @@ class HistoryWriter:
 
     def close(self) -> None:
         with self._lock:
-            if not self._f.closed:
-                self._f.flush()
-                os.fsync(self._f.fileno())
-                self._f.close()
+            self._out.close()
 
     def __enter__(self) -> "HistoryWriter":
         return self

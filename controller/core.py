@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Mapping, NamedTuple
 from controller import election
 from controller.assignment import assign_replicas
 from controller.types import LeaderAndIsr
+from kafkacommon.event import Event
 from kafkacommon.errors import (  # the Kafka error codes the core answers with (a constants table, no I/O)
     BROKER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, INELIGIBLE_REPLICA, INVALID_REQUEST, INVALID_UPDATE_VERSION, NONE,
     NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
@@ -97,8 +98,8 @@ Command = LeaderAndIsrCmd | UpdateMetadataCmd | StopReplicaCmd
 class Plan:
     topic_creates: list[TopicAssignment] = field(default_factory=list)
     writes: list[StateChange] = field(default_factory=list)
-    events: list[tuple[str, dict]] = field(default_factory=list)     # outcomes: log once the writes land
-    observed: list[tuple[str, dict]] = field(default_factory=list)   # observations: log when decided
+    events: list[Event] = field(default_factory=list)     # outcomes: log once the writes land
+    observed: list[Event] = field(default_factory=list)   # observations: log when decided
     full_sync: set[int] = field(default_factory=set)   # brokers to send the full state to
     metadata_to_all: bool = False                      # tell everyone about changed partitions/brokers
     resend_metadata: bool = False                      # periodic full UpdateMetadata to all
@@ -144,7 +145,7 @@ class ControllerCore:
         self.states = dict(states)
         self.shutting_down.clear()
         plan = Plan(full_sync=set(self.live), metadata_to_all=True)
-        plan.events.append(("controller_context_loaded", {
+        plan.events.append(Event("controller_context_loaded", {
             "epoch": epoch, "live_brokers": sorted(self.live), "topics": len(self.topics),
             "partitions": sum(len(a.partitions) for a in self.topics.values())}))
         self._reconcile(plan)
@@ -174,7 +175,7 @@ class ControllerCore:
         bounced = sorted(b for b in set(brokers) & set(known) if brokers[b].epoch > known[b].epoch)
         if not (new or dead or bounced):
             return plan
-        plan.observed.append(("broker_change", {
+        plan.observed.append(Event("broker_change", {
             "new": new, "dead": dead, "bounced": bounced,
             "epochs": {str(b): brokers[b].epoch for b in new + bounced}}))
         self.live = dict(brokers)
@@ -232,7 +233,7 @@ class ControllerCore:
                     plan.writes.append(StateChange(tp[0], tp[1], new, ver, "controlled_shutdown_isr", state))
         if stopped:
             plan.stop_replicas[broker_id] = stopped
-        plan.observed.append(("controlled_shutdown_requested", {
+        plan.observed.append(Event("controlled_shutdown_requested", {
             "broker_id": broker_id, "broker_epoch": broker_epoch, "moved": sum(
                 w.reason == "controlled_shutdown" for w in plan.writes), "remaining": len(remaining)}))
         return NONE, plan, remaining
@@ -297,7 +298,7 @@ class ControllerCore:
             a = self.topics.get(topic)
             if not self.settings.delete_topic_enable or topic == self.settings.offsets_topic or a is None:
                 plan.markers_to_drop.append(topic)
-                plan.observed.append(("topic_deletion_refused", {"topic": topic, "reason": (
+                plan.observed.append(Event("topic_deletion_refused", {"topic": topic, "reason": (
                     "delete.topic.enable is false" if not self.settings.delete_topic_enable else
                     "internal topic" if a is not None else "no such topic")}))
                 continue
@@ -315,7 +316,7 @@ class ControllerCore:
         for t in added:
             self.topics[t] = topics[t]
         if added:
-            plan.events.append(("topics_added", {"topics": added}))
+            plan.events.append(Event("topics_added", {"topics": added}))
             self._reconcile(plan)
         return plan
 
@@ -339,7 +340,7 @@ class ControllerCore:
                 continue
             state, ver = cur
             if state.controller_epoch > self.epoch:
-                plan.events.append(("election_aborted", {
+                plan.events.append(Event("election_aborted", {
                     "topic": tp[0], "partition": tp[1], "state_controller_epoch": state.controller_epoch}))
                 continue
             new = election.preferred(state, replicas, live, self.epoch)
@@ -499,7 +500,7 @@ class ControllerCore:
                 if cur is None:
                     new = election.initial(replicas, live, self.epoch)
                     if new is None:
-                        plan.events.append(("partition_offline", {
+                        plan.events.append(Event("partition_offline", {
                             "topic": topic, "partition": p, "reason": "no live replica for a new partition"}))
                     else:
                         writes.append(StateChange(topic, p, new, None, "new_partition", None))
@@ -508,7 +509,7 @@ class ControllerCore:
                 if state.leader in alive and alive.issuperset(state.isr):
                     continue  # healthy: nothing to decide (the common case: checked without building sets)
                 if state.controller_epoch > epoch:
-                    plan.events.append(("election_aborted", {
+                    plan.events.append(Event("election_aborted", {
                         "topic": topic, "partition": p, "state_controller_epoch": state.controller_epoch}))
                     continue
                 key = (state.leader, state.isr, replicas if type(replicas) is tuple else tuple(replicas))
@@ -522,11 +523,11 @@ class ControllerCore:
                 if new is not None:
                     writes.append(StateChange(topic, p, new, ver, reason, state))
                     if reason == "unclean_election":
-                        plan.events.append(("unclean_leader_election", {
+                        plan.events.append(Event("unclean_leader_election", {
                             "topic": topic, "partition": p, "leader": new.leader,
                             "previous_isr": list(state.isr), "leader_epoch": new.leader_epoch}))
                 if offline:
-                    plan.events.append(("partition_offline", {
+                    plan.events.append(Event("partition_offline", {
                         "topic": topic, "partition": p, "reason": "no live replica in the ISR",
                         "isr": list((new or state).isr)}))
 
@@ -564,7 +565,7 @@ class ControllerCore:
         topic = TopicAssignment(s.offsets_topic, assignment, topic_id=topic_id,
                                 config={"cleanup.policy": "compact"})
         plan.topic_creates.append(topic)
-        plan.events.append(("topic_created", {"topic": s.offsets_topic, "partitions": s.offsets_partitions,
+        plan.events.append(Event("topic_created", {"topic": s.offsets_topic, "partitions": s.offsets_partitions,
                                               "replication_factor": s.offsets_replication_factor}))
         for p, replicas in sorted(assignment.items()):
             new = election.initial(replicas, set(live), self.epoch)

@@ -30,7 +30,7 @@ parked; a member leaving while its SyncGroup is parked) the core answers the
 displaced request: REBALANCE_IN_PROGRESS for a superseded join/sync,
 UNKNOWN_MEMBER_ID for the sync of a member that left.
 
-Events (each a dict with "event" and "partition", plus the fields below):
+Events (each a ``kafkacommon.event.Event``: its name, and ``partition`` plus the fields below):
 
 ======================  ==============================================================================
 event                   fields
@@ -90,6 +90,7 @@ from coordinator.group import (
 )
 from coordinator.membership import NEW_MEMBER_JOIN_TIMEOUT_MS, MembershipMixin
 from coordinator.offsets import OffsetsMixin
+from kafkacommon.event import Event
 from kafkacommon import errors
 
 __all__ = ["GroupConfig", "AppendCmd", "Output", "PartitionCoordinator", "NEW_MEMBER_JOIN_TIMEOUT_MS"]
@@ -122,7 +123,7 @@ class AppendCmd:
 class Output:
     responses: list[tuple[object, object]] = field(default_factory=list)   # (handle, response)
     appends: list[AppendCmd] = field(default_factory=list)
-    events: list[dict] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
 
     def extend(self, other: "Output") -> "Output":
         self.responses.extend(other.responses)
@@ -186,7 +187,7 @@ class PartitionCoordinator(MembershipMixin, OffsetsMixin):
 
     def _event(self, name: str, **fields: object) -> None:
         assert self._out is not None
-        self._out.events.append({"event": name, "partition": self.partition, **fields})
+        self._out.events.append(Event(name, {"partition": self.partition, **fields}))
 
     def _next_seq(self) -> int:
         self._seq += 1

@@ -19,6 +19,7 @@ from coordinator.messages import (
     CommitOffset, DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest,
     LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest,
 )
+from kafkacommon.event import Event
 
 CONSUMER = "consumer"
 
@@ -36,7 +37,7 @@ class Driver:
         self.pending: dict[int, AppendCmd] = {}
         self.base_log: list[tuple[bytes, bytes | None]] = []   # records loaded from a previous leader
         self.responses: dict[int, list[object]] = {}
-        self.events: list[dict] = []
+        self.events: list[Event] = []   # as the core returned them
         self._handles = itertools.count(1)
         if load:
             self.apply(self.core.begin_load(self.now))
@@ -115,7 +116,8 @@ class Driver:
         return got[0] if got else None
 
     def events_named(self, name: str) -> list[dict]:
-        return [e for e in self.events if e["event"] == name]
+        """The fields of every event ``name`` so far, in order."""
+        return [e.fields for e in self.events if e.name == name]
 
     # ------------------------------------------------------------------ requests
 

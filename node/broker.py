@@ -41,9 +41,10 @@ from node.shutdown import ShutdownWatchdog, controlled_shutdown_budget_s, stop_d
 from proto import kafkasim_pb2 as pb
 from proto import groups_pb2_grpc as gpbg
 from proto import kafkasim_pb2_grpc as pbg
-from zk.client import CONNECTION_ERRORS, ZkClient
+from zk.client import ZkClient
 from zk import paths as zk_paths
-from zk.codecs import BrokerRegistration, decode_topic
+from zk.codecs import BrokerRegistration
+from zk.errors import CONNECTION_ERRORS, ZkError
 
 log = logging.getLogger("kafkasim.broker")
 
@@ -154,10 +155,13 @@ class Broker:
         if topic == zk_paths.OFFSETS_TOPIC:  # Kafka's offsets topic: compacted, its own segment size
             base = {"cleanup.policy": "compact", "segment.bytes": self.cfg.get("offsets.topic.segment.bytes")}
         try:
-            data, _ = self.zk.get(zk_paths.topic(topic))
-            return base | dict(decode_topic(topic, data).config)
-        except Exception:  # unknown or unreadable: the broker defaults apply
+            overrides = self.zk.read_topic_config(topic)  # retried across a lost connection
+        except (ZkError, ValueError) as e:
+            # the session expired, ZooKeeper stayed away past the retry deadline, or the znode does not
+            # decode: the broker defaults apply to this replica, and the log says so
+            self.events.emit("topic_config_unreadable", topic=topic, error=f"{type(e).__name__}: {e}")
             return base
+        return base | (overrides or {})  # None: the topic is gone (being deleted): the defaults
 
     def _cached_states(self) -> dict:
         """This broker's metadata cache as the controller core's (LeaderAndIsr, zkVersion) map."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from controller.types import LeaderAndIsr
+from kafkacommon.event import Event
 from kafkacommon import errors
 
 TP = tuple[str, int]
@@ -50,7 +51,7 @@ class Header:
 class Outcome:
     error: int = errors.NONE
     partition_errors: dict[TP, int] = field(default_factory=dict)
-    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
     became_leader: list[PartitionInfo] = field(default_factory=list)
     became_follower: list[PartitionInfo] = field(default_factory=list)
     stopped: list[TP] = field(default_factory=list)
@@ -82,7 +83,7 @@ class BrokerState:
             self.controller_epoch = max(self.controller_epoch, h.controller_epoch)
             self.controller_id = h.controller_id
             return True
-        out.events.append(("request_rejected", {
+        out.events.append(Event("request_rejected", {
             "request": request, "error": errors.name(out.error), "error_code": out.error,
             "controller_id": h.controller_id, "request_controller_epoch": h.controller_epoch,
             "latest_controller_epoch": self.controller_epoch,
@@ -113,15 +114,15 @@ class BrokerState:
             if p.leader == self.broker_id:
                 out.became_leader.append(p)
                 if not was_leader or cur is None or cur.leader_epoch != p.leader_epoch:
-                    out.events.append(("became_leader", _fields(p, h)))
+                    out.events.append(Event("became_leader", _fields(p, h)))
                 else:
-                    out.events.append(("isr_updated", _fields(p, h)))
+                    out.events.append(Event("isr_updated", _fields(p, h)))
             else:
                 out.became_follower.append(p)
                 if cur is None or cur.leader != p.leader or cur.leader_epoch != p.leader_epoch:
-                    out.events.append(("became_follower", _fields(p, h)))
+                    out.events.append(Event("became_follower", _fields(p, h)))
         if stale:
-            out.events.append(("leader_and_isr_unchanged", {"partitions": stale,
+            out.events.append(Event("leader_and_isr_unchanged", {"partitions": stale,
                                                             "controller_epoch": h.controller_epoch}))
         return out
 
@@ -163,7 +164,7 @@ class BrokerState:
             self.partitions.pop(tp, None)
             out.stopped.append(tp)
             out.partition_errors[tp] = errors.NONE
-            out.events.append(("replica_stopped", {"topic": tp[0], "partition": tp[1], "delete": delete}))
+            out.events.append(Event("replica_stopped", {"topic": tp[0], "partition": tp[1], "delete": delete}))
         return out
 
 

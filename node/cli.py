@@ -20,34 +20,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from node.config import ConfigError, load_config
+from node.cli_common import open_cluster
+from node.config import ConfigError
 
 BROKER_ACTIONS = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "pause": signal.SIGSTOP,
                   "resume": signal.SIGCONT, "start": None}
-
-
-def _cluster(args: argparse.Namespace):
-    from node.cluster import Cluster
-
-    cfg = load_config(args.config)
-    path = Path(args.config)
-    if getattr(args, "brokers", None):
-        cfg = cfg.with_settings({"offsets.topic.replication.factor":
-                                 min(cfg.get("offsets.topic.replication.factor"), args.brokers)})
-        cfg = cfg.with_brokers(args.brokers)
-        cfg.run_dir.mkdir(parents=True, exist_ok=True)
-        path = cfg.run_dir / "cluster.effective.yaml"
-        path.write_text(cfg.to_yaml())
-    else:
-        # a previous `cluster up --brokers N` wrote the effective config; keep using it
-        from node.broker import STATE_FILE
-        try:
-            recorded = Path(json.loads((cfg.run_dir / STATE_FILE).read_text())["config"])
-            if recorded.exists():
-                cfg, path = load_config(recorded), recorded
-        except (OSError, ValueError, KeyError):
-            pass
-    return Cluster(cfg, path)
 
 
 def print_view(view, processes: dict[int, dict[str, Any]] | None = None, out=sys.stdout) -> None:
@@ -82,7 +59,7 @@ def describe_topics(view, topic: str | None, out=sys.stdout) -> None:
 # ---------------------------------------------------------------------- commands
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    cluster = _cluster(args)
+    cluster = open_cluster(args)
     try:
         if args.action == "up":
             view = cluster.up(timeout=args.timeout)
@@ -118,7 +95,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 def cmd_broker_action(action: str, broker_id: int, config: str) -> int:
     ns = argparse.Namespace(config=config, brokers=None)
-    cluster = _cluster(ns)
+    cluster = open_cluster(ns)
     try:
         if action == "start":
             pid = cluster.start_broker(broker_id)
@@ -132,7 +109,7 @@ def cmd_broker_action(action: str, broker_id: int, config: str) -> int:
 
 
 def cmd_controller(args: argparse.Namespace) -> int:
-    cluster = _cluster(args)
+    cluster = open_cluster(args)
     try:
         view = cluster.view()
         if args.json:
@@ -147,9 +124,9 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
 
 def cmd_zk(args: argparse.Namespace) -> int:
-    from kazoo.exceptions import NoNodeError
+    from zk.errors import NoNode
 
-    cluster = _cluster(args)
+    cluster = open_cluster(args)
     try:
         zk = cluster.zk()
         try:
@@ -158,11 +135,12 @@ def cmd_zk(args: argparse.Namespace) -> int:
             else:
                 data, stat = zk.get(args.path)
                 print(data.decode(errors="replace") if data else "")
-                for f in ("czxid", "mzxid", "ctime", "mtime", "version", "cversion", "ephemeralOwner",
-                          "dataLength", "numChildren"):
-                    v = getattr(stat, f)
-                    print(f"{f} = {hex(v) if f in ('czxid', 'mzxid', 'ephemeralOwner') else v}")
-        except NoNodeError:
+                for f, v in (("czxid", hex(stat.czxid)), ("mzxid", hex(stat.mzxid)), ("ctime", stat.ctime),
+                             ("mtime", stat.mtime), ("version", stat.version), ("cversion", stat.cversion),
+                             ("ephemeralOwner", hex(stat.ephemeral_owner)), ("dataLength", stat.data_length),
+                             ("numChildren", stat.num_children)):
+                    print(f"{f} = {v}")  # zkCli.sh's names
+        except NoNode:
             print(f"Node does not exist: {args.path}", file=sys.stderr)
             return 1
         return 0
@@ -177,7 +155,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
     if len(actions) != 1:
         print("error: give exactly one of --create, --delete, --describe, --list", file=sys.stderr)
         return 2
-    cluster = _cluster(args)
+    cluster = open_cluster(args)
     try:
         if args.create or args.delete:
             if not args.topic:
@@ -225,7 +203,7 @@ def cmd_leader_election(args: argparse.Namespace) -> int:
     from proto import kafkasim_pb2 as pb
     from proto import kafkasim_pb2_grpc as pbg
 
-    cluster = _cluster(args)
+    cluster = open_cluster(args)
     try:
         view = cluster.view()
         if view.controller_id is None:

@@ -15,8 +15,9 @@ from typing import Any
 import grpc
 
 from client.consumer import PartitionFetcher
-from client.metadata import ClientError, ClusterClient
+from client.metadata import ClusterClient
 from client.producer import Producer, parse_acks
+from node.cli_common import guard, open_cluster
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 
@@ -85,9 +86,7 @@ def watch(cluster, topic: str | None, interval_s: float, describe, out=sys.stdou
 # ---------------------------------------------------------------------- produce / consume
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    from node.cli import _cluster
-
-    cluster = _cluster(args)
+    cluster = open_cluster(args)
     acks = parse_acks(args.acks)
     values = args.values if args.values else (line.rstrip("\n") for line in sys.stdin)
     with ClusterClient(bootstrap_of(cluster)) as cc:
@@ -108,12 +107,10 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from node.cli import _cluster
-
     if args.offset is not None and args.partition is None:
         print("error: --offset needs --partition", file=sys.stderr)
         return 2
-    cluster = _cluster(args)
+    cluster = open_cluster(args)
     with ClusterClient(bootstrap_of(cluster)) as cc:
         parts = cc.partitions_for(args.topic)
         if args.partition is not None and args.partition not in parts:
@@ -155,7 +152,7 @@ def add_parsers(sub, with_config) -> None:
     p.add_argument("--timeout-ms", type=int, default=30000, help="request timeout for acks=all")
     p.add_argument("--verbose", "-v", action="store_true", help="print each record's partition and offset")
     p.add_argument("values", nargs="*", help="values to send; none: one per line from stdin")
-    p.set_defaults(func=lambda a: _guard(cmd_produce, a))
+    p.set_defaults(func=lambda a: guard(cmd_produce, a))
 
     c = with_config(sub.add_parser("consume", help="like kafka-console-consumer.sh (no group)"))
     c.add_argument("--topic", required=True)
@@ -167,12 +164,5 @@ def add_parsers(sub, with_config) -> None:
     c.add_argument("--print-key", action="store_true")
     c.add_argument("--key-separator", default="\t")
     c.add_argument("--json", action="store_true", help="one JSON object per record")
-    c.set_defaults(func=lambda a: _guard(cmd_consume, a))
+    c.set_defaults(func=lambda a: guard(cmd_consume, a))
 
-
-def _guard(fn, args) -> int:
-    try:
-        return fn(args)
-    except (ClientError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1

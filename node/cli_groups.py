@@ -17,7 +17,8 @@ import time
 from client.admin import GroupAdmin
 from client.metadata import ClusterClient
 from kafkacommon import errors
-from node.cli_data import _guard, bootstrap_of
+from node.cli_common import guard, open_cluster
+from node.cli_data import bootstrap_of
 
 
 def _table(rows: list[list], headers: list[str]) -> str:
@@ -27,8 +28,6 @@ def _table(rows: list[list], headers: list[str]) -> str:
 
 
 def cmd_consumer_groups(args: argparse.Namespace) -> int:
-    from node.cli import _cluster
-
     actions = [a for a in ("list", "describe", "delete", "reset_offsets") if getattr(args, a)]
     if len(actions) != 1:
         print("error: give exactly one of --list, --describe, --delete, --reset-offsets", file=sys.stderr)
@@ -36,7 +35,7 @@ def cmd_consumer_groups(args: argparse.Namespace) -> int:
     if not args.list and not args.group:
         print("error: --group is required", file=sys.stderr)
         return 2
-    cluster = _cluster(args)
+    cluster = open_cluster(args)
     with ClusterClient(bootstrap_of(cluster)) as cc:
         admin = GroupAdmin(cc)
         if args.list:
@@ -119,9 +118,8 @@ class _PrintingListener:
 
 def cmd_console_consumer(args: argparse.Namespace) -> int:
     from client.group import GroupMember
-    from node.cli import _cluster
 
-    cluster = _cluster(args)
+    cluster = open_cluster(args)
     with ClusterClient(bootstrap_of(cluster)) as cc:
         member = GroupMember(cc, args.group, [args.topic], assignors=args.assignor.split(","),
                              client_id=args.client_id, session_timeout_ms=args.session_timeout_ms,
@@ -167,7 +165,7 @@ def add_parsers(sub, with_config) -> None:
     g.add_argument("--shift-by", type=int)
     g.add_argument("--execute", action="store_true", help="--reset-offsets: commit (default: dry run)")
     g.add_argument("--json", action="store_true")
-    g.set_defaults(func=lambda a: _guard(cmd_consumer_groups, a))
+    g.set_defaults(func=lambda a: guard(cmd_consumer_groups, a))
 
     c = with_config(sub.add_parser("console-consumer", help="consume as a member of a consumer group"))
     c.add_argument("--group", required=True)
@@ -178,5 +176,5 @@ def add_parsers(sub, with_config) -> None:
     c.add_argument("--assignor", default="range", help="range, roundrobin, sticky, cooperative-sticky (comma list)")
     c.add_argument("--client-id", default="console-consumer")
     c.add_argument("--session-timeout-ms", type=int, default=10000)
-    c.set_defaults(func=lambda a: _guard(cmd_console_consumer, a))
+    c.set_defaults(func=lambda a: guard(cmd_console_consumer, a))
 

@@ -13,6 +13,7 @@ import signal
 import time
 from typing import Any
 
+from node.cli_common import open_cluster
 from node.cluster import Cluster
 from node.events import read_run_events
 from node.waiting import wait_for
@@ -75,9 +76,7 @@ def _settled(view, dead: int) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from node.cli import _cluster
-
-    cluster = _cluster(args)
+    cluster = open_cluster(args)
     lines: list[str] = []
     try:
         t = time.monotonic()

@@ -294,9 +294,7 @@ class CoordinatorShell:
         self._finish(out)
 
     def _finish(self, out: Output) -> None:
-        for ev in out.events:
-            fields = dict(ev)
-            self.events.emit(fields.pop("event"), **fields)
+        self.events.log(*out.events)
         for handle, response in out.responses:
             if isinstance(handle, Future) and not handle.done():
                 handle.set_result(response)

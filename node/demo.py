@@ -27,6 +27,7 @@ from client.metadata import ClientError, ClusterClient
 from client.producer import Producer, ProduceError
 from kafkacommon.hashing import partition_for
 from node import topics
+from node.cli_common import open_cluster
 from node.events import read_run_events
 from node.waiting import wait_for
 from zk.paths import OFFSETS_TOPIC
@@ -124,12 +125,10 @@ def _first(events: list[dict], after_ns: int, type_: str, **match: Any) -> dict 
 
 
 def run(args: argparse.Namespace) -> int:
-    from node.cli import _cluster
-
     if getattr(args, "controller", False):
         from node.controller_demo import run as controller_run
         return controller_run(args)
-    cluster = _cluster(args)
+    cluster = open_cluster(args)
     lines: list[str] = []
     results: dict[str, Any] = {}
     workload = None

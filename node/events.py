@@ -7,65 +7,41 @@ of every type is in docs/events.md.
 """
 from __future__ import annotations
 
-import json
-import os
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+from kafkacommon.event import Event
+from node.jsonlines import JsonLinesWriter, json_object, read_json_lines
+
+__all__ = ["EventLog", "EventTail", "read_events", "read_json_lines", "read_run_events"]
+
 
 class EventLog:
+    """A broker's event log: ``emit(type, **fields)`` or ``log(*events)`` (the cores' ``Event``s)."""
+
     def __init__(self, path: Path | str, broker_id: int,
                  wall_ms: Callable[[], float] = lambda: time.time() * 1000.0,
                  mono_ns: Callable[[], int] = time.monotonic_ns):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._out = JsonLinesWriter(path, default=str)   # anything not JSON-serialisable: str()
+        self.path = self._out.path
         self.broker_id = broker_id
         self._wall_ms = wall_ms
         self._mono_ns = mono_ns
-        self._lock = threading.Lock()
-        # line-buffered append: each event reaches the OS as one write
-        self._f = open(self.path, "a", buffering=1, encoding="utf-8")
 
     def emit(self, type_: str, **fields: Any) -> dict[str, Any]:
         record = {"ts_ms": round(self._wall_ms(), 3), "mono_ns": self._mono_ns(),
                   "broker": self.broker_id, "type": type_, **fields}
-        line = json.dumps(record, separators=(",", ":"), default=str)
-        with self._lock:
-            if not self._f.closed:
-                self._f.write(line + "\n")
+        self._out.write(record)   # nothing once closed
         return record
 
+    def log(self, *events: Event) -> None:
+        """Write the events a core returned, in order."""
+        for e in events:
+            self.emit(e.name, **e.fields)
+
     def close(self) -> None:
-        with self._lock:
-            if not self._f.closed:
-                self._f.flush()
-                os.fsync(self._f.fileno())
-                self._f.close()
-
-
-def read_json_lines(path: Path | str) -> list[dict[str, Any]]:
-    """Every complete JSON-object line of a file written line by line; a torn last line (a killed
-    writer) and lines that don't parse are skipped.  Event logs and chaos histories are read so."""
-    out: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.endswith("\n"):
-                break
-            obj = _json_object(line)
-            if obj is not None:
-                out.append(obj)
-    return out
-
-
-def _json_object(line: str | bytes) -> dict[str, Any] | None:
-    """One line's JSON object; None when it does not parse or is not an object."""
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        return None
-    return obj if isinstance(obj, dict) else None
+        self._out.close()
 
 
 def read_events(path: Path | str) -> list[dict[str, Any]]:
@@ -103,7 +79,7 @@ class EventTail:
             for line in chunk[:end].splitlines():
                 if self._needle is not None and self._needle not in line:
                     continue
-                obj = _json_object(line)
+                obj = json_object(line)
                 if obj is not None:
                     out.append(obj)
         out.sort(key=lambda e: e["mono_ns"])

@@ -15,7 +15,7 @@ from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 
 if TYPE_CHECKING:
-    from node.replica_manager import Hosted, ReplicaManager
+    from node.hosted import FetcherOwner, Hosted
 
 TP = tuple[str, int]
 
@@ -23,7 +23,7 @@ TP = tuple[str, int]
 class LeaderFetcher(threading.Thread):
     """A follower's fetch loop towards one leader broker, for every partition it follows there."""
 
-    def __init__(self, rm: "ReplicaManager", leader: int):
+    def __init__(self, rm: "FetcherOwner", leader: int):
         super().__init__(name=f"fetcher-from-{leader}", daemon=True)
         self.rm, self.leader = rm, leader
         self._parts: dict[TP, tuple["Hosted", int]] = {}

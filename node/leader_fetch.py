@@ -18,7 +18,7 @@ from node.wire import fetch_message, partition_fetch
 from proto import kafkasim_pb2 as pb
 
 if TYPE_CHECKING:
-    from node.replica_manager import Hosted
+    from node.hosted import Hosted
 
 
 class LeaderFetchMixin:

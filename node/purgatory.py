@@ -12,27 +12,13 @@ import heapq
 import logging
 import threading
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from kafkacommon import errors
-
-if TYPE_CHECKING:
-    from node.replica_manager import Hosted
+from node.hosted import AckWaiter, Hosted
 
 log = logging.getLogger(__name__)
 TP = tuple[str, int]
-
-
-@dataclass(eq=False)
-class AckWaiter:
-    """An acks=all append waiting until the HW covers ``required`` (Kafka's DelayedProduce)."""
-
-    tp: TP
-    required: int
-    leader_epoch: int
-    deadline: float
-    on_done: Callable[[int], None]
 
 
 class Purgatory(threading.Thread):

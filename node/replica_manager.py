@@ -14,7 +14,7 @@ import logging
 import shutil
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -27,7 +27,8 @@ from node.events import EventLog
 from node.fetch_session import LeaderSessions
 from node.fetcher import LeaderFetcher
 from node.leader_fetch import LeaderFetchMixin
-from node.purgatory import AckWaiter, Purgatory
+from node.hosted import AckWaiter, Hosted
+from node.purgatory import Purgatory
 from node.replication import AlterIsrProposal, PartitionReplication, ReplicaSettings
 from node.storage import OffsetCheckpointFile, PartitionLog
 from node.storage.cleaner import CleanResult, clean
@@ -38,18 +39,6 @@ log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
 HW_CHECKPOINT = "replication-offset-checkpoint"
-
-
-@dataclass
-class Hosted:
-    """One partition replica on this broker."""
-
-    log: PartitionLog
-    repl: PartitionReplication
-    cond: threading.Condition = field(default_factory=threading.Condition)  # guards both; wakes waiters
-    fetching_from: tuple[int, int] | None = None  # (leader, leader epoch) this follower fetches from
-    waiters: list["AckWaiter"] = field(default_factory=list)  # acks=all appends waiting for the HW
-    config: dict = field(default_factory=dict)  # the topic's config overrides (cleanup.policy, ...)
 
 
 @dataclass(frozen=True)

@@ -42,10 +42,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
 
+from kafkacommon.event import Event
 from kafkacommon import errors
 from kafkacommon.errors import INVALID_REQUIRED_ACKS, OFFSET_OUT_OF_RANGE
 
-Event = tuple[str, dict[str, Any]]
 UNKNOWN_OFFSET = -1
 
 # AlterIsr answers after which the leader must not propose again until it learns a
@@ -187,7 +187,7 @@ class PartitionReplication:
         return self._pending
 
     def _ev(self, name: str, **fields: Any) -> Event:
-        return name, {"topic": self.topic, "partition": self.partition, **fields}
+        return Event(name, {"topic": self.topic, "partition": self.partition, **fields})
 
     def snapshot(self) -> dict[str, Any]:
         return {

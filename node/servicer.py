@@ -27,8 +27,7 @@ class BrokerServicer(pbg.BrokerServicer):
         self._lock = threading.Lock()  # requests from the controller apply one at a time
 
     def _log(self, out: Outcome) -> None:
-        for name, fields in out.events:
-            self.events.emit(name, **fields)
+        self.events.log(*out.events)
 
     @staticmethod
     def _perrors(out: Outcome) -> list[pb.PartitionError]:

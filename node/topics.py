@@ -13,13 +13,13 @@ import random
 import re
 from typing import Any, Callable
 
-from kazoo.exceptions import NodeExistsError
 
 from controller.assignment import AssignmentError, assign_replicas
 from node.waiting import wait_for
 from zk import paths
 from zk.client import ZkClient
 from zk.codecs import TopicAssignment
+from zk.errors import NodeExists
 
 LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME = 249
@@ -109,7 +109,7 @@ def create_topic(zk: ZkClient, topic: str, partitions: int, replication_factor: 
     a = TopicAssignment(topic, assignment, topic_id, configs)
     try:
         zk.create_topic_znode(a)
-    except NodeExistsError:
+    except NodeExists:
         raise TopicError(f"topic {topic!r} already exists") from None
 
     def led() -> bool:

@@ -25,6 +25,20 @@ from kafkacommon.hashing import partition_for
 from node.events import read_run_events
 
 
+def test_both_checker_registries_cover_exactly_the_defined_names() -> None:
+    """chaos.check_names defines the checkers once; the Python and the Spark registry implement each of
+    them, no more, in the same order, with the same kinds."""
+    import analysis.checks as spark_checks
+    import chaos.checkers as py_checks
+    from chaos.check_names import CHECKS, KINDS
+
+    assert list(py_checks.FUNCTIONS) == list(spark_checks.FUNCTIONS) == list(CHECKS)
+    for registry in (py_checks.CHECKERS, spark_checks.CHECKERS):
+        assert {name: kinds for name, (_fn, kinds) in registry.items()} == {n: c.kinds for n, c in CHECKS.items()}
+    assert py_checks.KINDS == spark_checks.KINDS == KINDS and len(set(KINDS)) == len(KINDS)
+    assert all(c.description for c in CHECKS.values())
+
+
 @pytest.fixture(scope="module")
 def checked(analysed) -> dict:
     """The shared analysis's anomalies and verdicts, by run."""

@@ -17,6 +17,7 @@ from coordinator.group import (
 )
 from coordinator.records import GroupMetadataKey, decode_record
 from coordinator.testing import Driver, form_group as form, group_state as state, quick_config as cfg
+from kafkacommon.event import Event
 from kafkacommon import errors
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,9 +77,9 @@ def test_full_rebalance_walks_every_state_and_logs_it():
                        (COMPLETING_REBALANCE, STABLE)]
     assert gen == 1 and ids == ["c0-uuid1", "c1-uuid2"]
     ev = d.events_named("group_generation")[-1]
-    assert ev == {"event": "group_generation", "partition": 0, "group": "g", "generation": 1,
+    assert ev == {"partition": 0, "group": "g", "generation": 1,
                   "protocol_type": "consumer", "protocol": "range", "leader": "c0-uuid1", "members": ids}
-    assert all(e["partition"] == 0 for e in d.events)
+    assert all(e.fields["partition"] == 0 for e in d.events)
 
 
 # ------------------------------------------------------------------ JoinGroup errors
@@ -340,7 +341,7 @@ def test_session_expiry_removes_the_member_and_rebalances():
     d.advance(1000)                            # t=10000 since c1's last sign of life (its sync)
     assert state(d) == PREPARING_REBALANCE
     assert d.events_named("member_removed")[-1] == {
-        "event": "member_removed", "partition": 0, "group": "g", "member_id": ids[1],
+        "partition": 0, "group": "g", "member_id": ids[1],
         "group_instance_id": None, "reason": "session_timeout"}
     assert d.response(d.heartbeat("g", gen, ids[0])).error_code == errors.REBALANCE_IN_PROGRESS
 
@@ -635,7 +636,7 @@ def test_coordinator_interface():
     c = PartitionCoordinator(3, GroupConfig(), lambda: "u")
     assert c.status == "unloaded" and c.next_deadline_ms() is None and c.group_ids() == []
     out = c.begin_load(0)
-    assert out.events == [{"event": "partition_loading", "partition": 3}] and c.status == "loading"
+    assert out.events == [Event("partition_loading", {"partition": 3})] and c.status == "loading"
     out.extend(c.finish_load(0))
     assert c.status == "active" and c.next_deadline_ms() == 600000
 

@@ -232,7 +232,7 @@ def test_simple_group_offsets_expire_by_commit_time():
     d.commit("g", {("t", 1): 2})
     d.advance(1000 + 600000 - (DAY % 600000))          # the first check at or after commit + retention
     assert fetched(d) == {("t", 1): (2, 0)}
-    assert d.events_named("offsets_expired") == [{"event": "offsets_expired", "partition": 0, "group": "g",
+    assert d.events_named("offsets_expired") == [{"partition": 0, "group": "g",
                                                   "count": 1}]
     tomb = d.emitted[-1]
     assert tomb.acks == 0 and decode_record(*tomb.records[0]) == (OffsetKey("g", "t", 0), None)

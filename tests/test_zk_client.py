@@ -7,7 +7,8 @@ import uuid
 from typing import Callable, Iterator
 
 import pytest
-from kazoo.exceptions import NoNodeError
+
+from node.waiting import wait_for
 
 from controller.types import LeaderAndIsr
 from zk import codecs, paths
@@ -16,6 +17,8 @@ from zk.client import (
 )
 from zk.codecs import BrokerRegistration, TopicAssignment
 from zk.batch import GET_CHILDREN, GET_DATA, multi_read
+from zk.errors import NodeExists, NoNode
+from zk.stat import Stat, WatchEvent
 
 SESSION_MS = 2000
 
@@ -75,7 +78,7 @@ def test_the_first_caller_wins_with_epoch_one(new_client):
     assert c.try_elect_controller(1, 1_700_000_000_000) == (True, 1, 1)
     data, stat = c.get(paths.CONTROLLER)
     assert json.loads(data) == {"version": 1, "brokerid": 1, "timestamp": "1700000000000"}
-    assert stat.ephemeralOwner == c.session_id
+    assert stat.ephemeral_owner == c.session_id
     assert c.get(paths.CONTROLLER_EPOCH)[0] == b"1"
     assert c.read_controller() == 1
     assert c.read_controller_epoch() == (1, 1)
@@ -149,7 +152,7 @@ def test_creating_an_existing_state_is_not_reported_as_a_version_conflict(new_cl
     c = new_client()
     version = elected(c)
     writes = with_topic(c, version, "t", 1)
-    with pytest.raises(Exception) as e:
+    with pytest.raises(NodeExists) as e:   # zk/errors.py's, not kazoo's
         c.write_states(version, writes)
     assert not isinstance(e.value, (StateVersionConflict, ControllerMovedError))
 
@@ -232,10 +235,10 @@ def test_multi_read_returns_an_exception_instance_for_a_missing_znode(new_client
     assert len(calls) == 1, "one request for every op"
     assert len(res) == 5
     data, stat = res[0]
-    assert data == b"hello" and stat.version == 0 and stat.dataLength == 5
-    assert isinstance(res[1], NoNodeError)
+    assert data == b"hello" and stat.version == 0 and stat.data_length == 5
+    assert isinstance(res[1], NoNode)
     assert sorted(res[2]) == ["x", "y"]
-    assert isinstance(res[3], NoNodeError)
+    assert isinstance(res[3], NoNode)
     assert sorted(res[4]) == ["a", "dir"], "'/' is the chroot"
 
 
@@ -253,7 +256,7 @@ def test_the_same_session_re_registering_keeps_its_czxid(new_client):
     first = c.register_broker(reg(1), wait_s=1)
     assert c.register_broker(reg(1), wait_s=1) == first
     _, stat = c.get(paths.broker(1))
-    assert stat.czxid == first and stat.ephemeralOwner == c.session_id
+    assert stat.czxid == first and stat.ephemeral_owner == c.session_id
 
 
 def test_a_named_predecessor_session_is_replaced_with_a_new_czxid(new_client):
@@ -263,7 +266,7 @@ def test_a_named_predecessor_session_is_replaced_with_a_new_czxid(new_client):
     new_epoch = new.register_broker(reg(1, host="new"), wait_s=1, predecessor_session=old.session_id)
     assert new_epoch > old_epoch
     data, stat = new.get(paths.broker(1))
-    assert stat.czxid == new_epoch and stat.ephemeralOwner == new.session_id
+    assert stat.czxid == new_epoch and stat.ephemeral_owner == new.session_id
     assert codecs.decode_broker(1, data).host == "new"
     assert old.kz.connected, "the old session still lives; only its node was replaced"
 
@@ -278,7 +281,7 @@ def test_without_the_predecessor_registration_times_out_while_the_holder_lives(n
     elapsed = time.monotonic() - t0
     assert 0.45 <= elapsed < 3.0, elapsed
     _, stat = new.get(paths.broker(1))
-    assert (stat.czxid, stat.ephemeralOwner) == (old_epoch, old.session_id), "the holder's node is untouched"
+    assert (stat.czxid, stat.ephemeral_owner) == (old_epoch, old.session_id), "the holder's node is untouched"
 
 
 def test_an_unrelated_predecessor_does_not_replace_a_live_holder(new_client):
@@ -287,7 +290,7 @@ def test_an_unrelated_predecessor_does_not_replace_a_live_holder(new_client):
     old.register_broker(reg(1), wait_s=1)
     with pytest.raises(BrokerRegistrationTimeout):
         new.register_broker(reg(1), wait_s=0.3, predecessor_session=other.session_id)
-    assert new.get(paths.broker(1))[1].ephemeralOwner == old.session_id
+    assert new.get(paths.broker(1))[1].ephemeral_owner == old.session_id
 
 
 def test_after_the_holder_closes_its_session_a_new_one_registers_at_once(new_client):
@@ -307,3 +310,24 @@ def test_only_the_owning_session_can_delete_an_orphaned_controller_znode(new_cli
     assert a.delete_controller_if_ours() is True
     assert a.read_controller() is None
     assert a.delete_controller_if_ours() is False  # nothing left to delete
+
+
+def test_reads_hand_out_our_types_and_errors_never_kazoos(new_client):
+    c = new_client()
+    c.ensure_persistent_paths()
+    with pytest.raises(NoNode):
+        c.get("/absent")
+    assert c.exists("/absent") is None
+    assert c.read_topic_config("absent") is None
+    fired: list[WatchEvent] = []
+    stat = c.exists(paths.TOPICS, watch=fired.append)
+    assert isinstance(stat, Stat) and stat.ephemeral_owner == 0 and stat.num_children == 0
+    c.create_topic_znode(TopicAssignment("t", {0: (1,)}, config={"cleanup.policy": "compact"}))
+    with pytest.raises(NodeExists):
+        c.create_topic_znode(TopicAssignment("t", {0: (1,)}))
+    data, stat = c.get(paths.topic("t"))
+    assert isinstance(stat, Stat) and stat.version == 0 and stat.data_length == len(data) and stat.czxid > 0
+    assert c.read_topic_config("t") == {"cleanup.policy": "compact"}
+    c.kz.set(paths.TOPICS, b"")   # a data change fires the exists-watch
+    wait_for(lambda: fired, 5, "the watch")
+    assert fired == [WatchEvent("CHANGED", paths.TOPICS)]

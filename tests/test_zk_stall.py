@@ -97,7 +97,7 @@ def test_a_cluster_comes_back_whole_after_zookeeper_stalls_past_every_session(ow
             parts = v.topics[paths.OFFSETS_TOPIC]["partitions"]
             server = own_zk.servers[0]
             connected = four_letter_word(server.host, server.client_port, "cons")
-            owners = [cluster.zk().get(paths.broker(b))[1].ephemeralOwner for b in (1, 2, 3)]
+            owners = [cluster.zk().get(paths.broker(b))[1].ephemeral_owner for b in (1, 2, 3)]
             return v if (v.controller_id in (1, 2, 3) and sorted(v.brokers) == [1, 2, 3]
                          and all(f"sid=0x{o:x}" in connected for o in owners)
                          and all(s["leader"] in s["isr"] for s in parts.values())) else None

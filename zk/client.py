@@ -3,7 +3,8 @@
 Everything that touches a znode goes through :class:`ZkClient`: broker
 registration (checked ephemeral create), the controller election multi,
 controller writes fenced by /controller_epoch's zkVersion, and batched reads
-through multiRead.  The callers (node/) never see kazoo.
+through multiRead.  The callers (node/) never see kazoo: they get
+zk/errors.py's exceptions and zk/stat.py's types.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, OperationTimeoutError, RolledBackError,
-    RuntimeInconsistency, SessionExpiredError,
+    RuntimeInconsistency,
 )
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
@@ -25,18 +26,19 @@ from controller.types import LeaderAndIsr
 from zk import codecs, paths
 from zk.bounded import BoundedHandler
 from zk.codecs import BrokerRegistration, TopicAssignment
+from zk.errors import CONNECTION_ERRORS, NoNode, ZkConnectionLost, ZkError, translate, translate_errors, translated
+from zk.stat import Stat, WatchEvent, watcher
 from zk.batch import CREATE, DELETE, GET_DATA, SET_DATA, multi_read, multi_read_async, multi_write
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 MULTI_CHUNK = 1000  # ops per multi; well under jute.maxbuffer for our znodes
-#: What a lost or stalled connection raises (and a request unanswered within its bound: zk/bounded.py's
-#: RequestTimedOut is an OperationTimeoutError).  Callers outside zk/ catch this tuple, never kazoo's names.
-CONNECTION_ERRORS = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
-#: What :func:`until_connected` retries.  Not a session expiry: as in Kafka, that reaches the caller,
-#: whose ephemerals and watches are gone and who must register and decide again.
-RETRIED_ERRORS = (ConnectionLoss, OperationTimeoutError)
+__all__ = ["CONNECTION_ERRORS", "ClusterSnapshot", "StateWrite", "ZkClient", "expire_session", "quiet_client_logs"]
+#: What :func:`until_connected` retries: kazoo's inside this module, ours from a nested public call
+#: (zk/bounded.py's RequestTimedOut is an OperationTimeoutError).  Not a session expiry: as in Kafka,
+#: that reaches the caller, whose ephemerals and watches are gone and who must register and decide again.
+RETRIED_ERRORS = (ConnectionLoss, OperationTimeoutError, ZkConnectionLost)
 
 
 def until_connected(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -64,11 +66,11 @@ def until_connected(method: Callable[..., Any]) -> Callable[..., Any]:
 _retrying = threading.local()
 
 
-class ControllerMovedError(Exception):
+class ControllerMovedError(ZkError):
     """The /controller_epoch check failed: another controller was elected."""
 
 
-class StateVersionConflict(Exception):
+class StateVersionConflict(ZkError):
     """A conditional write found a different zkVersion (BADVERSION)."""
 
     def __init__(self, path: str):
@@ -76,7 +78,7 @@ class StateVersionConflict(Exception):
         self.path = path
 
 
-class BrokerRegistrationTimeout(Exception):
+class BrokerRegistrationTimeout(ZkError):
     """An old session's /brokers/ids/<id> did not go away in time."""
 
 
@@ -111,7 +113,10 @@ class StateWrite:
     zk_version: int | None
 
 
+@translate_errors
 class ZkClient:
+    """Every public method raises zk/errors.py's exceptions, never kazoo's."""
+
     def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int | None = None):
         self.hosts, self.chroot = split_connect(connect)
         self.session_timeout_ms = session_timeout_ms
@@ -221,20 +226,26 @@ class ZkClient:
     # ------------------------------------------------------------ generic
 
     @until_connected
-    def get(self, path: str) -> tuple[bytes, Any]:
-        return self.kz.get(path)
+    def get(self, path: str) -> tuple[bytes, Stat]:
+        """The znode's data and stat; NoNode when it does not exist."""
+        data, stat = self.kz.get(path)
+        return data, Stat.of(stat)
 
     @until_connected
     def get_children(self, path: str) -> list[str]:
         return self.kz.get_children(path)
 
     @until_connected
-    def exists(self, path: str, watch: Callable[[Any], None] | None = None) -> Any:
-        return self.kz.exists(path, watch=watch)
+    def exists(self, path: str, watch: Callable[[WatchEvent], None] | None = None) -> Stat | None:
+        stat = self.kz.exists(path, watch=watcher(watch))
+        return None if stat is None else Stat.of(stat)
 
     @until_connected
     def read_many(self, ops: Sequence[tuple[int, str]]) -> list[Any]:
-        return multi_read(self.kz, ops)
+        """One multiRead: per op ``(data, Stat)`` for GET_DATA, the children for GET_CHILDREN, or
+        the op's error (NoNode, ...) as a value."""
+        return [translate(r) if isinstance(r, Exception) else (r[0], Stat.of(r[1])) if isinstance(r, tuple) else r
+                for r in multi_read(self.kz, ops)]
 
     # ------------------------------------------------------------ brokers
 
@@ -281,9 +292,9 @@ class ZkClient:
                     f"{path} is held by session 0x{stat.ephemeralOwner:x} and did not expire in {wait_s:.1f}s")
 
     @until_connected
-    def read_brokers(self, watch: Callable[[Any], None] | None = None) -> dict[int, BrokerRegistration]:
+    def read_brokers(self, watch: Callable[[WatchEvent], None] | None = None) -> dict[int, BrokerRegistration]:
         """The live brokers with their epochs: two round trips."""
-        ids = self.kz.get_children(paths.BROKER_IDS, watch=watch)
+        ids = self.kz.get_children(paths.BROKER_IDS, watch=watcher(watch))
         ids = sorted(int(i) for i in ids if i.isdigit())
         out: dict[int, BrokerRegistration] = {}
         for bid, res in zip(ids, self.read_many([(GET_DATA, paths.broker(b)) for b in ids])):
@@ -296,9 +307,9 @@ class ZkClient:
     # ------------------------------------------------------------ controller election
 
     @until_connected
-    def read_controller(self, watch: Callable[[Any], None] | None = None) -> int | None:
+    def read_controller(self, watch: Callable[[WatchEvent], None] | None = None) -> int | None:
         """The active controller's broker id (None when absent); sets a watch when given."""
-        stat = self.kz.exists(paths.CONTROLLER, watch=watch)
+        stat = self.kz.exists(paths.CONTROLLER, watch=watcher(watch))
         if stat is None:
             return None
         try:
@@ -370,8 +381,8 @@ class ZkClient:
     # ------------------------------------------------------------ controller state
 
     @until_connected
-    def read_snapshot(self, broker_watch: Callable[[Any], None] | None = None,
-                      topic_watch: Callable[[Any], None] | None = None,
+    def read_snapshot(self, broker_watch: Callable[[WatchEvent], None] | None = None,
+                      topic_watch: Callable[[WatchEvent], None] | None = None,
                       with_states: bool = True) -> ClusterSnapshot:
         """The controller's context in a constant number of round trips, whatever the partition count.
 
@@ -379,8 +390,8 @@ class ZkClient:
         """
         # three requests in one round trip (watches need the regular API; children come back with them)
         epoch_r = multi_read_async(self.kz, [(GET_DATA, paths.CONTROLLER_EPOCH)])
-        ids_r = self.kz.get_children_async(paths.BROKER_IDS, watch=broker_watch)
-        topics_r = self.kz.get_children_async(paths.TOPICS, watch=topic_watch)
+        ids_r = self.kz.get_children_async(paths.BROKER_IDS, watch=watcher(broker_watch))
+        topics_r = self.kz.get_children_async(paths.TOPICS, watch=watcher(topic_watch))
         first = epoch_r.get()[0]   # bounded waits (zk/bounded.py)
         broker_ids = ids_r.get()
         topics = topics_r.get()
@@ -469,7 +480,7 @@ class ZkClient:
                 if p not in wanted:
                     wanted.append(p)
         found = self.read_many([(GET_DATA, p) for p in wanted])
-        return [p for p, r in zip(wanted, found) if isinstance(r, NoNodeError)]
+        return [p for p, r in zip(wanted, found) if isinstance(r, NoNode)]
 
     def _state_path(self, topic: str, partition: int) -> str:
         key = (topic, partition)
@@ -495,7 +506,7 @@ class ZkClient:
 
     def create_topic_znode(self, assignment: TopicAssignment) -> None:
         """Admin side (kafka-topics.sh): write /brokers/topics/<t>; the controller does the rest.
-        Raises NodeExistsError when the topic exists."""
+        Raises NodeExists when the topic exists."""
         self.kz.create(paths.topic(assignment.topic), codecs.encode_topic(assignment))
 
     def request_topic_deletion(self, topic: str) -> None:
@@ -506,8 +517,19 @@ class ZkClient:
             pass
 
     @until_connected
-    def read_deletion_requests(self, watch: Callable[[Any], None] | None = None) -> list[str]:
-        return sorted(self.kz.get_children(paths.DELETE_TOPICS, watch=watch))
+    def read_deletion_requests(self, watch: Callable[[WatchEvent], None] | None = None) -> list[str]:
+        return sorted(self.kz.get_children(paths.DELETE_TOPICS, watch=watcher(watch)))
+
+    @until_connected
+    def read_topic_config(self, topic: str) -> dict[str, str] | None:
+        """The topic's config overrides from /brokers/topics/<t> (None: no such topic), read again across
+        a lost connection (``until_connected``).  A session expiry, a read still failing at the retry
+        deadline, or a znode that does not decode raises (ZkError / ValueError): the caller reports it."""
+        try:
+            data, _ = self.kz.get(paths.topic(topic))
+        except NoNodeError:
+            return None
+        return dict(codecs.decode_topic(topic, data).config)
 
     def delete_topic(self, epoch_zk_version: int, assignment: TopicAssignment) -> None:
         """Controller side: remove the topic's znodes and its deletion marker, fenced."""
@@ -549,6 +571,7 @@ class ZkClient:
         self.fenced_multi(epoch_zk_version, build)
 
 
+@translated
 def expire_session(connect: str, session_id: int, password: bytes, timeout_s: float = 10.0) -> None:
     """End someone else's session on purpose, as Curator's KillSession does: attach to it
     with its credentials and close it.  Its owner then sees SESSION_EXPIRED, and its
@@ -560,3 +583,8 @@ def expire_session(connect: str, session_id: int, password: bytes, timeout_s: fl
         kz.stop()
     finally:
         kz.close()
+
+
+def quiet_client_logs() -> None:
+    """Only errors from the ZooKeeper client library's own logger (a chaos run expects faults)."""
+    logging.getLogger("kazoo").setLevel(logging.ERROR)

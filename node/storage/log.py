@@ -28,7 +28,7 @@ from .errors import StorageError
 from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, CheckpointError,
                          CleanerCheckpointFile, CleanerState, LeaderEpochCheckpointFile)
 from .segment import (CLEANED_SUFFIX, DEFAULT_INDEX_INTERVAL_BYTES, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
-                      TIME_INDEX_SUFFIX, LogSegment, _fsync_dir, parse_segment_base)
+                      TIME_INDEX_SUFFIX, LogSegment, fsync_dir, parse_segment_base)
 
 DEFAULT_SEGMENT_BYTES = 1 << 30
 UNDEFINED_EPOCH = -1
@@ -199,7 +199,7 @@ class PartitionLog:
                 src = self.dir / f"{base:020d}{suffix}{SWAP_SUFFIX}"
                 if src.exists():
                     os.replace(src, self.dir / f"{base:020d}{suffix}")
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
         if pending is not None and self._cleaner_state is not None:
             self.set_cleaner_state(replace(self._cleaner_state, pending_swap=None))
         return set(swaps)

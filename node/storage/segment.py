@@ -55,7 +55,7 @@ def parse_segment_base(name: str) -> int | None:
     return int(stem)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -118,7 +118,7 @@ class LogSegment:
         seg = cls(Path(directory), base_offset, index_interval_bytes, file_suffix)
         os.ftruncate(seg._idx_fd, 0)
         os.ftruncate(seg._tidx_fd, 0)
-        _fsync_dir(seg.directory)
+        fsync_dir(seg.directory)
         return seg
 
     @classmethod
@@ -158,7 +158,7 @@ class LogSegment:
         self._set_paths()
         for src, dst in zip(old, (self.index_path, self.time_index_path, self.log_path)):
             os.replace(src, dst)
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     def flush(self) -> None:
         """fsync the log and both index files."""
@@ -183,7 +183,7 @@ class LogSegment:
             self._close_fds()
         for path in (self.log_path, self.index_path, self.time_index_path):
             path.unlink(missing_ok=True)
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     def seal(self) -> None:
         """Called when the segment stops being active: final time-index entry, then fsync."""

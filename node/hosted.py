@@ -1,0 +1,57 @@
+"""The types the replica manager shares with its fetchers, its Fetch handler and its purgatory.
+
+``Hosted`` is one partition replica on this broker, ``AckWaiter`` an acks=all
+append waiting for the high watermark, and ``FetcherOwner`` what a follower's
+fetcher uses of the replica manager that runs it.  They live here, not in
+``node.replica_manager``, so the modules the replica manager is built from
+need not import it back.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+if TYPE_CHECKING:
+    from node.events import EventLog
+    from node.replication import PartitionReplication
+    from node.storage import PartitionLog
+
+TP = tuple[str, int]
+
+
+@dataclass(eq=False)
+class AckWaiter:
+    """An acks=all append waiting until the HW covers ``required`` (Kafka's DelayedProduce)."""
+
+    tp: TP
+    required: int
+    leader_epoch: int
+    deadline: float
+    on_done: Callable[[int], None]
+
+
+@dataclass
+class Hosted:
+    """One partition replica on this broker."""
+
+    log: PartitionLog
+    repl: PartitionReplication
+    cond: threading.Condition = field(default_factory=threading.Condition)  # guards both; wakes waiters
+    fetching_from: tuple[int, int] | None = None  # (leader, leader epoch) this follower fetches from
+    waiters: list[AckWaiter] = field(default_factory=list)  # acks=all appends waiting for the HW
+    config: dict = field(default_factory=dict)  # the topic's config overrides (cleanup.policy, ...)
+
+
+class FetcherOwner(Protocol):
+    """What ``node.fetcher.LeaderFetcher`` uses of its replica manager."""
+
+    broker_id: int
+    fetch_wait_ms: int
+    events: EventLog
+
+    def _endpoint_of(self, broker: int) -> str | None: ...
+
+    def _broker_epoch(self) -> int: ...
+
+    def _log_events(self, events: list[tuple[str, dict[str, Any]]]) -> None: ...
