@@ -1,9 +1,13 @@
 """client/protocol.py and client/assignors.py: Kafka's consumer protocol bytes and partition assignors.
 
 Worked examples come from the seed articles (000: round robin with C0, C1 on
-T0, T1; 002: range / round robin / sticky on a 10-partition topic) and from
-the Javadoc of Kafka's RangeAssignor, RoundRobinAssignor and StickyAssignor.
-The seed numbers partitions from 1 (T0P1); Kafka, and these tests, from 0.
+T0, T1; 002: range / round robin / sticky on a 10-partition topic; 004 draws
+its range example as a picture, with no partitions to encode) and from the
+Javadoc of Kafka 2.8.2's RangeAssignor, RoundRobinAssignor and StickyAssignor
+(CooperativeStickyAssignor's Javadoc has no example).  The seed numbers
+partitions from 1 (T0P1); Kafka, and these tests, from 0.  The expected
+results are Kafka 2.8.2's code; where its Javadoc or a seed says otherwise,
+a comment says so.
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from client.assignors import (
-    ASSIGNORS, COOPERATIVE, EAGER, StickyAssignor, get_assignor, partitions_to_revoke,
+    ASSIGNORS, COOPERATIVE, EAGER, CooperativeStickyAssignor, StickyAssignor, get_assignor, partitions_to_revoke,
 )
 from client.protocol import Assignment, ProtocolError, StickyAssignorUserData, Subscription
 
@@ -215,6 +219,132 @@ def test_cooperative_general_case_withholds_only_real_moves():
     for tp, new_owner in withheld.items():
         assert any(tp in s.owned_partitions for m, s in owned.items() if m != new_owner)
         assert tp not in assignment[new_owner]
+
+
+def coop_sub(topics: list[str], owned: list, generation: int | None = None) -> Subscription:
+    """A cooperative-sticky subscription as Kafka 2.8 sends it: owned partitions, the generation in the user data."""
+    user_data = None if generation is None else CooperativeStickyAssignor.encode_generation(generation)
+    return Subscription(list(topics), user_data=user_data, owned_partitions=list(owned))
+
+
+def test_sticky_drops_every_claim_of_an_older_generation():
+    """Kafka 2.8.2's allSubscriptionsEqual keeps only the claims of the highest generation: C1's [p2, p3] from
+    generation 1 count for nothing although nobody else claims them (Kafka 3.x would let C1 keep them)."""
+    s = {"C0": Subscription(["t"], user_data=StickyAssignor.subscription_user_data(parts("t", 0), 2)),
+         "C1": Subscription(["t"], user_data=StickyAssignor.subscription_user_data(parts("t", 2, 3), 1)),
+         "C2": Subscription(["t"])}
+    assert STICKY.assign({"t": 4}, s) == {"C0": parts("t", 0, 3), "C1": parts("t", 1), "C2": parts("t", 2)}
+
+
+def test_cooperative_drops_every_claim_of_an_older_generation_and_withholds_nothing():
+    # the same rule on the cooperative path; 2.8.2 marks as transferring only partitions revoked over the quota
+    # or claimed twice, so C1's dropped p2 goes straight to C2 in this round
+    s = {"C0": coop_sub(["t"], parts("t", 0), 2), "C1": coop_sub(["t"], parts("t", 2, 3), 1),
+         "C2": coop_sub(["t"], [], -1)}
+    assert COOP.assign_with_transfers({"t": 4}, s) == (
+        {"C0": parts("t", 0, 3), "C1": parts("t", 1), "C2": parts("t", 2)}, {})
+
+
+def test_cooperative_reads_the_generation_from_the_user_data_only():
+    assert CooperativeStickyAssignor.encode_generation(7) == b"\x00\x00\x00\x07"
+    assert CooperativeStickyAssignor.encode_generation(-1) == b"\xff\xff\xff\xff"
+    owned = parts("t", 1)
+    assert COOP.member_data(Subscription(["t"], owned_partitions=owned, generation_id=9)) == (owned, None)
+    assert COOP.member_data(Subscription(["t"], b"\x00\x00\x00\x05", owned)) == (owned, 5)
+    assert COOP.member_data(Subscription(["t"], b"\x00\x00\x00\x05extra", owned)) == (owned, 5)  # Struct.read
+    assert COOP.member_data(Subscription(["t"], b"\x00\x05", owned)) == (owned, -1)  # unreadable: default
+    # a v2 subscription's generation field is not what 2.8.2 reads: C1's generation 1 loses to C0's 2
+    s = {"C0": coop_sub(["t"], parts("t", 0), 2),
+         "C1": Subscription(["t"], user_data=CooperativeStickyAssignor.encode_generation(1),
+                            owned_partitions=parts("t", 1), generation_id=5)}
+    assert COOP.assign({"t": 2}, s) == {"C0": parts("t", 0), "C1": parts("t", 1)}
+    s["C0"] = coop_sub(["t"], parts("t", 0, 1), 2)
+    assert COOP.assign_with_transfers({"t": 2}, s) == ({"C0": parts("t", 0), "C1": []}, {("t", 1): "C1"})
+
+
+def test_sticky_without_user_data_owns_nothing():
+    # 2.8.2's StickyAssignor.memberData: no user data (or an empty one) is no previous assignment, no generation;
+    # the subscription's owned partitions are not looked at
+    assert STICKY.member_data(Subscription(["t"], owned_partitions=parts("t", 1), generation_id=3)) == ([], None)
+    assert STICKY.member_data(Subscription(["t"], user_data=b"")) == ([], None)
+    assert STICKY.member_data(Subscription(["t"], user_data=b"\x00\x01")) == ([], -1)  # unreadable
+    v0 = StickyAssignorUserData(parts("t", 1)).encode()
+    assert STICKY.member_data(Subscription(["t"], user_data=v0)) == (parts("t", 1), None)
+    assert STICKY.member_data(Subscription(["t"], user_data=v0 + b"\x00\x00")) == (parts("t", 1), None)  # V1 short
+    v1 = StickyAssignorUserData(parts("t", 1), 4).encode()
+    assert STICKY.member_data(Subscription(["t"], user_data=v1 + b"\x00")) == (parts("t", 1), 4)  # extra ignored
+
+
+def test_constrained_order_is_javas_hash_map_order():
+    """2.8.2 walks its HashMap of members: "q" (bucket 1) comes before "b" (bucket 2), so "q" is first in the queue
+    of members at the minimum quota and gets the partition left over (sorted order would give it to "b")."""
+    s = {"b": Subscription(["t"], user_data=StickyAssignor.subscription_user_data(parts("t", 0), 1)),
+         "q": Subscription(["t"], user_data=StickyAssignor.subscription_user_data(parts("t", 1), 1))}
+    assert STICKY.assign({"t": 3}, s) == {"b": parts("t", 0), "q": parts("t", 1, 2)}
+
+
+def test_constrained_members_keep_up_to_the_max_quota_then_the_short_one_steals():
+    """2.8.2 lets every member keep up to ceil(P/M) of what it owns; a member left short then takes the first
+    partition of a member at the max quota (Kafka's "stealing" step)."""
+    s = {m: Subscription(["t"], user_data=StickyAssignor.subscription_user_data(owned, 1))
+         for m, owned in (("A", parts("t", 0, 1)), ("B", parts("t", 2, 3)), ("C", []))}
+    # P=4, M=3: quotas 1..2; A and B keep two each, nothing is left for C, which takes A's first partition
+    assert STICKY.assign({"t": 4}, s) == {"A": parts("t", 1), "B": parts("t", 2, 3), "C": parts("t", 0)}
+    coop = {m: coop_sub(["t"], owned, 1) for m, owned in (("A", parts("t", 0, 1)), ("B", parts("t", 2, 3)),
+                                                           ("C", []))}
+    assert COOP.assign_with_transfers({"t": 4}, coop) == (
+        {"A": parts("t", 1), "B": parts("t", 2, 3), "C": []}, {("t", 0): "C"})
+
+
+def test_general_case_same_generation_tie_goes_to_the_first_member_in_hash_map_order():
+    """2.8.2's prepopulateCurrentAssignments keeps the first claim it meets at a generation and skips the others
+    (no voiding); it meets "q" (bucket 1) before "b" (bucket 2), so "q" keeps t0p0."""
+    s = {"b": Subscription(["t0", "t1"], user_data=StickyAssignor.subscription_user_data(tps("t0p0 t1p0"), 3)),
+         "q": Subscription(["t0", "t1", "t2"], user_data=StickyAssignor.subscription_user_data(tps("t0p0 t2p0"), 3))}
+    assert STICKY.assign({"t0": 1, "t1": 1, "t2": 1}, s) == {"b": tps("t1p0"), "q": tps("t0p0 t2p0")}
+
+
+def test_live_client_sends_the_generation_and_previous_assignment(monkeypatch):
+    """GroupMember's JoinGroup metadata: cooperative-sticky puts the generation of its last assignment in the user
+    data; sticky (eager) its last assignment and generation, although it revoked everything before rejoining."""
+    from client.assignors import get_assignor as ga
+    from client.group import GroupMember
+    from proto import groups_pb2 as gpb
+
+    for name in ("cooperative-sticky", "sticky"):
+        m = GroupMember(object(), "g", ["t"], assignors=[name])
+        try:
+            sent: list = []
+            assigned = Assignment(parts("t", 0, 1)).encode()
+
+            def call(rpc, request, error_of, timeout_s, m=m, sent=sent, assigned=assigned):
+                m._answered.node = None
+                sent.append(request)
+                if rpc == "JoinGroup":
+                    return gpb.JoinGroupResponse(generation_id=3, protocol_name=name, leader="other",
+                                                 member_id="me")
+                return gpb.SyncGroupResponse(assignment=assigned)
+
+            monkeypatch.setattr(m, "_call", call)
+            monkeypatch.setattr(m, "_start_fetching", lambda added: None)
+            m.ensure_active()  # first join: nothing assigned yet
+            first = Subscription.decode(sent[0].protocols[0].metadata)
+            assert first.owned_partitions == []
+            if name == "sticky":
+                assert first.user_data is None
+            else:
+                assert first.user_data == CooperativeStickyAssignor.encode_generation(-1)
+            m._rejoin.set()
+            m.ensure_active()
+            again = Subscription.decode(sent[2].protocols[0].metadata)
+            if name == "sticky":
+                assert again.owned_partitions == []  # eager: revoked before the join
+                assert StickyAssignorUserData.decode(again.user_data) == StickyAssignorUserData(parts("t", 0, 1), 3)
+            else:
+                assert again.owned_partitions == parts("t", 0, 1)
+                assert ga(name).member_data(again) == (parts("t", 0, 1), 3)
+        finally:
+            m.close(leave=False)
 
 
 def test_partitions_to_revoke():
