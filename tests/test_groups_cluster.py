@@ -116,6 +116,37 @@ def test_three_consumers_get_the_seeds_range_and_round_robin_assignments(make_cl
             consumers.close()
 
 
+def test_lazy_offsets_topic_is_created_by_the_first_find_coordinator(make_cluster):
+    """kafkasim.offsets.topic.eager.create: false: no __consumer_offsets at start; the first FindCoordinator gets
+    COORDINATOR_NOT_AVAILABLE and has the broker create it (Kafka's KafkaApis); then the group forms."""
+    cluster = make_cluster(3, kafkasim__offsets__topic__eager__create=False, **FAST_GROUPS)
+    assert paths_exists(cluster, "/brokers/topics/__consumer_offsets") is False
+    topics.create_topic(cluster.zk(), "t", 2, 3, {})
+    b = cluster.cfg.brokers[0]
+    stub = gpbg.GroupsStub(grpc.insecure_channel(f"{b.host}:{b.port}"))
+    answers = []
+
+    def created():  # FindCoordinator again until one has the topic created (its metadata may lag at first)
+        answers.append(stub.FindCoordinator(gpb.FindCoordinatorRequest(key="lazy"), timeout=5).error_code)
+        return events(cluster, type_="offsets_topic_create_requested")
+
+    requested = wait_for(created, 30, "a broker to create the offsets topic")
+    assert answers[0] == errors.COORDINATOR_NOT_AVAILABLE
+    assert [e["broker"] for e in requested] == [b.id]
+    assert events(cluster, type_="topic_created") == []  # not the controller
+    m = member(cluster, "lazy", "c0")
+    try:
+        m.ensure_active()
+        assert m.assignment == [("t", 0), ("t", 1)]
+    finally:
+        m.close()
+
+
+def paths_exists(cluster, path: str) -> bool:
+    zk = cluster.zk()
+    return zk.exists(path) is not None
+
+
 def test_join_leave_and_crash_each_cause_one_rebalance(make_cluster):
     cluster = make_cluster(3, **FAST_GROUPS)
     topics.create_topic(cluster.zk(), "t", 6, 3, {})
