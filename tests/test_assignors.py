@@ -375,6 +375,30 @@ def test_live_client_sends_the_generation_and_previous_assignment(monkeypatch):
             m.close(leave=False)
 
 
+def test_kafka_2_8_2_unit_test_cases():
+    """Cases from Kafka 2.8.2's CooperativeStickyAssignorTest and AbstractStickyAssignorTest, same member names."""
+    c1, c2, c3 = "consumer1", "consumer2", "consumer3"  # HashMap order: consumer3, consumer2, consumer1
+    s = {c1: coop_sub(["topic"], parts("topic", 0, 1), -1), c2: coop_sub(["topic"], parts("topic", 0, 2), -1),
+         c3: coop_sub(["topic"], [], -1)}
+    # ...ClaimedByMultipleConsumersInSameGenerationWithEqualPartitionsPerConsumer: topic-0 is withheld
+    assert COOP.assign({"topic": 3}, s) == {c1: parts("topic", 1), c2: parts("topic", 2), c3: []}
+    # ...WithUnequalPartitionsPerConsumer: topic-3 goes to consumer2, met before consumer1 in the HashMap
+    assert COOP.assign({"topic": 4}, s) == {c1: parts("topic", 1), c2: parts("topic", 2, 3), c3: []}
+    # testAllConsumersReachExpectedQuotaAndAreConsideredFilled
+    s = {c1: coop_sub(["topic"], parts("topic", 0, 1), -1), c2: coop_sub(["topic"], parts("topic", 2), -1),
+         c3: coop_sub(["topic"], [], -1)}
+    assert COOP.assign({"topic": 4}, s) == {c1: parts("topic", 0, 1), c2: parts("topic", 2), c3: parts("topic", 3)}
+    # testOwnedPartitionsAreInvalidatedForConsumerWithStaleGeneration / ...WithNoGeneration, both assignors
+    claimed = tps("topicp0 topicp2 topic2p1")
+    for stale in (9, -1):
+        sticky = {c1: Subscription(["topic", "topic2"], user_data=StickyAssignor.subscription_user_data(claimed, 10)),
+                  c2: Subscription(["topic", "topic2"], user_data=StickyAssignor.subscription_user_data(claimed, stale))}
+        coop = {c1: coop_sub(["topic", "topic2"], claimed, 10), c2: coop_sub(["topic", "topic2"], claimed, stale)}
+        want = {c1: claimed, c2: tps("topicp1 topic2p0 topic2p2")}
+        assert STICKY.assign({"topic": 3, "topic2": 3}, sticky) == want
+        assert COOP.assign({"topic": 3, "topic2": 3}, coop) == want
+
+
 def test_java_iteration_order_matches_a_real_jvm():
     """Orders printed by Java 17's HashMap/HashSet (default construction) for the same inserts and removes."""
     from client.java_order import JavaHashSet, hash_map_order, topic_partition_hash
