@@ -412,6 +412,9 @@ def parse_config(data: Mapping[str, Any] | None, source: str = "<config>",
     brokers = _parse_brokers(data.get("brokers"), run_dir, base, problems)
     if not problems:
         _check_combinations(settings, brokers, problems)
+    if not settings["kafkasim.offsets.topic.eager.create"] and "kafkasim.offsets.topic.create.grace.ms" in data:
+        problems.append(("kafkasim.offsets.topic.create.grace.ms", "has no effect with "
+                         "kafkasim.offsets.topic.eager.create: false (the controller creates no offsets topic)"))
     if problems:
         _fail(source, problems)
     return ClusterConfig(source, MappingProxyType(settings), tuple(b for _, b in brokers),
