@@ -15,32 +15,48 @@ Each member's list is returned sorted by (topic, partition).
   (topic, partition) is dealt round the ordered members, skipping members not
   subscribed to that partition's topic.
 * ``sticky`` (``StickyAssignor``, eager): balanced first, then as sticky as
-  possible.  Previous ownership and generation come from the user data
-  (:class:`client.protocol.StickyAssignorUserData`); unreadable user data
-  counts as nothing owned, like Kafka.  With no user data the subscription's
-  ``owned_partitions``/``generation_id`` are used.
+  possible.  Previous ownership and generation come only from the user data
+  (:class:`client.protocol.StickyAssignorUserData`, V1: previous assignment
+  and generation; V0: no generation); no user data is no previous assignment,
+  unreadable user data is none at the default generation, like Kafka.
 * ``cooperative-sticky`` (``CooperativeStickyAssignor``): the same algorithm
-  on ``owned_partitions``/``generation_id``, then every partition that would
-  move from one member to another is withheld this round; its owner revokes
-  it and a follow-up rebalance hands it to the new owner.
+  on the subscription's ``owned_partitions``, with the generation the member
+  put in its user data (a 4-byte int32, :meth:`encode_generation`; no user
+  data: no generation; fewer than 4 bytes: the default -1); then every
+  partition marked as changing hands is withheld this round; its owner
+  revokes it and a follow-up rebalance hands it to the new owner.
 
-The sticky algorithm follows Kafka 3.x's ``AbstractStickyAssignor``:
-conflicting claims are settled first (the higher generation keeps the
-partition; a tie at the highest generation invalidates every claim).  When
-every member has the same subscription the *constrained* algorithm runs:
-members keep up to their quota (at most ``ceil(P/M)`` for ``P % M`` of
-them, ``floor(P/M)`` for the rest) of what they own, and the rest is dealt
-round-robin, in sorted order, to the sorted members that are still short.
-Otherwise the *general* algorithm runs: keep valid ownership, give each free
-partition to the least-loaded eligible member, then move partitions while
-that improves the balance (moving back to a partition's previous-generation
-owner first), keeping the result only if the balance score improved.
+The sticky algorithm is Kafka 2.8.2's ``AbstractStickyAssignor``.  When every
+member has the same subscription the *constrained* algorithm runs: only the
+members of the highest generation keep their claims (a member without a
+generation counts while nobody has one), a partition two of them claim is
+owned by nobody; each member keeps up to ``ceil(P/M)`` of what it owns, in the
+order it listed them; members short of ``floor(P/M)`` are filled in sorted
+order from the free partitions (sorted), then take from members at the max
+quota, and what is left goes one each to the members at the min quota.  A
+partition kept over the quota or claimed twice that lands elsewhere is
+"transferring".  Otherwise the *general* algorithm runs: each partition's
+owner is its claimant of the highest generation (the first met at a tie),
+its previous owner the claimant one generation down; keep valid ownership,
+give each free partition to the least-loaded eligible member, then move
+partitions while that improves the balance (moving back to a partition's
+previous owner first), keeping the result only if the balance score improved.
+
+Where Kafka walks a ``HashMap`` of members or takes the first of a
+``HashSet``, we follow Java's iteration order (:mod:`client.java_order`), so
+the outcome is Kafka's for the same member ids.  Two knowing differences: a
+claimed partition number the topic does not have is dropped (Kafka checks
+only the topic), and a partition is never moved back to a previous owner
+that no longer subscribes to its topic (Kafka would, and so assign it to a
+member not subscribed, or fail with a NullPointerException).
 """
 from __future__ import annotations
 
+import struct
 from collections import deque
 from typing import Mapping
 
+from client.java_order import JavaHashSet, hash_map_order, topic_partition_hash
 from client.protocol import ProtocolError, StickyAssignorUserData, Subscription
 
 TP = tuple[str, int]
@@ -77,6 +93,10 @@ class Assignor:
     @property
     def rebalance_protocol(self) -> str:
         return self.supported_protocols[0]
+
+    def user_data(self, last_assignment: list[TP] | None, last_generation: int) -> bytes | None:
+        """The subscription's user data, given the member's last assignment and its generation (None before)."""
+        return None
 
     def assign(self, partitions_per_topic: Mapping[str, int],
                subscriptions: Mapping[str, Subscription]) -> dict[str, list[TP]]:
@@ -125,11 +145,11 @@ class _Movements:
 
     def __init__(self) -> None:
         self.pair_of: dict[TP, tuple[str, str]] = {}
-        self.by_topic: dict[str, dict[tuple[str, str], set[TP]]] = {}
+        self.by_topic: dict[str, dict[tuple[str, str], JavaHashSet]] = {}
 
     def _add(self, tp: TP, pair: tuple[str, str]) -> None:
         self.pair_of[tp] = pair
-        self.by_topic.setdefault(tp[0], {}).setdefault(pair, set()).add(tp)
+        self.by_topic.setdefault(tp[0], {}).setdefault(pair, JavaHashSet(topic_partition_hash)).add(tp)
 
     def move(self, tp: TP, old: str, new: str) -> None:
         if tp in self.pair_of:
@@ -152,13 +172,14 @@ class _Movements:
         if tp in self.pair_of:
             old = self.pair_of[tp][0]
         reverse = moves.get((new, old))
-        return min(reverse) if reverse else tp
+        return reverse.first() if reverse else tp  # Kafka: the first of a HashSet
 
 
 class _StickyBase(Assignor):
-    """The shared sticky algorithm; subclasses say where previous ownership comes from."""
+    """The shared sticky algorithm (Kafka 2.8.2's AbstractStickyAssignor); subclasses say where ownership comes from."""
 
-    def member_data(self, sub: Subscription) -> tuple[list[TP], int]:
+    def member_data(self, sub: Subscription) -> tuple[list[TP], int | None]:
+        """(previously owned partitions, generation or None when the member sent none)."""
         raise NotImplementedError
 
     def assign(self, partitions_per_topic, subscriptions):
@@ -173,95 +194,143 @@ class _StickyBase(Assignor):
         if not subscriptions:
             return {}, {}
         topics = _live_topics(partitions_per_topic, subscriptions)
-        data = {m: self.member_data(s) for m, s in subscriptions.items()}
-        owned, multi = self._resolve_claims(topics, data)
-        first = set(next(iter(subscriptions.values())).topics)
-        if all(set(s.topics) == first for s in subscriptions.values()):
-            return self._constrained(topics, sorted(subscriptions), owned, multi)
-        max_gen = max(g for _, g in data.values())
-        prev: dict[TP, tuple[str, int]] = {}  # the newest claim older than the current generation
-        for m, (tps, gen) in data.items():
-            if gen < max_gen:
-                for tp in tps:
-                    if tp not in prev or gen > prev[tp][1]:
-                        prev[tp] = (m, gen)
-        return self._general(topics, subscriptions, owned, {tp: m for tp, (m, _) in prev.items()}), None
+        order = hash_map_order(subscriptions)  # Kafka walks a HashMap of the members
+        data = {m: self.member_data(subscriptions[m]) for m in order}
+        owned, multi = self._equal_subscriptions(topics, subscriptions, order, data)
+        if owned is not None:
+            return self._constrained(topics, order, owned, multi)
+        owned, prev = self._prepopulate(topics, order, data)
+        return self._general(topics, subscriptions, owned, prev), None
 
     @staticmethod
-    def _resolve_claims(topics, data):
-        """Each partition goes to its claimant with the highest generation; a tie there voids all claims."""
-        claims: dict[TP, list[tuple[int, str]]] = {}
-        for m in sorted(data):
-            tps, gen = data[m]
-            for tp in dict.fromkeys(tps):
-                if tp[0] in topics and 0 <= tp[1] < topics[tp[0]]:
-                    claims.setdefault(tp, []).append((gen, m))
-        owned: dict[str, list[TP]] = {m: [] for m in data}
+    def _equal_subscriptions(topics, subscriptions, order, data):
+        """2.8.2's allSubscriptionsEqual: (owned per member, partitions claimed twice), or (None, None).
+
+        Only members of the highest generation keep their claims (a member with
+        no generation counts only while no generation has been seen); a
+        partition claimed twice in that generation is owned by nobody.
+        """
+        subscribed: set[str] = set()
+        owned: dict[str, list[TP]] = {}
         multi: set[TP] = set()
-        for tp, cl in claims.items():
-            best = max(g for g, _ in cl)
-            winners = [m for g, m in cl if g == best]
-            if len(winners) == 1:
-                owned[winners[0]].append(tp)
-            else:
-                multi.add(tp)
+        first_owner: dict[TP, str] = {}
+        top: list[str] = []
+        max_gen = DEFAULT_GENERATION
+        for m in order:
+            wanted = subscriptions[m].topics
+            if not subscribed:
+                subscribed = set(wanted)
+            elif not (len(wanted) == len(subscribed) and subscribed.issuperset(wanted)):
+                return None, None
+            claimed, gen = data[m]
+            mine: list[TP] = []
+            owned[m] = mine
+            if not (gen is not None and gen >= max_gen or gen is None and max_gen == DEFAULT_GENERATION):
+                continue
+            if gen is not None and gen > max_gen:
+                first_owner.clear()
+                multi.clear()
+                for dropped in top:
+                    owned[dropped].clear()
+                top.clear()
+                max_gen = gen
+            top.append(m)
+            for tp in claimed:
+                # Kafka checks only the topic; a partition number it does not have is dropped here too
+                if tp[0] not in topics or not 0 <= tp[1] < topics[tp[0]]:
+                    continue
+                if tp not in first_owner:
+                    first_owner[tp] = m
+                    mine.append(tp)
+                else:
+                    other = owned[first_owner[tp]]
+                    if tp in other:
+                        other.remove(tp)
+                    multi.add(tp)
         return owned, multi
 
     @staticmethod
-    def _constrained(topics, members, owned, multi):
-        total, n = sum(topics.values()), len(members)
-        min_q, max_q, expected_over = total // n, -(-total // n), total % n
-        over = 0
-        assignment: dict[str, list[TP]] = {m: [] for m in members}
+    def _constrained(topics, order, owned, multi):
+        """2.8.2's constrainedAssign: keep up to the max quota, fill to the min quota, steal, deal the rest."""
+        pending = deque((t, p) for t in sorted(topics) for p in range(topics[t]))
+        n = len(order)
+        min_q, max_q = len(pending) // n, -(-len(pending) // n)
+        assignment: dict[str, list[TP]] = {m: [] for m in order}
         revoked: set[TP] = set()
-        under: list[str] = []
-        exact: list[str] = []
-        for m in members:
-            mine = sorted(owned[m], key=lambda tp: (tp[1], tp[0]))  # Kafka keeps the lowest partition numbers
-            if len(mine) < min_q:
-                keep = len(mine)
-                under.append(m)
-            elif len(mine) >= max_q and over < expected_over:
-                keep = max_q
-                over += 1
-                if over == expected_over:
-                    exact.clear()
-            else:
-                keep = min_q
-                if over < expected_over:
-                    exact.append(m)
-            assignment[m].extend(mine[:keep])
-            revoked.update(mine[keep:])
-        taken = {tp for tps in assignment.values() for tp in tps}
-        unassigned = [(t, p) for t in sorted(topics) for p in range(topics[t]) if (t, p) not in taken]
-        exact_q = deque(sorted(exact))
+        unfilled: list[str] = []
+        max_cap: deque[str] = deque()
+        min_cap: deque[str] = deque()
         transferring: dict[TP, str] = {}
-        i = 0
-        for tp in unassigned:
-            from_under = True
-            if i < len(under):
-                m = under[i]
-                i += 1
-            elif under:
-                m, i = under[0], 1
-            elif exact_q:
-                m, from_under = exact_q.popleft(), False
+        kept: set[TP] = set()
+        for m in order:
+            mine = [tp for tp in owned[m] if tp not in multi]
+            for i, tp in enumerate(mine):
+                if i < max_q:
+                    assignment[m].append(tp)
+                    kept.add(tp)
+                else:
+                    revoked.add(tp)
+            if len(mine) < min_q:
+                unfilled.append(m)
             else:
-                raise RuntimeError(f"sticky assignor: no member left for {tp}")
+                if len(assignment[m]) == min_q:
+                    min_cap.append(m)
+                if len(assignment[m]) == max_q:
+                    max_cap.append(m)
+        pending = deque(tp for tp in pending if tp not in kept)
+        unfilled.sort()
+        while unfilled and pending:
+            for m in list(unfilled):
+                if not pending:
+                    break
+                tp = pending.popleft()
+                assignment[m].append(tp)
+                if tp in revoked or tp in multi:
+                    transferring[tp] = m
+                if len(assignment[m]) == min_q:
+                    min_cap.append(m)
+                    unfilled.remove(m)
+        for m in unfilled:  # out of partitions with members still short: take from those at the max quota
+            for _ in range(min_q - len(assignment[m])):
+                if not max_cap:
+                    raise RuntimeError("sticky assignor: some consumers are under capacity but all partitions "
+                                       "have been assigned")
+                tp = assignment[max_cap.popleft()].pop(0)
+                assignment[m].append(tp)
+                transferring[tp] = m
+            min_cap.append(m)
+        for tp in pending:  # one each to the members at the min quota, in queue order
+            if not min_cap:
+                raise RuntimeError("sticky assignor: some partitions are unassigned but all consumers are at "
+                                   "maximum capacity")
+            m = min_cap.popleft()
             assignment[m].append(tp)
             if tp in revoked or tp in multi:
                 transferring[tp] = m
-            count = len(assignment[m])
-            if from_under and count == min_q:
-                i -= 1
-                under.pop(i)
-                exact_q.append(m)
-            elif count == max_q:
-                over += 1
-        short = [m for m in under if len(assignment[m]) != min_q]
-        if short or (under and over != expected_over):
-            raise RuntimeError(f"sticky assignor: members {short or under} left under quota")
         return assignment, transferring
+
+    @staticmethod
+    def _prepopulate(topics, order, data):
+        """2.8.2's prepopulateCurrentAssignments: each partition's owner is its claimant of the highest generation
+        (the first one met at that generation; a claim without a generation replaces an earlier one at -1), and
+        its previous owner the claimant of the next generation down."""
+        claims: dict[TP, dict[int, str]] = {}
+        for m in order:
+            claimed, gen = data[m]
+            for tp in claimed:
+                by_gen = claims.setdefault(tp, {})
+                if gen is not None and gen in by_gen:
+                    continue
+                by_gen[DEFAULT_GENERATION if gen is None else gen] = m
+        owned: dict[str, list[TP]] = {m: [] for m in order}
+        prev: dict[TP, str] = {}
+        for tp, by_gen in claims.items():
+            gens = sorted(by_gen, reverse=True)
+            if tp[0] in topics and 0 <= tp[1] < topics[tp[0]]:
+                owned[by_gen[gens[0]]].append(tp)
+            if len(gens) > 1:
+                prev[tp] = by_gen[gens[1]]
+        return owned, prev
 
     @staticmethod
     def _general(topics, subscriptions, owned, prev):
@@ -311,6 +380,8 @@ class _StickyBase(Assignor):
                 for t in subs[m]:
                     for p in range(topics[t]):
                         other = owner.get((t, p))
+                        # Kafka 2.8.2 says "unbalanced" already at n < other; that only makes it scan on without
+                        # moving anything (a move needs a gap of 2), so the outcome is the same
                         if other is not None and other != m and n + 1 < len(current[other]):
                             return False
             return True
@@ -360,27 +431,43 @@ class StickyAssignor(_StickyBase):
     name = "sticky"
     supported_protocols = (EAGER,)
 
-    def member_data(self, sub: Subscription) -> tuple[list[TP], int]:
-        if sub.user_data:
-            try:
-                data = StickyAssignorUserData.decode(sub.user_data)
-            except ProtocolError:
-                return [], DEFAULT_GENERATION  # Kafka ignores a previous assignment it cannot parse
-            return data.partitions, DEFAULT_GENERATION if data.generation is None else data.generation
-        return list(sub.owned_partitions), sub.generation_id
+    def member_data(self, sub: Subscription) -> tuple[list[TP], int | None]:
+        if not sub.user_data:
+            return [], None  # Kafka 2.8.2 does not look at the subscription's owned partitions here
+        try:
+            data = StickyAssignorUserData.decode(sub.user_data, strict=False)
+        except ProtocolError:
+            return [], DEFAULT_GENERATION  # Kafka ignores a previous assignment it cannot parse
+        return data.partitions, data.generation
 
     @staticmethod
     def subscription_user_data(partitions: list[TP], generation: int | None) -> bytes:
         """What a member sends after being assigned ``partitions`` in ``generation``."""
         return StickyAssignorUserData(list(partitions), generation).encode()
 
+    def user_data(self, last_assignment: list[TP] | None, last_generation: int) -> bytes | None:
+        # Kafka's subscriptionUserData: nothing before the first assignment (onAssignment), then that assignment
+        return None if last_assignment is None else self.subscription_user_data(last_assignment, last_generation)
+
 
 class CooperativeStickyAssignor(_StickyBase):
     name = "cooperative-sticky"
     supported_protocols = (COOPERATIVE, EAGER)
 
-    def member_data(self, sub: Subscription) -> tuple[list[TP], int]:
-        return list(sub.owned_partitions), sub.generation_id
+    @staticmethod
+    def encode_generation(generation: int) -> bytes:
+        """The user data: the generation of the member's last assignment as an int32 (-1 before any)."""
+        return struct.pack(">i", generation)
+
+    def user_data(self, last_assignment: list[TP] | None, last_generation: int) -> bytes | None:
+        return self.encode_generation(last_generation)
+
+    def member_data(self, sub: Subscription) -> tuple[list[TP], int | None]:
+        if sub.user_data is None:
+            return list(sub.owned_partitions), None
+        if len(sub.user_data) < 4:
+            return list(sub.owned_partitions), DEFAULT_GENERATION  # unreadable: Kafka's default generation
+        return list(sub.owned_partitions), struct.unpack(">i", bytes(sub.user_data[:4]))[0]
 
     def assign_with_transfers(self, partitions_per_topic, subscriptions):
         """(assignment with moving partitions withheld, {withheld partition: its next owner})."""

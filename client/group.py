@@ -35,7 +35,7 @@ from typing import Callable, Iterable, Protocol
 import grpc
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from client.assignors import StickyAssignor, get_assignor, partitions_to_revoke
+from client.assignors import get_assignor, partitions_to_revoke
 from client.consumer import ConsumerRecord, PartitionFetcher
 from client.metadata import ClientError, ClusterClient
 from client.protocol import Assignment, ProtocolError, Subscription
@@ -102,6 +102,8 @@ class GroupMember:
         self.on_op = on_op or (lambda op, phase, fields: None)
         self.fetcher = PartitionFetcher(cluster, auto_offset_reset=auto_offset_reset)
         self.state = MemberState()
+        self._last_assignment: list[TP] | None = None  # what the assignors last got (Kafka's onAssignment)
+        self._last_generation = -1
         self.coordinator: tuple[int, str] | None = None
         self._lock = threading.RLock()         # one protocol exchange at a time
         self._rejoin = threading.Event()
@@ -171,11 +173,10 @@ class GroupMember:
     # ------------------------------------------------------------------ join / sync
 
     def _subscription(self, assignor) -> bytes:
-        owned = list(self.state.assignment)
-        user_data = None
-        if isinstance(assignor, StickyAssignor) and self.state.generation >= 0:
-            user_data = assignor.subscription_user_data(owned, self.state.generation)
-        return Subscription(self.topics, user_data, owned, self.state.generation).encode()
+        # the user data comes from the last assignment and its generation (Kafka's onAssignment), which a
+        # generation reset or an eager revoke does not forget
+        user_data = assignor.user_data(self._last_assignment, self._last_generation)
+        return Subscription(self.topics, user_data, list(self.state.assignment), self.state.generation).encode()
 
     def _eager(self) -> bool:
         return all(a.rebalance_protocol == "EAGER" for a in self.assignors)
@@ -232,6 +233,7 @@ class GroupMember:
             raise ClientError(f"group {self.group_id}: bad assignment from the leader: {e}") from None
         self.state.generation, self.state.member_id = join.generation_id, join.member_id
         self.state.leader, self.state.protocol = join.leader, join.protocol_name
+        self._last_assignment, self._last_generation = list(new), join.generation_id
         revoked = partitions_to_revoke(self.state.assignment, new)
         added = sorted(set(new) - set(self.state.assignment))
         if revoked:

@@ -170,7 +170,8 @@ def _check_version(version: int, what: str) -> None:
 class Subscription:
     """A member's JoinGroup metadata for one assignor.
 
-    ``generation_id`` is carried on the wire only from version 2 (Kafka 3.x);
+    ``generation_id`` is carried on the wire only from version 2 (Kafka 3.x; 2.8 knows versions 0 and 1, and its
+    assignors never read this field: the cooperative-sticky member sends its generation in the user data);
     ``group_instance_id`` is never encoded here: in Kafka it comes with the
     member in the JoinGroup response, and the range and round-robin assignors
     order static members by it.
@@ -242,12 +243,14 @@ class StickyAssignorUserData:
         return body + _int32(self.generation, "generation")
 
     @classmethod
-    def decode(cls, data: bytes) -> "StickyAssignorUserData":
+    def decode(cls, data: bytes, strict: bool = True) -> "StickyAssignorUserData":
+        """``strict=False`` reads as Kafka's Struct does: V1 when a generation follows, else V0, and bytes after
+        that are ignored."""
         r = _Reader(data, "sticky assignor user data")
         partitions = r.topic_partitions("previous assignment")
-        if r.remaining() == 0:
+        if r.remaining() == 0 or not strict and r.remaining() < 4:
             return cls(partitions, None)  # V0
         generation = r.int32("generation")
-        if r.remaining():
+        if r.remaining() and strict:
             raise ProtocolError(f"sticky assignor user data: {r.remaining()} trailing bytes")
         return cls(partitions, generation)

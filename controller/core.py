@@ -49,6 +49,7 @@ class ControllerSettings:
     delete_topic_enable: bool = True
     expected_brokers: int = 0            # brokers listed in cluster.yaml; 0 = do not wait for them
     offsets_create_grace_ms: int = 3_000  # then create __consumer_offsets with whoever is live (>= RF)
+    offsets_eager_create: bool = True     # False: not here; the first FindCoordinator has a broker create it
 
 
 class StateChange(NamedTuple):
@@ -552,6 +553,8 @@ class ControllerCore:
         period (checked on ticks), with the live brokers if there are at least RF of them."""
         s = self.settings
         live = sorted(self._live_ids())
+        if not s.offsets_eager_create:
+            return
         if s.offsets_topic in self.topics or any(a.topic == s.offsets_topic for a in plan.topic_creates):
             return
         if len(live) < s.offsets_replication_factor:

@@ -14,6 +14,7 @@ import argparse
 import json
 import logging
 import os
+import random
 import signal
 import sys
 import threading
@@ -21,6 +22,7 @@ import time
 from concurrent import futures
 
 import grpc
+from zk.errors import NodeExists
 
 from controller.core import ControllerSettings
 from kafkacommon import errors
@@ -81,6 +83,7 @@ def controller_settings(cfg: ClusterConfig, broker_id: int) -> ControllerSetting
         delete_topic_enable=g("delete.topic.enable"),
         expected_brokers=len(cfg.brokers),
         offsets_create_grace_ms=g("kafkasim.offsets.topic.create.grace.ms"),
+        offsets_eager_create=g("kafkasim.offsets.topic.eager.create"),
     )
 
 
@@ -139,8 +142,40 @@ class Broker:
         self.server = AioServer(pool, maximum_concurrent_rpcs=4096)
         self.server.add(pbg.add_BrokerServicer_to_server,
                         BrokerServicer(self.state, self.events, self.controller, self.replicas))
-        self.server.add(gpbg.add_GroupsServicer_to_server, GroupsServicer(self.state, self.groups, pool))
+        lazy = None if g("kafkasim.offsets.topic.eager.create") else self._create_offsets_topic
+        self.server.add(gpbg.add_GroupsServicer_to_server, GroupsServicer(self.state, self.groups, pool, lazy))
+        self._offsets_creating = threading.Lock()  # one lazy creation at a time
+        self._offsets_created = False
         self.stopping = threading.Event()
+
+    def _create_offsets_topic(self) -> None:
+        """Kafka's lazy creation of __consumer_offsets on a FindCoordinator, off the caller's thread."""
+        if self._offsets_created or not self._offsets_creating.acquire(blocking=False):
+            return
+
+        def create() -> None:
+            try:
+                a, why = self.state.internal_topic_to_create(
+                    zk_paths.OFFSETS_TOPIC, self.cfg.get("offsets.topic.num.partitions"),
+                    self.cfg.get("offsets.topic.replication.factor"), random.randrange)
+                if a is None:
+                    if why != "exists":
+                        self.events.emit("offsets_topic_not_created", reason=why)
+                    return
+                try:
+                    self.zk.create_topic_znode(a)
+                except NodeExists:
+                    self._offsets_created = True  # another broker created it first
+                    return
+                self._offsets_created = True
+                self.events.emit("offsets_topic_create_requested", partitions=len(a.partitions),
+                                 replication_factor=len(a.partitions[0]), topic_id=a.topic_id)
+            except Exception as e:  # ZooKeeper unreachable: the next FindCoordinator tries again
+                self.events.emit("offsets_topic_not_created", reason=repr(e))
+            finally:
+                self._offsets_creating.release()
+
+        threading.Thread(target=create, daemon=True, name="offsets-topic-create").start()
 
     def _endpoint_of(self, broker_id: int) -> str | None:
         b = self.state.live_brokers.get(broker_id)

@@ -18,11 +18,14 @@ does I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+import base64
+from typing import Any, Callable, Iterable
 
+from controller.assignment import assign_replicas
 from controller.types import LeaderAndIsr
-from kafkacommon.event import Event
 from kafkacommon import errors
+from kafkacommon.event import Event
+from zk.codecs import TopicAssignment
 
 TP = tuple[str, int]
 LEADER_DURING_DELETE = -2  # Kafka's marker in UpdateMetadata for a partition being deleted
@@ -71,6 +74,24 @@ class BrokerState:
         # requests arrive so that a newly elected controller on this broker starts from it at once
         self.controller_view: dict[TP, tuple[LeaderAndIsr, int]] = {}
         self.live_brokers: dict[int, tuple[str, int, int]] = {}  # id -> (host, port, epoch)
+
+    # ------------------------------------------------------------------ the offsets topic, lazily
+
+    def internal_topic_to_create(self, topic: str, partitions: int, replication_factor: int,
+                                 rng: Callable[[int], int]) -> tuple[TopicAssignment | None, str]:
+        """Kafka's FindCoordinator on a missing offsets topic (``KafkaApis.createInternalTopic``): create it,
+        compacted, over the live brokers of this broker's metadata cache, if there are at least its replication
+        factor of them.  (assignment to write, or None and why not)."""
+        if topic in self.topic_partitions:
+            return None, "exists"
+        live = sorted(self.live_brokers)
+        if len(live) < replication_factor:
+            return None, (f"{len(live)} live brokers, fewer than offsets.topic.replication.factor "
+                          f"{replication_factor}")
+        n = len(live)
+        assignment = assign_replicas(partitions, replication_factor, live, start_index=rng(n), shift=rng(n))
+        topic_id = base64.urlsafe_b64encode(bytes(rng(256) for _ in range(16))).rstrip(b"=").decode()
+        return TopicAssignment(topic, assignment, topic_id=topic_id, config={"cleanup.policy": "compact"}), ""
 
     # ------------------------------------------------------------------ fencing
 

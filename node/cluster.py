@@ -177,16 +177,20 @@ class Cluster:
         return self.wait_ready(timeout)
 
     def wait_ready(self, timeout: float = 60.0) -> ClusterView:
-        """A controller is elected and every offsets partition has a leader."""
+        """A controller is elected and every offsets partition has a leader (with a lazily created offsets
+        topic, ``kafkasim.offsets.topic.eager.create: false``, only as long as the topic exists)."""
         want = self.cfg.get("offsets.topic.num.partitions")
         n = len(self.cfg.brokers)
+        lazy = not self.cfg.get("kafkasim.offsets.topic.eager.create")
 
         def ready() -> ClusterView | None:
             self._check_alive()
             v = self.view()
             offsets = v.topics.get(paths.OFFSETS_TOPIC)
-            if v.controller_id is None or len(v.brokers) < n or offsets is None:
+            if v.controller_id is None or len(v.brokers) < n:
                 return None
+            if offsets is None:
+                return v if lazy else None
             parts = offsets["partitions"]
             if len(parts) == want and all(s["leader"] >= 0 for s in parts.values()):
                 return v

@@ -125,6 +125,8 @@ _TABLE = (
     _k("group.max.session.timeout.ms", int, 1800000, "Max session timeout a consumer may ask for"),
     _k("group.initial.rebalance.delay.ms", int, 3000, "Delay of the first rebalance of an empty group", min=0),
     _k("group.max.size", int, 2147483647, "Max members of one consumer group"),
+    _k("kafkasim.offsets.topic.eager.create", bool, True, "true: the controller creates __consumer_offsets at "
+       "start-up (the lab's way); false: Kafka's way, the first FindCoordinator creates it", extension=True),
     _k("kafkasim.controller.metadata.resend.interval.ms", int, 2000, "Controller re-sends UpdateMetadata to all live "
        "brokers this often; 0 = never", min=0, extension=True),
     _k("kafkasim.offsets.topic.create.grace.ms", int, 3000, "The controller creates __consumer_offsets once "
@@ -410,6 +412,9 @@ def parse_config(data: Mapping[str, Any] | None, source: str = "<config>",
     brokers = _parse_brokers(data.get("brokers"), run_dir, base, problems)
     if not problems:
         _check_combinations(settings, brokers, problems)
+    if not settings["kafkasim.offsets.topic.eager.create"] and "kafkasim.offsets.topic.create.grace.ms" in data:
+        problems.append(("kafkasim.offsets.topic.create.grace.ms", "has no effect with "
+                         "kafkasim.offsets.topic.eager.create: false (the controller creates no offsets topic)"))
     if problems:
         _fail(source, problems)
     return ClusterConfig(source, MappingProxyType(settings), tuple(b for _, b in brokers),

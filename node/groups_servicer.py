@@ -2,7 +2,9 @@
 dataclasses and back, and routes each request to the group's coordinator.
 
 FindCoordinator is answered from this broker's metadata cache: the leader of
-the group's __consumer_offsets partition, or COORDINATOR_NOT_AVAILABLE.
+the group's __consumer_offsets partition, or COORDINATOR_NOT_AVAILABLE.  With
+``kafkasim.offsets.topic.eager.create: false`` a FindCoordinator that finds no
+offsets topic in the cache also has the broker create it, as Kafka does.
 Requests for a group whose partition this broker does not lead (or has not
 started loading) get NOT_COORDINATOR, so clients rediscover the coordinator.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import Executor, Future
+from typing import Callable
 
 from coordinator import messages as m
 from coordinator.messages import CommitOffset
@@ -41,10 +44,12 @@ class GroupsServicer(gpbg.GroupsServicer):
     pass over the partition may hold them a while); its answer is awaited on the loop, so a parked
     JoinGroup or SyncGroup holds no thread."""
 
-    def __init__(self, state, shell: CoordinatorShell, pool: Executor | None = None) -> None:
+    def __init__(self, state, shell: CoordinatorShell, pool: Executor | None = None,
+                 create_offsets_topic: Callable[[], None] | None = None) -> None:
         self.state = state          # BrokerState: metadata cache and live brokers
         self.shell = shell
         self.pool = pool            # None: the event loop's default executor
+        self.create_offsets_topic = create_offsets_topic  # lazy creation (returns at once), or None
 
     async def _call(self, group_id: str, handler: str, req, timeout_s: float):
         """The group's core's answer to ``req``, or None: no coordinator here, or no answer in time.
@@ -75,6 +80,8 @@ class GroupsServicer(gpbg.GroupsServicer):
         n = self.shell.num_partitions()
         p = self.shell.partition_of(request.key)
         info = self.state.metadata.get((OFFSETS_TOPIC, p))
+        if info is None and self.create_offsets_topic is not None and OFFSETS_TOPIC not in self.state.topic_partitions:
+            self.create_offsets_topic()
         if info is None or info.leader < 0 or info.leader not in self.state.live_brokers:
             return gpb.FindCoordinatorResponse(error_code=errors.COORDINATOR_NOT_AVAILABLE, node_id=-1,
                                                partition=p if n else -1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from controller.assignment import assign_replicas
 from kafkacommon import errors
 from node.broker_state import BrokerState, Header, PartitionInfo
 
@@ -272,3 +273,16 @@ def test_the_planted_zombie_bug_applies_a_stale_controllers_request():
     assert out.error == errors.NONE
     assert events(out, "became_leader")[0]["request_controller_epoch"] == 4
     assert s.controller_epoch == 5
+
+
+def test_a_missing_offsets_topic_is_created_over_the_live_brokers_as_kafka_does():
+    s = BrokerState(1)
+    s.live_brokers = {1: ("h", 1, 10), 2: ("h", 2, 11)}
+    a, why = s.internal_topic_to_create("__consumer_offsets", 4, 3, lambda n: 0)
+    assert a is None and why == "2 live brokers, fewer than offsets.topic.replication.factor 3"
+    s.live_brokers[3] = ("h", 3, 12)
+    a, why = s.internal_topic_to_create("__consumer_offsets", 4, 3, lambda n: 1 if n == 3 else 0)
+    assert why == "" and a.topic == "__consumer_offsets" and a.config == {"cleanup.policy": "compact"}
+    assert dict(a.partitions) == assign_replicas(4, 3, [1, 2, 3], start_index=1, shift=1) and a.topic_id
+    s.topic_partitions["__consumer_offsets"] = 4
+    assert s.internal_topic_to_create("__consumer_offsets", 4, 3, lambda n: 0) == (None, "exists")

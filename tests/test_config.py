@@ -528,3 +528,13 @@ def test_config_error_is_a_value_error():
         parse_config(cfg(**{"num.partitions": -1}))
     assert isinstance(info.value, ConfigError) and info.value.keys == ("num.partitions",)
     assert info.value.source == "<config>"
+
+
+def test_the_create_grace_is_an_error_when_the_offsets_topic_is_created_lazily():
+    """No key is accepted and then ignored: the controller's grace period means nothing when it creates nothing."""
+    lazy = {"kafkasim.offsets.topic.eager.create": False}
+    grace = "kafkasim.offsets.topic.create.grace.ms"
+    msg = fails(cfg(**lazy, **{grace: 100}), grace)
+    assert "kafkasim.offsets.topic.eager.create" in msg
+    assert parse_config(cfg(**lazy), base_dir=Path("/tmp")).get("kafkasim.offsets.topic.eager.create") is False
+    assert parse_config(cfg(**{grace: 100}), base_dir=Path("/tmp")).get(grace) == 100

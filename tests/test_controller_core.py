@@ -122,6 +122,14 @@ def test_no_offsets_topic_with_fewer_live_brokers_than_its_replication_factor():
     assert event(plan, "topic_created") == []
 
 
+def test_lazy_offsets_topic_is_left_to_the_first_find_coordinator():
+    """kafkasim.offsets.topic.eager.create: false: Kafka's controller never creates __consumer_offsets."""
+    core = make_core(offsets_eager_create=False)
+    plan = core.on_failover(1, 1, brokers(1, 2, 3), {}, {}, now_ms=0)
+    assert plan.topic_creates == [] and plan.writes == [] and event(plan, "topic_created") == []
+    assert core.on_tick(60_000).topic_creates == []  # nor after the grace period
+
+
 def test_offsets_topic_is_created_once_a_third_broker_registers():
     core = make_core()
     apply(core, core.on_failover(1, 1, brokers(1, 2), {}, {}, now_ms=0))

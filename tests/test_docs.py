@@ -46,3 +46,17 @@ def test_every_event_the_code_emits_is_documented():
     doc = (ROOT / "docs" / "events.md").read_text()
     missing = sorted(n for n in names if f"`{n}`" not in doc)
     assert missing == [], f"events missing from docs/events.md: {missing}"
+
+
+def test_every_kafkasim_key_is_a_documented_deviation():
+    """docs/deviations.md names every kafkasim-only `kafkasim.*` key: each one is a knowing difference from Kafka."""
+    from node.config import BROKER_SCHEMA, SCHEMA
+    keys = sorted(k for schema in (SCHEMA, BROKER_SCHEMA) for k in schema if k.startswith("kafkasim."))
+    assert keys, "no kafkasim.* key in the schema"
+    doc = (ROOT / "docs" / "deviations.md").read_text()
+    import re
+    missing = [k for k in keys if not re.search(rf"`{re.escape(k)}[`:]", doc)]  # `key` or `key: value`
+    assert missing == [], f"kafkasim keys missing from docs/deviations.md: {missing}"
+    sections = doc.split("\n## ")[1:]
+    assert len(sections) >= len(keys) and all(len(s.strip().splitlines()) > 1 for s in sections), \
+        "every deviation is a `## ` section with its reason"

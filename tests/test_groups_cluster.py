@@ -9,8 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 
 from client.admin import GroupAdmin
+from client.assignors import CooperativeStickyAssignor
 from client.group import GroupMember
 from client.metadata import ClientError, ClusterClient
+from client.protocol import Subscription
 from client.producer import Producer
 from kafkacommon.hashing import partition_for
 from helpers import events
@@ -115,6 +117,73 @@ def test_three_consumers_get_the_seeds_range_and_round_robin_assignments(make_cl
             assert {m["host"] for m in d.members} == {"/127.0.0.1"}  # as Kafka shows a client host
         finally:
             consumers.close()
+
+
+def test_lazy_offsets_topic_is_created_by_the_first_find_coordinator(make_cluster):
+    """kafkasim.offsets.topic.eager.create: false: no __consumer_offsets at start; the first FindCoordinator gets
+    COORDINATOR_NOT_AVAILABLE and has the broker create it (Kafka's KafkaApis); then the group forms."""
+    cluster = make_cluster(3, kafkasim__offsets__topic__eager__create=False, **FAST_GROUPS)
+    assert paths_exists(cluster, "/brokers/topics/__consumer_offsets") is False
+    topics.create_topic(cluster.zk(), "t", 2, 3, {})
+    b = cluster.cfg.brokers[0]
+    stub = gpbg.GroupsStub(grpc.insecure_channel(f"{b.host}:{b.port}"))
+    answers = []
+
+    def created():  # FindCoordinator again until one has the topic created (its metadata may lag at first)
+        answers.append(stub.FindCoordinator(gpb.FindCoordinatorRequest(key="lazy"), timeout=5).error_code)
+        return events(cluster, type_="offsets_topic_create_requested")
+
+    requested = wait_for(created, 30, "a broker to create the offsets topic")
+    assert answers[0] == errors.COORDINATOR_NOT_AVAILABLE
+    assert [e["broker"] for e in requested] == [b.id]
+    assert events(cluster, type_="topic_created") == []  # not the controller
+    m = member(cluster, "lazy", "c0")
+    try:
+        m.ensure_active()
+        assert m.assignment == [("t", 0), ("t", 1)]
+    finally:
+        m.close()
+
+
+def paths_exists(cluster, path: str) -> bool:
+    zk = cluster.zk()
+    return zk.exists(path) is not None
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.revoked: list[tuple[str, int]] = []
+
+    def on_partitions_revoked(self, partitions) -> None:
+        self.revoked.extend(partitions)
+
+    def on_partitions_assigned(self, partitions) -> None:
+        pass
+
+
+def test_cooperative_sticky_hands_over_only_what_moves(make_cluster):
+    """Two cooperative-sticky members: the second one's arrival revokes only the partitions that move, in one
+    round, and hands them over in the next (the generation travels in each member's user data)."""
+    cluster = make_cluster(3, **FAST_GROUPS)
+    topics.create_topic(cluster.zk(), "t", 4, 3, {})
+    seen = Recorder()
+    consumers = Consumers(member(cluster, "coop", "a", "cooperative-sticky", listener=seen))
+    g0 = consumers.wait_stable()
+    [a] = consumers.members()
+    assert a.assignment == [("t", p) for p in range(4)]
+    consumers.add(member(cluster, "coop", "b", "cooperative-sticky"))
+    final = consumers.wait_stable(g0 + 2)  # one round withholds t-2, t-3 while a revokes them; the next hands them on
+    got = {m.client_id: m.assignment for m in consumers.members()}
+    assert got == {"a": [("t", 0), ("t", 1)], "b": [("t", 2), ("t", 3)]}, (final, got)
+    assert seen.revoked == [("t", 2), ("t", 3)]  # a never gave up what it kept
+    # the coordinator holds each member's last JoinGroup metadata: the generation of its previous assignment
+    b = cluster.cfg.broker(coordinator_of(cluster, "coop"))
+    r = gpbg.GroupsStub(grpc.insecure_channel(f"{b.host}:{b.port}")).DescribeGroups(
+        gpb.DescribeGroupsRequest(group_ids=["coop"]), timeout=5)
+    subs = {mem.client_id: Subscription.decode(mem.metadata) for mem in r.groups[0].members}
+    assert {c: CooperativeStickyAssignor().member_data(s) for c, s in subs.items()} == {
+        "a": ([("t", 0), ("t", 1)], final - 1), "b": ([], final - 1)}
+    consumers.close()
 
 
 def test_join_leave_and_crash_each_cause_one_rebalance(make_cluster):
