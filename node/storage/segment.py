@@ -6,9 +6,12 @@ Files are named by the segment's base offset, zero-padded to 20 digits::
     00000000000000000000.index      (relativeOffset int32, position int32) per entry
     00000000000000000000.timeindex  (timestamp int64, relativeOffset int32) per entry
 
-An offset-index entry is written for a batch once at least ``index_interval_bytes``
-of batches were appended since the previous entry; it maps the batch's base offset
-(relative to the segment) to the batch's start position.  At the same points the
+An offset-index entry is written for a batch once strictly more than
+``index_interval_bytes`` of batches were appended before it since the previous entry
+(Kafka 2.8's ``LogSegment.append``); it maps the batch's LAST offset (relative to the
+segment) to the batch's start position.  A lookup takes the largest entry at or below
+the target and scans forward from its position: the batch there ends at or below the
+target, so the batch holding the target starts there or later.  At the same points the
 time index gets (max timestamp so far, offset of the batch holding it) when that
 timestamp is larger than its last entry.  Indexes are kept in memory too; lookups
 binary-search the offset index and then scan batch headers forward.
@@ -226,8 +229,8 @@ class LogSegment:
         if max_timestamp > self._max_ts:
             self._max_ts, self._offset_of_max_ts = max_timestamp, last_offset
         idx = tidx = b""
-        if self._bytes_since_index >= self.index_interval_bytes:
-            rel = base_offset - self.base_offset
+        if self._bytes_since_index > self.index_interval_bytes:  # Kafka: strictly more
+            rel = last_offset - self.base_offset  # Kafka keys the entry by the batch's last offset
             self._idx_offsets.append(rel)
             self._idx_positions.append(position)
             idx = _INDEX_ENTRY.pack(rel, position)
