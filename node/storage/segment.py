@@ -73,8 +73,8 @@ class LogSegment:
                  file_suffix: str = "") -> None:
         if base_offset < 0:
             raise ValueError(f"negative base offset {base_offset}")
-        if index_interval_bytes <= 0:
-            raise ValueError("index_interval_bytes must be positive")
+        if index_interval_bytes < 0:
+            raise ValueError("index_interval_bytes must not be negative")
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -96,6 +96,8 @@ class LogSegment:
         self._offset_of_max_ts = base_offset - 1
         self._bytes_since_index = 0
         self._closed = False
+        self._first_ts: int | None = None  # the first batch's max timestamp (Kafka's rollingBasedTimestamp)
+        self.created_ms: int | None = None  # set by whoever creates it with a clock reading (segment.ms rolls)
         self.last_dropped_batches = 0
         self.recovery: tuple[int, int] | None = None  # (valid, truncated) of the last recover()
 
@@ -213,6 +215,13 @@ class LogSegment:
         """Largest batch max timestamp in the segment, -1 when empty."""
         return self._max_ts
 
+    @property
+    def first_batch_timestamp(self) -> int:
+        """The first batch's max timestamp (-1 when empty or without one): the base of age-based rolls."""
+        if self._first_ts is None:
+            self._first_ts = self._header_at(0).max_timestamp if self._size else -1
+        return self._first_ts
+
     def offset_index_entries(self) -> list[tuple[int, int]]:
         """(absolute offset, position) of every offset-index entry."""
         return [(self.base_offset + r, p) for r, p in zip(self._idx_offsets, self._idx_positions)]
@@ -255,6 +264,8 @@ class LogSegment:
         if self._size + len(batch_bytes) > _INT32_MAX:
             raise ValueError("segment would exceed 2 GiB")
         position = self._size
+        if position == 0:
+            self._first_ts = max_timestamp
         os.pwrite(self._log_fd, batch_bytes, position)
         self._size += len(batch_bytes)
         self._recent[base_offset] = position
@@ -351,6 +362,7 @@ class LogSegment:
         position = found[0]
         removed = self._size - position
         self._recent.clear()
+        self._first_ts = None
         os.ftruncate(self._log_fd, position)
         self._size = position
         keep = bisect_right(self._idx_positions, position - 1)
@@ -414,6 +426,7 @@ class LogSegment:
         """
         self._idx_offsets, self._idx_positions, self._tidx = [], [], []
         self._recent.clear()
+        self._first_ts = None
         self._next_offset, self._bytes_since_index = self.base_offset, 0
         self._max_ts, self._offset_of_max_ts = -1, self.base_offset - 1
         idx_out, tidx_out = bytearray(), bytearray()
