@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from node import errors
+from node.clock import now_ms
 from node.fetch_session import FollowerSession, PartitionFetch, fetch_message
 from node.storage.batch import CorruptBatchError
 from node.storage.log import InvalidAppendError
@@ -144,6 +145,15 @@ class LeaderFetcher(threading.Thread):
 
     def _apply(self, tp: TP, h: "Hosted", epoch: int, a: pb.FetchPartitionResponse) -> bool:
         rm = self.rm
+        if a.error_code == errors.OFFSET_OUT_OF_RANGE and a.log_start_offset > h.log.log_end_offset:
+            # behind the leader's log start (retention deleted what it lacks): Kafka's follower
+            # truncates fully and starts at the leader's log start offset
+            dropped = h.log.truncate_fully_and_start_at(a.log_start_offset)
+            rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=a.log_start_offset,
+                           records_dropped=dropped, reason="below_leader_log_start", leader=self.leader,
+                           leader_epoch=epoch)
+            rm._log_events(h.repl.on_fetch_response(a.log_start_offset, h.log))
+            return True
         if a.error_code != errors.NONE:
             return False
         if a.diverging_epoch >= 0:
@@ -155,9 +165,12 @@ class LeaderFetcher(threading.Thread):
             return True
         if a.records:
             try:
-                h.log.append_as_follower(a.records, allow_gaps=True)  # a compacted leader log has gaps
+                h.log.append_as_follower(a.records, allow_gaps=True, now_ms=now_ms())  # compacted: gaps
             except (InvalidAppendError, CorruptBatchError) as e:
                 rm.events.emit("follower_append_failed", topic=tp[0], partition=tp[1], error=str(e))
                 return False
         rm._log_events(h.repl.on_fetch_response(a.high_watermark, h.log))
+        # Kafka's follower takes the leader's log start offset (never past its own HW); the
+        # retention pass deletes the segments wholly below it
+        h.log.maybe_increment_log_start_offset(min(a.log_start_offset, h.repl.high_watermark))
         return True
