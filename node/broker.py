@@ -125,7 +125,8 @@ class Broker:
             topic_config=self._topic_config,
             cleaner=CleanerSettings(g("log.cleaner.enable"), g("log.cleaner.backoff.ms"),
                                     g("log.cleaner.min.cleanable.ratio.percent") / 100),
-            log_defaults=g, retention_check_interval_ms=g("log.retention.check.interval.ms"))
+            log_defaults=g, retention_check_interval_ms=g("log.retention.check.interval.ms"),
+            fetch_max_bytes=g("replica.fetch.max.bytes"))
         self.groups = CoordinatorShell(broker_id, self.replicas, self.events, group_config(cfg, planted_bugs),
                                        num_partitions=self._offsets_partitions,
                                        load_buffer_bytes=g("offsets.load.buffer.size"))

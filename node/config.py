@@ -112,8 +112,9 @@ _TABLE = (
     _k("replica.fetch.max.bytes", int, 1048576, "Bytes per partition a follower fetch asks for"),
     _k("replica.high.watermark.checkpoint.interval.ms", int, 5000, "How often high watermarks are checkpointed"),
     _k("min.insync.replicas", int, 1, "Min ISR size for acks=all writes"),
-    _k("default.replication.factor", int, 1, "Replication factor of auto-created topics (<= broker count)"),
-    _k("num.partitions", int, 1, "Partitions of auto-created topics"),
+    _k("default.replication.factor", int, 1, "Replication factor of `topics --create` without "
+       "--replication-factor (<= broker count)"),
+    _k("num.partitions", int, 1, "Partitions of `topics --create` without --partitions"),
     _k("unclean.leader.election.enable", bool, False, "An out-of-sync replica may become leader"),
     _k("log.segment.bytes", int, 1073741824, "Max size of a log segment (topic: `segment.bytes`)", min=14),
     _k("log.roll.ms", int, 604800000, "A non-empty segment rolls on age past this (topic: `segment.ms`; Kafka's "

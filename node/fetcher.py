@@ -137,10 +137,9 @@ class LeaderFetcher(threading.Thread):
                 state[tp] = (h, self._position(h, epoch))
         return ok
 
-    @staticmethod
-    def _position(h: "Hosted", epoch: int) -> PartitionFetch:
+    def _position(self, h: "Hosted", epoch: int) -> PartitionFetch:
         """With ``h.cond`` held: where this follower fetches from and what it has."""
-        return PartitionFetch(h.log.log_end_offset, h.log.epoch_cache.latest_epoch, epoch, 1 << 20,
+        return PartitionFetch(h.log.log_end_offset, h.log.epoch_cache.latest_epoch, epoch, self.rm.fetch_max_bytes,
                               h.repl.high_watermark)
 
     def _apply(self, tp: TP, h: "Hosted", epoch: int, a: pb.FetchPartitionResponse) -> bool:

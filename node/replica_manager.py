@@ -68,7 +68,7 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
                  controller_endpoint: Callable[[], str | None], fetch_wait_ms: int, segment_bytes: int,
                  checkpoint_interval_ms: int, topic_config: Callable[[str], dict] = lambda t: {},
                  cleaner: "CleanerSettings | None" = None, log_defaults: Callable[[str], Any] | None = None,
-                 retention_check_interval_ms: int = 300_000):
+                 retention_check_interval_ms: int = 300_000, fetch_max_bytes: int = 1 << 20):
         self.broker_id = broker_id
         self.log_dir = log_dir
         self.settings = settings
@@ -77,6 +77,7 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
         self._endpoint_of = endpoint_of
         self._controller_endpoint = controller_endpoint
         self.fetch_wait_ms = fetch_wait_ms
+        self.fetch_max_bytes = fetch_max_bytes  # replica.fetch.max.bytes, per partition
         self.segment_bytes = segment_bytes
         self._topic_config = topic_config
         defaults = log_defaults or (lambda key: getattr(LogConfig(), _FIELD[key]))
