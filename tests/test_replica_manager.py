@@ -142,6 +142,7 @@ def test_retention_deletes_old_segments_and_moves_the_earliest_offset(tmp_path):
         rm.events.close()
         deleted = [e for e in map(json.loads, (tmp_path / "events.jsonl").read_text().splitlines())
                    if e["type"] == "log_segments_deleted"]
-        assert [(e["log_start_offset"], e["reasons"], len(e["segments"])) for e in deleted] == [(6, ["retention_ms"], n)]
+        got = [(e["log_start_offset"], e["reasons"], len(e["segments"])) for e in deleted]
+        assert got == [(6, ["retention_ms"], n)]
     finally:
         rm.close()
