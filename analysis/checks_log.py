@@ -2,7 +2,9 @@
 
 Same rules as ``chaos/checkers.py``'s ``check_lost_writes``, ``check_offsets``
 and ``check_unseen`` (docs/chaos.md, "Checkers"), from the ``ops`` and
-``observations`` tables (and the groups' fetch-committed answers).  No events.
+``observations`` tables (and the groups' fetch-committed answers); of the events only
+``log_segments_deleted`` (:func:`log_starts`: records below a log start offset were deleted by
+retention, not lost).
 The observations are shuffled once (:func:`observed`: one row per distinct
 (topic, partition, offset, value) with what each rule needs); everything else
 is a broadcast join with the few candidates or a small per-partition table.
@@ -119,6 +121,21 @@ def _sends_at(ctx: Ctx, keys: DataFrame) -> DataFrame:
     return s.join(F.broadcast(keys), on).drop("_r", "_t", "_p", "_o", "_v")
 
 
+def log_starts(ctx: Ctx) -> DataFrame:
+    """(run, topic, partition, lso): each partition's highest log start offset from retention
+    (``log_segments_deleted``), as ``chaos.check_model.log_start_offsets``; few rows."""
+    return ctx.memo("log_starts", lambda: ctx.ev("log_segments_deleted").groupBy(*TP)
+                    .agg(F.max("log_start_offset").alias("lso")))
+
+
+def _not_retained(df: DataFrame, ctx: Ctx, also: Column | None = None) -> DataFrame:
+    """``df``'s rows except those below their partition's log start offset (and, with ``also``, meeting it)."""
+    gone = F.col("offset") < F.coalesce(F.col("lso"), F.lit(-1))
+    if also is not None:
+        gone = gone & also
+    return df.join(F.broadcast(log_starts(ctx)), TP, "left").where(~gone).drop("lso")
+
+
 def check_lost_writes(ctx: Ctx) -> DataFrame:
     """``lost-write``: an ok send (acks all) that no final read of its partition has (its value at its
     offset, null-safe: the observed row of the send has no final source)."""
@@ -129,7 +146,8 @@ def check_lost_writes(ctx: Ctx) -> DataFrame:
             .select(*TP, "offset", F.coalesce(F.col("value"), F.lit("None")).alias("fv"))
             .join(F.broadcast(lost.select(*TP, "offset").distinct()), [*TP, "offset"])
             .groupBy(*TP, "offset").agg(F.collect_set("fv").alias("found")))
-    found = lost.join(fobs, [*TP, "offset"], "left")
+    found = _not_retained(lost.join(fobs, [*TP, "offset"], "left"), ctx,
+                          F.coalesce(F.size("found"), F.lit(0)) <= 0)  # retention deleted it, none replaced it
     shown = F.array_sort(F.coalesce(F.col("found"), F.array().cast("array<string>")))
     why = (F.when(F.size(shown) > 0, F.concat(F.lit("the final read has "), pylist(shown), F.lit(" there")))
            .when(F.col("hw").isNotNull() & (F.col("offset") >= F.col("hw")),
@@ -261,9 +279,9 @@ def check_unseen(ctx: Ctx) -> DataFrame:
     seen = (polled.join(F.broadcast(keys), (F.col("run") == F.col("s_run")) & (F.col("group") == F.col("s_group"))
                         & F.col("value").eqNullSafe(F.col("seen")))
             .select("s_run", "s_group", "seen").distinct())
-    unseen = ctx.cut(cand.join(F.broadcast(seen), (F.col("run") == F.col("s_run"))
-                               & (F.col("group") == F.col("s_group")) & F.col("value").eqNullSafe(F.col("seen")),
-                               "left_anti"))
+    unseen = ctx.cut(_not_retained(cand.join(F.broadcast(seen), (F.col("run") == F.col("s_run"))
+                                             & (F.col("group") == F.col("s_group"))
+                                             & F.col("value").eqNullSafe(F.col("seen")), "left_anti"), ctx))
     is_unseen = F.col("committed").isNotNull() & (F.col("committed") >= F.col("offset") + 1)
     one = anomalies(unseen.where(is_unseen), "unseen-message",
                     fmt("group %s committed %s/%s up to %s but never polled '%s' (offset %s): unseen", F.col("group"),

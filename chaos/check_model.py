@@ -304,6 +304,17 @@ def as_events(events: "Events | Iterable[dict[str, Any]] | None") -> Events:
     return Events(events or [])
 
 
+def log_start_offsets(events: Events) -> dict[TP, int]:
+    """Each partition's highest log start offset from retention (``log_segments_deleted``, docs/events.md):
+    records below it were deleted by retention, not lost."""
+    out: dict[TP, int] = {}
+    for e in events.of("log_segments_deleted"):
+        tp, lso = (e.get("topic"), e.get("partition")), e.get("log_start_offset")
+        if isinstance(lso, int) and lso > out.get(tp, -1):
+            out[tp] = lso
+    return out
+
+
 # ---------------------------------------------------------------------- small helpers
 
 def parse_tp(key: Any) -> TP | None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from chaos.check_model import (TP, CheckResult, Op, Report, as_history, FinalCommitted, offsets_of, parse_tp,
-                               poll_records, sent_record)
+from chaos.check_model import (TP, CheckResult, Op, Report, as_events, as_history, FinalCommitted, log_start_offsets,
+                               offsets_of, parse_tp, poll_records, sent_record)
 
 
 def _acks_not_all(op: Op) -> bool:
@@ -20,8 +20,10 @@ def _acks_not_all(op: Op) -> bool:
 
 
 def check_lost_writes(ops: Any, events: Any = None, *, final_reads_required: bool = True, **_: Any) -> CheckResult:
-    """``lost-write``: an ok send that the final read of its partition lacks (at its offset, with its value)."""
+    """``lost-write``: an ok send that the final read of its partition lacks (at its offset, with its value);
+    one below its partition's log start offset (retention deleted it: ``log_segments_deleted``) is not."""
     h = as_history(ops)
+    retained = log_start_offsets(as_events(events))
     r = Report("lost-write", "acknowledged_sends", "judged", "final_read_records")
     finals: dict[TP, dict[str, Any]] = {}
     for op in h.of("poll", "ok"):
@@ -59,6 +61,9 @@ def check_lost_writes(ops: Any, events: Any = None, *, final_reads_required: boo
         r.count("judged")
         found = fr["at"].get(o, set())
         if val in found:
+            continue
+        if not found and o < retained.get((t, p), 0):
+            r.count("retained_away")
             continue
         final_op = max(fr["ops"], key=lambda x: x.done_index)
         if found:
@@ -149,8 +154,10 @@ def check_unseen(ops: Any, events: Any = None, **_: Any) -> CheckResult:
     (:class:`~chaos.check_model.FinalCommitted`), for sends completed before
     that fetch was invoked: at or past offset+1 the message is ``unseen``;
     below it (or none) the messages are ``not-drained``, reported once per
-    group and partition."""
+    group and partition.  A send below its partition's log start offset
+    (``log_segments_deleted``) was deleted by retention: ``retained_away``."""
     h = as_history(ops)
+    retained = log_start_offsets(as_events(events))
     r = Report("unseen-message", "sends_judged", "unseen", "not_drained")
     topics = consumed_topics(h)
     finals = FinalCommitted(h)
@@ -181,6 +188,9 @@ def check_unseen(ops: Any, events: Any = None, **_: Any) -> CheckResult:
                     continue
                 r.count("sends_judged")
                 if val in seen[group]:
+                    continue
+                if o < retained.get((t, p), 0):
+                    r.count("retained_away")
                     continue
                 if c is not None and c >= o + 1:
                     r.count("unseen")

@@ -129,8 +129,9 @@ class Broker:
             checkpoint_interval_ms=g("replica.high.watermark.checkpoint.interval.ms"),
             topic_config=self._topic_config,
             cleaner=CleanerSettings(g("log.cleaner.enable"), g("log.cleaner.backoff.ms"),
-                                    g("log.cleaner.delete.retention.ms"),
-                                    g("log.cleaner.min.cleanable.ratio.percent") / 100))
+                                    g("log.cleaner.min.cleanable.ratio.percent") / 100),
+            log_defaults=g, retention_check_interval_ms=g("log.retention.check.interval.ms"),
+            fetch_max_bytes=g("replica.fetch.max.bytes"))
         self.groups = CoordinatorShell(broker_id, self.replicas, self.events, group_config(cfg, planted_bugs),
                                        num_partitions=self._offsets_partitions,
                                        load_buffer_bytes=g("offsets.load.buffer.size"))

@@ -163,10 +163,11 @@ def cmd_topics(args: argparse.Namespace) -> int:
                 return 2
             try:
                 if args.create:
-                    if args.partitions is None or args.replication_factor is None:
-                        print("error: --create needs --partitions and --replication-factor", file=sys.stderr)
-                        return 2
-                    topics.create_topic(cluster.zk(), args.topic, args.partitions, args.replication_factor,
+                    # omitted: the cluster's num.partitions / default.replication.factor (Kafka's KIP-464)
+                    partitions = cluster.cfg.get("num.partitions") if args.partitions is None else args.partitions
+                    rf = (cluster.cfg.get("default.replication.factor") if args.replication_factor is None
+                          else args.replication_factor)
+                    topics.create_topic(cluster.zk(), args.topic, partitions, rf,
                                         topics.parse_configs(args.config_entries or []))
                     print(f"Created topic {args.topic}.")
                 else:
@@ -291,8 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--describe", action="store_true")
     t.add_argument("--list", action="store_true")
     t.add_argument("--topic")
-    t.add_argument("--partitions", type=int)
-    t.add_argument("--replication-factor", type=int)
+    t.add_argument("--partitions", type=int, help="default: num.partitions")
+    t.add_argument("--replication-factor", type=int, help="default: default.replication.factor")
     t.add_argument("--json", action="store_true")
     t.add_argument("--watch", action="store_true", help="--describe: redraw in place (Ctrl-C stops)")
     t.add_argument("--interval", type=float, default=1.0, help="--watch: seconds between refreshes")

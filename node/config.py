@@ -17,6 +17,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from node.topic_config import describe_topic_configs
+
 __all__ = ["ConfigError", "KeySpec", "BrokerSpec", "ClusterConfig", "SCHEMA", "BROKER_SCHEMA",
            "parse_config", "load_config", "default_config", "describe_schema"]
 
@@ -110,12 +112,22 @@ _TABLE = (
     _k("replica.fetch.max.bytes", int, 1048576, "Bytes per partition a follower fetch asks for"),
     _k("replica.high.watermark.checkpoint.interval.ms", int, 5000, "How often high watermarks are checkpointed"),
     _k("min.insync.replicas", int, 1, "Min ISR size for acks=all writes"),
-    _k("default.replication.factor", int, 1, "Replication factor of auto-created topics (<= broker count)"),
-    _k("num.partitions", int, 1, "Partitions of auto-created topics"),
+    _k("default.replication.factor", int, 1, "Replication factor of `topics --create` without "
+       "--replication-factor (<= broker count)"),
+    _k("num.partitions", int, 1, "Partitions of `topics --create` without --partitions"),
     _k("unclean.leader.election.enable", bool, False, "An out-of-sync replica may become leader"),
-    _k("request.timeout.ms", int, 30000, "Client-side request timeout used by brokers"),
-    _k("log.segment.bytes", int, 1073741824, "Max size of a log segment", min=14),
-    _k("log.index.interval.bytes", int, 4096, "Bytes between offset index entries"),
+    _k("log.segment.bytes", int, 1073741824, "Max size of a log segment (topic: `segment.bytes`)", min=14),
+    _k("log.roll.ms", int, 604800000, "A non-empty segment rolls on age past this (topic: `segment.ms`; Kafka's "
+       "log.roll.hours 168)"),
+    _k("log.index.interval.bytes", int, 4096, "Bytes between offset index entries (topic: `index.interval.bytes`)",
+       min=0),
+    _k("log.retention.ms", int, 604800000, "Segments older than this are deleted (topic: `retention.ms`; "
+       "Kafka's log.retention.hours 168); -1 = no limit", min=-1),
+    _k("log.retention.bytes", int, -1, "Oldest segments are deleted while a log is larger (topic: "
+       "`retention.bytes`); -1 = no limit", min=-1),
+    _k("log.retention.check.interval.ms", int, 300000, "How often brokers apply retention"),
+    _k("message.max.bytes", int, 1048588, "Largest batch a produce may append (topic: `max.message.bytes`)",
+       min=0),
     _k("log.cleaner.enable", bool, True, "Run the log cleaner (needed by compacted `__consumer_offsets`)"),
     _k("log.cleaner.delete.retention.ms", int, 86400000, "How long tombstones are kept in compacted logs"),
     _k("log.cleaner.backoff.ms", int, 5000, "Pause between log cleaner passes", kafka_default=15000),
@@ -145,6 +157,9 @@ BROKER_SCHEMA: Mapping[str, KeySpec] = MappingProxyType({spec.name: spec for spe
 _REQUIRED_BROKER_KEYS = ("id", "port")
 _TOP_KNOWN = tuple(SCHEMA) + ("brokers",)
 _UNDERSCORED = {name.replace(".", "_"): name for name in SCHEMA}
+#: Kafka keys kafkasim does not implement: an error naming them, never accepted and ignored
+_UNSUPPORTED = {"request.timeout.ms": "kafkasim's brokers send no client requests that it would bound; "
+                                      "remove it"}
 _PER_BROKER = {"broker.id": "id", "broker.rack": "rack", "log.dirs": "log.dirs", "log.dir": "log.dirs", "id": "id",
                "rack": "rack", "host": "host", "port": "port", "host.name": "host", "listeners": "host/port",
                "advertised.listeners": "host/port"}
@@ -393,7 +408,9 @@ def parse_config(data: Mapping[str, Any] | None, source: str = "<config>",
         value = os.fspath(value) if key == "run.dir" and isinstance(value, os.PathLike) else value
         if not isinstance(key, str) or key not in SCHEMA:
             msg = _suggest(key, _TOP_KNOWN)
-            if key in _PER_BROKER:
+            if key in _UNSUPPORTED:
+                msg = f"'{key}' is not supported: {_UNSUPPORTED[key]}"
+            elif key in _PER_BROKER:
                 msg += f"; set it per broker as '{_PER_BROKER[key]}' under 'brokers'"
             elif isinstance(value, Mapping):
                 msg += " (keys are flat and dotted, e.g. 'zookeeper.connect: ...')"
@@ -493,4 +510,6 @@ def describe_schema() -> str:
     for s in BROKER_SCHEMA.values():
         default = "required" if s.name in _REQUIRED_BROKER_KEYS else _fmt(s.default)
         lines.append(f"| `{s.name}` | {s.type_name} | {s.allowed} | {default} | {s.doc} |")
+    lines += ["", "Topic configs (`kafkasim topics --create --topic T --config KEY=VALUE`); the default is the "
+              "broker key named, as in Kafka:", "", describe_topic_configs().rstrip("\n")]
     return "\n".join(lines) + "\n"

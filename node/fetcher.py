@@ -9,6 +9,7 @@ import grpc
 from kafkacommon import errors
 from kafkacommon.record_batch import CorruptBatchError
 from node.fetch_session import FollowerSession, PartitionFetch
+from node.clock import now_ms
 from node.storage.log import InvalidAppendError
 from node.wire import fetch_message
 from proto import kafkasim_pb2 as pb
@@ -137,14 +138,22 @@ class LeaderFetcher(threading.Thread):
                 state[tp] = (h, self._position(h, epoch))
         return ok
 
-    @staticmethod
-    def _position(h: "Hosted", epoch: int) -> PartitionFetch:
+    def _position(self, h: "Hosted", epoch: int) -> PartitionFetch:
         """With ``h.cond`` held: where this follower fetches from and what it has."""
-        return PartitionFetch(h.log.log_end_offset, h.log.epoch_cache.latest_epoch, epoch, 1 << 20,
+        return PartitionFetch(h.log.log_end_offset, h.log.epoch_cache.latest_epoch, epoch, self.rm.fetch_max_bytes,
                               h.repl.high_watermark)
 
     def _apply(self, tp: TP, h: "Hosted", epoch: int, a: pb.FetchPartitionResponse) -> bool:
         rm = self.rm
+        if a.error_code == errors.OFFSET_OUT_OF_RANGE and a.log_start_offset > h.log.log_end_offset:
+            # behind the leader's log start (retention deleted what it lacks): Kafka's follower
+            # truncates fully and starts at the leader's log start offset
+            dropped = h.log.truncate_fully_and_start_at(a.log_start_offset)
+            rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=a.log_start_offset,
+                           records_dropped=dropped, reason="below_leader_log_start", leader=self.leader,
+                           leader_epoch=epoch)
+            rm._log_events(h.repl.on_fetch_response(a.log_start_offset, h.log))
+            return True
         if a.error_code != errors.NONE:
             return False
         if a.diverging_epoch >= 0:
@@ -156,9 +165,12 @@ class LeaderFetcher(threading.Thread):
             return True
         if a.records:
             try:
-                h.log.append_as_follower(a.records, allow_gaps=True)  # a compacted leader log has gaps
+                h.log.append_as_follower(a.records, allow_gaps=True, now_ms=now_ms())  # compacted: gaps
             except (InvalidAppendError, CorruptBatchError) as e:
                 rm.events.emit("follower_append_failed", topic=tp[0], partition=tp[1], error=str(e))
                 return False
         rm._log_events(h.repl.on_fetch_response(a.high_watermark, h.log))
+        # Kafka's follower takes the leader's log start offset (never past its own HW); the
+        # retention pass deletes the segments wholly below it
+        h.log.maybe_increment_log_start_offset(min(a.log_start_offset, h.repl.high_watermark))
         return True

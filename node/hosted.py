@@ -12,6 +12,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from node.topic_config import LogConfig
+
 if TYPE_CHECKING:
     from node.events import EventLog
     from node.replication import PartitionReplication
@@ -41,6 +43,7 @@ class Hosted:
     fetching_from: tuple[int, int] | None = None  # (leader, leader epoch) this follower fetches from
     waiters: list[AckWaiter] = field(default_factory=list)  # acks=all appends waiting for the HW
     config: dict = field(default_factory=dict)  # the topic's config overrides (cleanup.policy, ...)
+    log_config: LogConfig = field(default_factory=LogConfig)  # the overrides over the broker's defaults
 
 
 class FetcherOwner(Protocol):

@@ -140,5 +140,6 @@ class LeaderFetchMixin:
         a = pb.FetchPartitionResponse(topic=fp.topic, partition=fp.partition, error_code=code, diverging_epoch=-1)
         if h is not None:
             a.high_watermark, a.log_end_offset = h.repl.high_watermark, h.log.log_end_offset
+            a.log_start_offset = h.log.log_start_offset  # a follower behind it starts over there
             a.leader_epoch = h.repl.leader_epoch
         return a

@@ -26,12 +26,14 @@ from node.broker_state import PartitionInfo
 from node.events import EventLog
 from node.fetch_session import LeaderSessions
 from node.fetcher import LeaderFetcher
+from node.housekeeping import CleanerSettings, HousekeepingMixin
 from node.leader_fetch import LeaderFetchMixin
 from node.hosted import AckWaiter, Hosted
 from node.purgatory import Purgatory
 from node.replication import AlterIsrProposal, PartitionReplication, ReplicaSettings
 from node.storage import OffsetCheckpointFile, PartitionLog
-from node.storage.cleaner import CleanResult, clean
+from node.storage.log import RecordTooLargeError
+from node.topic_config import TOPIC_KEYS, LogConfig, log_config
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 
@@ -41,23 +43,20 @@ TP = tuple[str, int]
 HW_CHECKPOINT = "replication-offset-checkpoint"
 
 
-@dataclass(frozen=True)
-class CleanerSettings:
-    enable: bool = True
-    backoff_ms: int = 15000                   # log.cleaner.backoff.ms: the pause between passes
-    delete_retention_ms: int = 86_400_000     # log.cleaner.delete.retention.ms (topic: delete.retention.ms)
-    min_cleanable_ratio: float = 0.5          # log.cleaner.min.cleanable.ratio
+__all__ = ["CleanerSettings", "Hosted", "ReplicaManager"]
 
 
+_FIELD = {spec.broker_key: name.replace(".", "_") for name, spec in TOPIC_KEYS.items() if spec.broker_key}
 ALTER_ISR_BATCH = 1000  # proposals per AlterIsr request at most
 
 
-class ReplicaManager(LeaderFetchMixin):
+class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
     def __init__(self, broker_id: int, log_dir: Path, settings: ReplicaSettings, events: EventLog,
                  broker_epoch: Callable[[], int], endpoint_of: Callable[[int], str | None],
                  controller_endpoint: Callable[[], str | None], fetch_wait_ms: int, segment_bytes: int,
                  checkpoint_interval_ms: int, topic_config: Callable[[str], dict] = lambda t: {},
-                 cleaner: "CleanerSettings | None" = None):
+                 cleaner: "CleanerSettings | None" = None, log_defaults: Callable[[str], Any] | None = None,
+                 retention_check_interval_ms: int = 300_000, fetch_max_bytes: int = 1 << 20):
         self.broker_id = broker_id
         self.log_dir = log_dir
         self.settings = settings
@@ -66,8 +65,12 @@ class ReplicaManager(LeaderFetchMixin):
         self._endpoint_of = endpoint_of
         self._controller_endpoint = controller_endpoint
         self.fetch_wait_ms = fetch_wait_ms
+        self.fetch_max_bytes = fetch_max_bytes  # replica.fetch.max.bytes, per partition
         self.segment_bytes = segment_bytes
         self._topic_config = topic_config
+        defaults = log_defaults or (lambda key: getattr(LogConfig(), _FIELD[key]))
+        # the broker's defaults of topic configs (cluster.yaml keys); segment_bytes is log.segment.bytes
+        self._log_default = lambda key: segment_bytes if key == "log.segment.bytes" else defaults(key)
         self.hosted: dict[TP, Hosted] = {}
         self._live: frozenset[int] | None = None  # registered brokers, from UpdateMetadata
         # (topic, partition, is_leader, leader_epoch) after each role change: the group coordinator's hook
@@ -95,6 +98,8 @@ class ReplicaManager(LeaderFetchMixin):
         if cleaner is not None and cleaner.enable:
             self._tasks.append(threading.Thread(target=self._every, args=(cleaner.backoff_ms / 1000, self.clean_logs),
                                                 daemon=True, name="log-cleaner"))
+        self._tasks.append(threading.Thread(target=self._every, args=(retention_check_interval_ms / 1000,
+                                                                      self.retain_logs), daemon=True, name="retention"))
         for t in self._tasks:
             t.start()
 
@@ -115,11 +120,16 @@ class ReplicaManager(LeaderFetchMixin):
         overrides = configs.get(tp[0])
         if overrides is None:
             overrides = configs[tp[0]] = self._topic_config(tp[0])
+        try:
+            lc = log_config(overrides, self._log_default)
+        except ValueError as e:  # written by hand into ZooKeeper: say so, and run on the broker defaults
+            self.events.emit("topic_config_invalid", topic=tp[0], error=str(e), config=dict(overrides))
+            lc = log_config({}, self._log_default)
         settings = self.settings
         if "min.insync.replicas" in overrides:  # a topic-level override of the broker default
-            settings = ReplicaSettings(settings.replica_lag_time_max_ms, int(overrides["min.insync.replicas"]))
-        segment_bytes = int(overrides.get("segment.bytes", self.segment_bytes))
-        plog = PartitionLog(self.log_dir, tp[0], tp[1], segment_bytes=segment_bytes)
+            settings = ReplicaSettings(settings.replica_lag_time_max_ms, lc.min_insync_replicas)
+        plog = PartitionLog(self.log_dir, tp[0], tp[1], segment_bytes=lc.segment_bytes, segment_ms=lc.segment_ms,
+                            index_interval_bytes=lc.index_interval_bytes)
         if plog.recovery.truncated_bytes:
             self.events.emit("log_recovered", topic=tp[0], partition=tp[1],
                              truncated_bytes=plog.recovery.truncated_bytes,
@@ -128,7 +138,7 @@ class ReplicaManager(LeaderFetchMixin):
         repl = PartitionReplication(tp[0], tp[1], self.broker_id, settings,
                                     high_watermark=min(self._hw_at_start.get(tp, 0), plog.log_end_offset))
         with self._lock:
-            h = self.hosted.setdefault(tp, Hosted(plog, repl, config=dict(overrides)))
+            h = self.hosted.setdefault(tp, Hosted(plog, repl, config=dict(overrides), log_config=lc))
         if h.log is not plog:
             plog.close()
         return h
@@ -293,7 +303,10 @@ class ReplicaManager(LeaderFetchMixin):
         if code != errors.NONE:
             return code, -1, -1, -1
         epoch = h.repl.leader_epoch
-        base, last = h.log.append_as_leader(records, epoch, now_ms())
+        try:
+            base, last = h.log.append_as_leader(records, epoch, now_ms(), h.log_config.max_message_bytes)
+        except RecordTooLargeError:
+            return errors.MESSAGE_TOO_LARGE, -1, -1, -1
         self._log_events(h.repl.on_leader_append(h.log, now_ms()))
         self._wake(h)
         self._notify()
@@ -452,32 +465,6 @@ class ReplicaManager(LeaderFetchMixin):
                 self._send_alter_isr(h, proposal)
 
     # ------------------------------------------------------------------ housekeeping
-
-    def clean_logs(self) -> list[CleanResult]:
-        """One pass of the log cleaner over every compacted partition hosted here, never past
-        its HW (Kafka's firstUncleanableOffset); the partition's lock is held while it cleans."""
-        settings = self.cleaner or CleanerSettings()
-        done = []
-        for (t, p), h in sorted(list(self.hosted.items())):
-            if "compact" not in str(h.config.get("cleanup.policy", "delete")):
-                continue
-            retention = int(h.config.get("delete.retention.ms", settings.delete_retention_ms))
-            with h.cond:
-                if h.log.closed:
-                    continue
-                t0 = time.monotonic_ns()
-                r = clean(h.log, now_ms=now_ms(), delete_retention_ms=retention,
-                          min_cleanable_ratio=settings.min_cleanable_ratio,
-                          upper_bound_offset=h.repl.high_watermark,
-                          min_compaction_lag_ms=int(h.config.get("min.compaction.lag.ms", 0)))
-            if r.segments_cleaned:
-                done.append(r)
-                self.events.emit("log_cleaned", topic=t, partition=p, segments=r.segments_cleaned,
-                                 records_read=r.records_read, records_kept=r.records_kept,
-                                 tombstones_dropped=r.tombstones_dropped, bytes_before=r.bytes_before,
-                                 bytes_after=r.bytes_after, first_dirty_offset=r.first_dirty_offset,
-                                 duration_ms=round((time.monotonic_ns() - t0) / 1e6, 3))
-        return done
 
     def checkpoint_hws(self) -> None:
         hws = {tp: h.repl.high_watermark for tp, h in list(self.hosted.items())}

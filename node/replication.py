@@ -65,6 +65,9 @@ class LogView(Protocol):
     """What this module needs from the local log (node.storage.log.PartitionLog fits)."""
 
     @property
+    def log_start_offset(self) -> int: ...
+
+    @property
     def log_end_offset(self) -> int: ...
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]: ...
@@ -310,7 +313,7 @@ class PartitionReplication:
             if epoch < last_fetched_epoch or end < fetch_offset:
                 out.diverging_epoch = (epoch, end)
                 return out
-        if not 0 <= fetch_offset <= leo:
+        if not log.log_start_offset <= fetch_offset <= leo:
             out.error = OFFSET_OUT_OF_RANGE
             return out
         rep = self.remotes.get(follower_id)

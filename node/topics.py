@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 
 from controller.assignment import AssignmentError, assign_replicas
+from node.topic_config import TOPIC_KEYS
 from node.waiting import wait_for
 from zk import paths
 from zk.client import ZkClient
@@ -29,39 +30,8 @@ class TopicError(ValueError):
     """A topic request that cannot be carried out; the message says why."""
 
 
-def _bool(v: str) -> bool:
-    if v.lower() not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return v.lower() == "true"
-
-
-def _int(minimum: int) -> Callable[[str], int]:
-    def parse(v: str) -> int:
-        n = int(v)
-        if n < minimum:
-            raise ValueError(f"must be >= {minimum}")
-        return n
-    return parse
-
-
-def _policy(v: str) -> str:
-    parts = sorted(p.strip() for p in v.split(","))
-    if not parts or any(p not in ("compact", "delete") for p in parts):
-        raise ValueError("expected delete, compact, or compact,delete")
-    return ",".join(parts)
-
-
-#: Topic-level configs kafkasim understands, with their parsers (Kafka's names and bounds).
-TOPIC_CONFIGS: dict[str, Callable[[str], Any]] = {
-    "cleanup.policy": _policy,
-    "min.insync.replicas": _int(1),
-    "unclean.leader.election.enable": _bool,
-    "segment.bytes": _int(14),
-    "retention.ms": _int(-1),
-    "delete.retention.ms": _int(0),
-    "min.compaction.lag.ms": _int(0),
-    "max.message.bytes": _int(0),
-}
+#: Topic-level configs kafkasim understands, with their parsers (Kafka's names and bounds): node/topic_config.py.
+TOPIC_CONFIGS: dict[str, Callable[[str], Any]] = {name: k.parse for name, k in TOPIC_KEYS.items()}
 
 
 def parse_configs(items: list[str]) -> dict[str, Any]:

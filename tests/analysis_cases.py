@@ -143,6 +143,24 @@ def without(types: tuple[str, ...]) -> Callable[[Path], tuple[list, list]]:
     return make
 
 
+def retained(with_event: bool) -> Callable[[Path], tuple[list, list]]:
+    """t/1's records below its log start offset were deleted by retention (``log_segments_deleted``): the
+    final read and the group never see them; without the event they are lost and unseen."""
+    def make(d: Path):
+        def deleted(r: Run) -> None:
+            done = r.send(T1)
+            r.hidden.add(done["value"]["value"])
+            r.ev(3, "log_segments_deleted", topic="t", partition=1, segments=[0], reasons=["retention_ms"],
+                 log_start_offset=done["value"]["offset"] + 1, is_leader=True)
+        ops, events = finished(clean_run(d, middle=deleted))
+        lso = next(e["log_start_offset"] for e in events if e["type"] == "log_segments_deleted")
+        final = next(op for op in ops if op.get("final") and op["type"] == "ok" and op["f"] == "poll"
+                     and op["value"].get("partition") == 1)
+        final["value"]["records"] = [rec for rec in final["value"]["records"] if rec[2] >= lso]
+        return ops, events if with_event else [e for e in events if e["type"] != "log_segments_deleted"]
+    return make
+
+
 def malformed(d: Path):
     ops, events = finished(clean_run(d))
     return ops + [{"index": len(ops), "type": "ok", "process": 999, "time": ops[-1]["time"] + 1, "f": "send",
@@ -203,6 +221,8 @@ CASES: dict[str, tuple[Callable[[Path], tuple[list, list]], set[str], str]] = {
     "syn-race-no-summary": (hook("middle", controller_race(False)), {"split-coordinator"}, "invalid"),
     "syn-reloaded-coordinator": (hook("middle", reloaded), set(), "valid"),
     "syn-unmarked-final-fetches": (unmarked_finals, set(), "valid"),
+    "syn-retained": (retained(True), set(), "valid"),
+    "syn-retained-without-event": (retained(False), {"lost-write", "unseen-message"}, "invalid"),
 }
 
 

@@ -601,3 +601,24 @@ def test_unmarked_final_fetches_fall_back_to_the_last_answer(tmp_path):
         if op["f"] == "fetch-committed":
             op.pop("final", None)
     assert check(ops, events).verdict == "valid"
+
+
+def test_records_below_the_log_start_offset_are_retained_away_not_lost(tmp_path):
+    """Retention deletes records below a partition's log start offset (the event log_segments_deleted):
+    the final read and the group never see them, and the run is still valid; without the event the
+    same history has lost writes and an unseen message."""
+    def retained(r: Run) -> None:
+        done = r.send(T1)
+        r.hidden.add(done["value"]["value"])  # deleted before the group polled it
+        r.ev(3, "log_segments_deleted", topic="t", partition=1, segments=[0], reasons=["retention_ms"],
+             log_start_offset=done["value"]["offset"] + 1, is_leader=True)
+    ops, events = clean_run(tmp_path, middle=retained).finish()
+    lso = next(e["log_start_offset"] for e in events if e["type"] == "log_segments_deleted")
+    final = final_read_of(ops, 1)
+    final["value"]["records"] = [rec for rec in final["value"]["records"] if rec[2] >= lso]
+    result = check(ops, events)
+    assert result.verdict == "valid" and result.anomalies == [], result.to_json()
+    assert result.stats["lost-write"]["retained_away"] == lso
+    assert result.stats["unseen-message"]["retained_away"] == 1
+    without = check(ops, [e for e in events if e["type"] != "log_segments_deleted"])
+    assert without.kinds() == {"lost-write", "unseen-message"}

@@ -538,3 +538,37 @@ def test_the_create_grace_is_an_error_when_the_offsets_topic_is_created_lazily()
     assert "kafkasim.offsets.topic.eager.create" in msg
     assert parse_config(cfg(**lazy), base_dir=Path("/tmp")).get("kafkasim.offsets.topic.eager.create") is False
     assert parse_config(cfg(**{grace: 100}), base_dir=Path("/tmp")).get(grace) == 100
+
+
+# ---------------------------------------------------------------- no key accepted and ignored
+
+def test_a_kafka_key_kafkasim_does_not_implement_is_an_error_naming_it():
+    msg = fails(cfg(**{"request.timeout.ms": 30000}), "request.timeout.ms")
+    assert "not supported" in msg
+
+
+def test_topic_configs_fall_back_to_the_broker_keys_kafka_names():
+    from node.topic_config import TOPIC_KEYS, log_config
+    c = parse_config(cfg(**{"log.retention.ms": 1000, "log.roll.ms": 2000, "log.index.interval.bytes": 64,
+                            "message.max.bytes": 500, "log.retention.bytes": 9999, "log.segment.bytes": 4096}))
+    lc = log_config({}, c.get)
+    assert (lc.retention_ms, lc.segment_ms, lc.index_interval_bytes, lc.max_message_bytes, lc.retention_bytes,
+            lc.segment_bytes, lc.cleanup_policy) == (1000, 2000, 64, 500, 9999, 4096, "delete")
+    lc = log_config({"retention.ms": "5", "segment.ms": 7, "index.interval.bytes": "0", "max.message.bytes": "10",
+                     "cleanup.policy": "delete,compact"}, c.get)
+    assert (lc.retention_ms, lc.segment_ms, lc.index_interval_bytes, lc.max_message_bytes) == (5, 7, 0, 10)
+    assert lc.delete and lc.compact
+    with pytest.raises(ValueError, match="segment.mss"):
+        log_config({"segment.mss": "1"}, c.get)
+    # every topic key's broker default is a cluster.yaml key
+    assert all(k.broker_key in SCHEMA for k in TOPIC_KEYS.values() if k.broker_key)
+
+
+def test_topic_config_parsing_names_the_key():
+    from node.topics import TopicError, parse_configs
+    assert parse_configs(["segment.ms=100", "retention.bytes=-1", "index.interval.bytes=10"]) == {
+        "segment.ms": 100, "retention.bytes": -1, "index.interval.bytes": 10}
+    with pytest.raises(TopicError, match="retention.ms"):
+        parse_configs(["retention.ms=-2"])
+    with pytest.raises(TopicError, match="segment.ms"):
+        parse_configs(["segment.mss=1"])

@@ -1,6 +1,7 @@
 """ReplicaManager taking up roles from one LeaderAndIsr request: real logs on disk, no cluster."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from node.broker_state import PartitionInfo
@@ -90,5 +91,58 @@ def test_a_follower_not_at_the_log_end_is_always_answered(tmp_path):
         rm.apply_leader_and_isrs([info("t", 0, 1)])
         got = follower_fetch(rm, {("t", 0): (5, 0)})
         assert set(got) == {("t", 0)} and not got[("t", 0)].records
+    finally:
+        rm.close()
+
+
+def _produce(rm: ReplicaManager, tp, values: list[bytes], ts: int = -1):
+    from proto import kafkasim_pb2 as pb
+    return rm.produce(pb.ProduceRequest(topic=tp[0], partition=tp[1], acks=1, timeout_ms=1000,
+                                        records=[pb.Record(key_null=True, value=v, timestamp_ms=ts) for v in values]))
+
+
+def test_topic_configs_reach_the_log_and_a_batch_over_max_message_bytes_is_refused(tmp_path):
+    """max.message.bytes: Kafka refuses a batch larger than it with MESSAGE_TOO_LARGE (10) and appends
+    nothing; index.interval.bytes and segment.ms reach the partition's log."""
+    configs = {"t": {"max.message.bytes": "200", "index.interval.bytes": "0", "segment.ms": "5000"}}
+    rm = manager(tmp_path, lambda t: dict(configs.get(t, {})))
+    try:
+        rm.apply_leader_and_isrs([info("t", 0, 1), info("u", 0, 1)])
+        h = rm.hosted[("t", 0)]
+        assert (h.log.index_interval_bytes, h.log.segment_ms) == (0, 5000)
+        assert rm.hosted[("u", 0)].log.index_interval_bytes == 4096  # the broker default
+        assert _produce(rm, ("t", 0), [b"v" * 50]).error_code == 0
+        r = _produce(rm, ("t", 0), [b"v" * 250])
+        assert (r.error_code, r.base_offset) == (10, -1) and h.log.log_end_offset == 1
+        assert _produce(rm, ("u", 0), [b"v" * 250]).error_code == 0  # message.max.bytes 1048588
+    finally:
+        rm.close()
+
+
+def test_retention_deletes_old_segments_and_moves_the_earliest_offset(tmp_path):
+    from proto import kafkasim_pb2 as pb
+    configs = {"t": {"retention.ms": "60000", "segment.bytes": "300"}}
+    rm = manager(tmp_path, lambda t: dict(configs.get(t, {})))
+    try:
+        rm.apply_leader_and_isrs([PartitionInfo("t", 0, 1, 0, (1,), (1,), 0, 1)])
+        old = 1_000_000  # far in the past: past retention.ms
+        for _ in range(6):
+            assert _produce(rm, ("t", 0), [b"v" * 100], ts=old).error_code == 0
+        h = rm.hosted[("t", 0)]
+        n = len(h.log.segments)
+        assert n >= 3 and h.repl.high_watermark == 6
+        assert rm.retain_logs() == n  # all of them, the active one too (HW = LEO): an empty one is rolled
+        assert h.log.log_start_offset == 6 and [s.base_offset for s in h.log.segments] == [6]
+        earliest = rm.list_offsets(pb.ListOffsetsRequest(partitions=[pb.TopicPartition(topic="t", partition=0)],
+                                                         timestamp=-2))
+        assert earliest.partitions[0].offset == 6
+        r = rm.fetch(pb.FetchRequest(replica_id=-1, max_wait_ms=0, partitions=[pb.FetchPartition(
+            topic="t", partition=0, fetch_offset=2, last_fetched_epoch=-1, current_leader_epoch=-1, max_bytes=1000)]))
+        assert r.partitions[0].error_code == 1  # OFFSET_OUT_OF_RANGE
+        rm.events.close()
+        deleted = [e for e in map(json.loads, (tmp_path / "events.jsonl").read_text().splitlines())
+                   if e["type"] == "log_segments_deleted"]
+        got = [(e["log_start_offset"], e["reasons"], len(e["segments"])) for e in deleted]
+        assert got == [(6, ["retention_ms"], n)]
     finally:
         rm.close()

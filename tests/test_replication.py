@@ -23,11 +23,16 @@ ZK = 7
 class FakeLog:
     """log_end_offset + end_offset_for_epoch, as PartitionLog offers them."""
 
-    def __init__(self, leo: int = 10, epochs: tuple[tuple[int, int], ...] = ((EPOCH - 1, 0),)) -> None:
+    def __init__(self, leo: int = 10, epochs: tuple[tuple[int, int], ...] = ((EPOCH - 1, 0),), start: int = 0) -> None:
         self.leo = leo
+        self.start = start
         self.cache = LeaderEpochCache()
         for epoch, start in epochs:
             self.cache.assign(epoch, start)
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.start
 
     @property
     def log_end_offset(self) -> int:
@@ -350,6 +355,16 @@ def test_fetch_from_outside_the_replicas_gets_no_records_and_changes_nothing():
     assert out.error == errors.NONE and out.read_offset is None and out.alter_isr is None
     assert [n for n, _ in out.events] == ["unknown_follower_fetch"]
     assert p.snapshot() == before
+
+
+def test_fetch_below_the_leader_log_start_is_out_of_range():
+    """Kafka 2.8: a follower fetching below the leader's log start offset (retention deleted it) gets
+    OFFSET_OUT_OF_RANGE, and its position is not recorded."""
+    p, log = make_leader()
+    log.start = 5
+    out = fetch(p, log, 2, 4, T0 + 1)
+    assert out.error == OFFSET_OUT_OF_RANGE and p.remotes[2].log_end_offset == -1
+    assert fetch(p, log, 2, 5, T0 + 2).error == errors.NONE
 
 
 def test_fetch_past_the_leader_leo_is_out_of_range():

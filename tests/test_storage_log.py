@@ -107,7 +107,7 @@ def test_offset_index_is_sparse_and_lookups_land_on_the_right_batch(tmp_path):
     assert os.path.getsize(seg.index_path) == 8 * len(entries)
     raw = seg.read(0, 10**9)
     for offset, position in entries:
-        assert peek_header(raw, position).base_offset == offset  # entries point at batch starts
+        assert peek_header(raw, position).last_offset == offset  # keyed by the batch's last offset
     for offset in range(log.log_end_offset):
         idx_offset, idx_pos = seg.index_lookup(offset)
         position, header = seg.find_batch(offset)
@@ -117,6 +117,27 @@ def test_offset_index_is_sparse_and_lookups_land_on_the_right_batch(tmp_path):
     times = seg.time_index_entries()
     assert times and all(a[0] < b[0] and a[1] <= b[1] for a, b in zip(times, times[1:]))
     assert os.path.getsize(seg.time_index_path) == 12 * len(times)
+
+
+def test_offset_index_entries_follow_kafkas_rule(tmp_path):
+    """Kafka 2.8 LogSegment.append/recover: an entry (the batch's LAST offset, the batch's position)
+    once strictly more than index.interval.bytes were appended since the previous entry."""
+    size = len(encode_batch(0, 0, [(b"k", b"v" * 20, NOW)] * 3))
+    seg = LogSegment.create(tmp_path, 0, index_interval_bytes=2 * size)
+    for b in range(8):  # 3 records per batch, all the same size
+        seg.append(encode_batch(3 * b, 0, [(b"k", b"v" * 20, NOW)] * 3), 3 * b, 3 * b + 2, NOW)
+    # bytes before batch 2 are exactly 2 * size (not more): no entry there; batches 3 and 6 get one
+    assert seg.offset_index_entries() == [(11, 3 * size), (20, 6 * size)]
+    for offset in range(24):  # the lookup still lands on the batch holding the offset
+        position, header = seg.find_batch(offset)
+        assert header.base_offset <= offset <= header.last_offset and position == (offset // 3) * size
+    seg.recover()
+    assert seg.offset_index_entries() == [(11, 3 * size), (20, 6 * size)]
+    seg.close()
+    seg = LogSegment.open(tmp_path, 0, index_interval_bytes=2 * size)
+    assert seg.offset_index_entries() == [(11, 3 * size), (20, 6 * size)]
+    assert [seg.find_batch(o)[1].base_offset for o in (9, 10, 11, 12, 23)] == [9, 9, 9, 12, 21]
+    seg.close()
 
 
 def test_reopen_gives_the_same_log(tmp_path):

@@ -26,11 +26,15 @@ from kafkacommon.record_batch import encode_batch
 
 from .errors import StorageError
 from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, CheckpointError,
-                         CleanerCheckpointFile, CleanerState, LeaderEpochCheckpointFile)
+                         CleanerCheckpointFile, CleanerState, LeaderEpochCheckpointFile, read_checkpoint,
+                         write_checkpoint)
+from .retention import SegmentInfo, should_roll
 from .segment import (CLEANED_SUFFIX, DEFAULT_INDEX_INTERVAL_BYTES, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                       TIME_INDEX_SUFFIX, LogSegment, fsync_dir, parse_segment_base)
 
 DEFAULT_SEGMENT_BYTES = 1 << 30
+DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 _INT32_MAX = (1 << 31) - 1
@@ -44,6 +48,10 @@ class OffsetOutOfRangeError(StorageError):
 
 class InvalidAppendError(StorageError):
     """An append was refused: offsets not contiguous with the LEO, or a stale leader epoch."""
+
+
+class RecordTooLargeError(StorageError):
+    """A batch larger than max.message.bytes (Kafka's RecordTooLargeException, MESSAGE_TOO_LARGE)."""
 
 
 @dataclass(frozen=True)
@@ -144,13 +152,15 @@ class PartitionLog:
 
     def __init__(self, log_dir: Path | str, topic: str, partition: int, *,
                  segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-                 index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> None:
+                 index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+                 segment_ms: int = DEFAULT_SEGMENT_MS) -> None:
         if not topic or "/" in topic or partition < 0:
             raise ValueError(f"bad partition name {topic!r}-{partition}")
         if segment_bytes <= 0:
             raise ValueError("segment_bytes must be positive")
         self.topic, self.partition = topic, partition
         self.segment_bytes = segment_bytes
+        self.segment_ms = segment_ms
         self.index_interval_bytes = index_interval_bytes
         self.dir = Path(log_dir) / f"{topic}-{partition}"
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -163,6 +173,11 @@ class PartitionLog:
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         if self._cleaner_state is not None and self._cleaner_state.first_dirty_offset > self.log_end_offset:
             self.set_cleaner_state(self._cleaner_state.truncated(self.log_end_offset))
+        # the log start offset (Kafka's log-start-offset-checkpoint, here one file per partition): at
+        # least the first segment's base offset, at most the LEO
+        self._lso_path = self.dir / LOG_START_OFFSET_CHECKPOINT
+        stored = read_checkpoint(self._lso_path, lambda f: int(f[0]))
+        self._log_start = min(max([self._segments[0].base_offset] + stored), self.log_end_offset)
 
     def _complete_swaps(self) -> set[int]:
         """Undo an unfinished clean (``.cleaned`` files) and finish an interrupted swap.
@@ -245,8 +260,12 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        """First offset held (the first segment's base offset)."""
-        return self._segments[0].base_offset
+        """The first offset readable: the first segment's base offset, or above it after retention moved it."""
+        return max(self._log_start, self._segments[0].base_offset)
+
+    def _set_log_start(self, offset: int) -> None:
+        self._log_start = offset
+        write_checkpoint(self._lso_path, [str(offset)])
 
     @property
     def log_end_offset(self) -> int:
@@ -281,21 +300,30 @@ class PartitionLog:
         if self._closed:
             raise StorageError(f"log {self.dir} is closed")
 
-    def _append(self, data: bytes | memoryview, base_offset: int, last_offset: int, max_ts: int) -> None:
+    def _append(self, data: bytes | memoryview, base_offset: int, last_offset: int, max_ts: int,
+                now_ms: int | None = None) -> None:
         active = self._segments[-1]
-        if active.size and (active.size + len(data) > self.segment_bytes
-                            or last_offset - active.base_offset > _INT32_MAX):
-            active.seal()
-            active = LogSegment.create(self.dir, base_offset, self.index_interval_bytes)
-            self._segments.append(active)
+        if active.size and (last_offset - active.base_offset > _INT32_MAX or should_roll(
+                size=active.size, batch_bytes=len(data), segment_bytes=self.segment_bytes,
+                first_batch_timestamp=active.first_batch_timestamp, batch_max_timestamp=max_ts,
+                created_ms=active.created_ms, now_ms=now_ms, segment_ms=self.segment_ms)):
+            self._roll(base_offset, now_ms)
+            active = self._segments[-1]
         active.append(data, base_offset, last_offset, max_ts)
 
+    def _roll(self, base_offset: int, now_ms: int | None) -> None:
+        self._segments[-1].seal()
+        seg = LogSegment.create(self.dir, base_offset, self.index_interval_bytes)
+        seg.created_ms = now_ms
+        self._segments.append(seg)
+
     def append_as_leader(self, records: Sequence[RecordInput], leader_epoch: int,
-                         now_ms: int) -> tuple[int, int]:
+                         now_ms: int, max_batch_bytes: int | None = None) -> tuple[int, int]:
         """Append ``(key, value)`` or ``(key, value, timestamp_ms)`` records as one batch.
 
         Offsets are assigned from the LEO; a missing or None timestamp becomes ``now_ms``.
-        Returns (base offset, last offset).
+        A batch larger than ``max_batch_bytes`` (max.message.bytes) raises RecordTooLargeError
+        and changes nothing.  Returns (base offset, last offset).
         """
         self._check_open()
         if not records:
@@ -311,13 +339,16 @@ class PartitionLog:
             rows.append((rec[0], rec[1], now_ms if ts is None else ts))
         base = self.log_end_offset
         data = encode_batch(base, leader_epoch, rows)
+        if max_batch_bytes is not None and len(data) > max_batch_bytes:
+            raise RecordTooLargeError(f"a batch of {len(data)} bytes is larger than max.message.bytes "
+                                      f"({max_batch_bytes})")
         last = base + len(rows) - 1
         self.epoch_cache.assign(leader_epoch, base)
-        self._append(data, base, last, max(r[2] for r in rows))
+        self._append(data, base, last, max(r[2] for r in rows), now_ms)
         return base, last
 
-    def append_as_follower(self, batch_bytes: bytes | memoryview, *,
-                           allow_gaps: bool = False) -> tuple[int, int] | None:
+    def append_as_follower(self, batch_bytes: bytes | memoryview, *, allow_gaps: bool = False,
+                           now_ms: int | None = None) -> tuple[int, int] | None:
         """Append whole batches fetched from the leader; return (first, last) offset or None if empty.
 
         Every batch is checked first (CRC, whole, first base offset == LEO, then each
@@ -348,7 +379,7 @@ class PartitionLog:
         for pos, h in scan.headers:
             if h.leader_epoch >= 0:
                 self.epoch_cache.assign(h.leader_epoch, h.base_offset)
-            self._append(view[pos:pos + h.size_bytes], h.base_offset, h.last_offset, h.max_timestamp)
+            self._append(view[pos:pos + h.size_bytes], h.base_offset, h.last_offset, h.max_timestamp, now_ms)
         return scan.headers[0][1].base_offset, expected - 1
 
     # ------------------------------------------------------------ reads
@@ -402,6 +433,7 @@ class PartitionLog:
                 seg.delete()
             self._segments = [LogSegment.create(self.dir, offset, self.index_interval_bytes)]
             self.epoch_cache.clear()
+            self._set_log_start(offset)
         elif offset < self.log_end_offset:
             target = self._batch_start_or_gap(offset)
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
@@ -416,9 +448,59 @@ class PartitionLog:
                 active.seal()
                 self._segments.append(LogSegment.create(self.dir, target, self.index_interval_bytes))
         self.epoch_cache.truncate_from_end(min(offset, self.log_end_offset))
+        if self._log_start > self.log_end_offset:  # Kafka: logStartOffset = min(target, logStartOffset)
+            self._set_log_start(self.log_end_offset)
         if self._cleaner_state is not None and self._cleaner_state.first_dirty_offset > self.log_end_offset:
             self.set_cleaner_state(self._cleaner_state.truncated(self.log_end_offset))
         return dropped
+
+    def truncate_fully_and_start_at(self, offset: int) -> int:
+        """Delete every segment and start empty at ``offset`` (a follower behind its leader's log
+        start offset, as Kafka's ``truncateFullyAndStartAt``); return the records removed."""
+        self._check_open()
+        dropped = 0
+        for seg in self._segments:
+            dropped += sum(h.record_count for _, h in seg.iter_headers(seg.base_offset))
+            seg.delete()
+        self._segments = [LogSegment.create(self.dir, offset, self.index_interval_bytes)]
+        self.epoch_cache.clear()
+        self._set_log_start(offset)
+        if self._cleaner_state is not None:
+            self.set_cleaner_state(CleanerState(offset))
+        return dropped
+
+    # ------------------------------------------------------------ retention support
+
+    def segment_infos(self) -> list[SegmentInfo]:
+        """Each segment's base offset, size and largest timestamp (the file's mtime when it has no
+        timestamp, as Kafka's ``largestTimestamp``), oldest first: the input of retention's rule."""
+        return [SegmentInfo(s.base_offset, s.size, s.max_timestamp if s.max_timestamp >= 0
+                            else int(os.stat(s.log_path).st_mtime * 1000)) for s in self._segments]
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start offset up to ``offset`` (never past the LEO); True if it moved."""
+        self._check_open()
+        offset = min(offset, self.log_end_offset)
+        if offset <= self.log_start_offset:
+            return False
+        self._set_log_start(offset)
+        return True
+
+    def delete_oldest_segments(self, count: int, now_ms: int | None = None) -> list[int]:
+        """Delete the ``count`` oldest segments (rolling an empty one at the LEO first when that is
+        all of them) and move the log start offset to the first remaining; return their base offsets."""
+        self._check_open()
+        if count <= 0:
+            return []
+        if count >= len(self._segments):
+            count = len(self._segments)
+            self._roll(self.log_end_offset, now_ms)
+        doomed, self._segments = self._segments[:count], self._segments[count:]
+        for seg in doomed:
+            seg.delete()
+        if self._segments[0].base_offset > self._log_start:
+            self._set_log_start(self._segments[0].base_offset)
+        return [seg.base_offset for seg in doomed]
 
     def _batch_start_or_gap(self, offset: int) -> int:
         """Base offset of the batch holding ``offset``, or ``offset`` if no batch holds it."""

@@ -6,9 +6,12 @@ Files are named by the segment's base offset, zero-padded to 20 digits::
     00000000000000000000.index      (relativeOffset int32, position int32) per entry
     00000000000000000000.timeindex  (timestamp int64, relativeOffset int32) per entry
 
-An offset-index entry is written for a batch once at least ``index_interval_bytes``
-of batches were appended since the previous entry; it maps the batch's base offset
-(relative to the segment) to the batch's start position.  At the same points the
+An offset-index entry is written for a batch once strictly more than
+``index_interval_bytes`` of batches were appended before it since the previous entry
+(Kafka 2.8's ``LogSegment.append``); it maps the batch's LAST offset (relative to the
+segment) to the batch's start position.  A lookup takes the largest entry at or below
+the target and scans forward from its position: the batch there ends at or below the
+target, so the batch holding the target starts there or later.  At the same points the
 time index gets (max timestamp so far, offset of the batch holding it) when that
 timestamp is larger than its last entry.  Indexes are kept in memory too; lookups
 binary-search the offset index and then scan batch headers forward.
@@ -70,8 +73,8 @@ class LogSegment:
                  file_suffix: str = "") -> None:
         if base_offset < 0:
             raise ValueError(f"negative base offset {base_offset}")
-        if index_interval_bytes <= 0:
-            raise ValueError("index_interval_bytes must be positive")
+        if index_interval_bytes < 0:
+            raise ValueError("index_interval_bytes must not be negative")
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -93,6 +96,8 @@ class LogSegment:
         self._offset_of_max_ts = base_offset - 1
         self._bytes_since_index = 0
         self._closed = False
+        self._first_ts: int | None = None  # the first batch's max timestamp (Kafka's rollingBasedTimestamp)
+        self.created_ms: int | None = None  # set by whoever creates it with a clock reading (segment.ms rolls)
         self.last_dropped_batches = 0
         self.recovery: tuple[int, int] | None = None  # (valid, truncated) of the last recover()
 
@@ -210,6 +215,13 @@ class LogSegment:
         """Largest batch max timestamp in the segment, -1 when empty."""
         return self._max_ts
 
+    @property
+    def first_batch_timestamp(self) -> int:
+        """The first batch's max timestamp (-1 when empty or without one): the base of age-based rolls."""
+        if self._first_ts is None:
+            self._first_ts = self._header_at(0).max_timestamp if self._size else -1
+        return self._first_ts
+
     def offset_index_entries(self) -> list[tuple[int, int]]:
         """(absolute offset, position) of every offset-index entry."""
         return [(self.base_offset + r, p) for r, p in zip(self._idx_offsets, self._idx_positions)]
@@ -226,8 +238,8 @@ class LogSegment:
         if max_timestamp > self._max_ts:
             self._max_ts, self._offset_of_max_ts = max_timestamp, last_offset
         idx = tidx = b""
-        if self._bytes_since_index >= self.index_interval_bytes:
-            rel = base_offset - self.base_offset
+        if self._bytes_since_index > self.index_interval_bytes:  # Kafka: strictly more
+            rel = last_offset - self.base_offset  # Kafka keys the entry by the batch's last offset
             self._idx_offsets.append(rel)
             self._idx_positions.append(position)
             idx = _INDEX_ENTRY.pack(rel, position)
@@ -252,6 +264,8 @@ class LogSegment:
         if self._size + len(batch_bytes) > _INT32_MAX:
             raise ValueError("segment would exceed 2 GiB")
         position = self._size
+        if position == 0:
+            self._first_ts = max_timestamp
         os.pwrite(self._log_fd, batch_bytes, position)
         self._size += len(batch_bytes)
         self._recent[base_offset] = position
@@ -348,6 +362,7 @@ class LogSegment:
         position = found[0]
         removed = self._size - position
         self._recent.clear()
+        self._first_ts = None
         os.ftruncate(self._log_fd, position)
         self._size = position
         keep = bisect_right(self._idx_positions, position - 1)
@@ -411,6 +426,7 @@ class LogSegment:
         """
         self._idx_offsets, self._idx_positions, self._tidx = [], [], []
         self._recent.clear()
+        self._first_ts = None
         self._next_offset, self._bytes_since_index = self.base_offset, 0
         self._max_ts, self._offset_of_max_ts = -1, self.base_offset - 1
         idx_out, tidx_out = bytearray(), bytearray()

@@ -1,0 +1,86 @@
+"""The broker's periodic log housekeeping: compaction and retention (a mixin of ``ReplicaManager``).
+
+Kafka's LogCleaner and LogManager.cleanupLogs, as shells: each pass takes a
+partition's lock, asks a pure rule what to do (``node.storage.cleaner`` for
+compaction, ``node.storage.retention.retention_decision`` for retention) and
+carries it out, then logs an event.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from node.clock import now_ms
+from node.storage.cleaner import CleanResult, clean
+from node.storage.retention import retention_decision
+
+if TYPE_CHECKING:
+    from node.hosted import Hosted
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CleanerSettings:
+    enable: bool = True
+    backoff_ms: int = 15000                   # log.cleaner.backoff.ms: the pause between passes
+    min_cleanable_ratio: float = 0.5          # log.cleaner.min.cleanable.ratio
+
+
+class HousekeepingMixin:
+    hosted: dict[tuple[str, int], "Hosted"]
+    cleaner: "CleanerSettings | None"
+    events: Any
+
+    def clean_logs(self) -> list[CleanResult]:
+        """One pass of the log cleaner over every compacted partition hosted here, never past
+        its HW (Kafka's firstUncleanableOffset); the partition's lock is held while it cleans."""
+        settings = self.cleaner or CleanerSettings()
+        done = []
+        for (t, p), h in sorted(list(self.hosted.items())):
+            lc = h.log_config
+            if not lc.compact:
+                continue
+            with h.cond:
+                if h.log.closed:
+                    continue
+                t0 = time.monotonic_ns()
+                r = clean(h.log, now_ms=now_ms(), delete_retention_ms=lc.delete_retention_ms,
+                          min_cleanable_ratio=settings.min_cleanable_ratio,
+                          upper_bound_offset=h.repl.high_watermark,
+                          min_compaction_lag_ms=lc.min_compaction_lag_ms)
+            if r.segments_cleaned:
+                done.append(r)
+                self.events.emit("log_cleaned", topic=t, partition=p, segments=r.segments_cleaned,
+                                 records_read=r.records_read, records_kept=r.records_kept,
+                                 tombstones_dropped=r.tombstones_dropped, bytes_before=r.bytes_before,
+                                 bytes_after=r.bytes_after, first_dirty_offset=r.first_dirty_offset,
+                                 duration_ms=round((time.monotonic_ns() - t0) / 1e6, 3))
+        return done
+
+    def retain_logs(self) -> int:
+        """One retention pass (Kafka's ``Log.deleteOldSegments`` on every log, every
+        ``log.retention.check.interval.ms``): ``retention.ms`` and ``retention.bytes`` for
+        ``cleanup.policy`` with ``delete``, and for every log the segments wholly below its
+        log start offset (a follower's moves with its leader's).  Returns the segments deleted."""
+        total = 0
+        for (t, p), h in sorted(list(self.hosted.items())):
+            lc = h.log_config
+            with h.cond:
+                if h.log.closed:
+                    continue
+                now = now_ms()
+                d = retention_decision(h.log.segment_infos(), log_start_offset=h.log.log_start_offset,
+                                       log_end_offset=h.log.log_end_offset, high_watermark=h.repl.high_watermark,
+                                       now_ms=now, retention_ms=lc.retention_ms, retention_bytes=lc.retention_bytes,
+                                       delete_policy=lc.delete)
+                if not d.count:
+                    continue
+                deleted = h.log.delete_oldest_segments(d.count, now)
+                start = h.log.log_start_offset
+            total += len(deleted)
+            self.events.emit("log_segments_deleted", topic=t, partition=p, segments=deleted, reasons=list(d.reasons),
+                             log_start_offset=start, is_leader=h.repl.is_leader)
+        return total
