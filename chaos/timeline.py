@@ -20,10 +20,10 @@ stages are always in order: detect <= elect <= load <= first commit.
     a ``controller_elected`` by another broker (the new controller learns by
     winning). ``detect_by`` names which.
 ``elect_ms``
-    Only once detected: the first state written for (__consumer_offsets, P)
-    at or after the detection whose leader is >= 0 and not L, timed at the
-    write's landing (see "Write times"). Moves by ``preferred_admin`` and
-    ``auto_rebalance`` are not failovers and are skipped. ``moved`` says
+    The first state written for (__consumer_offsets, P) after T whose leader
+    is >= 0 and not L, timed at the write's landing (see "Write times"), if
+    it landed at or after the detection and is a failover (moves by
+    ``preferred_admin`` and ``auto_rebalance`` are not). ``moved`` says
     whether there was one. So a pause shorter than the session moves nothing
     unless the broker's session did expire (the controller's ``broker_change``).
 ``load_ms``
@@ -361,10 +361,11 @@ def _group_row(fault: _Fault, group: str, partition: int, old: int, controller: 
     if found:
         detect_ns, by = min(found)
         row.update(detect_ms=_ms(detect_ns, t0), detect_by=by)
-        # elect: the first failover write of the partition to another live leader, once detected
-        elected = _first(ev.states.get(partition, ()), lambda s: detect_ns <= s["_landed"] < lead_end
-                         and s["_landed"] > t0 and _is_failover(s, old))
-        if elected is not None:
+        # elect: the partition's first change of leader after T, if it is a failover and follows the detection
+        change = _first(ev.states.get(partition, ()), lambda s: t0 < s["_landed"] < lead_end
+                        and s.get("leader", -1) >= 0 and s.get("leader") != old)
+        if change is not None and change["_landed"] >= detect_ns and _is_failover(change, old):
+            elected = change
             loaded = _load_after(ev, elected)
     _after_stages(row, group, t0, detect_ns, elected, loaded, any_end, hist)
     return row, elected
