@@ -12,9 +12,12 @@ The run directory holds everything needed to understand the run afterwards::
 Order of a run: ZooKeeper, the proxy with one link per (source, destination),
 the brokers (each dialling its peers and ZooKeeper through its links), the
 topics, the workloads; then the schedule's faults, one after another.  At the
-end: producers stop, every fault is healed, every partition is read in full
-(the final reads), the groups drain until they have committed everything, and
-each group's committed offsets are fetched a last time.
+end (marked ``end`` in the history): producers stop, every fault is healed,
+every partition is read in full (the final reads), the groups drain until they
+have committed everything, and each group's committed offsets are fetched a
+last time; then the brokers are stopped (marked ``stop``), each with a
+controlled shutdown.  The failover timeline gives no fault the leader moves
+that follow these marks.
 """
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ from chaos.scenario import Scenario
 from chaos.schedule import (Fault, format_schedule, make_schedule, schedule_document, schedule_rng_seed,
                             write_schedule)
 from chaos.targets import View
-from chaos.timeline import failover_timeline, format_table, summarize
+from chaos.timeline import END_PHASE, STOP_PHASE, failover_timeline, format_table, summarize
 from chaos.workload import MemberWorker, ProbeWorker, Processes, ProducerWorker, final_read
 from client.admin import GroupAdmin
 from client.metadata import ClusterClient
@@ -89,6 +92,7 @@ class ChaosRun:
         self.netns = None            # chaos.netns.NetnsNetwork in network: netns mode
         self.history: HistoryWriter | None = None
         self._last_view: View | None = None
+        self._marked: set[str] = set()
         self.end_errors: list[str] = []
 
     def say(self, text: str) -> None:
@@ -263,6 +267,7 @@ class ChaosRun:
         progress.start(t0)
         try:
             self._nemesis_loop(nemesis, t0, progress)
+            self._mark(END_PHASE)   # the end phase: no fault from here on (chaos/timeline.py's attribution)
             stop_producers.set()
             for w in producers:
                 w.join(timeout=30)
@@ -365,8 +370,18 @@ class ChaosRun:
         f = PartitionFetcher(cluster)
         return f.list_offsets([(topic, p) for p in range(partitions)], LATEST)
 
+    def _mark(self, phase: str) -> None:
+        """An end-phase mark in the history (a nemesis line, once): ``end`` when the workload stops,
+        ``stop`` when the brokers are stopped.  Leader moves after them are no fault's doing."""
+        if self.history is not None and phase not in self._marked:
+            self._marked.add(phase)
+            self.history.nemesis(phase, {"phase": phase})
+
     def _teardown(self, failed: bool) -> None:
         if self.cluster is not None:
+            if self.history is not None:
+                self._mark(END_PHASE)
+                self._mark(STOP_PHASE)
             try:
                 self.cluster.down()
             except Exception as e:

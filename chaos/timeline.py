@@ -8,26 +8,32 @@ dicts in, lists of dicts (and text) out.
 
 For each fault start at time T, a row per group G whose offsets partition
 P = partition_for(G, n) was led at T by one of the fault's brokers, with the
-stages as ms from T (3 decimals; None when the stage did not happen):
+stages as ms from T (3 decimals; None when the stage did not happen). A row's
+stages are always in order: detect <= elect <= load <= first commit.
 
 ``detect_ms``
-    The controller learned of the old leader L: the first, after T, of a
-    ``broker_change`` with L in ``dead`` or ``bounced``; a
-    ``controlled_shutdown_requested`` with ``broker_id`` L; or, when the same
-    fault hit the controller of time T, a ``controller_elected`` by another
-    broker (the new controller learns by winning). ``detect_by`` names which.
+    The controller learned that the fault took the old leader L away: the
+    first, after T, of a ``broker_change`` with L in ``dead`` or ``bounced``
+    (L lost its session, or restarted); a ``controlled_shutdown_requested``
+    with ``broker_id`` L, for a ``terminate`` fault only (no other fault makes
+    a broker shut down); or, when the same fault hit the controller of time T,
+    a ``controller_elected`` by another broker (the new controller learns by
+    winning). ``detect_by`` names which.
 ``elect_ms``
     The first state written for (__consumer_offsets, P) after T whose leader
-    is >= 0 and not L, timed at the write's landing (see "Write times").
-    Moves by ``preferred_admin`` and ``auto_rebalance`` are not failovers and
-    are skipped. ``moved`` says whether there was one.
+    is >= 0 and not L, timed at the write's landing (see "Write times"), if
+    it landed at or after the detection and is a failover (moves by
+    ``preferred_admin`` and ``auto_rebalance`` are not). ``moved`` says
+    whether there was one. So a pause shorter than the session moves nothing
+    unless the broker's session did expire (the controller's ``broker_change``).
 ``load_ms``
-    The new leader's ``coordinator_loaded`` for P (``records_replayed`` =
-    its ``replayed``, ``records`` = its ``records``, ``load_duration_ms`` =
-    its ``duration_ms``).
+    The new leader's ``coordinator_loaded`` for P at or after the election
+    (``records_replayed`` = its ``replayed``, ``records`` = its ``records``,
+    ``load_duration_ms`` = its ``duration_ms``).
 ``first_commit_ms``
-    The first ``ok`` commit of G completing after T (an op invoked before T
-    counts if it completed after T).
+    The first ``ok`` commit of G completing after T and after every earlier
+    stage the row has (after the load, when the coordinator moved); an op
+    invoked before then counts if it completed after.
 ``unavailable_ms``
     From the first failed (``fail``/``info``) commit, heartbeat, join, sync,
     fetch-committed or poll of G completing after T, to the first ``ok``
@@ -39,20 +45,37 @@ A fault that hit the controller of time T also yields one row with group
 None, carrying only the controller stage: ``controller_failover_ms``, T to the
 next ``controller_elected`` by another broker.
 
+Moves no fault explains
+    Every leader move of a group's offsets partition (as ``elect_ms`` counts
+    them) that no fault row took gets a row per group of that partition, with
+    ``fault`` None and ``cause`` ``end phase`` (it landed after the runner's
+    ``end`` mark) or ``none in schedule``. Its origin (``time_ns``) is the
+    controller's last detection of the old leader (as above, any kind) since
+    that leader's election, up to the move; else the move itself. Fault rows
+    have ``cause`` ``fault``.
+
 Write times
     The leader at T is the latest state written for the partition whose write
     had landed by T. A ``partition_state_written`` lands at the
     ``mono_ns_written`` of its enclosing ``partition_states_written`` (the next
     one logged by the same broker); a line with none uses its own ``mono_ns``.
 
-Windows (overlapping faults)
-    Leadership stages (detect, elect, controller failover) of fault F are
-    looked for until the next fault start that hits the same broker (its nodes
-    name the broker, or name any ZooKeeper server: a ZooKeeper fault can reach
-    every broker). So a short pause does not inherit the election of a later
-    kill. The first failure of the unavailability window must complete before
-    the next fault start of any kind. The new leader's load, the first commit
-    and the end of the unavailability window are not bounded.
+Windows (overlapping faults, the end phase)
+    Leadership stages (detect, elect, controller failover) of fault F for a
+    broker are looked for until the first of: the next fault start that hits
+    the broker (its nodes name the broker, or name any ZooKeeper server: a
+    ZooKeeper fault can reach every broker); the runner's ``stop`` mark (it
+    stops the brokers, after the final reads and the drain); and, unless F is
+    a ``terminate``, the broker's next ``broker_stopping`` (a clean stop F did
+    not cause). So a short pause does not inherit the election of a later kill,
+    nor the end phase's controlled shutdown. The first failure of the
+    unavailability window must complete before the next fault start of any
+    kind. The new leader's load, the first commit and the end of the
+    unavailability window are not bounded.
+
+The runner's marks are nemesis lines of the history with ``value.phase``
+``end`` (the workload stops, every fault healed) and ``stop``; a history
+without them (older runs) has no end phase.
 
 Not produced: faults naming only ZooKeeper servers; faults whose brokers led
 no group's partition at T and weren't the controller; groups whose partition
@@ -76,9 +99,16 @@ FAILED_OPS = frozenset({"commit", "heartbeat", "join", "sync", "fetch-committed"
 RECOVERED_OPS = frozenset({"commit", "join", "sync", "heartbeat", "fetch-committed"})
 #: Leader moves that are not failovers.
 NOT_FAILOVER_REASONS = frozenset({"preferred_admin", "auto_rebalance"})
+#: The only fault kind that makes a broker ask for a controlled shutdown (SIGTERM).
+SHUTDOWN_KINDS = frozenset({"terminate"})
+#: ``cause`` of a row: a fault of the schedule; a move during the run's end phase; a move no fault explains.
+CAUSE_FAULT, CAUSE_END, CAUSE_NONE = "fault", "end phase", "none in schedule"
+#: ``value.phase`` of the runner's end-phase marks in the history (nemesis lines, ``f`` the same word):
+#: ``end`` when it stops the workload (every fault healed), ``stop`` when it stops the brokers.
+END_PHASE, STOP_PHASE = "end", "stop"
 
 ROW_FIELDS = (
-    "fault", "kind", "target", "nodes", "time_ns", "heal_ms",
+    "fault", "cause", "kind", "target", "nodes", "time_ns", "heal_ms",
     "group", "partition", "old_leader", "new_leader", "moved",
     "detect_ms", "detect_by", "elect_ms", "elect_reason",
     "load_ms", "load_duration_ms", "records_replayed", "records",
@@ -130,6 +160,9 @@ class _History:
         self.completions: list[dict] = []
         self.groups: set[str] = set()
         open_ops: dict[Any, dict] = {}
+        #: The runner's end phase: ``end`` when it stops the workload, ``stop`` when it stops the brokers.
+        self.end_ns: int | None = None
+        self.stop_ns: int | None = None
         for pos, op in enumerate(ops):
             if op.get("process") == "nemesis":
                 value = op.get("value") or {}
@@ -137,6 +170,10 @@ class _History:
                     starts.append((pos, op))
                 elif value.get("phase") == "heal":
                     heals.append((pos, op))
+                elif value.get("phase") == END_PHASE and self.end_ns is None:
+                    self.end_ns = op["time"]
+                elif value.get("phase") == STOP_PHASE and self.stop_ns is None:
+                    self.stop_ns = op["time"]
                 continue
             if op.get("group") is not None:
                 self.groups.add(op["group"])
@@ -176,6 +213,7 @@ class _Events:
         self.controller_log: list[tuple[int, str, int]] = []
         self.broker_changes: list[dict] = []
         self.shutdown_requests: list[dict] = []
+        self.stops: list[tuple[int, int]] = []      # (mono_ns, broker): a clean stop (SIGTERM) began
         self.loads: list[dict] = []
         pending: dict[int, list[dict]] = {}
         states: list[dict] = []
@@ -201,6 +239,8 @@ class _Events:
                 self.broker_changes.append(e)
             elif t == "controlled_shutdown_requested":
                 self.shutdown_requests.append(e)
+            elif t == "broker_stopping":
+                self.stops.append((e["mono_ns"], e["broker"]))
             elif t == "coordinator_loaded":
                 self.loads.append(e)
         for s in sorted(states, key=lambda s: s["_landed"]):
@@ -236,52 +276,61 @@ class _Events:
 
 def _blank_row(fault: _Fault) -> dict:
     row: dict[str, Any] = dict.fromkeys(ROW_FIELDS)
-    row.update(fault=fault.id, kind=fault.kind, target=fault.target, nodes=list(fault.nodes),
+    row.update(fault=fault.id, cause=CAUSE_FAULT, kind=fault.kind, target=fault.target, nodes=list(fault.nodes),
                time_ns=fault.time, heal_ms=_ms(fault.heal, fault.time), moved=False)
     return row
 
 
-def _group_row(fault: _Fault, group: str, partition: int, old: int, controller: int | None,
-               lead_end: float, any_end: float, ev: _Events, hist: _History) -> dict:
-    t0 = fault.time
-    row = _blank_row(fault)
-    row.update(group=group, partition=partition, old_leader=old)
+def _detections(ev: _Events, old: int, lo: int, hi: float, *, shutdown: bool, elected_not_by: int | None,
+                hi_inclusive: bool = False) -> list[tuple[int, str]]:
+    """The ways the controller learned that ``old`` was gone, in (lo, hi): ``broker_change`` (``old`` dead or
+    bounced: it lost its session or restarted), ``controlled_shutdown_requested`` (only with ``shutdown``: a
+    SIGTERM), ``controller_elected`` by another broker than ``elected_not_by`` (the new controller learns by
+    winning; None: not looked for).  ``hi_inclusive`` makes it (lo, hi]."""
+    def inside(t: int) -> bool:
+        return lo < t and (t <= hi if hi_inclusive else t < hi)
 
-    # detect: the first way the controller could have learned that `old` was gone
-    found: list[tuple[int, str]] = []
-    bc = _first(ev.broker_changes, lambda e: t0 < e["mono_ns"] < lead_end
-                and (old in (e.get("dead") or ()) or old in (e.get("bounced") or ())))
-    if bc:
-        found.append((bc["mono_ns"], "broker_change"))
-    csr = _first(ev.shutdown_requests, lambda e: t0 < e["mono_ns"] < lead_end and e.get("broker_id") == old)
-    if csr:
-        found.append((csr["mono_ns"], "controlled_shutdown_requested"))
-    if controller is not None and controller in fault.brokers:
-        won = ev.election_after(t0, lead_end, not_by=controller)
-        if won:
-            found.append((won["mono_ns"], "controller_elected"))
-    if found:
-        t, by = min(found)
-        row.update(detect_ms=_ms(t, t0), detect_by=by)
+    found = [(e["mono_ns"], "broker_change") for e in ev.broker_changes if inside(e["mono_ns"])
+             and (old in (e.get("dead") or ()) or old in (e.get("bounced") or ()))]
+    if shutdown:
+        found += [(e["mono_ns"], "controlled_shutdown_requested") for e in ev.shutdown_requests
+                  if inside(e["mono_ns"]) and e.get("broker_id") == old]
+    if elected_not_by is not None:
+        found += [(t, "controller_elected") for t, what, broker in ev.controller_log
+                  if inside(t) and what == "elected" and broker != elected_not_by]
+    return found
 
-    # elect: the first failover write of the partition to another live leader
-    elected = _first(ev.states.get(partition, ()), lambda s: t0 < s["_landed"] < lead_end
-                     and s.get("leader", -1) >= 0 and s.get("leader") != old
-                     and s.get("reason") not in NOT_FAILOVER_REASONS)
-    if elected:
-        new = elected["leader"]
-        row.update(moved=True, new_leader=new, elect_ms=_ms(elected["_landed"], t0),
+
+def _is_failover(s: dict, old: int | None) -> bool:
+    return s.get("leader", -1) >= 0 and s.get("leader") != old and s.get("reason") not in NOT_FAILOVER_REASONS
+
+
+def _load_after(ev: _Events, elected: dict) -> dict | None:
+    """The new leader's ``coordinator_loaded`` for the partition, at or after its election landed."""
+    new, epoch = elected["leader"], elected.get("leader_epoch")
+    return _first(ev.loads, lambda e: e["mono_ns"] >= elected["_landed"] and e["broker"] == new
+                  and e.get("partition") == elected["partition"]
+                  and (epoch is None or e.get("leader_epoch") is None or e["leader_epoch"] >= epoch))
+
+
+def _after_stages(row: dict, group: str, t0: int, detect_ns: int | None, elected: dict | None,
+                  loaded: dict | None, any_end: float, hist: _History) -> None:
+    """Fills the move's stages, the first commit (after every earlier stage: the stages are in order) and the
+    unavailability window (from t0)."""
+    floor = t0
+    if detect_ns is not None:
+        floor = max(floor, detect_ns)
+    if elected is not None:
+        floor = max(floor, elected["_landed"])
+        row.update(moved=True, new_leader=elected["leader"], elect_ms=_ms(elected["_landed"], t0),
                    elect_reason=elected.get("reason"))
-        epoch = elected.get("leader_epoch")
-        loaded = _first(ev.loads, lambda e: e["mono_ns"] > t0 and e["broker"] == new
-                        and e.get("partition") == partition
-                        and (epoch is None or e.get("leader_epoch") is None or e["leader_epoch"] >= epoch))
-        if loaded:
-            row.update(load_ms=_ms(loaded["mono_ns"], t0), load_duration_ms=loaded.get("duration_ms"),
-                       records_replayed=loaded.get("replayed"), records=loaded.get("records"))
+    if loaded is not None:
+        floor = max(floor, loaded["mono_ns"])
+        row.update(load_ms=_ms(loaded["mono_ns"], t0), load_duration_ms=loaded.get("duration_ms"),
+                   records_replayed=loaded.get("replayed"), records=loaded.get("records"))
 
     mine = [c for c in hist.completions if c["group"] == group]
-    commit = _first(mine, lambda c: c["time"] > t0 and c["type"] == "ok" and c["f"] == "commit")
+    commit = _first(mine, lambda c: c["time"] > floor and c["type"] == "ok" and c["f"] == "commit")
     row["first_commit_ms"] = _ms(commit["time"], t0) if commit else None
 
     failed_at = next((i for i, c in enumerate(mine) if t0 < c["time"] < any_end
@@ -294,19 +343,84 @@ def _group_row(fault: _Fault, group: str, partition: int, old: int, controller: 
         row.update(unavailable_from_ms=_ms(failed["time"], t0),
                    unavailable_to_ms=_ms(back["time"], t0) if back else None,
                    unavailable_ms=_ms(back["time"], failed["time"]) if back else None)
-    return row
+
+
+def _group_row(fault: _Fault, group: str, partition: int, old: int, controller: int | None,
+               lead_end: float, any_end: float, ev: _Events, hist: _History) -> tuple[dict, dict | None]:
+    """The row, and the state whose move it took (None: it took none)."""
+    t0 = fault.time
+    row = _blank_row(fault)
+    row.update(group=group, partition=partition, old_leader=old)
+
+    # detect: the first way the controller could have learned that this fault took `old` away
+    found = _detections(ev, old, t0, lead_end, shutdown=fault.kind in SHUTDOWN_KINDS,
+                        elected_not_by=controller if controller is not None and controller in fault.brokers
+                        else None)
+    elected = loaded = None
+    detect_ns = None
+    if found:
+        detect_ns, by = min(found)
+        row.update(detect_ms=_ms(detect_ns, t0), detect_by=by)
+        # elect: the partition's first change of leader after T, if it is a failover and follows the detection
+        change = _first(ev.states.get(partition, ()), lambda s: t0 < s["_landed"] < lead_end
+                        and s.get("leader", -1) >= 0 and s.get("leader") != old)
+        if change is not None and change["_landed"] >= detect_ns and _is_failover(change, old):
+            elected = change
+            loaded = _load_after(ev, elected)
+    _after_stages(row, group, t0, detect_ns, elected, loaded, any_end, hist)
+    return row, elected
+
+
+def _unattributed_rows(groups: Sequence[str], n: int, taken: set[int], faults: Sequence[_Fault],
+                       ev: _Events, hist: _History) -> list[dict]:
+    """A row per (leader move of a group's offsets partition that no fault row took, group): ``cause`` is
+    ``end phase`` when it landed after the run's end phase began, else ``none in schedule``.  Its time origin
+    is the controller's last detection of the old leader before the move (else the move itself)."""
+    by_partition: dict[int, list[str]] = {}
+    for g in groups:
+        by_partition.setdefault(partition_for(g, n), []).append(g)
+    end = hist.end_ns if hist.end_ns is not None else hist.stop_ns
+    rows = []
+    for p, gs in sorted(by_partition.items()):
+        old, since = None, None
+        for s in ev.states.get(p, ()):
+            leader = s.get("leader", -1)
+            if old is not None and id(s) not in taken and _is_failover(s, old):
+                found = _detections(ev, old, since, s["_landed"], shutdown=True, elected_not_by=old,
+                                    hi_inclusive=True)
+                detect_ns, by = max(found) if found else (None, None)
+                t0 = detect_ns if detect_ns is not None else s["_landed"]
+                any_end = min((f.time for f in faults if f.time > t0), default=_INF)
+                for g in sorted(gs):
+                    row: dict[str, Any] = dict.fromkeys(ROW_FIELDS)
+                    row.update(cause=CAUSE_END if end is not None and s["_landed"] > end else CAUSE_NONE,
+                               nodes=[], time_ns=t0, group=g, partition=p, old_leader=old,
+                               detect_ms=_ms(detect_ns, t0), detect_by=by)
+                    _after_stages(row, g, t0, detect_ns, s, _load_after(ev, s), any_end, hist)
+                    rows.append(row)
+            if leader >= 0 and leader != old:
+                old, since = leader, s["_landed"]
+    return rows
+
+
+def _order(row: dict) -> tuple:
+    """Rows by time; at one time fault rows after unattributed ones, by fault; the controller row first, then
+    groups by name."""
+    fault, group = row.get("fault"), row.get("group")
+    return (row["time_ns"], fault is not None, fault if fault is not None else 0, group is not None, group or "")
 
 
 def failover_timeline(ops: Sequence[dict], events: Iterable[dict], *,
                       offsets_partitions: int | None = None) -> list[dict]:
-    """One row per (fault start, group it hit), plus one controller row per fault that hit the controller.
+    """One row per (fault start, group it hit), one controller row per fault that hit the controller, and one
+    row per (leader move of a group's offsets partition that no fault explains, group).
 
     ``ops``: the history (client and nemesis ops, ``time`` in CLOCK_MONOTONIC
     ns); ``events``: every broker's events (``mono_ns``, same clock), merged
     or not (they are sorted here, stably). ``offsets_partitions`` defaults to
     the ``partitions`` of the ``topic_created`` event of __consumer_offsets.
-    Rows come in fault order; within a fault the controller row first, then
-    groups by name. Every row has every key of :data:`ROW_FIELDS`.
+    Rows come in time order (a fault's rows at its start, an unattributed move's at its origin); within a
+    fault the controller row first, then groups by name. Every row has every key of :data:`ROW_FIELDS`.
     """
     hist = _History(ops)
     ev = _Events(events)
@@ -315,7 +429,9 @@ def failover_timeline(ops: Sequence[dict], events: Iterable[dict], *,
         raise ValueError("the number of __consumer_offsets partitions is unknown (no topic_created event): "
                          "pass offsets_partitions")
     groups = sorted(hist.groups)
+    stop = hist.stop_ns if hist.stop_ns is not None else _INF
     rows: list[dict] = []
+    taken: set[int] = set()
     for i, fault in enumerate(hist.faults):
         if not fault.brokers:
             continue  # ZooKeeper servers only
@@ -324,7 +440,10 @@ def failover_timeline(ops: Sequence[dict], events: Iterable[dict], *,
         any_end = min((f.time for f in later), default=_INF)
 
         def end_for(broker: int) -> float:
-            return min((f.time for f in later if f.hits(broker)), default=_INF)
+            ends = [f.time for f in later if f.hits(broker)] + [stop]
+            if fault.kind not in SHUTDOWN_KINDS:   # a clean stop of the broker is not this fault's doing
+                ends += [t for t, b in ev.stops if b == broker and t > t0]
+            return min(ends)
 
         controller = ev.controller_at(t0)
         if controller is not None and controller in fault.brokers:
@@ -340,7 +459,13 @@ def failover_timeline(ops: Sequence[dict], events: Iterable[dict], *,
             old = ev.leader_at(p, t0)
             if old is None or old not in fault.brokers:
                 continue
-            rows.append(_group_row(fault, group, p, old, controller, end_for(old), any_end, ev, hist))
+            row, elected = _group_row(fault, group, p, old, controller, end_for(old), any_end, ev, hist)
+            rows.append(row)
+            if elected is not None:
+                taken.add(id(elected))
+    if groups:
+        rows += _unattributed_rows(groups, n, taken, hist.faults, ev, hist)
+    rows.sort(key=_order)
     return rows
 
 
@@ -359,7 +484,12 @@ def _p90(vals: list[float]) -> float | None:
 
 
 def summarize(rows: Sequence[dict]) -> dict:
-    """Counts, and median / p90 (nearest rank) / max of each stage over the rows that have it."""
+    """Counts, and median / p90 (nearest rank) / max of each stage over the fault rows that have it.
+
+    Rows of moves no fault explains (``cause`` ``end phase`` or ``none in schedule``) are counted apart
+    (``end_phase``, ``no_cause``) and left out of everything else: they are not failovers of a fault."""
+    unattributed = [r for r in rows if r.get("cause", CAUSE_FAULT) != CAUSE_FAULT]
+    rows = [r for r in rows if r.get("cause", CAUSE_FAULT) == CAUSE_FAULT]
     group_rows = [r for r in rows if r.get("group") is not None]
     stages = {}
     for stage in STAGES:
@@ -377,6 +507,8 @@ def summarize(rows: Sequence[dict]) -> dict:
         "unavailable": sum(1 for r in group_rows if r.get("unavailable_from_ms") is not None),
         "never_recovered": sum(1 for r in group_rows if r.get("unavailable_from_ms") is not None
                                and r.get("unavailable_ms") is None),
+        "end_phase": sum(1 for r in unattributed if r.get("cause") == CAUSE_END),
+        "no_cause": sum(1 for r in unattributed if r.get("cause") == CAUSE_NONE),
         "stages": stages,
     }
 
@@ -405,7 +537,11 @@ def _cells(r: dict) -> tuple[str, ...]:
     if r.get("unavailable_from_ms") is not None:
         unavailable = (f"{unavailable} (+{r['unavailable_from_ms']:.1f}.."
                        + (f"+{r['unavailable_to_ms']:.1f})" if r.get("unavailable_to_ms") is not None else ")"))
-    return (str(r.get("fault")), str(r.get("kind") or "-"), str(r.get("target") or "-"), group, part, who,
+    if r.get("cause", CAUSE_FAULT) == CAUSE_FAULT:
+        fault, kind, target = str(r.get("fault")), str(r.get("kind") or "-"), str(r.get("target") or "-")
+    else:  # a move no fault explains: its cause where the fault's kind goes
+        fault, kind, target = "-", f"({r['cause']})", "-"
+    return (fault, kind, target, group, part, who,
             _num(r.get("detect_ms")), _num(r.get("elect_ms")), load, _num(r.get("first_commit_ms")),
             unavailable, _num(r.get("controller_failover_ms")))
 
@@ -422,6 +558,9 @@ def format_table(rows: Sequence[dict]) -> str:
     out.append("")
     out.append(f"{s['faults']} faults, {s['group_rows']} group rows ({s['moved']} moved, {s['not_moved']} not), "
                f"{s['controller_rows']} controller rows")
+    if s["end_phase"] or s["no_cause"]:
+        out.append(f"moves no fault explains (not in the figures below): {s['end_phase']} in the end phase, "
+                   f"{s['no_cause']} with no cause in the schedule")
     for stage in STAGES:
         st = s["stages"][stage]
         name = stage.removesuffix("_ms").replace("_", " ")

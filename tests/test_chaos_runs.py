@@ -50,6 +50,9 @@ def test_every_scenario_comes_out_valid_in_a_short_form(name, tmp_path, request)
     starts = [op for op in faults if op["value"]["phase"] == "start"]
     heals = [op for op in faults if op["value"]["phase"] == "heal"]
     assert starts and len(starts) == len(heals), "the short form must fire and heal at least one fault"
+    marks = [op for op in faults if op["value"]["phase"] in ("end", "stop")]   # the end phase, marked
+    assert [(op["f"], op["value"]) for op in marks] == [("end", {"phase": "end"}), ("stop", {"phase": "stop"})]
+    assert max(op["index"] for op in starts + heals) < marks[0]["index"]
     assert all(op["value"]["nodes"] or op["value"].get("skipped") for op in starts)
     oks = {op["f"] for op in ops if op["type"] == "ok"}
     if scenario.producers.count:

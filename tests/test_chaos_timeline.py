@@ -8,6 +8,7 @@ map to partitions as Kafka does: g1 and g5 -> P2 (broker 1), g4 -> P1
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from chaos.timeline import ROW_FIELDS, failover_timeline, format_table, summarize
 from kafkacommon.hashing import partition_for
@@ -61,6 +62,10 @@ class Run:
             self._op(heal_ms, "info", "nemesis", "heal",
                      value={"fault": fault, "phase": "heal", "kind": kind, "target": target, "nodes": nodes})
 
+    def end_phase(self, phase: str, t_ms: float) -> None:
+        """The runner's end-phase marks: ``end`` (the workload stops), ``stop`` (the brokers stop)."""
+        self._op(t_ms, "info", "nemesis", phase, value={"phase": phase})
+
     @property
     def ops(self) -> list[dict]:
         ops = sorted(self._ops, key=lambda o: o["time"])
@@ -105,8 +110,8 @@ def test_sigkill_of_the_coordinator_of_two_groups():
     assert [(row["fault"], row["group"]) for row in rows] == [(0, "g1"), (0, "g5")]
     for row in rows:
         assert list(row) == list(ROW_FIELDS)
-    common = {"fault": 0, "kind": "kill", "target": "coordinator:g1", "nodes": [1], "time_ns": ns(1000),
-              "heal_ms": 4000.0, "partition": 2, "old_leader": 1, "new_leader": 2, "moved": True,
+    common = {"fault": 0, "cause": "fault", "kind": "kill", "target": "coordinator:g1", "nodes": [1],
+              "time_ns": ns(1000), "heal_ms": 4000.0, "partition": 2, "old_leader": 1, "new_leader": 2, "moved": True,
               "detect_ms": 1500.0, "detect_by": "broker_change", "elect_ms": 1501.5,
               "elect_reason": "offline_election", "load_ms": 1530.25, "load_duration_ms": 20.0,
               "records_replayed": 40, "records": 120,
@@ -271,3 +276,203 @@ def test_summary_statistics():
     rows = [{"group": "g", "fault": 0, "detect_ms": float(v)} for v in range(1, 11)] + [{"group": "g", "fault": 1}]
     st = summarize(rows)["stages"]["detect_ms"]
     assert st == {"count": 10, "median": 5.5, "p90": 9.0, "max": 10.0}
+
+
+# ---------------------------------------------------------------- attribution: which fault moved a coordinator
+
+def issue30_run(marks: bool = True) -> Run:
+    """The shape of `chaos run mixed --seed 2026 --duration 180`: several faults; fault 25 moves g1's
+    coordinator (P2) to broker 3 (the controller); fault 27 pauses it for 1.25 s, less than the session, and
+    g1 commits on it after the pause; the end phase's controlled shutdown of broker 3 then moves P2 to 1."""
+    r = base_run(groups=("g1", "g4"))
+    r.fault(25, "kill", "coordinator:g1", [1], 1000, heal_ms=4000)
+    r.ev(2500, 3, "broker_change", controller_epoch=1, new=[], dead=[1], bounced=[], epochs={})
+    r.states(2502, 3, 2501.5, (0, 2, "offline_election", 1), (2, 3, "offline_election", 1))
+    r.ev(2530, 3, "coordinator_loaded", partition=2, leader_epoch=1, records=10, replayed=4,
+         skipped_records=0, bytes=500, end_offset=10, groups=1, duration_ms=2.0)
+    r.client("g1", "commit", 2600, 2612, node=3)
+    r.ev(4600, 3, "broker_change", controller_epoch=1, new=[1], dead=[], bounced=[], epochs={"1": 40})
+    r.fault(26, "latency", "broker:2", [2], 6000, heal_ms=8000)          # g4's coordinator: slowed, not moved
+    r.client("g4", "commit", 8100, 8110, node=2)
+    r.fault(27, "pause", "coordinator:g1", [3], 10_000, heal_ms=11_250)  # broker 3: g1's coordinator, controller
+    r.client("g1", "heartbeat", 10_100, 11_255, "ok", node=3)
+    r.client("g1", "commit", 11_252, 11_261, node=3)                     # after the pause, on broker 3
+    if marks:
+        r.end_phase("end", 13_500)      # the runner stops the workload: every fault healed
+        r.end_phase("stop", 180_900)    # ... and, after final reads and the drain, stops the brokers
+    # the end phase's SIGTERM of broker 3 (the controller): a controlled shutdown moves P2 to broker 1
+    r.ev(181_410, 3, "signal_received", signal="SIGTERM")
+    r.ev(181_410.5, 3, "broker_stopping")
+    r.ev(181_412.9, 3, "controlled_shutdown_requested", controller_epoch=1, broker_id=3, broker_epoch=12,
+         moved=1, remaining=0)
+    r.states(181_421, 3, 181_422.0, (2, 1, "controlled_shutdown", 3))
+    r.ev(181_433.3, 1, "coordinator_loaded", partition=2, leader_epoch=2, records=30, replayed=6,
+         skipped_records=0, bytes=900, end_offset=30, groups=1, duration_ms=4.0)
+    r.ev(181_500, 3, "controller_resigned", epoch=1, reason="shutdown")
+    r.ev(181_600, 2, "controller_elected", epoch=2, epoch_zk_version=2, elect_ms=3.0)
+    r.ev(181_700, 2, "broker_change", controller_epoch=2, new=[], dead=[3], bounced=[], epochs={})
+    return r
+
+
+def stages_in_order(row: dict) -> bool:
+    present = [row[k] for k in ("detect_ms", "elect_ms", "load_ms", "first_commit_ms") if row[k] is not None]
+    return present == sorted(present)
+
+
+@pytest.mark.parametrize("marks", [True, False], ids=["end-phase-marked", "unmarked"])
+def test_a_short_pause_does_not_take_the_end_phase_shutdowns_move(marks):
+    rows = issue30_run(marks).timeline()
+    assert [(r["fault"], r["cause"], r["group"]) for r in rows] == [
+        (25, "fault", "g1"), (26, "fault", "g4"), (27, "fault", None), (27, "fault", "g1"),
+        (None, "end phase" if marks else "none in schedule", "g1")]
+    kill, latency, ctrl, pause, shutdown = rows
+    assert (kill["moved"], kill["new_leader"], kill["detect_ms"], kill["elect_ms"], kill["load_ms"],
+            kill["first_commit_ms"]) == (True, 3, 1500.0, 1501.5, 1530.0, 1612.0)
+    assert (latency["moved"], latency["detect_ms"], latency["first_commit_ms"]) == (False, None, 2110.0)
+    # fault 27: nothing moved, nothing detected; the commit after the pause is its first commit
+    assert (pause["old_leader"], pause["moved"], pause["new_leader"]) == (3, False, None)
+    assert [pause[k] for k in ("detect_ms", "detect_by", "elect_ms", "elect_reason", "load_ms")] == [None] * 5
+    assert pause["first_commit_ms"] == 1261.0 and pause["heal_ms"] == 1250.0
+    assert (ctrl["old_controller"], ctrl["moved"], ctrl["new_controller"]) == (3, False, None)
+    # the shutdown's move: its own row, timed from the controller's detection
+    assert shutdown["time_ns"] == ns(181_412.9)
+    assert [shutdown[k] for k in ("kind", "target", "nodes", "heal_ms")] == [None, None, [], None]
+    assert (shutdown["partition"], shutdown["old_leader"], shutdown["new_leader"], shutdown["moved"]) == (2, 3, 1, True)
+    assert (shutdown["detect_ms"], shutdown["detect_by"]) == (0.0, "controlled_shutdown_requested")
+    assert (shutdown["elect_ms"], shutdown["elect_reason"]) == (9.1, "controlled_shutdown")
+    assert (shutdown["load_ms"], shutdown["records_replayed"], shutdown["first_commit_ms"]) == (20.4, 6, None)
+    assert all(stages_in_order(r) for r in rows)
+
+    s = summarize(rows)   # the end phase's move is counted apart, not as a failover
+    assert (s["faults"], s["group_rows"], s["moved"], s["not_moved"]) == (3, 3, 1, 2)
+    assert (s["end_phase"], s["no_cause"]) == ((1, 0) if marks else (0, 1))
+    assert s["stages"]["elect_ms"]["count"] == 1 and s["stages"]["elect_ms"]["max"] == 1501.5
+    table = format_table(rows)
+    label = "(end phase)" if marks else "(none in schedule)"
+    line, = [ln for ln in table.splitlines() if label in ln]
+    assert " ".join(line.split()) == f"- {label} - g1 2 3→1 0.0 9.1 20.4 (6) - 0.0 -"
+    assert ("1 in the end phase" if marks else "1 with no cause in the schedule") in table
+
+
+def test_a_pause_that_outlasts_the_session_takes_the_move():
+    r = base_run(groups=("g1",))
+    r.fault(0, "pause", "coordinator:g1", [1], 1000, heal_ms=6000)
+    r.client("g1", "commit", 900, 1100, "ok", node=1)                  # in flight at the pause: before the move
+    r.ev(4000, 3, "broker_change", controller_epoch=1, new=[], dead=[1], bounced=[], epochs={})
+    r.states(4002, 3, 4001, (2, 2, "offline_election", 1))
+    r.ev(4020, 2, "coordinator_loaded", partition=2, leader_epoch=1, records=3, replayed=3,
+         skipped_records=0, bytes=100, end_offset=3, groups=1, duration_ms=1.0)
+    r.client("g1", "commit", 4010, 4015, "ok", node=2)                 # completes before the load
+    r.client("g1", "commit", 4100, 4110, "ok", node=2)
+    row, = r.timeline()
+    assert (row["cause"], row["moved"], row["detect_by"], row["new_leader"]) == ("fault", True, "broker_change", 2)
+    assert (row["detect_ms"], row["elect_ms"], row["load_ms"], row["first_commit_ms"]) == (3000.0, 3001.0, 3020.0,
+                                                                                          3110.0)
+
+
+def test_a_controlled_shutdown_is_a_terminates_detection_only():
+    """A kill's window holds a controlled shutdown of its broker (an operator's SIGTERM, say): the kill did
+    not cause it, so the move is not the kill's."""
+    r = base_run(groups=("g1",))
+    r.fault(0, "kill", "coordinator:g1", [1], 1000, heal_ms=1500)      # restarted before its session expired
+    r.ev(3000, 3, "controlled_shutdown_requested", controller_epoch=1, broker_id=1, broker_epoch=20,
+         moved=1, remaining=0)
+    r.states(3002, 3, 3001, (2, 2, "controlled_shutdown", 1))
+    kill, moved = r.timeline()
+    assert (kill["fault"], kill["moved"], kill["detect_ms"], kill["elect_ms"]) == (0, False, None, None)
+    assert (moved["fault"], moved["cause"], moved["detect_by"], moved["elect_ms"]) == \
+        (None, "none in schedule", "controlled_shutdown_requested", 1.0)
+
+
+# ---------------------------------------------------------------- property: stages are always in order
+
+_KINDS = ("kill", "terminate", "pause", "partition", "expire-session")
+
+
+@st.composite
+def random_runs(draw):
+    """Random faults on brokers 1-3, each maybe followed by a detection of its broker, a move of P2 (g1's
+    offsets partition) and a load; random other controller events, states, loads and g1's commits; with or
+    without end-phase marks. Times in ms."""
+    r = base_run(groups=("g1",))
+    t = lambda: draw(st.integers(1000, 20_000))  # noqa: E731
+    state_times: set[int] = set()
+
+    def detection(at: int, b: int) -> None:
+        kind = draw(st.sampled_from(("bc", "csr", "elected", "stopping")))
+        if kind == "bc":
+            r.ev(at, 3, "broker_change", controller_epoch=1, new=[], dead=[b], bounced=[], epochs={})
+        elif kind == "csr":
+            r.ev(at, 3, "controlled_shutdown_requested", controller_epoch=1, broker_id=b, broker_epoch=1,
+                 moved=1, remaining=0)
+        elif kind == "elected":
+            r.ev(at, draw(st.integers(1, 3)), "controller_elected", epoch=2, epoch_zk_version=2, elect_ms=1.0)
+        else:
+            r.ev(at, b, "broker_stopping")
+
+    def state(at: int, leader: int) -> None:
+        if at not in state_times:
+            state_times.add(at)
+            r.states(at, 3, at, (2, leader, draw(st.sampled_from(("offline_election", "controlled_shutdown",
+                                                                   "preferred_admin"))), None))
+
+    def load(at: int, b: int) -> None:
+        r.ev(at, b, "coordinator_loaded", partition=2, leader_epoch=draw(st.sampled_from((None, 0, 1))),
+             records=1, replayed=1, skipped_records=0, bytes=1, end_offset=1, groups=1, duration_ms=1.0)
+
+    for i, start in enumerate(sorted(draw(st.lists(st.integers(1000, 18_000), max_size=4, unique=True)))):
+        b = draw(st.sampled_from((1, 1, 2, 3)))   # broker 1 leads P2 first
+        r.fault(i, draw(st.sampled_from(_KINDS)), "broker", [b], start, heal_ms=start + draw(st.integers(100, 3000)))
+        if draw(st.integers(0, 3)):
+            detected = start + draw(st.integers(-50, 3000))
+            detection(detected, b)
+            if draw(st.integers(0, 3)):
+                moved = detected + draw(st.integers(-20, 50))
+                new = draw(st.integers(-1, 3))
+                state(moved, new)
+                if draw(st.booleans()):
+                    load(moved + draw(st.integers(-5, 100)), new)
+    for _ in range(draw(st.integers(0, 3))):
+        detection(t(), draw(st.integers(1, 3)))
+    for _ in range(draw(st.integers(0, 3))):
+        state(t(), draw(st.integers(-1, 3)))
+    for _ in range(draw(st.integers(0, 3))):
+        load(t(), draw(st.integers(1, 3)))
+    for _ in range(draw(st.integers(0, 6))):
+        done = t()
+        r.client("g1", "commit", done - 5, done, draw(st.sampled_from(("ok", "fail"))), node=draw(st.integers(1, 3)))
+    if draw(st.booleans()):
+        end = t()
+        r.end_phase("end", end)
+        r.end_phase("stop", end + draw(st.integers(0, 2000)))
+    return r
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_runs())
+def test_no_row_ever_has_its_stages_out_of_order(r):
+    ops = r.ops
+    stop = next((op["time"] for op in ops if (op.get("value") or {}).get("phase") == "stop"), None)
+    kinds = {op["value"]["fault"]: op["value"]["kind"] for op in ops if (op.get("value") or {}).get("phase") == "start"}
+    rows = failover_timeline(ops, r.events)
+    for row in rows:
+        assert stages_in_order(row), row
+        if row["cause"] == "fault" and row["group"] is not None:
+            if row["detect_by"] == "controlled_shutdown_requested":
+                assert kinds[row["fault"]] == "terminate", row
+            if row["moved"]:
+                assert row["detect_ms"] is not None, row
+                assert stop is None or row["time_ns"] + row["elect_ms"] * 1e6 < stop, row
+        else:
+            assert row["cause"] in ("end phase", "none in schedule", "fault")
+    # every move of P2 to another leader (not an admin one) is in exactly one row of g1
+    landed = {e["mono_ns"]: e["mono_ns_written"] for e in r.events if e["type"] == "partition_states_written"}
+    states = sorted((landed[min(t for t in landed if t > e["mono_ns"])], e["leader"], e["reason"])
+                    for e in r.events if e["type"] == "partition_state_written" and e["partition"] == 2)
+    leader, moves = None, 0
+    for _, new, reason in states:
+        if leader is not None and new >= 0 and new != leader and reason != "preferred_admin":
+            moves += 1
+        if new >= 0:
+            leader = new
+    assert sum(1 for row in rows if row["group"] == "g1" and row["moved"]) == moves
