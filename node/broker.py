@@ -23,6 +23,8 @@ from concurrent import futures
 import grpc
 
 from controller.core import ControllerSettings
+from listener.app import make_listener
+from listener.context import ListenerContext, cluster_id_for
 from node import bugs, errors
 from node.broker_state import BrokerState
 from node.config import ClusterConfig, ConfigError, load_config
@@ -137,12 +139,30 @@ class Broker:
         self.server = AioServer(pool, maximum_concurrent_rpcs=4096)
         self.server.add(pbg.add_BrokerServicer_to_server,
                         BrokerServicer(self.state, self.events, self.controller, self.replicas))
-        self.server.add(gpbg.add_GroupsServicer_to_server, GroupsServicer(self.state, self.groups, pool))
+        groups_servicer = GroupsServicer(self.state, self.groups, pool)
+        self.server.add(gpbg.add_GroupsServicer_to_server, groups_servicer)
+        # the Kafka-protocol listener: real clients, the same cores (listener/)
+        kafka_host, kafka_port = self.spec.kafka_listener
+        self.kafka = make_listener(ListenerContext(
+            broker_id, self.state, self.replicas, groups_servicer, self.zk, endpoint_of=self._kafka_endpoint_of,
+            rack_of=lambda b: self._spec_of(b).rack if self._spec_of(b) else None,
+            cluster_id=cluster_id_for(zk_connect), pool=pool, message_max_bytes=g("message.max.bytes"),
+            num_partitions=g("num.partitions"), default_replication_factor=g("default.replication.factor"),
+            delete_topic_enable=g("delete.topic.enable")),
+            kafka_host, kafka_port, g("socket.request.max.bytes"), self.events.emit)
         self.stopping = threading.Event()
 
     def _endpoint_of(self, broker_id: int) -> str | None:
         b = self.state.live_brokers.get(broker_id)
         return self.links.dial(broker_id, f"{b[0]}:{b[1]}") if b else None
+
+    def _spec_of(self, broker_id: int):
+        return next((b for b in self.cfg.brokers if b.id == broker_id), None)
+
+    def _kafka_endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        """A live broker's advertised Kafka listener, from cluster.yaml (every broker reads the same file)."""
+        spec = self._spec_of(broker_id)
+        return spec.kafka_advertised if spec is not None and broker_id in self.state.live_brokers else None
 
     def _offsets_partitions(self) -> int:
         """The offsets topic's partition count as the metadata cache has it, else the configured one."""
@@ -167,8 +187,9 @@ class Broker:
         if self.server.add_insecure_port(address) == 0:
             raise OSError(f"broker {self.broker_id}: cannot listen on {address}")
         self.server.start()
+        self.kafka.start()
         self.events.emit("broker_starting", host=self.spec.host, port=self.spec.port, pid=os.getpid(),
-                         planted_bugs=sorted(self.planted_bugs))
+                         planted_bugs=sorted(self.planted_bugs), kafka_listener=f"{self.kafka.host}:{self.kafka.port}")
         self.zk.start()
         self._ensure_persistent_paths()
         self._register()
@@ -277,6 +298,7 @@ class Broker:
         step("controller_shutdown")
         self.controller.shutdown()
         step("server_stop")
+        self.kafka.stop()
         self.server.stop(grace=0.2)
         step("groups_close")
         self.groups.close()

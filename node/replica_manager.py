@@ -310,6 +310,49 @@ class ReplicaManager(LeaderFetchMixin):
         self._notify()
         return errors.NONE, base, last, epoch
 
+    def append_batch(self, tp: TP, batch: bytes, record_count: int, max_timestamp: int, acks: int,
+                     timeout_ms: int, on_done: Callable[[int], None]) -> tuple[int, int, int, bool]:
+        """A real client's checked record batch (the Kafka listener), appended as the leader as it
+        arrived.  Returns ``(error, base offset, last offset, pending)``: with ``pending`` (acks=all),
+        ``on_done(error)`` is called from another thread once the HW covers it, the leadership is
+        lost or ``timeout_ms`` passes, as :meth:`append` does."""
+        h = self.hosted.get(tp)
+        if h is None:
+            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False
+        with h.cond:
+            if not h.repl.is_leader or h.log.closed:
+                return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False
+            code = h.repl.check_produce(acks)
+            if code != errors.NONE:
+                return code, -1, -1, False
+            epoch = h.repl.leader_epoch
+            base, last = h.log.append_batch_as_leader(batch, record_count, max_timestamp, epoch)
+            self._log_events(h.repl.on_leader_append(h.log, now_ms()))
+            self._wake(h)
+            self._notify()
+            if acks != -1:
+                return errors.NONE, base, last, False
+            w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done)
+            h.waiters.append(w)
+            self._purgatory.watch(h, w)
+            self._wake(h)  # the HW may already cover it
+        return errors.NONE, base, last, True
+
+    def topic_setting(self, tp: TP, key: str, default: Any) -> Any:
+        """A hosted partition's topic config override (e.g. max.message.bytes), else ``default``."""
+        h = self.hosted.get(tp)
+        return default if h is None else h.config.get(key, default)
+
+    def log_start_offset(self, tp: TP) -> int:
+        h = self.hosted.get(tp)
+        return -1 if h is None or h.log.closed else h.log.log_start_offset
+
+    def wait_for_data(self, timeout_s: float) -> None:
+        """Block until the next append or HW move anywhere on this broker, or ``timeout_s``
+        (a consumer fetch's min_bytes wait)."""
+        with self._data:
+            self._data.wait(max(timeout_s, 0))
+
     def partition_lock(self, tp: TP) -> threading.Condition | None:
         """The lock that guards one hosted partition (re-entrant), or None when it is not hosted."""
         h = self.hosted.get(tp)

@@ -313,6 +313,27 @@ class PartitionLog:
         self._append(data, base, last, max(r[2] for r in rows))
         return base, last
 
+    def append_batch_as_leader(self, batch: bytes, record_count: int, max_timestamp: int,
+                               leader_epoch: int) -> tuple[int, int]:
+        """Append a client's record batch, already checked (listener/records.py), as it arrived:
+        only its base offset (from the LEO) and partition leader epoch are rewritten, both outside
+        the CRC, so headers, compression, timestamps and producer fields are kept byte for byte.
+        Returns (base offset, last offset)."""
+        self._check_open()
+        if leader_epoch < 0:
+            raise ValueError(f"invalid leader epoch {leader_epoch}")
+        if leader_epoch < self.epoch_cache.latest_epoch:
+            raise InvalidAppendError(f"leader epoch {leader_epoch} is older than the log's latest "
+                                     f"epoch {self.epoch_cache.latest_epoch}")
+        base = self.log_end_offset
+        data = bytearray(batch)
+        data[0:8] = base.to_bytes(8, "big", signed=True)
+        data[12:16] = leader_epoch.to_bytes(4, "big", signed=True)
+        last = base + record_count - 1
+        self.epoch_cache.assign(leader_epoch, base)
+        self._append(bytes(data), base, last, max_timestamp)
+        return base, last
+
     def append_as_follower(self, batch_bytes: bytes | memoryview, *,
                            allow_gaps: bool = False) -> tuple[int, int] | None:
         """Append whole batches fetched from the leader; return (first, last) offset or None if empty.
