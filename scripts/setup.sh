@@ -26,6 +26,10 @@ fi
 if ! command -v iptables >/dev/null 2>&1; then
     apt_pkgs+=(iptables)
 fi
+# a real Kafka client for the Kafka listener's tests and the lab (librdkafka)
+if ! command -v kcat >/dev/null 2>&1; then
+    apt_pkgs+=(kcat)
+fi
 if [ "${#apt_pkgs[@]}" -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then
         SUDO=()
@@ -53,7 +57,7 @@ editable_here() {
     loc="$(python3 -m pip show kafkasim 2>/dev/null | sed -n 's/^Editable project location: //p')"
     [ -n "$loc" ] && [ "$(cd "$loc" 2>/dev/null && pwd -P)" = "$(pwd -P)" ]
 }
-if python3 -c "import kazoo, grpc, grpc_tools, yaml, tenacity, crc32c, pytest, hypothesis, pytest_timeout, pyspark, matplotlib" \
+if python3 -c "import kazoo, grpc, grpc_tools, yaml, tenacity, crc32c, pytest, hypothesis, pytest_timeout, pyspark, matplotlib, kafka, confluent_kafka" \
         >/dev/null 2>&1 && editable_here; then
     say "python packages present (kafkasim editable from $ROOT)"
 else
