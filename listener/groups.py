@@ -16,7 +16,7 @@ from listener.server import Connection
 from node import errors
 from proto import groups_pb2 as gpb
 
-NO_AUTHORIZED_OPERATIONS = -2147483648
+NO_AUTHORIZED_OPERATIONS = None  # encoded as Kafka's -2147483648: not asked for
 
 
 def _s(value: str | None) -> str:

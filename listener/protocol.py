@@ -21,6 +21,8 @@ import kafka.errors as kerrors
 import kafka.protocol as _kp
 from kafka.protocol.api_message import ApiMessage
 
+from node import errors
+
 _HEAD = struct.Struct(">hhi")  # request_api_key, request_api_version, correlation_id
 
 
@@ -70,9 +72,14 @@ def api_name(api_key: int) -> str:
 
 
 def error_name(code: int) -> str | None:
+    """Kafka's name of an error code, as the gRPC path's events name it (node.errors), else as
+    kafka-python does; None for no error."""
     if code == 0:
         return None
-    return getattr(kerrors.for_code(code), "message", None) or f"UNKNOWN({code})"
+    ours = errors.name(code)
+    if not ours.startswith("UNKNOWN("):
+        return ours
+    return getattr(kerrors.for_code(code), "message", None) or ours
 
 
 class BadRequest(Exception):

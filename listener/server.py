@@ -81,6 +81,7 @@ class Dispatcher:
         handler = self.handlers[req.api_key]
         try:
             values = await handler(req, conn)
+            out = None if values is None else encode_response(req, values, self.version_for(req, values))
         except Exception as e:  # a handler bug must not kill the listener: answer nothing, close
             log.exception("%s v%d failed", req.api, req.api_version)
             self._event(req, conn, -1, t0, closed=True, reason=repr(e))
@@ -89,7 +90,6 @@ class Dispatcher:
         if values is None:
             self._event(req, conn, 0, t0, no_response=True)
             return None
-        out = encode_response(req, values, self.version_for(req, values))
         self._event(req, conn, first_error(values), t0)
         return out
 

@@ -74,3 +74,81 @@ def test_kcat_metadata_produce_consume(cluster: Cluster) -> None:
     assert got == sorted(f"k{i}=v{i}|h1=x1,h2=x2" for i in range(20)), got
     evs = kafka_events(cluster)
     assert any(e["api"] == "Produce" and e["client_id"] == "rdkafka" and e["error"] is None for e in evs)
+
+
+def test_kafka_python_producer_and_group_consumer(cluster: Cluster) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import KafkaAdminClient
+    create_topic(cluster, "kp-t", partitions=2)
+    producer = KafkaProducer(bootstrap_servers=bootstrap(cluster), acks="all", client_id="kp-producer",
+                             enable_idempotence=False)
+    try:
+        metas = [producer.send("kp-t", key=b"k%d" % i, value=b"v%d" % i, headers=[("hk", b"hv%d" % i)])
+                 for i in range(30)]
+        producer.flush(30)
+        offsets = [m.get(timeout=30) for m in metas]
+    finally:
+        producer.close(5)
+    assert all(md.offset >= 0 for md in offsets)
+    consumer = KafkaConsumer("kp-t", bootstrap_servers=bootstrap(cluster), group_id="kp-group",
+                             auto_offset_reset="earliest", enable_auto_commit=False, client_id="kp-consumer",
+                             consumer_timeout_ms=20000)
+    seen = {}
+    try:
+        for msg in consumer:
+            seen[msg.key] = (msg.value, list(msg.headers))
+            if len(seen) == 30:
+                break
+        consumer.commit()
+        parts = consumer.assignment()
+        committed = {tp.partition: consumer.committed(tp) for tp in parts}
+    finally:
+        consumer.close()
+    assert seen == {b"k%d" % i: (b"v%d" % i, [("hk", b"hv%d" % i)]) for i in range(30)}
+    assert sum(committed.values()) == 30, committed
+    # OffsetFetch through the listener, from an admin client outside the group
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap(cluster), client_id="kp-admin")
+    try:
+        got = admin.list_group_offsets("kp-group")["kp-group"]
+        described = admin.describe_groups(["kp-group"])
+        listed = admin.list_groups()
+    finally:
+        admin.close()
+    assert {tp: om.offset for tp, om in got.items()} == {TopicPartition("kp-t", p): committed[p] for p in committed}
+    evs = kafka_events(cluster)
+    assert {"JoinGroup", "SyncGroup", "OffsetCommit", "OffsetFetch"} <= {
+        e["api"] for e in evs if e["client_id"] == "kp-consumer"}
+
+
+def test_confluent_kafka_producer_and_group_consumer(cluster: Cluster) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    create_topic(cluster, "ck-t", partitions=3)
+    delivered = []
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "client.id": "ck-producer",
+                  "linger.ms": 5})
+    for i in range(40):
+        p.produce("ck-t", key=b"k%d" % i, value=b"v%d" % i, headers=[("h", b"%d" % i)],
+                  on_delivery=lambda err, msg: delivered.append((err, msg.partition(), msg.offset())))
+    assert p.flush(30) == 0
+    assert len(delivered) == 40 and all(err is None for err, _, _ in delivered), delivered
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "ck-group", "client.id": "ck-consumer",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    seen = {}
+    try:
+        c.subscribe(["ck-t"])
+        def poll() -> bool:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                seen[m.key()] = (m.value(), m.headers())
+            return len(seen) == 40
+        wait_for(poll, 60, "40 records through confluent-kafka", interval=0)
+        c.commit(asynchronous=False)
+        committed = c.committed([TopicPartition("ck-t", i) for i in range(3)], timeout=20)
+    finally:
+        c.close()
+    assert seen == {b"k%d" % i: (b"v%d" % i, [("h", b"%d" % i)]) for i in range(40)}
+    last = {}
+    for _, part, off in delivered:
+        last[part] = max(last.get(part, -1), off)
+    assert {tp.partition: tp.offset for tp in committed} == {q: last.get(q, -1) + 1 if q in last else -1001
+                                                              for q in range(3)}
