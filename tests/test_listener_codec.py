@@ -1,0 +1,301 @@
+"""The Kafka listener's framing, dispatch and batch checks, in process (fast).
+
+Requests are built with kafka-python's client-side classes (the listener decodes with the same
+generated codecs); malformed frames come from hypothesis.  The TCP tests run a real listener on
+loopback with the real handlers over a stand-in broker (no cluster: that is test_kafka_clients.py).
+"""
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from listener.app import make_dispatcher
+from listener.context import ListenerContext
+from listener.protocol import SUPPORTED, BadRequest
+from listener.records import (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE,
+                              BatchRejected, check_client_batch)
+from listener.server import Connection, KafkaListener
+from node.broker_state import PartitionInfo
+from node.storage import PartitionLog
+from node.storage.batch import crc32c
+
+
+class FakeReplicas:
+    """The replica manager's listener entry points over an in-memory list of appended batches."""
+
+    def __init__(self) -> None:
+        self.appended: list[bytes] = []
+
+    def append_batch(self, tp, batch, count, max_ts, acks, timeout_ms, on_done):
+        base = sum(int.from_bytes(b[57:61], "big") for b in self.appended)
+        self.appended.append(batch)
+        return 0, base, base + count - 1, False
+
+    def topic_setting(self, tp, key, default):
+        return default
+
+    def log_start_offset(self, tp):
+        return 0
+
+
+def make_ctx() -> ListenerContext:
+    state = SimpleNamespace(live_brokers={1: ("127.0.0.1", 1, 1)}, controller_id=1, topic_partitions={"t": 1},
+                            metadata={("t", 0): PartitionInfo("t", 0, 1, 4, (1,), (1,), 0, 1)})
+    return ListenerContext(1, state, FakeReplicas(), groups=None, zk=None,
+                           endpoint_of=lambda b: ("127.0.0.1", 9092) if b == 1 else None, rack_of=lambda b: None,
+                           cluster_id="test-cluster", pool=ThreadPoolExecutor(4))
+
+
+EVENTS: list[tuple[str, dict]] = []
+DISPATCH = make_dispatcher(make_ctx(), lambda type_, **f: EVENTS.append((type_, f)))
+CONN = Connection(("127.0.0.1", 1))
+
+
+def frame(msg, correlation_id: int = 1, client_id: str = "test") -> bytes:
+    msg.with_header(correlation_id=correlation_id, client_id=client_id)
+    return bytes(msg.encode(header=True))
+
+
+def handle(data: bytes) -> bytes | None:
+    return asyncio.run(DISPATCH.handle(data, CONN))
+
+
+def batch(n: int = 3, codec: int = 0, headers=()) -> bytes:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i in range(n):
+        b.append(i, timestamp=1000 + i, key=b"k%d" % i, value=b"v%d" % i, headers=list(headers))
+    return bytes(b.build())
+
+
+def reseal(data: bytearray) -> bytes:
+    struct.pack_into(">I", data, 17, crc32c(memoryview(data)[21:]))
+    return bytes(data)
+
+
+# ---------------------------------------------------------------- versions and dispatch
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_api_versions_lists_exactly_the_supported_ranges(version: int) -> None:
+    out = handle(frame(ApiVersionsRequest(version=version, client_software_name="t", client_software_version="1")))
+    r = ApiVersionsResponse.decode(out, version=version, header=True, framed=True)
+    assert r.error_code == 0
+    assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys} == SUPPORTED
+
+
+def test_api_versions_above_the_maximum_answers_error_35_in_a_v0_body() -> None:
+    out = handle(frame(ApiVersionsRequest(version=4, client_software_name="t", client_software_version="1"), 9))
+    (size, corr) = struct.unpack_from(">ii", out)
+    assert size == len(out) - 4 and corr == 9   # response header v0: no tagged fields
+    r = ApiVersionsResponse.decode(out[8:], version=0)
+    assert r.error_code == 35
+    assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys} == SUPPORTED
+
+
+def test_metadata_v0_and_v11() -> None:
+    for v in (0, 11):
+        out = handle(frame(MetadataRequest(version=v, topics=[MetadataRequest.MetadataRequestTopic(name="t"),
+                                                              MetadataRequest.MetadataRequestTopic(name="nope")])))
+        r = MetadataResponse.decode(out, version=v, header=True, framed=True)
+        assert [(b.node_id, b.host, b.port) for b in r.brokers] == [(1, "127.0.0.1", 9092)]
+        t, nope = r.topics
+        assert (t.name, t.error_code, nope.error_code) == ("t", 0, 3)
+        p = t.partitions[0]
+        assert (p.leader_id, p.replica_nodes, p.isr_nodes) == (1, [1], [1])
+        if v == 11:
+            assert (r.cluster_id, r.controller_id, p.leader_epoch) == ("test-cluster", 1, 4)
+
+
+@pytest.mark.parametrize("api_key,version", [(0, 2), (0, 10), (1, 3), (3, 12), (18, -1)])
+def test_unsupported_versions_close_the_connection(api_key: int, version: int) -> None:
+    with pytest.raises(BadRequest):
+        handle(struct.pack(">hhih", api_key, version, 5, 1) + b"x" + b"\0" * 16)
+    type_, fields = EVENTS[-1]
+    assert type_ == "kafka_request" and fields["closed"] and fields["api_version"] == version
+    assert (fields["client_id"], fields["correlation_id"], fields["error"]) == ("x", 5, "INVALID_REQUEST")
+
+
+@pytest.mark.parametrize("api_key", [17, 21, 22, 57, 999, -1])
+def test_unknown_or_unimplemented_apis_close_the_connection(api_key: int) -> None:
+    with pytest.raises(BadRequest, match="unsupported API key"):
+        handle(struct.pack(">hhih", api_key, 0, 5, 1) + b"x")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(api=st.sampled_from(sorted(SUPPORTED)), version_pick=st.integers(0, 20), tail=st.binary(max_size=64))
+def test_garbage_bodies_are_refused_or_answered_never_crash(api: int, version_pick: int, tail: bytes) -> None:
+    lo, hi = SUPPORTED[api]
+    version = lo + version_pick % (hi - lo + 1)
+    data = struct.pack(">hhih", api, version, 7, 3) + b"abc" + tail
+    if api in (8, 9, 11, 12, 13, 14, 15, 16, 42, 19, 20, 10):
+        return  # these reach the group coordinator or ZooKeeper: covered with a real cluster
+    try:
+        out = handle(data)
+    except BadRequest:
+        return
+    if out is not None:
+        assert struct.unpack_from(">ii", out) == (len(out) - 4, 7)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=40))
+def test_random_frames_raise_only_bad_request(data: bytes) -> None:
+    if len(data) >= 2 and struct.unpack_from(">h", data)[0] in (8, 9, 10, 11, 12, 13, 14, 15, 16, 19, 20, 42):
+        data = b"\x7f" + data[1:]   # coordinator and admin APIs need a cluster
+    try:
+        out = handle(data)
+    except BadRequest:
+        return
+    assert out is None or struct.unpack_from(">i", out)[0] == len(out) - 4
+
+
+# ---------------------------------------------------------------- batch checks
+
+def test_a_valid_batch_passes_and_keeps_its_bytes(tmp_path) -> None:
+    raw = batch(3, codec=1, headers=[("h", b"x")])       # gzip
+    checked = check_client_batch(raw, 1 << 20, 9)
+    assert checked.record_count == 3 and checked.data == raw
+    with PartitionLog(tmp_path, "t", 0) as log:
+        log.append_as_leader([(b"a", b"b")], 2, 5)
+        base, last = log.append_batch_as_leader(checked.data, 3, checked.max_timestamp, 7)
+        stored = log.read(base, 1 << 20)
+    assert (base, last) == (1, 3)
+    assert stored[8:12] == raw[8:12] and stored[16:] == raw[16:]         # all but offset and epoch
+    assert struct.unpack_from(">qii", stored) == (1, len(raw) - 12, 7)
+
+
+@pytest.mark.parametrize("mutate,code", [
+    (lambda b: b[:-1], CORRUPT_MESSAGE),                                   # truncated
+    (lambda b: b[:30], CORRUPT_MESSAGE),                                   # shorter than a header
+    (lambda b: b[:40] + bytes([b[40] ^ 1]) + b[41:], CORRUPT_MESSAGE),      # CRC mismatch
+    (lambda b: b + b, INVALID_RECORD),                                     # two batches
+    (lambda b: b[:16] + b"\x01" + b[17:], INVALID_RECORD),                 # magic 1
+    (lambda b: reseal(bytearray(b[:22]) + bytes([5]) + b[23:]), UNSUPPORTED_COMPRESSION_TYPE),
+    (lambda b: reseal(bytearray(b[:22]) + bytes([4]) + b[23:]), UNSUPPORTED_COMPRESSION_TYPE),  # zstd before v7
+    (lambda b: reseal(bytearray(b[:22]) + bytes([0x20]) + b[23:]), INVALID_RECORD),   # control batch
+    (lambda b: reseal(bytearray(b[:23]) + struct.pack(">i", 5) + b[27:]), INVALID_RECORD),   # lastOffsetDelta
+    (lambda b: reseal(bytearray(b[:57]) + struct.pack(">i", 2) + b[61:]), INVALID_RECORD),   # record count
+    (lambda b: reseal(bytearray(b[:-1])), CORRUPT_MESSAGE),               # a record cut short
+    (lambda b: b"", INVALID_RECORD),
+])
+def test_bad_batches_are_refused(mutate, code: int) -> None:
+    with pytest.raises(BatchRejected) as e:
+        check_client_batch(mutate(batch(3)), 1 << 20, 6)
+    assert e.value.code == code, e.value.message
+
+
+def test_a_batch_over_max_message_bytes_is_too_large() -> None:
+    raw = batch(3)
+    check_client_batch(raw, len(raw), 9)
+    with pytest.raises(BatchRejected) as e:
+        check_client_batch(raw, len(raw) - 1, 9)
+    assert e.value.code == MESSAGE_TOO_LARGE
+
+
+def test_produce_with_a_bad_batch_appends_nothing() -> None:
+    ctx = make_ctx()
+    d = make_dispatcher(ctx, lambda *a, **k: None)
+    good, bad = batch(2), bytearray(batch(2))
+    bad[-1] ^= 0xFF
+    req = ProduceRequest(version=9, transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+        ProduceRequest.TopicProduceData(name="t", partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=bytes(bad))])])
+    r = ProduceResponse.decode(asyncio.run(d.handle(frame(req), CONN)), version=9, header=True, framed=True)
+    assert r.responses[0].partition_responses[0].error_code == CORRUPT_MESSAGE
+    assert ctx.replicas.appended == []
+    req.topic_data[0].partition_data[0].records = good
+    r = ProduceResponse.decode(asyncio.run(d.handle(frame(req), CONN)), version=9, header=True, framed=True)
+    assert (r.responses[0].partition_responses[0].error_code, r.responses[0].partition_responses[0].base_offset) \
+        == (0, 0)
+    assert ctx.replicas.appended == [good]
+
+
+# ---------------------------------------------------------------- over TCP
+
+@pytest.fixture
+def listener():
+    lst = KafkaListener("127.0.0.1", 0, make_dispatcher(make_ctx(), lambda *a, **k: None), 1000,
+                        lambda *a, **k: None)
+    lst.start()
+    yield lst
+    lst.stop()
+
+
+def _connect(lst: KafkaListener) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", lst.port), timeout=5)
+    return s
+
+
+def _read_frame(s: socket.socket) -> bytes:
+    head = _recv(s, 4)
+    return head + _recv(s, struct.unpack(">i", head)[0])
+
+
+def _recv(s: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return out
+
+
+def _framed(msg, corr: int) -> bytes:
+    body = frame(msg, corr)
+    return struct.pack(">i", len(body)) + body
+
+
+def _closed(s: socket.socket) -> bool:
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def _api_versions_works(lst: KafkaListener) -> bool:
+    with _connect(lst) as s:
+        s.sendall(_framed(ApiVersionsRequest(version=3, client_software_name="t", client_software_version="1"), 42))
+        r = ApiVersionsResponse.decode(_read_frame(s), version=3, header=True, framed=True)
+        return r.header.correlation_id == 42 and r.error_code == 0
+
+
+def test_pipelined_requests_are_answered_in_order_and_acks0_produce_gets_nothing(listener) -> None:
+    acks0 = ProduceRequest(version=7, transactional_id=None, acks=0, timeout_ms=1000, topic_data=[
+        ProduceRequest.TopicProduceData(name="t", partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=batch(1))])])
+    av = lambda: ApiVersionsRequest(version=2)   # noqa: E731
+    md = MetadataRequest(version=4, topics=None, allow_auto_topic_creation=False)
+    with _connect(listener) as s:
+        s.sendall(_framed(av(), 1) + _framed(acks0, 2) + _framed(md, 3) + _framed(av(), 4))
+        corrs = [struct.unpack_from(">i", _read_frame(s), 4)[0] for _ in range(3)]
+    assert corrs == [1, 3, 4]
+
+
+@pytest.mark.parametrize("prefix", [struct.pack(">i", -1), struct.pack(">i", 1001), struct.pack(">i", 2**31 - 1)])
+def test_a_bad_size_prefix_closes_only_that_connection(listener, prefix: bytes) -> None:
+    with _connect(listener) as s:
+        s.sendall(prefix + b"\0" * 8)
+        assert _closed(s)
+    assert _api_versions_works(listener)
+
+
+def test_truncated_frames_and_garbage_leave_the_listener_serving(listener) -> None:
+    with _connect(listener) as s:                    # a frame cut short, then the client goes
+        s.sendall(struct.pack(">i", 100) + b"\0" * 10)
+    with _connect(listener) as s:                    # garbage that does not decode
+        s.sendall(struct.pack(">i", 12) + struct.pack(">hhih", 3, 11, 1, 200) + b"xx")
+        assert _closed(s)
+    with _connect(listener) as s:                    # a half size prefix
+        s.sendall(b"\0\0")
+    assert _api_versions_works(listener)
