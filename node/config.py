@@ -398,23 +398,22 @@ def _check_combinations(s: Mapping[str, Any], brokers: list[tuple[int, BrokerSpe
         if s[key] > n:
             problems.append((key, f"{s[key]} exceeds the number of brokers ({n} in 'brokers')"))
     ids: dict[int, int] = {}
-    addrs: dict[tuple[str, int], int] = {}
+    addrs: dict[tuple[str, int], str] = {}   # host:port -> the key that took it (gRPC port or Kafka listener)
     dirs: dict[Path, int] = {}
     for i, b in brokers:
         if b.id in ids:
             problems.append((f"brokers[{i}].id", f"duplicate broker id {b.id} (also brokers[{ids[b.id]}].id)"))
         if (b.host, b.port) in addrs:
-            other = addrs[b.host, b.port]
-            problems.append((f"brokers[{i}].port", f"{b.host}:{b.port} is also used by brokers[{other}]"))
+            problems.append((f"brokers[{i}].port", f"{b.host}:{b.port} is also used by {addrs[b.host, b.port]}"))
         if b.log_dir in dirs:
             problems.append((f"brokers[{i}].log.dirs", f"{b.log_dir} is also used by brokers[{dirs[b.log_dir]}]"))
         kafka = b.kafka_listener
         if kafka in addrs or kafka == (b.host, b.port):
-            other = addrs.get(kafka, i)
-            problems.append((f"brokers[{i}].listeners", f"{kafka[0]}:{kafka[1]} is also used by brokers[{other}]"))
+            other = addrs.get(kafka, f"brokers[{i}].port")
+            problems.append((f"brokers[{i}].listeners", f"{kafka[0]}:{kafka[1]} is also used by {other}"))
         ids.setdefault(b.id, i)
-        addrs.setdefault((b.host, b.port), i)
-        addrs.setdefault(kafka, i)
+        addrs.setdefault((b.host, b.port), f"brokers[{i}]")
+        addrs.setdefault(kafka, f"brokers[{i}].listeners")
         dirs.setdefault(b.log_dir, i)
     if s["zookeeper.connect"] is None:
         tick, session = s["zookeeper.embedded.tick.time.ms"], s["zookeeper.session.timeout.ms"]
