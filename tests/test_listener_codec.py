@@ -21,13 +21,15 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from listener.app import make_dispatcher
 from listener.context import ListenerContext
-from listener.protocol import SUPPORTED, BadRequest
+from listener.protocol import REQUESTS, RESPONSES, SUPPORTED, BadRequest, api_name
 from listener.records import (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE,
                               BatchRejected, check_client_batch)
 from listener.server import Connection, KafkaListener
 from node.broker_state import PartitionInfo
 from node.storage import PartitionLog
 from node.storage.batch import crc32c
+from proto import groups_pb2 as gpb
+from proto import kafkasim_pb2 as pb
 
 
 class FakeReplicas:
@@ -299,3 +301,111 @@ def test_truncated_frames_and_garbage_leave_the_listener_serving(listener) -> No
     with _connect(listener) as s:                    # a half size prefix
         s.sendall(b"\0\0")
     assert _api_versions_works(listener)
+
+
+# ---------------------------------------------------------------- every advertised version
+
+class FakeGroups:
+    """The GroupsServicer's methods, answering with one of everything (to encode nested fields)."""
+
+    async def FindCoordinator(self, r, ctx):
+        return gpb.FindCoordinatorResponse(error_code=0, node_id=1, host="ignored", port=1)
+
+    async def JoinGroup(self, r, ctx):
+        assert ctx.peer() == "ipv4:127.0.0.1:1"
+        return gpb.JoinGroupResponse(error_code=0, generation_id=1, protocol_type="consumer", protocol_name="range",
+                                     leader="m", member_id="m", members=[gpb.JoinGroupMember(member_id="m",
+                                                                                             metadata=b"x")])
+
+    async def SyncGroup(self, r, ctx):
+        return gpb.SyncGroupResponse(error_code=0, protocol_type="consumer", protocol_name="range", assignment=b"a")
+
+    async def Heartbeat(self, r, ctx):
+        return gpb.HeartbeatResponse(error_code=27)
+
+    async def LeaveGroup(self, r, ctx):
+        return gpb.LeaveGroupResponse(error_code=0, members=[gpb.MemberIdentity(member_id="m", error_code=25)])
+
+    async def OffsetCommit(self, r, ctx):
+        return gpb.OffsetCommitResponse(partitions=[gpb.OffsetCommitPartition(topic="t", partition=0)])
+
+    async def OffsetFetch(self, r, ctx):
+        return gpb.OffsetFetchResponse(partitions=[gpb.OffsetCommitPartition(topic="t", partition=0, offset=5,
+                                                                             leader_epoch=-1, metadata="")])
+
+    async def DescribeGroups(self, r, ctx):
+        return gpb.DescribeGroupsResponse(groups=[gpb.DescribedGroup(group_id="g", state="Stable", members=[
+            gpb.DescribedMember(member_id="m", client_id="c", client_host="/h")])])
+
+    async def ListGroups(self, r, ctx):
+        return gpb.ListGroupsResponse(groups=[gpb.ListedGroup(group_id="g", protocol_type="consumer",
+                                                              state="Stable")])
+
+    async def DeleteGroups(self, r, ctx):
+        return gpb.DeleteGroupsResponse(results=[gpb.DeleteGroupResult(group_id="g", error_code=69)])
+
+
+class FetchReplicas(FakeReplicas):
+    def fetch(self, req):
+        return pb.FetchResponse(partitions=[pb.FetchPartitionResponse(
+            topic=p.topic, partition=p.partition, high_watermark=3, log_start_offset=0, log_end_offset=3,
+            records=batch(3), leader_epoch=4) for p in req.partitions])
+
+    def list_offsets(self, req):
+        return pb.ListOffsetsResponse(partitions=[pb.ListOffsetsPartition(
+            topic=p.topic, partition=p.partition, offset=3, leader_epoch=4) for p in req.partitions])
+
+
+def sample_request(api: int, v: int):
+    """A request at version ``v`` with defaults, plus one topic-partition where the API has them."""
+    R = REQUESTS[api]
+    req = R(version=v)
+    if api == 0:
+        req.acks = -1
+        req.topic_data = [R.TopicProduceData(name="t", partition_data=[
+            R.TopicProduceData.PartitionProduceData(index=0, records=batch(2))])]
+    elif api == 1:
+        req.max_wait_ms, req.min_bytes = 0, 1
+        req.topics = [R.FetchTopic(topic="t", partitions=[R.FetchTopic.FetchPartition(
+            partition=0, fetch_offset=0, partition_max_bytes=1 << 20, current_leader_epoch=-1)])]
+    elif api == 2:
+        req.topics = [R.ListOffsetsTopic(name="t", partitions=[R.ListOffsetsTopic.ListOffsetsPartition(
+            partition_index=0, timestamp=-1)])]
+    elif api == 8:
+        req.topics = [R.OffsetCommitRequestTopic(name="t", partitions=[
+            R.OffsetCommitRequestTopic.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])]
+    elif api == 9:
+        req.topics = [R.OffsetFetchRequestTopic(name="t", partition_indexes=[0])]
+    elif api == 11:
+        req.protocols = [R.JoinGroupRequestProtocol(name="range", metadata=b"x")]
+    elif api == 14:
+        req.assignments = [R.SyncGroupRequestAssignment(member_id="m", assignment=b"a")]
+    elif api == 15:
+        req.groups = ["g"]
+    elif api == 42:
+        req.groups_names = ["g"]
+    return req
+
+
+ALL_VERSIONS = [(k, v) for k, (lo, hi) in sorted(SUPPORTED.items()) for v in range(lo, hi + 1)]
+
+
+@pytest.mark.parametrize("api,version", ALL_VERSIONS, ids=[f"{api_name(k)}-v{v}" for k, v in ALL_VERSIONS])
+def test_every_advertised_version_is_answered_in_that_version(api: int, version: int) -> None:
+    ctx = make_ctx()
+    ctx.groups, ctx.replicas = FakeGroups(), FetchReplicas()
+    d = make_dispatcher(ctx, lambda *a, **k: None)
+    out = asyncio.run(d.handle(frame(sample_request(api, version), 77), CONN))
+    r = RESPONSES[api].decode(out, version=version, header=True, framed=True)
+    assert r.header.correlation_id == 77
+    if api == 1:
+        (p,) = r.responses[0].partitions
+        assert (p.error_code, p.high_watermark, bytes(p.records)) == (0, 3, batch(3))
+    elif api == 0:
+        assert r.responses[0].partition_responses[0].error_code == 0
+    elif api == 2:
+        assert r.topics[0].partitions[0].offset == 3
+    elif api == 9:
+        assert r.topics[0].partitions[0].committed_offset == 5
+    elif api == 15:
+        assert r.groups[0].members[0].client_host == "/h"
