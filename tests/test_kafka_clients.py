@@ -152,3 +152,51 @@ def test_confluent_kafka_producer_and_group_consumer(cluster: Cluster) -> None:
         last[part] = max(last.get(part, -1), off)
     assert {tp.partition: tp.offset for tp in committed} == {q: last.get(q, -1) + 1 if q in last else -1001
                                                               for q in range(3)}
+
+
+def test_a_librdkafka_member_and_a_kafkasim_member_share_a_group(cluster: Cluster) -> None:
+    """One core, two front doors: the group coordinator sees both members, whichever door they use."""
+    import threading
+    from confluent_kafka import Consumer
+    from client.group import GroupMember
+    from client.metadata import ClusterClient
+    create_topic(cluster, "mix-t", partitions=4)
+    cc = ClusterClient([f"{b.host}:{b.port}" for b in cluster.cfg.brokers])
+    wait_for(lambda: cc.refresh() or True, 30, "kafkasim client metadata")
+    ours = GroupMember(cc, "mix-group", ["mix-t"], client_id="kafkasim-member", assignors=["range"],
+                       session_timeout_ms=6000, heartbeat_interval_ms=300)
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.is_set():
+            try:
+                ours.poll(100)
+            except Exception:
+                stop.wait(0.05)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    theirs = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "mix-group",
+                       "client.id": "rdkafka-member", "partition.assignment.strategy": "range",
+                       "session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+    try:
+        theirs.subscribe(["mix-t"])
+
+        seen: list = []
+
+        def split() -> bool:
+            theirs.poll(0.2)
+            a = {tp.partition for tp in theirs.assignment()}
+            b = {p for _, p in ours.assignment}
+            seen[:] = [a, b]
+            return bool(a) and bool(b) and not a & b and a | b == {0, 1, 2, 3}
+        try:
+            wait_for(split, 60, "the 4 partitions split between the two members", interval=0)
+        except Exception as e:
+            raise AssertionError(f"assignments (librdkafka, kafkasim): {seen}; {e.__cause__!r}") from None
+    finally:
+        theirs.close()
+        stop.set()
+        t.join(10)
+        ours.close()
+    joins = [e for e in kafka_events(cluster) if e["api"] == "JoinGroup" and e["client_id"] == "rdkafka-member"]
+    assert joins and joins[-1]["error"] is None or any(j["error"] is None for j in joins)
