@@ -61,6 +61,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     18: (0, 3),   # ApiVersions
     19: (2, 7),   # CreateTopics
     20: (1, 6),   # DeleteTopics
+    22: (0, 4),   # InitProducerId (idempotent producers; no transactions)
     42: (0, 2),   # DeleteGroups
 }
 API_VERSIONS = 18

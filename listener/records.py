@@ -10,6 +10,7 @@ partition leader epoch, which lie outside the CRC (``node.storage.log``).
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from kafka.record.default_records import DefaultRecordBatch, UnsupportedCodecError
@@ -41,6 +42,9 @@ class CheckedBatch:
     data: bytes
     record_count: int
     max_timestamp: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
 
 
 def check_client_batch(data: bytes | memoryview | None, max_message_bytes: int, produce_version: int) -> CheckedBatch:
@@ -95,4 +99,7 @@ def check_client_batch(data: bytes | memoryview | None, max_message_bytes: int, 
         raise BatchRejected(CORRUPT_MESSAGE, f"records do not decode: {e}") from None
     if n != header.record_count:
         raise BatchRejected(INVALID_RECORD, f"{n} records decoded, header says {header.record_count}")
-    return CheckedBatch(data, header.record_count, header.max_timestamp)
+    pid, epoch, seq = struct.unpack_from(">qhi", data, 43)
+    if pid >= 0 and seq < 0:
+        raise BatchRejected(INVALID_RECORD, f"producer {pid} sent a batch without a sequence")
+    return CheckedBatch(data, header.record_count, header.max_timestamp, pid, epoch, seq)

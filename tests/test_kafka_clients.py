@@ -80,8 +80,8 @@ def test_kafka_python_producer_and_group_consumer(cluster: Cluster) -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import KafkaAdminClient
     create_topic(cluster, "kp-t", partitions=2)
-    producer = KafkaProducer(bootstrap_servers=bootstrap(cluster), acks="all", client_id="kp-producer",
-                             enable_idempotence=False)
+    producer = KafkaProducer(bootstrap_servers=bootstrap(cluster), acks="all", client_id="kp-producer")
+    # kafka-python is idempotent by default: InitProducerId, then sequenced batches
     try:
         metas = [producer.send("kp-t", key=b"k%d" % i, value=b"v%d" % i, headers=[("hk", b"hv%d" % i)])
                  for i in range(30)]
@@ -116,6 +116,7 @@ def test_kafka_python_producer_and_group_consumer(cluster: Cluster) -> None:
         admin.close()
     assert {tp: om.offset for tp, om in got.items()} == {TopicPartition("kp-t", p): committed[p] for p in committed}
     evs = kafka_events(cluster)
+    assert any(e["api"] == "InitProducerId" and e["error"] is None for e in evs if e["client_id"] == "kp-producer")
     assert {"JoinGroup", "SyncGroup", "OffsetCommit", "OffsetFetch"} <= {
         e["api"] for e in evs if e["client_id"] == "kp-consumer"}
 
@@ -125,12 +126,14 @@ def test_confluent_kafka_producer_and_group_consumer(cluster: Cluster) -> None:
     create_topic(cluster, "ck-t", partitions=3)
     delivered = []
     p = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "client.id": "ck-producer",
-                  "linger.ms": 5})
+                  "linger.ms": 5, "enable.idempotence": True})
     for i in range(40):
         p.produce("ck-t", key=b"k%d" % i, value=b"v%d" % i, headers=[("h", b"%d" % i)],
                   on_delivery=lambda err, msg: delivered.append((err, msg.partition(), msg.offset())))
     assert p.flush(30) == 0
     assert len(delivered) == 40 and all(err is None for err, _, _ in delivered), delivered
+    assert any(e["api"] == "InitProducerId" and e["error"] is None
+               for e in kafka_events(cluster) if e["client_id"] == "ck-producer")
     c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "ck-group", "client.id": "ck-consumer",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     seen = {}

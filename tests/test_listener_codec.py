@@ -38,7 +38,7 @@ class FakeReplicas:
     def __init__(self) -> None:
         self.appended: list[bytes] = []
 
-    def append_batch(self, tp, batch, count, max_ts, acks, timeout_ms, on_done):
+    def append_batch(self, tp, batch, count, max_ts, acks, timeout_ms, on_done, producer=None):
         base = sum(int.from_bytes(b[57:61], "big") for b in self.appended)
         self.appended.append(batch)
         return 0, base, base + count - 1, False
@@ -127,7 +127,7 @@ def test_unsupported_versions_close_the_connection(api_key: int, version: int) -
     assert (fields["client_id"], fields["correlation_id"], fields["error"]) == ("x", 5, "INVALID_REQUEST")
 
 
-@pytest.mark.parametrize("api_key", [17, 21, 22, 57, 999, -1])
+@pytest.mark.parametrize("api_key", [17, 21, 24, 26, 57, 999, -1])
 def test_unknown_or_unimplemented_apis_close_the_connection(api_key: int) -> None:
     with pytest.raises(BadRequest, match="unsupported API key"):
         handle(struct.pack(">hhih", api_key, 0, 5, 1) + b"x")
@@ -384,6 +384,8 @@ def sample_request(api: int, v: int):
         req.groups = ["g"]
     elif api == 42:
         req.groups_names = ["g"]
+    elif api == 22:
+        req.transactional_id = None
     return req
 
 
@@ -394,6 +396,7 @@ ALL_VERSIONS = [(k, v) for k, (lo, hi) in sorted(SUPPORTED.items()) for v in ran
 def test_every_advertised_version_is_answered_in_that_version(api: int, version: int) -> None:
     ctx = make_ctx()
     ctx.groups, ctx.replicas = FakeGroups(), FetchReplicas()
+    ctx.zk = SimpleNamespace(allocate_producer_id_block=lambda broker, size: (5000, 5000 + size - 1))
     d = make_dispatcher(ctx, lambda *a, **k: None)
     out = asyncio.run(d.handle(frame(sample_request(api, version), 77), CONN))
     r = RESPONSES[api].decode(out, version=version, header=True, framed=True)
@@ -409,3 +412,5 @@ def test_every_advertised_version_is_answered_in_that_version(api: int, version:
         assert r.topics[0].partitions[0].committed_offset == 5
     elif api == 15:
         assert r.groups[0].members[0].client_host == "/h"
+    elif api == 22:
+        assert (r.error_code, r.producer_id, r.producer_epoch) == (0, 5000, 0)
