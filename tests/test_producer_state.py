@@ -57,3 +57,40 @@ def test_a_new_leader_rebuilds_the_table_from_batches() -> None:
     assert s.replay_batches(log) == 6
     assert s.check(9, 0, 2, 3).duplicate.first_offset == 3
     assert s.check(9, 0, 5, 1).error == 0
+
+
+def test_the_replica_manager_answers_duplicates_and_keeps_client_bytes(tmp_path) -> None:
+    from node.broker_state import PartitionInfo
+    from node.events import EventLog
+    from node.replica_manager import ReplicaManager
+    from node.replication import ReplicaSettings
+    from listener.records import check_client_batch
+    rm = ReplicaManager(1, tmp_path / "logs", ReplicaSettings(), EventLog(tmp_path / "events.jsonl", 1),
+                        broker_epoch=lambda: 5, endpoint_of=lambda b: None, controller_endpoint=lambda: None,
+                        fetch_wait_ms=100, segment_bytes=1 << 20, checkpoint_interval_ms=60_000)
+    try:
+        rm.become_leader(PartitionInfo("t", 0, 1, 3, (1,), (1,), 0, 1))
+
+        def raw(seq: int, n: int) -> bytes:
+            b = DefaultRecordBatchBuilder(2, 1, False, 42, 0, seq, 1 << 20)   # gzip
+            for i in range(n):
+                b.append(i, 1000 + i, b"k%d" % i, b"v", [("h", b"x")])
+            return bytes(b.build())
+
+        def append(data: bytes):
+            c = check_client_batch(data, 1 << 20, 9)
+            return rm.append_batch(("t", 0), c.data, c.record_count, c.max_timestamp, 1, 1000, lambda code: None,
+                                   (c.producer_id, c.producer_epoch, c.base_sequence))[:3]
+        first, second = raw(0, 2), raw(2, 3)
+        assert append(first) == (0, 0, 1)
+        assert append(second) == (0, 2, 4)
+        assert append(first) == (0, 0, 1)               # a retried batch: its first offsets, not appended
+        assert append(raw(9, 1))[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert rm.hosted[("t", 0)].log.log_end_offset == 5
+        stored = rm.hosted[("t", 0)].log.read(2, 1 << 20)
+        assert stored[16:] == second[16:] and stored[8:12] == second[8:12]
+        rm.become_leader(PartitionInfo("t", 0, 1, 4, (1,), (1,), 1, 1))   # a new term: rebuilt from the log
+        assert append(second) == (0, 2, 4)
+        assert append(raw(5, 1)) == (0, 5, 5)
+    finally:
+        rm.close()
