@@ -24,6 +24,7 @@ class ListenerContext:
     num_partitions: int = 1
     default_replication_factor: int = 1
     delete_topic_enable: bool = True
+    auto_create_topics: bool = True
 
     async def blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the pool, awaited on the listener's loop."""

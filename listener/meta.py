@@ -55,11 +55,14 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         else:
             names = [t.name for t in body.topics]
         topics = []
+        auto = ctx.auto_create_topics and (v < 4 or body.allow_auto_topic_creation)
         for name in names:
             infos = sorted(by_topic.get(name, ()), key=lambda i: i.partition)
             if not infos:
-                topics.append(dict(error_code=errors.UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=False,
-                                   partitions=[]))
+                code = errors.UNKNOWN_TOPIC_OR_PARTITION
+                if auto and name != OFFSETS_TOPIC and auto_create(name):
+                    code = errors.LEADER_NOT_AVAILABLE   # as Kafka answers for a topic it just created
+                topics.append(dict(error_code=code, name=name, is_internal=False, partitions=[]))
                 continue
             parts = []
             for i in infos:
@@ -76,6 +79,29 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                                partitions=parts))
         return dict(throttle_time_ms=0, brokers=brokers, cluster_id=ctx.cluster_id,
                     controller_id=state.controller_id if state.controller_id in live else -1, topics=topics)
+
+    creating: set[str] = set()
+
+    def auto_create(name: str) -> bool:
+        """Start creating ``name`` (auto.create.topics.enable) on the pool; False: not a legal name."""
+        try:
+            validate_name(name)
+        except TopicError:
+            return False
+        if name in creating:
+            return True
+        creating.add(name)
+
+        def create() -> None:
+            try:
+                rf = min(ctx.default_replication_factor, max(len(ctx.state.live_brokers), 1))
+                create_topic(ctx.zk, name, ctx.num_partitions, rf, {}, timeout_s=30)
+            except Exception:  # already made by another broker, or no leaders yet: the client asks again
+                pass
+            finally:
+                creating.discard(name)
+        ctx.pool.submit(create)
+        return True
 
     async def find_coordinator(req: Request, conn: Connection) -> dict[str, Any]:
         if req.body.key_type != 0:  # transactions are not supported

@@ -148,7 +148,7 @@ class Broker:
             rack_of=lambda b: self._spec_of(b).rack if self._spec_of(b) else None,
             cluster_id=cluster_id_for(zk_connect), pool=pool, message_max_bytes=g("message.max.bytes"),
             num_partitions=g("num.partitions"), default_replication_factor=g("default.replication.factor"),
-            delete_topic_enable=g("delete.topic.enable")),
+            delete_topic_enable=g("delete.topic.enable"), auto_create_topics=g("auto.create.topics.enable")),
             kafka_host, kafka_port, g("socket.request.max.bytes"), self.events.emit)
         self.stopping = threading.Event()
 

@@ -112,6 +112,8 @@ _TABLE = (
     _k("min.insync.replicas", int, 1, "Min ISR size for acks=all writes"),
     _k("default.replication.factor", int, 1, "Replication factor of auto-created topics (<= broker count)"),
     _k("num.partitions", int, 1, "Partitions of auto-created topics"),
+    _k("auto.create.topics.enable", bool, True, "Metadata from a Kafka client for an unknown topic creates it "
+       "(num.partitions, default.replication.factor)"),
     _k("unclean.leader.election.enable", bool, False, "An out-of-sync replica may become leader"),
     _k("request.timeout.ms", int, 30000, "Client-side request timeout used by brokers"),
     _k("socket.request.max.bytes", int, 104857600, "Largest request frame the Kafka listener reads; a larger "

@@ -203,3 +203,17 @@ def test_a_librdkafka_member_and_a_kafkasim_member_share_a_group(cluster: Cluste
         ours.close()
     joins = [e for e in kafka_events(cluster) if e["api"] == "JoinGroup" and e["client_id"] == "rdkafka-member"]
     assert joins and joins[-1]["error"] is None or any(j["error"] is None for j in joins)
+
+
+def test_a_producer_creates_its_topic_on_first_use(cluster: Cluster) -> None:
+    """auto.create.topics.enable (Kafka's default, true): Metadata for an unknown topic creates it."""
+    from confluent_kafka import Producer
+    delivered = []
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "client.id": "auto-producer"})
+    p.produce("auto-t", value=b"first", on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
+    assert p.flush(60) == 0
+    assert delivered == [(None, 0)]
+    r = kcat(cluster, "-L", "-t", "auto-t")
+    assert 'topic "auto-t" with 1 partitions' in r.stdout.decode(), r.stdout
+    assert any(e["api"] == "Metadata" and e["error"] == "LEADER_NOT_AVAILABLE"
+               for e in kafka_events(cluster) if e["client_id"] == "auto-producer")
