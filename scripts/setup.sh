@@ -57,7 +57,7 @@ editable_here() {
     loc="$(python3 -m pip show kafkasim 2>/dev/null | sed -n 's/^Editable project location: //p')"
     [ -n "$loc" ] && [ "$(cd "$loc" 2>/dev/null && pwd -P)" = "$(pwd -P)" ]
 }
-if python3 -c "import kazoo, grpc, grpc_tools, yaml, tenacity, crc32c, pytest, hypothesis, pytest_timeout, pyspark, matplotlib, kafka, confluent_kafka" \
+if python3 -c "import kazoo, grpc, grpc_tools, yaml, tenacity, crc32c, pytest, hypothesis, pytest_timeout, pyspark, matplotlib, kafka, confluent_kafka, aiokafka" \
         >/dev/null 2>&1 && editable_here; then
     say "python packages present (kafkasim editable from $ROOT)"
 else

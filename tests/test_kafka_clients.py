@@ -217,3 +217,42 @@ def test_a_producer_creates_its_topic_on_first_use(cluster: Cluster) -> None:
     assert 'topic "auto-t" with 1 partitions' in r.stdout.decode(), r.stdout
     assert any(e["api"] == "Metadata" and e["error"] == "LEADER_NOT_AVAILABLE"
                for e in kafka_events(cluster) if e["client_id"] == "auto-producer")
+
+
+def test_aiokafka_producer_and_group_consumer(cluster: Cluster) -> None:
+    """aiokafka speaks older versions (ApiVersions v0, Metadata v5, Produce v7, Fetch v11, OffsetFetch v3)."""
+    import asyncio
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    create_topic(cluster, "aio-t", partitions=2)
+
+    async def run() -> tuple[dict, dict]:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap(cluster), client_id="aio-producer", acks="all")
+        await producer.start()
+        try:
+            for i in range(10):
+                await producer.send_and_wait("aio-t", key=b"k%d" % i, value=b"v%d" % i, headers=[("h", b"%d" % i)])
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer("aio-t", bootstrap_servers=bootstrap(cluster), group_id="aio-group",
+                                    client_id="aio-consumer", auto_offset_reset="earliest",
+                                    enable_auto_commit=False)
+        await consumer.start()
+        seen = {}
+        try:
+            async def read() -> None:
+                async for msg in consumer:
+                    seen[msg.key] = (msg.value, list(msg.headers))
+                    if len(seen) == 10:
+                        return
+            await asyncio.wait_for(read(), 60)
+            await consumer.commit()
+            committed = {tp.partition: await consumer.committed(tp) for tp in consumer.assignment()}
+        finally:
+            await consumer.stop()
+        return seen, committed
+
+    seen, committed = asyncio.run(run())
+    assert seen == {b"k%d" % i: (b"v%d" % i, [("h", b"%d" % i)]) for i in range(10)}
+    assert sum(committed.values()) == 10, committed
+    apis = {(e["api"], e["api_version"]) for e in kafka_events(cluster) if e["client_id"] == "aio-consumer"}
+    assert ("ApiVersions", 0) in apis and ("JoinGroup", 5) in apis, apis
