@@ -3,14 +3,15 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from listener import data, groups, meta, producers
+from listener import configs, data, groups, meta, producers
 from listener.context import ListenerContext
 from listener.protocol import SUPPORTED
 from listener.server import Dispatcher, KafkaListener
 
 
 def make_dispatcher(ctx: ListenerContext, emit: Callable[..., Any]) -> Dispatcher:
-    table = {**meta.handlers(ctx), **data.handlers(ctx), **groups.handlers(ctx), **producers.handlers(ctx)}
+    table = {**meta.handlers(ctx), **data.handlers(ctx), **groups.handlers(ctx), **producers.handlers(ctx),
+             **configs.handlers(ctx)}
     missing = set(SUPPORTED) - set(table)
     if missing:  # advertise exactly what is implemented
         raise RuntimeError(f"APIs advertised without a handler: {sorted(missing)}")

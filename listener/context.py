@@ -25,6 +25,9 @@ class ListenerContext:
     default_replication_factor: int = 1
     delete_topic_enable: bool = True
     auto_create_topics: bool = True
+    topic_config: Callable[[str], dict] = lambda topic: {}   # a topic's config overrides (ZooKeeper)
+    broker_setting: Callable[[str], tuple[Any, bool]] = lambda key: (None, False)   # (value, set explicitly)
+    broker_settings: Callable[[], list[tuple[str, Any, bool]]] = lambda: []           # every broker key so
 
     async def blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the pool, awaited on the listener's loop."""

@@ -62,6 +62,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     19: (2, 7),   # CreateTopics
     20: (1, 6),   # DeleteTopics
     22: (0, 4),   # InitProducerId (idempotent producers; no transactions)
+    32: (1, 4),   # DescribeConfigs (topics and this broker)
     42: (0, 2),   # DeleteGroups
 }
 API_VERSIONS = 18

@@ -27,7 +27,7 @@ from listener.app import make_listener
 from listener.context import ListenerContext, cluster_id_for
 from node import bugs, errors
 from node.broker_state import BrokerState
-from node.config import ClusterConfig, ConfigError, load_config
+from node.config import SCHEMA, ClusterConfig, ConfigError, load_config
 from node.controller_shell import ControllerShell
 from node.coordinator_shell import CoordinatorShell
 from node.groups_servicer import GroupsServicer
@@ -148,7 +148,9 @@ class Broker:
             rack_of=lambda b: self._spec_of(b).rack if self._spec_of(b) else None,
             cluster_id=cluster_id_for(zk_connect), pool=pool, message_max_bytes=g("message.max.bytes"),
             num_partitions=g("num.partitions"), default_replication_factor=g("default.replication.factor"),
-            delete_topic_enable=g("delete.topic.enable"), auto_create_topics=g("auto.create.topics.enable")),
+            delete_topic_enable=g("delete.topic.enable"), auto_create_topics=g("auto.create.topics.enable"),
+            topic_config=self._topic_config, broker_setting=lambda k: (g(k), k in cfg.raw),
+            broker_settings=lambda: [(k, g(k), k in cfg.raw) for k in SCHEMA if k != "run.dir"]),
             kafka_host, kafka_port, g("socket.request.max.bytes"), self.events.emit)
         self.stopping = threading.Event()
 

@@ -47,10 +47,10 @@ def kafka_events(c: Cluster) -> list[dict]:
     return out
 
 
-def create_topic(c: Cluster, topic: str, partitions: int = 3, rf: int = 3) -> None:
+def create_topic(c: Cluster, topic: str, partitions: int = 3, rf: int = 3, **configs: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap(c)})
-    fut = admin.create_topics([NewTopic(topic, partitions, rf)], operation_timeout=30)[topic]
+    fut = admin.create_topics([NewTopic(topic, partitions, rf, config=configs)], operation_timeout=30)[topic]
     fut.result(timeout=60)
 
 
@@ -123,7 +123,12 @@ def test_kafka_python_producer_and_group_consumer(cluster: Cluster) -> None:
 
 def test_confluent_kafka_producer_and_group_consumer(cluster: Cluster) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
-    create_topic(cluster, "ck-t", partitions=3)
+    from confluent_kafka.admin import AdminClient, ConfigResource
+    create_topic(cluster, "ck-t", partitions=3, **{"min.insync.replicas": "2"})
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    res = ConfigResource(ConfigResource.Type.TOPIC, "ck-t")
+    configs = admin.describe_configs([res])[res].result(timeout=30)
+    assert configs["min.insync.replicas"].value == "2" and configs["cleanup.policy"].value == "delete"
     delivered = []
     p = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "client.id": "ck-producer",
                   "linger.ms": 5, "enable.idempotence": True})

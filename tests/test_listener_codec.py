@@ -386,6 +386,9 @@ def sample_request(api: int, v: int):
         req.groups_names = ["g"]
     elif api == 22:
         req.transactional_id = None
+    elif api == 32:
+        req.resources = [R.DescribeConfigsResource(resource_type=2, resource_name="t", configuration_keys=None),
+                         R.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)]
     return req
 
 
@@ -397,6 +400,9 @@ def test_every_advertised_version_is_answered_in_that_version(api: int, version:
     ctx = make_ctx()
     ctx.groups, ctx.replicas = FakeGroups(), FetchReplicas()
     ctx.zk = SimpleNamespace(allocate_producer_id_block=lambda broker, size: (5000, 5000 + size - 1))
+    ctx.topic_config = lambda topic: {"cleanup.policy": "compact"}
+    ctx.broker_setting = lambda key: (7, key == "min.insync.replicas")
+    ctx.broker_settings = lambda: [("min.insync.replicas", 2, True), ("delete.topic.enable", True, False)]
     d = make_dispatcher(ctx, lambda *a, **k: None)
     out = asyncio.run(d.handle(frame(sample_request(api, version), 77), CONN))
     r = RESPONSES[api].decode(out, version=version, header=True, framed=True)
@@ -414,3 +420,9 @@ def test_every_advertised_version_is_answered_in_that_version(api: int, version:
         assert r.groups[0].members[0].client_host == "/h"
     elif api == 22:
         assert (r.error_code, r.producer_id, r.producer_epoch) == (0, 5000, 0)
+    elif api == 32:
+        topic, broker = r.results
+        got = {c.name: (c.value, c.read_only) for c in topic.configs}
+        assert got["cleanup.policy"] == ("compact", False) and got["min.insync.replicas"] == ("7", True)
+        assert [(c.name, c.value) for c in broker.configs] == [("min.insync.replicas", "2"),
+                                                                ("delete.topic.enable", "true")]
