@@ -116,12 +116,21 @@ class KafkaListener:
         self._conns: set[asyncio.StreamWriter] = set()
 
     def start(self) -> None:
-        """Bind (raises OSError when the port is taken) and serve on the listener's thread."""
+        """Bind (raises OSError when the port is taken, and stops the thread) and serve on the listener's thread."""
         self._thread.start()
         fut = asyncio.run_coroutine_threadsafe(
             asyncio.start_server(self._serve, self.host, self.port, reuse_address=True, limit=1 << 16), self.loop)
-        self._server = fut.result(timeout=10)
+        try:
+            self._server = fut.result(timeout=10)
+        except BaseException:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(2)
+            raise
         self.port = self._server.sockets[0].getsockname()[1]
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
 
     def stop(self, timeout_s: float = 2.0) -> None:
         if not self._thread.is_alive():

@@ -189,9 +189,19 @@ class Broker:
         if self.server.add_insecure_port(address) == 0:
             raise OSError(f"broker {self.broker_id}: cannot listen on {address}")
         self.server.start()
-        self.kafka.start()
+        kafka_error = None
+        try:
+            self.kafka.start()
+        except OSError as e:
+            if self.spec.listener is not None:  # configured: a port taken is a start-up failure
+                raise OSError(f"broker {self.broker_id}: cannot listen on {self.kafka.host}:{self.kafka.port} "
+                              f"(listeners): {e}") from e
+            kafka_error = str(e)  # the default port is taken: serve gRPC only, and say so
         self.events.emit("broker_starting", host=self.spec.host, port=self.spec.port, pid=os.getpid(),
-                         planted_bugs=sorted(self.planted_bugs), kafka_listener=f"{self.kafka.host}:{self.kafka.port}")
+                         planted_bugs=sorted(self.planted_bugs),
+                         kafka_listener=None if kafka_error else f"{self.kafka.host}:{self.kafka.port}")
+        if kafka_error:
+            self.events.emit("kafka_listener_failed", host=self.kafka.host, port=self.kafka.port, error=kafka_error)
         self.zk.start()
         self._ensure_persistent_paths()
         self._register()

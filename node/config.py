@@ -145,11 +145,11 @@ BROKER_SCHEMA: Mapping[str, KeySpec] = MappingProxyType({spec.name: spec for spe
     _k("rack", str, None, "broker.rack; null = no rack", nullable=True),
     _k("log.dirs", str, None, "The broker's one data directory; null = `<run.dir>/data/broker-<id>`", nullable=True),
     _k("listeners", str, None, "The Kafka-protocol listener, `PLAINTEXT://host:port` (one); null = "
-       "`PLAINTEXT://<host>:<port + 10000>`", nullable=True),
+       "`PLAINTEXT://<host>:<port + 10000>` (port - 10000 above 55535)", nullable=True),
     _k("advertised.listeners", str, None, "What Metadata and FindCoordinator tell clients to connect to, "
        "`PLAINTEXT://host:port`; null = `listeners`", nullable=True),
 )})
-KAFKA_PORT_OFFSET = 10000  # the default Kafka listener is on the gRPC port + 10000 (19091 -> 29091)
+KAFKA_PORT_OFFSET = 10000  # the default Kafka listener is on the gRPC port + 10000 (19091 -> 29091), or - 10000
 _REQUIRED_BROKER_KEYS = ("id", "port")
 _TOP_KNOWN = tuple(SCHEMA) + ("brokers",)
 _UNDERSCORED = {name.replace(".", "_"): name for name in SCHEMA}
@@ -241,7 +241,10 @@ class BrokerSpec:
 
     @property
     def kafka_listener(self) -> tuple[str, int]:
-        return self.listener or (self.host, self.port + KAFKA_PORT_OFFSET)
+        if self.listener is not None:
+            return self.listener
+        port = self.port + KAFKA_PORT_OFFSET
+        return self.host, port if port <= 65535 else self.port - KAFKA_PORT_OFFSET
 
     @property
     def kafka_advertised(self) -> tuple[str, int]:
@@ -382,9 +385,6 @@ def _parse_brokers(value: Any, run_dir: Path, base: Path, problems: list) -> lis
                 parsed[key] = parse_listener(vals[key]) if vals.get(key) is not None else None
             except ValueError as e:
                 problems.append((f"{where}.{key}", str(e)))
-        if parsed.get("listeners") is None and "port" in vals and vals["port"] + KAFKA_PORT_OFFSET > 65535:
-            problems.append((f"{where}.listeners", f"required with port {vals['port']}: the default Kafka "
-                             f"listener port (port + {KAFKA_PORT_OFFSET}) would exceed 65535"))
         if len(problems) > before:
             continue
         log_dir = _abspath(base, log_dirs) if log_dirs else run_dir / "data" / f"broker-{vals['id']}"

@@ -557,8 +557,8 @@ def test_a_kafka_listener_on_a_taken_port_is_an_error():
     data["brokers"][0]["listeners"] = f"PLAINTEXT://127.0.0.1:{data['brokers'][1]['port']}"
     fails(data, "brokers[0].listeners")
     data = cfg()
-    data["brokers"][0]["port"] = 60000
-    fails(data, "brokers[0].listeners")
+    data["brokers"][0]["port"] = 60000                       # port + 10000 does not fit: port - 10000
+    assert parse_config(data).brokers[0].kafka_listener == ("127.0.0.1", 50000)
 
 
 def test_top_level_listeners_points_to_the_broker_entry():

@@ -426,3 +426,13 @@ def test_every_advertised_version_is_answered_in_that_version(api: int, version:
         assert got["cleanup.policy"] == ("compact", False) and got["min.insync.replicas"] == ("7", True)
         assert [(c.name, c.value) for c in broker.configs] == [("min.insync.replicas", "2"),
                                                                 ("delete.topic.enable", "true")]
+
+
+def test_a_taken_port_fails_the_start_and_stops_the_listener_thread() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        lst = KafkaListener("127.0.0.1", taken.getsockname()[1], DISPATCH, 1000, lambda *a, **k: None)
+        with pytest.raises(OSError):
+            lst.start()
+        assert not lst.running
