@@ -30,6 +30,13 @@ fi
 if ! command -v kcat >/dev/null 2>&1; then
     apt_pkgs+=(kcat)
 fi
+# kafkajs (tests/js) runs on Node
+if ! command -v node >/dev/null 2>&1; then
+    apt_pkgs+=(nodejs)
+fi
+if ! command -v npm >/dev/null 2>&1; then
+    apt_pkgs+=(npm)
+fi
 if [ "${#apt_pkgs[@]}" -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then
         SUDO=()
@@ -63,6 +70,14 @@ if python3 -c "import kazoo, grpc, grpc_tools, yaml, tenacity, crc32c, pytest, h
 else
     say "pip install -e .[test]"
     python3 -m pip install -q --root-user-action=ignore -e ".[test]"
+fi
+
+# ---- Node packages (kafkajs, pinned in tests/js/package.json) -----------------------------
+if [ -d tests/js/node_modules/kafkajs ]; then
+    say "kafkajs present (tests/js)"
+else
+    say "npm install (tests/js: kafkajs)"
+    (cd tests/js && npm install --no-audit --no-fund --silent)
 fi
 
 # ---- generated code ----------------------------------------------------------------------

@@ -261,3 +261,18 @@ def test_aiokafka_producer_and_group_consumer(cluster: Cluster) -> None:
     assert sum(committed.values()) == 10, committed
     apis = {(e["api"], e["api_version"]) for e in kafka_events(cluster) if e["client_id"] == "aio-consumer"}
     assert ("ApiVersions", 0) in apis and ("JoinGroup", 5) in apis, apis
+
+
+def test_kafkajs_producer_and_group_consumer(cluster: Cluster) -> None:
+    """kafkajs (Node): CreateTopics, Produce v7, a group (JoinGroup v5) with commits, OffsetFetch v4."""
+    import json
+    js = Path(__file__).parent / "js"
+    r = subprocess.run(["node", str(js / "check.js"), bootstrap(cluster), "js-t", "js-group", "12"],
+                       capture_output=True, timeout=120, cwd=js)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    out = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    assert out["seen"] == {f"k{i}": [f"v{i}", str(i)] for i in range(12)}
+    (topic,) = out["offsets"]
+    assert sum(int(p["offset"]) for p in topic["partitions"]) == 12, out["offsets"]
+    assert any(e["api"] == "JoinGroup" and e["error"] is None
+               for e in kafka_events(cluster) if e["client_id"] == "kafkajs-check")
