@@ -15,7 +15,7 @@ from typing import Any
 
 from listener.context import ListenerContext
 from listener.protocol import Request
-from listener.records import BatchRejected, check_client_batch
+from listener.records import BatchRejected, check_client_batch, find_timestamp, next_offset
 from listener.server import Connection
 from node import errors
 from proto import kafkasim_pb2 as pb
@@ -106,6 +106,25 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         return dict(throttle_time_ms=0, error_code=errors.NONE, session_id=0,
                     responses=[dict(topic=t, partitions=ps) for t, ps in topics.items()])
 
+    def offset_for_time(tp: pb.TopicPartition, ts: int) -> dict[str, Any]:
+        """Kafka's ListOffsets for a timestamp: the first offset below the HW whose record's timestamp is
+        >= ``ts`` (offset and timestamp -1 when there is none)."""
+        latest, earliest = (ctx.replicas.list_offsets(pb.ListOffsetsRequest(partitions=[tp], timestamp=t)).partitions[0]
+                            for t in (-1, -2))
+        r = dict(partition_index=tp.partition, error_code=latest.error_code, timestamp=-1, offset=-1,
+                 leader_epoch=latest.leader_epoch)
+        offset = earliest.offset
+        while latest.error_code == errors.NONE and 0 <= offset < latest.offset:
+            got = ctx.replicas.read_log((tp.topic, tp.partition), offset, 1 << 20)
+            if got is None or not got[0]:
+                break
+            found = find_timestamp(got[0], ts, latest.offset)
+            if found is not None:
+                r["offset"], r["timestamp"] = found
+                break
+            offset = next_offset(got[0])
+        return r
+
     async def list_offsets(req: Request, conn: Connection) -> dict[str, Any]:
         out: dict[tuple[str, int], dict[str, Any]] = {}
         by_ts: dict[int, list[pb.TopicPartition]] = {}
@@ -119,6 +138,10 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                     continue
                 by_ts.setdefault(p.timestamp, []).append(pb.TopicPartition(topic=t.name, partition=p.partition_index))
         for ts, tps in by_ts.items():
+            if ts >= 0:  # by time: a scan of the batches below the HW
+                for tp in tps:
+                    out[(tp.topic, tp.partition)] = await ctx.blocking(offset_for_time, tp, ts)
+                continue
             for a in ctx.replicas.list_offsets(pb.ListOffsetsRequest(partitions=tps, timestamp=ts)).partitions:
                 out[(a.topic, a.partition)] = dict(partition_index=a.partition, error_code=a.error_code, timestamp=-1,
                                                    offset=a.offset, leader_epoch=a.leader_epoch)

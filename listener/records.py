@@ -103,3 +103,35 @@ def check_client_batch(data: bytes | memoryview | None, max_message_bytes: int, 
     if pid >= 0 and seq < 0:
         raise BatchRejected(INVALID_RECORD, f"producer {pid} sent a batch without a sequence")
     return CheckedBatch(data, header.record_count, header.max_timestamp, pid, epoch, seq)
+
+
+def find_timestamp(data: bytes, timestamp: int, below: int) -> tuple[int, int] | None:
+    """ListOffsets by time in one read of whole batches: the first record (offset < ``below``, the
+    HW) whose timestamp is >= ``timestamp``, as (offset, its timestamp); None when there is none."""
+    pos = 0
+    while pos + HEADER_SIZE <= len(data):
+        size = int.from_bytes(data[pos + 8:pos + 12], "big", signed=True) + 12
+        if size < HEADER_SIZE or pos + size > len(data):
+            return None
+        max_ts = int.from_bytes(data[pos + 35:pos + 43], "big", signed=True)
+        if max_ts >= timestamp:
+            for rec in DefaultRecordBatch(data[pos:pos + size]):
+                if rec.offset >= below:
+                    return None
+                if rec.timestamp >= timestamp:
+                    return rec.offset, rec.timestamp
+        pos += size
+    return None
+
+
+def next_offset(data: bytes) -> int:
+    """The offset after the last whole batch in ``data`` (-1: none)."""
+    pos, nxt = 0, -1
+    while pos + HEADER_SIZE <= len(data):
+        size = int.from_bytes(data[pos + 8:pos + 12], "big", signed=True) + 12
+        if size < HEADER_SIZE or pos + size > len(data):
+            break
+        nxt = int.from_bytes(data[pos:pos + 8], "big", signed=True) + int.from_bytes(data[pos + 23:pos + 27], "big",
+                                                                                         signed=True) + 1
+        pos += size
+    return nxt

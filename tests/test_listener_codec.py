@@ -436,3 +436,35 @@ def test_a_taken_port_fails_the_start_and_stops_the_listener_thread() -> None:
         with pytest.raises(OSError):
             lst.start()
         assert not lst.running
+
+
+def test_list_offsets_by_timestamp_on_a_real_log(tmp_path) -> None:
+    from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+    from node.events import EventLog
+    from node.replica_manager import ReplicaManager
+    from node.replication import ReplicaSettings
+    rm = ReplicaManager(1, tmp_path / "logs", ReplicaSettings(), EventLog(tmp_path / "events.jsonl", 1),
+                        broker_epoch=lambda: 5, endpoint_of=lambda b: None, controller_endpoint=lambda: None,
+                        fetch_wait_ms=100, segment_bytes=1 << 20, checkpoint_interval_ms=60_000)
+    try:
+        rm.become_leader(PartitionInfo("t", 0, 1, 4, (1,), (1,), 0, 1))
+        for base_ts in (1000, 2000, 3000):   # three batches of 3 records, timestamps base_ts + 0..2
+            b = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+            for i in range(3):
+                b.append(i, base_ts + i, b"k", b"v", [])
+            c = check_client_batch(bytes(b.build()), 1 << 20, 9)
+            rm.append_batch(("t", 0), c.data, c.record_count, c.max_timestamp, 1, 1000, lambda code: None)
+        ctx = make_ctx()
+        ctx.replicas = rm
+        d = make_dispatcher(ctx, lambda *a, **k: None)
+        R = ListOffsetsRequest
+        for ts, want in ((0, (0, 1000)), (1002, (2, 1002)), (1500, (3, 2000)), (3002, (8, 3002)), (3003, (-1, -1)),
+                         (-2, (0, -1)), (-1, (9, -1))):
+            req = R(version=6, replica_id=-1, isolation_level=0, topics=[R.ListOffsetsTopic(name="t", partitions=[
+                R.ListOffsetsTopic.ListOffsetsPartition(partition_index=0, timestamp=ts, current_leader_epoch=-1)])])
+            r = ListOffsetsResponse.decode(asyncio.run(d.handle(frame(req), CONN)), version=6, header=True,
+                                           framed=True)
+            p = r.topics[0].partitions[0]
+            assert (p.error_code, (p.offset, p.timestamp), p.leader_epoch) == (0, want, 4), ts
+    finally:
+        rm.close()
