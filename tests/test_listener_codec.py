@@ -55,7 +55,7 @@ def make_ctx() -> ListenerContext:
                             metadata={("t", 0): PartitionInfo("t", 0, 1, 4, (1,), (1,), 0, 1)})
     return ListenerContext(1, state, FakeReplicas(), groups=None, zk=None,
                            endpoint_of=lambda b: ("127.0.0.1", 9092) if b == 1 else None, rack_of=lambda b: None,
-                           cluster_id="test-cluster", pool=ThreadPoolExecutor(4))
+                           cluster_id="test-cluster", pool=ThreadPoolExecutor(4), auto_create_topics=False)
 
 
 EVENTS: list[tuple[str, dict]] = []
@@ -116,6 +116,21 @@ def test_metadata_v0_and_v11() -> None:
         assert (p.leader_id, p.replica_nodes, p.isr_nodes) == (1, [1], [1])
         if v == 11:
             assert (r.cluster_id, r.controller_id, p.leader_epoch) == ("test-cluster", 1, 4)
+
+
+def test_metadata_for_an_unknown_topic_starts_its_creation_when_allowed() -> None:
+    ctx = make_ctx()
+    ctx.auto_create_topics = True
+    created = []
+    ctx.pool = SimpleNamespace(submit=lambda fn: created.append(fn))
+    d = make_dispatcher(ctx, lambda *a, **k: None)
+    T = MetadataRequest.MetadataRequestTopic
+    for v, allow, name, code in ((4, False, "a1", 3), (4, True, "a2", 5), (1, False, "a3", 5),
+                                 (9, True, "bad name!", 3), (9, True, "__consumer_offsets", 3)):
+        req = MetadataRequest(version=v, topics=[T(name=name)], allow_auto_topic_creation=allow)
+        r = MetadataResponse.decode(asyncio.run(d.handle(frame(req), CONN)), version=v, header=True, framed=True)
+        assert r.topics[0].error_code == code, (v, allow, name)
+    assert len(created) == 2
 
 
 @pytest.mark.parametrize("api_key,version", [(0, 2), (0, 10), (1, 3), (3, 12), (18, -1)])
