@@ -16,7 +16,7 @@ from typing import Any
 from listener.context import ListenerContext
 from listener.protocol import Request
 from listener.records import BatchRejected, check_client_batch, find_timestamp, next_offset
-from listener.server import Connection
+from listener.server import CloseConnection, Connection
 from node import errors
 from proto import kafkasim_pb2 as pb
 
@@ -62,6 +62,11 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         for r, fut in waits:
             r["error_code"] = await fut
         if body.acks == 0:
+            failed = [(t["name"], p["index"], p["error_code"]) for t in topics for p in t["partition_responses"]
+                      if p["error_code"]]
+            if failed:   # no response to carry the error: Kafka closes the connection instead
+                raise CloseConnection(failed[0][2], f"acks=0 produce failed for {len(failed)} partition(s), "
+                                                    f"first {failed[0][0]}-{failed[0][1]}")
             return None
         return dict(responses=topics, throttle_time_ms=0)
 

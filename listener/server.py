@@ -39,6 +39,16 @@ class Connection:
         return f"ipv4:{self.peer_host}:{self.peer_port}"
 
 
+class CloseConnection(Exception):
+    """Raised by a handler that answers by closing the connection (Kafka does so when an acks=0
+    produce fails, so that the producer refreshes its metadata)."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
 def first_error(values: Any) -> int:
     """The response's top-level error code, else the first non-zero one nested in it."""
     if isinstance(values, dict):
@@ -82,6 +92,9 @@ class Dispatcher:
         try:
             values = await handler(req, conn)
             out = None if values is None else encode_response(req, values, self.version_for(req, values))
+        except CloseConnection as e:
+            self._event(req, conn, e.code, t0, closed=True, no_response=True, reason=e.reason)
+            raise BadRequest(e.reason, req.api_key, req.api_version, req.correlation_id, req.client_id) from None
         except Exception as e:  # a handler bug must not kill the listener: answer nothing, close
             log.exception("%s v%d failed", req.api, req.api_version)
             self._event(req, conn, -1, t0, closed=True, reason=repr(e))

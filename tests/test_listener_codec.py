@@ -483,3 +483,15 @@ def test_list_offsets_by_timestamp_on_a_real_log(tmp_path) -> None:
             assert (p.error_code, (p.offset, p.timestamp), p.leader_epoch) == (0, want, 4), ts
     finally:
         rm.close()
+
+
+def test_a_failed_acks0_produce_closes_the_connection(listener) -> None:
+    bad = bytearray(batch(1))
+    bad[-1] ^= 0xFF
+    acks0 = ProduceRequest(version=7, transactional_id=None, acks=0, timeout_ms=1000, topic_data=[
+        ProduceRequest.TopicProduceData(name="t", partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=bytes(bad))])])
+    with _connect(listener) as s:
+        s.sendall(_framed(acks0, 1) + _framed(ApiVersionsRequest(version=2), 2))
+        assert _closed(s)
+    assert _api_versions_works(listener)
