@@ -93,6 +93,7 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
 
         answers = await ctx.blocking(run) if asks else {}
         topics: dict[str, list] = {}
+        budget = body.max_bytes if v >= 3 else 1 << 31   # the response's max_bytes: the first batch always goes
         for t, p in wanted:
             a = answers.get((t, p.partition))
             d = dict(partition_index=p.partition, error_code=errors.UNKNOWN_TOPIC_OR_PARTITION, high_watermark=-1,
@@ -105,8 +106,12 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                     code = FENCED_LEADER_EPOCH if cle < a.leader_epoch else UNKNOWN_LEADER_EPOCH
                 d["error_code"] = code
                 if code == errors.NONE:
+                    records = a.records
+                    if len(records) > budget and budget != body.max_bytes:
+                        records = b""    # over the response's max_bytes: fetched again next time
+                    budget -= len(records)
                     d.update(high_watermark=a.high_watermark, last_stable_offset=a.high_watermark,
-                             log_start_offset=a.log_start_offset, records=a.records)
+                             log_start_offset=a.log_start_offset, records=records)
             topics.setdefault(t, []).append(d)
         return dict(throttle_time_ms=0, error_code=errors.NONE, session_id=0,
                     responses=[dict(topic=t, partitions=ps) for t, ps in topics.items()])

@@ -495,3 +495,21 @@ def test_a_failed_acks0_produce_closes_the_connection(listener) -> None:
         s.sendall(_framed(acks0, 1) + _framed(ApiVersionsRequest(version=2), 2))
         assert _closed(s)
     assert _api_versions_works(listener)
+
+
+def test_fetch_keeps_to_the_response_max_bytes_but_always_returns_the_first_batch() -> None:
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
+    ctx = make_ctx()
+    ctx.replicas = FetchReplicas()
+    ctx.state.metadata[("t", 1)] = PartitionInfo("t", 1, 1, 4, (1,), (1,), 0, 1)
+    d = make_dispatcher(ctx, lambda *a, **k: None)
+    size = len(batch(3))
+    R = FetchRequest
+    for max_bytes, sizes in ((1, [size, 0]), (size + 10, [size, 0]), (2 * size, [size, size])):
+        req = R(version=11, replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+                session_id=0, session_epoch=-1, topics=[R.FetchTopic(topic="t", partitions=[
+                    R.FetchTopic.FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=1 << 20,
+                                                current_leader_epoch=-1) for p in (0, 1)])],
+                forgotten_topics_data=[], rack_id="")
+        r = FetchResponse.decode(asyncio.run(d.handle(frame(req), CONN)), version=11, header=True, framed=True)
+        assert [len(p.records or b"") for p in r.responses[0].partitions] == sizes, max_bytes
