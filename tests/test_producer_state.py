@@ -94,3 +94,11 @@ def test_the_replica_manager_answers_duplicates_and_keeps_client_bytes(tmp_path)
         assert append(raw(5, 1)) == (0, 5, 5)
     finally:
         rm.close()
+
+
+def test_the_sans_io_parts_import_no_io_threads_clock_or_randomness() -> None:
+    from pathlib import Path
+    from test_controller_core import forbidden_imports
+    root = Path(__file__).resolve().parent.parent
+    for path in ("node/producer_state.py", "listener/records.py", "listener/protocol.py"):
+        assert forbidden_imports((root / path).read_text()) == [], path
