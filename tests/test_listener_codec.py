@@ -513,3 +513,17 @@ def test_fetch_keeps_to_the_response_max_bytes_but_always_returns_the_first_batc
                 forgotten_topics_data=[], rack_id="")
         r = FetchResponse.decode(asyncio.run(d.handle(frame(req), CONN)), version=11, header=True, framed=True)
         assert [len(p.records or b"") for p in r.responses[0].partitions] == sizes, max_bytes
+
+
+def test_many_connections_are_served_at_once(listener) -> None:
+    socks = [_connect(listener) for _ in range(64)]
+    try:
+        for i, s in enumerate(socks):
+            s.sendall(_framed(ApiVersionsRequest(version=3, client_software_name="t", client_software_version="1"),
+                              i))
+        for i, s in enumerate(socks):
+            r = ApiVersionsResponse.decode(_read_frame(s), version=3, header=True, framed=True)
+            assert (r.header.correlation_id, r.error_code) == (i, 0)
+    finally:
+        for s in socks:
+            s.close()
