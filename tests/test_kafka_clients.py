@@ -276,3 +276,33 @@ def test_kafkajs_producer_and_group_consumer(cluster: Cluster) -> None:
     assert sum(int(p["offset"]) for p in topic["partitions"]) == 12, out["offsets"]
     assert any(e["api"] == "JoinGroup" and e["error"] is None
                for e in kafka_events(cluster) if e["client_id"] == "kafkajs-check")
+
+
+def test_clients_follow_leaders_when_a_broker_stops(cluster: Cluster) -> None:
+    """Last in the module (it stops and restarts a broker): an idempotent librdkafka producer keeps
+    producing through NOT_LEADER_OR_FOLLOWER and a lost connection, and nothing is lost or doubled."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+    create_topic(cluster, "move-t", partitions=3)
+    delivered = []
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "enable.idempotence": True,
+                  "client.id": "move-producer", "linger.ms": 5})
+
+    def send(first: int, n: int) -> None:
+        for i in range(first, first + n):
+            p.produce("move-t", key=b"k%d" % i, value=b"v%d" % i,
+                      on_delivery=lambda err, msg: delivered.append(err))
+        assert p.flush(60) == 0
+    send(0, 30)
+    meta = AdminClient({"bootstrap.servers": bootstrap(cluster)}).list_topics("move-t", timeout=20)
+    victim = meta.topics["move-t"].partitions[0].leader
+    cluster.stop_broker(victim)   # SIGTERM: controlled shutdown moves its leaderships away
+    try:
+        send(30, 30)
+        assert delivered == [None] * 60, delivered
+        r = kcat(cluster, "-C", "-t", "move-t", "-e", "-f", "%k\n")
+        assert r.returncode == 0, r.stderr
+        assert sorted(r.stdout.decode().split()) == sorted("k%d" % i for i in range(60))
+    finally:
+        cluster.start_broker(victim)
+        cluster.wait_ready(90)
