@@ -26,9 +26,11 @@ from zk.errors import NodeExists
 
 from controller.core import ControllerSettings
 from kafkacommon import errors
+from listener.app import make_listener
+from listener.context import ListenerContext, cluster_id_for
 from node import bugs
 from node.broker_state import BrokerState
-from node.config import ClusterConfig, ConfigError, load_config
+from node.config import SCHEMA, ClusterConfig, ConfigError, load_config
 from node.controller_shell import ControllerShell
 from node.coordinator_shell import CoordinatorShell
 from node.groups_servicer import GroupsServicer
@@ -144,9 +146,21 @@ class Broker:
         self.server.add(pbg.add_BrokerServicer_to_server,
                         BrokerServicer(self.state, self.events, self.controller, self.replicas))
         lazy = None if g("kafkasim.offsets.topic.eager.create") else self._create_offsets_topic
-        self.server.add(gpbg.add_GroupsServicer_to_server, GroupsServicer(self.state, self.groups, pool, lazy))
+        groups_servicer = GroupsServicer(self.state, self.groups, pool, lazy)
+        self.server.add(gpbg.add_GroupsServicer_to_server, groups_servicer)
         self._offsets_creating = threading.Lock()  # one lazy creation at a time
         self._offsets_created = False
+        # the Kafka-protocol listener: real clients, the same cores (listener/)
+        kafka_host, kafka_port = self.spec.kafka_listener
+        self.kafka = make_listener(ListenerContext(
+            broker_id, self.state, self.replicas, groups_servicer, self.zk, endpoint_of=self._kafka_endpoint_of,
+            rack_of=lambda b: self._spec_of(b).rack if self._spec_of(b) else None,
+            cluster_id=cluster_id_for(zk_connect), pool=pool, message_max_bytes=g("message.max.bytes"),
+            num_partitions=g("num.partitions"), default_replication_factor=g("default.replication.factor"),
+            delete_topic_enable=g("delete.topic.enable"), auto_create_topics=g("auto.create.topics.enable"),
+            topic_config=self._topic_config, broker_setting=lambda k: (g(k), k in cfg.raw),
+            broker_settings=lambda: [(k, g(k), k in cfg.raw) for k in SCHEMA if k != "run.dir"]),
+            kafka_host, kafka_port, g("socket.request.max.bytes"), self.events.emit)
         self.stopping = threading.Event()
 
     def _create_offsets_topic(self) -> None:
@@ -182,6 +196,14 @@ class Broker:
         b = self.state.live_brokers.get(broker_id)
         return self.links.dial(broker_id, f"{b[0]}:{b[1]}") if b else None
 
+    def _spec_of(self, broker_id: int):
+        return next((b for b in self.cfg.brokers if b.id == broker_id), None)
+
+    def _kafka_endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        """A live broker's advertised Kafka listener, from cluster.yaml (every broker reads the same file)."""
+        spec = self._spec_of(broker_id)
+        return spec.kafka_advertised if spec is not None and broker_id in self.state.live_brokers else None
+
     def _offsets_partitions(self) -> int:
         """The offsets topic's partition count as the metadata cache has it, else the configured one."""
         return self.state.topic_partitions.get(zk_paths.OFFSETS_TOPIC) or self.cfg.get("offsets.topic.num.partitions")
@@ -208,8 +230,19 @@ class Broker:
         if self.server.add_insecure_port(address) == 0:
             raise OSError(f"broker {self.broker_id}: cannot listen on {address}")
         self.server.start()
+        kafka_error = None
+        try:
+            self.kafka.start()
+        except OSError as e:
+            if self.spec.listener is not None:  # configured: a port taken is a start-up failure
+                raise OSError(f"broker {self.broker_id}: cannot listen on {self.kafka.host}:{self.kafka.port} "
+                              f"(listeners): {e}") from e
+            kafka_error = str(e)  # the default port is taken: serve gRPC only, and say so
         self.events.emit("broker_starting", host=self.spec.host, port=self.spec.port, pid=os.getpid(),
-                         planted_bugs=sorted(self.planted_bugs))
+                         planted_bugs=sorted(self.planted_bugs),
+                         kafka_listener=None if kafka_error else f"{self.kafka.host}:{self.kafka.port}")
+        if kafka_error:
+            self.events.emit("kafka_listener_failed", host=self.kafka.host, port=self.kafka.port, error=kafka_error)
         self.zk.start()
         self._ensure_persistent_paths()
         self._register()
@@ -318,6 +351,7 @@ class Broker:
         step("controller_shutdown")
         self.controller.shutdown()
         step("server_stop")
+        self.kafka.stop()
         self.server.stop(grace=0.2)
         step("groups_close")
         self.groups.close()

@@ -128,6 +128,10 @@ _TABLE = (
     _k("log.retention.check.interval.ms", int, 300000, "How often brokers apply retention"),
     _k("message.max.bytes", int, 1048588, "Largest batch a produce may append (topic: `max.message.bytes`)",
        min=0),
+    _k("auto.create.topics.enable", bool, True, "Metadata from a Kafka client for an unknown topic creates it "
+       "(num.partitions, default.replication.factor)"),
+    _k("socket.request.max.bytes", int, 104857600, "Largest request frame the Kafka listener reads; a larger "
+       "size prefix closes the connection"),
     _k("log.cleaner.enable", bool, True, "Run the log cleaner (needed by compacted `__consumer_offsets`)"),
     _k("log.cleaner.delete.retention.ms", int, 86400000, "How long tombstones are kept in compacted logs"),
     _k("log.cleaner.backoff.ms", int, 5000, "Pause between log cleaner passes", kafka_default=15000),
@@ -153,7 +157,12 @@ BROKER_SCHEMA: Mapping[str, KeySpec] = MappingProxyType({spec.name: spec for spe
     _k("port", int, None, "Listener port: required, unique per host", max=65535),
     _k("rack", str, None, "broker.rack; null = no rack", nullable=True),
     _k("log.dirs", str, None, "The broker's one data directory; null = `<run.dir>/data/broker-<id>`", nullable=True),
+    _k("listeners", str, None, "The Kafka-protocol listener, `PLAINTEXT://host:port` (one); null = "
+       "`PLAINTEXT://<host>:<port + 10000>` (port - 10000 above 55535)", nullable=True),
+    _k("advertised.listeners", str, None, "What Metadata and FindCoordinator tell clients to connect to, "
+       "`PLAINTEXT://host:port`; null = `listeners`", nullable=True),
 )})
+KAFKA_PORT_OFFSET = 10000  # the default Kafka listener is on the gRPC port + 10000 (19091 -> 29091), or - 10000
 _REQUIRED_BROKER_KEYS = ("id", "port")
 _TOP_KNOWN = tuple(SCHEMA) + ("brokers",)
 _UNDERSCORED = {name.replace(".", "_"): name for name in SCHEMA}
@@ -161,8 +170,8 @@ _UNDERSCORED = {name.replace(".", "_"): name for name in SCHEMA}
 _UNSUPPORTED = {"request.timeout.ms": "kafkasim's brokers send no client requests that it would bound; "
                                       "remove it"}
 _PER_BROKER = {"broker.id": "id", "broker.rack": "rack", "log.dirs": "log.dirs", "log.dir": "log.dirs", "id": "id",
-               "rack": "rack", "host": "host", "port": "port", "host.name": "host", "listeners": "host/port",
-               "advertised.listeners": "host/port"}
+               "rack": "rack", "host": "host", "port": "port", "host.name": "host", "listeners": "listeners",
+               "advertised.listeners": "advertised.listeners"}
 
 
 def _suggest(key: Any, known: tuple[str, ...], aliases: Mapping[str, str] = MappingProxyType({})) -> str:
@@ -217,6 +226,23 @@ def _abspath(base: Path, value: str) -> Path:
     return Path(os.path.normpath(base / Path(value).expanduser()))
 
 
+def parse_listener(value: str) -> tuple[str, int]:
+    """``PLAINTEXT://host:port`` -> (host, port); ValueError says what is wrong."""
+    if "," in value:
+        raise ValueError(f"{value!r}: kafkasim supports exactly one listener")
+    name, sep, rest = value.partition("://")
+    if not sep:
+        raise ValueError(f"{value!r} is not of the form PLAINTEXT://host:port")
+    if name != "PLAINTEXT":
+        raise ValueError(f"{value!r}: only the PLAINTEXT listener is supported, got {name!r}")
+    host, colon, port = rest.rpartition(":")
+    if not colon or not host or any(c.isspace() or c in "[]@/" for c in host):
+        raise ValueError(f"{value!r} has no host:port (write PLAINTEXT://127.0.0.1:9092)")
+    if not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
+        raise ValueError(f"port {port!r} in {value!r} is not an integer in 1..65535")
+    return host, int(port)
+
+
 @dataclass(frozen=True)
 class BrokerSpec:
     id: int
@@ -224,6 +250,21 @@ class BrokerSpec:
     port: int
     rack: str | None
     log_dir: Path
+    listener: tuple[str, int] | None = None     # the Kafka listener's bind address; None: the default
+    advertised: tuple[str, int] | None = None   # what clients are told; None: ``kafka_listener``
+    listeners_raw: str | None = None            # as given (to_yaml writes it back)
+    advertised_raw: str | None = None
+
+    @property
+    def kafka_listener(self) -> tuple[str, int]:
+        if self.listener is not None:
+            return self.listener
+        port = self.port + KAFKA_PORT_OFFSET
+        return self.host, port if port <= 65535 else self.port - KAFKA_PORT_OFFSET
+
+    @property
+    def kafka_advertised(self) -> tuple[str, int]:
+        return self.advertised or self.kafka_listener
 
 
 @dataclass(frozen=True)
@@ -315,6 +356,10 @@ class ClusterConfig:
                 entry["rack"] = b.rack
             if b.log_dir != self.run_dir / "data" / f"broker-{b.id}":
                 entry["log.dirs"] = str(b.log_dir)
+            if b.listeners_raw is not None:
+                entry["listeners"] = b.listeners_raw
+            if b.advertised_raw is not None:
+                entry["advertised.listeners"] = b.advertised_raw
             doc["brokers"].append(entry)
         header = f"# kafkasim cluster config (generated from {self.source})\n"
         return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
@@ -350,11 +395,18 @@ def _parse_brokers(value: Any, run_dir: Path, base: Path, problems: list) -> lis
         log_dirs = vals.get("log.dirs")
         if log_dirs is not None and "," in log_dirs:
             problems.append((f"{where}.log.dirs", "kafkasim supports exactly one directory per broker"))
+        parsed: dict[str, tuple[str, int] | None] = {}
+        for key in ("listeners", "advertised.listeners"):
+            try:
+                parsed[key] = parse_listener(vals[key]) if vals.get(key) is not None else None
+            except ValueError as e:
+                problems.append((f"{where}.{key}", str(e)))
         if len(problems) > before:
             continue
         log_dir = _abspath(base, log_dirs) if log_dirs else run_dir / "data" / f"broker-{vals['id']}"
         out.append((i, BrokerSpec(vals["id"], vals.get("host", "127.0.0.1"), vals["port"], vals.get("rack"),
-                                  log_dir)))
+                                  log_dir, parsed["listeners"], parsed["advertised.listeners"],
+                                  vals.get("listeners"), vals.get("advertised.listeners"))))
     return out
 
 
@@ -364,18 +416,22 @@ def _check_combinations(s: Mapping[str, Any], brokers: list[tuple[int, BrokerSpe
         if s[key] > n:
             problems.append((key, f"{s[key]} exceeds the number of brokers ({n} in 'brokers')"))
     ids: dict[int, int] = {}
-    addrs: dict[tuple[str, int], int] = {}
+    addrs: dict[tuple[str, int], str] = {}   # host:port -> the key that took it (gRPC port or Kafka listener)
     dirs: dict[Path, int] = {}
     for i, b in brokers:
         if b.id in ids:
             problems.append((f"brokers[{i}].id", f"duplicate broker id {b.id} (also brokers[{ids[b.id]}].id)"))
         if (b.host, b.port) in addrs:
-            other = addrs[b.host, b.port]
-            problems.append((f"brokers[{i}].port", f"{b.host}:{b.port} is also used by brokers[{other}]"))
+            problems.append((f"brokers[{i}].port", f"{b.host}:{b.port} is also used by {addrs[b.host, b.port]}"))
         if b.log_dir in dirs:
             problems.append((f"brokers[{i}].log.dirs", f"{b.log_dir} is also used by brokers[{dirs[b.log_dir]}]"))
+        kafka = b.kafka_listener
+        if kafka in addrs or kafka == (b.host, b.port):
+            other = addrs.get(kafka, f"brokers[{i}].port")
+            problems.append((f"brokers[{i}].listeners", f"{kafka[0]}:{kafka[1]} is also used by {other}"))
         ids.setdefault(b.id, i)
-        addrs.setdefault((b.host, b.port), i)
+        addrs.setdefault((b.host, b.port), f"brokers[{i}]")
+        addrs.setdefault(kafka, f"brokers[{i}].listeners")
         dirs.setdefault(b.log_dir, i)
     if s["zookeeper.connect"] is None:
         tick, session = s["zookeeper.embedded.tick.time.ms"], s["zookeeper.session.timeout.ms"]

@@ -29,6 +29,7 @@ from node.fetcher import LeaderFetcher
 from node.housekeeping import CleanerSettings, HousekeepingMixin
 from node.leader_fetch import LeaderFetchMixin
 from node.hosted import AckWaiter, Hosted
+from node.producer_state import ProducerStates
 from node.purgatory import Purgatory
 from node.replication import AlterIsrProposal, PartitionReplication, ReplicaSettings
 from node.storage import OffsetCheckpointFile, PartitionLog
@@ -79,6 +80,7 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
         self._lock = threading.Lock()
         self._data = threading.Condition()  # notified on every append or HW move: wakes long polls
         self._parked: dict[int, int] = {}   # replica id (-1: consumers) -> fetches now in their long poll
+        self._producers: dict[TP, tuple[int, ProducerStates]] = {}  # idempotent producers, per leader epoch
         self._stopping = threading.Event()
         self._isr_queue: list[tuple[Hosted, AlterIsrProposal]] = []  # proposals not yet sent (AlterIsrManager)
         self._isr_queue_cond = threading.Condition()
@@ -311,6 +313,82 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
         self._wake(h)
         self._notify()
         return errors.NONE, base, last, epoch
+
+    def append_batch(self, tp: TP, batch: bytes, record_count: int, max_timestamp: int, acks: int,
+                     timeout_ms: int, on_done: Callable[[int], None],
+                     producer: tuple[int, int, int] | None = None) -> tuple[int, int, int, bool]:
+        """A real client's checked record batch (the Kafka listener), appended as the leader as it
+        arrived.  Returns ``(error, base offset, last offset, pending)``: with ``pending`` (acks=all),
+        ``on_done(error)`` is called from another thread once the HW covers it, the leadership is
+        lost or ``timeout_ms`` passes, as :meth:`append` does.  ``producer`` (id, epoch, first
+        sequence) of an idempotent batch is checked first (node/producer_state.py): a duplicate is
+        answered with its first offsets, not appended again."""
+        h = self.hosted.get(tp)
+        if h is None:
+            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False
+        with h.cond:
+            if not h.repl.is_leader or h.log.closed:
+                return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False
+            code = h.repl.check_produce(acks)
+            if code != errors.NONE:
+                return code, -1, -1, False
+            epoch = h.repl.leader_epoch
+            verdict = states = None
+            if producer is not None and producer[0] >= 0:
+                states = self._producer_states(tp, h)
+                verdict = states.check(producer[0], producer[1], producer[2], record_count)
+                if verdict.error:
+                    return verdict.error, -1, -1, False
+            if verdict is not None and verdict.duplicate is not None:
+                base, last = verdict.duplicate.first_offset, verdict.duplicate.last_offset
+            else:
+                try:
+                    base, last = h.log.append_batch_as_leader(batch, record_count, max_timestamp, epoch, now_ms(),
+                                                              h.log_config.max_message_bytes)
+                except RecordTooLargeError:
+                    return errors.MESSAGE_TOO_LARGE, -1, -1, False
+                if states is not None:
+                    states.record(producer[0], producer[1], producer[2], record_count, base)
+                self._log_events(h.repl.on_leader_append(h.log, now_ms()))
+                self._wake(h)
+                self._notify()
+            if acks != -1:
+                return errors.NONE, base, last, False
+            w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done)
+            h.waiters.append(w)
+            self._purgatory.watch(h, w)
+            self._wake(h)  # the HW may already cover it
+        return errors.NONE, base, last, True
+
+    def _producer_states(self, tp: TP, h: Hosted) -> ProducerStates:
+        """With ``h.cond`` held: this leadership's producer table, rebuilt from the log's batch headers
+        the first time an idempotent producer writes in this leader epoch."""
+        got = self._producers.get(tp)
+        if got is not None and got[0] == h.repl.leader_epoch:
+            return got[1]
+        states, offset = ProducerStates(), h.log.log_start_offset
+        while offset < h.log.log_end_offset:
+            data = h.log.read(offset, 1 << 20)
+            if not data:
+                break
+            offset = states.replay_batches(data) or h.log.log_end_offset
+        self._producers[tp] = (h.repl.leader_epoch, states)
+        return states
+
+    def topic_setting(self, tp: TP, key: str, default: Any) -> Any:
+        """A hosted partition's topic config override (e.g. max.message.bytes), else ``default``."""
+        h = self.hosted.get(tp)
+        return default if h is None else h.config.get(key, default)
+
+    def log_start_offset(self, tp: TP) -> int:
+        h = self.hosted.get(tp)
+        return -1 if h is None or h.log.closed else h.log.log_start_offset
+
+    def wait_for_data(self, timeout_s: float) -> None:
+        """Block until the next append or HW move anywhere on this broker, or ``timeout_s``
+        (a consumer fetch's min_bytes wait)."""
+        with self._data:
+            self._data.wait(max(timeout_s, 0))
 
     def partition_lock(self, tp: TP) -> threading.Condition | None:
         """The lock that guards one hosted partition (re-entrant), or None when it is not hosted."""

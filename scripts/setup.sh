@@ -26,6 +26,17 @@ fi
 if ! command -v iptables >/dev/null 2>&1; then
     apt_pkgs+=(iptables)
 fi
+# a real Kafka client for the Kafka listener's tests and the lab (librdkafka)
+if ! command -v kcat >/dev/null 2>&1; then
+    apt_pkgs+=(kcat)
+fi
+# kafkajs (tests/js) runs on Node
+if ! command -v node >/dev/null 2>&1; then
+    apt_pkgs+=(nodejs)
+fi
+if ! command -v npm >/dev/null 2>&1; then
+    apt_pkgs+=(npm)
+fi
 if [ "${#apt_pkgs[@]}" -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then
         SUDO=()
@@ -53,12 +64,20 @@ editable_here() {
     loc="$(python3 -m pip show kafkasim 2>/dev/null | sed -n 's/^Editable project location: //p')"
     [ -n "$loc" ] && [ "$(cd "$loc" 2>/dev/null && pwd -P)" = "$(pwd -P)" ]
 }
-if python3 -c "import kazoo, grpc, grpc_tools, yaml, tenacity, crc32c, pytest, hypothesis, pytest_timeout, pyspark, matplotlib" \
+if python3 -c "import kazoo, grpc, grpc_tools, yaml, tenacity, crc32c, pytest, hypothesis, pytest_timeout, pyspark, matplotlib, kafka, confluent_kafka, aiokafka" \
         >/dev/null 2>&1 && editable_here; then
     say "python packages present (kafkasim editable from $ROOT)"
 else
     say "pip install -e .[test]"
     python3 -m pip install -q --root-user-action=ignore -e ".[test]"
+fi
+
+# ---- Node packages (kafkajs, pinned in tests/js/package.json) -----------------------------
+if [ -d tests/js/node_modules/kafkajs ]; then
+    say "kafkajs present (tests/js)"
+else
+    say "npm install (tests/js: kafkajs)"
+    (cd tests/js && npm install --no-audit --no-fund --silent)
 fi
 
 # ---- generated code ----------------------------------------------------------------------

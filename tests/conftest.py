@@ -41,7 +41,8 @@ def write_cluster_yaml(path: Path, connect: str, brokers: int, **settings: Any) 
         "offsets.topic.replication.factor": min(3, brokers),
         "controller.socket.timeout.ms": 3000,
         "controlled.shutdown.retry.backoff.ms": 50,
-        "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port()} for i in range(1, brokers + 1)],
+        "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port(),
+                     "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"} for i in range(1, brokers + 1)],
     }
     doc.update(settings)
     path.write_text(yaml.safe_dump(doc, sort_keys=False))

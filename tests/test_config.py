@@ -572,3 +572,39 @@ def test_topic_config_parsing_names_the_key():
         parse_configs(["retention.ms=-2"])
     with pytest.raises(TopicError, match="segment.ms"):
         parse_configs(["segment.mss=1"])
+
+
+# ---------------------------------------------------------------- the Kafka listener
+
+def test_kafka_listeners_default_and_explicit():
+    data = cfg()
+    data["brokers"][1]["listeners"] = "PLAINTEXT://127.0.0.1:9093"
+    data["brokers"][1]["advertised.listeners"] = "PLAINTEXT://kafka-2.example:9092"
+    b1, b2, _ = parse_config(data).brokers
+    assert (b1.kafka_listener, b1.kafka_advertised) == ((b1.host, b1.port + 10000),) * 2
+    assert (b2.kafka_listener, b2.kafka_advertised) == (("127.0.0.1", 9093), ("kafka-2.example", 9092))
+    again = parse_config(yaml.safe_load(parse_config(data).to_yaml()))
+    assert again.brokers[1].kafka_advertised == ("kafka-2.example", 9092)
+
+
+@pytest.mark.parametrize("value", ["SSL://h:1", "PLAINTEXT://h", "h:9092", "PLAINTEXT://h:0",
+                                   "PLAINTEXT://a:1,PLAINTEXT://b:2", "PLAINTEXT://:9092"])
+def test_bad_kafka_listeners_are_errors_naming_the_key(value):
+    for key in ("listeners", "advertised.listeners"):
+        data = cfg()
+        data["brokers"][0][key] = value
+        fails(data, f"brokers[0].{key}")
+
+
+def test_a_kafka_listener_on_a_taken_port_is_an_error():
+    data = cfg()
+    data["brokers"][0]["listeners"] = f"PLAINTEXT://127.0.0.1:{data['brokers'][1]['port']}"
+    fails(data, "brokers[0].listeners")
+    data = cfg()
+    data["brokers"][0]["port"] = 60000                       # port + 10000 does not fit: port - 10000
+    assert parse_config(data).brokers[0].kafka_listener == ("127.0.0.1", 50000)
+
+
+def test_top_level_listeners_points_to_the_broker_entry():
+    with pytest.raises(ConfigError, match="set it per broker as 'listeners'"):
+        parse_config(cfg(listeners="PLAINTEXT://127.0.0.1:9092"))

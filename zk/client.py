@@ -509,6 +509,28 @@ class ZkClient:
         Raises NodeExists when the topic exists."""
         self.kz.create(paths.topic(assignment.topic), codecs.encode_topic(assignment))
 
+    def allocate_producer_id_block(self, broker_id: int, size: int = 1000) -> tuple[int, int]:
+        """Kafka's ProducerIdManager in ZooKeeper mode: claim the next ``size`` producer ids with a
+        conditional update of /latest_producer_id_block (JSON version 1, as Kafka writes it);
+        returns (first id, last id).  A concurrent claim by another broker makes this one retry."""
+        for _ in range(100):
+            try:
+                data, stat = self.kz.get(paths.PRODUCER_ID_BLOCK)
+            except NoNodeError:
+                try:
+                    self.kz.create(paths.PRODUCER_ID_BLOCK, codecs.encode_producer_id_block(broker_id, 0, size - 1))
+                    return 0, size - 1
+                except NodeExistsError:
+                    continue
+            start = codecs.decode_producer_id_block(data) + 1 if data else 0
+            try:
+                self.kz.set(paths.PRODUCER_ID_BLOCK, codecs.encode_producer_id_block(broker_id, start, start + size - 1),
+                            version=stat.version)
+                return start, start + size - 1
+            except BadVersionError:
+                continue
+        raise RuntimeError("could not claim a producer id block: too much contention")
+
     def request_topic_deletion(self, topic: str) -> None:
         """Admin side: /admin/delete_topics/<t>; the controller deletes the topic and the marker."""
         try:

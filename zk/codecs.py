@@ -213,3 +213,17 @@ def decode_partition_state(path: str, data: bytes | None) -> LeaderAndIsr:
         raise CodecError(f"{path}: isr holds a non-integer")
     return LeaderAndIsr(_field(path, obj, "leader", int), _field(path, obj, "leader_epoch", int),
                         tuple(isr), _field(path, obj, "controller_epoch", int))
+
+
+def encode_producer_id_block(broker_id: int, start: int, end: int) -> bytes:
+    """/latest_producer_id_block as Kafka writes it (ProducerIdBlockZNode, version 1)."""
+    return _dump({"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(end)})
+
+
+def decode_producer_id_block(data: bytes) -> int:
+    """The last producer id already claimed (the block's end)."""
+    obj = _load("/latest_producer_id_block", data)
+    end = obj.get("block_end")
+    if not isinstance(end, (str, int)) or not str(end).lstrip("-").isdigit():
+        raise CodecError(f"/latest_producer_id_block: bad block_end {end!r}")
+    return int(end)

@@ -15,6 +15,7 @@ DELETE_TOPICS = "/admin/delete_topics"
 PERSISTENT_PATHS = (BROKERS, BROKER_IDS, TOPICS, ISR_CHANGE_NOTIFICATION, ADMIN, DELETE_TOPICS)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"  # Kafka's ProducerIdManager (ZooKeeper mode)
 
 
 def broker(broker_id: int) -> str:

@@ -347,6 +347,31 @@ class PartitionLog:
         self._append(data, base, last, max(r[2] for r in rows), now_ms)
         return base, last
 
+    def append_batch_as_leader(self, batch: bytes, record_count: int, max_timestamp: int,
+                               leader_epoch: int, now_ms: int, max_batch_bytes: int | None = None) -> tuple[int, int]:
+        """Append a client's record batch, already checked (listener/records.py), as it arrived:
+        only its base offset (from the LEO) and partition leader epoch are rewritten, both outside
+        the CRC, so headers, compression, timestamps and producer fields are kept byte for byte.
+        A batch larger than ``max_batch_bytes`` (max.message.bytes) raises RecordTooLargeError.
+        Returns (base offset, last offset)."""
+        self._check_open()
+        if max_batch_bytes is not None and len(batch) > max_batch_bytes:
+            raise RecordTooLargeError(f"a batch of {len(batch)} bytes is larger than max.message.bytes "
+                                      f"{max_batch_bytes}")
+        if leader_epoch < 0:
+            raise ValueError(f"invalid leader epoch {leader_epoch}")
+        if leader_epoch < self.epoch_cache.latest_epoch:
+            raise InvalidAppendError(f"leader epoch {leader_epoch} is older than the log's latest "
+                                     f"epoch {self.epoch_cache.latest_epoch}")
+        base = self.log_end_offset
+        data = bytearray(batch)
+        data[0:8] = base.to_bytes(8, "big", signed=True)
+        data[12:16] = leader_epoch.to_bytes(4, "big", signed=True)
+        last = base + record_count - 1
+        self.epoch_cache.assign(leader_epoch, base)
+        self._append(bytes(data), base, last, max_timestamp, now_ms)
+        return base, last
+
     def append_as_follower(self, batch_bytes: bytes | memoryview, *, allow_gaps: bool = False,
                            now_ms: int | None = None) -> tuple[int, int] | None:
         """Append whole batches fetched from the leader; return (first, last) offset or None if empty.

@@ -1,0 +1,23 @@
+"""One broker's Kafka listener: every implemented API's handler behind one dispatcher."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from listener import configs, data, groups, meta, producers
+from listener.context import ListenerContext
+from listener.protocol import SUPPORTED
+from listener.server import Dispatcher, KafkaListener
+
+
+def make_dispatcher(ctx: ListenerContext, emit: Callable[..., Any]) -> Dispatcher:
+    table = {**meta.handlers(ctx), **data.handlers(ctx), **groups.handlers(ctx), **producers.handlers(ctx),
+             **configs.handlers(ctx)}
+    missing = set(SUPPORTED) - set(table)
+    if missing:  # advertise exactly what is implemented
+        raise RuntimeError(f"APIs advertised without a handler: {sorted(missing)}")
+    return Dispatcher(table, emit, meta.response_version)
+
+
+def make_listener(ctx: ListenerContext, host: str, port: int, max_request_bytes: int,
+                  emit: Callable[..., Any]) -> KafkaListener:
+    return KafkaListener(host, port, make_dispatcher(ctx, emit), max_request_bytes, emit)

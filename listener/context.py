@@ -1,0 +1,41 @@
+"""What the listener's handlers reach on their broker: the same cores the gRPC path uses."""
+from __future__ import annotations
+
+import asyncio
+import base64
+import uuid
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass
+class ListenerContext:
+    broker_id: int
+    state: Any                      # node.broker_state.BrokerState: metadata cache, live brokers, controller
+    replicas: Any                   # node.replica_manager.ReplicaManager: produce, fetch, offsets
+    groups: Any                     # node.groups_servicer.GroupsServicer: the group coordinator's front door
+    zk: Any                         # zk.client.ZkClient: topic administration (as kafka-topics.sh does it)
+    endpoint_of: Callable[[int], tuple[str, int] | None]   # a broker's advertised Kafka listener
+    rack_of: Callable[[int], str | None]
+    cluster_id: str
+    pool: Executor                  # blocking work: long polls, acks=all waits, topic creation
+    message_max_bytes: int = 1048588
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    delete_topic_enable: bool = True
+    auto_create_topics: bool = True
+    topic_config: Callable[[str], dict] = lambda topic: {}   # a topic's config overrides (ZooKeeper)
+    broker_setting: Callable[[str], tuple[Any, bool]] = lambda key: (None, False)   # (value, set explicitly)
+    broker_settings: Callable[[], list[tuple[str, Any, bool]]] = lambda: []           # every broker key so
+
+    async def blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on the pool, awaited on the listener's loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+
+
+def cluster_id_for(zookeeper_connect: str) -> str:
+    """A stable cluster id per ZooKeeper connect string (and chroot), in Kafka's form (22 chars of
+    URL-safe base64 of a UUID)."""
+    u = uuid.uuid5(uuid.NAMESPACE_URL, "kafkasim:" + zookeeper_connect)
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")

@@ -1,0 +1,163 @@
+"""Produce, Fetch and ListOffsets on the Kafka listener: the replica manager's produce, fetch
+and offsets paths, as the gRPC Broker service reaches them.
+
+Produce keeps each client batch as it arrived (``listener.records`` checks it, the log
+rewrites only its base offset and leader epoch); acks=all waits in the produce purgatory
+without holding a thread.  Fetch is the consumer fetch (replica id -1, no fetch session:
+session id 0 is answered, so clients send full requests), a long poll up to max_wait_ms,
+extended while fewer than min_bytes are ready.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from listener.context import ListenerContext
+from listener.protocol import Request
+from listener.records import BatchRejected, check_client_batch, find_timestamp, next_offset
+from listener.server import CloseConnection, Connection
+from kafkacommon import errors
+from proto import kafkasim_pb2 as pb
+
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+
+
+def handlers(ctx: ListenerContext) -> dict[int, Any]:
+    def known(topic: str, partition: int) -> bool:
+        return (topic, partition) in ctx.state.metadata
+
+    async def produce(req: Request, conn: Connection) -> dict[str, Any] | None:
+        body, loop = req.body, asyncio.get_running_loop()
+        topics, waits = [], []
+        for td in body.topic_data:
+            parts = []
+            for pd in td.partition_data:
+                tp = (td.name, pd.index)
+                r: dict[str, Any] = dict(index=pd.index, error_code=errors.NONE, base_offset=-1, log_append_time_ms=-1,
+                                         log_start_offset=-1, record_errors=[], error_message=None)
+                parts.append(r)
+                if not known(*tp):
+                    r["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                try:
+                    batch = check_client_batch(pd.records, int(ctx.replicas.topic_setting(
+                        tp, "max.message.bytes", ctx.message_max_bytes)), req.api_version)
+                except BatchRejected as e:
+                    r["error_code"], r["error_message"] = e.code, e.message
+                    continue
+                fut = loop.create_future()
+
+                def done(code: int, fut: asyncio.Future = fut) -> None:
+                    loop.call_soon_threadsafe(fut.set_result, code)
+                code, base, _last, pending = ctx.replicas.append_batch(
+                    tp, batch.data, batch.record_count, batch.max_timestamp, body.acks, body.timeout_ms, done,
+                    (batch.producer_id, batch.producer_epoch, batch.base_sequence))
+                r["error_code"], r["base_offset"] = code, base
+                r["log_start_offset"] = ctx.replicas.log_start_offset(tp) if code == errors.NONE else -1
+                if pending:
+                    waits.append((r, fut))
+            topics.append(dict(name=td.name, partition_responses=parts))
+        for r, fut in waits:
+            r["error_code"] = await fut
+        if body.acks == 0:
+            failed = [(t["name"], p["index"], p["error_code"]) for t in topics for p in t["partition_responses"]
+                      if p["error_code"]]
+            if failed:   # no response to carry the error: Kafka closes the connection instead
+                raise CloseConnection(failed[0][2], f"acks=0 produce failed for {len(failed)} partition(s), "
+                                                    f"first {failed[0][0]}-{failed[0][1]}")
+            return None
+        return dict(responses=topics, throttle_time_ms=0)
+
+    async def fetch(req: Request, conn: Connection) -> dict[str, Any]:
+        body, v = req.body, req.api_version
+        wanted: list[tuple[str, Any]] = [(t.topic, p) for t in body.topics for p in t.partitions]
+        asks = [pb.FetchPartition(topic=t, partition=p.partition, fetch_offset=p.fetch_offset, last_fetched_epoch=-1,
+                                  current_leader_epoch=-1, max_bytes=p.partition_max_bytes, follower_high_watermark=-1)
+                for t, p in wanted if known(t, p.partition)]
+
+        def run() -> dict[tuple[str, int], pb.FetchPartitionResponse]:
+            deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
+            wait_ms = body.max_wait_ms
+            while True:
+                resp = ctx.replicas.fetch(pb.FetchRequest(replica_id=-1, max_wait_ms=wait_ms, partitions=asks,
+                                                          session_id=0, session_epoch=-1))
+                got = sum(len(a.records) for a in resp.partitions)
+                left = deadline - time.monotonic()
+                if (got >= body.min_bytes or left <= 0 or not asks
+                        or any(a.error_code != errors.NONE for a in resp.partitions)):
+                    return {(a.topic, a.partition): a for a in resp.partitions}
+                ctx.replicas.wait_for_data(left)
+                wait_ms = 0
+
+        answers = await ctx.blocking(run) if asks else {}
+        topics: dict[str, list] = {}
+        budget = body.max_bytes if v >= 3 else 1 << 31   # the response's max_bytes: the first batch always goes
+        for t, p in wanted:
+            a = answers.get((t, p.partition))
+            d = dict(partition_index=p.partition, error_code=errors.UNKNOWN_TOPIC_OR_PARTITION, high_watermark=-1,
+                     last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+                     preferred_read_replica=-1, records=b"")
+            if a is not None:
+                code = a.error_code
+                cle = p.current_leader_epoch if v >= 9 else -1
+                if code == errors.NONE and cle >= 0 and a.leader_epoch >= 0 and cle != a.leader_epoch:
+                    code = FENCED_LEADER_EPOCH if cle < a.leader_epoch else UNKNOWN_LEADER_EPOCH
+                d["error_code"] = code
+                if code == errors.NONE:
+                    records = a.records
+                    if len(records) > budget and budget != body.max_bytes:
+                        records = b""    # over the response's max_bytes: fetched again next time
+                    budget -= len(records)
+                    d.update(high_watermark=a.high_watermark, last_stable_offset=a.high_watermark,
+                             log_start_offset=a.log_start_offset, records=records)
+            topics.setdefault(t, []).append(d)
+        return dict(throttle_time_ms=0, error_code=errors.NONE, session_id=0,
+                    responses=[dict(topic=t, partitions=ps) for t, ps in topics.items()])
+
+    def offset_for_time(tp: pb.TopicPartition, ts: int) -> dict[str, Any]:
+        """Kafka's ListOffsets for a timestamp: the first offset below the HW whose record's timestamp is
+        >= ``ts`` (offset and timestamp -1 when there is none)."""
+        latest, earliest = (ctx.replicas.list_offsets(pb.ListOffsetsRequest(partitions=[tp], timestamp=t)).partitions[0]
+                            for t in (-1, -2))
+        r = dict(partition_index=tp.partition, error_code=latest.error_code, timestamp=-1, offset=-1,
+                 leader_epoch=latest.leader_epoch)
+        offset = earliest.offset
+        while latest.error_code == errors.NONE and 0 <= offset < latest.offset:
+            got = ctx.replicas.read_log((tp.topic, tp.partition), offset, 1 << 20)
+            if got is None or not got[0]:
+                break
+            found = find_timestamp(got[0], ts, latest.offset)
+            if found is not None:
+                r["offset"], r["timestamp"] = found
+                break
+            offset = next_offset(got[0])
+        return r
+
+    async def list_offsets(req: Request, conn: Connection) -> dict[str, Any]:
+        out: dict[tuple[str, int], dict[str, Any]] = {}
+        by_ts: dict[int, list[pb.TopicPartition]] = {}
+        order = []
+        for t in req.body.topics:
+            for p in t.partitions:
+                order.append((t.name, p.partition_index))
+                if not known(t.name, p.partition_index):
+                    out[(t.name, p.partition_index)] = dict(partition_index=p.partition_index, timestamp=-1, offset=-1,
+                                                            error_code=errors.UNKNOWN_TOPIC_OR_PARTITION, leader_epoch=-1)
+                    continue
+                by_ts.setdefault(p.timestamp, []).append(pb.TopicPartition(topic=t.name, partition=p.partition_index))
+        for ts, tps in by_ts.items():
+            if ts >= 0:  # by time: a scan of the batches below the HW
+                for tp in tps:
+                    out[(tp.topic, tp.partition)] = await ctx.blocking(offset_for_time, tp, ts)
+                continue
+            for a in ctx.replicas.list_offsets(pb.ListOffsetsRequest(partitions=tps, timestamp=ts)).partitions:
+                out[(a.topic, a.partition)] = dict(partition_index=a.partition, error_code=a.error_code, timestamp=-1,
+                                                   offset=a.offset, leader_epoch=a.leader_epoch)
+        topics: dict[str, list] = {}
+        for t, p in order:
+            topics.setdefault(t, []).append(out[(t, p)])
+        return dict(throttle_time_ms=0, topics=[dict(name=t, partitions=ps) for t, ps in topics.items()])
+
+    return {0: produce, 1: fetch, 2: list_offsets}

@@ -1,0 +1,181 @@
+"""The server side of Kafka's wire protocol, on kafka-python's schema-generated messages.
+
+kafka-python (pinned) ships Kafka's JSON message specs and generates
+encoders and decoders for every version of every API, flexible versions and
+tagged fields included, but only for the client side.  This module walks its
+request and response classes to build the ``api_key -> (request, response)``
+registry a server needs, reads request headers (v1 or v2 by the API
+version's flexibility) and frames responses (header v0 or v1; ApiVersions
+always v0).  Handlers return plain dicts; :func:`build` turns them into the
+generated data classes, so no field layout is written by hand here.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import kafka.errors as kerrors
+import kafka.protocol as _kp
+from kafka.protocol.api_message import ApiMessage
+
+from kafkacommon import errors
+
+_HEAD = struct.Struct(">hhi")  # request_api_key, request_api_version, correlation_id
+
+
+def _walk() -> tuple[dict[int, type], dict[int, type]]:
+    requests: dict[int, type] = {}
+    responses: dict[int, type] = {}
+    for info in pkgutil.walk_packages(_kp.__path__, _kp.__name__ + "."):
+        if ".old" in info.name or info.name.endswith((".generate_stubs", ".parser")):
+            continue
+        module = importlib.import_module(info.name)
+        for obj in vars(module).values():
+            if (isinstance(obj, type) and issubclass(obj, ApiMessage) and obj is not ApiMessage
+                    and getattr(obj, "_json", None) is not None and obj._class_version is None):
+                (requests if obj.is_request() else responses)[obj.API_KEY] = obj
+    return requests, responses
+
+
+REQUESTS, RESPONSES = _walk()
+
+
+# Kafka 2.8's versions of the APIs this listener implements: exactly what ApiVersions advertises.
+SUPPORTED: dict[int, tuple[int, int]] = {
+    0: (3, 9),    # Produce
+    1: (4, 12),   # Fetch
+    2: (1, 6),    # ListOffsets
+    3: (0, 11),   # Metadata
+    8: (2, 8),    # OffsetCommit
+    9: (1, 7),    # OffsetFetch
+    10: (0, 3),   # FindCoordinator
+    11: (0, 7),   # JoinGroup
+    12: (0, 4),   # Heartbeat
+    13: (0, 4),   # LeaveGroup
+    14: (0, 5),   # SyncGroup
+    15: (0, 5),   # DescribeGroups
+    16: (0, 4),   # ListGroups
+    18: (0, 3),   # ApiVersions
+    19: (2, 7),   # CreateTopics
+    20: (1, 6),   # DeleteTopics
+    22: (0, 4),   # InitProducerId (idempotent producers; no transactions)
+    32: (1, 4),   # DescribeConfigs (topics and this broker)
+    42: (0, 2),   # DeleteGroups
+}
+API_VERSIONS = 18
+
+
+def api_name(api_key: int) -> str:
+    cls = REQUESTS.get(api_key)
+    return cls.name.removesuffix("Request") if cls is not None else f"Unknown({api_key})"
+
+
+def error_name(code: int) -> str | None:
+    """Kafka's name of an error code, as the gRPC path's events name it (kafkacommon.errors), else as
+    kafka-python does; None for no error."""
+    if code == 0:
+        return None
+    ours = errors.name(code)
+    if not ours.startswith("UNKNOWN("):
+        return ours
+    return getattr(kerrors.for_code(code), "message", None) or ours
+
+
+class BadRequest(Exception):
+    """A request that cannot be answered: Kafka closes the connection."""
+
+    def __init__(self, reason: str, api_key: int = -1, api_version: int = -1, correlation_id: int = -1,
+                 client_id: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+
+
+@dataclass
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any                       # the decoded request message; None for ApiVersions above our maximum
+
+    @property
+    def api(self) -> str:
+        return api_name(self.api_key)
+
+
+def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
+    """(api key, api version, correlation id): the fixed start of every request header."""
+    if len(frame) < _HEAD.size:
+        raise BadRequest(f"request of {len(frame)} bytes is shorter than a request header")
+    return _HEAD.unpack_from(frame, 0)
+
+
+def parse_request(frame: bytes) -> Request:
+    """One request frame (without its size prefix) -> :class:`Request`.
+
+    Raises :class:`BadRequest` for an unknown API, an unsupported version (but
+    ApiVersions above our maximum, which Kafka answers with a v0 body), or a
+    header or body that does not decode."""
+    api_key, version, correlation_id = peek_header(frame)
+    cls = REQUESTS.get(api_key)
+    if cls is None or api_key not in SUPPORTED:
+        raise BadRequest(f"unsupported API key {api_key}", api_key, version, correlation_id)
+    lo, hi = SUPPORTED[api_key]
+    if api_key == API_VERSIONS and version > hi:
+        # the header is v2 for every flexible version; the body is unknown to us: not decoded
+        client_id = _client_id(frame)
+        return Request(api_key, version, correlation_id, client_id, None)
+    if not lo <= version <= hi:
+        raise BadRequest(f"{api_name(api_key)} v{version} is not supported (v{lo}-v{hi})", api_key, version,
+                         correlation_id, _client_id(frame))
+    try:
+        msg = cls.decode(frame, version=version, header=True)
+    except Exception as e:  # any decoding failure of the generated codec: the request is garbage
+        raise BadRequest(f"{api_name(api_key)} v{version} does not decode: {e!r}", api_key, version,
+                         correlation_id, _client_id(frame)) from None
+    return Request(api_key, version, correlation_id, msg.header.client_id, msg)
+
+
+def _client_id(frame: bytes) -> str | None:
+    """The header's client id (a non-compact nullable string in header v1 and v2), if readable."""
+    try:
+        (n,) = struct.unpack_from(">h", frame, _HEAD.size)
+        if n < 0:
+            return None
+        return bytes(frame[_HEAD.size + 2:_HEAD.size + 2 + n]).decode("utf-8", "replace")
+    except struct.error:
+        return None
+
+
+def build(cls: type, values: dict[str, Any], version: int | None = None) -> Any:
+    """A generated data class from a dict of its fields (snake_case), nested dicts and lists
+    of dicts becoming the nested structs.  Unknown field names raise ValueError."""
+    fields = cls._struct.fields
+    kwargs: dict[str, Any] = {}
+    for name, value in values.items():
+        f = fields.get(name)
+        if f is None:
+            raise ValueError(f"{cls.__name__} has no field {name!r}")
+        if value is not None and (f.is_struct() or f.is_struct_array()):
+            sub = f.data_class
+            value = [build(sub, x) for x in value] if f.is_struct_array() else build(sub, value)
+        kwargs[name] = value
+    if version is not None:
+        return cls(version=version, **kwargs)
+    return cls(**kwargs)
+
+
+def encode_response(req: Request, values: dict[str, Any], version: int | None = None) -> bytes:
+    """The framed response (size, header, body) to ``req``; ``version`` overrides the body's version
+    (ApiVersions answers an unsupported version with a v0 body)."""
+    v = req.api_version if version is None else version
+    resp = build(RESPONSES[req.api_key], values, v)
+    resp.with_header(correlation_id=req.correlation_id)
+    return bytes(resp.encode(header=True, framed=True))

@@ -1,0 +1,190 @@
+"""The listener's TCP shell: size-prefixed frames on an asyncio loop in its own thread.
+
+Each connection reads one request, answers it, then reads the next (Kafka
+mutes a connection while a request of it is in flight), so answers go out in
+request order.  A size prefix that is negative or above
+``socket.request.max.bytes``, a frame that does not decode, an unknown API or
+an unsupported version (but ApiVersions') close that connection only; the
+listener keeps serving the others.  Produce with acks=0 is answered with
+nothing.  Every request is a ``kafka_request`` event (docs/events.md).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import Any, Awaitable, Callable
+
+from listener.protocol import BadRequest, Request, api_name, encode_response, error_name, parse_request
+
+log = logging.getLogger("kafkasim.listener")
+
+# (request, connection context) -> response fields, or None for no response (acks=0 produce)
+Handler = Callable[[Request, "Connection"], Awaitable[dict[str, Any] | None]]
+# (request, response fields) -> the version to encode the response at (ApiVersions' error answer: v0)
+VersionFor = Callable[[Request, dict[str, Any]], int]
+
+
+class Connection:
+    """What a handler may know about the connection a request came on."""
+
+    def __init__(self, peer: tuple[str, int] | None) -> None:
+        self.peer_host = peer[0] if peer else ""
+        self.peer_port = peer[1] if peer else 0
+
+    def peer(self) -> str:
+        """The peer as gRPC's context names it ("ipv4:127.0.0.1:5555"): a connection stands in for
+        the gRPC context when a request goes through the gRPC path's servicer."""
+        return f"ipv4:{self.peer_host}:{self.peer_port}"
+
+
+class CloseConnection(Exception):
+    """Raised by a handler that answers by closing the connection (Kafka does so when an acks=0
+    produce fails, so that the producer refreshes its metadata)."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+def first_error(values: Any) -> int:
+    """The response's top-level error code, else the first non-zero one nested in it."""
+    if isinstance(values, dict):
+        top = values.get("error_code")
+        if top:
+            return top
+        for v in values.values():
+            if isinstance(v, (list, dict)):
+                code = first_error(v)
+                if code:
+                    return code
+    elif isinstance(values, list):
+        for v in values:
+            code = first_error(v)
+            if code:
+                return code
+    return 0
+
+
+class Dispatcher:
+    """Frame in, frame out: the part of the listener that tests drive in process."""
+
+    def __init__(self, handlers: dict[int, Handler], emit: Callable[..., Any],
+                 version_for: VersionFor | None = None) -> None:
+        self.handlers = handlers
+        self.emit = emit
+        self.version_for = version_for or (lambda req, values: req.api_version)
+
+    async def handle(self, frame: bytes, conn: Connection) -> bytes | None:
+        """The framed response to one request frame, or None (no response due).
+        Raises BadRequest when the connection must be closed."""
+        t0 = time.monotonic_ns()
+        try:
+            req = parse_request(frame)
+        except BadRequest as e:
+            self.emit("kafka_request", client_id=e.client_id, api=api_name(e.api_key) if e.api_key >= 0 else None,
+                      api_version=e.api_version, correlation_id=e.correlation_id, error="INVALID_REQUEST",
+                      peer=f"{conn.peer_host}:{conn.peer_port}", closed=True, reason=e.reason, duration_ms=0.0)
+            raise
+        handler = self.handlers[req.api_key]
+        try:
+            values = await handler(req, conn)
+            out = None if values is None else encode_response(req, values, self.version_for(req, values))
+        except CloseConnection as e:
+            self._event(req, conn, e.code, t0, closed=True, no_response=True, reason=e.reason)
+            raise BadRequest(e.reason, req.api_key, req.api_version, req.correlation_id, req.client_id) from None
+        except Exception as e:  # a handler bug must not kill the listener: answer nothing, close
+            log.exception("%s v%d failed", req.api, req.api_version)
+            self._event(req, conn, -1, t0, closed=True, reason=repr(e))
+            raise BadRequest(f"{req.api} failed: {e!r}", req.api_key, req.api_version, req.correlation_id,
+                             req.client_id) from e
+        if values is None:
+            self._event(req, conn, 0, t0, no_response=True)
+            return None
+        self._event(req, conn, first_error(values), t0)
+        return out
+
+    def _event(self, req: Request, conn: Connection, code: int, t0: int, **extra: Any) -> None:
+        self.emit("kafka_request", client_id=req.client_id, api=req.api, api_version=req.api_version,
+                  correlation_id=req.correlation_id, error=error_name(code),
+                  peer=f"{conn.peer_host}:{conn.peer_port}", duration_ms=round((time.monotonic_ns() - t0) / 1e6, 3),
+                  **extra)
+
+
+class KafkaListener:
+    """``listeners=PLAINTEXT://host:port``: an asyncio server on its own thread."""
+
+    def __init__(self, host: str, port: int, dispatcher: Dispatcher, max_request_bytes: int,
+                 emit: Callable[..., Any]) -> None:
+        self.host = host
+        self.port = port
+        self.dispatcher = dispatcher
+        self.max_request_bytes = max_request_bytes
+        self.emit = emit
+        self.loop = asyncio.new_event_loop()
+        self._server: asyncio.base_events.Server | None = None
+        self._thread = threading.Thread(target=self.loop.run_forever, name="kafka-listener", daemon=True)
+        self._conns: set[asyncio.StreamWriter] = set()
+
+    def start(self) -> None:
+        """Bind (raises OSError when the port is taken, and stops the thread) and serve on the listener's thread."""
+        self._thread.start()
+        fut = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._serve, self.host, self.port, reuse_address=True, limit=1 << 16), self.loop)
+        try:
+            self._server = fut.result(timeout=10)
+        except BaseException:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(2)
+            raise
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        if not self._thread.is_alive():
+            return
+
+        async def close() -> None:
+            if self._server is not None:
+                self._server.close()
+            for w in list(self._conns):
+                w.close()
+        try:
+            asyncio.run_coroutine_threadsafe(close(), self.loop).result(timeout=timeout_s)
+        except Exception:  # bounded: a stuck close must not hold the broker's stop
+            pass
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout_s)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        conn = Connection(peer[:2] if peer else None)
+        self._conns.add(writer)
+        try:
+            while True:
+                head = await reader.readexactly(4)
+                size = int.from_bytes(head, "big", signed=True)
+                if size < 0 or size > self.max_request_bytes:
+                    self.emit("kafka_request", client_id=None, api=None, api_version=-1, correlation_id=-1,
+                              error="INVALID_REQUEST", peer=f"{conn.peer_host}:{conn.peer_port}", closed=True,
+                              reason=f"frame size {size} outside 0..{self.max_request_bytes} "
+                                     f"(socket.request.max.bytes)", duration_ms=0.0)
+                    return
+                frame = await reader.readexactly(size)
+                try:
+                    out = await self.dispatcher.handle(frame, conn)
+                except BadRequest:
+                    return
+                if out is not None:
+                    writer.write(out)
+                    await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return  # the client went away (maybe mid-frame)
+        finally:
+            self._conns.discard(writer)
+            writer.close()

@@ -1,0 +1,529 @@
+"""The Kafka listener's framing, dispatch and batch checks, in process (fast).
+
+Requests are built with kafka-python's client-side classes (the listener decodes with the same
+generated codecs); malformed frames come from hypothesis.  The TCP tests run a real listener on
+loopback with the real handlers over a stand-in broker (no cluster: that is test_kafka_clients.py).
+"""
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from listener.app import make_dispatcher
+from listener.context import ListenerContext
+from listener.protocol import REQUESTS, RESPONSES, SUPPORTED, BadRequest, api_name
+from listener.records import (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE,
+                              BatchRejected, check_client_batch)
+from listener.server import Connection, KafkaListener
+from node.broker_state import PartitionInfo
+from node.storage import PartitionLog
+from kafkacommon.record_batch import crc32c
+from proto import groups_pb2 as gpb
+from proto import kafkasim_pb2 as pb
+
+
+class FakeReplicas:
+    """The replica manager's listener entry points over an in-memory list of appended batches."""
+
+    def __init__(self) -> None:
+        self.appended: list[bytes] = []
+
+    def append_batch(self, tp, batch, count, max_ts, acks, timeout_ms, on_done, producer=None):
+        base = sum(int.from_bytes(b[57:61], "big") for b in self.appended)
+        self.appended.append(batch)
+        return 0, base, base + count - 1, False
+
+    def topic_setting(self, tp, key, default):
+        return default
+
+    def log_start_offset(self, tp):
+        return 0
+
+
+def make_ctx() -> ListenerContext:
+    state = SimpleNamespace(live_brokers={1: ("127.0.0.1", 1, 1)}, controller_id=1, topic_partitions={"t": 1},
+                            metadata={("t", 0): PartitionInfo("t", 0, 1, 4, (1,), (1,), 0, 1)})
+    return ListenerContext(1, state, FakeReplicas(), groups=None, zk=None,
+                           endpoint_of=lambda b: ("127.0.0.1", 9092) if b == 1 else None, rack_of=lambda b: None,
+                           cluster_id="test-cluster", pool=ThreadPoolExecutor(4), auto_create_topics=False)
+
+
+EVENTS: list[tuple[str, dict]] = []
+DISPATCH = make_dispatcher(make_ctx(), lambda type_, **f: EVENTS.append((type_, f)))
+CONN = Connection(("127.0.0.1", 1))
+
+
+def frame(msg, correlation_id: int = 1, client_id: str = "test") -> bytes:
+    msg.with_header(correlation_id=correlation_id, client_id=client_id)
+    return bytes(msg.encode(header=True))
+
+
+def handle(data: bytes) -> bytes | None:
+    return asyncio.run(DISPATCH.handle(data, CONN))
+
+
+def batch(n: int = 3, codec: int = 0, headers=()) -> bytes:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i in range(n):
+        b.append(i, timestamp=1000 + i, key=b"k%d" % i, value=b"v%d" % i, headers=list(headers))
+    return bytes(b.build())
+
+
+def reseal(data: bytearray) -> bytes:
+    struct.pack_into(">I", data, 17, crc32c(memoryview(data)[21:]))
+    return bytes(data)
+
+
+# ---------------------------------------------------------------- versions and dispatch
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_api_versions_lists_exactly_the_supported_ranges(version: int) -> None:
+    out = handle(frame(ApiVersionsRequest(version=version, client_software_name="t", client_software_version="1")))
+    r = ApiVersionsResponse.decode(out, version=version, header=True, framed=True)
+    assert r.error_code == 0
+    assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys} == SUPPORTED
+
+
+def test_api_versions_above_the_maximum_answers_error_35_in_a_v0_body() -> None:
+    out = handle(frame(ApiVersionsRequest(version=4, client_software_name="t", client_software_version="1"), 9))
+    (size, corr) = struct.unpack_from(">ii", out)
+    assert size == len(out) - 4 and corr == 9   # response header v0: no tagged fields
+    r = ApiVersionsResponse.decode(out[8:], version=0)
+    assert r.error_code == 35
+    assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys} == SUPPORTED
+
+
+def test_metadata_v0_and_v11() -> None:
+    for v in (0, 11):
+        out = handle(frame(MetadataRequest(version=v, topics=[MetadataRequest.MetadataRequestTopic(name="t"),
+                                                              MetadataRequest.MetadataRequestTopic(name="nope")])))
+        r = MetadataResponse.decode(out, version=v, header=True, framed=True)
+        assert [(b.node_id, b.host, b.port) for b in r.brokers] == [(1, "127.0.0.1", 9092)]
+        t, nope = r.topics
+        assert (t.name, t.error_code, nope.error_code) == ("t", 0, 3)
+        p = t.partitions[0]
+        assert (p.leader_id, p.replica_nodes, p.isr_nodes) == (1, [1], [1])
+        if v == 11:
+            assert (r.cluster_id, r.controller_id, p.leader_epoch) == ("test-cluster", 1, 4)
+
+
+def test_metadata_for_an_unknown_topic_starts_its_creation_when_allowed() -> None:
+    ctx = make_ctx()
+    ctx.auto_create_topics = True
+    created = []
+    ctx.pool = SimpleNamespace(submit=lambda fn: created.append(fn))
+    d = make_dispatcher(ctx, lambda *a, **k: None)
+    T = MetadataRequest.MetadataRequestTopic
+    for v, allow, name, code in ((4, False, "a1", 3), (4, True, "a2", 5), (1, False, "a3", 5),
+                                 (9, True, "bad name!", 3), (9, True, "__consumer_offsets", 3)):
+        req = MetadataRequest(version=v, topics=[T(name=name)], allow_auto_topic_creation=allow)
+        r = MetadataResponse.decode(asyncio.run(d.handle(frame(req), CONN)), version=v, header=True, framed=True)
+        assert r.topics[0].error_code == code, (v, allow, name)
+    assert len(created) == 2
+
+
+@pytest.mark.parametrize("api_key,version", [(0, 2), (0, 10), (1, 3), (3, 12), (18, -1)])
+def test_unsupported_versions_close_the_connection(api_key: int, version: int) -> None:
+    with pytest.raises(BadRequest):
+        handle(struct.pack(">hhih", api_key, version, 5, 1) + b"x" + b"\0" * 16)
+    type_, fields = EVENTS[-1]
+    assert type_ == "kafka_request" and fields["closed"] and fields["api_version"] == version
+    assert (fields["client_id"], fields["correlation_id"], fields["error"]) == ("x", 5, "INVALID_REQUEST")
+
+
+@pytest.mark.parametrize("api_key", [17, 21, 24, 26, 57, 999, -1])
+def test_unknown_or_unimplemented_apis_close_the_connection(api_key: int) -> None:
+    with pytest.raises(BadRequest, match="unsupported API key"):
+        handle(struct.pack(">hhih", api_key, 0, 5, 1) + b"x")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(api=st.sampled_from(sorted(SUPPORTED)), version_pick=st.integers(0, 20), tail=st.binary(max_size=64))
+def test_garbage_bodies_are_refused_or_answered_never_crash(api: int, version_pick: int, tail: bytes) -> None:
+    lo, hi = SUPPORTED[api]
+    version = lo + version_pick % (hi - lo + 1)
+    data = struct.pack(">hhih", api, version, 7, 3) + b"abc" + tail
+    if api in (8, 9, 11, 12, 13, 14, 15, 16, 42, 19, 20, 10):
+        return  # these reach the group coordinator or ZooKeeper: covered with a real cluster
+    try:
+        out = handle(data)
+    except BadRequest:
+        return
+    if out is not None:
+        assert struct.unpack_from(">ii", out) == (len(out) - 4, 7)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=40))
+def test_random_frames_raise_only_bad_request(data: bytes) -> None:
+    if len(data) >= 2 and struct.unpack_from(">h", data)[0] in (8, 9, 10, 11, 12, 13, 14, 15, 16, 19, 20, 42):
+        data = b"\x7f" + data[1:]   # coordinator and admin APIs need a cluster
+    try:
+        out = handle(data)
+    except BadRequest:
+        return
+    assert out is None or struct.unpack_from(">i", out)[0] == len(out) - 4
+
+
+# ---------------------------------------------------------------- batch checks
+
+def test_a_valid_batch_passes_and_keeps_its_bytes(tmp_path) -> None:
+    raw = batch(3, codec=1, headers=[("h", b"x")])       # gzip
+    checked = check_client_batch(raw, 1 << 20, 9)
+    assert checked.record_count == 3 and checked.data == raw
+    with PartitionLog(tmp_path, "t", 0) as log:
+        log.append_as_leader([(b"a", b"b")], 2, 5)
+        base, last = log.append_batch_as_leader(checked.data, 3, checked.max_timestamp, 7, 0)
+        stored = log.read(base, 1 << 20)
+    assert (base, last) == (1, 3)
+    assert stored[8:12] == raw[8:12] and stored[16:] == raw[16:]         # all but offset and epoch
+    assert struct.unpack_from(">qii", stored) == (1, len(raw) - 12, 7)
+
+
+@pytest.mark.parametrize("mutate,code", [
+    (lambda b: b[:-1], CORRUPT_MESSAGE),                                   # truncated
+    (lambda b: b[:30], CORRUPT_MESSAGE),                                   # shorter than a header
+    (lambda b: b[:40] + bytes([b[40] ^ 1]) + b[41:], CORRUPT_MESSAGE),      # CRC mismatch
+    (lambda b: b + b, INVALID_RECORD),                                     # two batches
+    (lambda b: b[:16] + b"\x01" + b[17:], INVALID_RECORD),                 # magic 1
+    (lambda b: reseal(bytearray(b[:22]) + bytes([5]) + b[23:]), UNSUPPORTED_COMPRESSION_TYPE),
+    (lambda b: reseal(bytearray(b[:22]) + bytes([4]) + b[23:]), UNSUPPORTED_COMPRESSION_TYPE),  # zstd before v7
+    (lambda b: reseal(bytearray(b[:22]) + bytes([0x20]) + b[23:]), INVALID_RECORD),   # control batch
+    (lambda b: reseal(bytearray(b[:23]) + struct.pack(">i", 5) + b[27:]), INVALID_RECORD),   # lastOffsetDelta
+    (lambda b: reseal(bytearray(b[:57]) + struct.pack(">i", 2) + b[61:]), INVALID_RECORD),   # record count
+    (lambda b: reseal(bytearray(b[:-1])), CORRUPT_MESSAGE),               # a record cut short
+    (lambda b: b"", INVALID_RECORD),
+])
+def test_bad_batches_are_refused(mutate, code: int) -> None:
+    with pytest.raises(BatchRejected) as e:
+        check_client_batch(mutate(batch(3)), 1 << 20, 6)
+    assert e.value.code == code, e.value.message
+
+
+def test_a_batch_over_max_message_bytes_is_too_large() -> None:
+    raw = batch(3)
+    check_client_batch(raw, len(raw), 9)
+    with pytest.raises(BatchRejected) as e:
+        check_client_batch(raw, len(raw) - 1, 9)
+    assert e.value.code == MESSAGE_TOO_LARGE
+
+
+def test_produce_with_a_bad_batch_appends_nothing() -> None:
+    ctx = make_ctx()
+    d = make_dispatcher(ctx, lambda *a, **k: None)
+    good, bad = batch(2), bytearray(batch(2))
+    bad[-1] ^= 0xFF
+    req = ProduceRequest(version=9, transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+        ProduceRequest.TopicProduceData(name="t", partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=bytes(bad))])])
+    r = ProduceResponse.decode(asyncio.run(d.handle(frame(req), CONN)), version=9, header=True, framed=True)
+    assert r.responses[0].partition_responses[0].error_code == CORRUPT_MESSAGE
+    assert ctx.replicas.appended == []
+    req.topic_data[0].partition_data[0].records = good
+    r = ProduceResponse.decode(asyncio.run(d.handle(frame(req), CONN)), version=9, header=True, framed=True)
+    assert (r.responses[0].partition_responses[0].error_code, r.responses[0].partition_responses[0].base_offset) \
+        == (0, 0)
+    assert ctx.replicas.appended == [good]
+
+
+# ---------------------------------------------------------------- over TCP
+
+@pytest.fixture
+def listener():
+    lst = KafkaListener("127.0.0.1", 0, make_dispatcher(make_ctx(), lambda *a, **k: None), 1000,
+                        lambda *a, **k: None)
+    lst.start()
+    yield lst
+    lst.stop()
+
+
+def _connect(lst: KafkaListener) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", lst.port), timeout=5)
+    return s
+
+
+def _read_frame(s: socket.socket) -> bytes:
+    head = _recv(s, 4)
+    return head + _recv(s, struct.unpack(">i", head)[0])
+
+
+def _recv(s: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return out
+
+
+def _framed(msg, corr: int) -> bytes:
+    body = frame(msg, corr)
+    return struct.pack(">i", len(body)) + body
+
+
+def _closed(s: socket.socket) -> bool:
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def _api_versions_works(lst: KafkaListener) -> bool:
+    with _connect(lst) as s:
+        s.sendall(_framed(ApiVersionsRequest(version=3, client_software_name="t", client_software_version="1"), 42))
+        r = ApiVersionsResponse.decode(_read_frame(s), version=3, header=True, framed=True)
+        return r.header.correlation_id == 42 and r.error_code == 0
+
+
+def test_pipelined_requests_are_answered_in_order_and_acks0_produce_gets_nothing(listener) -> None:
+    acks0 = ProduceRequest(version=7, transactional_id=None, acks=0, timeout_ms=1000, topic_data=[
+        ProduceRequest.TopicProduceData(name="t", partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=batch(1))])])
+    av = lambda: ApiVersionsRequest(version=2)   # noqa: E731
+    md = MetadataRequest(version=4, topics=None, allow_auto_topic_creation=False)
+    with _connect(listener) as s:
+        s.sendall(_framed(av(), 1) + _framed(acks0, 2) + _framed(md, 3) + _framed(av(), 4))
+        corrs = [struct.unpack_from(">i", _read_frame(s), 4)[0] for _ in range(3)]
+    assert corrs == [1, 3, 4]
+
+
+@pytest.mark.parametrize("prefix", [struct.pack(">i", -1), struct.pack(">i", 1001), struct.pack(">i", 2**31 - 1)])
+def test_a_bad_size_prefix_closes_only_that_connection(listener, prefix: bytes) -> None:
+    with _connect(listener) as s:
+        s.sendall(prefix + b"\0" * 8)
+        assert _closed(s)
+    assert _api_versions_works(listener)
+
+
+def test_truncated_frames_and_garbage_leave_the_listener_serving(listener) -> None:
+    with _connect(listener) as s:                    # a frame cut short, then the client goes
+        s.sendall(struct.pack(">i", 100) + b"\0" * 10)
+    with _connect(listener) as s:                    # garbage that does not decode
+        s.sendall(struct.pack(">i", 12) + struct.pack(">hhih", 3, 11, 1, 200) + b"xx")
+        assert _closed(s)
+    with _connect(listener) as s:                    # a half size prefix
+        s.sendall(b"\0\0")
+    assert _api_versions_works(listener)
+
+
+# ---------------------------------------------------------------- every advertised version
+
+class FakeGroups:
+    """The GroupsServicer's methods, answering with one of everything (to encode nested fields)."""
+
+    async def FindCoordinator(self, r, ctx):
+        return gpb.FindCoordinatorResponse(error_code=0, node_id=1, host="ignored", port=1)
+
+    async def JoinGroup(self, r, ctx):
+        assert ctx.peer() == "ipv4:127.0.0.1:1"
+        return gpb.JoinGroupResponse(error_code=0, generation_id=1, protocol_type="consumer", protocol_name="range",
+                                     leader="m", member_id="m", members=[gpb.JoinGroupMember(member_id="m",
+                                                                                             metadata=b"x")])
+
+    async def SyncGroup(self, r, ctx):
+        return gpb.SyncGroupResponse(error_code=0, protocol_type="consumer", protocol_name="range", assignment=b"a")
+
+    async def Heartbeat(self, r, ctx):
+        return gpb.HeartbeatResponse(error_code=27)
+
+    async def LeaveGroup(self, r, ctx):
+        return gpb.LeaveGroupResponse(error_code=0, members=[gpb.MemberIdentity(member_id="m", error_code=25)])
+
+    async def OffsetCommit(self, r, ctx):
+        return gpb.OffsetCommitResponse(partitions=[gpb.OffsetCommitPartition(topic="t", partition=0)])
+
+    async def OffsetFetch(self, r, ctx):
+        return gpb.OffsetFetchResponse(partitions=[gpb.OffsetCommitPartition(topic="t", partition=0, offset=5,
+                                                                             leader_epoch=-1, metadata="")])
+
+    async def DescribeGroups(self, r, ctx):
+        return gpb.DescribeGroupsResponse(groups=[gpb.DescribedGroup(group_id="g", state="Stable", members=[
+            gpb.DescribedMember(member_id="m", client_id="c", client_host="/h")])])
+
+    async def ListGroups(self, r, ctx):
+        return gpb.ListGroupsResponse(groups=[gpb.ListedGroup(group_id="g", protocol_type="consumer",
+                                                              state="Stable")])
+
+    async def DeleteGroups(self, r, ctx):
+        return gpb.DeleteGroupsResponse(results=[gpb.DeleteGroupResult(group_id="g", error_code=69)])
+
+
+class FetchReplicas(FakeReplicas):
+    def fetch(self, req):
+        return pb.FetchResponse(partitions=[pb.FetchPartitionResponse(
+            topic=p.topic, partition=p.partition, high_watermark=3, log_start_offset=0, log_end_offset=3,
+            records=batch(3), leader_epoch=4) for p in req.partitions])
+
+    def list_offsets(self, req):
+        return pb.ListOffsetsResponse(partitions=[pb.ListOffsetsPartition(
+            topic=p.topic, partition=p.partition, offset=3, leader_epoch=4) for p in req.partitions])
+
+
+def sample_request(api: int, v: int):
+    """A request at version ``v`` with defaults, plus one topic-partition where the API has them."""
+    R = REQUESTS[api]
+    req = R(version=v)
+    if api == 0:
+        req.acks = -1
+        req.topic_data = [R.TopicProduceData(name="t", partition_data=[
+            R.TopicProduceData.PartitionProduceData(index=0, records=batch(2))])]
+    elif api == 1:
+        req.max_wait_ms, req.min_bytes = 0, 1
+        req.topics = [R.FetchTopic(topic="t", partitions=[R.FetchTopic.FetchPartition(
+            partition=0, fetch_offset=0, partition_max_bytes=1 << 20, current_leader_epoch=-1)])]
+    elif api == 2:
+        req.topics = [R.ListOffsetsTopic(name="t", partitions=[R.ListOffsetsTopic.ListOffsetsPartition(
+            partition_index=0, timestamp=-1)])]
+    elif api == 8:
+        req.topics = [R.OffsetCommitRequestTopic(name="t", partitions=[
+            R.OffsetCommitRequestTopic.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])]
+    elif api == 9:
+        req.topics = [R.OffsetFetchRequestTopic(name="t", partition_indexes=[0])]
+    elif api == 11:
+        req.protocols = [R.JoinGroupRequestProtocol(name="range", metadata=b"x")]
+    elif api == 14:
+        req.assignments = [R.SyncGroupRequestAssignment(member_id="m", assignment=b"a")]
+    elif api == 15:
+        req.groups = ["g"]
+    elif api == 42:
+        req.groups_names = ["g"]
+    elif api == 22:
+        req.transactional_id = None
+    elif api == 32:
+        req.resources = [R.DescribeConfigsResource(resource_type=2, resource_name="t", configuration_keys=None),
+                         R.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)]
+    return req
+
+
+ALL_VERSIONS = [(k, v) for k, (lo, hi) in sorted(SUPPORTED.items()) for v in range(lo, hi + 1)]
+
+
+@pytest.mark.parametrize("api,version", ALL_VERSIONS, ids=[f"{api_name(k)}-v{v}" for k, v in ALL_VERSIONS])
+def test_every_advertised_version_is_answered_in_that_version(api: int, version: int) -> None:
+    ctx = make_ctx()
+    ctx.groups, ctx.replicas = FakeGroups(), FetchReplicas()
+    ctx.zk = SimpleNamespace(allocate_producer_id_block=lambda broker, size: (5000, 5000 + size - 1))
+    ctx.topic_config = lambda topic: {"cleanup.policy": "compact"}
+    ctx.broker_setting = lambda key: (7, key == "min.insync.replicas")
+    ctx.broker_settings = lambda: [("min.insync.replicas", 2, True), ("delete.topic.enable", True, False)]
+    d = make_dispatcher(ctx, lambda *a, **k: None)
+    out = asyncio.run(d.handle(frame(sample_request(api, version), 77), CONN))
+    r = RESPONSES[api].decode(out, version=version, header=True, framed=True)
+    assert r.header.correlation_id == 77
+    if api == 1:
+        (p,) = r.responses[0].partitions
+        assert (p.error_code, p.high_watermark, bytes(p.records)) == (0, 3, batch(3))
+    elif api == 0:
+        assert r.responses[0].partition_responses[0].error_code == 0
+    elif api == 2:
+        assert r.topics[0].partitions[0].offset == 3
+    elif api == 9:
+        assert r.topics[0].partitions[0].committed_offset == 5
+    elif api == 15:
+        assert r.groups[0].members[0].client_host == "/h"
+    elif api == 22:
+        assert (r.error_code, r.producer_id, r.producer_epoch) == (0, 5000, 0)
+    elif api == 32:
+        topic, broker = r.results
+        got = {c.name: (c.value, c.read_only) for c in topic.configs}
+        assert got["cleanup.policy"] == ("compact", False) and got["min.insync.replicas"] == ("7", True)
+        assert [(c.name, c.value) for c in broker.configs] == [("min.insync.replicas", "2"),
+                                                                ("delete.topic.enable", "true")]
+
+
+def test_a_taken_port_fails_the_start_and_stops_the_listener_thread() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        lst = KafkaListener("127.0.0.1", taken.getsockname()[1], DISPATCH, 1000, lambda *a, **k: None)
+        with pytest.raises(OSError):
+            lst.start()
+        assert not lst.running
+
+
+def test_list_offsets_by_timestamp_on_a_real_log(tmp_path) -> None:
+    from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+    from node.events import EventLog
+    from node.replica_manager import ReplicaManager
+    from node.replication import ReplicaSettings
+    rm = ReplicaManager(1, tmp_path / "logs", ReplicaSettings(), EventLog(tmp_path / "events.jsonl", 1),
+                        broker_epoch=lambda: 5, endpoint_of=lambda b: None, controller_endpoint=lambda: None,
+                        fetch_wait_ms=100, segment_bytes=1 << 20, checkpoint_interval_ms=60_000)
+    try:
+        rm.become_leader(PartitionInfo("t", 0, 1, 4, (1,), (1,), 0, 1))
+        for base_ts in (1000, 2000, 3000):   # three batches of 3 records, timestamps base_ts + 0..2
+            b = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+            for i in range(3):
+                b.append(i, base_ts + i, b"k", b"v", [])
+            c = check_client_batch(bytes(b.build()), 1 << 20, 9)
+            rm.append_batch(("t", 0), c.data, c.record_count, c.max_timestamp, 1, 1000, lambda code: None)
+        ctx = make_ctx()
+        ctx.replicas = rm
+        d = make_dispatcher(ctx, lambda *a, **k: None)
+        R = ListOffsetsRequest
+        for ts, want in ((0, (0, 1000)), (1002, (2, 1002)), (1500, (3, 2000)), (3002, (8, 3002)), (3003, (-1, -1)),
+                         (-2, (0, -1)), (-1, (9, -1))):
+            req = R(version=6, replica_id=-1, isolation_level=0, topics=[R.ListOffsetsTopic(name="t", partitions=[
+                R.ListOffsetsTopic.ListOffsetsPartition(partition_index=0, timestamp=ts, current_leader_epoch=-1)])])
+            r = ListOffsetsResponse.decode(asyncio.run(d.handle(frame(req), CONN)), version=6, header=True,
+                                           framed=True)
+            p = r.topics[0].partitions[0]
+            assert (p.error_code, (p.offset, p.timestamp), p.leader_epoch) == (0, want, 4), ts
+    finally:
+        rm.close()
+
+
+def test_a_failed_acks0_produce_closes_the_connection(listener) -> None:
+    bad = bytearray(batch(1))
+    bad[-1] ^= 0xFF
+    acks0 = ProduceRequest(version=7, transactional_id=None, acks=0, timeout_ms=1000, topic_data=[
+        ProduceRequest.TopicProduceData(name="t", partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=bytes(bad))])])
+    with _connect(listener) as s:
+        s.sendall(_framed(acks0, 1) + _framed(ApiVersionsRequest(version=2), 2))
+        assert _closed(s)
+    assert _api_versions_works(listener)
+
+
+def test_fetch_keeps_to_the_response_max_bytes_but_always_returns_the_first_batch() -> None:
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
+    ctx = make_ctx()
+    ctx.replicas = FetchReplicas()
+    ctx.state.metadata[("t", 1)] = PartitionInfo("t", 1, 1, 4, (1,), (1,), 0, 1)
+    d = make_dispatcher(ctx, lambda *a, **k: None)
+    size = len(batch(3))
+    R = FetchRequest
+    for max_bytes, sizes in ((1, [size, 0]), (size + 10, [size, 0]), (2 * size, [size, size])):
+        req = R(version=11, replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+                session_id=0, session_epoch=-1, topics=[R.FetchTopic(topic="t", partitions=[
+                    R.FetchTopic.FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=1 << 20,
+                                                current_leader_epoch=-1) for p in (0, 1)])],
+                forgotten_topics_data=[], rack_id="")
+        r = FetchResponse.decode(asyncio.run(d.handle(frame(req), CONN)), version=11, header=True, framed=True)
+        assert [len(p.records or b"") for p in r.responses[0].partitions] == sizes, max_bytes
+
+
+def test_many_connections_are_served_at_once(listener) -> None:
+    socks = [_connect(listener) for _ in range(64)]
+    try:
+        for i, s in enumerate(socks):
+            s.sendall(_framed(ApiVersionsRequest(version=3, client_software_name="t", client_software_version="1"),
+                              i))
+        for i, s in enumerate(socks):
+            r = ApiVersionsResponse.decode(_read_frame(s), version=3, header=True, framed=True)
+            assert (r.header.correlation_id, r.error_code) == (i, 0)
+    finally:
+        for s in socks:
+            s.close()
