@@ -126,10 +126,10 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
             return InvalidRequestError.errno, "manual replica assignments are not supported", partitions, rf
         if partitions < 1:
             return InvalidPartitionsError.errno, f"number of partitions must be >= 1, got {partitions}", partitions, rf
-        live = len(ctx.state.live_brokers)
+        live = len(ctx.zk.read_brokers())  # as Kafka's AdminZkClient: the brokers registered in ZooKeeper
         if rf < 1 or rf > live:
             return (InvalidReplicationFactorError.errno,
-                    f"replication factor {rf} must be in 1..{live} (the live brokers)", partitions, rf)
+                    f"replication factor {rf} must be in 1..{live} (the registered brokers)", partitions, rf)
         try:
             configs = parse_configs([f"{c.name}={c.value}" for c in t.configs])
         except TopicError as e:
