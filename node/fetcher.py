@@ -8,6 +8,7 @@ import grpc
 
 from node import errors
 from node.fetch_session import FollowerSession, PartitionFetch, fetch_message
+from node.replication import follower_truncation
 from node.storage.batch import CorruptBatchError
 from node.storage.log import InvalidAppendError
 from proto import kafkasim_pb2 as pb
@@ -147,10 +148,12 @@ class LeaderFetcher(threading.Thread):
         if a.error_code != errors.NONE:
             return False
         if a.diverging_epoch >= 0:
-            cut = min(a.diverging_end_offset, h.log.log_end_offset)
+            cut, complete = follower_truncation(a.diverging_epoch, a.diverging_end_offset, h.log,
+                                                h.repl.high_watermark)
             dropped = h.log.truncate_to(cut)
             rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=cut, records_dropped=dropped,
-                           diverging_epoch=a.diverging_epoch, leader=self.leader, leader_epoch=epoch)
+                           diverging_epoch=a.diverging_epoch, diverging_end_offset=a.diverging_end_offset,
+                           complete=complete, leader=self.leader, leader_epoch=epoch)
             rm._log_events(h.repl.on_truncate(h.log.log_end_offset))
             return True
         if a.records:
