@@ -264,9 +264,9 @@ class ReplicaManager(LeaderFetchMixin):
 
     @staticmethod
     def _waiter_outcome(h: Hosted, w: AckWaiter) -> int | None:
-        if h.log.closed or not h.repl.is_leader or h.repl.leader_epoch != w.leader_epoch:
+        if h.log.closed:
             return errors.NOT_LEADER_OR_FOLLOWER
-        return h.repl.check_acks_all(w.required)
+        return h.repl.check_acks_all(w.required, w.leader_epoch)
 
     # ------------------------------------------------------------------ produce
 
@@ -386,10 +386,7 @@ class ReplicaManager(LeaderFetchMixin):
             if req.acks != -1:
                 return pb.ProduceResponse(error_code=errors.NONE, base_offset=base, last_offset=last, leader_epoch=epoch)
             while True:
-                if not h.repl.is_leader or h.repl.leader_epoch != epoch:
-                    code = errors.NOT_LEADER_OR_FOLLOWER
-                    break
-                done = h.repl.check_acks_all(last + 1)
+                done = h.repl.check_acks_all(last + 1, epoch)
                 if done is not None:
                     code = done
                     break

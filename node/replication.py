@@ -150,6 +150,7 @@ class PartitionReplication:
         # they neither join the ISR nor hold the HW back as "caught up" (KIP-841's rule)
         self._ineligible: dict[int, int] = {}
         self._live: frozenset[int] | None = None  # registered brokers (UpdateMetadata); None = unknown
+        self._leader_since_epoch = -1  # the epoch in which this broker last became leader (from follower)
 
     # ------------------------------------------------------------------ views
 
@@ -214,6 +215,8 @@ class PartitionReplication:
         newly_leader = not self.is_leader
         leo = log.log_end_offset
         self.leader_id = self.local_broker_id
+        if newly_leader:
+            self._leader_since_epoch = leader_epoch
         self._set_state(leader_epoch, isr, replicas, zk_version)
         self.leader_epoch_start_offset = leo
         remotes: dict[int, RemoteReplica] = {}
@@ -488,11 +491,14 @@ class PartitionReplication:
             return errors.NOT_ENOUGH_REPLICAS
         return errors.NONE
 
-    def check_acks_all(self, required_offset: int) -> int | None:
-        """An acks=all produce waiting for ``required_offset`` (last offset + 1): its error once done,
-        or None while it must wait.  A broker that lost leadership answers NOT_LEADER_OR_FOLLOWER.
+    def check_acks_all(self, required_offset: int, appended_in_epoch: int | None = None) -> int | None:
+        """An acks=all produce waiting for ``required_offset`` (last offset + 1), appended in leader epoch
+        ``appended_in_epoch``: its error once done, or None while it must wait.  A broker that is not the
+        leader, or has not been the leader ever since that append, answers NOT_LEADER_OR_FOLLOWER; a new
+        epoch of the same leader (the controller took a follower out of the ISR) changes nothing, as in
+        Kafka's DelayedProduce.
         """
-        if not self.is_leader:
+        if not self.is_leader or (appended_in_epoch is not None and appended_in_epoch < self._leader_since_epoch):
             return errors.NOT_LEADER_OR_FOLLOWER
         if self._hw < required_offset:
             return None

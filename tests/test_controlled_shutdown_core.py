@@ -21,8 +21,9 @@ def test_led_partitions_move_and_followed_ones_drop_the_broker():
     w = {(c.topic, c.partition): c for c in plan.writes}
     # led with RF > 1: first replica live, in the ISR and not shutting down; ISR without it; epoch + 1
     assert w[(T, 0)].state == las(2, 5, (2, 3)) and w[(T, 0)].reason == "controlled_shutdown"
-    # followed: out of the ISR, same leader and leader epoch, and StopReplica to the broker
-    assert w[(T, 1)].state == las(2, 4, (2, 3)) and w[(T, 2)].state == las(3, 4, (3, 2))
+    # followed: out of the ISR, same leader, leader epoch + 1 (Kafka's OfflineReplica transition), and
+    # StopReplica to the broker
+    assert w[(T, 1)].state == las(2, 5, (2, 3)) and w[(T, 2)].state == las(3, 5, (3, 2))
     assert plan.stop_replicas == {1: [(T, 1), (T, 2)]}
     # RF 1: nobody else can lead, so it stays and is reported back
     assert (T, 3) not in w and remaining == [(T, 3)]

@@ -439,6 +439,29 @@ def test_acks_all_on_a_deposed_leader():
     assert p.check_produce(1) == errors.NOT_LEADER_OR_FOLLOWER
 
 
+def test_an_acks_all_wait_outlives_a_new_epoch_of_the_same_leader():
+    """The controller bumps the leader epoch when it takes a dead follower out of the ISR (Kafka 2.8);
+    the leader stays, and so do its acks=all waits (DelayedProduce checks leadership, not the epoch)."""
+    p, log = make_leader(isr=(1, 2, 3))
+    required = log.append(5)
+    p.on_leader_append(log, T0 + 1)
+    fetch(p, log, 2, 15, T0 + 2)
+    assert p.check_acks_all(required, EPOCH) is None
+    p.become_leader(EPOCH + 1, (1, 2), (1, 2, 3), ZK + 1, log, T0 + 3)  # 3 removed by the controller
+    assert p.high_watermark == 15 and p.check_acks_all(required, EPOCH) == errors.NONE
+
+
+def test_an_acks_all_wait_fails_when_the_leadership_was_lost_in_between():
+    p, log = make_leader(isr=(1, 2))
+    required = log.append(5)
+    p.become_follower(2, EPOCH + 1, (2, 1), (1, 2), ZK + 1)
+    p.become_leader(EPOCH + 2, (1, 2), (1, 2), ZK + 2, log, T0 + 1)
+    fetch(p, log, 2, 15, T0 + 2, current_epoch=EPOCH + 2)
+    assert p.high_watermark == 15
+    assert p.check_acks_all(required, EPOCH) == errors.NOT_LEADER_OR_FOLLOWER
+    assert p.check_acks_all(required, EPOCH + 2) == errors.NONE
+
+
 # ---------------------------------------------------------------------- follower HW
 
 def _follower(hw: int = 0) -> PartitionReplication:
