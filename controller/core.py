@@ -47,6 +47,7 @@ class ControllerSettings:
     delete_topic_enable: bool = True
     expected_brokers: int = 0            # brokers listed in cluster.yaml; 0 = do not wait for them
     offsets_create_grace_ms: int = 3_000  # then create __consumer_offsets with whoever is live (>= RF)
+    kip841_enable: bool = False          # Kafka 3.3's AlterIsr eligibility check (INELIGIBLE_REPLICA)
 
 
 class StateChange(NamedTuple):
@@ -274,11 +275,10 @@ class ControllerCore:
                 results[tp] = INVALID_UPDATE_VERSION
                 continue
             added = set(isr) - set(state.isr)
-            if added & self.shutting_down or not added <= set(self.live):
-                # Kafka 3.3's KIP-841 check (2.8 lacks it): a broker in controlled shutdown still fetches
-                # until it stops, and a leader may not have heard yet that a broker died; taking either
-                # into the ISR would undo the shutdown's or the death's ISR removal, and hold the HW
-                # until the leader shrinks it again (replica.lag.time.max.ms later)
+            if self.settings.kip841_enable and (added & self.shutting_down or not added <= set(self.live)):
+                # Kafka 3.3's KIP-841 check (2.8 lacks it; kafkasim.isr.kip841.enable): a broker in
+                # controlled shutdown still fetches until it stops, and a leader may not have heard yet
+                # that a broker died; taking either into the ISR would undo that ISR removal
                 results[tp] = INELIGIBLE_REPLICA
                 continue
             reason = "isr_expand" if len(isr) > len(state.isr) else "isr_shrink"
@@ -426,6 +426,11 @@ class ControllerCore:
                 cmds.append(UpdateMetadataCmd(tuple(all_views), live_regs))
             else:
                 mine = tuple(changed_by.get(b, ())) if plan.leader_and_isr else ()
+                if mine and b in plan.stop_replicas:
+                    # Kafka's OfflineReplica transition: a replica told to stop is not sent the state
+                    # that removed it from the ISR (it would follow again in the new epoch)
+                    stopping = set(plan.stop_replicas[b])
+                    mine = tuple(v for v in mine if (v.topic, v.partition) not in stopping)
                 if mine:
                     cmds.append(LeaderAndIsrCmd(mine, leaders))
                 if plan.resend_metadata:

@@ -79,7 +79,13 @@ def controller_settings(cfg: ClusterConfig, broker_id: int) -> ControllerSetting
         delete_topic_enable=g("delete.topic.enable"),
         expected_brokers=len(cfg.brokers),
         offsets_create_grace_ms=g("kafkasim.offsets.topic.create.grace.ms"),
+        kip841_enable=g("kafkasim.isr.kip841.enable"),
     )
+
+
+def replica_settings(cfg: ClusterConfig) -> ReplicaSettings:
+    g = cfg.get
+    return ReplicaSettings(g("replica.lag.time.max.ms"), g("min.insync.replicas"), g("kafkasim.isr.kip841.enable"))
 
 
 def resolve_zookeeper(cfg: ClusterConfig, override: str | None) -> str:
@@ -117,7 +123,7 @@ class Broker:
         g = cfg.get
         self.replicas = ReplicaManager(
             broker_id, self.spec.log_dir,
-            ReplicaSettings(g("replica.lag.time.max.ms"), g("min.insync.replicas")), self.events,
+            replica_settings(cfg), self.events,
             broker_epoch=lambda: self.state.broker_epoch, endpoint_of=self._endpoint_of,
             controller_endpoint=lambda: self._endpoint_of(self.state.controller_id),
             fetch_wait_ms=g("replica.fetch.wait.max.ms"), segment_bytes=g("log.segment.bytes"),

@@ -14,7 +14,7 @@ import logging
 import shutil
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -128,7 +128,7 @@ class ReplicaManager(LeaderFetchMixin):
             overrides = configs[tp[0]] = self._topic_config(tp[0])
         settings = self.settings
         if "min.insync.replicas" in overrides:  # a topic-level override of the broker default
-            settings = ReplicaSettings(settings.replica_lag_time_max_ms, int(overrides["min.insync.replicas"]))
+            settings = replace(settings, min_insync_replicas=int(overrides["min.insync.replicas"]))
         segment_bytes = int(overrides.get("segment.bytes", self.segment_bytes))
         plog = PartitionLog(self.log_dir, tp[0], tp[1], segment_bytes=segment_bytes)
         if plog.recovery.truncated_bytes:

@@ -74,6 +74,7 @@ class LogView(Protocol):
 class ReplicaSettings:
     replica_lag_time_max_ms: int = 10000  # kafkasim's default; Kafka 2.8's is 30000
     min_insync_replicas: int = 1
+    kip841: bool = False  # Kafka 3.3's eligibility (kafkasim.isr.kip841.enable); False: Kafka 2.8's rules
 
 
 @dataclass(frozen=True)
@@ -360,9 +361,9 @@ class PartitionReplication:
 
     def set_live_brokers(self, live: Iterable[int], log: LogView | None = None,
                          now_ms: int | None = None) -> list[Event]:
-        """The registered brokers, from UpdateMetadata.  A follower outside the ISR that is no
-        longer registered stops holding the HW back, however recently it caught up (KIP-841's
-        eligibility; Kafka 2.8 would wait out replica.lag.time.max.ms)."""
+        """The registered brokers, from UpdateMetadata.  With KIP-841 (``settings.kip841``) a follower
+        outside the ISR that is no longer registered stops holding the HW back, however recently it
+        caught up; Kafka 2.8 waits out replica.lag.time.max.ms."""
         self._live = frozenset(live)
         if self.is_leader and log is not None and now_ms is not None:
             return self._maybe_increment_hw(log.log_end_offset, now_ms)
@@ -397,9 +398,11 @@ class PartitionReplication:
         candidate = leader_leo
         maximal = self.maximal_isr
         lag = self.settings.replica_lag_time_max_ms
+        kip841 = self.settings.kip841
         for r, rep in self.remotes.items():
-            if r in maximal or (now_ms - rep.last_caught_up_ms <= lag and not self._is_ineligible(r, now_ms)
-                                and (self._live is None or r in self._live)):
+            if r in maximal or (now_ms - rep.last_caught_up_ms <= lag
+                                and (not kip841 or (not self._is_ineligible(r, now_ms)
+                                                    and (self._live is None or r in self._live)))):
                 candidate = min(candidate, rep.log_end_offset)
         if candidate <= self._hw:
             return []

@@ -1,7 +1,8 @@
 """Controlled shutdown in the controller core (Kafka's doControlledShutdown), no I/O."""
 from __future__ import annotations
 
-from controller.core import BROKER_NOT_AVAILABLE, NONE, NOT_CONTROLLER, STALE_BROKER_EPOCH, StopReplicaCmd
+from controller.core import (BROKER_NOT_AVAILABLE, NONE, NOT_CONTROLLER, STALE_BROKER_EPOCH, LeaderAndIsrCmd,
+                             StopReplicaCmd)
 from test_controller_core import EPOCH, apply, brokers, las, started, state_of
 
 T = "t"
@@ -30,6 +31,19 @@ def test_led_partitions_move_and_followed_ones_drop_the_broker():
     requests = apply(core, plan)
     assert StopReplicaCmd(((T, 1), (T, 2))) in requests[1]
     assert state_of(core, (T, 0)).leader == 2
+
+
+def test_the_stopping_follower_gets_stop_replica_not_the_shrunk_state():
+    """Kafka's OfflineReplica transition sends the shrunk ISR to the other replicas only: the stopping
+    broker would otherwise follow again in the new epoch until StopReplica arrives.  The partitions it
+    led go to it too (it must stop leading them)."""
+    core = cluster()
+    _, plan, _ = core.on_controlled_shutdown(1, 101)
+    requests = apply(core, plan)
+    to_1 = [(v.topic, v.partition) for c in requests[1] if isinstance(c, LeaderAndIsrCmd) for v in c.partitions]
+    assert to_1 == [(T, 0)]
+    to_3 = [(v.topic, v.partition) for c in requests[3] if isinstance(c, LeaderAndIsrCmd) for v in c.partitions]
+    assert sorted(to_3) == [(T, 0), (T, 1), (T, 2)]
 
 
 def test_a_shutting_down_broker_keeps_what_it_could_not_hand_over_until_it_is_gone():

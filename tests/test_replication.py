@@ -47,9 +47,9 @@ class FakeLog:
 
 
 def make_leader(isr=(1, 2, 3), replicas=(1, 2, 3), leo: int = 10, hw: int = 0, min_isr: int = 1,
-                now: int = T0, log: FakeLog | None = None, epoch: int = EPOCH):
+                now: int = T0, log: FakeLog | None = None, epoch: int = EPOCH, kip841: bool = False):
     log = log or FakeLog(leo)
-    p = PartitionReplication("t", 0, ME, ReplicaSettings(LAG, min_isr), high_watermark=hw)
+    p = PartitionReplication("t", 0, ME, ReplicaSettings(LAG, min_isr, kip841=kip841), high_watermark=hw)
     p.become_leader(epoch, isr, replicas, ZK, log, now)
     log.cache.assign(epoch, log.leo)  # what the shell does on becoming leader
     return p, log
@@ -666,7 +666,7 @@ def test_hw_monotonic_and_bounded_under_random_fetches(isr_rest, leo, hw, ops):
 def test_an_ineligible_follower_neither_joins_the_isr_nor_holds_the_hw_back():
     """KIP-841: the controller refuses to add a shutting-down or gone broker (INELIGIBLE_REPLICA).
     Its recent fetches made it 'caught up', which would hold the HW at its LEO for the lag time."""
-    p, log = make_leader(isr=(1, 2), leo=10)
+    p, log = make_leader(isr=(1, 2), leo=10, kip841=True)
     fetch(p, log, 2, 10, T0)
     out = fetch(p, log, 3, 10, T0 + 1)  # caught up: an expand is proposed
     assert out.alter_isr is not None and out.alter_isr.new_isr == (1, 2, 3)
@@ -681,9 +681,22 @@ def test_an_ineligible_follower_neither_joins_the_isr_nor_holds_the_hw_back():
     assert fetch(p, log, 3, 15, T0 + 3 + INELIGIBLE_BACKOFF_MS).alter_isr is not None
 
 
-def test_a_follower_that_is_gone_stops_holding_the_hw_back():
-    """A caught-up follower outside the ISR counts for the HW (Kafka 2.8) only while it is registered."""
+def test_by_default_a_recently_caught_up_follower_holds_the_hw_back_registered_or_not():
+    """Kafka 2.8's maybeIncrementLeaderHW: the maximal ISR and every replica caught up within the lag."""
     p, log = make_leader(isr=(1, 2), leo=10)
+    fetch(p, log, 2, 10, T0)
+    fetch(p, log, 3, 10, T0 + 1)
+    p.on_alter_isr_result(errors.NOT_CONTROLLER, proposal=p.pending_isr_change, log=log, now_ms=T0 + 1)
+    log.append(5)
+    fetch(p, log, 2, 15, T0 + 2)
+    p.set_live_brokers({1, 2}, log, T0 + 4)
+    assert p.high_watermark == 10, "no KIP-841 eligibility by default"
+    assert p.on_leader_append(log, T0 + 1 + LAG + 1) and p.high_watermark == 15, "until the lag time passes"
+
+
+def test_a_follower_that_is_gone_stops_holding_the_hw_back():
+    """KIP-841: a caught-up follower outside the ISR counts for the HW only while it is registered."""
+    p, log = make_leader(isr=(1, 2), leo=10, kip841=True)
     fetch(p, log, 2, 10, T0)
     proposal = fetch(p, log, 3, 10, T0 + 1).alter_isr
     # the controller moved: the expand is to be retried, and is no longer pending
