@@ -287,6 +287,19 @@ class ControllerCore:
             results[tp] = NONE
         return NONE, plan, results
 
+    def on_alter_isr_conflict(self, plan: Plan, results: dict[TP, int],
+                              states: StateMap) -> tuple[dict[TP, int], Plan]:
+        """The AlterIsr plan's write met BADVERSION (our cached state was stale; a request's own change
+        cannot be re-derived): its changes answer INVALID_UPDATE_VERSION, the others keep their
+        answers, and the re-read ``states`` are decided again (the returned plan)."""
+        written = {(w.topic, w.partition) for w in plan.writes}
+        return ({tp: INVALID_UPDATE_VERSION if tp in written else c for tp, c in results.items()},
+                self.reload_states(states))
+
+    def alter_isr_answer(self, results: dict[TP, int]) -> dict[TP, tuple[int, LeaderAndIsr | None, int]]:
+        """Each partition's AlterIsr answer: (error, the state as now known or None, its zkVersion or -1)."""
+        return {tp: (c, *self.states[tp]) if tp in self.states else (c, None, -1) for tp, c in results.items()}
+
     def on_topic_deletion(self, requested: Iterable[str]) -> Plan:
         """/admin/delete_topics/<t> appeared: delete the topic (or, if disabled, drop the request)."""
         plan = Plan()
