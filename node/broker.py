@@ -33,7 +33,7 @@ from node.rpc_server import AioServer
 from node.links import DIRECT, LinkMap, LinkMapError
 from node.events import EventLog
 from node.replica_manager import CleanerSettings, ReplicaManager
-from node.replication import ReplicaSettings
+from replication.partition import ReplicaSettings
 from node.servicer import BrokerServicer
 from node.session_file import SessionFile
 from node.shutdown import ShutdownWatchdog, controlled_shutdown_budget_s, stop_deadline_s

@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING
 import grpc
 
 from node import errors
-from node.fetch_session import FollowerSession, PartitionFetch, fetch_message
-from node.replication import follower_truncation
+from node.fetch_session import fetch_message
 from node.storage.batch import CorruptBatchError
 from node.storage.log import InvalidAppendError
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
+from replication.fetch_session import FollowerSession, PartitionFetch
+from replication.truncation import follower_truncation
 
 if TYPE_CHECKING:
     from node.replica_manager import Hosted, ReplicaManager
@@ -79,7 +80,7 @@ class LeaderFetcher(threading.Thread):
                     self._channel.close()
 
     def _fetch_once(self, stub: pbg.BrokerStub, parts: dict[TP, tuple["Hosted", int]]) -> bool:
-        """One Fetch in this fetcher's session (``node.fetch_session``): every partition when the
+        """One Fetch in this fetcher's session (``replication.fetch_session``): every partition when the
         session is new, else only those whose position changed.  False: back off (an error)."""
         state = self._state
         for tp in [tp for tp in state if tp not in parts]:

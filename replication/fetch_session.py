@@ -18,10 +18,12 @@ without a session (a consumer's).
 An idle follower of 1,000 partitions therefore sends a request of a few
 entries, and the leader does for each partition it did not list only the
 bookkeeping a fetch at the log end needs
-(``PartitionReplication.on_idle_follower_fetch``).
+(``replication.partition.PartitionReplication.on_idle_follower_fetch``).
 
-Both sides here are plain objects; the replica manager and the fetcher own
-the locks and the calls.
+Both sides here are plain objects, and so are the rules of which partitions
+a parked fetch waits for (:func:`readable`) and which go into an answer
+(:func:`has_news`); the replica manager and the fetcher own the locks and the
+calls, and ``node/fetch_session.py`` the wire messages.
 """
 from __future__ import annotations
 
@@ -29,7 +31,6 @@ from dataclasses import dataclass
 from typing import Iterable, NamedTuple
 
 from node import errors
-from proto import kafkasim_pb2 as pb
 
 TP = tuple[str, int]
 NO_SESSION = 0
@@ -47,17 +48,18 @@ class PartitionFetch(NamedTuple):
     follower_high_watermark: int
 
 
-def partition_fetch(fp) -> PartitionFetch:
-    """From a ``FetchPartition`` message."""
-    return PartitionFetch(fp.fetch_offset, fp.last_fetched_epoch, fp.current_leader_epoch, fp.max_bytes,
-                          fp.follower_high_watermark)
+def readable(fetch_offset: int, log_end_offset: int, high_watermark: int, is_leader: bool, follower: bool) -> bool:
+    """Whether a parked fetch of one partition can be answered now: there is something to read past
+    ``fetch_offset`` (a follower reads up to the LEO, a consumer up to the HW), or this broker no
+    longer leads the partition."""
+    return (log_end_offset if follower else high_watermark) > fetch_offset or not is_leader
 
 
-def fetch_message(tp: TP, pf: PartitionFetch) -> pb.FetchPartition:
-    """The ``FetchPartition`` message of ``pf`` (the inverse of :func:`partition_fetch`)."""
-    return pb.FetchPartition(topic=tp[0], partition=tp[1], fetch_offset=pf.fetch_offset,
-                             last_fetched_epoch=pf.last_fetched_epoch, current_leader_epoch=pf.current_leader_epoch,
-                             max_bytes=pf.max_bytes, follower_high_watermark=pf.follower_high_watermark)
+def has_news(pf: PartitionFetch, log_end_offset: int, high_watermark: int, is_leader: bool) -> bool:
+    """Whether a partition of a follower's session goes into the answer (KIP-227): the log end is not
+    where the follower fetches from (records to send), the HW is not the one it has, or this broker
+    no longer leads the partition.  Otherwise it is left out, for the follower has it all."""
+    return log_end_offset != pf.fetch_offset or high_watermark != pf.follower_high_watermark or not is_leader
 
 
 @dataclass

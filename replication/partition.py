@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
 
 from node import errors
-from node.errors import INVALID_REQUIRED_ACKS, OFFSET_OUT_OF_RANGE
+from node.errors import OFFSET_OUT_OF_RANGE
+from replication import produce
 
 Event = tuple[str, dict[str, Any]]
 UNKNOWN_OFFSET = -1
@@ -332,7 +333,7 @@ class PartitionReplication:
     def on_idle_follower_fetch(self, follower_id: int, fetch_offset: int, current_leader_epoch: int,
                                leader_leo: int, now_ms: int) -> bool:
         """A partition of a fetch session that the follower did not list: it fetches again at
-        ``fetch_offset``, the offset it last listed (``node.fetch_session``).
+        ``fetch_offset``, the offset it last listed (``replication.fetch_session``).
 
         When the follower is in the ISR, at the log end, this broker leads in the epoch the follower
         names, and the HW is the log end, that fetch only records the fetch time
@@ -482,32 +483,22 @@ class PartitionReplication:
     # ------------------------------------------------------------------ leader: produce
 
     def check_produce(self, acks: int, now_ms: int | None = None) -> int:
-        """Before appending a produce: NONE, or the error to answer with (nothing appended).
+        """Before appending a produce: NONE, or the error to answer with (``replication.produce``).
 
         ``now_ms`` is unused (the check is on the committed ISR size only).
         """
-        if acks not in (-1, 0, 1):
-            return INVALID_REQUIRED_ACKS
-        if not self.is_leader:
-            return errors.NOT_LEADER_OR_FOLLOWER
-        if acks == -1 and len(self._isr) < self.settings.min_insync_replicas:
-            return errors.NOT_ENOUGH_REPLICAS
-        return errors.NONE
+        return produce.append_error(acks, self.is_leader, len(self._isr), self.settings.min_insync_replicas)
 
-    def check_acks_all(self, required_offset: int, appended_in_epoch: int | None = None) -> int | None:
+    def check_acks_all(self, required_offset: int, appended_in_epoch: int | None = None, *,
+                       replica_open: bool = True) -> int | None:
         """An acks=all produce waiting for ``required_offset`` (last offset + 1), appended in leader epoch
-        ``appended_in_epoch``: its error once done, or None while it must wait.  A broker that is not the
-        leader, or has not been the leader ever since that append, answers NOT_LEADER_OR_FOLLOWER; a new
-        epoch of the same leader (the controller took a follower out of the ISR) changes nothing, as in
-        Kafka's DelayedProduce.
+        ``appended_in_epoch``: its error once done, or None while it must wait
+        (``replication.produce.acks_all_outcome``).  ``replica_open`` False: the replica was stopped.
         """
-        if not self.is_leader or (appended_in_epoch is not None and appended_in_epoch < self._leader_since_epoch):
-            return errors.NOT_LEADER_OR_FOLLOWER
-        if self._hw < required_offset:
-            return None
-        if len(self.maximal_isr) < self.settings.min_insync_replicas:
-            return errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        return errors.NONE
+        return produce.acks_all_outcome(
+            is_leader=self.is_leader and replica_open, leader_since_epoch=self._leader_since_epoch,
+            appended_in_epoch=appended_in_epoch, high_watermark=self._hw, required_offset=required_offset,
+            maximal_isr_size=len(self.maximal_isr), min_insync_replicas=self.settings.min_insync_replicas)
 
     # ------------------------------------------------------------------ follower
 
@@ -529,27 +520,3 @@ class PartitionReplication:
         return [self._hw_event(old, self._hw, reason="truncated")]
 
 
-
-def follower_truncation(diverging_epoch: int, diverging_end_offset: int, log: LogView,
-                        high_watermark: int) -> tuple[int, bool]:
-    """Where a follower truncates when the leader answers its fetch with a diverging epoch: Kafka 2.8's
-    AbstractFetcherThread.getOffsetTruncationState.  Returns (offset, truncation completed).
-
-    * The leader knows no epoch at or below the follower's (end offset -1): to the HW.
-    * The follower knows no epoch at or below the leader's answer: min(leader's end, LEO).
-    * The follower's largest epoch at or below it (its epoch cache, LeaderEpochFileCache.endOffsetFor)
-      is that epoch: min(leader's end, the follower's own end of it, LEO), complete.
-    * It is an older epoch: min(the follower's end of that one, LEO), not complete; the next fetch
-      carries the new last epoch and the exchange repeats while they still diverge.
-    """
-    leo = log.log_end_offset
-    if diverging_end_offset < 0:
-        return max(0, min(high_watermark, leo)), True
-    if diverging_epoch < 0:
-        return min(diverging_end_offset, leo), True
-    own_epoch, own_end = log.end_offset_for_epoch(diverging_epoch)
-    if own_end < 0:
-        return min(diverging_end_offset, leo), True
-    if own_epoch != diverging_epoch:
-        return min(own_end, leo), False
-    return min(own_end, diverging_end_offset, leo), True

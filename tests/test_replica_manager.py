@@ -6,7 +6,7 @@ from pathlib import Path
 from node.broker_state import PartitionInfo
 from node.events import EventLog
 from node.replica_manager import ReplicaManager
-from node.replication import ReplicaSettings
+from replication.partition import ReplicaSettings
 
 
 def manager(tmp_path: Path, topic_config) -> ReplicaManager:

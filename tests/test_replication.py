@@ -1,4 +1,4 @@
-"""node/replication.py: one partition's replication rules (reference §3 "Replication"), sans-IO.
+"""replication/partition.py: one partition's replication rules (reference §3 "Replication"), sans-IO.
 
 Pure unit tests: time is an explicit ``now_ms``; the log is a small fake value
 whose epoch lookups use the real LeaderEpochCache semantics (no checkpoint file).
@@ -12,9 +12,10 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from node import errors
-from node.replication import (INELIGIBLE_BACKOFF_MS, INVALID_REQUIRED_ACKS, ISR_CHANGE_GIVE_UP, OFFSET_OUT_OF_RANGE,
-                              AlterIsrProposal, PartitionReplication, ReplicaSettings)
+from node.errors import INVALID_REQUIRED_ACKS, OFFSET_OUT_OF_RANGE
 from node.storage.log import LeaderEpochCache
+from replication.partition import (INELIGIBLE_BACKOFF_MS, ISR_CHANGE_GIVE_UP, AlterIsrProposal, PartitionReplication,
+                                   ReplicaSettings)
 
 ROOT = Path(__file__).resolve().parent.parent
 ME = 1
@@ -66,15 +67,32 @@ def hw_events(events):
 
 # ---------------------------------------------------------------------- module hygiene
 
-def test_module_imports_no_io():
-    tree = ast.parse((ROOT / "node" / "replication.py").read_text())
-    imported = set()
+CORE_FORBIDDEN = {"grpc", "kazoo", "threading", "asyncio", "time", "random", "socket", "os", "subprocess",
+                  "google", "proto"}  # google.protobuf, and the generated proto modules
+
+
+@pytest.mark.parametrize("path", sorted(p.name for p in (ROOT / "replication").glob("*.py")))
+def test_the_replication_cores_import_no_io_and_open_no_file(path):
+    tree = ast.parse((ROOT / "replication" / path).read_text())
+    imported, opened = set(), []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             imported |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             imported.add(node.module.split(".")[0])
-    assert not imported & {"grpc", "kazoo", "threading", "time", "random", "os", "socket"}, imported
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
+            opened.append(node.lineno)
+    assert not imported & CORE_FORBIDDEN and not opened, (imported & CORE_FORBIDDEN, opened)
+
+
+def test_importing_the_replication_cores_loads_no_grpc_kazoo_or_protobuf():
+    import subprocess
+    import sys
+    code = ("import sys, replication.partition, replication.truncation, replication.produce, "
+            "replication.fetch_session\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('grpc', 'kazoo', 'google', 'proto')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 # ---------------------------------------------------------------------- leader HW
@@ -160,7 +178,7 @@ def _idle(p, log, fid, offset, now, epoch=EPOCH):
 
 
 def test_an_idle_session_fetch_records_exactly_what_a_full_fetch_at_the_log_end_would():
-    """A fetch-session partition the follower did not list (node.fetch_session): at the log end,
+    """A fetch-session partition the follower did not list (replication.fetch_session): at the log end,
     in the ISR, HW at the log end, the fetch only moves the fetch times, as on_follower_fetch does."""
     p, log = make_leader(isr=(1, 2, 3))
     q, qlog = make_leader(isr=(1, 2, 3))

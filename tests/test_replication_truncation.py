@@ -11,7 +11,8 @@ from __future__ import annotations
 from hypothesis import given, settings as hsettings, strategies as st
 
 from node import errors
-from node.replication import PartitionReplication, ReplicaSettings, follower_truncation
+from replication.partition import PartitionReplication, ReplicaSettings
+from replication.truncation import follower_truncation
 from node.storage.log import LeaderEpochCache
 
 
