@@ -168,6 +168,9 @@ class ReplicaManager:
         self._unassign(tp, h)
         with h.cond:
             h.fetching_from = None
+            # Kafka's makeLeader: the new epoch starts at the log end, in the epoch cache at once
+            if p.leader_epoch > h.log.epoch_cache.latest_epoch:
+                h.log.epoch_cache.assign(p.leader_epoch, h.log.log_end_offset)
             if self._live is not None:
                 h.repl.set_live_brokers(self._live)
             self._log_events(h.repl.become_leader(p.leader_epoch, list(p.isr), list(p.replicas), p.zk_version,
