@@ -62,7 +62,7 @@ class LeaderFetcher(threading.Thread):
                     parts = dict(self._parts)
                     if self._cut:  # the channel was closed to cut a poll short: open a new one
                         self._cut, stub, target = False, None, None
-                endpoint = self.rm._endpoint_of(self.leader)
+                endpoint = self.rm.endpoint_of(self.leader)
                 if not parts or endpoint is None:
                     self._stop_event.wait(0.05)
                     continue
@@ -106,7 +106,7 @@ class LeaderFetcher(threading.Thread):
             self._polling = parts.keys()
         try:
             r = stub.Fetch(pb.FetchRequest(
-                replica_id=self.rm.broker_id, replica_epoch=self.rm._broker_epoch(), max_wait_ms=self.rm.fetch_wait_ms,
+                replica_id=self.rm.broker_id, replica_epoch=self.rm.broker_epoch(), max_wait_ms=self.rm.fetch_wait_ms,
                 session_id=session_id, session_epoch=session_epoch,
                 partitions=[fetch_message(tp, current[tp]) for tp in listed],
                 forgotten=[pb.TopicPartition(topic=t, partition=p) for t, p in forgotten]),
@@ -155,7 +155,7 @@ class LeaderFetcher(threading.Thread):
             rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=cut, records_dropped=dropped,
                            diverging_epoch=a.diverging_epoch, diverging_end_offset=a.diverging_end_offset,
                            complete=complete, leader=self.leader, leader_epoch=epoch)
-            rm._log_events(h.repl.on_truncate(h.log.log_end_offset))
+            rm.log_events(h.repl.on_truncate(h.log.log_end_offset))
             return True
         if a.records:
             try:
@@ -163,5 +163,5 @@ class LeaderFetcher(threading.Thread):
             except (InvalidAppendError, CorruptBatchError) as e:
                 rm.events.emit("follower_append_failed", topic=tp[0], partition=tp[1], error=str(e))
                 return False
-        rm._log_events(h.repl.on_fetch_response(a.high_watermark, h.log))
+        rm.log_events(h.repl.on_fetch_response(a.high_watermark, h.log))
         return True

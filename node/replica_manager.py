@@ -74,8 +74,8 @@ class ReplicaManager:
         self.log_dir = log_dir
         self.settings = settings
         self.events = events
-        self._broker_epoch = broker_epoch
-        self._endpoint_of = endpoint_of
+        self.broker_epoch = broker_epoch  # () -> this broker's epoch
+        self.endpoint_of = endpoint_of    # broker id -> its address, or None
         self._controller_endpoint = controller_endpoint
         self.fetch_wait_ms = fetch_wait_ms
         self.segment_bytes = segment_bytes
@@ -94,7 +94,7 @@ class ReplicaManager:
         self._purgatory = Purgatory(self._waiter_outcome)
         self._fetches = LeaderFetchHandler(  # the leader's Fetch handler, with its fetch sessions (KIP-227)
             self.hosted, LeaderSessions(first_id=time.time_ns() // 1_000_000), self._lock, self._data,
-            self._stopping, self._log_events, self._wake, self._send_alter_isr)
+            self._stopping, self.log_events, self._wake, self._send_alter_isr)
         self._checkpoint = OffsetCheckpointFile(log_dir / HW_CHECKPOINT)
         log_dir.mkdir(parents=True, exist_ok=True)
         self._hw_at_start = self._checkpoint.read()
@@ -173,7 +173,7 @@ class ReplicaManager:
                 h.log.epoch_cache.assign(p.leader_epoch, h.log.log_end_offset)
             if self._live is not None:
                 h.repl.set_live_brokers(self._live)
-            self._log_events(h.repl.become_leader(p.leader_epoch, list(p.isr), list(p.replicas), p.zk_version,
+            self.log_events(h.repl.become_leader(p.leader_epoch, list(p.isr), list(p.replicas), p.zk_version,
                                                   h.log, now_ms()))
             self._wake(h)
         self._notify()
@@ -184,7 +184,7 @@ class ReplicaManager:
         h = self._host(tp, configs)
         self._unassign(tp, h)
         with h.cond:
-            self._log_events(h.repl.become_follower(p.leader, p.leader_epoch, list(p.isr), list(p.replicas),
+            self.log_events(h.repl.become_follower(p.leader, p.leader_epoch, list(p.isr), list(p.replicas),
                                                     p.zk_version))
             h.fetching_from = (p.leader, p.leader_epoch) if p.leader >= 0 else None
             self._wake(h)
@@ -207,7 +207,7 @@ class ReplicaManager:
             with h.cond:
                 if h.log.closed:
                     continue
-                self._log_events(h.repl.set_live_brokers(self._live, h.log, now_ms()))
+                self.log_events(h.repl.set_live_brokers(self._live, h.log, now_ms()))
                 self._wake(h)
         self._notify()
 
@@ -221,7 +221,7 @@ class ReplicaManager:
         h = self.hosted.get((p.topic, p.partition))
         if h is not None:
             with h.cond:
-                self._log_events(h.repl.apply_isr_update(list(p.isr), p.zk_version, p.leader_epoch,
+                self.log_events(h.repl.apply_isr_update(list(p.isr), p.zk_version, p.leader_epoch,
                                                          log=h.log, now_ms=now_ms()))
                 self._wake(h)
             self._notify()
@@ -317,7 +317,7 @@ class ReplicaManager:
             return code, -1, -1, -1
         epoch = h.repl.leader_epoch
         base, last = h.log.append_as_leader(records, epoch, now_ms())
-        self._log_events(h.repl.on_leader_append(h.log, now_ms()))
+        self.log_events(h.repl.on_leader_append(h.log, now_ms()))
         self._wake(h)
         self._notify()
         return errors.NONE, base, last, epoch
@@ -442,7 +442,7 @@ class ReplicaManager:
             try:
                 with grpc.insecure_channel(target) as ch:
                     r = pbg.BrokerStub(ch).AlterIsr(pb.AlterIsrRequest(
-                        broker_id=self.broker_id, broker_epoch=self._broker_epoch(), partitions=[pb.AlterIsrPartition(
+                        broker_id=self.broker_id, broker_epoch=self.broker_epoch(), partitions=[pb.AlterIsrPartition(
                             topic=p.topic, partition=p.partition, leader_epoch=p.leader_epoch,
                             new_isr=list(p.new_isr), current_isr_version=p.zk_version) for _, p in batch]),
                         timeout=10)
@@ -458,7 +458,7 @@ class ReplicaManager:
             with h.cond:
                 outcome = h.repl.on_alter_isr_result(code, isr, version, epoch, proposal=proposal, log=h.log,
                                                      now_ms=now_ms())
-                self._log_events(outcome.events)
+                self.log_events(outcome.events)
                 self._wake(h)
         self._notify()
 
@@ -511,7 +511,7 @@ class ReplicaManager:
             except Exception:
                 log.exception("periodic %s failed", fn.__name__)
 
-    def _log_events(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+    def log_events(self, events: list[tuple[str, dict[str, Any]]]) -> None:
         for name, fields in events:
             self.events.emit(name, **fields)
 
