@@ -50,6 +50,7 @@ class ControllerSettings:
     expected_brokers: int = 0            # brokers listed in cluster.yaml; 0 = do not wait for them
     offsets_create_grace_ms: int = 3_000  # then create __consumer_offsets with whoever is live (>= RF)
     offsets_eager_create: bool = True     # False: not here; the first FindCoordinator has a broker create it
+    kip841_enable: bool = False          # Kafka 3.3's AlterIsr eligibility check (INELIGIBLE_REPLICA)
 
 
 class StateChange(NamedTuple):
@@ -277,11 +278,10 @@ class ControllerCore:
                 results[tp] = INVALID_UPDATE_VERSION
                 continue
             added = set(isr) - set(state.isr)
-            if added & self.shutting_down or not added <= set(self.live):
-                # Kafka 3.3's KIP-841 check (2.8 lacks it): a broker in controlled shutdown still fetches
-                # until it stops, and a leader may not have heard yet that a broker died; taking either
-                # into the ISR would undo the shutdown's or the death's ISR removal, and hold the HW
-                # until the leader shrinks it again (replica.lag.time.max.ms later)
+            if self.settings.kip841_enable and (added & self.shutting_down or not added <= set(self.live)):
+                # Kafka 3.3's KIP-841 check (2.8 lacks it; kafkasim.isr.kip841.enable): a broker in
+                # controlled shutdown still fetches until it stops, and a leader may not have heard yet
+                # that a broker died; taking either into the ISR would undo that ISR removal
                 results[tp] = INELIGIBLE_REPLICA
                 continue
             reason = "isr_expand" if len(isr) > len(state.isr) else "isr_shrink"
@@ -289,6 +289,19 @@ class ControllerCore:
                                            ver, reason, state))
             results[tp] = NONE
         return NONE, plan, results
+
+    def on_alter_isr_conflict(self, plan: Plan, results: dict[TP, int],
+                              states: StateMap) -> tuple[dict[TP, int], Plan]:
+        """The AlterIsr plan's write met BADVERSION (our cached state was stale; a request's own change
+        cannot be re-derived): its changes answer INVALID_UPDATE_VERSION, the others keep their
+        answers, and the re-read ``states`` are decided again (the returned plan)."""
+        written = {(w.topic, w.partition) for w in plan.writes}
+        return ({tp: INVALID_UPDATE_VERSION if tp in written else c for tp, c in results.items()},
+                self.reload_states(states))
+
+    def alter_isr_answer(self, results: dict[TP, int]) -> dict[TP, tuple[int, LeaderAndIsr | None, int]]:
+        """Each partition's AlterIsr answer: (error, the state as now known or None, its zkVersion or -1)."""
+        return {tp: (c, *self.states[tp]) if tp in self.states else (c, None, -1) for tp, c in results.items()}
 
     def on_topic_deletion(self, requested: Iterable[str]) -> Plan:
         """/admin/delete_topics/<t> appeared: delete the topic (or, if disabled, drop the request)."""
@@ -429,6 +442,11 @@ class ControllerCore:
                 cmds.append(UpdateMetadataCmd(tuple(all_views), live_regs))
             else:
                 mine = tuple(changed_by.get(b, ())) if plan.leader_and_isr else ()
+                if mine and b in plan.stop_replicas:
+                    # Kafka's OfflineReplica transition: a replica told to stop is not sent the state
+                    # that removed it from the ISR (it would follow again in the new epoch)
+                    stopping = set(plan.stop_replicas[b])
+                    mine = tuple(v for v in mine if (v.topic, v.partition) not in stopping)
                 if mine:
                     cmds.append(LeaderAndIsrCmd(mine, leaders))
                 if plan.resend_metadata:

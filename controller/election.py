@@ -57,21 +57,26 @@ def preferred(current: LeaderAndIsr, replicas: Sequence[int], live: AbstractSet[
 
 
 def remove_from_isr(current: LeaderAndIsr, gone: AbstractSet[int], controller_epoch: int) -> LeaderAndIsr | None:
-    """Drop ``gone`` replicas from the ISR, never emptying it.
+    """Drop ``gone`` replicas from the ISR, never emptying it (Kafka 2.8's removeReplicasFromIsr).
 
-    If the leader is among them the partition goes offline (leader -1) and
-    the leader epoch goes up, as for any leader change.  A follower-only
-    removal keeps the leader epoch: only the state's zkVersion moves (this is
-    the issue's rule and KRaft's; Kafka 2.8 also bumped the epoch here).
+    Kafka removes one replica at a time, in id order, and writes each removal
+    as ``newLeaderAndIsr``: leader epoch + 1.  So the epoch goes up once per
+    ``gone`` ISR member (the last member, which stays, included: it loses the
+    leadership), and once for a gone leader outside its ISR.  A leader among
+    them leaves the partition offline (leader -1).  None when nothing changes.
     """
     if current.leader not in gone and gone.isdisjoint(current.isr):
         return None
     isr = list(current.isr)
-    for b in (sorted(gone) if len(gone) > 1 else gone):  # Kafka removes one replica at a time, in id order
-        if b in isr and len(isr) > 1:
-            isr.remove(b)
+    writes = 0
+    for b in (sorted(gone) if len(gone) > 1 else gone):
+        if b in isr:
+            writes += 1
+            if len(isr) > 1:
+                isr.remove(b)
     leader = -1 if current.leader in gone else current.leader
     if leader == current.leader and tuple(isr) == current.isr:
         return None
-    epoch = current.leader_epoch + 1 if leader != current.leader else current.leader_epoch
-    return LeaderAndIsr(leader, epoch, tuple(isr), controller_epoch)
+    if leader != current.leader and current.leader not in current.isr:
+        writes += 1
+    return LeaderAndIsr(leader, current.leader_epoch + writes, tuple(isr), controller_epoch)

@@ -38,7 +38,7 @@ from node.rpc_server import AioServer
 from node.links import DIRECT, LinkMap, LinkMapError
 from node.events import EventLog
 from node.replica_manager import CleanerSettings, ReplicaManager
-from node.replication import ReplicaSettings
+from replication.partition import ReplicaSettings
 from node.servicer import BrokerServicer
 from node.session_file import SessionFile
 from node.shutdown import ShutdownWatchdog, controlled_shutdown_budget_s, stop_deadline_s
@@ -86,7 +86,13 @@ def controller_settings(cfg: ClusterConfig, broker_id: int) -> ControllerSetting
         expected_brokers=len(cfg.brokers),
         offsets_create_grace_ms=g("kafkasim.offsets.topic.create.grace.ms"),
         offsets_eager_create=g("kafkasim.offsets.topic.eager.create"),
+        kip841_enable=g("kafkasim.isr.kip841.enable"),
     )
+
+
+def replica_settings(cfg: ClusterConfig) -> ReplicaSettings:
+    g = cfg.get
+    return ReplicaSettings(g("replica.lag.time.max.ms"), g("min.insync.replicas"), g("kafkasim.isr.kip841.enable"))
 
 
 def resolve_zookeeper(cfg: ClusterConfig, override: str | None) -> str:
@@ -124,7 +130,7 @@ class Broker:
         g = cfg.get
         self.replicas = ReplicaManager(
             broker_id, self.spec.log_dir,
-            ReplicaSettings(g("replica.lag.time.max.ms"), g("min.insync.replicas")), self.events,
+            replica_settings(cfg), self.events,
             broker_epoch=lambda: self.state.broker_epoch, endpoint_of=self._endpoint_of,
             controller_endpoint=lambda: self._endpoint_of(self.state.controller_id),
             fetch_wait_ms=g("replica.fetch.wait.max.ms"), segment_bytes=g("log.segment.bytes"),

@@ -4,9 +4,10 @@ Implements Kafka's broker-side fencing of controller requests:
 - a request whose broker epoch (not -1) is below ours -> STALE_BROKER_EPOCH;
 - a controller epoch below the latest one seen -> STALE_CONTROLLER_EPOCH
   (an equal epoch is accepted);
-- LeaderAndIsr applies a partition only when its state is newer: a higher
-  leader epoch, or the same leader epoch with a higher zkVersion (an ISR-only
-  change, which keeps the leader epoch here); otherwise that partition gets
+- LeaderAndIsr applies a partition only when its leader epoch is higher than
+  ours (Kafka 2.8's becomeLeaderOrFollower: every controller change of a
+  partition's leader or ISR bumps the epoch; AlterIsr results come back in
+  the AlterIsr answer and UpdateMetadata); otherwise that partition gets
   STALE_CONTROLLER_EPOCH, and a broker outside the replicas gets
   UNKNOWN_TOPIC_OR_PARTITION;
 - StopReplica with a leader epoch at or below ours -> FENCED_LEADER_EPOCH,
@@ -124,7 +125,7 @@ class BrokerState:
                 out.partition_errors[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             cur = self.partitions.get(tp)
-            if cur is not None and (p.leader_epoch, p.zk_version) <= (cur.leader_epoch, cur.zk_version):
+            if cur is not None and p.leader_epoch <= cur.leader_epoch:
                 out.partition_errors[tp] = errors.STALE_CONTROLLER_EPOCH
                 stale += 1
                 continue

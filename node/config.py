@@ -145,6 +145,9 @@ _TABLE = (
        "start-up (the lab's way); false: Kafka's way, the first FindCoordinator creates it", extension=True),
     _k("kafkasim.controller.metadata.resend.interval.ms", int, 2000, "Controller re-sends UpdateMetadata to all live "
        "brokers this often; 0 = never", min=0, extension=True),
+    _k("kafkasim.isr.kip841.enable", bool, False, "Kafka 3.3's KIP-841 ISR eligibility: the controller answers "
+       "INELIGIBLE_REPLICA to an AlterIsr adding a broker that is shutting down or not registered, and a leader "
+       "stops counting such a follower for the HW; false = Kafka 2.8's rules", extension=True),
     _k("kafkasim.offsets.topic.create.grace.ms", int, 3000, "The controller creates __consumer_offsets once "
        "every listed broker has registered, or after this long with at least its replication factor", min=0,
        extension=True),

@@ -214,16 +214,13 @@ class ControllerShell:
                 try:
                     self._execute(plan, retry_conflicts=False)
                 except StateVersionConflict as e:
-                    # our cached state was stale: refuse the change, refresh, and decide again
                     self.events.emit("zk_write_conflict", path=e.path)
-                    written = {(w.topic, w.partition) for w in plan.writes}
-                    results = {tp: errors.INVALID_UPDATE_VERSION if tp in written else c for tp, c in results.items()}
-                    self._execute(self.core.reload_states(self.zk.read_states(sorted(self.core.states))))
+                    results, retry = self.core.on_alter_isr_conflict(
+                        plan, results, self.zk.read_states(sorted(self.core.states)))
+                    self._execute(retry)
                 if not self.core.active:
                     code = errors.NOT_CONTROLLER
-            answer = {tp: (c, *self.core.states[tp]) if tp in self.core.states else (c, None, -1)
-                      for tp, c in results.items()}
-            fut.set_result((code, answer))
+            fut.set_result((code, self.core.alter_isr_answer(results)))
         elif kind == "shutdown":
             if self.core.active:
                 self._resign("shutdown")

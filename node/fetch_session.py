@@ -1,130 +1,21 @@
-"""Kafka's incremental fetch sessions (KIP-227), between a follower's fetcher and a leader broker.
-
-A follower's first request is *full*: every partition it fetches from that
-leader, with ``session_id`` 0 and ``session_epoch`` 0.  The leader keeps them
-as a session (one per follower broker: each has one fetcher per leader) and
-answers with the session's id.  Every later request is *incremental*: the
-same id, the next epoch (1, 2, ...), and only the partitions whose fetch
-state changed since the follower last sent them (its LEO, last fetched
-epoch, leader epoch or HW), plus the ones it stopped fetching
-(``forgotten``).  The leader treats every partition of the session as
-fetched again: a partition the follower did not list is fetched at the
-offset it last listed.  An unknown id answers FETCH_SESSION_ID_NOT_FOUND
-(70) and a wrong epoch INVALID_FETCH_SESSION_EPOCH (71); the follower then
-starts over with a full request, as it does after any failed call (it cannot
-know whether the leader saw it).  ``session_epoch`` -1 with id 0 is a fetch
-without a session (a consumer's).
-
-An idle follower of 1,000 partitions therefore sends a request of a few
-entries, and the leader does for each partition it did not list only the
-bookkeeping a fetch at the log end needs
-(``PartitionReplication.on_idle_follower_fetch``).
-
-Both sides here are plain objects; the replica manager and the fetcher own
-the locks and the calls, and node/wire.py converts ``PartitionFetch`` to and from
-the wire's ``FetchPartition``.
-"""
+"""A fetch session's partitions (``replication.fetch_session.PartitionFetch``) to and from their
+``FetchPartition`` wire messages: the shell's side of KIP-227."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, NamedTuple
-
-from kafkacommon import errors
+from replication.fetch_session import PartitionFetch
+from proto import kafkasim_pb2 as pb
 
 TP = tuple[str, int]
-NO_SESSION = 0
-FULL_EPOCH = 0        # session_id 0 + epoch 0: a full request that opens a session
-SESSIONLESS_EPOCH = -1  # session_id 0 + epoch -1: a full request, no session kept
 
 
-class PartitionFetch(NamedTuple):
-    """What a follower last said about one partition: where it fetches from and what it has."""
-
-    fetch_offset: int
-    last_fetched_epoch: int
-    current_leader_epoch: int
-    max_bytes: int
-    follower_high_watermark: int
+def partition_fetch(fp: pb.FetchPartition) -> PartitionFetch:
+    """From a ``FetchPartition`` message."""
+    return PartitionFetch(fp.fetch_offset, fp.last_fetched_epoch, fp.current_leader_epoch, fp.max_bytes,
+                          fp.follower_high_watermark)
 
 
-@dataclass
-class LeaderSession:
-    id: int
-    replica_id: int
-    epoch: int                               # the epoch the next incremental request must carry
-    partitions: dict[TP, PartitionFetch]
-
-
-class LeaderSessions:
-    """The leader's sessions, one per follower broker.  ``first_id`` seeds the ids (an id from a
-    previous incarnation of this broker must not match a new session): the shell passes its clock."""
-
-    def __init__(self, first_id: int) -> None:
-        self._next_id = max(1, first_id & 0x7FFFFFFF)
-        self._by_replica: dict[int, LeaderSession] = {}
-
-    def _new_id(self) -> int:
-        sid = self._next_id
-        self._next_id = sid + 1 if sid < 0x7FFFFFFF else 1
-        return sid
-
-    def open(self, replica_id: int, session_id: int, session_epoch: int,
-             listed: Iterable[tuple[TP, PartitionFetch]], forgotten: Iterable[TP]) -> tuple[int, LeaderSession | None]:
-        """Take one follower request's session fields: (error, session).  A full request replaces the
-        follower's session; an incremental one must name it and carry its next epoch, and updates it.
-        (NONE, None) for a sessionless request."""
-        if session_id == NO_SESSION:
-            if session_epoch != FULL_EPOCH:
-                self._by_replica.pop(replica_id, None)
-                return errors.NONE, None
-            s = self._by_replica[replica_id] = LeaderSession(self._new_id(), replica_id, 1, dict(listed))
-            return errors.NONE, s
-        s = self._by_replica.get(replica_id)
-        if s is None or s.id != session_id:
-            return errors.FETCH_SESSION_ID_NOT_FOUND, None
-        if session_epoch != s.epoch:
-            del self._by_replica[replica_id]  # the follower starts over with a full request
-            return errors.INVALID_FETCH_SESSION_EPOCH, None
-        s.epoch += 1
-        for tp in forgotten:
-            s.partitions.pop(tp, None)
-        s.partitions.update(listed)
-        return errors.NONE, s
-
-    def get(self, replica_id: int) -> LeaderSession | None:
-        return self._by_replica.get(replica_id)
-
-    def close(self, replica_id: int) -> None:
-        self._by_replica.pop(replica_id, None)
-
-
-class FollowerSession:
-    """The fetcher's side: what the leader's session holds, and so what the next request must list."""
-
-    def __init__(self) -> None:
-        self.id = NO_SESSION
-        self.epoch = FULL_EPOCH
-        self.sent: dict[TP, PartitionFetch] = {}   # as the leader's session has it
-
-    def reset(self) -> None:
-        """Start over with a full request (after an error, a cut poll, or a session error)."""
-        self.id, self.epoch, self.sent = NO_SESSION, FULL_EPOCH, {}
-
-    def request(self, current: dict[TP, PartitionFetch]) -> tuple[int, int, list[TP], list[TP]]:
-        """(session id, epoch, partitions to list, partitions forgotten) for a request about ``current``."""
-        if self.id == NO_SESSION:
-            return NO_SESSION, FULL_EPOCH, list(current), []
-        sent = self.sent
-        listed = [tp for tp, pf in current.items() if sent.get(tp) is not pf and sent.get(tp) != pf]
-        forgotten = [tp for tp in sent if tp not in current]
-        return self.id, self.epoch, listed, forgotten
-
-    def answered(self, session_id: int, listed: dict[TP, PartitionFetch], forgotten: list[TP]) -> None:
-        """The leader took the request (its answer carried ``session_id``)."""
-        if self.id == NO_SESSION:
-            self.id, self.epoch, self.sent = session_id, 1, dict(listed)
-            return
-        self.epoch += 1
-        for tp in forgotten:
-            self.sent.pop(tp, None)
-        self.sent.update(listed)
+def fetch_message(tp: TP, pf: PartitionFetch) -> pb.FetchPartition:
+    """The ``FetchPartition`` message of ``pf`` (the inverse of :func:`partition_fetch`)."""
+    return pb.FetchPartition(topic=tp[0], partition=tp[1], fetch_offset=pf.fetch_offset,
+                             last_fetched_epoch=pf.last_fetched_epoch, current_leader_epoch=pf.current_leader_epoch,
+                             max_bytes=pf.max_bytes, follower_high_watermark=pf.follower_high_watermark)

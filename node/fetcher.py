@@ -8,12 +8,14 @@ import grpc
 
 from kafkacommon import errors
 from kafkacommon.record_batch import CorruptBatchError
-from node.fetch_session import FollowerSession, PartitionFetch
 from node.clock import now_ms
+from node.fetch_session import fetch_message
 from node.storage.log import InvalidAppendError
 from node.wire import fetch_message
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
+from replication.fetch_session import FollowerSession, PartitionFetch
+from replication.truncation import follower_truncation
 
 if TYPE_CHECKING:
     from node.hosted import FetcherOwner, Hosted
@@ -62,7 +64,7 @@ class LeaderFetcher(threading.Thread):
                     parts = dict(self._parts)
                     if self._cut:  # the channel was closed to cut a poll short: open a new one
                         self._cut, stub, target = False, None, None
-                endpoint = self.rm._endpoint_of(self.leader)
+                endpoint = self.rm.endpoint_of(self.leader)
                 if not parts or endpoint is None:
                     self._stop_event.wait(0.05)
                     continue
@@ -80,7 +82,7 @@ class LeaderFetcher(threading.Thread):
                     self._channel.close()
 
     def _fetch_once(self, stub: pbg.BrokerStub, parts: dict[TP, tuple["Hosted", int]]) -> bool:
-        """One Fetch in this fetcher's session (``node.fetch_session``): every partition when the
+        """One Fetch in this fetcher's session (``replication.fetch_session``): every partition when the
         session is new, else only those whose position changed.  False: back off (an error)."""
         state = self._state
         for tp in [tp for tp in state if tp not in parts]:
@@ -106,7 +108,7 @@ class LeaderFetcher(threading.Thread):
             self._polling = parts.keys()
         try:
             r = stub.Fetch(pb.FetchRequest(
-                replica_id=self.rm.broker_id, replica_epoch=self.rm._broker_epoch(), max_wait_ms=self.rm.fetch_wait_ms,
+                replica_id=self.rm.broker_id, replica_epoch=self.rm.broker_epoch(), max_wait_ms=self.rm.fetch_wait_ms,
                 session_id=session_id, session_epoch=session_epoch,
                 partitions=[fetch_message(tp, current[tp]) for tp in listed],
                 forgotten=[pb.TopicPartition(topic=t, partition=p) for t, p in forgotten]),
@@ -152,16 +154,18 @@ class LeaderFetcher(threading.Thread):
             rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=a.log_start_offset,
                            records_dropped=dropped, reason="below_leader_log_start", leader=self.leader,
                            leader_epoch=epoch)
-            rm._log_events(h.repl.on_fetch_response(a.log_start_offset, h.log))
+            rm.log_events(h.repl.on_fetch_response(a.log_start_offset, h.log))
             return True
         if a.error_code != errors.NONE:
             return False
         if a.diverging_epoch >= 0:
-            cut = min(a.diverging_end_offset, h.log.log_end_offset)
+            cut, complete = follower_truncation(a.diverging_epoch, a.diverging_end_offset, h.log,
+                                                h.repl.high_watermark)
             dropped = h.log.truncate_to(cut)
             rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=cut, records_dropped=dropped,
-                           diverging_epoch=a.diverging_epoch, leader=self.leader, leader_epoch=epoch)
-            rm._log_events(h.repl.on_truncate(h.log.log_end_offset))
+                           diverging_epoch=a.diverging_epoch, diverging_end_offset=a.diverging_end_offset,
+                           complete=complete, leader=self.leader, leader_epoch=epoch)
+            rm.log_events(h.repl.on_truncate(h.log.log_end_offset))
             return True
         if a.records:
             try:
@@ -169,7 +173,7 @@ class LeaderFetcher(threading.Thread):
             except (InvalidAppendError, CorruptBatchError) as e:
                 rm.events.emit("follower_append_failed", topic=tp[0], partition=tp[1], error=str(e))
                 return False
-        rm._log_events(h.repl.on_fetch_response(a.high_watermark, h.log))
+        rm.log_events(h.repl.on_fetch_response(a.high_watermark, h.log))
         # Kafka's follower takes the leader's log start offset (never past its own HW); the
         # retention pass deletes the segments wholly below it
         h.log.maybe_increment_log_start_offset(min(a.log_start_offset, h.repl.high_watermark))

@@ -16,7 +16,7 @@ from node.topic_config import LogConfig
 
 if TYPE_CHECKING:
     from node.events import EventLog
-    from node.replication import PartitionReplication
+    from replication.partition import PartitionReplication
     from node.storage import PartitionLog
 
 TP = tuple[str, int]

@@ -1,27 +1,66 @@
 """A leader's Fetch handler: followers' and consumers' fetches, long polls, fetch sessions.
 
-A mixin of :class:`node.replica_manager.ReplicaManager`, kept apart for size:
-it uses the manager's hosted partitions, locks, long-poll condition and
-fetch sessions (``node.fetch_session``).
+The shell around the replication cores for a Fetch request: it holds the
+locks, parks the long poll and moves the bytes.  Every rule is a core's:
+a follower's fetch and an idle session partition go to
+:class:`replication.partition.PartitionReplication`, the session's
+bookkeeping to :class:`replication.fetch_session.LeaderSessions`, and which
+partitions a parked fetch waits for and which go into the answer to
+:func:`replication.fetch_session.readable` and :func:`has_news`.  The replica
+manager hands it what it uses, explicitly.
 """
 from __future__ import annotations
 
+import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from kafkacommon import errors
 from node.clock import now_ms
-from node.fetch_session import PartitionFetch
-from node.replication import AlterIsrProposal
+from node.fetch_session import fetch_message, partition_fetch
 from node.storage.log import OffsetOutOfRangeError
 from node.wire import fetch_message, partition_fetch
 from proto import kafkasim_pb2 as pb
+from replication.fetch_session import LeaderSessions, PartitionFetch, has_news, readable
+from replication.partition import AlterIsrProposal
 
 if TYPE_CHECKING:
     from node.hosted import Hosted
 
 
-class LeaderFetchMixin:
+TP = tuple[str, int]
+Event = tuple[str, dict[str, Any]]
+
+
+class LeaderFetchHandler:
+    """Answers Fetch requests for the partitions this broker leads.
+
+    ``hosted``: the broker's partitions (read, never changed here); ``sessions`` (guarded by
+    ``sessions_lock``); ``data``: the condition notified on every append or HW move, which parked
+    fetches wait on; ``stopping``: set when the broker stops; ``log_events``, ``wake`` (with a
+    partition's lock held: complete acks=all waiters the HW now covers) and ``send_alter_isr``:
+    the replica manager's.
+    """
+
+    def __init__(self, hosted: Mapping[TP, "Hosted"], sessions: LeaderSessions, sessions_lock: threading.Lock,
+                 data: threading.Condition, stopping: threading.Event,
+                 log_events: Callable[[list[Event]], None], wake: Callable[["Hosted"], None],
+                 send_alter_isr: Callable[["Hosted", AlterIsrProposal], None]) -> None:
+        self.hosted = hosted
+        self.sessions = sessions
+        self._sessions_lock = sessions_lock
+        self._data = data
+        self._stopping = stopping
+        self._log_events = log_events
+        self._wake = wake
+        self._send_alter_isr = send_alter_isr
+        self._parked: dict[int, int] = {}   # replica id (-1: consumers) -> fetches now in their long poll
+
+    def parked(self) -> dict[int, int]:
+        """Followers' fetches now long-polling here, per follower broker."""
+        with self._data:
+            return {r: n for r, n in self._parked.items() if n and r >= 0}
+
     def fetch(self, req: pb.FetchRequest) -> pb.FetchResponse:
         """Answer a follower's (replica_id >= 0) or a consumer's fetch for many partitions.
 
@@ -29,7 +68,7 @@ class LeaderFetchMixin:
         expand the ISR); then, while no partition has anything to return, the
         request long-polls up to max_wait_ms.  Followers read up to the LEO,
         consumers up to the HW.  A follower's request belongs to a fetch
-        session (``node.fetch_session``): the session's partitions it did not
+        session (``replication.fetch_session``): the session's partitions it did not
         list are fetched again where it last listed them, and answered only
         when they have news.
         """
@@ -39,8 +78,8 @@ class LeaderFetchMixin:
         idle: list[tuple[PartitionFetch, "Hosted"]] = []   # session partitions with nothing to record
         session_id = 0
         if follower:
-            with self._lock:
-                code, session = self._sessions.open(
+            with self._sessions_lock:
+                code, session = self.sessions.open(
                     req.replica_id, req.session_id, req.session_epoch,
                     [((fp.topic, fp.partition), partition_fetch(fp)) for fp in listed],
                     [(tp.topic, tp.partition) for tp in req.forgotten])
@@ -88,9 +127,10 @@ class LeaderFetchMixin:
             self._send_alter_isr(h, proposal)
 
         def ready() -> bool:
-            return (any((h.log.log_end_offset if follower else h.repl.high_watermark) > fp.fetch_offset
-                        or not h.repl.is_leader for fp, h in pending)
-                    or any(h.log.log_end_offset > pf.fetch_offset or not h.repl.is_leader for pf, h in idle))
+            return (any(readable(fp.fetch_offset, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader,
+                                 follower) for fp, h in pending)
+                    or any(readable(pf.fetch_offset, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader,
+                                    True) for pf, h in idle))
 
         # Kafka answers at once when any partition has an error or a diverging epoch (a follower
         # must truncate before it fetches on); otherwise it long-polls while nothing is readable
@@ -111,8 +151,7 @@ class LeaderFetchMixin:
                 answers.append(a)
         for pf, h in idle:
             # news since the follower last listed it: records, a new HW, or the leadership gone
-            if (h.log.log_end_offset != pf.fetch_offset or h.repl.high_watermark != pf.follower_high_watermark
-                    or not h.repl.is_leader):
+            if has_news(pf, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader):
                 a = self._read_answer(fetch_message((h.repl.topic, h.repl.partition), pf), h, follower)
                 if a is not None:
                     answers.append(a)
@@ -124,7 +163,7 @@ class LeaderFetchMixin:
             if not h.repl.is_leader or h.log.closed:
                 return self._error(fp, errors.NOT_LEADER_OR_FOLLOWER)
             hw = h.repl.high_watermark
-            if follower and hw == fp.follower_high_watermark and fp.fetch_offset == h.log.log_end_offset:
+            if follower and not has_news(partition_fetch(fp), h.log.log_end_offset, hw, True):
                 return None  # nothing new for this follower: left out of the answer (KIP-227)
             try:
                 data = h.log.read(fp.fetch_offset, fp.max_bytes or 1 << 20, None if follower else hw)

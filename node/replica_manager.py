@@ -1,7 +1,7 @@
 """The broker's partitions: their logs on disk, produce and fetch, and follower fetching.
 
 The I/O shell around two cores: :class:`node.storage.PartitionLog` (the log
-on disk) and :class:`node.replication.PartitionReplication` (HW, ISR and the
+on disk) and :class:`replication.partition.PartitionReplication` (HW, ISR and the
 rules of Kafka's replication, sans-IO).  LeaderAndIsr requests make this
 broker a leader or a follower of a partition; a follower runs a fetcher
 thread that long-polls the leader; the leader's Fetch handler feeds the
@@ -14,7 +14,7 @@ import logging
 import shutil
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -24,18 +24,19 @@ from kafkacommon import errors
 from node.clock import now_ms
 from node.broker_state import PartitionInfo
 from node.events import EventLog
-from node.fetch_session import LeaderSessions
 from node.fetcher import LeaderFetcher
 from node.housekeeping import CleanerSettings, HousekeepingMixin
-from node.leader_fetch import LeaderFetchMixin
 from node.hosted import AckWaiter, Hosted
+from node.leader_fetch import LeaderFetchHandler
 from node.producer_state import ProducerStates
 from node.purgatory import Purgatory
-from node.replication import AlterIsrProposal, PartitionReplication, ReplicaSettings
 from node.storage import OffsetCheckpointFile, PartitionLog
 from node.storage.log import RecordTooLargeError
 from node.topic_config import TOPIC_KEYS, LogConfig, log_config
 from proto import kafkasim_pb2 as pb
+from replication import produce as produce_rules
+from replication.fetch_session import LeaderSessions
+from replication.partition import AlterIsrProposal, PartitionReplication, ReplicaSettings
 from proto import kafkasim_pb2_grpc as pbg
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ _FIELD = {spec.broker_key: name.replace(".", "_") for name, spec in TOPIC_KEYS.i
 ALTER_ISR_BATCH = 1000  # proposals per AlterIsr request at most
 
 
-class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
+class ReplicaManager(HousekeepingMixin):
     def __init__(self, broker_id: int, log_dir: Path, settings: ReplicaSettings, events: EventLog,
                  broker_epoch: Callable[[], int], endpoint_of: Callable[[int], str | None],
                  controller_endpoint: Callable[[], str | None], fetch_wait_ms: int, segment_bytes: int,
@@ -62,8 +63,8 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
         self.log_dir = log_dir
         self.settings = settings
         self.events = events
-        self._broker_epoch = broker_epoch
-        self._endpoint_of = endpoint_of
+        self.broker_epoch = broker_epoch  # () -> this broker's epoch
+        self.endpoint_of = endpoint_of    # broker id -> its address, or None
         self._controller_endpoint = controller_endpoint
         self.fetch_wait_ms = fetch_wait_ms
         self.fetch_max_bytes = fetch_max_bytes  # replica.fetch.max.bytes, per partition
@@ -79,14 +80,15 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
         self.fetchers: dict[int, LeaderFetcher] = {}  # one per leader broker, as Kafka's fetcher threads
         self._lock = threading.Lock()
         self._data = threading.Condition()  # notified on every append or HW move: wakes long polls
-        self._parked: dict[int, int] = {}   # replica id (-1: consumers) -> fetches now in their long poll
         self._producers: dict[TP, tuple[int, ProducerStates]] = {}  # idempotent producers, per leader epoch
         self._stopping = threading.Event()
         self._isr_queue: list[tuple[Hosted, AlterIsrProposal]] = []  # proposals not yet sent (AlterIsrManager)
         self._isr_queue_cond = threading.Condition()
         self._isr_sender: threading.Thread | None = None
         self._purgatory = Purgatory(self._waiter_outcome)
-        self._sessions = LeaderSessions(first_id=time.time_ns() // 1_000_000)  # fetch sessions (KIP-227)
+        self._fetches = LeaderFetchHandler(  # the leader's Fetch handler, with its fetch sessions (KIP-227)
+            self.hosted, LeaderSessions(first_id=time.time_ns() // 1_000_000), self._lock, self._data,
+            self._stopping, self.log_events, self._wake, self._send_alter_isr)
         self._checkpoint = OffsetCheckpointFile(log_dir / HW_CHECKPOINT)
         log_dir.mkdir(parents=True, exist_ok=True)
         self._hw_at_start = self._checkpoint.read()
@@ -129,7 +131,7 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
             lc = log_config({}, self._log_default)
         settings = self.settings
         if "min.insync.replicas" in overrides:  # a topic-level override of the broker default
-            settings = ReplicaSettings(settings.replica_lag_time_max_ms, lc.min_insync_replicas)
+            settings = replace(settings, min_insync_replicas=lc.min_insync_replicas)
         plog = PartitionLog(self.log_dir, tp[0], tp[1], segment_bytes=lc.segment_bytes, segment_ms=lc.segment_ms,
                             index_interval_bytes=lc.index_interval_bytes)
         if plog.recovery.truncated_bytes:
@@ -167,9 +169,12 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
         self._unassign(tp, h)
         with h.cond:
             h.fetching_from = None
+            # Kafka's makeLeader: the new epoch starts at the log end, in the epoch cache at once
+            if p.leader_epoch > h.log.epoch_cache.latest_epoch:
+                h.log.epoch_cache.assign(p.leader_epoch, h.log.log_end_offset)
             if self._live is not None:
                 h.repl.set_live_brokers(self._live)
-            self._log_events(h.repl.become_leader(p.leader_epoch, list(p.isr), list(p.replicas), p.zk_version,
+            self.log_events(h.repl.become_leader(p.leader_epoch, list(p.isr), list(p.replicas), p.zk_version,
                                                   h.log, now_ms()))
             self._wake(h)
         self._notify()
@@ -180,7 +185,7 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
         h = self._host(tp, configs)
         self._unassign(tp, h)
         with h.cond:
-            self._log_events(h.repl.become_follower(p.leader, p.leader_epoch, list(p.isr), list(p.replicas),
+            self.log_events(h.repl.become_follower(p.leader, p.leader_epoch, list(p.isr), list(p.replicas),
                                                     p.zk_version))
             h.fetching_from = (p.leader, p.leader_epoch) if p.leader >= 0 else None
             self._wake(h)
@@ -203,7 +208,7 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
             with h.cond:
                 if h.log.closed:
                     continue
-                self._log_events(h.repl.set_live_brokers(self._live, h.log, now_ms()))
+                self.log_events(h.repl.set_live_brokers(self._live, h.log, now_ms()))
                 self._wake(h)
         self._notify()
 
@@ -217,7 +222,7 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
         h = self.hosted.get((p.topic, p.partition))
         if h is not None:
             with h.cond:
-                self._log_events(h.repl.apply_isr_update(list(p.isr), p.zk_version, p.leader_epoch,
+                self.log_events(h.repl.apply_isr_update(list(p.isr), p.zk_version, p.leader_epoch,
                                                          log=h.log, now_ms=now_ms()))
                 self._wake(h)
             self._notify()
@@ -265,9 +270,8 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
 
     @staticmethod
     def _waiter_outcome(h: Hosted, w: AckWaiter) -> int | None:
-        if h.log.closed or not h.repl.is_leader or h.repl.leader_epoch != w.leader_epoch:
-            return errors.NOT_LEADER_OR_FOLLOWER
-        return h.repl.check_acks_all(w.required)
+        """With ``h.cond`` held: the core's answer for an acks=all waiter (None: it still waits)."""
+        return h.repl.check_acks_all(w.required, w.leader_epoch, replica_open=not h.log.closed)
 
     # ------------------------------------------------------------------ produce
 
@@ -281,18 +285,26 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
         the leadership is lost (NOT_LEADER_OR_FOLLOWER) or the timeout passes
         (REQUEST_TIMED_OUT).
         """
+        code, base, last, _epoch, waiting = self._append(tp, records, acks, timeout_ms, on_done)
+        return None if waiting else (code, base, last)
+
+    def _append(self, tp: TP, records: list[tuple[bytes | None, bytes | None, int | None]], acks: int,
+                timeout_ms: int, on_done: Callable[[int], None]) -> tuple[int, int, int, int, bool]:
+        """The one append path (produce and the group coordinator): (error, base offset, last offset,
+        leader epoch, waiting).  ``waiting``: an acks=all append now in the purgatory, which calls
+        ``on_done(error)`` once the core says it is done or the timeout passes."""
         h = self.hosted.get(tp)
         if h is None:
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1
+            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, False
         with h.cond:
             code, base, last, epoch = self._leader_append(h, records, acks)
             if code != errors.NONE or acks != -1:
-                return code, base, last
+                return code, base, last, epoch, False
             w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done)
             h.waiters.append(w)
             self._purgatory.watch(h, w)
             self._wake(h)  # the HW may already cover it
-        return None
+        return errors.NONE, base, last, epoch, True
 
     def _leader_append(self, h: Hosted, records: list[tuple[bytes | None, bytes | None, int | None]],
                        acks: int) -> tuple[int, int, int, int]:
@@ -309,7 +321,7 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
             base, last = h.log.append_as_leader(records, epoch, now_ms(), h.log_config.max_message_bytes)
         except RecordTooLargeError:
             return errors.MESSAGE_TOO_LARGE, -1, -1, -1
-        self._log_events(h.repl.on_leader_append(h.log, now_ms()))
+        self.log_events(h.repl.on_leader_append(h.log, now_ms()))
         self._wake(h)
         self._notify()
         return errors.NONE, base, last, epoch
@@ -349,7 +361,7 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
                     return errors.MESSAGE_TOO_LARGE, -1, -1, False
                 if states is not None:
                     states.record(producer[0], producer[1], producer[2], record_count, base)
-                self._log_events(h.repl.on_leader_append(h.log, now_ms()))
+                self.log_events(h.repl.on_leader_append(h.log, now_ms()))
                 self._wake(h)
                 self._notify()
             if acks != -1:
@@ -427,8 +439,11 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
     def parked_fetches(self) -> dict[int, int]:
         """Followers' fetches now long-polling here (so a test can tell that a paused follower's
         last request has been answered before it appends what that follower must not get)."""
-        with self._data:
-            return {r: n for r, n in self._parked.items() if n and r >= 0}
+        return self._fetches.parked()
+
+    def fetch(self, req: pb.FetchRequest) -> pb.FetchResponse:
+        """A follower's or a consumer's Fetch (``node.leader_fetch``)."""
+        return self._fetches.fetch(req)
 
     def list_offsets(self, req: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
         """Kafka's ListOffsets for consumers: -1 latest (the HW, what a consumer can
@@ -449,35 +464,29 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
         return pb.ListOffsetsResponse(partitions=out)
 
     def produce(self, req: pb.ProduceRequest) -> pb.ProduceResponse:
-        h = self.hosted.get((req.topic, req.partition))
-        if h is None or not h.repl.is_leader:
-            return pb.ProduceResponse(error_code=errors.NOT_LEADER_OR_FOLLOWER, base_offset=-1, last_offset=-1)
-        if req.acks not in (0, 1, -1):
-            return pb.ProduceResponse(error_code=errors.INVALID_REQUIRED_ACKS, base_offset=-1, last_offset=-1)
+        """A client's Produce: the core's checks, the append, and for acks=all the purgatory's answer
+        (this request thread waits for it; the purgatory answers by the request's timeout)."""
+        tp = (req.topic, req.partition)
+        h = self.hosted.get(tp)
+        code = produce_rules.request_error(req.acks, h is not None and h.repl.is_leader)
+        if code != errors.NONE:
+            return pb.ProduceResponse(error_code=code, base_offset=-1, last_offset=-1)
         records = [(None if r.key_null else r.key, None if r.value_null else r.value,
                     None if r.timestamp_ms < 0 else r.timestamp_ms) for r in req.records]
         if not records:
             return pb.ProduceResponse(error_code=errors.NONE, base_offset=-1, last_offset=-1)
-        deadline = time.monotonic() + max(req.timeout_ms, 1) / 1000
-        with h.cond:
-            code, base, last, epoch = self._leader_append(h, records, req.acks)
-            if code != errors.NONE:
-                return pb.ProduceResponse(error_code=code, base_offset=-1, last_offset=-1)
-            if req.acks != -1:
-                return pb.ProduceResponse(error_code=errors.NONE, base_offset=base, last_offset=last, leader_epoch=epoch)
-            while True:
-                if not h.repl.is_leader or h.repl.leader_epoch != epoch:
-                    code = errors.NOT_LEADER_OR_FOLLOWER
-                    break
-                done = h.repl.check_acks_all(last + 1)
-                if done is not None:
-                    code = done
-                    break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    code = errors.REQUEST_TIMED_OUT
-                    break
-                h.cond.wait(remaining)
+        done, outcome = threading.Event(), []
+
+        def on_done(result: int) -> None:
+            outcome.append(result)
+            done.set()
+
+        code, base, last, epoch, waiting = self._append(tp, records, req.acks, req.timeout_ms, on_done)
+        if code != errors.NONE:
+            return pb.ProduceResponse(error_code=code, base_offset=-1, last_offset=-1)
+        if waiting:
+            done.wait(max(req.timeout_ms, 1) / 1000 + 5)  # a bound in case the broker stops meanwhile
+            code = outcome[0] if outcome else errors.REQUEST_TIMED_OUT
         return pb.ProduceResponse(error_code=code, base_offset=base, last_offset=last, leader_epoch=epoch)
 
     # ------------------------------------------------------------------ ISR changes
@@ -513,7 +522,7 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
             try:
                 with grpc.insecure_channel(target) as ch:
                     r = pbg.BrokerStub(ch).AlterIsr(pb.AlterIsrRequest(
-                        broker_id=self.broker_id, broker_epoch=self._broker_epoch(), partitions=[pb.AlterIsrPartition(
+                        broker_id=self.broker_id, broker_epoch=self.broker_epoch(), partitions=[pb.AlterIsrPartition(
                             topic=p.topic, partition=p.partition, leader_epoch=p.leader_epoch,
                             new_isr=list(p.new_isr), current_isr_version=p.zk_version) for _, p in batch]),
                         timeout=10)
@@ -529,7 +538,7 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
             with h.cond:
                 outcome = h.repl.on_alter_isr_result(code, isr, version, epoch, proposal=proposal, log=h.log,
                                                      now_ms=now_ms())
-                self._log_events(outcome.events)
+                self.log_events(outcome.events)
                 self._wake(h)
         self._notify()
 
@@ -556,7 +565,7 @@ class ReplicaManager(LeaderFetchMixin, HousekeepingMixin):
             except Exception:
                 log.exception("periodic %s failed", fn.__name__)
 
-    def _log_events(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+    def log_events(self, events: list[tuple[str, dict[str, Any]]]) -> None:
         for name, fields in events:
             self.events.emit(name, **fields)
 

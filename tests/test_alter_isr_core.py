@@ -63,9 +63,21 @@ def test_an_accepted_change_moves_the_version_the_next_request_must_carry():
     assert EPOCH == c.epoch
 
 
-def test_a_broker_in_controlled_shutdown_is_not_taken_back_into_an_isr():
-    """It keeps fetching until it stops; re-adding it would undo the shutdown's ISR removal."""
+def test_by_default_alter_isr_has_no_eligibility_check_as_in_kafka_2_8():
+    """Kafka 2.8's processAlterIsr takes a shutting-down or unregistered broker into the ISR."""
     c = started({T: {0: (1, 2, 3)}}, {TP: (las(1, 4, (1, 2)), 8)}, brokers(1, 2, 3))
+    c.on_controlled_shutdown(3, 103)
+    code, plan, results = c.on_alter_isr(1, 101, [(TP, 4, (1, 2, 3), 8)])
+    assert (code, results) == (NONE, {TP: NONE}) and plan.writes[0].state.isr == (1, 2, 3)
+    c = started({T: {0: (1, 2, 3)}}, {TP: (las(1, 4, (1, 2)), 8)}, brokers(1, 2))
+    code, plan, results = c.on_alter_isr(1, 101, [(TP, 4, (1, 2, 3), 8)])
+    assert (code, results) == (NONE, {TP: NONE}) and plan.writes[0].state.isr == (1, 2, 3)
+
+
+def test_a_broker_in_controlled_shutdown_is_not_taken_back_into_an_isr():
+    """KIP-841 (kafkasim.isr.kip841.enable): it keeps fetching until it stops; re-adding it would
+    undo the shutdown's ISR removal."""
+    c = started({T: {0: (1, 2, 3)}}, {TP: (las(1, 4, (1, 2)), 8)}, brokers(1, 2, 3), kip841_enable=True)
     c.on_controlled_shutdown(3, 103)
     code, plan, results = c.on_alter_isr(1, 101, [(TP, 4, (1, 2, 3), 8)])
     assert (code, results, plan.writes) == (NONE, {TP: INELIGIBLE_REPLICA}, [])
@@ -75,7 +87,26 @@ def test_a_broker_in_controlled_shutdown_is_not_taken_back_into_an_isr():
 
 
 def test_a_broker_that_is_not_registered_is_not_taken_into_an_isr():
-    """The leader may still see fetches from a broker the controller already knows is gone."""
-    c = started({T: {0: (1, 2, 3)}}, {TP: (las(1, 4, (1, 2)), 8)}, brokers(1, 2))
+    """KIP-841: the leader may still see fetches from a broker the controller already knows is gone."""
+    c = started({T: {0: (1, 2, 3)}}, {TP: (las(1, 4, (1, 2)), 8)}, brokers(1, 2), kip841_enable=True)
     code, plan, results = c.on_alter_isr(1, 101, [(TP, 4, (1, 2, 3), 8)])
     assert (code, results, plan.writes) == (NONE, {TP: INELIGIBLE_REPLICA}, [])
+
+
+def test_a_version_conflict_refuses_the_written_changes_and_decides_again_from_the_re_read_states():
+    """The cached state was stale (the write met BADVERSION): each change of the request that was to be
+    written answers INVALID_UPDATE_VERSION, the others keep their answers, and the re-read states are
+    decided again; each answer carries the state as the controller now knows it."""
+    c = started({T: {0: (1, 2, 3), 1: (1, 2, 3)}}, {TP: (las(1, 4, (1, 2, 3)), 7),
+                                                     (T, 1): (las(1, 4, (1, 2, 3)), 7)}, brokers(1, 2, 3))
+    code, plan, results = c.on_alter_isr(1, 101, [(TP, 4, (1, 2), 7), ((T, 1), 3, (1,), 7)])
+    assert results == {TP: NONE, (T, 1): FENCED_LEADER_EPOCH}
+    # meanwhile ZooKeeper moved on: TP has a new leader epoch at version 8 (broker 3 is gone, say)
+    results, retry = c.on_alter_isr_conflict(plan, results, {TP: (las(1, 5, (1, 2)), 8)})
+    assert results == {TP: INVALID_UPDATE_VERSION, (T, 1): FENCED_LEADER_EPOCH}
+    assert state_of(c, TP) == las(1, 5, (1, 2))
+    assert retry.metadata_to_all
+    assert c.alter_isr_answer(results) == {TP: (INVALID_UPDATE_VERSION, las(1, 5, (1, 2)), 8),
+                                           (T, 1): (FENCED_LEADER_EPOCH, las(1, 4, (1, 2, 3)), 7)}
+    assert c.alter_isr_answer({("gone", 0): UNKNOWN_TOPIC_OR_PARTITION}) == {
+        ("gone", 0): (UNKNOWN_TOPIC_OR_PARTITION, None, -1)}

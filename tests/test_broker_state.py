@@ -2,7 +2,8 @@
 
 - broker epoch in the request (not -1) below ours -> STALE_BROKER_EPOCH (77);
 - controller epoch below the latest seen -> STALE_CONTROLLER_EPOCH (11); equal accepted; higher adopted;
-- LeaderAndIsr per partition: applied only when (leader_epoch, zk_version) is newer, else 11;
+- LeaderAndIsr per partition: applied only when its leader epoch is higher (Kafka 2.8's
+  becomeLeaderOrFollower; the zkVersion plays no part), else 11;
   a broker outside the replicas gets UNKNOWN_TOPIC_OR_PARTITION (3);
 - StopReplica: leader epoch <= ours -> FENCED_LEADER_EPOCH (74); -1 and -2 bypass.
 """
@@ -134,7 +135,7 @@ def test_a_partition_this_broker_does_not_replicate_is_unknown(state):
     assert out.became_leader == [] and out.became_follower == []
 
 
-@pytest.mark.parametrize("leader_epoch, zk_version", [(3, 10), (3, 9), (2, 11), (2, 99), (0, 0)])
+@pytest.mark.parametrize("leader_epoch, zk_version", [(3, 10), (3, 9), (3, 11), (2, 11), (2, 99), (0, 0)])
 def test_a_state_not_newer_than_ours_is_stale_and_leaves_it_unchanged(state, leader_epoch, zk_version):
     before = state.partitions[("t", 0)]
     out = state.leader_and_isr(hdr(), [info(leader=ME, leader_epoch=leader_epoch, zk_version=zk_version)])
@@ -145,7 +146,7 @@ def test_a_state_not_newer_than_ours_is_stale_and_leaves_it_unchanged(state, lea
     assert events(out, "leader_and_isr_unchanged") == [{"partitions": 1, "controller_epoch": 4}]
 
 
-@pytest.mark.parametrize("leader_epoch, zk_version", [(3, 11), (4, 0), (4, 11)])
+@pytest.mark.parametrize("leader_epoch, zk_version", [(4, 0), (4, 10), (4, 11)])
 def test_a_newer_state_is_applied(state, leader_epoch, zk_version):
     new = info(leader_epoch=leader_epoch, zk_version=zk_version, isr=(1, 2))
     out = state.leader_and_isr(hdr(), [new])
@@ -162,12 +163,15 @@ def test_becoming_leader_emits_became_leader_with_the_state(state):
                                                  "request_controller_epoch": 4}]
 
 
-def test_an_isr_only_change_for_the_leader_is_isr_updated_not_became_leader(state):
+def test_an_isr_change_for_the_leader_comes_with_a_new_epoch_and_makes_it_leader_again(state):
+    # the controller bumps the leader epoch when it removes a replica from the ISR (Kafka 2.8), and a
+    # LeaderAndIsr at the same epoch is stale whatever its zkVersion
     state.leader_and_isr(hdr(), [info(leader=ME, leader_epoch=4, zk_version=11)])
-    out = state.leader_and_isr(hdr(), [info(leader=ME, leader_epoch=4, isr=(2, 3), zk_version=12)])
-    assert out.partition_errors == {("t", 0): errors.NONE}
-    assert events(out, "became_leader") == []
-    assert [f["isr"] for f in events(out, "isr_updated")] == [[2, 3]]
+    same = state.leader_and_isr(hdr(), [info(leader=ME, leader_epoch=4, isr=(2, 3), zk_version=12)])
+    assert same.partition_errors == {("t", 0): errors.STALE_CONTROLLER_EPOCH} and same.became_leader == []
+    out = state.leader_and_isr(hdr(), [info(leader=ME, leader_epoch=5, isr=(2, 3), zk_version=12)])
+    assert out.partition_errors == {("t", 0): errors.NONE} and len(out.became_leader) == 1
+    assert [f["isr"] for f in events(out, "became_leader")] == [[2, 3]]
     assert state.partitions[("t", 0)].isr == (2, 3)
 
 
@@ -178,9 +182,9 @@ def test_a_new_leader_makes_this_broker_a_follower(state):
     assert [(f["leader"], f["leader_epoch"]) for f in events(out, "became_follower")] == [(3, 4)]
 
 
-def test_an_isr_only_change_for_a_follower_emits_no_became_follower(state):
+def test_an_isr_only_change_at_the_same_epoch_is_stale_for_a_follower(state):
     out = state.leader_and_isr(hdr(), [info(isr=(1, 2), zk_version=11)])
-    assert out.partition_errors == {("t", 0): errors.NONE}
+    assert out.partition_errors == {("t", 0): errors.STALE_CONTROLLER_EPOCH}
     assert events(out, "became_follower") == []
 
 

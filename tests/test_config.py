@@ -608,3 +608,14 @@ def test_a_kafka_listener_on_a_taken_port_is_an_error():
 def test_top_level_listeners_points_to_the_broker_entry():
     with pytest.raises(ConfigError, match="set it per broker as 'listeners'"):
         parse_config(cfg(listeners="PLAINTEXT://127.0.0.1:9092"))
+
+
+def test_kip841_is_a_named_key_off_by_default_and_reaches_both_cores():
+    """Kafka 3.3's KIP-841 eligibility rules are opt-in: the default is Kafka 2.8's behaviour."""
+    from node.broker import controller_settings, replica_settings
+    c = parse_config(cfg(), base_dir=Path("/tmp"))
+    assert SCHEMA["kafkasim.isr.kip841.enable"].extension and c.get("kafkasim.isr.kip841.enable") is False
+    assert not controller_settings(c, 1).kip841_enable and not replica_settings(c).kip841
+    on = parse_config(cfg(**{"kafkasim.isr.kip841.enable": True}), base_dir=Path("/tmp"))
+    assert controller_settings(on, 1).kip841_enable and replica_settings(on).kip841
+    fails(cfg(**{"kafkasim.isr.kip841.enable": "yes"}), "kafkasim.isr.kip841.enable")

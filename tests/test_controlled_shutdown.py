@@ -36,7 +36,9 @@ def test_controlled_shutdown_moves_every_leadership_before_the_broker_exits(make
     for p, s in offsets_partitions(after).items():
         assert s["leader"] != victim and victim not in s["isr"] and s["leader"] >= 0
         old = offsets_partitions(before)[p]
-        assert s["leader_epoch"] == old["leader_epoch"] + (1 if p in led else 0)
+        # led: a new leader; followed: out of the ISR: each a new leader epoch (Kafka 2.8's OfflineReplica
+        # transition writes the shrunk ISR with leaderEpoch + 1)
+        assert s["leader_epoch"] == old["leader_epoch"] + (1 if victim in old["isr"] else 0)
 
 
 def test_the_automatic_imbalance_check_gives_leadership_back_to_preferred_replicas(make_cluster):
@@ -59,3 +61,55 @@ def test_the_automatic_imbalance_check_gives_leadership_back_to_preferred_replic
     assert sorted({e["partition"] for e in writes if e["leader"] == victim}) == preferred
     for p, s in offsets_partitions(after).items():
         assert s["leader"] == s["replicas"][0], (p, s)
+
+
+def test_acks_all_writes_do_not_wait_out_the_lag_time_after_a_clean_failover_or_a_kill(make_cluster):
+    """Kafka 2.8's rules (KIP-841 off, the default): the controller takes a stopping broker out of every
+    ISR it is in (a new leader epoch: the leader counts it no more), and a killed one when its ZooKeeper
+    session expires.  So an acks=all write waits at most for that, never for replica.lag.time.max.ms
+    (60 s here: a write that waited for it would time out after 5 s)."""
+    from test_replication_cluster import TOPIC, produce
+    from zk.codecs import TopicAssignment
+    from kafkacommon import errors
+    cluster = make_cluster(3, **{"zookeeper.session.timeout.ms": 3000, "replica.lag.time.max.ms": 60000,
+                                 "replica.fetch.wait.max.ms": 200})
+    assert not cluster.cfg.get("kafkasim.isr.kip841.enable")
+    ctl = cluster.view().controller_id
+    a, b = [x for x in (1, 2, 3) if x != ctl]
+    cluster.zk().create_topic_znode(TopicAssignment(TOPIC, {0: (a, b)}, "%032x" % 841, {}))
+
+    def state() -> dict:
+        return cluster.view().topics.get(TOPIC, {}).get("partitions", {}).get(0) or {"leader": -1, "isr": []}
+
+    def writes_until(done, what: str) -> None:
+        """acks=all writes, one after another, until ``done()``: each succeeds, or meets a leader move."""
+        codes = []
+        while not done():
+            codes.append(produce(cluster, [b"w"]).error_code)
+            assert codes[-1] in (errors.NONE, errors.NOT_LEADER_OR_FOLLOWER), (what, errors.name(codes[-1]))
+        for _ in range(3):
+            r = wait_for(lambda: (x := produce(cluster, [b"after"])).error_code != errors.NOT_LEADER_OR_FOLLOWER
+                         and x, 10, f"a leader after {what}")
+            assert r.error_code == errors.NONE, (what, errors.name(r.error_code))
+
+    wait_for(lambda: produce(cluster, [b"first"]).error_code == errors.NONE and sorted(state()["isr"]) == [a, b],
+             20, "a working leader and a full ISR")
+    leader = state()["leader"]
+    # the leader stops cleanly: its leadership moves, then it follows briefly, then exits
+    cluster.signal_broker(leader, signal.SIGTERM)
+    writes_until(lambda: leader not in cluster.view().brokers, "the leader's controlled shutdown")
+    cluster.wait_exit(leader, timeout=20)
+    cluster.start_broker(leader)
+    wait_for(lambda: sorted(state()["isr"]) == [a, b], 30, "the restarted broker back in the ISR")
+    follower = next(x for x in (a, b) if x != state()["leader"])
+    # a follower stops cleanly: out of the ISR at once
+    cluster.signal_broker(follower, signal.SIGTERM)
+    writes_until(lambda: follower not in cluster.view().brokers and follower not in state()["isr"],
+                 "a follower's controlled shutdown")
+    cluster.wait_exit(follower, timeout=20)
+    cluster.start_broker(follower)
+    wait_for(lambda: sorted(state()["isr"]) == [a, b], 30, "the restarted follower back in the ISR")
+    # a follower killed: out of the ISR when its session expires (3 s)
+    victim = next(x for x in (a, b) if x != state()["leader"])
+    cluster.signal_broker(victim, signal.SIGKILL)
+    writes_until(lambda: victim not in state()["isr"], "a follower's death")

@@ -1,7 +1,8 @@
 """Controlled shutdown in the controller core (Kafka's doControlledShutdown), no I/O."""
 from __future__ import annotations
 
-from controller.core import BROKER_NOT_AVAILABLE, NONE, NOT_CONTROLLER, STALE_BROKER_EPOCH, StopReplicaCmd
+from controller.core import (BROKER_NOT_AVAILABLE, NONE, NOT_CONTROLLER, STALE_BROKER_EPOCH, LeaderAndIsrCmd,
+                             StopReplicaCmd)
 from test_controller_core import EPOCH, apply, brokers, las, started, state_of
 
 T = "t"
@@ -21,14 +22,28 @@ def test_led_partitions_move_and_followed_ones_drop_the_broker():
     w = {(c.topic, c.partition): c for c in plan.writes}
     # led with RF > 1: first replica live, in the ISR and not shutting down; ISR without it; epoch + 1
     assert w[(T, 0)].state == las(2, 5, (2, 3)) and w[(T, 0)].reason == "controlled_shutdown"
-    # followed: out of the ISR, same leader and leader epoch, and StopReplica to the broker
-    assert w[(T, 1)].state == las(2, 4, (2, 3)) and w[(T, 2)].state == las(3, 4, (3, 2))
+    # followed: out of the ISR, same leader, leader epoch + 1 (Kafka's OfflineReplica transition), and
+    # StopReplica to the broker
+    assert w[(T, 1)].state == las(2, 5, (2, 3)) and w[(T, 2)].state == las(3, 5, (3, 2))
     assert plan.stop_replicas == {1: [(T, 1), (T, 2)]}
     # RF 1: nobody else can lead, so it stays and is reported back
     assert (T, 3) not in w and remaining == [(T, 3)]
     requests = apply(core, plan)
     assert StopReplicaCmd(((T, 1), (T, 2))) in requests[1]
     assert state_of(core, (T, 0)).leader == 2
+
+
+def test_the_stopping_follower_gets_stop_replica_not_the_shrunk_state():
+    """Kafka's OfflineReplica transition sends the shrunk ISR to the other replicas only: the stopping
+    broker would otherwise follow again in the new epoch until StopReplica arrives.  The partitions it
+    led go to it too (it must stop leading them)."""
+    core = cluster()
+    _, plan, _ = core.on_controlled_shutdown(1, 101)
+    requests = apply(core, plan)
+    to_1 = [(v.topic, v.partition) for c in requests[1] if isinstance(c, LeaderAndIsrCmd) for v in c.partitions]
+    assert to_1 == [(T, 0)]
+    to_3 = [(v.topic, v.partition) for c in requests[3] if isinstance(c, LeaderAndIsrCmd) for v in c.partitions]
+    assert sorted(to_3) == [(T, 0), (T, 1), (T, 2)]
 
 
 def test_a_shutting_down_broker_keeps_what_it_could_not_hand_over_until_it_is_gone():

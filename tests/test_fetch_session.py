@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from kafkacommon import errors
-from node.fetch_session import FULL_EPOCH, NO_SESSION, SESSIONLESS_EPOCH, FollowerSession, LeaderSessions, PartitionFetch
 from node.broker_state import PartitionInfo
 from node.replica_manager import ReplicaManager
 from proto import kafkasim_pb2 as pb
+from replication.fetch_session import (FULL_EPOCH, NO_SESSION, SESSIONLESS_EPOCH, FollowerSession, LeaderSessions,
+                                       PartitionFetch)
 
 from test_replica_manager import info, manager
 
@@ -162,3 +163,18 @@ def test_a_session_partition_whose_leadership_moved_gets_an_error(tmp_path: Path
         assert set(got) == {B} and got[B].error_code == errors.NOT_LEADER_OR_FOLLOWER
     finally:
         rm.close()
+
+
+def test_a_parked_fetch_is_readable_past_its_offset_or_when_the_leadership_is_gone():
+    from replication.fetch_session import readable
+    assert readable(10, 11, 10, True, follower=True) and not readable(10, 11, 10, True, follower=False)
+    assert readable(10, 11, 11, True, follower=False)
+    assert not readable(10, 10, 10, True, follower=True)
+    assert readable(10, 10, 10, False, follower=True)
+
+
+def test_a_session_partition_has_news_for_records_a_new_hw_or_a_lost_leadership():
+    from replication.fetch_session import has_news
+    pf = PartitionFetch(10, 3, 4, 1 << 20, 8)
+    assert not has_news(pf, 10, 8, True), "at the log end with the leader's HW: left out"
+    assert has_news(pf, 11, 8, True) and has_news(pf, 10, 9, True) and has_news(pf, 10, 8, False)

@@ -457,7 +457,7 @@ def test_list_offsets_by_timestamp_on_a_real_log(tmp_path) -> None:
     from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
     from node.events import EventLog
     from node.replica_manager import ReplicaManager
-    from node.replication import ReplicaSettings
+    from replication.partition import ReplicaSettings
     rm = ReplicaManager(1, tmp_path / "logs", ReplicaSettings(), EventLog(tmp_path / "events.jsonl", 1),
                         broker_epoch=lambda: 5, endpoint_of=lambda b: None, controller_endpoint=lambda: None,
                         fetch_wait_ms=100, segment_bytes=1 << 20, checkpoint_interval_ms=60_000)

@@ -63,7 +63,7 @@ def test_the_replica_manager_answers_duplicates_and_keeps_client_bytes(tmp_path)
     from node.broker_state import PartitionInfo
     from node.events import EventLog
     from node.replica_manager import ReplicaManager
-    from node.replication import ReplicaSettings
+    from replication.partition import ReplicaSettings
     from listener.records import check_client_batch
     rm = ReplicaManager(1, tmp_path / "logs", ReplicaSettings(), EventLog(tmp_path / "events.jsonl", 1),
                         broker_epoch=lambda: 5, endpoint_of=lambda b: None, controller_endpoint=lambda: None,

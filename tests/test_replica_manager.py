@@ -7,7 +7,7 @@ from pathlib import Path
 from node.broker_state import PartitionInfo
 from node.events import EventLog
 from node.replica_manager import ReplicaManager
-from node.replication import ReplicaSettings
+from replication.partition import ReplicaSettings
 
 
 def manager(tmp_path: Path, topic_config) -> ReplicaManager:
@@ -144,5 +144,23 @@ def test_retention_deletes_old_segments_and_moves_the_earliest_offset(tmp_path):
                    if e["type"] == "log_segments_deleted"]
         got = [(e["log_start_offset"], e["reasons"], len(e["segments"])) for e in deleted]
         assert got == [(6, ["retention_ms"], n)]
+    finally:
+        rm.close()
+
+
+def test_becoming_leader_puts_the_new_epoch_in_the_epoch_cache_at_the_log_end(tmp_path):
+    """Kafka's Partition.makeLeader assigns the epoch its start offset at once, records or not: else a
+    follower that led an epoch the new leader never wrote in would get "no epoch at or below yours"
+    (-1, -1) and never find where it diverges."""
+    rm = manager(tmp_path, lambda t: {})
+    try:
+        rm.apply_leader_and_isrs([info("t", 0, 1)])
+        h = rm.hosted[("t", 0)]
+        rm.append(("t", 0), [(None, b"v", None)] * 3, 1, 1000, lambda code: None)
+        assert h.log.epoch_cache.entries == [(0, 0)]
+        rm.apply_leader_and_isrs([PartitionInfo("t", 0, 2, 1, (2, 1), (1, 2), 1, 1)])  # a follower in epoch 1
+        rm.apply_leader_and_isrs([PartitionInfo("t", 0, 1, 3, (1,), (1, 2), 2, 1)])     # leader again in epoch 3
+        assert h.log.epoch_cache.entries == [(0, 0), (3, 3)]
+        assert h.log.end_offset_for_epoch(2) == (0, 3)
     finally:
         rm.close()

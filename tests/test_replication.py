@@ -1,4 +1,4 @@
-"""node/replication.py: one partition's replication rules (reference §3 "Replication"), sans-IO.
+"""replication/partition.py: one partition's replication rules (reference §3 "Replication"), sans-IO.
 
 Pure unit tests: time is an explicit ``now_ms``; the log is a small fake value
 whose epoch lookups use the real LeaderEpochCache semantics (no checkpoint file).
@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from kafkacommon import errors
-from node.replication import (INELIGIBLE_BACKOFF_MS, INVALID_REQUIRED_ACKS, ISR_CHANGE_GIVE_UP, OFFSET_OUT_OF_RANGE,
-                              AlterIsrProposal, PartitionReplication, ReplicaSettings)
+from kafkacommon.errors import INVALID_REQUIRED_ACKS, OFFSET_OUT_OF_RANGE
 from node.storage.log import LeaderEpochCache
+from replication.partition import (INELIGIBLE_BACKOFF_MS, ISR_CHANGE_GIVE_UP, AlterIsrProposal, PartitionReplication,
+                                   ReplicaSettings)
 
 ME = 1
 LAG = 10_000
@@ -48,9 +49,9 @@ class FakeLog:
 
 
 def make_leader(isr=(1, 2, 3), replicas=(1, 2, 3), leo: int = 10, hw: int = 0, min_isr: int = 1,
-                now: int = T0, log: FakeLog | None = None, epoch: int = EPOCH):
+                now: int = T0, log: FakeLog | None = None, epoch: int = EPOCH, kip841: bool = False):
     log = log or FakeLog(leo)
-    p = PartitionReplication("t", 0, ME, ReplicaSettings(LAG, min_isr), high_watermark=hw)
+    p = PartitionReplication("t", 0, ME, ReplicaSettings(LAG, min_isr, kip841=kip841), high_watermark=hw)
     p.become_leader(epoch, isr, replicas, ZK, log, now)
     log.cache.assign(epoch, log.leo)  # what the shell does on becoming leader
     return p, log
@@ -148,7 +149,7 @@ def _idle(p, log, fid, offset, now, epoch=EPOCH):
 
 
 def test_an_idle_session_fetch_records_exactly_what_a_full_fetch_at_the_log_end_would():
-    """A fetch-session partition the follower did not list (node.fetch_session): at the log end,
+    """A fetch-session partition the follower did not list (replication.fetch_session): at the log end,
     in the ISR, HW at the log end, the fetch only moves the fetch times, as on_follower_fetch does."""
     p, log = make_leader(isr=(1, 2, 3))
     q, qlog = make_leader(isr=(1, 2, 3))
@@ -437,6 +438,29 @@ def test_acks_all_on_a_deposed_leader():
     assert p.check_produce(1) == errors.NOT_LEADER_OR_FOLLOWER
 
 
+def test_an_acks_all_wait_outlives_a_new_epoch_of_the_same_leader():
+    """The controller bumps the leader epoch when it takes a dead follower out of the ISR (Kafka 2.8);
+    the leader stays, and so do its acks=all waits (DelayedProduce checks leadership, not the epoch)."""
+    p, log = make_leader(isr=(1, 2, 3))
+    required = log.append(5)
+    p.on_leader_append(log, T0 + 1)
+    fetch(p, log, 2, 15, T0 + 2)
+    assert p.check_acks_all(required, EPOCH) is None
+    p.become_leader(EPOCH + 1, (1, 2), (1, 2, 3), ZK + 1, log, T0 + 3)  # 3 removed by the controller
+    assert p.high_watermark == 15 and p.check_acks_all(required, EPOCH) == errors.NONE
+
+
+def test_an_acks_all_wait_fails_when_the_leadership_was_lost_in_between():
+    p, log = make_leader(isr=(1, 2))
+    required = log.append(5)
+    p.become_follower(2, EPOCH + 1, (2, 1), (1, 2), ZK + 1)
+    p.become_leader(EPOCH + 2, (1, 2), (1, 2), ZK + 2, log, T0 + 1)
+    fetch(p, log, 2, 15, T0 + 2, current_epoch=EPOCH + 2)
+    assert p.high_watermark == 15
+    assert p.check_acks_all(required, EPOCH) == errors.NOT_LEADER_OR_FOLLOWER
+    assert p.check_acks_all(required, EPOCH + 2) == errors.NONE
+
+
 # ---------------------------------------------------------------------- follower HW
 
 def _follower(hw: int = 0) -> PartitionReplication:
@@ -641,7 +665,7 @@ def test_hw_monotonic_and_bounded_under_random_fetches(isr_rest, leo, hw, ops):
 def test_an_ineligible_follower_neither_joins_the_isr_nor_holds_the_hw_back():
     """KIP-841: the controller refuses to add a shutting-down or gone broker (INELIGIBLE_REPLICA).
     Its recent fetches made it 'caught up', which would hold the HW at its LEO for the lag time."""
-    p, log = make_leader(isr=(1, 2), leo=10)
+    p, log = make_leader(isr=(1, 2), leo=10, kip841=True)
     fetch(p, log, 2, 10, T0)
     out = fetch(p, log, 3, 10, T0 + 1)  # caught up: an expand is proposed
     assert out.alter_isr is not None and out.alter_isr.new_isr == (1, 2, 3)
@@ -656,9 +680,22 @@ def test_an_ineligible_follower_neither_joins_the_isr_nor_holds_the_hw_back():
     assert fetch(p, log, 3, 15, T0 + 3 + INELIGIBLE_BACKOFF_MS).alter_isr is not None
 
 
-def test_a_follower_that_is_gone_stops_holding_the_hw_back():
-    """A caught-up follower outside the ISR counts for the HW (Kafka 2.8) only while it is registered."""
+def test_by_default_a_recently_caught_up_follower_holds_the_hw_back_registered_or_not():
+    """Kafka 2.8's maybeIncrementLeaderHW: the maximal ISR and every replica caught up within the lag."""
     p, log = make_leader(isr=(1, 2), leo=10)
+    fetch(p, log, 2, 10, T0)
+    fetch(p, log, 3, 10, T0 + 1)
+    p.on_alter_isr_result(errors.NOT_CONTROLLER, proposal=p.pending_isr_change, log=log, now_ms=T0 + 1)
+    log.append(5)
+    fetch(p, log, 2, 15, T0 + 2)
+    p.set_live_brokers({1, 2}, log, T0 + 4)
+    assert p.high_watermark == 10, "no KIP-841 eligibility by default"
+    assert p.on_leader_append(log, T0 + 1 + LAG + 1) and p.high_watermark == 15, "until the lag time passes"
+
+
+def test_a_follower_that_is_gone_stops_holding_the_hw_back():
+    """KIP-841: a caught-up follower outside the ISR counts for the HW only while it is registered."""
+    p, log = make_leader(isr=(1, 2), leo=10, kip841=True)
     fetch(p, log, 2, 10, T0)
     proposal = fetch(p, log, 3, 10, T0 + 1).alter_isr
     # the controller moved: the expand is to be retried, and is no longer pending

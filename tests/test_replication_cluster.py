@@ -10,6 +10,7 @@ from kafkacommon import errors
 from node import topics
 from kafkacommon.batch_scan import scan_batches
 from node.waiting import wait_for
+from zk.codecs import TopicAssignment
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 
@@ -223,6 +224,49 @@ def test_a_former_leader_truncates_records_no_follower_fetched_when_it_rejoins(m
     wait_for(lambda: logs[0].read_bytes() == logs[1].read_bytes(), 10, "identical logs")
     values, _ = consume_all(cluster, new["leader"])
     assert b"only-the-leader-has-this" not in values.values() and values[5] == b"after-the-election"
+
+
+def test_a_follower_with_records_of_its_own_epoch_truncates_by_its_epoch_cache_and_rejoins(make_cluster):
+    """Issue 30 item 1.  Leader A's epoch cache holds epoch 0 up to offset 10 (or a later epoch there);
+    follower B led a later epoch briefly from offset 5 (an unclean election) and wrote 5..7 nobody else
+    saw.  The leader's answer to B's fetch is "the largest epoch at or below yours ends at 10": B must
+    take its own end of that epoch (5) too, as Kafka 2.8 does, or it would keep offsets 5..7, fetch
+    the same range forever and never rejoin the ISR."""
+    cluster = make_cluster(3, **{"zookeeper.session.timeout.ms": 3000, "replica.fetch.wait.max.ms": 200})
+    ctl = cluster.view().controller_id
+    a, b = [x for x in (1, 2, 3) if x != ctl]
+    cluster.zk().create_topic_znode(TopicAssignment(TOPIC, {0: (a, b)}, "%032x" % 30,
+                                                    {"unclean.leader.election.enable": True}))
+
+    def state() -> dict:
+        return cluster.view().topics.get(TOPIC, {}).get("partitions", {}).get(0) or {"leader": -1, "isr": []}
+
+    def produce_on(leader: int, values: list[bytes], acks: int) -> pb.ProduceResponse:
+        wait_for(lambda: state()["leader"] == leader, 20, f"broker {leader} to lead")
+        # the broker ZooKeeper names may not have applied its LeaderAndIsr yet: nothing is appended then
+        return wait_for(lambda: (r := produce(cluster, values, acks)).error_code != errors.NOT_LEADER_OR_FOLLOWER
+                        and r, 10, f"broker {leader} to take writes")
+
+    assert produce_on(a, [b"both-%d" % i for i in range(5)], -1).error_code == errors.NONE   # 0..4 on A and B
+    cluster.signal_broker(b, signal.SIGKILL)
+    cluster.wait_exit(b)
+    wait_for(lambda: state()["isr"] == [a], 20, "B out of the ISR")
+    assert produce_on(a, [b"a-only-%d" % i for i in range(5)], 1).error_code == errors.NONE  # 5..9 on A
+    cluster.signal_broker(a, signal.SIGKILL)
+    cluster.wait_exit(a)
+    cluster.start_broker(b)
+    assert produce_on(b, [b"b-only-%d" % i for i in range(3)], 1).error_code == errors.NONE  # 5..7 on B
+    cluster.signal_broker(b, signal.SIGKILL)
+    cluster.wait_exit(b)
+    cluster.start_broker(a)
+    assert produce_on(a, [b"a-again-%d" % i for i in range(2)], 1).base_offset == 10        # 10..11 on A
+    cluster.start_broker(b)
+
+    wait_for(lambda: sorted(state()["isr"]) == sorted([a, b]), 30, "B to truncate, catch up and rejoin the ISR")
+    cut = events(cluster, broker=b, type_="log_truncated", topic=TOPIC)
+    assert cut and cut[-1]["to_offset"] == 5 and sum(e["records_dropped"] for e in cut) == 3, cut
+    logs = [cluster.cfg.broker(x).log_dir / f"{TOPIC}-0" / f"{0:020d}.log" for x in (a, b)]
+    wait_for(lambda: logs[0].read_bytes() == logs[1].read_bytes(), 10, "B's log to be the leader's bytes")
 
 
 def test_a_segment_cut_mid_batch_is_recovered_at_restart(make_cluster):

@@ -42,9 +42,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
 
-from kafkacommon.event import Event
 from kafkacommon import errors
-from kafkacommon.errors import INVALID_REQUIRED_ACKS, OFFSET_OUT_OF_RANGE
+from kafkacommon.errors import OFFSET_OUT_OF_RANGE
+from kafkacommon.event import Event
+from replication import produce
 
 UNKNOWN_OFFSET = -1
 
@@ -77,6 +78,7 @@ class LogView(Protocol):
 class ReplicaSettings:
     replica_lag_time_max_ms: int = 10000  # kafkasim's default; Kafka 2.8's is 30000
     min_insync_replicas: int = 1
+    kip841: bool = False  # Kafka 3.3's eligibility (kafkasim.isr.kip841.enable); False: Kafka 2.8's rules
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,7 @@ class PartitionReplication:
         # they neither join the ISR nor hold the HW back as "caught up" (KIP-841's rule)
         self._ineligible: dict[int, int] = {}
         self._live: frozenset[int] | None = None  # registered brokers (UpdateMetadata); None = unknown
+        self._leader_since_epoch = -1  # the epoch in which this broker last became leader (from follower)
 
     # ------------------------------------------------------------------ views
 
@@ -217,6 +220,8 @@ class PartitionReplication:
         newly_leader = not self.is_leader
         leo = log.log_end_offset
         self.leader_id = self.local_broker_id
+        if newly_leader:
+            self._leader_since_epoch = leader_epoch
         self._set_state(leader_epoch, isr, replicas, zk_version)
         self.leader_epoch_start_offset = leo
         remotes: dict[int, RemoteReplica] = {}
@@ -331,7 +336,7 @@ class PartitionReplication:
     def on_idle_follower_fetch(self, follower_id: int, fetch_offset: int, current_leader_epoch: int,
                                leader_leo: int, now_ms: int) -> bool:
         """A partition of a fetch session that the follower did not list: it fetches again at
-        ``fetch_offset``, the offset it last listed (``node.fetch_session``).
+        ``fetch_offset``, the offset it last listed (``replication.fetch_session``).
 
         When the follower is in the ISR, at the log end, this broker leads in the epoch the follower
         names, and the HW is the log end, that fetch only records the fetch time
@@ -360,9 +365,9 @@ class PartitionReplication:
 
     def set_live_brokers(self, live: Iterable[int], log: LogView | None = None,
                          now_ms: int | None = None) -> list[Event]:
-        """The registered brokers, from UpdateMetadata.  A follower outside the ISR that is no
-        longer registered stops holding the HW back, however recently it caught up (KIP-841's
-        eligibility; Kafka 2.8 would wait out replica.lag.time.max.ms)."""
+        """The registered brokers, from UpdateMetadata.  With KIP-841 (``settings.kip841``) a follower
+        outside the ISR that is no longer registered stops holding the HW back, however recently it
+        caught up; Kafka 2.8 waits out replica.lag.time.max.ms."""
         self._live = frozenset(live)
         if self.is_leader and log is not None and now_ms is not None:
             return self._maybe_increment_hw(log.log_end_offset, now_ms)
@@ -397,9 +402,11 @@ class PartitionReplication:
         candidate = leader_leo
         maximal = self.maximal_isr
         lag = self.settings.replica_lag_time_max_ms
+        kip841 = self.settings.kip841
         for r, rep in self.remotes.items():
-            if r in maximal or (now_ms - rep.last_caught_up_ms <= lag and not self._is_ineligible(r, now_ms)
-                                and (self._live is None or r in self._live)):
+            if r in maximal or (now_ms - rep.last_caught_up_ms <= lag
+                                and (not kip841 or (not self._is_ineligible(r, now_ms)
+                                                    and (self._live is None or r in self._live)))):
                 candidate = min(candidate, rep.log_end_offset)
         if candidate <= self._hw:
             return []
@@ -479,29 +486,22 @@ class PartitionReplication:
     # ------------------------------------------------------------------ leader: produce
 
     def check_produce(self, acks: int, now_ms: int | None = None) -> int:
-        """Before appending a produce: NONE, or the error to answer with (nothing appended).
+        """Before appending a produce: NONE, or the error to answer with (``replication.produce``).
 
         ``now_ms`` is unused (the check is on the committed ISR size only).
         """
-        if acks not in (-1, 0, 1):
-            return INVALID_REQUIRED_ACKS
-        if not self.is_leader:
-            return errors.NOT_LEADER_OR_FOLLOWER
-        if acks == -1 and len(self._isr) < self.settings.min_insync_replicas:
-            return errors.NOT_ENOUGH_REPLICAS
-        return errors.NONE
+        return produce.append_error(acks, self.is_leader, len(self._isr), self.settings.min_insync_replicas)
 
-    def check_acks_all(self, required_offset: int) -> int | None:
-        """An acks=all produce waiting for ``required_offset`` (last offset + 1): its error once done,
-        or None while it must wait.  A broker that lost leadership answers NOT_LEADER_OR_FOLLOWER.
+    def check_acks_all(self, required_offset: int, appended_in_epoch: int | None = None, *,
+                       replica_open: bool = True) -> int | None:
+        """An acks=all produce waiting for ``required_offset`` (last offset + 1), appended in leader epoch
+        ``appended_in_epoch``: its error once done, or None while it must wait
+        (``replication.produce.acks_all_outcome``).  ``replica_open`` False: the replica was stopped.
         """
-        if not self.is_leader:
-            return errors.NOT_LEADER_OR_FOLLOWER
-        if self._hw < required_offset:
-            return None
-        if len(self.maximal_isr) < self.settings.min_insync_replicas:
-            return errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        return errors.NONE
+        return produce.acks_all_outcome(
+            is_leader=self.is_leader and replica_open, leader_since_epoch=self._leader_since_epoch,
+            appended_in_epoch=appended_in_epoch, high_watermark=self._hw, required_offset=required_offset,
+            maximal_isr_size=len(self.maximal_isr), min_insync_replicas=self.settings.min_insync_replicas)
 
     # ------------------------------------------------------------------ follower
 
@@ -521,3 +521,5 @@ class PartitionReplication:
             return []
         old, self._hw = self._hw, max(0, new_log_end_offset)
         return [self._hw_event(old, self._hw, reason="truncated")]
+
+

@@ -1,0 +1,8 @@
+"""Kafka 2.8's replication rules as sans-IO cores: one partition's state (HW, ISR, acks=all), where a
+diverging follower truncates, produce checks, and incremental fetch sessions (KIP-227).
+
+Plain synchronous code: facts and ``now_ms`` in, decisions out.  No grpc, kazoo, threading,
+asyncio, time, random, socket, os, subprocess or protobuf here, and no file I/O; the broker's
+shells (node/replica_manager.py, node/fetcher.py, node/leader_fetch.py, node/purgatory.py) move the
+bytes, hold the locks and call these.
+"""
