@@ -143,7 +143,7 @@ def pylist(arr: Column) -> Column:
 
 
 def partition_for(group: Column, n: Column) -> Column:
-    """Kafka's ``abs(groupId.hashCode) % n`` (``coordinator.hashing.partition_for``) as a Spark expression:
+    """Kafka's ``abs(groupId.hashCode) % n`` (``kafkacommon.hashing.partition_for``) as a Spark expression:
     Java's String.hashCode over the UTF-16 code units, int32 wraparound, ``abs(MIN_VALUE) = 0``; null
     unless ``n > 0``.  A per-character loop in SQL: apply it to distinct groups, not to every row."""
     units = F.hex(F.encode(group, "UTF-16BE"))          # 4 hex digits per UTF-16 code unit

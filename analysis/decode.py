@@ -2,7 +2,7 @@
 
 Two layers, both pure Python (they run inside Spark tasks, and without Spark):
 
-* record batch v2, as ``node/storage/batch.py`` writes it (61-byte header,
+* record batch v2, as ``kafkacommon/record_batch.py`` writes it (61-byte header,
   CRC-32C over the bytes from ``attributes`` to the end, zigzag varint
   records).  A file is read the way log recovery reads the active segment:
   batch after batch, stopping at the first one that is torn (the data ends

@@ -20,7 +20,7 @@ column by column.
 * ``ops``: one row per client operation.  Per run and process, lines are
   taken in ``index`` order and an invoke is completed by the next line of the
   same process when that line is a completion (``ok``/``fail``/``info``);
-  otherwise it stays ``open`` (as ``chaos.history.pair_ops``).  Nemesis lines
+  otherwise it stays ``open`` (as ``chaos.check_model.pair_ops``).  Nemesis lines
   are left out.
 * ``observations``: every ok send, and every record of every ok poll
   (``source`` ``poll``, or ``final`` for the end-of-run reads).

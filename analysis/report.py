@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis import plots
-from coordinator.hashing import partition_for
+from kafkacommon.hashing import partition_for
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from coordinator.hashing import partition_for
+from kafkacommon.hashing import partition_for
 
 from analysis.synth_shape import BROKERS, gap_ns, NOFF, NPART, OFFSETS_TOPIC, tick_start, TOPIC
 

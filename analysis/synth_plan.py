@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from coordinator.hashing import partition_for
+from kafkacommon.hashing import partition_for
 
 from analysis.synth_shape import (
     assignment, BROKERS, DEFAULT_INSTANCES, DETECT, event_line, EXPAND_AFTER, FAULT_GAP, FAULT_MIX, FAULT_START,

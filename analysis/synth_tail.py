@@ -152,7 +152,7 @@ def write_tail(plan: Plan, hist_path: Path, ev_dir: Path, tag: str) -> dict[str,
 def write_segments(plan: Plan, run: Path) -> None:
     """A compacted ``__consumer_offsets`` log per hosting partition on each replica: the last record of each key."""
     from coordinator.records import GroupMetadataKey, GroupValue, OffsetKey, OffsetValue, encode_key, encode_value
-    from node.storage.batch import encode_batch
+    from kafkacommon.record_batch import encode_batch
 
     T = plan.T
     end_ms = int(ts_ms(tick_start(T + 1)))

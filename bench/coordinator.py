@@ -44,12 +44,14 @@ from client.group import GroupMember  # noqa: E402
 from client.metadata import ClusterClient  # noqa: E402
 from client.producer import Producer  # noqa: E402
 from coordinator.core import GroupConfig, PartitionCoordinator  # noqa: E402
-from coordinator.hashing import partition_for  # noqa: E402
 from coordinator.records import OffsetKey, OffsetValue, encode_key, encode_value  # noqa: E402
-from node import errors, topics  # noqa: E402
+from kafkacommon import errors  # noqa: E402
+from kafkacommon.batch_scan import iter_batches  # noqa: E402
+from kafkacommon.hashing import partition_for  # noqa: E402
+from node import topics  # noqa: E402
 from node.coordinator_shell import replay_log  # noqa: E402
 from node.events import read_run_events  # noqa: E402
-from node.storage import PartitionLog, iter_batches  # noqa: E402
+from node.storage import PartitionLog  # noqa: E402
 from node.storage.cleaner import clean  # noqa: E402
 from node.waiting import wait_for  # noqa: E402
 from proto import groups_pb2 as gpb  # noqa: E402

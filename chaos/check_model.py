@@ -13,7 +13,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from chaos.history import pair_ops
 
 OFFSETS_TOPIC = "__consumer_offsets"
 MAX_ANOMALIES_PER_KIND = 100   # more are counted in stats["anomalies"], not listed
@@ -155,6 +154,42 @@ def _distinct(items: Iterable[dict[str, Any] | None]) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------- the history
+
+COMPLETION_TYPES = frozenset({"ok", "fail", "info"})
+NEMESIS = "nemesis"  # the process of fault lines
+
+
+def pair_ops(ops: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """Client operations as (invoke, completion or None), in invoke order (Jepsen's pairing).
+
+    Lines are taken in ``index`` order; a completion closes the open invoke of
+    its process, and an invoke never completed pairs with None.  Nemesis lines
+    are not paired (they have no invoke): they are left out.  A completion
+    with no open invoke, or an invoke on a process that has one open, raises
+    ValueError: the history is malformed.
+    """
+    pairs: list[list[Any]] = []
+    open_: dict[Any, list[Any]] = {}
+    for op in sorted(ops, key=lambda o: o["index"]):
+        process = op.get("process")
+        if process == NEMESIS:
+            continue
+        if op.get("type") == "invoke":
+            if process in open_:
+                raise ValueError(f"index {op['index']}: process {process} invoked while operation "
+                                 f"{open_[process][0]['index']} is open")
+            pair = [op, None]
+            open_[process] = pair
+            pairs.append(pair)
+        elif op.get("type") in COMPLETION_TYPES:
+            pair = open_.pop(process, None)
+            if pair is None:
+                raise ValueError(f"index {op['index']}: {op.get('type')} of process {process} with no open invoke")
+            pair[1] = op
+        else:
+            raise ValueError(f"index {op.get('index')}: unknown type {op.get('type')!r}")
+    return [(inv, done) for inv, done in pairs]
+
 
 class Op:
     """One client operation: its invoke line and its completion line (None while open)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from chaos.check_model import (INF, OFFSETS_TOPIC, TP, CheckResult, Events, Op, Report, as_events, as_history,
                                fetched_partitions, is_int, offsets_of)
-from coordinator.hashing import partition_for
+from kafkacommon.hashing import partition_for
 
 
 def _generation(op: Op) -> int | None:

@@ -23,13 +23,12 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
+from chaos.check_model import COMPLETION_TYPES, NEMESIS
 from node.jsonlines import JsonLinesWriter, read_json_lines
 
 CLIENT_FS = frozenset({"send", "poll", "commit", "fetch-committed", "join", "sync", "heartbeat", "leave"})
-COMPLETION_TYPES = frozenset({"ok", "fail", "info"})
-NEMESIS = "nemesis"
 # Fields the writer owns; ``extra`` may not set them.
 _RESERVED = frozenset({"index", "type", "process", "time", "f", "value", "error", "node", "group"})
 
@@ -152,35 +151,3 @@ def _clean_extra(extra: dict[str, Any]) -> dict[str, Any]:
 def read_history(path: Path | str) -> list[dict[str, Any]]:
     """Every complete line of a history; a torn last line (no ``\n``) and unparseable lines are skipped."""
     return read_json_lines(path)
-
-
-def pair_ops(ops: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
-    """Client operations as (invoke, completion or None), in invoke order (Jepsen's pairing).
-
-    Lines are taken in ``index`` order; a completion closes the open invoke of
-    its process, and an invoke never completed pairs with None.  Nemesis lines
-    are not paired (they have no invoke): they are left out.  A completion
-    with no open invoke, or an invoke on a process that has one open, raises
-    ValueError: the history is malformed.
-    """
-    pairs: list[list[Any]] = []
-    open_: dict[Any, list[Any]] = {}
-    for op in sorted(ops, key=lambda o: o["index"]):
-        process = op.get("process")
-        if process == NEMESIS:
-            continue
-        if op.get("type") == "invoke":
-            if process in open_:
-                raise ValueError(f"index {op['index']}: process {process} invoked while operation "
-                                 f"{open_[process][0]['index']} is open")
-            pair = [op, None]
-            open_[process] = pair
-            pairs.append(pair)
-        elif op.get("type") in COMPLETION_TYPES:
-            pair = open_.pop(process, None)
-            if pair is None:
-                raise ValueError(f"index {op['index']}: {op.get('type')} of process {process} with no open invoke")
-            pair[1] = op
-        else:
-            raise ValueError(f"index {op.get('index')}: unknown type {op.get('type')!r}")
-    return [(inv, done) for inv, done in pairs]

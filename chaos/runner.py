@@ -38,7 +38,8 @@ from chaos.nemesis import Active, Links, Nemesis, NetnsNet, ProxyNet
 from chaos.progress import Progress
 from chaos.proxy import ProxyProcess
 from chaos.scenario import Scenario
-from chaos.schedule import Fault, format_schedule, make_schedule, schedule_document, write_schedule
+from chaos.schedule import (Fault, format_schedule, make_schedule, schedule_document, schedule_rng_seed,
+                            write_schedule)
 from chaos.targets import View
 from chaos.timeline import failover_timeline, format_table, summarize
 from chaos.workload import MemberWorker, ProbeWorker, Processes, ProducerWorker, final_read
@@ -79,7 +80,8 @@ class ChaosRun:
         self.planted_bugs = planted_bugs
         self.stream = stream
         self.show_progress = progress
-        self.faults: list[Fault] = make_schedule(scenario, seed, self.duration_s)
+        self.faults: list[Fault] = make_schedule(scenario, random.Random(schedule_rng_seed(seed)),
+                                                   self.duration_s)
         self.cluster: Cluster | None = None
         self.proxy: ProxyProcess | None = None
         self.links = Links()

@@ -1,6 +1,6 @@
 """The fault schedule: generated from a seed, so the same seed gives the same schedule.
 
-A pure function of (scenario, seed, duration): faults come one after another
+A pure function of (scenario, seeded generator, duration): faults come one after another
 (a fault heals before the next one starts), starting ``faults.start.after.ms``
 into the run, ``faults.interval.ms`` apart, none starting in the last
 ``faults.quiet.end.ms``.  Each fault carries its own ``seed`` for the choices
@@ -11,12 +11,28 @@ run directory and printed; it contains nothing that varies between runs.
 from __future__ import annotations
 
 import json
-import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, Sequence, TypeVar
 
 from chaos.scenario import NETWORK_KINDS, Range, Scenario
+
+_T = TypeVar("_T")
+
+
+class ScheduleRng(Protocol):
+    """The generator a schedule is drawn from: ``random.Random(schedule_rng_seed(seed))``, made by the caller."""
+
+    def randint(self, a: int, b: int) -> int: ...
+
+    def choices(self, population: Sequence[_T], weights: Sequence[float]) -> list[_T]: ...
+
+    def getrandbits(self, k: int) -> int: ...
+
+
+def schedule_rng_seed(seed: int) -> str:
+    """What a run's schedule generator is seeded with, so one seed always gives one schedule."""
+    return f"kafkasim-schedule:{seed}"
 
 
 @dataclass(frozen=True)
@@ -55,12 +71,12 @@ class Fault:
         return what
 
 
-def _draw(rng: random.Random, r: Range) -> int:
+def _draw(rng: ScheduleRng, r: Range) -> int:
     return r.lo if r.lo == r.hi else rng.randint(r.lo, r.hi)
 
 
-def make_schedule(scenario: Scenario, seed: int, duration_s: float | None = None) -> list[Fault]:
-    rng = random.Random(f"kafkasim-schedule:{seed}")
+def make_schedule(scenario: Scenario, rng: ScheduleRng, duration_s: float | None = None) -> list[Fault]:
+    """The run's faults, drawn from ``rng`` (``random.Random(schedule_rng_seed(seed))``)."""
     end_ms = int((duration_s if duration_s is not None else scenario.duration_s) * 1000)
     mix = scenario.faults
     if not mix:

@@ -10,13 +10,23 @@ replayed.
 """
 from __future__ import annotations
 
-import random
 import re
 from dataclasses import dataclass, field
+from typing import Protocol, Sequence, TypeVar
 
-from coordinator.hashing import partition_for
+from kafkacommon.hashing import partition_for
 
 OFFSETS_TOPIC = "__consumer_offsets"
+
+_T = TypeVar("_T")
+
+
+class Rng(Protocol):
+    """The seeded generator a fault's choices come from (a ``random.Random``, made by the shell)."""
+
+    def choice(self, seq: Sequence[_T]) -> _T: ...
+
+    def sample(self, population: Sequence[_T], k: int) -> list[_T]: ...
 
 _ROLE = re.compile(r"^(controller|random|minority|majority|zookeeper|rest|brokers|servers|clients)$"
                    r"|^(coordinator):(.+)$|^(leader|followers):([^/]+)/(\d+)$|^(broker):(\d+)$|^(zookeeper):(\d+)$")
@@ -66,7 +76,7 @@ def broker_node(b: int) -> str:
     return f"b{b}"
 
 
-def resolve(target: Target | str, view: View, rng: random.Random, exclude: frozenset[str] = frozenset()) -> list[str]:
+def resolve(target: Target | str, view: View, rng: Rng, exclude: frozenset[str] = frozenset()) -> list[str]:
     """The nodes ``target`` names now; [] when the role is vacant (no controller, an offline partition)."""
     t = parse_target(target, allow_sets=True) if isinstance(target, str) else target
     live = sorted(view.live)

@@ -64,7 +64,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from coordinator.hashing import partition_for
+from kafkacommon.hashing import partition_for
 from zk.paths import OFFSETS_TOPIC
 
 #: The per-row stages summarize() reports, in table order.

@@ -29,7 +29,7 @@ from chaos.scenario import GroupSpec, ProbeSpec, ProducerSpec
 from client.consumer import PartitionFetcher
 from client.group import ClientError, GroupMember
 from client.metadata import ClusterClient
-from node import errors
+from kafkacommon import errors
 from proto import kafkasim_pb2 as pb
 
 log = logging.getLogger(__name__)

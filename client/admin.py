@@ -10,7 +10,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_e
 from client.consumer import EARLIEST, LATEST, PartitionFetcher
 from client.metadata import ClientError, ClusterClient
 from client.protocol import Assignment, ProtocolError
-from node import errors
+from kafkacommon import errors
 from proto import groups_pb2 as gpb
 
 TP = tuple[str, int]

@@ -14,8 +14,9 @@ from typing import Iterable
 import grpc
 
 from client.metadata import ClientError, ClusterClient
-from node import errors
-from node.storage.batch import CorruptBatchError, iter_batches
+from kafkacommon import errors
+from kafkacommon.batch_scan import iter_batches
+from kafkacommon.record_batch import CorruptBatchError
 from proto import kafkasim_pb2 as pb
 
 TP = tuple[str, int]

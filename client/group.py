@@ -39,7 +39,7 @@ from client.assignors import StickyAssignor, get_assignor, partitions_to_revoke
 from client.consumer import ConsumerRecord, PartitionFetcher
 from client.metadata import ClientError, ClusterClient
 from client.protocol import Assignment, ProtocolError, Subscription
-from node import errors
+from kafkacommon import errors
 from proto import groups_pb2 as gpb
 
 log = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """Kafka's producer partitioners: murmur2 key hashing, the sticky default, round robin.
 
-:func:`murmur2` is Kafka's ``Utils.murmur2`` bit for bit (MurmurHash2, seed
-``0x9747b28c``, 32-bit signed result), so a key lands on the same partition
-as with a Java producer: ``to_positive(murmur2(key)) % num_partitions``.
+Keys are hashed with :func:`kafkacommon.hashing.murmur2` (Kafka's ``Utils.murmur2``
+bit for bit), so a key lands on the same partition as with a Java producer:
+``to_positive(murmur2(key)) % num_partitions``.
 
 :class:`DefaultPartitioner` is Kafka 2.4–3.2's ``DefaultPartitioner``:
 
@@ -26,45 +26,13 @@ from __future__ import annotations
 import random
 from typing import Callable, Sequence
 
-SEED = 0x9747B28C
-M = 0x5BD1E995
-MASK32 = 0xFFFFFFFF
+from kafkacommon.hashing import murmur2, to_positive
 
 
-def _int32(h: int) -> int:
-    h &= MASK32
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2``: a signed 32-bit MurmurHash2 of ``data``."""
-    data = bytes(data)
-    length = len(data)
-    h = (SEED ^ length) & MASK32
-    tail = length & ~3
-    for i in range(0, tail, 4):
-        k = int.from_bytes(data[i:i + 4], "little")
-        k = (k * M) & MASK32
-        k ^= k >> 24
-        k = (k * M) & MASK32
-        h = ((h * M) & MASK32) ^ k
-    rest = length & 3
-    if rest == 3:
-        h ^= data[tail + 2] << 16
-    if rest >= 2:
-        h ^= data[tail + 1] << 8
-    if rest >= 1:
-        h ^= data[tail]
-        h = (h * M) & MASK32
-    h ^= h >> 13
-    h = (h * M) & MASK32
-    h ^= h >> 15
-    return _int32(h)
-
-
-def to_positive(n: int) -> int:
-    """Kafka's ``Utils.toPositive``: clear the sign bit (not ``abs``)."""
-    return n & 0x7FFFFFFF
+def _int32(n: int) -> int:
+    """``n`` wrapped to a signed 32-bit int, as Java's int arithmetic does."""
+    n &= 0xFFFFFFFF
+    return n - (1 << 32) if n & 0x80000000 else n
 
 
 def _default_rng(n: int) -> int:

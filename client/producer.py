@@ -16,7 +16,7 @@ import grpc
 
 from client.metadata import ClientError, ClusterClient
 from client.partitioner import DefaultPartitioner
-from node import errors
+from kafkacommon import errors
 from proto import kafkasim_pb2 as pb
 
 RETRIABLE = {errors.NOT_LEADER_OR_FOLLOWER, errors.LEADER_NOT_AVAILABLE, errors.UNKNOWN_TOPIC_OR_PARTITION}

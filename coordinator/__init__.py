@@ -5,6 +5,6 @@
 * :mod:`coordinator.group` — GroupMetadata / MemberMetadata and the group state machine.
 * :mod:`coordinator.messages` — request and response dataclasses.
 * :mod:`coordinator.records` — the __consumer_offsets record format (dependency-free).
-* :mod:`coordinator.hashing` — ``partition_for(group_id, n)``.
+* ``partition_for(group_id, n)`` (which offsets partition coordinates a group) is in :mod:`kafkacommon.hashing`.
 * :mod:`coordinator.testing` — a fake shell (fake clock, in-memory log) for tests.
 """

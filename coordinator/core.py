@@ -90,8 +90,8 @@ from coordinator.group import (
 )
 from coordinator.membership import NEW_MEMBER_JOIN_TIMEOUT_MS, MembershipMixin
 from coordinator.offsets import OffsetsMixin
+from kafkacommon import errors
 from kafkacommon.event import Event
-from node import errors
 
 __all__ = ["GroupConfig", "AppendCmd", "Output", "PartitionCoordinator", "NEW_MEMBER_JOIN_TIMEOUT_MS"]
 

@@ -16,14 +16,10 @@ from coordinator.messages import (
     HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, JoinMember,
     LeaveGroupRequest, LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse,
 )
-from node import errors
+from kafkacommon import errors
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000   # GroupCoordinator.NewMemberJoinTimeoutMs
 MAX_ID_DRAWS = 1000                          # new member ids drawn before a repeating id source is an error
-# replication errors errors.py does not name (Errors.java codes)
-MESSAGE_TOO_LARGE = getattr(errors, "MESSAGE_TOO_LARGE", 10)
-RECORD_LIST_TOO_LARGE = getattr(errors, "RECORD_LIST_TOO_LARGE", 18)
-INVALID_FETCH_SIZE = getattr(errors, "INVALID_FETCH_SIZE", 4)
 
 
 def map_group_append_error(code: int) -> int:
@@ -35,7 +31,7 @@ def map_group_append_error(code: int) -> int:
         return errors.NOT_COORDINATOR
     if code == errors.REQUEST_TIMED_OUT:
         return errors.REBALANCE_IN_PROGRESS
-    if code in (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_FETCH_SIZE):
+    if code in (errors.MESSAGE_TOO_LARGE, errors.RECORD_LIST_TOO_LARGE, errors.INVALID_FETCH_SIZE):
         return errors.UNKNOWN_SERVER_ERROR
     return code
 

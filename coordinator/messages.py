@@ -2,7 +2,7 @@
 
 They carry what Kafka 2.8's GroupCoordinator receives and returns (the
 KafkaApis layer's job — versions, authorisation, throttling — is the shell's).
-Error fields are Kafka error codes (:mod:`node.errors`). Field names follow
+Error fields are Kafka error codes (:mod:`kafkacommon.errors`). Field names follow
 Kafka's request/response schemas, simplified:
 
 * ``member_id`` "" is Kafka's UNKNOWN_MEMBER_ID (a member without an id yet).

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from coordinator import records as rec
 from coordinator.group import CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupMetadata
-from coordinator.membership import INVALID_FETCH_SIZE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE
 from coordinator.messages import (
     DeleteGroupsRequest, DeleteGroupsResponse, DescribedGroup, DescribedMember, DescribeGroupsRequest,
     DescribeGroupsResponse, FetchedOffset, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest,
     OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
 )
-from node import errors
+from kafkacommon import errors
 
 
 def map_offset_append_error(code: int) -> int:
@@ -31,7 +30,7 @@ def map_offset_append_error(code: int) -> int:
         return errors.COORDINATOR_NOT_AVAILABLE
     if code in (errors.NOT_LEADER_OR_FOLLOWER, errors.KAFKA_STORAGE_ERROR):
         return errors.NOT_COORDINATOR
-    if code in (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_FETCH_SIZE):
+    if code in (errors.MESSAGE_TOO_LARGE, errors.RECORD_LIST_TOO_LARGE, errors.INVALID_FETCH_SIZE):
         return errors.INVALID_COMMIT_OFFSET_SIZE
     return code
 

@@ -23,7 +23,8 @@ from concurrent import futures
 import grpc
 
 from controller.core import ControllerSettings
-from node import bugs, errors
+from kafkacommon import errors
+from node import bugs
 from node.broker_state import BrokerState
 from node.config import ClusterConfig, ConfigError, load_config
 from node.controller_shell import ControllerShell

@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from controller.types import LeaderAndIsr
+from kafkacommon import errors
 from kafkacommon.event import Event
-from node import errors
-from zk.codecs import LeaderAndIsr
 
 TP = tuple[str, int]
 LEADER_DURING_DELETE = -2  # Kafka's marker in UpdateMetadata for a partition being deleted

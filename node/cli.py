@@ -213,7 +213,7 @@ def cmd_leader_election(args: argparse.Namespace) -> int:
         tps = [] if args.all else [pb.TopicPartition(topic=args.topic, partition=args.partition)]
         with grpc.insecure_channel(f"{b['host']}:{b['port']}") as ch:
             resp = pbg.BrokerStub(ch).ElectLeaders(pb.ElectLeadersRequest(partitions=tps, preferred=True), timeout=15)
-        from node import errors
+        from kafkacommon import errors
         if resp.error_code:
             print(f"error: {errors.name(resp.error_code)}", file=sys.stderr)
             return 1

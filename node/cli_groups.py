@@ -16,7 +16,7 @@ import time
 
 from client.admin import GroupAdmin
 from client.metadata import ClusterClient
-from node import errors
+from kafkacommon import errors
 from node.cli_common import guard, open_cluster
 from node.cli_data import bootstrap_of
 

@@ -17,7 +17,8 @@ from concurrent.futures import Future
 from typing import Any, Callable
 
 from controller.core import ControllerCore, ControllerSettings, Plan
-from node import errors, wire
+from kafkacommon import errors
+from node import wire
 from node.channel import BrokerChannel
 from node.events import EventLog
 from proto import kafkasim_pb2 as pb

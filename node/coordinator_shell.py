@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from coordinator.core import GroupConfig, Output, PartitionCoordinator
-from coordinator.hashing import partition_for
 from coordinator.records import RecordFormatError
+from kafkacommon.fastscan import scan_latest
+from kafkacommon.hashing import partition_for
+from kafkacommon.record_batch import CorruptBatchError
 from node.events import EventLog
 from node.clock import now_ms
-from node.storage.batch import CorruptBatchError
-from node.storage.fastscan import scan_latest
 from zk.paths import OFFSETS_TOPIC
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from client.admin import GroupAdmin
 from client.group import GroupMember
 from client.metadata import ClientError, ClusterClient
 from client.producer import Producer, ProduceError
-from coordinator.hashing import partition_for
+from kafkacommon.hashing import partition_for
 from node import topics
 from node.cli_common import open_cluster
 from node.events import read_run_events

@@ -21,15 +21,15 @@ bookkeeping a fetch at the log end needs
 (``PartitionReplication.on_idle_follower_fetch``).
 
 Both sides here are plain objects; the replica manager and the fetcher own
-the locks and the calls.
+the locks and the calls, and node/wire.py converts ``PartitionFetch`` to and from
+the wire's ``FetchPartition``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple
 
-from node import errors
-from proto import kafkasim_pb2 as pb
+from kafkacommon import errors
 
 TP = tuple[str, int]
 NO_SESSION = 0
@@ -45,19 +45,6 @@ class PartitionFetch(NamedTuple):
     current_leader_epoch: int
     max_bytes: int
     follower_high_watermark: int
-
-
-def partition_fetch(fp) -> PartitionFetch:
-    """From a ``FetchPartition`` message."""
-    return PartitionFetch(fp.fetch_offset, fp.last_fetched_epoch, fp.current_leader_epoch, fp.max_bytes,
-                          fp.follower_high_watermark)
-
-
-def fetch_message(tp: TP, pf: PartitionFetch) -> pb.FetchPartition:
-    """The ``FetchPartition`` message of ``pf`` (the inverse of :func:`partition_fetch`)."""
-    return pb.FetchPartition(topic=tp[0], partition=tp[1], fetch_offset=pf.fetch_offset,
-                             last_fetched_epoch=pf.last_fetched_epoch, current_leader_epoch=pf.current_leader_epoch,
-                             max_bytes=pf.max_bytes, follower_high_watermark=pf.follower_high_watermark)
 
 
 @dataclass

@@ -6,10 +6,11 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from node import errors
-from node.fetch_session import FollowerSession, PartitionFetch, fetch_message
-from node.storage.batch import CorruptBatchError
+from kafkacommon import errors
+from kafkacommon.record_batch import CorruptBatchError
+from node.fetch_session import FollowerSession, PartitionFetch
 from node.storage.log import InvalidAppendError
+from node.wire import fetch_message
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 

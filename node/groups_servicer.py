@@ -13,7 +13,7 @@ from concurrent.futures import Executor, Future
 
 from coordinator import messages as m
 from coordinator.messages import CommitOffset
-from node import errors
+from kafkacommon import errors
 from node.coordinator_shell import CoordinatorShell
 from proto import groups_pb2 as gpb
 from proto import groups_pb2_grpc as gpbg

@@ -9,11 +9,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from node import errors
+from kafkacommon import errors
 from node.clock import now_ms
-from node.fetch_session import PartitionFetch, fetch_message, partition_fetch
+from node.fetch_session import PartitionFetch
 from node.replication import AlterIsrProposal
 from node.storage.log import OffsetOutOfRangeError
+from node.wire import fetch_message, partition_fetch
 from proto import kafkasim_pb2 as pb
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Callable
 
-from node import errors
+from kafkacommon import errors
 from node.hosted import AckWaiter, Hosted
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 
 import grpc
 
-from node import errors
+from kafkacommon import errors
 from node.clock import now_ms
 from node.broker_state import PartitionInfo
 from node.events import EventLog

@@ -42,9 +42,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
 
+from kafkacommon import errors
+from kafkacommon.errors import INVALID_REQUIRED_ACKS, OFFSET_OUT_OF_RANGE
 from kafkacommon.event import Event
-from node import errors
-from node.errors import INVALID_REQUIRED_ACKS, OFFSET_OUT_OF_RANGE
 
 UNKNOWN_OFFSET = -1
 

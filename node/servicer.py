@@ -4,7 +4,9 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from node import errors, wire
+from kafkacommon import errors
+
+from node import wire
 from node.broker_state import BrokerState, Outcome
 from node.events import EventLog
 from proto import kafkasim_pb2 as pb

@@ -5,6 +5,7 @@ from typing import Iterable
 
 from controller.core import Command, LeaderAndIsrCmd, PartitionView, StopReplicaCmd, UpdateMetadataCmd
 from node.broker_state import Header, PartitionInfo
+from node.fetch_session import TP, PartitionFetch
 from proto import kafkasim_pb2 as pb
 from zk.codecs import BrokerRegistration
 
@@ -45,3 +46,16 @@ def info_to_pb(p: PartitionInfo) -> pb.PartitionState:
     return pb.PartitionState(topic=p.topic, partition=p.partition, controller_epoch=p.controller_epoch,
                              leader=p.leader, leader_epoch=p.leader_epoch, isr=list(p.isr),
                              zk_version=p.zk_version, replicas=list(p.replicas))
+
+
+def partition_fetch(fp) -> PartitionFetch:
+    """From a ``FetchPartition`` message."""
+    return PartitionFetch(fp.fetch_offset, fp.last_fetched_epoch, fp.current_leader_epoch, fp.max_bytes,
+                          fp.follower_high_watermark)
+
+
+def fetch_message(tp: TP, pf: PartitionFetch) -> pb.FetchPartition:
+    """The ``FetchPartition`` message of ``pf`` (the inverse of :func:`partition_fetch`)."""
+    return pb.FetchPartition(topic=tp[0], partition=tp[1], fetch_offset=pf.fetch_offset,
+                             last_fetched_epoch=pf.last_fetched_epoch, current_leader_epoch=pf.current_leader_epoch,
+                             max_bytes=pf.max_bytes, follower_high_watermark=pf.follower_high_watermark)

@@ -6,7 +6,7 @@ import signal
 import grpc
 
 from helpers import offsets_partitions
-from node import errors
+from kafkacommon import errors
 from node.waiting import wait_for
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg

@@ -21,7 +21,7 @@ from test_chaos_checkers import N_OFFSETS, PROBE
 
 from chaos.checkers import check
 from chaos.history import read_history
-from coordinator.hashing import partition_for
+from kafkacommon.hashing import partition_for
 from node.events import read_run_events
 
 

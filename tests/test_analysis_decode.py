@@ -12,7 +12,7 @@ from analysis import decode
 from analysis.decode import decode_segment, scan_segment
 from coordinator.records import (GroupMetadataKey, GroupValue, MemberRecord, OffsetKey, OffsetValue,
                                  decode_record, encode_key, encode_value)
-from node.storage.batch import iter_batches
+from kafkacommon.batch_scan import iter_batches
 from node.storage.log import PartitionLog
 
 TOPIC = "__consumer_offsets"
@@ -159,7 +159,7 @@ def test_offsets_going_backwards_stop_the_scan_and_bad_records_are_skipped(tmp_p
 
 
 def test_a_whole_batch_with_unreadable_records_is_skipped_and_the_scan_goes_on(tmp_path):
-    from node.storage.batch import _seal, encode_batch
+    from kafkacommon.record_batch import _seal, encode_batch
 
     good = encode_batch(0, 0, [(encode_key(GroupMetadataKey("g")), None, 1)])
     junk = _seal(1, 0, 1, 2, 2, 2, b"\x02\x00")  # CRC-valid, but its 2 records are not there

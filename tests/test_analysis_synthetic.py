@@ -162,7 +162,7 @@ def test_part_files_load_in_spark(tmp_path: Path, spark) -> None:
 
 def test_offsets_segments_hold_the_final_commits(clean: Path) -> None:
     from coordinator.records import OffsetKey, decode_record
-    from node.storage.batch import iter_batches
+    from kafkacommon.batch_scan import iter_batches
 
     ops = read_history(clean / "history.jsonl")
     final = {o["group"]: o["value"]["offsets"] for o in ops if o.get("final") and o["f"] == "fetch-committed"

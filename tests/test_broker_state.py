@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from node import errors
+from kafkacommon import errors
 from node.broker_state import BrokerState, Header, PartitionInfo
 
 ME = 2

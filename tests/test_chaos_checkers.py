@@ -20,7 +20,7 @@ import pytest
 
 from chaos.checkers import KINDS, check, check_controllers, check_lost_commits, check_split_coordinator
 from chaos.history import HistoryWriter, read_history
-from coordinator.hashing import partition_for
+from kafkacommon.hashing import partition_for
 
 OFFSETS = "__consumer_offsets"
 N_OFFSETS = 4

@@ -9,7 +9,8 @@ import threading
 import pytest
 
 from chaos.edn import edn_string, to_edn, write_edn
-from chaos.history import HistoryWriter, pair_ops, read_history
+from chaos.check_model import pair_ops
+from chaos.history import HistoryWriter, read_history
 
 
 def counter_clock(start: int = 1_000, step: int = 10):

@@ -7,9 +7,9 @@ import pytest
 
 from chaos.nemesis import Links
 from chaos.scenario import ScenarioError, list_scenarios, load_scenario, parse_scenario
-from chaos.schedule import make_schedule, schedule_document, write_schedule
+from chaos.schedule import make_schedule as _make_schedule, schedule_document, schedule_rng_seed, write_schedule
 from chaos.targets import TargetError, View, parse_target, resolve
-from coordinator.hashing import partition_for
+from kafkacommon.hashing import partition_for
 from node.links import LinkMap, LinkMapError
 
 BASE = {
@@ -20,6 +20,11 @@ BASE = {
     "faults": {"mix": [{"kind": "kill", "target": "coordinator:g1"},
                        {"kind": "partition", "target": "controller", "peer": "zookeeper", "direction": "to"}]},
 }
+
+
+def make_schedule(scenario, seed, duration_s=None):
+    """The schedule a run with ``seed`` draws (the generator as chaos/runner.py makes it)."""
+    return _make_schedule(scenario, random.Random(schedule_rng_seed(seed)), duration_s)
 
 
 def with_(path: str, value) -> dict:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from chaos.timeline import ROW_FIELDS, failover_timeline, format_table, summarize
-from coordinator.hashing import partition_for
+from kafkacommon.hashing import partition_for
 
 BASE_NS = 5_000_000_000_000
 OFFSETS = "__consumer_offsets"

@@ -12,7 +12,8 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
-from node.storage.batch import decode_batch, encode_batch, scan_batches
+from kafkacommon.batch_scan import scan_batches
+from kafkacommon.record_batch import decode_batch, encode_batch
 from node.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, CleanerCheckpointFile, CleanerState
 from node.storage.cleaner import clean, dirty_ratio, first_dirty_offset, first_uncleanable_offset
 from node.storage.log import InvalidAppendError, PartitionLog

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from client.partitioner import murmur2, to_positive
+from kafkacommon.hashing import murmur2, to_positive
 from node.waiting import wait_for
 from test_cli import REPO, CliCluster, kafkasim
 

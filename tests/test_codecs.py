@@ -6,8 +6,9 @@ import json
 import pytest
 from hypothesis import given, strategies as st
 
+from controller.types import LeaderAndIsr
 from zk.codecs import (
-    BrokerRegistration, CodecError, ControllerZNode, LeaderAndIsr, TopicAssignment,
+    BrokerRegistration, CodecError, ControllerZNode, TopicAssignment,
     decode_broker, decode_controller, decode_controller_epoch, decode_partition_state, decode_partition_states,
     decode_topic,
     encode_broker, encode_controller, encode_controller_epoch, encode_partition_state, encode_topic,

@@ -11,6 +11,7 @@ import signal
 import grpc
 import pytest
 
+from controller.types import LeaderAndIsr
 from helpers import events, offsets_partitions
 from node.waiting import wait_for
 from proto import kafkasim_pb2 as pb
@@ -33,7 +34,7 @@ def _rogue_write(cluster, partition: int, leader: int | None = None) -> int:
     data, stat = zk.get(path)
     state = codecs.decode_partition_state(path, data)
     if leader is not None:
-        state = codecs.LeaderAndIsr(leader, state.leader_epoch + 1, state.isr, state.controller_epoch)
+        state = LeaderAndIsr(leader, state.leader_epoch + 1, state.isr, state.controller_epoch)
     return zk.kz.set(path, codecs.encode_partition_state(state), stat.version).version
 
 

@@ -8,11 +8,6 @@ follower from an ISR keeps the leader epoch.
 """
 from __future__ import annotations
 
-import ast
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
@@ -20,11 +15,11 @@ from controller.assignment import assign_replicas
 from controller.core import (
     ControllerCore, ControllerSettings, LeaderAndIsrCmd, Plan, UpdateMetadataCmd,
 )
-from node import errors
+from controller.types import LeaderAndIsr
+from kafkacommon import errors
 from node.broker_state import BrokerState, Header, PartitionInfo
-from zk.codecs import BrokerRegistration, LeaderAndIsr, TopicAssignment
+from zk.codecs import BrokerRegistration, TopicAssignment
 
-ROOT = Path(__file__).resolve().parent.parent
 OFFSETS = "__consumer_offsets"
 EPOCH = 5  # the controller epoch used by most tests
 NO_OFFSETS_TOPIC = {"offsets_replication_factor": 100}  # never enough brokers: no auto-created topic
@@ -619,44 +614,6 @@ def test_reload_states_decides_again_from_the_re_read_states():
     w = writes_by_tp(plan)
     assert w[("t", 3)].state == las(2, 6, (2,)) and w[("t", 3)].zk_version == 11
     assert w[("t", 0)].state == las(2, 4, (2, 3)), "the other decisions are made again"
-
-
-# ------------------------------------------------------------------ purity
-
-FORBIDDEN = {"grpc", "kazoo", "threading", "time", "random"}
-
-
-def forbidden_imports(source: str) -> list[str]:
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            names = [node.module or ""] if node.level == 0 else []
-        else:
-            continue
-        found += [n for n in names if n.split(".")[0] in FORBIDDEN]
-    return found
-
-
-def test_the_import_scanner_sees_every_form_of_import():
-    assert forbidden_imports("import time\nfrom kazoo.client import KazooClient\nimport grpc.aio as g\n"
-                             "def f():\n    from random import choice\n    import threading as t\n") == \
-        ["time", "kazoo.client", "grpc.aio", "random", "threading"]
-    assert forbidden_imports("import timeit\nfrom .time import x\nimport json\n") == []
-
-
-@pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "controller").glob("*.py"))
-                         + ["node/broker_state.py"])
-def test_the_core_imports_no_io_threads_clock_or_randomness(path):
-    assert forbidden_imports((ROOT / path).read_text()) == []
-
-
-def test_importing_the_cores_loads_neither_grpc_nor_kazoo():
-    code = ("import sys, controller.core, controller.election, controller.assignment, node.broker_state\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('grpc', 'kazoo')))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
 
 
 # ------------------------------------------------------------------ property: random deaths and restarts

@@ -8,7 +8,7 @@ from coordinator.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, 
 from coordinator.messages import CommitOffset, FetchedOffset
 from coordinator.records import GroupMetadataKey, OffsetKey, OffsetValue, decode_record
 from coordinator.testing import Driver, form_group as form, group_state as state, quick_config as cfg
-from node import errors
+from kafkacommon import errors
 
 DAY = 24 * 3600 * 1000
 
@@ -82,7 +82,7 @@ def test_metadata_too_large():
     (errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, errors.COORDINATOR_NOT_AVAILABLE),
     (errors.NOT_LEADER_OR_FOLLOWER, errors.NOT_COORDINATOR),
     (errors.KAFKA_STORAGE_ERROR, errors.NOT_COORDINATOR),
-    (10, errors.INVALID_COMMIT_OFFSET_SIZE),            # MESSAGE_TOO_LARGE
+    (errors.MESSAGE_TOO_LARGE, errors.INVALID_COMMIT_OFFSET_SIZE),
     (errors.REQUEST_TIMED_OUT, errors.REQUEST_TIMED_OUT),
 ])
 def test_commit_append_error_mapping_leaves_the_cache_alone(append_error, expected):

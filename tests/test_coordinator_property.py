@@ -16,7 +16,7 @@ from coordinator.core import GroupConfig
 from coordinator.group import EMPTY, STABLE
 from coordinator.messages import CommitOffset, JoinGroupResponse
 from coordinator.testing import Driver
-from node import errors
+from kafkacommon import errors
 
 GROUPS = ("g1", "g2")
 SLOTS = 3                      # slot 2 of every group is a static member

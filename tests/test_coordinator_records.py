@@ -1,4 +1,4 @@
-"""__consumer_offsets partitioning and record encoding (coordinator.hashing, coordinator.records)."""
+"""__consumer_offsets partitioning and record encoding (kafkacommon.hashing, coordinator.records)."""
 from __future__ import annotations
 
 import struct
@@ -6,11 +6,11 @@ import struct
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from coordinator.hashing import java_string_hash, partition_for
 from coordinator.records import (
     GroupMetadataKey, GroupValue, MemberRecord, OffsetKey, OffsetValue, RecordFormatError,
     decode_key, decode_record, decode_value, encode_key, encode_value,
 )
+from kafkacommon.hashing import java_string_hash, partition_for
 
 
 # ------------------------------------------------------------------ hashing

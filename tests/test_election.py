@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import given, strategies as st
 
 from controller import election
-from zk.codecs import LeaderAndIsr
+from controller.types import LeaderAndIsr
 
 CE = 9  # the electing controller's epoch
 

@@ -5,8 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.storage.batch import CorruptBatchError, decode_batch, encode_batch, iter_batches
-from node.storage.fastscan import iter_batch_records, scan_latest
+from kafkacommon.batch_scan import iter_batches
+from kafkacommon.fastscan import iter_batch_records, scan_latest
+from kafkacommon.record_batch import CorruptBatchError, decode_batch, encode_batch
 
 blob = st.one_of(st.none(), st.binary(max_size=300))
 record = st.tuples(blob, blob, st.integers(0, 10**13))

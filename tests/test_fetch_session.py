@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from node import errors
+from kafkacommon import errors
 from node.fetch_session import FULL_EPOCH, NO_SESSION, SESSIONLESS_EPOCH, FollowerSession, LeaderSessions, PartitionFetch
 from node.broker_state import PartitionInfo
 from node.replica_manager import ReplicaManager

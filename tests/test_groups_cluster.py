@@ -12,9 +12,10 @@ from client.admin import GroupAdmin
 from client.group import GroupMember
 from client.metadata import ClientError, ClusterClient
 from client.producer import Producer
-from coordinator.hashing import partition_for
+from kafkacommon.hashing import partition_for
 from helpers import events
-from node import errors, topics
+from kafkacommon import errors
+from node import topics
 from node.waiting import wait_for
 from proto import groups_pb2 as gpb
 from proto import groups_pb2_grpc as gpbg

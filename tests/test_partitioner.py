@@ -1,4 +1,4 @@
-"""client/partitioner.py: Kafka's murmur2, the default (key hash / KIP-480 sticky) and round-robin partitioners."""
+"""client/partitioner.py and kafkacommon/hashing.py: Kafka's murmur2, the default (key hash / KIP-480 sticky) and round-robin partitioners."""
 from __future__ import annotations
 
 import random
@@ -6,7 +6,8 @@ import random
 import pytest
 from hypothesis import given, strategies as st
 
-from client.partitioner import DefaultPartitioner, RoundRobinPartitioner, murmur2, to_positive
+from client.partitioner import DefaultPartitioner, RoundRobinPartitioner
+from kafkacommon.hashing import murmur2, to_positive
 
 # Kafka's UtilsTest.testMurmur2 (clients/src/test/java/org/apache/kafka/common/utils/UtilsTest.java)
 KAFKA_MURMUR2 = {

@@ -6,8 +6,9 @@ import signal
 import grpc
 
 from helpers import events
-from node import errors, topics
-from node.storage.batch import scan_batches
+from kafkacommon import errors
+from node import topics
+from kafkacommon.batch_scan import scan_batches
 from node.waiting import wait_for
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg

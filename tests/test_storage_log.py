@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from node.storage.batch import CorruptBatchError, encode_batch, peek_header, scan_batches
+from kafkacommon.batch_scan import scan_batches
+from kafkacommon.record_batch import CorruptBatchError, encode_batch, peek_header
 from node.storage.checkpoint import (LEADER_EPOCH_CHECKPOINT, CheckpointError, LeaderEpochCheckpointFile,
                                      OffsetCheckpointFile, read_checkpoint, write_checkpoint)
 from node.storage.log import InvalidAppendError, LeaderEpochCache, OffsetOutOfRangeError, PartitionLog

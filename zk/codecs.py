@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, Mapping, NamedTuple
 
+from controller.types import LeaderAndIsr
+
 
 class CodecError(ValueError):
     """A znode's content does not match the expected format."""
@@ -166,18 +168,6 @@ def decode_topic(topic: str, data: bytes | None) -> TopicAssignment:
 
 
 # ------------------------------------------------------------------ partition state
-
-class LeaderAndIsr(NamedTuple):
-    """A partition state znode's content.  A NamedTuple rather than a frozen dataclass: a
-    controller builds one per partition it changes, and this is 4x cheaper to construct."""
-
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    controller_epoch: int
-
-    NO_LEADER = -1
-
 
 _ISR_JSON: dict[tuple[int, ...], bytes] = {}
 

@@ -48,7 +48,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from .batch import RecordBatch, StorageError, decode_batch, peek_header, retain_records
+from kafkacommon.record_batch import RecordBatch, decode_batch, peek_header, retain_records
+
+from .errors import StorageError
 from .checkpoint import CleanerState
 from .log import PartitionLog
 from .segment import CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment

@@ -21,7 +21,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
-from .batch import StorageError, encode_batch, scan_headers
+from kafkacommon.batch_scan import scan_headers
+from kafkacommon.record_batch import encode_batch
+
+from .errors import StorageError
 from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, CheckpointError,
                          CleanerCheckpointFile, CleanerState, LeaderEpochCheckpointFile)
 from .segment import (CLEANED_SUFFIX, DEFAULT_INDEX_INTERVAL_BYTES, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,

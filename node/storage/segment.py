@@ -28,7 +28,7 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import Iterator
 
-from .batch import HEADER_SIZE, BatchHeader, CorruptBatchError, peek_header, validate_batch
+from kafkacommon.record_batch import HEADER_SIZE, BatchHeader, CorruptBatchError, peek_header, validate_batch
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

@@ -1,6 +1,6 @@
 """A fast path for reading (offset, key, value) out of record batches, for log replay.
 
-:func:`node.storage.batch.decode_batch` builds a :class:`Record` per record
+:func:`kafkacommon.record_batch.decode_batch` builds a :class:`Record` per record
 through generic varint helpers; that is the clear reference decoder, but a
 coordinator load reads millions of records.  :func:`iter_batch_records`
 validates each batch the same way (header, magic, CRC-32C via
@@ -8,12 +8,15 @@ validates each batch the same way (header, magic, CRC-32C via
 inlined.  Anything unusual in a batch (a multi-byte length, headers, bytes
 left over) hands that batch to ``decode_batch``, which either decodes it or
 raises the same :class:`CorruptBatchError` with its detailed reason.
+
+Pure: no I/O.
 """
 from __future__ import annotations
 
 from typing import Iterator
 
-from .batch import HEADER_SIZE, CorruptBatchError, decode_batch, decode_varint, validate_batch
+from kafkacommon.record_batch import HEADER_SIZE, CorruptBatchError, decode_batch, validate_batch
+from kafkacommon.varint import decode_varint
 
 
 def _fast_records(buf, pos: int, end: int, base: int, count: int, latest: dict | None = None

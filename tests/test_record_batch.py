@@ -1,4 +1,4 @@
-"""node/storage/batch.py: Kafka record batch format v2 (magic 2, CRC-32C)."""
+"""kafkacommon/record_batch.py, batch_scan.py, varint.py: Kafka record batch format v2 (magic 2, CRC-32C)."""
 from __future__ import annotations
 
 import struct
@@ -6,9 +6,11 @@ import struct
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from node.storage.batch import (HEADER_SIZE, CorruptBatchError, Record, crc32c, decode_batch,
-                                decode_varint, decode_varlong, encode_batch, encode_varint, encode_varlong,
-                                iter_batches, peek_header, scan_batches, scan_headers, validate_batch)
+from kafkacommon import record_batch as rb
+from kafkacommon.batch_scan import iter_batches, scan_batches, scan_headers
+from kafkacommon.record_batch import (HEADER_SIZE, CorruptBatchError, Record, crc32c, decode_batch, encode_batch,
+                                      peek_header, validate_batch)
+from kafkacommon.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
 maybe_bytes = st.one_of(st.none(), st.binary(max_size=64))
 timestamps = st.integers(min_value=0, max_value=2**45)
@@ -220,3 +222,64 @@ def test_peek_header_does_not_need_the_records():
 def test_empty_batch_is_refused():
     with pytest.raises(ValueError):
         encode_batch(0, 0, [])
+
+
+# ------------------------------------------------------------------ attributes, headers, producer fields
+
+def test_headers_and_producer_fields_round_trip():
+    raw = encode_batch(10, 3, [(b"k", b"v", 100, [("trace", b"\x01"), ("none", None)]), (None, b"w", 101)],
+                       producer_id=4242, producer_epoch=7, base_sequence=55)
+    batch, _ = decode_batch(raw)
+    assert batch.records == (Record(10, 100, b"k", b"v", (("trace", b"\x01"), ("none", None))),
+                             Record(11, 101, None, b"w"))
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (4242, 7, 55)
+    header = peek_header(raw)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (4242, 7, 55)
+    assert raw[43:57] == struct.pack(">qhi", 4242, 7, 55)
+    assert (header.compression, header.timestamp_type, header.is_transactional, header.is_control) == (
+        rb.NO_COMPRESSION, rb.CREATE_TIME, False, False)
+
+
+def test_attribute_bits_are_kafkas():
+    attrs = rb.make_attributes(compression=rb.ZSTD, timestamp_type=rb.LOG_APPEND_TIME, transactional=True,
+                               control=True)
+    assert attrs == 0x04 | 0x08 | 0x10 | 0x20
+    raw = encode_batch(0, 0, [(None, b"x", 5)], transactional=True, producer_id=1, producer_epoch=0,
+                       base_sequence=0)
+    assert struct.unpack(">h", raw[21:23])[0] == 0x10
+    assert decode_batch(raw)[0].is_transactional
+    with pytest.raises(ValueError, match="compression codec 9"):
+        rb.make_attributes(compression=9)
+
+
+def test_log_append_time_gives_every_record_the_max_timestamp():
+    raw = encode_batch(0, 0, [(None, b"a", 5), (None, b"b", 9)], timestamp_type=rb.LOG_APPEND_TIME)
+    batch, _ = decode_batch(raw)
+    assert batch.timestamp_type == rb.LOG_APPEND_TIME
+    assert [r.timestamp_ms for r in batch.records] == [9, 9]
+
+
+def _with_attributes(raw: bytes, attributes: int) -> bytes:
+    buf = bytearray(raw)
+    struct.pack_into(">h", buf, 21, attributes)
+    struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
+    return bytes(buf)
+
+
+@pytest.mark.parametrize("codec,name", [(rb.GZIP, "gzip"), (rb.SNAPPY, "snappy"), (rb.LZ4, "lz4"), (rb.ZSTD, "zstd")])
+def test_a_compressed_batch_is_validated_and_its_codec_named(codec, name):
+    raw = _with_attributes(encode_batch(0, 0, [(b"k", b"v", 1)]), codec)
+    header = validate_batch(raw)  # the CRC and header are fine: recovery keeps such a batch
+    assert header.compression == codec
+    with pytest.raises(rb.UnsupportedCompressionError, match=name) as info:
+        decode_batch(raw)
+    assert info.value.codec == codec and isinstance(info.value, CorruptBatchError)
+
+
+def test_retain_records_keeps_attributes_and_producer_fields():
+    raw = encode_batch(0, 1, [(b"a", b"1", 5), (b"b", b"2", 6)], producer_id=9, producer_epoch=2,
+                       base_sequence=40, transactional=True)
+    batch, _ = decode_batch(raw)
+    kept, _ = decode_batch(rb.retain_records(raw, batch, [False, True]))
+    assert (kept.attributes, kept.producer_id, kept.producer_epoch, kept.base_sequence) == (0x10, 9, 2, 40)
+    assert kept.records == (Record(1, 6, b"b", b"2"),)

@@ -1,4 +1,4 @@
-"""Kafka's record batch format v2 (magic 2): encode, decode, validate and scan.
+"""Kafka's record batch format v2 (magic 2): encode, decode and validate one batch.
 
 Layout of one batch (big-endian, offsets in bytes from the batch start)::
 
@@ -7,28 +7,41 @@ Layout of one batch (big-endian, offsets in bytes from the batch start)::
     12 partitionLeaderEpoch  int32
     16 magic                 int8    = 2
     17 crc                   uint32  CRC-32C of bytes [21, end)
-    21 attributes            int16   0: no compression, not transactional, no control
+    21 attributes            int16   bits 0-2 compression codec, 3 timestamp type,
+                                     4 transactional, 5 control
     23 lastOffsetDelta       int32
     27 baseTimestamp         int64
     35 maxTimestamp          int64
-    43 producerId            int64   -1
-    51 producerEpoch         int16   -1
-    53 baseSequence          int32   -1
+    43 producerId            int64   -1: none
+    51 producerEpoch         int16   -1: none
+    53 baseSequence          int32   -1: none
     57 recordCount           int32
     61 records...
 
-Each record: length varint, attributes int8, timestampDelta varlong, offsetDelta
-varint, keyLength varint (-1 = null), key, valueLength varint (-1 = null), value,
-headerCount varint.  Varints are zigzag-encoded base-128, least significant group
-first.  The CRC does not cover baseOffset, batchLength or partitionLeaderEpoch.
+Each record: length varint, attributes int8 (unused), timestampDelta varlong,
+offsetDelta varint, keyLength varint (-1 = null), key, valueLength varint
+(-1 = null), value, headerCount varint, then per header: keyLength varint, key
+(UTF-8, never null), valueLength varint (-1 = null), value.  Varints are in
+:mod:`kafkacommon.varint`.  The CRC does not cover baseOffset, batchLength or
+partitionLeaderEpoch.
+
+Compression: the codec bits are read and exposed (:attr:`BatchHeader.compression`),
+and a batch is encoded uncompressed; decoding a compressed batch's records
+raises :class:`UnsupportedCompressionError`, naming the codec.  With
+``LOG_APPEND_TIME`` every record's timestamp is the batch's maxTimestamp, as in
+Kafka's DefaultRecordBatch.
+
+Pure: no I/O.  Scanning a buffer of many batches is :mod:`kafkacommon.batch_scan`.
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import crc32c as _crc32c
+
+from kafkacommon.varint import decode_varint, decode_varlong, put_unsigned, zigzag_encode
 
 MAGIC = 2
 HEADER_SIZE = 61
@@ -41,8 +54,28 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 
+# attributes (DefaultRecordBatch)
+COMPRESSION_CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG_MASK = 0x10
+CONTROL_FLAG_MASK = 0x20
+
+# compression codecs (CompressionType ids)
+NO_COMPRESSION = 0
+GZIP = 1
+SNAPPY = 2
+LZ4 = 3
+ZSTD = 4
+CODEC_NAMES = {NO_COMPRESSION: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+
+# timestamp types (TimestampType ids, as the attributes bit holds them)
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _INT32_MAX = (1 << 31) - 1
+_INT16_MIN, _INT16_MAX = -(1 << 15), (1 << 15) - 1
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def crc32c(data: bytes | bytearray | memoryview) -> int:
@@ -50,12 +83,8 @@ def crc32c(data: bytes | bytearray | memoryview) -> int:
     return _crc32c.crc32c(data)
 
 
-class StorageError(Exception):
-    """Base class of every error raised by node.storage."""
-
-
-class CorruptBatchError(StorageError):
-    """A batch failed validation.
+class CorruptBatchError(Exception):
+    """A batch failed validation or cannot be decoded.
 
     ``reason`` says why, ``position`` is the byte position of the batch start in the
     scanned buffer, ``incomplete`` is True when the data simply ends too early (a
@@ -69,90 +98,48 @@ class CorruptBatchError(StorageError):
         self.incomplete = incomplete
 
 
-# ---------------------------------------------------------------- varints
+class UnsupportedCompressionError(CorruptBatchError):
+    """A valid batch whose records are compressed with a codec this decoder does not read."""
 
-def zigzag_encode(value: int, bits: int = 64) -> int:
-    """Map a signed integer to unsigned: 0→0, -1→1, 1→2, -2→3, ..."""
-    return ((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1)
-
-
-def zigzag_decode(value: int) -> int:
-    """Inverse of :func:`zigzag_encode`."""
-    return (value >> 1) ^ -(value & 1)
+    def __init__(self, codec: int, position: int) -> None:
+        super().__init__(f"records compressed with {CODEC_NAMES.get(codec, f'unknown codec {codec}')}, "
+                         "which this decoder does not read", position)
+        self.codec = codec
 
 
-def _put_unsigned(out: bytearray, u: int) -> None:
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-
-
-def _encode_signed(value: int, bits: int) -> bytes:
-    if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
-        raise ValueError(f"{value} does not fit int{bits}")
-    out = bytearray()
-    _put_unsigned(out, zigzag_encode(value, bits))
-    return bytes(out)
-
-
-def encode_varint(value: int) -> bytes:
-    """Zigzag varint of a signed 32-bit integer (1 to 5 bytes)."""
-    return _encode_signed(value, 32)
-
-
-def encode_varlong(value: int) -> bytes:
-    """Zigzag varint of a signed 64-bit integer (1 to 10 bytes)."""
-    return _encode_signed(value, 64)
-
-
-def _read_unsigned(buf: bytes | memoryview, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
-    result = shift = 0
-    for _ in range(max_bytes):
-        if pos >= end:
-            raise ValueError("varint runs past the end of its record")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-    raise ValueError(f"varint longer than {max_bytes} bytes")
-
-
-def decode_varint(buf: bytes | memoryview, pos: int = 0, end: int | None = None) -> tuple[int, int]:
-    """Read a zigzag varint (int32) at ``pos``; return (value, next position)."""
-    u, pos = _read_unsigned(buf, pos, len(buf) if end is None else end, 5)
-    if u >> 32:
-        raise ValueError("varint exceeds 32 bits")
-    return zigzag_decode(u), pos
-
-
-def decode_varlong(buf: bytes | memoryview, pos: int = 0, end: int | None = None) -> tuple[int, int]:
-    """Read a zigzag varlong (int64) at ``pos``; return (value, next position)."""
-    u, pos = _read_unsigned(buf, pos, len(buf) if end is None else end, 10)
-    if u >> 64:
-        raise ValueError("varlong exceeds 64 bits")
-    return zigzag_decode(u), pos
+def make_attributes(*, compression: int = NO_COMPRESSION, timestamp_type: int = CREATE_TIME,
+                    transactional: bool = False, control: bool = False) -> int:
+    """The batch attributes field for these settings."""
+    if compression not in CODEC_NAMES:
+        raise ValueError(f"unknown compression codec {compression}")
+    if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+        raise ValueError(f"unknown timestamp type {timestamp_type}")
+    return (compression | (TIMESTAMP_TYPE_MASK if timestamp_type == LOG_APPEND_TIME else 0)
+            | (TRANSACTIONAL_FLAG_MASK if transactional else 0) | (CONTROL_FLAG_MASK if control else 0))
 
 
 # ---------------------------------------------------------------- data types
 
+Header = tuple[str, "bytes | None"]
+
+
 @dataclass(frozen=True)
 class Record:
-    """One record with its absolute offset and timestamp."""
+    """One record with its absolute offset and timestamp; ``headers`` as (key, value) pairs."""
 
     offset: int
     timestamp_ms: int
     key: bytes | None
     value: bytes | None
+    headers: tuple[Header, ...] = ()
 
 
-class _OffsetSpan:
-    """The offsets a batch covers, from its base offset and last offset delta."""
+class _BatchFields:
+    """What a header and a decoded batch share: offsets, attributes and producer fields."""
 
     base_offset: int
     last_offset_delta: int
+    attributes: int
 
     @property
     def last_offset(self) -> int:
@@ -162,9 +149,27 @@ class _OffsetSpan:
     def next_offset(self) -> int:
         return self.last_offset + 1
 
+    @property
+    def compression(self) -> int:
+        """The compression codec id (``NO_COMPRESSION``, ``GZIP``, ...)."""
+        return self.attributes & COMPRESSION_CODEC_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        """``CREATE_TIME`` or ``LOG_APPEND_TIME``."""
+        return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG_MASK)
+
 
 @dataclass(frozen=True)
-class BatchHeader(_OffsetSpan):
+class BatchHeader(_BatchFields):
     """The fixed 61-byte batch header, read without touching the records."""
 
     base_offset: int
@@ -177,6 +182,9 @@ class BatchHeader(_OffsetSpan):
     base_timestamp: int
     max_timestamp: int
     record_count: int
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    base_sequence: int = NO_SEQUENCE
 
     @property
     def size_bytes(self) -> int:
@@ -185,7 +193,7 @@ class BatchHeader(_OffsetSpan):
 
 
 @dataclass(frozen=True)
-class RecordBatch(_OffsetSpan):
+class RecordBatch(_BatchFields):
     """A decoded batch. ``size_bytes`` is its encoded size."""
 
     base_offset: int
@@ -196,6 +204,10 @@ class RecordBatch(_OffsetSpan):
     max_timestamp: int
     size_bytes: int
     crc: int
+    attributes: int = 0
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    base_sequence: int = NO_SEQUENCE
 
 
 # ---------------------------------------------------------------- encoding
@@ -206,7 +218,7 @@ def _uvarint(u: int) -> bytes:
     if u < _SMALL:
         return _UVARINT[u]
     out = bytearray()
-    _put_unsigned(out, u)
+    put_unsigned(out, u)
     return bytes(out)
 
 
@@ -214,7 +226,7 @@ _SMALL = 1 << 14
 _UVARINT: list[bytes] = []
 for _u in range(_SMALL):
     _b = bytearray()
-    _put_unsigned(_b, _u)
+    put_unsigned(_b, _u)
     _UVARINT.append(bytes(_b))
 del _u, _b
 
@@ -224,18 +236,36 @@ def _field(data: bytes | None) -> bytes:
     return b"\x01" if data is None else _uvarint(len(data) << 1) + data
 
 
+def _headers(headers: Sequence[Header]) -> bytes:
+    """headerCount, then each header's key (UTF-8, not null) and nullable value."""
+    if not headers:
+        return b"\x00"
+    parts = [_uvarint(len(headers) << 1)]
+    for key, value in headers:
+        if not isinstance(key, str):
+            raise ValueError(f"a header key must be a str, got {key!r}")
+        parts.append(_field(key.encode("utf-8")))
+        parts.append(_field(value))
+    return b"".join(parts)
+
+
 def encode_batch(base_offset: int, leader_epoch: int,
-                 records: Sequence[tuple[bytes | None, bytes | None, int]], *,
+                 records: Sequence[tuple], *,
                  offset_deltas: Sequence[int] | None = None, last_offset_delta: int | None = None,
-                 base_timestamp: int | None = None) -> bytes:
-    """Encode ``(key, value, timestamp_ms)`` tuples as one batch at ``base_offset``.
+                 base_timestamp: int | None = None, timestamp_type: int = CREATE_TIME,
+                 producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+                 base_sequence: int = NO_SEQUENCE, transactional: bool = False, control: bool = False) -> bytes:
+    """Encode ``(key, value, timestamp_ms)`` or ``(key, value, timestamp_ms, headers)`` tuples
+    as one uncompressed batch at ``base_offset``; ``headers`` is a sequence of
+    ``(str key, bytes-or-None value)``.
 
     By default offsets are consecutive from ``base_offset`` and the base timestamp is
     the first record's.  A compacted batch keeps its original offsets, so
     ``offset_deltas`` (strictly increasing, >= 0) may leave gaps, and
     ``last_offset_delta`` may exceed the last record's delta (Kafka keeps a cleaned
     batch's original last offset).  The max timestamp is always the largest record
-    timestamp.
+    timestamp.  The producer id, epoch and base sequence are written as given
+    (-1: none), as are the timestamp type and the transactional and control flags.
     """
     if not records:
         raise ValueError("a record batch needs at least one record")
@@ -249,29 +279,38 @@ def encode_batch(base_offset: int, leader_epoch: int,
     lod = deltas[-1] if last_offset_delta is None else last_offset_delta
     if not deltas[-1] <= lod <= _INT32_MAX:
         raise ValueError(f"last offset delta {lod} is below the last record's {deltas[-1]} or too large")
+    attributes = make_attributes(timestamp_type=timestamp_type, transactional=transactional, control=control)
     base_ts = records[0][2] if base_timestamp is None else base_timestamp
     max_ts = max(r[2] for r in records)
     parts: list[bytes] = []
     put = parts.append
     uv, field = _uvarint, _field
-    for delta, (key, value, ts) in zip(deltas, records):
-        # attributes 0, timestampDelta, offsetDelta (>= 0), key, value, headerCount 0
+    for delta, record in zip(deltas, records):
+        key, value, ts = record[0], record[1], record[2]
+        headers = _headers(record[3]) if len(record) > 3 else b"\x00"
+        # attributes 0, timestampDelta, offsetDelta (>= 0), key, value, headers
         rec = b"".join((b"\x00", uv(zigzag_encode(ts - base_ts, 64)), uv(delta << 1), field(key), field(value),
-                        b"\x00"))
+                        headers))
         put(uv(len(rec) << 1))
         put(rec)
-    return _seal(base_offset, leader_epoch, lod, base_ts, max_ts, len(records), b"".join(parts))
+    return _seal(base_offset, leader_epoch, lod, base_ts, max_ts, len(records), b"".join(parts),
+                 attributes=attributes, producer_id=producer_id, producer_epoch=producer_epoch,
+                 base_sequence=base_sequence)
 
 
 def _seal(base_offset: int, leader_epoch: int, last_offset_delta: int, base_ts: int, max_ts: int,
-          count: int, body: bytes | bytearray) -> bytes:
+          count: int, body: bytes | bytearray, *, attributes: int = 0, producer_id: int = NO_PRODUCER_ID,
+          producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE) -> bytes:
     """Header + ``body`` (encoded records), with length and CRC filled in."""
     batch_length = HEADER_SIZE - LOG_OVERHEAD + len(body)
     if batch_length > _INT32_MAX:
         raise ValueError("record batch too large")
-    out = bytearray(_HEADER.pack(base_offset, batch_length, leader_epoch, MAGIC, 0, 0, last_offset_delta,
-                                 base_ts, max_ts, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE,
-                                 count)) + body
+    if not _INT64_MIN <= producer_id <= _INT64_MAX or not _INT16_MIN <= producer_epoch <= _INT16_MAX \
+            or not -(1 << 31) <= base_sequence <= _INT32_MAX:
+        raise ValueError(f"producer id {producer_id}, epoch {producer_epoch} or base sequence {base_sequence} "
+                         "out of range")
+    out = bytearray(_HEADER.pack(base_offset, batch_length, leader_epoch, MAGIC, 0, attributes, last_offset_delta,
+                                 base_ts, max_ts, producer_id, producer_epoch, base_sequence, count)) + body
     struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)
 
@@ -281,10 +320,11 @@ def retain_records(raw: bytes | memoryview, batch: RecordBatch, keep: Sequence[b
 
     This is what the log cleaner writes: the surviving records' bytes are copied
     unchanged (offset and timestamp deltas, headers), and the batch keeps its base
-    offset, last offset delta, leader epoch and base timestamp; only the record
-    count, max timestamp (largest surviving record timestamp, as Kafka's filter
-    recomputes it), length and CRC change.  Returns ``raw`` itself when every
-    record is kept and None when none is (an empty batch disappears).
+    offset, last offset delta, leader epoch, base timestamp, attributes and
+    producer fields; only the record count, max timestamp (largest surviving
+    record timestamp, as Kafka's filter recomputes it), length and CRC change.
+    Returns ``raw`` itself when every record is kept and None when none is (an
+    empty batch disappears).
     """
     if len(keep) != len(batch.records):
         raise ValueError("keep mask and records differ in length")
@@ -303,7 +343,9 @@ def retain_records(raw: bytes | memoryview, batch: RecordBatch, keep: Sequence[b
             max_ts = max(max_ts, rec.timestamp_ms)
         pos = nxt
     return _seal(batch.base_offset, batch.leader_epoch, batch.last_offset_delta, batch.base_timestamp,
-                 max_ts, sum(1 for k in keep if k), body)
+                 max_ts, sum(1 for k in keep if k), body, attributes=batch.attributes,
+                 producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+                 base_sequence=batch.base_sequence)
 
 
 # ---------------------------------------------------------------- decoding
@@ -318,12 +360,12 @@ def peek_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptBatchError("truncated batch header", pos, incomplete=True)
     (base_offset, length, epoch, magic, crc, attrs, lod, base_ts, max_ts,
-     _pid, _pepoch, _seq, count) = _HEADER.unpack_from(buf, pos)
+     pid, pepoch, seq, count) = _HEADER.unpack_from(buf, pos)
     if magic != MAGIC:
         raise CorruptBatchError(f"unsupported magic {magic}", pos)
     if length < MIN_BATCH_LENGTH:
         raise CorruptBatchError(f"batch length {length} smaller than a header", pos)
-    return BatchHeader(base_offset, length, epoch, magic, crc, attrs, lod, base_ts, max_ts, count)
+    return BatchHeader(base_offset, length, epoch, magic, crc, attrs, lod, base_ts, max_ts, count, pid, pepoch, seq)
 
 
 def validate_batch(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
@@ -351,15 +393,43 @@ def _read_nullable(buf: bytes | memoryview, pos: int, end: int) -> tuple[bytes |
     return bytes(buf[pos:pos + length]), pos + length
 
 
+def _read_headers(buf: bytes | memoryview, pos: int, end: int) -> tuple[tuple[Header, ...], int]:
+    count, pos = decode_varint(buf, pos, end)
+    if count == 0:
+        return (), pos
+    if count < 0:
+        raise ValueError(f"negative header count {count}")
+    headers: list[Header] = []
+    for _ in range(count):
+        key, pos = _read_nullable(buf, pos, end)
+        if key is None:
+            raise ValueError("null header key")
+        try:
+            name = key.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError("header key is not UTF-8") from None
+        value, pos = _read_nullable(buf, pos, end)
+        headers.append((name, value))
+    return tuple(headers), pos
+
+
 def decode_batch(buf: bytes | memoryview, pos: int = 0) -> tuple[RecordBatch, int]:
-    """Decode and fully validate the batch at ``pos``; return (batch, next position)."""
+    """Decode and fully validate the batch at ``pos``; return (batch, next position).
+
+    Raises :class:`UnsupportedCompressionError` (a CorruptBatchError) for a
+    compressed batch and CorruptBatchError for anything malformed.
+    """
     header = validate_batch(buf, pos)
     end = pos + header.size_bytes
-    attributes, count = header.attributes, header.record_count
-    if attributes != 0:
-        raise CorruptBatchError(f"unsupported attributes {attributes:#x}", pos)
+    count = header.record_count
+    if header.attributes & ~(COMPRESSION_CODEC_MASK | TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG_MASK
+                             | CONTROL_FLAG_MASK):
+        raise CorruptBatchError(f"unsupported attributes {header.attributes:#x}", pos)
+    if header.compression != NO_COMPRESSION:
+        raise UnsupportedCompressionError(header.compression, pos)
     if count < 0:
         raise CorruptBatchError(f"negative record count {count}", pos)
+    log_append_time = header.timestamp_type == LOG_APPEND_TIME
     records: list[Record] = []
     p = pos + HEADER_SIZE
     try:
@@ -373,15 +443,11 @@ def decode_batch(buf: bytes | memoryview, pos: int = 0) -> tuple[RecordBatch, in
             off_delta, p = decode_varint(buf, p, rec_end)
             key, p = _read_nullable(buf, p, rec_end)
             value, p = _read_nullable(buf, p, rec_end)
-            headers, p = decode_varint(buf, p, rec_end)
-            for _h in range(headers):  # headers are parsed and dropped
-                klen, p = decode_varint(buf, p, rec_end)
-                if klen < 0 or p + klen > rec_end:
-                    raise ValueError(f"bad header key length {klen}")
-                _v, p = _read_nullable(buf, p + klen, rec_end)
+            headers, p = _read_headers(buf, p, rec_end)
             if p != rec_end:
                 raise ValueError(f"record has {rec_end - p} unread bytes")
-            records.append(Record(header.base_offset + off_delta, header.base_timestamp + ts_delta, key, value))
+            ts = header.max_timestamp if log_append_time else header.base_timestamp + ts_delta
+            records.append(Record(header.base_offset + off_delta, ts, key, value, headers))
     except ValueError as exc:
         raise CorruptBatchError(f"malformed record {len(records)}: {exc}", pos) from None
     if p != end:
@@ -393,91 +459,6 @@ def decode_batch(buf: bytes | memoryview, pos: int = 0) -> tuple[RecordBatch, in
     if records and records[-1].offset > header.last_offset:
         raise CorruptBatchError("last record offset is beyond lastOffsetDelta", pos)
     batch = RecordBatch(header.base_offset, header.leader_epoch, tuple(records), header.last_offset_delta,
-                        header.base_timestamp, header.max_timestamp, header.size_bytes, header.crc)
+                        header.base_timestamp, header.max_timestamp, header.size_bytes, header.crc,
+                        header.attributes, header.producer_id, header.producer_epoch, header.base_sequence)
     return batch, end
-
-
-# ---------------------------------------------------------------- scanning
-
-class BatchIterator:
-    """Iterates ``(position, RecordBatch)`` over a buffer and stops at the first bad batch.
-
-    After (or during) iteration, ``valid_bytes`` is the position where valid data ends
-    and ``error`` the CorruptBatchError that stopped the scan (None if the buffer
-    ended exactly at a batch boundary).  A torn tail has ``error.incomplete`` set.
-    """
-
-    def __init__(self, buf: bytes | memoryview, start: int = 0) -> None:
-        self._buf = buf
-        self.valid_bytes = start
-        self.error: CorruptBatchError | None = None
-        self._done = False
-
-    def __iter__(self) -> Iterator[tuple[int, RecordBatch]]:
-        return self
-
-    def __next__(self) -> tuple[int, RecordBatch]:
-        if self._done or self.valid_bytes >= len(self._buf):
-            self._done = True
-            raise StopIteration
-        pos = self.valid_bytes
-        try:
-            batch, nxt = decode_batch(self._buf, pos)
-        except CorruptBatchError as exc:
-            self.error = exc
-            self._done = True
-            raise StopIteration from None
-        self.valid_bytes = nxt
-        return pos, batch
-
-
-def iter_batches(buf: bytes | memoryview, start: int = 0) -> BatchIterator:
-    """Iterate the batches of ``buf`` from ``start``; see :class:`BatchIterator`."""
-    return BatchIterator(buf, start)
-
-
-@dataclass(frozen=True)
-class ScanResult:
-    """Outcome of :func:`scan_batches`: the whole batches and where valid data ends."""
-
-    batches: tuple[tuple[int, RecordBatch], ...]
-    valid_bytes: int
-    error: CorruptBatchError | None
-
-    @property
-    def clean(self) -> bool:
-        """True when the buffer ended exactly after a whole valid batch."""
-        return self.error is None
-
-
-def scan_batches(buf: bytes | memoryview, start: int = 0) -> ScanResult:
-    """Decode every whole valid batch from ``start``, stopping (not raising) at a bad one."""
-    it = iter_batches(buf, start)
-    batches = tuple(it)
-    return ScanResult(batches, it.valid_bytes, it.error)
-
-
-@dataclass(frozen=True)
-class HeaderScanResult:
-    """Outcome of :func:`scan_headers`: CRC-checked headers and where valid data ends."""
-
-    headers: tuple[tuple[int, BatchHeader], ...]
-    valid_bytes: int
-    error: CorruptBatchError | None
-
-
-def scan_headers(buf: bytes | memoryview, start: int = 0) -> HeaderScanResult:
-    """Like :func:`scan_batches` but only validates headers and CRCs (no record decode)."""
-    headers: list[tuple[int, BatchHeader]] = []
-    pos, end = start, len(buf)
-    error: CorruptBatchError | None = None
-    while pos < end:
-        try:
-            header = validate_batch(buf, pos)
-        except CorruptBatchError as exc:
-            error = exc
-            break
-        headers.append((pos, header))
-        pos += header.size_bytes
-    return HeaderScanResult(tuple(headers), pos, error)
-
