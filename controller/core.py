@@ -29,6 +29,7 @@ from kafkacommon.errors import (  # the Kafka error codes the core answers with 
     BROKER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, INELIGIBLE_REPLICA, INVALID_REQUEST, INVALID_UPDATE_VERSION, NONE,
     NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
 )
+from kafkacommon.event import Event
 from zk.codecs import BrokerRegistration, TopicAssignment
 
 TP = tuple[str, int]
