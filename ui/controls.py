@@ -62,6 +62,11 @@ class Controls:
                       detail=detail, remote=remote)
         return {"ok": ok, "error": error, "detail": detail}
 
+    def refused(self, action: Any, remote: str | None, why: str) -> None:
+        """A request turned away before anything was done (no valid token): logged all the same."""
+        self.log.emit("ui_action", action=str(action), target=None, params={}, ok=False, error=f"refused: {why}",
+                      detail="", remote=remote)
+
     def _do(self, action: str, b: int | None, req: dict[str, Any]) -> str:
         if action in SIGNALS:
             pid = self.cluster.signal_broker(b, SIGNALS[action])

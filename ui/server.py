@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import json
 import pickle
 import queue
@@ -219,6 +220,12 @@ def create_app(*, mode: str, host: str, read_only: bool, cluster: Any = None, co
         if controls is None:
             return JSONResponse({"ok": False, "error": "controls are off (read-only or replay)"}, status_code=403)
         if token_required and not secrets.compare_digest(request.headers.get("x-kafkasim-token", ""), token or ""):
+            try:
+                action = (await request.json()).get("action")
+            except (ValueError, AttributeError):
+                action = None
+            await run_in_threadpool(controls.refused, action, request.client.host if request.client else None,
+                                    "no valid token")
             return JSONResponse({"ok": False, "error": "this server is bound to " + host +
                                  ": controls need the token printed when it started"}, status_code=403)
         try:
@@ -234,20 +241,22 @@ def create_app(*, mode: str, host: str, read_only: bool, cluster: Any = None, co
             return JSONResponse({"ok": False, "error": str(e)}, status_code=400)
         return JSONResponse(out, status_code=200 if out["ok"] else 500)
 
-    async def startup() -> None:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
         if hub is not None:
             await hub.start()
-
-    async def shutdown() -> None:
-        if hub is not None:
-            await hub.stop()
-        if controls is not None:
-            await run_in_threadpool(controls.close)
+        try:
+            yield
+        finally:
+            if hub is not None:
+                await hub.stop()
+            if controls is not None:
+                await run_in_threadpool(controls.close)
 
     routes = [Route("/", index), Route("/api/config", config), Route("/api/state", state),
               Route("/api/meta", meta), Route("/api/stream", stream), Route("/api/control", control, methods=["POST"]),
               Mount("/static", StaticFiles(directory=STATIC), name="static")]
-    return Starlette(routes=routes, on_startup=[startup], on_shutdown=[shutdown])
+    return Starlette(routes=routes, lifespan=lifespan)
 
 
 def serve(*, host: str = LOOPBACK, port: int = 8080, read_only: bool = False, cluster: Any = None,
