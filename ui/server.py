@@ -14,6 +14,7 @@ import json
 import pickle
 import queue
 import secrets
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -126,8 +127,13 @@ class Replayer:
             state.apply(e)
         self.final = state
         self._state, self._idx = ClusterState(self.n_offsets), 0
+        self._lock = threading.Lock()
 
     def at(self, t_ns: int) -> dict[str, Any]:
+        with self._lock:   # requests run on a thread pool; one cursor
+            return self._at(t_ns)
+
+    def _at(self, t_ns: int) -> dict[str, Any]:
         end = bisect.bisect_right(self.times, t_ns)
         if end < self._idx:
             i, blob = self.checkpoints[max(0, bisect.bisect_right([c[0] for c in self.checkpoints], end) - 1)]

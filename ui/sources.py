@@ -98,16 +98,21 @@ class LivePoller:
         self.interval_s = interval_s
         self.groups = groups
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="ui-poller")
+        # a describe of a group whose coordinator just died can wait seconds: it has its own thread, so
+        # the brokers, the controller and the replicas keep being observed meanwhile
+        self._threads = [threading.Thread(target=self._run, daemon=True, name="ui-poller"),
+                         threading.Thread(target=self._run_groups, daemon=True, name="ui-group-poller")]
         self._admin = None
         self._group_cursor = 0
 
     def start(self) -> None:
-        self._thread.start()
+        for t in self._threads:
+            t.start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(5)
+        for t in self._threads:
+            t.join(5)
 
     def _emit(self, type_: str, **fields: Any) -> None:
         self.sink({"ts_ms": round(time.time() * 1000.0, 3), "mono_ns": time.monotonic_ns(), "broker": -1,
@@ -116,12 +121,21 @@ class LivePoller:
     def _run(self) -> None:
         n = 0
         while not self._stop.is_set():
-            for step in (self._procs, self._zk) + ((self._replicas,) if n % 2 == 0 else ()) + (
-                    (self._groups,) if n % 2 == 1 else ()):
+            for step in (self._procs, self._zk) + ((self._replicas,) if n % 2 == 0 else ()):
                 try:
                     step(n)
                 except Exception:  # the cluster may be half down: the next round tries again
                     pass
+            n += 1
+            self._stop.wait(self.interval_s)
+
+    def _run_groups(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            try:
+                self._groups(n)
+            except Exception:  # no coordinator reachable now: the next round tries again
+                pass
             n += 1
             self._stop.wait(self.interval_s)
 
@@ -170,7 +184,7 @@ class LivePoller:
             return
         if self._admin is None:
             self._admin = GroupAdmin(ClusterClient([f"{b.host}:{b.port}" for b in self.cluster.cfg.brokers],
-                                                   request_timeout_s=2.0))
+                                                   request_timeout_s=2.0), timeout_s=5.0)
         # at most 20 groups a round, in turn: 200 groups are each described every 20 rounds
         batch = [names[(self._group_cursor + i) % len(names)] for i in range(min(20, len(names)))]
         self._group_cursor = (self._group_cursor + len(batch)) % max(1, len(names))

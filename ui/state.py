@@ -276,10 +276,10 @@ class ClusterState:
         """What ZooKeeper says now: the registered brokers and their epochs, the controller."""
         reg = {int(b): ep for b, ep in e.get("brokers", {}).items()}
         for b in set(reg) | set(self.brokers):
-            br = self._broker(b)
-            br["registered"] = b in reg
-            if b in reg:
-                br["broker_epoch"] = reg[b]
+            br = self.brokers.get(b)
+            want = {"registered": b in reg, **({"broker_epoch": reg[b]} if b in reg else {})}
+            if br is None or any(br.get(k) != v for k, v in want.items()):
+                self._broker(b).update(want)
         cid, epoch = e.get("controller"), e.get("epoch", 0)
         if (cid, epoch) != (self.controller["id"], self.controller["epoch"]) and epoch >= self.controller["epoch"]:
             if cid is not None and not any(c["epoch"] == epoch for c in self.controllers):
@@ -307,11 +307,12 @@ class ClusterState:
         for key, r in e.get("partitions", {}).items():
             topic, _, p = key.rpartition("-")
             st = self.partitions.get(key)
-            if st is None or st["leo"] != r["leo"] or (r.get("hw") is not None and st["hw"] != r.get("hw_all")):
+            hw_all = r.get("hw_all") or {}
+            if (st is None or any(st["leo"].get(b) != v for b, v in r["leo"].items())
+                    or any(st["hw"].get(b) != v for b, v in hw_all.items())):
                 st = self._partition(topic, int(p))
                 st["leo"].update(r["leo"])
-                for b, hw in (r.get("hw_all") or {}).items():
-                    st["hw"][b] = hw
+                st["hw"].update(hw_all)
 
     def _on_ui_group(self, e: dict, t: int) -> None:
         """A describe of one group (members, assignments, committed offsets, lag) made by the server."""
@@ -418,7 +419,7 @@ class ClusterState:
         return [{k: v for k, v in r.items()} for r in self.failovers]
 
     def snapshot(self) -> dict[str, Any]:
-        self.dirty.clear()
+        """The whole state (it leaves ``dirty`` alone: other pages still need the pending patch)."""
         return {"t_ns": self.t_ns, "brokers": self._broker_json(), "controller": self.controller,
                 "controllers": self.controllers[-50:],
                 "partitions": [self._partition_json(s) for _, s in sorted(

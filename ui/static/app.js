@@ -75,8 +75,9 @@ function drawBrokers() {
   const tb = $("#brokers tbody");
   tb.innerHTML = [...ids].sort((a, b) => a - b).map((id) => {
     const b = by.get(id) || { id, status: "unknown" };
-    const acts = ["kill", "terminate", "pause", "resume", "start", "expire-session"].map(
-      (a) => `<button data-action="${a}" data-broker="${id}">${a}</button>`).join(" ");
+    const acts = [["kill", "kill"], ["terminate", "term"], ["pause", "pause"], ["resume", "resume"], ["start", "start"],
+                  ["expire-session", "expire session"]].map(([a, label]) =>
+      `<button data-action="${a}" data-broker="${id}" title="${a} broker ${id}">${label}</button>`).join(" ");
     return `<tr data-broker="${id}" data-status="${esc(b.status)}" class="${esc(b.status)}"><td>${id}</td>` +
       `<td class="st">${esc(b.status)}${b.pid ? " <small>pid " + b.pid + "</small>" : ""}</td>` +
       `<td>${b.registered === true ? "registered" : b.registered === false ? "not registered" : "–"}</td>` +
