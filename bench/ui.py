@@ -78,8 +78,8 @@ def run(zk, work: Path, browser, partitions: int, groups: int, seconds: float, r
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
         t0 = time.monotonic()
         page.goto(url)
-        page.wait_for_function(f"() => document.querySelectorAll('tr[data-tp]').length >= {partitions + 3}"
-                               f" && document.querySelectorAll('#groups tr[data-group]').length >= {groups}",
+        page.wait_for_function(f"() => document.querySelectorAll('[data-tp]').length >= {partitions + 3}"
+                               f" && document.querySelectorAll('#groups [data-group]').length >= {groups}",
                                timeout=120_000, polling=50)
         first_draw_s = time.monotonic() - t0
         page.evaluate("() => { window.__lat = []; }")

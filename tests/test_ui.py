@@ -134,7 +134,7 @@ def wait_page(page, js: str, arg=None, timeout_s: float = 30):
     page.wait_for_function(js, arg=arg, timeout=timeout_s * 1000, polling=100)
 
 
-OFFSETS_ROWS = '[data-topic="__consumer_offsets"] tr[data-tp]'
+OFFSETS_ROWS = '[data-topic="__consumer_offsets"] [data-tp]'
 
 
 def test_page_shows_three_brokers_the_controller_and_full_offsets_isrs(live, browser, cluster, shots):
@@ -160,8 +160,8 @@ def test_killing_the_controller_from_the_page_shows_the_next_one(live, browser, 
     wait_page(page, """(old) => document.querySelector('#controller-epoch').textContent === '2'
         && !['none', String(old)].includes(document.querySelector('#controller-id').textContent)
         && document.querySelector(`#brokers tr[data-broker="${old}"]`).dataset.status === 'dead'
-        && [...document.querySelectorAll('tr[data-tp]')].every(r => !r.dataset.isr.split(',').includes(String(old)))
-        && [...document.querySelectorAll('tr[data-tp]')].every(r => r.dataset.leader !== String(old))
+        && [...document.querySelectorAll('[data-tp]')].every(r => !r.dataset.isr.split(',').includes(String(old)))
+        && [...document.querySelectorAll('[data-tp]')].every(r => r.dataset.leader !== String(old))
     """, old, timeout_s=SESSION_MS / 1000 + 15)
     new = int(page.inner_text("#controller-id"))
     assert cluster.view().controller_id == new and cluster.controller_epoch() == 2
@@ -234,19 +234,19 @@ def test_killing_a_groups_coordinator_from_the_page_shows_the_failover(live, bro
     try:
         page = open_page(browser, live.url)
         # the group is Stable with both members and committed offsets, as the page shows it
-        wait_page(page, """() => { const r = document.querySelector('#groups tr[data-group="g"]');
+        wait_page(page, """() => { const r = document.querySelector('#groups [data-group="g"]');
             return r && r.dataset.state === 'Stable' && r.dataset.coordinator !== ''
-                && r.querySelectorAll('td')[6].children.length === 2 && r.querySelectorAll('td')[7].children.length === 3; }
+                && r.querySelector('.members').children.length === 2 && r.querySelector('.offsets').children.length === 3; }
         """, timeout_s=60)
-        old = int(page.get_attribute('#groups tr[data-group="g"]', "data-coordinator"))
+        old = int(page.get_attribute('#groups [data-group="g"]', "data-coordinator"))
         page.click(f'button[data-action="kill"][data-broker="{old}"]')
-        wait_page(page, """(old) => { const r = document.querySelector('#groups tr[data-group="g"]');
+        wait_page(page, """(old) => { const r = document.querySelector('#groups [data-group="g"]');
             const f = document.querySelector('#failovers tr[data-group="g"]');
             return r.dataset.coordinator !== String(old) && r.dataset.coordinator !== ''
                 && f && [...f.querySelectorAll('.stage.detect, .stage.elect, .stage.load, .stage.first_commit')]
                           .every(td => td.textContent.endsWith(' ms')); }
         """, old, timeout_s=SESSION_MS / 1000 + 30)
-        new = int(page.get_attribute('#groups tr[data-group="g"]', "data-coordinator"))
+        new = int(page.get_attribute('#groups [data-group="g"]', "data-coordinator"))
         assert new != old
         stages = [float(page.inner_text(f'#failovers tr[data-group="g"] .stage.{s}').split()[0])
                   for s in ("detect", "elect", "load", "first_commit")]
@@ -277,7 +277,7 @@ def test_replay_scrubbed_to_a_fault_shows_that_moments_leaders_and_isrs(cluster,
             for e in events:
                 if e["mono_ns"] <= t and e["type"] == "partition_state_written":
                     want[f"{e['topic']}-{e['partition']}"] = (str(e["leader"]), ",".join(map(str, e["isr"])))
-            got = page.eval_on_selector_all("tr[data-tp]", "rs => rs.map(r => [r.dataset.tp, r.dataset.leader, r.dataset.isr])")
+            got = page.eval_on_selector_all("[data-tp]", "rs => rs.map(r => [r.dataset.tp, r.dataset.leader, r.dataset.isr])")
             assert {tp: (leader, isr) for tp, leader, isr in got} == want
             seen.append(want)
         # two different moments: the first kill's failover moved leaders before the second kill

@@ -288,10 +288,10 @@ class ClusterState:
             self.controller = {"id": cid, "epoch": epoch}
             self.dirty.add("controller")
         for key, replicas in (e.get("assignments") or {}).items():
-            topic, _, p = key.rpartition("-")
-            st = self._partition(topic, int(p))
-            if st["replicas"] != replicas:
-                st["replicas"] = list(replicas)
+            st = self.partitions.get(key)
+            if st is None or st["replicas"] != replicas:
+                topic, _, p = key.rpartition("-")
+                self._partition(topic, int(p))["replicas"] = list(replicas)
 
     def _on_ui_procs(self, e: dict, t: int) -> None:
         for b, proc in e.get("brokers", {}).items():

@@ -9,7 +9,7 @@ const dirty = { brokers: false, controllers: false, parts: new Set(), groups: ne
                 events: [], all: false };
 let CFG = {}, frame = 0;
 window.__lat = [];          // [event ts_ms, server tail seen_ms, page shown ms] for bench/ui.py
-const KEEP_EVENTS = 2000, SHOW_EVENTS = 300;
+const KEEP_EVENTS = 2000, SHOW_EVENTS = 300, NEW_EVENTS_PER_FRAME = 100;
 
 function esc(v) { return String(v ?? "–").replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c])); }
 function nowMs() { return performance.timeOrigin + performance.now(); }
@@ -23,7 +23,7 @@ function load(snap) {
   S.groups = new Map(snap.groups.map((g) => [g.group, g]));
   S.failovers = snap.failovers; S.events = (snap.events || []).slice(-KEEP_EVENTS);
   document.getElementById("topics").innerHTML = ""; rows.clear(); topicTables.clear();
-  $("#groups tbody").innerHTML = ""; groupRows.clear();
+  $("#groups .gbody").innerHTML = ""; groupRows.clear();
   dirty.all = true; schedule();
 }
 function applyPatch(p) {
@@ -100,30 +100,51 @@ function topicTable(topic) {
   if (t) return t;
   const div = document.createElement("div");
   div.className = "topic"; div.dataset.topic = topic;
-  const coordCol = topic === "__consumer_offsets" ? "<th>coordinator (loaded groups)</th>" : "";
-  div.innerHTML = `<h3>${esc(topic)}</h3><table><thead><tr><th>p.</th><th>leader</th><th>epoch</th>` +
-    `<th>replicas (LEO vs HW)</th><th>ISR</th>${coordCol}</tr></thead><tbody></tbody></table>`;
+  const coordCol = topic === "__consumer_offsets" ? "<span>coordinator (loaded groups)</span>" : "";
+  div.innerHTML = `<h3>${esc(topic)}</h3><div class="prow phead"><span>p.</span><span>leader</span><span>epoch</span>` +
+    `<span>replicas (LEO vs HW)</span><span>ISR</span>${coordCol}</div><div class="pbody"></div>`;
   const host = $("#topics");
-  const after = [...host.children].find((c) => c.dataset.topic > topic && topic !== "__consumer_offsets"
-                                                || c.dataset.topic === "__consumer_offsets" && false);
-  host.insertBefore(div, topic === "__consumer_offsets" ? null : after || null);
-  t = { div, tbody: div.querySelector("tbody"), order: [] };
+  const after = topic === "__consumer_offsets" ? null : [...host.children].find((c) => c.dataset.topic > topic);
+  host.insertBefore(div, after || null);
+  t = { div, tbody: div.querySelector(".pbody"), order: [] };
   topicTables.set(topic, t);
   return t;
 }
+// Rows off screen get only their data attributes and class (cheap); their content is drawn when they scroll
+// into view.  So a batch touching hundreds of partitions costs a few attribute writes each.
+const onScreen = new Set();
+const stale = new Set();
+const seer = new IntersectionObserver((entries) => {
+  for (const en of entries) {
+    const key = en.target.dataset.tp;
+    if (en.isIntersecting) { onScreen.add(key); if (stale.has(key)) { stale.delete(key); fillPartition(key); } }
+    else onScreen.delete(key);
+  }
+}, { rootMargin: "400px 0px" });
 function drawPartition(key) {
   const p = S.parts.get(key);
   if (!p) return;
   let tr = rows.get(key);
   if (!tr) {
     const t = topicTable(p.topic);
-    tr = document.createElement("tr");
+    tr = document.createElement("div");
     tr.dataset.tp = key;
     let i = 0; while (i < t.order.length && t.order[i] < p.partition) i++;
     t.tbody.insertBefore(tr, t.tbody.children[i] || null);
     t.order.splice(i, 0, p.partition);
     rows.set(key, tr);
+    seer.observe(tr);    // its first callback fills the row if it is on screen
   }
+  const cls = "prow" + (p.offline ? " offline" : p.under_replicated ? " urp" : ""), isr = p.isr.join(",");
+  if (tr.className !== cls) tr.className = cls;     // unchanged values are not written: no style work
+  if (tr.dataset.leader !== String(p.leader)) tr.dataset.leader = p.leader;
+  if (tr.dataset.isr !== isr) tr.dataset.isr = isr;
+  if (tr.dataset.epoch !== String(p.leader_epoch)) tr.dataset.epoch = p.leader_epoch;
+  filterRow(tr, p);
+  if (onScreen.has(key)) fillPartition(key); else stale.add(key);
+}
+function fillPartition(key) {
+  const p = S.parts.get(key), tr = rows.get(key);
   const max = Math.max(1, ...Object.values(p.leo || {}), ...Object.values(p.hw || {}));
   const reps = p.replicas.map((b) => {
     const leo = p.leo[b] ?? null, hw = p.hw[String(p.leader)] ?? p.hw[b] ?? null;
@@ -136,19 +157,17 @@ function drawPartition(key) {
   let coord = "";
   if (p.topic === "__consumer_offsets") {
     const c = S.coords.get(p.partition);
-    coord = c ? `<td class="coord ${esc(c.state)}" data-coordinator="${c.broker ?? ""}">${c.broker ?? "–"} ${esc(c.state)}` +
-      `${c.load_ms != null ? " " + c.load_ms + " ms" : ""}${c.groups.length ? " (" + c.groups.map(esc).join(", ") + ")" : ""}</td>`
-      : "<td></td>";
+    coord = c ? `<span class="coord ${esc(c.state)}" data-coordinator="${c.broker ?? ""}">${c.broker ?? "–"} ${esc(c.state)}` +
+      `${c.load_ms != null ? " " + c.load_ms + " ms" : ""}${c.groups.length ? " (" + c.groups.map(esc).join(", ") + ")" : ""}</span>`
+      : "<span></span>";
   }
-  tr.className = p.offline ? "offline" : p.under_replicated ? "urp" : "";
-  tr.dataset.leader = p.leader; tr.dataset.isr = p.isr.join(","); tr.dataset.epoch = p.leader_epoch;
-  tr.innerHTML = `<td>${p.partition}</td><td class="ldr">${p.leader >= 0 ? p.leader : "none"}</td>` +
-    `<td>${p.leader_epoch}</td><td><div class="reps">${reps}</div></td><td class="isr">${p.isr.join(",")}</td>${coord}`;
-  filterRow(tr, p);
+  tr.innerHTML = `<span>${p.partition}</span><span class="ldr">${p.leader >= 0 ? p.leader : "none"}</span>` +
+    `<span>${p.leader_epoch}</span><span class="reps">${reps}</span><span class="isr">${p.isr.join(",")}</span>${coord}`;
 }
 function filterRow(tr, p) {
   const f = $("#topic-filter").value.trim(), urp = $("#only-urp").checked;
-  tr.hidden = (f && !p.topic.includes(f)) || (urp && !p.offline && !p.under_replicated);
+  const hide = Boolean((f && !p.topic.includes(f)) || (urp && !p.offline && !p.under_replicated));
+  if (tr.hidden !== hide) tr.hidden = hide;
 }
 function drawSummary() {
   let n = 0, u = 0, o = 0;
@@ -161,8 +180,8 @@ function drawGroup(name) {
   const g = S.groups.get(name);
   let tr = groupRows.get(name);
   if (!tr) {
-    tr = document.createElement("tr"); tr.dataset.group = name;
-    const tb = $("#groups tbody");
+    tr = document.createElement("div"); tr.dataset.group = name; tr.className = "grow";
+    const tb = $("#groups .gbody");
     const after = [...tb.children].find((r) => r.dataset.group > name);
     tb.insertBefore(tr, after || null);
     groupRows.set(name, tr);
@@ -173,8 +192,9 @@ function drawGroup(name) {
     `<div><small>${esc(v.client_id || m.slice(0, 28))}</small> → ${(v.assignment || []).map(esc).join(", ") || "–"}</div>`).join("");
   const offs = Object.entries(g.offsets).sort().map(([tp, o]) =>
     `<div>${esc(tp)}: ${esc(o)}${g.lag[tp] != null ? " (" + g.lag[tp] + ")" : ""}</div>`).join("");
-  tr.innerHTML = `<td>${esc(name)}</td><td class="gc">${esc(g.coordinator)}</td><td>${g.partition}</td>` +
-    `<td>${esc(g.state)}</td><td>${esc(g.generation)}</td><td>${g.rebalances}</td><td>${members}</td><td>${offs}</td>`;
+  tr.innerHTML = `<span>${esc(name)}</span><span class="gc">${esc(g.coordinator)}</span><span>${g.partition}</span>` +
+    `<span>${esc(g.state)}</span><span>${esc(g.generation)}</span><span>${g.rebalances}</span>` +
+    `<span class="members">${members}</span><span class="offsets">${offs}</span>`;
 }
 
 function ms(v) { return v == null ? "–" : v.toFixed(0) + " ms"; }
@@ -189,13 +209,15 @@ function drawFailovers() {
 }
 
 // events, filtered by broker, partition, group and kind
-function matches(e) {
-  const b = $("#f-broker").value.trim(), p = $("#f-partition").value.trim(),
-        g = $("#f-group").value.trim(), k = $("#f-kind").value.trim();
-  if (b && String(e.broker) !== b && String(e.target) !== b) return false;
-  if (p && `${e.topic ?? "__consumer_offsets"}-${e.partition}` !== p) return false;
-  if (g && e.group !== g) return false;
-  if (k && !String(e.type).includes(k) && !String(e.action || "").includes(k)) return false;
+function filters() {
+  return { b: $("#f-broker").value.trim(), p: $("#f-partition").value.trim(),
+           g: $("#f-group").value.trim(), k: $("#f-kind").value.trim() };
+}
+function matches(e, f) {
+  if (f.b && String(e.broker) !== f.b && String(e.target) !== f.b) return false;
+  if (f.p && `${e.topic ?? "__consumer_offsets"}-${e.partition}` !== f.p) return false;
+  if (f.g && e.group !== f.g) return false;
+  if (f.k && !String(e.type).includes(f.k) && !String(e.action || "").includes(f.k)) return false;
   return true;
 }
 const SKIP = new Set(["ts_ms", "mono_ns", "broker", "type", "seen_ms"]);
@@ -203,16 +225,17 @@ function eventRow(e) {
   const rest = Object.entries(e).filter(([k]) => !SKIP.has(k)).map(([k, v]) =>
     `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
   const t = e.ts_ms ? new Date(e.ts_ms).toISOString().slice(11, 23) : "";
-  return `<tr data-type="${esc(e.type)}"><td>${t}</td><td>${e.broker >= 0 ? "b" + e.broker : "ui"}</td><td><b>${esc(e.type)}</b> ${esc(rest)}</td></tr>`;
+  return `<div class="erow" data-type="${esc(e.type)}"><span>${t}</span><span>${e.broker >= 0 ? "b" + e.broker : "ui"}</span><span><b>${esc(e.type)}</b> ${esc(rest)}</span></div>`;
 }
 function drawEvents() {
-  const out = [];
-  for (let i = S.events.length - 1; i >= 0 && out.length < SHOW_EVENTS; i--) if (matches(S.events[i])) out.push(eventRow(S.events[i]));
-  $("#events tbody").innerHTML = out.join("");
+  const out = [], f = filters();
+  for (let i = S.events.length - 1; i >= 0 && out.length < SHOW_EVENTS; i--) if (matches(S.events[i], f)) out.push(eventRow(S.events[i]));
+  $("#events").innerHTML = out.join("");
 }
 function addEvents(evs) {
-  const tb = $("#events tbody");
-  const html = evs.filter(matches).slice(-SHOW_EVENTS).reverse().map(eventRow).join("");
+  const tb = $("#events");
+  const f = filters();
+  const html = evs.filter((e) => matches(e, f)).slice(-NEW_EVENTS_PER_FRAME).reverse().map(eventRow).join("");
   if (!html) return;
   tb.insertAdjacentHTML("afterbegin", html);
   while (tb.children.length > SHOW_EVENTS) tb.lastElementChild.remove();
