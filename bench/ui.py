@@ -111,15 +111,21 @@ def run(zk, work: Path, browser, partitions: int, groups: int, seconds: float, r
         gaps = page.evaluate("() => window.__gaps")
         page.close()
         cc.close()
-        page_ms = [shown - ts for ts, _seen, shown, _type in lat]
-        tail_ms = [seen - ts for ts, seen, _shown, _type in lat]
-        extra_ms = [shown - seen for _ts, seen, shown, _type in lat]
+        page_ms = [shown - ts for ts, _seen, shown, *_ in lat]
+        tail_ms = [seen - ts for ts, seen, _shown, *_ in lat]
+        extra_ms = [shown - seen for _ts, seen, shown, *_ in lat]
+        server_ms = [sent - seen for _ts, seen, _shown, _type, sent, _arr in lat]
+        wire_ms = [arr - sent for _ts, _seen, _shown, _type, sent, arr in lat]
+        draw_ms = [shown - arr for _ts, _seen, shown, _type, _sent, arr in lat]
         return {"partitions": partitions, "groups": groups, "seconds": seconds, "sent": sent[0],
                 "events": len(lat), "first_draw_s": round(first_draw_s, 2),
                 "page_p50_ms": pct(page_ms, 0.5), "page_p99_ms": pct(page_ms, 0.99),
                 "tail_p50_ms": pct(tail_ms, 0.5), "tail_p99_ms": pct(tail_ms, 0.99),
                 "server_to_page_p50_ms": pct(extra_ms, 0.5), "server_to_page_p99_ms": pct(extra_ms, 0.99),
-                "frame_gap_p99_ms": pct(gaps, 0.99), "frame_gap_max_ms": max(gaps)}
+                "frame_gap_p99_ms": pct(gaps, 0.99), "frame_gap_max_ms": max(gaps),
+                "server_p50_ms": pct(server_ms, 0.5), "server_p99_ms": pct(server_ms, 0.99),
+                "wire_p50_ms": pct(wire_ms, 0.5), "wire_p99_ms": pct(wire_ms, 0.99),
+                "draw_p50_ms": pct(draw_ms, 0.5), "draw_p99_ms": pct(draw_ms, 0.99)}
     finally:
         if proc is not None:
             proc.terminate()
@@ -156,6 +162,10 @@ def main() -> None:
               f"{r['page_p99_ms']:8.1f}m {r['tail_p50_ms']:8.1f}m {r['tail_p99_ms']:8.1f}m "
               f"{r['server_to_page_p50_ms']:8.1f}m {r['server_to_page_p99_ms']:8.1f}m "
               f"{r['frame_gap_p99_ms']:8.1f}m {r['frame_gap_max_ms']:8.1f}m {r['first_draw_s']:9.2f}s")
+    for r in results:
+        print(f"{r['partitions']:>10} partitions: tail -> page split: server (read -> SSE sent) p50 "
+              f"{r['server_p50_ms']:.1f} p99 {r['server_p99_ms']:.1f}; sent -> page received p50 {r['wire_p50_ms']:.1f} "
+              f"p99 {r['wire_p99_ms']:.1f}; received -> drawn p50 {r['draw_p50_ms']:.1f} p99 {r['draw_p99_ms']:.1f} (ms)")
     print("page = event written -> drawn on the page; tail = written -> read by the server's tail (baseline); "
           "+page = read by the tail -> drawn; frame = gaps between the page's animation frames (ms)")
     worst = max(r["page_p99_ms"] for r in results)

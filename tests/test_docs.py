@@ -38,7 +38,7 @@ def test_every_event_the_code_emits_is_documented():
     import re
     pattern = re.compile(r'(?:\.emit|_event|_ev)\("([a-z_]+)"|(?:events|observed)\.append\(\("([a-z_]+)", \{')
     names = set()
-    for package in ("node", "controller", "coordinator", "zk"):
+    for package in ("node", "controller", "coordinator", "zk", "ui"):
         for path in (ROOT / package).rglob("*.py"):
             for m in pattern.finditer(path.read_text()):
                 names.add(m.group(1) or m.group(2))

@@ -306,6 +306,19 @@ def test_controls_need_the_token_when_bound_elsewhere_than_127_0_0_1(cluster, br
         page.fill("#token", token)
         page.click("#btn-preferred")
         wait_page(page, "() => document.querySelector('#control-result').textContent.includes('preferred leader election:')")
+        # with the token, the other controls too: produce, and a group member started and stopped
+        page.fill("#produce-topic", "t")
+        page.fill("#produce-count", "5")
+        page.click("#btn-produce")
+        wait_page(page, "() => document.querySelector('#control-result').textContent.startsWith('produce: ')")
+        assert page.inner_text("#control-result").count("t-") == 5   # the CLI's --verbose lines, one a record
+        page.fill("#member-group", "ui-g")
+        page.fill("#member-topic", "t")
+        page.click("#btn-member-start")
+        wait_page(page, """() => { const r = document.querySelector('#groups [data-group="ui-g"]');
+            return r && r.dataset.state === 'Stable' && r.querySelector('.members').children.length === 1; }""")
+        page.click("#btn-member-stop")
+        wait_page(page, "() => document.querySelector('#control-result').textContent.includes('left')")
         page.screenshot(path=str(shots / "ui-token.png"))
         page.close()
         logged = [e for e in read_json_lines(cluster.run_dir / "events" / "ui.jsonl")
@@ -313,5 +326,31 @@ def test_controls_need_the_token_when_bound_elsewhere_than_127_0_0_1(cluster, br
         # every request is logged, the refused ones too
         assert [e["ok"] for e in logged] == [False, False, False, True]
         assert all(e["remote"].startswith("127.") for e in logged)
+        later = [(e["action"], e["ok"]) for e in read_json_lines(cluster.run_dir / "events" / "ui.jsonl")
+                 if e["action"] in ("produce", "member-start", "member-stop")]
+        assert later == [("produce", True), ("member-start", True), ("member-stop", True)]
     finally:
         ui.close()
+
+
+def test_replay_of_a_chaos_run_marks_its_timeline_and_derives_the_same_stages(short_chaos_runs):
+    """A chaos run directory (cluster/events/, history.jsonl, results.json): the markers are the run's own
+    timeline, and the reducer, fed the same lines, finds the same stages (elect is timed at the write's
+    log line here, at the write's landing in chaos/timeline.py: a few ms apart)."""
+    from ui.server import Replayer
+
+    run = Replayer(short_chaos_runs["clean"])
+    rows = [r for r in json.loads((short_chaos_runs["clean"] / "results.json").read_text())["timeline"] if r["group"]]
+    meta = run.meta()
+    assert rows and [(s["group"], s["source"]) for s in meta["stages"] if s["group"]] == [
+        (r["group"], "results.json") for r in rows]
+    mine = {(r["fault"], r["group"]): r for r in run.final.failovers if r["group"]}
+    for r in rows:
+        m = mine[(r["fault"], r["group"])]
+        assert (m["old_leader"], m["new_leader"]) == (r["old_leader"], r["new_leader"])
+        for stage, slack in (("detect_ms", 0.1), ("elect_ms", 50), ("load_ms", 0.1), ("first_commit_ms", 0.1)):
+            assert (m[stage] is None) == (r[stage] is None), (stage, m, r)
+            if r[stage] is not None:
+                assert abs(m[stage] - r[stage]) <= slack, (stage, m[stage], r[stage])
+    mid = run.at(rows[0]["time_ns"] + 1)   # just after the fault: the killed broker is shown dead or paused
+    assert {b["id"]: b["status"] for b in mid["brokers"]}[rows[0]["old_leader"]] in ("dead", "paused")

@@ -8,7 +8,7 @@ const S = { brokers: [], controller: { id: null, epoch: 0 }, controllers: [], pa
 const dirty = { brokers: false, controllers: false, parts: new Set(), groups: new Set(), failovers: false,
                 events: [], all: false };
 let CFG = {}, frame = 0;
-window.__lat = [];          // [event ts_ms, server tail seen_ms, page shown ms] for bench/ui.py
+window.__lat = [];  // [event ts_ms, tail seen_ms, page shown ms, type, server sent_ms, page arrived ms] for bench/ui.py
 const KEEP_EVENTS = 2000, SHOW_EVENTS = 300, NEW_EVENTS_PER_FRAME = 100;
 
 function esc(v) { return String(v ?? "–").replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c])); }
@@ -38,6 +38,8 @@ function applyPatch(p) {
   if (p.failovers) { S.failovers = p.failovers; dirty.failovers = true; }
 }
 function onBatch(b) {
+  const arrived = nowMs();
+  for (const e of b.events) { e.__sent = b.sent_ms; e.__arrived = arrived; }
   applyPatch(b.patch);
   if (b.events.length) {
     for (const e of b.events) S.events.push(e);
@@ -61,7 +63,7 @@ function render() {
   if (all || dirty.failovers) drawFailovers();
   if (all) drawEvents(); else if (dirty.events.length) addEvents(dirty.events);
   const shown = nowMs();
-  for (const e of dirty.events) { if (e.seen_ms) window.__lat.push([e.ts_ms, e.seen_ms, shown, e.type]); }
+  for (const e of dirty.events) { if (e.seen_ms) window.__lat.push([e.ts_ms, e.seen_ms, shown, e.type, e.__sent, e.__arrived]); }
   if (window.__lat.length > 20000) window.__lat.splice(0, 10000);
   dirty.brokers = dirty.controllers = dirty.failovers = false;
   dirty.parts.clear(); dirty.groups.clear(); dirty.events = [];
@@ -220,7 +222,7 @@ function matches(e, f) {
   if (f.k && !String(e.type).includes(f.k) && !String(e.action || "").includes(f.k)) return false;
   return true;
 }
-const SKIP = new Set(["ts_ms", "mono_ns", "broker", "type", "seen_ms"]);
+const SKIP = new Set(["ts_ms", "mono_ns", "broker", "type", "seen_ms", "__sent", "__arrived"]);
 function eventRow(e) {
   const rest = Object.entries(e).filter(([k]) => !SKIP.has(k)).map(([k, v]) =>
     `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
