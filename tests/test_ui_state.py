@@ -60,12 +60,17 @@ def test_a_kill_from_the_page_opens_a_failover_with_its_stages_in_order():
     s.apply(ev(3150, other[0], "coordinator_loaded", partition=p, leader_epoch=1, records=5, replayed=3,
                skipped_records=0, bytes=100, end_offset=5, groups=1, duration_ms=12.5))
     s.apply(ev(3300, -1, "ui_group", group=g, coordinator=other[0], state="Stable", generation=2, protocol="range",
-               members=[{"member_id": "m1", "assignment": ["t-0"]}], offsets={"t-0": 7}, lag={"t-0": 0}))
+               members=[{"member_id": "m1", "assignment": ["t-0"]}], offsets={"t-0": 7}))
     row = next(r for r in s.snapshot()["failovers"] if r["group"] == g)
     assert (row["old_leader"], row["new_leader"]) == (old, other[0])
     assert (row["detect_ms"], row["elect_ms"], row["load_ms"], row["first_commit_ms"]) == (3000.0, 3010.0, 3050.0, 3200.0)
     assert s.groups[g]["coordinator"] == other[0] and s.groups[g]["members"]["m1"]["assignment"] == ["t-0"]
     assert s.coordinators[p]["state"] == "loaded" and s.coordinators[p]["load_ms"] == 12.5
+    s.apply(ev(3400, other[0], "hw_changed", topic="t", partition=0, old=0, new=10, reason="leader", decreased=False))
+    s.apply(written(3401, 0, other[0], other, topic="t"))
+    s.apply(ev(3500, -1, "ui_group", group=g, coordinator=other[0], state="Stable", generation=2, protocol="range",
+               members=[{"member_id": "m1", "assignment": ["t-0"]}], offsets={"t-0": 7}))
+    assert s.groups[g]["lag"] == {"t-0": 3}   # the leader's HW 10, committed 7
 
 
 def test_a_dead_replica_leaving_the_isr_marks_the_partition_under_replicated_and_no_isr_offline():

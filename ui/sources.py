@@ -192,10 +192,12 @@ class LivePoller:
             if self._stop.is_set():
                 return
             try:
-                d = self._admin.describe(g)
+                # no ListOffsets: a partition leader that just died would hold the describe up; the lag is
+                # taken from the HWs the view already has (ui/state.py)
+                d = self._admin.describe(g, with_offsets=False)
+                committed = self._admin.committed(g)
             except Exception:
                 continue
             self._emit("ui_group", group=g, coordinator=d.coordinator, state=d.state,
                        generation=d.generation, protocol=d.protocol, members=d.members,
-                       offsets={f"{o['topic']}-{o['partition']}": o["current_offset"] for o in d.offsets},
-                       lag={f"{o['topic']}-{o['partition']}": o["lag"] for o in d.offsets})
+                       offsets={f"{t}-{p}": off for (t, p), off in sorted(committed.items())})

@@ -325,7 +325,12 @@ class ClusterState:
         gr["members"] = {m["member_id"]: {"assignment": m.get("assignment", []), "client_id": m.get("client_id")}
                          for m in e.get("members", [])}
         gr["offsets"] = {k: v for k, v in e.get("offsets", {}).items()}
-        gr["lag"] = dict(e.get("lag", {}))
+        gr["lag"] = {}
+        for k, v in gr["offsets"].items():   # the lag against the partition leader's HW as last seen
+            st = self.partitions.get(k)
+            hw = st["hw"].get(str(st["leader"])) if st else None
+            if hw is not None and v is not None:
+                gr["lag"][k] = max(0, hw - v)
         if any(v is not None and v > (before.get(k) or -1) for k, v in gr["offsets"].items()):
             self._committed(e["group"], t)
 
