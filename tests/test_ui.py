@@ -333,6 +333,19 @@ def test_controls_need_the_token_when_bound_elsewhere_than_127_0_0_1(cluster, br
         ui.close()
 
 
+def test_read_only_hides_the_controls_and_refuses_them(cluster, browser):
+    ui = UiServer("--config", str(cluster.config_path), "--read-only")
+    try:
+        page = open_page(browser, ui.url)
+        wait_page(page, "() => document.body.classList.contains('readonly') && document.querySelectorAll('#brokers tbody tr').length === 3")
+        assert not page.is_visible('button[data-action="kill"]') and not page.is_visible("#btn-produce")
+        status, body = ui.post({"action": "kill", "broker": 1})
+        assert status == 403 and "read-only" in body["error"]
+        page.close()
+    finally:
+        ui.close()
+
+
 def test_replay_of_a_chaos_run_marks_its_timeline_and_derives_the_same_stages(short_chaos_runs):
     """A chaos run directory (cluster/events/, history.jsonl, results.json): the markers are the run's own
     timeline, and the reducer, fed the same lines, finds the same stages (elect is timed at the write's
