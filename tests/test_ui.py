@@ -346,7 +346,7 @@ def test_read_only_hides_the_controls_and_refuses_them(cluster, browser):
         ui.close()
 
 
-def test_replay_of_a_chaos_run_marks_its_timeline_and_derives_the_same_stages(short_chaos_runs):
+def test_replay_of_a_chaos_run_marks_its_timeline_and_derives_the_same_stages(short_chaos_runs, browser):
     """A chaos run directory (cluster/events/, history.jsonl, results.json): the markers are the run's own
     timeline, and the reducer, fed the same lines, finds the same stages (elect is timed at the write's
     log line here, at the write's landing in chaos/timeline.py: a few ms apart)."""
@@ -367,3 +367,18 @@ def test_replay_of_a_chaos_run_marks_its_timeline_and_derives_the_same_stages(sh
                 assert abs(m[stage] - r[stage]) <= slack, (stage, m[stage], r[stage])
     mid = run.at(rows[0]["time_ns"] + 1)   # just after the fault: the killed broker is shown dead or paused
     assert {b["id"]: b["status"] for b in mid["brokers"]}[rows[0]["old_leader"]] in ("dead", "paused")
+    # the page: the run's faults and stages on the timeline, and the killed broker at the fault's time
+    ui = UiServer("--replay", str(short_chaos_runs["clean"]))
+    try:
+        page = open_page(browser, ui.url)
+        faults = [f for f in meta["faults"]]
+        wait_page(page, "(n) => document.body.dataset.t !== undefined && document.querySelectorAll('#markers .fault').length === n",
+                  len(faults))
+        assert page.locator("#markers .load").count() == len([r for r in rows if r["load_ms"] is not None])
+        t = rows[0]["time_ns"] + 1
+        page.evaluate("(t) => window.seekTo(t)", t)
+        wait_page(page, "(t) => document.body.dataset.t === String(t)", t)
+        assert page.get_attribute(f'#brokers tr[data-broker="{rows[0]["old_leader"]}"]', "data-status") in ("dead", "paused")
+        page.close()
+    finally:
+        ui.close()
