@@ -10,6 +10,7 @@
     kafkasim demo                        (the README's main job)
     kafkasim chaos list|run|check        chaos runs (docs/chaos.md)
     kafkasim analyze RUN_DIR...          chaos runs -> Parquet tables and a report (docs/analysis.md)
+    kafkasim ui [--port 8080] [--host H] [--read-only] [--replay RUN_DIR]   the web view (docs/ui.md)
 """
 from __future__ import annotations
 
@@ -68,6 +69,9 @@ def cmd_cluster(args: argparse.Namespace) -> int:
             print(f"controller: broker {c}, epoch {view.controller_epoch}; "
                   f"{len(view.brokers)} brokers; "
                   f"{sum(len(t['partitions']) for t in view.topics.values())} partitions with a leader")
+            if args.ui:
+                from ui.server import serve
+                return serve(host=args.ui_host, port=args.ui_port, cluster=cluster, config_path=cluster.config_path)
             return 0
         if args.action == "down":
             cluster.down()
@@ -198,28 +202,23 @@ def cmd_topics(args: argparse.Namespace) -> int:
         cluster.close()
 
 
-def cmd_leader_election(args: argparse.Namespace) -> int:
-    import grpc
+def cmd_ui(args: argparse.Namespace) -> int:
+    from ui.server import serve
 
-    from proto import kafkasim_pb2 as pb
-    from proto import kafkasim_pb2_grpc as pbg
-
+    if args.replay:
+        run = Path(args.replay)
+        if not run.is_dir():
+            print(f"error: --replay {args.replay}: no such directory", file=sys.stderr)
+            return 2
+        try:
+            return serve(host=args.host, port=args.port, replay=run)
+        except FileNotFoundError as e:
+            print(f"error: --replay: {e}", file=sys.stderr)
+            return 2
     cluster = open_cluster(args)
     try:
-        view = cluster.view()
-        if view.controller_id is None:
-            print("error: no active controller", file=sys.stderr)
-            return 1
-        b = view.brokers[view.controller_id]
-        tps = [] if args.all else [pb.TopicPartition(topic=args.topic, partition=args.partition)]
-        with grpc.insecure_channel(f"{b['host']}:{b['port']}") as ch:
-            resp = pbg.BrokerStub(ch).ElectLeaders(pb.ElectLeadersRequest(partitions=tps, preferred=True), timeout=15)
-        from kafkacommon import errors
-        if resp.error_code:
-            print(f"error: {errors.name(resp.error_code)}", file=sys.stderr)
-            return 1
-        print(f"preferred leader election: {len(resp.partition_errors)} partition(s) moved")
-        return 0
+        return serve(host=args.host, port=args.port, read_only=args.read_only, cluster=cluster,
+                     config_path=cluster.config_path)
     finally:
         cluster.close()
 
@@ -268,6 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--brokers", type=int, help="up: run N brokers (ids 1..N) instead of cluster.yaml's list")
     c.add_argument("--json", action="store_true", help="status: machine-readable output")
     c.add_argument("--timeout", type=float, default=60.0, help="up: seconds to wait for readiness")
+    c.add_argument("--ui", action="store_true", help="up: then serve the web view (docs/ui.md) until Ctrl-C")
+    c.add_argument("--ui-port", type=int, default=8080, help="--ui: the web view's port (default 8080)")
+    c.add_argument("--ui-host", default="127.0.0.1", help="--ui: the address to bind (default 127.0.0.1)")
     c.set_defaults(func=cmd_cluster)
 
     sub.add_parser("broker", help="run a broker (--id N), or: broker kill|term|pause|resume|start ID",
@@ -309,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--all", action="store_true", help="every partition")
     g.add_argument("--topic")
     le.add_argument("--partition", type=int, default=0)
-    le.set_defaults(func=cmd_leader_election)
+    le.set_defaults(func=cli_data.cmd_leader_election)
 
     h = sub.add_parser("broker-health", help="exit 0 when a broker answers over gRPC (healthchecks)")
     h.add_argument("--host", default="127.0.0.1")
@@ -322,6 +324,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     from analysis import main as analysis_main  # imports no pyspark until the command runs
     analysis_main.add_parsers(sub)
+
+    u = with_config(sub.add_parser("ui", help="the web view of a live cluster or of a finished run (docs/ui.md)"))
+    u.add_argument("--port", type=int, default=8080)
+    u.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1; any other needs the printed token for controls)")
+    u.add_argument("--read-only", action="store_true", help="no controls")
+    u.add_argument("--replay", metavar="RUN_DIR", help="replay a finished run (a chaos run or a cluster's run dir)")
+    u.set_defaults(func=cmd_ui)
 
     d = with_config(sub.add_parser("demo", help="the main job: a cluster, consumer groups, a coordinator "
                                                 "failover, a report (--controller: controller failovers)"))

@@ -17,6 +17,7 @@ import grpc
 from client.consumer import PartitionFetcher
 from client.metadata import ClusterClient
 from client.producer import Producer, parse_acks
+from kafkacommon import errors
 from node.cli_common import guard, open_cluster
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
@@ -166,3 +167,23 @@ def add_parsers(sub, with_config) -> None:
     c.add_argument("--json", action="store_true", help="one JSON object per record")
     c.set_defaults(func=lambda a: guard(cmd_consume, a))
 
+
+def cmd_leader_election(args: argparse.Namespace) -> int:
+    """``leader-election --preferred``: the controller's ElectLeaders."""
+    cluster = open_cluster(args)
+    try:
+        view = cluster.view()
+        if view.controller_id is None:
+            print("error: no active controller", file=sys.stderr)
+            return 1
+        b = view.brokers[view.controller_id]
+        tps = [] if args.all else [pb.TopicPartition(topic=args.topic, partition=args.partition)]
+        with grpc.insecure_channel(f"{b['host']}:{b['port']}") as ch:
+            resp = pbg.BrokerStub(ch).ElectLeaders(pb.ElectLeadersRequest(partitions=tps, preferred=True), timeout=15)
+        if resp.error_code:
+            print(f"error: {errors.name(resp.error_code)}", file=sys.stderr)
+            return 1
+        print(f"preferred leader election: {len(resp.partition_errors)} partition(s) moved")
+        return 0
+    finally:
+        cluster.close()

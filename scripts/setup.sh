@@ -3,6 +3,7 @@
 #   - Java 17 + ZooKeeper 3.8 from Debian's `zookeeper` package (real ZooKeeper servers)
 #   - Debian's `docker-compose` client (one test validates docker-compose.yml with it)
 #   - iproute2 and iptables (chaos runs' root-only `network: netns` mode and its tests)
+#   - Debian's chromium (the web view's browser tests drive it headless with Playwright; no browser download)
 #   - kafkasim itself, editable, with its test extras (PySpark runs on the same Java 17); then the generated gRPC wire types
 # Fast when everything is already in place.
 set -euo pipefail
@@ -37,6 +38,10 @@ fi
 if ! command -v npm >/dev/null 2>&1; then
     apt_pkgs+=(npm)
 fi
+# the web view's browser tests (tests/test_ui.py, bench/ui.py): Playwright drives Debian's build
+if [ ! -x /usr/bin/chromium ]; then
+    apt_pkgs+=(chromium)
+fi
 if [ "${#apt_pkgs[@]}" -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then
         SUDO=()
@@ -52,7 +57,7 @@ if [ "${#apt_pkgs[@]}" -gt 0 ]; then
     "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
         apt-get install -y -q --no-install-recommends "${apt_pkgs[@]}"
 else
-    say "java, zookeeper, docker-compose, ip and iptables present"
+    say "java, zookeeper, docker-compose, ip, iptables and chromium present"
 fi
 command -v java >/dev/null 2>&1 || { echo "setup: java still missing: apt-get install openjdk-17-jre-headless" >&2; exit 1; }
 [ -f /usr/share/java/zookeeper.jar ] || { echo "setup: /usr/share/java/zookeeper.jar still missing: apt-get install zookeeper" >&2; exit 1; }
@@ -64,7 +69,7 @@ editable_here() {
     loc="$(python3 -m pip show kafkasim 2>/dev/null | sed -n 's/^Editable project location: //p')"
     [ -n "$loc" ] && [ "$(cd "$loc" 2>/dev/null && pwd -P)" = "$(pwd -P)" ]
 }
-if python3 -c "import kazoo, grpc, grpc_tools, yaml, tenacity, crc32c, pytest, hypothesis, pytest_timeout, pyspark, matplotlib, kafka, confluent_kafka, aiokafka" \
+if python3 -c "import kazoo, grpc, grpc_tools, yaml, tenacity, crc32c, pytest, hypothesis, pytest_timeout, pyspark, matplotlib, kafka, confluent_kafka, aiokafka, starlette, uvicorn, playwright" \
         >/dev/null 2>&1 && editable_here; then
     say "python packages present (kafkasim editable from $ROOT)"
 else

@@ -1,0 +1,384 @@
+"""The web view (issue 34) in a real browser: Debian's headless Chromium driven by Playwright.
+
+One 3-broker cluster is shared by the module, and the tests run in order on it: the page on a fresh
+cluster, a controller kill from the page, a coordinator kill from the page, then a replay of the run the
+first tests recorded, and the token a server bound elsewhere than 127.0.0.1 asks for.  Each test saves a
+screenshot in the module's artefact directory (printed; KAFKASIM_UI_SCREENSHOTS overrides it).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import write_cluster_yaml
+from playwright.sync_api import sync_playwright
+
+from client.group import GroupMember
+from client.metadata import ClientError, ClusterClient
+from client.producer import Producer
+from node import topics
+from node.cluster import Cluster
+from node.config import load_config
+from node.events import read_json_lines, read_run_events
+from node.waiting import wait_for
+from zk.server import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+SESSION_MS = 3000
+
+
+class UiServer:
+    """``kafkasim ui`` as a user starts it, in its own process."""
+
+    def __init__(self, *args: str, host: str = "127.0.0.1"):
+        self.host, self.port = host, free_port()
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        self.proc = subprocess.Popen([sys.executable, "-m", "node.cli", "ui", "--host", host, "--port",
+                                      str(self.port), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, cwd=str(REPO), env=env)
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        self.url = f"http://{host}:{self.port}/"
+        wait_for(self._up, 30, f"the ui server at {self.url}")
+        if self.proc.poll() is not None:
+            raise AssertionError("ui server exited:\n" + "".join(self.lines))
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def _up(self) -> bool:
+        if self.proc.poll() is not None:
+            return True
+        with urllib.request.urlopen(self.url + "api/config", timeout=2) as r:
+            return r.status == 200
+
+    def token(self) -> str | None:
+        for line in self.lines:
+            if "token:" in line:
+                return line.rsplit("token:", 1)[1].strip()
+        return None
+
+    def post(self, body: dict, token: str | None = None) -> tuple[int, dict]:
+        req = urllib.request.Request(self.url + "api/control", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json",
+                                              **({"X-Kafkasim-Token": token} if token else {})})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper, tmp_path_factory):
+    d = tmp_path_factory.mktemp("ui-cluster")
+    path = write_cluster_yaml(d / "cluster.yaml", f"{zookeeper.connect_string}/t-{uuid.uuid4().hex[:12]}", 3,
+                              **{"zookeeper.session.timeout.ms": SESSION_MS, "group.min.session.timeout.ms": 500,
+                                 "auto.leader.rebalance.enable": False,   # leaders stay where failovers put them
+                                 "group.initial.rebalance.delay.ms": 200})
+    c = Cluster(load_config(path), path)
+    c.up(timeout=60)
+    yield c
+    c.close()
+    Cluster(load_config(path), path).down()   # the state file also names brokers the page started
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    d = Path(os.environ.get("KAFKASIM_UI_SCREENSHOTS") or tmp_path_factory.mktemp("ui-screenshots"))
+    d.mkdir(parents=True, exist_ok=True)
+    print(f"\nui screenshots: {d}")
+    return d
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def live(cluster):
+    ui = UiServer("--config", str(cluster.config_path))
+    yield ui
+    ui.close()
+
+
+def open_page(browser, url: str):
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page.goto(url)
+    return page
+
+
+def wait_page(page, js: str, arg=None, timeout_s: float = 30):
+    page.wait_for_function(js, arg=arg, timeout=timeout_s * 1000, polling=100)
+
+
+OFFSETS_ROWS = '[data-topic="__consumer_offsets"] [data-tp]'
+
+
+def test_page_shows_three_brokers_the_controller_and_full_offsets_isrs(live, browser, cluster, shots):
+    page = open_page(browser, live.url)
+    wait_page(page, """() => document.querySelectorAll('#brokers tr[data-status="up"]').length === 3
+        && document.querySelector('#controller-epoch').textContent === '1'
+        && [...document.querySelectorAll('%s')].filter(r => r.dataset.isr.split(',').length === 3).length === 50
+    """ % OFFSETS_ROWS)
+    controller = cluster.view().controller_id
+    assert page.inner_text("#controller-id") == str(controller)
+    assert page.locator(f'#brokers tr[data-broker="{controller}"] .ctrl-badge').count() == 1
+    assert page.locator(OFFSETS_ROWS).count() == 50
+    page.screenshot(path=str(shots / "ui-live.png"), full_page=False)
+    page.close()
+
+
+def test_killing_the_controller_from_the_page_shows_the_next_one(live, browser, cluster, shots):
+    page = open_page(browser, live.url)
+    wait_page(page, "() => document.querySelector('#controller-epoch').textContent === '1'")
+    old = int(page.inner_text("#controller-id"))
+    page.click(f'button[data-action="kill"][data-broker="{old}"]')
+    # a new controller once the dead one's session expires; it takes the dead broker out of every ISR
+    wait_page(page, """(old) => document.querySelector('#controller-epoch').textContent === '2'
+        && !['none', String(old)].includes(document.querySelector('#controller-id').textContent)
+        && document.querySelector(`#brokers tr[data-broker="${old}"]`).dataset.status === 'dead'
+        && [...document.querySelectorAll('[data-tp]')].every(r => !r.dataset.isr.split(',').includes(String(old)))
+        && [...document.querySelectorAll('[data-tp]')].every(r => r.dataset.leader !== String(old))
+    """, old, timeout_s=SESSION_MS / 1000 + 15)
+    new = int(page.inner_text("#controller-id"))
+    assert cluster.view().controller_id == new and cluster.controller_epoch() == 2
+    assert page.locator("#controllers li").count() == 2
+    page.screenshot(path=str(shots / "ui-controller-killed.png"))
+    ui_log = read_json_lines(cluster.run_dir / "events" / "ui.jsonl")
+    assert [(e["type"], e["action"], e["target"], e["ok"]) for e in ui_log] == [("ui_action", "kill", old, True)]
+    # the page starts it again; it comes back into every offsets partition's ISR
+    page.click(f'button[data-action="start"][data-broker="{old}"]')
+    wait_page(page, """(old) => document.querySelector(`#brokers tr[data-broker="${old}"]`).dataset.status === 'up'
+        && [...document.querySelectorAll('%s')].every(r => r.dataset.isr.split(',').includes(String(old)))
+    """ % OFFSETS_ROWS, old, timeout_s=60)
+    page.close()
+
+
+class Workload:
+    """A producer and two committing members of group ``g``, on threads, as client processes would be."""
+
+    def __init__(self, cluster):
+        self.stop = threading.Event()
+        boot = [f"{b.host}:{b.port}" for b in cluster.cfg.brokers]
+        self.cc = ClusterClient(boot)
+        wait_for(lambda: self._refreshed(self.cc), 30, "metadata")
+        self.threads = [threading.Thread(target=self._produce, daemon=True)]
+        self.members = [GroupMember(ClusterClient(boot), "g", ["t"], client_id=f"c{i}", session_timeout_ms=3000,
+                                    heartbeat_interval_ms=300) for i in range(2)]
+        self.threads += [threading.Thread(target=self._consume, args=(m,), daemon=True) for m in self.members]
+        for t in self.threads:
+            t.start()
+
+    @staticmethod
+    def _refreshed(cc) -> bool:
+        try:
+            return bool(cc.refresh())
+        except ClientError:
+            return False
+
+    def _produce(self) -> None:
+        p = Producer(self.cc, acks=-1)
+        i = 0
+        while not self.stop.is_set():
+            try:
+                p.send("t", f"v{i}".encode())
+                i += 1
+            except Exception:
+                pass
+            self.stop.wait(0.05)
+
+    def _consume(self, m: GroupMember) -> None:
+        while not self.stop.is_set():
+            try:
+                m.poll(100)
+                if offsets := m.positions():
+                    m.commit(offsets)
+            except Exception:
+                self.stop.wait(0.05)
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(30)
+        for m in self.members:
+            m.close(leave=True)
+        self.cc.close()
+
+
+def test_killing_a_groups_coordinator_from_the_page_shows_the_failover(live, browser, cluster, shots):
+    topics.create_topic(cluster.zk(), "t", 3, 3, {})
+    work = Workload(cluster)
+    try:
+        page = open_page(browser, live.url)
+        # the group is Stable with both members and committed offsets, as the page shows it
+        wait_page(page, """() => { const r = document.querySelector('#groups [data-group="g"]');
+            return r && r.dataset.state === 'Stable' && r.dataset.coordinator !== ''
+                && r.querySelector('.members').children.length === 2 && r.querySelector('.offsets').children.length === 3; }
+        """, timeout_s=60)
+        old = int(page.get_attribute('#groups [data-group="g"]', "data-coordinator"))
+        page.click(f'button[data-action="kill"][data-broker="{old}"]')
+        wait_page(page, """(old) => { const r = document.querySelector('#groups [data-group="g"]');
+            const f = document.querySelector('#failovers tr[data-group="g"]');
+            return r.dataset.coordinator !== String(old) && r.dataset.coordinator !== ''
+                && f && [...f.querySelectorAll('.stage.detect, .stage.elect, .stage.load, .stage.first_commit')]
+                          .every(td => td.textContent.endsWith(' ms')); }
+        """, old, timeout_s=SESSION_MS / 1000 + 30)
+        new = int(page.get_attribute('#groups [data-group="g"]', "data-coordinator"))
+        assert new != old
+        stages = [float(page.inner_text(f'#failovers tr[data-group="g"] .stage.{s}').split()[0])
+                  for s in ("detect", "elect", "load", "first_commit")]
+        assert stages == sorted(stages), stages   # detect, then elect, then load, then the first commit
+        page.screenshot(path=str(shots / "ui-coordinator-killed.png"))
+        page.close()
+    finally:
+        work.close()
+
+
+def test_replay_scrubbed_to_a_fault_shows_that_moments_leaders_and_isrs(cluster, browser, shots):
+    run = cluster.run_dir
+    faults = [e for e in read_json_lines(run / "events" / "ui.jsonl") if e["action"] == "kill"]
+    assert len(faults) == 2
+    ui = UiServer("--replay", str(run))
+    try:
+        page = open_page(browser, ui.url)
+        wait_page(page, "() => document.body.dataset.t !== undefined && document.querySelectorAll('#markers .fault').length === 2")
+        assert page.locator("#markers .elect").count() >= 1 and page.locator("#markers .load").count() >= 1
+        events = read_run_events(run)
+        seen = []
+        for fault in faults:
+            t = fault["mono_ns"]
+            page.evaluate("(t) => window.seekTo(t)", t)
+            wait_page(page, "(t) => document.body.dataset.t === String(t)", t)
+            # that moment's leaders and ISRs: the last state the controller wrote for each partition by then
+            want: dict[str, tuple[str, str]] = {}
+            for e in events:
+                if e["mono_ns"] <= t and e["type"] == "partition_state_written":
+                    want[f"{e['topic']}-{e['partition']}"] = (str(e["leader"]), ",".join(map(str, e["isr"])))
+            got = page.eval_on_selector_all("[data-tp]", "rs => rs.map(r => [r.dataset.tp, r.dataset.leader, r.dataset.isr])")
+            assert {tp: (leader, isr) for tp, leader, isr in got} == want
+            seen.append(want)
+        # two different moments: the first kill's failover moved leaders before the second kill
+        moved = [tp for tp, (leader, _) in seen[0].items() if seen[1][tp][0] != leader]
+        assert moved and all(seen[0][tp][0] == str(faults[0]["target"]) for tp in moved)
+        page.evaluate("(t) => window.seekTo(t)", faults[1]["mono_ns"] + 4_000_000_000)
+        wait_page(page, "() => document.querySelector('#failovers tr[data-group=\"g\"]') !== null")
+        page.screenshot(path=str(shots / "ui-replay.png"))
+        page.close()
+    finally:
+        ui.close()
+
+
+def test_controls_need_the_token_when_bound_elsewhere_than_127_0_0_1(cluster, browser, shots):
+    ui = UiServer("--config", str(cluster.config_path), host="127.0.0.2")
+    try:
+        token = ui.token()
+        assert token
+        status, body = ui.post({"action": "preferred-election"})
+        assert status == 403 and "token" in body["error"]
+        assert ui.post({"action": "preferred-election"}, token="wrong")[0] == 403
+        page = open_page(browser, ui.url)
+        wait_page(page, "() => document.querySelector('#notice').textContent.includes('token')")
+        page.click("#btn-preferred")
+        wait_page(page, "() => document.querySelector('#control-result').textContent.includes('failed')")
+        page.fill("#token", token)
+        page.click("#btn-preferred")
+        wait_page(page, "() => document.querySelector('#control-result').textContent.includes('preferred leader election:')")
+        # with the token, the other controls too: produce, and a group member started and stopped
+        page.fill("#produce-topic", "t")
+        page.fill("#produce-count", "5")
+        page.click("#btn-produce")
+        wait_page(page, "() => document.querySelector('#control-result').textContent.startsWith('produce: ')")
+        assert page.inner_text("#control-result").count("t-") == 5   # the CLI's --verbose lines, one a record
+        page.fill("#member-group", "ui-g")
+        page.fill("#member-topic", "t")
+        page.click("#btn-member-start")
+        wait_page(page, """() => { const r = document.querySelector('#groups [data-group="ui-g"]');
+            return r && r.dataset.state === 'Stable' && r.querySelector('.members').children.length === 1; }""")
+        page.click("#btn-member-stop")
+        wait_page(page, "() => document.querySelector('#control-result').textContent.includes('left')")
+        page.screenshot(path=str(shots / "ui-token.png"))
+        page.close()
+        logged = [e for e in read_json_lines(cluster.run_dir / "events" / "ui.jsonl")
+                  if e["action"] == "preferred-election"]
+        # every request is logged, the refused ones too
+        assert [e["ok"] for e in logged] == [False, False, False, True]
+        assert all(e["remote"].startswith("127.") for e in logged)
+        later = [(e["action"], e["ok"]) for e in read_json_lines(cluster.run_dir / "events" / "ui.jsonl")
+                 if e["action"] in ("produce", "member-start", "member-stop")]
+        assert later == [("produce", True), ("member-start", True), ("member-stop", True)]
+    finally:
+        ui.close()
+
+
+def test_read_only_hides_the_controls_and_refuses_them(cluster, browser):
+    ui = UiServer("--config", str(cluster.config_path), "--read-only")
+    try:
+        page = open_page(browser, ui.url)
+        wait_page(page, "() => document.body.classList.contains('readonly') && document.querySelectorAll('#brokers tbody tr').length === 3")
+        assert not page.is_visible('button[data-action="kill"]') and not page.is_visible("#btn-produce")
+        status, body = ui.post({"action": "kill", "broker": 1})
+        assert status == 403 and "read-only" in body["error"]
+        page.close()
+    finally:
+        ui.close()
+
+
+def test_replay_of_a_chaos_run_marks_its_timeline_and_derives_the_same_stages(short_chaos_runs, browser):
+    """A chaos run directory (cluster/events/, history.jsonl, results.json): the markers are the run's own
+    timeline, and the reducer, fed the same lines, finds the same stages (elect is timed at the write's
+    log line here, at the write's landing in chaos/timeline.py: a few ms apart)."""
+    from ui.server import Replayer
+
+    run = Replayer(short_chaos_runs["clean"])
+    rows = [r for r in json.loads((short_chaos_runs["clean"] / "results.json").read_text())["timeline"] if r["group"]]
+    meta = run.meta()
+    assert rows and [(s["group"], s["source"]) for s in meta["stages"] if s["group"]] == [
+        (r["group"], "results.json") for r in rows]
+    mine = {(r["fault"], r["group"]): r for r in run.final.failovers if r["group"]}
+    for r in rows:
+        m = mine[(r["fault"], r["group"])]
+        assert (m["old_leader"], m["new_leader"]) == (r["old_leader"], r["new_leader"])
+        for stage, slack in (("detect_ms", 0.1), ("elect_ms", 50), ("load_ms", 0.1), ("first_commit_ms", 0.1)):
+            assert (m[stage] is None) == (r[stage] is None), (stage, m, r)
+            if r[stage] is not None:
+                assert abs(m[stage] - r[stage]) <= slack, (stage, m[stage], r[stage])
+    mid = run.at(rows[0]["time_ns"] + 1)   # just after the fault: the killed broker is shown dead or paused
+    assert {b["id"]: b["status"] for b in mid["brokers"]}[rows[0]["old_leader"]] in ("dead", "paused")
+    # the page: the run's faults and stages on the timeline, and the killed broker at the fault's time
+    ui = UiServer("--replay", str(short_chaos_runs["clean"]))
+    try:
+        page = open_page(browser, ui.url)
+        faults = [f for f in meta["faults"]]
+        wait_page(page, "(n) => document.body.dataset.t !== undefined && document.querySelectorAll('#markers .fault').length === n",
+                  len(faults))
+        assert page.locator("#markers .load").count() == len([r for r in rows if r["load_ms"] is not None])
+        t = rows[0]["time_ns"] + 1
+        page.evaluate("(t) => window.seekTo(t)", t)
+        wait_page(page, "(t) => document.body.dataset.t === String(t)", t)
+        assert page.get_attribute(f'#brokers tr[data-broker="{rows[0]["old_leader"]}"]', "data-status") in ("dead", "paused")
+        page.close()
+    finally:
+        ui.close()

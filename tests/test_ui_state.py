@@ -1,0 +1,108 @@
+"""The web view's reducer (ui/state.py): events in, state out, no I/O."""
+from __future__ import annotations
+
+from kafkacommon.hashing import partition_for
+from ui.state import ClusterState
+
+N = 50
+
+
+def ev(t: int, broker: int, type_: str, **fields) -> dict:
+    return {"ts_ms": 1000.0 + t, "mono_ns": t * 1_000_000, "broker": broker, "type": type_, **fields}
+
+
+def written(t: int, p: int, leader: int, isr: list[int], epoch: int = 0, topic="__consumer_offsets",
+            reason="new_partition") -> dict:
+    return ev(t, 1, "partition_state_written", topic=topic, partition=p, reason=reason, leader=leader,
+              leader_epoch=epoch, isr=isr, controller_epoch=1, zk_version=epoch)
+
+
+def start(s: ClusterState) -> None:
+    for b in (1, 2, 3):
+        s.apply(ev(1, b, "broker_starting", host="127.0.0.1", port=1, pid=100 + b))
+        s.apply(ev(2, b, "broker_registered", broker_epoch=10 + b, session_id=f"0x{b}", replaced_predecessor=None))
+    s.apply(ev(3, 1, "controller_elected", epoch=1, epoch_zk_version=1, elect_ms=1.0))
+    for p in range(N):
+        s.apply(written(4, p, 1 + p % 3, [1 + p % 3, 1 + (p + 1) % 3, 1 + (p + 2) % 3]))
+
+
+def test_brokers_controller_and_partitions_from_events():
+    s = ClusterState(N)
+    start(s)
+    snap = s.snapshot()
+    assert [(b["id"], b["status"], b["broker_epoch"], b["controller"]) for b in snap["brokers"]] == [
+        (1, "up", 11, True), (2, "up", 12, False), (3, "up", 13, False)]
+    assert snap["controller"] == {"id": 1, "epoch": 1}
+    assert len(snap["partitions"]) == N and all(len(p["isr"]) == 3 for p in snap["partitions"])
+    assert not any(p["under_replicated"] or p["offline"] for p in snap["partitions"])
+    assert len(s.take_patch()["partitions"]) == N   # the pending patch is left for the pages already open
+    assert s.take_patch() is None
+
+
+def test_a_kill_from_the_page_opens_a_failover_with_its_stages_in_order():
+    s = ClusterState(N)
+    start(s)
+    g = "g"
+    p = partition_for(g, N)
+    old = 1 + p % 3
+    s.apply(ev(5, old, "group_created", partition=p, group=g, reason="join"))
+    s.apply(ev(6, old, "group_state_changed", partition=p, group=g, **{"from": "Empty", "to": "PreparingRebalance"},
+               generation=0, reason="join"))
+    s.take_patch()
+    s.apply(ev(100, -1, "ui_action", action="kill", target=old, params={}, ok=True, error=None, detail="", remote="x"))
+    patch = s.take_patch()
+    assert [b["status"] for b in patch["brokers"] if b["id"] == old] == ["dead"]
+    assert [r["group"] for r in patch["failovers"] if r["group"]] == [g]
+    other = [b for b in (1, 2, 3) if b != old]
+    s.apply(ev(3100, 1 if old != 1 else other[0], "broker_change", controller_epoch=1, new=[], dead=[old],
+               bounced=[], epochs={}))
+    s.apply(written(3110, p, other[0], other, epoch=1, reason="offline_election"))
+    s.apply(ev(3150, other[0], "coordinator_loaded", partition=p, leader_epoch=1, records=5, replayed=3,
+               skipped_records=0, bytes=100, end_offset=5, groups=1, duration_ms=12.5))
+    s.apply(ev(3300, -1, "ui_group", group=g, coordinator=other[0], state="Stable", generation=2, protocol="range",
+               members=[{"member_id": "m1", "assignment": ["t-0"]}], offsets={"t-0": 7}))
+    row = next(r for r in s.snapshot()["failovers"] if r["group"] == g)
+    assert (row["old_leader"], row["new_leader"]) == (old, other[0])
+    assert (row["detect_ms"], row["elect_ms"], row["load_ms"], row["first_commit_ms"]) == (3000.0, 3010.0, 3050.0, 3200.0)
+    assert s.groups[g]["coordinator"] == other[0] and s.groups[g]["members"]["m1"]["assignment"] == ["t-0"]
+    assert s.coordinators[p]["state"] == "loaded" and s.coordinators[p]["load_ms"] == 12.5
+    s.apply(ev(3400, other[0], "hw_changed", topic="t", partition=0, old=0, new=10, reason="leader", decreased=False))
+    s.apply(written(3401, 0, other[0], other, topic="t"))
+    s.apply(ev(3500, -1, "ui_group", group=g, coordinator=other[0], state="Stable", generation=2, protocol="range",
+               members=[{"member_id": "m1", "assignment": ["t-0"]}], offsets={"t-0": 7}))
+    assert s.groups[g]["lag"] == {"t-0": 3}   # the leader's HW 10, committed 7
+
+
+def test_a_dead_replica_leaving_the_isr_marks_the_partition_under_replicated_and_no_isr_offline():
+    s = ClusterState(N)
+    start(s)
+    s.apply(written(10, 0, 1, [1, 2], reason="isr_shrink_dead_replica"))
+    s.apply(written(11, 1, -1, [2], epoch=1, reason="offline_no_isr_alive"))
+    parts = {p["key"]: p for p in s.snapshot()["partitions"]}
+    assert parts["__consumer_offsets-0"]["under_replicated"] and not parts["__consumer_offsets-0"]["offline"]
+    assert parts["__consumer_offsets-1"]["offline"]
+
+
+def test_a_new_controller_is_recorded_in_the_history_and_detects_a_controller_kill():
+    s = ClusterState(N)
+    start(s)
+    s.apply(ev(100, -1, "ui_action", action="kill", target=1, params={}, ok=True, error=None, detail="", remote="x"))
+    s.apply(ev(3200, 2, "controller_elected", epoch=2, epoch_zk_version=2, elect_ms=1.0))
+    snap = s.snapshot()
+    assert [(c["broker"], c["epoch"]) for c in snap["controllers"]] == [(1, 1), (2, 2)]
+    ctrl = [r for r in snap["failovers"] if r["group"] is None]
+    assert ctrl and ctrl[0]["new_controller"] == 2 and ctrl[0]["controller_failover_ms"] == 3100.0
+
+
+def test_a_chaos_history_is_replayed_through_the_same_reducer():
+    s = ClusterState(N)
+    start(s)
+    s.apply({"index": 0, "type": "info", "process": "nemesis", "time": 50_000_000, "f": "pause",
+             "value": {"fault": 0, "phase": "start", "kind": "pause", "target": "b2", "nodes": [2]}})
+    assert s.brokers[2]["status"] == "paused" and s.faults[-1]["source"] == "history"
+    s.apply({"index": 1, "type": "info", "process": "nemesis", "time": 60_000_000, "f": "heal",
+             "value": {"fault": 0, "phase": "heal", "kind": "pause", "target": "b2", "nodes": [2]}})
+    assert s.brokers[2]["status"] == "up"
+    s.apply({"index": 2, "type": "ok", "process": 3, "time": 70_000_000, "f": "commit", "group": "g1",
+             "value": {"member": "m", "generation": 1, "offsets": {"events/0": 4}}})
+    assert s.groups["g1"]["offsets"] == {"events-0": 4}
