@@ -114,7 +114,7 @@ def _import_short_names(spark: SparkSession) -> None:
     view's star imports in order, and each package without the class costs a search of every jar on Spark's
     class path: ``functions`` missed six packages before ``org.apache.spark.sql``.  A single import is
     looked up first.  Building the checkers' DataFrames at 10M operations (about 2,400 ``functions`` calls):
-    7.1 s and 7.6 JVM CPU s on average instead of 9.2 s and 9.5 (docs/analysis.md, "2026-11-26, late
+    7.1 s and 7.6 JVM CPU s on average instead of 9.2 s and 9.5 (bench/RESULTS.md, "2026-11-26, late
     afternoon").  Dotted paths (``sc._jvm.org.apache...``, as PySpark builds lambdas) still miss per part."""
     from py4j.java_gateway import java_import
     jvm = spark.sparkContext._jvm
