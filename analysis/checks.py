@@ -6,7 +6,7 @@
 
 One function per kind (or pair of kinds, as in ``chaos.checkers.CHECKERS``),
 each keyed by ``run``; rules: docs/chaos.md ("Checkers"); how each is laid out
-in Spark and where it differs: docs/analysis.md ("Checkers in Spark").  The
+in Spark and where it differs: docs/analysis-internals.md ("Checkers in Spark").  The
 evidence ``op_indexes`` of an anomaly are the ``index`` values of the history
 lines the Python checker puts in ``Anomaly.ops``, so the two compare by
 ``(run, kind, sorted op indexes)``.  The Python checker lists at most 100

@@ -1,4 +1,4 @@
-"""The pipeline's own decoder of ``__consumer_offsets`` segment files (docs/analysis.md, "Raw inputs").
+"""The pipeline's own decoder of ``__consumer_offsets`` segment files (docs/analysis-internals.md, "Raw inputs").
 
 Two layers, both pure Python (they run inside Spark tasks, and without Spark):
 

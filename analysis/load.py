@@ -1,7 +1,7 @@
 """Reading chaos runs into Spark: histories, event logs and offsets-topic segments.
 
 ``load_runs(spark, paths)`` expands run directories and globs and returns the
-raw DataFrames of docs/analysis.md ("Raw inputs"), each with ``run`` (the
+raw DataFrames of docs/analysis-internals.md ("Raw inputs"), each with ``run`` (the
 run directory's name) first.  Torn last lines (a killed writer) and lines
 that do not parse are dropped, as ``node.events.read_events`` does.
 """

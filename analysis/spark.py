@@ -7,6 +7,8 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
+LOOPBACK = "127.0.0.1"
+
 
 def submitted_master() -> str | None:
     """The master spark-submit was given (its ``--master``, else its default) when this Python runs under
@@ -28,6 +30,12 @@ def session(master: str | None = None, app: str = "kafkasim-analyze") -> SparkSe
         return active
     if master is None:
         master = submitted_master() or "local[*]"
+    if master.startswith("local"):
+        # one machine: the driver and its block manager on loopback.  Spark picks its address from the
+        # hostname before it reads any setting (and warns when that resolves to loopback, then binds the
+        # machine's outside interface instead); SPARK_LOCAL_IP, read by the JVM PySpark starts, is the setting
+        # that decides it.  On a cluster the user's own settings are kept.
+        os.environ["SPARK_LOCAL_IP"] = LOOPBACK
     builder = SparkSession.builder.master(master).appName(app)
     for key, value in settings(master).items():
         builder = builder.config(key, value)
@@ -88,7 +96,8 @@ def settings(master: str) -> dict[str, str]:
         # are up to 2^17 lines (ops_tables.PAIR_BUCKET; whole processes, millions of lines, before it was
         # bounded); beyond the default 4096 each row was copied once more.  About 1/8 of the heap at ~512
         # bytes a row.
-        conf.update({"spark.shuffle.compress": "false", "spark.shuffle.spill.compress": "false",
+        conf.update({"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK,
+                     "spark.shuffle.compress": "false", "spark.shuffle.spill.compress": "false",
                      "spark.sql.windowExec.buffer.in.memory.threshold": str(max(4096, _bytes(memory) // 4096))})
     return conf
 
@@ -105,7 +114,7 @@ def _import_short_names(spark: SparkSession) -> None:
     view's star imports in order, and each package without the class costs a search of every jar on Spark's
     class path: ``functions`` missed six packages before ``org.apache.spark.sql``.  A single import is
     looked up first.  Building the checkers' DataFrames at 10M operations (about 2,400 ``functions`` calls):
-    7.1 s and 7.6 JVM CPU s on average instead of 9.2 s and 9.5 (docs/analysis.md, "2026-11-26, late
+    7.1 s and 7.6 JVM CPU s on average instead of 9.2 s and 9.5 (bench/RESULTS.md, "2026-11-26, late
     afternoon").  Dotted paths (``sc._jvm.org.apache...``, as PySpark builds lambdas) still miss per part."""
     from py4j.java_gateway import java_import
     jvm = spark.sparkContext._jvm

@@ -19,7 +19,7 @@ For each size (client operations of one synthetic run, ``analysis.synthetic``):
 Rows are history lines plus event-log lines.  Besides wall time, the CPU seconds of the Spark JVM
 (driver and executors, in local mode) and its Python workers are reported (from /proc): on a shared
 machine the wall time depends on the neighbours, the CPU time much less; with local[2] the wall time
-cannot go below half of it.  The goal (docs/analysis.md, "Measured"): 10M
+cannot go below half of it.  The goal (bench/RESULTS.md): 10M
 operations analysed in at most 3 minutes with local[2] on the 2-core machine.  The JVM is started
 before the timings (one session for the whole bench), so they exclude its start-up.
 """

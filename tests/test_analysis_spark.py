@@ -2,9 +2,16 @@
 resolving to the class it did."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from py4j.java_gateway import java_import
 
 from analysis.spark import SHORT_NAMES, settings
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # pyspark.java_gateway.launch_gateway's imports into PySpark's JVM view (PySpark 3.5), in its order
 PYSPARK_IMPORTS = ("org.apache.spark.SparkConf", "org.apache.spark.api.java.*", "org.apache.spark.api.python.*",
@@ -41,3 +48,24 @@ def test_every_setting_is_a_key_spark_defines_and_the_session_has_it(spark):
         else:
             assert conf.get(key) == value, key
     assert spark.conf.get("spark.sql.maxConcurrentOutputFileWriters") == "8"
+
+
+def test_local_mode_binds_the_driver_and_block_manager_to_loopback_without_the_hostname_warning():
+    # a fresh JVM: Spark picks its address once, at start-up, before it reads any setting
+    code = ("from analysis.spark import session\n"
+            "s = session('local[1]')\n"
+            "sc = s.sparkContext\n"
+            "print(sc.getConf().get('spark.driver.host'), sc._jsc.sc().env().blockManager().blockManagerId().host())\n"
+            "s.stop()\n")
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env,
+                       cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.split() == ["127.0.0.1", "127.0.0.1"]
+    assert "resolves to a loopback address" not in p.stderr
+
+
+def test_a_cluster_master_keeps_the_users_addresses():
+    cluster = settings("spark://127.0.0.1:7077")
+    assert "spark.driver.host" not in cluster and "spark.driver.bindAddress" not in cluster
+    assert settings("local[2]")["spark.driver.bindAddress"] == "127.0.0.1"
