@@ -119,10 +119,14 @@ DUPLICATE_BROKER_REGISTRATION = 101
 BROKER_ID_NOT_REGISTERED = 102
 INCONSISTENT_TOPIC_ID = 103
 INCONSISTENT_CLUSTER_ID = 104
+
 # ---------------------------------------------------------------- beyond 2.8
 INELIGIBLE_REPLICA = 107  # Kafka 3.3+ (KIP-841): an ISR expansion to a fenced or shutting-down broker
 
-KAFKA_2_8_LAST_CODE = INCONSISTENT_CLUSTER_ID
+# every code above, by value (built before any other upper-case int is defined)
+_NAMES = {v: k for k, v in list(globals().items()) if k.isupper() and isinstance(v, int)}
+
+KAFKA_2_8_LAST_CODE = INCONSISTENT_CLUSTER_ID  # the last entry of Kafka 2.8.2's Errors.java
 
 
 @dataclass(frozen=True)
@@ -294,12 +298,10 @@ _DETAILS: dict[int, tuple[bool, str | None]] = {
     DUPLICATE_BROKER_REGISTRATION: (False, "This broker ID is already in use."),
     BROKER_ID_NOT_REGISTERED: (False, "The given broker ID was not registered."),
     INCONSISTENT_TOPIC_ID: (True, "The log's topic ID did not match the topic ID in the request"),
-    INCONSISTENT_CLUSTER_ID: (False, "The clusterId in the request does not match that found on the server"),    # beyond 2.8
+    INCONSISTENT_CLUSTER_ID: (False, "The clusterId in the request does not match that found on the server"),
+    # beyond 2.8
     INELIGIBLE_REPLICA: (False, "The new ISR contains at least one ineligible replica."),
 }
-
-_NAMES = {v: k for k, v in list(globals().items())
-          if k.isupper() and isinstance(v, int) and k != "KAFKA_2_8_LAST_CODE"}
 
 ERRORS: dict[int, KafkaError] = {code: KafkaError(code, _NAMES[code], retriable, message)
                                  for code, (retriable, message) in _DETAILS.items()}

@@ -1,12 +1,21 @@
-"""Shared fixtures: one real ZooKeeper for the whole run, a chroot per test.
+"""Shared fixtures: one real ZooKeeper for the whole run, a chroot per test; and the test tiers.
 
 Brokers are real OS processes started through node.cluster.Cluster, the same
 launcher `kafkasim cluster up` uses.  ZooKeeper runs with a 100 ms tick so
 session timeouts of a few seconds are allowed and failovers stay quick.
+
+Tiers (markers registered in pyproject.toml): a test is marked ``cluster``
+when it starts processes (ZooKeeper, brokers, proxies, the CLI, any
+subprocess), ``chaos`` when it runs a chaos run, ``spark`` when it starts
+Spark.  The marks come from the fixtures a test uses (below), and from a
+module-level ``pytestmark`` where a module starts processes itself.  The unit
+tier is ``-m "not cluster and not chaos and not spark"``; in it, a test that
+starts a process anyway fails, naming the mark it lacks.
 """
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -22,6 +31,43 @@ ZK_TICK_MS = 100
 # Sessions of a few seconds cannot outlive a multi-second fsync on a busy disk, so the tests' ZooKeepers
 # (and those of the `kafkasim` commands they run, which inherit this) do not fsync their logs.
 os.environ.setdefault(FORCE_SYNC_ENV, "no")
+
+# fixtures (here and in test modules) that start processes, run chaos runs or start Spark; a test using
+# one, directly or through another fixture, gets the mark
+FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
+    "zookeeper": ("cluster",), "make_cluster": ("cluster",),
+    "ensemble": ("cluster",), "own_zk": ("cluster",),          # test_zk_server, test_zk_stall
+    "cli": ("cluster",), "lab": ("cluster",),                  # test_cli, test_cli_data
+    "demo_dir": ("cluster",),                                  # test_demo
+    "proxy": ("cluster",),                                     # test_chaos_proxy
+    "net": ("cluster",), "servers": ("cluster",),              # test_chaos_netns
+    "short_chaos_results": ("chaos", "cluster"),
+    "spark": ("spark",), "standalone": ("spark", "cluster"),   # test_analysis_cluster
+}
+TIER_MARKS = ("cluster", "chaos", "spark")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in getattr(item, "fixturenames", ()):
+            for mark in FIXTURE_MARKS.get(name, ()):
+                item.add_marker(mark)
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test with no tier mark may not start a process: the unit tier stays fast and self-contained."""
+    if any(request.node.get_closest_marker(m) for m in TIER_MARKS):
+        return
+    test = request.node.nodeid
+
+    def refuse(*_args: Any, **_kwargs: Any) -> Any:
+        raise AssertionError(f"{test} started a process: mark it cluster (or chaos/spark), "
+                             "or give it a fixture that does (tests/conftest.py)")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(os, "fork", refuse)
+    monkeypatch.setattr(os, "posix_spawn", refuse)
 
 
 @pytest.fixture(scope="session")

@@ -128,6 +128,7 @@ def test_deterministic_for_a_seed(tmp_path: Path) -> None:
     assert digest(a)["history"] != digest(c)["history"]
 
 
+@pytest.mark.cluster  # jobs=2: parallel writer processes
 def test_part_files_are_the_same_run(tmp_path: Path) -> None:
     """Written as part files, in parallel, the run is byte for byte the single-file one."""
     single, = generate(tmp_path / "single", 3000, plant=["unseen-message"], seed=9, jobs=1)

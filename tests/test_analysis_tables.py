@@ -214,6 +214,7 @@ def test_the_command_writes_parquet_tables(analysed, short_chaos_runs):
         out / "report" / "report.html")
 
 
+@pytest.mark.cluster  # `kafkasim analyze` subprocesses
 def test_a_path_that_is_not_a_run_is_a_clear_error(tmp_path):
     (tmp_path / "empty").mkdir()
     for bad in (tmp_path / "empty", tmp_path / "missing"):

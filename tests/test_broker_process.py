@@ -2,6 +2,8 @@
 ever hung on."""
 from __future__ import annotations
 
+import pytest
+
 import os
 import signal
 import socket
@@ -20,6 +22,8 @@ from node.events import read_events
 from node.shutdown import stop_deadline_s
 from node.waiting import wait_for
 from zk.server import EmbeddedZooKeeper
+
+pytestmark = pytest.mark.cluster  # brokers and a ZooKeeper of its own, spawned by the tests themselves
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -22,6 +22,8 @@ import pytest
 from chaos.netns import PREFIX, NetnsError, NetnsNetwork, cleanup_stale, netns_available
 from node import waiting
 
+pytestmark = pytest.mark.cluster  # network namespaces and processes inside them (`ip netns exec`)
+
 ROOT = Path(__file__).resolve().parent.parent
 PORT = 7000
 NODES = ["b1", "b2", "zk1", "client"]

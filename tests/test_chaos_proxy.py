@@ -211,6 +211,7 @@ def test_rto_doubles_and_is_capped() -> None:
     assert rto_ms(10_000) == 3200
 
 
+@pytest.mark.cluster  # another Python process
 def test_link_random_is_the_same_in_another_process() -> None:
     code = ("import json; from chaos.proxy import LinkRandom; r = LinkRandom(3, 'b1->zk2'); "
             "print(json.dumps([r.chunk_delay_ms(10, 4, 0.3) for _ in range(50)]))")
@@ -515,6 +516,7 @@ def _gone(pid: int) -> bool:
         return True
 
 
+@pytest.mark.cluster  # starts the proxy process
 def test_ready_file_shutdown_and_sigterm(tmp_path: Path) -> None:
     p = ProxyProcess.start(tmp_path, seed=1)
     (ready,) = tmp_path.glob("proxy-*.ready.json")
@@ -528,6 +530,7 @@ def test_ready_file_shutdown_and_sigterm(tmp_path: Path) -> None:
             q.stats()
 
 
+@pytest.mark.cluster  # starts the proxy process
 def test_exits_when_its_parent_dies(tmp_path: Path) -> None:
     code = textwrap.dedent(f"""
         import sys

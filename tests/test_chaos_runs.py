@@ -19,6 +19,8 @@ import yaml
 from chaos.runner import ChaosRun
 from chaos.scenario import SCENARIO_DIR, load_scenario, parse_scenario
 
+pytestmark = [pytest.mark.chaos, pytest.mark.cluster]  # chaos runs and `kafkasim` subprocesses, started by the tests
+
 SHORT_S = 10.0
 SCENARIOS = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
 

@@ -438,6 +438,7 @@ def test_an_interrupted_swap_is_completed_on_open(tmp_path, monkeypatch, crash_a
     log.close()
 
 
+@pytest.mark.cluster  # forks a process per crash point
 def test_real_crash_at_every_file_operation_of_a_clean(tmp_path):
     """Fork, let the child die (os._exit) at its k-th write, truncate, rename or unlink; reopen in the parent.
 

@@ -28,6 +28,8 @@ from node.events import read_events
 from node.waiting import wait_for
 from zk.server import free_port
 
+pytestmark = pytest.mark.cluster  # `kafkasim` subprocesses (some tests without the cli fixture)
+
 REPO = Path(__file__).resolve().parent.parent
 OFFSETS = "__consumer_offsets"
 SESSION_MS = 3000

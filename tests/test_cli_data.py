@@ -15,6 +15,8 @@ from kafkacommon.hashing import murmur2, to_positive
 from node.waiting import wait_for
 from test_cli import REPO, CliCluster, kafkasim
 
+pytestmark = pytest.mark.cluster  # `kafkasim` subprocesses and a cluster
+
 TOPIC = "lab"
 CLEAR = "\x1b[H\x1b[2J"
 

@@ -6,7 +6,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+
+pytestmark = pytest.mark.cluster  # a `docker compose config` subprocess
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG_IN_CONTAINER = "/etc/kafkasim/cluster.yaml"

@@ -18,6 +18,8 @@ from node.cluster import process_state
 from node.events import read_events
 from zk.server import free_port
 
+pytestmark = pytest.mark.cluster  # the demo's cluster, through `kafkasim demo` subprocesses
+
 REPO = Path(__file__).resolve().parent.parent
 SESSION_MS = 3000
 DEMO_TIMEOUT_S = 180

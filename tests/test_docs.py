@@ -6,11 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from node.config import describe_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.cluster  # runs protoc in a subprocess
 def test_generated_wire_types_are_current(tmp_path):
     subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_proto.py"), "--out", str(tmp_path)], check=True)
     generated = sorted(p.name for p in (tmp_path / "proto").glob("*_pb2*.py*"))

@@ -1,6 +1,8 @@
 """`cluster up` on an embedded 3-server ZooKeeper ensemble, which survives losing its leader."""
 from __future__ import annotations
 
+import pytest
+
 import json
 
 import yaml
@@ -10,6 +12,8 @@ from node.cluster import Cluster, process_state
 from node.config import load_config
 from node.waiting import wait_for
 from zk.server import free_port
+
+pytestmark = pytest.mark.cluster  # an embedded ZooKeeper ensemble and brokers, through Cluster directly
 
 
 def test_cluster_up_on_a_three_server_ensemble(tmp_path):

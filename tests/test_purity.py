@@ -134,3 +134,11 @@ def test_the_core_list_covers_the_packages_and_the_documented_pure_modules():
 @pytest.mark.parametrize("path", CORES)
 def test_core_module_is_pure(path):
     assert violations((ROOT / path).read_text(), path, set(CORES)) == []
+
+
+def test_kafkacommon_imports_nothing_else_from_the_project():
+    for path in sorted((ROOT / "kafkacommon").glob("*.py")):
+        rel = str(path.relative_to(ROOT))
+        others = [m for m in imported_modules(ast.parse(path.read_text()), "kafkacommon")
+                  if m.split(".")[0] in PROJECT_PACKAGES - {"kafkacommon"}]
+        assert others == [], f"{rel} imports {others}"

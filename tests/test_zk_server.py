@@ -13,6 +13,8 @@ from kazoo.retry import KazooRetry
 from node.waiting import wait_for
 from zk.server import FORCE_SYNC_ENV, EmbeddedZooKeeper, ZooKeeperNotInstalled, ZooKeeperServer, free_port
 
+pytestmark = pytest.mark.cluster  # ZooKeeper servers started by the tests themselves
+
 TICK_MS = 100
 
 

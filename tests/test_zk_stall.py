@@ -21,6 +21,8 @@ from zk import paths
 from zk.client import CONNECTION_ERRORS, ZkClient
 from zk.server import EmbeddedZooKeeper, four_letter_word
 
+pytestmark = pytest.mark.cluster  # its own ZooKeeper and brokers, started by the tests themselves
+
 SESSION_MS = 1500
 
 
