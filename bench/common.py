@@ -14,10 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from node.cluster import Cluster  # noqa: E402
+from node.tools.cluster import Cluster  # noqa: E402
 from node.config import load_config  # noqa: E402
 from node.events import read_run_events  # noqa: E402
-from node.waiting import WaitTimeout, wait_for  # noqa: E402
+from node.tools.waiting import WaitTimeout, wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper, free_port  # noqa: E402
 
 TICK_MS = 100

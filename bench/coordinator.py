@@ -5,7 +5,7 @@
 replay     1M offset-commit records (10k keys: 100 groups x 100 partitions,
            each committed 100 times, 100 offsets per batch as one commit
            request writes them) in a real segment log on disk, loaded through
-           the coordinator's own load loop (node.coordinator_shell.replay_log ->
+           the coordinator's own load loop (node.shells.coordinator_shell.replay_log ->
            PartitionCoordinator.replay), before and after the log cleaner
            compacts it.  Baseline, same run: decoding the same batches without
            replaying them.  One core (this process).
@@ -49,11 +49,11 @@ from kafkacommon import errors  # noqa: E402
 from kafkacommon.batch_scan import iter_batches  # noqa: E402
 from kafkacommon.hashing import partition_for  # noqa: E402
 from node import topics  # noqa: E402
-from node.coordinator_shell import replay_log  # noqa: E402
+from node.shells.coordinator_shell import replay_log  # noqa: E402
 from node.events import read_run_events  # noqa: E402
 from node.storage import PartitionLog  # noqa: E402
 from node.storage.cleaner import clean  # noqa: E402
-from node.waiting import wait_for  # noqa: E402
+from node.tools.waiting import wait_for  # noqa: E402
 from proto import groups_pb2 as gpb  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402  (the baseline is kazoo itself)
 from zk.server import EmbeddedZooKeeper  # noqa: E402

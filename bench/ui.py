@@ -37,7 +37,7 @@ from client.group import GroupMember  # noqa: E402
 from client.metadata import ClusterClient  # noqa: E402
 from client.producer import Producer  # noqa: E402
 from node import topics  # noqa: E402
-from node.waiting import wait_for  # noqa: E402
+from node.tools.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper, free_port  # noqa: E402
 
 FRAME_GAPS_JS = """() => { window.__gaps = []; let last = performance.now();
@@ -47,7 +47,7 @@ FRAME_GAPS_JS = """() => { window.__gaps = []; let last = performance.now();
 
 def start_ui(cluster) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "node.cli", "ui", "--config", str(cluster.config_path),
+    proc = subprocess.Popen([sys.executable, "-m", "node.tools.cli", "ui", "--config", str(cluster.config_path),
                              "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)))
     url = f"http://127.0.0.1:{port}/"

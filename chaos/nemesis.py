@@ -20,8 +20,8 @@ from typing import Any, Callable
 from chaos.schedule import Fault
 from chaos.scenario import NETWORK_KINDS
 from chaos.targets import View, node_json, resolve
-from node.cluster import Cluster
-from node.session_file import SessionFile
+from node.tools.cluster import Cluster
+from node.server.session_file import SessionFile
 from zk.client import expire_session
 
 log = logging.getLogger(__name__)

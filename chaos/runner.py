@@ -48,13 +48,13 @@ from chaos.timeline import END_PHASE, STOP_PHASE, failover_timeline, format_tabl
 from chaos.workload import MemberWorker, ProbeWorker, Processes, ProducerWorker, final_read
 from client.admin import GroupAdmin
 from client.metadata import ClusterClient
-from node import bugs
-from node.cluster import Cluster
+from node.server import bugs
+from node.tools.cluster import Cluster
 from node.config import load_config
 from node.events import read_run_events
-from node.links import LinkMap
-from node.topics import create_topic
-from node.waiting import wait_for
+from node.server.links import LinkMap
+from node.tools.topics import create_topic
+from node.tools.waiting import wait_for
 from zk.server import EmbeddedZooKeeper
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The controller's decisions as a sans-IO state machine.
 
-The shell (node/controller_shell.py) owns ZooKeeper and gRPC.  It feeds the
+The shell (node/shells/controller_shell.py) owns ZooKeeper and gRPC.  It feeds the
 core facts (a loaded snapshot, the live brokers after a watch fired, a tick
 with ``now_ms``) and gets back a :class:`Plan`: topic creations and
 partition-state writes to make in ZooKeeper, fenced by the controller epoch,

@@ -12,9 +12,9 @@ from typing import Any, Callable
 @dataclass
 class ListenerContext:
     broker_id: int
-    state: Any                      # node.broker_state.BrokerState: metadata cache, live brokers, controller
-    replicas: Any                   # node.replica_manager.ReplicaManager: produce, fetch, offsets
-    groups: Any                     # node.groups_servicer.GroupsServicer: the group coordinator's front door
+    state: Any                      # node.server.broker_state.BrokerState: metadata cache, live brokers, controller
+    replicas: Any                   # node.replicas.replica_manager.ReplicaManager: produce, fetch, offsets
+    groups: Any                     # node.server.groups_servicer.GroupsServicer: the group coordinator's front door
     zk: Any                         # zk.client.ZkClient: topic administration (as kafka-topics.sh does it)
     endpoint_of: Callable[[int], tuple[str, int] | None]   # a broker's advertised Kafka listener
     rack_of: Callable[[int], str | None]

@@ -1,7 +1,7 @@
 """The group APIs on the Kafka listener, through the gRPC path's own front door.
 
 Each Kafka request becomes the ``Groups`` service's message and goes to the
-same ``GroupsServicer`` method (node/groups_servicer.py), so both doors share
+same ``GroupsServicer`` method (node/server/groups_servicer.py), so both doors share
 one mapping onto the coordinator cores: the same NOT_COORDINATOR answers,
 waits and client host; a librdkafka member and a kafkasim member can share a
 group.  Only the field shapes are translated here.

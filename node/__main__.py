@@ -1,5 +1,5 @@
 import sys
 
-from node.broker import main
+from node.server.broker import main
 
 sys.exit(main())

@@ -3,6 +3,6 @@ diverging follower truncates, produce checks, and incremental fetch sessions (KI
 
 Plain synchronous code: facts and ``now_ms`` in, decisions out.  No grpc, kazoo, threading,
 asyncio, time, random, socket, os, subprocess or protobuf here, and no file I/O; the broker's
-shells (node/replica_manager.py, node/fetcher.py, node/leader_fetch.py, node/purgatory.py) move the
+shells (node/replicas/replica_manager.py, node/replicas/fetcher.py, node/replicas/leader_fetch.py, node/replicas/purgatory.py) move the
 bytes, hold the locks and call these.
 """

@@ -67,7 +67,16 @@ editable_here() {
     # pip >= 21.3 prints "Editable project location: <dir>" for editable installs.
     local loc
     loc="$(python3 -m pip show kafkasim 2>/dev/null | sed -n 's/^Editable project location: //p')"
-    [ -n "$loc" ] && [ "$(cd "$loc" 2>/dev/null && pwd -P)" = "$(pwd -P)" ]
+    [ -n "$loc" ] && [ "$(cd "$loc" 2>/dev/null && pwd -P)" = "$(pwd -P)" ] && entry_point_current
+}
+entry_point_current() {
+    # the installed `kafkasim` script names the module pyproject.toml names (it moves when a module does)
+    python3 - <<'PY' >/dev/null 2>&1
+import importlib.metadata as md, sys, tomllib
+want = tomllib.load(open("pyproject.toml", "rb"))["project"]["scripts"]["kafkasim"]
+have = [e.value for e in md.entry_points(group="console_scripts") if e.name == "kafkasim"]
+sys.exit(0 if have == [want] else 1)
+PY
 }
 if python3 -c "import kazoo, grpc, grpc_tools, yaml, tenacity, crc32c, pytest, hypothesis, pytest_timeout, pyspark, matplotlib, kafka, confluent_kafka, aiokafka, starlette, uvicorn, playwright" \
         >/dev/null 2>&1 && editable_here; then

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from py4j.java_gateway import java_import
 
 from analysis.spark import SHORT_NAMES, settings
@@ -50,6 +51,7 @@ def test_every_setting_is_a_key_spark_defines_and_the_session_has_it(spark):
     assert spark.conf.get("spark.sql.maxConcurrentOutputFileWriters") == "8"
 
 
+@pytest.mark.spark
 def test_local_mode_binds_the_driver_and_block_manager_to_loopback_without_the_hostname_warning():
     # a fresh JVM: Spark picks its address once, at start-up, before it reads any setting
     code = ("from analysis.spark import session\n"

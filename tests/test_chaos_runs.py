@@ -2,7 +2,7 @@
 
 Each run is real: ZooKeeper, broker processes, the fault proxy process, the
 client library over gRPC.  A scenario must come out valid on the current code;
-a run with a planted bug (node/bugs.py) must come out invalid, naming the
+a run with a planted bug (node/server/bugs.py) must come out invalid, naming the
 anomaly the bug causes.  A checker that cannot fail does not count.
 """
 from __future__ import annotations
@@ -121,7 +121,7 @@ def test_a_coordinator_that_accepts_fenced_generations_is_caught(short_chaos_res
 
 
 def kafkasim(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "node.cli", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "node.tools.cli", *args], capture_output=True, text=True, timeout=60)
 
 
 def test_chaos_list_and_the_schedule_a_seed_gives():

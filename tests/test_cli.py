@@ -1,6 +1,6 @@
 """The ``kafkasim`` command as a user runs it: real subprocesses, an embedded ZooKeeper, real brokers.
 
-Each command is run as ``python -m node.cli ...`` from the repository root, as
+Each command is run as ``python -m node.tools.cli ...`` from the repository root, as
 the README tells users to, and only what it prints and its exit code are
 trusted (plus /proc, to check that ``cluster down`` leaves nothing behind).
 
@@ -23,9 +23,9 @@ import yaml
 
 from helpers import _cmdline, processes_mentioning, write_embedded_cluster_yaml
 
-from node.cluster import process_state
+from node.tools.cluster import process_state
 from node.events import read_events
-from node.waiting import wait_for
+from node.tools.waiting import wait_for
 from zk.server import free_port
 
 pytestmark = pytest.mark.cluster  # `kafkasim` subprocesses (some tests without the cli fixture)
@@ -39,7 +39,7 @@ FAILOVER_S = SESSION_MS / 1000 + 15.0  # detection is bounded by the session tim
 # ---------------------------------------------------------------------- helpers
 
 def kafkasim(*args: Any, timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "node.cli", *map(str, args)], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "node.tools.cli", *map(str, args)], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from controller.types import LeaderAndIsr
 from helpers import events, offsets_partitions
-from node.waiting import wait_for
+from node.tools.waiting import wait_for
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 from zk import codecs, paths

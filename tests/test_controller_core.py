@@ -17,7 +17,7 @@ from controller.core import (
 )
 from controller.types import LeaderAndIsr
 from kafkacommon import errors
-from node.broker_state import BrokerState, Header, PartitionInfo
+from node.server.broker_state import BrokerState, Header, PartitionInfo
 from zk.codecs import BrokerRegistration, TopicAssignment
 
 OFFSETS = "__consumer_offsets"

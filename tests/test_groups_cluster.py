@@ -17,8 +17,8 @@ from client.producer import Producer
 from kafkacommon.hashing import partition_for
 from helpers import events
 from kafkacommon import errors
-from node import topics
-from node.waiting import wait_for
+from node.tools import topics
+from node.tools.waiting import wait_for
 from proto import groups_pb2 as gpb
 from proto import groups_pb2_grpc as gpbg
 

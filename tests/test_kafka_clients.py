@@ -13,10 +13,10 @@ from typing import Iterator
 
 import pytest
 
-from node.cluster import Cluster
+from node.tools.cluster import Cluster
 from node.config import load_config
 from node.events import read_events
-from node.waiting import wait_for
+from node.tools.waiting import wait_for
 from tests.conftest import write_cluster_yaml
 
 pytestmark = pytest.mark.timeout(300)

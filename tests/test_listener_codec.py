@@ -25,7 +25,7 @@ from listener.protocol import REQUESTS, RESPONSES, SUPPORTED, BadRequest, api_na
 from listener.records import (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE,
                               BatchRejected, check_client_batch)
 from listener.server import Connection, KafkaListener
-from node.broker_state import PartitionInfo
+from node.server.broker_state import PartitionInfo
 from node.storage import PartitionLog
 from kafkacommon.record_batch import crc32c
 from proto import groups_pb2 as gpb
@@ -456,7 +456,7 @@ def test_a_taken_port_fails_the_start_and_stops_the_listener_thread() -> None:
 def test_list_offsets_by_timestamp_on_a_real_log(tmp_path) -> None:
     from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
     from node.events import EventLog
-    from node.replica_manager import ReplicaManager
+    from node.replicas.replica_manager import ReplicaManager
     from replication.partition import ReplicaSettings
     rm = ReplicaManager(1, tmp_path / "logs", ReplicaSettings(), EventLog(tmp_path / "events.jsonl", 1),
                         broker_epoch=lambda: 5, endpoint_of=lambda b: None, controller_endpoint=lambda: None,

@@ -1,9 +1,9 @@
-"""Idempotent producers' per-partition state (node/producer_state.py), sans-IO."""
+"""Idempotent producers' per-partition state (node/replicas/producer_state.py), sans-IO."""
 from __future__ import annotations
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from node.producer_state import (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, ProducerStates,
+from node.replicas.producer_state import (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, ProducerStates,
                                  last_sequence)
 
 
@@ -60,9 +60,9 @@ def test_a_new_leader_rebuilds_the_table_from_batches() -> None:
 
 
 def test_the_replica_manager_answers_duplicates_and_keeps_client_bytes(tmp_path) -> None:
-    from node.broker_state import PartitionInfo
+    from node.server.broker_state import PartitionInfo
     from node.events import EventLog
-    from node.replica_manager import ReplicaManager
+    from node.replicas.replica_manager import ReplicaManager
     from replication.partition import ReplicaSettings
     from listener.records import check_client_batch
     rm = ReplicaManager(1, tmp_path / "logs", ReplicaSettings(), EventLog(tmp_path / "events.jsonl", 1),

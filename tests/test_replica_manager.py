@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from node.broker_state import PartitionInfo
+from node.server.broker_state import PartitionInfo
 from node.events import EventLog
-from node.replica_manager import ReplicaManager
+from node.replicas.replica_manager import ReplicaManager
 from replication.partition import ReplicaSettings
 
 

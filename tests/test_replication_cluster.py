@@ -7,9 +7,9 @@ import grpc
 
 from helpers import events
 from kafkacommon import errors
-from node import topics
+from node.tools import topics
 from kafkacommon.batch_scan import scan_batches
-from node.waiting import wait_for
+from node.tools.waiting import wait_for
 from zk.codecs import TopicAssignment
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg

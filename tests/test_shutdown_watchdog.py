@@ -1,4 +1,4 @@
-"""The shutdown watchdog (node/shutdown.py): a stop stuck past its bound is logged and ended; one that
+"""The shutdown watchdog (node/server/shutdown.py): a stop stuck past its bound is logged and ended; one that
 finishes in time never is.  In-process, with the exit and the clock injected."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import yaml
 
 from node.config import load_config
 from node.events import EventLog, read_events
-from node.shutdown import EXIT_SHUTDOWN_TIMED_OUT, ShutdownWatchdog, controlled_shutdown_budget_s, stop_deadline_s
+from node.server.shutdown import EXIT_SHUTDOWN_TIMED_OUT, ShutdownWatchdog, controlled_shutdown_budget_s, stop_deadline_s
 
 
 class FakeExit:

@@ -24,11 +24,11 @@ from playwright.sync_api import sync_playwright
 from client.group import GroupMember
 from client.metadata import ClientError, ClusterClient
 from client.producer import Producer
-from node import topics
-from node.cluster import Cluster
+from node.tools import topics
+from node.tools.cluster import Cluster
 from node.config import load_config
 from node.events import read_json_lines, read_run_events
-from node.waiting import wait_for
+from node.tools.waiting import wait_for
 from zk.server import free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,7 +42,7 @@ class UiServer:
     def __init__(self, *args: str, host: str = "127.0.0.1"):
         self.host, self.port = host, free_port()
         env = dict(os.environ, PYTHONPATH=str(REPO))
-        self.proc = subprocess.Popen([sys.executable, "-m", "node.cli", "ui", "--host", host, "--port",
+        self.proc = subprocess.Popen([sys.executable, "-m", "node.tools.cli", "ui", "--host", host, "--port",
                                       str(self.port), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, cwd=str(REPO), env=env)
         self.lines: list[str] = []

@@ -8,7 +8,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from node.waiting import wait_for
+from node.tools.waiting import wait_for
 
 from controller.types import LeaderAndIsr
 from zk import codecs, paths

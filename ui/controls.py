@@ -1,4 +1,4 @@
-"""The page's controls: what the CLI does, through the CLI's own functions and ``node.cluster.Cluster``.
+"""The page's controls: what the CLI does, through the CLI's own functions and ``node.tools.cluster.Cluster``.
 
 Every request becomes one ``ui_action`` line in ``<events dir>/ui.jsonl`` (docs/events.md), written right
 after the action was carried out, whether it succeeded or not.
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from node.events import EventLog
-from node.session_file import SessionFile
+from node.server.session_file import SessionFile
 from zk.client import expire_session
 
 SIGNALS = {"kill": signal.SIGKILL, "terminate": signal.SIGTERM, "pause": signal.SIGSTOP,
@@ -80,10 +80,10 @@ class Controls:
             expire_session(self.cluster.connect, *creds)
             return f"broker {b}: ZooKeeper session 0x{creds[0]:x} expired"
         if action == "preferred-election":
-            from node.cli_data import cmd_leader_election
+            from node.tools.cli_data import cmd_leader_election
             return self._cli(cmd_leader_election, all=True, topic=None, partition=0)
         if action == "produce":
-            from node.cli_data import cmd_produce
+            from node.tools.cli_data import cmd_produce
             topic = _text(req, "topic")
             count = int(req.get("count") or 1)
             if not 1 <= count <= 10_000:

@@ -2,7 +2,7 @@
 
 No I/O and no clock: the caller passes segment metadata and ``now_ms``, so a
 simulator can run the same rules.  The shell (``PartitionLog`` for rolls,
-``node/housekeeping.py`` for retention) carries out the answer.
+``node/replicas/housekeeping.py`` for retention) carries out the answer.
 """
 from __future__ import annotations
 

@@ -9,16 +9,16 @@ import grpc
 from kafkacommon import errors
 from kafkacommon.record_batch import CorruptBatchError
 from node.clock import now_ms
-from node.fetch_session import fetch_message
+from node.replicas.fetch_session import fetch_message
 from node.storage.log import InvalidAppendError
-from node.wire import fetch_message
+from node.server.wire import fetch_message
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 from replication.fetch_session import FollowerSession, PartitionFetch
 from replication.truncation import follower_truncation
 
 if TYPE_CHECKING:
-    from node.hosted import FetcherOwner, Hosted
+    from node.replicas.hosted import FetcherOwner, Hosted
 
 TP = tuple[str, int]
 

@@ -1,6 +1,6 @@
 """What every ``kafkasim`` command module shares: the cluster a command acts on, and the error guard.
 
-Kept apart from ``node.cli`` so the command modules (``cli_data``, ``cli_groups``, the demos) need not
+Kept apart from ``node.tools.cli`` so the command modules (``cli_data``, ``cli_groups``, the demos) need not
 import the command line that imports them.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from node.config import load_config
 def open_cluster(args: argparse.Namespace):
     """The ``Cluster`` of ``args.config``; with ``args.brokers``, that many brokers (the effective config is
     written to the run directory); without, the effective config a previous ``cluster up --brokers N`` wrote."""
-    from node.cluster import Cluster
+    from node.tools.cluster import Cluster
 
     cfg = load_config(args.config)
     path = Path(args.config)
@@ -29,7 +29,7 @@ def open_cluster(args: argparse.Namespace):
         path.write_text(cfg.to_yaml())
     else:
         # a previous `cluster up --brokers N` wrote the effective config; keep using it
-        from node.broker import STATE_FILE
+        from node.server.broker import STATE_FILE
         try:
             recorded = Path(json.loads((cfg.run_dir / STATE_FILE).read_text())["config"])
             if recorded.exists():

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Iterable
 
 from controller.core import Command, LeaderAndIsrCmd, PartitionView, StopReplicaCmd, UpdateMetadataCmd
-from node.broker_state import Header, PartitionInfo
-from node.fetch_session import TP, PartitionFetch
+from node.server.broker_state import Header, PartitionInfo
+from node.replicas.fetch_session import TP, PartitionFetch
 from proto import kafkasim_pb2 as pb
 from zk.codecs import BrokerRegistration
 

@@ -22,14 +22,14 @@ import grpc
 
 from kafkacommon import errors
 from node.clock import now_ms
-from node.broker_state import PartitionInfo
+from node.server.broker_state import PartitionInfo
 from node.events import EventLog
-from node.fetcher import LeaderFetcher
-from node.housekeeping import CleanerSettings, HousekeepingMixin
-from node.hosted import AckWaiter, Hosted
-from node.leader_fetch import LeaderFetchHandler
-from node.producer_state import ProducerStates
-from node.purgatory import Purgatory
+from node.replicas.fetcher import LeaderFetcher
+from node.replicas.housekeeping import CleanerSettings, HousekeepingMixin
+from node.replicas.hosted import AckWaiter, Hosted
+from node.replicas.leader_fetch import LeaderFetchHandler
+from node.replicas.producer_state import ProducerStates
+from node.replicas.purgatory import Purgatory
 from node.storage import OffsetCheckpointFile, PartitionLog
 from node.storage.log import RecordTooLargeError
 from node.topic_config import TOPIC_KEYS, LogConfig, log_config
@@ -333,7 +333,7 @@ class ReplicaManager(HousekeepingMixin):
         arrived.  Returns ``(error, base offset, last offset, pending)``: with ``pending`` (acks=all),
         ``on_done(error)`` is called from another thread once the HW covers it, the leadership is
         lost or ``timeout_ms`` passes, as :meth:`append` does.  ``producer`` (id, epoch, first
-        sequence) of an idempotent batch is checked first (node/producer_state.py): a duplicate is
+        sequence) of an idempotent batch is checked first (node/replicas/producer_state.py): a duplicate is
         answered with its first offsets, not appended again."""
         h = self.hosted.get(tp)
         if h is None:
@@ -442,7 +442,7 @@ class ReplicaManager(HousekeepingMixin):
         return self._fetches.parked()
 
     def fetch(self, req: pb.FetchRequest) -> pb.FetchResponse:
-        """A follower's or a consumer's Fetch (``node.leader_fetch``)."""
+        """A follower's or a consumer's Fetch (``node.replicas.leader_fetch``)."""
         return self._fetches.fetch(req)
 
     def list_offsets(self, req: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from kafkacommon import errors
 from node.clock import now_ms
-from node.fetch_session import fetch_message, partition_fetch
+from node.replicas.fetch_session import fetch_message, partition_fetch
 from node.storage.log import OffsetOutOfRangeError
-from node.wire import fetch_message, partition_fetch
+from node.server.wire import fetch_message, partition_fetch
 from proto import kafkasim_pb2 as pb
 from replication.fetch_session import LeaderSessions, PartitionFetch, has_news, readable
 from replication.partition import AlterIsrProposal
 
 if TYPE_CHECKING:
-    from node.hosted import Hosted
+    from node.replicas.hosted import Hosted
 
 
 TP = tuple[str, int]

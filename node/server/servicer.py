@@ -6,15 +6,15 @@ from typing import TYPE_CHECKING
 
 from kafkacommon import errors
 
-from node import wire
-from node.broker_state import BrokerState, Outcome
+from node.server import wire
+from node.server.broker_state import BrokerState, Outcome
 from node.events import EventLog
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 
 if TYPE_CHECKING:
-    from node.controller_shell import ControllerShell
-    from node.replica_manager import ReplicaManager
+    from node.shells.controller_shell import ControllerShell
+    from node.replicas.replica_manager import ReplicaManager
 
 
 class BrokerServicer(pbg.BrokerServicer):

@@ -15,7 +15,7 @@ import time
 from typing import Callable
 
 from kafkacommon import errors
-from node.hosted import AckWaiter, Hosted
+from node.replicas.hosted import AckWaiter, Hosted
 
 log = logging.getLogger(__name__)
 TP = tuple[str, int]

@@ -18,7 +18,7 @@ from client.consumer import PartitionFetcher
 from client.metadata import ClusterClient
 from client.producer import Producer, parse_acks
 from kafkacommon import errors
-from node.cli_common import guard, open_cluster
+from node.tools.cli_common import guard, open_cluster
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 

@@ -18,8 +18,8 @@ from typing import Any, Callable
 
 from controller.core import ControllerCore, ControllerSettings, Plan
 from kafkacommon import errors
-from node import wire
-from node.channel import BrokerChannel
+from node.server import wire
+from node.shells.channel import BrokerChannel
 from node.events import EventLog
 from proto import kafkasim_pb2 as pb
 from zk.client import CONNECTION_ERRORS, ControllerMovedError, StateVersionConflict, ZkClient

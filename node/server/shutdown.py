@@ -1,6 +1,6 @@
 """Bounds on a broker's stop, and the watchdog that enforces the last one.
 
-Every step of :meth:`node.broker.Broker.stop` that talks to ZooKeeper or to
+Every step of :meth:`node.server.broker.Broker.stop` that talks to ZooKeeper or to
 the controller gives up after a bounded time on its own (the controlled
 shutdown's budget below, ZooKeeper requests within the session timeout, see
 zk/bounded.py).  The watchdog is the last line of defence for whatever still

@@ -17,7 +17,7 @@ from node.storage.cleaner import CleanResult, clean
 from node.storage.retention import retention_decision
 
 if TYPE_CHECKING:
-    from node.hosted import Hosted
+    from node.replicas.hosted import Hosted
 
 log = logging.getLogger(__name__)
 

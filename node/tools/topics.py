@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from controller.assignment import AssignmentError, assign_replicas
 from node.topic_config import TOPIC_KEYS
-from node.waiting import wait_for
+from node.tools.waiting import wait_for
 from zk import paths
 from zk.client import ZkClient
 from zk.codecs import TopicAssignment

@@ -6,7 +6,7 @@
 SIGTERM (or SIGINT) stops it cleanly: it resigns as controller, closes its
 ZooKeeper session so that its ephemeral znodes go at once, and exits 0.  Every
 step of the stop is bounded, even with ZooKeeper gone; past the bound a
-watchdog (node/shutdown.py) logs ``shutdown_timed_out`` and exits 3.
+watchdog (node/server/shutdown.py) logs ``shutdown_timed_out`` and exits 3.
 """
 from __future__ import annotations
 
@@ -28,20 +28,20 @@ from controller.core import ControllerSettings
 from kafkacommon import errors
 from listener.app import make_listener
 from listener.context import ListenerContext, cluster_id_for
-from node import bugs
-from node.broker_state import BrokerState
+from node.server import bugs
+from node.server.broker_state import BrokerState
 from node.config import SCHEMA, ClusterConfig, ConfigError, load_config
-from node.controller_shell import ControllerShell
-from node.coordinator_shell import CoordinatorShell
-from node.groups_servicer import GroupsServicer
-from node.rpc_server import AioServer
-from node.links import DIRECT, LinkMap, LinkMapError
+from node.shells.controller_shell import ControllerShell
+from node.shells.coordinator_shell import CoordinatorShell
+from node.server.groups_servicer import GroupsServicer
+from node.server.rpc_server import AioServer
+from node.server.links import DIRECT, LinkMap, LinkMapError
 from node.events import EventLog
-from node.replica_manager import CleanerSettings, ReplicaManager
+from node.replicas.replica_manager import CleanerSettings, ReplicaManager
 from replication.partition import ReplicaSettings
-from node.servicer import BrokerServicer
-from node.session_file import SessionFile
-from node.shutdown import ShutdownWatchdog, controlled_shutdown_budget_s, stop_deadline_s
+from node.server.servicer import BrokerServicer
+from node.server.session_file import SessionFile
+from node.server.shutdown import ShutdownWatchdog, controlled_shutdown_budget_s, stop_deadline_s
 from proto import kafkasim_pb2 as pb
 from proto import groups_pb2_grpc as gpbg
 from proto import kafkasim_pb2_grpc as pbg
@@ -145,7 +145,7 @@ class Broker:
                                        load_buffer_bytes=g("offsets.load.buffer.size"))
         self.replicas.on_leadership = self.groups.on_leadership
         # long polls (followers, consumers) hold a worker each: size the pool for them; workers start
-        # lazily, with small stacks.  Parked joins and syncs hold none (node/rpc_server.py)
+        # lazily, with small stacks.  Parked joins and syncs hold none (node/server/rpc_server.py)
         threading.stack_size(1 << 20)
         pool = futures.ThreadPoolExecutor(max_workers=2048, thread_name_prefix="grpc")
         self.server = AioServer(pool, maximum_concurrent_rpcs=4096)
@@ -289,7 +289,7 @@ class Broker:
         """Kafka's controlled shutdown: ask the controller to move our leaderships away and take
         us out of ISRs, retrying while some remain; then shut down whatever the answer.
 
-        Bounded: ``controlled.shutdown.max.retries`` attempts within their budget (node/shutdown.py).
+        Bounded: ``controlled.shutdown.max.retries`` attempts within their budget (node/server/shutdown.py).
         The controller is found through ZooKeeper, and only a controller connected to it can write
         the moves: when our client has no connection and none comes back within one retry backoff,
         no controller can be found, so the broker stops asking at once (``gave_up``)."""
@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default="cluster.yaml", help="cluster definition (default: cluster.yaml)")
     ap.add_argument("--zookeeper", default=None, help="ZooKeeper connect string, overriding cluster.yaml")
     ap.add_argument("--links", default=None, help="JSON link map: dial peers and ZooKeeper through these "
-                                                  "addresses (a chaos run's fault proxy); see node/links.py")
+                                                  "addresses (a chaos run's fault proxy); see node/server/links.py")
     args = ap.parse_args(argv)
     logging.basicConfig(level=os.environ.get("KAFKASIM_LOG", "WARNING"),
                         format=f"%(asctime)s broker-{args.id} %(name)s %(levelname)s %(message)s")

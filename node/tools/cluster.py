@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from node.broker import STATE_FILE
+from node.server.broker import STATE_FILE
 from node.config import ClusterConfig
-from node.procs import process_state  # noqa: F401  (also this module's public name)
-from node.waiting import wait_for
+from node.tools.procs import process_state  # noqa: F401  (also this module's public name)
+from node.tools.waiting import wait_for
 from zk import paths
 from zk.client import ZkClient
 from zk.codecs import decode_controller_epoch
 from zk.server import EmbeddedZooKeeper
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass

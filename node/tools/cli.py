@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from node.cli_common import open_cluster
+from node.tools.cli_common import open_cluster
 from node.config import ConfigError
 
 BROKER_ACTIONS = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "pause": signal.SIGSTOP,
@@ -43,7 +43,7 @@ def print_view(view, processes: dict[int, dict[str, Any]] | None = None, out=sys
 
 
 def describe_topics(view, topic: str | None, out=sys.stdout) -> None:
-    from node.cli_data import offsets_suffix
+    from node.tools.cli_data import offsets_suffix
     for t, info in sorted(view.topics.items()):
         if topic and t != topic:
             continue
@@ -153,7 +153,7 @@ def cmd_zk(args: argparse.Namespace) -> int:
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
-    from node import topics
+    from node.tools import topics
 
     actions = [a for a in ("create", "delete", "describe", "list") if getattr(args, a)]
     if len(actions) != 1:
@@ -184,7 +184,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
         if args.list:
             print("\n".join(topics.list_topics(cluster.zk())))
             return 0
-        from node import cli_data
+        from node.tools import cli_data
         view = cluster.view()
         if args.topic and args.topic not in view.topics:
             print(f"error: topic '{args.topic}' does not exist", file=sys.stderr)
@@ -301,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--interval", type=float, default=1.0, help="--watch: seconds between refreshes")
     t.set_defaults(func=cmd_topics)
 
-    from node import cli_data, cli_groups
+    from node.tools import cli_data, cli_groups
     cli_data.add_parsers(sub, with_config)
     cli_groups.add_parsers(sub, with_config)
 
@@ -338,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--controller", action="store_true", help="the controller-failover demo instead")
     d.add_argument("--brokers", type=int, default=None, help="run N brokers instead of cluster.yaml's list")
     d.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
-    d.set_defaults(func=lambda a: __import__("node.demo", fromlist=["main"]).run(a))
+    d.set_defaults(func=lambda a: __import__("node.tools.demo", fromlist=["main"]).run(a))
     return ap
 
 
@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.add_argument("--config", default="cluster.yaml")
             a = ap.parse_args(rest[1:])
             return _run(lambda: cmd_broker_action(rest[0], a.id, a.config))
-        from node.broker import main as broker_main
+        from node.server.broker import main as broker_main
         return broker_main(rest)
     args = build_parser().parse_args(argv)
     return _run(lambda: args.func(args))

@@ -26,10 +26,10 @@ from client.group import GroupMember
 from client.metadata import ClientError, ClusterClient
 from client.producer import Producer, ProduceError
 from kafkacommon.hashing import partition_for
-from node import topics
-from node.cli_common import open_cluster
+from node.tools import topics
+from node.tools.cli_common import open_cluster
 from node.events import read_run_events
-from node.waiting import wait_for
+from node.tools.waiting import wait_for
 from zk.paths import OFFSETS_TOPIC
 
 TOPIC = "orders"
@@ -126,7 +126,7 @@ def _first(events: list[dict], after_ns: int, type_: str, **match: Any) -> dict 
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "controller", False):
-        from node.controller_demo import run as controller_run
+        from node.tools.controller_demo import run as controller_run
         return controller_run(args)
     cluster = open_cluster(args)
     lines: list[str] = []

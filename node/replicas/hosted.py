@@ -3,7 +3,7 @@
 ``Hosted`` is one partition replica on this broker, ``AckWaiter`` an acks=all
 append waiting for the high watermark, and ``FetcherOwner`` what a follower's
 fetcher uses of the replica manager that runs it.  They live here, not in
-``node.replica_manager``, so the modules the replica manager is built from
+``node.replicas.replica_manager``, so the modules the replica manager is built from
 need not import it back.
 """
 from __future__ import annotations
@@ -47,7 +47,7 @@ class Hosted:
 
 
 class FetcherOwner(Protocol):
-    """What ``node.fetcher.LeaderFetcher`` uses of its replica manager."""
+    """What ``node.replicas.fetcher.LeaderFetcher`` uses of its replica manager."""
 
     broker_id: int
     fetch_wait_ms: int

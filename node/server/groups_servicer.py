@@ -17,7 +17,7 @@ from typing import Callable
 from coordinator import messages as m
 from coordinator.messages import CommitOffset
 from kafkacommon import errors
-from node.coordinator_shell import CoordinatorShell
+from node.shells.coordinator_shell import CoordinatorShell
 from proto import groups_pb2 as gpb
 from proto import groups_pb2_grpc as gpbg
 from zk.paths import OFFSETS_TOPIC
@@ -39,7 +39,7 @@ def client_host(peer: str) -> str:
 
 
 class GroupsServicer(gpbg.GroupsServicer):
-    """Coroutine handlers (``node.rpc_server``): a request is handed to its core on the event loop when
+    """Coroutine handlers (``node.server.rpc_server``): a request is handed to its core on the event loop when
     the core's lock and its partition's are free, else on a pool thread (a load or the log cleaner's
     pass over the partition may hold them a while); its answer is awaited on the loop, so a parked
     JoinGroup or SyncGroup holds no thread."""

@@ -1,0 +1,1 @@
+"""Operator tools: the kafkasim CLI, the cluster launcher, topic administration, the demos."""
