@@ -48,7 +48,7 @@ from coordinator.records import OffsetKey, OffsetValue, encode_key, encode_value
 from kafkacommon import errors  # noqa: E402
 from kafkacommon.batch_scan import iter_batches  # noqa: E402
 from kafkacommon.hashing import partition_for  # noqa: E402
-from node import topics  # noqa: E402
+from node.tools import topics  # noqa: E402
 from node.shells.coordinator_shell import replay_log  # noqa: E402
 from node.events import read_run_events  # noqa: E402
 from node.storage import PartitionLog  # noqa: E402

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from bench.common import TICK_MS, make_cluster, pct  # noqa: E402
 from client.metadata import ClusterClient  # noqa: E402
 from client.producer import Producer, ProduceError  # noqa: E402
-from node import topics  # noqa: E402
+from node.tools import topics  # noqa: E402
 from proto import kafkasim_pb2 as pb  # noqa: E402
 from zk.server import EmbeddedZooKeeper  # noqa: E402
 

@@ -50,7 +50,7 @@ from client.group import GroupMember  # noqa: E402
 from client.metadata import ClusterClient  # noqa: E402
 from client.protocol import Assignment, Subscription  # noqa: E402
 from kafkacommon import errors  # noqa: E402
-from node import topics  # noqa: E402
+from node.tools import topics  # noqa: E402
 from node.events import read_run_events  # noqa: E402
 from proto import groups_pb2 as gpb  # noqa: E402
 from proto import groups_pb2_grpc as gpbg  # noqa: E402

@@ -36,7 +36,7 @@ from bench.common import TICK_MS, make_cluster, pct  # noqa: E402
 from client.group import GroupMember  # noqa: E402
 from client.metadata import ClusterClient  # noqa: E402
 from client.producer import Producer  # noqa: E402
-from node import topics  # noqa: E402
+from node.tools import topics  # noqa: E402
 from node.tools.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper, free_port  # noqa: E402
 
