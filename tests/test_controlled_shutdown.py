@@ -71,8 +71,9 @@ def test_acks_all_writes_do_not_wait_out_the_lag_time_after_a_clean_failover_or_
     from test_replication_cluster import TOPIC, produce
     from zk.codecs import TopicAssignment
     from kafkacommon import errors
+    # no automatic preferred-leader rebalance: it could hand the leadership to the broker about to be killed
     cluster = make_cluster(3, **{"zookeeper.session.timeout.ms": 3000, "replica.lag.time.max.ms": 60000,
-                                 "replica.fetch.wait.max.ms": 200})
+                                 "replica.fetch.wait.max.ms": 200, "auto.leader.rebalance.enable": False})
     assert not cluster.cfg.get("kafkasim.isr.kip841.enable")
     ctl = cluster.view().controller_id
     a, b = [x for x in (1, 2, 3) if x != ctl]
