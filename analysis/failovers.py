@@ -32,10 +32,12 @@ from pyspark.sql import functions as F
 
 from analysis.checks_base import partition_for
 from analysis.tables import OFFSETS_TOPIC, state_writes
+from chaos.timeline import CAUSE_END, CAUSE_FAULT, CAUSE_NONE, END_PHASE, STOP_PHASE
 from chaos.timeline import ROW_FIELDS  # noqa: F401  (re-exported: the same rows as the runner's timeline)
 
 ROW_TYPES = {
-    "fault": "int", "kind": "string", "target": "string", "nodes": "array<string>", "time_ns": "bigint",
+    "fault": "int", "cause": "string", "kind": "string", "target": "string", "nodes": "array<string>",
+    "time_ns": "bigint",
     "heal_ms": "double", "group": "string", "partition": "int", "old_leader": "int", "new_leader": "int",
     "moved": "boolean", "detect_ms": "double", "detect_by": "string", "elect_ms": "double",
     "elect_reason": "string", "load_ms": "double", "load_duration_ms": "double", "records_replayed": "bigint",
@@ -46,7 +48,7 @@ ROW_TYPES = {
 FAILED_OPS = ("commit", "heartbeat", "join", "sync", "fetch-committed", "poll")
 RECOVERED_OPS = ("commit", "join", "sync", "heartbeat", "fetch-committed")
 NOT_FAILOVER_REASONS = ("preferred_admin", "auto_rebalance")
-GKEY = ["run", "fault", "time_ns", "group"]
+SHUTDOWN_KINDS = ("terminate",)
 
 
 # ---------------------------------------------------------------- helpers
@@ -126,9 +128,10 @@ def _stage_ops(comp: DataFrame) -> DataFrame:
 
 
 def _run_arrays(inputs) -> DataFrame:
-    """Per run: the controller log, broker changes, controlled-shutdown requests, and the offsets topic's size."""
+    """Per run: the controller log, broker changes, controlled-shutdown requests, clean stops (``broker_stopping``)
+    and the offsets topic's size."""
     types = ["controller_elected", "controller_resigned", "broker_change", "controlled_shutdown_requested",
-             "topic_created"]
+             "broker_stopping", "topic_created"]
     ev = inputs.parsed_events().where(F.col("type").isin(types)).select(
         "run", "broker", "mono_ns", "type", F.struct("dead", "bounced", "broker_id", "topic", "partitions").alias("e"))
     t = F.col("type")
@@ -142,6 +145,8 @@ def _run_arrays(inputs) -> DataFrame:
         ).alias("_bc"),
         F.collect_list(F.when(t == "controlled_shutdown_requested", F.struct(
             F.col("mono_ns").alias("t"), F.col("e.broker_id").alias("broker_id")))).alias("_csr"),
+        F.collect_list(F.when(t == "broker_stopping", F.struct(
+            F.col("mono_ns").alias("t"), F.col("broker").alias("broker")))).alias("_stops"),
         F.min_by(F.when(offsets_created, F.col("e.partitions")), F.when(offsets_created, F.col("mono_ns")))
         .alias("_n"))
 
@@ -173,12 +178,31 @@ def _faults(inputs, tables) -> DataFrame:
                     F.exists("nodes", lambda x: ~x.rlike("^-?[0-9]+$")).alias("zk"))
 
 
+def _end_marks(inputs, tables) -> DataFrame:
+    """Per run (with marks): ``_end_ns`` and ``_stop_ns``, the runner's end-phase marks (the first nemesis line
+    of ``value.phase`` ``end``, ``stop``).  From ``tables["nemesis"]`` (``ops_tables.nemesis_lines``: few
+    rows) when given, else from the history."""
+    nem = (tables or {}).get("nemesis")
+    if nem is None:
+        nem = inputs.ops.where(F.col("process") == "nemesis")
+    phase = F.col("value.phase")
+    return (nem.where(phase.isin(END_PHASE, STOP_PHASE)).groupBy("run")
+            .agg(F.min(F.when(phase == END_PHASE, F.col("time"))).alias("_end_ns"),
+                 F.min(F.when(phase == STOP_PHASE, F.col("time"))).alias("_stop_ns")))
+
+
 # ---------------------------------------------------------------- the stages, as expressions over the arrays
 
 def _end_for(broker: Column) -> Column:
-    """The next fault start after T hitting ``broker`` (naming it, or any ZooKeeper server)."""
-    return _first(F.col("_all"), lambda g: (g["t"] > F.col("time_ns"))
-                  & (F.coalesce(F.array_contains(g["brokers"], broker), F.lit(False)) | g["zk"]), lambda g: g["t"])
+    """The end of a fault's window for ``broker``: the first of the next fault start after T hitting it (naming
+    it, or any ZooKeeper server), the runner's ``stop`` mark, and (unless the fault is a SIGTERM) the broker's
+    next clean stop.  Null: none (infinity)."""
+    nxt = _first(F.col("_all"), lambda g: (g["t"] > F.col("time_ns"))
+                 & (F.coalesce(F.array_contains(g["brokers"], broker), F.lit(False)) | g["zk"]), lambda g: g["t"])
+    stop = F.when(~F.col("kind").isin(*SHUTDOWN_KINDS) | F.col("kind").isNull(),
+                  _first(F.col("_stops"), lambda e: (e["t"] > F.col("time_ns")) & (e["broker"] == broker),
+                         lambda e: e["t"]))
+    return F.least(nxt, F.col("_stop_ns"), stop)
 
 
 def _election_after(end: Column, not_by: Column) -> Column:
@@ -199,19 +223,25 @@ def _controller_at(rows: DataFrame) -> DataFrame:
     return rows.withColumn("controller", F.when(el.isNotNull() & ~gone, el["broker"])).drop("_el")
 
 
-def _fault_rows(inputs, tables) -> DataFrame:
+def _fault_rows(inputs, tables) -> tuple[DataFrame, DataFrame]:
+    """The fault starts that name a broker, with the run's arrays; and the per-run arrays alone (one row per
+    run with events: ``_all``, every fault's (t, brokers, zk); the events' arrays; the end-phase marks)."""
     faults = _faults(inputs, tables)
     every = faults.groupBy("run").agg(F.collect_list(F.struct(
         F.col("time_ns").alias("t"), F.col("brokers").alias("brokers"), F.col("zk").alias("zk"))).alias("_all"))
+    per_run = (_run_arrays(inputs).join(every, "run", "left").join(_end_marks(inputs, tables), "run", "left"))
+    for c in ("_ctl", "_bc", "_csr", "_stops", "_all"):
+        per_run = per_run.withColumn(c, F.coalesce(F.col(c), F.array()))
+    per_run = per_run.cache()   # one row per run: read by every kind of row
     # The fault rows are spread over the cores (by fault) and the per-run arrays broadcast to them: the searches
     # of the arrays below are most of this table's work, and rows keyed by run alone would all be in one task.
     parts = faults.sparkSession.sparkContext.defaultParallelism
     rows = (faults.where(F.size("brokers") > 0).repartition(parts, "run", "fault")
-            .join(F.broadcast(every), "run").join(F.broadcast(_run_arrays(inputs)), "run", "left"))
-    for c in ("_ctl", "_bc", "_csr"):
+            .join(F.broadcast(per_run), "run", "left"))
+    for c in ("_ctl", "_bc", "_csr", "_stops", "_all"):
         rows = rows.withColumn(c, F.coalesce(F.col(c), F.array()))
     return _controller_at(rows.withColumn("_any_end", _first(F.col("_all"), lambda g: g["t"] > F.col("time_ns"),
-                                                             lambda g: g["t"])))
+                                                             lambda g: g["t"]))), per_run
 
 
 def _controller_rows(rows: DataFrame) -> DataFrame:
@@ -219,19 +249,26 @@ def _controller_rows(rows: DataFrame) -> DataFrame:
     rows = rows.withColumn("_ctl_end", _end_for(F.col("controller")))   # a column: read in the lambda below
     won = _election_after(F.col("_ctl_end"), F.col("controller"))
     return rows.withColumn("_won", won).select(
-        "run", "fault", "kind", "target", "nodes", "time_ns", _ms("heal_ns").alias("heal_ms"),
+        "run", "fault", F.lit(CAUSE_FAULT).alias("cause"), "kind", "target", "nodes", "time_ns",
+        _ms("heal_ns").alias("heal_ms"),
         F.col("_won").isNotNull().alias("moved"), F.col("controller").alias("old_controller"),
         F.col("_won.broker").alias("new_controller"), _ms(F.col("_won.t")).alias("controller_failover_ms"))
 
 
 def _group_stages(rows: DataFrame, comp: DataFrame) -> DataFrame:
-    """First ok commit after T; the first failure after T and the recovery after it, by one window over each
-    group's completions with the fault instants merged in (ops before a fault instant they share)."""
+    """The first ok commit after ``_floor`` (the row's last stage); the first failure after T and the recovery
+    after it: by one window over each group's completions with the rows' instants (T and ``_floor``) merged in
+    (ops before an instant they share).  Rows are keyed by (run, fault, time_ns, group), fault null-safe."""
     ops = comp.select("run", "group", "time", "index", F.lit(0).alias("_probe"), "type", "f",
-                      F.lit(None).cast("int").alias("fault"))
-    probes = rows.select("run", "group", F.col("time_ns").alias("time"), F.lit(None).cast("bigint").alias("index"),
-                         F.lit(1).alias("_probe"), F.lit(None).cast("string").alias("type"),
-                         F.lit(None).cast("string").alias("f"), "fault")
+                      F.lit(None).cast("int").alias("fault"), F.lit(None).cast("bigint").alias("_t0"),
+                      F.lit(None).cast("int").alias("_pk"))
+    keys = rows.select("run", "group", "fault", "time_ns", "_floor")
+
+    def probes(at: str, pk: int) -> DataFrame:
+        return keys.select("run", "group", F.col(at).alias("time"), F.lit(None).cast("bigint").alias("index"),
+                           F.lit(1).alias("_probe"), F.lit(None).cast("string").alias("type"),
+                           F.lit(None).cast("string").alias("f"), "fault", F.col("time_ns").alias("_t0"),
+                           F.lit(pk).alias("_pk"))
     # reversed order and a growing frame: last(...) is "the nearest such row after this one" (a linear pass)
     after = (Window.partitionBy("run", "group")
              .orderBy(F.col("time").desc(), F.col("_probe").desc(), F.col("index").desc())
@@ -241,50 +278,50 @@ def _group_stages(rows: DataFrame, comp: DataFrame) -> DataFrame:
     commit = F.when(is_op & (F.col("type") == "ok") & (F.col("f") == "commit"), F.col("time"))
     failed = F.when(is_op & F.col("type").isin("fail", "info") & F.col("f").isin(*FAILED_OPS),
                     F.struct(F.col("time").alias("t"), F.col("_back").alias("back")))
-    merged = (ops.unionByName(probes)
+    merged = (ops.unionByName(probes("time_ns", 0)).unionByName(probes("_floor", 1))
               .withColumn("_back", F.last(recovered, ignorenulls=True).over(after))
               .withColumn("_commit_t", F.last(commit, ignorenulls=True).over(after))
               .withColumn("_failed", F.last(failed, ignorenulls=True).over(after)))
-    found = merged.where(F.col("_probe") == 1).select(
-        "run", "group", F.col("time").alias("time_ns"), "fault", "_commit_t", "_failed")
-    return rows.join(found, GKEY, "left")
+    found = merged.where(F.col("_probe") == 1)
+    at_t0 = found.where(F.col("_pk") == 0).select(
+        F.col("run").alias("_r"), F.col("group").alias("_g"), F.col("fault").alias("_f"), F.col("_t0"), "_failed")
+    at_floor = found.where(F.col("_pk") == 1).select(
+        F.col("run").alias("_r"), F.col("group").alias("_g"), F.col("fault").alias("_f"), F.col("_t0"), "_commit_t")
+
+    def key(other: DataFrame) -> Column:
+        return ((F.col("run") == other["_r"]) & (F.col("group") == other["_g"])
+                & F.col("fault").eqNullSafe(other["_f"]) & (F.col("time_ns") == other["_t0"]))
+    rows = rows.join(at_t0, key(at_t0), "left").drop("_r", "_g", "_f", "_t0")
+    return rows.join(at_floor, key(at_floor), "left").drop("_r", "_g", "_f", "_t0")
 
 
-def _group_rows(inputs, ops: DataFrame, faults: DataFrame) -> DataFrame:
-    groups = ops.where(F.col("group").isNotNull()).select("run", "group").distinct()
-    rows = faults.join(F.broadcast(groups), "run").withColumn("partition", partition_for(F.col("group"), F.col("_n")))
-    rows = rows.join(F.broadcast(_partition_arrays(inputs)), ["run", "partition"], "left")
-    rows = rows.withColumn("_st", F.coalesce("_st", F.array())).withColumn("_ld", F.coalesce("_ld", F.array()))
-    at = _first(F.col("_st"), lambda s: s["landed"] <= F.col("time_ns"), last=True)
-    rows = rows.withColumn("old_leader", at["leader"])
-    rows = rows.where(F.col("old_leader").isNotNull() & F.array_contains("brokers", F.col("old_leader")))
-    rows = rows.withColumn("_lead_end", _end_for(F.col("old_leader")))
-    old, end, t0 = F.col("old_leader"), F.col("_lead_end"), F.col("time_ns")
+def _load_after(elected: str) -> Column:
+    """The new leader's ``coordinator_loaded`` for the partition at or after the election ``elected`` landed."""
+    el = F.col(elected)
+    return _first(F.col("_ld"), lambda e: (e["t"] >= el["landed"]) & (e["broker"] == el["leader"])
+                  & (el["epoch"].isNull() | e["epoch"].isNull() | (e["epoch"] >= el["epoch"])))
 
-    def hit(arr: Column) -> Column:
-        return F.coalesce(F.array_contains(arr, old), F.lit(False))
 
-    bc = _first(F.col("_bc"), lambda e: (e["t"] > t0) & _before(e["t"], end) & (hit(e["dead"]) | hit(e["bounced"])),
-                lambda e: e["t"])
-    csr = _first(F.col("_csr"), lambda e: (e["t"] > t0) & _before(e["t"], end) & (e["broker_id"] == old),
-                 lambda e: e["t"])
-    ce = F.when(F.array_contains("brokers", F.col("controller")), _election_after(end, F.col("controller"))["t"])
+def _floor_of(*stages: Column) -> Column:
+    """The row's last stage (its first commit comes after it): T, or a later detect, elect or load."""
+    return F.greatest(F.col("time_ns"), *stages)
 
-    def cand(t: Column, by: str) -> Column:
-        return F.when(t.isNotNull(), F.struct(t.alias("t"), F.lit(by).alias("by")))
 
-    elect = _first(F.col("_st"), lambda s: (s["landed"] > t0) & _before(s["landed"], end) & (s["leader"] >= 0)
-                   & (s["leader"] != old) & (s["reason"].isNull() | ~s["reason"].isin(*NOT_FAILOVER_REASONS)))
-    rows = (rows.withColumn("_ce", ce)
-            .withColumn("_detect", F.least(cand(bc, "broker_change"), cand(csr, "controlled_shutdown_requested"),
-                                           cand(F.col("_ce"), "controller_elected")))
-            .withColumn("_el", elect))
-    load = _first(F.col("_ld"), lambda e: (e["t"] > t0) & (e["broker"] == F.col("_el.leader"))
-                  & (F.col("_el.epoch").isNull() | e["epoch"].isNull() | (e["epoch"] >= F.col("_el.epoch"))))
-    rows = _group_stages(rows.withColumn("_load", load), _stage_ops(completions(ops)))
+#: The columns of a group row before its stages: ``_detect`` (t, by), ``_el`` (the state of the move) and
+#: ``_load`` structs, ``_any_end`` (the next fault start after T).
+_PRE = ["run", "fault", "cause", "kind", "target", "nodes", "time_ns", "heal_ms", "group", "partition", "old_leader",
+        "_detect", "_el", "_load", "_any_end"]
+
+
+def _stage_columns(ops: DataFrame, rows: DataFrame) -> DataFrame:
+    """The group rows' columns (and ``_el_landed``/``_mono``/``_broker``, which identify the move) from
+    ``_PRE``: the first commit and the unavailability window from the group's ops, in one pass over them."""
+    rows = _group_stages(rows.withColumn("_floor", _floor_of(F.col("_detect.t"), F.col("_el.landed"),
+                                                             F.col("_load.t"))),
+                         _stage_ops(completions(ops)))
     failed = F.col("_failed").isNotNull() & _before(F.col("_failed.t"), F.col("_any_end"))
     return rows.select(
-        "run", "fault", "kind", "target", "nodes", "time_ns", _ms("heal_ns").alias("heal_ms"), "group",
+        "run", "fault", "cause", "kind", "target", "nodes", "time_ns", "heal_ms", "group",
         "partition", "old_leader", F.col("_el.leader").alias("new_leader"), F.col("_el").isNotNull().alias("moved"),
         _ms(F.col("_detect.t")).alias("detect_ms"), F.col("_detect.by").alias("detect_by"),
         _ms(F.col("_el.landed")).alias("elect_ms"), F.col("_el.reason").alias("elect_reason"),
@@ -296,18 +333,117 @@ def _group_rows(inputs, ops: DataFrame, faults: DataFrame) -> DataFrame:
         F.when(failed, _ms(F.col("_failed.back"))).alias("unavailable_to_ms"))
 
 
+def _cand(t: Column, by: str) -> Column:
+    return F.when(t.isNotNull(), F.struct(t.alias("t"), F.lit(by).alias("by")))
+
+
+def _hit(arr: Column, broker: Column) -> Column:
+    return F.coalesce(F.array_contains(arr, broker), F.lit(False))
+
+
+def _fault_group_rows(faults: DataFrame, groups: DataFrame, partitions: DataFrame) -> DataFrame:
+    """The fault rows of groups, up to their stages (``_PRE``)."""
+    rows = faults.join(F.broadcast(groups), "run").withColumn("partition", partition_for(F.col("group"), F.col("_n")))
+    rows = rows.join(F.broadcast(partitions), ["run", "partition"], "left")
+    rows = rows.withColumn("_st", F.coalesce("_st", F.array())).withColumn("_ld", F.coalesce("_ld", F.array()))
+    at = _first(F.col("_st"), lambda s: s["landed"] <= F.col("time_ns"), last=True)
+    rows = rows.withColumn("old_leader", at["leader"])
+    rows = rows.where(F.col("old_leader").isNotNull() & F.array_contains("brokers", F.col("old_leader")))
+    rows = rows.withColumn("_lead_end", _end_for(F.col("old_leader")))
+    old, end, t0 = F.col("old_leader"), F.col("_lead_end"), F.col("time_ns")
+
+    bc = _first(F.col("_bc"), lambda e: (e["t"] > t0) & _before(e["t"], end)
+                & (_hit(e["dead"], old) | _hit(e["bounced"], old)), lambda e: e["t"])
+    csr = F.when(F.col("kind").isin(*SHUTDOWN_KINDS),
+                 _first(F.col("_csr"), lambda e: (e["t"] > t0) & _before(e["t"], end) & (e["broker_id"] == old),
+                        lambda e: e["t"]))
+    ce = F.when(F.array_contains("brokers", F.col("controller")), _election_after(end, F.col("controller"))["t"])
+    # the partition's first change of leader after T: the fault's election if it is a failover after the detection
+    change = _first(F.col("_st"), lambda s: (s["landed"] > t0) & _before(s["landed"], end) & (s["leader"] >= 0)
+                    & (s["leader"] != old))
+    rows = (rows.withColumn("_ce", ce)
+            .withColumn("_detect", F.least(_cand(bc, "broker_change"), _cand(csr, "controlled_shutdown_requested"),
+                                           _cand(F.col("_ce"), "controller_elected")))
+            .withColumn("_chg", change))
+    chg = F.col("_chg")
+    rows = rows.withColumn("_el", F.when(
+        F.col("_detect").isNotNull() & (chg["landed"] >= F.col("_detect.t"))
+        & (chg["reason"].isNull() | ~chg["reason"].isin(*NOT_FAILOVER_REASONS)), chg))
+    return rows.select(*[c for c in _PRE if c not in ("cause", "heal_ms", "_load")], F.lit(CAUSE_FAULT).alias("cause"),
+                       _ms("heal_ns").alias("heal_ms"), _load_after("_el").alias("_load"))
+
+
+def _unattributed_rows(inputs, taken: DataFrame, groups: DataFrame, per_run: DataFrame,
+                       partitions: DataFrame) -> DataFrame:
+    """The rows of the leader moves of a group's offsets partition that no fault row took (``taken``: run,
+    partition, landed, mono, broker), up to their stages (``_PRE``), as in ``chaos.timeline``: origin at the
+    controller's last detection of the old leader since its election (else at the move), ``cause``
+    ``end phase`` after the ``end`` mark (``stop`` without one), else ``none in schedule``."""
+    st = state_writes(inputs).where(F.col("topic") == OFFSETS_TOPIC).select(
+        "run", "partition", F.col("landed_ns").alias("landed"), F.col("mono_ns").alias("mono"), "broker", "leader",
+        F.col("leader_epoch").alias("epoch"), "reason")
+    seq = Window.partitionBy("run", "partition").orderBy("landed", "mono").rowsBetween(Window.unboundedPreceding, -1)
+    st = st.withColumn("old_leader", F.last(F.when(F.col("leader") >= 0, F.col("leader")), ignorenulls=True).over(seq))
+    change = (F.col("leader") >= 0) & (F.col("old_leader").isNull() | (F.col("leader") != F.col("old_leader")))
+    st = st.withColumn("_since", F.last(F.when(change, F.col("landed")), ignorenulls=True).over(seq))
+    moves = st.where(change & F.col("old_leader").isNotNull()
+                     & (F.col("reason").isNull() | ~F.col("reason").isin(*NOT_FAILOVER_REASONS)))
+    moves = moves.join(taken, ["run", "partition", "landed", "mono", "broker"], "left_anti")
+    moves = (moves.join(F.broadcast(per_run), "run").where(F.col("_n").isNotNull())
+             .join(F.broadcast(partitions.select("run", "partition", "_ld")), ["run", "partition"], "left")
+             .withColumn("_ld", F.coalesce("_ld", F.array())))
+    old, since, landed = F.col("old_leader"), F.col("_since"), F.col("landed")
+
+    def inside(t: Column) -> Column:
+        return (t > since) & (t <= landed)
+    bc = _first(F.col("_bc"), lambda e: inside(e["t"]) & (_hit(e["dead"], old) | _hit(e["bounced"], old)),
+                lambda e: e["t"], last=True)
+    csr = _first(F.col("_csr"), lambda e: inside(e["t"]) & (e["broker_id"] == old), lambda e: e["t"], last=True)
+    ce = _first(F.col("_ctl"), lambda e: e["elected"] & inside(e["t"]) & (e["broker"] != old), lambda e: e["t"],
+                last=True)
+    end_mark = F.coalesce(F.col("_end_ns"), F.col("_stop_ns"))
+    moves = (moves.withColumn("_detect", F.greatest(_cand(bc, "broker_change"),
+                                                    _cand(csr, "controlled_shutdown_requested"),
+                                                    _cand(ce, "controller_elected")))
+             .withColumn("time_ns", F.coalesce(F.col("_detect.t"), landed))
+             .withColumn("_el", F.struct(landed.alias("landed"), F.col("mono").alias("mono"),
+                                         F.col("broker").alias("broker"), F.col("leader").alias("leader"),
+                                         F.col("epoch").alias("epoch"), F.col("reason").alias("reason"))))
+    rows = (moves.join(F.broadcast(groups), "run")
+            .where(partition_for(F.col("group"), F.col("_n")) == F.col("partition")))
+    cause = F.when(end_mark.isNotNull() & (landed > end_mark), F.lit(CAUSE_END)).otherwise(F.lit(CAUSE_NONE))
+    return rows.select(
+        "run", F.lit(None).cast("int").alias("fault"),
+        cause.alias("cause"),
+        F.lit(None).cast("string").alias("kind"), F.lit(None).cast("string").alias("target"),
+        F.array().cast("array<string>").alias("nodes"), "time_ns", F.lit(None).cast("double").alias("heal_ms"),
+        "group", "partition", "old_leader", "_detect", "_el", _load_after("_el").alias("_load"),
+        _first(F.col("_all"), lambda g: g["t"] > F.col("time_ns"), lambda g: g["t"]).alias("_any_end"))
+
+
 def _shape(df: DataFrame) -> DataFrame:
     cols = [(F.col(c) if c in df.columns else F.lit(None)).cast(t).alias(c) for c, t in ROW_TYPES.items()]
     return df.select("run", *cols)
 
 
 def failovers(inputs, tables: dict[str, DataFrame] | None = None) -> DataFrame:
-    """The ``failovers`` table, in fault order; within a fault the controller row first, then groups by name.
-    ``tables`` may hold ``faults`` and ``ops`` (built from ``inputs`` when not).
+    """The ``failovers`` table, in time order; within a fault the controller row first, then groups by name;
+    unattributed moves (``fault`` null) before the fault rows of the same instant.  ``tables`` may hold
+    ``faults``, ``ops`` and ``nemesis`` (``ops_tables.nemesis_lines``; built from ``inputs`` when not).
 
     Runs whose offsets topic size is unknown (no ``topic_created`` for it) get no group rows (the Python
     timeline raises instead)."""
-    faults = _fault_rows(inputs, tables).cache()  # few rows, used by both kinds of rows
-    out = _shape(_controller_rows(faults)).unionByName(_shape(_group_rows(inputs, _ops(inputs, tables), faults)))
+    faults, per_run = _fault_rows(inputs, tables)
+    faults = faults.cache()  # few rows, used by both kinds of fault rows
+    ops = _ops(inputs, tables)
+    groups = ops.where(F.col("group").isNotNull()).select("run", "group").distinct().cache()
+    partitions = _partition_arrays(inputs).cache()
+    fault_rows = _fault_group_rows(faults, groups, partitions).cache()   # few rows; read twice
+    taken = fault_rows.where(F.col("_el").isNotNull()).select(
+        "run", "partition", F.col("_el.landed").alias("landed"), F.col("_el.mono").alias("mono"),
+        F.col("_el.broker").alias("broker")).distinct()
+    pre = fault_rows.select(*_PRE).unionByName(
+        _unattributed_rows(inputs, taken, groups, per_run, partitions).select(*_PRE))
+    out = _shape(_controller_rows(faults)).unionByName(_shape(_stage_columns(ops, pre)))
     # few rows: one partition sorted, not a range-partitioned sort (whose sampling job computes it all twice)
     return out.coalesce(1).sortWithinPartitions("run", "time_ns", "fault", F.col("group").asc_nulls_first())

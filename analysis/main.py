@@ -230,7 +230,7 @@ def _run(spark, runs: dict[str, str], out: Path, say, started: float) -> dict[st
         planning = _Background(lambda: plan_checks(inputs, checked, **options))
         for name, df in build_event_tables(inputs, nemesis_lines(extras)).items():
             write(name, df)
-        write("failovers", failovers(inputs, written))
+        write("failovers", failovers(inputs, {**written, "nemesis": nemesis_lines(extras)}))
         planned, planning = planning.result(), None
         write("anomalies", run_checks(planned))
         write("verdicts", verdicts(inputs, written["anomalies"], **options))

@@ -46,7 +46,7 @@ STAGES = (("detect_ms", "detect"), ("elect_ms", "elect"), ("load_ms", "load"), (
 BOX_STAGES = (("detect_ms", "detect"), ("elect_ms", "elect"), ("load_ms", "load"),
               ("first_commit_ms", "first commit"), ("unavailable_ms", "unavailable"))
 FAULT_COLS = ["run", "fault", "kind", "target", "nodes", "start_ns", "heal_ns", "skipped"]
-FAILOVER_COLS = ["run", "fault", "kind", "target", "time_ns", "heal_ms", "group", "partition", "old_leader",
+FAILOVER_COLS = ["run", "fault", "cause", "kind", "target", "time_ns", "heal_ms", "group", "partition", "old_leader",
                  "new_leader", "moved", "detect_ms", "detect_by", "elect_ms", "elect_reason", "load_ms",
                  "load_duration_ms", "first_commit_ms", "unavailable_ms", "unavailable_from_ms", "unavailable_to_ms",
                  "old_controller", "new_controller", "controller_failover_ms"]
@@ -196,7 +196,7 @@ class Aggregates:
                 F.max(F.coalesce("heal_ns", "start_ns")).alias("f_last"))
         if self.failovers is not None:
             g = F.col("group").isNotNull()
-            frames["failovers"] = self.failovers.groupBy("run").agg(
+            frames["failovers"] = _of_faults(self.failovers).groupBy("run").agg(
                 F.sum(g.cast("long")).alias("failovers"),
                 F.sum((g & F.col("unavailable_ms").isNull()).cast("long")).alias("unrecovered"))
         if self.anomalies is not None:
@@ -265,7 +265,7 @@ class Aggregates:
                                               MAX_FAILOVER_ROWS).select(*FAILOVER_COLS, secs("time_ns").alias("time_s"))
             stack = "stack({}, {}) as (stage, value)".format(
                 len(STAGES), ", ".join(f"'{k}', cast({k} as double)" for k, _ in STAGES))
-            long = self.failovers.select("run", F.expr(stack)).where(F.col("value").isNotNull())
+            long = _of_faults(self.failovers).select("run", F.expr(stack)).where(F.col("value").isNotNull())
             frames["stages"] = long.rollup("stage", "run").agg(
                 F.count("value").alias("n"), F.percentile_approx("value", F.array(*[F.lit(q) for q in QS])).alias("q"),
                 F.max("value").alias("max"), F.grouping("run").alias("all_runs")).where(F.col("stage").isNotNull())
@@ -384,6 +384,11 @@ class Aggregates:
         return out
 
 
+def _of_faults(failovers: DataFrame) -> DataFrame:
+    """The rows of faults, not of moves no fault explains (docs/chaos.md): the figures leave those out."""
+    return failovers.where(F.col("cause").isNull() | (F.col("cause") == "fault"))
+
+
 def _capped(df: DataFrame, order: list, cap: int, part: Sequence[str] = ("run",)) -> DataFrame:
     """The first ``cap`` rows of each ``part`` in ``order``."""
     w = Window.partitionBy(*part).orderBy(*order)
@@ -480,7 +485,7 @@ def _run_section(anchor: str, info: dict, data: dict, img_dir: Path) -> str:
     out.append("<h3>Unavailability by group</h3>")
     windows = [{"group": r["group"], "from_s": r["time_s"] + r["unavailable_from_ms"] / 1000,
                 "to_s": None if r["unavailable_to_ms"] is None else r["time_s"] + r["unavailable_to_ms"] / 1000}
-               for r in groups_rows if r["unavailable_from_ms"] is not None]
+               for r in groups_rows if r["unavailable_from_ms"] is not None and r["fault"] is not None]
     if windows:
         lanes = sorted(set(info["groups"]) | {w["group"] for w in windows})
         plots.unavailability(img_dir / f"{slug}-unavailability.png", lanes, windows, shaded, end_s)
@@ -492,6 +497,8 @@ def _run_section(anchor: str, info: dict, data: dict, img_dir: Path) -> str:
     out.append("<h3>Failover stages</h3>")
     if rows:
         for r in rows:
+            if r["fault"] is None:   # a move no fault explains: its cause where the fault goes
+                r["fault"], r["kind"], r["target"] = "-", f"({r['cause']})", ""
             r["label"] = f"#{r['fault']} {r['kind'] or ''} {r['target'] or ''} → " + (
                 r["group"] if r["group"] is not None else "controller")
         plots.stages(img_dir / f"{slug}-stages.png", rows)
