@@ -279,7 +279,7 @@ def failovers(bs: str, c, bootstrap: list[str], runs: int) -> list[dict]:
                           None)
             timeline = [(round(ms(e["mono_ns"] - t0), 1), e["broker"], e["api"], e["error"], e["duration_ms"])
                         for e in events if e["type"] == "kafka_request" and e["client_id"] == "ck-failover"
-                        and e["api"] not in ("Fetch", "Heartbeat") and e["mono_ns"] <= ev["mono_ns"]]
+                        and e["api"] != "Fetch" and e["mono_ns"] <= ev["mono_ns"]]
             errs = [(round(ms(t - t0), 1), name) for t, name in ck_errors if t0 < t <= ck_first]
             out.append({"old": old, "new": ev["broker"],
                         "confluent_ms": ms(ck_first - t0), "grpc_ms": ms(ks_first - t0),
@@ -374,7 +374,7 @@ def report(res: dict) -> None:
         print(f"  broker {r['old']} -> {r['new']}: librdkafka {r['confluent_ms']:.1f} ms, GroupMember "
               f"{r['grpc_ms']:.1f} ms ({r['ratio']:.2f}x); old broker's session closing at {r['old_exit_ms']} ms, "
               f"new coordinator loaded at {r['loaded_ms']} ms")
-        print(f"    librdkafka's requests but Fetch and Heartbeat until then, answered at (ms, broker, api, error, "
+        print(f"    librdkafka's requests but Fetch until then, answered at (ms, broker, api, error, "
               f"duration ms): {r['confluent_requests']}")
         print(f"    librdkafka's failed commits (ms, error): {r['confluent_commit_errors']}")
     ck = statistics.median(r["confluent_ms"] for r in runs)
