@@ -266,8 +266,10 @@ def failovers(bs: str, c, bootstrap: list[str], runs: int) -> list[dict]:
                              if e["mono_ns"] > t0 and e["type"] == "kafka_request" and e["api"] == "OffsetCommit"
                              and e["client_id"] == "ck-failover" and e["error"] is None and e["broker"] != old),
                             None)
-            wait_for(lambda: ck_event() is not None and any(a > ck_event()["mono_ns"] for a in ck_acks), 90,
-                     "librdkafka's commit on the new coordinator")
+            def ck_done() -> bool:
+                e = ck_event()
+                return e is not None and any(a > e["mono_ns"] for a in list(ck_acks))
+            wait_for(ck_done, 90, "librdkafka's commit on the new coordinator", interval=0.2)
             wait_for(lambda: any(t > t0 and b not in (old, -1) for t, b in ks_acks), 90,
                      "GroupMember's commit on the new coordinator")
             ev = ck_event()
