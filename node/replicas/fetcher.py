@@ -9,7 +9,6 @@ import grpc
 from kafkacommon import errors
 from kafkacommon.record_batch import CorruptBatchError
 from node.clock import now_ms
-from node.replicas.fetch_session import fetch_message
 from node.storage.log import InvalidAppendError
 from node.server.wire import fetch_message
 from proto import kafkasim_pb2 as pb

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from kafkacommon import errors
 from node.clock import now_ms
-from node.replicas.fetch_session import fetch_message, partition_fetch
 from node.storage.log import OffsetOutOfRangeError
 from node.server.wire import fetch_message, partition_fetch
 from proto import kafkasim_pb2 as pb

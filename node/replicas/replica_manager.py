@@ -14,11 +14,9 @@ import logging
 import shutil
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
-
-import grpc
 
 from kafkacommon import errors
 from node.clock import now_ms
@@ -26,6 +24,7 @@ from node.server.broker_state import PartitionInfo
 from node.events import EventLog
 from node.replicas.fetcher import LeaderFetcher
 from node.replicas.housekeeping import CleanerSettings, HousekeepingMixin
+from node.replicas.alter_isr import AlterIsrSender
 from node.replicas.hosted import AckWaiter, Hosted
 from node.replicas.leader_fetch import LeaderFetchHandler
 from node.replicas.producer_state import ProducerStates
@@ -36,8 +35,7 @@ from node.topic_config import TOPIC_KEYS, LogConfig, log_config
 from proto import kafkasim_pb2 as pb
 from replication import produce as produce_rules
 from replication.fetch_session import LeaderSessions
-from replication.partition import AlterIsrProposal, PartitionReplication, ReplicaSettings
-from proto import kafkasim_pb2_grpc as pbg
+from replication.partition import PartitionReplication, ReplicaSettings
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +47,6 @@ __all__ = ["CleanerSettings", "Hosted", "ReplicaManager"]
 
 
 _FIELD = {spec.broker_key: name.replace(".", "_") for name, spec in TOPIC_KEYS.items() if spec.broker_key}
-ALTER_ISR_BATCH = 1000  # proposals per AlterIsr request at most
 
 
 class ReplicaManager(HousekeepingMixin):
@@ -65,7 +62,6 @@ class ReplicaManager(HousekeepingMixin):
         self.events = events
         self.broker_epoch = broker_epoch  # () -> this broker's epoch
         self.endpoint_of = endpoint_of    # broker id -> its address, or None
-        self._controller_endpoint = controller_endpoint
         self.fetch_wait_ms = fetch_wait_ms
         self.fetch_max_bytes = fetch_max_bytes  # replica.fetch.max.bytes, per partition
         self.segment_bytes = segment_bytes
@@ -82,13 +78,12 @@ class ReplicaManager(HousekeepingMixin):
         self._data = threading.Condition()  # notified on every append or HW move: wakes long polls
         self._producers: dict[TP, tuple[int, ProducerStates]] = {}  # idempotent producers, per leader epoch
         self._stopping = threading.Event()
-        self._isr_queue: list[tuple[Hosted, AlterIsrProposal]] = []  # proposals not yet sent (AlterIsrManager)
-        self._isr_queue_cond = threading.Condition()
-        self._isr_sender: threading.Thread | None = None
+        self._alter_isr = AlterIsrSender(broker_id, broker_epoch, controller_endpoint, events.emit,
+                                         self.log_events, self._wake, self._notify, self._stopping)
         self._purgatory = Purgatory(self._waiter_outcome)
         self._fetches = LeaderFetchHandler(  # the leader's Fetch handler, with its fetch sessions (KIP-227)
             self.hosted, LeaderSessions(first_id=time.time_ns() // 1_000_000), self._lock, self._data,
-            self._stopping, self.log_events, self._wake, self._send_alter_isr)
+            self._stopping, self.log_events, self._wake, self._alter_isr.send)
         self._checkpoint = OffsetCheckpointFile(log_dir / HW_CHECKPOINT)
         log_dir.mkdir(parents=True, exist_ok=True)
         self._hw_at_start = self._checkpoint.read()
@@ -491,57 +486,6 @@ class ReplicaManager(HousekeepingMixin):
 
     # ------------------------------------------------------------------ ISR changes
 
-    def _send_alter_isr(self, h: Hosted, proposal: AlterIsrProposal) -> None:
-        """Queue a proposal for the AlterIsr sender (Kafka's AlterIsrManager): whatever is queued
-        while a request is in flight goes in the next one, so an ISR storm over 1,000 partitions
-        costs the controller a few batched requests, not 1,000 (each its own ZooKeeper write and
-        UpdateMetadata round)."""
-        self.events.emit("isr_change_proposed", **proposal.fields())
-        with self._isr_queue_cond:
-            self._isr_queue.append((h, proposal))
-            if self._isr_sender is None or not self._isr_sender.is_alive():
-                self._isr_sender = threading.Thread(target=self._alter_isr_sender, daemon=True, name="alter-isr")
-                self._isr_sender.start()
-            self._isr_queue_cond.notify()
-
-    def _alter_isr_sender(self) -> None:
-        while not self._stopping.is_set():
-            with self._isr_queue_cond:
-                while not self._isr_queue and not self._stopping.is_set():
-                    self._isr_queue_cond.wait(0.5)
-                batch, self._isr_queue = self._isr_queue[:ALTER_ISR_BATCH], self._isr_queue[ALTER_ISR_BATCH:]
-            if batch:
-                self._alter_isr(batch)
-
-    def _alter_isr(self, batch: list[tuple[Hosted, AlterIsrProposal]]) -> None:
-        """One AlterIsr request for ``batch``; each proposal gets its partition's answer, or the
-        request's error (NOT_CONTROLLER when there is no controller or the call failed)."""
-        top, answers = errors.NOT_CONTROLLER, {}
-        target = self._controller_endpoint()
-        if target is not None:
-            try:
-                with grpc.insecure_channel(target) as ch:
-                    r = pbg.BrokerStub(ch).AlterIsr(pb.AlterIsrRequest(
-                        broker_id=self.broker_id, broker_epoch=self.broker_epoch(), partitions=[pb.AlterIsrPartition(
-                            topic=p.topic, partition=p.partition, leader_epoch=p.leader_epoch,
-                            new_isr=list(p.new_isr), current_isr_version=p.zk_version) for _, p in batch]),
-                        timeout=10)
-                top = r.error_code
-                answers = {(a.topic, a.partition): a for a in r.partitions}
-            except grpc.RpcError as e:
-                log.warning("AlterIsr failed: %s", e)
-        for h, proposal in batch:
-            code, isr, version, epoch = top, None, None, None
-            res = answers.get((proposal.topic, proposal.partition)) if top == errors.NONE else None
-            if res is not None:
-                code, isr, version, epoch = res.error_code, list(res.isr), res.current_isr_version, res.leader_epoch
-            with h.cond:
-                outcome = h.repl.on_alter_isr_result(code, isr, version, epoch, proposal=proposal, log=h.log,
-                                                     now_ms=now_ms())
-                self.log_events(outcome.events)
-                self._wake(h)
-        self._notify()
-
     def _shrink_isrs(self) -> None:
         for h in list(self.hosted.values()):
             with h.cond:
@@ -549,7 +493,7 @@ class ReplicaManager(HousekeepingMixin):
                     continue
                 proposal = h.repl.maybe_shrink_isr(h.log, now_ms())
             if proposal is not None:
-                self._send_alter_isr(h, proposal)
+                self._alter_isr.send(h, proposal)
 
     # ------------------------------------------------------------------ housekeeping
 

@@ -5,7 +5,7 @@ from typing import Iterable
 
 from controller.core import Command, LeaderAndIsrCmd, PartitionView, StopReplicaCmd, UpdateMetadataCmd
 from node.server.broker_state import Header, PartitionInfo
-from node.replicas.fetch_session import TP, PartitionFetch
+from replication.fetch_session import TP, PartitionFetch
 from proto import kafkasim_pb2 as pb
 from zk.codecs import BrokerRegistration
 

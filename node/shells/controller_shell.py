@@ -13,13 +13,14 @@ import queue
 import random
 import threading
 import time
-from concurrent.futures import Future
 from typing import Any, Callable
 
 from controller.core import ControllerCore, ControllerSettings, Plan
 from kafkacommon import errors
 from node.server import wire
 from node.shells.channel import BrokerChannel
+from node.shells.controller_events import (REDO_ON_CONNECTION_LOSS, AlterIsr, ControlledShutdown, ElectLeaders,
+                                           Event, Request)
 from node.events import EventLog
 from proto import kafkasim_pb2 as pb
 from zk.client import CONNECTION_ERRORS, ControllerMovedError, StateVersionConflict, ZkClient
@@ -27,20 +28,6 @@ from zk.client import CONNECTION_ERRORS, ControllerMovedError, StateVersionConfl
 log = logging.getLogger(__name__)
 
 TICK_S = 0.1
-
-#: Events that carry a caller's Future as their payload's last item, with the answer
-#: each gets when it is dropped unprocessed (a session expiry drains the queue).
-REQUESTS: dict[str, Any] = {
-    "elect_leaders": {},
-    "controlled_shutdown": (errors.NOT_CONTROLLER, []),
-    "alter_isr": (errors.NOT_CONTROLLER, {}),
-}
-
-#: Events that only re-read ZooKeeper and decide again, so a connection lost halfway through one
-#: is safe to redo: the tick enqueues it again once the connection is back.
-REDO_ON_CONNECTION_LOSS = ("startup", "controller_change", "broker_change", "topic_change",
-                           "topic_deletion", "register_and_reelect")
-
 
 class ControllerShell:
     def __init__(self, broker_id: int, zk: ZkClient, settings: ControllerSettings, events: EventLog,
@@ -62,15 +49,24 @@ class ControllerShell:
         self._clock_ms = clock_ms
         rng = random.Random(seed)
         self.core = ControllerCore(settings, rng=rng.randrange)
-        self._queue: "queue.Queue[tuple[str, Any]]" = queue.Queue()
+        self._queue: "queue.Queue[Event | Request]" = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="controller-event-thread", daemon=True)
         self._channels: dict[int, BrokerChannel] = {}
         self._stopped = threading.Event()
         self.active_controller_id = -1
         self._orphan_suspected = False  # /controller may be ours while we do not act: re-check on ticks
-        self._redo: list[str] = []      # events a lost connection cut short, redone once it is back
+        self._redo: list[Event] = []    # events a lost connection cut short, redone once it is back
         self.failovers = 0
         self._last_write_ms = 0.0
+        self._events: dict[Event, Callable[[], None]] = {
+            Event.STARTUP: self._elect, Event.CONTROLLER_CHANGE: self._on_controller_change,
+            Event.BROKER_CHANGE: self._on_broker_change, Event.TOPIC_CHANGE: self._on_topic_change,
+            Event.TOPIC_DELETION: self._on_topic_deletion, Event.EXPIRE: self._on_expire,
+            Event.REGISTER_AND_REELECT: self._on_register_and_reelect, Event.TICK: self._handle_tick,
+            Event.SHUTDOWN: self._on_shutdown}
+        self._requests: dict[type, Callable[[Any], None]] = {
+            ElectLeaders: self._on_elect_leaders, ControlledShutdown: self._on_controlled_shutdown,
+            AlterIsr: self._on_alter_isr}
 
     # ------------------------------------------------------------------ public (any thread)
 
@@ -84,37 +80,37 @@ class ControllerShell:
 
     def start(self) -> None:
         self._thread.start()
-        self.enqueue("startup")
+        self.enqueue(Event.STARTUP)
 
-    def enqueue(self, kind: str, payload: Any = None) -> None:
-        self._queue.put((kind, payload))
+    def enqueue(self, event: Event | Request) -> None:
+        self._queue.put(event)
 
     def on_session_state(self, state: str) -> None:
         """kazoo listener: LOST = our session expired; CONNECTED after LOST = a new session."""
         if state == "LOST":
-            self.enqueue("expire")
+            self.enqueue(Event.EXPIRE)
 
     def elect_leaders(self, tps: list[tuple[str, int]] | None, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
-        fut: Future = Future()
-        self.enqueue("elect_leaders", (tps, fut))
-        return fut.result(timeout=timeout_s)
+        req = ElectLeaders(tps)
+        self.enqueue(req)
+        return req.future.result(timeout=timeout_s)
 
     def controlled_shutdown(self, broker_id: int, broker_epoch: int,
                             timeout_s: float = 10.0) -> tuple[int, list[tuple[str, int]]]:
         """Handle a ControlledShutdown (from the network, or from this broker itself)."""
-        fut: Future = Future()
-        self.enqueue("controlled_shutdown", (broker_id, broker_epoch, fut))
-        return fut.result(timeout=timeout_s)
+        req = ControlledShutdown(broker_id, broker_epoch)
+        self.enqueue(req)
+        return req.future.result(timeout=timeout_s)
 
     def alter_isr(self, broker_id: int, broker_epoch: int, items: list, timeout_s: float = 10.0):
         """Handle an AlterIsr from a partition leader: (top error, {tp: (error, state, zk_version)})."""
-        fut: Future = Future()
-        self.enqueue("alter_isr", (broker_id, broker_epoch, items, fut))
-        return fut.result(timeout=timeout_s)
+        req = AlterIsr(broker_id, broker_epoch, items)
+        self.enqueue(req)
+        return req.future.result(timeout=timeout_s)
 
     def shutdown(self) -> None:
         if self._thread.is_alive():
-            self.enqueue("shutdown")
+            self.enqueue(Event.SHUTDOWN)
             self._thread.join(timeout=5)
         self._close_channels()
 
@@ -128,108 +124,114 @@ class ControllerShell:
             # event) that it was replaced, which is exactly a zombie's behaviour.
             now = time.monotonic()
             if now >= next_tick:
-                kind, payload = "tick", None
+                event: Event | Request = Event.TICK
                 next_tick = now + TICK_S
             else:
                 try:
-                    kind, payload = self._queue.get(timeout=next_tick - now)
+                    event = self._queue.get(timeout=next_tick - now)
                 except queue.Empty:
                     continue
+            kind = event.kind if isinstance(event, Request) else event.value
             try:
-                self._handle(kind, payload)
+                self._handle(event)
             except ControllerMovedError as e:
                 self.events.emit("controller_fenced", epoch=self.core.epoch, detail=str(e))
                 self._resign("fenced")
             except CONNECTION_ERRORS as e:
                 log.warning("controller event %s cut short by the ZooKeeper connection: %r", kind, e)
                 self.events.emit("controller_error", event=kind, error=repr(e),
-                                 redo=kind in REDO_ON_CONNECTION_LOSS)
-                if kind in REQUESTS:
-                    payload[-1].set_exception(e)
-                elif kind in REDO_ON_CONNECTION_LOSS and kind not in self._redo:
-                    self._redo.append(kind)
+                                 redo=event in REDO_ON_CONNECTION_LOSS)
+                if isinstance(event, Request):
+                    event.future.set_exception(e)
+                elif event in REDO_ON_CONNECTION_LOSS and event not in self._redo:
+                    self._redo.append(event)
             except Exception as e:  # keep the event thread alive, and say what happened
                 log.exception("controller event %s failed", kind)
                 self.events.emit("controller_error", event=kind, error=repr(e))
-                if kind in REQUESTS:
-                    payload[-1].set_exception(e)
-            if kind == "shutdown":
+                if isinstance(event, Request):
+                    event.future.set_exception(e)
+            if event is Event.SHUTDOWN:
                 return
 
-    def _handle(self, kind: str, payload: Any) -> None:
-        if kind == "startup":
+    def _handle(self, event: Event | Request) -> None:
+        if isinstance(event, Request):
+            self._requests[type(event)](event)
+        else:
+            self._events[event]()
+
+    def _on_broker_change(self) -> None:
+        if self.core.active:
+            brokers = self.zk.read_brokers(watch=self._broker_watch)
+            self._execute(self.core.on_broker_change(brokers))
+
+    def _on_topic_deletion(self) -> None:
+        if self.core.active:
+            requested = self.zk.read_deletion_requests(watch=self._deletion_watch)
+            if requested:
+                self._execute(self.core.on_topic_deletion(requested))
+
+    def _on_topic_change(self) -> None:
+        if self.core.active:
+            snap = self.zk.read_snapshot(topic_watch=self._topic_watch)
+            self._execute(self.core.on_topics_change(snap.topics))
+
+    def _on_expire(self) -> None:
+        # Kafka's Expire: drop queued work (and work waiting to be redone), resign, then
+        # register anew and re-elect, which decides everything again.
+        self._drain()
+        self._redo.clear()
+        if self.core.active and not self._zombie:
+            self._resign("session expired")
+        self.events.emit("zk_session_expired")
+        self.enqueue(Event.REGISTER_AND_REELECT)
+
+    def _on_register_and_reelect(self) -> None:
+        self._register_broker()
+        if self._zombie and self.core.active:
+            self.enqueue(Event.BROKER_CHANGE)  # the planted bug: carry on as controller, unfenced
+        else:
             self._elect()
-        elif kind == "controller_change":
-            self._on_controller_change()
-        elif kind == "broker_change":
-            if self.core.active:
-                brokers = self.zk.read_brokers(watch=self._broker_watch)
-                self._execute(self.core.on_broker_change(brokers))
-        elif kind == "topic_deletion":
-            if self.core.active:
-                requested = self.zk.read_deletion_requests(watch=self._deletion_watch)
-                if requested:
-                    self._execute(self.core.on_topic_deletion(requested))
-        elif kind == "topic_change":
-            if self.core.active:
-                snap = self.zk.read_snapshot(topic_watch=self._topic_watch)
-                self._execute(self.core.on_topics_change(snap.topics))
-        elif kind == "expire":
-            # Kafka's Expire: drop queued work (and work waiting to be redone), resign, then
-            # register anew and re-elect, which decides everything again.
-            self._drain()
-            self._redo.clear()
-            if self.core.active and not self._zombie:
-                self._resign("session expired")
-            self.events.emit("zk_session_expired")
-            self.enqueue("register_and_reelect")
-        elif kind == "register_and_reelect":
-            self._register_broker()
-            if self._zombie and self.core.active:
-                self.enqueue("broker_change")  # the planted bug: carry on as controller, unfenced
-            else:
-                self._elect()
-        elif kind == "tick":
-            self._handle_tick()
-        elif kind == "elect_leaders":
-            tps, fut = payload
-            if not self.core.active:
-                fut.set_result({tp: errors.NOT_CONTROLLER for tp in (tps or [])} or {("", -1): errors.NOT_CONTROLLER})
-                return
-            plan = self.core.elect_preferred(tps, reason="preferred_admin")
+
+    def _on_shutdown(self) -> None:
+        if self.core.active:
+            self._resign("shutdown")
+        self._stopped.set()
+
+    def _on_elect_leaders(self, req: ElectLeaders) -> None:
+        if not self.core.active:
+            req.future.set_result({tp: errors.NOT_CONTROLLER for tp in (req.tps or [])}
+                                  or {("", -1): errors.NOT_CONTROLLER})
+            return
+        plan = self.core.elect_preferred(req.tps, reason="preferred_admin")
+        self._execute(plan)
+        req.future.set_result({(w.topic, w.partition): errors.NONE for w in plan.writes})
+
+    def _on_controlled_shutdown(self, req: ControlledShutdown) -> None:
+        code, plan, remaining = self.core.on_controlled_shutdown(req.broker_id, req.broker_epoch)
+        if code == errors.NONE:
             self._execute(plan)
-            fut.set_result({(w.topic, w.partition): errors.NONE for w in plan.writes})
-        elif kind == "controlled_shutdown":
-            broker_id, broker_epoch, fut = payload
-            code, plan, remaining = self.core.on_controlled_shutdown(broker_id, broker_epoch)
-            if code == errors.NONE:
-                self._execute(plan)
-                if not self.core.active:  # fenced while writing
-                    code = errors.NOT_CONTROLLER
-            fut.set_result((code, remaining))
-        elif kind == "alter_isr":
-            broker_id, broker_epoch, items, fut = payload
-            code, plan, results = self.core.on_alter_isr(broker_id, broker_epoch, items)
-            if code == errors.NONE and plan.writes:
-                try:
-                    self._execute(plan, retry_conflicts=False)
-                except StateVersionConflict as e:
-                    self.events.emit("zk_write_conflict", path=e.path)
-                    results, retry = self.core.on_alter_isr_conflict(
-                        plan, results, self.zk.read_states(sorted(self.core.states)))
-                    self._execute(retry)
-                if not self.core.active:
-                    code = errors.NOT_CONTROLLER
-            fut.set_result((code, self.core.alter_isr_answer(results)))
-        elif kind == "shutdown":
-            if self.core.active:
-                self._resign("shutdown")
-            self._stopped.set()
+            if not self.core.active:  # fenced while writing
+                code = errors.NOT_CONTROLLER
+        req.future.set_result((code, remaining))
+
+    def _on_alter_isr(self, req: AlterIsr) -> None:
+        code, plan, results = self.core.on_alter_isr(req.broker_id, req.broker_epoch, req.items)
+        if code == errors.NONE and plan.writes:
+            try:
+                self._execute(plan, retry_conflicts=False)
+            except StateVersionConflict as e:
+                self.events.emit("zk_write_conflict", path=e.path)
+                results, retry = self.core.on_alter_isr_conflict(
+                    plan, results, self.zk.read_states(sorted(self.core.states)))
+                self._execute(retry)
+            if not self.core.active:
+                code = errors.NOT_CONTROLLER
+        req.future.set_result((code, self.core.alter_isr_answer(results)))
 
     def _handle_tick(self) -> None:
         if self._redo and self.zk.connected:
-            for kind in self._redo:
-                self.enqueue(kind)
+            for event in self._redo:
+                self.enqueue(event)
             self._redo.clear()
         if self.core.active:
             plan = self.core.on_tick(self._clock_ms())
@@ -241,27 +243,27 @@ class ControllerShell:
     def _drain(self) -> None:
         while True:
             try:
-                kind, payload = self._queue.get_nowait()
+                event = self._queue.get_nowait()
             except queue.Empty:
                 return
-            if kind in REQUESTS:
-                payload[-1].set_result(REQUESTS[kind])
-            if kind == "shutdown":
+            if isinstance(event, Request):
+                event.drop()
+            elif event is Event.SHUTDOWN:
                 self._stopped.set()
 
     # ------------------------------------------------------------------ election
 
     def _controller_watch(self, _event: Any) -> None:
-        self.enqueue("controller_change")
+        self.enqueue(Event.CONTROLLER_CHANGE)
 
     def _broker_watch(self, _event: Any) -> None:
-        self.enqueue("broker_change")
+        self.enqueue(Event.BROKER_CHANGE)
 
     def _topic_watch(self, _event: Any) -> None:
-        self.enqueue("topic_change")
+        self.enqueue(Event.TOPIC_CHANGE)
 
     def _deletion_watch(self, _event: Any) -> None:
-        self.enqueue("topic_deletion")
+        self.enqueue(Event.TOPIC_DELETION)
 
     def _elect(self) -> None:
         current = self.zk.read_controller(watch=self._controller_watch)
@@ -347,7 +349,7 @@ class ControllerShell:
         if from_cache and self.core.active:
             self._verify_states(plan)
         if self.core.active:
-            self.enqueue("topic_deletion")  # resume deletions requested before (and arm the watch)
+            self.enqueue(Event.TOPIC_DELETION)  # resume deletions requested before (and arm the watch)
 
     def _verify_states(self, acted: Plan) -> None:
         """Re-read every partition state; where the cache we decided from was stale, decide again."""

@@ -1,0 +1,97 @@
+"""The leader's AlterIsr sender (Kafka's AlterIsrManager): ISR proposals to the controller, batched.
+
+Whatever is proposed while a request is in flight goes in the next one, up to
+``ALTER_ISR_BATCH`` partitions, so an ISR storm over 1,000 partitions costs the
+controller a few requests, not 1,000 (each its own ZooKeeper write and
+UpdateMetadata round).  It only moves bytes: what an answer means for the
+partition is the replication core's rule (``PartitionReplication.on_alter_isr_result``).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable
+
+import grpc
+
+from kafkacommon import errors
+from node.clock import now_ms
+from node.replicas.hosted import Hosted
+from proto import kafkasim_pb2 as pb
+from proto import kafkasim_pb2_grpc as pbg
+from replication.partition import AlterIsrProposal
+
+log = logging.getLogger(__name__)
+
+ALTER_ISR_BATCH = 1000  # proposals per AlterIsr request at most
+
+
+class AlterIsrSender:
+    """One sender thread per broker, started on the first proposal.
+
+    ``broker_epoch`` and ``controller_endpoint`` are read at each request; ``log_events`` logs the
+    core's events; ``wake(h)`` (with ``h``'s lock held) completes what a new ISR lets complete;
+    ``notify()`` wakes the long polls; ``stopping`` ends the thread."""
+
+    def __init__(self, broker_id: int, broker_epoch: Callable[[], int], controller_endpoint: Callable[[], str | None],
+                 emit: Callable[..., None], log_events: Callable[[Any], None], wake: Callable[[Hosted], None],
+                 notify: Callable[[], None], stopping: threading.Event) -> None:
+        self.broker_id = broker_id
+        self._broker_epoch = broker_epoch
+        self._controller_endpoint = controller_endpoint
+        self._emit = emit
+        self._log_events = log_events
+        self._wake = wake
+        self._notify = notify
+        self._stopping = stopping
+        self._queue: list[tuple[Hosted, AlterIsrProposal]] = []  # proposals not yet sent
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def send(self, h: Hosted, proposal: AlterIsrProposal) -> None:
+        """Queue a proposal; the sender thread sends it with whatever else is queued."""
+        self._emit("isr_change_proposed", **proposal.fields())
+        with self._cond:
+            self._queue.append((h, proposal))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, daemon=True, name="alter-isr")
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            with self._cond:
+                while not self._queue and not self._stopping.is_set():
+                    self._cond.wait(0.5)
+                batch, self._queue = self._queue[:ALTER_ISR_BATCH], self._queue[ALTER_ISR_BATCH:]
+            if batch:
+                self._request(batch)
+
+    def _request(self, batch: list[tuple[Hosted, AlterIsrProposal]]) -> None:
+        """One AlterIsr request for ``batch``; each proposal gets its partition's answer, or the
+        request's error (NOT_CONTROLLER when there is no controller or the call failed)."""
+        top, answers = errors.NOT_CONTROLLER, {}
+        target = self._controller_endpoint()
+        if target is not None:
+            try:
+                with grpc.insecure_channel(target) as ch:
+                    r = pbg.BrokerStub(ch).AlterIsr(pb.AlterIsrRequest(
+                        broker_id=self.broker_id, broker_epoch=self._broker_epoch(), partitions=[pb.AlterIsrPartition(
+                            topic=p.topic, partition=p.partition, leader_epoch=p.leader_epoch,
+                            new_isr=list(p.new_isr), current_isr_version=p.zk_version) for _, p in batch]),
+                        timeout=10)
+                top = r.error_code
+                answers = {(a.topic, a.partition): a for a in r.partitions}
+            except grpc.RpcError as e:
+                log.warning("AlterIsr failed: %s", e)
+        for h, proposal in batch:
+            code, isr, version, epoch = top, None, None, None
+            res = answers.get((proposal.topic, proposal.partition)) if top == errors.NONE else None
+            if res is not None:
+                code, isr, version, epoch = res.error_code, list(res.isr), res.current_isr_version, res.leader_epoch
+            with h.cond:
+                outcome = h.repl.on_alter_isr_result(code, isr, version, epoch, proposal=proposal, log=h.log,
+                                                     now_ms=now_ms())
+                self._log_events(outcome.events)
+                self._wake(h)
+        self._notify()
