@@ -13,7 +13,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from listener.app import make_dispatcher
@@ -28,7 +28,8 @@ from tests.test_listener_codec import (ALL_VERSIONS, FakeGroups, FakeReplicas, b
 
 
 def fuzz(n: int) -> settings:
-    return settings(max_examples=n, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    return settings(max_examples=n, deadline=None, suppress_health_check=list(HealthCheck), database=None,
+                    phases=(Phase.explicit, Phase.generate, Phase.shrink))
 
 
 
@@ -112,10 +113,13 @@ def test_random_bytes_get_an_error_or_a_close(data: bytes) -> None:
     nothing_appended()
 
 
+WHOLE = {av: frame(sample_request(*av), 7) for av in ALL_VERSIONS}
+
+
 @fuzz(2000)
 @given(st.sampled_from(ALL_VERSIONS), st.data())
 def test_truncated_requests_get_an_error_or_a_close(api_version: tuple[int, int], data) -> None:
-    whole = frame(sample_request(*api_version), 7)
+    whole = WHOLE[api_version]
     cut = data.draw(st.integers(0, len(whole) - 1))
     run(whole[:cut])
     nothing_appended()
@@ -213,6 +217,7 @@ def api_versions_frame(corr: int) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
+SHELL = KafkaListener("127.0.0.1", 0, DISPATCH, 1000, lambda *a, **k: None)   # never started: its shell only
 ITEM = st.one_of(
     st.integers(0, 1000).map(lambda c: ("ok", api_versions_frame(c), c)),
     st.integers(-(1 << 31), -1).map(lambda s: ("bad", struct.pack(">i", s), None)),            # negative prefix
@@ -234,7 +239,6 @@ def test_a_stream_of_frames_and_bad_prefixes(items) -> None:
         if kind == "eof":   # the stream ends inside it: nothing may follow
             items = items[:i + 1]
             break
-    lst = KafkaListener("127.0.0.1", 0, DISPATCH, 1000, lambda *a, **k: None)
     writer = Writer()
 
     async def serve() -> None:
@@ -242,7 +246,7 @@ def test_a_stream_of_frames_and_bad_prefixes(items) -> None:
         for _, data, _ in items:
             reader.feed_data(data)
         reader.feed_eof()
-        await lst.serve_connection(reader, writer)
+        await SHELL.serve_connection(reader, writer)
     LOOP.run_until_complete(serve())
     answered = []
     pos = 0
