@@ -12,7 +12,6 @@ import socket
 import struct
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -26,11 +25,10 @@ from tests.test_listener_codec import (ALL_VERSIONS, FakeGroups, FakeReplicas, b
                                        sample_request)
 
 
-
 def fuzz(n: int) -> settings:
+    """``n`` generated cases, no deadline (the machine is shared), no example database."""
     return settings(max_examples=n, deadline=None, suppress_health_check=list(HealthCheck), database=None,
                     phases=(Phase.explicit, Phase.generate, Phase.shrink))
-
 
 
 CRASH = error_name(-1)
