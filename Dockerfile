@@ -1,5 +1,5 @@
 # One image for the whole lab: the ZooKeeper service (Debian's zookeeper + Java 17, run via
-# `python -m zk.server`) and the brokers (`kafkasim broker ...`).
+# `python -m zk.server`), the brokers (`kafkasim broker ...`) and kcat, a Kafka client for the lab.
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
@@ -8,7 +8,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
 # slim images drop /usr/share/man; the JRE's postinst needs man1 for update-alternatives.
 RUN mkdir -p /usr/share/man/man1 \
     && apt-get update \
-    && apt-get install -y --no-install-recommends zookeeper \
+    && apt-get install -y --no-install-recommends zookeeper kcat \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app

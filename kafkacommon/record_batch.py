@@ -25,9 +25,12 @@ offsetDelta varint, keyLength varint (-1 = null), key, valueLength varint
 :mod:`kafkacommon.varint`.  The CRC does not cover baseOffset, batchLength or
 partitionLeaderEpoch.
 
-Compression: the codec bits are read and exposed (:attr:`BatchHeader.compression`),
-and a batch is encoded uncompressed; decoding a compressed batch's records
-raises :class:`UnsupportedCompressionError`, naming the codec.  With
+Compression: the codec bits (:attr:`BatchHeader.compression`) say how the records
+section is compressed (gzip, snappy, lz4, zstd: :mod:`kafkacommon.compression`);
+:func:`decode_batch` decompresses it, :func:`encode_batch` compresses on request,
+and :func:`retain_records` recompresses the survivors with the batch's codec, as
+Kafka's cleaner does.  A codec id above zstd raises
+:class:`UnsupportedCompressionError`, naming it.  With
 ``LOG_APPEND_TIME`` every record's timestamp is the batch's maxTimestamp, as in
 Kafka's DefaultRecordBatch.
 
@@ -41,6 +44,7 @@ from typing import Sequence
 
 import crc32c as _crc32c
 
+from kafkacommon.compression import CompressionError, compress, decompress
 from kafkacommon.varint import decode_varint, decode_varlong, put_unsigned, zigzag_encode
 
 MAGIC = 2
@@ -254,10 +258,11 @@ def encode_batch(base_offset: int, leader_epoch: int,
                  offset_deltas: Sequence[int] | None = None, last_offset_delta: int | None = None,
                  base_timestamp: int | None = None, timestamp_type: int = CREATE_TIME,
                  producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
-                 base_sequence: int = NO_SEQUENCE, transactional: bool = False, control: bool = False) -> bytes:
+                 base_sequence: int = NO_SEQUENCE, transactional: bool = False, control: bool = False,
+                 compression: int = NO_COMPRESSION) -> bytes:
     """Encode ``(key, value, timestamp_ms)`` or ``(key, value, timestamp_ms, headers)`` tuples
-    as one uncompressed batch at ``base_offset``; ``headers`` is a sequence of
-    ``(str key, bytes-or-None value)``.
+    as one batch at ``base_offset``, its records compressed with ``compression``;
+    ``headers`` is a sequence of ``(str key, bytes-or-None value)``.
 
     By default offsets are consecutive from ``base_offset`` and the base timestamp is
     the first record's.  A compacted batch keeps its original offsets, so
@@ -279,7 +284,8 @@ def encode_batch(base_offset: int, leader_epoch: int,
     lod = deltas[-1] if last_offset_delta is None else last_offset_delta
     if not deltas[-1] <= lod <= _INT32_MAX:
         raise ValueError(f"last offset delta {lod} is below the last record's {deltas[-1]} or too large")
-    attributes = make_attributes(timestamp_type=timestamp_type, transactional=transactional, control=control)
+    attributes = make_attributes(compression=compression, timestamp_type=timestamp_type,
+                                 transactional=transactional, control=control)
     base_ts = records[0][2] if base_timestamp is None else base_timestamp
     max_ts = max(r[2] for r in records)
     parts: list[bytes] = []
@@ -293,7 +299,10 @@ def encode_batch(base_offset: int, leader_epoch: int,
                         headers))
         put(uv(len(rec) << 1))
         put(rec)
-    return _seal(base_offset, leader_epoch, lod, base_ts, max_ts, len(records), b"".join(parts),
+    body = b"".join(parts)
+    if compression != NO_COMPRESSION:
+        body = compress(compression, body)
+    return _seal(base_offset, leader_epoch, lod, base_ts, max_ts, len(records), body,
                  attributes=attributes, producer_id=producer_id, producer_epoch=producer_epoch,
                  base_sequence=base_sequence)
 
@@ -323,6 +332,8 @@ def retain_records(raw: bytes | memoryview, batch: RecordBatch, keep: Sequence[b
     offset, last offset delta, leader epoch, base timestamp, attributes and
     producer fields; only the record count, max timestamp (largest surviving
     record timestamp, as Kafka's filter recomputes it), length and CRC change.
+    The records of a compressed batch are decompressed and the survivors
+    compressed again with the batch's codec.
     Returns ``raw`` itself when every record is kept and None when none is (an
     empty batch disappears).
     """
@@ -333,15 +344,19 @@ def retain_records(raw: bytes | memoryview, batch: RecordBatch, keep: Sequence[b
     if not any(keep):
         return None
     body = bytearray()
-    pos, end = HEADER_SIZE, len(raw)
+    records, pos = (raw, HEADER_SIZE) if batch.compression == NO_COMPRESSION else \
+        (decompress(batch.compression, memoryview(raw)[HEADER_SIZE:]), 0)
+    end = len(records)
     max_ts = -1
     for rec, kept in zip(batch.records, keep):
-        length, start = decode_varint(raw, pos, end)
+        length, start = decode_varint(records, pos, end)
         nxt = start + length
         if kept:
-            body += raw[pos:nxt]
+            body += records[pos:nxt]
             max_ts = max(max_ts, rec.timestamp_ms)
         pos = nxt
+    if batch.compression != NO_COMPRESSION:
+        body = bytearray(compress(batch.compression, bytes(body)))
     return _seal(batch.base_offset, batch.leader_epoch, batch.last_offset_delta, batch.base_timestamp,
                  max_ts, sum(1 for k in keep if k), body, attributes=batch.attributes,
                  producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
@@ -416,8 +431,10 @@ def _read_headers(buf: bytes | memoryview, pos: int, end: int) -> tuple[tuple[He
 def decode_batch(buf: bytes | memoryview, pos: int = 0) -> tuple[RecordBatch, int]:
     """Decode and fully validate the batch at ``pos``; return (batch, next position).
 
-    Raises :class:`UnsupportedCompressionError` (a CorruptBatchError) for a
-    compressed batch and CorruptBatchError for anything malformed.
+    A compressed batch's records are decompressed first.  Raises
+    :class:`UnsupportedCompressionError` (a CorruptBatchError) for a codec id
+    above zstd and CorruptBatchError for anything malformed (records that do not
+    decompress included).
     """
     header = validate_batch(buf, pos)
     end = pos + header.size_bytes
@@ -425,13 +442,19 @@ def decode_batch(buf: bytes | memoryview, pos: int = 0) -> tuple[RecordBatch, in
     if header.attributes & ~(COMPRESSION_CODEC_MASK | TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG_MASK
                              | CONTROL_FLAG_MASK):
         raise CorruptBatchError(f"unsupported attributes {header.attributes:#x}", pos)
-    if header.compression != NO_COMPRESSION:
+    if header.compression not in CODEC_NAMES:
         raise UnsupportedCompressionError(header.compression, pos)
     if count < 0:
         raise CorruptBatchError(f"negative record count {count}", pos)
     log_append_time = header.timestamp_type == LOG_APPEND_TIME
     records: list[Record] = []
-    p = pos + HEADER_SIZE
+    batch_end, p = end, pos + HEADER_SIZE
+    if header.compression != NO_COMPRESSION:
+        try:
+            buf = decompress(header.compression, memoryview(buf)[p:end])
+        except CompressionError as e:
+            raise CorruptBatchError(f"{CODEC_NAMES[header.compression]} records {e}", pos) from None
+        p, end = 0, len(buf)
     try:
         for _ in range(count):
             length, p = decode_varint(buf, p, end)
@@ -452,6 +475,7 @@ def decode_batch(buf: bytes | memoryview, pos: int = 0) -> tuple[RecordBatch, in
         raise CorruptBatchError(f"malformed record {len(records)}: {exc}", pos) from None
     if p != end:
         raise CorruptBatchError(f"{end - p} bytes after the last record", pos)
+    end = batch_end
     # compaction leaves gaps: offsets only have to increase and stay within lastOffsetDelta
     for i, rec in enumerate(records):
         if rec.offset < (header.base_offset if i == 0 else records[i - 1].offset + 1):

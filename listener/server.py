@@ -132,7 +132,7 @@ class KafkaListener:
         """Bind (raises OSError when the port is taken, and stops the thread) and serve on the listener's thread."""
         self._thread.start()
         fut = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._serve, self.host, self.port, reuse_address=True, limit=1 << 16), self.loop)
+            asyncio.start_server(self.serve_connection, self.host, self.port, reuse_address=True, limit=1 << 16), self.loop)
         try:
             self._server = fut.result(timeout=10)
         except BaseException:
@@ -161,7 +161,9 @@ class KafkaListener:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout_s)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One connection, frame after frame, until the client goes or a frame closes it (the tests
+        drive it with in-memory streams)."""
         peer = writer.get_extra_info("peername")
         conn = Connection(peer[:2] if peer else None)
         self._conns.add(writer)

@@ -116,6 +116,34 @@ def test_keeps_exactly_the_latest_record_per_key_with_offsets_preserved(tmp_path
     log.close()
 
 
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])   # gzip, snappy, lz4, zstd
+def test_compressed_batches_are_compacted_and_recompressed_with_their_codec(tmp_path, codec):
+    """Clients' compressed batches (stored as they arrived): the cleaner reads their records and
+    writes the survivors compressed with the batch's own codec, as Kafka's cleaner does."""
+    log = open_log(tmp_path)
+    appended: dict[int, Rec] = {}
+    for i in range(60):     # batches of 4 records over 10 keys, each batch compressed
+        recs = [(b"key-%d" % ((4 * i + j) % 10), b"value-%d " % (4 * i + j) * 8, NOW + 4 * i + j) for j in range(4)]
+        raw = encode_batch(0, 0, recs, compression=codec)
+        base, _ = log.append_batch_as_leader(raw, 4, NOW + 4 * i + 3, 0, NOW)
+        appended.update({base + j: r for j, r in enumerate(recs)})
+    end = log.log_end_offset
+    bound = log.active_segment.base_offset
+    assert len(log.segments) > 3
+
+    result = clean(log, now_ms=NOW, upper_bound_offset=end)
+
+    assert result.segments_cleaned > 0
+    got = all_records(log)
+    latest = {k: o for o, (k, _, _) in appended.items() if o < bound}
+    assert {o for o in got if o < bound} == set(latest.values())
+    assert all(appended[o] == rec for o, rec in got.items())
+    assert {o for o in got if o >= bound} == {o for o in appended if o >= bound}
+    scan = scan_batches(log.read(log.log_start_offset, 1 << 40))
+    assert scan.clean and {b.compression for _, b in scan.batches} == {codec}
+    log.close()
+
+
 def test_never_cleans_past_the_upper_bound_or_into_the_active_segment(tmp_path):
     rng = random.Random(2)
     log = open_log(tmp_path)

@@ -15,10 +15,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIG_IN_CONTAINER = "/etc/kafkasim/cluster.yaml"
 
 
-def compose_config() -> dict[str, Any]:
+def compose_config(options: list[str] | None = None) -> dict[str, Any]:
     exe = shutil.which("docker-compose")
     assert exe, "docker-compose is missing: run scripts/setup.sh (apt-get install docker-compose)"
-    proc = subprocess.run([exe, "-f", "docker-compose.yml", "config"], cwd=ROOT,
+    proc = subprocess.run([exe, "-f", "docker-compose.yml", *(options or []), "config"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return yaml.safe_load(proc.stdout)
@@ -33,6 +33,18 @@ def mounted_file(service: dict[str, Any], target: str) -> Path:
         if dest == target:
             return (ROOT / source).resolve()
     raise AssertionError(f"{target} is not mounted")
+
+
+def published_ports(service: dict[str, Any]) -> dict[int, tuple[str, int]]:
+    """container port -> (host ip, host port), from `docker-compose config`'s short or long syntax."""
+    out = {}
+    for p in service.get("ports", []):
+        if isinstance(p, str):
+            ip, host, target = p.split("/")[0].split(":")
+            out[int(target)] = (ip, int(host))
+        else:
+            out[int(p["target"])] = (p.get("host_ip", ""), int(p["published"]))
+    return out
 
 
 def test_compose_file_defines_the_lab() -> None:
@@ -63,3 +75,24 @@ def test_compose_file_defines_the_lab() -> None:
         brokers = config["brokers"]
         assert sorted(b["id"] for b in brokers) == [1, 2, 3]
         assert {b["host"] for b in brokers} == {"broker1", "broker2", "broker3"}
+
+        # Kafka's listener: published on the host's loopback at the very port the broker advertises
+        from node.config import load_config
+        cfg = load_config(mounted_file(broker, CONFIG_IN_CONTAINER))
+        b = cfg.broker(n)
+        bind_host, bind_port = b.kafka_listener
+        adv_host, adv_port = b.kafka_advertised
+        assert bind_host == "0.0.0.0"            # reachable through the container's published port
+        assert published_ports(broker) == {bind_port: ("127.0.0.1", adv_port)}
+        assert (adv_host, adv_port) == ("127.0.0.1", bind_port)
+    advertised = {load_config(mounted_file(services["broker1"], CONFIG_IN_CONTAINER)).broker(n).kafka_advertised
+                  for n in (1, 2, 3)}
+    assert len(advertised) == 3
+
+
+def test_the_kcat_service_reaches_the_advertised_listeners() -> None:
+    """A container client sees the advertised 127.0.0.1 ports only on the host's network."""
+    kcat = compose_config(["--profile", "tools"])["services"]["kcat"]
+    assert kcat["network_mode"] == "host" and kcat["entrypoint"] == ["kcat"]
+    cmd = [str(a) for a in kcat["command"]]
+    assert cmd[cmd.index("-b") + 1] == "127.0.0.1:29091"

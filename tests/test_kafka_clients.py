@@ -115,6 +115,7 @@ def test_kafka_python_producer_and_group_consumer(cluster: Cluster) -> None:
     finally:
         admin.close()
     assert {tp: om.offset for tp, om in got.items()} == {TopicPartition("kp-t", p): committed[p] for p in committed}
+    assert "kp-group" in repr(described) and "kp-group" in repr(listed), (described, listed)
     evs = kafka_events(cluster)
     assert any(e["api"] == "InitProducerId" and e["error"] is None for e in evs if e["client_id"] == "kp-producer")
     assert {"JoinGroup", "SyncGroup", "OffsetCommit", "OffsetFetch"} <= {
@@ -276,6 +277,39 @@ def test_kafkajs_producer_and_group_consumer(cluster: Cluster) -> None:
     assert sum(int(p["offset"]) for p in topic["partitions"]) == 12, out["offsets"]
     assert any(e["api"] == "JoinGroup" and e["error"] is None
                for e in kafka_events(cluster) if e["client_id"] == "kafkajs-check")
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_batches_from_librdkafka_are_read_by_kafkasims_consumer(cluster: Cluster, codec: str) -> None:
+    """confluent-kafka compresses its batches (stored as they arrived); kafkasim's own consumer
+    (client/consumer.py, over gRPC) decompresses and reads them."""
+    from confluent_kafka import Producer
+    from client.consumer import PartitionFetcher
+    from client.metadata import ClusterClient
+    topic = f"zip-{codec}"
+    create_topic(cluster, topic, partitions=1, rf=2)
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "compression.type": codec, "linger.ms": 20,
+                  "client.id": f"zip-{codec}", "enable.idempotence": True})
+    for i in range(200):
+        p.produce(topic, key=b"k%d" % i, value=b"%s value %d " % (codec.encode(), i) * 10)
+    assert p.flush(30) == 0
+    cc = ClusterClient([f"{b.host}:{b.port}" for b in cluster.cfg.brokers])
+    wait_for(lambda: cc.refresh() or True, 30, "kafkasim client metadata")
+    fetcher = PartitionFetcher(cc, auto_offset_reset="earliest")
+    fetcher.assign([(topic, 0)])
+    seen: dict[int, tuple] = {}
+
+    def read_all() -> bool:
+        for r in fetcher.poll(200):
+            seen[r.offset] = (r.key, r.value)
+        return len(seen) == 200
+    wait_for(read_all, 30, f"200 {codec} records through kafkasim's consumer", interval=0)
+    assert seen == {i: (b"k%d" % i, b"%s value %d " % (codec.encode(), i) * 10) for i in range(200)}
+    from kafka.record.default_records import DefaultRecordBatch
+    log = Path(cluster.cfg.run_dir)
+    segs = sorted(log.glob(f"**/{topic}-0/*.log"))
+    assert segs and DefaultRecordBatch(segs[0].read_bytes()).compression_type == \
+        {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}[codec]    # the log kept the client's compression
 
 
 def test_clients_follow_leaders_when_a_broker_stops(cluster: Cluster) -> None:

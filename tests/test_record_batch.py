@@ -266,14 +266,63 @@ def _with_attributes(raw: bytes, attributes: int) -> bytes:
     return bytes(buf)
 
 
-@pytest.mark.parametrize("codec,name", [(rb.GZIP, "gzip"), (rb.SNAPPY, "snappy"), (rb.LZ4, "lz4"), (rb.ZSTD, "zstd")])
-def test_a_compressed_batch_is_validated_and_its_codec_named(codec, name):
-    raw = _with_attributes(encode_batch(0, 0, [(b"k", b"v", 1)]), codec)
-    header = validate_batch(raw)  # the CRC and header are fine: recovery keeps such a batch
-    assert header.compression == codec
-    with pytest.raises(rb.UnsupportedCompressionError, match=name) as info:
+CODECS = [(rb.GZIP, "gzip"), (rb.SNAPPY, "snappy"), (rb.LZ4, "lz4"), (rb.ZSTD, "zstd")]
+
+
+@pytest.mark.parametrize("codec,name", CODECS)
+def test_a_compressed_batch_from_a_client_decodes(codec, name):
+    """kafka-python's producer builds the batch (its codecs are Kafka's formats)."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=7,
+                                  producer_epoch=1, base_sequence=3, batch_size=1 << 20)
+    for i in range(50):
+        b.append(i, timestamp=1000 + i, key=b"k%d" % i, value=b"value %d " % i * 20, headers=[("h", b"%d" % i)])
+    raw = bytes(b.build())
+    batch, end = decode_batch(raw)
+    assert end == len(raw) and batch.compression == codec
+    assert batch.records[49] == Record(49, 1049, b"k49", b"value 49 " * 20, (("h", b"49"),))
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence, len(batch.records)) == (7, 1, 3, 50)
+    again, _ = decode_batch(encode_batch(0, 0, [(r.key, r.value, r.timestamp_ms, r.headers) for r in batch.records],
+                                         compression=codec))
+    assert again.records == batch.records and again.compression == codec
+
+
+def test_snappy_reads_both_raw_and_xerial_framing():
+    """librdkafka writes raw snappy in v2 batches, Java clients xerial's framed stream."""
+    from kafka import codec as kc
+    plain = encode_batch(0, 0, [(b"k", b"v" * 300, 1), (None, b"w", 2)])
+    body = plain[HEADER_SIZE:]
+    for packed in (kc.snappy_encode(body, xerial_compatible=False), kc.snappy_encode(body, xerial_compatible=True)):
+        raw = plain[:8] + struct.pack(">i", HEADER_SIZE - 12 + len(packed)) + plain[12:HEADER_SIZE] + packed
+        raw = _with_attributes(raw, rb.SNAPPY)
+        assert decode_batch(raw)[0].records == decode_batch(plain)[0].records
+
+
+@pytest.mark.parametrize("codec,name", CODECS)
+def test_records_that_do_not_decompress_are_corrupt(codec, name):
+    plain = encode_batch(0, 0, [(b"k", b"v", 1)])
+    raw = _with_attributes(plain, codec)      # the header says compressed, the records are not
+    validate_batch(raw)
+    with pytest.raises(CorruptBatchError, match=name):
         decode_batch(raw)
-    assert info.value.codec == codec and isinstance(info.value, CorruptBatchError)
+
+
+def test_an_unknown_codec_is_named():
+    raw = _with_attributes(encode_batch(0, 0, [(b"k", b"v", 1)]), 5)
+    with pytest.raises(rb.UnsupportedCompressionError, match="unknown codec 5") as info:
+        decode_batch(raw)
+    assert info.value.codec == 5 and isinstance(info.value, CorruptBatchError)
+
+
+@pytest.mark.parametrize("codec,name", CODECS)
+def test_retain_records_recompresses_with_the_batch_codec(codec, name):
+    raw = encode_batch(10, 2, [(b"a", b"1" * 100, 5), (b"b", b"2" * 100, 6), (b"c", b"3", 7)], compression=codec,
+                       producer_id=4, producer_epoch=0, base_sequence=8)
+    batch, _ = decode_batch(raw)
+    kept, _ = decode_batch(rb.retain_records(raw, batch, [False, True, False]))
+    assert kept.compression == codec and kept.records == (Record(11, 6, b"b", b"2" * 100),)
+    assert (kept.base_offset, kept.last_offset_delta, kept.leader_epoch, kept.max_timestamp) == (10, 2, 2, 6)
+    assert (kept.producer_id, kept.base_sequence) == (4, 8)
 
 
 def test_retain_records_keeps_attributes_and_producer_fields():
