@@ -224,7 +224,7 @@ class RealMemberWorker(Worker):
 
     def _kp_generation(self) -> int | None:
         try:
-            g = self.member._coordinator.generation()
+            g = self.member._coordinator.generation_if_stable()
             return g.generation_id if g is not None else None
         except Exception:
             return None
