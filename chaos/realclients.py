@@ -4,9 +4,10 @@ They talk to the brokers' Kafka listeners through the fault proxy (links ``clien
 brokers advertise the proxy's ports) and write the same history as chaos/workload.py:
 
 * **send**: invoked when the record is handed to the client, completed from its delivery callback
-  (``ok`` with partition and offset).  ``retries=0``, acks=all, idempotence off, so a value at two
-  offsets is a bug.  Errors that mean "not written" (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
-  NOT_ENOUGH_REPLICAS, UNKNOWN_TOPIC_OR_PARTITION) are ``fail``; anything else (timeouts, lost
+  (``ok`` with partition and offset).  acks=all; kafka-python with ``retries=0``, librdkafka idempotent
+  (it re-sends after NOT_LEADER_OR_FOLLOWER whatever ``retries`` says), so a value at two offsets
+  is a bug.  Errors that mean "not written" (LEADER_NOT_AVAILABLE, NOT_ENOUGH_REPLICAS,
+  UNKNOWN_TOPIC_OR_PARTITION) are ``fail``; anything else (NOT_LEADER_OR_FOLLOWER, timeouts, lost
   connections) is ``info``.
 * **poll**: every record the client handed over, as ``[topic, partition, offset, value]``.
 * **commit**: a synchronous commit of the positions reached (confluent-kafka ``asynchronous=False``,
@@ -39,10 +40,10 @@ log = logging.getLogger(__name__)
 # kept) skips the validation, as the Java client does when the API is missing.
 KAFKA_PYTHON_API = (2, 3)
 
-NOT_WRITTEN = {"NOT_LEADER_FOR_PARTITION", "NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE", "NOT_ENOUGH_REPLICAS",
-               "UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_OR_PARTITION", "NotLeaderForPartitionError",
-               "NotLeaderOrFollowerError", "LeaderNotAvailableError", "NotEnoughReplicasError",
-               "UnknownTopicOrPartitionError"}
+# NOT_LEADER_OR_FOLLOWER is not among them: an acks=all produce the leader appended and then lost the
+# leadership over is answered with it (as in Kafka's DelayedProduce), and its record may well be committed
+NOT_WRITTEN = {"LEADER_NOT_AVAILABLE", "NOT_ENOUGH_REPLICAS", "UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_OR_PARTITION",
+               "LeaderNotAvailableError", "NotEnoughReplicasError", "UnknownTopicOrPartitionError"}
 COMMIT_REFUSED = {"REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "NOT_COORDINATOR",
                   "NOT_COORDINATOR_FOR_GROUP", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
                   "_ASSIGNMENT_LOST", "_STATE", "CommitFailedError", "RebalanceInProgressError",
@@ -119,8 +120,11 @@ class RealProducerWorker(Worker):
 
     def _run_confluent(self) -> None:
         from confluent_kafka import Producer
-        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "retries": 0,
-                      "enable.idempotence": False, "linger.ms": 0, "message.timeout.ms": 5000,
+        # librdkafka re-sends a batch refused with NOT_LEADER_OR_FOLLOWER whatever ``retries`` says (it does
+        # not count that as a retry), so without idempotence a batch appended by a leader on its way out is
+        # written twice; idempotence makes the new leader recognise the re-send
+        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+                      "linger.ms": 0, "message.timeout.ms": 5000,
                       "request.timeout.ms": 4000, "log_level": 3, "client.id": f"chaos-producer-{self.index}"})
 
         def delivered(err, msg) -> None:
