@@ -26,25 +26,25 @@ from zk.client import expire_session
 
 log = logging.getLogger(__name__)
 
+SIGNAL_KINDS = ("kill", "terminate", "pause")   # faults that are a signal, and nothing to report but the nodes
+
+
 class Links:
-    """The proxy's links, by (source node, destination node)."""
+    """The proxy's links, by (source node, destination node).  A pair may have several links (the
+    clients reach a broker's gRPC port and its Kafka listener on two): a fault acts on all of them."""
 
     def __init__(self) -> None:
-        self.by_pair: dict[tuple[str, str], str] = {}
+        self.by_pair: dict[tuple[str, str], list[str]] = {}
 
-    def add(self, src: str, dst: str) -> str:
-        name = f"{src}->{dst}"
-        self.by_pair[(src, dst)] = name
+    def add(self, src: str, dst: str, port_name: str = "") -> str:
+        name = f"{src}->{dst}" + (f":{port_name}" if port_name else "")
+        self.by_pair.setdefault((src, dst), []).append(name)
         return name
 
     def directions(self, a: str, b: str) -> list[tuple[str, str]]:
         """(link, direction) pairs that carry bytes from ``a`` to ``b``."""
-        out = []
-        if (a, b) in self.by_pair:
-            out.append((self.by_pair[(a, b)], "out"))
-        if (b, a) in self.by_pair:
-            out.append((self.by_pair[(b, a)], "back"))
-        return out
+        return ([(n, "out") for n in self.by_pair.get((a, b), [])]
+                + [(n, "back") for n in self.by_pair.get((b, a), [])])
 
 
 class ProxyNet:
@@ -130,6 +130,12 @@ class Nemesis:
         elif fault.kind in NETWORK_KINDS:
             act.peers = resolve(fault.peer or "rest", view, rng, exclude=frozenset(nodes))
             self._network(act)
+        elif fault.kind in SIGNAL_KINDS:
+            # the line first: its time is the fault's start (a SIGTERM's controlled shutdown moves
+            # leaders before the process exits, so a line written after it would postdate the moves)
+            self._record(act, "start")
+            getattr(self, "_" + fault.kind)(act, rng)
+            return act
         else:
             getattr(self, "_" + fault.kind.replace("-", "_"))(act, rng)
         self._record(act, "start")

@@ -39,6 +39,7 @@ from chaos.edn import write_edn
 from chaos.history import HistoryWriter, read_history
 from chaos.nemesis import Active, Links, Nemesis, NetnsNet, ProxyNet
 from chaos.progress import Progress
+from chaos.realclients import RealMemberWorker, RealProducerWorker
 from chaos.proxy import ProxyProcess
 from chaos.scenario import Scenario
 from chaos.schedule import (Fault, format_schedule, make_schedule, schedule_document, schedule_rng_seed,
@@ -122,7 +123,11 @@ class ChaosRun:
             "auto.leader.rebalance.enable": False,
         }
         doc.update(s.cluster_config)
-        doc["brokers"] = [{"id": i, "host": "127.0.0.1", "port": p} for i, p in enumerate(listen_ports(s.brokers), 1)]
+        ports = listen_ports(2 * s.brokers)
+        doc["brokers"] = [{"id": i, "host": "127.0.0.1", "port": p} for i, p in enumerate(ports[:s.brokers], 1)]
+        if s.client != "kafkasim":   # the Kafka listeners on free ports too (the default, port + 10000, may not be)
+            for entry, port in zip(doc["brokers"], ports[s.brokers:]):
+                entry["listeners"] = f"PLAINTEXT://127.0.0.1:{port}"
         path = self.out / "cluster.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         return path
@@ -153,6 +158,9 @@ class ChaosRun:
                 link(f"b{i}", f"zk{n}", s.address)
         for j, up in brokers.items():
             link("client", f"b{j}", up)
+        if self.scenario.client != "kafkasim":
+            self._kafka_links(config_path, cfg)
+            c.cfg = cfg = load_config(config_path)
         (self.out / "links").mkdir(exist_ok=True)
         for i in brokers:
             lm = LinkMap({j: addr[(f"b{i}", f"b{j}")] for j in brokers if j != i},
@@ -161,6 +169,21 @@ class ChaosRun:
             c.links[i] = self.out / "links" / f"broker-{i}.json"
         self.client_links = {j: addr[("client", f"b{j}")] for j in brokers}
         c.up(timeout=90)
+
+    def _kafka_links(self, config_path: Path, cfg) -> None:
+        """Real clients: a link ``client->b<j>:kafka`` to each broker's Kafka listener, and each broker
+        advertising that link's port, so Metadata and FindCoordinator send the clients through the
+        proxy (a client-broker partition cuts both the gRPC and the Kafka link)."""
+        doc = yaml.safe_load(config_path.read_text())
+        ports = {}
+        for b in cfg.brokers:
+            host, port = b.kafka_listener
+            name = self.links.add("client", f"b{b.id}", "kafka")
+            ports[b.id] = self.proxy.add_link(name, f"{host}:{port}")
+        for entry in doc["brokers"]:
+            entry["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{ports[entry['id']]}"
+        config_path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        self.kafka_bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports.values())
 
     def _start_cluster_netns(self, config_path: Path) -> None:
         """Each broker and ZooKeeper server in its own network namespace, on a bridge; faults are
@@ -248,11 +271,20 @@ class ChaosRun:
         # the brokers' metadata caches can lag the topics' creation in ZooKeeper by an UpdateMetadata
         wait_for(lambda: all(cluster.refresh().topic_partitions(t.name) for t in s.topics) or not s.topics,
                  30, "the brokers' metadata to list the workload topics")
-        producers = [ProducerWorker(self.history, procs, cluster, s.producers, i, stop_producers)
-                     for i in range(s.producers.count)]
-        members = [MemberWorker(self.history, procs, cluster, g, slot, stop_members,
-                                random.Random(f"{self.seed}:{g.id}:{slot}"))
-                   for g in s.groups for slot in range(g.members)]
+        if s.client == "kafkasim":
+            producers = [ProducerWorker(self.history, procs, cluster, s.producers, i, stop_producers)
+                         for i in range(s.producers.count)]
+            members = [MemberWorker(self.history, procs, cluster, g, slot, stop_members,
+                                    random.Random(f"{self.seed}:{g.id}:{slot}"))
+                       for g in s.groups for slot in range(g.members)]
+        else:
+            parts = {t.name: t.partitions for t in s.topics}
+            producers = [RealProducerWorker(self.history, procs, s.client, self.kafka_bootstrap, s.producers,
+                                            parts.get(s.producers.topic, 1), i, stop_producers)
+                         for i in range(s.producers.count)]
+            members = [RealMemberWorker(self.history, procs, s.client, self.kafka_bootstrap, g, parts[g.topic],
+                                        slot, stop_members)
+                       for g in s.groups for slot in range(g.members)]
         probe_topic = s.topics[0].name if s.topics else "__consumer_offsets"
         probes = [ProbeWorker(self.history, procs, cluster, s.probes, i, probe_topic, stop_members)
                   for i in range(s.probes.groups)]

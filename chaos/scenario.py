@@ -19,6 +19,7 @@ from chaos.targets import TargetError, parse_target
 
 FAULT_KINDS = ("kill", "terminate", "pause", "expire-session", "partition", "latency", "loss", "truncate")
 NETWORK_KINDS = ("partition", "latency", "loss")
+CLIENTS = ("kafkasim", "confluent-kafka", "kafka-python")   # workload.client: who the producers and members are
 DIRECTIONS = ("both", "to", "from")  # to: target -> peer blocked; from: peer -> target blocked
 
 
@@ -103,6 +104,7 @@ class Scenario:
     fault_interval_ms: Range = Range(2000, 4000)
     quiet_end_ms: int = 3000      # no fault starts this close to the end
     network: str = "proxy"
+    client: str = "kafkasim"      # kafkasim (gRPC), or a real Kafka client on the Kafka listeners
     raw: Mapping[str, Any] = field(default_factory=dict)
 
     def with_duration(self, duration_s: float) -> "Scenario":
@@ -230,7 +232,18 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     pb = _Reader(w.get("probes", dict, {}), "workload.probes", source)
     probes = ProbeSpec(pb.get("groups", int, 0, lo=0, hi=16), pb.get("interval.ms", int, 500, lo=10))
     pb.done(("groups", "interval.ms"))
-    w.done(("producers", "groups", "probes"))
+    client = w.get("client", str, "kafkasim", choices=CLIENTS)
+    w.done(("producers", "groups", "probes", "client"))
+    if client != "kafkasim":
+        for i, g in enumerate(groups):
+            if g.crash_interval_ms is not None or g.stall_interval_ms is not None:
+                raise ScenarioError(f"{source}: workload.groups[{i}]: crash.interval.ms and stall.interval.ms "
+                                    f"need the kafkasim client (workload.client is {client})")
+            if g.assignor not in ("range", "roundrobin"):
+                raise ScenarioError(f"{source}: workload.groups[{i}].assignor: {client} members take "
+                                    f"range or roundrobin")
+        if network != "proxy":
+            raise ScenarioError(f"{source}: workload.client: {client} needs network: proxy")
 
     f = _Reader(r.get("faults", dict, {}), "faults", source)
     start = f.get("start.after.ms", int, 3000, lo=0)
@@ -271,7 +284,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     f.done(("start.after.ms", "interval.ms", "quiet.end.ms", "mix"))
     r.done(("name", "description", "duration.s", "network", "cluster", "topics", "workload", "faults"))
     return Scenario(name, description, source, float(duration_s), brokers, zk_servers, dict(config), tuple(topics),
-                    producers, tuple(groups), probes, tuple(faults), start, interval, quiet, network,
+                    producers, tuple(groups), probes, tuple(faults), start, interval, quiet, network, client,
                     dict(data) if isinstance(data, Mapping) else {})
 
 

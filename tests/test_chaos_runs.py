@@ -23,6 +23,8 @@ pytestmark = [pytest.mark.chaos, pytest.mark.cluster]  # chaos runs and `kafkasi
 
 SHORT_S = 10.0
 SCENARIOS = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
+# the real-client scenarios run in tests/test_chaos_real_clients.py, longer (their clients need it)
+SHORT_FORM = [n for n in SCENARIOS if not n.startswith("coordinator-failover-")]
 
 
 def run(scenario, tmp_path, seed=1, duration=SHORT_S, bugs=()):
@@ -36,7 +38,7 @@ def history(r) -> list[dict]:
     return [json.loads(line) for line in (r.out / "history.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.parametrize("name", SCENARIOS)
+@pytest.mark.parametrize("name", SHORT_FORM)
 def test_every_scenario_comes_out_valid_in_a_short_form(name, tmp_path, request):
     scenario = load_scenario(SCENARIO_DIR / f"{name}.yaml")
     if name == "coordinator-kill":   # the same run (seed 1, SHORT_S) is shared with the analysis tests

@@ -78,6 +78,7 @@ def test_a_schedule_keeps_to_its_bounds():
     (with_("faults/mix/0/duration.ms", [5, 1]), "faults.mix[0].duration.ms"),
     (with_("cluster", {"config": {"brokers": []}}), "cluster.config.brokers"),
     (with_("workload/producers/topic", "nope"), "workload.producers.topic"),
+    (with_("workload/client", "kafka-go"), "workload.client"),
 ])
 def test_scenario_errors_name_the_key(doc, key):
     with pytest.raises(ScenarioError) as e:
@@ -125,6 +126,28 @@ def test_peer_sets_exclude_the_target():
     assert resolve("brokers", v, random.Random(0), exclude=frozenset({"b1"})) == ["b2", "b3"]
     with pytest.raises(TargetError):
         parse_target("rest")  # only as a peer
+
+
+def test_real_clients_refuse_what_only_kafkasims_client_does():
+    import copy
+    doc = copy.deepcopy(BASE)
+    doc["workload"]["client"] = "confluent-kafka"
+    assert parse_scenario(doc).client == "confluent-kafka"
+    doc["workload"]["groups"][0]["crash.interval.ms"] = [1000, 2000]
+    with pytest.raises(ScenarioError, match=r"workload.groups\[0\]: crash.interval.ms and stall.interval.ms need"):
+        parse_scenario(doc)
+    doc["workload"]["groups"][0].pop("crash.interval.ms")
+    doc["workload"]["groups"][0]["assignor"] = "sticky"
+    with pytest.raises(ScenarioError, match=r"workload.groups\[0\].assignor"):
+        parse_scenario(doc)
+
+
+def test_a_pair_with_two_links_faults_both():
+    links = Links()
+    links.add("client", "b1")
+    links.add("client", "b1", "kafka")
+    assert links.directions("client", "b1") == [("client->b1", "out"), ("client->b1:kafka", "out")]
+    assert links.directions("b1", "client") == [("client->b1", "back"), ("client->b1:kafka", "back")]
 
 
 def test_links_carry_bytes_both_ways_through_the_initiators_link():
