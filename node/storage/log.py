@@ -451,15 +451,10 @@ class PartitionLog:
         self._check_open()
         if offset < 0:
             raise ValueError(f"negative offset {offset}")
-        dropped = 0
         if offset < self.log_start_offset:
-            for seg in self._segments:
-                dropped += sum(h.record_count for _, h in seg.iter_headers(seg.base_offset))
-                seg.delete()
-            self._segments = [LogSegment.create(self.dir, offset, self.index_interval_bytes)]
-            self.epoch_cache.clear()
-            self._set_log_start(offset)
-        elif offset < self.log_end_offset:
+            return self.truncate_fully_and_start_at(offset)
+        dropped = 0
+        if offset < self.log_end_offset:
             target = self._batch_start_or_gap(offset)
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 seg = self._segments.pop()
