@@ -3,4 +3,11 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
+# two workers (pytest-xdist) on the 2-core machines we test on; KAFKASIM_TEST_WORKERS=1 runs in one process.
+# Each test module stays on one worker, and the tests sharing the Spark session and the chaos runs share one
+# worker too (tests/conftest.py), so module and session fixtures start once.
+workers="${KAFKASIM_TEST_WORKERS:-2}"
+if [ "$workers" -gt 1 ]; then
+    exec python3 -m pytest -q -n "$workers" --dist loadgroup "$@"
+fi
 exec python3 -m pytest -q "$@"

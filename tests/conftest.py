@@ -47,11 +47,21 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
 TIER_MARKS = ("cluster", "chaos", "spark")
 
 
+# session fixtures worth computing once: under pytest-xdist (scripts/test.sh runs two workers) every test that
+# uses one goes to the same worker; any other test goes with the rest of its module, so a module's own
+# module-scoped cluster is started once too
+SHARED_SESSION_FIXTURES = frozenset({"spark", "short_chaos_results", "short_chaos_runs", "analysed"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        for name in getattr(item, "fixturenames", ()):
+        names = getattr(item, "fixturenames", ())
+        for name in names:
             for mark in FIXTURE_MARKS.get(name, ()):
                 item.add_marker(mark)
+        shared = SHARED_SESSION_FIXTURES.intersection(names)
+        item.add_marker(pytest.mark.xdist_group("session-spark" if shared else item.nodeid.split("::")[0]))
 
 
 @pytest.fixture(autouse=True)
