@@ -59,6 +59,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         zk_port = free_port()
         grpc_ports = [free_port() for _ in range(3)]
         kafka_ports = [free_port() for _ in range(3)]
+        other_ports = [free_port() for _ in range(3)]  # a second listener, advertised under another name
         config = {
             "run.dir": "/data/run",
             "zookeeper.connect": f"127.0.0.1:{zk_port}/kafkasim",
@@ -66,8 +67,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             "offsets.topic.num.partitions": 50,
             "offsets.topic.replication.factor": 3,
             **FAST_GROUPS,
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
             "brokers": [{"id": i + 1, "host": "127.0.0.1", "port": grpc_ports[i],
-                         "listeners": f"PLAINTEXT://127.0.0.1:{kafka_ports[i]}"} for i in range(3)],
+                         "listeners": f"PLAINTEXT://127.0.0.1:{kafka_ports[i]},OTHER://127.0.0.1:{other_ports[i]}",
+                         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{kafka_ports[i]},"
+                                                 f"OTHER://localhost:{other_ports[i]}"} for i in range(3)],
         }
         config_path = d / "cluster.yaml"
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -111,12 +115,19 @@ def test_up_every_healthcheck_passes_and_status_shows_the_cluster(lab: Lab) -> N
     assert [b["id"] for b in doc["brokers"]] == [1, 2, 3] and all(b["alive"] for b in doc["brokers"])
 
 
-def test_kcat_from_the_host_lists_the_brokers_produces_and_consumes(lab: Lab) -> None:
-    bootstrap = "%s:%d" % lab.cluster.cfg.brokers[0].kafka_listener
+def listed_brokers(bootstrap: str) -> list[tuple[int, str]]:
     meta = subprocess.run(["kcat", "-b", bootstrap, "-L", "-J"], capture_output=True, text=True, timeout=60)
     assert meta.returncode == 0, meta.stderr
-    listed = sorted((b["id"], b["name"]) for b in json.loads(meta.stdout)["brokers"])
-    assert listed == [(b.id, "%s:%d" % b.kafka_listener) for b in lab.cluster.cfg.brokers]
+    return sorted((b["id"], b["name"]) for b in json.loads(meta.stdout)["brokers"])
+
+
+def test_kcat_from_the_host_lists_the_brokers_produces_and_consumes(lab: Lab) -> None:
+    brokers = lab.cluster.cfg.brokers
+    bootstrap = "%s:%d" % brokers[0].kafka_listener
+    assert listed_brokers(bootstrap) == [(b.id, "%s:%d" % b.advertised_on("PLAINTEXT")) for b in brokers]
+    # in through the OTHER listener: told the addresses advertised for OTHER
+    other = "127.0.0.1:%d" % brokers[1].kafka_listeners[1][2]
+    assert listed_brokers(other) == [(b.id, "localhost:%d" % b.kafka_listeners[1][2]) for b in brokers]
     topics.create_topic(lab.cluster.zk(), "kc", 1, 3, {})
     wait_for(lambda: lab.cluster.view().topics.get("kc", {}).get("partitions", {}).get(0, {}).get("leader", -1) >= 0,
              30, "a leader for kc/0")
