@@ -1,4 +1,4 @@
-# One image for the whole lab: the ZooKeeper service (Debian's zookeeper + Java 17, run via
+# One image for the whole lab: the ZooKeeper service (Debian's ZooKeeper jars + Java 17, run via
 # `python -m zk.server`), the brokers (`kafkasim broker ...`) and kcat, a Kafka client for the lab.
 #
 # BASE: the public Python image by default (`docker-compose build` on a machine whose Docker can

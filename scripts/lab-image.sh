@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the docker-compose lab's image without pulling from any image registry:
 #   1. a base image from Debian's packages: debootstrap (minbase, bookworm) with Python 3, venv,
-#      ZooKeeper + Java 17 (Debian's `zookeeper`) and kcat, then `docker import`;
+#      ZooKeeper's jars (libzookeeper-java), Java 17 (headless) and kcat, then `docker import`;
 #   2. kafkasim's image on that base (Dockerfile, --build-arg BASE=<the base>), tagged kafkasim:latest,
 #      the tag docker-compose.yml runs.
 # Both steps are cached: each image is tagged by a hash of its inputs (the base: this script's package
