@@ -138,4 +138,9 @@ else
         --build-arg PIP_CERT=/etc/ssl/certs/ca-certificates.crt -t "$APP_TAG" - >&2
 fi
 "$DOCKER" tag "$APP_TAG" "$APP_REPO:latest"
+# older builds' tags go (their layers stay while another tag uses them): one lab image, not one per change
+for old in $("$DOCKER" images --format '{{.Repository}}:{{.Tag}}' "$APP_REPO" | grep "^$APP_REPO:lab-" || true) \
+           $("$DOCKER" images --format '{{.Repository}}:{{.Tag}}' "$BASE_REPO" || true); do
+    [ "$old" = "$APP_TAG" ] || [ "$old" = "$BASE_TAG" ] || "$DOCKER" rmi "$old" >/dev/null 2>&1 || true
+done
 echo "$APP_TAG"
