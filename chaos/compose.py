@@ -6,7 +6,7 @@ the same path inside the brokers, so their event logs and partition logs land wh
 them.  The nemesis drives :class:`ComposeCluster` as it drives local processes, and faults become
 Docker operations: kill -> ``docker kill``, terminate -> ``docker kill --signal TERM`` (the broker's
 controlled shutdown), pause/resume -> ``docker pause``/``unpause`` (the cgroup freezer), restart ->
-``docker-compose start``; truncate and expire-session work on the mounted files as usual.
+``docker start``; truncate and expire-session work on the mounted files as usual.
 
 Network faults need a network namespace per node; on the host's network the containers share the
 host's, so a run with network faults is refused with that reason (use the local processes'
