@@ -41,7 +41,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         scenario = load_scenario(find_scenario(args.scenario))
         out = Path(args.out) if args.out else default_out(scenario, args.seed)
         run = ChaosRun(scenario, args.seed, out, duration_s=args.duration, planted_bugs=tuple(args.plant_bug or ()),
-                       progress=not args.no_progress)
+                       progress=not args.no_progress, target=args.target)
     except (ScenarioError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_ERROR
@@ -98,6 +98,9 @@ def add_parsers(sub) -> None:
                    help="break the brokers on purpose (see docs/chaos.md): commit-before-hw, zombie-controller, "
                         "fenced-generation-commit")
     r.add_argument("--no-progress", action="store_true", help="no progress line")
+    r.add_argument("--target", choices=["processes", "compose"], default="processes",
+                   help="processes: brokers as local processes (default); compose: the docker-compose lab's "
+                        "containers on the host's network, faults through Docker (README, 'docker-compose')")
     r.add_argument("--schedule-only", action="store_true", help="print the schedule the seed gives, and stop")
     r.set_defaults(func=cmd_run)
     k = cs.add_parser("check", help="check a finished run directory again")

@@ -61,6 +61,7 @@ from zk.server import EmbeddedZooKeeper
 log = logging.getLogger(__name__)
 
 PLANTABLE_BUGS = bugs.BUGS
+TARGETS = ("processes", "compose")
 
 
 @dataclass
@@ -73,7 +74,10 @@ class RunResult:
 
 class ChaosRun:
     def __init__(self, scenario: Scenario, seed: int, out: Path, *, duration_s: float | None = None,
-                 planted_bugs: tuple[str, ...] = (), stream: TextIO = sys.stdout, progress: bool = True):
+                 planted_bugs: tuple[str, ...] = (), stream: TextIO = sys.stdout, progress: bool = True,
+                 target: str = "processes"):
+        if target not in TARGETS:
+            raise ValueError(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
         for b in planted_bugs:
             if b not in PLANTABLE_BUGS:
                 raise ValueError(f"unknown planted bug {b!r} (known: {', '.join(PLANTABLE_BUGS)})")
@@ -82,6 +86,7 @@ class ChaosRun:
         self.out = Path(out)
         self.duration_s = duration_s if duration_s is not None else scenario.duration_s
         self.planted_bugs = planted_bugs
+        self.target = target         # processes: local OS processes; compose: the docker-compose lab (chaos/compose.py)
         self.stream = stream
         self.show_progress = progress
         self.faults: list[Fault] = make_schedule(scenario, random.Random(schedule_rng_seed(seed)),
@@ -133,6 +138,9 @@ class ChaosRun:
         return path
 
     def _start_cluster(self, config_path: Path) -> None:
+        if self.target == "compose":
+            self._start_cluster_compose(config_path)
+            return
         if self.scenario.network == "netns":
             self._start_cluster_netns(config_path)
             return
@@ -214,6 +222,18 @@ class ChaosRun:
             c.prefixes[b.id] = net.exec_prefix(f"b{b.id}")
         self.client_links = {b.id: f"{b.host}:{b.port}" for b in cfg.brokers}
         c.up(timeout=90)
+
+    def _start_cluster_compose(self, config_path: Path) -> None:
+        """The lab's containers (chaos/compose.py); clients dial the brokers directly, as in netns mode."""
+        from chaos.compose import NoNet, check_lab_possible, start_compose_cluster
+        from chaos.scenario import NETWORK_KINDS
+        s = self.scenario
+        check_lab_possible(s.brokers, s.zookeeper_servers, [f.kind for f in self.faults], NETWORK_KINDS)
+        extra = {bugs.ENV: ",".join(self.planted_bugs)} if self.planted_bugs else {}
+        self.net = NoNet()  # type: ignore[assignment]
+        self.cluster = c = start_compose_cluster(config_path, extra)
+        self.client_links = {b.id: f"{b.host}:{b.port}" for b in c.cfg.brokers}
+        self.kafka_bootstrap = ",".join("%s:%d" % b.kafka_advertised for b in c.cfg.brokers)
 
     def _create_topics(self) -> None:
         for t in self.scenario.topics:

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from node.listeners import Endpoint, check_advertised, parse_listeners, parse_protocol_map
 from node.topic_config import describe_topic_configs
 
 __all__ = ["ConfigError", "KeySpec", "BrokerSpec", "ClusterConfig", "SCHEMA", "BROKER_SCHEMA",
@@ -130,6 +131,9 @@ _TABLE = (
        min=0),
     _k("auto.create.topics.enable", bool, True, "Metadata from a Kafka client for an unknown topic creates it "
        "(num.partitions, default.replication.factor)"),
+    _k("listener.security.protocol.map", str, "PLAINTEXT:PLAINTEXT", "Each listener name's security protocol, "
+       "`NAME:PLAINTEXT[,...]` (kafkasim speaks PLAINTEXT only); names the brokers' `listeners` use",
+       kafka_default="PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
     _k("socket.request.max.bytes", int, 104857600, "Largest request frame the Kafka listener reads; a larger "
        "size prefix closes the connection"),
     _k("log.cleaner.enable", bool, True, "Run the log cleaner (needed by compacted `__consumer_offsets`)"),
@@ -160,10 +164,11 @@ BROKER_SCHEMA: Mapping[str, KeySpec] = MappingProxyType({spec.name: spec for spe
     _k("port", int, None, "Listener port: required, unique per host", max=65535),
     _k("rack", str, None, "broker.rack; null = no rack", nullable=True),
     _k("log.dirs", str, None, "The broker's one data directory; null = `<run.dir>/data/broker-<id>`", nullable=True),
-    _k("listeners", str, None, "The Kafka-protocol listener, `PLAINTEXT://host:port` (one); null = "
-       "`PLAINTEXT://<host>:<port + 10000>` (port - 10000 above 55535)", nullable=True),
-    _k("advertised.listeners", str, None, "What Metadata and FindCoordinator tell clients to connect to, "
-       "`PLAINTEXT://host:port`; null = `listeners`", nullable=True),
+    _k("listeners", str, None, "The Kafka-protocol listeners, `NAME://host:port[,...]` (names from "
+       "listener.security.protocol.map); null = `PLAINTEXT://<host>:<port + 10000>` (port - 10000 above 55535)",
+       nullable=True),
+    _k("advertised.listeners", str, None, "What Metadata and FindCoordinator tell a client that came in on a "
+       "listener, `NAME://host:port[,...]` (names from `listeners`); null = `listeners`", nullable=True),
 )})
 KAFKA_PORT_OFFSET = 10000  # the default Kafka listener is on the gRPC port + 10000 (19091 -> 29091), or - 10000
 _REQUIRED_BROKER_KEYS = ("id", "port")
@@ -229,23 +234,6 @@ def _abspath(base: Path, value: str) -> Path:
     return Path(os.path.normpath(base / Path(value).expanduser()))
 
 
-def parse_listener(value: str) -> tuple[str, int]:
-    """``PLAINTEXT://host:port`` -> (host, port); ValueError says what is wrong."""
-    if "," in value:
-        raise ValueError(f"{value!r}: kafkasim supports exactly one listener")
-    name, sep, rest = value.partition("://")
-    if not sep:
-        raise ValueError(f"{value!r} is not of the form PLAINTEXT://host:port")
-    if name != "PLAINTEXT":
-        raise ValueError(f"{value!r}: only the PLAINTEXT listener is supported, got {name!r}")
-    host, colon, port = rest.rpartition(":")
-    if not colon or not host or any(c.isspace() or c in "[]@/" for c in host):
-        raise ValueError(f"{value!r} has no host:port (write PLAINTEXT://127.0.0.1:9092)")
-    if not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
-        raise ValueError(f"port {port!r} in {value!r} is not an integer in 1..65535")
-    return host, int(port)
-
-
 @dataclass(frozen=True)
 class BrokerSpec:
     id: int
@@ -253,21 +241,39 @@ class BrokerSpec:
     port: int
     rack: str | None
     log_dir: Path
-    listener: tuple[str, int] | None = None     # the Kafka listener's bind address; None: the default
-    advertised: tuple[str, int] | None = None   # what clients are told; None: ``kafka_listener``
+    listeners: tuple[Endpoint, ...] | None = None    # the Kafka listeners' (name, bind host, port); None: default
+    advertised: tuple[Endpoint, ...] | None = None   # what clients are told, per listener name; None: ``listeners``
     listeners_raw: str | None = None            # as given (to_yaml writes it back)
     advertised_raw: str | None = None
 
     @property
-    def kafka_listener(self) -> tuple[str, int]:
-        if self.listener is not None:
-            return self.listener
+    def kafka_listeners(self) -> tuple[Endpoint, ...]:
+        if self.listeners is not None:
+            return self.listeners
         port = self.port + KAFKA_PORT_OFFSET
-        return self.host, port if port <= 65535 else self.port - KAFKA_PORT_OFFSET
+        return (("PLAINTEXT", self.host, port if port <= 65535 else self.port - KAFKA_PORT_OFFSET),)
+
+    @property
+    def kafka_listener(self) -> tuple[str, int]:
+        """The first listener's bind address."""
+        _, host, port = self.kafka_listeners[0]
+        return host, port
+
+    def advertised_on(self, name: str) -> tuple[str, int] | None:
+        """What a client that came in on listener ``name`` is told to dial for this broker; None: this broker
+        has no such listener."""
+        for n, host, port in (self.advertised or ()):
+            if n == name:
+                return host, port
+        for n, host, port in self.kafka_listeners:
+            if n == name:
+                return host, port
+        return None
 
     @property
     def kafka_advertised(self) -> tuple[str, int]:
-        return self.advertised or self.kafka_listener
+        """The first listener's advertised address."""
+        return self.advertised_on(self.kafka_listeners[0][0])  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -368,7 +374,8 @@ class ClusterConfig:
         return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
 
 
-def _parse_brokers(value: Any, run_dir: Path, base: Path, problems: list) -> list[tuple[int, BrokerSpec]]:
+def _parse_brokers(value: Any, run_dir: Path, base: Path, problems: list,
+                   protocols: dict[str, str]) -> list[tuple[int, BrokerSpec]]:
     if value is None:
         problems.append(("brokers", "required: a list of at least one {id, port} mapping"))
         return []
@@ -398,12 +405,15 @@ def _parse_brokers(value: Any, run_dir: Path, base: Path, problems: list) -> lis
         log_dirs = vals.get("log.dirs")
         if log_dirs is not None and "," in log_dirs:
             problems.append((f"{where}.log.dirs", "kafkasim supports exactly one directory per broker"))
-        parsed: dict[str, tuple[str, int] | None] = {}
+        parsed: dict[str, tuple[Endpoint, ...] | None] = {}
         for key in ("listeners", "advertised.listeners"):
             try:
-                parsed[key] = parse_listener(vals[key]) if vals.get(key) is not None else None
+                parsed[key] = parse_listeners(vals[key], protocols) if vals.get(key) is not None else None
             except ValueError as e:
                 problems.append((f"{where}.{key}", str(e)))
+        if parsed.get("advertised.listeners") and (why := check_advertised(
+                parsed.get("listeners") or (("PLAINTEXT", "", 0),), parsed["advertised.listeners"])):
+            problems.append((f"{where}.advertised.listeners", why))
         if len(problems) > before:
             continue
         log_dir = _abspath(base, log_dirs) if log_dirs else run_dir / "data" / f"broker-{vals['id']}"
@@ -428,13 +438,13 @@ def _check_combinations(s: Mapping[str, Any], brokers: list[tuple[int, BrokerSpe
             problems.append((f"brokers[{i}].port", f"{b.host}:{b.port} is also used by {addrs[b.host, b.port]}"))
         if b.log_dir in dirs:
             problems.append((f"brokers[{i}].log.dirs", f"{b.log_dir} is also used by brokers[{dirs[b.log_dir]}]"))
-        kafka = b.kafka_listener
-        if kafka in addrs or kafka == (b.host, b.port):
-            other = addrs.get(kafka, f"brokers[{i}].port")
-            problems.append((f"brokers[{i}].listeners", f"{kafka[0]}:{kafka[1]} is also used by {other}"))
         ids.setdefault(b.id, i)
         addrs.setdefault((b.host, b.port), f"brokers[{i}]")
-        addrs.setdefault(kafka, f"brokers[{i}].listeners")
+        for _, host, port in b.kafka_listeners:
+            kafka = (host, port)
+            if kafka in addrs:
+                problems.append((f"brokers[{i}].listeners", f"{host}:{port} is also used by {addrs[kafka]}"))
+            addrs.setdefault(kafka, f"brokers[{i}].listeners")
         dirs.setdefault(b.log_dir, i)
     if s["zookeeper.connect"] is None:
         tick, session = s["zookeeper.embedded.tick.time.ms"], s["zookeeper.session.timeout.ms"]
@@ -485,7 +495,12 @@ def parse_config(data: Mapping[str, Any] | None, source: str = "<config>",
             problems.append(("zookeeper.connect", err))
     run_dir = _abspath(base, settings["run.dir"])
     settings["run.dir"] = str(run_dir)
-    brokers = _parse_brokers(data.get("brokers"), run_dir, base, problems)
+    try:
+        protocols = parse_protocol_map(settings["listener.security.protocol.map"])
+    except ValueError as e:
+        problems.append(("listener.security.protocol.map", str(e)))
+        protocols = {"PLAINTEXT": "PLAINTEXT"}
+    brokers = _parse_brokers(data.get("brokers"), run_dir, base, problems, protocols)
     if not problems:
         _check_combinations(settings, brokers, problems)
     if not settings["kafkasim.offsets.topic.eager.create"] and "kafkasim.offsets.topic.create.grace.ms" in data:

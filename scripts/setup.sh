@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # One-stop, idempotent set-up on a fresh Debian (bookworm) machine:
 #   - Java 17 + ZooKeeper 3.8 from Debian's `zookeeper` package (real ZooKeeper servers)
-#   - Debian's `docker-compose` client (one test validates docker-compose.yml with it)
+#   - Debian's Docker engine (`docker.io`), `docker-compose` and `debootstrap`: the docker-compose lab's tests
+#     (tests/test_lab.py) run the lab for real
 #   - iproute2 and iptables (chaos runs' root-only `network: netns` mode and its tests)
 #   - Debian's chromium (the web view's browser tests drive it headless with Playwright; no browser download)
 #   - kafkasim itself, editable, with its test extras (PySpark runs on the same Java 17); then the generated gRPC wire types
+#   - with --lab (scripts/test.sh passes it unless the run leaves out the cluster tier): the lab's image,
+#     built from Debian's packages by scripts/lab-image.sh (minutes the first time, then cached); a dockerd
+#     is started for the build if none runs, and stopped after it
 # Fast when everything is already in place.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+want_lab=0
+[ "${1:-}" = "--lab" ] && want_lab=1
 
 say() { printf 'setup: %s\n' "$*"; }
 
@@ -19,6 +25,13 @@ if ! command -v java >/dev/null 2>&1 || [ ! -f /usr/share/java/zookeeper.jar ]; 
 fi
 if ! command -v docker-compose >/dev/null 2>&1; then
     apt_pkgs+=(docker-compose)
+fi
+# the lab's engine (dockerd, run by tests/test_lab.py when none runs) and its image's base (debootstrap)
+if ! command -v dockerd >/dev/null 2>&1; then
+    apt_pkgs+=(docker.io)
+fi
+if ! command -v debootstrap >/dev/null 2>&1; then
+    apt_pkgs+=(debootstrap)
 fi
 # chaos runs' root-only network mode (network: netns): namespaces, iptables DROP and NFQUEUE rules
 if ! command -v ip >/dev/null 2>&1; then
@@ -57,7 +70,7 @@ if [ "${#apt_pkgs[@]}" -gt 0 ]; then
     "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
         apt-get install -y -q --no-install-recommends "${apt_pkgs[@]}"
 else
-    say "java, zookeeper, docker-compose, ip, iptables and chromium present"
+    say "java, zookeeper, docker.io, docker-compose, debootstrap, ip, iptables and chromium present"
 fi
 command -v java >/dev/null 2>&1 || { echo "setup: java still missing: apt-get install openjdk-17-jre-headless" >&2; exit 1; }
 [ -f /usr/share/java/zookeeper.jar ] || { echo "setup: /usr/share/java/zookeeper.jar still missing: apt-get install zookeeper" >&2; exit 1; }
@@ -97,4 +110,10 @@ fi
 # ---- generated code ----------------------------------------------------------------------
 say "generating gRPC wire types (scripts/gen_proto.py)"
 python3 scripts/gen_proto.py
+
+# ---- the docker-compose lab's image (no image registry needed) ------------------------------
+if [ "$want_lab" = 1 ]; then
+    say "the lab's image (scripts/lab-image.sh; cached when nothing changed)"
+    python3 -m node.tools.lab image
+fi
 say "done"

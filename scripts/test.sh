@@ -2,7 +2,11 @@
 # Set up (idempotent, fast when done already) and run the test suite: scripts/test.sh [pytest args]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bash scripts/setup.sh
+# the lab's image too, unless the run leaves out the cluster tier (where tests/test_lab.py is)
+case " $* " in
+    *"not cluster"*) bash scripts/setup.sh ;;
+    *) bash scripts/setup.sh --lab ;;
+esac
 # two workers (pytest-xdist) on the 2-core machines we test on; KAFKASIM_TEST_WORKERS=1 runs in one process.
 # Each test module stays on one worker, and the tests sharing the Spark session and the chaos runs share one
 # worker too (tests/conftest.py), so module and session fixtures start once.

@@ -15,10 +15,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIG_IN_CONTAINER = "/etc/kafkasim/cluster.yaml"
 
 
-def compose_config(options: list[str] | None = None) -> dict[str, Any]:
+def compose_config(options: list[str] | None = None, file: str = "docker-compose.yml") -> dict[str, Any]:
     exe = shutil.which("docker-compose")
     assert exe, "docker-compose is missing: run scripts/setup.sh (apt-get install docker-compose)"
-    proc = subprocess.run([exe, "-f", "docker-compose.yml", *(options or []), "config"], cwd=ROOT,
+    proc = subprocess.run([exe, "-f", file, *(options or []), "config"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return yaml.safe_load(proc.stdout)
@@ -76,23 +76,44 @@ def test_compose_file_defines_the_lab() -> None:
         assert sorted(b["id"] for b in brokers) == [1, 2, 3]
         assert {b["host"] for b in brokers} == {"broker1", "broker2", "broker3"}
 
-        # Kafka's listener: published on the host's loopback at the very port the broker advertises
+        # two Kafka listeners: EXTERNAL published on the host's loopback at the very port it advertises,
+        # INTERNAL advertised under the service's name (which resolves on the lab's network)
         from node.config import load_config
         cfg = load_config(mounted_file(broker, CONFIG_IN_CONTAINER))
         b = cfg.broker(n)
-        bind_host, bind_port = b.kafka_listener
-        adv_host, adv_port = b.kafka_advertised
-        assert bind_host == "0.0.0.0"            # reachable through the container's published port
-        assert published_ports(broker) == {bind_port: ("127.0.0.1", adv_port)}
-        assert (adv_host, adv_port) == ("127.0.0.1", bind_port)
-    advertised = {load_config(mounted_file(services["broker1"], CONFIG_IN_CONTAINER)).broker(n).kafka_advertised
-                  for n in (1, 2, 3)}
-    assert len(advertised) == 3
+        binds = {name: (host, port) for name, host, port in b.kafka_listeners}
+        assert set(binds) == {"INTERNAL", "EXTERNAL"}
+        assert all(host == "0.0.0.0" for host, _ in binds.values())
+        ext_port = binds["EXTERNAL"][1]
+        assert published_ports(broker) == {ext_port: ("127.0.0.1", ext_port)}
+        assert b.advertised_on("EXTERNAL") == ("127.0.0.1", ext_port)
+        assert b.advertised_on("INTERNAL") == (broker["hostname"], binds["INTERNAL"][1])
+    advertised = {load_config(mounted_file(services["broker1"], CONFIG_IN_CONTAINER)).broker(n).advertised_on(name)
+                  for n in (1, 2, 3) for name in ("INTERNAL", "EXTERNAL")}
+    assert len(advertised) == 6
 
 
-def test_the_kcat_service_reaches_the_advertised_listeners() -> None:
-    """A container client sees the advertised 127.0.0.1 ports only on the host's network."""
-    kcat = compose_config(["--profile", "tools"])["services"]["kcat"]
-    assert kcat["network_mode"] == "host" and kcat["entrypoint"] == ["kcat"]
+def test_the_kcat_service_bootstraps_from_an_internal_listener() -> None:
+    """A container on the lab's network dials the INTERNAL listener and is told the INTERNAL addresses."""
+    from node.config import load_config
+    services = compose_config(["--profile", "tools"])["services"]
+    kcat = services["kcat"]
+    assert "network_mode" not in kcat and kcat["entrypoint"] == ["kcat"]
     cmd = [str(a) for a in kcat["command"]]
-    assert cmd[cmd.index("-b") + 1] == "127.0.0.1:29091"
+    cfg = load_config(mounted_file(services["broker1"], CONFIG_IN_CONTAINER))
+    assert cmd[cmd.index("-b") + 1] == "%s:%d" % cfg.broker(1).advertised_on("INTERNAL")
+
+
+def test_the_host_network_file_runs_the_same_lab_on_the_hosts_network() -> None:
+    default = compose_config()["services"]
+    services = compose_config(file="docker-compose.hostnet.yml")["services"]
+    for name in ("zookeeper", "broker1", "broker2", "broker3"):
+        s = services[name]
+        assert s["network_mode"] == "host" and "hostname" not in s and "ports" not in s, name
+        assert s["image"] == default[name]["image"] and s.get("depends_on") == default[name].get("depends_on"), name
+        if name != "zookeeper":
+            assert s["command"] == default[name]["command"], name
+    from node.config import load_config
+    cfg = load_config(mounted_file(services["broker1"], CONFIG_IN_CONTAINER))
+    assert {b.host for b in cfg.brokers} == {"127.0.0.1"}
+    assert cfg.get("zookeeper.connect").startswith("127.0.0.1:2181")

@@ -596,6 +596,37 @@ def test_bad_kafka_listeners_are_errors_naming_the_key(value):
         fails(data, f"brokers[0].{key}")
 
 
+def test_named_listeners_answer_each_with_its_own_advertised_address():
+    """Kafka's two-listener lab set-up: INTERNAL for a container network, EXTERNAL for the host."""
+    data = cfg(**{"listener.security.protocol.map": "INTERNAL:PLAINTEXT,external:PLAINTEXT"})
+    data["brokers"][0]["listeners"] = "INTERNAL://0.0.0.0:19091,external://0.0.0.0:29091"
+    data["brokers"][0]["advertised.listeners"] = "INTERNAL://broker1:19091,EXTERNAL://127.0.0.1:29091"
+    b1 = parse_config(data).brokers[0]
+    assert b1.kafka_listeners == (("INTERNAL", "0.0.0.0", 19091), ("EXTERNAL", "0.0.0.0", 29091))
+    assert b1.advertised_on("INTERNAL") == ("broker1", 19091) and b1.advertised_on("EXTERNAL") == ("127.0.0.1", 29091)
+    assert b1.advertised_on("PLAINTEXT") is None and b1.kafka_advertised == ("broker1", 19091)
+    assert parse_config(yaml.safe_load(parse_config(data).to_yaml())).brokers[0] == b1
+    bad = {"INTERNAL://0.0.0.0:19091": "no security protocol",                       # not in the map (default)
+           "PLAINTEXT://0.0.0.0:19091,PLAINTEXT://0.0.0.0:19092": "appears twice"}
+    for value, why in bad.items():
+        data = cfg()
+        data["brokers"][0]["listeners"] = value
+        with pytest.raises(ConfigError, match=why):
+            parse_config(data)
+    data = cfg()
+    data["brokers"][0]["advertised.listeners"] = "OTHER://h:1"
+    data["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"
+    with pytest.raises(ConfigError, match="brokers\\[0\\].advertised.listeners: advertises OTHER"):
+        parse_config(data)
+    for value in ("PLAINTEXT:SSL", "PLAINTEXT", "A:PLAINTEXT,a:PLAINTEXT"):
+        with pytest.raises(ConfigError, match="listener.security.protocol.map"):
+            parse_config(cfg(**{"listener.security.protocol.map": value}))
+    data = cfg()                                      # two listeners of one broker on one port
+    data["listener.security.protocol.map"] = "A:PLAINTEXT,B:PLAINTEXT"
+    data["brokers"][0]["listeners"] = "A://127.0.0.1:39001,B://127.0.0.1:39001"
+    fails(data, "brokers[0].listeners")
+
+
 def test_a_kafka_listener_on_a_taken_port_is_an_error():
     data = cfg()
     data["brokers"][0]["listeners"] = f"PLAINTEXT://127.0.0.1:{data['brokers'][1]['port']}"

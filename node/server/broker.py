@@ -11,6 +11,8 @@ watchdog (node/server/shutdown.py) logs ``shutdown_timed_out`` and exits 3.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import json
 import logging
 import os
@@ -156,17 +158,21 @@ class Broker:
         self.server.add(gpbg.add_GroupsServicer_to_server, groups_servicer)
         self._offsets_creating = threading.Lock()  # one lazy creation at a time
         self._offsets_created = False
-        # the Kafka-protocol listener: real clients, the same cores (listener/)
-        kafka_host, kafka_port = self.spec.kafka_listener
-        self.kafka = make_listener(ListenerContext(
+        # the Kafka-protocol listeners: real clients, the same cores (listener/); one per name in `listeners`,
+        # each answering with the brokers' endpoints advertised for its name
+        context = ListenerContext(
             broker_id, self.state, self.replicas, groups_servicer, self.zk, endpoint_of=self._kafka_endpoint_of,
             rack_of=lambda b: self._spec_of(b).rack if self._spec_of(b) else None,
             cluster_id=cluster_id_for(zk_connect), pool=pool, message_max_bytes=g("message.max.bytes"),
             num_partitions=g("num.partitions"), default_replication_factor=g("default.replication.factor"),
             delete_topic_enable=g("delete.topic.enable"), auto_create_topics=g("auto.create.topics.enable"),
             topic_config=self._topic_config, broker_setting=lambda k: (g(k), k in cfg.raw),
-            broker_settings=lambda: [(k, g(k), k in cfg.raw) for k in SCHEMA if k != "run.dir"]),
-            kafka_host, kafka_port, g("socket.request.max.bytes"), self.events.emit)
+            broker_settings=lambda: [(k, g(k), k in cfg.raw) for k in SCHEMA if k != "run.dir"])
+        self.kafkas = [make_listener(dataclasses.replace(context, endpoint_of=functools.partial(
+                           self._kafka_endpoint_of, listener=name)),
+                                     host, port, g("socket.request.max.bytes"), self.events.emit)
+                       for name, host, port in self.spec.kafka_listeners]
+        self.kafka = self.kafkas[0]
         self.stopping = threading.Event()
 
     def _create_offsets_topic(self) -> None:
@@ -205,10 +211,13 @@ class Broker:
     def _spec_of(self, broker_id: int):
         return next((b for b in self.cfg.brokers if b.id == broker_id), None)
 
-    def _kafka_endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
-        """A live broker's advertised Kafka listener, from cluster.yaml (every broker reads the same file)."""
+    def _kafka_endpoint_of(self, broker_id: int, listener: str = "PLAINTEXT") -> tuple[str, int] | None:
+        """A live broker's endpoint advertised for ``listener`` (the one a request came in on), from cluster.yaml
+        (every broker reads the same file); None when it is not live or has no such listener (as Kafka leaves a
+        broker without the listener out of Metadata)."""
         spec = self._spec_of(broker_id)
-        return spec.kafka_advertised if spec is not None and broker_id in self.state.live_brokers else None
+        live = spec is not None and broker_id in self.state.live_brokers
+        return spec.advertised_on(listener) if live else None
 
     def _offsets_partitions(self) -> int:
         """The offsets topic's partition count as the metadata cache has it, else the configured one."""
@@ -237,13 +246,14 @@ class Broker:
             raise OSError(f"broker {self.broker_id}: cannot listen on {address}")
         self.server.start()
         kafka_error = None
-        try:
-            self.kafka.start()
-        except OSError as e:
-            if self.spec.listener is not None:  # configured: a port taken is a start-up failure
-                raise OSError(f"broker {self.broker_id}: cannot listen on {self.kafka.host}:{self.kafka.port} "
-                              f"(listeners): {e}") from e
-            kafka_error = str(e)  # the default port is taken: serve gRPC only, and say so
+        for kafka in self.kafkas:
+            try:
+                kafka.start()
+            except OSError as e:
+                if self.spec.listeners is not None:  # configured: a port taken is a start-up failure
+                    raise OSError(f"broker {self.broker_id}: cannot listen on {kafka.host}:{kafka.port} "
+                                  f"(listeners): {e}") from e
+                kafka_error = str(e)  # the default port is taken: serve gRPC only, and say so
         self.events.emit("broker_starting", host=self.spec.host, port=self.spec.port, pid=os.getpid(),
                          planted_bugs=sorted(self.planted_bugs),
                          kafka_listener=None if kafka_error else f"{self.kafka.host}:{self.kafka.port}")
@@ -357,7 +367,8 @@ class Broker:
         step("controller_shutdown")
         self.controller.shutdown()
         step("server_stop")
-        self.kafka.stop()
+        for kafka in self.kafkas:
+            kafka.stop()
         self.server.stop(grace=0.2)
         step("groups_close")
         self.groups.close()
