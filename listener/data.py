@@ -59,6 +59,7 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                 if pending:
                     waits.append((r, fut))
             topics.append(dict(name=td.name, partition_responses=parts))
+        req.applied()   # appended: the connection's next request may start while this one waits
         for r, fut in waits:
             r["error_code"] = await fut
         if body.acks == 0:
@@ -160,4 +161,29 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
             topics.setdefault(t, []).append(out[(t, p)])
         return dict(throttle_time_ms=0, topics=[dict(name=t, partitions=ps) for t, ps in topics.items()])
 
-    return {0: produce, 1: fetch, 2: list_offsets}
+    async def offset_for_leader_epoch(req: Request, conn: Connection) -> dict[str, Any]:
+        """Kafka 2.8's OffsetForLeaderEpoch as a leader answers it: per partition the largest epoch <= the
+        asked one and its end offset (the LEO for the current epoch; -1, -1 for an epoch above every
+        known one), after the current leader epoch's fencing.  Only the debugging replica id -2 may
+        ask a follower."""
+        leader_only = getattr(req.body, "replica_id", -1) != -2 if req.api_version >= 3 else True
+        topics = []
+        for t in req.body.topics:
+            parts = []
+            for p in t.partitions:
+                r = dict(partition=p.partition, error_code=errors.NONE, leader_epoch=-1, end_offset=-1)
+                parts.append(r)
+                if not known(t.topic, p.partition):
+                    r["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                code, current, lookup = ctx.replicas.end_offset_for_epoch((t.topic, p.partition), leader_only)
+                cle = p.current_leader_epoch if req.api_version >= 2 else -1
+                if code == errors.NONE and cle >= 0 and cle != current:
+                    code = FENCED_LEADER_EPOCH if cle < current else UNKNOWN_LEADER_EPOCH
+                r["error_code"] = code
+                if code == errors.NONE:
+                    r["leader_epoch"], r["end_offset"] = lookup(p.leader_epoch)
+            topics.append(dict(topic=t.topic, partitions=parts))
+        return dict(throttle_time_ms=0, topics=topics)
+
+    return {0: produce, 1: fetch, 2: list_offsets, 23: offset_for_leader_epoch}

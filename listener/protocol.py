@@ -15,7 +15,7 @@ import importlib
 import pkgutil
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import kafka.errors as kerrors
 import kafka.protocol as _kp
@@ -62,6 +62,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     19: (2, 7),   # CreateTopics
     20: (1, 6),   # DeleteTopics
     22: (0, 4),   # InitProducerId (idempotent producers; no transactions)
+    23: (0, 4),   # OffsetForLeaderEpoch (consumers validating positions after a leader change)
     32: (1, 4),   # DescribeConfigs (topics and this broker)
     42: (0, 2),   # DeleteGroups
 }
@@ -104,6 +105,9 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any                       # the decoded request message; None for ApiVersions above our maximum
+    # called once the request is done with the broker's state (listener.server: the next request
+    # on the connection may start); a Produce calls it once appended, before waiting for acks
+    applied: Callable[[], None] = lambda: None
 
     @property
     def api(self) -> str:

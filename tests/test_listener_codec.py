@@ -370,6 +370,19 @@ class FetchReplicas(FakeReplicas):
         return pb.ListOffsetsResponse(partitions=[pb.ListOffsetsPartition(
             topic=p.topic, partition=p.partition, offset=3, leader_epoch=4) for p in req.partitions])
 
+    def end_offset_for_epoch(self, tp, leader_only):
+        """A leader in epoch 4 whose epochs 1, 3 and 4 start at offsets 0, 10 and 20; LEO 30."""
+        starts = [(1, 0), (3, 10), (4, 20)]
+
+        def lookup(epoch):
+            if epoch < 0 or epoch > 4:
+                return -1, -1
+            if epoch == 4:
+                return 4, 30
+            later = [i for i, (e, _) in enumerate(starts) if e > epoch][0]
+            return (starts[later - 1][0] if later else epoch), starts[later][1]
+        return 0, 4, lookup
+
 
 def sample_request(api: int, v: int):
     """A request at version ``v`` with defaults, plus one topic-partition where the API has them."""
@@ -401,6 +414,9 @@ def sample_request(api: int, v: int):
         req.groups_names = ["g"]
     elif api == 22:
         req.transactional_id = None
+    elif api == 23:
+        req.topics = [R.OffsetForLeaderTopic(topic="t", partitions=[R.OffsetForLeaderTopic.OffsetForLeaderPartition(
+            partition=0, current_leader_epoch=4, leader_epoch=2)])]
     elif api == 32:
         req.resources = [R.DescribeConfigsResource(resource_type=2, resource_name="t", configuration_keys=None),
                          R.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)]
@@ -435,12 +451,38 @@ def test_every_advertised_version_is_answered_in_that_version(api: int, version:
         assert r.groups[0].members[0].client_host == "/h"
     elif api == 22:
         assert (r.error_code, r.producer_id, r.producer_epoch) == (0, 5000, 0)
+    elif api == 23:
+        p = r.topics[0].partitions[0]
+        assert (p.error_code, p.end_offset, p.leader_epoch if version >= 1 else 1) == (0, 10, 1)
     elif api == 32:
         topic, broker = r.results
         got = {c.name: (c.value, c.read_only) for c in topic.configs}
         assert got["cleanup.policy"] == ("compact", False) and got["min.insync.replicas"] == ("7", True)
         assert [(c.name, c.value) for c in broker.configs] == [("min.insync.replicas", "2"),
                                                                 ("delete.topic.enable", "true")]
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+def test_offset_for_leader_epoch_answers_each_epochs_end_after_fencing(version: int) -> None:
+    """Kafka 2.8's leader answer: the largest epoch <= the asked one with its end offset (the LEO for
+    the current epoch, -1/-1 above it); from v2 a stale or future current_leader_epoch is fenced."""
+    ctx = make_ctx()
+    ctx.replicas = FetchReplicas()
+    d = make_dispatcher(ctx, lambda *a, **k: None)
+    R = REQUESTS[23]
+    asks = [("t", 0, -1, 0), ("t", 0, -1, 2), ("t", 0, -1, 4), ("t", 0, -1, 5), ("t", 0, 3, 4), ("t", 0, 5, 4),
+            ("nope", 0, -1, 1)]
+    req = R(version=version, topics=[R.OffsetForLeaderTopic(topic=t, partitions=[
+        R.OffsetForLeaderTopic.OffsetForLeaderPartition(partition=p, current_leader_epoch=c, leader_epoch=e)])
+        for t, p, c, e in asks])
+    r = RESPONSES[23].decode(asyncio.run(d.handle(frame(req), CONN)), version=version, header=True, framed=True)
+    got = [(p.error_code, p.leader_epoch if version >= 1 else None, p.end_offset)
+           for t in r.topics for p in t.partitions]
+    fenced = version >= 2
+    e = (lambda x: x if version >= 1 else None)
+    assert got == [(0, e(0), 0), (0, e(1), 10), (0, e(4), 30), (0, e(-1), -1),
+                   (74, e(-1), -1) if fenced else (0, e(4), 30), (75, e(-1), -1) if fenced else (0, e(4), 30),
+                   (3, e(-1), -1)]
 
 
 def test_a_taken_port_fails_the_start_and_stops_the_listener_thread() -> None:

@@ -402,6 +402,19 @@ class ReplicaManager(HousekeepingMixin):
         h = self.hosted.get(tp)
         return None if h is None else h.cond
 
+    def end_offset_for_epoch(self, tp: TP, leader_only: bool) -> tuple[int, int, Callable[[int], tuple[int, int]]]:
+        """For OffsetForLeaderEpoch: (error, current leader epoch, the replica's ``epoch -> (largest epoch
+        <= it, its end offset)`` lookup, Kafka's leader epoch cache's).  NOT_LEADER_OR_FOLLOWER when
+        ``leader_only`` and this broker does not lead the partition (or no longer hosts it)."""
+        h = self.hosted.get(tp)
+        if h is None or h.log.closed or (leader_only and not h.repl.is_leader):
+            return errors.NOT_LEADER_OR_FOLLOWER, -1, lambda e: (-1, -1)
+
+        def lookup(epoch: int) -> tuple[int, int]:
+            with h.cond:
+                return h.log.end_offset_for_epoch(epoch)
+        return errors.NONE, h.repl.leader_epoch, lookup
+
     def read_log(self, tp: TP, offset: int, max_bytes: int) -> tuple[bytes, int, int] | None:
         """Whole batches from ``offset`` up to the LEO (the coordinator's load reads
         to the LEO, as Kafka's does), with the log start and end offsets; None when
