@@ -87,8 +87,9 @@ class Dispatcher:
         self.version_for = version_for or (lambda req, values: req.api_version)
 
     async def handle(self, frame: bytes, conn: Connection,
-                     applied: Callable[[], None] | None = None) -> bytes | None:
-        """The framed response to one request frame, or None (no response due).
+                     applied: Callable[[], None] | None = None) -> bytes | list | None:
+        """The framed response to one request frame (bytes, or a list of pieces to write in order:
+        ``protocol.joined``), or None (no response due).
         Raises BadRequest when the connection must be closed.  ``applied`` is called once the
         request is done with the broker's state (a Produce: its batches appended), at the latest
         when it is answered: the connection's next request may start then."""
@@ -217,7 +218,7 @@ class KafkaListener:
                 writer.close()
 
     async def _one(self, frame: bytes, conn: Connection, previous: asyncio.Future | None,
-                   applied: asyncio.Future) -> bytes | None:
+                   applied: asyncio.Future) -> bytes | list | None:
         """One request, started once the one before it is done with the broker's state; raises
         BadRequest (the connection closes) and, then, so do the requests after it."""
         def done(ok: bool = True) -> None:
@@ -245,7 +246,9 @@ class KafkaListener:
                     out = await task
                 except BadRequest:
                     return
-                if out is not None:
+                if isinstance(out, list):    # pieces around large byte fields (protocol.encode_response)
+                    writer.writelines(out)
+                elif out is not None:
                     writer.write(out)
                     await writer.drain()   # returns at once unless the client reads slower than we write
         except ConnectionError:
