@@ -10,6 +10,7 @@ import asyncio
 import socket
 import struct
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace as dataclass_replace
 from types import SimpleNamespace
 
 import pytest
@@ -361,10 +362,8 @@ class FakeGroups:
 
 
 class FetchReplicas(FakeReplicas):
-    def fetch(self, req):
-        return pb.FetchResponse(partitions=[pb.FetchPartitionResponse(
-            topic=p.topic, partition=p.partition, high_watermark=3, log_start_offset=0, log_end_offset=3,
-            records=batch(3), leader_epoch=4) for p in req.partitions])
+    def consumer_read(self, tp, offset, max_bytes):
+        return 0, 3, 0, 4, batch(3)    # error, high watermark, log start, leader epoch, records
 
     def list_offsets(self, req):
         return pb.ListOffsetsResponse(partitions=[pb.ListOffsetsPartition(
@@ -523,6 +522,53 @@ def test_list_offsets_by_timestamp_on_a_real_log(tmp_path) -> None:
                                            framed=True)
             p = r.topics[0].partitions[0]
             assert (p.error_code, (p.offset, p.timestamp), p.leader_epoch) == (0, want, 4), ts
+    finally:
+        rm.close()
+
+
+@pytest.mark.parametrize("version", [4, 11, 12])
+def test_fetch_from_a_real_log_passes_its_batches_through(tmp_path, version: int) -> None:
+    """The consumer read path: whole batches as the log holds them (large ones spliced in after the
+    generated encoder), up to the partition's max bytes (the first batch always), and
+    OFFSET_OUT_OF_RANGE with the high watermark past the log end."""
+    from listener.protocol import joined
+    FetchResponse = RESPONSES[1]
+    from node.events import EventLog
+    from node.replicas.replica_manager import ReplicaManager
+    from replication.partition import ReplicaSettings
+    rm = ReplicaManager(1, tmp_path / "logs", ReplicaSettings(), EventLog(tmp_path / "events.jsonl", 1),
+                        broker_epoch=lambda: 5, endpoint_of=lambda b: None, controller_endpoint=lambda: None,
+                        fetch_wait_ms=100, segment_bytes=1 << 20, checkpoint_interval_ms=60_000)
+    try:
+        rm.become_leader(PartitionInfo("t", 0, 1, 4, (1,), (1,), 0, 1))
+        sizes = []
+        for n in (1, 2, 3):   # batches of 20, 40 and 60 kB: above the splice threshold (32 KiB)
+            b = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+            for i in range(n):
+                b.append(i, 1000 + i, b"k", b"v" * 20_000, [])
+            c = check_client_batch(bytes(b.build()), 1 << 20, 9)
+            rm.append_batch(("t", 0), c.data, c.record_count, c.max_timestamp, 1, 1000, lambda code: None)
+            sizes.append(len(c.data))
+        log = rm.read_log(("t", 0), 0, 1 << 20)[0]
+        d = make_dispatcher(dataclass_replace(make_ctx(), replicas=rm), lambda *a, **k: None)
+        R = REQUESTS[1]
+
+        def fetch(offset: int, max_bytes: int):
+            req = R(version=version, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 24, isolation_level=0,
+                    session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                    topics=[R.FetchTopic(topic="t", partitions=[R.FetchTopic.FetchPartition(
+                        partition=0, fetch_offset=offset, partition_max_bytes=max_bytes, current_leader_epoch=-1,
+                        log_start_offset=-1)])])
+            out = asyncio.run(d.handle(frame(req, 9), CONN))
+            r = FetchResponse.decode(joined(out), version=version, header=True, framed=True)
+            assert r.header.correlation_id == 9
+            return r.responses[0].partitions[0]
+        p = fetch(0, 1 << 20)
+        assert (p.error_code, p.high_watermark, bytes(p.records)) == (0, 6, log) and len(log) == sum(sizes)
+        assert bytes(fetch(0, 10).records) == log[:sizes[0]]              # the first batch always goes
+        assert bytes(fetch(1, sizes[1] + 10).records) == log[sizes[0]:sizes[0] + sizes[1]]
+        p = fetch(7, 1 << 20)
+        assert (p.error_code, p.high_watermark, bytes(p.records)) == (1, 6, b"")   # OFFSET_OUT_OF_RANGE
     finally:
         rm.close()
 

@@ -41,9 +41,8 @@ CONN = Connection(("127.0.0.1", 1))
 class FuzzReplicas(FakeReplicas):
     """Fetch answers at once (a fuzzed min_bytes / max_wait_ms must not long-poll the suite)."""
 
-    def fetch(self, req):
-        return pb.FetchResponse(partitions=[pb.FetchPartitionResponse(
-            topic=p.topic, partition=p.partition, error_code=NOT_LEADER_OR_FOLLOWER) for p in req.partitions])
+    def consumer_read(self, tp, offset, max_bytes):
+        return NOT_LEADER_OR_FOLLOWER, -1, -1, -1, b""
 
     def list_offsets(self, req):
         return pb.ListOffsetsResponse(partitions=[pb.ListOffsetsPartition(
