@@ -478,6 +478,15 @@ def test_coordinator_sigkill_then_sigterm_loses_no_acknowledged_commit(cluster: 
             cluster.wait_exit(old, timeout=30)
             cluster.start_broker(old)
             cluster.wait_ready(90)
+        # the module's next tests administer topics through librdkafka, which needs every broker back
+        # in Metadata and a controller named there
+        from confluent_kafka.admin import AdminClient
+        kadmin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+
+        def whole() -> bool:
+            md = kadmin.list_topics(timeout=5)
+            return md.controller_id >= 0 and len(md.brokers) == 3
+        wait_for(whole, 60, "3 brokers and a controller in librdkafka's metadata")
     finally:
         stop.set()
         for m in members:
