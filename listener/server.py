@@ -28,6 +28,9 @@ log = logging.getLogger("kafkasim.listener")
 # unanswered requests read ahead on one connection (Kafka's clients send at most
 # max.in.flight.requests.per.connection; librdkafka's default is 1,000,000)
 MAX_IN_FLIGHT = 64
+# a frame larger than this is not read ahead of: the next frame is read once it is answered, so a
+# connection holds at most MAX_IN_FLIGHT such frames plus one larger one (up to socket.request.max.bytes)
+READ_AHEAD_BYTES = 1 << 20
 
 # (request, connection context) -> response fields, or None for no response (acks=0 produce)
 Handler = Callable[[Request, "Connection"], Awaitable[dict[str, Any] | None]]
@@ -202,6 +205,8 @@ class KafkaListener:
                 task = loop.create_task(self._one(frame, conn, previous, applied))
                 previous = applied
                 await answers.put(task)
+                if size > READ_AHEAD_BYTES:
+                    await asyncio.wait([task])
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away (maybe mid-frame): what it sent before is still answered
         finally:
