@@ -314,7 +314,7 @@ def test_compressed_batches_from_librdkafka_are_read_by_kafkasims_consumer(clust
 
 # ---------------------------------------------------------------- coordinator failover, every client at once
 
-FAILOVER_CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
+FAILOVER_CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka", "kafkajs")
 
 
 def same_coordinator_groups(n: int, partitions: int = 10) -> list[str]:
@@ -411,6 +411,31 @@ class Member:
                 await c.stop()
         asyncio.run(run())
 
+    def run_kafkajs(self) -> None:
+        """tests/js/failover.js: its "ack PARTITION OFFSET" lines are the commits kafkajs resolved."""
+        import threading
+        js = Path(__file__).parent / "js"
+        proc = subprocess.Popen(["node", str(js / "failover.js"), self.bs, "fo-t", self.group, self.client_id],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=js,
+                                text=True)
+
+        def close() -> None:
+            self.stop.wait()
+            proc.stdin.close()   # the script leaves the group and exits
+        threading.Thread(target=close, daemon=True).start()
+        try:
+            for line in proc.stdout:
+                what, partition, offset = line.split()
+                if what == "ack":
+                    self.consumed += 1
+                    self.acked(int(partition), int(offset))
+        finally:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
     def last_acked(self, before_ns: int | None = None) -> dict[int, int]:
         out: dict[int, int] = {}
         for t, p, o in list(self.acks):
@@ -420,11 +445,11 @@ class Member:
 
 
 def test_coordinator_sigkill_then_sigterm_loses_no_acknowledged_commit(cluster: Cluster) -> None:
-    """confluent-kafka, kafka-python and aiokafka members, one group each on one coordinator, consume
-    and commit while the coordinator is SIGKILLed, then (the broker back) SIGTERMed: each client's
-    commits are accepted by the new coordinator, its consumption goes on, and the group's committed
-    offsets never fall below a commit its client acknowledged before the fault.  (kcat cannot be a
-    committing member with callbacks; kafkajs is not run here: docs/kafka-listener.md.)"""
+    """confluent-kafka, kafka-python, aiokafka and kafkajs members, one group each on one coordinator,
+    consume and commit while the coordinator is SIGKILLed, then (the broker back) SIGTERMed: each
+    client's commits are accepted by the new coordinator, its consumption goes on, and the group's
+    committed offsets never fall below a commit its client acknowledged before the fault.  (kcat
+    cannot be a committing member that reports its commits: docs/kafka-listener.md.)"""
     import signal
     import threading
     import time
