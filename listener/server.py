@@ -251,11 +251,13 @@ class KafkaListener:
                     out = await task
                 except BadRequest:
                     return
+                if out is None:
+                    continue
                 if isinstance(out, list):    # pieces around large byte fields (protocol.encode_response)
                     writer.writelines(out)
-                elif out is not None:
+                else:
                     writer.write(out)
-                    await writer.drain()   # returns at once unless the client reads slower than we write
+                await writer.drain()   # returns at once unless the client reads slower than we write
         except ConnectionError:
             return
         finally:
