@@ -34,12 +34,6 @@ from chaos.workload import GroupRecorder, Processes, Worker
 
 log = logging.getLogger(__name__)
 
-# kafka-python 3.0.12 members validate their positions with OffsetForLeaderEpoch after a leader change
-# (Metadata v9+ gives epochs), which the Kafka listener does not offer; the client then retries the
-# validation forever and never fetches again.  Telling it the broker is 2.3 (Metadata v8: no epochs
-# kept) skips the validation, as the Java client does when the API is missing.
-KAFKA_PYTHON_API = (2, 3)
-
 # NOT_LEADER_OR_FOLLOWER is not among them: an acks=all produce the leader appended and then lost the
 # leadership over is answered with it (as in Kafka's DelayedProduce), and its record may well be committed
 NOT_WRITTEN = {"LEADER_NOT_AVAILABLE", "NOT_ENOUGH_REPLICAS", "UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_OR_PARTITION",
@@ -276,7 +270,6 @@ class RealMemberWorker(Worker):
 
         assignor = RangePartitionAssignor if s.assignor == "range" else RoundRobinPartitionAssignor
         c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=s.id, enable_auto_commit=False,
-                          api_version=KAFKA_PYTHON_API,
                           auto_offset_reset="earliest", session_timeout_ms=common_ms["session"],
                           heartbeat_interval_ms=common_ms["heartbeat"], partition_assignment_strategy=[assignor],
                           max_poll_interval_ms=max(10000, s.session_timeout_ms), request_timeout_ms=5000,

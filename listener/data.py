@@ -59,6 +59,7 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                 if pending:
                     waits.append((r, fut))
             topics.append(dict(name=td.name, partition_responses=parts))
+        req.applied()   # appended: the connection's next request may start while this one waits
         for r, fut in waits:
             r["error_code"] = await fut
         if body.acks == 0:
@@ -73,23 +74,20 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
     async def fetch(req: Request, conn: Connection) -> dict[str, Any]:
         body, v = req.body, req.api_version
         wanted: list[tuple[str, Any]] = [(t.topic, p) for t in body.topics for p in t.partitions]
-        asks = [pb.FetchPartition(topic=t, partition=p.partition, fetch_offset=p.fetch_offset, last_fetched_epoch=-1,
-                                  current_leader_epoch=-1, max_bytes=p.partition_max_bytes, follower_high_watermark=-1)
-                for t, p in wanted if known(t, p.partition)]
+        asks = [(t, p) for t, p in wanted if known(t, p.partition)]
 
-        def run() -> dict[tuple[str, int], pb.FetchPartitionResponse]:
+        def run() -> dict[tuple[str, int], tuple[int, int, int, int, bytes]]:
+            """The leader's read of each partition, again after each append or HW move while fewer
+            than min_bytes are ready and max_wait_ms has not passed."""
             deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
-            wait_ms = body.max_wait_ms
             while True:
-                resp = ctx.replicas.fetch(pb.FetchRequest(replica_id=-1, max_wait_ms=wait_ms, partitions=asks,
-                                                          session_id=0, session_epoch=-1))
-                got = sum(len(a.records) for a in resp.partitions)
+                got = {(t, p.partition): ctx.replicas.consumer_read((t, p.partition), p.fetch_offset,
+                                                                    p.partition_max_bytes) for t, p in asks}
                 left = deadline - time.monotonic()
-                if (got >= body.min_bytes or left <= 0 or not asks
-                        or any(a.error_code != errors.NONE for a in resp.partitions)):
-                    return {(a.topic, a.partition): a for a in resp.partitions}
+                if (sum(len(a[4]) for a in got.values()) >= body.min_bytes or left <= 0
+                        or any(a[0] != errors.NONE for a in got.values())):
+                    return got
                 ctx.replicas.wait_for_data(left)
-                wait_ms = 0
 
         answers = await ctx.blocking(run) if asks else {}
         topics: dict[str, list] = {}
@@ -100,18 +98,18 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                      last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
                      preferred_read_replica=-1, records=b"")
             if a is not None:
-                code = a.error_code
+                code, hw, start, epoch, records = a
                 cle = p.current_leader_epoch if v >= 9 else -1
-                if code == errors.NONE and cle >= 0 and a.leader_epoch >= 0 and cle != a.leader_epoch:
-                    code = FENCED_LEADER_EPOCH if cle < a.leader_epoch else UNKNOWN_LEADER_EPOCH
+                if code == errors.NONE and cle >= 0 and epoch >= 0 and cle != epoch:
+                    code = FENCED_LEADER_EPOCH if cle < epoch else UNKNOWN_LEADER_EPOCH
                 d["error_code"] = code
+                if code in (errors.NONE, errors.OFFSET_OUT_OF_RANGE):
+                    d.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=start)
                 if code == errors.NONE:
-                    records = a.records
                     if len(records) > budget and budget != body.max_bytes:
                         records = b""    # over the response's max_bytes: fetched again next time
                     budget -= len(records)
-                    d.update(high_watermark=a.high_watermark, last_stable_offset=a.high_watermark,
-                             log_start_offset=a.log_start_offset, records=records)
+                    d["records"] = records
             topics.setdefault(t, []).append(d)
         return dict(throttle_time_ms=0, error_code=errors.NONE, session_id=0,
                     responses=[dict(topic=t, partitions=ps) for t, ps in topics.items()])
@@ -160,4 +158,29 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
             topics.setdefault(t, []).append(out[(t, p)])
         return dict(throttle_time_ms=0, topics=[dict(name=t, partitions=ps) for t, ps in topics.items()])
 
-    return {0: produce, 1: fetch, 2: list_offsets}
+    async def offset_for_leader_epoch(req: Request, conn: Connection) -> dict[str, Any]:
+        """Kafka 2.8's OffsetForLeaderEpoch as a leader answers it: per partition the largest epoch <= the
+        asked one and its end offset (the LEO for the current epoch; -1, -1 for an epoch above every
+        known one), after the current leader epoch's fencing.  Only the debugging replica id -2 may
+        ask a follower."""
+        leader_only = getattr(req.body, "replica_id", -1) != -2 if req.api_version >= 3 else True
+        topics = []
+        for t in req.body.topics:
+            parts = []
+            for p in t.partitions:
+                r = dict(partition=p.partition, error_code=errors.NONE, leader_epoch=-1, end_offset=-1)
+                parts.append(r)
+                if not known(t.topic, p.partition):
+                    r["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                code, current, lookup = ctx.replicas.end_offset_for_epoch((t.topic, p.partition), leader_only)
+                cle = p.current_leader_epoch if req.api_version >= 2 else -1
+                if code == errors.NONE and cle >= 0 and cle != current:
+                    code = FENCED_LEADER_EPOCH if cle < current else UNKNOWN_LEADER_EPOCH
+                r["error_code"] = code
+                if code == errors.NONE:
+                    r["leader_epoch"], r["end_offset"] = lookup(p.leader_epoch)
+            topics.append(dict(topic=t.topic, partitions=parts))
+        return dict(throttle_time_ms=0, topics=topics)
+
+    return {0: produce, 1: fetch, 2: list_offsets, 23: offset_for_leader_epoch}

@@ -7,14 +7,23 @@ v7), no control batch, at least one record, ``lastOffsetDelta + 1 ==
 recordCount``, and records that decode with offset deltas 0, 1, 2, ...
 The batch is then stored byte for byte but for its base offset and
 partition leader epoch, which lie outside the CRC (``node.storage.log``).
+
+The records are walked with aiokafka's compiled record batch reader (pinned;
+about 30 times as fast as a pure-Python walk, which made this check the
+listener's produce bottleneck).  A compressed batch's records are
+decompressed here first, bounded: records that would decompress to more than
+``DECOMPRESSED_LIMIT`` bytes (socket.request.max.bytes' default, the most a
+client could have sent uncompressed) are refused with CORRUPT_MESSAGE.
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
 
-from kafka.record.default_records import DefaultRecordBatch, UnsupportedCodecError
+from aiokafka.record.default_records import DefaultRecordBatch as FastBatch
+from kafka.record.default_records import DefaultRecordBatch
 
+from kafkacommon.compression import CompressionError, DecompressedTooLarge, decompress
 from kafkacommon.record_batch import ATTRIBUTES_OFFSET, HEADER_SIZE, MAGIC, MAGIC_OFFSET, CorruptBatchError, validate_batch
 
 CORRUPT_MESSAGE = 2
@@ -26,6 +35,7 @@ _CODEC_MASK = 0x07
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 _ZSTD = 4
+DECOMPRESSED_LIMIT = 104857600
 
 
 class BatchRejected(Exception):
@@ -47,7 +57,8 @@ class CheckedBatch:
     base_sequence: int = -1
 
 
-def check_client_batch(data: bytes | memoryview | None, max_message_bytes: int, produce_version: int) -> CheckedBatch:
+def check_client_batch(data: bytes | memoryview | None, max_message_bytes: int, produce_version: int,
+                       decompressed_limit: int = DECOMPRESSED_LIMIT) -> CheckedBatch:
     """The one batch of a Produce partition payload, checked; raises :class:`BatchRejected`."""
     if not data:
         raise BatchRejected(INVALID_RECORD, "no record batch")
@@ -84,25 +95,41 @@ def check_client_batch(data: bytes | memoryview | None, max_message_bytes: int, 
     if header.last_offset_delta + 1 != header.record_count:
         raise BatchRejected(INVALID_RECORD, f"lastOffsetDelta {header.last_offset_delta} does not match "
                                             f"the record count {header.record_count}")
-    batch = DefaultRecordBatch(data)
-    n = 0
-    try:
-        for rec in batch:
-            if rec.offset - header.base_offset != n:
-                raise BatchRejected(INVALID_RECORD, f"record {n} has offset delta {rec.offset - header.base_offset}")
-            n += 1
-    except UnsupportedCodecError as e:
-        raise BatchRejected(UNSUPPORTED_COMPRESSION_TYPE, str(e)) from None
-    except BatchRejected:
-        raise
-    except Exception as e:  # a record that does not decode, or bytes left over
-        raise BatchRejected(CORRUPT_MESSAGE, f"records do not decode: {e}") from None
-    if n != header.record_count:
-        raise BatchRejected(INVALID_RECORD, f"{n} records decoded, header says {header.record_count}")
+    walk_records(data, codec, header.record_count, decompressed_limit)
     pid, epoch, seq = struct.unpack_from(">qhi", data, 43)
     if pid >= 0 and seq < 0:
         raise BatchRejected(INVALID_RECORD, f"producer {pid} sent a batch without a sequence")
     return CheckedBatch(data, header.record_count, header.max_timestamp, pid, epoch, seq)
+
+
+def walk_records(data: bytes, codec: int, record_count: int, decompressed_limit: int) -> None:
+    """Every record of a header-checked batch decodes, exactly ``record_count`` of them with offset
+    deltas 0, 1, 2, ... and no bytes left over; raises :class:`BatchRejected`."""
+    if codec:
+        try:
+            records = decompress(codec, memoryview(data)[HEADER_SIZE:], decompressed_limit)
+        except DecompressedTooLarge as e:
+            raise BatchRejected(CORRUPT_MESSAGE, f"records {e}") from None
+        except CompressionError as e:
+            raise BatchRejected(CORRUPT_MESSAGE, f"records {e}") from None
+        attrs = int.from_bytes(data[ATTRIBUTES_OFFSET:ATTRIBUTES_OFFSET + 2], "big") & ~_CODEC_MASK
+        data = data[:ATTRIBUTES_OFFSET] + attrs.to_bytes(2, "big") + data[ATTRIBUTES_OFFSET + 2:HEADER_SIZE] + records
+    base = int.from_bytes(data[0:8], "big", signed=True)
+    n = 0
+    try:
+        for rec in FastBatch(data):
+            if rec.offset - base != n:
+                break
+            n += 1
+    except Exception as e:  # a record that does not decode, or bytes left over
+        raise BatchRejected(CORRUPT_MESSAGE, f"records do not decode: {e}") from None
+    if n < record_count:
+        # a wrong offset delta: the reference walk names it (the compiled one reads offsets as base + delta)
+        for i, rec in enumerate(DefaultRecordBatch(data)):
+            if rec.offset - base != i:
+                raise BatchRejected(INVALID_RECORD, f"record {i} has offset delta {rec.offset - base}")
+    if n != record_count:
+        raise BatchRejected(INVALID_RECORD, f"{n} records decoded, header says {record_count}")
 
 
 def find_timestamp(data: bytes, timestamp: int, below: int) -> tuple[int, int] | None:

@@ -1,12 +1,17 @@
 """The listener's TCP shell: size-prefixed frames on an asyncio loop in its own thread.
 
-Each connection reads one request, answers it, then reads the next (Kafka
-mutes a connection while a request of it is in flight), so answers go out in
-request order.  A size prefix that is negative or above
+A connection's requests are read ahead (up to ``MAX_IN_FLIGHT`` unanswered) and
+answered strictly in request order.  Each request starts only once the one
+before it on the connection is done with the broker's state, so their effects
+happen in request order as under Kafka's muted channel; a Produce is done with
+the state once its batches are appended, so the next request starts while it
+waits for acks=all (docs/deviations.md: Kafka mutes the connection until the
+answer is sent).  A size prefix that is negative or above
 ``socket.request.max.bytes``, a frame that does not decode, an unknown API or
-an unsupported version (but ApiVersions') close that connection only; the
-listener keeps serving the others.  Produce with acks=0 is answered with
-nothing.  Every request is a ``kafka_request`` event (docs/events.md).
+an unsupported version (but ApiVersions') close that connection only, after
+the answers to the requests before it; the listener keeps serving the others.
+Produce with acks=0 is answered with nothing.  Every request is a
+``kafka_request`` event (docs/events.md).
 """
 from __future__ import annotations
 
@@ -19,6 +24,13 @@ from typing import Any, Awaitable, Callable
 from listener.protocol import BadRequest, Request, api_name, encode_response, error_name, parse_request
 
 log = logging.getLogger("kafkasim.listener")
+
+# unanswered requests read ahead on one connection (Kafka's clients send at most
+# max.in.flight.requests.per.connection; librdkafka's default is 1,000,000)
+MAX_IN_FLIGHT = 64
+# a frame larger than this is not read ahead of: the next frame is read once it is answered, so a
+# connection holds at most MAX_IN_FLIGHT such frames plus one larger one (up to socket.request.max.bytes)
+READ_AHEAD_BYTES = 1 << 20
 
 # (request, connection context) -> response fields, or None for no response (acks=0 produce)
 Handler = Callable[[Request, "Connection"], Awaitable[dict[str, Any] | None]]
@@ -77,12 +89,18 @@ class Dispatcher:
         self.emit = emit
         self.version_for = version_for or (lambda req, values: req.api_version)
 
-    async def handle(self, frame: bytes, conn: Connection) -> bytes | None:
-        """The framed response to one request frame, or None (no response due).
-        Raises BadRequest when the connection must be closed."""
+    async def handle(self, frame: bytes, conn: Connection,
+                     applied: Callable[[], None] | None = None) -> bytes | list | None:
+        """The framed response to one request frame (bytes, or a list of pieces to write in order:
+        ``protocol.joined``), or None (no response due).
+        Raises BadRequest when the connection must be closed.  ``applied`` is called once the
+        request is done with the broker's state (a Produce: its batches appended), at the latest
+        when it is answered: the connection's next request may start then."""
         t0 = time.monotonic_ns()
         try:
             req = parse_request(frame)
+            if applied is not None:
+                req.applied = applied
         except BadRequest as e:
             self.emit("kafka_request", client_id=e.client_id, api=api_name(e.api_key) if e.api_key >= 0 else None,
                       api_version=e.api_version, correlation_id=e.correlation_id, error="INVALID_REQUEST",
@@ -162,13 +180,18 @@ class KafkaListener:
         self._thread.join(timeout_s)
 
     async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """One connection, frame after frame, until the client goes or a frame closes it (the tests
-        drive it with in-memory streams)."""
+        """One connection until the client goes or a frame closes it (the tests drive it with
+        in-memory streams): frames are read ahead while earlier ones are handled, and answered in
+        order by :meth:`_answer`."""
         peer = writer.get_extra_info("peername")
         conn = Connection(peer[:2] if peer else None)
         self._conns.add(writer)
+        loop = asyncio.get_running_loop()
+        answers: asyncio.Queue = asyncio.Queue(MAX_IN_FLIGHT)
+        answering = loop.create_task(self._answer(answers, writer))
+        previous: asyncio.Future | None = None
         try:
-            while True:
+            while not answering.done():
                 head = await reader.readexactly(4)
                 size = int.from_bytes(head, "big", signed=True)
                 if size < 0 or size > self.max_request_bytes:
@@ -176,17 +199,70 @@ class KafkaListener:
                               error="INVALID_REQUEST", peer=f"{conn.peer_host}:{conn.peer_port}", closed=True,
                               reason=f"frame size {size} outside 0..{self.max_request_bytes} "
                                      f"(socket.request.max.bytes)", duration_ms=0.0)
-                    return
+                    break
                 frame = await reader.readexactly(size)
+                applied = loop.create_future()
+                task = loop.create_task(self._one(frame, conn, previous, applied))
+                previous = applied
+                await answers.put(task)
+                if size > READ_AHEAD_BYTES:
+                    await asyncio.wait([task])
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client went away (maybe mid-frame): what it sent before is still answered
+        finally:
+            if not answering.done():
+                await answers.put(None)
+            try:
+                await answering
+            finally:
+                while not answers.empty():   # read after the request that closed the connection
+                    task = answers.get_nowait()
+                    if task is not None:
+                        task.cancel()
+                self._conns.discard(writer)
+                writer.close()
+
+    async def _one(self, frame: bytes, conn: Connection, previous: asyncio.Future | None,
+                   applied: asyncio.Future) -> bytes | list | None:
+        """One request, started once the one before it is done with the broker's state; raises
+        BadRequest (the connection closes) and, then, so do the requests after it."""
+        def done(ok: bool = True) -> None:
+            if not applied.done():
+                applied.set_result(ok)
+        try:
+            if previous is not None and not await previous:
+                raise BadRequest("an earlier request on this connection closed it")
+            try:
+                out = await self.dispatcher.handle(frame, conn, done)
+            except BaseException:
+                done(False)
+                raise
+            done()
+            return out
+        finally:
+            done(False)   # cancelled before it ran: nothing after it runs either
+
+    async def _answer(self, answers: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
+        """Writes the answers in request order; stops at the first request that closes the
+        connection (or at the end of the requests), cancelling those read after it."""
+        try:
+            while (task := await answers.get()) is not None:
                 try:
-                    out = await self.dispatcher.handle(frame, conn)
+                    out = await task
                 except BadRequest:
                     return
-                if out is not None:
+                if out is None:
+                    continue
+                if isinstance(out, list):    # pieces around large byte fields (protocol.encode_response)
+                    writer.writelines(out)
+                else:
                     writer.write(out)
-                    await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            return  # the client went away (maybe mid-frame)
+                await writer.drain()   # returns at once unless the client reads slower than we write
+        except ConnectionError:
+            return
         finally:
-            self._conns.discard(writer)
+            while not answers.empty():
+                task = answers.get_nowait()
+                if task is not None:
+                    task.cancel()
             writer.close()

@@ -90,7 +90,11 @@ def test_the_main_job_kills_a_groups_coordinator_and_reports_its_failover(demo_d
     # the timeline is in time order
     times = [float(t) for t in re.findall(r"^   t=\s*([\d.]+) ms  ", out, re.M)]
     assert len(times) >= 4 and times == sorted(times), out
-    for g in ("billing", "shipping", "audit"):
+    # the librdkafka group shares billing's coordinator: its first commit there is in the timeline too
+    rdk = re.search(r"t=\s*([\d.]+) ms  first commit of '(shipping[-\d]*)' \(confluent-kafka\) accepted by broker (\d)",
+                    out)
+    assert rdk and int(rdk.group(3)) != old, out
+    for g in ("billing", rdk.group(2), "audit"):
         assert f"   {g}: no committed offset was lost" in out, out
     run_dir = demo_dir / "run"
     assert (run_dir / "report.txt").read_text() == out
@@ -98,6 +102,8 @@ def test_the_main_job_kills_a_groups_coordinator_and_reports_its_failover(demo_d
     assert report["valid"] and report["lost_offsets"] == 0 and report["offsets_partition"] == partition
     assert report["old_coordinator"] == old and report["new_coordinator"] == int(moved.group(2))
     assert report["leader_elected_ms"] <= report["loaded_at_ms"] <= report["first_commit_ms"]
+    assert report["rdkafka_group"] == rdk.group(2) and report["rdkafka_acknowledged_commits"] > 0
+    assert report["loaded_at_ms"] <= report["rdkafka_first_commit_ms"]
     assert processes_mentioning(str(demo_dir)) == {}
     assert not (run_dir / "cluster.json").exists()
 

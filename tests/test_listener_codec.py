@@ -10,6 +10,7 @@ import asyncio
 import socket
 import struct
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace as dataclass_replace
 from types import SimpleNamespace
 
 import pytest
@@ -361,14 +362,25 @@ class FakeGroups:
 
 
 class FetchReplicas(FakeReplicas):
-    def fetch(self, req):
-        return pb.FetchResponse(partitions=[pb.FetchPartitionResponse(
-            topic=p.topic, partition=p.partition, high_watermark=3, log_start_offset=0, log_end_offset=3,
-            records=batch(3), leader_epoch=4) for p in req.partitions])
+    def consumer_read(self, tp, offset, max_bytes):
+        return 0, 3, 0, 4, batch(3)    # error, high watermark, log start, leader epoch, records
 
     def list_offsets(self, req):
         return pb.ListOffsetsResponse(partitions=[pb.ListOffsetsPartition(
             topic=p.topic, partition=p.partition, offset=3, leader_epoch=4) for p in req.partitions])
+
+    def end_offset_for_epoch(self, tp, leader_only):
+        """A leader in epoch 4 whose epochs 1, 3 and 4 start at offsets 0, 10 and 20; LEO 30."""
+        starts = [(1, 0), (3, 10), (4, 20)]
+
+        def lookup(epoch):
+            if epoch < 0 or epoch > 4:
+                return -1, -1
+            if epoch == 4:
+                return 4, 30
+            later = [i for i, (e, _) in enumerate(starts) if e > epoch][0]
+            return (starts[later - 1][0] if later else epoch), starts[later][1]
+        return 0, 4, lookup
 
 
 def sample_request(api: int, v: int):
@@ -401,6 +413,9 @@ def sample_request(api: int, v: int):
         req.groups_names = ["g"]
     elif api == 22:
         req.transactional_id = None
+    elif api == 23:
+        req.topics = [R.OffsetForLeaderTopic(topic="t", partitions=[R.OffsetForLeaderTopic.OffsetForLeaderPartition(
+            partition=0, current_leader_epoch=4, leader_epoch=2)])]
     elif api == 32:
         req.resources = [R.DescribeConfigsResource(resource_type=2, resource_name="t", configuration_keys=None),
                          R.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)]
@@ -435,12 +450,38 @@ def test_every_advertised_version_is_answered_in_that_version(api: int, version:
         assert r.groups[0].members[0].client_host == "/h"
     elif api == 22:
         assert (r.error_code, r.producer_id, r.producer_epoch) == (0, 5000, 0)
+    elif api == 23:
+        p = r.topics[0].partitions[0]
+        assert (p.error_code, p.end_offset, p.leader_epoch if version >= 1 else 1) == (0, 10, 1)
     elif api == 32:
         topic, broker = r.results
         got = {c.name: (c.value, c.read_only) for c in topic.configs}
         assert got["cleanup.policy"] == ("compact", False) and got["min.insync.replicas"] == ("7", True)
         assert [(c.name, c.value) for c in broker.configs] == [("min.insync.replicas", "2"),
                                                                 ("delete.topic.enable", "true")]
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+def test_offset_for_leader_epoch_answers_each_epochs_end_after_fencing(version: int) -> None:
+    """Kafka 2.8's leader answer: the largest epoch <= the asked one with its end offset (the LEO for
+    the current epoch, -1/-1 above it); from v2 a stale or future current_leader_epoch is fenced."""
+    ctx = make_ctx()
+    ctx.replicas = FetchReplicas()
+    d = make_dispatcher(ctx, lambda *a, **k: None)
+    R = REQUESTS[23]
+    asks = [("t", 0, -1, 0), ("t", 0, -1, 2), ("t", 0, -1, 4), ("t", 0, -1, 5), ("t", 0, 3, 4), ("t", 0, 5, 4),
+            ("nope", 0, -1, 1)]
+    req = R(version=version, topics=[R.OffsetForLeaderTopic(topic=t, partitions=[
+        R.OffsetForLeaderTopic.OffsetForLeaderPartition(partition=p, current_leader_epoch=c, leader_epoch=e)])
+        for t, p, c, e in asks])
+    r = RESPONSES[23].decode(asyncio.run(d.handle(frame(req), CONN)), version=version, header=True, framed=True)
+    got = [(p.error_code, p.leader_epoch if version >= 1 else None, p.end_offset)
+           for t in r.topics for p in t.partitions]
+    fenced = version >= 2
+    e = (lambda x: x if version >= 1 else None)
+    assert got == [(0, e(0), 0), (0, e(1), 10), (0, e(4), 30), (0, e(-1), -1),
+                   (74, e(-1), -1) if fenced else (0, e(4), 30), (75, e(-1), -1) if fenced else (0, e(4), 30),
+                   (3, e(-1), -1)]
 
 
 def test_a_taken_port_fails_the_start_and_stops_the_listener_thread() -> None:
@@ -481,6 +522,53 @@ def test_list_offsets_by_timestamp_on_a_real_log(tmp_path) -> None:
                                            framed=True)
             p = r.topics[0].partitions[0]
             assert (p.error_code, (p.offset, p.timestamp), p.leader_epoch) == (0, want, 4), ts
+    finally:
+        rm.close()
+
+
+@pytest.mark.parametrize("version", [4, 11, 12])
+def test_fetch_from_a_real_log_passes_its_batches_through(tmp_path, version: int) -> None:
+    """The consumer read path: whole batches as the log holds them (large ones spliced in after the
+    generated encoder), up to the partition's max bytes (the first batch always), and
+    OFFSET_OUT_OF_RANGE with the high watermark past the log end."""
+    from listener.protocol import joined
+    FetchResponse = RESPONSES[1]
+    from node.events import EventLog
+    from node.replicas.replica_manager import ReplicaManager
+    from replication.partition import ReplicaSettings
+    rm = ReplicaManager(1, tmp_path / "logs", ReplicaSettings(), EventLog(tmp_path / "events.jsonl", 1),
+                        broker_epoch=lambda: 5, endpoint_of=lambda b: None, controller_endpoint=lambda: None,
+                        fetch_wait_ms=100, segment_bytes=1 << 20, checkpoint_interval_ms=60_000)
+    try:
+        rm.become_leader(PartitionInfo("t", 0, 1, 4, (1,), (1,), 0, 1))
+        sizes = []
+        for n in (1, 2, 3):   # batches of 20, 40 and 60 kB: above the splice threshold (32 KiB)
+            b = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+            for i in range(n):
+                b.append(i, 1000 + i, b"k", b"v" * 20_000, [])
+            c = check_client_batch(bytes(b.build()), 1 << 20, 9)
+            rm.append_batch(("t", 0), c.data, c.record_count, c.max_timestamp, 1, 1000, lambda code: None)
+            sizes.append(len(c.data))
+        log = rm.read_log(("t", 0), 0, 1 << 20)[0]
+        d = make_dispatcher(dataclass_replace(make_ctx(), replicas=rm), lambda *a, **k: None)
+        R = REQUESTS[1]
+
+        def fetch(offset: int, max_bytes: int):
+            req = R(version=version, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 24, isolation_level=0,
+                    session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                    topics=[R.FetchTopic(topic="t", partitions=[R.FetchTopic.FetchPartition(
+                        partition=0, fetch_offset=offset, partition_max_bytes=max_bytes, current_leader_epoch=-1,
+                        log_start_offset=-1)])])
+            out = asyncio.run(d.handle(frame(req, 9), CONN))
+            r = FetchResponse.decode(joined(out), version=version, header=True, framed=True)
+            assert r.header.correlation_id == 9
+            return r.responses[0].partitions[0]
+        p = fetch(0, 1 << 20)
+        assert (p.error_code, p.high_watermark, bytes(p.records)) == (0, 6, log) and len(log) == sum(sizes)
+        assert bytes(fetch(0, 10).records) == log[:sizes[0]]              # the first batch always goes
+        assert bytes(fetch(1, sizes[1] + 10).records) == log[sizes[0]:sizes[0] + sizes[1]]
+        p = fetch(7, 1 << 20)
+        assert (p.error_code, p.high_watermark, bytes(p.records)) == (1, 6, b"")   # OFFSET_OUT_OF_RANGE
     finally:
         rm.close()
 

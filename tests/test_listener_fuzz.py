@@ -12,6 +12,7 @@ import socket
 import struct
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -40,9 +41,8 @@ CONN = Connection(("127.0.0.1", 1))
 class FuzzReplicas(FakeReplicas):
     """Fetch answers at once (a fuzzed min_bytes / max_wait_ms must not long-poll the suite)."""
 
-    def fetch(self, req):
-        return pb.FetchResponse(partitions=[pb.FetchPartitionResponse(
-            topic=p.topic, partition=p.partition, error_code=NOT_LEADER_OR_FOLLOWER) for p in req.partitions])
+    def consumer_read(self, tp, offset, max_bytes):
+        return NOT_LEADER_OR_FOLLOWER, -1, -1, -1, b""
 
     def list_offsets(self, req):
         return pb.ListOffsetsResponse(partitions=[pb.ListOffsetsPartition(
@@ -190,6 +190,44 @@ def test_bad_batches_are_refused_and_nothing_is_appended(n: int, codec: int, ver
     r = RESPONSES[0].decode(out, version=version, header=True, framed=True)
     got = r.responses[0].partition_responses[0].error_code
     assert got == code if code is not None else got in (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE), got
+
+
+def bomb(codec: int, size: int, count: int = 1) -> bytes:
+    """A batch claiming ``count`` records whose records section is ``size`` zero bytes compressed with
+    ``codec`` (CRC right): it decompresses to ``size`` bytes."""
+    from kafkacommon.compression import compress
+    b = bytearray(batch(count)[:61]) + compress(codec, b"\0" * size)
+    b[21:23] = (int.from_bytes(b[21:23], "big") & ~7 | codec).to_bytes(2, "big")
+    struct.pack_into(">i", b, 8, len(b) - 12)
+    return reseal(b)
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_a_zip_bomb_is_refused_once_decompression_passes_the_bound(codec: int) -> None:
+    """Decompression is bounded: records that would decompress past the limit get CORRUPT_MESSAGE, the
+    same records under the limit are decompressed (and refused only for not decoding)."""
+    from listener.records import BatchRejected, check_client_batch
+    for size, limit in ((50_000, 40_000), (50_000, 60_000)):
+        with pytest.raises(BatchRejected) as e:
+            check_client_batch(bomb(codec, size), 1 << 20, 9, decompressed_limit=limit)
+        assert e.value.code == CORRUPT_MESSAGE
+        assert ("decompresses to more than" in e.value.message) == (size > limit), e.value.message
+
+
+def test_a_real_zip_bomb_through_the_dispatcher_appends_nothing() -> None:
+    """A 4 kB zstd batch that would decompress to 101 MiB: refused at the listener's bound (100 MiB)."""
+    import zstandard
+    z, zero = zstandard.ZstdCompressor().compressobj(), bytes(1 << 20)
+    records = b"".join([z.compress(zero) for _ in range(101)] + [z.flush()])
+    b = bytearray(bomb(4, 1))[:61] + records
+    struct.pack_into(">i", b, 8, len(b) - 12)
+    data = reseal(b)
+    assert len(data) < 20_000
+    result, out = run(produce(data, 9, -1))
+    r = RESPONSES[0].decode(out, version=9, header=True, framed=True)
+    p = r.responses[0].partition_responses[0]
+    assert (p.error_code, p.base_offset) == (CORRUPT_MESSAGE, -1) and "decompresses to more" in p.error_message
+    nothing_appended()
 
 
 class Writer:

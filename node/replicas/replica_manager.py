@@ -30,7 +30,7 @@ from node.replicas.leader_fetch import LeaderFetchHandler
 from node.replicas.producer_state import ProducerStates
 from node.replicas.purgatory import Purgatory
 from node.storage import OffsetCheckpointFile, PartitionLog
-from node.storage.log import RecordTooLargeError
+from node.storage.log import OffsetOutOfRangeError, RecordTooLargeError
 from node.topic_config import TOPIC_KEYS, LogConfig, log_config
 from proto import kafkasim_pb2 as pb
 from replication import produce as produce_rules
@@ -401,6 +401,37 @@ class ReplicaManager(HousekeepingMixin):
         """The lock that guards one hosted partition (re-entrant), or None when it is not hosted."""
         h = self.hosted.get(tp)
         return None if h is None else h.cond
+
+    def consumer_read(self, tp: TP, offset: int, max_bytes: int) -> tuple[int, int, int, int, bytes]:
+        """One partition of a consumer's fetch, as the leader answers it (the Kafka listener's
+        path, with no protobuf copies of the records): whole batches from ``offset`` below the high
+        watermark, at most ``max_bytes`` but the first batch.  Returns (error, high watermark, log
+        start offset, leader epoch, records); NOT_LEADER_OR_FOLLOWER off the leader,
+        OFFSET_OUT_OF_RANGE outside the log."""
+        h = self.hosted.get(tp)
+        if h is None or not h.repl.is_leader:
+            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, b""
+        with h.cond:
+            if not h.repl.is_leader or h.log.closed:
+                return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, b""
+            hw, start, epoch = h.repl.high_watermark, h.log.log_start_offset, h.repl.leader_epoch
+            try:
+                return errors.NONE, hw, start, epoch, h.log.read(offset, max_bytes or 1 << 20, hw)
+            except OffsetOutOfRangeError:
+                return errors.OFFSET_OUT_OF_RANGE, hw, start, epoch, b""
+
+    def end_offset_for_epoch(self, tp: TP, leader_only: bool) -> tuple[int, int, Callable[[int], tuple[int, int]]]:
+        """For OffsetForLeaderEpoch: (error, current leader epoch, the replica's ``epoch -> (largest epoch
+        <= it, its end offset)`` lookup, Kafka's leader epoch cache's).  NOT_LEADER_OR_FOLLOWER when
+        ``leader_only`` and this broker does not lead the partition (or no longer hosts it)."""
+        h = self.hosted.get(tp)
+        if h is None or h.log.closed or (leader_only and not h.repl.is_leader):
+            return errors.NOT_LEADER_OR_FOLLOWER, -1, lambda e: (-1, -1)
+
+        def lookup(epoch: int) -> tuple[int, int]:
+            with h.cond:
+                return h.log.end_offset_for_epoch(epoch)
+        return errors.NONE, h.repl.leader_epoch, lookup
 
     def read_log(self, tp: TP, offset: int, max_bytes: int) -> tuple[bytes, int, int] | None:
         """Whole batches from ``offset`` up to the LEO (the coordinator's load reads

@@ -2,12 +2,16 @@
 
 1. ``cluster up``: an embedded ZooKeeper and the brokers, as real processes.
 2. A topic, a producer (acks=all), and three consumer groups of two members
-   each that consume and commit after every poll (the client library).
-3. SIGKILL of the broker coordinating the first group.
-4. A timeline, from the brokers' event logs and the clients' own records:
-   the offsets partition's new leader, the coordinator load (records and ms),
-   the group's rebalance, and the first commit the new coordinator accepted;
-   then a check that every acknowledged commit is still there.
+   each that consume and commit after every poll: two of kafkasim's own
+   client (billing, audit) and one of real Kafka clients, confluent-kafka
+   (librdkafka) consumers on the brokers' Kafka listeners, whose id
+   (shipping, or shipping-N) puts its offsets on billing's offsets partition.
+3. SIGKILL of the broker coordinating the first group (and the librdkafka group).
+4. A timeline, from the brokers' event logs and the clients' own records
+   (librdkafka's commit callbacks): the offsets partition's new leader, the
+   coordinator load (records and ms), the groups' rebalances, and the first
+   commit the new coordinator accepted from each; then a check that every
+   acknowledged commit is still there.
 5. The killed broker restarts; the report goes to <run.dir>/report.txt and
    its figures to <run.dir>/report.json.
 """
@@ -21,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from confluent_kafka import Consumer as RdKafkaConsumer, TopicPartition
+
 from client.admin import GroupAdmin
 from client.group import GroupMember
 from client.metadata import ClientError, ClusterClient
@@ -33,7 +39,16 @@ from node.tools.waiting import wait_for
 from zk.paths import OFFSETS_TOPIC
 
 TOPIC = "orders"
-GROUPS = ("billing", "shipping", "audit")
+GROUPS = ("billing", "shipping", "audit")   # billing and audit: kafkasim's client; shipping: confluent-kafka
+RDKAFKA = "shipping"
+
+
+def rdkafka_group_id(n_partitions: int) -> str:
+    """The librdkafka group's id: "shipping", else the first "shipping-N" whose offsets partition is
+    billing's, so that one SIGKILL moves both groups' coordinator."""
+    target = partition_for(GROUPS[0], n_partitions)
+    return next(g for g in (RDKAFKA, *(f"{RDKAFKA}-{i}" for i in range(2, 10_000)))
+                if partition_for(g, n_partitions) == target)
 
 
 @dataclass
@@ -63,8 +78,12 @@ class Acked:
 
 
 class Workload:
-    def __init__(self, bootstrap: list[str], session_timeout_ms: int) -> None:
+    def __init__(self, bootstrap: list[str], session_timeout_ms: int, kafka_bootstrap: str = "",
+                 rdkafka_group: str = RDKAFKA) -> None:
         self.bootstrap = bootstrap
+        self.kafka_bootstrap = kafka_bootstrap
+        self.rdkafka_group = rdkafka_group
+        self.groups = [rdkafka_group if g == RDKAFKA else g for g in GROUPS]
         self.stop = threading.Event()
         self.acked = Acked()
         self.produced = 0
@@ -74,7 +93,12 @@ class Workload:
 
     def start(self) -> None:
         self.threads.append(threading.Thread(target=self._produce, daemon=True, name="producer"))
+        for i in range(2):
+            self.threads.append(threading.Thread(target=self._rdkafka, args=(f"{self.rdkafka_group}-rdkafka-{i}",),
+                                                 daemon=True, name=f"rdkafka-{i}"))
         for g in GROUPS:
+            if g == RDKAFKA:
+                continue
             for i in range(2):
                 m = GroupMember(ClusterClient(self.bootstrap), g, [TOPIC], client_id=f"{g}-{i}",
                                 session_timeout_ms=self.session_timeout_ms,
@@ -107,6 +131,32 @@ class Workload:
                     self.acked.add(m.group_id, m.coordinator[0] if m.coordinator else -1, offsets)
             except ClientError:
                 self.stop.wait(0.05)  # the member rejoins or rediscovers on its next poll
+
+    def _rdkafka(self, client_id: str) -> None:
+        """A confluent-kafka member: commits asynchronously after every record; what its commit
+        callback acknowledges is recorded (the coordinator unknown to the client: -1)."""
+        group = self.rdkafka_group
+
+        def on_commit(err, tps) -> None:
+            done = {(tp.topic, tp.partition): tp.offset for tp in tps or () if tp.error is None}
+            if err is None and done:
+                self.acked.add(group, -1, done)
+        c = RdKafkaConsumer({"bootstrap.servers": self.kafka_bootstrap, "group.id": group, "client.id": client_id,
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest", "on_commit": on_commit,
+                             "log_level": 0,   # its connection errors during the failover are the report's subject
+                             "session.timeout.ms": self.session_timeout_ms,
+                             "heartbeat.interval.ms": max(100, self.session_timeout_ms // 5)})
+        c.subscribe([TOPIC])
+        try:
+            while not self.stop.is_set():
+                m = c.poll(0.1)
+                if m is None or m.error() is not None:
+                    continue
+                # the record's own partition only: a position kept from an earlier assignment would
+                # commit an old offset over the partition's next owner's
+                c.commit(offsets=[TopicPartition(m.topic(), m.partition(), m.offset() + 1)], asynchronous=True)
+        finally:
+            c.close()
 
     def close(self) -> None:
         self.stop.set()
@@ -142,20 +192,24 @@ def run(args: argparse.Namespace) -> int:
             topics.create_topic(cluster.zk(), TOPIC, 6, min(3, n_brokers), {"min.insync.replicas": min(2, n_brokers)})
         bootstrap = [f"{b.host}:{b.port}" for b in cluster.cfg.brokers]
         session_ms = max(cluster.cfg.get("group.min.session.timeout.ms"), 6000)
-        workload = Workload(bootstrap, session_ms)
+        n_parts = cluster.cfg.get("offsets.topic.num.partitions")
+        rdk = rdkafka_group_id(n_parts)
+        kafka_bootstrap = ",".join(f"{h}:{port}" for h, port in (b.kafka_advertised for b in cluster.cfg.brokers))
+        workload = Workload(bootstrap, session_ms, kafka_bootstrap, rdk)
+        groups = workload.groups
         workload.start()
         admin = GroupAdmin(ClusterClient(bootstrap))
-        wait_for(lambda: all(workload.acked.latest(g) for g in GROUPS), 90, "every group to commit")
+        wait_for(lambda: all(workload.acked.latest(g) for g in groups), 90, "every group to commit")
         target = GROUPS[0]
-        n_parts = len(cluster.view().topics[OFFSETS_TOPIC]["partitions"])
         p = partition_for(target, n_parts)
         old = admin.coordinator(target)[0]
         d = admin.describe(target, with_offsets=False)
-        lines.append(f"workload: a producer on '{TOPIC}' (6 partitions), groups {', '.join(GROUPS)} "
-                     f"(2 members each, commit after every poll)")
+        lines.append(f"workload: a producer on '{TOPIC}' (6 partitions), groups {', '.join(groups)} "
+                     f"(2 members each, commit after every poll; {rdk}: confluent-kafka consumers on the "
+                     f"Kafka listeners)")
         lines.append(f"group '{target}': {OFFSETS_TOPIC}-{p}, coordinator broker {old}, state {d.state}, "
                      f"generation {d.generation}, {len(d.members)} members")
-        others = [g for g in GROUPS[1:] if admin.coordinator(g)[0] == old]
+        others = [g for g in groups[1:] if admin.coordinator(g)[0] == old]
 
         lines.append(f"\n== SIGKILL of broker {old}, the coordinator of '{target}'"
                      + (f" (and of {', '.join(others)})" if others else ""))
@@ -163,8 +217,20 @@ def run(args: argparse.Namespace) -> int:
         cluster.signal_broker(old, signal.SIGKILL)
         wait_for(lambda: workload.acked.first_after(target, t0, old), session_ms / 1000 * 3 + 60,
                  f"a commit of '{target}' accepted by a new coordinator")
+
+        def rdkafka_first() -> tuple[int, int] | None:
+            """librdkafka's first commit the new coordinator accepted (its kafka_request event) and its
+            callback acknowledged: (when acknowledged, the broker)."""
+            e = next((e for e in read_run_events(cluster.run_dir) if e["mono_ns"] > t0 and e["type"] == "kafka_request"
+                      and e["api"] == "OffsetCommit" and e["error"] is None and e["broker"] != old
+                      and str(e.get("client_id")).startswith(f"{rdk}-rdkafka-")), None)
+            acked = e and workload.acked.first_after(rdk, e["mono_ns"], old)
+            return (acked[0], e["broker"]) if acked else None
+        wait_for(rdkafka_first, session_ms / 1000 * 3 + 60, f"a commit of '{rdk}' (librdkafka) accepted by a new "
+                                                            f"coordinator")
         cluster.wait_exit(old, timeout=10)
         first_t, new = workload.acked.first_after(target, t0, old)
+        rdk_t, rdk_new = rdkafka_first()
         events = read_run_events(cluster.run_dir)
 
         written = _first(events, t0, "partition_state_written", topic=OFFSETS_TOPIC, partition=p)
@@ -172,6 +238,7 @@ def run(args: argparse.Namespace) -> int:
         load_start = _first(events, t0, "coordinator_load_started", partition=p)
         loaded = _first(events, t0, "coordinator_loaded", partition=p)
         generation = _first(events, t0, "group_generation", group=target)
+        rdk_generation = _first(events, t0, "group_generation", group=rdk)
         timeline: list[tuple[float, str]] = [(0.0, "SIGKILL sent")]
         if written:
             timeline.append(((written["mono_ns"] - t0) / 1e6,
@@ -188,7 +255,12 @@ def run(args: argparse.Namespace) -> int:
             timeline.append(((generation["mono_ns"] - t0) / 1e6,
                              f"'{target}' rebalanced to generation {generation['generation']} with "
                              f"{len(generation['members'])} members"))
+        if rdk_generation:
+            timeline.append(((rdk_generation["mono_ns"] - t0) / 1e6,
+                             f"'{rdk}' (confluent-kafka) rebalanced to generation {rdk_generation['generation']} "
+                             f"with {len(rdk_generation['members'])} members"))
         timeline.append(((first_t - t0) / 1e6, f"first commit accepted by broker {new}"))
+        timeline.append(((rdk_t - t0) / 1e6, f"first commit of '{rdk}' (confluent-kafka) accepted by broker {rdk_new}"))
         for t_ms, what in sorted(timeline):
             lines.append(f"   t={t_ms:8.1f} ms  {what}")
         time.sleep(1.0)  # let the workload run on the new coordinator for a moment before checking
@@ -196,14 +268,14 @@ def run(args: argparse.Namespace) -> int:
         for th in workload.threads:
             th.join(15)
         lost: dict[str, list] = {}
-        for g in GROUPS:
+        for g in groups:
             committed = admin.committed(g)
             lost[g] = [(tp, o, committed.get(tp, -1)) for tp, o in sorted(workload.acked.latest(g).items())
                        if committed.get(tp, -1) < o]
         total = sum(len(v) for v in lost.values())
         n_commits = sum(len(v) for v in workload.acked.commits.values())
         lines.append(f"\n== check: {n_commits} acknowledged commits, {workload.produced} records produced")
-        for g in GROUPS:
+        for g in groups:
             lines.append(f"   {g}: " + ("no committed offset was lost" if not lost[g] else
                                         f"LOST {len(lost[g])}: " + ", ".join(
                                             f"{t}-{pp} acked {o} now {c}" for (t, pp), o, c in lost[g])))
@@ -218,6 +290,8 @@ def run(args: argparse.Namespace) -> int:
             "load_ms": loaded["duration_ms"] if loaded else None, "load_records": loaded["records"] if loaded else None,
             "loaded_at_ms": (loaded["mono_ns"] - t0) / 1e6 if loaded else None,
             "first_commit_ms": (first_t - t0) / 1e6, "acknowledged_commits": n_commits,
+            "rdkafka_group": rdk, "rdkafka_first_commit_ms": (rdk_t - t0) / 1e6,
+            "rdkafka_acknowledged_commits": len(workload.acked.commits.get(rdk, [])),
             "lost_offsets": total, "valid": total == 0}
         report = "\n".join(lines)
         print(report)
