@@ -296,10 +296,13 @@ function eventRow(e) {
   r.title = `${e.type} ${rest}`;
   return r;
 }
+// The box's scroll position is read in its scroll handler only: reading it while drawing would force a layout
+// of the rows just written (then a second one for the frame).
+let evTop = 0;
 function drawEventWindow(added) {
-  let top = evBox.scrollTop;
+  let top = evTop;
   evSpace.style.height = evView.length * EV_ROW_H + "px";
-  if (added && top > 0) { top += added * EV_ROW_H; evBox.scrollTop = top; }   // a reader scrolled back keeps their rows
+  if (added && top > 0) { top += added * EV_ROW_H; evTop = evBox.scrollTop = top; }   // a reader scrolled back keeps their rows
   const first = Math.max(0, Math.min(Math.floor(top / EV_ROW_H), evView.length - EV_WINDOW));
   evWin.style.transform = `translateY(${first * EV_ROW_H}px)`;
   const want = [];
@@ -314,9 +317,9 @@ function drawEventWindow(added) {
   }
   for (const r of have.values()) r.remove();
 }
-evBox.addEventListener("scroll", () => drawEventWindow(0), { passive: true });
+evBox.addEventListener("scroll", () => { evTop = evBox.scrollTop; drawEventWindow(0); }, { passive: true });
 for (const id of ["#f-broker", "#f-partition", "#f-group", "#f-kind"]) $(id).addEventListener("input", () => {
-  readFilters(); evRebuild(); evBox.scrollTop = 0; drawEventWindow(0);
+  readFilters(); evRebuild(); evTop = evBox.scrollTop = 0; drawEventWindow(0);
 });
 for (const id of ["#topic-filter", "#only-urp"]) $(id).addEventListener("input", () => {
   partFilter = { f: $("#topic-filter").value.trim(), urp: $("#only-urp").checked };
