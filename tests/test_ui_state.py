@@ -106,3 +106,23 @@ def test_a_chaos_history_is_replayed_through_the_same_reducer():
     s.apply({"index": 2, "type": "ok", "process": 3, "time": 70_000_000, "f": "commit", "group": "g1",
              "value": {"member": "m", "generation": 1, "offsets": {"events/0": 4}}})
     assert s.groups["g1"]["offsets"] == {"events-0": 4}
+
+
+def test_an_observation_that_finds_nothing_new_sends_the_page_nothing():
+    s = ClusterState(N)
+    start(s)
+    procs = ev(5, -1, "ui_procs", brokers={str(b): {"state": "running", "pid": 100 + b} for b in (1, 2, 3)})
+    desc = ev(6, -1, "ui_group", group="g", coordinator=1, state="Stable", generation=1, protocol="range",
+              members=[{"member_id": "m1", "client_id": "c1", "assignment": ["t-0"]}], offsets={"t-0": 5})
+    s.apply(procs)
+    s.apply(desc)
+    patch = s.take_patch()
+    assert [g["group"] for g in patch["groups"]] == ["g"] and patch["groups"][0]["offsets"] == {"t-0": 5}
+    s.apply(dict(procs, mono_ns=7_000_000))
+    s.apply(dict(desc, mono_ns=8_000_000))
+    assert s.take_patch() is None                      # the same processes and the same describe again
+    s.apply(dict(desc, mono_ns=9_000_000, offsets={"t-0": 6}))
+    s.apply(dict(procs, mono_ns=10_000_000, brokers={"1": {"state": "paused", "pid": 101}}))
+    patch = s.take_patch()
+    assert patch["groups"][0]["offsets"] == {"t-0": 6}
+    assert [b["status"] for b in patch["brokers"]] == ["paused", "up", "up"]

@@ -295,10 +295,11 @@ class ClusterState:
 
     def _on_ui_procs(self, e: dict, t: int) -> None:
         for b, proc in e.get("brokers", {}).items():
-            br = self._broker(int(b))
-            status = {"running": "up", "paused": "paused", "dead": "dead"}.get(proc.get("state"), br["status"])
-            if (br["status"], br["pid"]) != (status, proc.get("pid")):
-                br.update(status=status, pid=proc.get("pid"))
+            br = self.brokers.get(int(b))
+            now = br["status"] if br is not None else "unknown"
+            status = {"running": "up", "paused": "paused", "dead": "dead"}.get(proc.get("state"), now)
+            if br is None or (br["status"], br["pid"]) != (status, proc.get("pid")):
+                self._broker(int(b)).update(status=status, pid=proc.get("pid"))
                 if status == "dead":
                     self._left(int(b), t)
 
@@ -316,6 +317,9 @@ class ClusterState:
 
     def _on_ui_group(self, e: dict, t: int) -> None:
         """A describe of one group (members, assignments, committed offsets, lag) made by the server."""
+        key = "g:" + e["group"]
+        pending, old = key in self.dirty, self.groups.get(e["group"])
+        old = dict(old) if old is not None else None   # shallow: the nested dicts below are replaced, not changed
         gr = self._group(e["group"])
         before = dict(gr["offsets"])
         gr.update(state=e.get("state", gr["state"]), generation=e.get("generation", gr["generation"]),
@@ -333,6 +337,8 @@ class ClusterState:
                 gr["lag"][k] = max(0, hw - v)
         if any(v is not None and v > (before.get(k) or -1) for k, v in gr["offsets"].items()):
             self._committed(e["group"], t)
+        if old == gr and not pending:   # a describe that found nothing new sends the page nothing
+            self.dirty.discard(key)
 
     # chaos history lines (replay of a chaos run)
     def _history(self, op: dict[str, Any]) -> None:

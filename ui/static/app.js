@@ -1,6 +1,9 @@
-// kafkasim's web view: one page, no build step.  Live: Server-Sent Events from /api/stream, each batch
-// applied to a local copy of the state and drawn on the next animation frame, touching only changed rows.
-// Replay: /api/state?t=NS for the instant the scrubber points at.
+// kafkasim's web view: one page, no build step.  Live: Server-Sent Events from /api/stream; every message is
+// applied to a local copy of the state at once, and the changes are drawn together on the next animation frame.
+// Drawing touches only what changed: a partition row's cells are written only when their text differs, the
+// event stream is a window of ~24 rows over the kept events (new events are inserted, old rows dropped), so a
+// frame costs about as much as the news it carries.  Replay: /api/state?t=NS for the instant the scrubber
+// points at, applied the same way (rows are kept and diffed, not rebuilt).
 "use strict";
 const $ = (s) => document.querySelector(s);
 const S = { brokers: [], controller: { id: null, epoch: 0 }, controllers: [], parts: new Map(), coords: new Map(),
@@ -8,22 +11,29 @@ const S = { brokers: [], controller: { id: null, epoch: 0 }, controllers: [], pa
 const dirty = { brokers: false, controllers: false, parts: new Set(), groups: new Set(), failovers: false,
                 events: [], all: false };
 let CFG = {}, frame = 0;
-window.__lat = [];  // [event ts_ms, tail seen_ms, page shown ms, type, server sent_ms, page arrived ms] for bench/ui.py
-const KEEP_EVENTS = 2000, SHOW_EVENTS = 300, NEW_EVENTS_PER_FRAME = 100;
+// Measurement hooks for bench/ui.py, off unless it sets them to arrays: __lat gets, per event drawn, [event
+// ts_ms, tail seen_ms, page drawn ms, type, server sent_ms, page arrived ms]; __render each frame's drawing ms.
+window.__lat = null; window.__render = null;
+const KEEP_EVENTS = 2000, EV_ROW_H = 16, EV_WINDOW = 24;
 
 function esc(v) { return String(v ?? "–").replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c])); }
 function nowMs() { return performance.timeOrigin + performance.now(); }
 function schedule() { if (!frame) frame = requestAnimationFrame(render); }
+function put(el, v) { v = String(v); if (el.__v !== v) { el.__v = v; el.textContent = v; } }   // write text only if changed
+function setHtml(el, html) { if (el.__h !== html) { el.__h = html; el.innerHTML = html; } }
+function bounded(arr, max) { if (arr.length > max * 1.25) arr.splice(0, arr.length - max); }  // amortized trim
 
 // ------------------------------------------------------------------ state updates
-function load(snap) {
+function load(snap) {   // a whole state (first message, a reconnect, a replay instant): rows are kept and diffed
   S.brokers = snap.brokers; S.controller = snap.controller; S.controllers = snap.controllers;
   S.parts = new Map(snap.partitions.map((p) => [p.key, p]));
   S.coords = new Map(snap.coordinators.map((c) => [c.partition, c]));
   S.groups = new Map(snap.groups.map((g) => [g.group, g]));
   S.failovers = snap.failovers; S.events = (snap.events || []).slice(-KEEP_EVENTS);
-  document.getElementById("topics").innerHTML = ""; rows.clear(); topicTables.clear();
-  $("#groups .gbody").innerHTML = ""; groupRows.clear();
+  for (const [k, tr] of rows) if (!S.parts.has(k)) { seer.unobserve(tr); tr.remove(); rows.delete(k); stale.delete(k); onScreen.delete(k); }
+  for (const [t, tt] of topicTables) if (!tt.tbody.children.length) { tt.div.remove(); topicTables.delete(t); }
+  for (const [g, tr] of groupRows) if (!S.groups.has(g)) { tr.remove(); groupRows.delete(g); }
+  evRebuild();
   dirty.all = true; schedule();
 }
 function applyPatch(p) {
@@ -39,12 +49,11 @@ function applyPatch(p) {
 }
 function onBatch(b) {
   const arrived = nowMs();
-  for (const e of b.events) { e.__sent = b.sent_ms; e.__arrived = arrived; }
   applyPatch(b.patch);
   if (b.events.length) {
-    for (const e of b.events) S.events.push(e);
-    if (S.events.length > KEEP_EVENTS) S.events.splice(0, S.events.length - KEEP_EVENTS);
-    dirty.events.push(...b.events);
+    for (const e of b.events) { e.__sent = b.sent_ms; e.__arrived = arrived; S.events.push(e); }
+    bounded(S.events, KEEP_EVENTS);
+    for (const e of b.events) dirty.events.push(e);
   }
   schedule();
 }
@@ -52,21 +61,26 @@ function onBatch(b) {
 // ------------------------------------------------------------------ drawing
 function render() {
   frame = 0;
+  const r0 = performance.now();
   const all = dirty.all; dirty.all = false;
   if (all || dirty.brokers) drawBrokers();
   if (all || dirty.controllers || dirty.brokers) drawControllers();
-  const keys = all ? [...S.parts.keys()] : [...dirty.parts];
-  for (const k of keys) drawPartition(k);
-  if (keys.length) drawSummary();
-  const gs = all ? [...S.groups.keys()] : [...dirty.groups];
-  for (const g of gs) drawGroup(g);
+  const keys = all ? S.parts.keys() : dirty.parts;
+  let n = 0;
+  for (const k of keys) { drawPartition(k); n++; }
+  if (n) drawSummary();
+  for (const g of all ? S.groups.keys() : dirty.groups) drawGroup(g);
   if (all || dirty.failovers) drawFailovers();
-  if (all) drawEvents(); else if (dirty.events.length) addEvents(dirty.events);
-  const shown = nowMs();
-  for (const e of dirty.events) { if (e.seen_ms) window.__lat.push([e.ts_ms, e.seen_ms, shown, e.type, e.__sent, e.__arrived]); }
-  if (window.__lat.length > 20000) window.__lat.splice(0, 10000);
+  const added = evAdd(dirty.events);
+  if (all || added) drawEventWindow(added);
+  if (window.__lat) {
+    const shown = nowMs();
+    for (const e of dirty.events) if (e.seen_ms) window.__lat.push([e.ts_ms, e.seen_ms, shown, e.type, e.__sent, e.__arrived]);
+    bounded(window.__lat, 20000);
+  }
   dirty.brokers = dirty.controllers = dirty.failovers = false;
   dirty.parts.clear(); dirty.groups.clear(); dirty.events = [];
+  if (window.__render) { window.__render.push(performance.now() - r0); bounded(window.__render, 5000); }
 }
 
 function drawBrokers() {
@@ -74,8 +88,7 @@ function drawBrokers() {
   $("#controller-epoch").textContent = S.controller.epoch;
   const ids = new Set((CFG.brokers || []).concat(S.brokers.map((b) => b.id)));
   const by = new Map(S.brokers.map((b) => [b.id, b]));
-  const tb = $("#brokers tbody");
-  tb.innerHTML = [...ids].sort((a, b) => a - b).map((id) => {
+  setHtml($("#brokers tbody"), [...ids].sort((a, b) => a - b).map((id) => {
     const b = by.get(id) || { id, status: "unknown" };
     const acts = [["kill", "kill"], ["terminate", "term"], ["pause", "pause"], ["resume", "resume"], ["start", "start"],
                   ["expire-session", "expire session"]].map(([a, label]) =>
@@ -86,14 +99,14 @@ function drawBrokers() {
       `<td>${esc(b.broker_epoch)}</td><td><small>${esc(b.session)}</small></td>` +
       `<td>${b.controller ? '<span class="ctrl-badge">controller</span>' : ""}</td>` +
       `<td class="controls">${acts}</td></tr>`;
-  }).join("");
+  }).join(""));
 }
 
 function drawControllers() {
   const cur = S.controller;
-  $("#controllers").innerHTML = S.controllers.map((c) =>
+  setHtml($("#controllers"), S.controllers.map((c) =>
     `<li class="${c.epoch === cur.epoch && c.broker === cur.id ? "current" : ""}" data-epoch="${c.epoch}">` +
-    `epoch ${c.epoch}: broker ${c.broker}${c.ts_ms ? " at " + new Date(c.ts_ms).toLocaleTimeString() : ""}</li>`).join("");
+    `epoch ${c.epoch}: broker ${c.broker}${c.ts_ms ? " at " + new Date(c.ts_ms).toLocaleTimeString() : ""}</li>`).join(""));
 }
 
 const rows = new Map(), topicTables = new Map();
@@ -108,11 +121,11 @@ function topicTable(topic) {
   const host = $("#topics");
   const after = topic === "__consumer_offsets" ? null : [...host.children].find((c) => c.dataset.topic > topic);
   host.insertBefore(div, after || null);
-  t = { div, tbody: div.querySelector(".pbody"), order: [] };
+  t = { div, tbody: div.querySelector(".pbody") };
   topicTables.set(topic, t);
   return t;
 }
-// Rows off screen get only their data attributes and class (cheap); their content is drawn when they scroll
+// Rows off screen get only their data attributes and class (cheap); their cells are drawn when they scroll
 // into view.  So a batch touching hundreds of partitions costs a few attribute writes each.
 const onScreen = new Set();
 const stale = new Set();
@@ -130,10 +143,12 @@ function drawPartition(key) {
   if (!tr) {
     const t = topicTable(p.topic);
     tr = document.createElement("div");
-    tr.dataset.tp = key;
-    let i = 0; while (i < t.order.length && t.order[i] < p.partition) i++;
-    t.tbody.insertBefore(tr, t.tbody.children[i] || null);
-    t.order.splice(i, 0, p.partition);
+    tr.dataset.tp = key; tr.__p = p.partition;
+    // rows arrive in order (snapshot) or one by one (a new topic): a new row goes before the first greater one
+    let at = null;
+    const last = t.tbody.lastElementChild;
+    if (last && last.__p > p.partition) for (const c of t.tbody.children) if (c.__p > p.partition) { at = c; break; }
+    t.tbody.insertBefore(tr, at);
     rows.set(key, tr);
     seer.observe(tr);    // its first callback fills the row if it is on screen
   }
@@ -145,41 +160,75 @@ function drawPartition(key) {
   filterRow(tr, p);
   if (onScreen.has(key)) fillPartition(key); else stale.add(key);
 }
-function fillPartition(key) {
-  const p = S.parts.get(key), tr = rows.get(key);
-  const max = Math.max(1, ...Object.values(p.leo || {}), ...Object.values(p.hw || {}));
-  const reps = p.replicas.map((b) => {
-    const leo = p.leo[b] ?? null, hw = p.hw[String(p.leader)] ?? p.hw[b] ?? null;
-    const inIsr = p.isr.includes(b);
-    return `<span class="rep ${inIsr ? "in" : "out"}" data-replica="${b}" title="broker ${b}: LEO ${leo ?? "?"}, HW ${hw ?? "?"}">` +
-      `${b === p.leader ? "★" : ""}${b} <small>${leo ?? "?"}/${hw ?? "?"}</small>` +
-      `<span class="bar"><span class="leo" style="width:${100 * (leo || 0) / max}%"></span>` +
-      `<span class="hw" style="width:${100 * Math.min(hw || 0, leo ?? hw ?? 0) / max}%"></span></span></span>`;
-  }).join("");
-  let coord = "";
-  if (p.topic === "__consumer_offsets") {
-    const c = S.coords.get(p.partition);
-    coord = c ? `<span class="coord ${esc(c.state)}" data-coordinator="${c.broker ?? ""}">${c.broker ?? "–"} ${esc(c.state)}` +
-      `${c.load_ms != null ? " " + c.load_ms + " ms" : ""}${c.groups.length ? " (" + c.groups.map(esc).join(", ") + ")" : ""}</span>`
-      : "<span></span>";
-  }
-  tr.innerHTML = `<span>${p.partition}</span><span class="ldr">${p.leader >= 0 ? p.leader : "none"}</span>` +
-    `<span>${p.leader_epoch}</span><span class="reps">${reps}</span><span class="isr">${p.isr.join(",")}</span>${coord}`;
+function span(parent, cls, tag = "span") {
+  const s = document.createElement(tag);
+  if (cls) s.className = cls;
+  parent.appendChild(s);
+  return s;
 }
+function fillPartition(key) {   // the row's cells are made once (again if its replicas change), then only written
+  const p = S.parts.get(key), tr = rows.get(key);
+  if (!p || !tr) return;
+  const sig = p.replicas.join(",");
+  let x = tr.__x;
+  if (!x || x.sig !== sig) {
+    tr.textContent = "";
+    x = { sig, part: span(tr), ldr: span(tr, "ldr"), epoch: span(tr), reps: span(tr, "reps") };
+    x.rep = p.replicas.map((b) => {
+      const r = span(x.reps, "rep"); r.dataset.replica = b;
+      const o = { b, el: r, label: span(r), small: null, leo: null, hw: null };
+      r.appendChild(document.createTextNode(" "));
+      o.small = span(r, "", "small");
+      const bar = span(r, "bar"); o.leo = span(bar, "leo"); o.hw = span(bar, "hw");
+      return o;
+    });
+    x.isr = span(tr, "isr");
+    if (p.topic === "__consumer_offsets") x.coord = span(tr, "coord");
+    put(x.part, p.partition);
+    tr.__x = x;
+  }
+  put(x.ldr, p.leader >= 0 ? p.leader : "none");
+  put(x.epoch, p.leader_epoch);
+  put(x.isr, p.isr.join(","));
+  let max = 1;
+  for (const v of Object.values(p.leo || {})) if (v > max) max = v;
+  for (const v of Object.values(p.hw || {})) if (v > max) max = v;
+  for (const o of x.rep) {
+    const b = o.b, leo = p.leo[b] ?? null, hw = p.hw[String(p.leader)] ?? p.hw[b] ?? null;
+    const cls = "rep " + (p.isr.includes(b) ? "in" : "out");
+    if (o.el.className !== cls) o.el.className = cls;
+    put(o.label, (b === p.leader ? "★" : "") + b);
+    const lh = `${leo ?? "?"}/${hw ?? "?"}`;
+    if (o.small.__v !== lh) { put(o.small, lh); o.el.title = `broker ${b}: LEO ${leo ?? "?"}, HW ${hw ?? "?"}`; }
+    const wl = (100 * (leo || 0) / max).toFixed(1) + "%", wh = (100 * Math.min(hw || 0, leo ?? hw ?? 0) / max).toFixed(1) + "%";
+    if (o.leo.__w !== wl) { o.leo.__w = wl; o.leo.style.width = wl; }
+    if (o.hw.__w !== wh) { o.hw.__w = wh; o.hw.style.width = wh; }
+  }
+  if (x.coord) {
+    const c = S.coords.get(p.partition);
+    const cls = "coord" + (c && c.state ? " " + c.state : "");
+    if (x.coord.className !== cls) x.coord.className = cls;
+    const who = c ? String(c.broker ?? "") : "";
+    if (x.coord.dataset.coordinator !== who) x.coord.dataset.coordinator = who;
+    put(x.coord, c ? `${c.broker ?? "–"} ${c.state ?? "–"}${c.load_ms != null ? " " + c.load_ms + " ms" : ""}` +
+      `${c.groups.length ? " (" + c.groups.join(", ") + ")" : ""}` : "");
+  }
+}
+let partFilter = { f: "", urp: false };
 function filterRow(tr, p) {
-  const f = $("#topic-filter").value.trim(), urp = $("#only-urp").checked;
-  const hide = Boolean((f && !p.topic.includes(f)) || (urp && !p.offline && !p.under_replicated));
+  const hide = Boolean((partFilter.f && !p.topic.includes(partFilter.f)) || (partFilter.urp && !p.offline && !p.under_replicated));
   if (tr.hidden !== hide) tr.hidden = hide;
 }
 function drawSummary() {
   let n = 0, u = 0, o = 0;
   for (const p of S.parts.values()) { n++; if (p.offline) o++; else if (p.under_replicated) u++; }
-  $("#part-summary").textContent = `${n} partitions, ${u} under-replicated, ${o} offline`;
+  put($("#part-summary"), `${n} partitions, ${u} under-replicated, ${o} offline`);
 }
 
 const groupRows = new Map();
 function drawGroup(name) {
   const g = S.groups.get(name);
+  if (!g) return;
   let tr = groupRows.get(name);
   if (!tr) {
     tr = document.createElement("div"); tr.dataset.group = name; tr.className = "grow";
@@ -188,32 +237,36 @@ function drawGroup(name) {
     tb.insertBefore(tr, after || null);
     groupRows.set(name, tr);
   }
-  tr.dataset.coordinator = g.coordinator ?? "";
-  tr.dataset.state = g.state ?? "";
+  if (tr.dataset.coordinator !== String(g.coordinator ?? "")) tr.dataset.coordinator = g.coordinator ?? "";
+  if (tr.dataset.state !== String(g.state ?? "")) tr.dataset.state = g.state ?? "";
   const members = Object.entries(g.members).map(([m, v]) =>
     `<div><small>${esc(v.client_id || m.slice(0, 28))}</small> → ${(v.assignment || []).map(esc).join(", ") || "–"}</div>`).join("");
   const offs = Object.entries(g.offsets).sort().map(([tp, o]) =>
     `<div>${esc(tp)}: ${esc(o)}${g.lag[tp] != null ? " (" + g.lag[tp] + ")" : ""}</div>`).join("");
-  tr.innerHTML = `<span>${esc(name)}</span><span class="gc">${esc(g.coordinator)}</span><span>${g.partition}</span>` +
+  setHtml(tr, `<span>${esc(name)}</span><span class="gc">${esc(g.coordinator)}</span><span>${g.partition}</span>` +
     `<span>${esc(g.state)}</span><span>${esc(g.generation)}</span><span>${g.rebalances}</span>` +
-    `<span class="members">${members}</span><span class="offsets">${offs}</span>`;
+    `<span class="members">${members}</span><span class="offsets">${offs}</span>`);
 }
 
 function ms(v) { return v == null ? "–" : v.toFixed(0) + " ms"; }
 function drawFailovers() {
-  $("#failovers tbody").innerHTML = S.failovers.slice(-50).reverse().map((r) =>
+  setHtml($("#failovers tbody"), S.failovers.slice(-50).reverse().map((r) =>
     `<tr data-fault="${esc(r.fault)}" data-group="${esc(r.group ?? "")}"><td>${esc(r.fault)}</td><td>${esc(r.kind)}</td>` +
     `<td>${esc(r.group ?? "(controller)")}</td><td>${esc(r.partition)}</td>` +
     `<td>${r.group ? esc(r.old_leader) + " → " + esc(r.new_leader) : esc(r.old_controller) + " → " + esc(r.new_controller)}</td>` +
     `<td class="stage detect">${ms(r.detect_ms)}</td><td class="stage elect">${ms(r.elect_ms)}</td>` +
     `<td class="stage load">${ms(r.load_ms)}</td><td class="stage first_commit">${ms(r.first_commit_ms)}</td>` +
-    `<td class="stage">${ms(r.controller_failover_ms)}</td></tr>`).join("");
+    `<td class="stage">${ms(r.controller_failover_ms)}</td></tr>`).join(""));
 }
 
-// events, filtered by broker, partition, group and kind
-function filters() {
-  return { b: $("#f-broker").value.trim(), p: $("#f-partition").value.trim(),
-           g: $("#f-group").value.trim(), k: $("#f-kind").value.trim() };
+// The event stream, filtered by broker, partition, group and kind: the matching kept events (at most
+// KEEP_EVENTS) under a scroll box of their full height, of which only the rows in view exist (EV_WINDOW rows of
+// EV_ROW_H px, newest first).  New events add rows at the top of the window and drop as many at its bottom.
+let evView = [], evFilter = { b: "", p: "", g: "", k: "" };
+const evBox = $("#events"), evSpace = span(evBox, "ev-space", "div"), evWin = span(evBox, "ev-win", "div");
+function readFilters() {
+  evFilter = { b: $("#f-broker").value.trim(), p: $("#f-partition").value.trim(),
+               g: $("#f-group").value.trim(), k: $("#f-kind").value.trim() };
 }
 function matches(e, f) {
   if (f.b && String(e.broker) !== f.b && String(e.target) !== f.b) return false;
@@ -222,28 +275,54 @@ function matches(e, f) {
   if (f.k && !String(e.type).includes(f.k) && !String(e.action || "").includes(f.k)) return false;
   return true;
 }
+function evRebuild() { evView = S.events.filter((e) => matches(e, evFilter)); }
+function evAdd(evs) {
+  let n = 0;
+  for (const e of evs) if (matches(e, evFilter)) { evView.push(e); n++; }
+  bounded(evView, KEEP_EVENTS);
+  return n;
+}
 const SKIP = new Set(["ts_ms", "mono_ns", "broker", "type", "seen_ms", "__sent", "__arrived"]);
 function eventRow(e) {
+  const r = document.createElement("div");
+  r.className = "erow"; r.dataset.type = e.type; r.__e = e;
   const rest = Object.entries(e).filter(([k]) => !SKIP.has(k)).map(([k, v]) =>
     `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
-  const t = e.ts_ms ? new Date(e.ts_ms).toISOString().slice(11, 23) : "";
-  return `<div class="erow" data-type="${esc(e.type)}"><span>${t}</span><span>${e.broker >= 0 ? "b" + e.broker : "ui"}</span><span><b>${esc(e.type)}</b> ${esc(rest)}</span></div>`;
+  span(r).textContent = e.ts_ms ? new Date(e.ts_ms).toISOString().slice(11, 23) : "";
+  span(r).textContent = e.broker >= 0 ? "b" + e.broker : "ui";
+  const last = span(r);
+  span(last, "", "b").textContent = e.type;
+  last.appendChild(document.createTextNode(" " + rest));
+  r.title = `${e.type} ${rest}`;
+  return r;
 }
-function drawEvents() {
-  const out = [], f = filters();
-  for (let i = S.events.length - 1; i >= 0 && out.length < SHOW_EVENTS; i--) if (matches(S.events[i], f)) out.push(eventRow(S.events[i]));
-  $("#events").innerHTML = out.join("");
+// The box's scroll position is read in its scroll handler only: reading it while drawing would force a layout
+// of the rows just written (then a second one for the frame).
+let evTop = 0;
+function drawEventWindow(added) {
+  let top = evTop;
+  evSpace.style.height = evView.length * EV_ROW_H + "px";
+  if (added && top > 0) { top += added * EV_ROW_H; evTop = evBox.scrollTop = top; }   // a reader scrolled back keeps their rows
+  const first = Math.max(0, Math.min(Math.floor(top / EV_ROW_H), evView.length - EV_WINDOW));
+  evWin.style.transform = `translateY(${first * EV_ROW_H}px)`;
+  const want = [];
+  for (let i = evView.length - 1 - first; i >= 0 && want.length < EV_WINDOW; i--) want.push(evView[i]);
+  const have = new Map();
+  for (const r of evWin.children) have.set(r.__e, r);
+  for (let i = 0; i < want.length; i++) {
+    let r = have.get(want[i]);
+    if (r) have.delete(want[i]); else r = eventRow(want[i]);
+    const at = evWin.children[i];
+    if (at !== r) evWin.insertBefore(r, at || null);
+  }
+  for (const r of have.values()) r.remove();
 }
-function addEvents(evs) {
-  const tb = $("#events");
-  const f = filters();
-  const html = evs.filter((e) => matches(e, f)).slice(-NEW_EVENTS_PER_FRAME).reverse().map(eventRow).join("");
-  if (!html) return;
-  tb.insertAdjacentHTML("afterbegin", html);
-  while (tb.children.length > SHOW_EVENTS) tb.lastElementChild.remove();
-}
-for (const id of ["#f-broker", "#f-partition", "#f-group", "#f-kind"]) $(id).addEventListener("input", drawEvents);
+evBox.addEventListener("scroll", () => { evTop = evBox.scrollTop; drawEventWindow(0); }, { passive: true });
+for (const id of ["#f-broker", "#f-partition", "#f-group", "#f-kind"]) $(id).addEventListener("input", () => {
+  readFilters(); evRebuild(); evTop = evBox.scrollTop = 0; drawEventWindow(0);
+});
 for (const id of ["#topic-filter", "#only-urp"]) $(id).addEventListener("input", () => {
+  partFilter = { f: $("#topic-filter").value.trim(), urp: $("#only-urp").checked };
   for (const [k, tr] of rows) filterRow(tr, S.parts.get(k));
 });
 
