@@ -67,8 +67,11 @@ class SimLog:
         self.synced = len(self.data)
 
     def truncate_to(self, offset: int) -> int:
-        """Cut the log to ``offset`` (a batch boundary at or below it); returns the records dropped."""
+        """Cut the log to ``offset`` (the base of the batch holding it); returns the records dropped.  As
+        PartitionLog.truncate_to, epoch-cache entries starting at or after the new LEO go even when nothing
+        else changes."""
         if offset >= len(self.records):
+            self.epoch_cache.truncate_from_end(len(self.records))
             return 0
         keep = 0
         while keep < len(self.batch_last) and self.batch_last[keep] <= offset:

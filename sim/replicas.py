@@ -22,6 +22,7 @@ from sim.log import SimLog
 TP = tuple[str, int]
 FETCH_IDLE_MS = 50.0
 FETCH_TIMEOUT_MS = 2000.0
+FETCH_WAIT_MAX_MS = 500.0    # replica.fetch.wait.max.ms
 ALTER_ISR_TIMEOUT_MS = 2000.0
 
 
@@ -32,6 +33,7 @@ class Hosted:
     fetching_from: tuple[int, int] | None = None     # (leader, leader epoch) while following
     fetch_in_flight: bool = False
     waiters: list = field(default_factory=list)      # [Waiter] acks=all appends
+    parked: list = field(default_factory=list)       # follower fetches waiting for news (long polls)
 
 
 @dataclass
@@ -97,6 +99,7 @@ class SimReplicaManager:
         self.log_events(h.repl.become_follower(p.leader, p.leader_epoch, list(p.isr), list(p.replicas),
                                                p.zk_version))
         self._fail_waiters(h, errors.NOT_LEADER_OR_FOLLOWER)
+        self._wake(h)   # parked fetches are answered NOT_LEADER_OR_FOLLOWER now
         h.fetching_from = (p.leader, p.leader_epoch) if p.leader >= 0 else None
         self.on_role(p.topic, p.partition, False, p.leader_epoch)
         if h.fetching_from is not None and not h.fetch_in_flight:
@@ -128,6 +131,9 @@ class SimReplicaManager:
             return
         h.fetching_from = None
         self._fail_waiters(h, errors.NOT_LEADER_OR_FOLLOWER)
+        parked, h.parked = h.parked, []
+        for _req, reply in parked:
+            reply((errors.NOT_LEADER_OR_FOLLOWER, -1, None, []))
         self.on_role(tp[0], tp[1], False, h.repl.leader_epoch)
 
     # ------------------------------------------------------------------ leader: appends and waits
@@ -166,7 +172,11 @@ class SimReplicaManager:
             w.done(code)
 
     def _wake(self, h: Hosted) -> None:
-        """Complete the acks=all waits the core now says are done (the purgatory's check)."""
+        """Answer the parked fetches again, and complete the acks=all waits the core now says are done."""
+        if h.parked:
+            parked, h.parked = h.parked, []
+            for req, reply in parked:
+                self.handle_fetch(req, reply, park=False)
         if not h.waiters:
             return
         keep = []
@@ -230,7 +240,7 @@ class SimReplicaManager:
         if target is None:
             return
         h.fetch_in_flight = True
-        req = (self.b.id, tp, h.log.log_end_offset, h.log.latest_epoch, epoch)
+        req = (self.b.id, tp, h.log.log_end_offset, h.log.latest_epoch, epoch, h.repl.high_watermark)
         rpc.call(self.world, self.b.node, target.node, target.handle_fetch, req,
                  lambda ans: self._fetched(tp, h, leader, epoch, ans), FETCH_TIMEOUT_MS)
 
@@ -261,9 +271,10 @@ class SimReplicaManager:
                 delay = FETCH_IDLE_MS * 2
         self.world.on_node(self.b.node, delay, self._fetch, tp)
 
-    def handle_fetch(self, req: Any, reply: Callable[[Any], None]) -> None:
-        """The leader's side of one partition's fetch."""
-        follower, tp, offset, last_epoch, epoch = req
+    def handle_fetch(self, req: Any, reply: Callable[[Any], None], park: bool = True) -> None:
+        """The leader's side of one partition's fetch; one with nothing new waits (up to
+        replica.fetch.wait.max.ms) for an append or an HW move, as the broker's long poll does."""
+        follower, tp, offset, last_epoch, epoch, follower_hw = req
         h = self.hosted.get(tp)
         if h is None:
             reply((errors.NOT_LEADER_OR_FOLLOWER, -1, None, []))
@@ -281,7 +292,17 @@ class SimReplicaManager:
             reply((errors.NONE, out.high_watermark, out.diverging_epoch, []))
             return
         batches = h.log.read(out.read_offset, 500) if out.read_offset is not None else []
+        if park and not batches and out.high_watermark <= follower_hw and out.alter_isr is None:
+            entry = (req, reply)
+            h.parked.append(entry)
+            self.world.on_node(self.b.node, FETCH_WAIT_MAX_MS, self._unpark, h, entry)
+            return
         reply((errors.NONE, out.high_watermark, None, batches))
+
+    def _unpark(self, h: Hosted, entry: tuple) -> None:
+        if entry in h.parked:
+            h.parked.remove(entry)
+            self.handle_fetch(entry[0], entry[1], park=False)
 
     def read_committed(self, tp: TP, offset: int, max_records: int = 500) -> tuple[int, int, list]:
         """A consumer's read (replica id -1): (error, HW, [(offset, key, value)]) up to the HW."""
