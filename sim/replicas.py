@@ -49,7 +49,8 @@ class SimReplicaManager:
         self.b = broker
         self.world = broker.world
         self.settings = ReplicaSettings(replica_lag_time_max_ms=broker.cfg.replica_lag_time_max_ms,
-                                        min_insync_replicas=broker.cfg.min_insync_replicas)
+                                        min_insync_replicas=broker.cfg.min_insync_replicas,
+                                        planted_hw_ignores_lagging_isr="hw-ignores-lagging-isr" in broker.cfg.bugs)
         self.hosted: dict[TP, Hosted] = {}
         self.live: frozenset[int] | None = None
         self.on_role: Callable[[str, int, bool, int], None] = lambda t, p, leader, epoch: None

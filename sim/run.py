@@ -301,7 +301,7 @@ class SimRun:
                                 + json.dumps(events, separators=(",", ":"), default=str).encode()).hexdigest()
         results["digest"] = digest
         if self.out is not None:
-            self.cluster.write_events(self.out)
+            self.cluster.write_events(self.out / "cluster")
             (self.out / "schedule.json").write_text(json.dumps(
                 {"scenario": "sim", "seed": self.opts.seed, "duration_s": self.opts.duration_s,
                  "faults": [f.to_json() for f in self.faults]}, indent=2, sort_keys=True) + "\n")
