@@ -8,6 +8,7 @@ node ``client`` and time out as gRPC calls do.
 """
 from __future__ import annotations
 
+import random
 from typing import Any, Callable
 
 from client import member_rules as rules
@@ -115,7 +116,8 @@ class SimMember(ClientBase):
 
     def __init__(self, run, group: str, topic: str, slot: int, *, assignor: str = "range",
                  session_timeout_ms: int = 6000, heartbeat_interval_ms: int = 1000,
-                 commit_interval_ms: int = 250, poll_interval_ms: float = 100.0) -> None:
+                 commit_interval_ms: int = 250, poll_interval_ms: float = 100.0,
+                 stall_every_ms: tuple[int, int] | None = None, stall_ms: int = 0) -> None:
         super().__init__(run)
         self.group, self.topic, self.slot = group, topic, slot
         self.assignor = get_assignor(assignor)
@@ -130,16 +132,41 @@ class SimMember(ClientBase):
         self.hb_open = False
         self.next_commit_ms = 0.0
         self.final = False
+        # stalls (chaos's consumer stalls: a long GC pause): no heartbeats, no polls, then a commit of the old
+        # positions in the old generation, as a zombie consumer does; times from a generator drawn off the seed
+        self.rng = random.Random(run.world.rng.getrandbits(64))
+        self.stall_every_ms, self.stall_ms = stall_every_ms, stall_ms
+        self.stalled = False
+        self.stalls = 0
 
     def start(self) -> None:
         self.later(0.0, self._step)
         self.later(self.heartbeat_interval_ms, self._heartbeat_tick)
+        if self.stall_every_ms is not None and self.stall_ms > 0:
+            self.later(self.rng.randint(*self.stall_every_ms), self._stall)
+
+    def _stall(self) -> None:
+        if self.stall_every_ms is None:    # the run's end: no more stalls
+            return
+        self.stalled = True
+        self.stalls += 1
+        self.later(self.stall_ms, self._unstall)
+
+    def _unstall(self) -> None:
+        self.stalled = False
+        self.next_commit_ms = 0.0      # commit the old positions first, in the old generation
+        if self.stall_every_ms is not None:
+            self.later(self.rng.randint(*self.stall_every_ms), self._stall)
 
     # ------------------------------------------------------------------ the main loop (one op at a time)
 
     def _step(self) -> None:
+        if self.stalled:
+            return self._again(50.0)
         if self.coordinator is None:
             self._find()
+        elif self.next_commit_ms == 0.0 and self.positions and self.state.generation >= 0:
+            self._commit()     # just back from a stall: the zombie's commit, before anything else
         elif self.rejoin:
             self._join()
         elif self.world.now_ms >= self.next_commit_ms and self.positions:
@@ -343,7 +370,7 @@ class SimMember(ClientBase):
 
     def _heartbeat_tick(self) -> None:
         self.later(self.heartbeat_interval_ms, self._heartbeat_tick)
-        if self.hb_open or self.rejoin or self.state.generation < 0 or self.coordinator is None:
+        if self.stalled or self.hb_open or self.rejoin or self.state.generation < 0 or self.coordinator is None:
             return
         gen, mid = self.state.generation, self.state.member_id
         op = self.history.invoke(self.hb_process, "heartbeat", {"generation": gen, "member": mid}, group=self.group)
@@ -362,6 +389,22 @@ class SimMember(ClientBase):
 
     # ------------------------------------------------------------------ the end
 
-    def committed_at_end(self, then: Callable[[], None]) -> None:
-        """The run's last word on the group's offsets: a fetch-committed marked final."""
-        self._fetch_committed(None, final=True, then=then)
+    def committed_at_end(self, then: Callable[[], None], attempts: int = 20) -> None:
+        """The run's last word on the group's offsets: a fetch-committed marked final (the coordinator found
+        first; tried again, up to ``attempts`` times, while it fails)."""
+        if self.coordinator is None and attempts > 0:
+            def found(ans: Any) -> None:
+                if ans is not None and ans[0] == errors.NONE:
+                    self.coordinator = ans[1]
+                self.world.on_node(CLIENT, 0.0 if self.coordinator is not None else RETRY_BACKOFF_MS,
+                                   self.committed_at_end, then, attempts - 1)
+            self.call(self.any_broker(), "handle_find_coordinator", self.group, found, 2000.0)
+            return
+
+        def fetched() -> None:
+            last = self.history.lines[-1] if hasattr(self.history, "lines") else None
+            if attempts > 0 and last is not None and last.get("f") == "fetch-committed" and last["type"] == "fail":
+                self.world.on_node(CLIENT, RETRY_BACKOFF_MS, self.committed_at_end, then, attempts - 1)
+                return
+            then()
+        self._fetch_committed(None, final=True, then=fetched)

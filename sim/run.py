@@ -51,6 +51,8 @@ class SimOptions:
     partitions: int = 3
     producers: int = 1
     rate: float = 20.0
+    stall_every_ms: tuple[int, int] | None = (6000, 15000)   # members stall (chaos's consumer stalls)...
+    stall_ms: int = 9000                                       # ...for longer than their 6 s session
     schedule: list[Fault] | None = None       # explicit faults (a scenario file, a shrink attempt)
 
     def group_ids(self) -> list[str]:
@@ -142,8 +144,9 @@ class SimRun:
         self._wait(lambda: self._led(TOPIC), 10_000)
         t0 = w.now_ms
         self.producers = [SimProducer(self, i, TOPIC, self.opts.rate) for i in range(self.opts.producers)]
-        self.members = [SimMember(self, g, TOPIC, slot) for g in self.opts.group_ids()
-                        for slot in range(self.opts.members)]
+        self.members = [SimMember(self, g, TOPIC, slot, stall_every_ms=self.opts.stall_every_ms,
+                                  stall_ms=self.opts.stall_ms)
+                        for g in self.opts.group_ids() for slot in range(self.opts.members)]
         for c in self.producers + self.members:
             c.start()
         nemesis = Nemesis(self)
@@ -184,6 +187,8 @@ class SimRun:
         h.nemesis(END_PHASE, {"phase": END_PHASE})
         for p in self.producers:
             p.stopped = True
+        for mbr in self.members:
+            mbr.stall_every_ms = None
         for act in list(self.active):
             self._heal(nemesis, act)
         for b in self.cluster.brokers.values():
@@ -197,6 +202,7 @@ class SimRun:
                         for g in self.opts.group_ids()}
         for mbr in self.members:
             mbr.stopped = True
+            mbr.stalled = False
         self.world.run_until(self.world.now_ms + 16000)   # in-flight operations complete or time out
         for g in self.opts.group_ids():
             mbr = next(x for x in self.members if x.group == g)
