@@ -197,6 +197,8 @@ class SimRun:
         if not self._wait(lambda: self._led(TOPIC), SETTLE_MS):
             self.end_errors.append("the cluster did not recover after every fault was healed")
         self.world.run_until(self.world.now_ms + 1000)
+        # as the chaos runner joins its producers: every send in flight completes before the final reads
+        self._wait(lambda: not any(p.busy for p in self.producers), 15_000)
         ends = self._final_reads()
         self.drained = {g: self._wait(lambda g=g: self._drained(g, ends), DRAIN_MS, 200.0)
                         for g in self.opts.group_ids()}
