@@ -22,11 +22,14 @@ from typing import Any, Callable, TypeVar
 from kazoo import exceptions as kz
 from kazoo.handlers.threading import KazooTimeoutError
 
-from zk.exceptions import (  # noqa: F401  (re-exported: the classes live in the pure module)
+from zk.exceptions import (  # re-exported (__all__): the classes live in the pure module
     CONNECTION_ERRORS, BadArguments, BadVersion, NoChildrenForEphemerals, NodeExists, NoNode, NotEmpty, RolledBack,
     RuntimeInconsistency, SessionExpired, ZkConnectionLost, ZkError,
 )
 
+__all__ = ["CONNECTION_ERRORS", "BadArguments", "BadVersion", "NoChildrenForEphemerals", "NodeExists", "NoNode",
+           "NotEmpty", "RolledBack", "RuntimeInconsistency", "SessionExpired", "ZkConnectionLost", "ZkError",
+           "translate", "translate_errors", "translated"]
 
 _OURS: list[tuple[type[BaseException], type[ZkError]]] = [
     (kz.NoNodeError, NoNode),
