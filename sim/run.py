@@ -53,6 +53,7 @@ class SimOptions:
     rate: float = 20.0
     stall_every_ms: tuple[int, int] | None = (6000, 15000)   # members stall (chaos's consumer stalls)...
     stall_ms: int = 9000                                       # ...for longer than their 6 s session
+    offsets_partitions: int = 10
     schedule: list[Fault] | None = None       # explicit faults (a scenario file, a shrink attempt)
 
     def group_ids(self) -> list[str]:
@@ -108,7 +109,7 @@ class SimRun:
         self.out = out
         self.world = World(opts.seed)
         self.cfg = SimConfig(brokers=opts.brokers, offsets_replication_factor=min(3, opts.brokers),
-                             bugs=frozenset(opts.bugs))
+                             offsets_partitions=opts.offsets_partitions, bugs=frozenset(opts.bugs))
         self.partitions = {TOPIC: opts.partitions}
         if opts.schedule is not None:
             self.faults = list(opts.schedule)
@@ -205,7 +206,8 @@ class SimRun:
         for mbr in self.members:
             mbr.stopped = True
             mbr.stalled = False
-        self.world.run_until(self.world.now_ms + 16000)   # in-flight operations complete or time out
+        # in-flight operations complete or time out
+        self._wait(lambda: not self.history.w.open_ops(), 16_000, 100.0)
         for g in self.opts.group_ids():
             mbr = next(x for x in self.members if x.group == g)
             mbr.process = self.procs()
