@@ -69,6 +69,7 @@ class ZkDoor:
         self.negotiated_ms = session_timeout_ms
         self.expired = False
         self._watches: dict[tuple[str, str], Callable[[Any], None]] = {}
+        self._pending: list[Any] = []          # watch events the broker could not be sent yet
         self.on_expired: Callable[[], None] = lambda: None
 
     # ------------------------------------------------------------------ plumbing
@@ -87,6 +88,7 @@ class ZkDoor:
             raise ZkConnectionLost("no connection to the simulated ZooKeeper")
         if self.expired:
             raise SessionExpired()
+        self._flush()
         try:
             result, events = getattr(self.model, name)(self.session_id, *args, **kwargs)
         except SessionExpired:
@@ -102,8 +104,19 @@ class ZkDoor:
             self.world.on_node(self.node, 0.0, self.on_expired)
 
     def notify(self, ev: Any) -> None:
-        """A watch event for our session, from the server: it crosses the link, then fires our callback."""
-        self.world.net.send(ZK_NODE, self.node, self._fire, ev, self.session_id)
+        """A watch event for our session, from the server.  It reaches the broker after the link's latency
+        while the broker can reach the server; otherwise it waits for the next contact, as kazoo's
+        SetWatches on reconnection makes the server send what fired meanwhile."""
+        self._pending.append(ev)
+        self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending or not self.reachable():
+            return
+        events, self._pending = self._pending, []
+        lat = self.world.net.latency(ZK_NODE, self.node)
+        for ev in events:
+            self.world.on_node(self.node, lat, self._fire, ev, self.session_id)
 
     def _fire(self, ev: Any, session_id: int | None) -> None:
         if session_id != self.session_id:
@@ -134,12 +147,14 @@ class ZkDoor:
         self.session_id, self.negotiated_ms = self.model.connect(self._now(), self.session_timeout_ms)
         self.expired = False
         self._watches.clear()
+        self._pending.clear()
         self.server.doors[self.session_id] = self
 
     def ping(self) -> None:
         """The client's heartbeat; an expired session is found out here."""
         if self.session_id is None or self.expired or not self.reachable():
             return
+        self._flush()
         try:
             self.model.touch(self.session_id, self._now())
         except SessionExpired:
@@ -154,6 +169,7 @@ class ZkDoor:
         """The process died: the session lives on in the server until it expires."""
         self.session_id = None
         self._watches.clear()
+        self._pending.clear()
 
     # ------------------------------------------------------------------ brokers
 
