@@ -196,7 +196,7 @@ class SimBroker:
 
     # ------------------------------------------------------------------ requests (from the network)
 
-    def handle_controller_request(self, msg: tuple) -> None:
+    def handle_controller_request(self, msg: tuple, reply: Callable[[Any], None]) -> None:
         kind, header = msg[0], msg[1]
         if kind == "LeaderAndIsr":
             out = self.state.leader_and_isr(header, msg[2])
@@ -213,6 +213,7 @@ class SimBroker:
             for tp in out.stopped:
                 self.replicas.stop_replica(tp)
         self.log(*out.events)
+        reply(out.error)
 
     def handle_alter_isr(self, payload: Any, reply: Callable[[Any], None]) -> None:
         if not self.controller.core.active:

@@ -20,6 +20,45 @@ from sim import rpc
 from sim.zkdoor import CONNECTION_ERRORS, ControllerMovedError, StateVersionConflict, ZkDoor
 
 TICK_MS = 100.0
+SEND_TIMEOUT_MS = 1000.0     # a controller request's deadline (the socket timeout)
+RETRY_BACKOFF_MS = 50.0      # node/shells/channel.py's RETRY_BACKOFF_S
+
+
+class SimChannel:
+    """node/shells/channel.py's BrokerChannel: one broker's requests in order, each retried until it is
+    answered or the channel closes (the broker is gone, or this controller resigned)."""
+
+    def __init__(self, world, src: str, target) -> None:
+        self.world, self.src, self.target = world, src, target
+        self.queue: list = []
+        self.busy = False
+        self.closed = False
+
+    def send(self, msg: tuple) -> None:
+        self.queue.append(msg)
+        if not self.busy:
+            self._next()
+
+    def _next(self) -> None:
+        if self.closed or not self.queue:
+            self.busy = False
+            return
+        self.busy = True
+        rpc.call(self.world, self.src, self.target.node, self.target.handle_controller_request, self.queue[0],
+                 self._answered, SEND_TIMEOUT_MS)
+
+    def _answered(self, answer) -> None:
+        if self.closed:
+            return
+        if answer is None:
+            self.world.on_node(self.src, RETRY_BACKOFF_MS, self._next)
+            return
+        self.queue.pop(0)
+        self._next()
+
+    def close(self) -> None:
+        self.closed = True
+        self.queue.clear()
 
 
 def _info(v) -> PartitionInfo:
@@ -37,6 +76,7 @@ class SimController:
         self.core = ControllerCore(settings, rng=self.world.rng.randrange)
         self.active_controller_id = -1
         self._redo = False
+        self.channels: dict[int, SimChannel] = {}
 
     # ------------------------------------------------------------------ events
 
@@ -138,6 +178,9 @@ class SimController:
     def _resign(self, reason: str) -> None:
         epoch, was_active = self.core.epoch, self.core.active
         self.core.on_resign()
+        for ch in self.channels.values():
+            ch.close()
+        self.channels.clear()
         if was_active:
             self.b.emit("controller_resigned", epoch=epoch, reason=reason)
 
@@ -212,11 +255,16 @@ class SimController:
         return len(plan.writes)
 
     def _send(self, requests: dict[int, list]) -> None:
+        for gone in set(self.channels) - set(self.core.live):
+            self.channels.pop(gone).close()
         for bid, cmds in requests.items():
             target = self.b.cluster.brokers.get(bid)
             reg = self.core.live.get(bid)
             if target is None or reg is None:
                 continue
+            ch = self.channels.get(bid)
+            if ch is None:
+                ch = self.channels[bid] = SimChannel(self.world, self.b.node, target)
             header = Header(self.b.id, self.core.epoch, reg.epoch)
             for cmd in cmds:
                 if isinstance(cmd, LeaderAndIsrCmd):
@@ -228,4 +276,4 @@ class SimController:
                     msg = ("StopReplica", header, list(cmd.partitions), cmd.delete)
                 else:
                     continue
-                rpc.tell(self.world, self.b.node, target.node, target.handle_controller_request, msg)
+                ch.send(msg)
