@@ -20,11 +20,12 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from zk.errors import CONNECTION_ERRORS, BadVersion, NodeExists, NoNode, SessionExpired, ZkConnectionLost
-from zk.exceptions import RolledBack, RuntimeInconsistency
 
 from controller.types import LeaderAndIsr
 from zk import codecs, paths
-from zk.client import ControllerMovedError, StateVersionConflict, StateWrite
+from zk import rules
+from zk.client import StateWrite
+from zk.rules import ControllerMovedError, StateVersionConflict
 from zk.codecs import BrokerRegistration, TopicAssignment
 from sim.zk_model import Check, Create, SetData
 
@@ -222,14 +223,20 @@ class ZkDoor:
         return codecs.decode_controller_epoch(data), stat.version
 
     def try_elect_controller(self, broker_id: int, timestamp_ms: int) -> tuple[bool, int, int]:
+        """zk.client.ZkClient.try_elect_controller, over the model (the ops and their reading: zk/rules.py)."""
         epoch, version = self.read_controller_epoch()
-        results = self._op("multi", [
-            Create(paths.CONTROLLER, codecs.encode_controller(broker_id, timestamp_ms), ephemeral=True),
-            SetData(paths.CONTROLLER_EPOCH, codecs.encode_controller_epoch(epoch + 1), version)])
+        results = self._op("multi", [_model_op(op) for op in rules.election_ops(broker_id, timestamp_ms, epoch,
+                                                                                 version)])
         if not any(isinstance(r, Exception) for r in results):
             return True, epoch + 1, version + 1
-        _d, stat = self._op("get", paths.CONTROLLER_EPOCH)
-        return False, codecs.decode_controller_epoch(_d), stat.version
+        try:
+            cdata, _ = self._op("get", paths.CONTROLLER)
+            edata, estat = self._op("get", paths.CONTROLLER_EPOCH)
+        except NoNode:
+            return False, epoch, version
+        if rules.won_after_failure(broker_id, epoch + 1, cdata, edata):
+            return True, epoch + 1, estat.version
+        return False, codecs.decode_controller_epoch(edata), estat.version
 
     def delete_controller_if_ours(self) -> bool:
         try:
@@ -270,46 +277,34 @@ class ZkDoor:
             out[(t, p)] = (codecs.decode_partition_state(path, d), s.version)
         return out
 
-    def _fenced_multi(self, fence_version: int, ops: list[tuple], op_paths: list[str]) -> list[Any]:
-        results = self._op("multi", [Check(paths.CONTROLLER_EPOCH, fence_version)] + ops)
-        failed = [(i, r) for i, r in enumerate(results)
-                  if isinstance(r, Exception) and not isinstance(r, (RolledBack, RuntimeInconsistency))]
-        if not failed:
-            return results[1:]
-        index, err = failed[0]
-        if index == 0:
-            raise ControllerMovedError(f"/controller_epoch is no longer at version {fence_version}")
-        if isinstance(err, BadVersion):
-            raise StateVersionConflict(op_paths[index - 1])
-        raise err
+    def _fenced_multi(self, fence_version: int, ops: list[tuple]) -> list[Any]:
+        results = self._op("multi", [_model_op(op) for op in [rules.fence_op(fence_version)] + ops])
+        error = rules.multi_failure(results, [op[1] for op in ops], fence_version)
+        if error is not None:
+            raise error
+        return results[1:]
 
     def write_states(self, fence_version: int, writes: list) -> dict[tuple[str, int], int]:
-        ops, op_paths = [], []
-        for w in writes:   # the partitions/ and partitions/<p> parents an admin-created topic lacks
-            if w.zk_version is None:
-                for parent in (paths.partitions(w.topic), paths.partition(w.topic, w.partition)):
-                    if parent not in op_paths and self._op("exists", parent) is None:
-                        ops.append(Create(parent, b""))
-                        op_paths.append(parent)
-        parents = len(ops)
-        for w in writes:
-            path = paths.partition_state(w.topic, w.partition)
-            data = codecs.encode_partition_state(w.state)
-            ops.append(Create(path, data) if w.zk_version is None else SetData(path, data, w.zk_version))
-            op_paths.append(path)
-        results = self._fenced_multi(fence_version, ops, op_paths)[parents:]
-        out = {}
-        for w, r in zip(writes, results):
-            out[(w.topic, w.partition)] = 0 if w.zk_version is None else _version(r)
-        return out
+        parents = [("create", p, b"", False)
+                   for p in rules.state_parents([w for w in writes if w.zk_version is None])
+                   if self._op("exists", p) is None]
+        results = self._fenced_multi(fence_version, parents + rules.state_write_ops(writes))[len(parents):]
+        return {(w.topic, w.partition): 0 if w.zk_version is None else _version(r) for w, r in zip(writes, results)}
 
     def create_topic(self, fence_version: int, a: TopicAssignment) -> None:
-        ops = [Create(paths.topic(a.topic), codecs.encode_topic(a)), Create(paths.partitions(a.topic), b"")]
-        ops += [Create(paths.partition(a.topic, p), b"") for p in sorted(a.partitions)]
-        self._fenced_multi(fence_version, ops, [o.path for o in ops])
+        self._fenced_multi(fence_version, rules.topic_create_ops(a))
 
     def create_topic_znode(self, a: TopicAssignment) -> None:
         self._op("create", paths.topic(a.topic), codecs.encode_topic(a))
+
+
+def _model_op(op: tuple) -> Any:
+    """zk/rules.py's op tuple as the model's multi op."""
+    if op[0] == "create":
+        return Create(op[1], op[2], ephemeral=op[3])
+    if op[0] == "set":
+        return SetData(op[1], op[2], op[3])
+    return Check(op[1], op[2])
 
 
 def _version(result: Any) -> int:
