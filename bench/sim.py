@@ -6,8 +6,9 @@
    processes; coordinator moves (timeline rows that moved) per wall minute, start-up and analysis
    included.
 2. **Simulated coordinator failovers per wall minute, one core**: simulated runs whose faults kill,
-   pause or expire the session of a group's coordinator back to back (three groups), the workload
-   running; every move the timeline counts, per wall minute of the whole runs.
+   pause or expire the session of a group's coordinator back to back (three groups of two members
+   committing every second, a producer at 5 sends/s); every move the timeline counts, per wall minute
+   of the whole runs (start-up, end phase and checkers included).
 3. **Simulated seconds per wall second**: one run, 3 brokers, 3 groups, a producer at 20 sends/s, no
    faults, 120 simulated seconds.
 4. **Seeds per minute** of ``sim sweep --jobs 2`` (default options: 30 s, the default fault mix).
@@ -72,7 +73,7 @@ def sim_failover_rate(runs: int, duration_s: float) -> tuple[float, int, float, 
     t0 = time.perf_counter()
     for seed in range(1, runs + 1):
         opts = SimOptions(seed=seed, groups=3, duration_s=duration_s, offsets_partitions=3, members=2,
-                          stall_every_ms=None,
+                          stall_every_ms=None, rate=5.0, commit_interval_ms=1000, poll_interval_ms=500.0,
                           schedule=failover_schedule(seed, int(duration_s * 1000), 3))
         r = SimRun(opts).run()
         moves += sum(1 for row in r.results["timeline"] if row.get("group") is not None and row.get("moved"))

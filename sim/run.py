@@ -54,6 +54,8 @@ class SimOptions:
     stall_every_ms: tuple[int, int] | None = (6000, 15000)   # members stall (chaos's consumer stalls)...
     stall_ms: int = 9000                                       # ...for longer than their 6 s session
     offsets_partitions: int = 10
+    commit_interval_ms: int = 250        # the members' (chaos's default)
+    poll_interval_ms: float = 100.0
     schedule: list[Fault] | None = None       # explicit faults (a scenario file, a shrink attempt)
 
     def group_ids(self) -> list[str]:
@@ -146,7 +148,8 @@ class SimRun:
         t0 = w.now_ms
         self.producers = [SimProducer(self, i, TOPIC, self.opts.rate) for i in range(self.opts.producers)]
         self.members = [SimMember(self, g, TOPIC, slot, stall_every_ms=self.opts.stall_every_ms,
-                                  stall_ms=self.opts.stall_ms)
+                                  stall_ms=self.opts.stall_ms, commit_interval_ms=self.opts.commit_interval_ms,
+                                  poll_interval_ms=self.opts.poll_interval_ms)
                         for g in self.opts.group_ids() for slot in range(self.opts.members)]
         for c in self.producers + self.members:
             c.start()
