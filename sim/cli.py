@@ -22,7 +22,13 @@ def _options(args: argparse.Namespace, seed: int):
     from sim.run import SimOptions
 
     if getattr(args, "scenario", None):
-        return scenario.load(args.scenario, seed=seed)
+        opts = scenario.load(args.scenario, seed=seed)
+        if args.plant_bug:
+            try:
+                opts = replace(opts, bugs=bugs.check(tuple(args.plant_bug)))
+            except ValueError as e:
+                raise SystemExit(f"error: {e}")
+        return opts
     seed = 1 if seed is None else seed
     kinds = tuple(k for k in (args.faults or "").split(",") if k) if args.faults is not None else None
     try:

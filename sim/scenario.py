@@ -1,5 +1,10 @@
 """A simulated run as a file: the options and an explicit fault schedule (what ``sim shrink`` prints).
 
+Two forms.  When every fault is of a kind chaos runs have, ``sim shrink`` prints a **chaos scenario**
+(docs/chaos.md) with ``faults.schedule``, which both ``kafkasim chaos run FILE`` and ``kafkasim sim run
+--scenario FILE`` accept (the simulator takes its topic ``events``, groups ``g1``..``gN`` and a schedule,
+and refuses what it would not honour, naming the key).  Otherwise, the simulator's own form:
+
     seed: 12
     brokers: 3
     groups: 1
@@ -25,7 +30,7 @@ from sim.faults import KINDS
 from sim.run import SimOptions
 
 KEYS = {"seed", "brokers", "groups", "members", "duration.s", "planted_bugs", "partitions", "producers", "rate",
-        "faults"}
+        "faults", "offsets_partitions"}
 FAULT_KEYS = {"id", "at_ms", "heal_at_ms", "kind", "target", "seed", "peer", "direction", "latency_ms",
               "truncate_bytes"}
 
@@ -59,9 +64,48 @@ def _fault(i: int, d: Any) -> Fault:
                  direction=d.get("direction"), latency_ms=d.get("latency_ms"), truncate_bytes=d.get("truncate_bytes"))
 
 
-def parse(doc: Any, seed: int | None = None) -> SimOptions:
+def from_chaos(doc: dict, seed: int | None, source: str) -> SimOptions:
+    """A chaos scenario with ``faults.schedule``, as a simulated run."""
+    from chaos.scenario import ScenarioError, parse_scenario
+    from sim.run import TOPIC
+    try:
+        sc = parse_scenario(doc, source)
+    except ScenarioError as e:
+        raise SimScenarioError(str(e)) from None
+
+    def refuse(key: str, why: str) -> None:
+        raise SimScenarioError(f"{source}: {key}: {why} (the simulator runs its own cluster settings)")
+    other = sorted(set(sc.cluster_config) - {"offsets.topic.num.partitions"})
+    if other:
+        refuse(f"cluster.config.{other[0]}", "not taken by the simulator")
+    if sc.zookeeper_servers != 1 or sc.network != "proxy" or sc.client != "kafkasim" or sc.probes.groups:
+        refuse("cluster.zookeeper.servers / network / workload.client / workload.probes",
+               "the simulator has one ZooKeeper server, its own network, kafkasim members and no probes")
+    if len(sc.topics) != 1 or sc.topics[0].name != TOPIC:
+        refuse("topics", f"the simulator's workload has one topic, {TOPIC!r}")
+    for i, g in enumerate(sc.groups):
+        if g.id != f"g{i + 1}" or g.topic != TOPIC:
+            refuse(f"workload.groups[{i}].id", f"the simulator's groups are g1..gN on {TOPIC!r}")
+        if g.crash_interval_ms is not None or g.assignor != "range":
+            refuse(f"workload.groups[{i}]", "the simulator's members use range and do not crash")
+    if sc.schedule is None:
+        refuse("faults.mix", "the simulator takes faults.schedule (or its own --faults)")
+    g0 = sc.groups[0] if sc.groups else None
+    return SimOptions(
+        seed=0 if seed is None else seed, brokers=sc.brokers, groups=len(sc.groups),
+        members=g0.members if g0 else 2, duration_s=sc.duration_s, partitions=sc.topics[0].partitions,
+        producers=sc.producers.count, rate=sc.producers.rate,
+        commit_interval_ms=g0.commit_interval_ms if g0 else 250,
+        stall_every_ms=(g0.stall_interval_ms.lo, g0.stall_interval_ms.hi) if g0 and g0.stall_interval_ms else None,
+        stall_ms=g0.stall_ms if g0 else 0, schedule=[Fault(**d) for d in sc.schedule],
+        offsets_partitions=int(sc.cluster_config.get("offsets.topic.num.partitions", 10)))
+
+
+def parse(doc: Any, seed: int | None = None, source: str = "<scenario>") -> SimOptions:
     if not isinstance(doc, dict):
         raise SimScenarioError("a simulation scenario is a mapping")
+    if "name" in doc:
+        return from_chaos(doc, seed, source)
     unknown = sorted(set(doc) - KEYS)
     if unknown:
         raise SimScenarioError(f"{unknown[0]}: unknown key (known: {', '.join(sorted(KEYS))})")
@@ -74,7 +118,8 @@ def parse(doc: Any, seed: int | None = None) -> SimOptions:
                       groups=int(doc.get("groups", 1)), members=int(doc.get("members", 2)),
                       duration_s=float(doc.get("duration.s", 30)), bugs=planted,
                       partitions=int(doc.get("partitions", 3)), producers=int(doc.get("producers", 1)),
-                      rate=float(doc.get("rate", 20.0)), schedule=faults)
+                      rate=float(doc.get("rate", 20.0)), schedule=faults,
+                      offsets_partitions=int(doc.get("offsets_partitions", 10)))
     if opts.brokers < 1 or opts.groups < 0 or opts.duration_s <= 0:
         raise SimScenarioError("brokers >= 1, groups >= 0 and duration.s > 0")
     return opts
@@ -85,14 +130,44 @@ def load(path: Path | str, seed: int | None = None) -> SimOptions:
         doc = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as e:
         raise SimScenarioError(f"{path}: {e}") from None
-    return parse(doc, seed)
+    return parse(doc, seed, str(path))
 
 
 def dump(opts: SimOptions, faults: list[Fault], comment: str = "") -> str:
-    doc: dict[str, Any] = {"seed": opts.seed, "brokers": opts.brokers, "groups": opts.groups,
-                           "members": opts.members, "duration.s": opts.duration_s,
-                           "planted_bugs": list(opts.bugs), "partitions": opts.partitions,
-                           "producers": opts.producers, "rate": opts.rate,
-                           "faults": [f.to_json() for f in faults]}
+    """The chaos scenario form when every fault's kind is a chaos run's, else the simulator's own."""
+    from sim.faults import CHAOS_KINDS
+    from sim.run import TOPIC
     head = "".join(f"# {line}\n" for line in comment.splitlines()) if comment else ""
+    if all(f.kind in CHAOS_KINDS for f in faults):
+        group: dict[str, Any] = {"topic": TOPIC, "members": opts.members, "commit.interval.ms": opts.commit_interval_ms,
+                                 "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+        if opts.stall_every_ms is not None and opts.stall_ms:
+            group.update({"stall.interval.ms": list(opts.stall_every_ms), "stall.ms": opts.stall_ms})
+        sched = []
+        for f in faults:
+            d: dict[str, Any] = {"at.ms": f.at_ms, "heal.at.ms": f.heal_at_ms, "kind": f.kind, "target": f.target,
+                                 "seed": f.seed}
+            if f.peer is not None:
+                d.update({"peer": f.peer, "direction": f.direction or "both"})
+            if f.truncate_bytes is not None:
+                d["truncate.bytes"] = f.truncate_bytes
+            sched.append(d)
+        doc: dict[str, Any] = {
+            "name": f"sim-{opts.seed}", "description": f"simulated seed {opts.seed}, shrunk",
+            "duration.s": opts.duration_s,
+            "cluster": {"brokers": opts.brokers, **({"config": {"offsets.topic.num.partitions": opts.offsets_partitions}}
+                                                   if opts.offsets_partitions != 10 else {})},
+            "topics": [{"name": TOPIC, "partitions": opts.partitions, "replication.factor": min(3, opts.brokers)}],
+            "workload": {"producers": {"count": opts.producers, "topic": TOPIC, "rate": opts.rate},
+                         "groups": [{"id": f"g{i}", **group} for i in range(1, opts.groups + 1)]},
+            "faults": {"schedule": sched}}
+        bugs = "".join(f" --plant-bug {b}" for b in opts.bugs)
+        head += (f"# kafkasim sim run --scenario FILE --seed {opts.seed}{bugs}\n"
+                 f"# kafkasim chaos run FILE --seed {opts.seed}{bugs}\n")
+        return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
+    doc = {"seed": opts.seed, "brokers": opts.brokers, "groups": opts.groups,
+           "members": opts.members, "duration.s": opts.duration_s,
+           "planted_bugs": list(opts.bugs), "partitions": opts.partitions,
+           "producers": opts.producers, "rate": opts.rate, "offsets_partitions": opts.offsets_partitions,
+           "faults": [f.to_json() for f in faults]}
     return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)

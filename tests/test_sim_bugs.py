@@ -3,11 +3,18 @@
 and records how far each bug takes); the runs are short (12 simulated seconds, 3 offsets partitions)."""
 from __future__ import annotations
 
+import random
 from dataclasses import replace
+
+import yaml
 
 import pytest
 
 from chaos.checkers import CHECKERS
+from chaos.scenario import parse_scenario
+from chaos.schedule import make_schedule
+from sim import scenario
+from sim.faults import CHAOS_KINDS
 from sim.run import SimOptions, SimRun
 from sim.shrink import checker_of, shrink
 from sim.sweep import sweep
@@ -37,3 +44,9 @@ def test_a_sweep_finds_the_planted_bug_and_shrink_cuts_it_to_three_faults(bug: s
     assert set(s.result.kinds) & set(CHECKERS[s.checker][1])
     # without the bug, the shrunk schedule passes: the bug, not the faults, made it fail
     assert SimRun(replace(s.opts, bugs=())).run().verdict == "valid"
+    # printed as a scenario file: a chaos scenario (faults.schedule) when its kinds allow, read back the same
+    doc = yaml.safe_load(scenario.dump(s.opts, s.faults))
+    if all(f.kind in CHAOS_KINDS for f in s.faults):
+        assert [f.kind for f in make_schedule(parse_scenario(doc), random.Random(0))] == [f.kind for f in s.faults]
+    again = scenario.parse(doc, seed=s.opts.seed)
+    assert (again.schedule, again.duration_s, again.offsets_partitions) == (s.faults, s.opts.duration_s, 3)
