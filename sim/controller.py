@@ -102,7 +102,8 @@ class SimController:
             plan = self.core.on_tick(self.b.now())
             if not plan.empty:
                 self._guard(self._execute, plan)
-        self.world.on_node(self.b.node, TICK_MS, self._tick)
+        # a broker that is not the controller only retries cut-short work: it ticks less often
+        self.world.on_node(self.b.node, TICK_MS if self.core.active or self._redo else 5 * TICK_MS, self._tick)
 
     def _controller_watch(self, _ev: Any) -> None:
         self._guard(self._on_controller_change)

@@ -133,7 +133,7 @@ class SimReplicaManager:
         h.fetching_from = None
         self._fail_waiters(h, errors.NOT_LEADER_OR_FOLLOWER)
         parked, h.parked = h.parked, []
-        for _req, reply in parked:
+        for _req, reply, _state in parked:
             reply((errors.NOT_LEADER_OR_FOLLOWER, -1, None, []))
         self.on_role(tp[0], tp[1], False, h.repl.leader_epoch)
 
@@ -175,9 +175,12 @@ class SimReplicaManager:
     def _wake(self, h: Hosted) -> None:
         """Answer the parked fetches again, and complete the acks=all waits the core now says are done."""
         if h.parked:
-            parked, h.parked = h.parked, []
-            for req, reply in parked:
-                self.handle_fetch(req, reply, park=False)
+            now = (h.repl.high_watermark, h.log.log_end_offset, h.repl.leader_epoch, h.repl.is_leader)
+            news = [e for e in h.parked if e[2] != now]    # only an append, an HW move or a role change wakes
+            if news:
+                h.parked = [e for e in h.parked if e[2] == now]
+                for req, reply, _state in news:
+                    self.handle_fetch(req, reply, park=False)
         if not h.waiters:
             return
         keep = []
@@ -262,15 +265,18 @@ class SimReplicaManager:
                             leader=leader, leader_epoch=epoch)
                 self.log_events(h.repl.on_truncate(h.log.log_end_offset))
                 delay = 0.0
-            elif code == errors.NONE:
+            elif code == errors.NONE:   # records, or a long poll's empty answer: fetch again at once
                 if batches:
                     h.log.append_as_follower(batches, self.now())
                     self.b.disk_wrote(h.log)
-                    delay = 0.0
+                delay = 0.0
                 self.log_events(h.repl.on_fetch_response(hw, h.log))
             else:
                 delay = FETCH_IDLE_MS * 2
-        self.world.on_node(self.b.node, delay, self._fetch, tp)
+        if delay:
+            self.world.on_node(self.b.node, delay, self._fetch, tp)
+        else:
+            self._fetch(tp)   # at once: the next fetch of a follower that got something
 
     def handle_fetch(self, req: Any, reply: Callable[[Any], None], park: bool = True) -> None:
         """The leader's side of one partition's fetch; one with nothing new waits (up to
@@ -294,7 +300,7 @@ class SimReplicaManager:
             return
         batches = h.log.read(out.read_offset, 500) if out.read_offset is not None else []
         if park and not batches and out.high_watermark <= follower_hw and out.alter_isr is None:
-            entry = (req, reply)
+            entry = (req, reply, (h.repl.high_watermark, h.log.log_end_offset, h.repl.leader_epoch, h.repl.is_leader))
             h.parked.append(entry)
             self.world.on_node(self.b.node, FETCH_WAIT_MAX_MS, self._unpark, h, entry)
             return

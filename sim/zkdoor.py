@@ -46,10 +46,13 @@ class SimZooKeeper:
         world.after(tick_ms, self._tick)
 
     def _tick(self) -> None:
+        """Expire what is due, then sleep until the next session could expire (at most a tick: pings move it)."""
         w = self.world
         if w.nodes[ZK_NODE].up and not w.nodes[ZK_NODE].paused:
             self.route(self.model.expire_due(int(w.now_ms)))
-        w.after(self.tick_ms, self._tick)
+        nxt = self.model.next_expiry()
+        w.after(self.tick_ms if nxt is None else min(max(nxt - w.now_ms, 0.0) + 0.001, 10 * self.tick_ms),
+                self._tick)
 
     def route(self, events: Any) -> None:
         for ev in events or ():
