@@ -9,8 +9,8 @@ SUBTLE = {
     "hw-ignores-lagging-isr": "the leader's HW counts only followers caught up within replica.lag.time.max.ms, so "
                               "an ISR member that fell behind (not yet shrunk away) no longer holds it back "
                               "(replication.partition, ReplicaSettings.planted_hw_ignores_lagging_isr)",
-    "load-to-hw": "a new coordinator's load stops at the partition's local HW instead of its log end, so commits "
-                  "the old leader acknowledged but this follower had not yet seen committed are not loaded "
+    "load-to-hw": "a new coordinator's load stops at the HW of the partition's last HW checkpoint (written every "
+                  "5 s) instead of its log end, so commits acknowledged since are not loaded "
                   "(coordinator.load.replay_log's end_offset)",
     "elect-outside-isr": "with unclean election off, a partition whose ISR has no live member elects the first "
                          "live replica anyway, as a clean election (controller.core, "

@@ -54,7 +54,7 @@ class SimCoordinators:
         self.world = broker.world
         self.config = config
         self.suffix = suffix
-        self.load_to_hw = load_to_hw        # a planted bug: the load stops at the local HW
+        self.load_to_hw = load_to_hw        # a planted bug: the load stops at the checkpointed HW
         self.slots: dict[int, _Slot] = {}
         self.epochs: dict[int, int] = {}
         self._tick_at: float | None = None
@@ -96,8 +96,8 @@ class SimCoordinators:
     def _finish_load(self, p: int, slot: _Slot, t0: float) -> None:
         if self.slots.get(p) is not slot:
             return
-        h = self.b.replicas.hosted.get((OFFSETS_TOPIC, p))
-        end = h.repl.high_watermark if (h is not None and self.load_to_hw) else None
+        # the planted bug: the load stops at the partition's checkpointed HW (replica.high-watermark.checkpoint)
+        end = self.b.hw_checkpoint().get((OFFSETS_TOPIC, p), 0) if self.load_to_hw else None
 
         def read(offset: int):
             hh = self.b.replicas.hosted.get((OFFSETS_TOPIC, p))

@@ -265,7 +265,7 @@ class SimRun:
                 if not state["done"]:
                     ask()
                 return state["done"]
-            ok = self._wait(step, 30_000, 100.0)
+            ok = self._wait(step, 10_000, 100.0)
             if ok:
                 self.history.complete(op, "ok", {"topic": TOPIC, "partition": p, "records": got,
                                                  "high_watermark": state["hw"]}, final=True)

@@ -22,14 +22,13 @@ from sim.sweep import sweep
 BASE = SimOptions(seed=1, duration_s=12.0, offsets_partitions=3)
 # bug -> (seeds to sweep, the fault kinds drawn, the checkers that may catch it, shrink attempts)
 CASES = {
-    "commit-before-hw": (range(22, 24), None, {"split-coordinator", "lost-commit"}, 3),
-    "fenced-generation-commit": (range(1, 3), None, {"fenced-generation"}, 2),
-    "zombie-controller": (range(1, 3), None, {"controllers"}, 2),
-    "hw-ignores-lagging-isr": (range(2, 4), None, {"lost-write", "offsets", "hw"}, 2),
-    "load-to-hw": (range(1, 3), None, {"lost-commit", "commit-order"}, 2),
-    "elect-outside-isr": (range(2, 4), ("pause", "kill"), {"unclean-election", "lost-write", "offsets"}, 2),
+    "commit-before-hw": (range(6, 8), None, {"split-coordinator", "lost-commit"}, 3),
+    "fenced-generation-commit": (range(12, 14), None, {"fenced-generation", "commit-order"}, 3),
+    "zombie-controller": (range(1, 3), None, {"controllers"}, 3),
+    "hw-ignores-lagging-isr": (range(4, 6), None, {"lost-write", "offsets", "hw"}, 3),
+    "load-to-hw": (range(3, 5), None, {"lost-commit", "commit-order"}, 3),
+    "elect-outside-isr": (range(2, 4), ("pause", "kill"), {"unclean-election", "lost-write", "offsets"}, 3),
 }
-
 
 @pytest.mark.parametrize("bug", sorted(CASES))
 def test_a_sweep_finds_the_planted_bug_and_shrink_cuts_it_to_three_faults(bug: str) -> None:
