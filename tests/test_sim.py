@@ -114,3 +114,21 @@ def test_the_guard_catches_a_core_that_reads_the_clock(monkeypatch) -> None:
     with pytest.raises(AssertionError, match="time.monotonic called"):
         SimRun(SimOptions(seed=5, **OPTS)).run()
     assert called and called[0] == "time.monotonic"
+
+
+def test_the_sim_command_runs_replays_and_refuses_bad_arguments(tmp_path: Path, capsys) -> None:
+    from node.tools.cli import main
+    out = tmp_path / "run"
+    code = main(["sim", "run", "--seed", "2", "--duration", "6", "--faults", "kill,pause", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code in (0, 2) and "seed 2" in printed and "verdict:" in printed
+    assert main(["sim", "replay", "2", "--duration", "6", "--faults", "kill,pause", "--check", str(out)]) == code
+    assert "IDENTICAL" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="unknown fault kind 'kil'"):
+        main(["sim", "run", "--faults", "kil"])
+    with pytest.raises(SystemExit, match="unknown planted bug"):
+        main(["sim", "run", "--plant-bug", "nope"])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seed: 1\nfaults: [{at_ms: 1, heal_at_ms: 2, kind: kill, target: controller, colour: red}]\n")
+    assert main(["sim", "run", "--scenario", str(bad)]) == 3
+    assert "faults[0].colour: unknown key" in capsys.readouterr().err
