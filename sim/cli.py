@@ -150,9 +150,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         for o in sorted(failing, key=lambda o: o.seed):
             f.add_row(str(o.seed), ", ".join(o.kinds), str(o.faults))
         console.print(f)
-        console.print(f"replay one: kafkasim sim run --seed {failing[0].seed}"
-                      + "".join(f" --plant-bug {b}" for b in base.bugs))
+        console.print(f"replay one: kafkasim sim run --seed {failing[0].seed}{_flags(args)}")
     return 1 if failing else 0
+
+
+def _flags(args: argparse.Namespace) -> str:
+    """The options that made the runs (to replay or shrink one of them)."""
+    out = f" --brokers {args.brokers} --groups {args.groups} --duration {args.duration:g}"
+    if args.faults is not None:
+        out += f" --faults '{args.faults}'"
+    return out + "".join(f" --plant-bug {b}" for b in args.plant_bug or ())
 
 
 def cmd_shrink(args: argparse.Namespace) -> int:

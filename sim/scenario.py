@@ -162,8 +162,13 @@ def dump(opts: SimOptions, faults: list[Fault], comment: str = "") -> str:
                          "groups": [{"id": f"g{i}", **group} for i in range(1, opts.groups + 1)]},
             "faults": {"schedule": sched}}
         bugs = "".join(f" --plant-bug {b}" for b in opts.bugs)
-        head += (f"# kafkasim sim run --scenario FILE --seed {opts.seed}{bugs}\n"
-                 f"# kafkasim chaos run FILE --seed {opts.seed}{bugs}\n")
+        from node.server.bugs import BUGS as CHAOS_BUGS
+        head += f"# kafkasim sim run --scenario FILE --seed {opts.seed}{bugs}\n"
+        if all(b in CHAOS_BUGS for b in opts.bugs):
+            head += f"# kafkasim chaos run FILE --seed {opts.seed}{bugs}\n"
+        else:
+            head += ("# kafkasim chaos run FILE (its planted bugs exist only in the simulator: a chaos run "
+                     "runs the schedule without them)\n")
         return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
     doc = {"seed": opts.seed, "brokers": opts.brokers, "groups": opts.groups,
            "members": opts.members, "duration.s": opts.duration_s,
