@@ -47,6 +47,7 @@ class World:
         self.nodes: dict[str, Node] = {}
         self.net = Network(self, base_latency_ms, jitter_ms)
         self.steps = 0
+        self.deadlines: dict = {}      # sim/rpc.py's pending calls per (caller, incarnation, timeout)
 
     # ------------------------------------------------------------------ nodes
 
