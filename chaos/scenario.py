@@ -106,6 +106,9 @@ class Scenario:
     network: str = "proxy"
     client: str = "kafkasim"      # kafkasim (gRPC), or a real Kafka client on the Kafka listeners
     raw: Mapping[str, Any] = field(default_factory=dict)
+    # faults.schedule: explicit faults (chaos/schedule.py's Fault fields, as dicts) instead of a drawn mix;
+    # what `kafkasim sim shrink` prints
+    schedule: tuple[Mapping[str, Any], ...] | None = None
 
     def with_duration(self, duration_s: float) -> "Scenario":
         from dataclasses import replace
@@ -281,11 +284,55 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         if kind == "loss" and spec.loss <= 0:
             raise ScenarioError(f"{source}: {where}.loss: a loss fault needs loss > 0")
         faults.append(spec)
-    f.done(("start.after.ms", "interval.ms", "quiet.end.ms", "mix"))
+    schedule = None
+    raw_schedule = f.get("schedule", list, None)
+    if raw_schedule is not None:
+        if faults:
+            raise ScenarioError(f"{source}: faults.schedule: give either a mix or a schedule, not both")
+        schedule = tuple(_scheduled(i, d, source, group_ids, topic_names) for i, d in enumerate(raw_schedule))
+    f.done(("start.after.ms", "interval.ms", "quiet.end.ms", "mix", "schedule"))
     r.done(("name", "description", "duration.s", "network", "cluster", "topics", "workload", "faults"))
     return Scenario(name, description, source, float(duration_s), brokers, zk_servers, dict(config), tuple(topics),
                     producers, tuple(groups), probes, tuple(faults), start, interval, quiet, network, client,
-                    dict(data) if isinstance(data, Mapping) else {})
+                    dict(data) if isinstance(data, Mapping) else {}, schedule)
+
+
+def _scheduled(i: int, d: Any, source: str, group_ids: set[str], topic_names: set[str]) -> dict[str, Any]:
+    """One fault of ``faults.schedule``: {at.ms, heal.at.ms, kind, target, seed, peer, direction, latency.ms,
+    jitter.ms, loss, truncate.bytes} -> chaos/schedule.py's Fault fields."""
+    where = f"faults.schedule[{i}]"
+    fr = _Reader(d, where, source)
+    kind = fr.get("kind", str, choices=FAULT_KINDS)
+    net = kind in NETWORK_KINDS
+    out: dict[str, Any] = {
+        "id": i, "at_ms": fr.get("at.ms", int, lo=0), "heal_at_ms": fr.get("heal.at.ms", int, lo=0), "kind": kind,
+        "target": fr.get("target", str), "seed": fr.get("seed", int, 0, lo=0)}
+    if net:
+        out["peer"] = fr.get("peer", str, "rest")
+        out["direction"] = fr.get("direction", str, "both", choices=DIRECTIONS)
+    if kind == "latency":
+        out["latency_ms"] = fr.get("latency.ms", int, 0, lo=0)
+        out["jitter_ms"] = fr.get("jitter.ms", int, 0, lo=0)
+    if kind == "loss":
+        out["loss"] = fr.get("loss", (int, float), 0.1, lo=0, hi=1)
+    if kind == "truncate":
+        out["truncate_bytes"] = fr.get("truncate.bytes", int, 1, lo=1)
+    fr.done(("at.ms", "heal.at.ms", "kind", "target", "seed", "peer", "direction", "latency.ms", "jitter.ms", "loss",
+             "truncate.bytes"))
+    if out["heal_at_ms"] < out["at_ms"]:
+        raise ScenarioError(f"{source}: {where}.heal.at.ms: before at.ms")
+    for key in ("target", "peer"):
+        if key not in out:
+            continue
+        try:
+            t = parse_target(out[key], allow_sets=key == "peer" or net)
+        except TargetError as e:
+            raise ScenarioError(f"{source}: {where}.{key}: {e}") from None
+        if t.kind == "coordinator" and t.arg not in group_ids:
+            raise ScenarioError(f"{source}: {where}.{key}: group {t.arg!r} is not a workload group")
+        if t.kind in ("leader", "followers") and t.arg.split("/")[0] not in topic_names | {"__consumer_offsets"}:
+            raise ScenarioError(f"{source}: {where}.{key}: topic {t.arg.split('/')[0]!r} is not in topics")
+    return out
 
 
 def load_scenario(path: Path | str) -> Scenario:

@@ -76,8 +76,12 @@ def _draw(rng: ScheduleRng, r: Range) -> int:
 
 
 def make_schedule(scenario: Scenario, rng: ScheduleRng, duration_s: float | None = None) -> list[Fault]:
-    """The run's faults, drawn from ``rng`` (``random.Random(schedule_rng_seed(seed))``)."""
+    """The run's faults, drawn from ``rng`` (``random.Random(schedule_rng_seed(seed))``), or the scenario's
+    ``faults.schedule`` as given (cut at the duration)."""
     end_ms = int((duration_s if duration_s is not None else scenario.duration_s) * 1000)
+    if scenario.schedule is not None:   # faults.schedule: given, not drawn
+        return [Fault(**{**d, "heal_at_ms": min(d["heal_at_ms"], end_ms)}) for d in scenario.schedule
+                if d["at_ms"] < end_ms]
     mix = scenario.faults
     if not mix:
         return []

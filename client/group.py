@@ -29,15 +29,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
 import grpc
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from client.assignors import get_assignor, partitions_to_revoke
 from client.consumer import ConsumerRecord, PartitionFetcher
 from client.metadata import ClientError, ClusterClient
+from client import member_rules as rules
+from client.assignors import get_assignor
+from client.member_rules import COORDINATOR_ERRORS, RESET_ERRORS, MemberState
 from client.protocol import Assignment, ProtocolError, Subscription
 from kafkacommon import errors
 from proto import groups_pb2 as gpb
@@ -45,8 +46,6 @@ from proto import groups_pb2 as gpb
 log = logging.getLogger(__name__)
 TP = tuple[str, int]
 
-COORDINATOR_ERRORS = {errors.NOT_COORDINATOR, errors.COORDINATOR_NOT_AVAILABLE, errors.COORDINATOR_LOAD_IN_PROGRESS}
-RESET_ERRORS = {errors.ILLEGAL_GENERATION, errors.UNKNOWN_MEMBER_ID}
 
 
 class GroupError(ClientError):
@@ -70,15 +69,6 @@ class _Retry(Exception):
 class RebalanceListener(Protocol):
     def on_partitions_revoked(self, partitions: list[TP]) -> None: ...
     def on_partitions_assigned(self, partitions: list[TP]) -> None: ...
-
-
-@dataclass
-class MemberState:
-    member_id: str = ""
-    generation: int = -1
-    leader: str = ""
-    protocol: str | None = None
-    assignment: list[TP] = field(default_factory=list)
 
 
 class GroupMember:
@@ -228,19 +218,19 @@ class GroupMember:
             self._handle_group_error("SyncGroup", r.error_code)
             return
         try:
-            new = sorted(tuple(tp) for tp in Assignment.decode(r.assignment).partitions) if r.assignment else []
+            new = rules.assignment_of(r.assignment)
         except ProtocolError as e:
             raise ClientError(f"group {self.group_id}: bad assignment from the leader: {e}") from None
-        self.state.generation, self.state.member_id = join.generation_id, join.member_id
-        self.state.leader, self.state.protocol = join.leader, join.protocol_name
         self._last_assignment, self._last_generation = list(new), join.generation_id
-        revoked = partitions_to_revoke(self.state.assignment, new)
-        added = sorted(set(new) - set(self.state.assignment))
+        before = list(self.state.assignment)
+        revoked, added, rejoin = rules.sync_result(self.state, join.generation_id, join.member_id, join.leader,
+                                                   join.protocol_name, new, self._eager())
         if revoked:
+            self.state.assignment = before   # the listener hears of the revocation first
             self._revoke(revoked)
-        self.state.assignment = new
+            self.state.assignment = new
         self._rejoin.clear()
-        if revoked and not self._eager():
+        if rejoin:
             self._rejoin.set()  # cooperative: rejoin so the revoked partitions can be handed on
         self._start_fetching(added)
         if self.listener is not None:
@@ -274,34 +264,22 @@ class GroupMember:
         return r
 
     def _assign(self, join) -> list[gpb.SyncGroupAssignment]:
-        assignor = get_assignor(join.protocol_name)
-        subs = {}
-        for mem in join.members:
-            try:
-                s = Subscription.decode(mem.metadata)
-            except ProtocolError as e:
-                raise ClientError(f"group {self.group_id}: member {mem.member_id} sent a bad subscription: {e}")
-            s.group_instance_id = mem.group_instance_id or None
-            subs[mem.member_id] = s
-        topics = sorted({t for s in subs.values() for t in s.topics})
+        topics: set[str] = set()
+        members = [(mem.member_id, mem.group_instance_id or None, mem.metadata) for mem in join.members]
+        try:
+            for _mid, _inst, metadata in members:
+                topics.update(Subscription.decode(metadata).topics)
+        except ProtocolError as e:
+            raise ClientError(f"group {self.group_id}: a member sent a bad subscription: {e}") from None
         self.cluster.refresh()
-        counts = {t: len(self.cluster.metadata.topic_partitions(t)) for t in topics}
-        counts = {t: n for t, n in counts.items() if n}
-        plan = assignor.assign(counts, subs)
-        return [gpb.SyncGroupAssignment(member_id=mid, assignment=Assignment(sorted(plan.get(mid, []))).encode())
-                for mid in subs]
+        counts = {t: len(self.cluster.metadata.topic_partitions(t)) for t in sorted(topics)}
+        plan = rules.leader_assignment(join.protocol_name, members, counts)
+        return [gpb.SyncGroupAssignment(member_id=mid, assignment=data) for mid, data in plan]
 
     def _handle_group_error(self, what: str, code: int) -> None:
-        if code in RESET_ERRORS:
-            if code == errors.UNKNOWN_MEMBER_ID:
-                self.state.member_id = ""
-            self.state.generation = -1
-            self._rejoin.set()
-            return
-        if code in (errors.REBALANCE_IN_PROGRESS, *COORDINATOR_ERRORS):
-            self._rejoin.set()
-            return
-        raise GroupError(f"{what} for group {self.group_id}", code)
+        if rules.group_error(self.state, code) == rules.FATAL:
+            raise GroupError(f"{what} for group {self.group_id}", code)
+        self._rejoin.set()
 
     def _start_fetching(self, added: list[TP]) -> None:
         self.fetcher.assign(self.state.assignment)
@@ -345,13 +323,8 @@ class GroupMember:
                    {"error": errors.name(code), "node": getattr(self._answered, "node", None)})
         # a coordinator error only means "find the coordinator again" (done by _call): the member
         # keeps its generation, as the loaded group does, and goes on (Kafka's markCoordinatorUnknown)
-        if code != errors.NONE and gen == self.state.generation:
-            if code in RESET_ERRORS or code == errors.REBALANCE_IN_PROGRESS:
-                if code == errors.UNKNOWN_MEMBER_ID:
-                    self.state.member_id = ""
-                if code in RESET_ERRORS:
-                    self.state.generation = -1
-                self._rejoin.set()
+        if rules.heartbeat_result(self.state, code, gen):
+            self._rejoin.set()
         return code
 
     # ------------------------------------------------------------------ consuming and offsets
@@ -405,7 +378,7 @@ class GroupMember:
             raise ClientError(f"commit for group {self.group_id} failed: {e}") from None
         result = {(x.topic, x.partition): x.error_code for x in r.partitions}
         code = first_error(r)
-        phase = "ok" if code == errors.NONE else ("info" if code == errors.REQUEST_TIMED_OUT else "fail")
+        phase = rules.commit_outcome(code)
         self.on_op("commit", phase, {"error": errors.name(code), "offsets": _fmt(offsets),
                                      "node": self._answered.node})
         if code in RESET_ERRORS or code == errors.REBALANCE_IN_PROGRESS:

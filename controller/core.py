@@ -52,6 +52,9 @@ class ControllerSettings:
     offsets_create_grace_ms: int = 3_000  # then create __consumer_offsets with whoever is live (>= RF)
     offsets_eager_create: bool = True     # False: not here; the first FindCoordinator has a broker create it
     kip841_enable: bool = False          # Kafka 3.3's AlterIsr eligibility check (INELIGIBLE_REPLICA)
+    # A planted bug (the simulator's sweeps; never in a real broker): with unclean election off, a partition
+    # whose ISR has no live member elects the first live replica anyway, as if it were a clean election.
+    planted_elect_outside_isr: bool = False
 
 
 class StateChange(NamedTuple):
@@ -562,9 +565,10 @@ class ControllerCore:
             return "isr_shrink_dead_replica", election.remove_from_isr(state, gone, self.epoch), False
         if leader != -1:
             gone.add(leader)
-        new, unclean = election.offline(state, replicas, live, self.epoch, unclean_allowed)
+        blind = self.settings.planted_elect_outside_isr and not unclean_allowed
+        new, unclean = election.offline(state, replicas, live, self.epoch, unclean_allowed or blind)
         if new is not None:
-            return ("unclean_election" if unclean else "offline_election"), new, False
+            return ("unclean_election" if unclean and not blind else "offline_election"), new, False
         return "offline_no_isr_alive", election.remove_from_isr(state, gone, self.epoch), leader != -1
 
     def _maybe_create_offsets_topic(self, plan: Plan, now_ms: int | None = None) -> None:

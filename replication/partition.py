@@ -79,6 +79,9 @@ class ReplicaSettings:
     replica_lag_time_max_ms: int = 10000  # kafkasim's default; Kafka 2.8's is 30000
     min_insync_replicas: int = 1
     kip841: bool = False  # Kafka 3.3's eligibility (kafkasim.isr.kip841.enable); False: Kafka 2.8's rules
+    # A planted bug (the simulator's sweeps; never in a real broker): the HW counts only followers caught up
+    # within the lag, so an ISR member that fell behind (and is not yet shrunk away) no longer holds it back.
+    planted_hw_ignores_lagging_isr: bool = False
 
 
 @dataclass(frozen=True)
@@ -403,8 +406,9 @@ class PartitionReplication:
         maximal = self.maximal_isr
         lag = self.settings.replica_lag_time_max_ms
         kip841 = self.settings.kip841
+        in_isr_counts = not self.settings.planted_hw_ignores_lagging_isr
         for r, rep in self.remotes.items():
-            if r in maximal or (now_ms - rep.last_caught_up_ms <= lag
+            if (in_isr_counts and r in maximal) or (now_ms - rep.last_caught_up_ms <= lag
                                 and (not kip841 or (not self._is_ineligible(r, now_ms)
                                                     and (self._live is None or r in self._live)))):
                 candidate = min(candidate, rep.log_end_offset)

@@ -91,7 +91,7 @@ have = [e.value for e in md.entry_points(group="console_scripts") if e.name == "
 sys.exit(0 if have == [want] else 1)
 PY
 }
-if python3 -c "import kazoo, grpc, grpc_tools, yaml, tenacity, crc32c, pytest, hypothesis, pytest_timeout, pyspark, matplotlib, kafka, snappy, lz4, zstandard, confluent_kafka, aiokafka, starlette, uvicorn, playwright" \
+if python3 -c "import kazoo, grpc, grpc_tools, yaml, tenacity, crc32c, pytest, hypothesis, pytest_timeout, pyspark, matplotlib, kafka, snappy, lz4, zstandard, confluent_kafka, aiokafka, starlette, uvicorn, playwright, rich" \
         >/dev/null 2>&1 && editable_here; then
     say "python packages present (kafkasim editable from $ROOT)"
 else

@@ -34,11 +34,12 @@ BANNED = frozenset({
 BANNED_NAMES = frozenset({"open"})
 
 CORE_PACKAGES = ("kafkacommon", "replication", "controller", "coordinator")
-CORE_MODULES = ("zk/codecs.py", "zk/paths.py", "node/server/broker_state.py")
+CORE_MODULES = ("zk/codecs.py", "zk/paths.py", "zk/exceptions.py", "node/server/broker_state.py",
+                "sim/zk_model.py", "sim/javahash.py", "sim/disk.py")
 
 # the project's top-level packages: an import of one of these must name a core module
 PROJECT_PACKAGES = frozenset({"analysis", "bench", "chaos", "client", "controller", "coordinator", "kafkacommon",
-                              "node", "proto", "replication", "zk"})
+                              "node", "proto", "replication", "sim", "zk"})
 
 
 def pure_modules_in_architecture_doc() -> set[str]:

@@ -17,24 +17,25 @@ from typing import Any, Callable, Iterable, Sequence
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
-    BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, OperationTimeoutError, RolledBackError,
-    RuntimeInconsistency,
+    BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, OperationTimeoutError,
 )
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from controller.types import LeaderAndIsr
-from zk import codecs, paths
+from zk import codecs, paths, rules
 from zk.bounded import BoundedHandler
 from zk.codecs import BrokerRegistration, TopicAssignment
 from zk.errors import CONNECTION_ERRORS, NoNode, ZkConnectionLost, ZkError, translate, translate_errors, translated
 from zk.stat import Stat, WatchEvent, watcher
 from zk.batch import CREATE, DELETE, GET_DATA, SET_DATA, multi_read, multi_read_async, multi_write
+from zk.rules import ControllerMovedError, StateVersionConflict
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 MULTI_CHUNK = 1000  # ops per multi; well under jute.maxbuffer for our znodes
-__all__ = ["CONNECTION_ERRORS", "ClusterSnapshot", "StateWrite", "ZkClient", "expire_session", "quiet_client_logs"]
+__all__ = ["CONNECTION_ERRORS", "ClusterSnapshot", "ControllerMovedError", "StateVersionConflict", "StateWrite", "ZkClient",
+           "expire_session", "quiet_client_logs"]
 #: What :func:`until_connected` retries: kazoo's inside this module, ours from a nested public call
 #: (zk/bounded.py's RequestTimedOut is an OperationTimeoutError).  Not a session expiry: as in Kafka,
 #: that reaches the caller, whose ephemerals and watches are gone and who must register and decide again.
@@ -64,18 +65,6 @@ def until_connected(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _retrying = threading.local()
-
-
-class ControllerMovedError(ZkError):
-    """The /controller_epoch check failed: another controller was elected."""
-
-
-class StateVersionConflict(ZkError):
-    """A conditional write found a different zkVersion (BADVERSION)."""
-
-    def __init__(self, path: str):
-        super().__init__(f"BADVERSION on {path}")
-        self.path = path
 
 
 class BrokerRegistrationTimeout(ZkError):
@@ -128,7 +117,6 @@ class ZkClient:
         self.kz = KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000.0,
                               handler=BoundedHandler(self._wait_bound))
         self._listeners: list[Callable[[str], None]] = []
-        self._state_paths: dict[TopicPartition, str] = {}
         self.kz.add_listener(self._on_state)
 
     # ------------------------------------------------------------ session
@@ -362,21 +350,22 @@ class ZkClient:
         epoch, version = self.read_controller_epoch()
         new_epoch = epoch + 1
         tx = self.kz.transaction()
-        tx.create(paths.CONTROLLER, codecs.encode_controller(broker_id, timestamp_ms), ephemeral=True)
-        tx.set_data(paths.CONTROLLER_EPOCH, codecs.encode_controller_epoch(new_epoch), version)
+        for op in rules.election_ops(broker_id, timestamp_ms, epoch, version):
+            if op[0] == "create":
+                tx.create(op[1], op[2], ephemeral=op[3])
+            else:
+                tx.set_data(op[1], op[2], op[3])
         results = tx.commit()
         if not any(isinstance(r, Exception) for r in results):
             return True, new_epoch, version + 1
-        # NODEEXISTS or BADVERSION: we won only if both nodes say so (a retried commit).
         try:
             cdata, _ = self.kz.get(paths.CONTROLLER)
             edata, estat = self.kz.get(paths.CONTROLLER_EPOCH)
         except NoNodeError:
             return False, epoch, version
-        cur_epoch = codecs.decode_controller_epoch(edata)
-        if codecs.decode_controller(cdata).broker_id == broker_id and cur_epoch == new_epoch:
+        if rules.won_after_failure(broker_id, new_epoch, cdata, edata):
             return True, new_epoch, estat.version
-        return False, cur_epoch, estat.version
+        return False, codecs.decode_controller_epoch(edata), estat.version
 
     # ------------------------------------------------------------ controller state
 
@@ -431,20 +420,15 @@ class ZkClient:
         failure.  Returns the per-op results after the check on success.
         """
         tx = self.kz.transaction()
-        tx.check(paths.CONTROLLER_EPOCH, epoch_zk_version)
+        op = rules.fence_op(epoch_zk_version)
+        tx.check(op[1], op[2])
         build(tx)
         results = tx.commit()
-        failed = [(i, r) for i, r in enumerate(results)
-                  if isinstance(r, Exception) and not isinstance(r, (RolledBackError, RuntimeInconsistency))]
-        if not failed:
-            return results[1:]
-        index, err = failed[0]
-        if index == 0:
-            raise ControllerMovedError(f"/controller_epoch is no longer at version {epoch_zk_version}")
-        op = tx.operations[index]
-        if isinstance(err, BadVersionError):
-            raise StateVersionConflict(op.path if hasattr(op, "path") else "?")
-        raise err
+        error = rules.multi_failure([translate(r) if isinstance(r, Exception) else r for r in results],
+                                    [getattr(o, "path", "?") for o in tx.operations[1:]], epoch_zk_version)
+        if error is not None:
+            raise error
+        return results[1:]
 
     def write_states(self, epoch_zk_version: int, writes: Sequence[StateWrite]) -> dict[TopicPartition, int]:
         """Write partition states in batched multis fenced by the controller epoch.
@@ -453,14 +437,10 @@ class ZkClient:
         MULTI_CHUNK writes is atomic; chunks are applied in order.
         """
         out: dict[TopicPartition, int] = {}
-        encode = codecs.encode_partition_state
-        path = self._state_path
         for i in range(0, len(writes), MULTI_CHUNK):
             chunk = writes[i:i + MULTI_CHUNK]
-            ops = [(CREATE, path(w.topic, w.partition), encode(w.state), -1)
-                   if w.zk_version is None else
-                   (SET_DATA, path(w.topic, w.partition), encode(w.state), w.zk_version)
-                   for w in chunk]
+            ops = [(CREATE, op[1], op[2], -1) if op[0] == "create" else (SET_DATA, op[1], op[2], op[3])
+                   for op in rules.state_write_ops(chunk)]
             parents = self._missing_parents([w for w in chunk if w.zk_version is None])
             ops = [(CREATE, p, b"", -1) for p in parents] + ops
             results = multi_write(self.kz, (paths.CONTROLLER_EPOCH, epoch_zk_version), ops)
@@ -474,33 +454,16 @@ class ZkClient:
         (an admin creating a topic writes only /brokers/topics/<t>, as in Kafka)."""
         if not creates:
             return []
-        wanted: list[str] = []
-        for w in creates:
-            for p in (paths.partitions(w.topic), paths.partition(w.topic, w.partition)):
-                if p not in wanted:
-                    wanted.append(p)
+        wanted = rules.state_parents(creates)
         found = self.read_many([(GET_DATA, p) for p in wanted])
         return [p for p, r in zip(wanted, found) if isinstance(r, NoNode)]
 
-    def _state_path(self, topic: str, partition: int) -> str:
-        key = (topic, partition)
-        p = self._state_paths.get(key)
-        if p is None:
-            p = self._state_paths[key] = paths.partition_state(topic, partition)
-        return p
-
     @staticmethod
     def _raise_multi_failure(results: list[Any], op_paths: list[str], epoch_zk_version: int) -> None:
-        failed = [(i, r) for i, r in enumerate(results)
-                  if isinstance(r, Exception) and not isinstance(r, (RolledBackError, RuntimeInconsistency))]
-        if not failed:
-            return
-        index, err = failed[0]
-        if index == 0:
-            raise ControllerMovedError(f"/controller_epoch is no longer at version {epoch_zk_version}")
-        if isinstance(err, BadVersionError):
-            raise StateVersionConflict(op_paths[index - 1])
-        raise err
+        error = rules.multi_failure([translate(r) if isinstance(r, Exception) else r for r in results], op_paths,
+                                    epoch_zk_version)
+        if error is not None:
+            raise error
 
     # ------------------------------------------------------------ topic administration
 
@@ -585,10 +548,8 @@ class ZkClient:
         """Create /brokers/topics/<t> and its partitions/<p> parents, fenced."""
 
         def build(tx: Any) -> None:
-            tx.create(paths.topic(assignment.topic), codecs.encode_topic(assignment))
-            tx.create(paths.partitions(assignment.topic), b"")
-            for p in sorted(assignment.partitions):
-                tx.create(paths.partition(assignment.topic, p), b"")
+            for op in rules.topic_create_ops(assignment):
+                tx.create(op[1], op[2])
 
         self.fenced_multi(epoch_zk_version, build)
 

@@ -11,6 +11,8 @@ multi's or a multiRead's per-op failures come back as these too.
 * ``SessionExpired``: the session is gone, and its ephemerals and watches with it.
 
 ``CONNECTION_ERRORS`` is what a lost or stalled connection raises.
+
+The classes themselves live in zk/exceptions.py (no kazoo there), so pure code can raise them.
 """
 from __future__ import annotations
 
@@ -20,42 +22,24 @@ from typing import Any, Callable, TypeVar
 from kazoo import exceptions as kz
 from kazoo.handlers.threading import KazooTimeoutError
 
+from zk.exceptions import (  # re-exported (__all__): the classes live in the pure module
+    CONNECTION_ERRORS, BadArguments, BadVersion, NoChildrenForEphemerals, NodeExists, NoNode, NotEmpty, RolledBack,
+    RuntimeInconsistency, SessionExpired, ZkConnectionLost, ZkError,
+)
 
-class ZkError(Exception):
-    """A ZooKeeper request failed."""
-
-
-class NoNode(ZkError):
-    pass
-
-
-class NodeExists(ZkError):
-    pass
-
-
-class BadVersion(ZkError):
-    pass
-
-
-class NotEmpty(ZkError):
-    pass
-
-
-class ZkConnectionLost(ZkError):
-    """No connection to ZooKeeper, or no answer within the request's bound."""
-
-
-class SessionExpired(ZkError):
-    """The session expired (or the client was closed): its ephemerals and watches are gone."""
-
-
-CONNECTION_ERRORS = (ZkConnectionLost, SessionExpired)
+__all__ = ["CONNECTION_ERRORS", "BadArguments", "BadVersion", "NoChildrenForEphemerals", "NodeExists", "NoNode",
+           "NotEmpty", "RolledBack", "RuntimeInconsistency", "SessionExpired", "ZkConnectionLost", "ZkError",
+           "translate", "translate_errors", "translated"]
 
 _OURS: list[tuple[type[BaseException], type[ZkError]]] = [
     (kz.NoNodeError, NoNode),
     (kz.NodeExistsError, NodeExists),
     (kz.BadVersionError, BadVersion),
     (kz.NotEmptyError, NotEmpty),
+    (kz.NoChildrenForEphemeralsError, NoChildrenForEphemerals),
+    (kz.BadArgumentsError, BadArguments),
+    (kz.RolledBackError, RolledBack),
+    (kz.RuntimeInconsistency, RuntimeInconsistency),
     (kz.SessionExpiredError, SessionExpired),      # also ConnectionClosedError: a closed client
     (kz.ConnectionLoss, ZkConnectionLost),
     (kz.OperationTimeoutError, ZkConnectionLost),  # zk/bounded.py's RequestTimedOut

@@ -27,11 +27,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from coordinator import load
 from coordinator.core import GroupConfig, Output, PartitionCoordinator
-from coordinator.records import RecordFormatError
-from kafkacommon.fastscan import scan_latest
+from coordinator.load import LoadStats
 from kafkacommon.hashing import partition_for
-from kafkacommon.record_batch import CorruptBatchError
 from node.events import EventLog
 from node.clock import now_ms
 from zk.paths import OFFSETS_TOPIC
@@ -46,59 +45,12 @@ class _Slot:
     lock: threading.Lock
 
 
-@dataclass
-class LoadStats:
-    read: int = 0        # records read from the log
-    records: int = 0     # records replayed (the last one of each key)
-    skipped: int = 0
-    bytes: int = 0
-    end_offset: int = 0
-
-
 def replay_log(core: PartitionCoordinator, read: Callable[[int], tuple[bytes, int, int] | None],
                lock: threading.Lock | None = None, stopping: threading.Event | None = None) -> LoadStats:
-    """Kafka's doLoadGroupsAndOffsets: read the partition from its log start to its LEO in
-    chunks (``read(offset) -> (whole batches, log start, LEO)``, None once the replica is
-    gone), keep the last record per key as Kafka's load does, then feed those records, in
-    log order, to ``core.replay``.  Undecodable records are skipped and counted, never
-    fatal; a corrupt batch ends the read where it is."""
-    stats = LoadStats()
-    lock = lock or threading.Lock()
-    latest: dict[bytes, tuple[int, bytes | None]] = {}  # key bytes -> (offset, value): last one wins
-    offset = 0
-    while stopping is None or not stopping.is_set():
-        got = read(offset)
-        if got is None:
-            break
-        data, start, end = got
-        offset = max(offset, start)
-        if not data:
-            break
-        stats.bytes += len(data)
-        try:
-            nxt, count = scan_latest(data, latest)
-            stats.read += count
-            if nxt is None:  # no whole batch (the log always returns its first batch whole): stop
-                log.error("offsets partition %d: no whole batch at offset %d", core.partition, offset)
-                break
-            offset = nxt
-        except CorruptBatchError as e:
-            log.error("offsets partition %d: corrupt batch at %d: %s", core.partition, offset, e)
-            break
-        if offset >= end:
-            break
-    with lock:
-        for key, (off, value) in sorted(latest.items(), key=lambda kv: kv[1][0]):
-            if key is None:  # invalid in a compacted topic: Kafka's load would fail on it
-                stats.skipped += 1
-                continue
-            try:
-                core.replay(key, value, off)
-                stats.records += 1
-            except RecordFormatError as e:
-                stats.skipped += 1
-                log.warning("offsets partition %d offset %d: %s", core.partition, off, e)
-    stats.end_offset = offset
+    """coordinator/load.py's rule (the simulator runs the same), its problems logged here."""
+    stats = load.replay_log(core, read, lock=lock, stopping=stopping.is_set if stopping is not None else None)
+    for _offset, message in stats.errors:
+        log.warning("%s", message)
     return stats
 
 

@@ -9,6 +9,7 @@
     kafkasim broker-health --host H --port P
     kafkasim demo                        (the README's main job)
     kafkasim chaos list|run|check        chaos runs (docs/chaos.md)
+    kafkasim sim run|replay|sweep|shrink seeded simulated runs of the whole cluster (docs/simulation.md)
     kafkasim analyze RUN_DIR...          chaos runs -> Parquet tables and a report (docs/analysis.md)
     kafkasim ui [--port 8080] [--host H] [--read-only] [--replay RUN_DIR]   the web view (docs/ui.md)
 """
@@ -321,6 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from chaos import cli as chaos_cli
     chaos_cli.add_parsers(sub)
+    from sim import cli as sim_cli
+    sim_cli.add_parsers(sub)
 
     from analysis import main as analysis_main  # imports no pyspark until the command runs
     analysis_main.add_parsers(sub)

@@ -1,0 +1,262 @@
+"""A simulated broker: the broker process's parts around the real cores, on the simulated world.
+
+``BrokerState`` fences the controller's requests, ``SimReplicaManager`` runs
+``PartitionReplication``, ``SimCoordinators`` runs ``PartitionCoordinator``,
+``SimController`` runs ``ControllerCore``.  A crash drops everything in memory
+(a new incarnation of the node: its timers and in-flight messages are gone);
+the disk (logs, HW checkpoint) stays, with the crash's losses, and a restart
+recovers the logs and registers again, as node/server/broker.py does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from controller.core import ControllerSettings
+from coordinator.core import GroupConfig
+from kafkacommon import errors
+from kafkacommon.event import Event
+from kafkacommon.hashing import partition_for
+from node.server.broker_state import BrokerState
+from sim.controller import SimController
+from sim.coordinators import SimCoordinators
+from sim.log import SimLog
+from sim.replicas import SimReplicaManager
+from sim.zkdoor import CONNECTION_ERRORS, ZkDoor
+from zk.codecs import BrokerRegistration
+from zk.paths import OFFSETS_TOPIC
+
+TP = tuple[str, int]
+HW_CHECKPOINT_MS = 5000.0     # replica.high-watermark.checkpoint.interval.ms
+FSYNC_MS = 1000.0             # how often the simulated OS writes the page cache back
+REGISTER_RETRY_MS = 100.0
+
+
+@dataclass
+class SimConfig:
+    """The simulated cluster's settings (the chaos runner's cluster.yaml values where it sets them)."""
+    brokers: int = 3
+    session_timeout_ms: int = 3000
+    zk_tick_ms: int = 100
+    replica_lag_time_max_ms: int = 3000
+    min_insync_replicas: int = 1
+    offsets_partitions: int = 10
+    offsets_replication_factor: int = 3
+    unclean_leader_election: bool = False
+    initial_rebalance_delay_ms: int = 500
+    min_session_timeout_ms: int = 500
+    commit_timeout_ms: int = 5000
+    bugs: frozenset[str] = frozenset()
+
+
+@dataclass
+class Disk:
+    """What a broker keeps across crashes: its logs and its HW checkpoint."""
+    logs: dict[TP, SimLog] = field(default_factory=dict)
+    hw: dict[TP, int] = field(default_factory=dict)
+    slow_ms: float = 0.0
+
+
+class SimBroker:
+    def __init__(self, cluster, broker_id: int) -> None:
+        self.cluster = cluster
+        self.world = cluster.world
+        self.cfg: SimConfig = cluster.cfg
+        self.id = broker_id
+        self.node = f"b{broker_id}"
+        self.disk = Disk()
+        self.running = False
+        self.zk: ZkDoor | None = None
+
+    # ------------------------------------------------------------------ plumbing for the parts
+
+    def now(self) -> int:
+        return self.world.core_ms(self.node)
+
+    def mono_ns(self) -> int:
+        return self.world.mono_ns()
+
+    def emit(self, type_: str, **fields: Any) -> None:
+        self.cluster.emit(self.id, type_, fields)
+
+    def log(self, *events: Event) -> None:
+        for e in events:
+            self.cluster.emit(self.id, e.name, e.fields)
+
+    def disk_log(self, tp: TP) -> SimLog:
+        log = self.disk.logs.get(tp)
+        if log is None:
+            log = self.disk.logs[tp] = SimLog(*tp)
+        return log
+
+    def disk_wrote(self, log: SimLog) -> None:
+        pass   # the page cache has it; fsync comes with the periodic flush
+
+    def hw_checkpoint(self) -> dict[TP, int]:
+        return self.disk.hw
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        bugs = self.cfg.bugs
+        self.world.restart(self.node)
+        self.running = True
+        self.state = BrokerState(self.id, check_controller_epoch="zombie-controller" not in bugs)
+        self.replicas = SimReplicaManager(self)
+        group_cfg = GroupConfig(min_session_timeout_ms=self.cfg.min_session_timeout_ms,
+                                initial_rebalance_delay_ms=self.cfg.initial_rebalance_delay_ms,
+                                commit_timeout_ms=self.cfg.commit_timeout_ms,
+                                commit_required_acks=1 if "commit-before-hw" in bugs else -1,
+                                check_commit_generation="fenced-generation-commit" not in bugs)
+        self.coordinators = SimCoordinators(self, group_cfg, self._member_suffix,
+                                            load_to_hw="load-to-hw" in bugs)
+        self.replicas.on_role = self.coordinators.on_role
+        self.emit("broker_starting", host="sim", port=9000 + self.id, pid=0, planted_bugs=sorted(bugs),
+                  kafka_listener=None)
+        for tp, log in sorted(self.disk.logs.items()):
+            cut, dropped = log.recover()
+            if cut:
+                self.emit("log_recovered", topic=tp[0], partition=tp[1], truncated_bytes=cut,
+                          dropped_batches=dropped, log_end_offset=log.log_end_offset)
+        self.zk = ZkDoor(self.cluster.zk, self.node, self.cfg.session_timeout_ms)
+        self.zk.on_expired = self._on_session_expired
+        settings = ControllerSettings(
+            broker_id=self.id, offsets_partitions=self.cfg.offsets_partitions,
+            offsets_replication_factor=min(self.cfg.offsets_replication_factor, self.cfg.brokers),
+            unclean_leader_election=self.cfg.unclean_leader_election, auto_leader_rebalance=False,
+            expected_brokers=self.cfg.brokers, planted_elect_outside_isr="elect-outside-isr" in bugs)
+        self.controller = SimController(self, self.zk, settings, zombie="zombie-controller" in bugs)
+        self._controller_started = False
+        self._register()
+        self.world.on_node(self.node, self.cfg.session_timeout_ms / 3, self._ping)
+        self.world.on_node(self.node, self.cfg.replica_lag_time_max_ms / 2, self._shrink_check)
+        self.world.on_node(self.node, HW_CHECKPOINT_MS, self._checkpoint)
+        self.world.on_node(self.node, FSYNC_MS, self._fsync)
+
+    def _member_suffix(self) -> str:
+        return "%032x" % self.world.rng.getrandbits(128)
+
+    def crash(self, lose_unsynced: bool = False, torn_bytes: int = 0) -> None:
+        """SIGKILL (or a power loss with ``lose_unsynced``): memory gone, the disk as the crash left it."""
+        self.world.crash(self.node)
+        self.running = False
+        if self.zk is not None:
+            self.zk.abandon()
+        for log in self.disk.logs.values():
+            log.crash(lose_unsynced, 0)
+        if torn_bytes:
+            # the torn tail: the last bytes of the log written last
+            last = max(self.disk.logs.values(), key=lambda lg: len(lg.data), default=None)
+            if last is not None:
+                last.crash(False, torn_bytes)
+
+    def _register(self) -> None:
+        zk = self.zk
+        try:
+            if zk.session_id is None or zk.expired:
+                zk.connect()
+                self.emit("broker_registering", predecessor_session=None)
+            zk.ensure_persistent_paths()
+            epoch = zk.register_broker(BrokerRegistration(self.id, "sim", 9000 + self.id, self.now()))
+        except CONNECTION_ERRORS:
+            self.world.on_node(self.node, REGISTER_RETRY_MS, self._register)
+            return
+        if epoch is None:       # an old session still holds the znode: wait for it to expire
+            self.world.on_node(self.node, REGISTER_RETRY_MS, self._register)
+            return
+        self.state.broker_epoch = epoch
+        self.emit("broker_registered", broker_epoch=epoch, session_id=f"0x{zk.session_id:x}")
+        if not self._controller_started:
+            self._controller_started = True
+            self.controller.start()
+        else:
+            self.controller.reelect()
+
+    def _on_session_expired(self) -> None:
+        self.controller.on_session_expired()
+        self._register()
+
+    def _ping(self) -> None:
+        self.zk.ping()
+        self.world.on_node(self.node, self.zk.negotiated_ms / 3, self._ping)
+
+    def _shrink_check(self) -> None:
+        self.replicas.check_shrinks()
+        self.world.on_node(self.node, self.cfg.replica_lag_time_max_ms / 2, self._shrink_check)
+
+    def _checkpoint(self) -> None:
+        for tp, h in self.replicas.hosted.items():
+            self.disk.hw[tp] = h.repl.high_watermark
+        self.world.on_node(self.node, HW_CHECKPOINT_MS, self._checkpoint)
+
+    def _fsync(self) -> None:
+        for log in self.disk.logs.values():
+            log.fsync()
+        self.world.on_node(self.node, FSYNC_MS, self._fsync)
+
+    # ------------------------------------------------------------------ requests (from the network)
+
+    def handle_controller_request(self, msg: tuple, reply: Callable[[Any], None]) -> None:
+        kind, header = msg[0], msg[1]
+        if kind == "LeaderAndIsr":
+            out = self.state.leader_and_isr(header, msg[2])
+            for p in out.became_leader + out.became_follower:
+                self.replicas.apply_leader_and_isr(p)
+        elif kind == "UpdateMetadata":
+            out = self.state.update_metadata(header, msg[2], msg[3])
+            if out.error == errors.NONE:
+                for p in msg[2]:
+                    self.replicas.update_isr_if_newer(p)
+                self.replicas.set_live_brokers({b for b, *_ in msg[3]})
+        else:
+            out = self.state.stop_replica(header, msg[2], -1, msg[3])
+            for tp in out.stopped:
+                self.replicas.stop_replica(tp)
+        self.log(*out.events)
+        reply(out.error)
+
+    def handle_alter_isr(self, payload: Any, reply: Callable[[Any], None]) -> None:
+        if not self.controller.core.active:
+            reply((errors.NOT_CONTROLLER, {}))
+            return
+        self.controller.handle_alter_isr(payload, reply)
+
+    def handle_fetch(self, req: Any, reply: Callable[[Any], None]) -> None:
+        if self.disk.slow_ms:   # a slow disk: the read waits its turn
+            self.world.on_node(self.node, self.disk.slow_ms, self.replicas.handle_fetch, req, reply)
+            return
+        self.replicas.handle_fetch(req, reply)
+
+    def handle_produce(self, req: Any, reply: Callable[[Any], None]) -> None:
+        if self.disk.slow_ms:   # a slow disk: the append waits its turn
+            self.world.on_node(self.node, self.disk.slow_ms, self._produce, req, reply)
+            return
+        self._produce(req, reply)
+
+    def _produce(self, req: Any, reply: Callable[[Any], None]) -> None:
+        tp, records, acks, timeout_ms = req
+        self.replicas.append(tp, records, acks, timeout_ms, lambda code, base: reply((code, base)))
+
+    def handle_consume(self, req: Any, reply: Callable[[Any], None]) -> None:
+        tp, offset = req
+        reply(self.replicas.read_committed(tp, offset))
+
+    def handle_group(self, req: Any, reply: Callable[[Any], None]) -> None:
+        handler, body = req
+        self.coordinators.handle(handler, body, reply)
+
+    def handle_find_coordinator(self, group: str, reply: Callable[[Any], None]) -> None:
+        n = self.state.topic_partitions.get(OFFSETS_TOPIC, 0)
+        info = self.state.metadata.get((OFFSETS_TOPIC, partition_for(group, n))) if n else None
+        if info is None or info.leader < 0 or info.leader not in self.state.live_brokers:
+            reply((errors.COORDINATOR_NOT_AVAILABLE, -1))
+        else:
+            reply((errors.NONE, info.leader))
+
+    def handle_metadata(self, topic: str, reply: Callable[[Any], None]) -> None:
+        n = self.state.topic_partitions.get(topic, 0)
+        leaders = {}
+        for p in range(n):
+            info = self.state.metadata.get((topic, p))
+            leaders[p] = info.leader if info is not None and info.leader in self.state.live_brokers else -1
+        reply(leaders)

@@ -1,0 +1,234 @@
+"""``kafkasim sim run | replay | sweep | shrink``: seeded simulated runs of the whole cluster (docs/simulation.md).
+
+Exit codes of ``run`` and ``replay``: 0 valid, 1 invalid, 2 unknown, 3 bad
+arguments (as ``chaos run``'s).  ``sweep`` exits 1 when a seed failed;
+``shrink`` 1 when it found a smaller failing schedule, 0 when the seed does
+not fail.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+EXIT_ERROR = 3
+
+
+def _options(args: argparse.Namespace, seed: int):
+    from sim import bugs, scenario
+    from sim.faults import FaultError, check_kinds
+    from sim.run import SimOptions
+
+    if getattr(args, "scenario", None):
+        opts = scenario.load(args.scenario, seed=seed)
+        if args.plant_bug:
+            try:
+                opts = replace(opts, bugs=bugs.check(tuple(args.plant_bug)))
+            except ValueError as e:
+                raise SystemExit(f"error: {e}")
+        return opts
+    seed = 1 if seed is None else seed
+    kinds = tuple(k for k in (args.faults or "").split(",") if k) if args.faults is not None else None
+    try:
+        opts = SimOptions(seed=seed, brokers=args.brokers, groups=args.groups, duration_s=args.duration,
+                          bugs=bugs.check(tuple(args.plant_bug or ())))
+        if kinds is not None:
+            opts = replace(opts, faults=check_kinds(kinds))
+    except (ValueError, FaultError) as e:
+        raise SystemExit(f"error: {e}")
+    return opts
+
+
+def _say_run(opts, result, out: Path | None) -> None:
+    from chaos.schedule import format_schedule
+    from chaos.timeline import format_table
+
+    print(f"sim run  seed {opts.seed}  {opts.brokers} brokers  {opts.groups} groups  {opts.duration_s:g}s simulated"
+          + (f"  -> {out}" if out else ""))
+    if opts.bugs:
+        print(f"PLANTED BUGS: {', '.join(opts.bugs)}")
+    print("faults:\n" + format_schedule(result.faults))
+    print()
+    print(format_table(result.results["timeline"]))
+    for a in result.results["checks"]["anomalies"]:
+        print(f"ANOMALY {a['kind']}: {a['message']}")
+    for u in result.results["checks"]["unknowns"]:
+        print(f"unknown: {u}")
+    for n in result.results["workload_errors"]:
+        print(f"workload error: {n}")
+    print(f"digest: {result.digest}")
+    print(f"verdict: {result.verdict.upper()}  (seed {opts.seed}; replay: kafkasim sim replay {opts.seed})")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from sim.run import SimRun
+    from sim.scenario import SimScenarioError
+
+    try:
+        opts = _options(args, args.seed)
+    except SimScenarioError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    out = Path(args.out) if args.out else None
+    if out is not None and out.exists() and any(out.iterdir()):
+        print(f"error: {out} already exists and is not empty; choose another --out", file=sys.stderr)
+        return EXIT_ERROR
+    result = SimRun(opts, out).run()
+    _say_run(opts, result, out)
+    return result.exit_code
+
+
+def _file_digest(run: Path) -> str:
+    h = hashlib.sha256()
+    for p in [run / "history.jsonl"] + sorted((run / "cluster" / "events").glob("broker-*.jsonl")):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """The same run again; with --check DIR, its history and event logs compared byte for byte to DIR's."""
+    import tempfile
+
+    from sim.run import SimRun
+
+    opts = _options(args, args.seed)
+    with tempfile.TemporaryDirectory(prefix="kafkasim-replay-") as tmp:
+        out = Path(args.out) if args.out else Path(tmp) / "run"
+        result = SimRun(opts, out).run()
+        _say_run(opts, result, out if args.out else None)
+        if args.check:
+            mine, theirs = _file_digest(out), _file_digest(Path(args.check))
+            same = mine == theirs
+            print(f"files: {mine[:16]} vs {theirs[:16]} in {args.check}: {'IDENTICAL' if same else 'DIFFERENT'}")
+            if not same:
+                return 1
+    return result.exit_code
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from sim.sweep import parse_seeds, sweep
+
+    try:
+        seeds = parse_seeds(args.seeds)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    base = _options(args, seeds[0])
+    console = Console(stderr=False)
+    failing: list = []
+    with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[found]}"), console=console, disable=args.no_progress) as bar:
+        task = bar.add_task("seeds", total=len(seeds), found="")
+
+        def done(o) -> None:
+            if o.verdict == "invalid":
+                failing.append(o)
+            bar.update(task, advance=1, found=f"invalid: {len(failing)}")
+        outcomes = sweep(base, seeds, jobs=args.jobs, on_done=done, stop_on_failure=args.stop_on_failure)
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        counts[o.verdict] = counts.get(o.verdict, 0) + 1
+    t = Table(title=f"sweep of seeds {args.seeds} ({len(outcomes)} run)")
+    for col in ("verdict", "seeds", "coordinator moves", "simulated s", "wall s"):
+        t.add_column(col, justify="right" if col != "verdict" else "left")
+    for v in sorted(counts):
+        mine = [o for o in outcomes if o.verdict == v]
+        t.add_row(v, str(len(mine)), str(sum(o.failovers for o in mine)),
+                  f"{sum(o.simulated_ms for o in mine) / 1000:.0f}", f"{sum(o.wall_s for o in mine):.1f}")
+    console.print(t)
+    if failing:
+        f = Table(title="failing seeds")
+        for col in ("seed", "anomalies", "faults"):
+            f.add_column(col)
+        for o in sorted(failing, key=lambda o: o.seed):
+            f.add_row(str(o.seed), ", ".join(o.kinds), str(o.faults))
+        console.print(f)
+        console.print(f"replay one: kafkasim sim run --seed {failing[0].seed}{_flags(args)}")
+    return 1 if failing else 0
+
+
+def _flags(args: argparse.Namespace) -> str:
+    """The options that made the runs (to replay or shrink one of them)."""
+    out = f" --brokers {args.brokers} --groups {args.groups} --duration {args.duration:g}"
+    if args.faults is not None:
+        out += f" --faults '{args.faults}'"
+    return out + "".join(f" --plant-bug {b}" for b in args.plant_bug or ())
+
+
+def cmd_shrink(args: argparse.Namespace) -> int:
+    from sim import scenario
+    from sim.faults import CHAOS_KINDS
+    from sim.shrink import shrink
+
+    opts = _options(args, args.seed)
+
+    def tried(n: int, faults, ok: bool) -> None:
+        print(f"  attempt {n}: {len(faults)} faults, {sum(f.heal_at_ms - f.at_ms for f in faults)} ms of faults "
+              f"-> {'still fails' if ok else 'passes'}", file=sys.stderr)
+    s = shrink(opts, budget=args.budget, on_attempt=None if args.quiet else tried)
+    if s is None:
+        print(f"seed {args.seed} does not fail: nothing to shrink")
+        return 0
+    chaos_ok = all(f.kind in CHAOS_KINDS for f in s.faults)
+    text = scenario.dump(s.opts, s.faults, comment=(
+        f"kafkasim sim shrink {args.seed}: {s.original_faults} faults -> {len(s.faults)}, still failing "
+        f"the {s.checker} checker ({', '.join(s.result.kinds)}) after {s.attempts} attempts\n"
+        f"run it: kafkasim sim run --scenario FILE\n"
+        + ("its fault kinds all exist in chaos runs too" if chaos_ok else
+           "some of its fault kinds exist only in the simulator")))
+    if args.out:
+        Path(args.out).write_text(text)
+    print(text, end="")
+    return 1
+
+
+def add_parsers(sub) -> None:
+    from sim.faults import DEFAULT_KINDS, KINDS
+
+    s = sub.add_parser("sim", help="seeded, deterministic simulated runs of the whole cluster (docs/simulation.md)")
+    ss = s.add_subparsers(dest="sim_command", required=True)
+
+    def common(p, seed: bool = True) -> None:
+        if seed:
+            p.add_argument("--seed", type=int, default=None, help="default 1 (with --scenario: the file's)")
+        p.add_argument("--brokers", type=int, default=3)
+        p.add_argument("--groups", type=int, default=1)
+        p.add_argument("--duration", type=float, default=30.0, help="simulated seconds of workload and faults")
+        p.add_argument("--faults", default=None,
+                       help=f"comma-separated kinds ({', '.join(KINDS)}; default {','.join(DEFAULT_KINDS)}; "
+                            "'' for none)")
+        p.add_argument("--plant-bug", action="append", metavar="NAME", help="a planted bug (see docs/simulation.md)")
+
+    r = ss.add_parser("run", help="one simulated run; exit 0 valid, 1 invalid, 2 unknown")
+    common(r)
+    r.add_argument("--out", default=None, help="write the run directory (as a chaos run's) here")
+    r.add_argument("--scenario", default=None, help="a scenario file (as `sim shrink` prints)")
+    r.set_defaults(func=cmd_run)
+    p = ss.add_parser("replay", help="run a seed again; --check DIR compares its files byte for byte")
+    p.add_argument("seed", type=int)
+    common(p, seed=False)
+    p.add_argument("--scenario", default=None)
+    p.add_argument("--out", default=None)
+    p.add_argument("--check", default=None, metavar="RUN_DIR", help="an earlier `sim run --out` of the same seed")
+    p.set_defaults(func=cmd_replay)
+    w = ss.add_parser("sweep", help="many seeds, a table of verdicts and the failing seeds")
+    w.add_argument("--seeds", required=True, help="A..B (inclusive)")
+    w.add_argument("--jobs", type=int, default=1)
+    w.add_argument("--no-progress", action="store_true")
+    w.add_argument("--stop-on-failure", action="store_true", help="stop at the first failing seed")
+    common(w, seed=False)
+    w.set_defaults(func=cmd_sweep)
+    k = ss.add_parser("shrink", help="the fewest, shortest faults that still fail the same checker")
+    k.add_argument("seed", type=int)
+    common(k, seed=False)
+    k.add_argument("--budget", type=int, default=150, help="at most this many attempts")
+    k.add_argument("--out", default=None, help="also write the scenario file here")
+    k.add_argument("--quiet", action="store_true")
+    k.set_defaults(func=cmd_shrink)

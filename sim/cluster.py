@@ -1,0 +1,109 @@
+"""The simulated cluster: the world, the ZooKeeper model, the brokers, and their event logs.
+
+Events are kept in memory, one list per broker, in docs/events.md's shape
+(``ts_ms``, ``mono_ns``, ``broker``, ``type``, fields) and written out at the
+end as ``events/broker-<id>.jsonl``.  ``mono_ns`` is virtual time in ns, made
+strictly increasing across the whole run (the history's ``time`` too: one
+clock), so merged logs sort in the order things happened.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sim.broker import SimBroker, SimConfig
+from sim.zk_model import ZkModel
+from sim.zkdoor import CONNECTION_ERRORS, SimZooKeeper, ZkDoor
+from zk import codecs
+from zk.errors import NoNode
+
+WALL_BASE_MS = 1_800_000_000_000.0   # ts_ms of virtual time 0 (a fixed instant: byte-identical replays)
+
+
+class Clock:
+    """The one clock of a run's history and events: virtual ns, strictly increasing."""
+
+    def __init__(self, world) -> None:
+        self.world = world
+        self.last = -1
+
+    def __call__(self) -> int:
+        t = max(self.world.mono_ns(), self.last + 1)
+        self.last = t
+        return t
+
+
+class SimCluster:
+    def __init__(self, world, cfg: SimConfig) -> None:
+        self.world = world
+        self.cfg = cfg
+        self.clock = Clock(world)
+        self.events: dict[int, list[dict[str, Any]]] = {}
+        self.zk = SimZooKeeper(world, ZkModel(tick_ms=cfg.zk_tick_ms), cfg.zk_tick_ms)
+        self.brokers = {i: SimBroker(self, i) for i in range(1, cfg.brokers + 1)}
+        self._observer: ZkDoor | None = None
+
+    def emit(self, broker: int, type_: str, fields: dict[str, Any]) -> None:
+        ns = self.clock()
+        self.events.setdefault(broker, []).append(
+            {"ts_ms": round(WALL_BASE_MS + ns / 1e6, 3), "mono_ns": ns, "broker": broker, "type": type_, **fields})
+
+    def start(self) -> None:
+        for b in self.brokers.values():
+            b.start()
+
+    # ------------------------------------------------------------------ the nemesis's view
+
+    def _door(self) -> ZkDoor:
+        d = self._observer
+        if d is None or d.session_id is None or d.expired or not self.zk.model.alive(d.session_id):
+            d = self._observer = ZkDoor(self.zk, "nemesis", 20_000)
+            d.connect()
+        d.ping()
+        return d
+
+    def zk_view(self) -> tuple[list[int], int | None, dict]:
+        """(registered brokers, controller, {(topic, p): {leader, isr, replicas}}), read from the model."""
+        if not self.world.nodes["zk1"].up:
+            return [], None, {}
+        try:
+            d = self._door()
+            brokers = sorted(d.read_brokers())
+            controller = d.read_controller()
+            _e, _v, _b, topics, states = d.read_snapshot()
+        except (NoNode, *CONNECTION_ERRORS):
+            return [], None, {}
+        parts = {tp: {"leader": st.leader, "isr": list(st.isr), "replicas": list(topics[tp[0]].partitions[tp[1]])}
+                 for tp, (st, _ver) in states.items()}
+        return brokers, controller, parts
+
+    def expire_session(self, broker_id: int) -> None:
+        b = self.brokers[broker_id]
+        sid = b.zk.session_id if b.zk is not None else None
+        if sid is not None and self.zk.model.alive(sid):
+            self.zk.route(self.zk.model.expire(sid, int(self.world.now_ms)))
+
+    def create_topic(self, name: str, partitions: int, rf: int) -> None:
+        """kafka-topics.sh --create: the assignment znode; the controller does the rest."""
+        from controller.assignment import assign_replicas
+        ids = sorted(self.brokers)
+        rng = self.world.rng
+        a = codecs.TopicAssignment(name, assign_replicas(partitions, min(rf, len(ids)), ids,
+                                                         start_index=rng.randrange(len(ids)),
+                                                         shift=rng.randrange(len(ids))))
+        self._door().create_topic_znode(a)
+
+    # ------------------------------------------------------------------ output
+
+    def write_events(self, run_dir: Path) -> None:
+        d = run_dir / "events"
+        d.mkdir(parents=True, exist_ok=True)
+        for bid in sorted(self.brokers):
+            lines = [json.dumps(e, separators=(",", ":"), default=str) + "\n" for e in self.events.get(bid, [])]
+            (d / f"broker-{bid}.jsonl").write_text("".join(lines), encoding="utf-8")
+
+    def merged_events(self) -> list[dict[str, Any]]:
+        out = [e for bid in sorted(self.events) for e in self.events[bid]]
+        return sorted(out, key=lambda e: e["mono_ns"])
+

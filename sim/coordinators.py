@@ -1,0 +1,194 @@
+"""A simulated broker's group coordinators: one ``PartitionCoordinator`` per offsets partition it leads.
+
+As node/shells/coordinator_shell.py: a leadership gain queues a load (the log
+read from its start to its LEO and replayed by ``coordinator.load.replay_log``,
+the broker's own code), a loss an unload; the core's appends go to the offsets
+partition as its leader, with the core's acks; ``on_tick`` runs when the
+earliest timer is due.  A load takes simulated time in proportion to the
+records read (``LOAD_MS_PER_RECORD``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from coordinator import messages as m
+from coordinator.core import GroupConfig, Output, PartitionCoordinator
+from coordinator.load import replay_log
+from kafkacommon import errors
+from kafkacommon.hashing import partition_for
+from zk.paths import OFFSETS_TOPIC
+
+LOAD_BASE_MS = 1.0
+LOAD_MS_PER_RECORD = 0.002
+TICK_MS = 10.0
+
+
+@dataclass
+class _Slot:
+    core: PartitionCoordinator
+    epoch: int
+
+
+def not_coordinator(handler: str, req: Any) -> Any:
+    """The answer of a broker with no coordinator for the group (groups_servicer's)."""
+    code = errors.NOT_COORDINATOR
+    if handler == "join_group":
+        return m.JoinGroupResponse(code)
+    if handler == "sync_group":
+        return m.SyncGroupResponse(code)
+    if handler == "heartbeat":
+        return m.HeartbeatResponse(code)
+    if handler == "leave_group":
+        return m.LeaveGroupResponse(code)
+    if handler == "offset_commit":
+        return m.OffsetCommitResponse([(o.topic, o.partition, code) for o in req.offsets])
+    if handler == "offset_fetch":
+        return m.OffsetFetchResponse(code)
+    raise ValueError(f"unknown group handler {handler!r}")
+
+
+class SimCoordinators:
+    def __init__(self, broker, config: GroupConfig, suffix: Callable[[], str], load_to_hw: bool = False) -> None:
+        self.b = broker
+        self.world = broker.world
+        self.config = config
+        self.suffix = suffix
+        self.load_to_hw = load_to_hw        # a planted bug: the load stops at the checkpointed HW
+        self.slots: dict[int, _Slot] = {}
+        self.epochs: dict[int, int] = {}
+        self._tick_at: float | None = None
+
+    def now(self) -> int:
+        return self.b.now()
+
+    def num_partitions(self) -> int:
+        return self.b.state.topic_partitions.get(OFFSETS_TOPIC, 0) or self.b.cfg.offsets_partitions
+
+    # ------------------------------------------------------------------ leadership
+
+    def on_role(self, topic: str, partition: int, is_leader: bool, epoch: int) -> None:
+        if topic != OFFSETS_TOPIC:
+            return
+        if is_leader:
+            self.world.on_node(self.b.node, 0.0, self._load, partition, epoch)
+        else:
+            self.world.on_node(self.b.node, 0.0, self._unload, partition, epoch)
+
+    def _load(self, p: int, epoch: int) -> None:
+        if epoch < self.epochs.get(p, -1):
+            return
+        self.epochs[p] = epoch
+        old = self.slots.get(p)
+        if old is not None:
+            old.epoch = epoch
+            return
+        core = PartitionCoordinator(p, self.config, self.suffix)
+        slot = self.slots[p] = _Slot(core, epoch)
+        t0 = self.world.now_ms
+        self._dispatch(slot, core.begin_load(self.now()))
+        self.b.emit("coordinator_load_started", partition=p, leader_epoch=epoch)
+        h = self.b.replicas.hosted.get((OFFSETS_TOPIC, p))
+        records = h.log.log_end_offset if h is not None else 0
+        self.world.on_node(self.b.node, LOAD_BASE_MS + records * LOAD_MS_PER_RECORD, self._finish_load, p, slot,
+                           t0)
+
+    def _finish_load(self, p: int, slot: _Slot, t0: float) -> None:
+        if self.slots.get(p) is not slot:
+            return
+        # the planted bug: the load stops at the partition's checkpointed HW (replica.high-watermark.checkpoint)
+        end = self.b.hw_checkpoint().get((OFFSETS_TOPIC, p), 0) if self.load_to_hw else None
+
+        def read(offset: int):
+            hh = self.b.replicas.hosted.get((OFFSETS_TOPIC, p))
+            return None if hh is None else hh.log.read_bytes(offset)
+
+        stats = replay_log(slot.core, read, end_offset=end)
+        self._dispatch(slot, slot.core.finish_load(self.now()))
+        self.b.emit("coordinator_loaded", partition=p, leader_epoch=slot.epoch, records=stats.read,
+                    replayed=stats.records, skipped_records=stats.skipped, bytes=stats.bytes,
+                    end_offset=stats.end_offset, groups=len(slot.core.group_ids()),
+                    duration_ms=round(self.world.now_ms - t0, 3))
+        self._arm()
+
+    def _unload(self, p: int, epoch: int) -> None:
+        if epoch < self.epochs.get(p, -1):
+            return
+        self.epochs[p] = max(epoch, self.epochs.get(p, -1))
+        slot = self.slots.pop(p, None)
+        if slot is None:
+            return
+        groups = len(slot.core.group_ids())
+        self._dispatch(slot, slot.core.unload(self.now()))
+        self.b.emit("coordinator_unloaded", partition=p, leader_epoch=epoch, groups=groups)
+
+    # ------------------------------------------------------------------ requests
+
+    def handle(self, handler: str, req: Any, reply: Callable[[Any], None]) -> None:
+        p = partition_for(req.group_id, self.num_partitions())
+        slot = self.slots.get(p)
+        if slot is None:
+            reply(not_coordinator(handler, req))
+            return
+        out = getattr(slot.core, handler)(reply, req, self.now())
+        self._dispatch(slot, out)
+        self._arm()
+
+    def _dispatch(self, slot: _Slot, out: Output) -> None:
+        pending = list(out.appends)
+        out.appends = []
+        while pending:
+            cmd = pending.pop(0)
+            st = {"sync": True, "code": None}
+
+            def done(code: int, _base: int, s=slot, a=cmd.append_id, st=st) -> None:
+                if st["sync"]:
+                    st["code"] = code      # answered at once: fed back below, in order
+                else:
+                    self._append_done(s, a, code)
+
+            self.b.replicas.append((OFFSETS_TOPIC, slot.core.partition), list(cmd.records), cmd.acks,
+                                   cmd.timeout_ms, done)
+            st["sync"] = False
+            if st["code"] is not None:
+                more = slot.core.on_append_done(cmd.append_id, st["code"], self.now())
+                pending.extend(more.appends)
+                more.appends = []
+                out.extend(more)
+        self._finish(out)
+
+    def _append_done(self, slot: _Slot, append_id: int, code: int) -> None:
+        self._dispatch(slot, slot.core.on_append_done(append_id, code, self.now()))
+        self._arm()
+
+    def _finish(self, out: Output) -> None:
+        self.b.log(*out.events)
+        for handle, response in out.responses:
+            if callable(handle):
+                handle(response)
+
+    # ------------------------------------------------------------------ timers
+
+    def _arm(self) -> None:
+        deadlines = [d for s in self.slots.values() if (d := s.core.next_deadline_ms()) is not None]
+        if not deadlines:
+            return
+        at = self.world.now_ms + max(0, min(deadlines) - self.now())
+        if self._tick_at is not None and self.world.now_ms <= self._tick_at <= at:
+            return
+        self._tick_at = at
+        self.world.on_node(self.b.node, at - self.world.now_ms, self._tick, at)
+
+    def _tick(self, at: float) -> None:
+        if self._tick_at != at:
+            return
+        self._tick_at = None
+        now = self.now()
+        for p in sorted(self.slots):
+            slot = self.slots.get(p)
+            if slot is None:
+                continue
+            d = slot.core.next_deadline_ms()
+            if d is not None and d <= now:
+                self._dispatch(slot, slot.core.on_tick(now))
+        self._arm()

@@ -1,0 +1,321 @@
+"""A simulated broker's replicas: roles from LeaderAndIsr, follower fetches, produce, acks=all waits.
+
+Every decision is ``replication/``'s (``PartitionReplication``, the produce
+rules, ``follower_truncation``); this module only moves messages and bytes,
+as node/replicas/ does with threads and gRPC.  Simplifications (docs/simulation.md):
+one fetch per partition instead of one fetch session per leader broker, and
+an idle follower polls again after ``FETCH_IDLE_MS`` instead of long-polling.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kafkacommon import errors
+from kafkacommon.event import Event
+from node.server.broker_state import PartitionInfo
+from replication.partition import PartitionReplication, ReplicaSettings
+from replication.truncation import follower_truncation
+from sim import rpc
+from sim.log import SimLog
+
+TP = tuple[str, int]
+FETCH_IDLE_MS = 50.0
+FETCH_TIMEOUT_MS = 2000.0
+FETCH_WAIT_MAX_MS = 500.0    # replica.fetch.wait.max.ms
+ALTER_ISR_TIMEOUT_MS = 2000.0
+
+
+@dataclass
+class Hosted:
+    log: SimLog
+    repl: PartitionReplication
+    fetching_from: tuple[int, int] | None = None     # (leader, leader epoch) while following
+    fetch_in_flight: bool = False
+    waiters: list = field(default_factory=list)      # [Waiter] acks=all appends
+    parked: list = field(default_factory=list)       # follower fetches waiting for news (long polls)
+
+
+@dataclass
+class Waiter:
+    required_offset: int
+    epoch: int
+    deadline_ms: float
+    done: Callable[[int], None]
+
+
+class SimReplicaManager:
+    def __init__(self, broker) -> None:
+        self.b = broker
+        self.world = broker.world
+        self.settings = ReplicaSettings(replica_lag_time_max_ms=broker.cfg.replica_lag_time_max_ms,
+                                        min_insync_replicas=broker.cfg.min_insync_replicas,
+                                        planted_hw_ignores_lagging_isr="hw-ignores-lagging-isr" in broker.cfg.bugs)
+        self.hosted: dict[TP, Hosted] = {}
+        self.live: frozenset[int] | None = None
+        self.on_role: Callable[[str, int, bool, int], None] = lambda t, p, leader, epoch: None
+
+    def log_events(self, events: list[Event]) -> None:
+        self.b.log(*events)
+
+    def now(self) -> int:
+        return self.b.now()
+
+    # ------------------------------------------------------------------ roles
+
+    def _host(self, tp: TP) -> Hosted:
+        h = self.hosted.get(tp)
+        if h is None:
+            log = self.b.disk_log(tp)
+            hw = min(self.b.hw_checkpoint().get(tp, 0), log.log_end_offset)
+            h = self.hosted[tp] = Hosted(log, PartitionReplication(tp[0], tp[1], self.b.id, self.settings,
+                                                                   high_watermark=hw))
+        return h
+
+    def apply_leader_and_isr(self, p: PartitionInfo) -> None:
+        h = self.hosted.get((p.topic, p.partition))
+        if h is not None and h.repl.leader_epoch == p.leader_epoch and h.repl.leader_id == p.leader:
+            self.update_isr(p)
+        elif p.leader == self.b.id:
+            self.become_leader(p)
+        else:
+            self.become_follower(p)
+
+    def become_leader(self, p: PartitionInfo) -> None:
+        tp = (p.topic, p.partition)
+        h = self._host(tp)
+        h.fetching_from = None
+        if p.leader_epoch > h.log.epoch_cache.latest_epoch:
+            h.log.epoch_cache.assign(p.leader_epoch, h.log.log_end_offset)
+        if self.live is not None:
+            h.repl.set_live_brokers(self.live)
+        self.log_events(h.repl.become_leader(p.leader_epoch, list(p.isr), list(p.replicas), p.zk_version,
+                                             h.log, self.now()))
+        self._wake(h)
+        self.on_role(p.topic, p.partition, True, p.leader_epoch)
+
+    def become_follower(self, p: PartitionInfo) -> None:
+        tp = (p.topic, p.partition)
+        h = self._host(tp)
+        self.log_events(h.repl.become_follower(p.leader, p.leader_epoch, list(p.isr), list(p.replicas),
+                                               p.zk_version))
+        self._fail_waiters(h, errors.NOT_LEADER_OR_FOLLOWER)
+        self._wake(h)   # parked fetches are answered NOT_LEADER_OR_FOLLOWER now
+        h.fetching_from = (p.leader, p.leader_epoch) if p.leader >= 0 else None
+        self.on_role(p.topic, p.partition, False, p.leader_epoch)
+        if h.fetching_from is not None and not h.fetch_in_flight:
+            self.world.on_node(self.b.node, 0.0, self._fetch, tp)
+
+    def set_live_brokers(self, live: set[int]) -> None:
+        if frozenset(live) == self.live:
+            return
+        self.live = frozenset(live)
+        for h in self.hosted.values():
+            self.log_events(h.repl.set_live_brokers(self.live, h.log, self.now()))
+            self._wake(h)
+
+    def update_isr_if_newer(self, p: PartitionInfo) -> None:
+        h = self.hosted.get((p.topic, p.partition))
+        if h is not None and h.repl.leader_epoch == p.leader_epoch and p.zk_version > h.repl.zk_version:
+            self.update_isr(p)
+
+    def update_isr(self, p: PartitionInfo) -> None:
+        h = self.hosted.get((p.topic, p.partition))
+        if h is not None:
+            self.log_events(h.repl.apply_isr_update(list(p.isr), p.zk_version, p.leader_epoch, log=h.log,
+                                                    now_ms=self.now()))
+            self._wake(h)
+
+    def stop_replica(self, tp: TP) -> None:
+        h = self.hosted.pop(tp, None)
+        if h is None:
+            return
+        h.fetching_from = None
+        self._fail_waiters(h, errors.NOT_LEADER_OR_FOLLOWER)
+        parked, h.parked = h.parked, []
+        for _req, reply, _state in parked:
+            reply((errors.NOT_LEADER_OR_FOLLOWER, -1, None, []))
+        self.on_role(tp[0], tp[1], False, h.repl.leader_epoch)
+
+    # ------------------------------------------------------------------ leader: appends and waits
+
+    def append(self, tp: TP, records: list[tuple[bytes | None, bytes | None]], acks: int, timeout_ms: float,
+               done: Callable[[int, int], None]) -> None:
+        """Append as leader; ``done(error, base offset)`` now (acks 0/1, errors) or once the HW covers it."""
+        h = self.hosted.get(tp)
+        if h is None:
+            done(errors.NOT_LEADER_OR_FOLLOWER, -1)
+            return
+        code = h.repl.check_produce(acks, self.now())
+        if code != errors.NONE:
+            done(code, -1)
+            return
+        epoch = h.repl.leader_epoch
+        base = h.log.append(epoch, records, self.now())
+        self.b.disk_wrote(h.log)
+        self.log_events(h.repl.on_leader_append(h.log, self.now()))
+        if acks != -1:
+            done(errors.NONE, base)
+        else:
+            w = Waiter(h.log.log_end_offset, epoch, self.world.now_ms + timeout_ms, lambda c: done(c, base))
+            h.waiters.append(w)
+            self.world.on_node(self.b.node, timeout_ms, self._expire, h, w)
+        self._wake(h)
+
+    def _expire(self, h: Hosted, w: Waiter) -> None:
+        if w in h.waiters:
+            h.waiters.remove(w)
+            w.done(errors.REQUEST_TIMED_OUT)
+
+    def _fail_waiters(self, h: Hosted, code: int) -> None:
+        waiters, h.waiters = h.waiters, []
+        for w in waiters:
+            w.done(code)
+
+    def _wake(self, h: Hosted) -> None:
+        """Answer the parked fetches again, and complete the acks=all waits the core now says are done."""
+        if h.parked:
+            now = (h.repl.high_watermark, h.log.log_end_offset, h.repl.leader_epoch, h.repl.is_leader)
+            news = [e for e in h.parked if e[2] != now]    # only an append, an HW move or a role change wakes
+            if news:
+                h.parked = [e for e in h.parked if e[2] == now]
+                for req, reply, _state in news:
+                    self.handle_fetch(req, reply, park=False)
+        if not h.waiters:
+            return
+        keep = []
+        for w in h.waiters:
+            code = h.repl.check_acks_all(w.required_offset, w.epoch)
+            if code is None:
+                keep.append(w)
+            else:
+                w.done(code)
+        h.waiters = keep
+
+    def check_shrinks(self) -> None:
+        """The periodic ISR shrink check (every replica.lag.time.max.ms / 2)."""
+        for tp, h in sorted(self.hosted.items()):
+            if not h.repl.is_leader:
+                continue
+            prop = h.repl.maybe_shrink_isr(h.log, self.now())
+            if prop is not None:
+                self.b.log(Event("isr_change_proposed", prop.fields()))
+                self._send_alter_isr(h, prop)
+            self.log_events(h.repl.on_leader_append(h.log, self.now()))
+            self._wake(h)
+
+    # ------------------------------------------------------------------ AlterIsr
+
+    def _send_alter_isr(self, h: Hosted, prop) -> None:
+        ctl = self.b.state.controller_id
+        target = self.b.cluster.brokers.get(ctl)
+        if target is None:
+            self.world.on_node(self.b.node, 100.0, self._answer_isr, h, prop, None)
+            return
+        items = [((prop.topic, prop.partition), prop.leader_epoch, prop.new_isr, prop.zk_version)]
+        rpc.call(self.world, self.b.node, target.node, target.handle_alter_isr,
+                 (self.b.id, self.b.state.broker_epoch, items),
+                 lambda ans: self._answer_isr(h, prop, ans), ALTER_ISR_TIMEOUT_MS)
+
+    def _answer_isr(self, h: Hosted, prop, answer: Any) -> None:
+        if self.hosted.get((prop.topic, prop.partition)) is not h:
+            return
+        if answer is None:
+            code, state, version = errors.REQUEST_TIMED_OUT, None, -1
+        else:
+            top, per = answer
+            code, state, version = (top, None, -1) if top != errors.NONE else per.get(
+                (prop.topic, prop.partition), (errors.UNKNOWN_TOPIC_OR_PARTITION, None, -1))
+        out = h.repl.on_alter_isr_result(code, state.isr if state is not None else None,
+                                         version if state is not None else None,
+                                         state.leader_epoch if state is not None else None,
+                                         proposal=prop, log=h.log, now_ms=self.now())
+        self.log_events(out.events)
+        self._wake(h)
+
+    # ------------------------------------------------------------------ follower fetches
+
+    def _fetch(self, tp: TP) -> None:
+        h = self.hosted.get(tp)
+        if h is None or h.fetching_from is None or h.fetch_in_flight:
+            return
+        leader, epoch = h.fetching_from
+        target = self.b.cluster.brokers.get(leader)
+        if target is None:
+            return
+        h.fetch_in_flight = True
+        req = (self.b.id, tp, h.log.log_end_offset, h.log.latest_epoch, epoch, h.repl.high_watermark)
+        rpc.call(self.world, self.b.node, target.node, target.handle_fetch, req,
+                 lambda ans: self._fetched(tp, h, leader, epoch, ans), FETCH_TIMEOUT_MS)
+
+    def _fetched(self, tp: TP, h: Hosted, leader: int, epoch: int, ans: Any) -> None:
+        h.fetch_in_flight = False
+        if self.hosted.get(tp) is not h or h.fetching_from != (leader, epoch):
+            if self.hosted.get(tp) is h and h.fetching_from is not None:
+                self.world.on_node(self.b.node, 0.0, self._fetch, tp)
+            return
+        delay = FETCH_IDLE_MS
+        if ans is not None:
+            code, hw, diverging, batches = ans
+            if code == errors.NONE and diverging is not None:
+                cut, complete = follower_truncation(diverging[0], diverging[1], h.log, h.repl.high_watermark)
+                dropped = h.log.truncate_to(cut)
+                self.b.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=cut, records_dropped=dropped,
+                            diverging_epoch=diverging[0], diverging_end_offset=diverging[1], complete=complete,
+                            leader=leader, leader_epoch=epoch)
+                self.log_events(h.repl.on_truncate(h.log.log_end_offset))
+                delay = 0.0
+            elif code == errors.NONE:   # records, or a long poll's empty answer: fetch again at once
+                if batches:
+                    h.log.append_as_follower(batches, self.now())
+                    self.b.disk_wrote(h.log)
+                delay = 0.0
+                self.log_events(h.repl.on_fetch_response(hw, h.log))
+            else:
+                delay = FETCH_IDLE_MS * 2
+        if delay:
+            self.world.on_node(self.b.node, delay, self._fetch, tp)
+        else:
+            self._fetch(tp)   # at once: the next fetch of a follower that got something
+
+    def handle_fetch(self, req: Any, reply: Callable[[Any], None], park: bool = True) -> None:
+        """The leader's side of one partition's fetch; one with nothing new waits (up to
+        replica.fetch.wait.max.ms) for an append or an HW move, as the broker's long poll does."""
+        follower, tp, offset, last_epoch, epoch, follower_hw = req
+        h = self.hosted.get(tp)
+        if h is None:
+            reply((errors.NOT_LEADER_OR_FOLLOWER, -1, None, []))
+            return
+        out = h.repl.on_follower_fetch(follower, offset, last_epoch, epoch, h.log, self.now())
+        self.log_events(out.events)
+        if out.alter_isr is not None:
+            self.b.log(Event("isr_change_proposed", out.alter_isr.fields()))
+            self._send_alter_isr(h, out.alter_isr)
+        self._wake(h)
+        if out.error != errors.NONE:
+            reply((out.error, -1, None, []))
+            return
+        if out.diverging_epoch is not None:
+            reply((errors.NONE, out.high_watermark, out.diverging_epoch, []))
+            return
+        batches = h.log.read(out.read_offset, 500) if out.read_offset is not None else []
+        if park and not batches and out.high_watermark <= follower_hw and out.alter_isr is None:
+            entry = (req, reply, (h.repl.high_watermark, h.log.log_end_offset, h.repl.leader_epoch, h.repl.is_leader))
+            h.parked.append(entry)
+            self.world.on_node(self.b.node, FETCH_WAIT_MAX_MS, self._unpark, h, entry)
+            return
+        reply((errors.NONE, out.high_watermark, None, batches))
+
+    def _unpark(self, h: Hosted, entry: tuple) -> None:
+        if entry in h.parked:
+            h.parked.remove(entry)
+            self.handle_fetch(entry[0], entry[1], park=False)
+
+    def read_committed(self, tp: TP, offset: int, max_records: int = 500) -> tuple[int, int, list]:
+        """A consumer's read (replica id -1): (error, HW, [(offset, key, value)]) up to the HW."""
+        h = self.hosted.get(tp)
+        if h is None or not h.repl.is_leader:
+            return errors.NOT_LEADER_OR_FOLLOWER, -1, []
+        hw = h.repl.high_watermark
+        end = min(hw, offset + max_records)
+        return errors.NONE, hw, [(o, h.log.records[o][1], h.log.records[o][2]) for o in range(max(offset, 0), end)]

@@ -1,0 +1,322 @@
+"""One simulated run: the cluster, the workload, the faults, then chaos/'s checkers and timeline.
+
+    result = SimRun(SimOptions(seed=7, faults=("kill", "pause")), out=Path("runs/sim-7")).run()
+
+Phases, as chaos/runner.py's: brokers start, the workload topic is created,
+producers and group members start; the schedule's faults fire one after
+another on virtual time; at ``duration`` the run marks ``end``, stops the
+producers, heals everything, lets the cluster settle, reads every partition
+in full (the final reads), lets the groups drain, fetches each group's
+committed offsets a last time (``final``), marks ``stop``.  The run directory
+then holds what a chaos run's does (history.jsonl, events/broker-*.jsonl,
+schedule.json, results.json), judged by ``chaos.checkers.check`` and
+``chaos.timeline.failover_timeline``, unchanged.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.checkers import check
+from chaos.history import HistoryWriter
+from chaos.schedule import Fault
+from chaos.timeline import END_PHASE, STOP_PHASE, failover_timeline, summarize
+from kafkacommon import errors
+from sim import rpc
+from sim.broker import SimConfig
+from sim.clients import SimMember, SimProducer
+from sim.cluster import SimCluster
+from sim.faults import DEFAULT_KINDS, Active, Nemesis, check_kinds, make_schedule
+from sim.world import World
+
+TOPIC = "events"
+SETTLE_MS = 8000.0
+DRAIN_MS = 15000.0
+
+
+@dataclass
+class SimOptions:
+    seed: int
+    brokers: int = 3
+    groups: int = 1
+    members: int = 2
+    duration_s: float = 30.0
+    faults: tuple[str, ...] = DEFAULT_KINDS
+    bugs: tuple[str, ...] = ()
+    partitions: int = 3
+    producers: int = 1
+    rate: float = 20.0
+    stall_every_ms: tuple[int, int] | None = (6000, 15000)   # members stall (chaos's consumer stalls)...
+    stall_ms: int = 9000                                       # ...for longer than their 6 s session
+    offsets_partitions: int = 10
+    commit_interval_ms: int = 250        # the members' (chaos's default)
+    poll_interval_ms: float = 100.0
+    schedule: list[Fault] | None = None       # explicit faults (a scenario file, a shrink attempt)
+
+    def group_ids(self) -> list[str]:
+        return [f"g{i}" for i in range(1, self.groups + 1)]
+
+
+@dataclass
+class SimResult:
+    seed: int
+    verdict: str
+    exit_code: int
+    results: dict[str, Any]
+    faults: list[Fault]
+    history: list[dict[str, Any]] = field(repr=False, default_factory=list)
+    events: list[dict[str, Any]] = field(repr=False, default_factory=list)
+    digest: str = ""
+
+    @property
+    def kinds(self) -> list[str]:
+        return sorted(self.results["checks"]["anomaly_counts"])
+
+
+class _History:
+    """chaos/history.py's writer (the same lines, the same rules) on the run's virtual clock, keeping
+    the lines it wrote for the checkers."""
+
+    def __init__(self, path: Path, clock) -> None:
+        self.w = HistoryWriter(path, clock=clock)
+        self.lines: list[dict[str, Any]] = []
+
+    def invoke(self, *a: Any, **kw: Any) -> dict[str, Any]:
+        line = self.w.invoke(*a, **kw)
+        self.lines.append(line)
+        return line
+
+    def complete(self, *a: Any, **kw: Any) -> dict[str, Any]:
+        line = self.w.complete(*a, **kw)
+        self.lines.append(line)
+        return line
+
+    def nemesis(self, *a: Any, **kw: Any) -> dict[str, Any]:
+        line = self.w.nemesis(*a, **kw)
+        self.lines.append(line)
+        return line
+
+    def close(self) -> None:
+        self.w.close()
+
+
+class SimRun:
+    def __init__(self, opts: SimOptions, out: Path | None = None) -> None:
+        self.opts = opts
+        self.out = out
+        self.world = World(opts.seed)
+        self.cfg = SimConfig(brokers=opts.brokers, offsets_replication_factor=min(3, opts.brokers),
+                             offsets_partitions=opts.offsets_partitions, bugs=frozenset(opts.bugs))
+        self.partitions = {TOPIC: opts.partitions}
+        if opts.schedule is not None:
+            self.faults = list(opts.schedule)
+        else:
+            self.faults = make_schedule(random.Random(f"kafkasim-sim-schedule:{opts.seed}"),
+                                        check_kinds(tuple(opts.faults)), int(opts.duration_s * 1000),
+                                        opts.group_ids(), TOPIC)
+        self._next_process = 0
+        self.active: list[Active] = []
+        self.end_errors: list[str] = []
+        self.drained: dict[str, bool] = {}
+
+    def procs(self) -> int:
+        p, self._next_process = self._next_process, self._next_process + 1
+        return p
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> SimResult:
+        w = self.world
+        if self.out is not None:
+            self.out.mkdir(parents=True, exist_ok=True)
+        self.cluster = SimCluster(w, self.cfg)
+        if self.out is None:   # a sweep's run: the history is kept in memory only
+            self._tmp = tempfile.TemporaryDirectory(prefix="kafkasim-sim-")
+            hpath = Path(self._tmp.name) / "history.jsonl"
+        else:
+            hpath = self.out / "history.jsonl"
+        self.history = _History(hpath, self.cluster.clock)
+        self.cluster.start()
+        self._wait(lambda: self.cluster.zk_view()[1] is not None and self._offsets_led(), 20_000)
+        self.cluster.create_topic(TOPIC, self.opts.partitions, 3)
+        self._wait(lambda: self._led(TOPIC), 10_000)
+        t0 = w.now_ms
+        self.producers = [SimProducer(self, i, TOPIC, self.opts.rate) for i in range(self.opts.producers)]
+        self.members = [SimMember(self, g, TOPIC, slot, stall_every_ms=self.opts.stall_every_ms,
+                                  stall_ms=self.opts.stall_ms, commit_interval_ms=self.opts.commit_interval_ms,
+                                  poll_interval_ms=self.opts.poll_interval_ms)
+                        for g in self.opts.group_ids() for slot in range(self.opts.members)]
+        for c in self.producers + self.members:
+            c.start()
+        nemesis = Nemesis(self)
+        for f in self.faults:
+            w.at(t0 + f.at_ms, self._start_fault, nemesis, f, t0)
+        w.run_until(t0 + self.opts.duration_s * 1000)
+        self._end_phase(nemesis)
+        return self._analyse()
+
+    def _start_fault(self, nemesis: Nemesis, f: Fault, t0: float) -> None:
+        act = nemesis.start(f)
+        self.active.append(act)
+        self.world.at(t0 + f.heal_at_ms, self._heal, nemesis, act)
+
+    def _heal(self, nemesis: Nemesis, act: Active) -> None:
+        if act in self.active:
+            self.active.remove(act)
+            nemesis.heal(act)
+
+    def _wait(self, cond, timeout_ms: float, step_ms: float = 50.0) -> bool:
+        end = self.world.now_ms + timeout_ms
+        while self.world.now_ms < end:
+            if cond():
+                return True
+            self.world.run_until(self.world.now_ms + step_ms)
+        return cond()
+
+    def _led(self, topic: str) -> bool:
+        _live, _c, parts = self.cluster.zk_view()
+        mine = [st for (t, _p), st in parts.items() if t == topic]
+        return bool(mine) and all(st["leader"] >= 0 for st in mine)
+
+    def _offsets_led(self) -> bool:
+        return self._led("__consumer_offsets")
+
+    def _end_phase(self, nemesis: Nemesis) -> None:
+        h = self.history
+        h.nemesis(END_PHASE, {"phase": END_PHASE})
+        for p in self.producers:
+            p.stopped = True
+        for mbr in self.members:
+            mbr.stall_every_ms = None
+        for act in list(self.active):
+            self._heal(nemesis, act)
+        for b in self.cluster.brokers.values():
+            if not b.running:
+                b.start()
+        if not self._wait(lambda: self._led(TOPIC), SETTLE_MS):
+            self.end_errors.append("the cluster did not recover after every fault was healed")
+        self.world.run_until(self.world.now_ms + 1000)
+        # as the chaos runner joins its producers: every send in flight completes before the final reads
+        self._wait(lambda: not any(p.busy for p in self.producers), 15_000)
+        ends = self._final_reads()
+        self.drained = {g: self._wait(lambda g=g: self._drained(g, ends), DRAIN_MS, 200.0)
+                        for g in self.opts.group_ids()}
+        for mbr in self.members:
+            mbr.stopped = True
+            mbr.stalled = False
+        # in-flight operations complete or time out
+        self._wait(lambda: not self.history.w.open_ops(), 16_000, 100.0)
+        for g in self.opts.group_ids():
+            mbr = next(x for x in self.members if x.group == g)
+            mbr.process = self.procs()
+            mbr.stopped = False
+            done: list[bool] = []
+            mbr.committed_at_end(lambda done=done: done.append(True))
+            mbr.stopped = True
+            self._wait(lambda done=done: bool(done), 10_000)
+        h.nemesis(STOP_PHASE, {"phase": STOP_PHASE})
+
+    def _drained(self, group: str, ends: dict[int, int]) -> bool:
+        """Whether the group's committed offsets (as its coordinator holds them) reached the log ends."""
+        committed: dict[int, int] = {}
+        for b in self.cluster.brokers.values():
+            if not b.running:
+                continue
+            for slot in b.coordinators.slots.values():
+                for (g, t, p), v in slot.core.durable_view()["offsets"].items():
+                    if g == group and t == TOPIC:
+                        committed[p] = max(committed.get(p, -1), v.offset)
+        return all(committed.get(p, -1) >= end for p, end in ends.items())
+
+    def _final_reads(self) -> dict[int, int]:
+        """Read every partition from 0 to its HW, as one ``final`` poll each (chaos's final_read)."""
+        ends: dict[int, int] = {}
+        for p in range(self.opts.partitions):
+            process = self.procs()
+            op = self.history.invoke(process, "poll", {"topic": TOPIC, "partition": p}, final=True)
+            got: list[list[Any]] = []
+            state = {"offset": 0, "hw": None, "done": False, "error": None}
+
+            def ask(p=p, state=state, got=got) -> None:
+                _live, _c, parts = self.cluster.zk_view()
+                leader = parts.get((TOPIC, p), {}).get("leader", -1)
+                b = self.cluster.brokers.get(leader)
+                if b is None or not b.running:
+                    return
+                def answer(ans: Any) -> None:
+                    if ans is None or ans[0] != errors.NONE:
+                        return
+                    _code, hw, recs = ans
+                    state["hw"] = hw
+                    for o, _k, v in recs:
+                        if o == state["offset"]:
+                            got.append([TOPIC, p, o, (v or b"").decode()])
+                            state["offset"] = o + 1
+                    if state["offset"] >= hw:
+                        state["done"] = True
+                rpc.call(self.world, "client", b.node, b.handle_consume, ((TOPIC, p), state["offset"]), answer, 1000)
+
+            def step(state=state) -> bool:
+                if not state["done"]:
+                    ask()
+                return state["done"]
+            ok = self._wait(step, 10_000, 100.0)
+            if ok:
+                self.history.complete(op, "ok", {"topic": TOPIC, "partition": p, "records": got,
+                                                 "high_watermark": state["hw"]}, final=True)
+                ends[p] = state["hw"]
+            else:
+                self.history.complete(op, "fail", error="did not reach the high watermark", final=True)
+                self.end_errors.append(f"final read of {TOPIC}/{p} failed")
+        self.final_reads_ok = len(ends) == self.opts.partitions
+        return ends
+
+    # ------------------------------------------------------------------ judging
+
+    def _analyse(self) -> SimResult:
+        self.history.close()
+        if self.out is None:
+            self._tmp.cleanup()
+        ops = self.history.lines
+        events = self.cluster.merged_events()
+        result = check(ops, events, unclean_election=self.cfg.unclean_leader_election,
+                       offsets_partitions=self.cfg.offsets_partitions)
+        rows = failover_timeline(ops, events, offsets_partitions=self.cfg.offsets_partitions)
+        verdict, code = result.verdict, result.exit_code
+        notes = list(self.end_errors)
+        formed = {op.get("group") for op in ops if op["f"] == "sync" and op["type"] == "ok"}
+        for g in self.opts.group_ids():
+            if g not in formed:
+                notes.append(f"group {g} never completed a rebalance")
+        if notes and verdict == "valid":
+            verdict, code = "unknown", 2
+        counts: dict[str, int] = {}
+        for op in ops:
+            if op["type"] != "invoke" and op["process"] != "nemesis":
+                k = f"{op['f']}:{op['type']}"
+                counts[k] = counts.get(k, 0) + 1
+        client_ops = sum(1 for op in ops if op["type"] == "invoke")
+        results = {
+            "scenario": "sim", "seed": self.opts.seed, "duration_s": self.opts.duration_s,
+            "planted_bugs": list(self.opts.bugs), "verdict": verdict, "exit_code": code,
+            "checks": result.to_json(), "timeline": rows, "timeline_summary": summarize(rows),
+            "ops": {"invoked": client_ops, "ops_per_s": round(client_ops / self.opts.duration_s, 1),
+                    "by_outcome": counts},
+            "faults": len(self.faults), "drained": self.drained, "workload_errors": notes,
+            "simulated_ms": round(self.world.now_ms, 3), "steps": self.world.steps,
+        }
+        digest = hashlib.sha256(json.dumps(ops, separators=(",", ":")).encode()
+                                + json.dumps(events, separators=(",", ":"), default=str).encode()).hexdigest()
+        results["digest"] = digest
+        if self.out is not None:
+            self.cluster.write_events(self.out / "cluster")
+            (self.out / "schedule.json").write_text(json.dumps(
+                {"scenario": "sim", "seed": self.opts.seed, "duration_s": self.opts.duration_s,
+                 "faults": [f.to_json() for f in self.faults]}, indent=2, sort_keys=True) + "\n")
+            (self.out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+        return SimResult(self.opts.seed, verdict, code, results, self.faults, ops, events, digest)

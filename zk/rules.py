@@ -1,0 +1,96 @@
+"""kafkasim's rules over ZooKeeper's primitives, sans-IO: which ops the election and the fenced writes make,
+and what their results mean.  ``ZkClient`` (zk/client.py, over kazoo) and the simulator's door
+(sim/zkdoor.py, over sim/zk_model.py) both build their multis and read their results through these,
+so the rules exist once.
+
+An op is a plain tuple: ``("create", path, data, ephemeral)``, ``("set", path, data, version)``,
+``("check", path, version)``; each primitive layer turns it into its own transaction call.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from controller.types import LeaderAndIsr
+from zk import codecs, paths
+from zk.exceptions import BadVersion, RolledBack, RuntimeInconsistency, ZkError
+
+Op = tuple
+
+
+class ControllerMovedError(ZkError):
+    """The /controller_epoch check failed: another controller was elected."""
+
+
+class StateVersionConflict(ZkError):
+    """A conditional write found a different zkVersion (BADVERSION)."""
+
+    def __init__(self, path: str):
+        super().__init__(f"BADVERSION on {path}")
+        self.path = path
+
+
+def election_ops(broker_id: int, timestamp_ms: int, epoch: int, epoch_version: int) -> list[Op]:
+    """Kafka's registerControllerAndIncrementControllerEpoch: the ephemeral /controller and
+    /controller_epoch at epoch + 1, conditional on the epoch's zkVersion, in one multi."""
+    return [("create", paths.CONTROLLER, codecs.encode_controller(broker_id, timestamp_ms), True),
+            ("set", paths.CONTROLLER_EPOCH, codecs.encode_controller_epoch(epoch + 1), epoch_version)]
+
+
+def won_after_failure(broker_id: int, new_epoch: int, controller_data: bytes, epoch_data: bytes) -> bool:
+    """After the election multi failed (NODEEXISTS or BADVERSION): we won only if both znodes say so
+    (a retried commit that had landed)."""
+    return (codecs.decode_controller(controller_data).broker_id == broker_id
+            and codecs.decode_controller_epoch(epoch_data) == new_epoch)
+
+
+def fence_op(epoch_zk_version: int) -> Op:
+    """The first op of every controller multi: /controller_epoch still at our version."""
+    return ("check", paths.CONTROLLER_EPOCH, epoch_zk_version)
+
+
+def state_write_ops(writes: Sequence[Any]) -> list[Op]:
+    """A partition-state write per ``StateWrite``-like item: a create (``zk_version`` None) or a conditional set."""
+    out: list[Op] = []
+    for w in writes:
+        path = paths.partition_state(w.topic, w.partition)
+        data = codecs.encode_partition_state(w.state)
+        out.append(("create", path, data, False) if w.zk_version is None else ("set", path, data, w.zk_version))
+    return out
+
+
+def state_parents(creates: Sequence[Any]) -> list[str]:
+    """The partitions/ and partitions/<p> znodes new states need (an admin-created topic has only
+    /brokers/topics/<t>); the caller keeps those that do not exist."""
+    wanted: list[str] = []
+    for w in creates:
+        for p in (paths.partitions(w.topic), paths.partition(w.topic, w.partition)):
+            if p not in wanted:
+                wanted.append(p)
+    return wanted
+
+
+def topic_create_ops(a: Any) -> list[Op]:
+    """The controller's creation of a topic: /brokers/topics/<t> and its partitions/<p> parents."""
+    ops: list[Op] = [("create", paths.topic(a.topic), codecs.encode_topic(a), False),
+                     ("create", paths.partitions(a.topic), b"", False)]
+    return ops + [("create", paths.partition(a.topic, p), b"", False) for p in sorted(a.partitions)]
+
+
+def multi_failure(results: Sequence[Any], op_paths: Sequence[str], epoch_zk_version: int) -> BaseException | None:
+    """A fenced multi's outcome (its results, with zk/exceptions.py's errors): None when it applied, else
+    the error to raise: ControllerMovedError when the fence failed, StateVersionConflict (with the
+    path of the op after the fence) on BADVERSION, or the op's own error."""
+    failed = [(i, r) for i, r in enumerate(results)
+              if isinstance(r, BaseException) and not isinstance(r, (RolledBack, RuntimeInconsistency))]
+    if not failed:
+        return None
+    index, err = failed[0]
+    if index == 0:
+        return ControllerMovedError(f"/controller_epoch is no longer at version {epoch_zk_version}")
+    if isinstance(err, BadVersion):
+        return StateVersionConflict(op_paths[index - 1] if 0 < index <= len(op_paths) else "?")
+    return err
+
+
+def decode_state(path: str, data: bytes, version: int) -> tuple[LeaderAndIsr, int]:
+    return codecs.decode_partition_state(path, data), version
