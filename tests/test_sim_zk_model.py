@@ -26,6 +26,7 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import Callback
 
 from sim.javahash import JavaHashSet
+from sim.zk_watchers import ClientWatchers
 from sim.zk_model import (
     CHILD, CHANGED, CREATED, DELETED, NONE, Check, Create, Delete, SetData, WatchEvent, ZkModel,
 )
@@ -193,6 +194,34 @@ def test_java_hash_set_order():
     assert paths.ordered() == [f"/simzk-abc/brokers/ids/{i}" for i in (9, 17, 1, 33, 25)]
     # clone() sizes its table for 5 entries (8 buckets, not 64): the order changes
     assert paths.clone().ordered() == [f"/simzk-abc/brokers/ids/{i}" for i in (33, 9, 1, 25, 17)]
+
+
+def test_client_watchers_dispatch_as_kazoo_does():
+    m = ZkModel()
+    s, _ = m.connect(0, 6000)
+    w = ClientWatchers()
+    got: list[tuple[str, str, str]] = []
+
+    def cb(name: str) -> Any:
+        return lambda ev: got.append((name, ev.type, ev.path))
+
+    data_cb, child_cb, other = cb("data"), cb("child"), cb("other")
+    m.create(s, "/n")
+    for fn in (data_cb, data_cb, other):                   # the same callback twice is kept once
+        m.get(s, "/n", watch=True)
+        w.add_data("/n", fn)
+    m.get_children(s, "/n", watch=True)
+    w.add_child("/n", child_cb)
+    _, events = m.delete(s, "/n")
+    assert events == [WatchEvent(s, DELETED, "/n")]        # one notification ...
+    for fn, ev in w.dispatch(events[0]):                   # ... reaches every callback for the path
+        fn(ev)
+    assert got == [("data", DELETED, "/n"), ("other", DELETED, "/n"), ("child", DELETED, "/n")]
+    assert w.pending() == 0
+    w.add_data("/x", data_cb)
+    w.add_child("/", child_cb)
+    assert [(fn, ev.type, ev.path) for fn, ev in w.expire()] == [(child_cb, NONE, None), (data_cb, NONE, None)]
+    assert w.pending() == 0 and w.dispatch(WatchEvent(s, CHILD, "/")) == []
 
 
 # ---------------------------------------------------------------- the differential test
@@ -410,7 +439,7 @@ def assert_order_isomorphic(pairs: list[tuple[int, int]]) -> None:
 TICK_MS, MAX_SESSION_MS, SESSION_MS = 100, 60000, 10000   # tests/conftest.py's ZooKeeper
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
 @given(script=SCRIPTS)
 @example(script=SEQUENCE_AFTER_DELETE)
 @example(script=CHILDREN_ORDER)
@@ -470,7 +499,7 @@ def test_the_model_answers_as_the_real_server_does(zookeeper, script):
 
 def test_the_negotiated_session_timeout_is_the_servers(zookeeper):
     model = ZkModel(tick_ms=TICK_MS, max_session_timeout_ms=MAX_SESSION_MS)
-    for asked in (50, 3000, 100000):
+    for asked in (150, 3000, 100000):
         records: list[str] = []
         handler = logging.Handler(level=1)
         handler.emit = lambda rec: records.append(rec.getMessage())  # type: ignore[method-assign]
