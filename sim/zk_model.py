@@ -49,6 +49,8 @@ deletions, which hashes the server's full paths.
 """
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -192,8 +194,12 @@ def parent_of(path: str) -> tuple[str, str]:
     return (path[:i] or "/"), path[i + 1:]
 
 
+_BAD_CHARS = re.compile("[\u0000-\u001f\u007f-\u009f\ud800-\uf8ff\ufff0-\uffff]")
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def validate(path: str, sequential: bool = False) -> None:
-    """ZooKeeper's PathUtils.validatePath: BadArguments naming what is wrong."""
+    """ZooKeeper's PathUtils.validatePath: BadArguments naming what is wrong (valid paths are cached)."""
     if not isinstance(path, str) or not path.startswith("/"):
         raise BadArguments(f"path must start with /: {path!r}")
     if path == "/":
@@ -204,10 +210,9 @@ def validate(path: str, sequential: bool = False) -> None:
     for part in check[1:].split("/"):
         if part in ("", ".", ".."):
             raise BadArguments(f"invalid path segment {part!r} in {path!r}")
-    for ch in check:
-        c = ord(ch)
-        if c == 0 or 0 < c < 0x20 or 0x7F <= c <= 0x9F or 0xD800 <= c <= 0xF8FF or c >= 0xFFF0:
-            raise BadArguments(f"invalid character \\u{c:04x} in {path!r}")
+    bad = _BAD_CHARS.search(check)
+    if bad:
+        raise BadArguments(f"invalid character \\u{ord(bad.group()):04x} in {path!r}")
 
 
 class ZkModel:
