@@ -376,19 +376,20 @@ class ZkModel:
         created, more = self.create(session_id, path, data, ephemeral, sequence, makepath=False)
         return created, events + more
 
-    def ensure_path(self, session_id: int, path: str) -> tuple[bool, list[WatchEvent]]:
-        """kazoo's ensure_path: every missing znode on the way, top down, persistent and empty."""
-        return True, self._ensure_path(session_id, path)
-
-    def _ensure_path(self, session_id: int, path: str) -> list[WatchEvent]:
+    def ensure_path(self, session_id: int, path: str) -> tuple[str | bool, list[WatchEvent]]:
+        """kazoo's ensure_path: every missing znode on the way, top down, persistent and empty.
+        The result is kazoo's: the path when this call created it, else True."""
         if path == "/" or self.exists(session_id, path)[0] is not None:
-            return []
+            return True, []
         events = self._ensure_path(session_id, parent_of(path)[0])
         try:
-            events += self.create(session_id, path)[1]
+            created, more = self.create(session_id, path)
         except NodeExists:
-            pass
-        return events
+            return True, events
+        return created, events + more
+
+    def _ensure_path(self, session_id: int, path: str) -> list[WatchEvent]:
+        return self.ensure_path(session_id, path)[1]
 
     def set(self, session_id: int, path: str, data: bytes, version: int = -1) -> tuple[Stat, list[WatchEvent]]:
         """``(the new Stat, events)``; NoNode, BadVersion."""

@@ -1,8 +1,8 @@
 """sim/zk_model.py: unit tests of the model, and a differential test against the real ZooKeeper.
 
 The differential test (``zookeeper`` fixture: tier cluster) runs hypothesis-generated operation
-sequences (three sessions; creates, ephemeral and sequential ones included, with makepath; sets and
-deletes at right and wrong versions; multis with checks; watches from get/exists/get_children; a
+sequences (three sessions; creates, ephemeral and sequential ones included, with makepath; ensure_path;
+sets and deletes at right and wrong versions; multis with checks; watches from get/exists/get_children; a
 session closed, or expired as a chaos fault expires one) on the model and, through kazoo, on a real
 server in a chroot of its own per example.  Every answer must match: results, errors, Stat fields
 (version, cversion, data length, child count, the owning session), the children's order, and each
@@ -266,6 +266,7 @@ STEP = st.one_of(
     st.tuples(st.just("set"), sessions, st.sampled_from(PATHS), st.sampled_from(DATA), st.sampled_from(VERSIONS)),
     st.tuples(st.just("delete"), sessions, st.sampled_from(PATHS), st.sampled_from(VERSIONS)),
     st.tuples(st.just("multi"), sessions, st.lists(multi_ops(), min_size=1, max_size=4)),
+    st.tuples(st.just("ensure"), sessions, st.sampled_from(PATHS)),
 )
 END = st.tuples(st.sampled_from(["close", "expire"]), sessions)
 SCRIPTS = st.builds(lambda prelude, steps: prelude + steps,
@@ -357,6 +358,8 @@ def model_step(m: ZkModel, sids: list[int], step: tuple[Any, ...], now: int) -> 
         return m.delete(s, step[2], version=step[3])
     if kind == "multi":
         return m.multi(s, step[2])
+    if kind == "ensure":
+        return m.ensure_path(s, step[2])
     if kind == "close":
         return None, m.close(s, now)
     assert kind == "expire"
@@ -392,6 +395,8 @@ def real_step(r: RealSession, step: tuple[Any, ...], hosts: str) -> Any:
             else:
                 tx.check(op.path, op.version)
         return tx.commit()
+    if kind == "ensure":
+        return kz.ensure_path(step[2])
     if kind == "close":
         if r.live:
             r.stop()
