@@ -62,6 +62,7 @@ from zk.exceptions import (
 from zk.stat import Stat, WatchEvent as ClientEvent
 
 CREATED, DELETED, CHANGED, CHILD, NONE = "CREATED", "DELETED", "CHANGED", "CHILD", "NONE"
+GET_DATA, GET_CHILDREN = 4, 8      # ZooKeeper's opcodes, as zk/batch.py names them for multiRead
 FIRST_SESSION_ID = 0x1000000000000  # ids count up from here: deterministic, non-zero, large like ZooKeeper's
 
 
@@ -353,6 +354,23 @@ class ZkModel:
             self._child_watches.setdefault(path, set()).add(session_id)
         return node.children.ordered(), []
 
+    def read_many(self, session_id: int, ops: Sequence[tuple[int, str]]) -> tuple[list[Any], list[WatchEvent]]:
+        """multiRead (opcode 22, zk/batch.py): ops are (GET_DATA, path) or (GET_CHILDREN, path); per op
+        ``(data, Stat)``, the children, or the op's error as a value (NoNode).  Not atomic, sets no watch."""
+        self._session(session_id)
+        out: list[Any] = []
+        for code, path in ops:
+            if code not in (GET_DATA, GET_CHILDREN):
+                raise BadArguments(f"multiRead takes GET_DATA ({GET_DATA}) or GET_CHILDREN ({GET_CHILDREN}), not {code}")
+            try:
+                validate(path)
+                node = self._existing(path)
+            except ZkError as e:
+                out.append(e)
+                continue
+            out.append((node.data, node.stat()) if code == GET_DATA else node.children.ordered())
+        return out, []
+
     def _existing(self, path: str) -> _Node:
         node = self.nodes.get(path)
         if node is None:
@@ -555,5 +573,5 @@ class ZkModel:
                 "child": sorted(p for p, s in self._child_watches.items() if session_id in s)}
 
 
-__all__ = ["CHANGED", "CHILD", "CREATED", "DELETED", "NONE", "Check", "Create", "Delete", "Op", "SetData",
+__all__ = ["CHANGED", "CHILD", "CREATED", "DELETED", "GET_CHILDREN", "GET_DATA", "NONE", "Check", "Create", "Delete", "Op", "SetData",
            "Transaction", "WatchEvent", "ZkError", "ZkModel", "parent_of", "validate"]

@@ -2,8 +2,8 @@
 
 The differential test (``zookeeper`` fixture: tier cluster) runs hypothesis-generated operation
 sequences (three sessions; creates, ephemeral and sequential ones included, with makepath; ensure_path;
-sets and deletes at right and wrong versions; multis with checks; watches from get/exists/get_children; a
-session closed, or expired as a chaos fault expires one) on the model and, through kazoo, on a real
+multiRead; sets and deletes at right and wrong versions; multis with checks; watches from get, exists and
+get_children; a session closed, or expired as a chaos fault expires one) on the model and, through kazoo, on a real
 server in a chroot of its own per example.  Every answer must match: results, errors, Stat fields
 (version, cversion, data length, child count, the owning session), the children's order, and each
 session's watch events in order.  zxids are compared by order: the model's and the server's must be
@@ -28,8 +28,10 @@ from kazoo.protocol.states import Callback
 from sim.javahash import JavaHashSet
 from sim.zk_watchers import ClientWatchers
 from sim.zk_model import (
-    CHILD, CHANGED, CREATED, DELETED, NONE, Check, Create, Delete, SetData, WatchEvent, ZkModel,
+    CHILD, CHANGED, CREATED, DELETED, GET_CHILDREN, GET_DATA, NONE, Check, Create, Delete, SetData, WatchEvent,
+    ZkModel,
 )
+from zk.batch import multi_read
 from zk.client import expire_session
 from zk.errors import (
     BadArguments, BadVersion, NoChildrenForEphemerals, NodeExists, NoNode, NotEmpty, RolledBack,
@@ -267,6 +269,9 @@ STEP = st.one_of(
     st.tuples(st.just("delete"), sessions, st.sampled_from(PATHS), st.sampled_from(VERSIONS)),
     st.tuples(st.just("multi"), sessions, st.lists(multi_ops(), min_size=1, max_size=4)),
     st.tuples(st.just("ensure"), sessions, st.sampled_from(PATHS)),
+    st.tuples(st.just("read_many"), sessions,
+              st.lists(st.tuples(st.sampled_from([GET_DATA, GET_CHILDREN]), st.sampled_from(PATHS + ["/"])),
+                       min_size=1, max_size=4)),
 )
 END = st.tuples(st.sampled_from(["close", "expire"]), sessions)
 SCRIPTS = st.builds(lambda prelude, steps: prelude + steps,
@@ -360,6 +365,8 @@ def model_step(m: ZkModel, sids: list[int], step: tuple[Any, ...], now: int) -> 
         return m.multi(s, step[2])
     if kind == "ensure":
         return m.ensure_path(s, step[2])
+    if kind == "read_many":
+        return m.read_many(s, step[2])
     if kind == "close":
         return None, m.close(s, now)
     assert kind == "expire"
@@ -397,6 +404,8 @@ def real_step(r: RealSession, step: tuple[Any, ...], hosts: str) -> Any:
         return tx.commit()
     if kind == "ensure":
         return kz.ensure_path(step[2])
+    if kind == "read_many":
+        return multi_read(kz, step[2])
     if kind == "close":
         if r.live:
             r.stop()
@@ -489,7 +498,7 @@ def test_the_model_answers_as_the_real_server_does(zookeeper, script):
                 j = sids.index(ev.session_id)
                 if ev.type != NONE and real[j].live:
                     model_events[j].append((ev.type, ev.path))
-            if step[0] in ("get", "exists", "children"):
+            if step[0] in ("get", "exists", "children", "read_many"):
                 continue                                    # a read fires nothing
             for j, r in enumerate(real):
                 if r.live:
