@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from kafkacommon.record_batch import BatchHeader, CorruptBatchError, RecordBatch, decode_batch, validate_batch
+from kafkacommon.record_batch import (
+    BatchHeader, CorruptBatchError, RecordBatch, decode_batch, peek_header, validate_batch,
+)
 
 
 class BatchIterator:
@@ -97,3 +99,53 @@ def scan_headers(buf: bytes | memoryview, start: int = 0) -> HeaderScanResult:
         pos += header.size_bytes
     return HeaderScanResult(tuple(headers), pos, error)
 
+
+
+_INT32_MAX = (1 << 31) - 1
+
+
+@dataclass(frozen=True)
+class RecoveryScan:
+    """Outcome of :func:`scan_for_recovery`: the batches a recovered segment keeps, where it is cut,
+    and how many batches the cut drops (best effort: the bad one, plus whole-looking ones after it,
+    a trailing fragment counting 1)."""
+
+    headers: tuple[tuple[int, BatchHeader], ...]
+    valid_bytes: int
+    dropped_batches: int
+    error: CorruptBatchError | None
+
+
+def scan_for_recovery(buf: bytes | memoryview, base_offset: int) -> RecoveryScan:
+    """Kafka's LogSegment.recover rule over a segment's bytes: keep every batch from position 0 that
+    is whole, passes its CRC, does not go back in offsets and stays within the segment's int32
+    relative-offset range; stop at the first that fails.  The real log (node/storage/segment.py)
+    and the simulator's disk (sim/disk.py) both recover with this."""
+    headers: list[tuple[int, BatchHeader]] = []
+    pos, end, next_offset = 0, len(buf), base_offset
+    error: CorruptBatchError | None = None
+    while pos < end:
+        try:
+            header = validate_batch(buf, pos)
+            if header.base_offset < next_offset:
+                raise CorruptBatchError("offsets go backwards", pos)
+            if header.last_offset - base_offset > _INT32_MAX:
+                raise CorruptBatchError("offset outside the segment's range", pos)
+        except CorruptBatchError as exc:
+            error = exc
+            break
+        headers.append((pos, header))
+        next_offset = header.next_offset
+        pos += header.size_bytes
+    return RecoveryScan(tuple(headers), pos, _count_tail(buf, pos) if error else 0, error)
+
+
+def _count_tail(buf: bytes | memoryview, position: int) -> int:
+    count = 0
+    while position < len(buf):
+        count += 1
+        try:
+            position += peek_header(buf, position).size_bytes
+        except CorruptBatchError:
+            break
+    return count

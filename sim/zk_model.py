@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from sim.javahash import JavaHashSet
+from sim.zk_ops import Check, Create, Delete, Op, SetData, parent_of, validate
 from zk.exceptions import (
     BadArguments, BadVersion, NoChildrenForEphemerals, NodeExists, NoNode, NotEmpty, RolledBack,
     RuntimeInconsistency, SessionExpired, ZkError,
@@ -60,6 +61,7 @@ from zk.exceptions import (
 from zk.stat import Stat, WatchEvent as ClientEvent
 
 CREATED, DELETED, CHANGED, CHILD, NONE = "CREATED", "DELETED", "CHANGED", "CHILD", "NONE"
+GET_DATA, GET_CHILDREN = 4, 8      # ZooKeeper's opcodes, as zk/batch.py names them for multiRead
 FIRST_SESSION_ID = 0x1000000000000  # ids count up from here: deterministic, non-zero, large like ZooKeeper's
 
 
@@ -77,34 +79,6 @@ class WatchEvent:
         return ClientEvent(self.type, self.path if self.type != NONE else None)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
-class Create:
-    path: str
-    data: bytes = b""
-    ephemeral: bool = False
-    sequence: bool = False
-
-
-@dataclass(frozen=True)
-class SetData:
-    path: str
-    data: bytes
-    version: int = -1
-
-
-@dataclass(frozen=True)
-class Delete:
-    path: str
-    version: int = -1
-
-
-@dataclass(frozen=True)
-class Check:
-    path: str
-    version: int
-
-
-Op = Create | SetData | Delete | Check
 
 
 class Transaction:
@@ -184,30 +158,6 @@ class _View:
         if path not in self.changed:
             node = self.changed[path] = node.copy()
         return node
-
-
-def parent_of(path: str) -> tuple[str, str]:
-    """('/a/b', 'c') for '/a/b/c'; ('/', 'a') for '/a'."""
-    i = path.rindex("/")
-    return (path[:i] or "/"), path[i + 1:]
-
-
-def validate(path: str, sequential: bool = False) -> None:
-    """ZooKeeper's PathUtils.validatePath: BadArguments naming what is wrong."""
-    if not isinstance(path, str) or not path.startswith("/"):
-        raise BadArguments(f"path must start with /: {path!r}")
-    if path == "/":
-        return
-    check = path + "1" if sequential else path
-    if check.endswith("/"):
-        raise BadArguments(f"path must not end with /: {path!r}")
-    for part in check[1:].split("/"):
-        if part in ("", ".", ".."):
-            raise BadArguments(f"invalid path segment {part!r} in {path!r}")
-    for ch in check:
-        c = ord(ch)
-        if c == 0 or 0 < c < 0x20 or 0x7F <= c <= 0x9F or 0xD800 <= c <= 0xF8FF or c >= 0xFFF0:
-            raise BadArguments(f"invalid character \\u{c:04x} in {path!r}")
 
 
 class ZkModel:
@@ -348,6 +298,23 @@ class ZkModel:
             self._child_watches.setdefault(path, set()).add(session_id)
         return node.children.ordered(), []
 
+    def read_many(self, session_id: int, ops: Sequence[tuple[int, str]]) -> tuple[list[Any], list[WatchEvent]]:
+        """multiRead (opcode 22, zk/batch.py): ops are (GET_DATA, path) or (GET_CHILDREN, path); per op
+        ``(data, Stat)``, the children, or the op's error as a value (NoNode).  Not atomic, sets no watch."""
+        self._session(session_id)
+        out: list[Any] = []
+        for code, path in ops:
+            if code not in (GET_DATA, GET_CHILDREN):
+                raise BadArguments(f"multiRead takes GET_DATA ({GET_DATA}) or GET_CHILDREN ({GET_CHILDREN}), not {code}")
+            try:
+                validate(path)
+                node = self._existing(path)
+            except ZkError as e:
+                out.append(e)
+                continue
+            out.append((node.data, node.stat()) if code == GET_DATA else node.children.ordered())
+        return out, []
+
     def _existing(self, path: str) -> _Node:
         node = self.nodes.get(path)
         if node is None:
@@ -371,19 +338,20 @@ class ZkModel:
         created, more = self.create(session_id, path, data, ephemeral, sequence, makepath=False)
         return created, events + more
 
-    def ensure_path(self, session_id: int, path: str) -> tuple[bool, list[WatchEvent]]:
-        """kazoo's ensure_path: every missing znode on the way, top down, persistent and empty."""
-        return True, self._ensure_path(session_id, path)
-
-    def _ensure_path(self, session_id: int, path: str) -> list[WatchEvent]:
+    def ensure_path(self, session_id: int, path: str) -> tuple[str | bool, list[WatchEvent]]:
+        """kazoo's ensure_path: every missing znode on the way, top down, persistent and empty.
+        The result is kazoo's: the path when this call created it, else True."""
         if path == "/" or self.exists(session_id, path)[0] is not None:
-            return []
+            return True, []
         events = self._ensure_path(session_id, parent_of(path)[0])
         try:
-            events += self.create(session_id, path)[1]
+            created, more = self.create(session_id, path)
         except NodeExists:
-            pass
-        return events
+            return True, events
+        return created, events + more
+
+    def _ensure_path(self, session_id: int, path: str) -> list[WatchEvent]:
+        return self.ensure_path(session_id, path)[1]
 
     def set(self, session_id: int, path: str, data: bytes, version: int = -1) -> tuple[Stat, list[WatchEvent]]:
         """``(the new Stat, events)``; NoNode, BadVersion."""
@@ -549,5 +517,5 @@ class ZkModel:
                 "child": sorted(p for p, s in self._child_watches.items() if session_id in s)}
 
 
-__all__ = ["CHANGED", "CHILD", "CREATED", "DELETED", "NONE", "Check", "Create", "Delete", "Op", "SetData",
+__all__ = ["CHANGED", "CHILD", "CREATED", "DELETED", "GET_CHILDREN", "GET_DATA", "NONE", "Check", "Create", "Delete", "Op", "SetData",
            "Transaction", "WatchEvent", "ZkError", "ZkModel", "parent_of", "validate"]

@@ -35,7 +35,7 @@ BANNED_NAMES = frozenset({"open"})
 
 CORE_PACKAGES = ("kafkacommon", "replication", "controller", "coordinator")
 CORE_MODULES = ("zk/codecs.py", "zk/paths.py", "zk/exceptions.py", "node/server/broker_state.py",
-                "sim/zk_model.py", "sim/javahash.py", "sim/disk.py")
+                "sim/zk_model.py", "sim/zk_ops.py", "sim/zk_watchers.py", "sim/javahash.py", "sim/disk.py")
 
 # the project's top-level packages: an import of one of these must name a core module
 PROJECT_PACKAGES = frozenset({"analysis", "bench", "chaos", "client", "controller", "coordinator", "kafkacommon",

@@ -1,9 +1,9 @@
 """sim/zk_model.py: unit tests of the model, and a differential test against the real ZooKeeper.
 
 The differential test (``zookeeper`` fixture: tier cluster) runs hypothesis-generated operation
-sequences (three sessions; creates, ephemeral and sequential ones included, with makepath; sets and
-deletes at right and wrong versions; multis with checks; watches from get/exists/get_children; a
-session closed, or expired as a chaos fault expires one) on the model and, through kazoo, on a real
+sequences (three sessions; creates, ephemeral and sequential ones included, with makepath; ensure_path;
+multiRead; sets and deletes at right and wrong versions; multis with checks; watches from get, exists and
+get_children; a session closed, or expired as a chaos fault expires one) on the model and, through kazoo, on a real
 server in a chroot of its own per example.  Every answer must match: results, errors, Stat fields
 (version, cversion, data length, child count, the owning session), the children's order, and each
 session's watch events in order.  zxids are compared by order: the model's and the server's must be
@@ -26,9 +26,12 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import Callback
 
 from sim.javahash import JavaHashSet
+from sim.zk_watchers import ClientWatchers
 from sim.zk_model import (
-    CHILD, CHANGED, CREATED, DELETED, NONE, Check, Create, Delete, SetData, WatchEvent, ZkModel,
+    CHILD, CHANGED, CREATED, DELETED, GET_CHILDREN, GET_DATA, NONE, Check, Create, Delete, SetData, WatchEvent,
+    ZkModel,
 )
+from zk.batch import multi_read
 from zk.client import expire_session
 from zk.errors import (
     BadArguments, BadVersion, NoChildrenForEphemerals, NodeExists, NoNode, NotEmpty, RolledBack,
@@ -195,6 +198,34 @@ def test_java_hash_set_order():
     assert paths.clone().ordered() == [f"/simzk-abc/brokers/ids/{i}" for i in (33, 9, 1, 25, 17)]
 
 
+def test_client_watchers_dispatch_as_kazoo_does():
+    m = ZkModel()
+    s, _ = m.connect(0, 6000)
+    w = ClientWatchers()
+    got: list[tuple[str, str, str]] = []
+
+    def cb(name: str) -> Any:
+        return lambda ev: got.append((name, ev.type, ev.path))
+
+    data_cb, child_cb, other = cb("data"), cb("child"), cb("other")
+    m.create(s, "/n")
+    for fn in (data_cb, data_cb, other):                   # the same callback twice is kept once
+        m.get(s, "/n", watch=True)
+        w.add_data("/n", fn)
+    m.get_children(s, "/n", watch=True)
+    w.add_child("/n", child_cb)
+    _, events = m.delete(s, "/n")
+    assert events == [WatchEvent(s, DELETED, "/n")]        # one notification ...
+    for fn, ev in w.dispatch(events[0]):                   # ... reaches every callback for the path
+        fn(ev)
+    assert got == [("data", DELETED, "/n"), ("other", DELETED, "/n"), ("child", DELETED, "/n")]
+    assert w.pending() == 0
+    w.add_data("/x", data_cb)
+    w.add_child("/", child_cb)
+    assert [(fn, ev.type, ev.path) for fn, ev in w.expire()] == [(child_cb, NONE, None), (data_cb, NONE, None)]
+    assert w.pending() == 0 and w.dispatch(WatchEvent(s, CHILD, "/")) == []
+
+
 # ---------------------------------------------------------------- the differential test
 
 SEQ_PREFIXES = ["/a/s-", "/s-"]
@@ -237,6 +268,10 @@ STEP = st.one_of(
     st.tuples(st.just("set"), sessions, st.sampled_from(PATHS), st.sampled_from(DATA), st.sampled_from(VERSIONS)),
     st.tuples(st.just("delete"), sessions, st.sampled_from(PATHS), st.sampled_from(VERSIONS)),
     st.tuples(st.just("multi"), sessions, st.lists(multi_ops(), min_size=1, max_size=4)),
+    st.tuples(st.just("ensure"), sessions, st.sampled_from(PATHS)),
+    st.tuples(st.just("read_many"), sessions,
+              st.lists(st.tuples(st.sampled_from([GET_DATA, GET_CHILDREN]), st.sampled_from(PATHS + ["/"])),
+                       min_size=1, max_size=4)),
 )
 END = st.tuples(st.sampled_from(["close", "expire"]), sessions)
 SCRIPTS = st.builds(lambda prelude, steps: prelude + steps,
@@ -328,6 +363,10 @@ def model_step(m: ZkModel, sids: list[int], step: tuple[Any, ...], now: int) -> 
         return m.delete(s, step[2], version=step[3])
     if kind == "multi":
         return m.multi(s, step[2])
+    if kind == "ensure":
+        return m.ensure_path(s, step[2])
+    if kind == "read_many":
+        return m.read_many(s, step[2])
     if kind == "close":
         return None, m.close(s, now)
     assert kind == "expire"
@@ -363,6 +402,10 @@ def real_step(r: RealSession, step: tuple[Any, ...], hosts: str) -> Any:
             else:
                 tx.check(op.path, op.version)
         return tx.commit()
+    if kind == "ensure":
+        return kz.ensure_path(step[2])
+    if kind == "read_many":
+        return multi_read(kz, step[2])
     if kind == "close":
         if r.live:
             r.stop()
@@ -410,7 +453,7 @@ def assert_order_isomorphic(pairs: list[tuple[int, int]]) -> None:
 TICK_MS, MAX_SESSION_MS, SESSION_MS = 100, 60000, 10000   # tests/conftest.py's ZooKeeper
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
 @given(script=SCRIPTS)
 @example(script=SEQUENCE_AFTER_DELETE)
 @example(script=CHILDREN_ORDER)
@@ -455,7 +498,7 @@ def test_the_model_answers_as_the_real_server_does(zookeeper, script):
                 j = sids.index(ev.session_id)
                 if ev.type != NONE and real[j].live:
                     model_events[j].append((ev.type, ev.path))
-            if step[0] in ("get", "exists", "children"):
+            if step[0] in ("get", "exists", "children", "read_many"):
                 continue                                    # a read fires nothing
             for j, r in enumerate(real):
                 if r.live:
@@ -470,7 +513,7 @@ def test_the_model_answers_as_the_real_server_does(zookeeper, script):
 
 def test_the_negotiated_session_timeout_is_the_servers(zookeeper):
     model = ZkModel(tick_ms=TICK_MS, max_session_timeout_ms=MAX_SESSION_MS)
-    for asked in (50, 3000, 100000):
+    for asked in (150, 3000, 100000):
         records: list[str] = []
         handler = logging.Handler(level=1)
         handler.emit = lambda rec: records.append(rec.getMessage())  # type: ignore[method-assign]

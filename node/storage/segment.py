@@ -31,7 +31,8 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import Iterator
 
-from kafkacommon.record_batch import HEADER_SIZE, BatchHeader, CorruptBatchError, peek_header, validate_batch
+from kafkacommon.batch_scan import scan_for_recovery
+from kafkacommon.record_batch import HEADER_SIZE, BatchHeader, CorruptBatchError, peek_header
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -420,7 +421,8 @@ class LogSegment:
         """Validate every batch from position 0 and rebuild both indexes.
 
         Stops at the first torn, corrupt (CRC, magic, length) or out-of-order batch and
-        truncates the log there.  Returns (valid_bytes, truncated_bytes);
+        truncates the log there: the rule is :func:`kafkacommon.batch_scan.scan_for_recovery`,
+        which the simulator's disk applies too.  Returns (valid_bytes, truncated_bytes);
         ``last_dropped_batches`` counts the batches in the dropped tail (best effort:
         the bad one, plus whole-looking ones after it, a trailing fragment counting 1).
         """
@@ -433,21 +435,13 @@ class LogSegment:
         position, dropped = 0, 0
         if self._size:
             with mmap.mmap(self._log_fd, self._size, access=mmap.ACCESS_READ) as mm:
-                while position < self._size:
-                    try:
-                        header = validate_batch(mm, position)
-                        if header.base_offset < self._next_offset:
-                            raise CorruptBatchError("offsets go backwards", position)
-                        if header.last_offset - self.base_offset > _INT32_MAX:
-                            raise CorruptBatchError("offset outside the segment's range", position)
-                    except CorruptBatchError:
-                        dropped = self._count_tail(mm, position)
-                        break
-                    idx, tidx = self._index_point(position, header.base_offset, header.last_offset,
+                scan = scan_for_recovery(mm, self.base_offset)
+                for pos, header in scan.headers:
+                    idx, tidx = self._index_point(pos, header.base_offset, header.last_offset,
                                                   header.max_timestamp, header.size_bytes)
                     idx_out += idx
                     tidx_out += tidx
-                    position += header.size_bytes
+                position, dropped = scan.valid_bytes, scan.dropped_batches
         truncated = self._size - position
         if truncated:
             os.ftruncate(self._log_fd, position)
@@ -459,17 +453,6 @@ class LogSegment:
         self.last_dropped_batches = dropped
         self.recovery = (position, truncated)
         return position, truncated
-
-    @staticmethod
-    def _count_tail(buf: mmap.mmap, position: int) -> int:
-        count = 0
-        while position < len(buf):
-            count += 1
-            try:
-                position += peek_header(buf, position).size_bytes
-            except CorruptBatchError:
-                break
-        return count
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, next={self._next_offset}, size={self._size})"
