@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
 from controller.types import LeaderAndIsr
 
