@@ -4,8 +4,9 @@
 ``PartitionReplication``, ``SimCoordinators`` runs ``PartitionCoordinator``,
 ``SimController`` runs ``ControllerCore``.  A crash drops everything in memory
 (a new incarnation of the node: its timers and in-flight messages are gone);
-the disk (logs, HW checkpoint) stays, with the crash's losses, and a restart
-recovers the logs and registers again, as node/server/broker.py does.
+the disk (a ``SimDisk`` holding the logs' files, and the HW checkpoint) stays,
+with the crash's losses, and a restart recovers the logs and registers again,
+as node/server/broker.py does.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from kafkacommon.event import Event
 from kafkacommon.hashing import partition_for
 from node.server.broker_state import BrokerState
 from sim.controller import SimController
+from sim.disk import SimDisk
 from sim.coordinators import SimCoordinators
 from sim.log import SimLog
 from sim.replicas import SimReplicaManager
@@ -51,10 +53,15 @@ class SimConfig:
 
 @dataclass
 class Disk:
-    """What a broker keeps across crashes: its logs and its HW checkpoint."""
+    """What a broker keeps across crashes: its simulated disk, the logs on it, and its HW checkpoint."""
+    files: SimDisk = field(default_factory=SimDisk)
     logs: dict[TP, SimLog] = field(default_factory=dict)
     hw: dict[TP, int] = field(default_factory=dict)
-    slow_ms: float = 0.0
+
+    @property
+    def slow_ms(self) -> float:
+        """What an append or a fetch read waits on a slow disk (0 when it is not slow)."""
+        return self.files.latency_ms("append") if self.files.is_slow else 0.0
 
 
 class SimBroker:
@@ -86,7 +93,7 @@ class SimBroker:
     def disk_log(self, tp: TP) -> SimLog:
         log = self.disk.logs.get(tp)
         if log is None:
-            log = self.disk.logs[tp] = SimLog(*tp)
+            log = self.disk.logs[tp] = SimLog(self.disk.files, *tp)
         return log
 
     def disk_wrote(self, log: SimLog) -> None:
@@ -142,13 +149,15 @@ class SimBroker:
         self.running = False
         if self.zk is not None:
             self.zk.abandon()
-        for log in self.disk.logs.values():
-            log.crash(lose_unsynced, 0)
+        files = self.disk.files
+        if lose_unsynced:
+            files.crash(0.0)
         if torn_bytes:
-            # the torn tail: the last bytes of the log written last
-            last = max(self.disk.logs.values(), key=lambda lg: len(lg.data), default=None)
+            # the torn tail (as chaos's truncate fault cuts a real segment): the largest log's last bytes
+            last = max(self.disk.logs.values(), key=lambda lg: lg.size_bytes, default=None)
             if last is not None:
-                last.crash(False, torn_bytes)
+                files.truncate(last.path, max(0, last.size_bytes - torn_bytes))
+                files.fsync(last.path)
 
     def _register(self) -> None:
         zk = self.zk

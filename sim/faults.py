@@ -156,7 +156,7 @@ class Nemesis:
                 self.cluster.expire_session(int(n[1:]))
         elif f.kind == "slow-disk":
             for n in nodes:
-                self.cluster.brokers[int(n[1:])].disk.slow_ms = float(f.latency_ms or 0)
+                self.cluster.brokers[int(n[1:])].disk.files.slow(extra_ms=float(f.latency_ms or 0))
         elif f.kind == "clock-jump":
             for n in nodes:
                 self.world.node(n).clock_skew_ms += float(f.latency_ms or 0)
@@ -179,7 +179,7 @@ class Nemesis:
                     self.world.net.unblock(a, b)
             elif f.kind == "slow-disk":
                 for n in act.nodes:
-                    self.cluster.brokers[int(n[1:])].disk.slow_ms = 0.0
+                    self.cluster.brokers[int(n[1:])].disk.files.heal()
             elif f.kind == "clock-jump":
                 pass   # a clock that leapt ahead does not come back (monotonic time)
         self._record(act, "heal")

@@ -1,30 +1,37 @@
-"""One simulated partition replica's log: record batches in Kafka's format, on a simulated disk.
+"""One simulated partition replica's log: record batches in Kafka's format, in a file on a ``SimDisk``.
 
 The bytes are real record batches (``kafkacommon.record_batch``), appended to
-an in-memory file with an fsynced prefix.  A crash keeps what the OS had (a
-killed process loses nothing it wrote) unless the fault says the machine lost
-its page cache (then only the fsynced prefix stays); a torn tail cuts bytes
-off the end.  Reopening runs the project's own recovery rule: scan the batches
-(``kafkacommon.batch_scan.scan_headers``) and cut at the first torn or corrupt
-one; the leader epoch cache (node.storage's ``LeaderEpochCache``, with no
-checkpoint file) is then truncated to the new end, as ``PartitionLog`` does.
+one segment file on the broker's simulated disk (``sim/disk.py``), which keeps
+what was fsynced apart from what only the page cache has and decides what a
+crash leaves.  Reopening runs the real log's recovery rule through
+``SimDisk.recover_log`` (``kafkacommon.batch_scan.scan_for_recovery``, as
+``LogSegment.recover``): keep every whole, valid, in-order batch from the
+start and cut the file at the first that is not.  The in-memory index (where
+each batch ends, its last offset, its CRC) and the decoded records are then
+rebuilt from the batches the scan kept; the leader epoch cache (node.storage's
+``LeaderEpochCache``, with no checkpoint file) is truncated to the new end, as
+``PartitionLog`` does.
 """
 from __future__ import annotations
 
-from kafkacommon.batch_scan import scan_headers
-from kafkacommon.record_batch import encode_batch
+from kafkacommon.record_batch import decode_batch, encode_batch, peek_header
 from node.storage.log import LeaderEpochCache
+from sim.disk import SimDisk
+
+Records = list[tuple[bytes | None, bytes | None]]
 
 
 class SimLog:
-    """Satisfies replication.partition.LogView; offsets are contiguous from 0 (no retention here)."""
+    """Satisfies replication.partition.LogView; offsets are contiguous from 0 (one segment, no retention)."""
 
-    def __init__(self, topic: str, partition: int) -> None:
+    def __init__(self, disk: SimDisk, topic: str, partition: int) -> None:
         self.topic, self.partition = topic, partition
-        self.data = bytearray()            # the file
-        self.synced = 0                    # bytes known to be on the platter
+        self.disk = disk
+        self.path = f"{topic}-{partition}/{0:020d}.log"
+        disk.create(self.path)
         self.batch_ends: list[int] = []    # byte end of each batch
-        self.batch_last: list[int] = []    # last offset of each batch (its LEO after it)
+        self.batch_last: list[int] = []    # last offset + 1 of each batch (the LEO after it)
+        self.batch_crc: list[int] = []     # each batch's CRC (to tell, after a crash, which batches are ours)
         self.records: list[tuple[int, bytes | None, bytes | None]] = []   # (epoch, key, value) per offset
         self.epoch_cache = LeaderEpochCache()
 
@@ -45,26 +52,31 @@ class SimLog:
     def latest_epoch(self) -> int:
         return self.epoch_cache.latest_epoch
 
+    @property
+    def size_bytes(self) -> int:
+        return self.disk.size(self.path)
+
     # ------------------------------------------------------------------ writes
 
-    def append(self, epoch: int, records: list[tuple[bytes | None, bytes | None]], now_ms: int) -> int:
+    def append(self, epoch: int, records: Records, now_ms: int) -> int:
         """Append one batch at the LEO in ``epoch``; returns its base offset."""
         base = len(self.records)
         self.epoch_cache.assign(epoch, base)
-        self.data += encode_batch(base, epoch, [(k, v, now_ms) for k, v in records])
-        self.batch_ends.append(len(self.data))
+        data = encode_batch(base, epoch, [(k, v, now_ms) for k, v in records])
+        position = self.disk.append(self.path, data)
+        self.batch_ends.append(position + len(data))
+        self.batch_crc.append(peek_header(data).crc)
         for k, v in records:
             self.records.append((epoch, k, v))
         self.batch_last.append(len(self.records))
         return base
 
-    def append_as_follower(self, batches: list[tuple[int, list[tuple[bytes | None, bytes | None]]]],
-                           now_ms: int) -> None:
+    def append_as_follower(self, batches: list[tuple[int, Records]], now_ms: int) -> None:
         for epoch, recs in batches:
             self.append(epoch, recs, now_ms)
 
     def fsync(self) -> None:
-        self.synced = len(self.data)
+        self.disk.fsync(self.path)
 
     def truncate_to(self, offset: int) -> int:
         """Cut the log to ``offset`` (the base of the batch holding it); returns the records dropped.  As
@@ -76,22 +88,25 @@ class SimLog:
         keep = 0
         while keep < len(self.batch_last) and self.batch_last[keep] <= offset:
             keep += 1
-        cut_bytes = self.batch_ends[keep - 1] if keep else 0
         new_end = self.batch_last[keep - 1] if keep else 0
         dropped = len(self.records) - new_end
-        del self.data[cut_bytes:]
-        del self.batch_ends[keep:]
-        del self.batch_last[keep:]
-        del self.records[new_end:]
-        self.synced = min(self.synced, cut_bytes)
+        self.disk.truncate(self.path, self.batch_ends[keep - 1] if keep else 0)
+        self._forget_from(keep)
         self.epoch_cache.truncate_from_end(new_end)
         return dropped
 
+    def _forget_from(self, batch: int) -> None:
+        new_end = self.batch_last[batch - 1] if batch else 0
+        del self.batch_ends[batch:]
+        del self.batch_last[batch:]
+        del self.batch_crc[batch:]
+        del self.records[new_end:]
+
     # ------------------------------------------------------------------ reads
 
-    def read(self, offset: int, max_records: int = 1000) -> list[tuple[int, list[tuple[bytes | None, bytes | None]]]]:
+    def read(self, offset: int, max_records: int = 1000) -> list[tuple[int, Records]]:
         """Whole batches from ``offset`` as [(epoch, records)], at most about ``max_records``."""
-        out: list[tuple[int, list]] = []
+        out: list[tuple[int, Records]] = []
         i = offset
         end = min(len(self.records), offset + max_records)
         while i < end:
@@ -111,31 +126,37 @@ class SimLog:
         while i < len(self.batch_last) and self.batch_last[i] <= offset:
             i += 1
         start = self.batch_ends[i - 1] if i else 0
-        return bytes(self.data[start:]), 0, self.log_end_offset
+        return self.disk.read(self.path, start), 0, self.log_end_offset
 
-    # ------------------------------------------------------------------ crashes
-
-    def crash(self, lose_unsynced: bool, torn_bytes: int) -> None:
-        """The process (or machine) died: maybe lose the unsynced tail, maybe tear the last bytes."""
-        if lose_unsynced:
-            del self.data[self.synced:]
-        if torn_bytes:
-            del self.data[max(0, len(self.data) - torn_bytes):]
+    # ------------------------------------------------------------------ recovery
 
     def recover(self) -> tuple[int, int]:
-        """Reopen: keep the batches the scan finds whole and valid; (bytes cut, records dropped)."""
-        scan = scan_headers(bytes(self.data))
-        valid = scan.valid_bytes
-        cut = len(self.data) - valid
-        keep = 0
-        while keep < len(self.batch_ends) and self.batch_ends[keep] <= valid:
-            keep += 1
-        new_end = self.batch_last[keep - 1] if keep else 0
-        dropped = len(self.records) - new_end
-        del self.data[valid:]
-        del self.batch_ends[keep:]
-        del self.batch_last[keep:]
-        del self.records[new_end:]
-        self.synced = min(self.synced, valid)
-        self.epoch_cache.truncate_from_end(new_end)
-        return cut, dropped
+        """Reopen after a crash: the real log's recovery rule cuts the file; the index and records are rebuilt
+        from the batches it kept.  Returns (bytes cut, batches dropped) as the ``log_recovered`` event has them.
+
+        A batch at the same place with the same CRC and end offset as one this log wrote keeps its decoded
+        records; from the first that differs (a power loss can bring back bytes a truncation had cut) the
+        batches are decoded from the file, and their epochs enter the leader epoch cache as Kafka's
+        ``LogSegment.recover`` puts them."""
+        size = self.disk.size(self.path)
+        scan = self.disk.recover_log(self.path, 0)
+        same, start = 0, 0
+        for pos, header in scan.headers:
+            if not (same < len(self.batch_ends) and pos == start and header.crc == self.batch_crc[same]
+                    and header.next_offset == self.batch_last[same]):
+                break
+            start = self.batch_ends[same]
+            same += 1
+        self._forget_from(same)
+        if same < len(scan.headers):
+            data = self.disk.read(self.path)
+            self.epoch_cache.truncate_from_end(len(self.records))
+            for pos, header in scan.headers[same:]:
+                batch, end = decode_batch(data, pos)
+                self.epoch_cache.assign(batch.leader_epoch, len(self.records))   # as Kafka's segment recovery
+                self.records.extend((batch.leader_epoch, r.key, r.value) for r in batch.records)
+                self.batch_ends.append(end)
+                self.batch_last.append(len(self.records))
+                self.batch_crc.append(header.crc)
+        self.epoch_cache.truncate_from_end(len(self.records))
+        return size - scan.valid_bytes, scan.dropped_batches
