@@ -51,6 +51,7 @@ TIER_MARKS = ("cluster", "chaos", "spark")
 # uses one goes to the same worker; any other test goes with the rest of its module, so a module's own
 # module-scoped cluster is started once too
 SHARED_SESSION_FIXTURES = frozenset({"spark", "short_chaos_results", "short_chaos_runs", "analysed"})
+SHARED_SETUP_TIMEOUT_S = 1800
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
@@ -62,6 +63,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(mark)
         shared = SHARED_SESSION_FIXTURES.intersection(names)
         item.add_marker(pytest.mark.xdist_group("session-spark" if shared else item.nodeid.split("::")[0]))
+        if shared and not item.get_closest_marker("timeout"):
+            # the first of these tests also sets up the chaos runs and their analysis (some minutes, and more
+            # while the other worker's clusters share the two cores); the others inherit it done
+            item.add_marker(pytest.mark.timeout(SHARED_SETUP_TIMEOUT_S))
 
 
 @pytest.fixture(autouse=True)

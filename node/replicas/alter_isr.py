@@ -17,6 +17,7 @@ import grpc
 from kafkacommon import errors
 from node.clock import now_ms
 from node.replicas.hosted import Hosted
+from node.server.peers import peer_channel
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 from replication.partition import AlterIsrProposal
@@ -74,7 +75,7 @@ class AlterIsrSender:
         target = self._controller_endpoint()
         if target is not None:
             try:
-                with grpc.insecure_channel(target) as ch:
+                with peer_channel(target) as ch:
                     r = pbg.BrokerStub(ch).AlterIsr(pb.AlterIsrRequest(
                         broker_id=self.broker_id, broker_epoch=self._broker_epoch(), partitions=[pb.AlterIsrPartition(
                             topic=p.topic, partition=p.partition, leader_epoch=p.leader_epoch,

@@ -11,6 +11,7 @@ from kafkacommon.record_batch import CorruptBatchError
 from node.clock import now_ms
 from node.storage.log import InvalidAppendError
 from node.server.wire import fetch_message
+from node.server.peers import peer_channel
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 from replication.fetch_session import FollowerSession, PartitionFetch
@@ -71,7 +72,7 @@ class LeaderFetcher(threading.Thread):
                     with self._lock:
                         if self._channel is not None:
                             self._channel.close()
-                        self._channel = grpc.insecure_channel(endpoint)
+                        self._channel = peer_channel(endpoint)
                         stub, target = pbg.BrokerStub(self._channel), endpoint
                 if not self._fetch_once(stub, parts):
                     self._stop_event.wait(0.05)  # back off after an error

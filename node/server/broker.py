@@ -23,7 +23,6 @@ import threading
 import time
 from concurrent import futures
 
-import grpc
 from zk.errors import NodeExists
 
 from controller.core import ControllerSettings
@@ -44,6 +43,7 @@ from replication.partition import ReplicaSettings
 from node.server.servicer import BrokerServicer
 from node.server.session_file import SessionFile
 from node.server.shutdown import ShutdownWatchdog, controlled_shutdown_budget_s, stop_deadline_s
+from node.server.peers import peer_channel
 from proto import kafkasim_pb2 as pb
 from proto import groups_pb2_grpc as gpbg
 from proto import kafkasim_pb2_grpc as pbg
@@ -339,7 +339,7 @@ class Broker:
         reg = self.zk.read_brokers().get(controller) if controller is not None else None
         if reg is None:
             return errors.NOT_CONTROLLER, []
-        with grpc.insecure_channel(self.links.dial(controller, reg.endpoint())) as ch:
+        with peer_channel(self.links.dial(controller, reg.endpoint())) as ch:
             r = pbg.BrokerStub(ch).ControlledShutdown(
                 pb.ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=self.state.broker_epoch),
                 timeout=timeout_s)

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import grpc
 
+from node.server.peers import peer_channel
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 
@@ -33,7 +34,7 @@ class BrokerChannel:
         self._queue: "queue.Queue[Any]" = queue.Queue()
         self._closed = threading.Event()
         self._drain_until: float | None = None
-        self._channel = grpc.insecure_channel(target)
+        self._channel = peer_channel(target)
         self._stub = pbg.BrokerStub(self._channel)
         self._thread = threading.Thread(target=self._run, name=f"controller-send-{broker_id}", daemon=True)
         self._thread.start()
