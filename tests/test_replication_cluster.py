@@ -165,7 +165,7 @@ def test_with_unclean_election_on_the_out_of_sync_replica_leads_and_the_loss_is_
     cluster = make_cluster(3, **{"zookeeper.session.timeout.ms": 3000, "replica.lag.time.max.ms": 500,
                                  "replica.fetch.wait.max.ms": 100})
     dead, survivor, lost = _out_of_sync_replica_alone(cluster, {"unclean.leader.election.enable": True})
-    unclean = wait_for(lambda: events(cluster, type_="unclean_leader_election", topic=TOPIC), 15,
+    unclean = wait_for(lambda: events(cluster, type_="unclean_leader_election", topic=TOPIC), 30,
                        "an unclean election")
     assert unclean[0]["leader"] == survivor and unclean[0]["previous_isr"] == [dead]
     s = wait_for(lambda: (x := cluster.view().topics[TOPIC]["partitions"][0])["leader"] == survivor and x,
