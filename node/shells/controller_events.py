@@ -33,6 +33,12 @@ REDO_ON_CONNECTION_LOSS = frozenset({Event.STARTUP, Event.CONTROLLER_CHANGE, Eve
                                      Event.TOPIC_CHANGE, Event.TOPIC_DELETION, Event.REGISTER_AND_REELECT})
 
 
+def redo_on_connection_loss(event: "Event | Request") -> bool:
+    """Whether ``event``, cut short by a lost connection, is done again later.  Never a request: its
+    caller gets the error (and a request, a dataclass with its caller's arguments, is not hashable)."""
+    return isinstance(event, Event) and event in REDO_ON_CONNECTION_LOSS
+
+
 @dataclass
 class Request:
     """An event a caller waits on (``future``)."""

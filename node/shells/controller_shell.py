@@ -19,7 +19,7 @@ from controller.core import ControllerCore, ControllerSettings, Plan
 from kafkacommon import errors
 from node.server import wire
 from node.shells.channel import BrokerChannel
-from node.shells.controller_events import (REDO_ON_CONNECTION_LOSS, AlterIsr, ControlledShutdown, ElectLeaders,
+from node.shells.controller_events import (redo_on_connection_loss, AlterIsr, ControlledShutdown, ElectLeaders,
                                            Event, Request)
 from node.events import EventLog
 from proto import kafkasim_pb2 as pb
@@ -140,10 +140,10 @@ class ControllerShell:
             except CONNECTION_ERRORS as e:
                 log.warning("controller event %s cut short by the ZooKeeper connection: %r", kind, e)
                 self.events.emit("controller_error", event=kind, error=repr(e),
-                                 redo=event in REDO_ON_CONNECTION_LOSS)
+                                 redo=redo_on_connection_loss(event))
                 if isinstance(event, Request):
                     event.future.set_exception(e)
-                elif event in REDO_ON_CONNECTION_LOSS and event not in self._redo:
+                elif redo_on_connection_loss(event) and event not in self._redo:
                     self._redo.append(event)
             except Exception as e:  # keep the event thread alive, and say what happened
                 log.exception("controller event %s failed", kind)
