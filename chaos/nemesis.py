@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from chaos.schedule import Fault
 from chaos.scenario import NETWORK_KINDS
-from chaos.targets import View, node_json, resolve
+from chaos.targets import View, nemesis_value, resolve
 from node.tools.cluster import Cluster
 from node.server.session_file import SessionFile
 from zk.client import expire_session
@@ -142,16 +142,8 @@ class Nemesis:
         return act
 
     def _record(self, act: Active, phase: str) -> None:
-        f = act.fault
-        value = {"fault": f.id, "phase": phase, "kind": f.kind, "target": f.target,
-                 "nodes": [node_json(n) for n in act.nodes]}
-        if act.peers:
-            value["peers"] = [node_json(n) for n in act.peers]
-            value["direction"] = f.direction
-        if act.skipped:
-            value["skipped"] = act.skipped
-        value.update(act.detail)
-        self.history.nemesis(f.kind if phase == "start" else "heal", value)
+        value = nemesis_value(act.fault, phase, act.nodes, act.peers, act.skipped, act.detail)
+        self.history.nemesis(act.fault.kind if phase == "start" else "heal", value)
 
     def _brokers(self, nodes: list[str]) -> list[int]:
         return [int(n[1:]) for n in nodes if n.startswith("b")]

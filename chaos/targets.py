@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence, TypeVar
+from typing import Any, Protocol, Sequence, TypeVar
 
 from kafkacommon.hashing import partition_for
 
@@ -118,3 +118,17 @@ def resolve(target: Target | str, view: View, rng: Rng, exclude: frozenset[str] 
 def node_json(node: str) -> int | str:
     """History form: broker ids as ints, other nodes as their names."""
     return int(node[1:]) if node.startswith("b") else node
+
+
+def nemesis_value(fault: Any, phase: str, nodes: list[str], peers: list[str], skipped: str | None,
+                  detail: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A nemesis history line's value for ``fault`` at ``phase`` (start or heal), as the checkers read it."""
+    value: dict[str, Any] = {"fault": fault.id, "phase": phase, "kind": fault.kind, "target": fault.target,
+                             "nodes": [node_json(n) for n in nodes]}
+    if peers:
+        value["peers"] = [node_json(n) for n in peers]
+        value["direction"] = fault.direction
+    if skipped:
+        value["skipped"] = skipped
+    value.update(detail or {})
+    return value

@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from chaos.schedule import Fault
-from chaos.targets import View, node_json, resolve
+from chaos.targets import View, nemesis_value, resolve
 
 KINDS = ("kill", "power-loss", "truncate", "pause", "partition", "expire-session", "slow-disk", "clock-jump")
 #: kinds ``kafkasim chaos run`` has too (a shrunk schedule of only these runs there as well)
@@ -111,15 +110,8 @@ class Nemesis:
         return View(sorted(c.brokers), set(live), [1], controller, parts, c.cfg.offsets_partitions)
 
     def _record(self, act: Active, phase: str) -> None:
-        f = act.fault
-        value: dict[str, Any] = {"fault": f.id, "phase": phase, "kind": f.kind, "target": f.target,
-                                 "nodes": [node_json(n) for n in act.nodes]}
-        if act.peers:
-            value["peers"] = [node_json(n) for n in act.peers]
-            value["direction"] = f.direction
-        if act.skipped:
-            value["skipped"] = act.skipped
-        self.run.history.nemesis(f.kind if phase == "start" else "heal", value)
+        value = nemesis_value(act.fault, phase, act.nodes, act.peers, act.skipped)
+        self.run.history.nemesis(act.fault.kind if phase == "start" else "heal", value)
 
     def start(self, f: Fault) -> Active:
         rng = random.Random(f.seed)
