@@ -25,7 +25,12 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    d = tmp_path_factory.mktemp("kafka-clients")
+    yield from kafka_cluster(zookeeper, tmp_path_factory, "kafka-clients")
+
+
+def kafka_cluster(zookeeper, tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Cluster]:
+    """Three brokers with 10 offsets partitions and no initial rebalance delay, up until the generator ends."""
+    d = tmp_path_factory.mktemp(name)
     path = write_cluster_yaml(d / "cluster.yaml", f"{zookeeper.connect_string}/t-{uuid.uuid4().hex[:12]}", 3,
                               **{"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 10})
     c = Cluster(load_config(path), path)

@@ -6,32 +6,21 @@ tests/test_kafka_clients.py's tests.
 from __future__ import annotations
 
 import subprocess
-import uuid
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from node.tools.cluster import Cluster
-from node.config import load_config
 from node.tools.waiting import wait_for
-from tests.conftest import write_cluster_yaml
-from tests.test_kafka_clients import bootstrap, create_topic, kafka_events
+from tests.test_kafka_clients import bootstrap, create_topic, kafka_cluster, kafka_events
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    d = tmp_path_factory.mktemp("kafka-failover")
-    path = write_cluster_yaml(d / "cluster.yaml", f"{zookeeper.connect_string}/t-{uuid.uuid4().hex[:12]}", 3,
-                              **{"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 10})
-    c = Cluster(load_config(path), path)
-    try:
-        c.up(timeout=90)
-        yield c
-    finally:
-        c.down()
+    yield from kafka_cluster(zookeeper, tmp_path_factory, "kafka-failover")
 
 
 FAILOVER_CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka", "kafkajs")
