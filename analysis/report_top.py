@@ -106,12 +106,12 @@ def verdicts_block(infos: dict[str, dict], anchors: dict[str, str]) -> str:
 
 def _evidence_line(run: str, i: int, op: dict | None, t0: int) -> list[Any]:
     if op is None:
-        return [i, "–", "", "", "", "", "", "", ""]
+        return [str(i), "–", "", "", "", "", "", "", ""]
     line = "invoke" if op["index"] == i else "completion"
     at = op["invoke_ns"] if line == "invoke" else op["complete_ns"]
     what = " ".join(f"{k}={op[k]}" for k in ("topic", "partition", "offset", "value", "member", "generation", "error")
                     if op.get(k) is not None)
-    return [i, line, op["process"], op["f"], op["type"] if line == "completion" else "invoke",
+    return [str(i), line, op["process"], op["f"], op["type"] if line == "completion" else "invoke",
             None if at is None else (at - t0) / 1e9, op["group"], op["node"], what]
 
 
@@ -137,7 +137,7 @@ def anomalies_block(run: str, slug: str, info: dict, data: dict, max_listed: int
         body = [f"<div class=\"evidence\" id=\"{anchor}\"><p><b>{esc(a['kind'])}</b>: {esc(a['message'])}</p>"]
         if lines:
             body.append(table(["history index", "line", "process", "op", "type", "at (s)", "group", "node",
-                               "value"], lines, numeric=(0, 5)))
+                               "value"], lines, numeric=(5,)))
         if events:
             body.append(table(["broker", "event", "at (s)", "mono_ns"],
                               [[e.get("broker"), e.get("type"),
@@ -191,7 +191,7 @@ def runs_rows(infos: dict[str, dict], links: dict[str, Any], per_run: dict) -> t
     rows = []
     for r, i in list(infos.items())[:MAX_RUN_ROWS]:
         s = per_run.get((r, "unavailable_ms"))
-        rows.append([links[r], i.get("scenario"), i.get("seed"), i.get("client"), verdict(i["verdict"]), i["ops"],
+        rows.append([links[r], i.get("scenario"), None if i.get("seed") is None else str(i["seed"]), i.get("client"), verdict(i["verdict"]), i["ops"],
                      i["ok"], i["fail"], i["info"], i["open"], i["faults"], i["failovers"], i["unrecovered"],
                      s["q"][2] if s else None, s["q"][4] if s else None, i["anomalies"],
                      _kinds(i.get("anomalies_by_kind")), i["end_s"], "; ".join(i["unknowns"])])
