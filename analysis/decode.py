@@ -351,7 +351,7 @@ def read_segments(spark, files):
     raw = read_many(spark, files.segments, lambda fs: spark.read.format("binaryFile").load(fs), SEGMENT_REL)
     if raw is None:
         return spark.createDataFrame([], SEGMENT_DDL)
-    path = local_path("path", encoded=True)
+    path = local_path("path")   # binaryFile's path is the plain path (input_file_name()'s is encoded)
     with_run = raw.select("run", path.alias("path"), F.regexp_extract(path, "^(.*)/cluster/data/[^/]+/[^/]+/[^/]+$", 1)
                           .alias("run_dir"), "content")
     rows = with_run.rdd.flatMap(lambda r: _decode_file(r["run"], r["path"], r["run_dir"], bytes(r["content"])))
