@@ -25,7 +25,6 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterator
 
 try:  # the C implementation when it is installed (it is, with the broker); else a table-driven one
@@ -330,18 +329,9 @@ def decode_segment(data: bytes, base_offset: int = 0) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------- Spark
 
-def segment_files(paths: dict[str, str]) -> list[str]:
-    """Every offsets-topic ``.log`` segment of the runs (run id -> directory)."""
-    files = []
-    for d in paths.values():
-        files += [str(p) for p in sorted(Path(d).glob("cluster/data/broker-*/__consumer_offsets-*/*.log"))
-                  if SEGMENT_RE.search(str(p))]
-    return files
-
-
 def _decode_file(run: str | None, path: str, run_dir: str | None, content: bytes) -> Iterator[tuple]:
     m = SEGMENT_RE.search(path)
-    if m is None or run is None:
+    if m is None or not run:
         return
     broker, partition, base = int(m.group(1)), int(m.group(2)), int(m.group(3))
     rel = path[len(run_dir.rstrip("/")) + 1:] if run_dir and path.startswith(run_dir.rstrip("/") + "/") else path
@@ -350,18 +340,19 @@ def _decode_file(run: str | None, path: str, run_dir: str | None, content: bytes
         yield tuple(row[n] for n, _ in SEGMENT_COLUMNS)
 
 
-def read_segments(spark, paths: dict[str, str]):
-    """The ``segments`` DataFrame: every record of every runs' offsets-topic segment files, decoded in tasks."""
+def read_segments(spark, files):
+    """The ``segments`` DataFrame: every record of every run's offsets-topic segment files (``files``: an
+    ``analysis.files.RunFiles``, or run id -> directory), read in one scan and decoded in tasks."""
     from pyspark.sql import functions as F
 
-    from analysis.files import hadoop_path, local_path, run_of
+    from analysis.files import SEGMENT_REL, RunFiles, local_path, read_many, scan_runs
 
-    files = segment_files(paths)
-    if not files:
+    files = files if isinstance(files, RunFiles) else scan_runs(files)
+    raw = read_many(spark, files.segments, lambda fs: spark.read.format("binaryFile").load(fs), SEGMENT_REL)
+    if raw is None:
         return spark.createDataFrame([], SEGMENT_DDL)
-    raw = spark.read.format("binaryFile").load([hadoop_path(f) for f in files])
-    dirs = F.create_map(*[x for rid, d in sorted(paths.items()) for x in (F.lit(rid), F.lit(d))])
-    with_run = raw.select(run_of("path", paths).alias("run"), local_path("path").alias("path"), "content")
-    with_run = with_run.withColumn("run_dir", dirs[F.col("run")])
+    path = local_path("path")   # binaryFile's path is the plain path (input_file_name()'s is encoded)
+    with_run = raw.select("run", path.alias("path"), F.regexp_extract(path, "^(.*)/cluster/data/[^/]+/[^/]+/[^/]+$", 1)
+                          .alias("run_dir"), "content")
     rows = with_run.rdd.flatMap(lambda r: _decode_file(r["run"], r["path"], r["run_dir"], bytes(r["content"])))
     return spark.createDataFrame(rows, SEGMENT_DDL)

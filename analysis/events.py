@@ -1,7 +1,7 @@
 """The brokers' event lines, parsed once: every field any table, the failover timeline or a checker reads.
 
-``parse_events(spark, paths)`` reads the runs' event logs (as
-``analysis.files.read_event_files`` finds them) with Spark's JSON reader into one
+``parse_events(spark, files)`` reads the runs' event logs (``analysis.files.RunFiles``, in one scan
+by ``analysis.files.read_event_files``) with Spark's JSON reader into one
 row per line with the typed fields of ``EVENT_DDL`` (absent fields are null)
 and:
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from analysis.files import EVENT_HEAD, read_event_files
+from analysis.files import EVENT_HEAD, RunFiles, read_event_files
 
 # Each field with the type every event type that has it gives it (docs/events.md); ``new`` (a broker
 # change's list) and ``leader`` (a generation's member id) are read only where they are numbers.
@@ -40,11 +40,11 @@ GROUP_DDL = ("`group` STRING, generation INT, `to` STRING, reason STRING, leader
 GROUP_TYPES = ("group_generation", "group_state_changed")
 
 
-def parse_events(spark: SparkSession, paths: dict[str, str]) -> DataFrame:
+def parse_events(spark: SparkSession, files: RunFiles) -> DataFrame:
     """``run, broker, mono_ns, ts_ms, type, seq, proc`` and the fields of ``EVENT_DDL``, one row per line
     with a ``type`` and a ``mono_ns``."""
     schema = f"{EVENT_HEAD}, {EVENT_DDL}"
-    ev = read_event_files(spark, paths, lambda fs: spark.read.schema(schema).json(fs))
+    ev = read_event_files(spark, files, lambda fs: spark.read.schema(schema).json(fs))
     if ev is None:
         return spark.createDataFrame([], f"run STRING, {EVENT_HEAD}, seq BIGINT, proc BIGINT, {EVENT_DDL}")
     ev = (ev.where(F.col("type").isNotNull() & F.col("mono_ns").isNotNull())
@@ -56,12 +56,12 @@ def parse_events(spark: SparkSession, paths: dict[str, str]) -> DataFrame:
     return ev.select("run", "broker", "mono_ns", "ts_ms", "type", "seq", proc.alias("proc"), *fields)
 
 
-def group_events(spark: SparkSession, paths: dict[str, str]) -> DataFrame:
+def group_events(spark: SparkSession, files: RunFiles) -> DataFrame:
     """The ``GROUP_TYPES`` lines: ``run, broker, mono_ns, type`` and the fields of ``GROUP_DDL``.  Only the
     lines that can be one are parsed: those naming a group type, or with an escape (a backslash and ``u``) that could
     spell one."""
     schema = f"{EVENT_HEAD}, {GROUP_DDL}"
-    raw = read_event_files(spark, paths, lambda fs: spark.read.text(fs))
+    raw = read_event_files(spark, files, lambda fs: spark.read.text(fs))
     if raw is None:
         return spark.createDataFrame([], f"run STRING, broker INT, mono_ns BIGINT, type STRING, {GROUP_DDL}")
     line = F.col("value")

@@ -1,66 +1,132 @@
-"""Where a chaos run's files are and how Spark reads them: paths escaped for Hadoop, the run of an input
-file, a union over runs, and the brokers' event-log files.
+"""Where chaos runs' files are and how Spark reads them: one walk of each run directory (``scan_runs``), paths
+escaped for Hadoop, and one scan per kind of file over every run, the run id taken from each file's path.
 
-Shared by ``analysis.load`` (histories, raw event lines), ``analysis.events`` (parsed event lines) and
-``analysis.decode`` (offsets segments), which import no one another's readers.
+Shared by ``analysis.load`` (histories, raw event lines), ``analysis.events`` (parsed event lines),
+``analysis.decode`` (offsets segments) and ``analysis.runs`` (each run's results.json and scenario), which
+import no one another's readers.
 """
 from __future__ import annotations
 
+import os
 import re
-from functools import reduce
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+
+# an offsets-topic segment: cluster/data/broker-<id>/__consumer_offsets-<p>/<20 digits>.log (analysis.decode.SEGMENT_RE)
+BROKER_DIR, OFFSETS_DIR, SEGMENT_NAME = (re.compile(r"broker-\d+$"), re.compile(r"__consumer_offsets-\d+$"),
+                                         re.compile(r"\d{20}\.log$"))
+META_FILES = ("results.json", "scenario.yaml", "cluster.yaml")
+
+
+@dataclass
+class RunFiles:
+    """Every input file of the runs (run id -> its files, in order), found by ``scan_runs``: the only listing
+    of the run directories; every reader takes its files from here."""
+    dirs: dict[str, str]
+    history: dict[str, list[str]] = field(default_factory=dict)
+    events: dict[str, list[str]] = field(default_factory=dict)
+    segments: dict[str, list[str]] = field(default_factory=dict)
+    meta: dict[str, dict[str, str]] = field(default_factory=dict)   # run -> META_FILES name -> path
+    event_bytes: int = 0
+
+
+def _entries(d: str) -> list[os.DirEntry]:
+    try:
+        with os.scandir(d) as it:
+            return sorted(it, key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def scan_runs(dirs: dict[str, str]) -> RunFiles:
+    """One walk of each run directory (run id -> directory): its history (the file, or a directory's
+    ``*.jsonl`` parts), ``cluster/events/broker-*.jsonl``, the offsets segments, and ``META_FILES``."""
+    out = RunFiles(dict(dirs))
+    for rid, d in sorted(dirs.items()):
+        top = {e.name: e for e in _entries(d)}
+        h = top.get("history.jsonl")
+        if h is not None:
+            out.history[rid] = ([e.path for e in _entries(h.path) if e.name.endswith(".jsonl") and e.is_file()]
+                                if h.is_dir() else [h.path])
+        out.meta[rid] = {n: top[n].path for n in META_FILES if n in top and top[n].is_file()}
+        if "cluster" not in top:
+            continue
+        cluster = {e.name: e for e in _entries(top["cluster"].path)}
+        if "events" in cluster:
+            evs = [e for e in _entries(cluster["events"].path)
+                   if e.name.startswith("broker-") and e.name.endswith(".jsonl")]
+            out.events[rid] = [e.path for e in evs]
+            out.event_bytes += sum(e.stat().st_size for e in evs)
+        segs = []
+        for b in _entries(cluster["data"].path) if "data" in cluster else ():
+            if BROKER_DIR.match(b.name) and b.is_dir():
+                for p in _entries(b.path):
+                    if OFFSETS_DIR.match(p.name) and p.is_dir():
+                        segs += [e.path for e in _entries(p.path) if SEGMENT_NAME.match(e.name)]
+        if segs:
+            out.segments[rid] = segs
+    return out
+
 
 def hadoop_path(path: str | Path) -> str:
     """A local path for Spark's readers, its glob characters escaped (Hadoop expands them otherwise)."""
     return re.sub(r"([\\*?\[\]{}])", r"\\\1", str(path))
 
 
-def local_path(path_col: str, encoded: bool = False):
+def local_path(path_col: str | Column, encoded: bool = False) -> Column:
     """A Spark file URI as a local path: ``file:`` dropped and, for ``input_file_name()``'s URIs
     (``encoded``: ``%20`` for a space, ``%25`` for ``%``), percent-decoded (a literal ``+`` stays ``+``)."""
-    path = F.regexp_replace(F.col(path_col), "^file:(//)?", "")
+    col = F.col(path_col) if isinstance(path_col, str) else path_col
+    path = F.regexp_replace(col, "^file:(//)?", "")
     if encoded:
-        path = F.url_decode(F.regexp_replace(path, "\\+", "%2B"))
+        path = F.when(path.contains("%"), F.url_decode(F.regexp_replace(path, "\\+", "%2B"))).otherwise(path)
     return path
 
 
-def run_of(path_col: str, paths: dict[str, str], encoded: bool = False):
-    """The run id of an input file: the run directory that contains it."""
-    path = local_path(path_col, encoded)
-    expr = F.lit(None).cast("string")
-    for rid, d in sorted(paths.items(), key=lambda kv: len(kv[1])):  # the longest (innermost) wins
-        expr = F.when(path.startswith(d.rstrip("/") + "/"), F.lit(rid)).otherwise(expr)
-    return expr
+def run_from_path(path: Column, rel: str) -> Column:
+    """The run id of a file from its local path: the name of the directory holding ``rel`` (a regular
+    expression of the file's path inside the run directory), as ``analysis.load.expand`` names runs."""
+    return F.regexp_extract(path, f"([^/]+)/{rel}$", 1)
 
 
-def union_per_run(spark: SparkSession, paths: dict[str, str], read) -> DataFrame | None:
-    """``read(files)`` for each run's files, with ``run`` (a literal: no per-row work) first; the union.
-    ``paths``: run id -> its files (runs without files are left out); None when no run has any."""
-    parts = [read(files).select(F.lit(rid).alias("run"), "*") for rid, files in sorted(paths.items()) if files]
-    if not parts:
+# each kind of input file's path inside its run directory
+HISTORY_REL = r"history\.jsonl(/[^/]+)?"
+EVENTS_REL = r"cluster/events/[^/]+"
+SEGMENT_REL = r"cluster/data/[^/]+/[^/]+/[^/]+"
+META_REL = r"[^/]+"
+
+
+def read_many(spark: SparkSession, files: dict[str, list[str]], read, rel: str) -> DataFrame | None:
+    """``read(paths)`` over every run's files at once (one scan: Spark packs small files into a few
+    partitions), with ``run`` first: a literal for one run, else the run directory's name in each file's path.
+    None when no run has a file."""
+    paths = [hadoop_path(f) for _rid, fs in sorted(files.items()) for f in fs]
+    if not paths:
         return None
-    return reduce(DataFrame.unionByName, parts)
+    df = read(paths)
+    if len(files) == 1:
+        run = F.lit(next(iter(files)))
+    else:
+        run = run_from_path(local_path(F.input_file_name(), encoded=True), rel)
+    return df.select(run.alias("run"), "*")
 
 
 def partitions_for(spark: SparkSession, size: int) -> int:
     """Partitions for ``size`` bytes of input read from many small files: one per 64 MiB, at least one per
-    core; the union of many runs' scans would otherwise make a task (or several) of every file."""
+    core."""
     return max(spark.sparkContext.defaultParallelism, -(-size // (64 << 20)))
 
 
 EVENT_HEAD = "broker INT, mono_ns LONG, ts_ms DOUBLE, type STRING"
 
 
-def read_event_files(spark: SparkSession, paths: dict[str, str], read) -> DataFrame | None:
-    """``read(files)`` of each run's event logs, ``run`` first, coalesced to a few partitions (many runs'
-    small files: a few tasks, not one per file); None when no run has any."""
-    files = {rid: [hadoop_path(Path(d) / "cluster" / "events") + "/broker-*.jsonl"]
-             for rid, d in paths.items() if list((Path(d) / "cluster" / "events").glob("broker-*.jsonl"))}
-    raw = union_per_run(spark, files, read)
+def read_event_files(spark: SparkSession, files: RunFiles, read) -> DataFrame | None:
+    """``read(paths)`` of every run's event logs in one scan, ``run`` first, coalesced to a few partitions
+    (many runs' small files: a few tasks, not one per file); None when no run has any."""
+    raw = read_many(spark, files.events, read, EVENTS_REL)
     if raw is None:
         return None
-    size = sum(p.stat().st_size for d in paths.values() for p in (Path(d) / "cluster" / "events").glob("broker-*"))
-    return raw.coalesce(partitions_for(spark, size))
+    return raw.coalesce(partitions_for(spark, files.event_bytes))

@@ -52,13 +52,16 @@ def _ship_package(spark) -> None:
     sc._kafkasim_shipped = True
 
 
-def _unclean_elections(runs: dict[str, str]) -> bool | None:
-    """Whether the runs' clusters allow unclean elections (as the chaos runner tells its checkers); None: mixed."""
+def _unclean_elections(files) -> bool | None:
+    """Whether the runs' clusters allow unclean elections (as the chaos runner tells its checkers); None: mixed.
+    ``files``: ``analysis.files.RunFiles`` (a run without a cluster.yaml does not allow them)."""
     import yaml
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml's, when built: thousands of runs
     seen = set()
-    for d in runs.values():
+    for rid in files.dirs:
+        path = files.meta.get(rid, {}).get("cluster.yaml")
         try:
-            cfg = yaml.safe_load((Path(d) / "cluster.yaml").read_text()) or {}
+            cfg = yaml.load(Path(path).read_text(), Loader=loader) or {} if path else {}
         except (OSError, yaml.YAMLError):
             cfg = {}
         seen.add(bool(cfg.get("unclean.leader.election.enable")) if isinstance(cfg, dict) else False)
@@ -110,6 +113,22 @@ def _write_paired(spark, rows, out: Path):
     else:
         rest = spark.createDataFrame([], schema).withColumn("_line", F.lit(None).cast("string"))
     return ops, rest
+
+
+def _counts(written: dict[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
+    """Rows per table and anomalies per kind, in one Spark job (one small aggregate per table, unioned)."""
+    from functools import reduce
+
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    parts = [df.agg(F.count(F.lit(1)).alias("n")).select(F.lit(name).alias("name"), F.lit(None).cast("string")
+                                                         .alias("kind"), "n") for name, df in written.items()]
+    parts.append(written["anomalies"].groupBy("kind").agg(F.count(F.lit(1)).alias("n"))
+                 .select(F.lit(None).cast("string").alias("name"), "kind", "n"))
+    got = reduce(DataFrame.unionByName, parts).collect()
+    rows = {r["name"]: r["n"] for r in got if r["name"] is not None}
+    return {name: rows[name] for name in written}, {r["kind"]: r["n"] for r in got if r["name"] is None}
 
 
 def run(paths: list[str], master: str | None = DEFAULT_MASTER, out: str | Path = DEFAULT_OUT,
@@ -175,9 +194,11 @@ def _run(spark, runs: dict[str, str], out: Path, say, started: float) -> dict[st
 
     from analysis.checks import plan_checks, run_checks, verdicts
     from analysis.failovers import failovers
+    from analysis.files import scan_runs
     from analysis.load import load_runs
     from analysis.ops_tables import build_ops_tables, nemesis_lines, paired_rows
     from analysis.report import write_report
+    from analysis.runs import read_meta, runs_table
     from analysis.tables import build_event_tables
 
     (out / "tables").mkdir(parents=True, exist_ok=True)
@@ -201,7 +222,12 @@ def _run(spark, runs: dict[str, str], out: Path, say, started: float) -> dict[st
     # The history is parsed once (load.HISTORY_DDL) and shuffled once (ops_tables.paired_rows); the paired rows are
     # written once, and their operations are the ``ops`` table: every later step reads the tables (Parquet,
     # column by column) and the small ``extras`` (the few rows whose value parts a checker reads).
-    inputs = load_runs(spark, list(runs.values()))
+    files = scan_runs(runs)   # the one listing of the run directories
+    found = {k: sum(map(len, getattr(files, k).values())) for k in ("history", "events", "segments")}
+    lap("listing")
+    say(f"  {'listing':<20} {seconds['listing']:>7.1f} s  ({found['history']} history, {found['events']} "
+        f"event-log and {found['segments']} segment files)")
+    inputs = load_runs(spark, list(runs.values()), files=files)
     inputs.parsed = inputs.parsed_events().persist(StorageLevel.MEMORY_AND_DISK)
     inputs.segments = inputs.segments.persist(StorageLevel.MEMORY_AND_DISK)
     extras = planning = None
@@ -217,7 +243,7 @@ def _run(spark, runs: dict[str, str], out: Path, say, started: float) -> dict[st
         extras = ops_tables["extras"].persist(StorageLevel.MEMORY_AND_DISK)
         extras.count()
         lap("extras")
-        unclean = _unclean_elections(runs)
+        unclean = _unclean_elections(files)
         if unclean is None:
             say("note: unclean.leader.election.enable differs between the runs: unclean elections are judged")
         options = {"unclean_election": bool(unclean)}
@@ -234,6 +260,7 @@ def _run(spark, runs: dict[str, str], out: Path, say, started: float) -> dict[st
         planned, planning = planning.result(), None
         write("anomalies", run_checks(planned))
         write("verdicts", verdicts(inputs, written["anomalies"], **options))
+        write("runs", runs_table(read_meta(spark, inputs.run_files()), written))
     finally:  # also when a step fails: the staged rows are gigabytes at 10M operations, and the session may live on
         if planning is not None:   # a step failed while the checkers were being planned
             left = planning.wait()
@@ -244,8 +271,7 @@ def _run(spark, runs: dict[str, str], out: Path, say, started: float) -> dict[st
                 df.unpersist()
         shutil.rmtree(out / "work", ignore_errors=True)
 
-    rows = {name: df.count() for name, df in written.items()}
-    anomalies = {r["kind"]: r["count"] for r in written["anomalies"].groupBy("kind").count().collect()}
+    rows, anomalies = _counts(written)
     lap("count")
     report_path = write_report(written, out, written["verdicts"])
     lap("report")
@@ -284,7 +310,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def _arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR_OR_GLOB", help="chaos run directories, or globs of them")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR_OR_GLOB", help="chaos run directories, directories of runs, or globs of them")
     p.add_argument("--master", default=DEFAULT_MASTER,
                    help="Spark master: local[N], local[*] or spark://HOST:PORT (default: spark-submit's --master under "
                         "spark-submit, else local[*])")

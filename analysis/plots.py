@@ -218,8 +218,10 @@ def partitions(path: Path, parts: Sequence[dict], faults: Sequence[dict], end_s:
 
 
 def stage_boxes(path: Path, stages_: Sequence[tuple[str, str]], runs: Sequence[str],
-                stats: dict[tuple[str, str], dict]) -> None:
-    """One panel per stage, a box per run from Spark's percentiles (whiskers p5/p95, box p25–p75, median)."""
+                stats: dict[tuple[str, str], dict],
+                title: str = "failover stages per run (ms from the fault's start)") -> None:
+    """One panel per stage, a box per run (or per any label: ``stats`` is keyed by (label, stage)) from Spark's
+    percentiles (whiskers p5/p95, box p25–p75, median)."""
     fig = _figure(max(8.0, 1.5 + 0.22 * len(runs)), 1.2 + 1.6 * len(stages_))
     axes = fig.subplots(len(stages_), 1, squeeze=False, sharex=True)[:, 0]
     for ax, (key, label) in zip(axes, stages_):
@@ -239,7 +241,29 @@ def stage_boxes(path: Path, stages_: Sequence[tuple[str, str]], runs: Sequence[s
         ax.grid(axis="y", alpha=0.3)
     axes[-1].set_xticks(range(len(runs)), [r if len(r) <= 18 else r[:8] + "…" + r[-8:] for r in runs],
                         rotation=60, ha="right", fontsize=6)
-    fig.suptitle("failover stages per run (ms from the fault's start)", fontsize=10)
+    fig.suptitle(title, fontsize=10)
+    _save(fig, path)
+
+
+VERDICT_COLOURS = {"valid": "#1b7f3b", "invalid": "#b00020", "unknown": "#a36a00"}
+
+
+def verdicts_per_scenario(path: Path, rows: Sequence[dict]) -> None:
+    """Stacked horizontal bars: per scenario, its runs by verdict (``rows``: scenario, verdict, n)."""
+    scenarios = sorted({r["scenario"] or "(none)" for r in rows})
+    verdicts = sorted({r["verdict"] or "(none)" for r in rows}, key=lambda v: (v not in VERDICT_COLOURS, v))
+    counts = {(r["scenario"] or "(none)", r["verdict"] or "(none)"): r["n"] for r in rows}
+    fig = _figure(8.0, 1.0 + 0.35 * len(scenarios))
+    ax = fig.subplots()
+    left = [0] * len(scenarios)
+    for v in verdicts:
+        n = [counts.get((s, v), 0) for s in scenarios]
+        ax.barh(range(len(scenarios)), n, left=left, color=VERDICT_COLOURS.get(v, "#888"), label=v)
+        left = [a + b for a, b in zip(left, n)]
+    ax.set_yticks(range(len(scenarios)), scenarios, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("runs")
+    ax.legend(fontsize=8, loc="lower right")
     _save(fig, path)
 
 

@@ -39,6 +39,9 @@ def session(master: str | None = None, app: str = "kafkasim-analyze") -> SparkSe
     builder = SparkSession.builder.master(master).appName(app)
     for key, value in settings(master).items():
         builder = builder.config(key, value)
+    event_log = os.environ.get("KAFKASIM_SPARK_EVENT_LOG")
+    if event_log:   # Spark's event log of the run (every job and stage, with their times), into this directory
+        builder = builder.config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", event_log)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     _import_short_names(spark)
@@ -96,6 +99,11 @@ def settings(master: str) -> dict[str, str]:
         # are up to 2^17 lines (ops_tables.PAIR_BUCKET; whole processes, millions of lines, before it was
         # bounded); beyond the default 4096 each row was copied once more.  About 1/8 of the heap at ~512
         # bytes a row.
+        # the input files are named one by one (analysis.files.scan_runs listed the run directories once);
+        # Spark stats each named file, and from 32 paths up it does so in a listing job of its own (22 s for
+        # 117 segment files of 6 runs on a loaded machine, one task per file): on one machine's disk the
+        # driver's stats take microseconds each.  A cluster's shared storage keeps Spark's parallel listing.
+        conf["spark.sql.sources.parallelPartitionDiscovery.threshold"] = str(1 << 30)
         conf.update({"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK,
                      "spark.shuffle.compress": "false", "spark.shuffle.spill.compress": "false",
                      "spark.sql.windowExec.buffer.in.memory.threshold": str(max(4096, _bytes(memory) // 4096))})

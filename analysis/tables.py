@@ -180,7 +180,7 @@ def rebalances(inputs) -> DataFrame:
     """A row per ``group_generation``: the ``PreparingRebalance`` that began it (after the previous
     generation, on the same broker) and the ``Stable`` that followed (before the next one)."""
     from analysis.events import group_events
-    ev = group_events(inputs.events.sparkSession, inputs.paths)   # their leader is a member id
+    ev = group_events(inputs.events.sparkSession, inputs.run_files())   # their leader is a member id
     is_gen = F.col("type") == "group_generation"
     part = Window.partitionBy("run", "broker", "group")
     before = part.orderBy("mono_ns", F.when(is_gen, 1).otherwise(0)).rowsBetween(*_PRECEDING)
@@ -211,7 +211,7 @@ def commits(inputs) -> DataFrame:
     segments = inputs.segments
     if segments is None:
         from analysis.decode import read_segments
-        segments = inputs.segments = read_segments(inputs.ops.sparkSession, inputs.paths)
+        segments = inputs.segments = read_segments(inputs.ops.sparkSession, inputs.run_files())
     keys = [c for c in TABLE_COLUMNS["commits"] if c != "replicas"]
     out = (segments.where(F.col("kind") == "offset").groupBy(*keys)
            .agg(F.countDistinct("broker").cast("int").alias("replicas")))

@@ -186,8 +186,8 @@ def short_chaos_runs(short_chaos_results) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def analysed(spark, short_chaos_runs, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One ``kafkasim analyze`` (``analysis.main.run``) over every run the analysis tests look at, as a
-    user runs it over many runs: the two real runs, the clean one doctored (tests/analysis_cases.py), the
+    """One ``kafkasim analyze DIR`` (``analysis.main.run``) over a directory of every run the analysis tests
+    look at, as a user runs it over many runs: the two real runs (linked into it), the clean one doctored (tests/analysis_cases.py), the
     synthetic checker cases, and two generated runs (``analysis.synthetic``: clean, every kind planted).
     Gives ``dirs`` (run id -> directory), ``out``, ``summary``, ``printed`` and ``tables`` (name -> the
     Parquet table read back)."""
@@ -213,7 +213,9 @@ def analysed(spark, short_chaos_runs, tmp_path_factory: pytest.TempPathFactory) 
     out = base / "out"
     detail, report.MAX_DETAIL_RUNS = report.MAX_DETAIL_RUNS, 2   # the report's own tests draw the two real runs
     try:
-        summary = run([str(d) for d in dirs.values()], "local[2]", out, stream=printed)
+        for name in short_chaos_runs:   # one directory of runs, read as one dataset (kafkasim analyze DIR)
+            (base / "runs" / name).symlink_to(dirs[name], target_is_directory=True)
+        summary = run([str(base / "runs")], "local[2]", out, stream=printed)
     finally:
         report.MAX_DETAIL_RUNS = detail
     tables = {name: spark.read.parquet(str(out / "tables" / name)) for name in summary["tables"]}

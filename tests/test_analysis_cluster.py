@@ -1,9 +1,9 @@
 """The analysis on a Spark cluster, through spark-submit.
 
 A standalone Spark master and one worker run as real JVM processes on loopback, started from PySpark's own
-distribution (``spark-class``).  ``spark-submit --master spark://... analysis/main.py RUN...`` analyses two of
-the runs the shared local analysis (tests/conftest.py ``analysed``) covered: a real chaos run and a generated
-one with every anomaly kind planted.  The cluster's executor runs the tasks, its Python workers import the
+distribution (``spark-class``).  ``spark-submit --master spark://... analysis/main.py DIR`` analyses a directory
+of two of the runs the shared local analysis (tests/conftest.py ``analysed``) covered: a real chaos run and a
+generated one with every anomaly kind planted.  The cluster's executor runs the tasks, its Python workers import the
 ``analysis`` package shipped to them as a zip (the segment decoder runs there), and every table must hold the
 same rows as the local run's.
 """
@@ -82,12 +82,15 @@ def _rows(df, runs: list[str]) -> list[tuple]:
 
 
 def test_spark_submit_on_a_standalone_cluster_gives_the_local_tables(standalone, analysed, spark, tmp_path):
-    dirs = [analysed["dirs"][name] for name in RUNS]
-    runs = sorted(d.name for d in dirs)
+    shared = tmp_path / "runs"   # a directory of runs, as a sweep on shared storage
+    shared.mkdir()
+    for name in RUNS:
+        (shared / name).symlink_to(analysed["dirs"][name].resolve(), target_is_directory=True)
+    runs = sorted(analysed["dirs"][name].resolve().name for name in RUNS)
     out = tmp_path / "out"
     # no --master after the script: spark-submit's is the one used
     p = subprocess.run([str(SPARK_HOME / "bin" / "spark-submit"), "--master", standalone["url"], "--driver-memory",
-                        "2g", str(ROOT / "analysis" / "main.py"), *map(str, dirs), "--out", str(out)],
+                        "2g", str(ROOT / "analysis" / "main.py"), str(shared), "--out", str(out)],
                        cwd=tmp_path, env=standalone["env"], capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
     assert f"analysing 2 run(s) on {standalone['url']}" in p.stdout
@@ -97,7 +100,7 @@ def test_spark_submit_on_a_standalone_cluster_gives_the_local_tables(standalone,
     summary = json.loads((out / "summary.json").read_text())
     assert summary["runs"] == runs
     local = analysed["tables"]
-    assert sorted(summary["tables"]) == sorted(local)
+    assert sorted(summary["tables"]) == sorted(local) and "runs" in local and "verdicts" in local
     for name in summary["tables"]:
         here = spark.read.parquet(str(out / "tables" / name))
         assert here.columns == local[name].columns, name

@@ -202,7 +202,7 @@ def test_the_command_writes_parquet_tables(analysed, short_chaos_runs):
     assert f"runs: {len(analysed['dirs'])} (" in printed and "failovers" in printed and "anomalies: " in printed
     for name in ("ops", "faults", "controller_epochs", "leader_changes", "isr_changes", "hw_samples",
                  "coordinator_loads", "rebalances", "commits", "failovers", "observations", "group_offsets",
-                 "pairing_errors", "anomalies", "verdicts"):
+                 "pairing_errors", "anomalies", "verdicts", "runs"):
         assert (out / "tables" / name / "_SUCCESS").exists(), name
         assert summary["tables"][name] == analysed["tables"][name].count(), name
     assert json.loads((out / "summary.json").read_text()) == summary
@@ -221,7 +221,8 @@ def test_a_path_that_is_not_a_run_is_a_clear_error(tmp_path):
         p = subprocess.run([sys.executable, "-m", "node.tools.cli", "analyze", str(bad), "--out", str(tmp_path / "o")],
                            cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert p.returncode == 2, p.stderr
-        assert p.stderr.strip() == f"error: {bad}: not a chaos run directory (no history.jsonl)"
+        why = ", nor a directory of runs" if bad.exists() else ""
+        assert p.stderr.strip() == f"error: {bad}: not a chaos run directory (no history.jsonl){why}"
         assert "Traceback" not in p.stderr + p.stdout
 
 
@@ -237,14 +238,49 @@ def test_runs_under_paths_with_spaces_and_glob_characters(spark, short_chaos_run
     src = short_chaos_runs["clean"]
     weird = tmp_path / "a [b] {c} 100%+" / "clean run"
     shutil.copytree(src, weird)
-    inputs = load_runs(spark, [glob.escape(str(weird.parent)) + "/clean ru*"])
-    assert inputs.runs == ["clean run"]
+    # with a second run the run id comes from each file's (percent-encoded) path, not a literal
+    inputs = load_runs(spark, [glob.escape(str(weird.parent)) + "/clean ru*", str(short_chaos_runs["planted"])])
+    assert inputs.runs == ["clean run", "planted"]
     history_lines = len(read_history(src / "history.jsonl"))
-    counts = {name: (df.count(), df.where(F.col("run") == "clean run").count())
+    # (the run's rows, rows of no run)
+    counts = {name: (df.where(F.col("run") == "clean run").count(), df.where(~F.col("run").isin(*inputs.runs)).count())
               for name, df in (("ops", inputs.ops), ("events", inputs.events), ("segments", inputs.segments))}
-    assert counts["ops"] == (history_lines, history_lines)
-    assert counts["events"] == (len(events_of(src)),) * 2
-    assert counts["segments"][0] == counts["segments"][1] > 0
+    assert counts["ops"] == (history_lines, 0)
+    assert counts["events"] == (len(events_of(src)), 0)
+    assert counts["segments"][0] > 0 and counts["segments"][1] == 0
+
+
+def test_the_runs_table_has_each_run_with_its_figures(analysed):
+    """The ``runs`` table: one row per run of the directory, what its results.json and scenario.yaml say, and
+    its figures as the other tables give them."""
+    from pyspark.sql import functions as F
+
+    from analysis.runs import RUNS_COLUMNS
+
+    t = analysed["tables"]
+    assert tuple(t["runs"].columns) == RUNS_COLUMNS
+    runs = {r["run"]: r.asDict(recursive=True) for r in t["runs"].collect()}
+    assert sorted(runs) == sorted(analysed["dirs"])
+    for name, d in analysed["dirs"].items():
+        res = json.loads((d / "results.json").read_text()) if (d / "results.json").exists() else {}
+        got = runs[name]
+        assert (got["scenario"], got["seed"], got["runner_verdict"]) == (
+            res.get("scenario"), res.get("seed"), res.get("verdict")), name
+        assert got["client"] == "kafkasim", name   # none of these runs names another client
+    assert runs["gen-clean"]["scenario"] == "synthetic" and runs["clean"]["scenario"] == "coordinator-kill"
+    verdicts = {r["run"]: (r["verdict"], r["anomalies"], r["unknowns"]) for r in t["verdicts"].collect()}
+    assert {n: (r["verdict"], r["anomalies"], r["unknowns"]) for n, r in runs.items()} == verdicts
+    kinds: dict[str, dict[str, int]] = {}
+    for r in t["anomalies"].groupBy("run", "kind").count().collect():
+        kinds.setdefault(r["run"], {})[r["kind"]] = r["count"]
+    assert {n: r["anomalies_by_kind"] or {} for n, r in runs.items() if r["anomalies_by_kind"]} == kinds
+    ops = {r["run"]: (r["ops"], r["ok"]) for r in t["ops"].groupBy("run").agg(
+        F.count(F.lit(1)).alias("ops"), F.sum((F.col("type") == "ok").cast("long")).alias("ok")).collect()}
+    assert {n: (r["ops"], r["ok"]) for n, r in runs.items() if r["ops"]} == ops
+    unavailable = sorted(r[0] for r in t["failovers"].where((F.col("run") == "clean") & F.col("fault").isNotNull()
+                                                           & F.col("unavailable_ms").isNotNull())
+                         .select("unavailable_ms").collect())
+    assert unavailable and runs["clean"]["unavailable_p50_ms"] in unavailable   # a median of the run's rows
 
 
 def test_stage_times_round_as_python(spark):

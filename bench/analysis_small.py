@@ -1,0 +1,133 @@
+"""The small-run goal of bench/analysis.py: ``kafkasim analyze RUN`` in a fresh process against a fresh
+process that starts the same Spark session (``analysis.spark.session``, local[*]) and runs one trivial job
+over the same files (the run's history and event logs read as text and counted), alternated.
+
+Each side's wall time and CPU seconds (the process and its descendants, the Spark JVM included, sampled from
+/proc every 0.2 s: a process's last 0.2 s may be missed).  The analysis prints its steps' seconds
+(``KAFKASIM_TIMES``) and its Spark jobs are counted from Spark's event log (``spark.eventLog.enabled``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TRIVIAL = r"""
+import sys
+from analysis.spark import session
+from analysis.load import expand
+from analysis.files import scan_runs
+files = scan_runs(expand([sys.argv[1]]))
+spark = session(None)
+paths = [f for fs in list(files.history.values()) + list(files.events.values()) for f in fs]
+print(spark.read.text(paths).count())
+spark.stop()
+"""
+
+
+def _cpu_of(pids: set[int]) -> dict[int, float]:
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for pid in pids:
+        try:
+            f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[pid] = (int(f[11]) + int(f[12])) / tick
+    return out
+
+
+def _children(pid: int) -> set[int]:
+    found, todo = {pid}, [pid]
+    parents: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(ppid, []).append(int(d.name))
+    while todo:
+        for c in parents.get(todo.pop(), []):
+            if c not in found:
+                found.add(c)
+                todo.append(c)
+    return found
+
+
+def timed(cmd: list[str], env: dict[str, str], log: Path) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds of the process tree, exit code."""
+    seen: dict[int, float] = {}
+    t = time.monotonic()
+    with open(log, "w") as out:
+        p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.is_set():
+                seen.update(_cpu_of(_children(p.pid) | set(seen)))
+                done.wait(0.2)
+
+        th = threading.Thread(target=sample, daemon=True)
+        th.start()
+        rc = p.wait()
+        wall = time.monotonic() - t
+        done.set()
+        th.join()
+    return wall, sum(seen.values()), rc
+
+
+def _jobs(event_dir: Path) -> tuple[int, int]:
+    """(jobs, stages) in the newest Spark event log of ``event_dir``."""
+    logs = sorted(event_dir.glob("*"), key=lambda p: p.stat().st_mtime)
+    if not logs:
+        return 0, 0
+    jobs = stages = 0
+    with open(logs[-1]) as f:
+        for line in f:
+            if '"SparkListenerJobStart"' in line:
+                jobs += 1
+            elif '"SparkListenerStageCompleted"' in line:
+                stages += 1
+    return jobs, stages
+
+
+def bench_small(run: Path, workdir: Path, repeat: int, goal: float) -> dict:
+    work = workdir / "small"
+    shutil.rmtree(work, ignore_errors=True)
+    events = work / "eventlog"
+    events.mkdir(parents=True)
+    env = dict(os.environ, KAFKASIM_TIMES="1", PYTHONPATH=str(ROOT))
+    base, full, cpu_b, cpu_f, jobs = [], [], [], [], []
+    for i in range(repeat):
+        w, c, rc = timed([sys.executable, "-c", TRIVIAL, str(run)], env, work / f"baseline-{i}.log")
+        assert rc == 0, (work / f"baseline-{i}.log").read_text()[-2000:]
+        base.append(w)
+        cpu_b.append(c)
+        envf = dict(env, KAFKASIM_SPARK_EVENT_LOG=str(events))
+        w, c, rc = timed([sys.executable, "-m", "node.tools.cli", "analyze", str(run), "--out", str(work / "out")],
+                         envf, work / f"analyze-{i}.log")
+        assert rc == 0, (work / f"analyze-{i}.log").read_text()[-2000:]
+        full.append(w)
+        cpu_f.append(c)
+        jobs.append(_jobs(events))
+        print(f"  pass {i + 1}: baseline {base[-1]:.1f} s ({cpu_b[-1]:.1f} CPU s), analyze {full[-1]:.1f} s "
+              f"({cpu_f[-1]:.1f} CPU s, {jobs[-1][0]} Spark jobs, {jobs[-1][1]} stages)", flush=True)
+    b, f = statistics.median(base), statistics.median(full)
+    res = {"run": str(run), "baseline_s": [round(x, 1) for x in base], "analyze_s": [round(x, 1) for x in full],
+           "baseline_cpu_s": [round(x, 1) for x in cpu_b], "analyze_cpu_s": [round(x, 1) for x in cpu_f],
+           "jobs_stages": jobs, "ratio": round(f / b, 2), "load_avg": round(os.getloadavg()[0], 1),
+           "steps": (work / f"analyze-{repeat - 1}.log").read_text().splitlines()[-40:]}
+    print(f"goal small: analyze {f:.1f} s (median of {repeat}; {statistics.median(cpu_f):.1f} CPU s) / session + "
+          f"one job {b:.1f} s ({statistics.median(cpu_b):.1f} CPU s) = {res['ratio']}x (goal <= {goal}x; load "
+          f"average {res['load_avg']})", flush=True)
+    (workdir / "bench-analysis-small.json").write_text(json.dumps(res, indent=1) + "\n")
+    return res
