@@ -162,7 +162,7 @@ class LivePoller:
 
         parts: dict[str, dict[str, Any]] = {}
         for b in self.cluster.cfg.brokers:
-            if self.cluster.processes().get(b.id, {}).get("state") != "running":
+            if self.cluster.processes().get(b.id, {}).get("state") in ("dead", "paused"):
                 continue
             try:
                 with grpc.insecure_channel(f"{b.host}:{b.port}") as ch:

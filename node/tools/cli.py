@@ -37,7 +37,8 @@ def print_view(view, processes: dict[int, dict[str, Any]] | None = None, out=sys
         proc = (processes or {}).get(b, {})
         state = "registered" if info else "not registered"
         epoch = f"epoch {info['epoch']}" if info else ""
-        pid = f"pid {proc.get('pid')} {proc.get('state')}" if proc else ""
+        pid = (f"pid {proc['pid']} {proc.get('state')}" if proc.get("pid")
+               else "not started by this tool" if proc else "")
         where = f"{info['host']}:{info['port']}" if info else ""
         print(f"Broker {b}: {state:<15} {where:<22} {epoch:<14} {pid}", file=out)
     describe_topics(view, None, out)

@@ -259,5 +259,7 @@ class Cluster:
         self.state_path.unlink(missing_ok=True)
 
     def processes(self) -> dict[int, dict[str, Any]]:
-        return {b.id: {"pid": self.pids.get(b.id), "state": process_state(self.pids.get(b.id))}
-                for b in self.cfg.brokers}
+        """Each configured broker's process as this tool started it: state 'running', 'paused' or
+        'dead', or 'unknown' for a broker this tool never started (a docker-compose lab's brokers)."""
+        return {b.id: {"pid": pid, "state": process_state(pid) if pid else "unknown"}
+                for b in self.cfg.brokers for pid in [self.pids.get(b.id)]}
