@@ -67,6 +67,8 @@ class _Retry(Exception):
 
 
 class RebalanceListener(Protocol):
+    """May also have ``on_partitions_lost(partitions)``: called instead of on_partitions_revoked when
+    the generation was reset (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID) and the partitions are gone."""
     def on_partitions_revoked(self, partitions: list[TP]) -> None: ...
     def on_partitions_assigned(self, partitions: list[TP]) -> None: ...
 
@@ -175,8 +177,8 @@ class GroupMember:
         """Join (and sync) if a rebalance is needed; returns once the member has an assignment."""
         with self._lock:
             while self._rejoin.is_set() and not self._closed.is_set():
-                if self._eager() and self.state.assignment:
-                    self._revoke(list(self.state.assignment))
+                kind, tps = rules.join_prepare(self.state, self._eager())
+                self._revoke(tps, lost=kind == rules.LOST)
                 self._joining = True
                 try:
                     self._join_and_sync()
@@ -185,11 +187,15 @@ class GroupMember:
                 finally:
                     self._joining = False
 
-    def _revoke(self, tps: list[TP]) -> None:
+    def _revoke(self, tps: list[TP], lost: bool = False) -> None:
+        """Give up ``tps``; ``lost``: the generation was reset, so they may already be someone else's
+        (the listener's ``on_partitions_lost`` when it has one, else ``on_partitions_revoked``, as Kafka's
+        default onPartitionsLost does)."""
         if not tps:
             return
         if self.listener is not None:
-            self.listener.on_partitions_revoked(sorted(tps))
+            hook = getattr(self.listener, "on_partitions_lost", None) if lost else None
+            (hook or self.listener.on_partitions_revoked)(sorted(tps))
         self.state.assignment = [tp for tp in self.state.assignment if tp not in set(tps)]
         self.fetcher.assign(self.state.assignment)
 

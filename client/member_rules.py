@@ -6,8 +6,12 @@
 * **Errors.** NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
   COORDINATOR_LOAD_IN_PROGRESS: find the coordinator again and retry.
   REBALANCE_IN_PROGRESS: rejoin.  ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID: reset
-  (UNKNOWN_MEMBER_ID also forgets the member id) and rejoin.  Anything else is
-  fatal.
+  the generation, member id included (Kafka 2.8's ``Generation.NO_GENERATION``),
+  and rejoin.  Anything else is fatal.
+* **Before a join** (Kafka's ``onJoinPrepare``): a member whose generation was
+  reset has lost its partitions (it rejoins owning none); an eager member
+  revokes all of its partitions; a cooperative one keeps them, as the owned
+  partitions of its subscription.
 * **Heartbeats** change the state only when the generation they were sent in
   is still the member's: a coordinator error keeps the generation (the
   loaded group keeps it too).
@@ -31,6 +35,7 @@ COORDINATOR_ERRORS = frozenset({errors.NOT_COORDINATOR, errors.COORDINATOR_NOT_A
                                 errors.COORDINATOR_LOAD_IN_PROGRESS})
 RESET_ERRORS = frozenset({errors.ILLEGAL_GENERATION, errors.UNKNOWN_MEMBER_ID})
 REDISCOVER, REJOIN, RESET, FATAL = "rediscover", "rejoin", "reset", "fatal"
+LOST, REVOKED = "lost", "revoked"
 
 
 @dataclass
@@ -42,12 +47,29 @@ class MemberState:
     assignment: list[TP] = field(default_factory=list)
 
 
+def reset_generation(state: MemberState) -> None:
+    """Kafka 2.8's resetGenerationOnResponseError: no generation and no member id (the next JoinGroup
+    asks for a new one); the assignment stays until the next join's :func:`join_prepare` loses it."""
+    state.generation, state.member_id = -1, ""
+
+
+def join_prepare(state: MemberState, eager: bool) -> tuple[str, list[TP]]:
+    """What a member gives up before it (re)joins: (LOST, partitions) after a generation reset,
+    (REVOKED, partitions) for an eager member, ("", []) otherwise.  The caller tells its listener
+    and then drops them from ``state.assignment``."""
+    if not state.assignment:
+        return "", []
+    if state.generation == -1 and not state.member_id:
+        return LOST, sorted(state.assignment)
+    if eager:
+        return REVOKED, sorted(state.assignment)
+    return "", []
+
+
 def group_error(state: MemberState, code: int) -> str:
     """A JoinGroup/SyncGroup/OffsetCommit error: update ``state`` and say what to do (REJOIN, RESET or FATAL)."""
     if code in RESET_ERRORS:
-        if code == errors.UNKNOWN_MEMBER_ID:
-            state.member_id = ""
-        state.generation = -1
+        reset_generation(state)
         return RESET
     if code == errors.REBALANCE_IN_PROGRESS or code in COORDINATOR_ERRORS:
         return REJOIN
@@ -59,10 +81,8 @@ def heartbeat_result(state: MemberState, code: int, sent_generation: int) -> boo
     if code == errors.NONE or sent_generation != state.generation:
         return False
     if code in RESET_ERRORS or code == errors.REBALANCE_IN_PROGRESS:
-        if code == errors.UNKNOWN_MEMBER_ID:
-            state.member_id = ""
         if code in RESET_ERRORS:
-            state.generation = -1
+            reset_generation(state)
         return True
     return False
 

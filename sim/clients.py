@@ -197,9 +197,10 @@ class SimMember(ClientBase):
         self.call(node, "handle_group", (handler, req), got, timeout_ms)
 
     def _join(self) -> None:
-        if self.assignor.rebalance_protocol == "EAGER" and self.state.assignment:
-            self.state.assignment = []
-            self.positions = {}
+        _kind, gone = rules.join_prepare(self.state, self.assignor.rebalance_protocol == "EAGER")
+        if gone:
+            self.state.assignment = [tp for tp in self.state.assignment if tp not in gone]
+            self.positions = {tp: o for tp, o in self.positions.items() if tp not in gone}
         sub = Subscription([self.topic], None, list(self.state.assignment), self.state.generation).encode()
         req = m.JoinGroupRequest(self.group, self.state.member_id, self.session_timeout_ms,
                                  max(self.session_timeout_ms, 10000), "consumer", [(self.assignor.name, sub)],
