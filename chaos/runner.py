@@ -320,7 +320,7 @@ class ChaosRun:
             members = [RealMemberWorker(self.history, procs, s.client, self.kafka_bootstrap, g, parts[g.topic],
                                         slot, stop_members)
                        for g in s.groups for slot in range(g.members)]
-        probe_topic = s.topics[0].name if s.topics else "__consumer_offsets"
+        probe_topic = next((t.name for t in s.topics if t.name != OFFSETS_TOPIC), OFFSETS_TOPIC)
         probes = [ProbeWorker(self.history, procs, cluster, s.probes, i, probe_topic, stop_members)
                   for i in range(s.probes.groups)]
         workers = producers + members + probes
@@ -347,7 +347,8 @@ class ChaosRun:
                 self.end_errors.append(f"the cluster did not recover after every fault was healed: {e}")
             progress.phase("final reads")
             reads = [final_read(self.history, procs, cluster, t.name, p)
-                     for t in s.topics for p in range(t.partitions)]
+                     for t in s.topics if t.name != OFFSETS_TOPIC   # listed to pin it: not a workload topic
+                     for p in range(t.partitions)]
             self.final_reads_ok = all(reads)
             progress.phase("draining groups")
             for m in members:

@@ -6,7 +6,8 @@
 
 The **compared sequence** is read from a run directory's ``cluster/events/broker-*.jsonl``
 (docs/events.md) and ``history.jsonl`` (docs/chaos.md), the same way for both runs, up to the
-history's ``stop`` mark (the brokers' controlled shutdowns are not compared).  It is made of streams,
+history's ``end`` mark: the end phase (every fault healed at once, the final reads, the brokers'
+controlled shutdowns) is not compared, so a scenario leaves time after its last heal.  It is made of streams,
 each compared entry by entry:
 
 - ``faults``: each fault as it fired: id, kind, target and the brokers it hit;
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from chaos.history import read_history
-from chaos.timeline import STOP_PHASE
+from chaos.timeline import END_PHASE
 from kafkacommon.hashing import partition_for
 from node.events import read_run_events
 
@@ -97,7 +98,7 @@ def sequence_of(ops: list[dict[str, Any]], events: list[dict[str, Any]]) -> list
         if op.get("process") != "nemesis":
             continue
         v = op.get("value") or {}
-        if op.get("f") == STOP_PHASE or v.get("phase") == STOP_PHASE:
+        if op.get("f") == END_PHASE or v.get("phase") == END_PHASE:
             stop = op["time"] if stop is None else stop
         elif v.get("phase") == "start" and "fault" in v:
             starts.append(op["time"])
