@@ -241,6 +241,8 @@ class ChaosRun:
         from chaos.compose import NoNet, check_lab_possible, start_compose_cluster
         from chaos.scenario import NETWORK_KINDS
         s = self.scenario
+        if s.controller is not None:
+            raise RuntimeError("cluster.controller: not with --target compose (the lab starts every broker at once)")
         check_lab_possible(s.brokers, s.zookeeper_servers, [f.kind for f in self.faults], NETWORK_KINDS)
         extra = {bugs.ENV: ",".join(self.planted_bugs)} if self.planted_bugs else {}
         self.net = NoNet()  # type: ignore[assignment]

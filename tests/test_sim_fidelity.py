@@ -115,3 +115,13 @@ def test_the_fidelity_scenario_gives_the_same_sequence_on_real_processes_and_in_
     assert ("events/0", 0, "isr_shrink") in whats and ("events/0", 0, "isr_expand") in whats
     assert ("coordinator g1", 1, 2) in whats
     assert ("controller", 2, "c2") in whats and ("events/1", 2, "offline_election") in whats
+
+
+def test_sim_fidelity_refuses_an_unknown_scenario_and_a_used_directory(tmp_path, capsys) -> None:
+    from node.tools.cli import main
+    assert main(["sim", "fidelity", "no-such-scenario", "--out", str(tmp_path / "a")]) == 3
+    assert "no scenario 'no-such-scenario'" in capsys.readouterr().err
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "x").write_text("")
+    assert main(["sim", "fidelity", "fidelity", "--out", str(tmp_path / "b")]) == 3
+    assert "already exists and is not empty" in capsys.readouterr().err
