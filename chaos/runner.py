@@ -44,7 +44,7 @@ from chaos.proxy import ProxyProcess
 from chaos.scenario import Scenario
 from chaos.schedule import (Fault, format_schedule, make_schedule, schedule_document, schedule_rng_seed,
                             write_schedule)
-from chaos.targets import View
+from chaos.targets import OFFSETS_TOPIC, View
 from chaos.timeline import END_PHASE, STOP_PHASE, failover_timeline, format_table, summarize
 from chaos.workload import MemberWorker, ProbeWorker, Processes, ProducerWorker, final_read
 from client.admin import GroupAdmin
@@ -127,6 +127,10 @@ class ChaosRun:
             "group.min.session.timeout.ms": 500,
             "auto.leader.rebalance.enable": False,
         }
+        offsets = next((t for t in s.topics if t.name == OFFSETS_TOPIC), None)
+        if offsets is not None:   # the scenario pins its assignment: the run creates it (_create_topics)
+            doc.update({"kafkasim.offsets.topic.eager.create": False, "offsets.topic.num.partitions": offsets.partitions,
+                        "offsets.topic.replication.factor": offsets.replication_factor})
         doc.update(s.cluster_config)
         ports = listen_ports(2 * s.brokers)
         doc["brokers"] = [{"id": i, "host": "127.0.0.1", "port": p} for i, p in enumerate(ports[:s.brokers], 1)]
@@ -176,6 +180,15 @@ class ChaosRun:
             lm.write(self.out / "links" / f"broker-{i}.json")
             c.links[i] = self.out / "links" / f"broker-{i}.json"
         self.client_links = {j: addr[("client", f"b{j}")] for j in brokers}
+        self._up(c)
+
+    def _up(self, c: Cluster) -> None:
+        """Start the brokers; with ``cluster.controller`` that broker first, alone until it is the controller."""
+        first = self.scenario.controller
+        if first is not None:
+            c.start_zookeeper()
+            c.start_broker(first)
+            wait_for(lambda: c.view().controller_id == first, 60, f"broker {first} to become the controller")
         c.up(timeout=90)
 
     def _kafka_links(self, config_path: Path, cfg) -> None:
@@ -221,13 +234,15 @@ class ChaosRun:
         for b in cfg.brokers:
             c.prefixes[b.id] = net.exec_prefix(f"b{b.id}")
         self.client_links = {b.id: f"{b.host}:{b.port}" for b in cfg.brokers}
-        c.up(timeout=90)
+        self._up(c)
 
     def _start_cluster_compose(self, config_path: Path) -> None:
         """The lab's containers (chaos/compose.py); clients dial the brokers directly, as in netns mode."""
         from chaos.compose import NoNet, check_lab_possible, start_compose_cluster
         from chaos.scenario import NETWORK_KINDS
         s = self.scenario
+        if s.controller is not None:
+            raise RuntimeError("cluster.controller: not with --target compose (the lab starts every broker at once)")
         check_lab_possible(s.brokers, s.zookeeper_servers, [f.kind for f in self.faults], NETWORK_KINDS)
         extra = {bugs.ENV: ",".join(self.planted_bugs)} if self.planted_bugs else {}
         self.net = NoNet()  # type: ignore[assignment]
@@ -236,9 +251,11 @@ class ChaosRun:
         self.kafka_bootstrap = ",".join("%s:%d" % b.kafka_advertised for b in c.cfg.brokers)
 
     def _create_topics(self) -> None:
-        for t in self.scenario.topics:
-            create_topic(self.cluster.zk(), t.name, t.partitions, t.replication_factor, {},
-                         rng=random.Random(f"{self.seed}:{t.name}"))
+        for t in sorted(self.scenario.topics, key=lambda t: t.name != OFFSETS_TOPIC):   # the offsets topic first
+            create_topic(self.cluster.zk(), t.name, t.partitions, t.replication_factor,
+                         {"cleanup.policy": "compact"} if t.name == OFFSETS_TOPIC else {},
+                         rng=random.Random(f"{self.seed}:{t.name}"),
+                         assignment=dict(enumerate(t.replicas)) if t.replicas else None)
 
     def view(self) -> View:
         """The cluster now, as ZooKeeper says (read directly, not through the proxy)."""
@@ -305,7 +322,7 @@ class ChaosRun:
             members = [RealMemberWorker(self.history, procs, s.client, self.kafka_bootstrap, g, parts[g.topic],
                                         slot, stop_members)
                        for g in s.groups for slot in range(g.members)]
-        probe_topic = s.topics[0].name if s.topics else "__consumer_offsets"
+        probe_topic = next((t.name for t in s.topics if t.name != OFFSETS_TOPIC), OFFSETS_TOPIC)
         probes = [ProbeWorker(self.history, procs, cluster, s.probes, i, probe_topic, stop_members)
                   for i in range(s.probes.groups)]
         workers = producers + members + probes
@@ -332,7 +349,8 @@ class ChaosRun:
                 self.end_errors.append(f"the cluster did not recover after every fault was healed: {e}")
             progress.phase("final reads")
             reads = [final_read(self.history, procs, cluster, t.name, p)
-                     for t in s.topics for p in range(t.partitions)]
+                     for t in s.topics if t.name != OFFSETS_TOPIC   # listed to pin it: not a workload topic
+                     for p in range(t.partitions)]
             self.final_reads_ok = all(reads)
             progress.phase("draining groups")
             for m in members:
@@ -452,8 +470,10 @@ class ChaosRun:
         events = read_run_events(self.out / "cluster")
         write_edn(ops, self.out / "history.edn")
         unclean = bool(self.cluster.cfg.get("unclean.leader.election.enable"))
-        result = check(ops, events, unclean_election=unclean)
-        rows = failover_timeline(ops, events)
+        # the configured count: a scenario that lists __consumer_offsets creates it with no topic_created event
+        n_offsets = self.cluster.cfg.get("offsets.topic.num.partitions")
+        result = check(ops, events, unclean_election=unclean, offsets_partitions=n_offsets)
+        rows = failover_timeline(ops, events, offsets_partitions=n_offsets)
         counts: dict[str, int] = {}
         for op in ops:
             if op["type"] != "invoke" and op["process"] != "nemesis":

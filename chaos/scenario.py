@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from chaos.targets import TargetError, parse_target
+from chaos.targets import OFFSETS_TOPIC, TargetError, parse_target
 
 FAULT_KINDS = ("kill", "terminate", "pause", "expire-session", "partition", "latency", "loss", "truncate")
 NETWORK_KINDS = ("partition", "latency", "loss")
@@ -42,6 +42,9 @@ class TopicSpec:
     name: str
     partitions: int = 3
     replication_factor: int = 3
+    # an explicit assignment (replicas[p] = partition p's replicas, the first its preferred leader), as
+    # kafka-topics.sh --replica-assignment gives; None = drawn from the run's seed
+    replicas: tuple[tuple[int, ...], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,8 @@ class Scenario:
     # faults.schedule: explicit faults (chaos/schedule.py's Fault fields, as dicts) instead of a drawn mix;
     # what `kafkasim sim shrink` prints
     schedule: tuple[Mapping[str, Any], ...] | None = None
+    # cluster.controller: this broker starts alone and wins the first controller election, then the others start
+    controller: int | None = None
 
     def with_duration(self, duration_s: float) -> "Scenario":
         from dataclasses import replace
@@ -185,7 +190,8 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     brokers = c.get("brokers", int, 3, lo=1, hi=9)
     zk_servers = c.get("zookeeper.servers", int, 1, choices=(1, 3))
     config = c.get("config", dict, {})
-    c.done(("brokers", "zookeeper.servers", "config"))
+    controller = c.get("controller", int, None, lo=1, hi=brokers)
+    c.done(("brokers", "zookeeper.servers", "config", "controller"))
     for k in ("brokers", "run.dir", "zookeeper.connect", "zookeeper.embedded.servers"):
         if k in config:
             raise ScenarioError(f"{source}: cluster.config.{k}: set by the chaos runner "
@@ -194,11 +200,20 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     topics = []
     raw_topics = r.get("topics", list, [])
     for i, t in enumerate(raw_topics):
-        tr = _Reader(t, f"topics[{i}]", source)
-        topics.append(TopicSpec(tr.get("name", str), tr.get("partitions", int, 3, lo=1, hi=1000),
-                                tr.get("replication.factor", int, min(3, brokers), lo=1, hi=brokers)))
-        tr.done(("name", "partitions", "replication.factor"))
+        topics.append(_topic(_Reader(t, f"topics[{i}]", source), brokers))
+    if len({t.name for t in topics}) != len(topics):
+        raise ScenarioError(f"{source}: topics: a topic is listed twice")
     topic_names = {t.name for t in topics}
+    offsets = next((t for t in topics if t.name == OFFSETS_TOPIC), None)
+    if offsets is not None:
+        for key, want in (("offsets.topic.num.partitions", offsets.partitions),
+                          ("offsets.topic.replication.factor", offsets.replication_factor)):
+            if key in config and config[key] != want:
+                raise ScenarioError(f"{source}: cluster.config.{key}: {config[key]!r}, but topics lists "
+                                    f"{OFFSETS_TOPIC} with {want}")
+        if config.get("kafkasim.offsets.topic.eager.create"):
+            raise ScenarioError(f"{source}: cluster.config.kafkasim.offsets.topic.eager.create: must be false "
+                                f"when topics lists {OFFSETS_TOPIC} (the run creates it)")
 
     w = _Reader(r.get("workload", dict, {}), "workload", source)
     pr = _Reader(w.get("producers", dict, {}), "workload.producers", source)
@@ -294,7 +309,36 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     r.done(("name", "description", "duration.s", "network", "cluster", "topics", "workload", "faults"))
     return Scenario(name, description, source, float(duration_s), brokers, zk_servers, dict(config), tuple(topics),
                     producers, tuple(groups), probes, tuple(faults), start, interval, quiet, network, client,
-                    dict(data) if isinstance(data, Mapping) else {}, schedule)
+                    dict(data) if isinstance(data, Mapping) else {}, schedule, controller)
+
+
+def _topic(tr: _Reader, brokers: int) -> TopicSpec:
+    """One entry of ``topics``: a name and a partition count and replication factor, or an explicit
+    ``replicas`` assignment (then the count and factor, if given, must agree with it).  Only
+    ``__consumer_offsets`` with ``replicas`` may name the offsets topic: the run then creates it itself."""
+    name = tr.get("name", str)
+    raw = tr.get("replicas", list, None)
+    partitions = tr.get("partitions", int, None, lo=1, hi=1000)
+    rf = tr.get("replication.factor", int, None, lo=1, hi=brokers)
+    tr.done(("name", "partitions", "replication.factor", "replicas"))
+    if raw is None:
+        if name == OFFSETS_TOPIC:
+            tr.fail("name", f"{OFFSETS_TOPIC} is listed only with an explicit replicas assignment")
+        return TopicSpec(name, 3 if partitions is None else partitions, min(3, brokers) if rf is None else rf)
+    if not raw or any(not isinstance(r, list) or not r for r in raw):
+        tr.fail("replicas", f"expected a non-empty list of non-empty lists of broker ids, got {raw!r}")
+    for p, r in enumerate(raw):
+        if any(isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= brokers for b in r):
+            tr.fail("replicas", f"partition {p}: {r!r}: broker ids are 1..{brokers}")
+        if len(set(r)) != len(r):
+            tr.fail("replicas", f"partition {p}: {r!r} lists a broker twice")
+        if len(r) != len(raw[0]):
+            tr.fail("replicas", f"partition {p}: {r!r}: every partition has the same number of replicas")
+    if partitions is not None and partitions != len(raw):
+        tr.fail("partitions", f"{partitions}, but replicas lists {len(raw)} partitions")
+    if rf is not None and rf != len(raw[0]):
+        tr.fail("replication.factor", f"{rf}, but replicas lists {len(raw[0])} per partition")
+    return TopicSpec(name, len(raw), len(raw[0]), tuple(tuple(r) for r in raw))
 
 
 def _scheduled(i: int, d: Any, source: str, group_ids: set[str], topic_names: set[str]) -> dict[str, Any]:

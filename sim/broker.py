@@ -44,6 +44,7 @@ class SimConfig:
     min_insync_replicas: int = 1
     offsets_partitions: int = 10
     offsets_replication_factor: int = 3
+    offsets_eager_create: bool = True    # False: the run creates __consumer_offsets (a pinned assignment)
     unclean_leader_election: bool = False
     initial_rebalance_delay_ms: int = 500
     min_session_timeout_ms: int = 500
@@ -131,7 +132,8 @@ class SimBroker:
             broker_id=self.id, offsets_partitions=self.cfg.offsets_partitions,
             offsets_replication_factor=min(self.cfg.offsets_replication_factor, self.cfg.brokers),
             unclean_leader_election=self.cfg.unclean_leader_election, auto_leader_rebalance=False,
-            expected_brokers=self.cfg.brokers, planted_elect_outside_isr="elect-outside-isr" in bugs)
+            expected_brokers=self.cfg.brokers, offsets_eager_create=self.cfg.offsets_eager_create,
+            planted_elect_outside_isr="elect-outside-isr" in bugs)
         self.controller = SimController(self, self.zk, settings, zombie="zombie-controller" in bugs)
         self._controller_started = False
         self._register()

@@ -189,6 +189,32 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     return 1
 
 
+def cmd_fidelity(args: argparse.Namespace) -> int:
+    """The scenario on real processes and in the simulator; exit 0 when their compared sequences are the
+    same, 1 when they differ (the first difference printed), 3 on bad arguments."""
+    from chaos.scenario import ScenarioError, find_scenario
+    from sim.fidelity import compare, report, run_both
+    from sim.scenario import SimScenarioError
+
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()):
+        print(f"error: {out} already exists and is not empty; choose another --out", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        path = find_scenario(args.scenario)
+        real, sim, verdicts = run_both(path, out, seed=args.seed, stream=sys.stdout,
+                                       real_dir=Path(args.real) if args.real else None,
+                                       sim_dir=Path(args.sim) if args.sim else None)
+    except (ScenarioError, SimScenarioError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    for side, v in verdicts.items():
+        print(f"{side} run: {v.upper()}  ({out / side})")
+    diffs = compare(real, sim)
+    print(report(real, sim, diffs))
+    return 1 if diffs else 0
+
+
 def add_parsers(sub) -> None:
     from sim.faults import DEFAULT_KINDS, KINDS
 
@@ -232,3 +258,11 @@ def add_parsers(sub) -> None:
     k.add_argument("--out", default=None, help="also write the scenario file here")
     k.add_argument("--quiet", action="store_true")
     k.set_defaults(func=cmd_shrink)
+    fd = ss.add_parser("fidelity", help="a scenario on real processes and in the simulator: the same controllers, "
+                                        "leaders, ISRs and coordinator moves? (exit 0 same, 1 different)")
+    fd.add_argument("scenario", help="a scenario file or a name in scenarios/ (e.g. fidelity)")
+    fd.add_argument("--seed", type=int, default=1)
+    fd.add_argument("--out", required=True, help="a new directory: real/ and sim/ run directories go there")
+    fd.add_argument("--real", default=None, metavar="RUN_DIR", help="compare this chaos run instead of running one")
+    fd.add_argument("--sim", default=None, metavar="RUN_DIR", help="compare this simulated run instead of running one")
+    fd.set_defaults(func=cmd_fidelity)

@@ -18,6 +18,7 @@ from sim.zkdoor import CONNECTION_ERRORS, SimZooKeeper, ZkDoor
 from zk import codecs
 from zk.errors import NoNode
 
+ZK_MAX_SESSION_MS = 60_000              # zk/server.py's maxSessionTimeout
 WALL_BASE_MS = 1_800_000_000_000.0   # ts_ms of virtual time 0 (a fixed instant: byte-identical replays)
 
 
@@ -40,7 +41,10 @@ class SimCluster:
         self.cfg = cfg
         self.clock = Clock(world)
         self.events: dict[int, list[dict[str, Any]]] = {}
-        self.zk = SimZooKeeper(world, ZkModel(tick_ms=cfg.zk_tick_ms), cfg.zk_tick_ms)
+        # the bounds zk/server.py gives the real embedded server: 2 ticks to 60 s (ZooKeeper's own default
+        # maximum, 20 ticks, would cut the brokers' 3 s sessions to 2 s at the chaos runner's 100 ms tick)
+        self.zk = SimZooKeeper(world, ZkModel(tick_ms=cfg.zk_tick_ms, max_session_timeout_ms=ZK_MAX_SESSION_MS),
+                               cfg.zk_tick_ms)
         self.brokers = {i: SimBroker(self, i) for i in range(1, cfg.brokers + 1)}
         self._observer: ZkDoor | None = None
 
@@ -49,9 +53,11 @@ class SimCluster:
         self.events.setdefault(broker, []).append(
             {"ts_ms": round(WALL_BASE_MS + ns / 1e6, 3), "mono_ns": ns, "broker": broker, "type": type_, **fields})
 
-    def start(self) -> None:
+    def start(self, only: int | None = None) -> None:
+        """Start every broker not running yet (``only``: just that one), in id order."""
         for b in self.brokers.values():
-            b.start()
+            if not b.running and only in (None, b.id):
+                b.start()
 
     # ------------------------------------------------------------------ the nemesis's view
 
@@ -84,14 +90,16 @@ class SimCluster:
         if sid is not None and self.zk.model.alive(sid):
             self.zk.route(self.zk.model.expire(sid, int(self.world.now_ms)))
 
-    def create_topic(self, name: str, partitions: int, rf: int) -> None:
-        """kafka-topics.sh --create: the assignment znode; the controller does the rest."""
+    def create_topic(self, name: str, partitions: int, rf: int,
+                     replicas: tuple[tuple[int, ...], ...] | None = None, config: dict | None = None) -> None:
+        """kafka-topics.sh --create: the assignment znode (``replicas``, or drawn from the seed); the
+        controller does the rest."""
         from controller.assignment import assign_replicas
         ids = sorted(self.brokers)
         rng = self.world.rng
-        a = codecs.TopicAssignment(name, assign_replicas(partitions, min(rf, len(ids)), ids,
-                                                         start_index=rng.randrange(len(ids)),
-                                                         shift=rng.randrange(len(ids))))
+        assignment = dict(enumerate(replicas)) if replicas else assign_replicas(
+            partitions, min(rf, len(ids)), ids, start_index=rng.randrange(len(ids)), shift=rng.randrange(len(ids)))
+        a = codecs.TopicAssignment(name, assignment, config=config or {})
         self._door().create_topic_znode(a)
 
     # ------------------------------------------------------------------ output

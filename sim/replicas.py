@@ -31,7 +31,9 @@ class Hosted:
     log: SimLog
     repl: PartitionReplication
     fetching_from: tuple[int, int] | None = None     # (leader, leader epoch) while following
-    fetch_in_flight: bool = False
+    # the (leader, leader epoch) an unanswered fetch went to: a new leader is fetched from at once, as Kafka's
+    # fetcher manager moves the partition to the new leader's fetcher thread (the old request is ignored)
+    fetch_in_flight: tuple[int, int] | None = None
     waiters: list = field(default_factory=list)      # [Waiter] acks=all appends
     parked: list = field(default_factory=list)       # follower fetches waiting for news (long polls)
 
@@ -103,7 +105,7 @@ class SimReplicaManager:
         self._wake(h)   # parked fetches are answered NOT_LEADER_OR_FOLLOWER now
         h.fetching_from = (p.leader, p.leader_epoch) if p.leader >= 0 else None
         self.on_role(p.topic, p.partition, False, p.leader_epoch)
-        if h.fetching_from is not None and not h.fetch_in_flight:
+        if h.fetching_from is not None and h.fetch_in_flight != h.fetching_from:
             self.world.on_node(self.b.node, 0.0, self._fetch, tp)
 
     def set_live_brokers(self, live: set[int]) -> None:
@@ -237,19 +239,20 @@ class SimReplicaManager:
 
     def _fetch(self, tp: TP) -> None:
         h = self.hosted.get(tp)
-        if h is None or h.fetching_from is None or h.fetch_in_flight:
+        if h is None or h.fetching_from is None or h.fetch_in_flight == h.fetching_from:
             return
         leader, epoch = h.fetching_from
         target = self.b.cluster.brokers.get(leader)
         if target is None:
             return
-        h.fetch_in_flight = True
+        h.fetch_in_flight = (leader, epoch)
         req = (self.b.id, tp, h.log.log_end_offset, h.log.latest_epoch, epoch, h.repl.high_watermark)
         rpc.call(self.world, self.b.node, target.node, target.handle_fetch, req,
                  lambda ans: self._fetched(tp, h, leader, epoch, ans), FETCH_TIMEOUT_MS)
 
     def _fetched(self, tp: TP, h: Hosted, leader: int, epoch: int, ans: Any) -> None:
-        h.fetch_in_flight = False
+        if h.fetch_in_flight == (leader, epoch):
+            h.fetch_in_flight = None
         if self.hosted.get(tp) is not h or h.fetching_from != (leader, epoch):
             if self.hosted.get(tp) is h and h.fetching_from is not None:
                 self.world.on_node(self.b.node, 0.0, self._fetch, tp)

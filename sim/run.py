@@ -35,6 +35,7 @@ from sim.faults import DEFAULT_KINDS, Active, Nemesis, check_kinds, make_schedul
 from sim.world import World
 
 TOPIC = "events"
+OFFSETS = "__consumer_offsets"
 SETTLE_MS = 8000.0
 DRAIN_MS = 15000.0
 
@@ -57,6 +58,12 @@ class SimOptions:
     commit_interval_ms: int = 250        # the members' (chaos's default)
     poll_interval_ms: float = 100.0
     schedule: list[Fault] | None = None       # explicit faults (a scenario file, a shrink attempt)
+    # a chaos scenario's pins and settings (sim/scenario.py's from_chaos): SimConfig fields by name, explicit
+    # assignments ({topic: replicas per partition}; __consumer_offsets there is created by the run), and the
+    # broker started first, alone until it is the controller
+    config: dict[str, Any] = field(default_factory=dict)
+    assignments: dict[str, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
+    controller: int | None = None
 
     def group_ids(self) -> list[str]:
         return [f"g{i}" for i in range(1, self.groups + 1)]
@@ -111,7 +118,8 @@ class SimRun:
         self.out = out
         self.world = World(opts.seed)
         self.cfg = SimConfig(brokers=opts.brokers, offsets_replication_factor=min(3, opts.brokers),
-                             offsets_partitions=opts.offsets_partitions, bugs=frozenset(opts.bugs))
+                             offsets_partitions=opts.offsets_partitions, bugs=frozenset(opts.bugs),
+                             offsets_eager_create=OFFSETS not in opts.assignments, **opts.config)
         self.partitions = {TOPIC: opts.partitions}
         if opts.schedule is not None:
             self.faults = list(opts.schedule)
@@ -141,9 +149,17 @@ class SimRun:
         else:
             hpath = self.out / "history.jsonl"
         self.history = _History(hpath, self.cluster.clock)
+        if self.opts.controller is not None:   # pinned: it starts alone and wins the first election
+            self.cluster.start(only=self.opts.controller)
+            self._wait(lambda: self.cluster.zk_view()[1] == self.opts.controller, 20_000)
         self.cluster.start()
+        pinned = self.opts.assignments
+        if OFFSETS in pinned:   # as chaos runs do: once every broker is registered, the run creates it
+            self._wait(lambda: len(self.cluster.zk_view()[0]) == self.opts.brokers
+                       and self.cluster.zk_view()[1] is not None, 20_000)
+            self.cluster.create_topic(OFFSETS, 0, 0, pinned[OFFSETS], config={"cleanup.policy": "compact"})
         self._wait(lambda: self.cluster.zk_view()[1] is not None and self._offsets_led(), 20_000)
-        self.cluster.create_topic(TOPIC, self.opts.partitions, 3)
+        self.cluster.create_topic(TOPIC, self.opts.partitions, 3, pinned.get(TOPIC))
         self._wait(lambda: self._led(TOPIC), 10_000)
         t0 = w.now_ms
         self.producers = [SimProducer(self, i, TOPIC, self.opts.rate) for i in range(self.opts.producers)]

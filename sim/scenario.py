@@ -35,6 +35,19 @@ FAULT_KEYS = {"id", "at_ms", "heal_at_ms", "kind", "target", "seed", "peer", "di
               "truncate_bytes"}
 
 
+# the chaos scenario's cluster.config keys the simulator honours: cluster.yaml key -> (SimConfig field, type)
+CLUSTER_SETTINGS = {
+    "zookeeper.session.timeout.ms": ("session_timeout_ms", int),
+    "zookeeper.embedded.tick.time.ms": ("zk_tick_ms", int),
+    "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
+    "min.insync.replicas": ("min_insync_replicas", int),
+    "unclean.leader.election.enable": ("unclean_leader_election", bool),
+    "offsets.topic.replication.factor": ("offsets_replication_factor", int),
+    "group.initial.rebalance.delay.ms": ("initial_rebalance_delay_ms", int),   # (0 allowed)
+    "group.min.session.timeout.ms": ("min_session_timeout_ms", int),
+}
+
+
 class SimScenarioError(ValueError):
     pass
 
@@ -67,7 +80,7 @@ def _fault(i: int, d: Any) -> Fault:
 def from_chaos(doc: dict, seed: int | None, source: str) -> SimOptions:
     """A chaos scenario with ``faults.schedule``, as a simulated run."""
     from chaos.scenario import ScenarioError, parse_scenario
-    from sim.run import TOPIC
+    from sim.run import OFFSETS, TOPIC
     try:
         sc = parse_scenario(doc, source)
     except ScenarioError as e:
@@ -75,14 +88,28 @@ def from_chaos(doc: dict, seed: int | None, source: str) -> SimOptions:
 
     def refuse(key: str, why: str) -> None:
         raise SimScenarioError(f"{source}: {key}: {why} (the simulator runs its own cluster settings)")
-    other = sorted(set(sc.cluster_config) - {"offsets.topic.num.partitions"})
+    offsets = next((t for t in sc.topics if t.name == OFFSETS), None)
+    derived = {"offsets.topic.num.partitions"} | ({"kafkasim.offsets.topic.eager.create"} if offsets else set())
+    other = sorted(set(sc.cluster_config) - set(CLUSTER_SETTINGS) - derived)
     if other:
-        refuse(f"cluster.config.{other[0]}", "not taken by the simulator")
+        refuse(f"cluster.config.{other[0]}", f"not taken by the simulator (it takes "
+               f"{', '.join(sorted(CLUSTER_SETTINGS))}, offsets.topic.num.partitions)")
+    config = {}
+    for key, (fld, kind) in CLUSTER_SETTINGS.items():
+        if key in sc.cluster_config:
+            v = sc.cluster_config[key]
+            lo = 0 if fld == "initial_rebalance_delay_ms" else 1
+            if isinstance(v, bool) != (kind is bool) or not isinstance(v, kind) or (kind is int and v < lo):
+                refuse(f"cluster.config.{key}", f"expected {'true or false' if kind is bool else f'an int >= {lo}'}, "
+                       f"got {v!r}")
+            config[fld] = v
     if sc.zookeeper_servers != 1 or sc.network != "proxy" or sc.client != "kafkasim" or sc.probes.groups:
         refuse("cluster.zookeeper.servers / network / workload.client / workload.probes",
                "the simulator has one ZooKeeper server, its own network, kafkasim members and no probes")
-    if len(sc.topics) != 1 or sc.topics[0].name != TOPIC:
-        refuse("topics", f"the simulator's workload has one topic, {TOPIC!r}")
+    topics = [t for t in sc.topics if t.name != OFFSETS]
+    if len(topics) != 1 or topics[0].name != TOPIC:
+        refuse("topics", f"the simulator's workload has one topic, {TOPIC!r} (and {OFFSETS} with replicas)")
+    assignments = {t.name: t.replicas for t in sc.topics if t.replicas}
     for i, g in enumerate(sc.groups):
         if g.id != f"g{i + 1}" or g.topic != TOPIC:
             refuse(f"workload.groups[{i}].id", f"the simulator's groups are g1..gN on {TOPIC!r}")
@@ -93,12 +120,13 @@ def from_chaos(doc: dict, seed: int | None, source: str) -> SimOptions:
     g0 = sc.groups[0] if sc.groups else None
     return SimOptions(
         seed=0 if seed is None else seed, brokers=sc.brokers, groups=len(sc.groups),
-        members=g0.members if g0 else 2, duration_s=sc.duration_s, partitions=sc.topics[0].partitions,
+        members=g0.members if g0 else 2, duration_s=sc.duration_s, partitions=topics[0].partitions,
         producers=sc.producers.count, rate=sc.producers.rate,
         commit_interval_ms=g0.commit_interval_ms if g0 else 250,
         stall_every_ms=(g0.stall_interval_ms.lo, g0.stall_interval_ms.hi) if g0 and g0.stall_interval_ms else None,
         stall_ms=g0.stall_ms if g0 else 0, schedule=[Fault(**d) for d in sc.schedule],
-        offsets_partitions=int(sc.cluster_config.get("offsets.topic.num.partitions", 10)))
+        offsets_partitions=offsets.partitions if offsets else int(sc.cluster_config.get("offsets.topic.num.partitions", 10)),
+        config=config, assignments=assignments, controller=sc.controller)
 
 
 def parse(doc: Any, seed: int | None = None, source: str = "<scenario>") -> SimOptions:

@@ -59,9 +59,14 @@ def validate_name(topic: str) -> None:
 
 def create_topic(zk: ZkClient, topic: str, partitions: int, replication_factor: int,
                  configs: dict[str, Any], timeout_s: float = 30.0,
-                 rng: random.Random | None = None) -> TopicAssignment:
-    """Write the topic's assignment, then wait until the controller has given every partition a leader."""
+                 rng: random.Random | None = None,
+                 assignment: dict[int, tuple[int, ...]] | None = None) -> TopicAssignment:
+    """Write the topic's assignment (``assignment``, or drawn as Kafka's AdminUtils draws it), then wait
+    until the controller has given every partition a leader."""
     validate_name(topic)
+    if assignment is not None:
+        return _create(zk, topic, assignment, "%032x" % (rng or random.Random()).getrandbits(128), configs,
+                       timeout_s)
     live = sorted(zk.read_brokers())
     if partitions < 1:
         raise TopicError(f"--partitions must be >= 1, got {partitions}")
@@ -75,7 +80,12 @@ def create_topic(zk: ZkClient, topic: str, partitions: int, replication_factor: 
                                      start_index=rng.randrange(len(live)), shift=rng.randrange(len(live)))
     except AssignmentError as e:
         raise TopicError(str(e)) from None
-    topic_id = "%032x" % rng.getrandbits(128)
+    return _create(zk, topic, assignment, "%032x" % rng.getrandbits(128), configs, timeout_s)
+
+
+def _create(zk: ZkClient, topic: str, assignment: dict[int, tuple[int, ...]], topic_id: str,
+            configs: dict[str, Any], timeout_s: float) -> TopicAssignment:
+    partitions = len(assignment)
     a = TopicAssignment(topic, assignment, topic_id, configs)
     try:
         zk.create_topic_znode(a)
