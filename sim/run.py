@@ -56,6 +56,8 @@ class SimOptions:
     stall_ms: int = 9000                                       # ...for longer than their 6 s session
     offsets_partitions: int = 10
     commit_interval_ms: int = 250        # the members' (chaos's default)
+    session_timeout_ms: int = 6000       # the members' group session...
+    heartbeat_interval_ms: int = 1000    # ...and heartbeat interval (chaos's defaults)
     poll_interval_ms: float = 100.0
     schedule: list[Fault] | None = None       # explicit faults (a scenario file, a shrink attempt)
     # a chaos scenario's pins and settings (sim/scenario.py's from_chaos): SimConfig fields by name, explicit
@@ -165,7 +167,9 @@ class SimRun:
         self.producers = [SimProducer(self, i, TOPIC, self.opts.rate) for i in range(self.opts.producers)]
         self.members = [SimMember(self, g, TOPIC, slot, stall_every_ms=self.opts.stall_every_ms,
                                   stall_ms=self.opts.stall_ms, commit_interval_ms=self.opts.commit_interval_ms,
-                                  poll_interval_ms=self.opts.poll_interval_ms)
+                                  poll_interval_ms=self.opts.poll_interval_ms,
+                                  session_timeout_ms=self.opts.session_timeout_ms,
+                                  heartbeat_interval_ms=self.opts.heartbeat_interval_ms)
                         for g in self.opts.group_ids() for slot in range(self.opts.members)]
         for c in self.producers + self.members:
             c.start()

@@ -77,6 +77,11 @@ def _fault(i: int, d: Any) -> Fault:
                  direction=d.get("direction"), latency_ms=d.get("latency_ms"), truncate_bytes=d.get("truncate_bytes"))
 
 
+def _member_settings(g: Any) -> tuple:
+    return (g.members, g.commit_interval_ms, g.stall_interval_ms, g.stall_ms, g.session_timeout_ms,
+            g.heartbeat_interval_ms)
+
+
 def from_chaos(doc: dict, seed: int | None, source: str) -> SimOptions:
     """A chaos scenario with ``faults.schedule``, as a simulated run."""
     from chaos.scenario import ScenarioError, parse_scenario
@@ -115,6 +120,9 @@ def from_chaos(doc: dict, seed: int | None, source: str) -> SimOptions:
             refuse(f"workload.groups[{i}].id", f"the simulator's groups are g1..gN on {TOPIC!r}")
         if g.crash_interval_ms is not None or g.assignor != "range":
             refuse(f"workload.groups[{i}]", "the simulator's members use range and do not crash")
+        if i and _member_settings(g) != _member_settings(sc.groups[0]):
+            refuse(f"workload.groups[{i}]", "the simulator's groups share one set of member settings "
+                   "(members, commit, stall, session and heartbeat), as workload.groups[0] gives them")
     if sc.schedule is None:
         refuse("faults.mix", "the simulator takes faults.schedule (or its own --faults)")
     g0 = sc.groups[0] if sc.groups else None
@@ -123,6 +131,8 @@ def from_chaos(doc: dict, seed: int | None, source: str) -> SimOptions:
         members=g0.members if g0 else 2, duration_s=sc.duration_s, partitions=topics[0].partitions,
         producers=sc.producers.count, rate=sc.producers.rate,
         commit_interval_ms=g0.commit_interval_ms if g0 else 250,
+        session_timeout_ms=g0.session_timeout_ms if g0 else 6000,
+        heartbeat_interval_ms=g0.heartbeat_interval_ms if g0 else 1000,
         stall_every_ms=(g0.stall_interval_ms.lo, g0.stall_interval_ms.hi) if g0 and g0.stall_interval_ms else None,
         stall_ms=g0.stall_ms if g0 else 0, schedule=[Fault(**d) for d in sc.schedule],
         offsets_partitions=offsets.partitions if offsets else int(sc.cluster_config.get("offsets.topic.num.partitions", 10)),
@@ -168,7 +178,8 @@ def dump(opts: SimOptions, faults: list[Fault], comment: str = "") -> str:
     head = "".join(f"# {line}\n" for line in comment.splitlines()) if comment else ""
     if all(f.kind in CHAOS_KINDS for f in faults):
         group: dict[str, Any] = {"topic": TOPIC, "members": opts.members, "commit.interval.ms": opts.commit_interval_ms,
-                                 "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+                                 "session.timeout.ms": opts.session_timeout_ms,
+                                 "heartbeat.interval.ms": opts.heartbeat_interval_ms}
         if opts.stall_every_ms is not None and opts.stall_ms:
             group.update({"stall.interval.ms": list(opts.stall_every_ms), "stall.ms": opts.stall_ms})
         sched = []

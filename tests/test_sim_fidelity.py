@@ -101,6 +101,19 @@ def test_bad_pins_are_errors_naming_the_key() -> None:
         sim_scenario.parse(doc)
 
 
+def test_a_groups_member_settings_reach_the_simulator_and_differing_groups_are_refused() -> None:
+    group = {"topic": "events", "members": 3, "session.timeout.ms": 4000, "heartbeat.interval.ms": 500,
+             "commit.interval.ms": 300}
+    doc = {"name": "x", "topics": [{"name": "events"}], "faults": {"schedule": []},
+           "workload": {"producers": {"count": 0}, "groups": [{"id": "g1", **group}, {"id": "g2", **group}]}}
+    opts = sim_scenario.parse(doc)
+    assert (opts.groups, opts.members, opts.session_timeout_ms, opts.heartbeat_interval_ms,
+            opts.commit_interval_ms) == (2, 3, 4000, 500, 300)
+    doc["workload"]["groups"][1]["session.timeout.ms"] = 5000
+    with pytest.raises(sim_scenario.SimScenarioError, match=r"workload\.groups\[1\]: the simulator's groups share"):
+        sim_scenario.parse(doc)
+
+
 @pytest.mark.chaos
 @pytest.mark.cluster
 def test_the_fidelity_scenario_gives_the_same_sequence_on_real_processes_and_in_the_simulator(tmp_path) -> None:
