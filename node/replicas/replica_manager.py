@@ -528,6 +528,10 @@ class ReplicaManager(HousekeepingMixin):
 
     # ------------------------------------------------------------------ housekeeping
 
+    def checkpointed_hw(self, tp: TP) -> int:
+        """The partition's HW in the last HW checkpoint (0 when it has none)."""
+        return self._checkpoint.read().get(tp, 0)
+
     def checkpoint_hws(self) -> None:
         hws = {tp: h.repl.high_watermark for tp, h in list(self.hosted.items())}
         if hws:
