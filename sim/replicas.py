@@ -14,6 +14,7 @@ from typing import Any, Callable
 from kafkacommon import errors
 from kafkacommon.event import Event
 from node.server.broker_state import PartitionInfo
+from replication import roles
 from replication.partition import PartitionReplication, ReplicaSettings
 from replication.truncation import follower_truncation
 from sim import rpc
@@ -74,9 +75,10 @@ class SimReplicaManager:
 
     def apply_leader_and_isr(self, p: PartitionInfo) -> None:
         h = self.hosted.get((p.topic, p.partition))
-        if h is not None and h.repl.leader_epoch == p.leader_epoch and h.repl.leader_id == p.leader:
+        action = roles.leader_and_isr_action(h.repl if h is not None else None, self.b.id, p.leader, p.leader_epoch)
+        if action == roles.ISR:
             self.update_isr(p)
-        elif p.leader == self.b.id:
+        elif action == roles.LEADER:
             self.become_leader(p)
         else:
             self.become_follower(p)
@@ -84,25 +86,26 @@ class SimReplicaManager:
     def become_leader(self, p: PartitionInfo) -> None:
         tp = (p.topic, p.partition)
         h = self._host(tp)
-        h.fetching_from = None
-        if p.leader_epoch > h.log.epoch_cache.latest_epoch:
-            h.log.epoch_cache.assign(p.leader_epoch, h.log.log_end_offset)
-        if self.live is not None:
-            h.repl.set_live_brokers(self.live)
-        self.log_events(h.repl.become_leader(p.leader_epoch, list(p.isr), list(p.replicas), p.zk_version,
-                                             h.log, self.now()))
-        self._wake(h)
-        self.on_role(p.topic, p.partition, True, p.leader_epoch)
+        self._change_role(tp, h, roles.become_leader(h.repl, h.log, h.log.epoch_cache.latest_epoch, p.leader_epoch,
+                                                     p.isr, p.replicas, p.zk_version, self.live, self.now()))
 
     def become_follower(self, p: PartitionInfo) -> None:
         tp = (p.topic, p.partition)
         h = self._host(tp)
-        self.log_events(h.repl.become_follower(p.leader, p.leader_epoch, list(p.isr), list(p.replicas),
-                                               p.zk_version))
-        self._fail_waiters(h, errors.NOT_LEADER_OR_FOLLOWER)
-        self._wake(h)   # parked fetches are answered NOT_LEADER_OR_FOLLOWER now
-        h.fetching_from = (p.leader, p.leader_epoch) if p.leader >= 0 else None
-        self.on_role(p.topic, p.partition, False, p.leader_epoch)
+        self._change_role(tp, h, roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas,
+                                                       p.zk_version))
+
+    def _change_role(self, tp: TP, h: Hosted, change: roles.RoleChange) -> None:
+        """Carry out replication.roles' RoleChange: the epoch cache, the log lines, the waiters and parked
+        fetches (answered by the core's new role), the coordinator's hook, the fetches."""
+        if change.epoch_start is not None:
+            h.log.epoch_cache.assign(*change.epoch_start)
+        self.log_events(change.events)
+        if not change.is_leader:   # a leadership lost answers its acks=all waits first, then the parked fetches
+            self._settle_waiters(h)
+        self._wake(h)   # parked fetches are answered by the new role now
+        h.fetching_from = change.fetch_from
+        self.on_role(tp[0], tp[1], change.is_leader, change.leader_epoch)
         if h.fetching_from is not None and not h.fetch_in_flight:
             self.world.on_node(self.b.node, 0.0, self._fetch, tp)
 
@@ -116,7 +119,7 @@ class SimReplicaManager:
 
     def update_isr_if_newer(self, p: PartitionInfo) -> None:
         h = self.hosted.get((p.topic, p.partition))
-        if h is not None and h.repl.leader_epoch == p.leader_epoch and p.zk_version > h.repl.zk_version:
+        if roles.isr_update_is_newer(h.repl if h is not None else None, p.leader_epoch, p.zk_version):
             self.update_isr(p)
 
     def update_isr(self, p: PartitionInfo) -> None:
@@ -131,7 +134,7 @@ class SimReplicaManager:
         if h is None:
             return
         h.fetching_from = None
-        self._fail_waiters(h, errors.NOT_LEADER_OR_FOLLOWER)
+        self._settle_waiters(h, replica_open=False)
         parked, h.parked = h.parked, []
         for _req, reply, _state in parked:
             reply((errors.NOT_LEADER_OR_FOLLOWER, -1, None, []))
@@ -167,10 +170,15 @@ class SimReplicaManager:
             h.waiters.remove(w)
             w.done(errors.REQUEST_TIMED_OUT)
 
-    def _fail_waiters(self, h: Hosted, code: int) -> None:
+    def _settle_waiters(self, h: Hosted, replica_open: bool = True) -> None:
+        """The acks=all appends the core now answers (after a role change, or the replica stopped), first."""
         waiters, h.waiters = h.waiters, []
         for w in waiters:
-            w.done(code)
+            code = h.repl.check_acks_all(w.required_offset, w.epoch, replica_open=replica_open)
+            if code is None:
+                h.waiters.append(w)
+            else:
+                w.done(code)
 
     def _wake(self, h: Hosted) -> None:
         """Answer the parked fetches again, and complete the acks=all waits the core now says are done."""
