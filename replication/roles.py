@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from kafkacommon import errors
 from kafkacommon.event import Event
 from replication.partition import LogView, PartitionReplication
+from replication.truncation import follower_truncation
 
 ISR = "isr"
 LEADER = "leader"
@@ -65,3 +67,50 @@ def become_follower(repl: PartitionReplication, leader: int, leader_epoch: int, 
     change.events = repl.become_follower(leader, leader_epoch, list(isr), list(replicas), zk_version)
     change.fetch_from = (leader, leader_epoch) if leader >= 0 else None
     return change
+
+
+# ---------------------------------------------------------------------- a follower's fetch answer
+
+RESET = "reset"          # behind the leader's log start: truncate fully and start at ``offset``
+FAILED = "failed"        # an error: back off and fetch again
+TRUNCATE = "truncate"    # a diverging epoch: truncate to ``offset``
+APPEND = "append"        # append what came (maybe nothing: a long poll's empty answer)
+
+
+@dataclass(frozen=True)
+class FetchAnswer:
+    """What a follower does with one partition's fetch answer; then it calls :func:`follower_moved`."""
+    kind: str
+    offset: int = -1
+    complete: bool = True   # TRUNCATE: False when the follower's epoch was older (the exchange repeats)
+
+
+def follower_fetch_answer(error: int, diverging: tuple[int, int] | None, leader_log_start: int | None,
+                          log: LogView, repl: PartitionReplication) -> FetchAnswer:
+    """Kafka 2.8's AbstractFetcherThread on one partition's answer: OFFSET_OUT_OF_RANGE with the leader's
+    log start past this log's end (retention deleted what it lacks) starts over there; another error backs
+    off; a diverging epoch ``(epoch, end offset)`` truncates where :func:`follower_truncation` says; else
+    the records are appended."""
+    if error == errors.OFFSET_OUT_OF_RANGE and leader_log_start is not None \
+            and leader_log_start > log.log_end_offset:
+        return FetchAnswer(RESET, leader_log_start)
+    if error != errors.NONE:
+        return FetchAnswer(FAILED)
+    if diverging is not None:
+        offset, complete = follower_truncation(diverging[0], diverging[1], log, repl.high_watermark)
+        return FetchAnswer(TRUNCATE, offset, complete)
+    return FetchAnswer(APPEND)
+
+
+def follower_moved(answer: FetchAnswer, repl: PartitionReplication, log: LogView, leader_hw: int,
+                   leader_log_start: int | None = None) -> tuple[list[Event], int | None]:
+    """After the shell carried out ``answer`` on its log: the core's events (the follower's HW), and the
+    log start offset the follower takes (the leader's, never past its own HW; None: leave it)."""
+    if answer.kind == RESET:
+        return repl.on_fetch_response(answer.offset, log), None
+    if answer.kind == TRUNCATE:
+        return repl.on_truncate(log.log_end_offset), None
+    if answer.kind == APPEND:
+        events = repl.on_fetch_response(leader_hw, log)
+        return events, None if leader_log_start is None else min(leader_log_start, repl.high_watermark)
+    return [], None

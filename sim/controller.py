@@ -1,13 +1,14 @@
-"""A simulated broker's controller: ``ControllerCore`` driven as node/shells/controller_shell.py drives it.
+"""A simulated broker's controller: ``controller/handlers.py``'s handlers over ``ControllerCore``, as
+node/shells/controller_shell.py runs them, their commands carried out over the simulated world.
 
-Election through ``/controller`` (the ephemeral create and the epoch bump in
-one multi), watches on ``/controller`` and ``/brokers/ids``, every state write
-fenced by ``/controller_epoch``'s zkVersion, a tick every 100 ms, and the
-core's requests sent to the brokers over the simulated network.  Events are
+The handlers hold the order of every step (the election multi, the watches'
+re-reads, every state write fenced by ``/controller_epoch``'s zkVersion, the
+requests, the log lines); this module does their ZooKeeper calls through the
+door, sends the requests over the simulated network, and ticks every 100 ms.  Events are
 handled at once, one at a time (the simulator is single-threaded: the real
 shell's event queue adds no interleaving the network does not already give).
-The planted bug ``zombie-controller`` keeps acting after a session expiry,
-unfenced, as the real shell's switch does.
+The planted bug ``zombie-controller`` (the handlers' ``zombie``, the real shell's
+switch too) keeps acting after a session expiry, unfenced.
 """
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """A simulated broker's group coordinators: one ``PartitionCoordinator`` per offsets partition it leads.
 
-As node/shells/coordinator_shell.py: a leadership gain queues a load (the log
-read from its start to its LEO and replayed by ``coordinator.load.replay_log``,
-the broker's own code), a loss an unload; the core's appends go to the offsets
-partition as its leader, with the core's acks; ``on_tick`` runs when the
+As node/shells/coordinator_shell.py, with the broker's own code: a leadership
+gain queues a load, a loss an unload (``coordinator.leadership``'s steps and
+epoch fencing; the log read from its start to its LEO and replayed by
+``coordinator.load.replay_log``); the core's appends go to the offsets partition
+as its leader, with the core's acks (``start_appends``); ``on_tick`` runs when the
 earliest timer is due.  A load takes simulated time in proportion to the
 records read (``LOAD_MS_PER_RECORD``).
 """

@@ -1,7 +1,8 @@
 """A simulated broker's replicas: roles from LeaderAndIsr, follower fetches, produce, acks=all waits.
 
 Every decision is ``replication/``'s (``PartitionReplication``, the produce
-rules, ``follower_truncation``); this module only moves messages and bytes,
+rules, ``replication.roles``: a LeaderAndIsr's role change, a follower's fetch
+answer); this module only moves messages and bytes,
 as node/replicas/ does with threads and gRPC.  Simplifications (docs/simulation.md):
 one fetch per partition instead of one fetch session per leader broker, and
 an idle follower polls again after ``FETCH_IDLE_MS`` instead of long-polling.
@@ -16,7 +17,6 @@ from kafkacommon.event import Event
 from node.server.broker_state import PartitionInfo
 from replication import roles
 from replication.partition import PartitionReplication, ReplicaSettings
-from replication.truncation import follower_truncation
 from sim import rpc
 from sim.log import SimLog
 
@@ -265,22 +265,22 @@ class SimReplicaManager:
         delay = FETCH_IDLE_MS
         if ans is not None:
             code, hw, diverging, batches = ans
-            if code == errors.NONE and diverging is not None:
-                cut, complete = follower_truncation(diverging[0], diverging[1], h.log, h.repl.high_watermark)
-                dropped = h.log.truncate_to(cut)
-                self.b.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=cut, records_dropped=dropped,
-                            diverging_epoch=diverging[0], diverging_end_offset=diverging[1], complete=complete,
-                            leader=leader, leader_epoch=epoch)
-                self.log_events(h.repl.on_truncate(h.log.log_end_offset))
-                delay = 0.0
-            elif code == errors.NONE:   # records, or a long poll's empty answer: fetch again at once
-                if batches:
+            # replication.roles' step (the simulated leader never answers OFFSET_OUT_OF_RANGE with its log start)
+            step = roles.follower_fetch_answer(code, diverging, None, h.log, h.repl)
+            if step.kind == roles.FAILED:
+                delay = FETCH_IDLE_MS * 2
+            else:   # a truncation, records, or a long poll's empty answer: fetch again at once
+                if step.kind == roles.TRUNCATE:
+                    dropped = h.log.truncate_to(step.offset)
+                    self.b.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=step.offset,
+                                records_dropped=dropped, diverging_epoch=diverging[0],
+                                diverging_end_offset=diverging[1], complete=step.complete, leader=leader,
+                                leader_epoch=epoch)
+                elif batches:
                     h.log.append_as_follower(batches, self.now())
                     self.b.disk_wrote(h.log)
                 delay = 0.0
-                self.log_events(h.repl.on_fetch_response(hw, h.log))
-            else:
-                delay = FETCH_IDLE_MS * 2
+                self.log_events(roles.follower_moved(step, h.repl, h.log, hw)[0])
         if delay:
             self.world.on_node(self.b.node, delay, self._fetch, tp)
         else:

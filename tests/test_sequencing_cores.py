@@ -123,3 +123,17 @@ def test_a_leader_and_isr_is_an_isr_update_a_leadership_or_a_followership() -> N
     change = roles.become_follower(repl, 2, 4, (1, 2), (1, 2), 6)
     assert not change.is_leader and change.fetch_from == (2, 4) and change.events[0][0] == "leadership_lost"
     assert roles.become_follower(repl, -1, 5, (1,), (1, 2), 7).fetch_from is None
+
+
+def test_a_followers_fetch_answer_resets_backs_off_truncates_or_appends() -> None:
+    repl = PartitionReplication("t", 0, 1, ReplicaSettings())
+    roles.become_follower(repl, 2, 1, (1, 2), (1, 2), 1)
+    log = Log()
+    assert roles.follower_fetch_answer(1, None, 50, log, repl) == roles.FetchAnswer(roles.RESET, 50)  # 1: out of range
+    assert roles.follower_fetch_answer(1, None, 5, log, repl).kind == roles.FAILED     # the leader has what we lack
+    assert roles.follower_fetch_answer(6, None, None, log, repl).kind == roles.FAILED
+    assert roles.follower_fetch_answer(0, (0, 4), None, log, repl) == roles.FetchAnswer(roles.TRUNCATE, 4, True)
+    step = roles.follower_fetch_answer(0, None, 3, log, repl)
+    assert step.kind == roles.APPEND
+    _events, log_start = roles.follower_moved(step, repl, log, leader_hw=8, leader_log_start=3)
+    assert repl.high_watermark == 8 and log_start == 3     # the leader's log start, never past our HW
