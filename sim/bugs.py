@@ -11,7 +11,7 @@ SUBTLE = {
                               "(replication.partition, ReplicaSettings.planted_hw_ignores_lagging_isr)",
     "load-to-hw": "a new coordinator's load stops at the HW of the partition's last HW checkpoint (written every "
                   "5 s) instead of its log end, so commits acknowledged since are not loaded "
-                  "(coordinator.load.replay_log's end_offset)",
+                  "(coordinator.leadership, Coordinatorship.planted_load_to_hw)",
     "elect-outside-isr": "with unclean election off, a partition whose ISR has no live member elects the first "
                          "live replica anyway, as a clean election (controller.core, "
                          "ControllerSettings.planted_elect_outside_isr)",

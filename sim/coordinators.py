@@ -1,33 +1,27 @@
 """A simulated broker's group coordinators: one ``PartitionCoordinator`` per offsets partition it leads.
 
-As node/shells/coordinator_shell.py: a leadership gain queues a load (the log
-read from its start to its LEO and replayed by ``coordinator.load.replay_log``,
-the broker's own code), a loss an unload; the core's appends go to the offsets
-partition as its leader, with the core's acks; ``on_tick`` runs when the
+As node/shells/coordinator_shell.py, with the broker's own code: a leadership
+gain queues a load, a loss an unload (``coordinator.leadership``'s steps and
+epoch fencing; the log read from its start to its LEO and replayed by
+``coordinator.load.replay_log``); the core's appends go to the offsets partition
+as its leader, with the core's acks (``start_appends``); ``on_tick`` runs when the
 earliest timer is due.  A load takes simulated time in proportion to the
 records read (``LOAD_MS_PER_RECORD``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from coordinator import messages as m
-from coordinator.core import GroupConfig, Output, PartitionCoordinator
+from coordinator.core import GroupConfig, Output
+from coordinator.leadership import Coordinatorship, Slot, start_appends
 from coordinator.load import replay_log
 from kafkacommon import errors
-from kafkacommon.hashing import partition_for
 from zk.paths import OFFSETS_TOPIC
 
 LOAD_BASE_MS = 1.0
 LOAD_MS_PER_RECORD = 0.002
 TICK_MS = 10.0
-
-
-@dataclass
-class _Slot:
-    core: PartitionCoordinator
-    epoch: int
 
 
 def not_coordinator(handler: str, req: Any) -> Any:
@@ -52,11 +46,9 @@ class SimCoordinators:
     def __init__(self, broker, config: GroupConfig, suffix: Callable[[], str], load_to_hw: bool = False) -> None:
         self.b = broker
         self.world = broker.world
-        self.config = config
-        self.suffix = suffix
-        self.load_to_hw = load_to_hw        # a planted bug: the load stops at the checkpointed HW
-        self.slots: dict[int, _Slot] = {}
-        self.epochs: dict[int, int] = {}
+        # load_to_hw: the planted bug "load-to-hw" (the load stops at the checkpointed HW), in the core
+        self.coordinatorship = Coordinatorship(config, suffix, planted_load_to_hw=load_to_hw)
+        self.slots = self.coordinatorship.slots
         self._tick_at: float | None = None
 
     def now(self) -> int:
@@ -76,35 +68,29 @@ class SimCoordinators:
             self.world.on_node(self.b.node, 0.0, self._unload, partition, epoch)
 
     def _load(self, p: int, epoch: int) -> None:
-        if epoch < self.epochs.get(p, -1):
+        started = self.coordinatorship.begin_load(p, epoch, self.now())
+        if started is None:
             return
-        self.epochs[p] = epoch
-        old = self.slots.get(p)
-        if old is not None:
-            old.epoch = epoch
-            return
-        core = PartitionCoordinator(p, self.config, self.suffix)
-        slot = self.slots[p] = _Slot(core, epoch)
+        slot, out = started
         t0 = self.world.now_ms
-        self._dispatch(slot, core.begin_load(self.now()))
+        self._dispatch(slot, out)
         self.b.emit("coordinator_load_started", partition=p, leader_epoch=epoch)
         h = self.b.replicas.hosted.get((OFFSETS_TOPIC, p))
         records = h.log.log_end_offset if h is not None else 0
         self.world.on_node(self.b.node, LOAD_BASE_MS + records * LOAD_MS_PER_RECORD, self._finish_load, p, slot,
                            t0)
 
-    def _finish_load(self, p: int, slot: _Slot, t0: float) -> None:
-        if self.slots.get(p) is not slot:
+    def _finish_load(self, p: int, slot: Slot, t0: float) -> None:
+        if not self.coordinatorship.is_current(slot):
             return
-        # the planted bug: the load stops at the partition's checkpointed HW (replica.high-watermark.checkpoint)
-        end = self.b.hw_checkpoint().get((OFFSETS_TOPIC, p), 0) if self.load_to_hw else None
+        end = self.coordinatorship.load_end_offset(lambda: self.b.hw_checkpoint().get((OFFSETS_TOPIC, p), 0))
 
         def read(offset: int):
             hh = self.b.replicas.hosted.get((OFFSETS_TOPIC, p))
             return None if hh is None else hh.log.read_bytes(offset)
 
         stats = replay_log(slot.core, read, end_offset=end)
-        self._dispatch(slot, slot.core.finish_load(self.now()))
+        self._dispatch(slot, self.coordinatorship.finish_load(slot, self.now()))
         self.b.emit("coordinator_loaded", partition=p, leader_epoch=slot.epoch, records=stats.read,
                     replayed=stats.records, skipped_records=stats.skipped, bytes=stats.bytes,
                     end_offset=stats.end_offset, groups=len(slot.core.group_ids()),
@@ -112,21 +98,17 @@ class SimCoordinators:
         self._arm()
 
     def _unload(self, p: int, epoch: int) -> None:
-        if epoch < self.epochs.get(p, -1):
-            return
-        self.epochs[p] = max(epoch, self.epochs.get(p, -1))
-        slot = self.slots.pop(p, None)
+        slot = self.coordinatorship.release(p, epoch)
         if slot is None:
             return
-        groups = len(slot.core.group_ids())
-        self._dispatch(slot, slot.core.unload(self.now()))
+        groups, out = self.coordinatorship.unload(slot, self.now())
+        self._dispatch(slot, out)
         self.b.emit("coordinator_unloaded", partition=p, leader_epoch=epoch, groups=groups)
 
     # ------------------------------------------------------------------ requests
 
     def handle(self, handler: str, req: Any, reply: Callable[[Any], None]) -> None:
-        p = partition_for(req.group_id, self.num_partitions())
-        slot = self.slots.get(p)
+        slot = self.coordinatorship.slot_for(req.group_id, self.num_partitions())
         if slot is None:
             reply(not_coordinator(handler, req))
             return
@@ -134,30 +116,25 @@ class SimCoordinators:
         self._dispatch(slot, out)
         self._arm()
 
-    def _dispatch(self, slot: _Slot, out: Output) -> None:
-        pending = list(out.appends)
-        out.appends = []
-        while pending:
-            cmd = pending.pop(0)
+    def _dispatch(self, slot: Slot, out: Output) -> None:
+        def append(cmd) -> int | None:
             st = {"sync": True, "code": None}
 
             def done(code: int, _base: int, s=slot, a=cmd.append_id, st=st) -> None:
                 if st["sync"]:
-                    st["code"] = code      # answered at once: fed back below, in order
+                    st["code"] = code      # answered at once: start_appends feeds it back, in order
                 else:
                     self._append_done(s, a, code)
 
             self.b.replicas.append((OFFSETS_TOPIC, slot.core.partition), list(cmd.records), cmd.acks,
                                    cmd.timeout_ms, done)
             st["sync"] = False
-            if st["code"] is not None:
-                more = slot.core.on_append_done(cmd.append_id, st["code"], self.now())
-                pending.extend(more.appends)
-                more.appends = []
-                out.extend(more)
+            return st["code"]
+
+        start_appends(slot.core, out, append, self.now)
         self._finish(out)
 
-    def _append_done(self, slot: _Slot, append_id: int, code: int) -> None:
+    def _append_done(self, slot: Slot, append_id: int, code: int) -> None:
         self._dispatch(slot, slot.core.on_append_done(append_id, code, self.now()))
         self._arm()
 

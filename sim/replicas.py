@@ -1,7 +1,8 @@
 """A simulated broker's replicas: roles from LeaderAndIsr, follower fetches, produce, acks=all waits.
 
 Every decision is ``replication/``'s (``PartitionReplication``, the produce
-rules, ``follower_truncation``); this module only moves messages and bytes,
+rules, ``replication.roles``: a LeaderAndIsr's role change, a follower's fetch
+answer); this module only moves messages and bytes,
 as node/replicas/ does with threads and gRPC.  Simplifications (docs/simulation.md):
 one fetch per partition instead of one fetch session per leader broker, and
 an idle follower polls again after ``FETCH_IDLE_MS`` instead of long-polling.
@@ -14,8 +15,8 @@ from typing import Any, Callable
 from kafkacommon import errors
 from kafkacommon.event import Event
 from node.server.broker_state import PartitionInfo
+from replication import roles
 from replication.partition import PartitionReplication, ReplicaSettings
-from replication.truncation import follower_truncation
 from sim import rpc
 from sim.log import SimLog
 
@@ -76,9 +77,10 @@ class SimReplicaManager:
 
     def apply_leader_and_isr(self, p: PartitionInfo) -> None:
         h = self.hosted.get((p.topic, p.partition))
-        if h is not None and h.repl.leader_epoch == p.leader_epoch and h.repl.leader_id == p.leader:
+        action = roles.leader_and_isr_action(h.repl if h is not None else None, self.b.id, p.leader, p.leader_epoch)
+        if action == roles.ISR:
             self.update_isr(p)
-        elif p.leader == self.b.id:
+        elif action == roles.LEADER:
             self.become_leader(p)
         else:
             self.become_follower(p)
@@ -86,25 +88,26 @@ class SimReplicaManager:
     def become_leader(self, p: PartitionInfo) -> None:
         tp = (p.topic, p.partition)
         h = self._host(tp)
-        h.fetching_from = None
-        if p.leader_epoch > h.log.epoch_cache.latest_epoch:
-            h.log.epoch_cache.assign(p.leader_epoch, h.log.log_end_offset)
-        if self.live is not None:
-            h.repl.set_live_brokers(self.live)
-        self.log_events(h.repl.become_leader(p.leader_epoch, list(p.isr), list(p.replicas), p.zk_version,
-                                             h.log, self.now()))
-        self._wake(h)
-        self.on_role(p.topic, p.partition, True, p.leader_epoch)
+        self._change_role(tp, h, roles.become_leader(h.repl, h.log, h.log.epoch_cache.latest_epoch, p.leader_epoch,
+                                                     p.isr, p.replicas, p.zk_version, self.live, self.now()))
 
     def become_follower(self, p: PartitionInfo) -> None:
         tp = (p.topic, p.partition)
         h = self._host(tp)
-        self.log_events(h.repl.become_follower(p.leader, p.leader_epoch, list(p.isr), list(p.replicas),
-                                               p.zk_version))
-        self._fail_waiters(h, errors.NOT_LEADER_OR_FOLLOWER)
-        self._wake(h)   # parked fetches are answered NOT_LEADER_OR_FOLLOWER now
-        h.fetching_from = (p.leader, p.leader_epoch) if p.leader >= 0 else None
-        self.on_role(p.topic, p.partition, False, p.leader_epoch)
+        self._change_role(tp, h, roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas,
+                                                       p.zk_version))
+
+    def _change_role(self, tp: TP, h: Hosted, change: roles.RoleChange) -> None:
+        """Carry out replication.roles' RoleChange: the epoch cache, the log lines, the waiters and parked
+        fetches (answered by the core's new role), the coordinator's hook, the fetches."""
+        if change.epoch_start is not None:
+            h.log.epoch_cache.assign(*change.epoch_start)
+        self.log_events(change.events)
+        if not change.is_leader:   # a leadership lost answers its acks=all waits first, then the parked fetches
+            self._settle_waiters(h)
+        self._wake(h)   # parked fetches are answered by the new role now
+        h.fetching_from = change.fetch_from
+        self.on_role(tp[0], tp[1], change.is_leader, change.leader_epoch)
         if h.fetching_from is not None and h.fetch_in_flight != h.fetching_from:
             self.world.on_node(self.b.node, 0.0, self._fetch, tp)
 
@@ -118,7 +121,7 @@ class SimReplicaManager:
 
     def update_isr_if_newer(self, p: PartitionInfo) -> None:
         h = self.hosted.get((p.topic, p.partition))
-        if h is not None and h.repl.leader_epoch == p.leader_epoch and p.zk_version > h.repl.zk_version:
+        if roles.isr_update_is_newer(h.repl if h is not None else None, p.leader_epoch, p.zk_version):
             self.update_isr(p)
 
     def update_isr(self, p: PartitionInfo) -> None:
@@ -133,7 +136,7 @@ class SimReplicaManager:
         if h is None:
             return
         h.fetching_from = None
-        self._fail_waiters(h, errors.NOT_LEADER_OR_FOLLOWER)
+        self._settle_waiters(h, replica_open=False)
         parked, h.parked = h.parked, []
         for _req, reply, _state in parked:
             reply((errors.NOT_LEADER_OR_FOLLOWER, -1, None, []))
@@ -169,10 +172,15 @@ class SimReplicaManager:
             h.waiters.remove(w)
             w.done(errors.REQUEST_TIMED_OUT)
 
-    def _fail_waiters(self, h: Hosted, code: int) -> None:
+    def _settle_waiters(self, h: Hosted, replica_open: bool = True) -> None:
+        """The acks=all appends the core now answers (after a role change, or the replica stopped), first."""
         waiters, h.waiters = h.waiters, []
         for w in waiters:
-            w.done(code)
+            code = h.repl.check_acks_all(w.required_offset, w.epoch, replica_open=replica_open)
+            if code is None:
+                h.waiters.append(w)
+            else:
+                w.done(code)
 
     def _wake(self, h: Hosted) -> None:
         """Answer the parked fetches again, and complete the acks=all waits the core now says are done."""
@@ -260,22 +268,22 @@ class SimReplicaManager:
         delay = FETCH_IDLE_MS
         if ans is not None:
             code, hw, diverging, batches = ans
-            if code == errors.NONE and diverging is not None:
-                cut, complete = follower_truncation(diverging[0], diverging[1], h.log, h.repl.high_watermark)
-                dropped = h.log.truncate_to(cut)
-                self.b.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=cut, records_dropped=dropped,
-                            diverging_epoch=diverging[0], diverging_end_offset=diverging[1], complete=complete,
-                            leader=leader, leader_epoch=epoch)
-                self.log_events(h.repl.on_truncate(h.log.log_end_offset))
-                delay = 0.0
-            elif code == errors.NONE:   # records, or a long poll's empty answer: fetch again at once
-                if batches:
+            # replication.roles' step (the simulated leader never answers OFFSET_OUT_OF_RANGE with its log start)
+            step = roles.follower_fetch_answer(code, diverging, None, h.log, h.repl)
+            if step.kind == roles.FAILED:
+                delay = FETCH_IDLE_MS * 2
+            else:   # a truncation, records, or a long poll's empty answer: fetch again at once
+                if step.kind == roles.TRUNCATE:
+                    dropped = h.log.truncate_to(step.offset)
+                    self.b.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=step.offset,
+                                records_dropped=dropped, diverging_epoch=diverging[0],
+                                diverging_end_offset=diverging[1], complete=step.complete, leader=leader,
+                                leader_epoch=epoch)
+                elif batches:
                     h.log.append_as_follower(batches, self.now())
                     self.b.disk_wrote(h.log)
                 delay = 0.0
-                self.log_events(h.repl.on_fetch_response(hw, h.log))
-            else:
-                delay = FETCH_IDLE_MS * 2
+                self.log_events(roles.follower_moved(step, h.repl, h.log, hw)[0])
         if delay:
             self.world.on_node(self.b.node, delay, self._fetch, tp)
         else:

@@ -256,6 +256,13 @@ class ZkDoor:
 
     def read_snapshot(self, broker_watch=None, topic_watch=None) -> tuple[int, int, dict, dict, dict]:
         """(controller epoch, its zkVersion, brokers, topics, states)."""
+        epoch, version, brokers, topics, _rt = self.read_context(broker_watch, topic_watch)
+        states = self.read_states([(t, p) for t, a in topics.items() for p in a.partitions])
+        return epoch, version, brokers, topics, states
+
+    def read_context(self, broker_watch=None, topic_watch=None) -> tuple[int, int, dict, dict, int]:
+        """A new controller's context but the states: (controller epoch, its zkVersion, brokers, topics,
+        round trips), the last as zk.client's read_snapshot(with_states=False) counts them."""
         data, stat = self._op("get", paths.CONTROLLER_EPOCH)
         brokers = self.read_brokers(broker_watch)
         names = self._op("get_children", paths.TOPICS, watch=self._watch("child", paths.TOPICS, topic_watch))
@@ -266,8 +273,11 @@ class ZkDoor:
             except NoNode:
                 continue
             topics[t] = codecs.decode_topic(t, d)
-        states = self.read_states([(t, p) for t, a in topics.items() for p in a.partitions])
-        return codecs.decode_controller_epoch(data), stat.version, brokers, topics, states
+        return codecs.decode_controller_epoch(data), stat.version, brokers, topics, 2
+
+    def read_deletion_requests(self, watch: Callable[[Any], None] | None = None) -> list[str]:
+        return sorted(self._op("get_children", paths.DELETE_TOPICS,
+                               watch=self._watch("child", paths.DELETE_TOPICS, watch)))
 
     def read_states(self, tps) -> dict[tuple[str, int], tuple[LeaderAndIsr, int]]:
         out = {}

@@ -59,3 +59,15 @@ class SessionExpired(ZkError):
 
 
 CONNECTION_ERRORS = (ZkConnectionLost, SessionExpired)
+
+
+class ControllerMovedError(ZkError):
+    """The /controller_epoch check failed: another controller was elected."""
+
+
+class StateVersionConflict(ZkError):
+    """A conditional write found a different zkVersion (BADVERSION)."""
+
+    def __init__(self, path: str):
+        super().__init__(f"BADVERSION on {path}")
+        self.path = path

@@ -12,21 +12,12 @@ from typing import Any, Sequence
 
 from controller.types import LeaderAndIsr
 from zk import codecs, paths
-from zk.exceptions import BadVersion, RolledBack, RuntimeInconsistency, ZkError
+from zk.exceptions import BadVersion, RolledBack, RuntimeInconsistency
+from zk.exceptions import ControllerMovedError, StateVersionConflict  # noqa: F401 (re-exported: they live there)
 
 Op = tuple
 
 
-class ControllerMovedError(ZkError):
-    """The /controller_epoch check failed: another controller was elected."""
-
-
-class StateVersionConflict(ZkError):
-    """A conditional write found a different zkVersion (BADVERSION)."""
-
-    def __init__(self, path: str):
-        super().__init__(f"BADVERSION on {path}")
-        self.path = path
 
 
 def election_ops(broker_id: int, timestamp_ms: int, epoch: int, epoch_version: int) -> list[Op]:

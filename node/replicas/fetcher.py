@@ -15,7 +15,7 @@ from node.server.peers import peer_channel
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 from replication.fetch_session import FollowerSession, PartitionFetch
-from replication.truncation import follower_truncation
+from replication import roles
 
 if TYPE_CHECKING:
     from node.replicas.hosted import FetcherOwner, Hosted
@@ -146,35 +146,31 @@ class LeaderFetcher(threading.Thread):
                               h.repl.high_watermark)
 
     def _apply(self, tp: TP, h: "Hosted", epoch: int, a: pb.FetchPartitionResponse) -> bool:
+        """With ``h.cond`` held: replication.roles' step for one partition's answer, on this log."""
         rm = self.rm
-        if a.error_code == errors.OFFSET_OUT_OF_RANGE and a.log_start_offset > h.log.log_end_offset:
-            # behind the leader's log start (retention deleted what it lacks): Kafka's follower
-            # truncates fully and starts at the leader's log start offset
-            dropped = h.log.truncate_fully_and_start_at(a.log_start_offset)
-            rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=a.log_start_offset,
+        diverging = (a.diverging_epoch, a.diverging_end_offset) if a.diverging_epoch >= 0 else None
+        step = roles.follower_fetch_answer(a.error_code, diverging, a.log_start_offset, h.log, h.repl)
+        if step.kind == roles.FAILED:
+            return False
+        if step.kind == roles.RESET:
+            dropped = h.log.truncate_fully_and_start_at(step.offset)
+            rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=step.offset,
                            records_dropped=dropped, reason="below_leader_log_start", leader=self.leader,
                            leader_epoch=epoch)
-            rm.log_events(h.repl.on_fetch_response(a.log_start_offset, h.log))
-            return True
-        if a.error_code != errors.NONE:
-            return False
-        if a.diverging_epoch >= 0:
-            cut, complete = follower_truncation(a.diverging_epoch, a.diverging_end_offset, h.log,
-                                                h.repl.high_watermark)
-            dropped = h.log.truncate_to(cut)
-            rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=cut, records_dropped=dropped,
-                           diverging_epoch=a.diverging_epoch, diverging_end_offset=a.diverging_end_offset,
-                           complete=complete, leader=self.leader, leader_epoch=epoch)
-            rm.log_events(h.repl.on_truncate(h.log.log_end_offset))
-            return True
-        if a.records:
+        elif step.kind == roles.TRUNCATE:
+            dropped = h.log.truncate_to(step.offset)
+            rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=step.offset,
+                           records_dropped=dropped, diverging_epoch=a.diverging_epoch,
+                           diverging_end_offset=a.diverging_end_offset, complete=step.complete, leader=self.leader,
+                           leader_epoch=epoch)
+        elif a.records:
             try:
                 h.log.append_as_follower(a.records, allow_gaps=True, now_ms=now_ms())  # compacted: gaps
             except (InvalidAppendError, CorruptBatchError) as e:
                 rm.events.emit("follower_append_failed", topic=tp[0], partition=tp[1], error=str(e))
                 return False
-        rm.log_events(h.repl.on_fetch_response(a.high_watermark, h.log))
-        # Kafka's follower takes the leader's log start offset (never past its own HW); the
-        # retention pass deletes the segments wholly below it
-        h.log.maybe_increment_log_start_offset(min(a.log_start_offset, h.repl.high_watermark))
+        events, log_start = roles.follower_moved(step, h.repl, h.log, a.high_watermark, a.log_start_offset)
+        rm.log_events(events)
+        if log_start is not None:   # the retention pass deletes the segments wholly below it
+            h.log.maybe_increment_log_start_offset(log_start)
         return True

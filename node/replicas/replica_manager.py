@@ -34,6 +34,7 @@ from node.storage.log import OffsetOutOfRangeError, RecordTooLargeError
 from node.topic_config import TOPIC_KEYS, LogConfig, log_config
 from proto import kafkasim_pb2 as pb
 from replication import produce as produce_rules
+from replication import roles
 from replication.fetch_session import LeaderSessions
 from replication.partition import PartitionReplication, ReplicaSettings
 
@@ -151,9 +152,11 @@ class ReplicaManager(HousekeepingMixin):
     def apply_leader_and_isr(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> None:
         """A LeaderAndIsr for this replica: a new role, or (same leader epoch) a newer ISR."""
         h = self.hosted.get((p.topic, p.partition))
-        if h is not None and h.repl.leader_epoch == p.leader_epoch and h.repl.leader_id == p.leader:
+        action = roles.leader_and_isr_action(h.repl if h is not None else None, self.broker_id, p.leader,
+                                             p.leader_epoch)
+        if action == roles.ISR:
             self.update_isr(p)
-        elif p.leader == self.broker_id:
+        elif action == roles.LEADER:
             self.become_leader(p, configs)
         else:
             self.become_follower(p, configs)
@@ -163,36 +166,40 @@ class ReplicaManager(HousekeepingMixin):
         h = self._host(tp, configs)
         self._unassign(tp, h)
         with h.cond:
-            h.fetching_from = None
-            # Kafka's makeLeader: the new epoch starts at the log end, in the epoch cache at once
-            if p.leader_epoch > h.log.epoch_cache.latest_epoch:
-                h.log.epoch_cache.assign(p.leader_epoch, h.log.log_end_offset)
-            if self._live is not None:
-                h.repl.set_live_brokers(self._live)
-            self.log_events(h.repl.become_leader(p.leader_epoch, list(p.isr), list(p.replicas), p.zk_version,
-                                                  h.log, now_ms()))
-            self._wake(h)
-        self._notify()
-        self._role_changed(p.topic, p.partition, True, p.leader_epoch)
+            change = roles.become_leader(h.repl, h.log, h.log.epoch_cache.latest_epoch, p.leader_epoch, p.isr,
+                                         p.replicas, p.zk_version, self._live, now_ms())
+            self._apply_role(h, change)
+        self._announce_role(tp, h, change)
 
     def become_follower(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> None:
         tp = (p.topic, p.partition)
         h = self._host(tp, configs)
         self._unassign(tp, h)
         with h.cond:
-            self.log_events(h.repl.become_follower(p.leader, p.leader_epoch, list(p.isr), list(p.replicas),
-                                                    p.zk_version))
-            h.fetching_from = (p.leader, p.leader_epoch) if p.leader >= 0 else None
-            self._wake(h)
+            change = roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas, p.zk_version)
+            self._apply_role(h, change)
+        self._announce_role(tp, h, change)
+
+    def _apply_role(self, h: Hosted, change: roles.RoleChange) -> None:
+        """With ``h.cond`` held: replication.roles' RoleChange, to the log, the fetch state and the waiters."""
+        if change.epoch_start is not None:
+            h.log.epoch_cache.assign(*change.epoch_start)
+        h.fetching_from = change.fetch_from
+        self.log_events(change.events)
+        self._wake(h)
+
+    def _announce_role(self, tp: TP, h: Hosted, change: roles.RoleChange) -> None:
+        """After the lock: wake long polls, tell the group coordinator, and fetch from the new leader."""
         self._notify()
-        self._role_changed(p.topic, p.partition, False, p.leader_epoch)
-        if p.leader >= 0:
+        self._role_changed(tp[0], tp[1], change.is_leader, change.leader_epoch)
+        if change.fetch_from is not None:
+            leader, epoch = change.fetch_from
             with self._lock:
-                f = self.fetchers.get(p.leader)
+                f = self.fetchers.get(leader)
                 if f is None or not f.is_alive():
-                    f = self.fetchers[p.leader] = LeaderFetcher(self, p.leader)
+                    f = self.fetchers[leader] = LeaderFetcher(self, leader)
                     f.start()
-                f.assign(tp, h, p.leader_epoch)
+                f.assign(tp, h, epoch)
 
     def set_live_brokers(self, live: set[int]) -> None:
         """From UpdateMetadata: leaders stop waiting for followers that are gone."""
@@ -210,7 +217,7 @@ class ReplicaManager(HousekeepingMixin):
     def update_isr_if_newer(self, p: PartitionInfo) -> None:
         """From UpdateMetadata: a newer ISR of the same leader epoch (e.g. after an AlterIsr)."""
         h = self.hosted.get((p.topic, p.partition))
-        if h is not None and h.repl.leader_epoch == p.leader_epoch and p.zk_version > h.repl.zk_version:
+        if roles.isr_update_is_newer(h.repl if h is not None else None, p.leader_epoch, p.zk_version):
             self.update_isr(p)
 
     def update_isr(self, p: PartitionInfo) -> None:
@@ -527,6 +534,10 @@ class ReplicaManager(HousekeepingMixin):
                 self._alter_isr.send(h, proposal)
 
     # ------------------------------------------------------------------ housekeeping
+
+    def checkpointed_hw(self, tp: TP) -> int:
+        """The partition's HW in the last HW checkpoint (0 when it has none)."""
+        return self._checkpoint.read().get(tp, 0)
 
     def checkpoint_hws(self) -> None:
         hws = {tp: h.repl.high_watermark for tp, h in list(self.hosted.items())}

@@ -24,11 +24,11 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from coordinator import load
 from coordinator.core import GroupConfig, Output, PartitionCoordinator
+from coordinator.leadership import Coordinatorship, Slot, start_appends
 from coordinator.load import LoadStats
 from kafkacommon.hashing import partition_for
 from node.events import EventLog
@@ -38,17 +38,12 @@ from zk.paths import OFFSETS_TOPIC
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class _Slot:
-    core: PartitionCoordinator
-    epoch: int
-    lock: threading.Lock
-
-
 def replay_log(core: PartitionCoordinator, read: Callable[[int], tuple[bytes, int, int] | None],
-               lock: threading.Lock | None = None, stopping: threading.Event | None = None) -> LoadStats:
+               lock: threading.Lock | None = None, stopping: threading.Event | None = None,
+               end_offset: int | None = None) -> LoadStats:
     """coordinator/load.py's rule (the simulator runs the same), its problems logged here."""
-    stats = load.replay_log(core, read, lock=lock, stopping=stopping.is_set if stopping is not None else None)
+    stats = load.replay_log(core, read, lock=lock, stopping=stopping.is_set if stopping is not None else None,
+                            end_offset=end_offset)
     for _offset, message in stats.errors:
         log.warning("%s", message)
     return stats
@@ -67,8 +62,8 @@ class CoordinatorShell:
         self.load_buffer_bytes = load_buffer_bytes
         self.clock = clock
         self.new_member_suffix = new_member_suffix
-        self._slots: dict[int, _Slot] = {}
-        self._epochs: dict[int, int] = {}        # latest leader epoch seen per partition (load/unload fencing)
+        self.coordinatorship = Coordinatorship(config, new_member_suffix)   # slot.io: the core's lock
+        self._slots = self.coordinatorship.slots
         self._jobs: queue.Queue = queue.Queue()
         self._timer = threading.Condition()
         self._stopping = threading.Event()
@@ -99,32 +94,25 @@ class CoordinatorShell:
                 log.exception("%s of offsets partition %d failed", kind, p)
 
     def _load(self, p: int, epoch: int) -> None:
-        # Kafka (KAFKA-10614): a load runs only if its epoch is not older than the latest seen
-        if epoch < self._epochs.get(p, -1):
-            return
-        self._epochs[p] = epoch
-        old = self._slots.get(p)
-        if old is not None:
-            # still the leader, in a newer epoch (e.g. the controller shrank the ISR): the cached
-            # groups stay, as Kafka keeps groups already in its cache on a repeated load
-            old.epoch = epoch
-            return
-        core = PartitionCoordinator(p, self.config, self.new_member_suffix)
-        slot = _Slot(core, epoch, threading.Lock())
+        lock = threading.Lock()
         t0 = time.monotonic_ns()
-        with slot.lock:
-            out = core.begin_load(self.clock())
-            self._slots[p] = slot
+        with lock:   # requests wait for the load to have begun
+            started = self.coordinatorship.begin_load(p, epoch, self.clock(), io=lock)
+        if started is None:
+            return
+        slot, out = started
+        core = slot.core
         self._dispatch(slot, out)
         self.events.emit("coordinator_load_started", partition=p, leader_epoch=epoch)
         tp = (OFFSETS_TOPIC, p)
         stats = LoadStats()
         try:
             stats = replay_log(core, lambda offset: self.replicas.read_log(tp, offset, self.load_buffer_bytes),
-                               lock=slot.lock, stopping=self._stopping)
+                               lock=lock, stopping=self._stopping,
+                               end_offset=self.coordinatorship.load_end_offset(lambda: self.replicas.checkpointed_hw(tp)))
         finally:  # as Kafka: the partition becomes owned even when its load failed
-            with slot.lock:
-                out = core.finish_load(self.clock())
+            with lock:
+                out = self.coordinatorship.finish_load(slot, self.clock())
             self._dispatch(slot, out)
         self.events.emit("coordinator_loaded", partition=p, leader_epoch=epoch, records=stats.read,
                          replayed=stats.records,
@@ -133,15 +121,11 @@ class CoordinatorShell:
         self._poke()
 
     def _unload(self, p: int, epoch: int) -> None:
-        if epoch < self._epochs.get(p, -1):
-            return
-        self._epochs[p] = max(epoch, self._epochs.get(p, -1))
-        slot = self._slots.pop(p, None)
+        slot = self.coordinatorship.release(p, epoch)
         if slot is None:
             return
-        with slot.lock:
-            groups = len(slot.core.group_ids())
-            out = slot.core.unload(self.clock())
+        with slot.io:
+            groups, out = self.coordinatorship.unload(slot, self.clock())
         self._dispatch(slot, out)
         self.events.emit("coordinator_unloaded", partition=p, leader_epoch=epoch, groups=groups)
 
@@ -156,7 +140,7 @@ class CoordinatorShell:
         slot = self._slots.get(self.partition_of(group_id))
         if slot is None:
             return None
-        with slot.lock:
+        with slot.io:
             taken = self._take(slot, handler, req)
         return self._answered(taken)
 
@@ -167,7 +151,7 @@ class CoordinatorShell:
         slot = self._slots.get(self.partition_of(group_id))
         if slot is None:
             return None
-        if not slot.lock.acquire(blocking=False):
+        if not slot.io.acquire(blocking=False):
             return False
         try:
             partition_lock = self.replicas.partition_lock((OFFSETS_TOPIC, slot.core.partition))
@@ -179,11 +163,11 @@ class CoordinatorShell:
                 if partition_lock is not None:
                     partition_lock.release()
         finally:
-            slot.lock.release()
+            slot.io.release()
         return self._answered(taken)
 
-    def _take(self, slot: _Slot, handler: str, req: Any) -> tuple[Future, Output] | None:
-        """With ``slot.lock`` held: the core's handler takes ``req`` and its appends start; None when the
+    def _take(self, slot: Slot, handler: str, req: Any) -> tuple[Future, Output] | None:
+        """With ``slot.io`` (its lock) held: the core's handler takes ``req`` and its appends start; None when the
         slot was unloaded meanwhile."""
         if self._slots.get(slot.core.partition) is not slot:
             return None
@@ -205,7 +189,7 @@ class CoordinatorShell:
         futs = []
         for slot in list(self._slots.values()):
             fut: Future = Future()
-            with slot.lock:
+            with slot.io:
                 out = getattr(slot.core, handler)(fut, make_req(), self.clock())
                 self._start_appends(slot, out)
             self._finish(out)
@@ -217,30 +201,23 @@ class CoordinatorShell:
 
     # ------------------------------------------------------------------ outputs
 
-    def _dispatch(self, slot: _Slot, out: Output) -> None:
+    def _dispatch(self, slot: Slot, out: Output) -> None:
         if out.appends:
-            with slot.lock:
+            with slot.io:
                 self._start_appends(slot, out)
         self._finish(out)
 
-    def _start_appends(self, slot: _Slot, out: Output) -> None:
-        """Called with the slot's lock held: appends in the order the core emitted them.
-        Immediate outcomes are fed back at once (their outputs join ``out``)."""
-        pending = list(out.appends)
-        out.appends = []
-        while pending:
-            cmd = pending.pop(0)
+    def _start_appends(self, slot: Slot, out: Output) -> None:
+        """Called with the slot's lock held: coordinator.leadership.start_appends, to this broker's log."""
+        def append(cmd) -> int | None:
             records = [(k, v, None) for k, v in cmd.records]
             done = self.replicas.append((OFFSETS_TOPIC, slot.core.partition), records, cmd.acks, cmd.timeout_ms,
                                         on_done=lambda code, s=slot, a=cmd.append_id: self._append_done(s, a, code))
-            if done is not None:
-                more = slot.core.on_append_done(cmd.append_id, done[0], self.clock())
-                pending.extend(more.appends)
-                more.appends = []
-                out.extend(more)
+            return None if done is None else done[0]
+        start_appends(slot.core, out, append, self.clock)
 
-    def _append_done(self, slot: _Slot, append_id: int, code: int) -> None:
-        with slot.lock:
+    def _append_done(self, slot: Slot, append_id: int, code: int) -> None:
+        with slot.io:
             out = slot.core.on_append_done(append_id, code, self.clock())
             self._start_appends(slot, out)
         self._finish(out)
@@ -262,7 +239,7 @@ class CoordinatorShell:
             now = self.clock()
             earliest = None
             for slot in list(self._slots.values()):
-                with slot.lock:
+                with slot.io:
                     d = slot.core.next_deadline_ms()
                     if d is not None and d <= now:
                         out = slot.core.on_tick(now)
@@ -284,6 +261,6 @@ class CoordinatorShell:
         self._poke()
         for p in list(self._slots):
             slot = self._slots.pop(p)
-            with slot.lock:
+            with slot.io:
                 out = slot.core.unload(self.clock())
             self._finish(out)

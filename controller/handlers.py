@@ -1,0 +1,421 @@
+"""The controller's event handlers, sans-IO: for each event, what it reads from ZooKeeper and in what order,
+what it writes (every write fenced by /controller_epoch's zkVersion), what it logs and what it sends.
+
+Each handler is a generator of commands (the classes below).  A shell runs one with :func:`run`, carrying out
+each command with its own I/O and sending back the result, or throwing in the exception the I/O raised (a
+``ControllerMovedError``, a ``StateVersionConflict``, a lost connection), exactly where the handler would have
+made the call.  The real broker's shell (node/shells/controller_shell.py: one event thread over kazoo and
+gRPC) and the simulator's (sim/controller.py: the simulated ZooKeeper and network) run the same handlers, so
+the order of steps exists once; the decisions themselves are :class:`controller.core.ControllerCore`'s.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Generator, NamedTuple
+
+from controller.core import ControllerCore, Plan
+from kafkacommon import errors
+from zk.exceptions import ControllerMovedError, StateVersionConflict
+
+Steps = Generator[Any, Any, Any]
+
+
+# ---------------------------------------------------------------------- commands (the shell's I/O)
+
+@dataclass(frozen=True)
+class ReadController:
+    """-> the broker id in /controller, or None; arms the /controller watch (CONTROLLER_CHANGE)."""
+
+
+@dataclass(frozen=True)
+class DeleteControllerIfOurs:
+    """-> whether this session's /controller was deleted."""
+
+
+@dataclass(frozen=True)
+class TryElect:
+    """The election multi (zk/rules.py's election_ops) -> (won, epoch, epoch zkVersion)."""
+
+
+class Snapshot(NamedTuple):
+    controller_epoch: int
+    epoch_zk_version: int
+    brokers: dict
+    topics: dict
+    round_trips: int      # ZooKeeper round trips it took (reported in controller_failover_done)
+
+
+@dataclass(frozen=True)
+class ReadSnapshot:
+    """-> :class:`Snapshot` (no partition states); arms the /brokers/topics watch (TOPIC_CHANGE) and,
+    with ``watch_brokers``, the /brokers/ids one (BROKER_CHANGE)."""
+    watch_brokers: bool = True
+
+
+@dataclass(frozen=True)
+class CachedStates:
+    """-> this broker's metadata cache of partition states, {tp: (state, zkVersion)} ({} when it has none)."""
+
+
+@dataclass(frozen=True)
+class ReadBrokers:
+    """-> {id: registration}; arms the /brokers/ids watch."""
+
+
+@dataclass(frozen=True)
+class ReadStates:
+    """-> {tp: (state, zkVersion)} of those that exist."""
+    tps: tuple
+
+
+@dataclass(frozen=True)
+class ReadDeletionRequests:
+    """-> the topics marked for deletion; arms the /admin/delete_topics watch (TOPIC_DELETION)."""
+
+
+@dataclass(frozen=True)
+class CreateTopic:
+    fence: int
+    assignment: Any
+
+
+@dataclass(frozen=True)
+class WriteStates:
+    """-> {tp: new zkVersion}; raises StateVersionConflict or ControllerMovedError into the handler."""
+    fence: int
+    writes: tuple
+
+
+@dataclass(frozen=True)
+class DeleteTopic:
+    fence: int
+    assignment: Any
+
+
+@dataclass(frozen=True)
+class DropDeletionMarker:
+    fence: int
+    topic: str
+
+
+@dataclass(frozen=True)
+class Send:
+    """The core's requests, {broker id: [commands]}, each broker's in order (the shell's channels)."""
+    requests: dict
+
+
+@dataclass(frozen=True)
+class CloseChannels:
+    """Stop sending (this controller resigned); ``drain``: let what is under way finish."""
+
+
+@dataclass(frozen=True)
+class Emit:
+    name: str
+    fields: dict
+
+
+@dataclass(frozen=True)
+class Clock:
+    """-> the controller's now in ms (the core's timers)."""
+
+
+@dataclass(frozen=True)
+class MonoNs:
+    """-> a monotonic clock in ns (only the timings the events report)."""
+
+
+@dataclass(frozen=True)
+class Later:
+    """Handle the named event after this one (the shell's queue: ``topic_deletion``)."""
+    event: str
+
+
+def run(steps: Steps, do: Callable[[Any], Any]) -> Any:
+    """Carry out a handler: ``do(command)`` for each command, its result sent back, its exception thrown
+    in; returns what the handler returns, raises what it does not catch."""
+    result: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            cmd = steps.send(result) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        try:
+            result, error = do(cmd), None
+        except Exception as e:  # noqa: BLE001 - handed to the handler, which decides
+            result, error = None, e
+
+
+# ---------------------------------------------------------------------- the handlers
+
+class ControllerHandlers:
+    """One broker's controller events.  ``zombie``: the planted bug of chaos runs (never in a real
+    deployment): a controller whose session expired keeps acting, and its writes are not fenced."""
+
+    def __init__(self, core: ControllerCore, broker_id: int, zombie: bool = False) -> None:
+        self.core = core
+        self.broker_id = broker_id
+        self.zombie = zombie
+        self.active_controller_id = -1
+        self.orphan_suspected = False   # /controller may be ours while we do not act: re-checked on ticks
+        self.failovers = 0
+        self.last_write_ms = 0.0
+
+    def _emit(self, name: str, **fields: Any) -> Emit:
+        return Emit(name, fields)
+
+    # ------------------------------------------------------------------ election
+
+    def elect(self) -> Steps:
+        current = yield ReadController()
+        if current is not None:
+            self.active_controller_id = current
+            if current == self.broker_id and not self.core.active:
+                # /controller names us but we are not acting (KAFKA-13407): delete it, which
+                # fires everyone's watch (ours too) and runs the election again.
+                deleted = yield DeleteControllerIfOurs()
+                yield self._emit("controller_znode_orphaned", controller_id=current, deleted=deleted)
+                self.orphan_suspected = not deleted
+            else:
+                self.orphan_suspected = False
+            return
+        t0 = yield MonoNs()
+        won, epoch, version = yield TryElect()
+        if not won:
+            winner = yield ReadController()
+            self.active_controller_id = -1 if winner is None else winner
+            yield self._emit("controller_election_lost", controller_id=self.active_controller_id, epoch=epoch)
+            return
+        self.active_controller_id = self.broker_id
+        t1 = yield MonoNs()
+        yield self._emit("controller_elected", epoch=epoch, epoch_zk_version=version,
+                         elect_ms=round((t1 - t0) / 1e6, 3))
+        try:
+            yield from self.failover(epoch, version)
+        except ControllerMovedError:
+            raise
+        except Exception:
+            # We won but could not act: give the role back rather than hold /controller idle.
+            yield from self.resign("failover failed")
+            self.orphan_suspected = True
+            try:
+                self.orphan_suspected = not (yield DeleteControllerIfOurs())
+            except Exception:  # noqa: BLE001 - retried from the tick once ZooKeeper answers
+                pass
+            raise
+
+    def controller_change(self) -> Steps:
+        current = yield ReadController()
+        if self.core.active and current != self.broker_id and not self.zombie:
+            yield from self.resign("controller znode changed" if current is not None else "controller znode deleted")
+        if current is None:
+            yield from self.elect()
+        else:
+            self.active_controller_id = current
+
+    def failover(self, epoch: int, version: int) -> Steps:
+        """Load the context and act on it.
+
+        The partition states come from this broker's metadata cache when it covers every partition
+        (every broker gets them all through UpdateMetadata), which keeps the 1,000-znode read off the
+        critical path.  That is safe: every write is conditional on the cached zkVersion, so a stale
+        entry fails the atomic multi (BADVERSION) and the states are read again; and right after
+        acting, :meth:`verify_states` reads every state again and reconciles any difference.
+        """
+        t0 = yield MonoNs()
+        snap = yield ReadSnapshot()
+        if snap.epoch_zk_version != version:
+            raise ControllerMovedError(f"epoch moved to {snap.controller_epoch} while loading")
+        wanted = [(t, p) for t, a in snap.topics.items() for p in a.partitions]
+        cache = yield CachedStates()
+        from_cache = bool(wanted) and all(tp in cache for tp in wanted)
+        round_trips = snap.round_trips
+        if from_cache:
+            states = {tp: cache[tp] for tp in wanted}
+        else:
+            states = yield ReadStates(tuple(wanted))
+            round_trips += 1
+        t1 = yield MonoNs()
+        self.failovers += 1
+        plan = self.core.on_failover(epoch, version, snap.brokers, snap.topics, states, (yield Clock()))
+        t2 = yield MonoNs()
+        written = yield from self.execute(plan)
+        t3 = yield MonoNs()
+        yield self._emit("controller_failover_done", epoch=epoch, load_ms=round((t1 - t0) / 1e6, 3),
+                         decide_ms=round((t2 - t1) / 1e6, 3), write_ms=round(self.last_write_ms, 3),
+                         zk_round_trips=round_trips, partitions=len(states), states_from_cache=from_cache,
+                         states_written=written, total_ms=round((t3 - t0) / 1e6, 3))
+        if from_cache and self.core.active:
+            yield from self.verify_states(plan)
+        if self.core.active:
+            yield Later("topic_deletion")   # resume deletions requested before (and arm the watch)
+
+    def verify_states(self, acted: Plan) -> Steps:
+        """Read every partition state again; where the cache we decided from was stale, decide again."""
+        written = {(w.topic, w.partition) for w in acted.writes}
+        fresh = yield ReadStates(tuple(self.core.states))
+        stale = {tp: st for tp, st in fresh.items() if tp not in written and st != self.core.states.get(tp)}
+        missing = [tp for tp in self.core.states if tp not in fresh]
+        yield self._emit("controller_cache_verified", epoch=self.core.epoch, partitions=len(fresh),
+                         stale=len(stale), missing=len(missing))
+        if stale:
+            yield from self.execute(self.core.reload_states(stale))
+
+    def resign(self, reason: str) -> Steps:
+        epoch, was_active = self.core.epoch, self.core.active
+        self.core.on_resign()
+        yield CloseChannels()
+        if was_active:
+            yield self._emit("controller_resigned", epoch=epoch, reason=reason)
+
+    def fenced(self, detail: str) -> Steps:
+        """A ``ControllerMovedError`` out of any handler: another controller was elected."""
+        yield self._emit("controller_fenced", epoch=self.core.epoch, detail=detail)
+        yield from self.resign("fenced")
+
+    # ------------------------------------------------------------------ ZooKeeper watches and the session
+
+    def broker_change(self) -> Steps:
+        if self.core.active:
+            yield from self.execute(self.core.on_broker_change((yield ReadBrokers())))
+
+    def topic_change(self) -> Steps:
+        if self.core.active:
+            snap = yield ReadSnapshot(watch_brokers=False)
+            yield from self.execute(self.core.on_topics_change(snap.topics))
+
+    def topic_deletion(self) -> Steps:
+        if self.core.active:
+            requested = yield ReadDeletionRequests()
+            if requested:
+                yield from self.execute(self.core.on_topic_deletion(requested))
+
+    def expire(self) -> Steps:
+        """Kafka's Expire (after the shell dropped its queued work): resign (unless a zombie); the shell then
+        registers the broker anew and runs :meth:`reelect`, which decides everything again."""
+        if self.core.active and not self.zombie:
+            yield from self.resign("session expired")
+        yield self._emit("zk_session_expired")
+
+    def reelect(self) -> Steps:
+        if self.zombie and self.core.active:
+            yield from self.broker_change()   # the planted bug: carry on as controller, unfenced
+        else:
+            yield from self.elect()
+
+    def shutdown(self) -> Steps:
+        if self.core.active:
+            yield from self.resign("shutdown")
+
+    def tick(self, connected: bool) -> Steps:
+        """The periodic work (every 100 ms): the core's timers; a suspected orphan /controller re-checked."""
+        if self.core.active:
+            plan = self.core.on_tick((yield Clock()))
+            if not plan.empty:
+                yield from self.execute(plan)
+        elif self.orphan_suspected and connected:
+            yield from self.elect()
+
+    # ------------------------------------------------------------------ requests
+
+    def elect_leaders(self, tps: list | None) -> Steps:
+        if not self.core.active:
+            return {tp: errors.NOT_CONTROLLER for tp in (tps or [])} or {("", -1): errors.NOT_CONTROLLER}
+        plan = self.core.elect_preferred(tps, reason="preferred_admin")
+        yield from self.execute(plan)
+        return {(w.topic, w.partition): errors.NONE for w in plan.writes}
+
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Steps:
+        code, plan, remaining = self.core.on_controlled_shutdown(broker_id, broker_epoch)
+        if code == errors.NONE:
+            yield from self.execute(plan)
+            if not self.core.active:  # fenced while writing
+                code = errors.NOT_CONTROLLER
+        return code, remaining
+
+    def alter_isr(self, broker_id: int, broker_epoch: int, items: list) -> Steps:
+        """An AlterIsr from a partition leader -> (top error, {tp: (error, state, zkVersion)})."""
+        code, plan, results = self.core.on_alter_isr(broker_id, broker_epoch, items)
+        try:
+            if code == errors.NONE and plan.writes:
+                try:
+                    yield from self.execute(plan, retry_conflicts=False)
+                except StateVersionConflict as e:
+                    yield self._emit("zk_write_conflict", path=e.path)
+                    fresh = yield ReadStates(tuple(sorted(self.core.states)))
+                    results, retry = self.core.on_alter_isr_conflict(plan, results, fresh)
+                    yield from self.execute(retry)
+                if not self.core.active:
+                    code = errors.NOT_CONTROLLER
+        except ControllerMovedError as e:
+            yield from self.fenced(str(e))
+            code = errors.NOT_CONTROLLER
+        return code, self.core.alter_isr_answer(results)
+
+    # ------------------------------------------------------------------ carrying out a plan
+
+    def fence(self) -> int:
+        """The /controller_epoch version every write is conditional on (-1, which matches any
+        version, only with the planted zombie bug)."""
+        return -1 if self.zombie else self.core.epoch_zk_version
+
+    def execute(self, plan: Plan, depth: int = 0, retry_conflicts: bool = True) -> Steps:
+        """Make the plan's fenced writes, then send its requests and log its events -> states written.
+
+        On BADVERSION the states are read again and decided again, unless ``retry_conflicts`` is False
+        (a request's own change, such as AlterIsr, cannot be re-derived): then StateVersionConflict
+        reaches the caller.
+        """
+        if not self.core.active:
+            return 0
+        for name, fields in plan.observed:
+            yield Emit(name, dict(controller_epoch=self.core.epoch, **fields))
+        self.last_write_ms = write_ms = 0.0
+        t0 = yield MonoNs()
+        versions: dict = {}
+        if plan.has_writes:
+            try:
+                for topic in plan.topic_creates:
+                    yield CreateTopic(self.fence(), topic)
+                writes = plan.writes
+                if self.zombie:  # the planted bug: no fencing at all, not even the states' zkVersions
+                    writes = [w._replace(zk_version=-1) if w.zk_version is not None else w for w in writes]
+                versions = yield WriteStates(self.fence(), tuple(writes))
+                for a in plan.topic_deletes:
+                    yield DeleteTopic(self.fence(), a)
+                for topic in plan.markers_to_drop:
+                    yield DropDeletionMarker(self.fence(), topic)
+            except ControllerMovedError as e:
+                yield self._emit("zk_write_fenced", epoch=self.core.epoch, writes=len(plan.writes), detail=str(e))
+                yield from self.resign("fenced by a newer controller epoch")
+                return 0
+            except StateVersionConflict as e:
+                if depth >= 3 or not retry_conflicts:
+                    raise
+                yield self._emit("zk_write_conflict", path=e.path)
+                states = yield ReadStates(tuple((t, p) for t in self.core.topics
+                                                for p in self.core.topics[t].partitions))
+                retry = self.core.reload_states(states)
+                retry.full_sync |= plan.full_sync
+                return (yield from self.execute(retry, depth + 1))
+            write_ms = ((yield MonoNs()) - t0) / 1e6
+            self.last_write_ms = write_ms
+        requests = self.core.commit(plan, versions)
+        yield Send(requests)  # first: brokers learn their new roles before we write the log lines
+        for w in plan.writes:
+            s = w.state
+            yield self._emit("partition_state_written", topic=w.topic, partition=w.partition, reason=w.reason,
+                             leader=s.leader, leader_epoch=s.leader_epoch, isr=list(s.isr),
+                             controller_epoch=s.controller_epoch, zk_version=versions[(w.topic, w.partition)],
+                             previous_leader=w.previous.leader if w.previous else None,
+                             previous_isr=list(w.previous.isr) if w.previous else None)
+        if plan.writes:
+            yield self._emit("partition_states_written", epoch=self.core.epoch, count=len(plan.writes),
+                             write_ms=round(write_ms, 3), mono_ns_written=t0 + int(write_ms * 1e6))
+        for a in plan.topic_deletes:
+            yield self._emit("topic_deleted", controller_epoch=self.core.epoch, topic=a.topic,
+                             partitions=len(a.partitions))
+        for name, fields in plan.events:
+            yield Emit(name, dict(controller_epoch=self.core.epoch, **fields))
+        return len(plan.writes)

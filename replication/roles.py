@@ -1,0 +1,116 @@
+"""A replica's role changes, sans-IO: what a LeaderAndIsr (or UpdateMetadata) does to one hosted partition.
+
+Kafka's ReplicaManager.becomeLeaderOrFollower per partition: the same leader and leader epoch is only a
+newer ISR; else this broker becomes the leader (makeLeader: the new epoch enters the leader epoch cache at
+the log end, the leader learns the live brokers, then the core's become_leader) or a follower (makeFollower:
+the core's become_follower, then fetch from the new leader, if there is one).  The broker's replica manager
+(node/replicas/replica_manager.py) and the simulator's (sim/replicas.py) call these and carry out the
+returned :class:`RoleChange` with their own logs, fetchers and waiters; the follower's fetch answer goes
+through :func:`follower_fetched`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from kafkacommon import errors
+from kafkacommon.event import Event
+from replication.partition import LogView, PartitionReplication
+from replication.truncation import follower_truncation
+
+ISR = "isr"
+LEADER = "leader"
+FOLLOWER = "follower"
+
+
+def leader_and_isr_action(repl: PartitionReplication | None, broker_id: int, leader: int, leader_epoch: int) -> str:
+    """What one partition of a LeaderAndIsr does here: ISR (a newer ISR of the role it has), LEADER or FOLLOWER."""
+    if repl is not None and repl.leader_epoch == leader_epoch and repl.leader_id == leader:
+        return ISR
+    return LEADER if leader == broker_id else FOLLOWER
+
+
+def isr_update_is_newer(repl: PartitionReplication | None, leader_epoch: int, zk_version: int) -> bool:
+    """UpdateMetadata's partition state: applied only as a newer ISR of the same leader epoch (after an AlterIsr)."""
+    return repl is not None and repl.leader_epoch == leader_epoch and zk_version > repl.zk_version
+
+
+@dataclass
+class RoleChange:
+    """What the shell carries out, in this order: ``epoch_start`` into the log's leader epoch cache, stop
+    fetching (or fetch from ``fetch_from``), log ``events``, wake what waits on the partition, tell the
+    role's listeners (the group coordinator), start fetching from ``fetch_from``."""
+    is_leader: bool
+    leader_epoch: int
+    events: list[Event] = field(default_factory=list)
+    epoch_start: tuple[int, int] | None = None   # (leader epoch, start offset) for the leader epoch cache
+    fetch_from: tuple[int, int] | None = None    # (leader, leader epoch) a follower fetches from
+
+
+def become_leader(repl: PartitionReplication, log: LogView, latest_cached_epoch: int, leader_epoch: int,
+                  isr: Iterable[int], replicas: Iterable[int], zk_version: int, live: frozenset[int] | None,
+                  now_ms: int) -> RoleChange:
+    """Kafka's makeLeader.  ``latest_cached_epoch``: the newest epoch in the log's leader epoch cache."""
+    change = RoleChange(True, leader_epoch)
+    if leader_epoch > latest_cached_epoch:   # the new epoch starts at the log end, in the cache at once
+        change.epoch_start = (leader_epoch, log.log_end_offset)
+    if live is not None:
+        repl.set_live_brokers(live)
+    change.events = repl.become_leader(leader_epoch, list(isr), list(replicas), zk_version, log, now_ms)
+    return change
+
+
+def become_follower(repl: PartitionReplication, leader: int, leader_epoch: int, isr: Iterable[int],
+                    replicas: Iterable[int], zk_version: int) -> RoleChange:
+    """Kafka's makeFollower: the core forgets the leader's state; fetch from the leader if there is one."""
+    change = RoleChange(False, leader_epoch)
+    change.events = repl.become_follower(leader, leader_epoch, list(isr), list(replicas), zk_version)
+    change.fetch_from = (leader, leader_epoch) if leader >= 0 else None
+    return change
+
+
+# ---------------------------------------------------------------------- a follower's fetch answer
+
+RESET = "reset"          # behind the leader's log start: truncate fully and start at ``offset``
+FAILED = "failed"        # an error: back off and fetch again
+TRUNCATE = "truncate"    # a diverging epoch: truncate to ``offset``
+APPEND = "append"        # append what came (maybe nothing: a long poll's empty answer)
+
+
+@dataclass(frozen=True)
+class FetchAnswer:
+    """What a follower does with one partition's fetch answer; then it calls :func:`follower_moved`."""
+    kind: str
+    offset: int = -1
+    complete: bool = True   # TRUNCATE: False when the follower's epoch was older (the exchange repeats)
+
+
+def follower_fetch_answer(error: int, diverging: tuple[int, int] | None, leader_log_start: int | None,
+                          log: LogView, repl: PartitionReplication) -> FetchAnswer:
+    """Kafka 2.8's AbstractFetcherThread on one partition's answer: OFFSET_OUT_OF_RANGE with the leader's
+    log start past this log's end (retention deleted what it lacks) starts over there; another error backs
+    off; a diverging epoch ``(epoch, end offset)`` truncates where :func:`follower_truncation` says; else
+    the records are appended."""
+    if error == errors.OFFSET_OUT_OF_RANGE and leader_log_start is not None \
+            and leader_log_start > log.log_end_offset:
+        return FetchAnswer(RESET, leader_log_start)
+    if error != errors.NONE:
+        return FetchAnswer(FAILED)
+    if diverging is not None:
+        offset, complete = follower_truncation(diverging[0], diverging[1], log, repl.high_watermark)
+        return FetchAnswer(TRUNCATE, offset, complete)
+    return FetchAnswer(APPEND)
+
+
+def follower_moved(answer: FetchAnswer, repl: PartitionReplication, log: LogView, leader_hw: int,
+                   leader_log_start: int | None = None) -> tuple[list[Event], int | None]:
+    """After the shell carried out ``answer`` on its log: the core's events (the follower's HW), and the
+    log start offset the follower takes (the leader's, never past its own HW; None: leave it)."""
+    if answer.kind == RESET:
+        return repl.on_fetch_response(answer.offset, log), None
+    if answer.kind == TRUNCATE:
+        return repl.on_truncate(log.log_end_offset), None
+    if answer.kind == APPEND:
+        events = repl.on_fetch_response(leader_hw, log)
+        return events, None if leader_log_start is None else min(leader_log_start, repl.high_watermark)
+    return [], None
