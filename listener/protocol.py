@@ -22,7 +22,6 @@ import kafka.protocol as _kp
 from kafka.protocol.api_message import ApiMessage
 
 from kafkacommon import errors
-from node.storage.file_records import FileRecords
 
 _HEAD = struct.Struct(">hhi")  # request_api_key, request_api_version, correlation_id
 
@@ -184,8 +183,8 @@ def encode_response(req: Request, values: dict[str, Any], version: int | None = 
     Large byte fields (a Fetch's records) are not handed to the generated encoder, which copies
     them byte-slowly (about 10 ms per MiB): each is encoded as a short marker and spliced in
     afterwards with the length prefix the encoder gave the marker, re-encoded for its length.  The
-    frame is then a list of pieces (written in order, never joined; a :class:`FileRecords` piece,
-    a consumer Fetch's records left in the segment files, goes with sendfile): :func:`joined`."""
+    frame is then a list of pieces (written in order, never joined; a consumer Fetch's records left
+    in the segment files, an object whose ``stays_in_file`` is true, go with sendfile): :func:`joined`."""
     v = req.api_version if version is None else version
     cls = RESPONSES[req.api_key]
     blobs: list[bytes | memoryview] = []
@@ -205,10 +204,11 @@ def _park_blobs(values: Any, blobs: list) -> Any:
         return {k: _park_blobs(v, blobs) for k, v in values.items()}
     if isinstance(values, list):
         return [_park_blobs(v, blobs) for v in values]
-    if isinstance(values, (bytes, bytearray, memoryview, FileRecords)) and len(values) >= _BLOB_MIN:
+    in_file = getattr(values, "stays_in_file", False)   # node.storage.file_records.FileRecords
+    if (in_file or isinstance(values, (bytes, bytearray, memoryview))) and len(values) >= _BLOB_MIN:
         blobs.append(values)
         return _MARKER + (len(blobs) - 1).to_bytes(7, "big")
-    if isinstance(values, FileRecords):   # too small to be worth a sendfile of its own
+    if in_file:   # too small to be worth a sendfile of its own
         try:
             return values.read()
         finally:
@@ -244,6 +244,6 @@ def _splice(out: bytes, blobs: list, flexible: bool) -> list:
 
 def joined(frame: bytes | list) -> bytes:
     """A response frame as one bytes object (tests; the listener writes the pieces as they are, a
-    :class:`FileRecords` piece with sendfile)."""
-    return frame if isinstance(frame, bytes) else b"".join(bytes(p) if isinstance(p, FileRecords) else p
-                                                           for p in frame)
+    records piece left in the segment files with sendfile)."""
+    return frame if isinstance(frame, bytes) else b"".join(
+        p if isinstance(p, (bytes, bytearray, memoryview)) else bytes(p) for p in frame)

@@ -23,6 +23,8 @@ class FileSlice:
 class FileRecords:
     """Whole batches of one partition's read: ``len()`` bytes in ``slices``, in order."""
 
+    stays_in_file = True   # listener.protocol splices such a field in as a piece of its own
+
     def __init__(self, slices: list[FileSlice]) -> None:
         self.slices = slices
         self.size = sum(s.size for s in slices)
