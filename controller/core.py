@@ -438,11 +438,13 @@ class ControllerCore:
         for b in sorted(self.live):
             cmds: list[Command] = []
             if b in plan.full_sync:
+                # Kafka's onBrokerStartup / onControllerFailover order: the full UpdateMetadata first, so the
+                # broker's metadata cache (live brokers, controller id) is filled before it opens its logs
+                cmds.append(UpdateMetadataCmd(tuple(all_views), live_regs))
                 mine = tuple(all_by.get(b, ()))
                 if mine:
                     all_leaders = tuple(self.live[x] for x in sorted({v.state.leader for v in mine} & set(self.live)))
                     cmds.append(LeaderAndIsrCmd(mine, all_leaders))
-                cmds.append(UpdateMetadataCmd(tuple(all_views), live_regs))
             else:
                 mine = tuple(changed_by.get(b, ())) if plan.leader_and_isr else ()
                 if mine and b in plan.stop_replicas:

@@ -18,10 +18,18 @@ from listener.protocol import Request
 from listener.records import BatchRejected, check_client_batch, find_timestamp, next_offset
 from listener.server import CloseConnection, Connection
 from kafkacommon import errors
+from node.storage.file_records import FileRecords
 from proto import kafkasim_pb2 as pb
 
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+
+
+def close(reads: dict) -> None:
+    """Release the segment files of consumer reads that will not be sent."""
+    for a in reads.values():
+        if isinstance(a[4], FileRecords):
+            a[4].close()
 
 
 def handlers(ctx: ListenerContext) -> dict[int, Any]:
@@ -76,20 +84,32 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         wanted: list[tuple[str, Any]] = [(t.topic, p) for t in body.topics for p in t.partitions]
         asks = [(t, p) for t, p in wanted if known(t, p.partition)]
 
-        def run() -> dict[tuple[str, int], tuple[int, int, int, int, bytes]]:
+        def read() -> dict[tuple[str, int], tuple]:
+            return {(t, p.partition): ctx.replicas.consumer_read((t, p.partition), p.fetch_offset,
+                                                                 p.partition_max_bytes) for t, p in asks}
+
+        def ready(got: dict[tuple[str, int], tuple]) -> bool:
+            return (sum(len(a[4]) for a in got.values()) >= body.min_bytes
+                    or any(a[0] != errors.NONE for a in got.values()))
+
+        def run() -> dict[tuple[str, int], tuple]:
             """The leader's read of each partition, again after each append or HW move while fewer
             than min_bytes are ready and max_wait_ms has not passed."""
             deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
             while True:
-                got = {(t, p.partition): ctx.replicas.consumer_read((t, p.partition), p.fetch_offset,
-                                                                    p.partition_max_bytes) for t, p in asks}
+                got = read()
                 left = deadline - time.monotonic()
-                if (sum(len(a[4]) for a in got.values()) >= body.min_bytes or left <= 0
-                        or any(a[0] != errors.NONE for a in got.values())):
+                if ready(got) or left <= 0:
                     return got
+                close(got)
                 ctx.replicas.wait_for_data(left)
 
-        answers = await ctx.blocking(run) if asks else {}
+        # a read that can answer at once is done here, on the listener's loop (an index lookup; the
+        # records stay in the segment files); only a long poll waits on the pool
+        answers = read() if asks else {}
+        if asks and not ready(answers) and body.max_wait_ms > 0:
+            close(answers)
+            answers = await ctx.blocking(run)
         topics: dict[str, list] = {}
         budget = body.max_bytes if v >= 3 else 1 << 31   # the response's max_bytes: the first batch always goes
         for t, p in wanted:
@@ -103,10 +123,13 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                 if code == errors.NONE and cle >= 0 and epoch >= 0 and cle != epoch:
                     code = FENCED_LEADER_EPOCH if cle < epoch else UNKNOWN_LEADER_EPOCH
                 d["error_code"] = code
+                if code != errors.NONE:
+                    close({0: a})
                 if code in (errors.NONE, errors.OFFSET_OUT_OF_RANGE):
                     d.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=start)
                 if code == errors.NONE:
                     if len(records) > budget and budget != body.max_bytes:
+                        close({0: a})
                         records = b""    # over the response's max_bytes: fetched again next time
                     budget -= len(records)
                     d["records"] = records

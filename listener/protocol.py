@@ -183,7 +183,8 @@ def encode_response(req: Request, values: dict[str, Any], version: int | None = 
     Large byte fields (a Fetch's records) are not handed to the generated encoder, which copies
     them byte-slowly (about 10 ms per MiB): each is encoded as a short marker and spliced in
     afterwards with the length prefix the encoder gave the marker, re-encoded for its length.  The
-    frame is then a list of pieces (written with ``writelines``, never joined): :func:`joined`."""
+    frame is then a list of pieces (written in order, never joined; a consumer Fetch's records left
+    in the segment files, an object whose ``stays_in_file`` is true, go with sendfile): :func:`joined`."""
     v = req.api_version if version is None else version
     cls = RESPONSES[req.api_key]
     blobs: list[bytes | memoryview] = []
@@ -203,9 +204,15 @@ def _park_blobs(values: Any, blobs: list) -> Any:
         return {k: _park_blobs(v, blobs) for k, v in values.items()}
     if isinstance(values, list):
         return [_park_blobs(v, blobs) for v in values]
-    if isinstance(values, (bytes, bytearray, memoryview)) and len(values) >= _BLOB_MIN:
+    in_file = getattr(values, "stays_in_file", False)   # node.storage.file_records.FileRecords
+    if (in_file or isinstance(values, (bytes, bytearray, memoryview))) and len(values) >= _BLOB_MIN:
         blobs.append(values)
         return _MARKER + (len(blobs) - 1).to_bytes(7, "big")
+    if in_file:   # too small to be worth a sendfile of its own
+        try:
+            return values.read()
+        finally:
+            values.close()
     return values
 
 
@@ -236,5 +243,7 @@ def _splice(out: bytes, blobs: list, flexible: bool) -> list:
 
 
 def joined(frame: bytes | list) -> bytes:
-    """A response frame as one bytes object (tests; the listener writes the pieces as they are)."""
-    return frame if isinstance(frame, bytes) else b"".join(frame)
+    """A response frame as one bytes object (tests; the listener writes the pieces as they are, a
+    records piece left in the segment files with sendfile)."""
+    return frame if isinstance(frame, bytes) else b"".join(
+        p if isinstance(p, (bytes, bytearray, memoryview)) else bytes(p) for p in frame)

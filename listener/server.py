@@ -22,6 +22,7 @@ import time
 from typing import Any, Awaitable, Callable
 
 from listener.protocol import BadRequest, Request, api_name, encode_response, error_name, parse_request
+from node.storage.file_records import FileRecords
 
 log = logging.getLogger("kafkasim.listener")
 
@@ -254,7 +255,7 @@ class KafkaListener:
                 if out is None:
                     continue
                 if isinstance(out, list):    # pieces around large byte fields (protocol.encode_response)
-                    writer.writelines(out)
+                    await write_pieces(writer, out)
                 else:
                     writer.write(out)
                 await writer.drain()   # returns at once unless the client reads slower than we write
@@ -266,3 +267,38 @@ class KafkaListener:
                 if task is not None:
                     task.cancel()
             writer.close()
+
+
+async def write_pieces(writer: asyncio.StreamWriter, pieces: list) -> None:
+    """A response's pieces in order: bytes through the transport's buffer, a :class:`FileRecords`
+    (a consumer Fetch's records) from its segment files with ``os.sendfile`` once the bytes before
+    it are sent, as Kafka's ``FileRecords.writeTo`` uses ``transferTo``.  A stream without a socket
+    (the tests' in-memory ones) gets the records read into memory.  Raises ConnectionError when a
+    file was truncated under the send (Kafka fails the send too): the frame cannot be completed."""
+    loop = asyncio.get_running_loop()
+    has_socket = writer.get_extra_info("socket") is not None
+    pending = []
+    try:
+        for piece in pieces:
+            if not isinstance(piece, FileRecords):
+                pending.append(piece)
+                continue
+            if not has_socket:
+                data = piece.read()
+                if len(data) != len(piece):
+                    raise ConnectionError(f"segment truncated: {len(data)} of {len(piece)} record bytes read")
+                pending.append(data)
+                continue
+            writer.writelines(pending)
+            pending = []
+            for s in piece.slices:
+                if writer.transport.is_closing():
+                    raise ConnectionError("connection closed")
+                sent = await loop.sendfile(writer.transport, s.file, s.position, s.size)
+                if sent != s.size:
+                    raise ConnectionError(f"segment truncated: {sent} of {s.size} record bytes sent")
+        writer.writelines(pending)
+    finally:
+        for piece in pieces:
+            if isinstance(piece, FileRecords):
+                piece.close()

@@ -377,7 +377,7 @@ def test_an_unchanged_broker_set_is_not_a_change():
 def test_a_bounced_broker_gets_every_partition_it_hosts():
     core = started({"t": BOUNCE_TOPIC}, BOUNCE_STATES, brokers(1, 2, 3))
     requests = apply(core, core.on_broker_change(brokers(1, 2, 3, b2=200)))
-    lai, um = requests[2]
+    um, lai = requests[2]   # Kafka's order: the metadata cache first (live brokers, controller), then the replicas
     assert isinstance(lai, LeaderAndIsrCmd) and isinstance(um, UpdateMetadataCmd)
     assert {(v.topic, v.partition) for v in lai.partitions} == {("t", 0), ("t", 1), ("t", 2)}
     assert {(v.topic, v.partition) for v in um.partitions} == {("t", 0), ("t", 1), ("t", 2)}
@@ -598,7 +598,7 @@ def test_failover_full_sync_sends_each_broker_every_partition_it_hosts():
     requests = core.commit(plan, versions_for(plan))
     assert sorted(requests) == [1, 2, 3, 4]
     for b, cmds in requests.items():
-        lai, um = cmds
+        um, lai = cmds   # as Kafka's onControllerFailover: UpdateMetadata to every live broker first
         assert isinstance(lai, LeaderAndIsrCmd) and isinstance(um, UpdateMetadataCmd)
         assert {v.partition for v in lai.partitions} == {p for p, r in FAILURE_TOPIC.items() if b in r}
         assert all(v.state == FAILURE_STATES[("t", v.partition)][0] and

@@ -7,7 +7,6 @@ module's tests (its brokers are OS processes; starting one costs seconds).
 from __future__ import annotations
 
 import subprocess
-import time
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -54,32 +53,10 @@ def kafka_events(c: Cluster) -> list[dict]:
 
 
 def create_topic(c: Cluster, topic: str, partitions: int = 3, rf: int = 3, **configs: str) -> None:
-    """CreateTopics through librdkafka's admin client, tried again with a new client until 90 s have passed.
-
-    Under load, librdkafka's admin request has twice waited out its timeout "waiting for controller"
-    (its first Metadata answer came before the brokers had the controller's UpdateMetadata); a new client
-    asks again.  A topic that a timed-out attempt did create counts as created.
-    """
-    from concurrent.futures import TimeoutError as FutureTimeout
-
-    from confluent_kafka import KafkaException
+    """CreateTopics through librdkafka's admin client (it sends it to the controller Metadata names)."""
     from confluent_kafka.admin import AdminClient, NewTopic
-    deadline = time.monotonic() + 90
-    while True:
-        admin = AdminClient({"bootstrap.servers": bootstrap(c)})
-        fut = admin.create_topics([NewTopic(topic, partitions, rf, config=configs)], operation_timeout=15)[topic]
-        try:
-            fut.result(timeout=20)
-            return
-        except KafkaException as e:
-            if e.args[0].name() == "TOPIC_ALREADY_EXISTS" and c.view().topics.get(topic):
-                return
-            if time.monotonic() > deadline or e.args[0].name() not in ("REQUEST_TIMED_OUT", "_TIMED_OUT",
-                                                                         "NOT_CONTROLLER"):
-                raise
-        except FutureTimeout:
-            if time.monotonic() > deadline:
-                raise
+    admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+    admin.create_topics([NewTopic(topic, partitions, rf, config=configs)], operation_timeout=15)[topic].result(timeout=20)
 
 
 def kcat(c: Cluster, *args: str, input: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess:

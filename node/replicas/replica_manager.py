@@ -30,6 +30,7 @@ from node.replicas.leader_fetch import LeaderFetchHandler
 from node.replicas.producer_state import ProducerStates
 from node.replicas.purgatory import Purgatory
 from node.storage import OffsetCheckpointFile, PartitionLog
+from node.storage.file_records import FileRecords
 from node.storage.log import OffsetOutOfRangeError, RecordTooLargeError
 from node.topic_config import TOPIC_KEYS, LogConfig, log_config
 from proto import kafkasim_pb2 as pb
@@ -409,10 +410,11 @@ class ReplicaManager(HousekeepingMixin):
         h = self.hosted.get(tp)
         return None if h is None else h.cond
 
-    def consumer_read(self, tp: TP, offset: int, max_bytes: int) -> tuple[int, int, int, int, bytes]:
+    def consumer_read(self, tp: TP, offset: int, max_bytes: int) -> tuple[int, int, int, int, FileRecords | bytes]:
         """One partition of a consumer's fetch, as the leader answers it (the Kafka listener's
         path, with no protobuf copies of the records): whole batches from ``offset`` below the high
-        watermark, at most ``max_bytes`` but the first batch.  Returns (error, high watermark, log
+        watermark, at most ``max_bytes`` but the first batch, left in the segment files
+        (``node.storage.file_records``: the listener sends them with sendfile).  Returns (error, high watermark, log
         start offset, leader epoch, records); NOT_LEADER_OR_FOLLOWER off the leader,
         OFFSET_OUT_OF_RANGE outside the log."""
         h = self.hosted.get(tp)
@@ -423,7 +425,7 @@ class ReplicaManager(HousekeepingMixin):
                 return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, b""
             hw, start, epoch = h.repl.high_watermark, h.log.log_start_offset, h.repl.leader_epoch
             try:
-                return errors.NONE, hw, start, epoch, h.log.read(offset, max_bytes or 1 << 20, hw)
+                return errors.NONE, hw, start, epoch, h.log.read_file_records(offset, max_bytes or 1 << 20, hw)
             except OffsetOutOfRangeError:
                 return errors.OFFSET_OUT_OF_RANGE, hw, start, epoch, b""
 

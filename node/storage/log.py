@@ -25,6 +25,7 @@ from kafkacommon.batch_scan import scan_headers
 from kafkacommon.record_batch import encode_batch
 
 from .errors import StorageError
+from .file_records import FileRecords
 from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, CheckpointError,
                          CleanerCheckpointFile, CleanerState, LeaderEpochCheckpointFile, read_checkpoint,
                          write_checkpoint)
@@ -417,25 +418,36 @@ class PartitionLog:
         a batch is included only if its last offset is < ``max_offset``.  Reading at the
         LEO gives b""; below the log start or above the LEO raises OffsetOutOfRangeError.
         """
+        return b"".join(self._pieces(start_offset, max_bytes, max_offset, lambda seg: seg.read_slice))
+
+    def read_file_records(self, start_offset: int, max_bytes: int, max_offset: int | None = None) -> FileRecords:
+        """What :meth:`read` returns, left in the segment files (``node.storage.file_records``): a
+        consumer fetch's bytes, which the listener sends with sendfile."""
+        out = FileRecords([])
+        for part in self._pieces(start_offset, max_bytes, max_offset, lambda seg: seg.file_slice):
+            out.extend(part)
+        return out
+
+    def _pieces(self, start_offset: int, max_bytes: int, max_offset: int | None, how) -> list:
         self._check_open()
         leo = self.log_end_offset
         if not self.log_start_offset <= start_offset <= leo:
             raise OffsetOutOfRangeError(f"offset {start_offset} outside [{self.log_start_offset}, {leo}] "
                                         f"of {self.dir.name}")
         bases = [s.base_offset for s in self._segments]
-        chunks: list[bytes] = []
+        chunks: list = []
         remaining, offset = max_bytes, start_offset
         for seg in self._segments[bisect_right(bases, start_offset) - 1:]:
             if not seg.size or offset >= seg.next_offset:
                 continue  # nothing left here: an empty or compacted-away tail, go to the next segment
-            data, offset = seg.read_slice(offset, remaining, max_offset, min_one=not chunks)
+            data, offset = how(seg)(offset, remaining, max_offset, min_one=not chunks)
             if not data:
                 break
             chunks.append(data)
             remaining -= len(data)
             if offset < seg.next_offset:
                 break
-        return b"".join(chunks)
+        return chunks
 
     # ------------------------------------------------------------ truncation, flush, close
 

@@ -33,6 +33,7 @@ from typing import Iterator
 
 from kafkacommon.batch_scan import scan_for_recovery
 from kafkacommon.record_batch import HEADER_SIZE, BatchHeader, CorruptBatchError, peek_header
+from .file_records import FileRecords
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -330,12 +331,31 @@ class LogSegment:
 
     def read_slice(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
                    *, min_one: bool = True) -> tuple[bytes, int]:
-        """Whole batches from the one containing ``start_offset``, and the offset after them.
+        """Whole batches from the one containing ``start_offset``, and the offset after them
+        (see :meth:`span`)."""
+        start, end, next_offset = self.span(start_offset, max_bytes, max_offset, min_one=min_one)
+        if start == end:
+            return b"", start_offset
+        return os.pread(self._log_fd, end - start, start), next_offset
+
+    def file_slice(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
+                   *, min_one: bool = True) -> tuple[FileRecords | None, int]:
+        """As :meth:`read_slice`, but the batches stay in the file: a :class:`FileRecords` on a
+        duplicate of this segment's descriptor (None when nothing qualifies)."""
+        start, end, next_offset = self.span(start_offset, max_bytes, max_offset, min_one=min_one)
+        if start == end:
+            return None, start_offset
+        return FileRecords.of(self._log_fd, start, end - start), next_offset
+
+    def span(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
+             *, min_one: bool = True) -> tuple[int, int, int]:
+        """The file positions [start, end) of whole batches from the one containing ``start_offset``,
+        and the offset after them.
 
         Stops before the batch that would make the result exceed ``max_bytes`` (the first
         batch is returned whole regardless when ``min_one``) and, with ``max_offset``,
         before the first batch whose last offset is >= ``max_offset``.  Returns
-        (b"", start_offset) when nothing qualifies.
+        (0, 0, start_offset) when nothing qualifies.
         """
         start = end = None
         next_offset = start_offset
@@ -350,8 +370,8 @@ class LogSegment:
                 break
             end, next_offset = position + header.size_bytes, header.next_offset
         if start is None or end is None:
-            return b"", start_offset
-        return os.pread(self._log_fd, end - start, start), next_offset
+            return 0, 0, start_offset
+        return start, end, next_offset
 
     # ------------------------------------------------------------ truncation and recovery
 
