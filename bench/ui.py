@@ -84,7 +84,52 @@ def stop_ui(proc: subprocess.Popen | None) -> None:
         proc.wait(10)
 
 
-def run(zk, work: Path, browser, partitions: int, groups: int, seconds: float, rate: float) -> dict:
+#: The renderer main thread's work in a trace, by Chromium's own event names (their CPU time, ``tdur``).
+TRACE_CATEGORIES = ["devtools.timeline", "disabled-by-default-devtools.timeline", "blink", "v8",
+                    "disabled-by-default-devtools.timeline.frame"]
+TRACE_KINDS = {"style": ("UpdateLayoutTree", "RecalculateStyles"), "layout": ("Layout",),
+               "prepaint": ("PrePaint",), "paint": ("Paint",), "layerize": ("Layerize",),
+               "commit": ("Commit",), "intersection": ("IntersectionObserverController::computeIntersections",),
+               "script": ("FunctionCall", "EventDispatch", "TimerFire", "FireAnimationFrame", "v8.compile",
+                          "EvaluateScript", "RunMicrotasks")}
+
+
+def trace_summary(path: Path, seconds: float) -> dict:
+    """CPU ms per second of the page's main thread in a Chromium trace, by kind (the outermost event of each
+    kind only, so nested events are not counted twice), and the number of frames drawn."""
+    doc = json.loads(Path(path).read_text())
+    evs = doc["traceEvents"] if isinstance(doc, dict) else doc
+    main = {(e["pid"], e["tid"]) for e in evs if e.get("ph") == "M" and e.get("name") == "thread_name"
+            and e.get("args", {}).get("name") == "CrRendererMain"}
+    kind_of = {n: k for k, names in TRACE_KINDS.items() for n in names}
+    per: dict[tuple, list] = {}
+    for e in evs:
+        if (e.get("pid"), e.get("tid")) in main and e.get("ph") == "X" and "dur" in e:
+            per.setdefault((e["pid"], e["tid"]), []).append(e)
+    best: dict = {}
+    for key, xs in per.items():   # the renderer of the page is the busiest one
+        out = {k: 0.0 for k in TRACE_KINDS} | {"all_tasks": 0.0, "frames": 0}
+        xs.sort(key=lambda e: (e["ts"], -e["dur"]))
+        open_until: dict[str, float] = {}
+        task_until = -1.0
+        for e in xs:
+            cpu = e.get("tdur", e["dur"]) / 1000.0
+            if e["name"] in ("ThreadControllerImpl::RunTask", "RunTask") and e["ts"] >= task_until:
+                out["all_tasks"] += cpu
+                task_until = e["ts"] + e["dur"]
+            k = kind_of.get(e["name"])
+            if k and e["ts"] >= open_until.get(k, -1.0):
+                out[k] += cpu
+                open_until[k] = e["ts"] + e["dur"]
+            if e["name"] == "Layerize":
+                out["frames"] += 1
+        if out["all_tasks"] > best.get("all_tasks", -1):
+            best = out
+    return {k: round(v / seconds, 1) if k != "frames" else v for k, v in best.items()}
+
+
+def run(zk, work: Path, browser, partitions: int, groups: int, seconds: float, rate: float,
+        trace: Path | None = None) -> dict:
     c = make_cluster(zk, work, partitions, **{"zookeeper.session.timeout.ms": SESSION_MS})
     proc = None
     try:
@@ -123,7 +168,11 @@ def run(zk, work: Path, browser, partitions: int, groups: int, seconds: float, r
                 stop.wait(max(0.0, nxt - time.monotonic()))  # the workload's pace
         t = threading.Thread(target=produce, daemon=True)
         t.start()
+        if trace:
+            browser.start_tracing(page=page, path=str(trace), categories=TRACE_CATEGORIES)
         stop.wait(seconds)
+        if trace:
+            browser.stop_tracing()
         stop.set()
         t.join(10)
         # let the last lines reach the page before reading its record
@@ -151,7 +200,8 @@ def run(zk, work: Path, browser, partitions: int, groups: int, seconds: float, r
                 "frame_draw_p99_ms": pct(render, 0.99) if render else 0.0,
                 "server_p50_ms": pct(server_ms, 0.5), "server_p99_ms": pct(server_ms, 0.99),
                 "wire_p50_ms": pct(wire_ms, 0.5), "wire_p99_ms": pct(wire_ms, 0.99),
-                "draw_p50_ms": pct(draw_ms, 0.5), "draw_p99_ms": pct(draw_ms, 0.99)}
+                "draw_p50_ms": pct(draw_ms, 0.5), "draw_p99_ms": pct(draw_ms, 0.99),
+                "trace_cpu_ms_per_s": trace_summary(trace, seconds) if trace else None}
     finally:
         try:
             stop_ui(proc)
@@ -314,6 +364,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--rate", type=float, default=40.0, help="records/s sent (acks=all)")
     ap.add_argument("--skip-big", action="store_true", help="only the steady 3-broker run")
+    ap.add_argument("--only-big", action="store_true", help="only the 1,000-partition run")
+    ap.add_argument("--trace", type=Path, help="record a Chromium trace of the page while measuring, one file "
+                    "per run in this directory, and print the main thread's CPU by kind")
     ap.add_argument("--skip-memory", action="store_true", help="no hour-long replay")
     ap.add_argument("--only-memory", action="store_true", help="only the hour-long replay")
     ap.add_argument("--replay-hours", type=float, default=1.0)
@@ -326,9 +379,11 @@ def main() -> None:
         try:
             if not a.only_memory:
                 with EmbeddedZooKeeper(Path(tmp) / "zk", tick_ms=TICK_MS) as zk:
-                    results.append(run(zk, Path(tmp), browser, 50, 0, a.seconds, a.rate))
-                    if not a.skip_big:
-                        results.append(run(zk, Path(tmp), browser, 1000, 200, a.seconds, a.rate))
+                    if a.trace:
+                        a.trace.mkdir(parents=True, exist_ok=True)
+                    for n, g in ([] if a.only_big else [(50, 0)]) + ([] if a.skip_big else [(1000, 200)]):
+                        results.append(run(zk, Path(tmp), browser, n, g, a.seconds, a.rate,
+                                           a.trace / f"trace-{n}.json" if a.trace else None))
             if not a.skip_memory:
                 memory = run_memory(browser, Path(tmp), a.replay_hours, a.speed)
         finally:
@@ -350,6 +405,10 @@ def main() -> None:
                   f"{r['server_p50_ms']:.1f} p99 {r['server_p99_ms']:.1f}; sent -> page received p50 "
                   f"{r['wire_p50_ms']:.1f} p99 {r['wire_p99_ms']:.1f}; received -> drawn p50 {r['draw_p50_ms']:.1f} "
                   f"p99 {r['draw_p99_ms']:.1f}; a frame's drawing p99 {r['frame_draw_p99_ms']:.1f} (ms)")
+        for r in results:
+            if r["trace_cpu_ms_per_s"]:
+                print(f"{r['partitions']:>10} partitions: the page's main thread, CPU ms per second by kind: "
+                      + ", ".join(f"{k} {v}" for k, v in r["trace_cpu_ms_per_s"].items()))
         print("page = event written -> drawn on the page; tail = written -> read by the server's tail (the "
               "baseline, same run); +page = read by the tail -> drawn; long tasks = the page's tasks >= 50 ms; "
               "load = load average at the end")
