@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -84,7 +85,145 @@ def stop_ui(proc: subprocess.Popen | None) -> None:
         proc.wait(10)
 
 
-def run(zk, work: Path, browser, partitions: int, groups: int, seconds: float, rate: float) -> dict:
+#: The renderer main thread's work in a trace, by Chromium's own event names (their CPU time, ``tdur``).
+TRACE_CATEGORIES = ["devtools.timeline", "disabled-by-default-devtools.timeline", "blink", "v8",
+                    "disabled-by-default-devtools.timeline.frame"]
+TRACE_KINDS = {"style": ("UpdateLayoutTree", "RecalculateStyles"), "layout": ("Layout",),
+               "prepaint": ("PrePaint",), "paint": ("Paint",), "layerize": ("Layerize",),
+               "commit": ("Commit",), "intersection": ("IntersectionObserverController::computeIntersections",),
+               "script": ("FunctionCall", "EventDispatch", "TimerFire", "FireAnimationFrame", "v8.compile",
+                          "EvaluateScript", "RunMicrotasks")}
+
+
+def trace_summary(path: Path, seconds: float) -> dict:
+    """CPU ms per second of the page's main thread in a Chromium trace, by kind (the outermost event of each
+    kind only, so nested events are not counted twice), the number of frames drawn, and the median CPU of
+    one frame's rendering (style to commit) and of its layerization."""
+    doc = json.loads(Path(path).read_text())
+    evs = doc["traceEvents"] if isinstance(doc, dict) else doc
+    main = {(e["pid"], e["tid"]) for e in evs if e.get("ph") == "M" and e.get("name") == "thread_name"
+            and e.get("args", {}).get("name") == "CrRendererMain"}
+    kind_of = {n: k for k, names in TRACE_KINDS.items() for n in names}
+    per: dict[tuple, list] = {}
+    for e in evs:
+        if (e.get("pid"), e.get("tid")) in main and e.get("ph") == "X" and "dur" in e:
+            per.setdefault((e["pid"], e["tid"]), []).append(e)
+    best: dict = {}
+    for key, xs in per.items():   # the renderer of the page is the busiest one
+        out = {k: 0.0 for k in TRACE_KINDS} | {"all_tasks": 0.0, "frames": 0}
+        xs.sort(key=lambda e: (e["ts"], -e["dur"]))
+        open_until: dict[str, float] = {}
+        task_until = -1.0
+        for e in xs:
+            cpu = e.get("tdur", e["dur"]) / 1000.0
+            if e["name"] in ("ThreadControllerImpl::RunTask", "RunTask") and e["ts"] >= task_until:
+                out["all_tasks"] += cpu
+                task_until = e["ts"] + e["dur"]
+            k = kind_of.get(e["name"])
+            if k and e["ts"] >= open_until.get(k, -1.0):
+                out[k] += cpu
+                open_until[k] = e["ts"] + e["dur"]
+            if e["name"] == "Layerize":
+                out["frames"] += 1
+                out.setdefault("_layerize", []).append(cpu)
+            if e["name"] == "WebFrameWidgetImpl::UpdateLifecycle":
+                out.setdefault("_frame", []).append(cpu)
+        if out["all_tasks"] > best.get("all_tasks", -1):
+            best = out
+    res = {k: round(v / seconds, 1) for k, v in best.items() if k[0] != "_" and k != "frames"}
+    res["frames"] = best.get("frames", 0)
+    for k in ("_frame", "_layerize"):
+        xs = sorted(best.get(k, []))
+        res[k[1:] + "_p50_ms"] = round(xs[len(xs) // 2], 2) if xs else 0.0
+    return res
+
+
+def cpu_s(pid: int, tree: bool = False) -> float:
+    """CPU seconds (user + system) of a process, or of it and every process under it."""
+    tick = os.sysconf("SC_CLK_TCK")
+    procs = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                st = (d / "stat").read_text()
+            except OSError:
+                continue
+            f = st[st.rindex(")") + 2:].split()
+            procs[int(d.name)] = (int(f[1]), int(f[11]) + int(f[12]))
+    total = 0
+    for q, (parent, ticks) in procs.items():
+        while q != pid and q in procs and tree:
+            q = procs[q][0]
+        if q == pid:
+            total += ticks
+    return total / tick
+
+
+class PlainReader:
+    """A second subscriber to the page's stream, in this process: a socket read line by line, no browser.  For
+    every batch it keeps when the server stamped it sent and when it was read here, so the wait between the
+    server and the page can be split into what any client would see and what the browser adds."""
+
+    SENT = re.compile(rb'"sent_ms":([0-9.]+)')
+
+    def __init__(self, url: str):
+        import socket
+        from urllib.parse import urlparse
+        u = urlparse(url)
+        self.sock = socket.create_connection((u.hostname, u.port), timeout=5)
+        self.sock.sendall(b"GET /api/stream HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+        self.lat: list[float] = []
+        self.on = False
+        self._stop = False
+        self._t = threading.Thread(target=self._read, daemon=True)
+        self._t.start()
+
+    def _read(self) -> None:
+        f = self.sock.makefile("rb")
+        while not self._stop:
+            try:
+                line = f.readline()
+            except OSError:
+                return
+            if not line:
+                return
+            if self.on and line.startswith(b"data: "):
+                m = self.SENT.search(line[-40:]) or self.SENT.search(line)
+                if m:
+                    self.lat.append(time.time() * 1000.0 - float(m.group(1)))
+
+    def close(self) -> None:
+        self._stop = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def browser_process_pid() -> int | None:
+    """The headless Chromium this process started (its renderers, GPU and utility processes are under it)."""
+    me = os.getpid()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                st = (d / "stat").read_text()
+            except OSError:
+                continue
+            name = st[st.index("(") + 1:st.rindex(")")]
+            parent = int(st[st.rindex(")") + 2:].split()[1])
+            if "chrom" in name and parent != me:
+                try:
+                    pp = (Path("/proc") / str(parent) / "stat").read_text()
+                except OSError:
+                    continue
+                # playwright's driver (node) is this process's child; Chromium is the driver's child
+                if int(pp[pp.rindex(")") + 2:].split()[1]) == me:
+                    return int(d.name)
+    return None
+
+
+def run(zk, work: Path, browser, partitions: int, groups: int, seconds: float, rate: float,
+        trace: Path | None = None) -> dict:
     c = make_cluster(zk, work, partitions, **{"zookeeper.session.timeout.ms": SESSION_MS})
     proc = None
     try:
@@ -106,6 +245,10 @@ def run(zk, work: Path, browser, partitions: int, groups: int, seconds: float, r
                                f" && document.querySelectorAll('#groups [data-group]').length >= {groups}",
                                timeout=120_000, polling=50)
         first_draw_s = time.monotonic() - t0
+        plain = PlainReader(url)
+        plain.on = True
+        browser_pid = browser_process_pid()
+        cpu0 = (time.monotonic(), cpu_s(proc.pid), cpu_s(browser_pid, tree=True) if browser_pid else 0.0)
         page.evaluate("() => { window.__lat = []; window.__render = []; }")
         page.evaluate(LONG_TASKS_JS)
         stop = threading.Event()
@@ -123,7 +266,12 @@ def run(zk, work: Path, browser, partitions: int, groups: int, seconds: float, r
                 stop.wait(max(0.0, nxt - time.monotonic()))  # the workload's pace
         t = threading.Thread(target=produce, daemon=True)
         t.start()
+        if trace:
+            browser.start_tracing(page=page, path=str(trace), categories=TRACE_CATEGORIES)
         stop.wait(seconds)
+        if trace:
+            browser.stop_tracing()
+        cpu1 = (time.monotonic(), cpu_s(proc.pid), cpu_s(browser_pid, tree=True) if browser_pid else 0.0)
         stop.set()
         t.join(10)
         # let the last lines reach the page before reading its record
@@ -135,6 +283,7 @@ def run(zk, work: Path, browser, partitions: int, groups: int, seconds: float, r
         longs = page.evaluate("() => window.__long")
         render = page.evaluate("() => window.__render")
         page.close()
+        plain.close()
         cc.close()
         page_ms = [shown - ts for ts, _seen, shown, *_ in lat]
         tail_ms = [seen - ts for ts, seen, _shown, *_ in lat]
@@ -151,7 +300,12 @@ def run(zk, work: Path, browser, partitions: int, groups: int, seconds: float, r
                 "frame_draw_p99_ms": pct(render, 0.99) if render else 0.0,
                 "server_p50_ms": pct(server_ms, 0.5), "server_p99_ms": pct(server_ms, 0.99),
                 "wire_p50_ms": pct(wire_ms, 0.5), "wire_p99_ms": pct(wire_ms, 0.99),
-                "draw_p50_ms": pct(draw_ms, 0.5), "draw_p99_ms": pct(draw_ms, 0.99)}
+                "draw_p50_ms": pct(draw_ms, 0.5), "draw_p99_ms": pct(draw_ms, 0.99),
+                "server_cpu_ms_per_s": round(1000 * (cpu1[1] - cpu0[1]) / (cpu1[0] - cpu0[0]), 1),
+                "browser_cpu_ms_per_s": round(1000 * (cpu1[2] - cpu0[2]) / (cpu1[0] - cpu0[0]), 1),
+                "plain_p50_ms": pct(plain.lat, 0.5) if plain.lat else 0.0,
+                "plain_p99_ms": pct(plain.lat, 0.99) if plain.lat else 0.0,
+                "trace_cpu_ms_per_s": trace_summary(trace, seconds) if trace else None}
     finally:
         try:
             stop_ui(proc)
@@ -314,6 +468,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--rate", type=float, default=40.0, help="records/s sent (acks=all)")
     ap.add_argument("--skip-big", action="store_true", help="only the steady 3-broker run")
+    ap.add_argument("--only-big", action="store_true", help="only the 1,000-partition run")
+    ap.add_argument("--trace", type=Path, help="record a Chromium trace of the page while measuring, one file "
+                    "per run in this directory, and print the main thread's CPU by kind")
     ap.add_argument("--skip-memory", action="store_true", help="no hour-long replay")
     ap.add_argument("--only-memory", action="store_true", help="only the hour-long replay")
     ap.add_argument("--replay-hours", type=float, default=1.0)
@@ -326,9 +483,11 @@ def main() -> None:
         try:
             if not a.only_memory:
                 with EmbeddedZooKeeper(Path(tmp) / "zk", tick_ms=TICK_MS) as zk:
-                    results.append(run(zk, Path(tmp), browser, 50, 0, a.seconds, a.rate))
-                    if not a.skip_big:
-                        results.append(run(zk, Path(tmp), browser, 1000, 200, a.seconds, a.rate))
+                    if a.trace:
+                        a.trace.mkdir(parents=True, exist_ok=True)
+                    for n, g in ([] if a.only_big else [(50, 0)]) + ([] if a.skip_big else [(1000, 200)]):
+                        results.append(run(zk, Path(tmp), browser, n, g, a.seconds, a.rate,
+                                           a.trace / f"trace-{n}.json" if a.trace else None))
             if not a.skip_memory:
                 memory = run_memory(browser, Path(tmp), a.replay_hours, a.speed)
         finally:
@@ -348,8 +507,14 @@ def main() -> None:
         for r in results:
             print(f"{r['partitions']:>10} partitions: tail -> page split: server (read -> SSE sent) p50 "
                   f"{r['server_p50_ms']:.1f} p99 {r['server_p99_ms']:.1f}; sent -> page received p50 "
-                  f"{r['wire_p50_ms']:.1f} p99 {r['wire_p99_ms']:.1f}; received -> drawn p50 {r['draw_p50_ms']:.1f} "
+                  f"{r['wire_p50_ms']:.1f} p99 {r['wire_p99_ms']:.1f} (a plain socket reader in the bench: p50 "
+                  f"{r['plain_p50_ms']:.1f} p99 {r['plain_p99_ms']:.1f}); CPU: the ui server {r['server_cpu_ms_per_s']:.0f} "
+                  f"ms/s, Chromium (all its processes) {r['browser_cpu_ms_per_s']:.0f} ms/s; received -> drawn p50 {r['draw_p50_ms']:.1f} "
                   f"p99 {r['draw_p99_ms']:.1f}; a frame's drawing p99 {r['frame_draw_p99_ms']:.1f} (ms)")
+        for r in results:
+            if r["trace_cpu_ms_per_s"]:
+                print(f"{r['partitions']:>10} partitions: the page's main thread, CPU ms per second by kind: "
+                      + ", ".join(f"{k} {v}" for k, v in r["trace_cpu_ms_per_s"].items()))
         print("page = event written -> drawn on the page; tail = written -> read by the server's tail (the "
               "baseline, same run); +page = read by the tail -> drawn; long tasks = the page's tasks >= 50 ms; "
               "load = load average at the end")

@@ -147,7 +147,16 @@ def test_page_shows_three_brokers_the_controller_and_full_offsets_isrs(live, bro
     assert page.inner_text("#controller-id") == str(controller)
     assert page.locator(f'#brokers tr[data-broker="{controller}"] .ctrl-badge').count() == 1
     assert page.locator(OFFSETS_ROWS).count() == 50
+    # the rows on screen have their cells drawn (rows off screen get them when their block comes near)
+    wait_page(page, """() => { const r = document.querySelector('%s');
+        return r.querySelector('.ldr') !== null && r.querySelector('.ldr').textContent === r.dataset.leader; }"""
+              % OFFSETS_ROWS)
     page.screenshot(path=str(shots / "ui-live.png"), full_page=False)
+    # the topic filter hides rows that do not match, and shows them again
+    page.fill("#topic-filter", "no-such-topic")
+    assert page.locator(OFFSETS_ROWS).first.is_hidden()
+    page.fill("#topic-filter", "consumer")
+    assert page.locator(OFFSETS_ROWS).first.is_visible()
     page.close()
 
 

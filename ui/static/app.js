@@ -30,9 +30,10 @@ function load(snap) {   // a whole state (first message, a reconnect, a replay i
   S.coords = new Map(snap.coordinators.map((c) => [c.partition, c]));
   S.groups = new Map(snap.groups.map((g) => [g.group, g]));
   S.failovers = snap.failovers; S.events = (snap.events || []).slice(-KEEP_EVENTS);
-  for (const [k, tr] of rows) if (!S.parts.has(k)) { seer.unobserve(tr); tr.remove(); rows.delete(k); stale.delete(k); onScreen.delete(k); }
-  for (const [t, tt] of topicTables) if (!tt.tbody.children.length) { tt.div.remove(); topicTables.delete(t); }
+  for (const [k, tr] of rows) if (!S.parts.has(k)) dropRow(k, tr);
+  for (const [t, tt] of topicTables) if (!tt.chunks.size) { tt.div.remove(); topicTables.delete(t); }
   for (const [g, tr] of groupRows) if (!S.groups.has(g)) { tr.remove(); groupRows.delete(g); }
+  if (groupRows.size <= 16) $("#groups .gbody").classList.remove("full");
   evRebuild();
   dirty.all = true; schedule();
 }
@@ -109,6 +110,12 @@ function drawControllers() {
     `epoch ${c.epoch}: broker ${c.broker}${c.ts_ms ? " at " + new Date(c.ts_ms).toLocaleTimeString() : ""}</li>`).join(""));
 }
 
+// A topic's rows are held in blocks of CHUNK partitions (partition p in block p / CHUNK), each block with
+// `content-visibility: auto` (style.css): a block off screen keeps its rows in the document (the tests and the
+// filters read every row's data attributes) but Chromium skips their style, layout, paint and property trees,
+// and tracks one element per block instead of one per row.  Rows off screen get only their data attributes and
+// class; their cells are drawn when their block comes near the screen (one IntersectionObserver target a block).
+const CHUNK = 25, ROW_H = 23;
 const rows = new Map(), topicTables = new Map();
 function topicTable(topic) {
   let t = topicTables.get(topic);
@@ -121,36 +128,60 @@ function topicTable(topic) {
   const host = $("#topics");
   const after = topic === "__consumer_offsets" ? null : [...host.children].find((c) => c.dataset.topic > topic);
   host.insertBefore(div, after || null);
-  t = { div, tbody: div.querySelector(".pbody") };
+  t = { div, tbody: div.querySelector(".pbody"), chunks: new Map() };
   topicTables.set(topic, t);
   return t;
 }
-// Rows off screen get only their data attributes and class (cheap); their cells are drawn when they scroll
-// into view.  So a batch touching hundreds of partitions costs a few attribute writes each.
-const onScreen = new Set();
-const stale = new Set();
+function chunkOf(t, partition) {
+  const i = Math.floor(partition / CHUNK);
+  let c = t.chunks.get(i);
+  if (c) return c;
+  c = document.createElement("div");
+  c.className = "pchunk"; c.__i = i; c.__stale = new Set(); c.__near = false;
+  let at = null;
+  for (const o of t.tbody.children) if (o.__i > i) { at = o; break; }
+  t.tbody.insertBefore(c, at);
+  t.chunks.set(i, c);
+  seer.observe(c);     // its first callback fills the block's rows if it is near the screen
+  return c;
+}
 const seer = new IntersectionObserver((entries) => {
   for (const en of entries) {
-    const key = en.target.dataset.tp;
-    if (en.isIntersecting) { onScreen.add(key); if (stale.has(key)) { stale.delete(key); fillPartition(key); } }
-    else onScreen.delete(key);
+    const c = en.target;
+    c.__near = en.isIntersecting;
+    if (c.__near && c.__stale.size) { for (const k of c.__stale) fillPartition(k); c.__stale.clear(); }
   }
-}, { rootMargin: "400px 0px" });
+}, { rootMargin: "600px 0px" });
+function sizeChunk(c) {   // exact: rows are ROW_H high, so a skipped block takes the room its shown rows would
+  let n = 0;
+  for (const r of c.children) if (!r.hidden) n++;
+  const h = n * ROW_H + "px";
+  if (c.__h !== h) { c.__h = h; c.style.containIntrinsicHeight = h; }
+}
+function dropRow(k, tr) {
+  const c = tr.parentElement;
+  tr.remove(); rows.delete(k);
+  if (!c) return;
+  c.__stale.delete(k);
+  if (c.children.length) { sizeChunk(c); return; }
+  seer.unobserve(c); c.remove();
+  for (const tt of topicTables.values()) if (tt.chunks.get(c.__i) === c) tt.chunks.delete(c.__i);
+}
 function drawPartition(key) {
   const p = S.parts.get(key);
   if (!p) return;
   let tr = rows.get(key);
   if (!tr) {
-    const t = topicTable(p.topic);
+    const c = chunkOf(topicTable(p.topic), p.partition);
     tr = document.createElement("div");
     tr.dataset.tp = key; tr.__p = p.partition;
     // rows arrive in order (snapshot) or one by one (a new topic): a new row goes before the first greater one
     let at = null;
-    const last = t.tbody.lastElementChild;
-    if (last && last.__p > p.partition) for (const c of t.tbody.children) if (c.__p > p.partition) { at = c; break; }
-    t.tbody.insertBefore(tr, at);
+    const last = c.lastElementChild;
+    if (last && last.__p > p.partition) for (const o of c.children) if (o.__p > p.partition) { at = o; break; }
+    c.insertBefore(tr, at);
+    sizeChunk(c);
     rows.set(key, tr);
-    seer.observe(tr);    // its first callback fills the row if it is on screen
   }
   const cls = "prow" + (p.offline ? " offline" : p.under_replicated ? " urp" : ""), isr = p.isr.join(",");
   if (tr.className !== cls) tr.className = cls;     // unchanged values are not written: no style work
@@ -158,7 +189,8 @@ function drawPartition(key) {
   if (tr.dataset.isr !== isr) tr.dataset.isr = isr;
   if (tr.dataset.epoch !== String(p.leader_epoch)) tr.dataset.epoch = p.leader_epoch;
   filterRow(tr, p);
-  if (onScreen.has(key)) fillPartition(key); else stale.add(key);
+  const c = tr.parentElement;
+  if (c.__near) fillPartition(key); else c.__stale.add(key);
 }
 function span(parent, cls, tag = "span") {
   const s = document.createElement(tag);
@@ -179,7 +211,8 @@ function fillPartition(key) {   // the row's cells are made once (again if its r
       const o = { b, el: r, label: span(r), small: null, leo: null, hw: null };
       r.appendChild(document.createTextNode(" "));
       o.small = span(r, "", "small");
-      const bar = span(r, "bar"); o.leo = span(bar, "leo"); o.hw = span(bar, "hw");
+      // the HW bar inside the LEO bar inside the track, plain blocks: no positioned element, no layer to paint
+      const bar = span(r, "bar"); o.leo = span(bar, "leo"); o.hw = span(o.leo, "hw");
       return o;
     });
     x.isr = span(tr, "isr");
@@ -200,7 +233,8 @@ function fillPartition(key) {   // the row's cells are made once (again if its r
     put(o.label, (b === p.leader ? "★" : "") + b);
     const lh = `${leo ?? "?"}/${hw ?? "?"}`;
     if (o.small.__v !== lh) { put(o.small, lh); o.el.title = `broker ${b}: LEO ${leo ?? "?"}, HW ${hw ?? "?"}`; }
-    const wl = (100 * (leo || 0) / max).toFixed(1) + "%", wh = (100 * Math.min(hw || 0, leo ?? hw ?? 0) / max).toFixed(1) + "%";
+    const wl = (100 * (leo || 0) / max).toFixed(1) + "%";
+    const wh = (leo ? 100 * Math.min(hw || 0, leo) / leo : 0).toFixed(1) + "%";    // of the LEO bar
     if (o.leo.__w !== wl) { o.leo.__w = wl; o.leo.style.width = wl; }
     if (o.hw.__w !== wh) { o.hw.__w = wh; o.hw.style.width = wh; }
   }
@@ -217,7 +251,7 @@ function fillPartition(key) {   // the row's cells are made once (again if its r
 let partFilter = { f: "", urp: false };
 function filterRow(tr, p) {
   const hide = Boolean((partFilter.f && !p.topic.includes(partFilter.f)) || (partFilter.urp && !p.offline && !p.under_replicated));
-  if (tr.hidden !== hide) tr.hidden = hide;
+  if (tr.hidden !== hide) { tr.hidden = hide; if (tr.parentElement) sizeChunk(tr.parentElement); }
 }
 function drawSummary() {
   let n = 0, u = 0, o = 0;
@@ -236,16 +270,25 @@ function drawGroup(name) {
     const after = [...tb.children].find((r) => r.dataset.group > name);
     tb.insertBefore(tr, after || null);
     groupRows.set(name, tr);
+    // past a screenful of groups the box takes its full height and contains its layout: a row that changes
+    // (most often a lag) is laid out inside the box, not the whole page with it
+    const full = groupRows.size > 16;
+    if (tb.classList.contains("full") !== full) tb.classList.toggle("full", full);
   }
   if (tr.dataset.coordinator !== String(g.coordinator ?? "")) tr.dataset.coordinator = g.coordinator ?? "";
   if (tr.dataset.state !== String(g.state ?? "")) tr.dataset.state = g.state ?? "";
-  const members = Object.entries(g.members).map(([m, v]) =>
-    `<div><small>${esc(v.client_id || m.slice(0, 28))}</small> → ${(v.assignment || []).map(esc).join(", ") || "–"}</div>`).join("");
-  const offs = Object.entries(g.offsets).sort().map(([tp, o]) =>
-    `<div>${esc(tp)}: ${esc(o)}${g.lag[tp] != null ? " (" + g.lag[tp] + ")" : ""}</div>`).join("");
-  setHtml(tr, `<span>${esc(name)}</span><span class="gc">${esc(g.coordinator)}</span><span>${g.partition}</span>` +
-    `<span>${esc(g.state)}</span><span>${esc(g.generation)}</span><span>${g.rebalances}</span>` +
-    `<span class="members">${members}</span><span class="offsets">${offs}</span>`);
+  let x = tr.__x;
+  if (!x) {   // the row's cells are made once; a change (most often a lag) rewrites only its own cell
+    x = tr.__x = { name: span(tr), gc: span(tr, "gc"), part: span(tr), state: span(tr), gen: span(tr), reb: span(tr),
+                   members: span(tr, "members"), offsets: span(tr, "offsets") };
+    put(x.name, name);
+  }
+  put(x.gc, g.coordinator ?? "–"); put(x.part, g.partition); put(x.state, g.state ?? "–");
+  put(x.gen, g.generation ?? "–"); put(x.reb, g.rebalances);
+  setHtml(x.members, Object.entries(g.members).map(([m, v]) =>
+    `<div><small>${esc(v.client_id || m.slice(0, 28))}</small> → ${(v.assignment || []).map(esc).join(", ") || "–"}</div>`).join(""));
+  setHtml(x.offsets, Object.entries(g.offsets).sort().map(([tp, o]) =>
+    `<div>${esc(tp)}: ${esc(o)}${g.lag[tp] != null ? " (" + g.lag[tp] + ")" : ""}</div>`).join(""));
 }
 
 function ms(v) { return v == null ? "–" : v.toFixed(0) + " ms"; }
