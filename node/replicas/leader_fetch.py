@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from kafkacommon import errors
 from node.clock import now_ms
 from node.storage.log import OffsetOutOfRangeError
+from node.replicas.purgatory import run_callbacks
 from node.server.wire import fetch_message, partition_fetch
 from proto import kafkasim_pb2 as pb
 from replication.fetch_session import LeaderSessions, PartitionFetch, has_news, readable
@@ -37,13 +38,14 @@ class LeaderFetchHandler:
     ``hosted``: the broker's partitions (read, never changed here); ``sessions`` (guarded by
     ``sessions_lock``); ``data``: the condition notified on every append or HW move, which parked
     fetches wait on; ``stopping``: set when the broker stops; ``log_events``, ``wake`` (with a
-    partition's lock held: complete acks=all waiters the HW now covers) and ``send_alter_isr``:
-    the replica manager's.
+    partition's lock held: the acks=all waiters the HW now covers, into the list it is given, whose
+    callbacks this handler runs once the lock is let go) and ``send_alter_isr``: the replica
+    manager's.
     """
 
     def __init__(self, hosted: Mapping[TP, "Hosted"], sessions: LeaderSessions, sessions_lock: threading.Lock,
                  data: threading.Condition, stopping: threading.Event,
-                 log_events: Callable[[list[Event]], None], wake: Callable[["Hosted"], None],
+                 log_events: Callable[[list[Event]], None], wake: Callable[["Hosted", list], None],
                  send_alter_isr: Callable[["Hosted", AlterIsrProposal], None]) -> None:
         self.hosted = hosted
         self.sessions = sessions
@@ -102,6 +104,7 @@ class LeaderFetchHandler:
         answers: list[pb.FetchPartitionResponse] = []
         pending: list[tuple[pb.FetchPartition, "Hosted"]] = []
         proposals: list[tuple["Hosted", AlterIsrProposal]] = []
+        acked: list = []   # acks=all waiters this fetch's position completes
         for fp in listed:
             h = self.hosted.get((fp.topic, fp.partition))
             if h is None or not h.repl.is_leader:
@@ -112,7 +115,7 @@ class LeaderFetchHandler:
                     out = h.repl.on_follower_fetch(req.replica_id, fp.fetch_offset, fp.last_fetched_epoch,
                                                    fp.current_leader_epoch, h.log, now_ms())
                     self._log_events(out.events)
-                    self._wake(h)  # the HW may have moved: wake acks=all waiters
+                    self._wake(h, acked)  # the HW may have moved: acks=all waiters now done
                     if out.alter_isr is not None:
                         proposals.append((h, out.alter_isr))
                     if out.error != errors.NONE or out.diverging_epoch is not None or out.read_offset is None:
@@ -122,6 +125,7 @@ class LeaderFetchHandler:
                         answers.append(a)
                         continue
                 pending.append((fp, h))
+        run_callbacks(acked)   # outside every partition lock, before this fetch parks
         for h, proposal in proposals:
             self._send_alter_isr(h, proposal)
 

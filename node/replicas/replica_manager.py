@@ -249,9 +249,11 @@ class ReplicaManager(HousekeepingMixin):
         with self._data:
             self._data.notify_all()
 
-    def _wake(self, h: Hosted) -> None:
+    def _wake(self, h: Hosted, done: list[tuple[AckWaiter, int]] | None = None) -> None:
         """Called with ``h.cond`` held after anything that may move the HW or the role:
-        wakes blocked produce requests and completes acks=all waiters that are done."""
+        wakes blocked produce requests and completes acks=all waiters that are done: their
+        callbacks go to the purgatory's thread, or into ``done`` for the caller to run
+        (``purgatory.run_callbacks``) once it has let go of the partition's lock."""
         h.cond.notify_all()
         if h.waiters:
             keep = []
@@ -259,6 +261,8 @@ class ReplicaManager(HousekeepingMixin):
                 code = self._waiter_outcome(h, w)
                 if code is None:
                     keep.append(w)
+                elif done is not None:
+                    done.append((w, code))
                 else:
                     self._purgatory.complete(w, code)
             h.waiters[:] = keep
