@@ -11,8 +11,10 @@ manager hands it what it uses, explicitly.
 """
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from kafkacommon import errors
@@ -56,6 +58,7 @@ class LeaderFetchHandler:
         self._wake = wake
         self._send_alter_isr = send_alter_isr
         self._parked: dict[int, int] = {}   # replica id (-1: consumers) -> fetches now in their long poll
+        self._async_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()  # guarded by data
 
     def parked(self) -> dict[int, int]:
         """Followers' fetches now long-polling here, per follower broker."""
@@ -73,6 +76,66 @@ class LeaderFetchHandler:
         list are fetched again where it last listed them, and answered only
         when they have news.
         """
+        f = self._begin(req)
+        if isinstance(f, pb.FetchResponse):
+            return f
+        with self._data:
+            self._parked[req.replica_id] = self._parked.get(req.replica_id, 0) + 1
+            try:
+                while f.waits() and not self._stopping.is_set():
+                    remaining = f.deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._data.wait(remaining)
+            finally:
+                self._parked[req.replica_id] -= 1
+        return self._finish(f)
+
+    async def fetch_async(self, req: pb.FetchRequest) -> pb.FetchResponse:
+        """:meth:`fetch` for a handler on an event loop (the broker's gRPC loop): the same answer,
+        its long poll parked as a coroutine rather than a thread of the pool, so a follower's
+        fetch costs no hand-off to a worker thread and back."""
+        f = self._begin(req)
+        if isinstance(f, pb.FetchResponse):
+            return f
+        if not f.waits():
+            return self._finish(f)
+        loop = asyncio.get_running_loop()
+        news = asyncio.Event()
+        waker = (loop, news)
+        with self._data:
+            self._parked[req.replica_id] = self._parked.get(req.replica_id, 0) + 1
+            self._async_waiters.add(waker)
+        try:
+            while not self._stopping.is_set():
+                with self._data:
+                    if not f.waits():
+                        break
+                    news.clear()
+                remaining = f.deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(news.wait(), remaining)
+                except asyncio.TimeoutError:
+                    break
+        finally:
+            with self._data:
+                self._async_waiters.discard(waker)
+                self._parked[req.replica_id] -= 1
+        return self._finish(f)
+
+    def notify_async(self) -> None:
+        """With ``data`` held, after its ``notify_all``: wake the long polls parked as coroutines."""
+        for loop, news in self._async_waiters:
+            try:
+                loop.call_soon_threadsafe(news.set)
+            except RuntimeError:   # the loop is closed: the broker is stopping
+                pass
+
+    def _begin(self, req: pb.FetchRequest) -> "_Fetch | pb.FetchResponse":
+        """A fetch's first part, which never waits: a follower's positions recorded (the HW
+        moved, acks=all waiters completed, ISR expansions sent), the partitions to answer."""
         follower = req.replica_id >= 0
         deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
         listed = list(req.partitions)
@@ -105,6 +168,7 @@ class LeaderFetchHandler:
         pending: list[tuple[pb.FetchPartition, "Hosted"]] = []
         proposals: list[tuple["Hosted", AlterIsrProposal]] = []
         acked: list = []   # acks=all waiters this fetch's position completes
+        hw_moved = False
         for fp in listed:
             h = self.hosted.get((fp.topic, fp.partition))
             if h is None or not h.repl.is_leader:
@@ -112,10 +176,12 @@ class LeaderFetchHandler:
                 continue
             with h.cond:
                 if follower:
+                    hw = h.repl.high_watermark
                     out = h.repl.on_follower_fetch(req.replica_id, fp.fetch_offset, fp.last_fetched_epoch,
                                                    fp.current_leader_epoch, h.log, now_ms())
                     self._log_events(out.events)
                     self._wake(h, acked)  # the HW may have moved: acks=all waiters now done
+                    hw_moved = hw_moved or h.repl.high_watermark != hw
                     if out.alter_isr is not None:
                         proposals.append((h, out.alter_isr))
                     if out.error != errors.NONE or out.diverging_epoch is not None or out.read_offset is None:
@@ -126,39 +192,31 @@ class LeaderFetchHandler:
                         continue
                 pending.append((fp, h))
         run_callbacks(acked)   # outside every partition lock, before this fetch parks
+        if hw_moved:   # consumers' long polls wait for the HW (Kafka completes their delayed fetches)
+            with self._data:
+                self._data.notify_all()
+                self.notify_async()
         for h, proposal in proposals:
             self._send_alter_isr(h, proposal)
 
-        def ready() -> bool:
-            return (any(readable(fp.fetch_offset, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader,
-                                 follower) for fp, h in pending)
-                    or any(readable(pf.fetch_offset, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader,
-                                    True) for pf, h in idle))
-
         # Kafka answers at once when any partition has an error or a diverging epoch (a follower
         # must truncate before it fetches on); otherwise it long-polls while nothing is readable
-        urgent = bool(answers)
-        with self._data:
-            self._parked[req.replica_id] = self._parked.get(req.replica_id, 0) + 1
-            try:
-                while (pending or idle) and not urgent and not ready() and not self._stopping.is_set():
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self._data.wait(remaining)
-            finally:
-                self._parked[req.replica_id] -= 1
-        for fp, h in pending:
+        return _Fetch(follower, deadline, session_id, answers, pending, idle, urgent=bool(answers))
+
+    def _finish(self, f: "_Fetch") -> pb.FetchResponse:
+        """A fetch's last part, after its long poll: the answers read."""
+        answers, follower = f.answers, f.follower
+        for fp, h in f.pending:
             a = self._read_answer(fp, h, follower)
             if a is not None:
                 answers.append(a)
-        for pf, h in idle:
+        for pf, h in f.idle:
             # news since the follower last listed it: records, a new HW, or the leadership gone
             if has_news(pf, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader):
                 a = self._read_answer(fetch_message((h.repl.topic, h.repl.partition), pf), h, follower)
                 if a is not None:
                     answers.append(a)
-        return pb.FetchResponse(error_code=errors.NONE, partitions=answers, session_id=session_id)
+        return pb.FetchResponse(error_code=errors.NONE, partitions=answers, session_id=f.session_id)
 
     def _read_answer(self, fp: pb.FetchPartition, h: "Hosted", follower: bool) -> pb.FetchPartitionResponse | None:
         """One partition's answer after the long poll (None: nothing new for this follower)."""
@@ -185,3 +243,24 @@ class LeaderFetchHandler:
             a.log_start_offset = h.log.log_start_offset  # a follower behind it starts over there
             a.leader_epoch = h.repl.leader_epoch
         return a
+
+
+@dataclass
+class _Fetch:
+    """A fetch between its first part and its answer."""
+    follower: bool
+    deadline: float                                   # time.monotonic() at max_wait_ms
+    session_id: int
+    answers: list[pb.FetchPartitionResponse]          # answered already (errors, diverging epochs)
+    pending: list[tuple[pb.FetchPartition, "Hosted"]]
+    idle: list[tuple[PartitionFetch, "Hosted"]]       # session partitions with nothing to record
+    urgent: bool
+
+    def waits(self) -> bool:
+        """Whether the long poll goes on: nothing urgent and no partition readable yet."""
+        if self.urgent or not (self.pending or self.idle):
+            return False
+        return not (any(readable(fp.fetch_offset, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader,
+                                 self.follower) for fp, h in self.pending)
+                    or any(readable(pf.fetch_offset, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader,
+                                    True) for pf, h in self.idle))

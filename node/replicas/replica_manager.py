@@ -248,6 +248,7 @@ class ReplicaManager(HousekeepingMixin):
     def _notify(self) -> None:
         with self._data:
             self._data.notify_all()
+            self._fetches.notify_async()
 
     def _wake(self, h: Hosted, done: list[tuple[AckWaiter, int]] | None = None) -> None:
         """Called with ``h.cond`` held after anything that may move the HW or the role:
@@ -474,6 +475,10 @@ class ReplicaManager(HousekeepingMixin):
     def fetch(self, req: pb.FetchRequest) -> pb.FetchResponse:
         """A follower's or a consumer's Fetch (``node.replicas.leader_fetch``)."""
         return self._fetches.fetch(req)
+
+    async def fetch_async(self, req: pb.FetchRequest) -> pb.FetchResponse:
+        """:meth:`fetch` on an event loop, its long poll a coroutine (the gRPC servicer's)."""
+        return await self._fetches.fetch_async(req)
 
     def list_offsets(self, req: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
         """Kafka's ListOffsets for consumers: -1 latest (the HW, what a consumer can

@@ -84,10 +84,12 @@ class BrokerServicer(pbg.BrokerServicer):
             return pb.ProduceResponse(error_code=errors.NOT_LEADER_OR_FOLLOWER, base_offset=-1, last_offset=-1)
         return self.replicas.produce(request)
 
-    def Fetch(self, request, context):
+    async def Fetch(self, request, context):
+        # on the server's event loop, not a pool thread: a follower's fetch is the most frequent call
+        # between brokers (one per append and follower), and its long poll parks as a coroutine
         if self.replicas is None:
             return pb.FetchResponse(error_code=errors.NOT_LEADER_OR_FOLLOWER)
-        return self.replicas.fetch(request)
+        return await self.replicas.fetch_async(request)
 
     def ListOffsets(self, request, context):
         if self.replicas is None:
