@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from dataclasses import dataclass
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from kafkacommon import errors
@@ -79,6 +80,7 @@ class LeaderFetchHandler:
         f = self._begin(req)
         if isinstance(f, pb.FetchResponse):
             return f
+        self._begun(f)
         with self._data:
             self._parked[req.replica_id] = self._parked.get(req.replica_id, 0) + 1
             try:
@@ -91,20 +93,64 @@ class LeaderFetchHandler:
                 self._parked[req.replica_id] -= 1
         return self._finish(f)
 
-    async def fetch_async(self, req: pb.FetchRequest) -> pb.FetchResponse:
+    async def fetch_async(self, req: pb.FetchRequest, executor: Executor | None = None) -> pb.FetchResponse:
         """:meth:`fetch` for a handler on an event loop (the broker's gRPC loop): the same answer,
         its long poll parked as a coroutine rather than a thread of the pool, so a follower's
-        fetch costs no hand-off to a worker thread and back."""
-        f = self._begin(req)
+        fetch costs no hand-off to a worker thread and back.  Its partitions' locks are only taken
+        on the loop when they are all free at once (a log cleaner pass or a coordinator's load may
+        hold one a while); otherwise that part of the fetch runs on ``executor``."""
+        loop = asyncio.get_running_loop()
+        held = self._hold(self._partitions_of(req))
+        if held is None:
+            return await loop.run_in_executor(executor, self.fetch, req)
+        try:
+            f = self._begin(req)
+        finally:
+            for lock in held:
+                lock.release()
         if isinstance(f, pb.FetchResponse):
             return f
-        if not f.waits():
+        self._begun(f)
+        if f.waits():
+            await self._park(req.replica_id, f)
+        held = self._hold([fp_h[1] for fp_h in f.pending] + [pf_h[1] for pf_h in f.idle])
+        if held is None:
+            return await loop.run_in_executor(executor, self._finish, f)
+        try:
             return self._finish(f)
+        finally:
+            for lock in held:
+                lock.release()
+
+    def _partitions_of(self, req: pb.FetchRequest) -> list["Hosted"]:
+        """The hosted partitions a fetch's first part locks: those it lists and its session's."""
+        tps = {(fp.topic, fp.partition) for fp in req.partitions}
+        if req.replica_id >= 0:
+            with self._sessions_lock:
+                session = self.sessions.get(req.replica_id)
+                if session is not None:
+                    tps.update(session.partitions)
+        return [h for tp in sorted(tps) if (h := self.hosted.get(tp)) is not None]
+
+    @staticmethod
+    def _hold(parts: list["Hosted"]) -> list[Any] | None:
+        """Every partition's lock taken without waiting, or None (and none held) when one is busy."""
+        held: list[Any] = []
+        for h in parts:
+            if not h.cond.acquire(blocking=False):
+                for lock in held:
+                    lock.release()
+                return None
+            held.append(h.cond)
+        return held
+
+    async def _park(self, replica_id: int, f: "_Fetch") -> None:
+        """The long poll as a coroutine: woken by :meth:`notify_async` on every append or HW move."""
         loop = asyncio.get_running_loop()
         news = asyncio.Event()
         waker = (loop, news)
         with self._data:
-            self._parked[req.replica_id] = self._parked.get(req.replica_id, 0) + 1
+            self._parked[replica_id] = self._parked.get(replica_id, 0) + 1
             self._async_waiters.add(waker)
         try:
             while not self._stopping.is_set():
@@ -122,8 +168,7 @@ class LeaderFetchHandler:
         finally:
             with self._data:
                 self._async_waiters.discard(waker)
-                self._parked[req.replica_id] -= 1
-        return self._finish(f)
+                self._parked[replica_id] -= 1
 
     def notify_async(self) -> None:
         """With ``data`` held, after its ``notify_all``: wake the long polls parked as coroutines."""
@@ -191,17 +236,22 @@ class LeaderFetchHandler:
                         answers.append(a)
                         continue
                 pending.append((fp, h))
-        run_callbacks(acked)   # outside every partition lock, before this fetch parks
-        if hw_moved:   # consumers' long polls wait for the HW (Kafka completes their delayed fetches)
+        # Kafka answers at once when any partition has an error or a diverging epoch (a follower
+        # must truncate before it fetches on); otherwise it long-polls while nothing is readable
+        return _Fetch(follower, deadline, session_id, answers, pending, idle, urgent=bool(answers),
+                      acked=acked, hw_moved=hw_moved, proposals=proposals)
+
+    def _begun(self, f: "_Fetch") -> None:
+        """After the first part, outside every partition lock and before the long poll: the acks=all
+        callbacks the positions completed, the wake-up of long polls when the HW moved (consumers'
+        wait for it: Kafka completes their delayed fetches), the ISR expansions sent."""
+        run_callbacks(f.acked)
+        if f.hw_moved:
             with self._data:
                 self._data.notify_all()
                 self.notify_async()
-        for h, proposal in proposals:
+        for h, proposal in f.proposals:
             self._send_alter_isr(h, proposal)
-
-        # Kafka answers at once when any partition has an error or a diverging epoch (a follower
-        # must truncate before it fetches on); otherwise it long-polls while nothing is readable
-        return _Fetch(follower, deadline, session_id, answers, pending, idle, urgent=bool(answers))
 
     def _finish(self, f: "_Fetch") -> pb.FetchResponse:
         """A fetch's last part, after its long poll: the answers read."""
@@ -255,6 +305,9 @@ class _Fetch:
     pending: list[tuple[pb.FetchPartition, "Hosted"]]
     idle: list[tuple[PartitionFetch, "Hosted"]]       # session partitions with nothing to record
     urgent: bool
+    acked: list = field(default_factory=list)         # acks=all waiters the positions completed
+    hw_moved: bool = False
+    proposals: list = field(default_factory=list)     # (Hosted, AlterIsrProposal): ISR expansions
 
     def waits(self) -> bool:
         """Whether the long poll goes on: nothing urgent and no partition readable yet."""
