@@ -111,3 +111,17 @@ def test_a_fetch_on_the_loop_waits_for_a_busy_partition_lock_on_the_executor(tmp
 async def scenario_with(pool: ThreadPoolExecutor, scenario):
     asyncio.get_running_loop().set_default_executor(pool)
     return await scenario()
+
+
+def test_a_fetch_parked_on_the_loop_with_nothing_to_read_is_answered_at_max_wait(tmp_path):
+    rm = manager(tmp_path)
+
+    async def scenario() -> pb.FetchResponse:
+        return await asyncio.wait_for(rm.fetch_async(fetch(2, 0, max_wait_ms=50)), WAIT_S)
+
+    try:
+        answer = asyncio.run(scenario())
+        assert answer.error_code == 0 and answer.partitions == []   # nothing new for the follower
+        assert rm.parked_fetches() == {}
+    finally:
+        rm.close()

@@ -59,7 +59,7 @@ class LeaderFetchHandler:
         self._wake = wake
         self._send_alter_isr = send_alter_isr
         self._parked: dict[int, int] = {}   # replica id (-1: consumers) -> fetches now in their long poll
-        self._async_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()  # guarded by data
+        self._async_waiters: set[_Waker] = set()  # long polls parked as coroutines, guarded by data
 
     def parked(self) -> dict[int, int]:
         """Followers' fetches now long-polling here, per follower broker."""
@@ -145,38 +145,31 @@ class LeaderFetchHandler:
         return held
 
     async def _park(self, replica_id: int, f: "_Fetch") -> None:
-        """The long poll as a coroutine: woken by :meth:`notify_async` on every append or HW move."""
+        """The long poll as a coroutine: woken by :meth:`notify_async` on every append or HW move
+        (a future per wake-up, set from the notifying thread; a timer at the deadline)."""
         loop = asyncio.get_running_loop()
-        news = asyncio.Event()
-        waker = (loop, news)
+        waker = _Waker(loop)
+        timer = loop.call_later(max(f.deadline - time.monotonic(), 0), waker.expire)
         with self._data:
             self._parked[replica_id] = self._parked.get(replica_id, 0) + 1
             self._async_waiters.add(waker)
         try:
-            while not self._stopping.is_set():
+            while not self._stopping.is_set() and not waker.expired:
                 with self._data:
                     if not f.waits():
                         break
-                    news.clear()
-                remaining = f.deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    await asyncio.wait_for(news.wait(), remaining)
-                except asyncio.TimeoutError:
-                    break
+                    woken = waker.arm()
+                await woken
         finally:
+            timer.cancel()
             with self._data:
                 self._async_waiters.discard(waker)
                 self._parked[replica_id] -= 1
 
     def notify_async(self) -> None:
         """With ``data`` held, after its ``notify_all``: wake the long polls parked as coroutines."""
-        for loop, news in self._async_waiters:
-            try:
-                loop.call_soon_threadsafe(news.set)
-            except RuntimeError:   # the loop is closed: the broker is stopping
-                pass
+        for waker in self._async_waiters:
+            waker.wake_threadsafe()
 
     def _begin(self, req: pb.FetchRequest) -> "_Fetch | pb.FetchResponse":
         """A fetch's first part, which never waits: a follower's positions recorded (the HW
@@ -317,3 +310,36 @@ class _Fetch:
                                  self.follower) for fp, h in self.pending)
                     or any(readable(pf.fetch_offset, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader,
                                     True) for pf, h in self.idle))
+
+
+class _Waker:
+    """Wakes one parked coroutine from any thread: the future it awaits now (``arm``) is set."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._fut: asyncio.Future | None = None
+        self.expired = False   # the long poll's max_wait_ms has passed
+
+    def arm(self) -> asyncio.Future:
+        """On the loop, with ``data`` held: a new future to await until the next wake-up."""
+        self._fut = self.loop.create_future()
+        return self._fut
+
+    def expire(self) -> None:
+        """On the loop, at the deadline."""
+        self.expired = True
+        self.wake()
+
+    def wake(self) -> None:
+        """On the loop."""
+        fut = self._fut
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def wake_threadsafe(self) -> None:
+        """From any thread, with ``data`` held."""
+        if self._fut is not None and not self._fut.done():
+            try:
+                self.loop.call_soon_threadsafe(self.wake)
+            except RuntimeError:   # the loop is closed: the broker is stopping
+                pass
