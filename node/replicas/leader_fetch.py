@@ -11,13 +11,17 @@ manager hands it what it uses, explicitly.
 """
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from kafkacommon import errors
 from node.clock import now_ms
 from node.storage.log import OffsetOutOfRangeError
+from node.replicas.purgatory import run_callbacks
 from node.server.wire import fetch_message, partition_fetch
 from proto import kafkasim_pb2 as pb
 from replication.fetch_session import LeaderSessions, PartitionFetch, has_news, readable
@@ -37,13 +41,14 @@ class LeaderFetchHandler:
     ``hosted``: the broker's partitions (read, never changed here); ``sessions`` (guarded by
     ``sessions_lock``); ``data``: the condition notified on every append or HW move, which parked
     fetches wait on; ``stopping``: set when the broker stops; ``log_events``, ``wake`` (with a
-    partition's lock held: complete acks=all waiters the HW now covers) and ``send_alter_isr``:
-    the replica manager's.
+    partition's lock held: the acks=all waiters the HW now covers, into the list it is given, whose
+    callbacks this handler runs once the lock is let go) and ``send_alter_isr``: the replica
+    manager's.
     """
 
     def __init__(self, hosted: Mapping[TP, "Hosted"], sessions: LeaderSessions, sessions_lock: threading.Lock,
                  data: threading.Condition, stopping: threading.Event,
-                 log_events: Callable[[list[Event]], None], wake: Callable[["Hosted"], None],
+                 log_events: Callable[[list[Event]], None], wake: Callable[["Hosted", list], None],
                  send_alter_isr: Callable[["Hosted", AlterIsrProposal], None]) -> None:
         self.hosted = hosted
         self.sessions = sessions
@@ -54,6 +59,7 @@ class LeaderFetchHandler:
         self._wake = wake
         self._send_alter_isr = send_alter_isr
         self._parked: dict[int, int] = {}   # replica id (-1: consumers) -> fetches now in their long poll
+        self._async_waiters: set[_Waker] = set()  # long polls parked as coroutines, guarded by data
 
     def parked(self) -> dict[int, int]:
         """Followers' fetches now long-polling here, per follower broker."""
@@ -71,6 +77,103 @@ class LeaderFetchHandler:
         list are fetched again where it last listed them, and answered only
         when they have news.
         """
+        f = self._begin(req)
+        if isinstance(f, pb.FetchResponse):
+            return f
+        self._begun(f)
+        with self._data:
+            self._parked[req.replica_id] = self._parked.get(req.replica_id, 0) + 1
+            try:
+                while f.waits() and not self._stopping.is_set():
+                    remaining = f.deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._data.wait(remaining)
+            finally:
+                self._parked[req.replica_id] -= 1
+        return self._finish(f)
+
+    async def fetch_async(self, req: pb.FetchRequest, executor: Executor | None = None) -> pb.FetchResponse:
+        """:meth:`fetch` for a handler on an event loop (the broker's gRPC loop): the same answer,
+        its long poll parked as a coroutine rather than a thread of the pool, so a follower's
+        fetch costs no hand-off to a worker thread and back.  Its partitions' locks are only taken
+        on the loop when they are all free at once (a log cleaner pass or a coordinator's load may
+        hold one a while); otherwise that part of the fetch runs on ``executor``."""
+        loop = asyncio.get_running_loop()
+        held = self._hold(self._partitions_of(req))
+        if held is None:
+            return await loop.run_in_executor(executor, self.fetch, req)
+        try:
+            f = self._begin(req)
+        finally:
+            for lock in held:
+                lock.release()
+        if isinstance(f, pb.FetchResponse):
+            return f
+        self._begun(f)
+        if f.waits():
+            await self._park(req.replica_id, f)
+        held = self._hold([fp_h[1] for fp_h in f.pending] + [pf_h[1] for pf_h in f.idle])
+        if held is None:
+            return await loop.run_in_executor(executor, self._finish, f)
+        try:
+            return self._finish(f)
+        finally:
+            for lock in held:
+                lock.release()
+
+    def _partitions_of(self, req: pb.FetchRequest) -> list["Hosted"]:
+        """The hosted partitions a fetch's first part locks: those it lists and its session's."""
+        tps = {(fp.topic, fp.partition) for fp in req.partitions}
+        if req.replica_id >= 0:
+            with self._sessions_lock:
+                session = self.sessions.get(req.replica_id)
+                if session is not None:
+                    tps.update(session.partitions)
+        return [h for tp in sorted(tps) if (h := self.hosted.get(tp)) is not None]
+
+    @staticmethod
+    def _hold(parts: list["Hosted"]) -> list[Any] | None:
+        """Every partition's lock taken without waiting, or None (and none held) when one is busy."""
+        held: list[Any] = []
+        for h in parts:
+            if not h.cond.acquire(blocking=False):
+                for lock in held:
+                    lock.release()
+                return None
+            held.append(h.cond)
+        return held
+
+    async def _park(self, replica_id: int, f: "_Fetch") -> None:
+        """The long poll as a coroutine: woken by :meth:`notify_async` on every append or HW move
+        (a future per wake-up, set from the notifying thread; a timer at the deadline)."""
+        loop = asyncio.get_running_loop()
+        waker = _Waker(loop)
+        timer = loop.call_later(max(f.deadline - time.monotonic(), 0), waker.expire)
+        with self._data:
+            self._parked[replica_id] = self._parked.get(replica_id, 0) + 1
+            self._async_waiters.add(waker)
+        try:
+            while not self._stopping.is_set() and not waker.expired:
+                with self._data:
+                    if not f.waits():
+                        break
+                    woken = waker.arm()
+                await woken
+        finally:
+            timer.cancel()
+            with self._data:
+                self._async_waiters.discard(waker)
+                self._parked[replica_id] -= 1
+
+    def notify_async(self) -> None:
+        """With ``data`` held, after its ``notify_all``: wake the long polls parked as coroutines."""
+        for waker in self._async_waiters:
+            waker.wake_threadsafe()
+
+    def _begin(self, req: pb.FetchRequest) -> "_Fetch | pb.FetchResponse":
+        """A fetch's first part, which never waits: a follower's positions recorded (the HW
+        moved, acks=all waiters completed, ISR expansions sent), the partitions to answer."""
         follower = req.replica_id >= 0
         deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
         listed = list(req.partitions)
@@ -102,6 +205,8 @@ class LeaderFetchHandler:
         answers: list[pb.FetchPartitionResponse] = []
         pending: list[tuple[pb.FetchPartition, "Hosted"]] = []
         proposals: list[tuple["Hosted", AlterIsrProposal]] = []
+        acked: list = []   # acks=all waiters this fetch's position completes
+        hw_moved = False
         for fp in listed:
             h = self.hosted.get((fp.topic, fp.partition))
             if h is None or not h.repl.is_leader:
@@ -109,10 +214,12 @@ class LeaderFetchHandler:
                 continue
             with h.cond:
                 if follower:
+                    hw = h.repl.high_watermark
                     out = h.repl.on_follower_fetch(req.replica_id, fp.fetch_offset, fp.last_fetched_epoch,
                                                    fp.current_leader_epoch, h.log, now_ms())
                     self._log_events(out.events)
-                    self._wake(h)  # the HW may have moved: wake acks=all waiters
+                    self._wake(h, acked)  # the HW may have moved: acks=all waiters now done
+                    hw_moved = hw_moved or h.repl.high_watermark != hw
                     if out.alter_isr is not None:
                         proposals.append((h, out.alter_isr))
                     if out.error != errors.NONE or out.diverging_epoch is not None or out.read_offset is None:
@@ -122,39 +229,37 @@ class LeaderFetchHandler:
                         answers.append(a)
                         continue
                 pending.append((fp, h))
-        for h, proposal in proposals:
-            self._send_alter_isr(h, proposal)
-
-        def ready() -> bool:
-            return (any(readable(fp.fetch_offset, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader,
-                                 follower) for fp, h in pending)
-                    or any(readable(pf.fetch_offset, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader,
-                                    True) for pf, h in idle))
-
         # Kafka answers at once when any partition has an error or a diverging epoch (a follower
         # must truncate before it fetches on); otherwise it long-polls while nothing is readable
-        urgent = bool(answers)
-        with self._data:
-            self._parked[req.replica_id] = self._parked.get(req.replica_id, 0) + 1
-            try:
-                while (pending or idle) and not urgent and not ready() and not self._stopping.is_set():
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self._data.wait(remaining)
-            finally:
-                self._parked[req.replica_id] -= 1
-        for fp, h in pending:
+        return _Fetch(follower, deadline, session_id, answers, pending, idle, urgent=bool(answers),
+                      acked=acked, hw_moved=hw_moved, proposals=proposals)
+
+    def _begun(self, f: "_Fetch") -> None:
+        """After the first part, outside every partition lock and before the long poll: the acks=all
+        callbacks the positions completed, the wake-up of long polls when the HW moved (consumers'
+        wait for it: Kafka completes their delayed fetches), the ISR expansions sent."""
+        run_callbacks(f.acked)
+        if f.hw_moved:
+            with self._data:
+                self._data.notify_all()
+                self.notify_async()
+        for h, proposal in f.proposals:
+            self._send_alter_isr(h, proposal)
+
+    def _finish(self, f: "_Fetch") -> pb.FetchResponse:
+        """A fetch's last part, after its long poll: the answers read."""
+        answers, follower = f.answers, f.follower
+        for fp, h in f.pending:
             a = self._read_answer(fp, h, follower)
             if a is not None:
                 answers.append(a)
-        for pf, h in idle:
+        for pf, h in f.idle:
             # news since the follower last listed it: records, a new HW, or the leadership gone
             if has_news(pf, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader):
                 a = self._read_answer(fetch_message((h.repl.topic, h.repl.partition), pf), h, follower)
                 if a is not None:
                     answers.append(a)
-        return pb.FetchResponse(error_code=errors.NONE, partitions=answers, session_id=session_id)
+        return pb.FetchResponse(error_code=errors.NONE, partitions=answers, session_id=f.session_id)
 
     def _read_answer(self, fp: pb.FetchPartition, h: "Hosted", follower: bool) -> pb.FetchPartitionResponse | None:
         """One partition's answer after the long poll (None: nothing new for this follower)."""
@@ -181,3 +286,60 @@ class LeaderFetchHandler:
             a.log_start_offset = h.log.log_start_offset  # a follower behind it starts over there
             a.leader_epoch = h.repl.leader_epoch
         return a
+
+
+@dataclass
+class _Fetch:
+    """A fetch between its first part and its answer."""
+    follower: bool
+    deadline: float                                   # time.monotonic() at max_wait_ms
+    session_id: int
+    answers: list[pb.FetchPartitionResponse]          # answered already (errors, diverging epochs)
+    pending: list[tuple[pb.FetchPartition, "Hosted"]]
+    idle: list[tuple[PartitionFetch, "Hosted"]]       # session partitions with nothing to record
+    urgent: bool
+    acked: list = field(default_factory=list)         # acks=all waiters the positions completed
+    hw_moved: bool = False
+    proposals: list = field(default_factory=list)     # (Hosted, AlterIsrProposal): ISR expansions
+
+    def waits(self) -> bool:
+        """Whether the long poll goes on: nothing urgent and no partition readable yet."""
+        if self.urgent or not (self.pending or self.idle):
+            return False
+        return not (any(readable(fp.fetch_offset, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader,
+                                 self.follower) for fp, h in self.pending)
+                    or any(readable(pf.fetch_offset, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader,
+                                    True) for pf, h in self.idle))
+
+
+class _Waker:
+    """Wakes one parked coroutine from any thread: the future it awaits now (``arm``) is set."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._fut: asyncio.Future | None = None
+        self.expired = False   # the long poll's max_wait_ms has passed
+
+    def arm(self) -> asyncio.Future:
+        """On the loop, with ``data`` held: a new future to await until the next wake-up."""
+        self._fut = self.loop.create_future()
+        return self._fut
+
+    def expire(self) -> None:
+        """On the loop, at the deadline."""
+        self.expired = True
+        self.wake()
+
+    def wake(self) -> None:
+        """On the loop."""
+        fut = self._fut
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def wake_threadsafe(self) -> None:
+        """From any thread, with ``data`` held."""
+        if self._fut is not None and not self._fut.done():
+            try:
+                self.loop.call_soon_threadsafe(self.wake)
+            except RuntimeError:   # the loop is closed: the broker is stopping
+                pass

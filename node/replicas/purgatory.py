@@ -5,6 +5,10 @@ appended; the replica manager checks the partition's waiters whenever the HW
 or the role may have moved, and hands the finished ones to this thread, which
 also times out the ones past their deadline.  Callbacks run here, outside
 every partition lock (the group coordinator's write path continues from them).
+A follower's Fetch that moves the HW completes its waiters itself, once it has
+let go of the partition's lock (:func:`run_callbacks`), as Kafka's request
+handler completes a DelayedProduce: no hand-off to this thread on the path of
+every acks=all answer.
 """
 from __future__ import annotations
 
@@ -39,7 +43,8 @@ class Purgatory(threading.Thread):
         with self._cond:
             self._seq += 1
             heapq.heappush(self._watched, (w.deadline, self._seq, h, w))
-            self._cond.notify()
+            if self._watched[0][3] is w:  # the earliest deadline now: the thread's wait must shorten
+                self._cond.notify()
 
     def complete(self, w: AckWaiter, code: int) -> None:
         with self._cond:
@@ -70,8 +75,13 @@ class Purgatory(threading.Thread):
                     h.waiters.remove(w)
                     code = self._outcome(h, w)
                 done.append((w, errors.REQUEST_TIMED_OUT if code is None else code))
-            for w, code in done:
-                try:
-                    w.on_done(code)
-                except Exception:
-                    log.exception("append callback failed")
+            run_callbacks(done)
+
+
+def run_callbacks(done: list[tuple[AckWaiter, int]]) -> None:
+    """Each finished waiter's callback with its outcome, with no partition lock held."""
+    for w, code in done:
+        try:
+            w.on_done(code)
+        except Exception:
+            log.exception("append callback failed")

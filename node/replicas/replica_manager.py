@@ -256,10 +256,13 @@ class ReplicaManager(HousekeepingMixin):
     def _notify(self) -> None:
         with self._data:
             self._data.notify_all()
+            self._fetches.notify_async()
 
-    def _wake(self, h: Hosted) -> None:
+    def _wake(self, h: Hosted, done: list[tuple[AckWaiter, int]] | None = None) -> None:
         """Called with ``h.cond`` held after anything that may move the HW or the role:
-        wakes blocked produce requests and completes acks=all waiters that are done."""
+        wakes blocked produce requests and completes acks=all waiters that are done: their
+        callbacks go to the purgatory's thread, or (those that only signal: ``AckWaiter.inline``) into
+        ``done`` for the caller to run (``purgatory.run_callbacks``) once it has let go of the lock."""
         h.cond.notify_all()
         if h.waiters:
             keep = []
@@ -267,6 +270,8 @@ class ReplicaManager(HousekeepingMixin):
                 code = self._waiter_outcome(h, w)
                 if code is None:
                     keep.append(w)
+                elif done is not None and w.inline:
+                    done.append((w, code))
                 else:
                     self._purgatory.complete(w, code)
             h.waiters[:] = keep
@@ -292,10 +297,12 @@ class ReplicaManager(HousekeepingMixin):
         return None if waiting else (code, base, last)
 
     def _append(self, tp: TP, records: list[tuple[bytes | None, bytes | None, int | None]], acks: int,
-                timeout_ms: int, on_done: Callable[[int], None]) -> tuple[int, int, int, int, bool]:
+                timeout_ms: int, on_done: Callable[[int], None],
+                inline: bool = False) -> tuple[int, int, int, int, bool]:
         """The one append path (produce and the group coordinator): (error, base offset, last offset,
         leader epoch, waiting).  ``waiting``: an acks=all append now in the purgatory, which calls
-        ``on_done(error)`` once the core says it is done or the timeout passes."""
+        ``on_done(error)`` once the core says it is done or the timeout passes (``inline``: see
+        ``AckWaiter``)."""
         h = self.hosted.get(tp)
         if h is None:
             return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, False
@@ -303,7 +310,7 @@ class ReplicaManager(HousekeepingMixin):
             code, base, last, epoch = self._leader_append(h, records, acks)
             if code != errors.NONE or acks != -1:
                 return code, base, last, epoch, False
-            w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done)
+            w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done, inline)
             h.waiters.append(w)
             self._purgatory.watch(h, w)
             self._wake(h)  # the HW may already cover it
@@ -369,7 +376,8 @@ class ReplicaManager(HousekeepingMixin):
                 self._notify()
             if acks != -1:
                 return errors.NONE, base, last, False
-            w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done)
+            w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done,
+                          inline=True)   # the listener's callback hands the outcome to its event loop
             h.waiters.append(w)
             self._purgatory.watch(h, w)
             self._wake(h)  # the HW may already cover it
@@ -480,6 +488,11 @@ class ReplicaManager(HousekeepingMixin):
         """A follower's or a consumer's Fetch (``node.replicas.leader_fetch``)."""
         return self._fetches.fetch(req)
 
+    async def fetch_async(self, req: pb.FetchRequest, executor: Any = None) -> pb.FetchResponse:
+        """:meth:`fetch` on an event loop, its long poll a coroutine (the gRPC servicer's); what may
+        wait for a busy partition lock runs on ``executor``."""
+        return await self._fetches.fetch_async(req, executor)
+
     def list_offsets(self, req: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
         """Kafka's ListOffsets for consumers: -1 latest (the HW, what a consumer can
         read up to), -2 earliest (the log start offset). Only the leader answers."""
@@ -516,7 +529,7 @@ class ReplicaManager(HousekeepingMixin):
             outcome.append(result)
             done.set()
 
-        code, base, last, epoch, waiting = self._append(tp, records, req.acks, req.timeout_ms, on_done)
+        code, base, last, epoch, waiting = self._append(tp, records, req.acks, req.timeout_ms, on_done, inline=True)
         if code != errors.NONE:
             return pb.ProduceResponse(error_code=code, base_offset=-1, last_offset=-1)
         if waiting:

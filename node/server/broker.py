@@ -152,7 +152,7 @@ class Broker:
         pool = futures.ThreadPoolExecutor(max_workers=2048, thread_name_prefix="grpc")
         self.server = AioServer(pool, maximum_concurrent_rpcs=4096)
         self.server.add(pbg.add_BrokerServicer_to_server,
-                        BrokerServicer(self.state, self.events, self.controller, self.replicas))
+                        BrokerServicer(self.state, self.events, self.controller, self.replicas, pool))
         lazy = None if g("kafkasim.offsets.topic.eager.create") else self._create_offsets_topic
         groups_servicer = GroupsServicer(self.state, self.groups, pool, lazy)
         self.server.add(gpbg.add_GroupsServicer_to_server, groups_servicer)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafkacommon import errors
 
@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 
 class BrokerServicer(pbg.BrokerServicer):
     def __init__(self, state: BrokerState, events: EventLog, controller: "ControllerShell",
-                 replicas: "ReplicaManager | None" = None):
+                 replicas: "ReplicaManager | None" = None, pool: Any = None):
         self.state = state
+        self.pool = pool   # where a fetch waits for a busy partition lock (None: the loop's default executor)
         self.replicas = replicas
         self.events = events
         self.controller = controller
@@ -84,10 +85,12 @@ class BrokerServicer(pbg.BrokerServicer):
             return pb.ProduceResponse(error_code=errors.NOT_LEADER_OR_FOLLOWER, base_offset=-1, last_offset=-1)
         return self.replicas.produce(request)
 
-    def Fetch(self, request, context):
+    async def Fetch(self, request, context):
+        # on the server's event loop, not a pool thread: a follower's fetch is the most frequent call
+        # between brokers (one per append and follower), and its long poll parks as a coroutine
         if self.replicas is None:
             return pb.FetchResponse(error_code=errors.NOT_LEADER_OR_FOLLOWER)
-        return self.replicas.fetch(request)
+        return await self.replicas.fetch_async(request, self.pool)
 
     def ListOffsets(self, request, context):
         if self.replicas is None:

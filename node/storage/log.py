@@ -301,7 +301,7 @@ class PartitionLog:
         if self._closed:
             raise StorageError(f"log {self.dir} is closed")
 
-    def _append(self, data: bytes | memoryview, base_offset: int, last_offset: int, max_ts: int,
+    def _append(self, data: bytes | bytearray | memoryview, base_offset: int, last_offset: int, max_ts: int,
                 now_ms: int | None = None) -> None:
         active = self._segments[-1]
         if active.size and (last_offset - active.base_offset > _INT32_MAX or should_roll(
@@ -370,7 +370,7 @@ class PartitionLog:
         data[12:16] = leader_epoch.to_bytes(4, "big", signed=True)
         last = base + record_count - 1
         self.epoch_cache.assign(leader_epoch, base)
-        self._append(bytes(data), base, last, max_timestamp, now_ms)
+        self._append(data, base, last, max_timestamp, now_ms)   # written as is: no second copy
         return base, last
 
     def append_as_follower(self, batch_bytes: bytes | memoryview, *, allow_gaps: bool = False,

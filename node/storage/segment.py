@@ -254,7 +254,8 @@ class LogSegment:
         self._next_offset = last_offset + 1
         return idx, tidx
 
-    def append(self, batch_bytes: bytes, base_offset: int, last_offset: int, max_timestamp: int) -> int:
+    def append(self, batch_bytes: bytes | bytearray | memoryview, base_offset: int, last_offset: int,
+               max_timestamp: int) -> int:
         """Append whole batch bytes whose offsets are [base_offset, last_offset]; return the position.
 
         The caller has validated the bytes; this only checks offset order and range.
