@@ -318,6 +318,11 @@ class PartitionReplication:
         out.leader_log_end_offset = leo
         if last_fetched_epoch is not None and last_fetched_epoch >= 0:
             epoch, end = log.end_offset_for_epoch(last_fetched_epoch)
+            if epoch < 0 or end < 0:
+                # Kafka 2.8's Partition.readRecords: "could not determine the end offset of the last fetched
+                # epoch" (the follower's epoch is above every one this leader knows) is OFFSET_OUT_OF_RANGE
+                out.error = OFFSET_OUT_OF_RANGE
+                return out
             if epoch < last_fetched_epoch or end < fetch_offset:
                 out.diverging_epoch = (epoch, end)
                 return out

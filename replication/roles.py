@@ -86,14 +86,19 @@ class FetchAnswer:
 
 
 def follower_fetch_answer(error: int, diverging: tuple[int, int] | None, leader_log_start: int | None,
-                          log: LogView, repl: PartitionReplication) -> FetchAnswer:
-    """Kafka 2.8's AbstractFetcherThread on one partition's answer: OFFSET_OUT_OF_RANGE with the leader's
-    log start past this log's end (retention deleted what it lacks) starts over there; another error backs
-    off; a diverging epoch ``(epoch, end offset)`` truncates where :func:`follower_truncation` says; else
-    the records are appended."""
-    if error == errors.OFFSET_OUT_OF_RANGE and leader_log_start is not None \
-            and leader_log_start > log.log_end_offset:
-        return FetchAnswer(RESET, leader_log_start)
+                          log: LogView, repl: PartitionReplication,
+                          leader_log_end: int | None = None) -> FetchAnswer:
+    """Kafka 2.8's AbstractFetcherThread on one partition's answer.  OFFSET_OUT_OF_RANGE
+    (handleOutOfRangeError): a follower ahead of the leader's log end truncates to it; one behind the
+    leader's log start (retention deleted what it lacks) starts over there.  Another error backs off; a
+    diverging epoch ``(epoch, end offset)`` truncates where :func:`follower_truncation` says; else the
+    records are appended.  (Kafka's follower asks the leader for its log end and start with ListOffsets;
+    kafkasim's fetch answer carries both.)"""
+    if error == errors.OFFSET_OUT_OF_RANGE:
+        if leader_log_end is not None and 0 <= leader_log_end < log.log_end_offset:
+            return FetchAnswer(TRUNCATE, leader_log_end, True)
+        if leader_log_start is not None and leader_log_start > log.log_end_offset:
+            return FetchAnswer(RESET, leader_log_start)
     if error != errors.NONE:
         return FetchAnswer(FAILED)
     if diverging is not None:

@@ -9,7 +9,7 @@ def follower_truncation(diverging_epoch: int, diverging_end_offset: int, log: Lo
     """Where a follower truncates when the leader answers its fetch with a diverging epoch: Kafka 2.8's
     AbstractFetcherThread.getOffsetTruncationState.  Returns (offset, truncation completed).
 
-    * The leader knows no epoch at or below the follower's (end offset -1): to the HW.
+    * An end offset of -1 (an undefined answer; a Kafka 2.8 leader answers OFFSET_OUT_OF_RANGE instead): to the HW.
     * The follower knows no epoch at or below the leader's answer: min(leader's end, LEO).
     * The follower's largest epoch at or below it (its epoch cache, LeaderEpochFileCache.endOffsetFor)
       is that epoch: min(leader's end, the follower's own end of it, LEO), complete.

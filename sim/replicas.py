@@ -139,7 +139,7 @@ class SimReplicaManager:
         self._settle_waiters(h, replica_open=False)
         parked, h.parked = h.parked, []
         for _req, reply, _state in parked:
-            reply((errors.NOT_LEADER_OR_FOLLOWER, -1, None, []))
+            reply((errors.NOT_LEADER_OR_FOLLOWER, -1, None, [], -1))
         self.on_role(tp[0], tp[1], False, h.repl.leader_epoch)
 
     # ------------------------------------------------------------------ leader: appends and waits
@@ -267,13 +267,19 @@ class SimReplicaManager:
             return
         delay = FETCH_IDLE_MS
         if ans is not None:
-            code, hw, diverging, batches = ans
+            code, hw, diverging, batches, leader_leo = ans
             # replication.roles' step (the simulated leader never answers OFFSET_OUT_OF_RANGE with its log start)
-            step = roles.follower_fetch_answer(code, diverging, None, h.log, h.repl)
+            step = roles.follower_fetch_answer(code, diverging, None, h.log, h.repl,
+                                               leader_leo if code == errors.OFFSET_OUT_OF_RANGE else None)
             if step.kind == roles.FAILED:
                 delay = FETCH_IDLE_MS * 2
             else:   # a truncation, records, or a long poll's empty answer: fetch again at once
-                if step.kind == roles.TRUNCATE:
+                if step.kind == roles.TRUNCATE and code == errors.OFFSET_OUT_OF_RANGE:
+                    dropped = h.log.truncate_to(step.offset)
+                    self.b.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=step.offset,
+                                records_dropped=dropped, complete=True, reason="above_leader_log_end",
+                                leader=leader, leader_epoch=epoch)
+                elif step.kind == roles.TRUNCATE:
                     dropped = h.log.truncate_to(step.offset)
                     self.b.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=step.offset,
                                 records_dropped=dropped, diverging_epoch=diverging[0],
@@ -295,7 +301,7 @@ class SimReplicaManager:
         follower, tp, offset, last_epoch, epoch, follower_hw = req
         h = self.hosted.get(tp)
         if h is None:
-            reply((errors.NOT_LEADER_OR_FOLLOWER, -1, None, []))
+            reply((errors.NOT_LEADER_OR_FOLLOWER, -1, None, [], -1))
             return
         out = h.repl.on_follower_fetch(follower, offset, last_epoch, epoch, h.log, self.now())
         self.log_events(out.events)
@@ -303,11 +309,11 @@ class SimReplicaManager:
             self.b.log(Event("isr_change_proposed", out.alter_isr.fields()))
             self._send_alter_isr(h, out.alter_isr)
         self._wake(h)
-        if out.error != errors.NONE:
-            reply((out.error, -1, None, []))
+        if out.error != errors.NONE:   # with the leader's LEO: a follower above it truncates to it
+            reply((out.error, -1, None, [], out.leader_log_end_offset))
             return
         if out.diverging_epoch is not None:
-            reply((errors.NONE, out.high_watermark, out.diverging_epoch, []))
+            reply((errors.NONE, out.high_watermark, out.diverging_epoch, [], -1))
             return
         batches = h.log.read(out.read_offset, 500) if out.read_offset is not None else []
         if park and not batches and out.high_watermark <= follower_hw and out.alter_isr is None:
@@ -315,7 +321,7 @@ class SimReplicaManager:
             h.parked.append(entry)
             self.world.on_node(self.b.node, FETCH_WAIT_MAX_MS, self._unpark, h, entry)
             return
-        reply((errors.NONE, out.high_watermark, None, batches))
+        reply((errors.NONE, out.high_watermark, None, batches, -1))
 
     def _unpark(self, h: Hosted, entry: tuple) -> None:
         if entry in h.parked:

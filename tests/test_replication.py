@@ -314,8 +314,7 @@ def _diverging_leader():
     (2, 12, (1, 10)),   # epoch 2 unknown: the largest epoch below is 1, ending at 10
     (4, 20, (3, 20)),   # a smaller epoch, even with the end offset equal
     (3, 25, (3, 20)),   # the same epoch, but it ended before the fetch offset
-    (7, 30, (-1, -1)),  # above every epoch the leader knows
-])
+])   # above every epoch the leader knows: OFFSET_OUT_OF_RANGE (test_a_last_fetched_epoch_above_every_known_...)
 def test_diverging_epoch(last_epoch, offset, expected):
     p, log = _diverging_leader()
     out = fetch(p, log, 2, offset, T0 + 1, last_epoch=last_epoch, current_epoch=6)
@@ -372,6 +371,16 @@ def test_fetch_past_the_leader_leo_is_out_of_range():
     p, log = make_leader()
     out = fetch(p, log, 2, 11, T0 + 1)
     assert out.error == OFFSET_OUT_OF_RANGE and p.remotes[2].log_end_offset == -1
+
+
+def test_a_last_fetched_epoch_above_every_known_epoch_is_out_of_range():
+    """Kafka 2.8's Partition.readRecords: the leader cannot tell where the follower's last fetched epoch
+    ends (it is above every epoch it knows), so the answer is OFFSET_OUT_OF_RANGE, not a diverging epoch."""
+    p, log = make_leader()
+    latest = log.end_offset_for_epoch(99)
+    out = p.on_follower_fetch(2, 10, 99, None, log, T0 + 1)
+    assert latest == (-1, -1) and out.error == OFFSET_OUT_OF_RANGE and out.diverging_epoch is None
+    assert out.leader_log_end_offset == 10 and p.remotes[2].log_end_offset == -1
 
 
 def test_fetch_outcome_reports_read_offset_and_hw():

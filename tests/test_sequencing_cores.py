@@ -131,6 +131,9 @@ def test_a_followers_fetch_answer_resets_backs_off_truncates_or_appends() -> Non
     log = Log()
     assert roles.follower_fetch_answer(1, None, 50, log, repl) == roles.FetchAnswer(roles.RESET, 50)  # 1: out of range
     assert roles.follower_fetch_answer(1, None, 5, log, repl).kind == roles.FAILED     # the leader has what we lack
+    # out of range with our log past the leader's end (it knew no epoch at or below our last): cut to its end
+    assert roles.follower_fetch_answer(1, None, 0, log, repl, leader_log_end=7) == roles.FetchAnswer(roles.TRUNCATE, 7)
+    assert roles.follower_fetch_answer(1, None, 0, log, repl, leader_log_end=12).kind == roles.FAILED
     assert roles.follower_fetch_answer(6, None, None, log, repl).kind == roles.FAILED
     assert roles.follower_fetch_answer(0, (0, 4), None, log, repl) == roles.FetchAnswer(roles.TRUNCATE, 4, True)
     step = roles.follower_fetch_answer(0, None, 3, log, repl)

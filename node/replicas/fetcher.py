@@ -149,7 +149,8 @@ class LeaderFetcher(threading.Thread):
         """With ``h.cond`` held: replication.roles' step for one partition's answer, on this log."""
         rm = self.rm
         diverging = (a.diverging_epoch, a.diverging_end_offset) if a.diverging_epoch >= 0 else None
-        step = roles.follower_fetch_answer(a.error_code, diverging, a.log_start_offset, h.log, h.repl)
+        step = roles.follower_fetch_answer(a.error_code, diverging, a.log_start_offset, h.log, h.repl,
+                                           a.log_end_offset if a.error_code == errors.OFFSET_OUT_OF_RANGE else None)
         if step.kind == roles.FAILED:
             return False
         if step.kind == roles.RESET:
@@ -157,6 +158,11 @@ class LeaderFetcher(threading.Thread):
             rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=step.offset,
                            records_dropped=dropped, reason="below_leader_log_start", leader=self.leader,
                            leader_epoch=epoch)
+        elif step.kind == roles.TRUNCATE and a.error_code == errors.OFFSET_OUT_OF_RANGE:
+            dropped = h.log.truncate_to(step.offset)
+            rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=step.offset,
+                           records_dropped=dropped, complete=True, reason="above_leader_log_end",
+                           leader=self.leader, leader_epoch=epoch)
         elif step.kind == roles.TRUNCATE:
             dropped = h.log.truncate_to(step.offset)
             rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=step.offset,
