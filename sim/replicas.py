@@ -208,11 +208,9 @@ class SimReplicaManager:
             if not h.repl.is_leader:
                 continue
             prop = h.repl.maybe_shrink_isr(h.log, self.now())
-            if prop is not None:
+            if prop is not None:   # as the broker's _shrink_isrs: the HW moves only when the AlterIsr lands
                 self.b.log(Event("isr_change_proposed", prop.fields()))
                 self._send_alter_isr(h, prop)
-            self.log_events(h.repl.on_leader_append(h.log, self.now()))
-            self._wake(h)
 
     # ------------------------------------------------------------------ AlterIsr
 
