@@ -138,18 +138,21 @@ def trace_summary(path: Path, seconds: float) -> dict:
     return res
 
 
-def cpu_s(pid: int, tree: bool = False) -> float:
-    """CPU seconds (user + system) of a process, or of it and every process under it."""
-    tick = os.sysconf("SC_CLK_TCK")
-    procs = {}
+def proc_stats():
+    """(pid, name, the fields after the name) of every process in /proc/*/stat."""
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
                 st = (d / "stat").read_text()
             except OSError:
                 continue
-            f = st[st.rindex(")") + 2:].split()
-            procs[int(d.name)] = (int(f[1]), int(f[11]) + int(f[12]))
+            yield int(d.name), st[st.index("(") + 1:st.rindex(")")], st[st.rindex(")") + 2:].split()
+
+
+def cpu_s(pid: int, tree: bool = False) -> float:
+    """CPU seconds (user + system) of a process, or of it and every process under it."""
+    tick = os.sysconf("SC_CLK_TCK")
+    procs = {q: (int(f[1]), int(f[11]) + int(f[12])) for q, _name, f in proc_stats()}
     total = 0
     for q, (parent, ticks) in procs.items():
         while q != pid and q in procs and tree:
@@ -203,29 +206,18 @@ class PlainReader:
 def browser_process_pid() -> int | None:
     """The headless Chromium this process started (its renderers, GPU and utility processes are under it)."""
     me = os.getpid()
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                st = (d / "stat").read_text()
-            except OSError:
-                continue
-            name = st[st.index("(") + 1:st.rindex(")")]
-            parent = int(st[st.rindex(")") + 2:].split()[1])
-            if "chrom" in name and parent != me:
-                try:
-                    pp = (Path("/proc") / str(parent) / "stat").read_text()
-                except OSError:
-                    continue
-                # playwright's driver (node) is this process's child; Chromium is the driver's child
-                if int(pp[pp.rindex(")") + 2:].split()[1]) == me:
-                    return int(d.name)
+    parents = {q: int(f[1]) for q, _name, f in proc_stats()}
+    for q, name, f in proc_stats():
+        # playwright's driver (node) is this process's child; Chromium is the driver's child
+        if "chrom" in name and int(f[1]) != me and parents.get(int(f[1])) == me:
+            return q
     return None
 
 
-def run(zk, work: Path, browser, partitions: int, groups: int, seconds: float, rate: float,
-        trace: Path | None = None) -> dict:
+def workload(zk, work: Path, partitions: int, groups: int):
+    """The bench's cluster: a topic ``w`` of 3 partitions at RF 3, one record in it, and ``groups`` Empty
+    groups with one commit each (as after a reset).  Returns (cluster, its producer)."""
     c = make_cluster(zk, work, partitions, **{"zookeeper.session.timeout.ms": SESSION_MS})
-    proc = None
     try:
         topics.create_topic(c.zk(), "w", 3, 3, {})
         boot = [f"{b.host}:{b.port}" for b in c.cfg.brokers]
@@ -233,10 +225,21 @@ def run(zk, work: Path, browser, partitions: int, groups: int, seconds: float, r
         wait_for(lambda: cc.partitions_for("w"), 30, "topic w")
         producer = Producer(cc, acks=-1)
         producer.send("w", b"warm-up")
-        for i in range(groups):   # one commit each: an Empty group with offsets, as after a reset
+        for i in range(groups):
             m = GroupMember(ClusterClient(boot), f"bench-{i:03d}", ["w"], heartbeat_interval_ms=60_000)
             m.commit_simple({("w", i % 3): 1})
             m.close(leave=False)
+    except BaseException:
+        c.down()
+        raise
+    return c, producer
+
+
+def run(zk, work: Path, browser, partitions: int, groups: int, seconds: float, rate: float,
+        trace: Path | None = None) -> dict:
+    c, producer = workload(zk, work, partitions, groups)
+    proc = None
+    try:
         proc, url = start_ui("--config", str(c.config_path))
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
         t0 = time.monotonic()
@@ -284,7 +287,7 @@ def run(zk, work: Path, browser, partitions: int, groups: int, seconds: float, r
         render = page.evaluate("() => window.__render")
         page.close()
         plain.close()
-        cc.close()
+        producer.cluster.close()
         page_ms = [shown - ts for ts, _seen, shown, *_ in lat]
         tail_ms = [seen - ts for ts, seen, _shown, *_ in lat]
         extra_ms = [shown - seen for _ts, seen, shown, *_ in lat]

@@ -30,34 +30,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import TICK_MS, make_cluster, pct  # noqa: E402
-from bench.ui import (LONG_TASKS_JS, SESSION_MS, TRACE_CATEGORIES, browser_process_pid, cpu_s,  # noqa: E402
-                      start_ui, stop_ui, trace_summary)
+from bench.common import TICK_MS, pct  # noqa: E402
+from bench.ui import (LONG_TASKS_JS, TRACE_CATEGORIES, browser_process_pid, cpu_s, start_ui,  # noqa: E402
+                      stop_ui, trace_summary, workload)
 
 
 def record(out: Path, partitions: int, groups: int, seconds: float, rate: float) -> int:
-    from client.group import GroupMember
-    from client.metadata import ClusterClient
-    from client.producer import Producer
-    from node.tools import topics
-    from node.tools.waiting import wait_for
     from zk.server import EmbeddedZooKeeper
 
     with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp, \
             EmbeddedZooKeeper(Path(tmp) / "zk", tick_ms=TICK_MS) as zk:
-        c = make_cluster(zk, Path(tmp), partitions, **{"zookeeper.session.timeout.ms": SESSION_MS})
+        c, producer = workload(zk, Path(tmp), partitions, groups)
         proc = None
         try:
-            topics.create_topic(c.zk(), "w", 3, 3, {})
-            boot = [f"{b.host}:{b.port}" for b in c.cfg.brokers]
-            cc = ClusterClient(boot)
-            wait_for(lambda: cc.partitions_for("w"), 30, "topic w")
-            producer = Producer(cc, acks=-1)
-            producer.send("w", b"warm-up")
-            for i in range(groups):
-                m = GroupMember(ClusterClient(boot), f"bench-{i:03d}", ["w"], heartbeat_interval_ms=60_000)
-                m.commit_simple({("w", i % 3): 1})
-                m.close(leave=False)
             proc, url = start_ui("--config", str(c.config_path))
             port = int(url.rsplit(":", 1)[1].strip("/"))
             sock = socket.create_connection(("127.0.0.1", port), timeout=60)
@@ -88,7 +73,7 @@ def record(out: Path, partitions: int, groups: int, seconds: float, rate: float)
             stop.set()
             t.join(10)
             sock.close()
-            cc.close()
+            producer.cluster.close()
             return n
         finally:
             stop_ui(proc)
