@@ -51,14 +51,13 @@ def session(master: str | None = None, app: str = "kafkasim-analyze") -> SparkSe
 def settings(master: str) -> dict[str, str]:
     """The Spark settings the pipeline's session is made with, for ``master``.  Each key is one Spark defines
     (tests/test_analysis_spark.py checks it: Spark takes an unknown key without a word, and ignores it)."""
-    cores = os.cpu_count() or 2
     # local mode: one JVM holds the caches (10M ops' paired lines are gigabytes) and runs every task; with
     # 4g it thrashed in GC until a broadcast timed out.  Half the RAM, 4-16g, unless told
     memory = os.environ.get("KAFKASIM_SPARK_DRIVER_MEMORY") or f"{max(4, min(16, _ram_gib() // 2))}g"
     conf = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": str(max(2, 2 * cores)),
+        SHUFFLE_KEY: str(default_partitions()),
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": memory,
         "spark.sql.broadcastTimeout": "1200",   # 2 busy cores: 300 s is not "never"
@@ -128,6 +127,51 @@ def _import_short_names(spark: SparkSession) -> None:
     jvm = spark.sparkContext._jvm
     for name in SHORT_NAMES:
         java_import(jvm, name)
+
+
+# Input bytes per shuffle partition below which an analysis uses fewer shuffle partitions than the session's
+# (``sized_to``): a 30-s chaos run is a few MB, and each of its ~250 stages ran 4 tasks (16 for the pairing
+# window and the per-offset table) of a few rows each: scheduling them, not the rows, was the time.
+BYTES_PER_PARTITION = 32 << 20
+SHUFFLE_KEY = "spark.sql.shuffle.partitions"
+# Below this much input an analysis evaluates its plans without generating code (``sized_to``): a 30-s run's
+# ~250 stages each compiled Java source (Janino, then HotSpot's JIT) for a few thousand rows; interpreted
+# they are computed from the plans as they are.  Larger inputs keep Spark's code generation.
+INTERPRETED_BELOW = 64 << 20
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+def default_partitions() -> int:
+    """The session's shuffle partitions (``settings``): twice the cores, at least 2."""
+    return max(2, 2 * (os.cpu_count() or 2))
+
+
+@contextmanager
+def sized_to(spark: SparkSession, input_bytes: int) -> Iterator[int]:
+    """While the block runs, shuffle partitions sized to the input: one per ``BYTES_PER_PARTITION`` of it,
+    at most the session's setting (restored after); yields the count.  ``spread`` scales the pipeline's own
+    explicit partition counts alike."""
+    before = {k: spark.conf.get(k, None) for k in (SHUFFLE_KEY, *INTERPRETED)}
+    n = max(1, min(int(before[SHUFFLE_KEY] or default_partitions()), -(-int(input_bytes) // BYTES_PER_PARTITION)))
+    spark.conf.set(SHUFFLE_KEY, str(n))
+    if input_bytes < INTERPRETED_BELOW:
+        for k, v in INTERPRETED.items():
+            spark.conf.set(k, v)
+    try:
+        yield n
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+def spread(spark: SparkSession, wanted: int) -> int:
+    """Partitions for a shuffle the pipeline sizes itself (``wanted``, for a large input): the shuffle
+    partitions in force when ``sized_to`` lowered them for a small input, else ``wanted``."""
+    n = int(spark.conf.get(SHUFFLE_KEY, str(default_partitions())))
+    return n if n < default_partitions() else wanted
 
 
 @contextmanager
