@@ -21,9 +21,10 @@ def submitted_master() -> str | None:
     return SparkConf().get("spark.master", None)
 
 
-def session(master: str | None = None, app: str = "kafkasim-analyze") -> SparkSession:
+def session(master: str | None = None, app: str = "kafkasim-analyze", input_bytes: int | None = None) -> SparkSession:
     """A SparkSession with the pipeline's settings; reuses the active one if there is one.  ``master`` None:
-    spark-submit's under spark-submit, else ``local[*]``."""
+    spark-submit's under spark-submit, else ``local[*]``.  ``input_bytes``: the size of what it will read,
+    when known before it starts (``settings``: a JVM for a small input compiles less)."""
     active = SparkSession.getActiveSession()
     if active is not None:
         _import_short_names(active)
@@ -37,7 +38,7 @@ def session(master: str | None = None, app: str = "kafkasim-analyze") -> SparkSe
         # that decides it.  On a cluster the user's own settings are kept.
         os.environ["SPARK_LOCAL_IP"] = LOOPBACK
     builder = SparkSession.builder.master(master).appName(app)
-    for key, value in settings(master).items():
+    for key, value in settings(master, input_bytes).items():
         builder = builder.config(key, value)
     event_log = os.environ.get("KAFKASIM_SPARK_EVENT_LOG")
     if event_log:   # Spark's event log of the run (every job and stage, with their times), into this directory
@@ -48,9 +49,10 @@ def session(master: str | None = None, app: str = "kafkasim-analyze") -> SparkSe
     return spark
 
 
-def settings(master: str) -> dict[str, str]:
-    """The Spark settings the pipeline's session is made with, for ``master``.  Each key is one Spark defines
-    (tests/test_analysis_spark.py checks it: Spark takes an unknown key without a word, and ignores it)."""
+def settings(master: str, input_bytes: int | None = None) -> dict[str, str]:
+    """The Spark settings the pipeline's session is made with, for ``master`` (and ``input_bytes``, the size of
+    the input when known).  Each key is one Spark defines (tests/test_analysis_spark.py checks it: Spark takes
+    an unknown key without a word, and ignores it)."""
     # local mode: one JVM holds the caches (10M ops' paired lines are gigabytes) and runs every task; with
     # 4g it thrashed in GC until a broadcast timed out.  Half the RAM, 4-16g, unless told
     memory = os.environ.get("KAFKASIM_SPARK_DRIVER_MEMORY") or f"{max(4, min(16, _ram_gib() // 2))}g"
@@ -103,6 +105,10 @@ def settings(master: str) -> dict[str, str]:
         # 117 segment files of 6 runs on a loaded machine, one task per file): on one machine's disk the
         # driver's stats take microseconds each.  A cluster's shared storage keeps Spark's parallel listing.
         conf["spark.sql.sources.parallelPartitionDiscovery.threshold"] = str(1 << 30)
+        if input_bytes is not None and input_bytes < INTERPRETED_BELOW:
+            # a small input's JVM lives a minute or two, mostly planning (no generated code, ``sized_to``):
+            # HotSpot's quick compiler only; its optimizing one took a quarter of the JVM's CPU on 2 cores
+            conf["spark.driver.extraJavaOptions"] += " " + SMALL_JVM_OPTIONS
         conf.update({"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK,
                      "spark.shuffle.compress": "false", "spark.shuffle.spill.compress": "false",
                      "spark.sql.windowExec.buffer.in.memory.threshold": str(max(4096, _bytes(memory) // 4096))})
@@ -138,6 +144,7 @@ SHUFFLE_KEY = "spark.sql.shuffle.partitions"
 # ~250 stages each compiled Java source (Janino, then HotSpot's JIT) for a few thousand rows; interpreted
 # they are computed from the plans as they are.  Larger inputs keep Spark's code generation.
 INTERPRETED_BELOW = 64 << 20
+SMALL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
