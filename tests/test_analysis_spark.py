@@ -60,7 +60,7 @@ def test_local_mode_binds_the_driver_and_block_manager_to_loopback_without_the_h
             "print(sc.getConf().get('spark.driver.host'), sc._jsc.sc().env().blockManager().blockManagerId().host())\n"
             "s.stop()\n")
     env = {k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"}
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env,
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env,
                        cwd=ROOT)
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.split() == ["127.0.0.1", "127.0.0.1"]
