@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from analysis.checks_base import Ctx, anomalies, evidence, fmt, lookup_offset, pylist
 from analysis.checks_groups import fetch_told, fetches
 from analysis.ops_tables import tp_topic
+from analysis.spark import spread
 
 TP = ["run", "topic", "partition"]
 
@@ -97,7 +98,7 @@ def observed(ctx: Ctx) -> DataFrame:
         src = F.col("source")
         o = ctx.observations.join(F.broadcast(ids), ["run", "group"], "left")
         gid = F.col("gid")
-        parts = max(16, 8 * ctx.spark.sparkContext.defaultParallelism)
+        parts = spread(ctx.spark, max(16, 8 * ctx.spark.sparkContext.defaultParallelism))
         return (o.repartition(parts, *TP, "offset").groupBy(*TP, "offset", "value")
                 .agg(F.min("op_index").alias("fi"), F.min_by("complete_index", "op_index").alias("fdone"),
                      F.max(src == "final").alias("in_final"),

@@ -31,6 +31,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.checks_base import partition_for
+from analysis.spark import spread
 from analysis.tables import OFFSETS_TOPIC, state_writes
 from chaos.timeline import CAUSE_END, CAUSE_FAULT, CAUSE_NONE, END_PHASE, STOP_PHASE
 from chaos.timeline import ROW_FIELDS  # noqa: F401  (re-exported: the same rows as the runner's timeline)
@@ -235,7 +236,7 @@ def _fault_rows(inputs, tables) -> tuple[DataFrame, DataFrame]:
     per_run = per_run.cache()   # one row per run: read by every kind of row
     # The fault rows are spread over the cores (by fault) and the per-run arrays broadcast to them: the searches
     # of the arrays below are most of this table's work, and rows keyed by run alone would all be in one task.
-    parts = faults.sparkSession.sparkContext.defaultParallelism
+    parts = spread(faults.sparkSession, faults.sparkSession.sparkContext.defaultParallelism)
     rows = (faults.where(F.size("brokers") > 0).repartition(parts, "run", "fault")
             .join(F.broadcast(per_run), "run", "left"))
     for c in ("_ctl", "_bc", "_csr", "_stops", "_all"):

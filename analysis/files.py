@@ -15,6 +15,8 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from analysis.spark import spread
+
 # an offsets-topic segment: cluster/data/broker-<id>/__consumer_offsets-<p>/<20 digits>.log (analysis.decode.SEGMENT_RE)
 BROKER_DIR, OFFSETS_DIR, SEGMENT_NAME = (re.compile(r"broker-\d+$"), re.compile(r"__consumer_offsets-\d+$"),
                                          re.compile(r"\d{20}\.log$"))
@@ -31,6 +33,7 @@ class RunFiles:
     segments: dict[str, list[str]] = field(default_factory=dict)
     meta: dict[str, dict[str, str]] = field(default_factory=dict)   # run -> META_FILES name -> path
     event_bytes: int = 0
+    input_bytes: int = 0     # every history, event-log and segment file, in bytes (``analysis.spark.sized_to``)
 
 
 def _entries(d: str) -> list[os.DirEntry]:
@@ -49,8 +52,9 @@ def scan_runs(dirs: dict[str, str]) -> RunFiles:
         top = {e.name: e for e in _entries(d)}
         h = top.get("history.jsonl")
         if h is not None:
-            out.history[rid] = ([e.path for e in _entries(h.path) if e.name.endswith(".jsonl") and e.is_file()]
-                                if h.is_dir() else [h.path])
+            parts = [e for e in _entries(h.path) if e.name.endswith(".jsonl") and e.is_file()] if h.is_dir() else [h]
+            out.history[rid] = [e.path for e in parts]
+            out.input_bytes += sum(e.stat().st_size for e in parts)
         out.meta[rid] = {n: top[n].path for n in META_FILES if n in top and top[n].is_file()}
         if "cluster" not in top:
             continue
@@ -60,12 +64,15 @@ def scan_runs(dirs: dict[str, str]) -> RunFiles:
                    if e.name.startswith("broker-") and e.name.endswith(".jsonl")]
             out.events[rid] = [e.path for e in evs]
             out.event_bytes += sum(e.stat().st_size for e in evs)
+            out.input_bytes += sum(e.stat().st_size for e in evs)
         segs = []
         for b in _entries(cluster["data"].path) if "data" in cluster else ():
             if BROKER_DIR.match(b.name) and b.is_dir():
                 for p in _entries(b.path):
                     if OFFSETS_DIR.match(p.name) and p.is_dir():
-                        segs += [e.path for e in _entries(p.path) if SEGMENT_NAME.match(e.name)]
+                        found = [e for e in _entries(p.path) if SEGMENT_NAME.match(e.name)]
+                        segs += [e.path for e in found]
+                        out.input_bytes += sum(e.stat().st_size for e in found)
         if segs:
             out.segments[rid] = segs
     return out
@@ -117,7 +124,7 @@ def read_many(spark: SparkSession, files: dict[str, list[str]], read, rel: str) 
 def partitions_for(spark: SparkSession, size: int) -> int:
     """Partitions for ``size`` bytes of input read from many small files: one per 64 MiB, at least one per
     core."""
-    return max(spark.sparkContext.defaultParallelism, -(-size // (64 << 20)))
+    return max(spread(spark, spark.sparkContext.defaultParallelism), -(-size // (64 << 20)))
 
 
 EVENT_HEAD = "broker INT, mono_ns LONG, ts_ms DOUBLE, type STRING"

@@ -145,17 +145,24 @@ def run(paths: list[str], master: str | None = DEFAULT_MASTER, out: str | Path =
         if stream is not None:
             print(f"[{time.monotonic() - started:7.1f}] {line}" if stamp else line, file=stream, flush=True)
 
+    from contextlib import ExitStack
+
     from analysis.load import expand
     from analysis.spark import adaptive_off, session
 
+    from analysis.files import scan_runs
+
     runs = expand(list(paths))  # a bad path fails here, before Spark starts
-    spark = session(master)
+    listed = time.monotonic()
+    files = scan_runs(runs)   # the one listing of the run directories; their size picks settings (analysis.spark)
+    listed = time.monotonic() - listed
+    spark = session(master, input_bytes=files.input_bytes)
     _ship_package(spark)
     # Adaptive query execution off for the whole analysis: the checkers' many small stages lost more to its
     # re-planning than they gained, no other step gained from it (1M operations: within 1 s), and the checkers
     # are planned in a second thread (below) while other steps run, so the setting cannot be switched per step.
-    with adaptive_off(spark):
-        return _run(spark, runs, Path(out), say, started)
+    with adaptive_off(spark), ExitStack() as stack:
+        return _run(spark, runs, files, listed, Path(out), say, started, stack)
 
 
 class _Background:
@@ -188,22 +195,25 @@ class _Background:
         return self._out.pop("value", None)
 
 
-def _run(spark, runs: dict[str, str], out: Path, say, started: float) -> dict[str, Any]:
+def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, started: float,
+         stack) -> dict[str, Any]:
+    """The analysis proper, of ``files`` (``analysis.files.scan_runs``, which took ``listed`` s); ``stack`` (an
+    ``ExitStack``) holds the session settings it changes until the end."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from analysis.checks import plan_checks, run_checks, verdicts
     from analysis.failovers import failovers
-    from analysis.files import scan_runs
     from analysis.load import load_runs
     from analysis.ops_tables import build_ops_tables, nemesis_lines, paired_rows
     from analysis.report import write_report
     from analysis.runs import read_meta, runs_table
+    from analysis.spark import sized_to
     from analysis.tables import build_event_tables
 
     (out / "tables").mkdir(parents=True, exist_ok=True)
     say(f"analysing {len(runs)} run(s) on {spark.sparkContext.master} -> {out}")
-    seconds: dict[str, float] = {"start": round(time.monotonic() - started, 1)}
+    seconds: dict[str, float] = {"start": round(time.monotonic() - started - listed, 1), "listing": round(listed, 1)}
     mark = time.monotonic()
 
     def lap(name: str) -> None:
@@ -222,11 +232,12 @@ def _run(spark, runs: dict[str, str], out: Path, say, started: float) -> dict[st
     # The history is parsed once (load.HISTORY_DDL) and shuffled once (ops_tables.paired_rows); the paired rows are
     # written once, and their operations are the ``ops`` table: every later step reads the tables (Parquet,
     # column by column) and the small ``extras`` (the few rows whose value parts a checker reads).
-    files = scan_runs(runs)   # the one listing of the run directories
     found = {k: sum(map(len, getattr(files, k).values())) for k in ("history", "events", "segments")}
-    lap("listing")
+    # a small input (a 30-s chaos run: a few MB) gets as few shuffle partitions as it needs (one per 32 MiB)
+    parts = stack.enter_context(sized_to(spark, files.input_bytes))
     say(f"  {'listing':<20} {seconds['listing']:>7.1f} s  ({found['history']} history, {found['events']} "
-        f"event-log and {found['segments']} segment files)")
+        f"event-log and {found['segments']} segment files; {files.input_bytes / 1e6:,.1f} MB, {parts} shuffle "
+        f"partition{'s' if parts > 1 else ''})")
     inputs = load_runs(spark, list(runs.values()), files=files)
     inputs.parsed = inputs.parsed_events().persist(StorageLevel.MEMORY_AND_DISK)
     inputs.segments = inputs.segments.persist(StorageLevel.MEMORY_AND_DISK)

@@ -42,6 +42,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.load import CLIENT_VALUE_DDL, NEMESIS_VALUE_DDL
+from analysis.spark import spread
 
 COMPLETIONS = ("ok", "fail", "info")
 NEMESIS = "nemesis"
@@ -146,7 +147,7 @@ def pair_lines(raw: DataFrame, bucket: int | None = None) -> DataFrame:
     w = Window.partitionBy(*keys).orderBy("index")
     # more partitions than the default: without buckets a process's lines are one window partition, and a run
     # has few processes of very different sizes; with 4 hash partitions one task got 2.5 times the others' lines
-    parts = max(16, 8 * raw.sparkSession.sparkContext.defaultParallelism)
+    parts = spread(raw.sparkSession, max(16, 8 * raw.sparkSession.sparkContext.defaultParallelism))
     # Narrowed before the shuffle: client lines carry only the client fields of their value (a null struct
     # field still takes 8 bytes in every row), and nemesis lines their whole value as ``_nv``; at 10M
     # operations the shuffle and the window took about 8 % less.

@@ -21,9 +21,10 @@ def submitted_master() -> str | None:
     return SparkConf().get("spark.master", None)
 
 
-def session(master: str | None = None, app: str = "kafkasim-analyze") -> SparkSession:
+def session(master: str | None = None, app: str = "kafkasim-analyze", input_bytes: int | None = None) -> SparkSession:
     """A SparkSession with the pipeline's settings; reuses the active one if there is one.  ``master`` None:
-    spark-submit's under spark-submit, else ``local[*]``."""
+    spark-submit's under spark-submit, else ``local[*]``.  ``input_bytes``: the size of what it will read,
+    when known before it starts (``settings``: a JVM for a small input compiles less)."""
     active = SparkSession.getActiveSession()
     if active is not None:
         _import_short_names(active)
@@ -37,7 +38,7 @@ def session(master: str | None = None, app: str = "kafkasim-analyze") -> SparkSe
         # that decides it.  On a cluster the user's own settings are kept.
         os.environ["SPARK_LOCAL_IP"] = LOOPBACK
     builder = SparkSession.builder.master(master).appName(app)
-    for key, value in settings(master).items():
+    for key, value in settings(master, input_bytes).items():
         builder = builder.config(key, value)
     event_log = os.environ.get("KAFKASIM_SPARK_EVENT_LOG")
     if event_log:   # Spark's event log of the run (every job and stage, with their times), into this directory
@@ -48,17 +49,17 @@ def session(master: str | None = None, app: str = "kafkasim-analyze") -> SparkSe
     return spark
 
 
-def settings(master: str) -> dict[str, str]:
-    """The Spark settings the pipeline's session is made with, for ``master``.  Each key is one Spark defines
-    (tests/test_analysis_spark.py checks it: Spark takes an unknown key without a word, and ignores it)."""
-    cores = os.cpu_count() or 2
+def settings(master: str, input_bytes: int | None = None) -> dict[str, str]:
+    """The Spark settings the pipeline's session is made with, for ``master`` (and ``input_bytes``, the size of
+    the input when known).  Each key is one Spark defines (tests/test_analysis_spark.py checks it: Spark takes
+    an unknown key without a word, and ignores it)."""
     # local mode: one JVM holds the caches (10M ops' paired lines are gigabytes) and runs every task; with
     # 4g it thrashed in GC until a broadcast timed out.  Half the RAM, 4-16g, unless told
     memory = os.environ.get("KAFKASIM_SPARK_DRIVER_MEMORY") or f"{max(4, min(16, _ram_gib() // 2))}g"
     conf = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": str(max(2, 2 * cores)),
+        SHUFFLE_KEY: str(default_partitions()),
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": memory,
         "spark.sql.broadcastTimeout": "1200",   # 2 busy cores: 300 s is not "never"
@@ -104,6 +105,10 @@ def settings(master: str) -> dict[str, str]:
         # 117 segment files of 6 runs on a loaded machine, one task per file): on one machine's disk the
         # driver's stats take microseconds each.  A cluster's shared storage keeps Spark's parallel listing.
         conf["spark.sql.sources.parallelPartitionDiscovery.threshold"] = str(1 << 30)
+        if input_bytes is not None and input_bytes < INTERPRETED_BELOW:
+            # a small input's JVM lives a minute or two, mostly planning (no generated code, ``sized_to``):
+            # HotSpot's quick compiler only; its optimizing one took a quarter of the JVM's CPU on 2 cores
+            conf["spark.driver.extraJavaOptions"] += " " + SMALL_JVM_OPTIONS
         conf.update({"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK,
                      "spark.shuffle.compress": "false", "spark.shuffle.spill.compress": "false",
                      "spark.sql.windowExec.buffer.in.memory.threshold": str(max(4096, _bytes(memory) // 4096))})
@@ -128,6 +133,52 @@ def _import_short_names(spark: SparkSession) -> None:
     jvm = spark.sparkContext._jvm
     for name in SHORT_NAMES:
         java_import(jvm, name)
+
+
+# Input bytes per shuffle partition below which an analysis uses fewer shuffle partitions than the session's
+# (``sized_to``): a 30-s chaos run is a few MB, and each of its ~250 stages ran 4 tasks (16 for the pairing
+# window and the per-offset table) of a few rows each: scheduling them, not the rows, was the time.
+BYTES_PER_PARTITION = 32 << 20
+SHUFFLE_KEY = "spark.sql.shuffle.partitions"
+# Below this much input an analysis evaluates its plans without generating code (``sized_to``): a 30-s run's
+# ~250 stages each compiled Java source (Janino, then HotSpot's JIT) for a few thousand rows; interpreted
+# they are computed from the plans as they are.  Larger inputs keep Spark's code generation.
+INTERPRETED_BELOW = 64 << 20
+SMALL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+def default_partitions() -> int:
+    """The session's shuffle partitions (``settings``): twice the cores, at least 2."""
+    return max(2, 2 * (os.cpu_count() or 2))
+
+
+@contextmanager
+def sized_to(spark: SparkSession, input_bytes: int) -> Iterator[int]:
+    """While the block runs, shuffle partitions sized to the input: one per ``BYTES_PER_PARTITION`` of it,
+    at most the session's setting (restored after); yields the count.  ``spread`` scales the pipeline's own
+    explicit partition counts alike."""
+    before = {k: spark.conf.get(k, None) for k in (SHUFFLE_KEY, *INTERPRETED)}
+    n = max(1, min(int(before[SHUFFLE_KEY] or default_partitions()), -(-int(input_bytes) // BYTES_PER_PARTITION)))
+    spark.conf.set(SHUFFLE_KEY, str(n))
+    if input_bytes < INTERPRETED_BELOW:
+        for k, v in INTERPRETED.items():
+            spark.conf.set(k, v)
+    try:
+        yield n
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+def spread(spark: SparkSession, wanted: int) -> int:
+    """Partitions for a shuffle the pipeline sizes itself (``wanted``, for a large input): the shuffle
+    partitions in force when ``sized_to`` lowered them for a small input, else ``wanted``."""
+    n = int(spark.conf.get(SHUFFLE_KEY, str(default_partitions())))
+    return n if n < default_partitions() else wanted
 
 
 @contextmanager

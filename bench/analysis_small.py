@@ -1,5 +1,6 @@
 """The small-run goal of bench/analysis.py: ``kafkasim analyze RUN`` in a fresh process against a fresh
-process that starts the same Spark session (``analysis.spark.session``, local[*]) and runs one trivial job
+process that starts the same Spark session (``analysis.spark.session``, local[*], with the same settings for the
+run's size) and runs one trivial job
 over the same files (the run's history and event logs read as text and counted), alternated.
 
 Each side's wall time and CPU seconds (the process and its descendants, the Spark JVM included, sampled from
@@ -26,7 +27,7 @@ from analysis.spark import session
 from analysis.load import expand
 from analysis.files import scan_runs
 files = scan_runs(expand([sys.argv[1]]))
-spark = session(None)
+spark = session(None, input_bytes=files.input_bytes)   # the analysis' own session, sized alike
 paths = [f for fs in list(files.history.values()) + list(files.events.values()) for f in fs]
 print(spark.read.text(paths).count())
 spark.stop()

@@ -13,7 +13,7 @@ from test_chaos_timeline import (
     issue30_run,
 )
 
-from chaos.timeline import ROW_FIELDS, failover_timeline
+from chaos.timeline import ROW_FIELDS
 
 KINDS = ("kill", "terminate", "pause", "partition", "expire-session")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from py4j.java_gateway import java_import
 
-from analysis.spark import SHORT_NAMES, settings
+from analysis.spark import INTERPRETED, SHORT_NAMES, SHUFFLE_KEY, SMALL_JVM_OPTIONS, settings, sized_to, spread
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,7 +40,7 @@ def test_every_setting_is_a_key_spark_defines_and_the_session_has_it(spark):
     assert known.findEntry("spark.sql.maxConcurrentOutputFiles") is None
     local, cluster = settings("local[2]"), settings("spark://127.0.0.1:7077")
     assert set(cluster) < set(local)
-    for key in local:
+    for key in [*local, *INTERPRETED]:
         assert known.findEntry(key) is not None, key
     conf = spark.sparkContext.getConf()
     for key, value in local.items():
@@ -60,7 +60,7 @@ def test_local_mode_binds_the_driver_and_block_manager_to_loopback_without_the_h
             "print(sc.getConf().get('spark.driver.host'), sc._jsc.sc().env().blockManager().blockManagerId().host())\n"
             "s.stop()\n")
     env = {k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"}
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env,
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env,
                        cwd=ROOT)
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.split() == ["127.0.0.1", "127.0.0.1"]
@@ -71,3 +71,21 @@ def test_a_cluster_master_keeps_the_users_addresses():
     cluster = settings("spark://127.0.0.1:7077")
     assert "spark.driver.host" not in cluster and "spark.driver.bindAddress" not in cluster
     assert settings("local[2]")["spark.driver.bindAddress"] == "127.0.0.1"
+
+
+def test_a_small_input_gets_few_partitions_and_no_generated_code_until_the_block_ends(spark):
+    before = {k: spark.conf.get(k, None) for k in (SHUFFLE_KEY, *INTERPRETED)}
+    with sized_to(spark, 3 << 20) as n:   # a 30-s chaos run is about 1-3 MB
+        assert n == 1 and spark.conf.get(SHUFFLE_KEY) == "1" and spread(spark, 16) == 1
+        assert all(spark.conf.get(k) == v for k, v in INTERPRETED.items())
+        from pyspark.sql import functions as F
+        df = spark.range(100).groupBy((F.col("id") % 7).alias("k")).count()
+        assert "WholeStageCodegen" not in df._jdf.queryExecution().executedPlan().toString()   # planned only
+    assert {k: spark.conf.get(k, None) for k in before} == before
+    with sized_to(spark, 10 << 30) as n:   # 10 GB: the session's own settings
+        assert str(n) == before[SHUFFLE_KEY] and spread(spark, 16) == 16
+        assert {k: spark.conf.get(k, None) for k in INTERPRETED} == {k: before[k] for k in INTERPRETED}
+    # and its JVM, started for it, compiles with the quick compiler only (local mode; a cluster's is its own)
+    assert settings("local[2]", 3 << 20)["spark.driver.extraJavaOptions"].endswith(" " + SMALL_JVM_OPTIONS)
+    assert SMALL_JVM_OPTIONS not in settings("local[2]", 1 << 30)["spark.driver.extraJavaOptions"]
+    assert SMALL_JVM_OPTIONS not in settings("spark://127.0.0.1:7077", 3 << 20)["spark.driver.extraJavaOptions"]

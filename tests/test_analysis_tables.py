@@ -288,8 +288,6 @@ def test_stage_times_round_as_python(spark):
     ``round``: on random spans, and on the ties (a half µs), where the binary value decides the side."""
     import random
 
-    from pyspark.sql import functions as F
-
     from analysis.failovers import _ms, ms_between
 
     rng = random.Random(7)
