@@ -347,6 +347,8 @@ class ChaosRun:
                 self._wait_topics_led(60)
             except TimeoutError as e:  # a finding, not a crash of the tool: the checkers still run
                 self.end_errors.append(f"the cluster did not recover after every fault was healed: {e}")
+            else:
+                self._wait_settled(30)
             progress.phase("final reads")
             reads = [final_read(self.history, procs, cluster, t.name, p)
                      for t in s.topics if t.name != OFFSETS_TOPIC   # listed to pin it: not a workload topic
@@ -404,6 +406,33 @@ class ChaosRun:
             return all(v.topics.get(t) and all(s["leader"] >= 0 for s in v.topics[t]["partitions"].values())
                        for t in names)
         wait_for(led, timeout, "every workload partition to have a leader")
+
+    def _wait_settled(self, timeout: float) -> None:
+        """Before the final reads: every workload partition's ISR holds all its replicas again and its
+        leader's HW has reached its LEO (the producers have stopped).  A leader elected a moment ago
+        can have a lower HW than its followers until their next fetch, and acknowledged records above
+        it are not yet readable.  A partition that does not settle in ``timeout`` is read as it is:
+        the checkers judge what the final read saw."""
+        from node.tools.cli_data import replica_offsets
+        names = {t.name for t in self.scenario.topics if t.name != OFFSETS_TOPIC}
+
+        def settled() -> bool:
+            v = self.cluster.view()
+            parts = [s for t in names if v.topics.get(t) for s in v.topics[t]["partitions"].values()]
+            if not all(set(s["isr"]) == set(s["replicas"]) for s in parts):
+                return False
+            offsets = replica_offsets(v, timeout_s=1.0)
+            for t in names:
+                for p, s in (v.topics.get(t) or {}).get("partitions", {}).items():
+                    o = offsets.get((t, p))
+                    if o is None or o["high_watermark"] is None or \
+                            o["high_watermark"] < o["leo"].get(s["leader"], -1):
+                        return False
+            return True
+        try:
+            wait_for(settled, timeout, "every workload partition's ISR full and its HW at its LEO")
+        except TimeoutError:
+            pass
 
     def _drain(self, cluster: ClusterClient, timeout_s: float = 60.0) -> None:
         """Let each group consume and commit up to the end of its topic."""

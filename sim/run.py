@@ -203,6 +203,18 @@ class SimRun:
         mine = [st for (t, _p), st in parts.items() if t == topic]
         return bool(mine) and all(st["leader"] >= 0 for st in mine)
 
+    def _settled(self) -> bool:
+        _live, _c, parts = self.cluster.zk_view()
+        for (t, p), st in parts.items():
+            if t != TOPIC:
+                continue
+            b = self.cluster.brokers.get(st["leader"])
+            h = b.replicas.hosted.get((t, p)) if b is not None and b.running else None
+            if set(st["isr"]) != set(st["replicas"]) or h is None or \
+                    h.repl.high_watermark < h.log.log_end_offset:
+                return False
+        return True
+
     def _offsets_led(self) -> bool:
         return self._led("__consumer_offsets")
 
@@ -220,6 +232,8 @@ class SimRun:
                 b.start()
         if not self._wait(lambda: self._led(TOPIC), SETTLE_MS):
             self.end_errors.append("the cluster did not recover after every fault was healed")
+        else:   # as the chaos runner: ISRs full and HWs at the LEOs (a partition that does not settle is read as it is)
+            self._wait(self._settled, 30_000)
         self.world.run_until(self.world.now_ms + 1000)
         # as the chaos runner joins its producers: every send in flight completes before the final reads
         self._wait(lambda: not any(p.busy for p in self.producers), 15_000)
