@@ -262,9 +262,24 @@ class ZooKeeperServer:
         if self._proc is not None:
             self._proc.wait()
 
-    def pause(self) -> None:
-        """SIGSTOP: the server freezes (its sessions and quorum links time out)."""
+    def pause(self, timeout: float = 5.0) -> None:
+        """SIGSTOP: the server freezes (its sessions and quorum links time out).  Returns once every thread
+        of the JVM is stopped: the signal is delivered asynchronously, and a thread still running a moment
+        after kill() could answer one more request."""
         self._signal(signal.SIGSTOP)
+        if self._pid is None:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self._all_threads_stopped():
+            time.sleep(0.005)   # polling /proc for the stop to land
+
+    def _all_threads_stopped(self) -> bool:
+        try:
+            tasks = list(Path(f"/proc/{self._pid}/task").iterdir())
+            states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in tasks]
+        except (OSError, IndexError):
+            return True   # gone: nothing left to answer
+        return all(st in ("T", "t", "Z", "X") for st in states)
 
     def resume(self) -> None:
         """SIGCONT after pause()."""
