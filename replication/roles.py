@@ -83,6 +83,22 @@ class FetchAnswer:
     kind: str
     offset: int = -1
     complete: bool = True   # TRUNCATE: False when the follower's epoch was older (the exchange repeats)
+    # for the log_truncated event only (not part of what the follower does): the reason of a RESET or of a
+    # TRUNCATE after OFFSET_OUT_OF_RANGE, and a diverging epoch's (epoch, end offset) from the leader
+    reason: str = field(default="", compare=False)
+    diverging: tuple[int, int] | None = field(default=None, compare=False)
+
+    def truncated_fields(self, records_dropped: int, leader: int, leader_epoch: int) -> dict:
+        """The ``log_truncated`` event's fields once the shell cut its log as this answer says."""
+        fields: dict = {"to_offset": self.offset, "records_dropped": records_dropped}
+        if self.diverging is not None:
+            fields.update(diverging_epoch=self.diverging[0], diverging_end_offset=self.diverging[1])
+        if self.kind == TRUNCATE:
+            fields["complete"] = self.complete
+        if self.reason:
+            fields["reason"] = self.reason
+        fields.update(leader=leader, leader_epoch=leader_epoch)
+        return fields
 
 
 def follower_fetch_answer(error: int, diverging: tuple[int, int] | None, leader_log_start: int | None,
@@ -96,14 +112,14 @@ def follower_fetch_answer(error: int, diverging: tuple[int, int] | None, leader_
     kafkasim's fetch answer carries both.)"""
     if error == errors.OFFSET_OUT_OF_RANGE:
         if leader_log_end is not None and 0 <= leader_log_end < log.log_end_offset:
-            return FetchAnswer(TRUNCATE, leader_log_end, True)
+            return FetchAnswer(TRUNCATE, leader_log_end, True, reason="above_leader_log_end")
         if leader_log_start is not None and leader_log_start > log.log_end_offset:
-            return FetchAnswer(RESET, leader_log_start)
+            return FetchAnswer(RESET, leader_log_start, reason="below_leader_log_start")
     if error != errors.NONE:
         return FetchAnswer(FAILED)
     if diverging is not None:
         offset, complete = follower_truncation(diverging[0], diverging[1], log, repl.high_watermark)
-        return FetchAnswer(TRUNCATE, offset, complete)
+        return FetchAnswer(TRUNCATE, offset, complete, diverging=diverging)
     return FetchAnswer(APPEND)
 
 

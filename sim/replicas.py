@@ -272,17 +272,10 @@ class SimReplicaManager:
             if step.kind == roles.FAILED:
                 delay = FETCH_IDLE_MS * 2
             else:   # a truncation, records, or a long poll's empty answer: fetch again at once
-                if step.kind == roles.TRUNCATE and code == errors.OFFSET_OUT_OF_RANGE:
+                if step.kind == roles.TRUNCATE:
                     dropped = h.log.truncate_to(step.offset)
-                    self.b.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=step.offset,
-                                records_dropped=dropped, complete=True, reason="above_leader_log_end",
-                                leader=leader, leader_epoch=epoch)
-                elif step.kind == roles.TRUNCATE:
-                    dropped = h.log.truncate_to(step.offset)
-                    self.b.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=step.offset,
-                                records_dropped=dropped, diverging_epoch=diverging[0],
-                                diverging_end_offset=diverging[1], complete=step.complete, leader=leader,
-                                leader_epoch=epoch)
+                    self.b.emit("log_truncated", topic=tp[0], partition=tp[1],
+                                **step.truncated_fields(dropped, leader, epoch))
                 elif batches:
                     h.log.append_as_follower(batches, self.now())
                     self.b.disk_wrote(h.log)

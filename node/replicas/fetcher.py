@@ -153,22 +153,11 @@ class LeaderFetcher(threading.Thread):
                                            a.log_end_offset if a.error_code == errors.OFFSET_OUT_OF_RANGE else None)
         if step.kind == roles.FAILED:
             return False
-        if step.kind == roles.RESET:
-            dropped = h.log.truncate_fully_and_start_at(step.offset)
-            rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=step.offset,
-                           records_dropped=dropped, reason="below_leader_log_start", leader=self.leader,
-                           leader_epoch=epoch)
-        elif step.kind == roles.TRUNCATE and a.error_code == errors.OFFSET_OUT_OF_RANGE:
-            dropped = h.log.truncate_to(step.offset)
-            rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=step.offset,
-                           records_dropped=dropped, complete=True, reason="above_leader_log_end",
-                           leader=self.leader, leader_epoch=epoch)
-        elif step.kind == roles.TRUNCATE:
-            dropped = h.log.truncate_to(step.offset)
-            rm.events.emit("log_truncated", topic=tp[0], partition=tp[1], to_offset=step.offset,
-                           records_dropped=dropped, diverging_epoch=a.diverging_epoch,
-                           diverging_end_offset=a.diverging_end_offset, complete=step.complete, leader=self.leader,
-                           leader_epoch=epoch)
+        if step.kind in (roles.RESET, roles.TRUNCATE):
+            dropped = (h.log.truncate_fully_and_start_at(step.offset) if step.kind == roles.RESET
+                       else h.log.truncate_to(step.offset))
+            rm.events.emit("log_truncated", topic=tp[0], partition=tp[1],
+                           **step.truncated_fields(dropped, self.leader, epoch))
         elif a.records:
             try:
                 h.log.append_as_follower(a.records, allow_gaps=True, now_ms=now_ms())  # compacted: gaps
