@@ -102,10 +102,15 @@ def write_cluster_yaml(path: Path, connect: str, brokers: int, **settings: Any) 
         "offsets.topic.replication.factor": min(3, brokers),
         "controller.socket.timeout.ms": 3000,
         "controlled.shutdown.retry.backoff.ms": 50,
+        # every broker registers before the offsets topic is placed, however slow a start under load
+        # (placement over the first three alone put the controller in every partition's replicas)
+        "kafkasim.offsets.topic.create.grace.ms": 30_000,
         "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port(),
                      "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"} for i in range(1, brokers + 1)],
     }
     doc.update(settings)
+    if doc.get("kafkasim.offsets.topic.eager.create") is False:
+        doc.pop("kafkasim.offsets.topic.create.grace.ms", None)  # with lazy creation the key is an error
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
 
