@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from controller import handlers
+from controller import handlers, redo
 from controller.core import ControllerCore, ControllerSettings, LeaderAndIsrCmd, StopReplicaCmd, UpdateMetadataCmd
 from node.server.broker_state import Header, PartitionInfo
 from sim import rpc
@@ -75,7 +75,7 @@ class SimController:
         self.zk = zk
         self.core = ControllerCore(settings, rng=self.world.rng.randrange)
         self.handlers = handlers.ControllerHandlers(self.core, broker.id, zombie=zombie)
-        self._redo = False
+        self.redo = redo.RedoQueue()    # controller/redo.py: what a lost connection cut short, redone on a tick
         self.channels: dict[int, SimChannel] = {}
         self._io: dict[type, Callable[[Any], Any]] = {   # the handlers' commands, carried out here
             handlers.ReadController: lambda c: zk.read_controller(watch=self._controller_watch),
@@ -96,9 +96,15 @@ class SimController:
             handlers.Emit: lambda c: self.b.emit(c.name, **c.fields),
             handlers.Clock: lambda c: self.b.now(),
             handlers.MonoNs: lambda c: self.b.mono_ns(),
-            handlers.Later: lambda c: self.world.on_node(self.b.node, 0.0, self._guard, self._named[c.event]),
+            handlers.Later: lambda c: self.world.on_node(self.b.node, 0.0, self._guard, c.event),
         }
-        self._named = {"topic_deletion": self._on_topic_deletion}
+        h = self.handlers
+        # the events, by controller/redo.py's names (the broker's Event values): each one handler's steps
+        self._events: dict[str, Callable[[], Any]] = {
+            redo.STARTUP: h.elect, redo.CONTROLLER_CHANGE: h.controller_change, redo.BROKER_CHANGE: h.broker_change,
+            redo.TOPIC_CHANGE: h.topic_change, redo.TOPIC_DELETION: h.topic_deletion,
+            redo.REGISTER_AND_REELECT: h.reelect,
+            redo.TICK: lambda: h.tick(connected=self._connected())}
 
     @property
     def active_controller_id(self) -> int:
@@ -117,69 +123,51 @@ class SimController:
     # ------------------------------------------------------------------ events
 
     def start(self) -> None:
-        self._guard(self._elect)
+        self._guard(redo.STARTUP)
         self.world.on_node(self.b.node, TICK_MS, self._tick)
 
-    def _guard(self, fn, *args: Any) -> None:
-        """The event thread's guard: a fenced controller resigns; a lost connection redoes the work later."""
+    def _connected(self) -> bool:
+        return self.zk.reachable() and not self.zk.expired
+
+    def _guard(self, event: str) -> None:
+        """The event thread's guard around one event: a fenced controller resigns; a lost connection
+        leaves what controller/redo.py says to redo."""
         try:
-            fn(*args)
+            self._run(self._events[event]())
         except ControllerMovedError as e:
             self._run(self.handlers.fenced(str(e)))
         except CONNECTION_ERRORS as e:
-            self.b.emit("controller_error", event=getattr(fn, "__name__", "?"), error=repr(e), redo=True)
-            self._redo = True
-
-    # each event's steps are controller/handlers.py's; these names are the events' in controller_error lines
-    def _elect(self) -> None:
-        self._run(self.handlers.elect())
-
-    def _on_broker_change(self) -> None:
-        self._run(self.handlers.broker_change())
-
-    def _on_topic_change(self) -> None:
-        self._run(self.handlers.topic_change())
-
-    def _on_topic_deletion(self) -> None:
-        self._run(self.handlers.topic_deletion())
-
-    def _on_controller_change(self) -> None:
-        self._run(self.handlers.controller_change())
-
-    def _execute(self) -> None:    # the tick: the core's timers (a connection lost cuts its writes short)
-        self._run(self.handlers.tick(connected=self.zk.reachable() and not self.zk.expired))
+            self.b.emit("controller_error", event=event, error=repr(e), redo=self.redo.cut_short(event))
 
     def _tick(self) -> None:
-        if self._redo and self.zk.reachable() and not self.zk.expired:
-            self._redo = False
-            self._guard(self._elect if not self.core.active else self._on_broker_change)
-        self._guard(self._execute)
+        for event in self.redo.due(self._connected()):
+            self._guard(event)
+        self._guard(redo.TICK)    # the core's timers (a connection lost cuts its writes short)
         # a broker that is not the controller only retries cut-short work: it ticks less often
-        self.world.on_node(self.b.node, TICK_MS if self.core.active or self._redo else 5 * TICK_MS, self._tick)
+        self.world.on_node(self.b.node, TICK_MS if self.core.active or self.redo.pending else 5 * TICK_MS,
+                           self._tick)
 
     def _controller_watch(self, _ev: Any) -> None:
-        self._guard(self._on_controller_change)
+        self._guard(redo.CONTROLLER_CHANGE)
 
     def _broker_watch(self, _ev: Any) -> None:
-        self._guard(self._on_broker_change)
+        self._guard(redo.BROKER_CHANGE)
 
     def _topic_watch(self, _ev: Any) -> None:
-        self._guard(self._on_topic_change)
+        self._guard(redo.TOPIC_CHANGE)
 
     def _deletion_watch(self, _ev: Any) -> None:
-        self._guard(self._on_topic_deletion)
+        self._guard(redo.TOPIC_DELETION)
 
     def on_session_expired(self) -> None:
-        """Kafka's Expire: resign (unless a zombie); the broker then registers again and calls reelect."""
+        """Kafka's Expire: nothing cut short is redone; resign (unless a zombie).  The broker then
+        registers again and calls :meth:`reelect` (controller/redo.py's follow-up event)."""
+        self.redo.session_expired()
         self._run(self.handlers.expire())
-        self._redo = False
 
     def reelect(self) -> None:
         """After the broker registered again (the session had expired)."""
-        self._guard(self._reelect)
-
-    def _reelect(self) -> None:
-        self._run(self.handlers.reelect())
+        self._guard(redo.REGISTER_AND_REELECT)
 
     # ------------------------------------------------------------------ requests from brokers
 

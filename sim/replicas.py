@@ -4,8 +4,8 @@ Every decision is ``replication/``'s (``PartitionReplication``, the produce
 rules, ``replication.roles``: a LeaderAndIsr's role change, a follower's fetch
 answer); this module only moves messages and bytes,
 as node/replicas/ does with threads and gRPC.  Simplifications (docs/simulation.md):
-one fetch per partition instead of one fetch session per leader broker, and
-an idle follower polls again after ``FETCH_IDLE_MS`` instead of long-polling.
+one fetch per partition instead of one fetch session per leader broker (its long poll is
+``replication.long_poll``'s rule, as the broker's).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any, Callable
 from kafkacommon import errors
 from kafkacommon.event import Event
 from node.server.broker_state import PartitionInfo
-from replication import roles
+from replication import long_poll, roles
 from replication.partition import PartitionReplication, ReplicaSettings
 from sim import rpc
 from sim.log import SimLog
@@ -36,7 +36,14 @@ class Hosted:
     # fetcher manager moves the partition to the new leader's fetcher thread (the old request is ignored)
     fetch_in_flight: tuple[int, int] | None = None
     waiters: list = field(default_factory=list)      # [Waiter] acks=all appends
-    parked: list = field(default_factory=list)       # follower fetches waiting for news (long polls)
+    parked: list = field(default_factory=list)       # [Parked] follower fetches in their long poll
+
+
+@dataclass(eq=False)
+class Parked:
+    req: tuple              # (follower, tp, fetch offset, last fetched epoch, current leader epoch, follower HW)
+    reply: Callable[[Any], None]
+    read_offset: int
 
 
 @dataclass
@@ -138,8 +145,8 @@ class SimReplicaManager:
         h.fetching_from = None
         self._settle_waiters(h, replica_open=False)
         parked, h.parked = h.parked, []
-        for _req, reply, _state in parked:
-            reply((errors.NOT_LEADER_OR_FOLLOWER, -1, None, [], -1))
+        for p in parked:
+            p.reply((errors.NOT_LEADER_OR_FOLLOWER, -1, None, [], -1))
         self.on_role(tp[0], tp[1], False, h.repl.leader_epoch)
 
     # ------------------------------------------------------------------ leader: appends and waits
@@ -184,13 +191,12 @@ class SimReplicaManager:
 
     def _wake(self, h: Hosted) -> None:
         """Answer the parked fetches again, and complete the acks=all waits the core now says are done."""
-        if h.parked:
-            now = (h.repl.high_watermark, h.log.log_end_offset, h.repl.leader_epoch, h.repl.is_leader)
-            news = [e for e in h.parked if e[2] != now]    # only an append, an HW move or a role change wakes
-            if news:
-                h.parked = [e for e in h.parked if e[2] == now]
-                for req, reply, _state in news:
-                    self.handle_fetch(req, reply, park=False)
+        if h.parked:   # replication.long_poll: an append, a role change or a newer epoch ends a wait
+            done = [p for p in h.parked if not long_poll.waits(False, [self._position(h, p)], True)]
+            if done:
+                h.parked = [p for p in h.parked if p not in done]
+                for p in done:
+                    self._answer_parked(h, p)
         if not h.waiters:
             return
         keep = []
@@ -286,9 +292,9 @@ class SimReplicaManager:
         else:
             self._fetch(tp)   # at once: the next fetch of a follower that got something
 
-    def handle_fetch(self, req: Any, reply: Callable[[Any], None], park: bool = True) -> None:
-        """The leader's side of one partition's fetch; one with nothing new waits (up to
-        replica.fetch.wait.max.ms) for an append or an HW move, as the broker's long poll does."""
+    def handle_fetch(self, req: Any, reply: Callable[[Any], None]) -> None:
+        """The leader's side of one partition's fetch: the follower's position recorded once, then
+        replication.long_poll's wait (up to replica.fetch.wait.max.ms), as the broker's fetch handler."""
         follower, tp, offset, last_epoch, epoch, follower_hw = req
         h = self.hosted.get(tp)
         if h is None:
@@ -306,18 +312,34 @@ class SimReplicaManager:
         if out.diverging_epoch is not None:
             reply((errors.NONE, out.high_watermark, out.diverging_epoch, [], -1))
             return
-        batches = h.log.read(out.read_offset, 500) if out.read_offset is not None else []
-        if park and not batches and out.high_watermark <= follower_hw and out.alter_isr is None:
-            entry = (req, reply, (h.repl.high_watermark, h.log.log_end_offset, h.repl.leader_epoch, h.repl.is_leader))
-            h.parked.append(entry)
-            self.world.on_node(self.b.node, FETCH_WAIT_MAX_MS, self._unpark, h, entry)
+        if out.read_offset is None:   # nothing recorded (an unknown follower): empty records, no error
+            reply((errors.NONE, out.high_watermark, None, [], -1))
             return
-        reply((errors.NONE, out.high_watermark, None, batches, -1))
+        p = Parked(req, reply, out.read_offset)
+        if long_poll.waits(False, [self._position(h, p)], True):
+            h.parked.append(p)
+            now = self.world.now_ms
+            self.world.on_node(self.b.node, long_poll.deadline_ms(now, FETCH_WAIT_MAX_MS) - now, self._unpark, h, p)
+            return
+        self._answer_parked(h, p)
 
-    def _unpark(self, h: Hosted, entry: tuple) -> None:
-        if entry in h.parked:
-            h.parked.remove(entry)
-            self.handle_fetch(entry[0], entry[1], park=False)
+    @staticmethod
+    def _position(h: Hosted, p: Parked) -> long_poll.Position:
+        return long_poll.Position(p.read_offset, p.req[4], h.log.log_end_offset, h.repl.high_watermark,
+                                  h.repl.leader_epoch, h.repl.is_leader)
+
+    def _answer_parked(self, h: Hosted, p: Parked) -> None:
+        """A fetch's answer once its wait ended (or at once): the records from its offset and the HW now."""
+        code = long_poll.answer_error(self._position(h, p))
+        if code != errors.NONE:
+            p.reply((code, -1, None, [], -1))
+            return
+        p.reply((errors.NONE, h.repl.high_watermark, None, h.log.read(p.read_offset, 500), -1))
+
+    def _unpark(self, h: Hosted, p: Parked) -> None:
+        if p in h.parked:
+            h.parked.remove(p)
+            self._answer_parked(h, p)
 
     def read_committed(self, tp: TP, offset: int, max_records: int = 500) -> tuple[int, int, list]:
         """A consumer's read (replica id -1): (error, HW, [(offset, key, value)]) up to the HW."""

@@ -22,10 +22,10 @@ from sim.sweep import sweep
 BASE = SimOptions(seed=1, duration_s=12.0, offsets_partitions=3)
 # bug -> (seeds to sweep, the fault kinds drawn, the checkers that may catch it, shrink attempts)
 CASES = {
-    "commit-before-hw": (range(3, 5), None, {"split-coordinator", "lost-commit"}, 3),
+    "commit-before-hw": (range(8, 10), None, {"split-coordinator", "lost-commit"}, 3),
     "fenced-generation-commit": (range(17, 19), None, {"fenced-generation", "commit-order"}, 3),
     "zombie-controller": (range(2, 4), None, {"controllers"}, 3),
-    "hw-ignores-lagging-isr": (range(3, 5), None, {"lost-write", "offsets", "hw"}, 3),
+    "hw-ignores-lagging-isr": (range(29, 31), None, {"lost-write", "offsets", "hw"}, 3),
     "load-to-hw": (range(3, 5), None, {"lost-commit", "commit-order"}, 3),
     "elect-outside-isr": (range(70, 72), ("pause", "kill"), {"unclean-election", "lost-write", "offsets"}, 3),
 }

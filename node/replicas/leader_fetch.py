@@ -5,8 +5,8 @@ locks, parks the long poll and moves the bytes.  Every rule is a core's:
 a follower's fetch and an idle session partition go to
 :class:`replication.partition.PartitionReplication`, the session's
 bookkeeping to :class:`replication.fetch_session.LeaderSessions`, and which
-partitions a parked fetch waits for and which go into the answer to
-:func:`replication.fetch_session.readable` and :func:`has_news`.  The replica
+whether a fetch is parked and when its wait ends to :mod:`replication.long_poll`, and which
+partitions go into the answer to :func:`replication.fetch_session.has_news`.  The replica
 manager hands it what it uses, explicitly.
 """
 from __future__ import annotations
@@ -24,7 +24,8 @@ from node.storage.log import OffsetOutOfRangeError
 from node.replicas.purgatory import run_callbacks
 from node.server.wire import fetch_message, partition_fetch
 from proto import kafkasim_pb2 as pb
-from replication.fetch_session import LeaderSessions, PartitionFetch, has_news, readable
+from replication import long_poll
+from replication.fetch_session import LeaderSessions, PartitionFetch, has_news
 from replication.partition import AlterIsrProposal
 
 if TYPE_CHECKING:
@@ -175,7 +176,7 @@ class LeaderFetchHandler:
         """A fetch's first part, which never waits: a follower's positions recorded (the HW
         moved, acks=all waiters completed, ISR expansions sent), the partitions to answer."""
         follower = req.replica_id >= 0
-        deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
+        deadline = long_poll.deadline_ms(time.monotonic() * 1000, req.max_wait_ms) / 1000
         listed = list(req.partitions)
         idle: list[tuple[PartitionFetch, "Hosted"]] = []   # session partitions with nothing to record
         session_id = 0
@@ -254,8 +255,9 @@ class LeaderFetchHandler:
             if a is not None:
                 answers.append(a)
         for pf, h in f.idle:
-            # news since the follower last listed it: records, a new HW, or the leadership gone
-            if has_news(pf, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader):
+            # news since the follower last listed it: records, a new HW, the leadership gone or a newer epoch
+            if has_news(pf, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader) or long_poll.answer_error(
+                    _position(pf.fetch_offset, pf.current_leader_epoch, h)) != errors.NONE:
                 a = self._read_answer(fetch_message((h.repl.topic, h.repl.partition), pf), h, follower)
                 if a is not None:
                     answers.append(a)
@@ -264,8 +266,10 @@ class LeaderFetchHandler:
     def _read_answer(self, fp: pb.FetchPartition, h: "Hosted", follower: bool) -> pb.FetchPartitionResponse | None:
         """One partition's answer after the long poll (None: nothing new for this follower)."""
         with h.cond:
-            if not h.repl.is_leader or h.log.closed:
-                return self._error(fp, errors.NOT_LEADER_OR_FOLLOWER)
+            code = errors.NOT_LEADER_OR_FOLLOWER if h.log.closed else long_poll.answer_error(
+                _position(fp.fetch_offset, fp.current_leader_epoch, h))
+            if code != errors.NONE:
+                return self._error(fp, code)
             hw = h.repl.high_watermark
             if follower and not has_news(partition_fetch(fp), h.log.log_end_offset, hw, True):
                 return None  # nothing new for this follower: left out of the answer (KIP-227)
@@ -288,6 +292,11 @@ class LeaderFetchHandler:
         return a
 
 
+def _position(fetch_offset: int, current_leader_epoch: int, h: "Hosted") -> long_poll.Position:
+    return long_poll.Position(fetch_offset, current_leader_epoch, h.log.log_end_offset, h.repl.high_watermark,
+                              h.repl.leader_epoch, h.repl.is_leader)
+
+
 @dataclass
 class _Fetch:
     """A fetch between its first part and its answer."""
@@ -303,13 +312,10 @@ class _Fetch:
     proposals: list = field(default_factory=list)     # (Hosted, AlterIsrProposal): ISR expansions
 
     def waits(self) -> bool:
-        """Whether the long poll goes on: nothing urgent and no partition readable yet."""
-        if self.urgent or not (self.pending or self.idle):
-            return False
-        return not (any(readable(fp.fetch_offset, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader,
-                                 self.follower) for fp, h in self.pending)
-                    or any(readable(pf.fetch_offset, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader,
-                                    True) for pf, h in self.idle))
+        """Whether the long poll goes on (replication.long_poll's rule)."""
+        positions = [_position(fp.fetch_offset, fp.current_leader_epoch, h) for fp, h in self.pending]
+        positions += [_position(pf.fetch_offset, pf.current_leader_epoch, h) for pf, h in self.idle]
+        return long_poll.waits(self.urgent, positions, self.follower)
 
 
 class _Waker:

@@ -12,31 +12,26 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
+from controller import redo
 from kafkacommon import errors
 
 
 class Event(str, Enum):
-    STARTUP = "startup"
-    CONTROLLER_CHANGE = "controller_change"
-    BROKER_CHANGE = "broker_change"
-    TOPIC_CHANGE = "topic_change"
-    TOPIC_DELETION = "topic_deletion"
-    EXPIRE = "expire"
-    REGISTER_AND_REELECT = "register_and_reelect"
-    TICK = "tick"
-    SHUTDOWN = "shutdown"
+    """The plain events, named as controller/redo.py names them (the rule of what is redone is there)."""
+    STARTUP = redo.STARTUP
+    CONTROLLER_CHANGE = redo.CONTROLLER_CHANGE
+    BROKER_CHANGE = redo.BROKER_CHANGE
+    TOPIC_CHANGE = redo.TOPIC_CHANGE
+    TOPIC_DELETION = redo.TOPIC_DELETION
+    EXPIRE = redo.EXPIRE
+    REGISTER_AND_REELECT = redo.REGISTER_AND_REELECT
+    TICK = redo.TICK
+    SHUTDOWN = redo.SHUTDOWN
 
 
-#: Events that only re-read ZooKeeper and decide again, so a connection lost halfway through one
-#: is safe to redo: the tick enqueues it again once the connection is back.
-REDO_ON_CONNECTION_LOSS = frozenset({Event.STARTUP, Event.CONTROLLER_CHANGE, Event.BROKER_CHANGE,
-                                     Event.TOPIC_CHANGE, Event.TOPIC_DELETION, Event.REGISTER_AND_REELECT})
-
-
-def redo_on_connection_loss(event: "Event | Request") -> bool:
-    """Whether ``event``, cut short by a lost connection, is done again later.  Never a request: its
-    caller gets the error (and a request, a dataclass with its caller's arguments, is not hashable)."""
-    return isinstance(event, Event) and event in REDO_ON_CONNECTION_LOSS
+def event_name(event: "Event | Request") -> str:
+    """An event's name (a request's kind): what the controller_error line and controller/redo.py use."""
+    return event.kind if isinstance(event, Request) else event.value
 
 
 @dataclass

@@ -21,8 +21,8 @@ from controller.core import ControllerCore, ControllerSettings
 from kafkacommon import errors
 from node.server import wire
 from node.shells.channel import BrokerChannel
-from node.shells.controller_events import (redo_on_connection_loss, AlterIsr, ControlledShutdown, ElectLeaders,
-                                           Event, Request)
+from controller.redo import RedoQueue
+from node.shells.controller_events import AlterIsr, ControlledShutdown, ElectLeaders, Event, Request, event_name
 from node.events import EventLog
 from proto import kafkasim_pb2 as pb
 from zk.client import CONNECTION_ERRORS, ControllerMovedError, ZkClient
@@ -55,7 +55,7 @@ class ControllerShell:
         self._thread = threading.Thread(target=self._run, name="controller-event-thread", daemon=True)
         self._channels: dict[int, BrokerChannel] = {}
         self._stopped = threading.Event()
-        self._redo: list[Event] = []    # events a lost connection cut short, redone once it is back
+        self.redo = RedoQueue()         # events a lost connection cut short, redone once it is back
         h = self.handlers
         self._events: dict[Event, Callable[[], Any]] = {
             Event.STARTUP: h.elect, Event.CONTROLLER_CHANGE: h.controller_change,
@@ -159,19 +159,16 @@ class ControllerShell:
                     event = self._queue.get(timeout=next_tick - now)
                 except queue.Empty:
                     continue
-            kind = event.kind if isinstance(event, Request) else event.value
+            kind = event_name(event)
             try:
                 self._handle(event)
             except ControllerMovedError as e:
                 self._run_steps(self.handlers.fenced(str(e)))
             except CONNECTION_ERRORS as e:
                 log.warning("controller event %s cut short by the ZooKeeper connection: %r", kind, e)
-                self.events.emit("controller_error", event=kind, error=repr(e),
-                                 redo=redo_on_connection_loss(event))
+                self.events.emit("controller_error", event=kind, error=repr(e), redo=self.redo.cut_short(kind))
                 if isinstance(event, Request):
                     event.future.set_exception(e)
-                elif redo_on_connection_loss(event) and event not in self._redo:
-                    self._redo.append(event)
             except Exception as e:  # keep the event thread alive, and say what happened
                 log.exception("controller event %s failed", kind)
                 self.events.emit("controller_error", event=kind, error=repr(e))
@@ -206,9 +203,9 @@ class ControllerShell:
         # Kafka's Expire: drop queued work (and work waiting to be redone), resign, then
         # register anew and re-elect, which decides everything again.
         self._drain()
-        self._redo.clear()
+        follow_up = self.redo.session_expired()
         self._run_steps(self.handlers.expire())
-        self.enqueue(Event.REGISTER_AND_REELECT)
+        self.enqueue(Event(follow_up))
 
     def _on_register_and_reelect(self) -> None:
         self._register_broker()
@@ -228,10 +225,8 @@ class ControllerShell:
         req.future.set_result(self._run_steps(self.handlers.alter_isr(req.broker_id, req.broker_epoch, req.items)))
 
     def _handle_tick(self) -> None:
-        if self._redo and self.zk.connected:
-            for event in self._redo:
-                self.enqueue(event)
-            self._redo.clear()
+        for name in self.redo.due(self.zk.connected):
+            self.enqueue(Event(name))
         self._run_steps(self.handlers.tick(connected=self.zk.connected))
 
     def _drain(self) -> None:
