@@ -31,7 +31,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.checks_base import partition_for
-from analysis.spark import spread
+from analysis.spark import kept, spread
 from analysis.tables import OFFSETS_TOPIC, state_writes
 from chaos.timeline import CAUSE_END, CAUSE_FAULT, CAUSE_NONE, END_PHASE, STOP_PHASE
 from chaos.timeline import ROW_FIELDS  # noqa: F401  (re-exported: the same rows as the runner's timeline)
@@ -233,7 +233,7 @@ def _fault_rows(inputs, tables) -> tuple[DataFrame, DataFrame]:
     per_run = (_run_arrays(inputs).join(every, "run", "left").join(_end_marks(inputs, tables), "run", "left"))
     for c in ("_ctl", "_bc", "_csr", "_stops", "_all"):
         per_run = per_run.withColumn(c, F.coalesce(F.col(c), F.array()))
-    per_run = per_run.cache()   # one row per run: read by every kind of row
+    per_run = kept(per_run, DataFrame.cache)   # one row per run: read by every kind of row
     # The fault rows are spread over the cores (by fault) and the per-run arrays broadcast to them: the searches
     # of the arrays below are most of this table's work, and rows keyed by run alone would all be in one task.
     parts = spread(faults.sparkSession, faults.sparkSession.sparkContext.defaultParallelism)
@@ -435,11 +435,12 @@ def failovers(inputs, tables: dict[str, DataFrame] | None = None) -> DataFrame:
     Runs whose offsets topic size is unknown (no ``topic_created`` for it) get no group rows (the Python
     timeline raises instead)."""
     faults, per_run = _fault_rows(inputs, tables)
-    faults = faults.cache()  # few rows, used by both kinds of fault rows
+    faults = kept(faults, DataFrame.cache)  # few rows, used by both kinds of fault rows
     ops = _ops(inputs, tables)
-    groups = ops.where(F.col("group").isNotNull()).select("run", "group").distinct().cache()
-    partitions = _partition_arrays(inputs).cache()
-    fault_rows = _fault_group_rows(faults, groups, partitions).cache()   # few rows; read twice
+    groups = ops.where(F.col("group").isNotNull()).select("run", "group").distinct()
+    groups = kept(groups, DataFrame.cache)
+    partitions = kept(_partition_arrays(inputs), DataFrame.cache)
+    fault_rows = kept(_fault_group_rows(faults, groups, partitions), DataFrame.cache)   # few rows; read twice
     taken = fault_rows.where(F.col("_el").isNotNull()).select(
         "run", "partition", F.col("_el.landed").alias("landed"), F.col("_el.mono").alias("mono"),
         F.col("_el.broker").alias("broker")).distinct()
