@@ -207,7 +207,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
     from analysis.ops_tables import build_ops_tables, nemesis_lines, paired_rows
     from analysis.report import write_report
     from analysis.runs import read_meta, runs_table
-    from analysis.spark import kept, release, sized_to
+    from analysis.spark import kept, release, sized_to, small_input
     from analysis.tables import build_event_tables
 
     (out / "tables").mkdir(parents=True, exist_ok=True)
@@ -252,7 +252,8 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         for name in ("observations", "group_offsets", "pairing_errors"):
             write(name, ops_tables[name])
         extras = kept(ops_tables["extras"])
-        extras.count()
+        if not small_input(spark):   # persisted, not yet computed: now, before the checkers' thread reads it
+            extras.count()
         lap("extras")
         unclean = _unclean_elections(files)
         if unclean is None:
