@@ -15,11 +15,11 @@ import operator
 from dataclasses import dataclass, field
 from functools import reduce
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from analysis.ops_tables import as_int, tp_partition, tp_topic
+from analysis.spark import kept, release
 
 OFFSETS_TOPIC = "__consumer_offsets"
 MAX_EVIDENCE = 4
@@ -49,7 +49,8 @@ class Ctx:
     cuts: list = field(default_factory=list)   # (DataFrame cut, the JVM RDD behind its leaf): cut()
 
     def persist(self, df: DataFrame) -> DataFrame:
-        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        """``df`` kept until ``release`` (``analysis.spark.kept``: persisted, or for a small input a leaf)."""
+        df = kept(df)
         self.cached.append(df)
         return df
 
@@ -76,7 +77,7 @@ class Ctx:
 
     def release(self) -> None:
         for df in self.cached:
-            df.unpersist()
+            release(df)
         for _df, rdd in self.cuts:
             rdd.unpersist(False)
         self.cached.clear()

@@ -31,7 +31,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.checks_base import partition_for
-from analysis.spark import spread
+from analysis.spark import kept, spread
 from analysis.tables import OFFSETS_TOPIC, state_writes
 from chaos.timeline import CAUSE_END, CAUSE_FAULT, CAUSE_NONE, END_PHASE, STOP_PHASE
 from chaos.timeline import ROW_FIELDS  # noqa: F401  (re-exported: the same rows as the runner's timeline)
@@ -224,23 +224,30 @@ def _controller_at(rows: DataFrame) -> DataFrame:
     return rows.withColumn("controller", F.when(el.isNotNull() & ~gone, el["broker"])).drop("_el")
 
 
+_ARRAYS = ("_ctl", "_bc", "_csr", "_stops", "_all")
+
+
+def _or_empty(df: DataFrame, cols: tuple[str, ...]) -> DataFrame:
+    """``df`` with the nulls of the array columns ``cols`` made empty arrays, in one projection (a ``withColumn``
+    each would have the JVM analyse the whole plan once per column)."""
+    return df.select(*[F.coalesce(F.col(c), F.array()).alias(c) if c in cols else F.col(c) for c in df.columns])
+
+
 def _fault_rows(inputs, tables) -> tuple[DataFrame, DataFrame]:
     """The fault starts that name a broker, with the run's arrays; and the per-run arrays alone (one row per
     run with events: ``_all``, every fault's (t, brokers, zk); the events' arrays; the end-phase marks)."""
     faults = _faults(inputs, tables)
     every = faults.groupBy("run").agg(F.collect_list(F.struct(
         F.col("time_ns").alias("t"), F.col("brokers").alias("brokers"), F.col("zk").alias("zk"))).alias("_all"))
-    per_run = (_run_arrays(inputs).join(every, "run", "left").join(_end_marks(inputs, tables), "run", "left"))
-    for c in ("_ctl", "_bc", "_csr", "_stops", "_all"):
-        per_run = per_run.withColumn(c, F.coalesce(F.col(c), F.array()))
-    per_run = per_run.cache()   # one row per run: read by every kind of row
+    per_run = _run_arrays(inputs).join(every, "run", "left").join(_end_marks(inputs, tables), "run", "left")
+    per_run = _or_empty(per_run, _ARRAYS)
+    per_run = kept(per_run, DataFrame.cache)   # one row per run: read by every kind of row
     # The fault rows are spread over the cores (by fault) and the per-run arrays broadcast to them: the searches
     # of the arrays below are most of this table's work, and rows keyed by run alone would all be in one task.
     parts = spread(faults.sparkSession, faults.sparkSession.sparkContext.defaultParallelism)
     rows = (faults.where(F.size("brokers") > 0).repartition(parts, "run", "fault")
             .join(F.broadcast(per_run), "run", "left"))
-    for c in ("_ctl", "_bc", "_csr", "_stops", "_all"):
-        rows = rows.withColumn(c, F.coalesce(F.col(c), F.array()))
+    rows = _or_empty(rows, _ARRAYS)
     return _controller_at(rows.withColumn("_any_end", _first(F.col("_all"), lambda g: g["t"] > F.col("time_ns"),
                                                              lambda g: g["t"]))), per_run
 
@@ -346,7 +353,7 @@ def _fault_group_rows(faults: DataFrame, groups: DataFrame, partitions: DataFram
     """The fault rows of groups, up to their stages (``_PRE``)."""
     rows = faults.join(F.broadcast(groups), "run").withColumn("partition", partition_for(F.col("group"), F.col("_n")))
     rows = rows.join(F.broadcast(partitions), ["run", "partition"], "left")
-    rows = rows.withColumn("_st", F.coalesce("_st", F.array())).withColumn("_ld", F.coalesce("_ld", F.array()))
+    rows = _or_empty(rows, ("_st", "_ld"))
     at = _first(F.col("_st"), lambda s: s["landed"] <= F.col("time_ns"), last=True)
     rows = rows.withColumn("old_leader", at["leader"])
     rows = rows.where(F.col("old_leader").isNotNull() & F.array_contains("brokers", F.col("old_leader")))
@@ -435,11 +442,12 @@ def failovers(inputs, tables: dict[str, DataFrame] | None = None) -> DataFrame:
     Runs whose offsets topic size is unknown (no ``topic_created`` for it) get no group rows (the Python
     timeline raises instead)."""
     faults, per_run = _fault_rows(inputs, tables)
-    faults = faults.cache()  # few rows, used by both kinds of fault rows
+    faults = kept(faults, DataFrame.cache)  # few rows, used by both kinds of fault rows
     ops = _ops(inputs, tables)
-    groups = ops.where(F.col("group").isNotNull()).select("run", "group").distinct().cache()
-    partitions = _partition_arrays(inputs).cache()
-    fault_rows = _fault_group_rows(faults, groups, partitions).cache()   # few rows; read twice
+    groups = ops.where(F.col("group").isNotNull()).select("run", "group").distinct()
+    groups = kept(groups, DataFrame.cache)
+    partitions = kept(_partition_arrays(inputs), DataFrame.cache)
+    fault_rows = kept(_fault_group_rows(faults, groups, partitions), DataFrame.cache)   # few rows; read twice
     taken = fault_rows.where(F.col("_el").isNotNull()).select(
         "run", "partition", F.col("_el.landed").alias("landed"), F.col("_el.mono").alias("mono"),
         F.col("_el.broker").alias("broker")).distinct()

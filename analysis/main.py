@@ -199,7 +199,6 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
          stack) -> dict[str, Any]:
     """The analysis proper, of ``files`` (``analysis.files.scan_runs``, which took ``listed`` s); ``stack`` (an
     ``ExitStack``) holds the session settings it changes until the end."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from analysis.checks import plan_checks, run_checks, verdicts
@@ -208,7 +207,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
     from analysis.ops_tables import build_ops_tables, nemesis_lines, paired_rows
     from analysis.report import write_report
     from analysis.runs import read_meta, runs_table
-    from analysis.spark import sized_to
+    from analysis.spark import kept, release, sized_to, small_input
     from analysis.tables import build_event_tables
 
     (out / "tables").mkdir(parents=True, exist_ok=True)
@@ -239,8 +238,9 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         f"event-log and {found['segments']} segment files; {files.input_bytes / 1e6:,.1f} MB, {parts} shuffle "
         f"partition{'s' if parts > 1 else ''})")
     inputs = load_runs(spark, list(runs.values()), files=files)
-    inputs.parsed = inputs.parsed_events().persist(StorageLevel.MEMORY_AND_DISK)
-    inputs.segments = inputs.segments.persist(StorageLevel.MEMORY_AND_DISK)
+    # parsed once and kept (a small input's as a leaf of every plan built on it: analysis.spark.kept)
+    inputs.parsed = kept(inputs.parsed_events())
+    inputs.segments = kept(inputs.segments)
     extras = planning = None
     try:
         lap("plan")
@@ -251,8 +251,9 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         ops_tables = build_ops_tables(inputs, ops.withColumn("_line", F.lit("invoke")).unionByName(rest))
         for name in ("observations", "group_offsets", "pairing_errors"):
             write(name, ops_tables[name])
-        extras = ops_tables["extras"].persist(StorageLevel.MEMORY_AND_DISK)
-        extras.count()
+        extras = kept(ops_tables["extras"])
+        if not small_input(spark):   # persisted, not yet computed: now, before the checkers' thread reads it
+            extras.count()
         lap("extras")
         unclean = _unclean_elections(files)
         if unclean is None:
@@ -267,7 +268,9 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         planning = _Background(lambda: plan_checks(inputs, checked, **options))
         for name, df in build_event_tables(inputs, nemesis_lines(extras)).items():
             write(name, df)
-        write("failovers", failovers(inputs, {**written, "nemesis": nemesis_lines(extras)}))
+        # a small input's timeline checkpointed first: its plan (arrays searched with lambdas) is optimized once,
+        # not again by the write
+        write("failovers", kept(failovers(inputs, {**written, "nemesis": nemesis_lines(extras)}), lambda df: df))
         planned, planning = planning.result(), None
         write("anomalies", run_checks(planned))
         write("verdicts", verdicts(inputs, written["anomalies"], **options))
@@ -278,8 +281,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
             if left is not None:
                 left.ctx.release()
         for df in (extras, inputs.parsed, inputs.segments):
-            if df is not None:
-                df.unpersist()
+            release(df)
         shutil.rmtree(out / "work", ignore_errors=True)
 
     rows, anomalies = _counts(written)

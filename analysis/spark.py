@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 LOOPBACK = "127.0.0.1"
 
@@ -133,6 +133,33 @@ def _import_short_names(spark: SparkSession) -> None:
     jvm = spark.sparkContext._jvm
     for name in SHORT_NAMES:
         java_import(jvm, name)
+    _cache_packages(jvm)
+
+
+class _CachedPackage:
+    """A py4j ``JavaPackage`` whose sub-packages and classes are looked up in the JVM once, then kept.
+    PySpark names ``sc._jvm.org.apache.spark.sql.catalyst.expressions`` afresh for every higher-order function
+    and every lambda variable (``F.filter(arr, lambda e: ...)``: three times), and py4j asks the JVM for
+    each part: ``org`` through each of the view's star imports, then ``org.apache``, ... each a class-path
+    search that finds nothing (about 8 % of the JVM's CPU samples of a small run, bench/RESULTS.md)."""
+
+    def __init__(self, package) -> None:
+        self._package = package
+
+    def __getattr__(self, name: str):
+        from py4j.java_gateway import JavaPackage
+        found = getattr(self._package, name)
+        if isinstance(found, JavaPackage):
+            found = _CachedPackage(found)
+        if not name.startswith("_"):
+            self.__dict__[name] = found
+        return found
+
+
+def _cache_packages(jvm) -> None:
+    """Name ``org`` in PySpark's JVM view as a :class:`_CachedPackage` (once per view)."""
+    if "org" not in vars(jvm):
+        vars(jvm)["org"] = _CachedPackage(getattr(jvm, "org"))
 
 
 # Input bytes per shuffle partition below which an analysis uses fewer shuffle partitions than the session's
@@ -145,7 +172,13 @@ SHUFFLE_KEY = "spark.sql.shuffle.partitions"
 # they are computed from the plans as they are.  Larger inputs keep Spark's code generation.
 INTERPRETED_BELOW = 64 << 20
 SMALL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
-INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+# The optimizer's constraint propagation (the constraints of every operator, for ``InferFiltersFromConstraints``
+# and ``PruneFilters``), off as well: on the failover timeline's and the checkers' plans (large expressions,
+# few rows) it was a sixth of the optimizer's time and added nothing to a few thousand rows.
+# ``RemoveRedundantAliases`` is left out too: a tenth of the optimizer's time there, for a handful of aliases.
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+               "spark.sql.constraintPropagation.enabled": "false",
+               "spark.sql.optimizer.excludedRules": "org.apache.spark.sql.catalyst.optimizer.RemoveRedundantAliases"}
 
 
 def default_partitions() -> int:
@@ -179,6 +212,38 @@ def spread(spark: SparkSession, wanted: int) -> int:
     partitions in force when ``sized_to`` lowered them for a small input, else ``wanted``."""
     n = int(spark.conf.get(SHUFFLE_KEY, str(default_partitions())))
     return n if n < default_partitions() else wanted
+
+
+def small_input(spark: SparkSession) -> bool:
+    """Whether ``sized_to`` has set the session up for a small input (its plans interpreted, not compiled)."""
+    return all(spark.conf.get(k, None) == v for k, v in INTERPRETED.items())
+
+
+def kept(df: DataFrame, otherwise: Callable[[DataFrame], DataFrame] | None = None) -> DataFrame:
+    """``df`` computed once and kept for the steps that read it again (``release`` frees it).  For a small
+    input (``small_input``) in local mode: an eager local checkpoint, whose plan is a leaf, so each plan built
+    on it is analysed, optimized and shipped to its tasks without ``df``'s lineage.  A small run's driver spent most of
+    its time on that lineage, analysed again for every ``select`` or ``withColumn`` built on it (the
+    analyzer's ``DeduplicateRelations`` walks the whole plan each time; bench/RESULTS.md).  Otherwise
+    ``otherwise(df)``, by default persisted (memory and disk, Spark's columnar cache: its scans read only the
+    columns they need); so on a cluster, whose lost executor would lose a local checkpoint's rows."""
+    from pyspark import StorageLevel
+    if not (small_input(df.sparkSession) and df.sparkSession.sparkContext.master.startswith("local")):
+        return otherwise(df) if otherwise is not None else df.persist(StorageLevel.MEMORY_AND_DISK)
+    out = df.localCheckpoint(eager=True)
+    out._kafkasim_rdd = out._jdf.queryExecution().analyzed().rdd()
+    return out
+
+
+def release(df: DataFrame | None) -> None:
+    """Free what ``kept`` kept (nothing for None)."""
+    if df is None:
+        return
+    rdd = getattr(df, "_kafkasim_rdd", None)
+    if rdd is not None:
+        rdd.unpersist(False)
+    else:
+        df.unpersist()
 
 
 @contextmanager

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from py4j.java_gateway import java_import
 
-from analysis.spark import INTERPRETED, SHORT_NAMES, SHUFFLE_KEY, SMALL_JVM_OPTIONS, settings, sized_to, spread
+from analysis.spark import (INTERPRETED, SHORT_NAMES, SHUFFLE_KEY, SMALL_JVM_OPTIONS, kept, release, settings, sized_to,
+                            spread)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,3 +90,27 @@ def test_a_small_input_gets_few_partitions_and_no_generated_code_until_the_block
     assert settings("local[2]", 3 << 20)["spark.driver.extraJavaOptions"].endswith(" " + SMALL_JVM_OPTIONS)
     assert SMALL_JVM_OPTIONS not in settings("local[2]", 1 << 30)["spark.driver.extraJavaOptions"]
     assert SMALL_JVM_OPTIONS not in settings("spark://127.0.0.1:7077", 3 << 20)["spark.driver.extraJavaOptions"]
+
+
+def test_the_jvm_views_org_package_is_looked_up_once_and_names_the_same_classes(spark):
+    jvm = spark.sparkContext._jvm
+    plain = spark.sparkContext._gateway.new_jvm_view("no-cache")
+    expressions = jvm.org.apache.spark.sql.catalyst.expressions
+    assert expressions is jvm.org.apache.spark.sql.catalyst.expressions   # kept, not asked of the JVM again
+    assert expressions.ArrayFilter._fqn == plain.org.apache.spark.sql.catalyst.expressions.ArrayFilter._fqn
+    from pyspark.sql import functions as F
+    assert spark.range(3).select(F.filter(F.array("id", F.lit(5)), lambda x: x > 1).alias("a")).first().a == [5]
+
+
+def test_a_small_inputs_kept_frames_are_leaves_and_a_large_inputs_are_cached(spark):
+    df = spark.range(20).selectExpr("id % 3 AS k").groupBy("k").count()
+    with sized_to(spark, 3 << 20):
+        leaf = kept(df)
+        assert leaf._jdf.queryExecution().analyzed().getClass().getSimpleName() == "LogicalRDD"
+        assert sorted(leaf.collect()) == sorted(df.collect())
+        release(leaf)
+    with sized_to(spark, 10 << 30):
+        cached = kept(df)
+        assert cached.is_cached
+        release(cached)
+        assert not cached.is_cached
