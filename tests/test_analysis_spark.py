@@ -89,3 +89,27 @@ def test_a_small_input_gets_few_partitions_and_no_generated_code_until_the_block
     assert settings("local[2]", 3 << 20)["spark.driver.extraJavaOptions"].endswith(" " + SMALL_JVM_OPTIONS)
     assert SMALL_JVM_OPTIONS not in settings("local[2]", 1 << 30)["spark.driver.extraJavaOptions"]
     assert SMALL_JVM_OPTIONS not in settings("spark://127.0.0.1:7077", 3 << 20)["spark.driver.extraJavaOptions"]
+
+
+def test_a_files_run_is_the_name_a_regular_expression_would_find_without_one(spark):
+    """``analysis.files.run_from_path`` (string functions from the end of the path) gives what
+    ``([^/]+)/<place>$`` gives, for each kind of input file, on paths that fit and paths that do not."""
+    from itertools import product
+
+    from pyspark.sql import functions as F
+
+    from analysis.files import EVENTS_REL, HISTORY_REL, META_REL, SEGMENT_REL, run_from_path
+
+    regex = {HISTORY_REL: r"history\.jsonl(/[^/]+)?", EVENTS_REL: r"cluster/events/[^/]+",
+             SEGMENT_REL: r"cluster/data/[^/]+/[^/]+/[^/]+", META_REL: r"[^/]+"}
+    names = ["history.jsonl", "cluster", "events", "data", "r 1", "", "a%20b"]
+    paths = sorted({"/".join(p) for k in range(5) for p in product(names, repeat=k)})
+    paths = paths + ["file:///tmp/x/" + p for p in paths[::7]]
+    df = spark.createDataFrame([(p,) for p in paths], "p string")
+    cols = [c for rel, rx in regex.items() for c in (run_from_path(F.col("p"), rel),
+                                                     F.regexp_extract("p", f"([^/]+)/{rx}$", 1))]
+    rows = df.select("p", *cols).collect()
+    assert len(rows) > 3000
+    bad = [(r[0], r[1 + 2 * i], r[2 + 2 * i]) for r in rows for i in range(len(regex)) if r[1 + 2 * i] != r[2 + 2 * i]]
+    assert bad == []
+    assert any(r[1] == "r 1" for r in rows) and any(r[1] == "" for r in rows)
