@@ -146,10 +146,12 @@ def read_many(spark: SparkSession, files: dict[str, list[str]], read, rel: tuple
         return None
     df = read(paths)
     if len(files) == 1:
-        run = F.lit(next(iter(files)))
-    else:
-        run = _decoded(run_from_path(F.input_file_name(), rel))
-    return df.select(run.alias("run"), "*")
+        return df.select(F.lit(next(iter(files))).alias("run"), "*")
+    # the path in a projection of its own: ``input_file_name()`` is not deterministic, so Spark computes each
+    # of its uses apart (dozens in ``run_from_path``); from a column, the common parts are computed once a row
+    cols = [F.col(f"`{c}`") for c in df.columns]
+    with_file = df.select(F.input_file_name().alias("_file"), *cols)
+    return with_file.select(_decoded(run_from_path(F.col("_file"), rel)).alias("run"), *cols)
 
 
 def partitions_for(spark: SparkSession, size: int) -> int:
