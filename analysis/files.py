@@ -33,6 +33,7 @@ class RunFiles:
     segments: dict[str, list[str]] = field(default_factory=dict)
     meta: dict[str, dict[str, str]] = field(default_factory=dict)   # run -> META_FILES name -> path
     event_bytes: int = 0
+    segment_bytes: int = 0
     input_bytes: int = 0     # every history, event-log and segment file, in bytes (``analysis.spark.sized_to``)
 
 
@@ -72,7 +73,9 @@ def scan_runs(dirs: dict[str, str]) -> RunFiles:
                     if OFFSETS_DIR.match(p.name) and p.is_dir():
                         found = [e for e in _entries(p.path) if SEGMENT_NAME.match(e.name)]
                         segs += [e.path for e in found]
-                        out.input_bytes += sum(e.stat().st_size for e in found)
+                        size = sum(e.stat().st_size for e in found)
+                        out.input_bytes += size
+                        out.segment_bytes += size
         if segs:
             out.segments[rid] = segs
     return out
@@ -93,20 +96,48 @@ def local_path(path_col: str | Column, encoded: bool = False) -> Column:
     return path
 
 
-def run_from_path(path: Column, rel: str) -> Column:
-    """The run id of a file from its local path: the name of the directory holding ``rel`` (a regular
-    expression of the file's path inside the run directory), as ``analysis.load.expand`` names runs."""
-    return F.regexp_extract(path, f"([^/]+)/{rel}$", 1)
+def _component(path: Column, depth: int) -> tuple[Column, Column]:
+    """(the path component ``depth`` places from the end, 1 for the last; whether the path has one there):
+    string functions that scan from the end, no regular expression."""
+    if depth == 1:
+        return F.substring_index(path, "/", -1), F.lit(True)
+    tail = F.substring_index(path, "/", -(depth - 1))
+    before = path.substr(F.lit(1), F.length(path) - F.length(tail) - 1)
+    return F.substring_index(before, "/", -1), F.length(path) > F.length(tail)
 
 
-# each kind of input file's path inside its run directory
-HISTORY_REL = r"history\.jsonl(/[^/]+)?"
-EVENTS_REL = r"cluster/events/[^/]+"
-SEGMENT_REL = r"cluster/data/[^/]+/[^/]+/[^/]+"
-META_REL = r"[^/]+"
+def run_from_path(path: Column, rel: tuple[tuple[str | None, ...], ...]) -> Column:
+    """The run id of a file from its path: the name of the directory holding ``rel`` (the file's place inside
+    the run directory: its layouts, deepest first, each its components with None for any name), as
+    ``analysis.load.expand`` names runs; ``""`` when the path has none of them.  The same as the regular
+    expression ``([^/]+)/<rel>$`` (its leftmost match is the deepest layout), computed from the end of the path
+    with string functions: per line of every file, a regular expression's search along the whole path cost
+    microseconds (1,000 runs: 20M history lines)."""
+    out = F.lit("")
+    for layout in reversed(rel):   # the deepest layout is tested first: it is the outermost ``when``
+        run, present = _component(path, len(layout) + 1)
+        ok = present & (run != "")
+        for i, name in enumerate(layout):
+            part, _ = _component(path, len(layout) - i)
+            ok = ok & ((part == name) if name is not None else (part != ""))
+        out = F.when(ok, run).otherwise(out)
+    return out
 
 
-def read_many(spark: SparkSession, files: dict[str, list[str]], read, rel: str) -> DataFrame | None:
+def _decoded(name: Column) -> Column:
+    """A path component of ``input_file_name()``'s URI percent-decoded, as ``local_path(encoded=True)`` decodes
+    the whole path (the URI never encodes the ``/`` between components)."""
+    return F.when(name.contains("%"), F.url_decode(F.regexp_replace(name, "\\+", "%2B"))).otherwise(name)
+
+
+# each kind of input file's place inside its run directory (``run_from_path``): its layouts, deepest first
+HISTORY_REL = (("history.jsonl", None), ("history.jsonl",))
+EVENTS_REL = (("cluster", "events", None),)
+SEGMENT_REL = (("cluster", "data", None, None, None),)
+META_REL = ((None,),)
+
+
+def read_many(spark: SparkSession, files: dict[str, list[str]], read, rel: tuple) -> DataFrame | None:
     """``read(paths)`` over every run's files at once (one scan: Spark packs small files into a few
     partitions), with ``run`` first: a literal for one run, else the run directory's name in each file's path.
     None when no run has a file."""
@@ -115,10 +146,12 @@ def read_many(spark: SparkSession, files: dict[str, list[str]], read, rel: str) 
         return None
     df = read(paths)
     if len(files) == 1:
-        run = F.lit(next(iter(files)))
-    else:
-        run = run_from_path(local_path(F.input_file_name(), encoded=True), rel)
-    return df.select(run.alias("run"), "*")
+        return df.select(F.lit(next(iter(files))).alias("run"), "*")
+    # the path in a projection of its own: ``input_file_name()`` is not deterministic, so Spark computes each
+    # of its uses apart (dozens in ``run_from_path``); from a column, the common parts are computed once a row
+    cols = [F.col(f"`{c}`") for c in df.columns]
+    with_file = df.select(F.input_file_name().alias("_file"), *cols)
+    return with_file.select(_decoded(run_from_path(F.col("_file"), rel)).alias("run"), *cols)
 
 
 def partitions_for(spark: SparkSession, size: int) -> int:

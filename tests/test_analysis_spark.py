@@ -114,3 +114,27 @@ def test_a_small_inputs_kept_frames_are_leaves_and_a_large_inputs_are_cached(spa
         assert cached.is_cached
         release(cached)
         assert not cached.is_cached
+
+
+def test_a_files_run_is_the_name_a_regular_expression_would_find_without_one(spark):
+    """``analysis.files.run_from_path`` (string functions from the end of the path) gives what
+    ``([^/]+)/<place>$`` gives, for each kind of input file, on paths that fit and paths that do not."""
+    from itertools import product
+
+    from pyspark.sql import functions as F
+
+    from analysis.files import EVENTS_REL, HISTORY_REL, META_REL, SEGMENT_REL, run_from_path
+
+    regex = {HISTORY_REL: r"history\.jsonl(/[^/]+)?", EVENTS_REL: r"cluster/events/[^/]+",
+             SEGMENT_REL: r"cluster/data/[^/]+/[^/]+/[^/]+", META_REL: r"[^/]+"}
+    names = ["history.jsonl", "cluster", "events", "data", "r 1", "", "a%20b"]
+    paths = sorted({"/".join(p) for k in range(5) for p in product(names, repeat=k)})
+    paths = paths + ["file:///tmp/x/" + p for p in paths[::7]]
+    df = spark.createDataFrame([(p,) for p in paths], "p string")
+    cols = [c for rel, rx in regex.items() for c in (run_from_path(F.col("p"), rel),
+                                                     F.regexp_extract("p", f"([^/]+)/{rx}$", 1))]
+    rows = df.select("p", *cols).collect()
+    assert len(rows) > 3000
+    bad = [(r[0], r[1 + 2 * i], r[2 + 2 * i]) for r in rows for i in range(len(regex)) if r[1 + 2 * i] != r[2 + 2 * i]]
+    assert bad == []
+    assert any(r[1] == "r 1" for r in rows) and any(r[1] == "" for r in rows)
