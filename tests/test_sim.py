@@ -74,23 +74,28 @@ def test_the_run_directory_is_a_chaos_runs_and_chaos_judges_it(tmp_path: Path) -
 # ---------------------------------------------------------------- nothing but the seed
 
 def _forbid(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Make every wall clock, the global generator, sockets and threads raise (and say who was called)."""
+    """Make every wall clock, the global generator, sockets and threads raise (and say who was called) on
+    this thread, the one the simulation runs on; other threads of the test process (a previous test's
+    client or server threads, in the same xdist worker) keep the real functions."""
     called: list[str] = []
+    me = threading.get_ident()
 
-    def banned(name: str):
-        def fn(*_a, **_k):
+    def banned(name: str, real):
+        def fn(*a, **k):
+            if threading.get_ident() != me:
+                return real(*a, **k)
             called.append(name)
             raise AssertionError(f"{name} called during a simulated run")
         return fn
 
     for name in ("time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns", "sleep"):
-        monkeypatch.setattr(time, name, banned(f"time.{name}"))
+        monkeypatch.setattr(time, name, banned(f"time.{name}", getattr(time, name)))
     for name in ("random", "randint", "randrange", "choice", "choices", "getrandbits", "shuffle", "uniform",
                  "sample", "seed"):
-        monkeypatch.setattr(random, name, banned(f"random.{name}"))
-    monkeypatch.setattr(socket, "socket", banned("socket.socket"))
-    monkeypatch.setattr(socket, "create_connection", banned("socket.create_connection"))
-    monkeypatch.setattr(threading.Thread, "start", banned("threading.Thread.start"))
+        monkeypatch.setattr(random, name, banned(f"random.{name}", getattr(random, name)))
+    monkeypatch.setattr(socket, "socket", banned("socket.socket", socket.socket))
+    monkeypatch.setattr(socket, "create_connection", banned("socket.create_connection", socket.create_connection))
+    monkeypatch.setattr(threading.Thread, "start", banned("threading.Thread.start", threading.Thread.start))
     return called
 
 
