@@ -66,8 +66,9 @@ def settings(master: str, input_bytes: int | None = None) -> dict[str, str]:
         # Spark's generated code has methods above HotSpot's 8000-byte JIT limit: left interpreted, the
         # checkers' stages ran about 15 % slower (bench/analysis.py)
         # and the throughput collector: a batch job on few cores gains from the least GC work per byte
-        # (G1, the default, spends CPU on concurrent marking that a 2-core machine does not have)
-        "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods -XX:+UseParallelGC",
+        # (G1, the default, spends CPU on concurrent marking that a 2-core machine does not have); and
+        # HotSpot's optimizing compiler later (``LATE_C2_OPTIONS``)
+        "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods -XX:+UseParallelGC " + LATE_C2_OPTIONS,
         "spark.sql.execution.arrow.pyspark.enabled": "false",
         # a JSON object with a repeated key keeps the last, as Python's dict (offsets maps)
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
@@ -172,6 +173,12 @@ SHUFFLE_KEY = "spark.sql.shuffle.partitions"
 # they are computed from the plans as they are.  Larger inputs keep Spark's code generation.
 INTERPRETED_BELOW = 64 << 20
 SMALL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+# HotSpot's optimizing compiler (C2, tier 4) takes a method at 4x its default counts: in a 1M-operation
+# benchmark it spent 59 s compiling (JFR; 2,362 methods, C1's 15,000 took 17 s), nearly all on Spark's own
+# driver code (Janino, the optimizer, task serialization) that runs thousands of times, not millions; a
+# task's per-row code still reaches it within its first rows (bench/RESULTS.md, issue 35, "large runs").
+LATE_C2_OPTIONS = ("-XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThreshold=2400 "
+                   "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=160000")
 # The optimizer's constraint propagation (the constraints of every operator, for ``InferFiltersFromConstraints``
 # and ``PruneFilters``), off as well: on the failover timeline's and the checkers' plans (large expressions,
 # few rows) it was a sixth of the optimizer's time and added nothing to a few thousand rows.

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from py4j.java_gateway import java_import
 
-from analysis.spark import (INTERPRETED, SHORT_NAMES, SHUFFLE_KEY, SMALL_JVM_OPTIONS, kept, release, settings, sized_to,
-                            spread)
+from analysis.spark import (INTERPRETED, LATE_C2_OPTIONS, SHORT_NAMES, SHUFFLE_KEY, SMALL_JVM_OPTIONS, kept, release,
+                            settings, sized_to, spread)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,6 +50,16 @@ def test_every_setting_is_a_key_spark_defines_and_the_session_has_it(spark):
         else:
             assert conf.get(key) == value, key
     assert spark.conf.get("spark.sql.maxConcurrentOutputFileWriters") == "8"
+
+
+def test_the_jvm_holds_the_late_c2_options(spark):
+    # Spark starts its JVM with -XX:+IgnoreUnrecognizedVMOptions: a misspelled option would be dropped silently
+    jvm = spark.sparkContext._jvm
+    bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+    for option in LATE_C2_OPTIONS.split():
+        name, value = option.removeprefix("-XX:").split("=")
+        assert bean.getVMOption(name).getValue() == value, name
 
 
 @pytest.mark.spark
