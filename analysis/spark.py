@@ -174,7 +174,7 @@ SHUFFLE_KEY = "spark.sql.shuffle.partitions"
 INTERPRETED_BELOW = 64 << 20
 SMALL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 # HotSpot's optimizing compiler (C2, tier 4) takes a method at 4x its default counts: in a 1M-operation
-# benchmark it spent 59 s compiling (JFR; 2,362 methods, C1's 15,000 took 17 s), nearly all on Spark's own
+# benchmark it spent 59 s compiling (JFR; 2,362 methods; C1 took 17 s for 23,485), nearly all on Spark's own
 # driver code (Janino, the optimizer, task serialization) that runs thousands of times, not millions; a
 # task's per-row code still reaches it within its first rows (bench/RESULTS.md, issue 35, "large runs").
 LATE_C2_OPTIONS = ("-XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThreshold=2400 "
