@@ -195,24 +195,6 @@ class _Background:
         return self._out.pop("value", None)
 
 
-def _warm_report():
-    """A small input's report modules imported, and a first figure drawn, in a daemon thread while Spark works
-    (about 1.5 s of a fresh process's Python: matplotlib's import, its fonts); ``join()`` it before the report.
-    A failure here is left for the report itself to raise."""
-    import threading
-
-    def warm() -> None:
-        try:
-            import importlib
-            importlib.import_module("analysis.report")
-            importlib.import_module("analysis.plots").warm_up()
-        except Exception:   # the report's own drawing raises it, with its context
-            pass
-    thread = threading.Thread(target=warm, name="kafkasim-warm-report", daemon=True)
-    thread.start()
-    return thread
-
-
 def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, started: float,
          stack) -> dict[str, Any]:
     """The analysis proper, of ``files`` (``analysis.files.scan_runs``, which took ``listed`` s); ``stack`` (an
@@ -223,6 +205,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
     from analysis.failovers import failovers
     from analysis.load import load_runs
     from analysis.ops_tables import build_ops_tables, nemesis_lines, paired_rows
+    from analysis.report import write_report
     from analysis.runs import read_meta, runs_table
     from analysis.spark import kept, release, sized_to, small_input
     from analysis.tables import build_event_tables
@@ -251,7 +234,6 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
     found = {k: sum(map(len, getattr(files, k).values())) for k in ("history", "events", "segments")}
     # a small input (a 30-s chaos run: a few MB) gets as few shuffle partitions as it needs (one per 32 MiB)
     parts = stack.enter_context(sized_to(spark, files.input_bytes))
-    warming = _warm_report() if small_input(spark) else None
     say(f"  {'listing':<20} {seconds['listing']:>7.1f} s  ({found['history']} history, {found['events']} "
         f"event-log and {found['segments']} segment files; {files.input_bytes / 1e6:,.1f} MB, {parts} shuffle "
         f"partition{'s' if parts > 1 else ''})")
@@ -304,9 +286,6 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
 
     rows, anomalies = _counts(written)
     lap("count")
-    if warming is not None:
-        warming.join()
-    from analysis.report import write_report   # here: a small input's thread has imported it (matplotlib) meanwhile
     report_path = write_report(written, out, written["verdicts"])
     lap("report")
     summary = {"runs": sorted(runs), "out": str(out), "tables": rows, "anomalies": anomalies,

@@ -35,20 +35,6 @@ def _figure(width: float, height: float) -> Figure:
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def warm_up() -> None:
-    """Draw a tiny figure into memory: loads what the first real figure would (fonts, the Agg renderer, the
-    layout engine), so that ``analysis.main`` can do it in a second thread while Spark works."""
-    from io import BytesIO
-    fig = _figure(2, 1.5)
-    ax = fig.subplots()
-    ax.plot([0, 1], [0, 1], "--", label="x")
-    ax.set_xlabel("seconds")
-    ax.set_title("warm", fontsize=9, loc="left")
-    ax.legend(fontsize=7)
-    FigureCanvasAgg(fig)
-    fig.savefig(BytesIO(), dpi=DPI, format="png")
-
-
 def shade_faults(ax: Any, faults: Sequence[dict], end_s: float, label: bool = True) -> None:
     """Shade each fault's window (start to heal, or to ``end_s`` when never healed), all in one collection,
     and name each at the top when there are at most ``MAX_FAULT_LABELS`` (more would overlap into a band)."""
