@@ -212,22 +212,16 @@ def _election_after(end: Column, not_by: Column) -> Column:
                   & (e["broker"] != not_by), lambda e: F.struct(e["t"].alias("t"), e["broker"].alias("broker")))
 
 
-def _controller_at(rows: DataFrame, first: dict[str, Column] | None = None) -> DataFrame:
+def _controller_at(rows: DataFrame) -> DataFrame:
     """``rows`` with ``controller``: the controller at T, the last ``controller_elected`` at or before T, unless
-    its broker resigned since.  ``first``: columns to compute in the same first projection (by name: a column of
-    ``rows`` is replaced), so that the two steps are two projections in all (each an analysis of the plan)."""
-    first = first or {}
-    ctl = first.get("_ctl", F.col("_ctl"))
-    el = _first(ctl, lambda e: e["elected"] & (e["t"] <= F.col("time_ns")),
+    its broker resigned since."""
+    el = _first(F.col("_ctl"), lambda e: e["elected"] & (e["t"] <= F.col("time_ns")),
                 lambda e: F.struct(e["t"].alias("t"), e["broker"].alias("broker")), last=True)
-    # ``_el`` a column of its own: read in the lambda below, not recomputed per element
-    rows = rows.select(*[first[c].alias(c) if c in first else F.col(c) for c in rows.columns],
-                       *[v.alias(c) for c, v in first.items() if c not in rows.columns], el.alias("_el"))
+    rows = rows.withColumn("_el", el)   # a column of its own: read in the lambda below, not recomputed per element
     el = F.col("_el")
     gone = F.exists(F.col("_ctl"), lambda e: ~e["elected"] & (e["broker"] == el["broker"]) & (e["t"] > el["t"])
                     & (e["t"] <= F.col("time_ns")))
-    return rows.select(*[c for c in rows.columns if c != "_el"],
-                       F.when(el.isNotNull() & ~gone, el["broker"]).alias("controller"))
+    return rows.withColumn("controller", F.when(el.isNotNull() & ~gone, el["broker"])).drop("_el")
 
 
 _ARRAYS = ("_ctl", "_bc", "_csr", "_stops", "_all")
@@ -253,9 +247,9 @@ def _fault_rows(inputs, tables) -> tuple[DataFrame, DataFrame]:
     parts = spread(faults.sparkSession, faults.sparkSession.sparkContext.defaultParallelism)
     rows = (faults.where(F.size("brokers") > 0).repartition(parts, "run", "fault")
             .join(F.broadcast(per_run), "run", "left"))
-    empty = {c: F.coalesce(F.col(c), F.array()) for c in _ARRAYS}   # the nulls of a run without events made empty
-    any_end = _first(empty["_all"], lambda g: g["t"] > F.col("time_ns"), lambda g: g["t"])
-    return _controller_at(rows, {**empty, "_any_end": any_end}), per_run
+    rows = _or_empty(rows, _ARRAYS)
+    return _controller_at(rows.withColumn("_any_end", _first(F.col("_all"), lambda g: g["t"] > F.col("time_ns"),
+                                                             lambda g: g["t"]))), per_run
 
 
 def _controller_rows(rows: DataFrame) -> DataFrame:
@@ -292,11 +286,10 @@ def _group_stages(rows: DataFrame, comp: DataFrame) -> DataFrame:
     commit = F.when(is_op & (F.col("type") == "ok") & (F.col("f") == "commit"), F.col("time"))
     failed = F.when(is_op & F.col("type").isin("fail", "info") & F.col("f").isin(*FAILED_OPS),
                     F.struct(F.col("time").alias("t"), F.col("_back").alias("back")))
-    merged = ops.unionByName(probes("time_ns", 0)).unionByName(probes("_floor", 1))
-    merged = merged.select("*", F.last(recovered, ignorenulls=True).over(after).alias("_back"))
-    # ``_failed`` reads ``_back``: a second projection (the first window's output); the commit's in the same
-    merged = merged.select("*", F.last(commit, ignorenulls=True).over(after).alias("_commit_t"),
-                           F.last(failed, ignorenulls=True).over(after).alias("_failed"))
+    merged = (ops.unionByName(probes("time_ns", 0)).unionByName(probes("_floor", 1))
+              .withColumn("_back", F.last(recovered, ignorenulls=True).over(after))
+              .withColumn("_commit_t", F.last(commit, ignorenulls=True).over(after))
+              .withColumn("_failed", F.last(failed, ignorenulls=True).over(after)))
     found = merged.where(F.col("_probe") == 1)
     at_t0 = found.where(F.col("_pk") == 0).select(
         F.col("run").alias("_r"), F.col("group").alias("_g"), F.col("fault").alias("_f"), F.col("_t0"), "_failed")
@@ -360,10 +353,9 @@ def _fault_group_rows(faults: DataFrame, groups: DataFrame, partitions: DataFram
     """The fault rows of groups, up to their stages (``_PRE``)."""
     rows = faults.join(F.broadcast(groups), "run").withColumn("partition", partition_for(F.col("group"), F.col("_n")))
     rows = rows.join(F.broadcast(partitions), ["run", "partition"], "left")
-    empty = {c: F.coalesce(F.col(c), F.array()) for c in ("_st", "_ld")}   # a partition without writes or loads
-    at = _first(empty["_st"], lambda s: s["landed"] <= F.col("time_ns"), last=True)
-    rows = rows.select(*[empty[c].alias(c) if c in empty else F.col(c) for c in rows.columns],
-                       at["leader"].alias("old_leader"))
+    rows = _or_empty(rows, ("_st", "_ld"))
+    at = _first(F.col("_st"), lambda s: s["landed"] <= F.col("time_ns"), last=True)
+    rows = rows.withColumn("old_leader", at["leader"])
     rows = rows.where(F.col("old_leader").isNotNull() & F.array_contains("brokers", F.col("old_leader")))
     rows = rows.withColumn("_lead_end", _end_for(F.col("old_leader")))
     old, end, t0 = F.col("old_leader"), F.col("_lead_end"), F.col("time_ns")
@@ -377,9 +369,10 @@ def _fault_group_rows(faults: DataFrame, groups: DataFrame, partitions: DataFram
     # the partition's first change of leader after T: the fault's election if it is a failover after the detection
     change = _first(F.col("_st"), lambda s: (s["landed"] > t0) & _before(s["landed"], end) & (s["leader"] >= 0)
                     & (s["leader"] != old))
-    rows = (rows.select("*", ce.alias("_ce"), change.alias("_chg"))
-            .select("*", F.least(_cand(bc, "broker_change"), _cand(csr, "controlled_shutdown_requested"),
-                                 _cand(F.col("_ce"), "controller_elected")).alias("_detect")))
+    rows = (rows.withColumn("_ce", ce)
+            .withColumn("_detect", F.least(_cand(bc, "broker_change"), _cand(csr, "controlled_shutdown_requested"),
+                                           _cand(F.col("_ce"), "controller_elected")))
+            .withColumn("_chg", change))
     chg = F.col("_chg")
     rows = rows.withColumn("_el", F.when(
         F.col("_detect").isNotNull() & (chg["landed"] >= F.col("_detect.t"))
@@ -405,7 +398,8 @@ def _unattributed_rows(inputs, taken: DataFrame, groups: DataFrame, per_run: Dat
                      & (F.col("reason").isNull() | ~F.col("reason").isin(*NOT_FAILOVER_REASONS)))
     moves = moves.join(taken, ["run", "partition", "landed", "mono", "broker"], "left_anti")
     moves = (moves.join(F.broadcast(per_run), "run").where(F.col("_n").isNotNull())
-             .join(F.broadcast(partitions.select("run", "partition", "_ld")), ["run", "partition"], "left"))
+             .join(F.broadcast(partitions.select("run", "partition", "_ld")), ["run", "partition"], "left")
+             .withColumn("_ld", F.coalesce("_ld", F.array())))
     old, since, landed = F.col("old_leader"), F.col("_since"), F.col("landed")
 
     def inside(t: Column) -> Column:
@@ -416,15 +410,13 @@ def _unattributed_rows(inputs, taken: DataFrame, groups: DataFrame, per_run: Dat
     ce = _first(F.col("_ctl"), lambda e: e["elected"] & inside(e["t"]) & (e["broker"] != old), lambda e: e["t"],
                 last=True)
     end_mark = F.coalesce(F.col("_end_ns"), F.col("_stop_ns"))
-    # one projection for what reads only the joined columns (``_ld``'s null made empty), one for ``time_ns``
-    moves = moves.select(*[F.coalesce("_ld", F.array()).alias("_ld") if c == "_ld" else F.col(c)
-                           for c in moves.columns],
-                         F.greatest(_cand(bc, "broker_change"), _cand(csr, "controlled_shutdown_requested"),
-                                    _cand(ce, "controller_elected")).alias("_detect"),
-                         F.struct(landed.alias("landed"), F.col("mono").alias("mono"),
-                                  F.col("broker").alias("broker"), F.col("leader").alias("leader"),
-                                  F.col("epoch").alias("epoch"), F.col("reason").alias("reason")).alias("_el"))
-    moves = moves.select("*", F.coalesce(F.col("_detect.t"), landed).alias("time_ns"))
+    moves = (moves.withColumn("_detect", F.greatest(_cand(bc, "broker_change"),
+                                                    _cand(csr, "controlled_shutdown_requested"),
+                                                    _cand(ce, "controller_elected")))
+             .withColumn("time_ns", F.coalesce(F.col("_detect.t"), landed))
+             .withColumn("_el", F.struct(landed.alias("landed"), F.col("mono").alias("mono"),
+                                         F.col("broker").alias("broker"), F.col("leader").alias("leader"),
+                                         F.col("epoch").alias("epoch"), F.col("reason").alias("reason"))))
     rows = (moves.join(F.broadcast(groups), "run")
             .where(partition_for(F.col("group"), F.col("_n")) == F.col("partition")))
     cause = F.when(end_mark.isNotNull() & (landed > end_mark), F.lit(CAUSE_END)).otherwise(F.lit(CAUSE_NONE))
