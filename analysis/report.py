@@ -71,7 +71,7 @@ def _across(infos: dict[str, dict], anchors: dict[str, str], data: dict, img_dir
                              overall[k]["max"]] for k, label in STAGES if k in overall], numeric=range(1, 6)))
         box_runs = [r for r in infos if any((r, k) in per_run for k, _ in BOX_STAGES)][:MAX_BOX_RUNS]
         stages = [(k, label) for k, label in BOX_STAGES if any((r, k) in per_run for r in box_runs)]
-        if box_runs and stages:
+        if len(infos) > 1 and box_runs and stages:   # a one-run report: its section's stage figure says it
             plots.stage_boxes(img_dir / "stages-per-run.png", stages, box_runs, per_run)
             capped = sum(1 for r in infos if any((r, k) in per_run for k, _ in BOX_STAGES)) > len(box_runs)
             parts.append("<p class=\"note\">Per run: box p25–p75, line the median, whiskers p5–p95 "

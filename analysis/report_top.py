@@ -209,12 +209,12 @@ def cross_run_plots(data: dict, img_dir: Path) -> list[str]:
         stats = data.get(key) or {}
         labels = sorted({b for b, _s in stats if b is not None})
         stages = [(k, label) for k, label in BOX_STAGES if any((b, k) in stats for b in labels)]
-        if labels and stages:
+        if len(labels) > 1 and stages:   # a single box per stage: the stage table above has its figures
             plots.stage_boxes(img_dir / name, stages, labels, stats, title=f"failover stages per {what} (ms)")
             out.append(f"<h3>Failover stages per {esc(what)}</h3><p class=\"note\">Box p25–p75, the median, whiskers "
                        "p5–p95, over the rows of faults of every run.</p>" + img(img_dir, name, f"stages per {what}"))
     vs = data.get("verdict_scenario") or []
-    if vs:
+    if len({r["scenario"] for r in vs}) > 1:   # one scenario's bar: the verdict block at the top says it
         plots.verdicts_per_scenario(img_dir / "verdicts-by-scenario.png", vs)
         out.append("<h3>Verdicts per scenario</h3>" + img(img_dir, "verdicts-by-scenario.png", "verdicts per scenario"))
     return out
