@@ -68,9 +68,12 @@ def _unclean_elections(files) -> bool | None:
     return seen.pop() if len(seen) == 1 else None
 
 
-def _write(spark, df, path: Path):
+def write_table(spark, df, path: Path):
+    """Write ``df`` as Parquet at ``path``; the table read back, with ``df``'s schema (as Spark reads any
+    Parquet: every field nullable).  Named, the schema is not inferred again from the files' footers: a job's
+    worth of driver work per table (about 0.2 s each on a small run, bench/RESULTS.md)."""
     df.write.mode("overwrite").parquet(str(path))
-    return spark.read.parquet(str(path))
+    return spark.read.schema(df.schema).parquet(str(path))
 
 
 def _write_paired(spark, rows, out: Path):
@@ -224,7 +227,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
     written: dict[str, Any] = {}
 
     def write(name: str, df) -> None:
-        written[name] = _write(spark, df, out / "tables" / name)
+        written[name] = write_table(spark, df, out / "tables" / name)
         lap(name)
         say(f"  {name:<20} {seconds[name]:>7.1f} s")
 

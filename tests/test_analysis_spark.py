@@ -148,3 +148,21 @@ def test_a_files_run_is_the_name_a_regular_expression_would_find_without_one(spa
     bad = [(r[0], r[1 + 2 * i], r[2 + 2 * i]) for r in rows for i in range(len(regex)) if r[1 + 2 * i] != r[2 + 2 * i]]
     assert bad == []
     assert any(r[1] == "r 1" for r in rows) and any(r[1] == "" for r in rows)
+
+
+def test_a_written_table_reads_back_with_the_schema_its_files_give(spark, tmp_path):
+    """``analysis.main.write_table`` names the schema instead of inferring it from the files' footers: the
+    frame it returns has the schema Spark infers from them (every field nullable, nested ones too) and the
+    rows written."""
+    from pyspark.sql import functions as F
+
+    from analysis.main import write_table
+
+    df = (spark.range(3).select(F.col("id").alias("n"), F.array(F.col("id"), F.lit(7)).alias("xs"),
+                                F.create_map(F.lit("k"), F.struct(F.col("id").alias("v"))).alias("m"),
+                                F.lit("s").alias("s")))
+    assert not df.schema["n"].nullable and not df.schema["xs"].dataType.containsNull   # so it has to change
+    got = write_table(spark, df, tmp_path / "t")
+    assert got.schema == spark.read.parquet(str(tmp_path / "t")).schema
+    assert got.schema["n"].nullable and got.schema["xs"].dataType.containsNull
+    assert sorted(r["n"] for r in got.collect()) == [0, 1, 2]
