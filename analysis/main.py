@@ -169,10 +169,10 @@ def run(paths: list[str], master: str | None = DEFAULT_MASTER, out: str | Path =
 
 
 class _Background:
-    """``fn()`` in a second driver thread (PySpark's ``InheritableThread``: it gets this thread's job
-    properties, and its JVM thread is released when it ends); ``result()`` waits for it."""
+    """``fn()`` in another driver thread (PySpark's ``InheritableThread``: it gets this thread's job
+    properties, and its JVM thread is released when it ends); ``result()`` waits for it (from any thread)."""
 
-    def __init__(self, fn) -> None:
+    def __init__(self, fn, name: str) -> None:
         from pyspark import InheritableThread
         self._out: dict[str, Any] = {}
 
@@ -182,20 +182,25 @@ class _Background:
             except BaseException as e:  # handed to the caller by result()
                 self._out["error"] = e
 
-        self._thread = InheritableThread(target=target, name="kafkasim-plan-checks", daemon=True)
+        self._thread = InheritableThread(target=target, name=f"kafkasim-{name}", daemon=True)
         self._thread.start()
 
     def result(self) -> Any:
         self._thread.join()
         if "error" in self._out:
-            raise self._out.pop("error")
-        return self._out.pop("value")
+            raise self._out["error"]
+        return self._out["value"]
 
     def wait(self) -> Any:
         """Wait for it; its value, or None when it failed (the caller is already failing)."""
         self._thread.join()
-        self._out.pop("error", None)
-        return self._out.pop("value", None)
+        return self._out.get("value")
+
+
+# the tables in the order they are listed (summary, report): some are written concurrently
+TABLES = ("ops", "observations", "group_offsets", "pairing_errors", "faults", "controller_epochs", "leader_changes",
+          "isr_changes", "hw_samples", "coordinator_loads", "rebalances", "commits", "failovers", "anomalies",
+          "verdicts", "runs")
 
 
 def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, started: float,
@@ -211,7 +216,8 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
     from analysis.report import write_report
     from analysis.runs import read_meta, runs_table
     from analysis.spark import kept, release, sized_to, small_input
-    from analysis.tables import build_event_tables
+    from analysis.tables import event_log_tables
+    from analysis.tables import faults as faults_table
 
     (out / "tables").mkdir(parents=True, exist_ok=True)
     say(f"analysing {len(runs)} run(s) on {spark.sparkContext.master} -> {out}")
@@ -241,12 +247,33 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         f"event-log and {found['segments']} segment files; {files.input_bytes / 1e6:,.1f} MB, {parts} shuffle "
         f"partition{'s' if parts > 1 else ''})")
     inputs = load_runs(spark, list(runs.values()), files=files)
-    # parsed once and kept (a small input's as a leaf of every plan built on it: analysis.spark.kept)
-    inputs.parsed = kept(inputs.parsed_events())
-    inputs.segments = kept(inputs.segments)
+    lap("plan")
+
+    def keep_event_lines() -> None:
+        # parsed once and kept (a small input's as a leaf of every plan built on it: analysis.spark.kept)
+        t = time.monotonic()
+        inputs.parsed = kept(inputs.parsed_events())
+        inputs.segments = kept(inputs.segments)
+        seconds["event_lines"] = round(time.monotonic() - t, 1)
+        say(f"  {'event_lines':<20} {seconds['event_lines']:>7.1f} s  (parsed and kept; concurrent)")
+
+    def write_event_log_tables() -> dict[str, Any]:
+        keeping.result()
+        done = {}
+        for name, df in event_log_tables(inputs).items():
+            t = time.monotonic()
+            done[name] = write_table(spark, df, out / "tables" / name)
+            seconds[name] = round(time.monotonic() - t, 1)
+            say(f"  {name:<20} {seconds[name]:>7.1f} s  (concurrent)")
+        return done
+
+    # The event lines are parsed and kept, and the tables made from them alone written, in other driver threads
+    # while this one pairs the history and writes the operations' tables: on a small run each step is mostly
+    # the driver's planning, one core's work, and the two sides share nothing.
+    keeping = _Background(keep_event_lines, "keep-event-lines")
+    event_side = _Background(write_event_log_tables, "event-log-tables")
     extras = planning = None
     try:
-        lap("plan")
         ops, rest = _write_paired(spark, paired_rows(inputs.ops), out)
         written["ops"] = ops
         lap("ops")
@@ -264,25 +291,34 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         options = {"unclean_election": bool(unclean)}
         checked = {**{k: written[k] for k in ("ops", "observations", "group_offsets", "pairing_errors")},
                    "extras": extras}
-        # The checkers' DataFrames are built and planned in a second driver thread while the event tables and
-        # the failovers are computed: thousands of calls into the JVM, about 8 s during which the executors
-        # would otherwise wait, and the broadcasts beneath the checkers' cut rows (checks_base.Ctx.cut), which
-        # start as they are planned.  They need only the tables above.
-        planning = _Background(lambda: plan_checks(inputs, checked, **options))
-        for name, df in build_event_tables(inputs, nemesis_lines(extras)).items():
-            write(name, df)
+        keeping.result()   # the checkers and the failovers read the kept event lines
+        lap("wait_event_lines")
+        # The checkers' DataFrames are built and planned in another driver thread while the faults and the
+        # failovers are computed: thousands of calls into the JVM, during which the executors would otherwise
+        # wait, and the broadcasts beneath the checkers' cut rows (checks_base.Ctx.cut), which start as they
+        # are planned.  They need only the tables above.
+        planning = _Background(lambda: plan_checks(inputs, checked, **options), "plan-checks")
+        nemesis = nemesis_lines(extras)
+        write("faults", faults_table(inputs, nemesis))
         # a small input's timeline checkpointed first: its plan (arrays searched with lambdas) is optimized once,
         # not again by the write
-        write("failovers", kept(failovers(inputs, {**written, "nemesis": nemesis_lines(extras)}), lambda df: df))
+        write("failovers", kept(failovers(inputs, {**written, "nemesis": nemesis}), lambda df: df))
         planned, planning = planning.result(), None
         write("anomalies", run_checks(planned))
         write("verdicts", verdicts(inputs, written["anomalies"], **options))
+        written.update(event_side.result())
+        lap("wait_event_tables")
+        ordered = {name: written[name] for name in TABLES if name in written}
+        written.clear()
+        written.update(ordered)
         write("runs", runs_table(read_meta(spark, inputs.run_files()), written))
     finally:  # also when a step fails: the staged rows are gigabytes at 10M operations, and the session may live on
         if planning is not None:   # a step failed while the checkers were being planned
             left = planning.wait()
             if left is not None:
                 left.ctx.release()
+        event_side.wait()   # a step failed: the other threads end before what they read is freed
+        keeping.wait()
         for df in (extras, inputs.parsed, inputs.segments):
             release(df)
         shutil.rmtree(out / "work", ignore_errors=True)

@@ -221,9 +221,14 @@ def commits(inputs) -> DataFrame:
 def build_event_tables(inputs, nemesis: DataFrame | None = None) -> dict[str, DataFrame]:
     """Every events-derived table (and ``faults``, from the history's nemesis lines; ``commits``, from the
     segments)."""
+    return {"faults": faults(inputs, nemesis), **event_log_tables(inputs)}
+
+
+def event_log_tables(inputs) -> dict[str, DataFrame]:
+    """The tables made from the brokers' event logs and log segments alone (not the history): every table of
+    ``build_event_tables`` but ``faults``."""
     states = state_writes(inputs)
     return {
-        "faults": faults(inputs, nemesis),
         "controller_epochs": controller_epochs(inputs),
         "leader_changes": leader_changes(inputs, states),
         "isr_changes": isr_changes(inputs, states),
