@@ -32,6 +32,7 @@ def test_each_single_import_is_the_class_pysparks_imports_resolve_its_name_to(sp
         short = fqn.rsplit(".", 1)[1]
         assert getattr(plain, short)._fqn == fqn
         assert getattr(ours, short)._fqn == fqn
+        assert getattr(ours, short) is getattr(ours, short)   # kept, not asked of the JVM again
 
 
 def test_every_setting_is_a_key_spark_defines_and_the_session_has_it(spark):
