@@ -15,11 +15,10 @@ import logging
 import re
 import time
 from pathlib import Path
-from typing import Any, Callable
 
 from pyspark.sql import DataFrame
 
-from analysis.drawing import Drawer
+from analysis import plots
 from analysis.report_data import (BOX_STAGES, MAX_ANOMALIES, MAX_BOX_RUNS, MAX_FAILOVER_ROWS, MAX_FAULTS,
                                   MAX_PARTITIONS, STAGES, Aggregates)
 from analysis.report_top import (Html, anomalies_block, cross_run_plots, esc, img, none, runs_rows, table,
@@ -28,8 +27,6 @@ from analysis.report_top import (Html, anomalies_block, cross_run_plots, esc, im
 log = logging.getLogger(__name__)
 
 MAX_DETAIL_RUNS = 20        # runs with a section of their own
-#: ``draw(name, path, *args)``: a figure of analysis.plots, drawn in a worker (analysis.drawing.Drawer.draw)
-Draw = Callable[..., Any]
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:1.5em auto;max-width:1180px;
@@ -55,7 +52,7 @@ def _slug(run: str) -> str:
 
 # ------------------------------------------------------------------ HTML sections
 
-def _across(infos: dict[str, dict], anchors: dict[str, str], data: dict, img_dir: Path, draw: Draw) -> str:
+def _across(infos: dict[str, dict], anchors: dict[str, str], data: dict, img_dir: Path) -> str:
     parts = ["<h2 id=\"across\">Across runs</h2>"]
     if not infos:
         return parts[0] + none("No runs: every table is empty, nothing to show.")
@@ -75,14 +72,14 @@ def _across(infos: dict[str, dict], anchors: dict[str, str], data: dict, img_dir
         box_runs = [r for r in infos if any((r, k) in per_run for k, _ in BOX_STAGES)][:MAX_BOX_RUNS]
         stages = [(k, label) for k, label in BOX_STAGES if any((r, k) in per_run for r in box_runs)]
         if len(infos) > 1 and box_runs and stages:   # a one-run report: its section's stage figure says it
-            draw("stage_boxes", img_dir / "stages-per-run.png", stages, box_runs, per_run)
+            plots.stage_boxes(img_dir / "stages-per-run.png", stages, box_runs, per_run)
             capped = sum(1 for r in infos if any((r, k) in per_run for k, _ in BOX_STAGES)) > len(box_runs)
             parts.append("<p class=\"note\">Per run: box p25–p75, line the median, whiskers p5–p95 "
                          f"(Spark's percentile_approx){'; the first ' + str(MAX_BOX_RUNS) + ' runs' if capped else ''}."
                          "</p>" + img(img_dir, "stages-per-run.png", "failover stages per run"))
     else:
         parts.append(none("No failover rows: no fault hit a group's coordinator or the controller."))
-    parts += cross_run_plots(data, img_dir, draw)
+    parts += cross_run_plots(data, img_dir)
     parts.append("<h3>Op latency by op type, all runs</h3>")
     lat = data["op_latency"]
     if lat:
@@ -90,7 +87,7 @@ def _across(infos: dict[str, dict], anchors: dict[str, str], data: dict, img_dir
                            [[r["f"], r["n"], r["ok"], r["fail"], r["info"], r["open"], r["p50"], r["p90"], r["p99"],
                              r["max"]] for r in lat], numeric=range(1, 10)))
         if any(r["p50"] is not None for r in lat):
-            draw("op_latency", img_dir / "op-latency.png", lat)
+            plots.op_latency(img_dir / "op-latency.png", lat)
             parts.append(img(img_dir, "op-latency.png", "op latency by op type"))
     else:
         parts.append(none("No client operations."))
@@ -101,8 +98,7 @@ def _across(infos: dict[str, dict], anchors: dict[str, str], data: dict, img_dir
     return "\n".join(parts)
 
 
-def _run_section(anchor: str, info: dict, data: dict, img_dir: Path, draw: Draw) -> str:
-    """The run's section up to its partitions (:func:`_partitions_part`: they need collect 3)."""
+def _run_section(anchor: str, info: dict, data: dict, img_dir: Path) -> str:
     run, slug = info["run"], anchor
     faults = data["faults"].get(run, [])
     shaded = [f for f in faults if not f["skipped"]]
@@ -119,7 +115,7 @@ def _run_section(anchor: str, info: dict, data: dict, img_dir: Path, draw: Draw)
     out.append("<h3>Latency and throughput</h3>")
     series = data["series"].get(run)
     if series:
-        draw("timeseries", img_dir / f"{slug}-timeseries.png", series, info["bucket_s"], shaded, end_s)
+        plots.timeseries(img_dir / f"{slug}-timeseries.png", series, info["bucket_s"], shaded, end_s)
         out.append(f"<p class=\"note\">Per {info['bucket_s']:g}-s bucket of completions; shaded: fault windows "
                    "(start to heal).</p>" + img(img_dir, f"{slug}-timeseries.png", f"latency and throughput of {run}"))
     else:
@@ -141,7 +137,7 @@ def _run_section(anchor: str, info: dict, data: dict, img_dir: Path, draw: Draw)
                for r in groups_rows if r["unavailable_from_ms"] is not None and r["fault"] is not None]
     if windows:
         lanes = sorted(set(info["groups"]) | {w["group"] for w in windows})
-        draw("unavailability", img_dir / f"{slug}-unavailability.png", lanes, windows, shaded, end_s)
+        plots.unavailability(img_dir / f"{slug}-unavailability.png", lanes, windows, shaded, end_s)
         out.append("<p class=\"note\">From the group's first failed op after a fault to its first ok "
                    "coordinator op (the failovers table).</p>"
                    + img(img_dir, f"{slug}-unavailability.png", f"unavailability windows of {run}"))
@@ -154,23 +150,17 @@ def _run_section(anchor: str, info: dict, data: dict, img_dir: Path, draw: Draw)
                 r["fault"], r["kind"], r["target"] = "-", f"({r['cause']})", ""
             r["label"] = f"#{r['fault']} {r['kind'] or ''} {r['target'] or ''} → " + (
                 r["group"] if r["group"] is not None else "controller")
-        draw("stages", img_dir / f"{slug}-stages.png", rows)
+        plots.stages(img_dir / f"{slug}-stages.png", rows)
         capped = f" (the first {MAX_FAILOVER_ROWS})" if len(rows) >= MAX_FAILOVER_ROWS else ""
         out.append(f"<p class=\"note\">Per (fault, group){capped}: detect, elect − detect, load − elect, first commit −"
                    " load, in ms from the fault's start; a stage that did not happen adds nothing.</p>"
                    + img(img_dir, f"{slug}-stages.png", f"failover stages of {run}"))
     else:
         out.append(none("No failover stages to draw."))
-    return "\n".join(out)
-
-
-def _partitions_part(anchor: str, info: dict, data: dict, img_dir: Path, draw: Draw) -> str:
-    run, slug, end_s = info["run"], anchor, info["end_s"]
-    shaded = [f for f in data["faults"].get(run, []) if not f["skipped"]]
-    out = ["<h3>Partitions: leader, ISR, HW</h3>"]
+    out.append("<h3>Partitions: leader, ISR, HW</h3>")
     parts = data["partitions"].get(run, [])
     if parts:
-        draw("partitions", img_dir / f"{slug}-partitions.png", parts, shaded, end_s)
+        plots.partitions(img_dir / f"{slug}-partitions.png", parts, shaded, end_s)
         out.append(f"<p class=\"note\">At most {MAX_PARTITIONS} partitions: those an anomaly names, the workload "
                    "topics', the offsets partitions of the run's groups, then the busiest. HW: each broker's last "
                    f"value per {info['pbucket_s']:g}-s bucket; a red cross where a HW went back.</p>"
@@ -191,7 +181,6 @@ def write_report(tables: dict[str, DataFrame], out: Path, verdicts: DataFrame | 
     img_dir.mkdir(parents=True, exist_ok=True)
     for old in img_dir.glob("*.png"):
         old.unlink()
-    drawer = Drawer()   # its workers start now, and draw each figure as soon as its data are collected
     agg = Aggregates(tables, verdicts)
     try:
         infos = agg.runs()
@@ -204,19 +193,13 @@ def write_report(tables: dict[str, DataFrame], out: Path, verdicts: DataFrame | 
         data = agg.details([infos[r] for r in detail])
         log.info("report: details and cross-run aggregates collected in %.1f s", time.monotonic() - t)
         t = time.monotonic()
-        across = _across(infos, anchors, data, img_dir, drawer.draw)
-        sections = [_run_section(anchors[r], infos[r], data, img_dir, drawer.draw) for r in detail]
-        data["partitions"] = agg.partitions()   # collected while the figures above are drawn
-        sections = [s + "\n" + _partitions_part(anchors[r], infos[r], data, img_dir, drawer.draw)
-                    for s, r in zip(sections, detail)]
-        log.info("report: partitions collected, HTML of %d run sections written in %.1f s", len(sections),
-                 time.monotonic() - t)
+        across = _across(infos, anchors, data, img_dir)
+        log.info("report: cross-run part in %.1f s", time.monotonic() - t)
         t = time.monotonic()
-        drawer.wait()
-        log.info("report: figures drawn, %.1f s waited for them", time.monotonic() - t)
+        sections = [_run_section(anchors[r], infos[r], data, img_dir) for r in detail]
+        log.info("report: %d run sections drawn in %.1f s", len(sections), time.monotonic() - t)
     finally:
         agg.release()
-        drawer.close()
     total = {k: sum(i[k] for i in infos.values()) for k in ("ops", "faults", "anomalies")}
     note = (f"All {len(infos)} runs are shown in detail." if len(detail) == len(infos) else
             f"Runs shown in detail: {len(detail)} of {len(infos)} (at most {MAX_DETAIL_RUNS}: the runs with anomalies "

@@ -80,7 +80,6 @@ class Aggregates:
         self.meta = _usable(t, "runs", ["run", "scenario", "seed", "client"])
         self.evidence_ops = _usable(t, "ops", EVIDENCE_OP_COLS)
         self._cached: list[DataFrame] = []
-        self._later: tuple[list[dict], Any] = ([], None)   # details' chosen partitions, for partitions()
         # the small tables read several times are computed once
         if self.failovers is not None:
             self.failovers = self._cache(self.failovers.select(*FAILOVER_COLS))
@@ -253,7 +252,7 @@ class Aggregates:
                          for r in got.get(name, [])}
         out["verdict_scenario"] = got.get("verdict_scenario", [])
         out["evidence"] = {(r["run"], r["_i"]): r for r in got.get("evidence", [])}
-        self._later = (got.get("chosen", []), rf)
+        out["partitions"] = self._partitions(got.get("chosen", []), rf) if got.get("chosen") else {}
         return out
 
     def _evidence(self, runs: Sequence[str]) -> DataFrame:
@@ -306,12 +305,8 @@ class Aggregates:
                        MAX_PARTITIONS).drop("_named")
 
     # ---------------------------------------------------------- collect 3: the chosen partitions over time
-    def partitions(self) -> dict[str, list[dict]]:
-        """The partitions :meth:`details` chose, per run: leader and ISR size at each change (at most
-        MAX_POINTS each) and each broker's HW per bucket (a third collect, after :meth:`details`)."""
-        chosen, rf = self._later
-        if not chosen:
-            return {}
+    def _partitions(self, chosen: list[dict], rf: DataFrame) -> dict[str, list[dict]]:
+        """Leader and ISR size at each change (at most MAX_POINTS each) and each broker's HW per bucket."""
         key = ["run", "topic", "partition"]
         parts = {(c["run"], c["topic"], c["partition"]): dict(c, leader=[], isr=[], hw={}, hw_decreases=[])
                  for c in chosen}
