@@ -12,6 +12,7 @@ from typing import Any, Sequence
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.ticker import MaxNLocator
 
 DPI = 90
@@ -33,6 +34,13 @@ def _save(fig: Figure, path: Path) -> None:
 
 def _figure(width: float, height: float) -> Figure:
     return Figure(figsize=(width, height), layout="constrained")
+
+
+def _text_in(fig: Figure, texts: Sequence[str], size: float) -> float:
+    """The width in inches of the widest of ``texts`` at font ``size`` (points)."""
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    font = FontProperties(size=size)
+    return max([renderer.get_text_width_height_descent(t, font, ismath=False)[0] for t in texts] or [0.0]) / fig.dpi
 
 
 def shade_faults(ax: Any, faults: Sequence[dict], end_s: float, label: bool = True) -> None:
@@ -183,9 +191,12 @@ def stages(path: Path, rows: Sequence[dict]) -> None:
 def partitions(path: Path, parts: Sequence[dict], faults: Sequence[dict], end_s: float) -> None:
     """One panel per partition: the leader (step line, broker id; -1 none) and the ISR size on the left
     axis, each broker's HW (last value per bucket) on the right; a red cross where a HW went back."""
-    fig = _figure(10, 0.8 + 2.1 * max(1, len(parts)))
+    # fixed margins, measured from the texts, not a layout engine: constrained layout was a third of this, the
+    # report's largest figure, which is drawn last (its rows are the last collected)
+    fig = Figure(figsize=(10, 0.8 + 2.1 * max(1, len(parts))))
     axes = fig.subplots(max(1, len(parts)), 1, sharex=True, squeeze=False)[:, 0]
     start = 0.0
+    legends = []
     for ax, p in zip(axes, parts):
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         if p["leader"]:
@@ -210,11 +221,31 @@ def partitions(path: Path, parts: Sequence[dict], faults: Sequence[dict], end_s:
         h1, l1 = ax.get_legend_handles_labels()
         h2, l2 = hw.get_legend_handles_labels()
         if l1 or l2:
-            ax.legend(h1 + h2, l1 + l2, loc="upper left", bbox_to_anchor=(1.07, 1.0), fontsize=7,
-                      borderaxespad=0)
+            legends.append(ax.legend(h1 + h2, l1 + l2, loc="upper left", bbox_to_anchor=(1.07, 1.0), fontsize=7,
+                                     borderaxespad=0))
     axes[-1].set_xlabel("seconds since the run's first op")
     _x_limits(axes[-1], start, end_s)
+    _partition_margins(fig, parts, legends)
     _save(fig, path)
+
+
+def _partition_margins(fig: Figure, parts: Sequence[dict], legends: list) -> None:
+    """Room for the y ticks and label (left), the HW ticks, label and legend (right), the titles and x label."""
+    width, height = fig.get_size_inches()
+    ints = [str(v) for p in parts for k in ("leader", "isr") for _t, v in p[k]] or ["0"]
+    hws = [v for p in parts for pts in p["hw"].values() for _t, v in pts] or [1]
+    tick = 7 / 72                                   # tick length and pad, points to inches
+    left = tick + _text_in(fig, [s.replace("-", "\u2212") for s in ints], 10) + 12 / 72 + 0.12
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    legend = max([lg.get_window_extent(renderer).width / fig.dpi for lg in legends] or [0.0])
+    # the legends start 0.07 axes widths right of the axes (bbox_to_anchor above)
+    right = max(tick + _text_in(fig, [f"{max(hws) * 1.05:.0f}"], 10) + 14 / 72,
+                (0.07 * (width - left) + legend + 0.1) / 1.07)
+    rows = max(1, len(parts))
+    top, bottom, gap = 0.32, 0.55, 0.34
+    axes_h = (height - top - bottom - gap * (rows - 1)) / rows
+    fig.subplots_adjust(left=left / width, right=1 - right / width, top=1 - top / height, bottom=bottom / height,
+                        hspace=gap / axes_h)
 
 
 def stage_boxes(path: Path, stages_: Sequence[tuple[str, str]], runs: Sequence[str],
