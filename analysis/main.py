@@ -70,8 +70,8 @@ def _unclean_elections(files) -> bool | None:
 
 def write_table(spark, df, path: Path):
     """Write ``df`` as Parquet at ``path``; the table read back, with ``df``'s schema (as Spark reads any
-    Parquet: every field nullable).  Named, the schema is not inferred again from the files' footers: a job's
-    worth of driver work per table (about 0.2 s each on a small run, bench/RESULTS.md)."""
+    Parquet: every field nullable).  Named, the schema is not inferred again from the files' footers (a pool
+    of footer readers on the driver per table: about 0.2 s each on a small run, bench/RESULTS.md)."""
     df.write.mode("overwrite").parquet(str(path))
     return spark.read.schema(df.schema).parquet(str(path))
 
