@@ -138,8 +138,8 @@ def plan_checks(inputs, tables: dict[str, DataFrame] | None = None, *, unclean_e
     """The driver's part of ``check_all``: every checker's DataFrame built (a few thousand calls into the
     JVM, seconds of the driver's time) and the two results' physical plans made, nothing computed but
     the small list of the groups that polled (``checks_log.poll_groups``) and the broadcasts beneath the
-    rows ``Ctx.cut`` cuts (started as their plans are made).  ``analysis.main`` does it in
-    another thread while the faults and the failover timeline are written; ``run_checks`` then computes the results."""
+    rows ``Ctx.cut`` cuts (started as their plans are made).  ``analysis.main`` does it in another thread
+    while the faults and the failover timeline are written; ``run_checks`` then computes the results."""
     options = (unclean_election, final_reads_required, offsets_partitions)
     ctx = context(inputs, tables, unclean_election=unclean_election, final_reads_required=final_reads_required,
                   offsets_partitions=offsets_partitions)
