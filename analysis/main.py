@@ -197,7 +197,8 @@ class _Background:
         return self._out.get("value")
 
 
-# the tables in the order they are listed (summary, report): some are written concurrently
+# the tables in the order they are listed (summary, report), whichever thread wrote them; a table not named
+# here follows them, in the order it was written
 TABLES = ("ops", "observations", "group_offsets", "pairing_errors", "faults", "controller_epochs", "leader_changes",
           "isr_changes", "hw_samples", "coordinator_loads", "rebalances", "commits", "failovers", "anomalies",
           "verdicts", "runs")
@@ -232,10 +233,16 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
 
     written: dict[str, Any] = {}
 
-    def write(name: str, df) -> None:
-        written[name] = write_table(spark, df, out / "tables" / name)
-        lap(name)
-        say(f"  {name:<20} {seconds[name]:>7.1f} s")
+    def write(name: str, df, into: dict[str, Any] = written, concurrent: bool = False) -> None:
+        """Write table ``name`` into ``into``; its seconds are a lap of this thread's, or its own when it runs
+        ``concurrent``ly in another thread."""
+        t = time.monotonic()
+        into[name] = write_table(spark, df, out / "tables" / name)
+        if concurrent:
+            seconds[name] = round(time.monotonic() - t, 1)
+        else:
+            lap(name)
+        say(f"  {name:<20} {seconds[name]:>7.1f} s" + ("  (concurrent)" if concurrent else ""))
 
     # The history is parsed once (load.HISTORY_DDL) and shuffled once (ops_tables.paired_rows); the paired rows are
     # written once, and their operations are the ``ops`` table: every later step reads the tables (Parquet,
@@ -259,12 +266,9 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
 
     def write_event_log_tables() -> dict[str, Any]:
         keeping.result()
-        done = {}
+        done: dict[str, Any] = {}
         for name, df in event_log_tables(inputs).items():
-            t = time.monotonic()
-            done[name] = write_table(spark, df, out / "tables" / name)
-            seconds[name] = round(time.monotonic() - t, 1)
-            say(f"  {name:<20} {seconds[name]:>7.1f} s  (concurrent)")
+            write(name, df, done, concurrent=True)
         return done
 
     # The event lines are parsed and kept, and the tables made from them alone written, in other driver threads
@@ -308,7 +312,8 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         write("verdicts", verdicts(inputs, written["anomalies"], **options))
         written.update(event_side.result())
         lap("wait_event_tables")
-        ordered = {name: written[name] for name in TABLES if name in written}
+        rank = {name: i for i, name in enumerate(TABLES)}
+        ordered = sorted(written.items(), key=lambda kv: rank.get(kv[0], len(rank)))
         written.clear()
         written.update(ordered)
         write("runs", runs_table(read_meta(spark, inputs.run_files()), written))

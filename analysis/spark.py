@@ -134,20 +134,15 @@ def _import_short_names(spark: SparkSession) -> None:
     jvm = spark.sparkContext._jvm
     for name in SHORT_NAMES:
         java_import(jvm, name)
-    _pin_short_names(jvm)
-    _cache_packages(jvm)
-
-
-def _pin_short_names(jvm) -> None:
-    """Keep each of ``SHORT_NAMES``' classes in PySpark's JVM view, looked up once: py4j asks the JVM for a
-    name each time it is read (``sc._jvm.functions`` in every ``pyspark.sql.functions`` call, some 5,000 in a
-    small run), and the JVM looks a short name up as a class of the default package before its imports: a
-    search of every jar on Spark's class path that finds nothing, each time (a tenth of the JVM's CPU
-    samples of a small run, bench/RESULTS.md)."""
-    for name in SHORT_NAMES:
+        # and the class kept in the view, looked up once: py4j asks the JVM for a name each time it is read
+        # (``sc._jvm.functions`` in every ``pyspark.sql.functions`` call, some 5,000 in a small run), and the JVM
+        # looks a short name up as a class of the default package before its imports: a search of every jar
+        # on the class path that finds nothing, each time (about a tenth of the JVM's sampled Java frames of
+        # a small run, bench/RESULTS.md)
         short = name.rsplit(".", 1)[1]
         if short not in vars(jvm):
             vars(jvm)[short] = getattr(jvm, short)
+    _cache_packages(jvm)
 
 
 class _CachedPackage:
