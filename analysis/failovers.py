@@ -290,17 +290,16 @@ def _group_stages(rows: DataFrame, comp: DataFrame) -> DataFrame:
               .withColumn("_back", F.last(recovered, ignorenulls=True).over(after))
               .withColumn("_commit_t", F.last(commit, ignorenulls=True).over(after))
               .withColumn("_failed", F.last(failed, ignorenulls=True).over(after)))
-    found = merged.where(F.col("_probe") == 1)
-    at_t0 = found.where(F.col("_pk") == 0).select(
-        F.col("run").alias("_r"), F.col("group").alias("_g"), F.col("fault").alias("_f"), F.col("_t0"), "_failed")
-    at_floor = found.where(F.col("_pk") == 1).select(
-        F.col("run").alias("_r"), F.col("group").alias("_g"), F.col("fault").alias("_f"), F.col("_t0"), "_commit_t")
-
-    def key(other: DataFrame) -> Column:
-        return ((F.col("run") == other["_r"]) & (F.col("group") == other["_g"])
-                & F.col("fault").eqNullSafe(other["_f"]) & (F.col("time_ns") == other["_t0"]))
-    rows = rows.join(at_t0, key(at_t0), "left").drop("_r", "_g", "_f", "_t0")
-    return rows.join(at_floor, key(at_floor), "left").drop("_r", "_g", "_f", "_t0")
+    # both probes of a row in one row, joined back once: two joins (one per probe) each read a window of their
+    # own, since Spark prunes each branch to the columns it reads and the two no longer match for reuse (at 10M
+    # operations the group completions were read, shuffled and sorted twice)
+    found = merged.where(F.col("_probe") == 1).groupBy(
+        F.col("run").alias("_r"), F.col("group").alias("_g"), F.col("fault").alias("_f"), "_t0").agg(
+        F.max(F.when(F.col("_pk") == 0, F.col("_failed"))).alias("_failed"),
+        F.max(F.when(F.col("_pk") == 1, F.col("_commit_t"))).alias("_commit_t"))
+    key = ((F.col("run") == found["_r"]) & (F.col("group") == found["_g"])
+           & F.col("fault").eqNullSafe(found["_f"]) & (F.col("time_ns") == found["_t0"]))
+    return rows.join(found, key, "left").drop("_r", "_g", "_f", "_t0")
 
 
 def _load_after(elected: str) -> Column:
