@@ -290,9 +290,9 @@ def _group_stages(rows: DataFrame, comp: DataFrame) -> DataFrame:
               .withColumn("_back", F.last(recovered, ignorenulls=True).over(after))
               .withColumn("_commit_t", F.last(commit, ignorenulls=True).over(after))
               .withColumn("_failed", F.last(failed, ignorenulls=True).over(after)))
-    # both probes of a row in one row, joined back once: two joins (one per probe) each read a window of their
-    # own, since Spark prunes each branch to the columns it reads and the two no longer match for reuse (at 10M
-    # operations the group completions were read, shuffled and sorted twice)
+    # both probes of a row in one row, joined back once: a join per probe would read a window of its own (Spark
+    # prunes each branch to the columns it reads, and the two would no longer match for reuse), and the group
+    # completions would be read, shuffled and sorted twice
     found = merged.where(F.col("_probe") == 1).groupBy(
         F.col("run").alias("_r"), F.col("group").alias("_g"), F.col("fault").alias("_f"), "_t0").agg(
         F.max(F.when(F.col("_pk") == 0, F.col("_failed"))).alias("_failed"),
