@@ -110,6 +110,12 @@ def settings(master: str, input_bytes: int | None = None) -> dict[str, str]:
             # a small input's JVM lives a minute or two, mostly planning (no generated code, ``sized_to``):
             # HotSpot's quick compiler only; its optimizing one took a quarter of the JVM's CPU on 2 cores
             conf["spark.driver.extraJavaOptions"] += " " + SMALL_JVM_OPTIONS
+            # memory pages of 1 MiB (Spark's default: 64 MiB here, 1/16 of a core's share of the heap): each
+            # aggregate, sort and hash join of a task takes a page on its first row, and a 30-s run's ~800
+            # tasks of a few rows each allocated (and zeroed) gigabytes of them; the collector copied and
+            # marked them (its pauses: 3.0 s a run, 1.5 s with 1 MiB pages; bench/RESULTS.md).  A row larger
+            # than a page gets a page of its own size
+            conf["spark.buffer.pageSize"] = SMALL_PAGE
         conf.update({"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK,
                      "spark.shuffle.compress": "false", "spark.shuffle.spill.compress": "false",
                      "spark.sql.windowExec.buffer.in.memory.threshold": str(max(4096, _bytes(memory) // 4096))})
@@ -181,6 +187,7 @@ SHUFFLE_KEY = "spark.sql.shuffle.partitions"
 # they are computed from the plans as they are.  Larger inputs keep Spark's code generation.
 INTERPRETED_BELOW = 64 << 20
 SMALL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+SMALL_PAGE = "1m"
 # HotSpot's optimizing compiler (C2, tier 4) takes a method at 4x its default counts: in a 1M-operation
 # benchmark it spent 59 s compiling (JFR; 2,362 methods; C1 took 17 s for 23,485), nearly all on Spark's own
 # driver code (Janino, the optimizer, task serialization) that runs thousands of times, not millions; a
@@ -191,8 +198,13 @@ LATE_C2_OPTIONS = ("-XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThr
 # and ``PruneFilters``), off as well: on the failover timeline's and the checkers' plans (large expressions,
 # few rows) it was a sixth of the optimizer's time and added nothing to a few thousand rows.
 # ``RemoveRedundantAliases`` is left out too: a tenth of the optimizer's time there, for a handful of aliases.
+# And no runtime Bloom filters on joins: on a 30-s run Spark's optimizer put some in (a table made from a
+# Python list, as the checkers' list of runs, has no size estimate, and Spark takes it for a huge scan), each
+# computed by a job of its own and shipped, megabytes, in every task of its join: task binaries of 16-49 MiB,
+# deserialized by each task (bench/RESULTS.md).
 INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN",
                "spark.sql.constraintPropagation.enabled": "false",
+               "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
                "spark.sql.optimizer.excludedRules": "org.apache.spark.sql.catalyst.optimizer.RemoveRedundantAliases"}
 
 

@@ -41,8 +41,10 @@ def test_every_setting_is_a_key_spark_defines_and_the_session_has_it(spark):
     known = spark.sparkContext._jvm.org.apache.spark.internal.config.ConfigEntry
     assert known.findEntry("spark.sql.maxConcurrentOutputFiles") is None
     local, cluster = settings("local[2]"), settings("spark://127.0.0.1:7077")
-    assert set(cluster) < set(local)
-    for key in [*local, *INTERPRETED]:
+    small = settings("local[2]", input_bytes=1 << 20)   # a small input's JVM: its own page size as well
+    assert set(cluster) < set(local) < set(small)
+    assert settings("spark://127.0.0.1:7077", input_bytes=1 << 20) == cluster
+    for key in [*small, *INTERPRETED]:
         assert known.findEntry(key) is not None, key
     conf = spark.sparkContext.getConf()
     for key, value in local.items():
