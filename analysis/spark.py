@@ -198,10 +198,10 @@ LATE_C2_OPTIONS = ("-XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThr
 # and ``PruneFilters``), off as well: on the failover timeline's and the checkers' plans (large expressions,
 # few rows) it was a sixth of the optimizer's time and added nothing to a few thousand rows.
 # ``RemoveRedundantAliases`` is left out too: a tenth of the optimizer's time there, for a handful of aliases.
-# And no runtime Bloom filters on joins: on a 30-s run Spark's optimizer put some in (a table made from a
-# Python list, as the checkers' list of runs, has no size estimate, and Spark takes it for a huge scan), each
-# computed by a job of its own and shipped, megabytes, in every task of its join: task binaries of 16-49 MiB,
-# deserialized by each task (bench/RESULTS.md).
+# And no runtime Bloom filters on joins: on a 30-s run Spark's optimizer put 12 into two of the checkers' plans
+# (their inputs are a few thousand rows; Spark sized its filters from its estimates), each computed by a
+# subquery of its own and shipped, megabytes, in every task of the plan: task binaries of 16-49 MiB, each
+# deserialized by every task (bench/RESULTS.md).  At 10M operations Spark put none into any plan.
 INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN",
                "spark.sql.constraintPropagation.enabled": "false",
                "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
