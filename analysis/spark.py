@@ -111,7 +111,7 @@ def settings(master: str, input_bytes: int | None = None) -> dict[str, str]:
             # HotSpot's quick compiler only; its optimizing one took a quarter of the JVM's CPU on 2 cores
             conf["spark.driver.extraJavaOptions"] += " " + SMALL_JVM_OPTIONS
             # memory pages of 1 MiB (Spark's default: 64 MiB here, 1/16 of a core's share of the heap): each
-            # aggregate, sort and hash join of a task takes a page on its first row, and a 30-s run's ~800
+            # aggregate, sort and hash join of a task takes a page on its first row, and a 30-s run's ~500
             # tasks of a few rows each allocated (and zeroed) gigabytes of them; the collector copied and
             # marked them (its pauses: 3.0 s a run, 1.5 s with 1 MiB pages; bench/RESULTS.md).  A row larger
             # than a page gets a page of its own size
