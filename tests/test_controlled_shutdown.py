@@ -68,7 +68,9 @@ def test_acks_all_writes_do_not_wait_out_the_lag_time_after_a_clean_failover_or_
     ISR it is in (a new leader epoch: the leader counts it no more), and a killed one when its ZooKeeper
     session expires.  So an acks=all write waits at most for that, never for replica.lag.time.max.ms
     (60 s here: a write that waited for it would time out after 5 s)."""
-    from test_replication_cluster import TOPIC, produce
+    import grpc
+    from test_replication_cluster import TOPIC, leader_of, produce, stub
+    from proto import kafkasim_pb2 as pb
     from zk.codecs import TopicAssignment
     from kafkacommon import errors
     # no automatic preferred-leader rebalance: it could hand the leadership to the broker about to be killed
@@ -82,11 +84,24 @@ def test_acks_all_writes_do_not_wait_out_the_lag_time_after_a_clean_failover_or_
     def state() -> dict:
         return cluster.view().topics.get(TOPIC, {}).get("partitions", {}).get(0) or {"leader": -1, "isr": []}
 
-    def writes_until(done, what: str) -> None:
+    def write(stopping: int) -> int:
+        """One acks=all write to the leader the view names; its error code.  The view is read before the write
+        is sent: a stopping leader may move its leadership and exit in between, and a write that then finds
+        its port closed meets the move as a client does (it looks the leader up again), as NOT_LEADER."""
+        leader, _ = leader_of(cluster, TOPIC)
+        try:
+            return stub(cluster, leader).Produce(pb.ProduceRequest(
+                topic=TOPIC, partition=0, acks=-1, timeout_ms=5000,
+                records=[pb.Record(key=b"", key_null=True, value=b"w", timestamp_ms=-1)]), timeout=10).error_code
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.UNAVAILABLE and leader == stopping, (leader, stopping, e.code())
+            return errors.NOT_LEADER_OR_FOLLOWER
+
+    def writes_until(done, what: str, stopping: int) -> None:
         """acks=all writes, one after another, until ``done()``: each succeeds, or meets a leader move."""
         codes = []
         while not done():
-            codes.append(produce(cluster, [b"w"]).error_code)
+            codes.append(write(stopping))
             assert codes[-1] in (errors.NONE, errors.NOT_LEADER_OR_FOLLOWER), (what, errors.name(codes[-1]))
         for _ in range(3):
             r = wait_for(lambda: (x := produce(cluster, [b"after"])).error_code != errors.NOT_LEADER_OR_FOLLOWER
@@ -98,7 +113,7 @@ def test_acks_all_writes_do_not_wait_out_the_lag_time_after_a_clean_failover_or_
     leader = state()["leader"]
     # the leader stops cleanly: its leadership moves, then it follows briefly, then exits
     cluster.signal_broker(leader, signal.SIGTERM)
-    writes_until(lambda: leader not in cluster.view().brokers, "the leader's controlled shutdown")
+    writes_until(lambda: leader not in cluster.view().brokers, "the leader's controlled shutdown", leader)
     cluster.wait_exit(leader, timeout=20)
     cluster.start_broker(leader)
     wait_for(lambda: sorted(state()["isr"]) == [a, b], 30, "the restarted broker back in the ISR")
@@ -106,11 +121,11 @@ def test_acks_all_writes_do_not_wait_out_the_lag_time_after_a_clean_failover_or_
     # a follower stops cleanly: out of the ISR at once
     cluster.signal_broker(follower, signal.SIGTERM)
     writes_until(lambda: follower not in cluster.view().brokers and follower not in state()["isr"],
-                 "a follower's controlled shutdown")
+                 "a follower's controlled shutdown", follower)
     cluster.wait_exit(follower, timeout=20)
     cluster.start_broker(follower)
     wait_for(lambda: sorted(state()["isr"]) == [a, b], 30, "the restarted follower back in the ISR")
     # a follower killed: out of the ISR when its session expires (3 s)
     victim = next(x for x in (a, b) if x != state()["leader"])
     cluster.signal_broker(victim, signal.SIGKILL)
-    writes_until(lambda: victim not in state()["isr"], "a follower's death")
+    writes_until(lambda: victim not in state()["isr"], "a follower's death", victim)
