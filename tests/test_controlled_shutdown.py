@@ -69,8 +69,7 @@ def test_acks_all_writes_do_not_wait_out_the_lag_time_after_a_clean_failover_or_
     session expires.  So an acks=all write waits at most for that, never for replica.lag.time.max.ms
     (60 s here: a write that waited for it would time out after 5 s)."""
     import grpc
-    from test_replication_cluster import TOPIC, leader_of, produce, stub
-    from proto import kafkasim_pb2 as pb
+    from test_replication_cluster import TOPIC, leader_of, produce
     from zk.codecs import TopicAssignment
     from kafkacommon import errors
     # no automatic preferred-leader rebalance: it could hand the leadership to the broker about to be killed
@@ -90,9 +89,7 @@ def test_acks_all_writes_do_not_wait_out_the_lag_time_after_a_clean_failover_or_
         its port closed meets the move as a client does (it looks the leader up again), as NOT_LEADER."""
         leader, _ = leader_of(cluster, TOPIC)
         try:
-            return stub(cluster, leader).Produce(pb.ProduceRequest(
-                topic=TOPIC, partition=0, acks=-1, timeout_ms=5000,
-                records=[pb.Record(key=b"", key_null=True, value=b"w", timestamp_ms=-1)]), timeout=10).error_code
+            return produce(cluster, [b"w"], leader=leader).error_code
         except grpc.RpcError as e:
             assert e.code() == grpc.StatusCode.UNAVAILABLE and leader == stopping, (leader, stopping, e.code())
             return errors.NOT_LEADER_OR_FOLLOWER

@@ -27,8 +27,10 @@ def leader_of(cluster, topic: str, partition: int = 0) -> tuple[int, int]:
     return s["leader"], s["leader_epoch"]
 
 
-def produce(cluster, values: list[bytes], acks: int = -1) -> pb.ProduceResponse:
-    leader, _ = leader_of(cluster, TOPIC)
+def produce(cluster, values: list[bytes], acks: int = -1, leader: int | None = None) -> pb.ProduceResponse:
+    """A write to ``leader``, by default the leader the view names."""
+    if leader is None:
+        leader, _ = leader_of(cluster, TOPIC)
     return stub(cluster, leader).Produce(pb.ProduceRequest(
         topic=TOPIC, partition=0, acks=acks, timeout_ms=5000,
         records=[pb.Record(key=b"", key_null=True, value=v, timestamp_ms=-1) for v in values]), timeout=10)
