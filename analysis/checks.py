@@ -38,6 +38,7 @@ from analysis.checks_groups import (
     unknown_lost_commits,
     unknown_split_coordinator,
 )
+from analysis.local_rows import local_rows
 from analysis.checks_log import check_lost_writes, check_offsets, check_unseen, unknown_lost_writes, unknown_unseen
 from analysis.ops_tables import build_ops_tables
 from analysis.spark import adaptive_off
@@ -194,7 +195,7 @@ def verdicts(inputs, anomalies: DataFrame, tables: dict[str, DataFrame] | None =
                                                final_reads_required=final_reads_required,
                                                offsets_partitions=offsets_partitions))
     spark = inputs.ops.sparkSession
-    runs = spark.createDataFrame([(r,) for r in inputs.runs], "run string")
+    runs = local_rows(spark, [(r,) for r in inputs.runs], "run string")
     counts = anomalies.groupBy("run").agg(F.count(F.lit(1)).alias("anomalies"))
     unk = (unknown_reasons.groupBy("run")
            .agg(F.array_sort(F.collect_list(F.struct("order", "reason"))).alias("u"))

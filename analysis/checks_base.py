@@ -18,6 +18,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from analysis.local_rows import local_rows
 from analysis.ops_tables import as_int, tp_partition, tp_topic
 from analysis.spark import kept, release
 
@@ -223,7 +224,7 @@ def asof_lookup(queries: DataFrame, steps: DataFrame, keys: list[str], q_time: s
 
 
 def empty_anomalies(spark: SparkSession) -> DataFrame:
-    return spark.createDataFrame([], ANOMALY_SCHEMA)
+    return local_rows(spark, [], ANOMALY_SCHEMA)
 
 
 def offset_entries(m: Column) -> Column:

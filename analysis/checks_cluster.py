@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.checks_base import UNBOUNDED, Ctx, anomalies, asof, empty_anomalies, event_evidence, event_key, fmt
+from analysis.local_rows import local_rows
 
 BROKER_PARTITION_EVENTS = ("became_leader", "became_follower", "isr_updated")
 ROUNDING_SLACK_NS = 1_000
@@ -154,7 +155,7 @@ def check_hw(ctx: Ctx) -> DataFrame:
 def unknown_no_events(ctx: Ctx) -> DataFrame:
     """Runs without a single event line: the controller, election and HW checks have nothing to read."""
     have = ctx.runs_with_events()
-    runs = ctx.spark.createDataFrame([(r,) for r in ctx.runs], "run string").join(have, "run", "left_anti")
+    runs = local_rows(ctx.spark, [(r,) for r in ctx.runs], "run string").join(have, "run", "left_anti")
     names = ["controllers"] + ([] if ctx.unclean_election else ["unclean-election"]) + ["hw"]
     return runs.select("run", F.posexplode(F.array(*[F.lit(f"{n}: no broker events") for n in names]))
                        .alias("sub", "reason"))

@@ -29,6 +29,7 @@ from analysis.checks_base import (
     offset_entries,
     partition_for,
 )
+from analysis.local_rows import local_rows
 from analysis.ops_tables import tp_partition, tp_topic
 
 KEY = ["run", "group", "topic", "partition"]
@@ -221,7 +222,7 @@ def offsets_partition_counts(ctx: Ctx) -> DataFrame:
     """(run, n): the ``__consumer_offsets`` partition count (the first ``topic_created`` for it, or the
     ``offsets_partitions`` option)."""
     if ctx.offsets_partitions is not None:
-        return ctx.spark.createDataFrame([(r, ctx.offsets_partitions) for r in ctx.runs], "run string, n int")
+        return local_rows(ctx.spark, [(r, ctx.offsets_partitions) for r in ctx.runs], "run string, n int")
     tc = ctx.ev("topic_created").where((F.col("topic") == OFFSETS_TOPIC) & F.col("partitions").isNotNull())
     return tc.groupBy("run").agg(F.min_by("partitions", F.struct("mono_ns", F.col("broker").cast("string"), "seq"))
                                  .alias("n"))

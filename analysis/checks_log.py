@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from analysis.checks_base import Ctx, anomalies, evidence, fmt, lookup_offset, pylist
 from analysis.checks_groups import fetch_told, fetches
+from analysis.local_rows import local_rows
 from analysis.ops_tables import tp_topic
 from analysis.spark import spread
 
@@ -70,7 +71,7 @@ def poll_groups(ctx: Ctx) -> tuple[DataFrame, int]:
             ids.append((run, group, per_run.setdefault(run, 0)))
             per_run[run] += 1
         masks = max(1, -(-max(per_run.values(), default=1) // 64))
-        ctx.shared["poll_groups"] = ctx.spark.createDataFrame(ids, "run string, `group` string, gid int")
+        ctx.shared["poll_groups"] = local_rows(ctx.spark, ids, "run string, `group` string, gid int")
         ctx.shared["poll_masks"] = masks
     return ctx.shared["poll_groups"], ctx.shared["poll_masks"]
 
@@ -164,7 +165,7 @@ def check_lost_writes(ctx: Ctx) -> DataFrame:
 def unknown_lost_writes(ctx: Ctx) -> DataFrame:
     """Partitions with acknowledged sends and no final read (when final reads are required)."""
     if not ctx.final_reads_required:
-        return ctx.spark.createDataFrame([], "run string, reason string")
+        return local_rows(ctx.spark, [], "run string, reason string")
     unjudged = (sends(ctx).where("acks_all").join(F.broadcast(final_reads(ctx).select(*TP)), TP, "left_anti")
                 .groupBy(*TP).count())
     per_run = unjudged.groupBy("run").agg(F.array_sort(F.collect_list(F.struct(

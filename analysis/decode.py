@@ -346,11 +346,12 @@ def read_segments(spark, files):
     from pyspark.sql import functions as F
 
     from analysis.files import SEGMENT_REL, RunFiles, local_path, partitions_for, read_many, scan_runs
+    from analysis.local_rows import local_rows
 
     files = files if isinstance(files, RunFiles) else scan_runs(files)
     raw = read_many(spark, files.segments, lambda fs: spark.read.format("binaryFile").load(fs), SEGMENT_REL)
     if raw is None:
-        return spark.createDataFrame([], SEGMENT_DDL)
+        return local_rows(spark, [], SEGMENT_DDL)
     # many runs' segments are thousands of small files (1,000 runs: 9,000), which Spark packs about 32 to a
     # partition (each file counts as 4 MiB): hundreds of Python tasks of a few files each.  A few tasks of
     # many files instead, as the event logs (``analysis.files.read_event_files``)

@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from analysis.files import EVENT_HEAD, RunFiles, read_event_files
+from analysis.local_rows import local_rows
 
 # Each field with the type every event type that has it gives it (docs/events.md); ``new`` (a broker
 # change's list) and ``leader`` (a generation's member id) are read only where they are numbers.
@@ -46,7 +47,7 @@ def parse_events(spark: SparkSession, files: RunFiles) -> DataFrame:
     schema = f"{EVENT_HEAD}, {EVENT_DDL}"
     ev = read_event_files(spark, files, lambda fs: spark.read.schema(schema).json(fs))
     if ev is None:
-        return spark.createDataFrame([], f"run STRING, {EVENT_HEAD}, seq BIGINT, proc BIGINT, {EVENT_DDL}")
+        return local_rows(spark, [], f"run STRING, {EVENT_HEAD}, seq BIGINT, proc BIGINT, {EVENT_DDL}")
     ev = (ev.where(F.col("type").isNotNull() & F.col("mono_ns").isNotNull())
           .select("*", F.monotonically_increasing_id().alias("seq")))
     w = Window.partitionBy("run", "broker").orderBy("mono_ns", "seq").rowsBetween(Window.unboundedPreceding,
@@ -63,7 +64,7 @@ def group_events(spark: SparkSession, files: RunFiles) -> DataFrame:
     schema = f"{EVENT_HEAD}, {GROUP_DDL}"
     raw = read_event_files(spark, files, lambda fs: spark.read.text(fs))
     if raw is None:
-        return spark.createDataFrame([], f"run STRING, broker INT, mono_ns BIGINT, type STRING, {GROUP_DDL}")
+        return local_rows(spark, [], f"run STRING, broker INT, mono_ns BIGINT, type STRING, {GROUP_DDL}")
     line = F.col("value")
     maybe = line.contains("\\u")
     for t in GROUP_TYPES:

@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analysis.files import EVENT_HEAD, HISTORY_REL, RunFiles, read_event_files, read_many, scan_runs
+from analysis.local_rows import local_rows
 
 # The nemesis' fields of a value (also how analysis.ops_tables reads back a nemesis line's value).
 NEMESIS_VALUE_DDL = ("fault INT, phase STRING, kind STRING, target STRING, nodes ARRAY<STRING>, peers ARRAY<STRING>, "
@@ -114,7 +115,7 @@ def read_history(spark: SparkSession, paths: dict[str, str] | RunFiles) -> DataF
     files = as_files(paths)
     lines = read_many(spark, files.history, lambda fs: spark.read.schema(HISTORY_DDL).json(fs), HISTORY_REL)
     if lines is None:
-        lines = spark.createDataFrame([], f"run STRING, {HISTORY_DDL}")
+        lines = local_rows(spark, [], f"run STRING, {HISTORY_DDL}")
     lines = lines.where(F.col("index").isNotNull() & F.col("type").isNotNull())
     return lines.select("run", "index", "type", "process", "time", "f", "value", "error", "node", "group",
                         F.coalesce(F.col("final"), F.lit(False)).alias("final"))
@@ -124,7 +125,7 @@ def read_events(spark: SparkSession, paths: dict[str, str] | RunFiles) -> DataFr
     """Every line of every run's event logs: broker, mono_ns, ts_ms, type and the whole line (``fields``)."""
     raw = read_event_files(spark, as_files(paths), lambda fs: spark.read.text(fs))
     if raw is None:
-        return spark.createDataFrame([], f"run STRING, {EVENT_HEAD}, fields STRING")
+        return local_rows(spark, [], f"run STRING, {EVENT_HEAD}, fields STRING")
     parsed = raw.select("run", F.col("value").alias("fields"), F.from_json("value", EVENT_HEAD).alias("e"))
     return (parsed.where(F.col("e.type").isNotNull() & F.col("e.mono_ns").isNotNull())
             .select("run", "e.broker", "e.mono_ns", "e.ts_ms", "e.type", "fields"))

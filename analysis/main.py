@@ -90,6 +90,7 @@ def _write_paired(spark, rows, out: Path):
     quarter slower on 1 GB of history)."""
     from pyspark.sql import functions as F
 
+    from analysis.local_rows import local_rows
     from analysis.ops_tables import EDGE, repair_edges
 
     stage = out / "work" / "paired"
@@ -107,14 +108,14 @@ def _write_paired(spark, rows, out: Path):
         made.rename(target)
         (target / "_SUCCESS").touch()   # the job that wrote it succeeded, as Spark marks a table
     else:  # a history without operations: an empty table, with the columns
-        spark.createDataFrame([], schema).write.mode("overwrite").parquet(str(target))
+        local_rows(spark, [], schema).write.mode("overwrite").parquet(str(target))
     ops = spark.read.schema(schema).parquet(str(target))
     if list(stage.glob("_line=*")):
         rest = spark.read.schema(schema).option("basePath", str(stage)).parquet(*[
             str(p) for p in sorted(stage.glob("_line=*"))])
         rest = rest.select(*schema.names, F.col("_line").cast("string"))
     else:
-        rest = spark.createDataFrame([], schema).withColumn("_line", F.lit(None).cast("string"))
+        rest = local_rows(spark, [], schema).withColumn("_line", F.lit(None).cast("string"))
     return ops, rest
 
 

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from analysis.local_rows import local_rows
 from analysis.runs import of_faults as _of_faults
 from kafkacommon.hashing import partition_for
 
@@ -266,7 +267,7 @@ class Aggregates:
 
     def _run_frame(self, infos: Sequence[dict]) -> DataFrame:
         rows = [(i["run"], int(i["t0"]), int(i["bucket_s"] * 1e9), int(round(i["pbucket_s"] * 1e9))) for i in infos]
-        return F.broadcast(self.spark.createDataFrame(rows, "run string, _t0 long, _bucket long, _pbucket long"))
+        return F.broadcast(local_rows(self.spark, rows, "run string, _t0 long, _bucket long, _pbucket long"))
 
     def _owners(self, infos: Sequence[dict]) -> DataFrame | None:
         """(run, partition, owners, topic): the offsets partition of each of the runs' groups (Kafka's
@@ -277,8 +278,8 @@ class Aggregates:
                 rows.setdefault((i["run"], partition_for(g, int(i["offsets_partitions"]))), []).append(g)
         if not rows:
             return None
-        return self.spark.createDataFrame([(r, p, ", ".join(sorted(gs)), OFFSETS_TOPIC) for (r, p), gs in rows.items()],
-                                          "run string, partition int, owners string, topic string")
+        return local_rows(self.spark, [(r, p, ", ".join(sorted(gs)), OFFSETS_TOPIC) for (r, p), gs in rows.items()],
+                          "run string, partition int, owners string, topic string")
 
     def _chosen(self, infos: Sequence[dict]) -> DataFrame:
         """Per run, up to MAX_PARTITIONS partitions: those an anomaly names first, then the workload topics',
@@ -310,7 +311,7 @@ class Aggregates:
         key = ["run", "topic", "partition"]
         parts = {(c["run"], c["topic"], c["partition"]): dict(c, leader=[], isr=[], hw={}, hw_decreases=[])
                  for c in chosen}
-        sel = F.broadcast(self.spark.createDataFrame([k for k in parts], "run string, topic string, partition int"))
+        sel = F.broadcast(local_rows(self.spark, list(parts), "run string, topic string, partition int"))
         secs = ((F.col("time_ns") - F.col("_t0")) / 1e9).alias("t_s")
         frames = {"leader": _capped(self.leaders.join(sel, key).join(rf, "run"), ["time_ns"], MAX_POINTS, key)
                   .select(*key, secs, F.coalesce("leader", F.lit(-1)).alias("v"), F.size("isr").alias("isr"))}

@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analysis.files import META_REL, RunFiles, read_many
+from analysis.local_rows import local_rows
 
 RESULTS_DDL = "scenario STRING, seed LONG, duration_s DOUBLE, verdict STRING"
 DEFAULT_CLIENT = "kafkasim"
@@ -28,7 +29,7 @@ def _of(files: RunFiles, name: str) -> dict[str, list[str]]:
 
 def read_meta(spark: SparkSession, files: RunFiles) -> DataFrame:
     """``run, scenario, seed, duration_s, runner_verdict, client`` of every run (nulls where a run says nothing)."""
-    runs = spark.createDataFrame([(r,) for r in sorted(files.dirs)], "run string")
+    runs = local_rows(spark, [(r,) for r in sorted(files.dirs)], "run string")
     results = read_many(spark, _of(files, "results.json"),
                         lambda fs: spark.read.schema(RESULTS_DDL).option("multiLine", True).json(fs), META_REL)
     if results is not None:
