@@ -41,7 +41,7 @@ from analysis.checks_groups import (
 from analysis.local_rows import local_rows
 from analysis.checks_log import check_lost_writes, check_offsets, check_unseen, unknown_lost_writes, unknown_unseen
 from analysis.ops_tables import build_ops_tables
-from analysis.spark import adaptive_off
+from analysis.spark import adaptive_off, gathered
 from chaos.check_names import CHECKS
 
 __all__ = ["CHECKERS", "FUNCTIONS", "KINDS", "PlannedChecks", "check_all", "context", "plan_checks", "run_checks", "unknowns",
@@ -153,7 +153,7 @@ def plan_checks(inputs, tables: dict[str, DataFrame] | None = None, *, unclean_e
         found = reduce(DataFrame.unionByName, parts) if parts else empty_anomalies(ctx.spark)
         if kinds is not None:
             found = found.where(F.col("kind").isin(*kinds))
-        result = found.join(_malformed(ctx).select("run"), "run", "left_anti").select(*ANOMALY_COLUMNS)
+        result = gathered(found.join(_malformed(ctx).select("run"), "run", "left_anti").select(*ANOMALY_COLUMNS))
         unk = unknowns(ctx)
         for df in (result, unk):   # planned here; run_checks computes these same plans
             df._jdf.queryExecution().executedPlan()

@@ -72,7 +72,8 @@ def write_table(spark, df, path: Path):
     """Write ``df`` as Parquet at ``path``; the table read back, with ``df``'s schema (as Spark reads any
     Parquet: every field nullable).  Named, the schema is not inferred again from the files' footers (a pool
     of footer readers on the driver per table: about 0.2 s each on a small run, bench/RESULTS.md)."""
-    df.write.mode("overwrite").parquet(str(path))
+    from analysis.spark import gathered
+    gathered(df).write.mode("overwrite").parquet(str(path))
     return spark.read.schema(df.schema).parquet(str(path))
 
 
@@ -126,11 +127,13 @@ def _counts(written: dict[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
+    from analysis.spark import gathered
+
     parts = [df.agg(F.count(F.lit(1)).alias("n")).select(F.lit(name).alias("name"), F.lit(None).cast("string")
                                                          .alias("kind"), "n") for name, df in written.items()]
     parts.append(written["anomalies"].groupBy("kind").agg(F.count(F.lit(1)).alias("n"))
                  .select(F.lit(None).cast("string").alias("name"), "kind", "n"))
-    got = reduce(DataFrame.unionByName, parts).collect()
+    got = gathered(reduce(DataFrame.unionByName, parts)).collect()
     rows = {r["name"]: r["n"] for r in got if r["name"] is not None}
     return {name: rows[name] for name in written}, {r["kind"]: r["n"] for r in got if r["name"] is None}
 

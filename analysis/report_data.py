@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from analysis.local_rows import local_rows
 from analysis.runs import of_faults as _of_faults
+from analysis.spark import gathered
 from kafkacommon.hashing import partition_for
 
 MAX_DETAIL_RUNS = 20        # runs with a section of their own
@@ -60,7 +61,7 @@ def collect_many(frames: dict[str, DataFrame]) -> dict[str, list[dict]]:
     parts = [df.select(F.lit(name).alias("_k"), F.to_json(F.struct(*df.columns), {"ignoreNullFields": "false"})
                        .alias("_j")) for name, df in frames.items()]
     if parts:
-        for r in reduce(DataFrame.unionByName, parts).collect():
+        for r in gathered(reduce(DataFrame.unionByName, parts)).collect():
             out[r["_k"]].append(json.loads(r["_j"]))
     return out
 

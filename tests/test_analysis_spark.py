@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from py4j.java_gateway import java_import
 
-from analysis.spark import (INTERPRETED, LATE_C2_OPTIONS, SHORT_NAMES, SHUFFLE_KEY, SMALL_JVM_OPTIONS, kept, release,
-                            settings, sized_to, spread)
+from analysis.spark import (INTERPRETED, LATE_C2_OPTIONS, SHORT_NAMES, SHUFFLE_KEY, SMALL_JVM_OPTIONS, gathered, kept,
+                            release, settings, sized_to, spread)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,6 +103,21 @@ def test_a_small_input_gets_few_partitions_and_no_generated_code_until_the_block
     assert settings("local[2]", 3 << 20)["spark.driver.extraJavaOptions"].endswith(" " + SMALL_JVM_OPTIONS)
     assert SMALL_JVM_OPTIONS not in settings("local[2]", 1 << 30)["spark.driver.extraJavaOptions"]
     assert SMALL_JVM_OPTIONS not in settings("spark://127.0.0.1:7077", 3 << 20)["spark.driver.extraJavaOptions"]
+
+
+def test_a_small_inputs_unions_end_in_one_task_and_a_large_inputs_keep_theirs(spark):
+    from functools import reduce
+
+    from pyspark.sql import DataFrame
+    parts = [spark.range(0, 10 * i, 1, 3).selectExpr(f"{i} AS part", "id") for i in range(1, 5)]
+    union = reduce(DataFrame.unionByName, parts)
+    assert union.rdd.getNumPartitions() == 12
+    with sized_to(spark, 3 << 20):
+        one = gathered(union)
+        assert one.rdd.getNumPartitions() == 1
+        assert sorted(one.collect()) == sorted(union.collect())
+    with sized_to(spark, 10 << 30):
+        assert gathered(union).rdd.getNumPartitions() == 12
 
 
 def test_the_jvm_views_org_package_is_looked_up_once_and_names_the_same_classes(spark):
