@@ -135,6 +135,9 @@ def test_a_small_inputs_kept_frames_are_leaves_and_a_large_inputs_are_cached(spa
     with sized_to(spark, 3 << 20):
         leaf = kept(df)
         assert leaf._jdf.queryExecution().analyzed().getClass().getSimpleName() == "LogicalRDD"
+        parts = kept(spark.range(0, 20, 1, 4))   # kept in one partition: one task per stage that reads it
+        assert parts.rdd.getNumPartitions() == 1 and parts.count() == 20
+        release(parts)
         assert sorted(leaf.collect()) == sorted(df.collect())
         release(leaf)
     with sized_to(spark, 10 << 30):
