@@ -38,8 +38,8 @@ from analysis.checks_groups import (
     unknown_lost_commits,
     unknown_split_coordinator,
 )
-from analysis.local_rows import local_rows
 from analysis.checks_log import check_lost_writes, check_offsets, check_unseen, unknown_lost_writes, unknown_unseen
+from analysis.local_rows import local_rows
 from analysis.ops_tables import build_ops_tables
 from analysis.spark import adaptive_off, gathered
 from chaos.check_names import CHECKS

@@ -257,8 +257,9 @@ def kept(df: DataFrame, otherwise: Callable[[DataFrame], DataFrame] | None = Non
     """``df`` computed once and kept for the steps that read it again (``release`` frees it).  For a small
     input (``small_input``) in local mode: an eager local checkpoint of one partition (one task for each stage
     that reads it), whose plan is a leaf, so each plan built on it is analysed, optimized and shipped to its
-    tasks without ``df``'s lineage.  A small run's driver spent most of its time on that lineage, analysed again for every ``select`` or ``withColumn`` built on it (the
-    analyzer's ``DeduplicateRelations`` walks the whole plan each time; bench/RESULTS.md).  Otherwise
+    tasks without ``df``'s lineage.  A small run's driver spent most of its time on that lineage, analysed
+    again for every ``select`` or ``withColumn`` built on it (the analyzer's ``DeduplicateRelations`` walks the
+    whole plan each time; bench/RESULTS.md).  Otherwise
     ``otherwise(df)``, by default persisted (memory and disk, Spark's columnar cache: its scans read only the
     columns they need); so on a cluster, whose lost executor would lose a local checkpoint's rows."""
     from pyspark import StorageLevel
