@@ -63,8 +63,6 @@ def local_rows(spark: SparkSession, rows: Iterable[Sequence[Any]], schema: Struc
     struct = schema_of(spark, schema)
     fields = struct.fields
     rows = list(rows)
-    cast = ", ".join(f"CAST(col{i + 1} AS {f.dataType.simpleString()}) AS {_name(f.name)}"
-                     for i, f in enumerate(fields))
     values = []
     for row in rows:
         if len(row) != len(fields):
@@ -76,6 +74,7 @@ def local_rows(spark: SparkSession, rows: Iterable[Sequence[Any]], schema: Struc
     if len(values) > VALUES_ROWS:
         names = [f.name for f in fields]
         text = json.dumps([dict(zip(names, row)) for row in rows])
-        return (spark.range(0, 1, 1, 1).select(F.inline(F.from_json(F.lit(text), ArrayType(struct))))
-                .select(*[F.col(_name(n)) for n in names]))
+        return spark.range(0, 1, 1, 1).select(F.inline(F.from_json(F.lit(text), ArrayType(struct))))
+    cast = ", ".join(f"CAST(col{i + 1} AS {f.dataType.simpleString()}) AS {_name(f.name)}"
+                     for i, f in enumerate(fields))
     return spark.sql(f"SELECT {cast} FROM VALUES {', '.join(values)}")

@@ -259,9 +259,9 @@ def kept(df: DataFrame, otherwise: Callable[[DataFrame], DataFrame] | None = Non
     that reads it), whose plan is a leaf, so each plan built on it is analysed, optimized and shipped to its
     tasks without ``df``'s lineage.  A small run's driver spent most of its time on that lineage, analysed
     again for every ``select`` or ``withColumn`` built on it (the analyzer's ``DeduplicateRelations`` walks the
-    whole plan each time; bench/RESULTS.md).  Otherwise
-    ``otherwise(df)``, by default persisted (memory and disk, Spark's columnar cache: its scans read only the
-    columns they need); so on a cluster, whose lost executor would lose a local checkpoint's rows."""
+    whole plan each time; bench/RESULTS.md).  Otherwise ``otherwise(df)``, by default persisted (memory and
+    disk, Spark's columnar cache: its scans read only the columns they need); so on a cluster, whose lost
+    executor would lose a local checkpoint's rows."""
     from pyspark import StorageLevel
     if not (small_input(df.sparkSession) and df.sparkSession.sparkContext.master.startswith("local")):
         return otherwise(df) if otherwise is not None else df.persist(StorageLevel.MEMORY_AND_DISK)
