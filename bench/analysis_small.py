@@ -1,7 +1,10 @@
 """The small-run goal of bench/analysis.py: ``kafkasim analyze RUN`` in a fresh process against a fresh
 process that starts the same Spark session (``analysis.spark.session``, local[*], with the same settings for the
 run's size) and runs one trivial job
-over the same files (the run's history and event logs read as text and counted), alternated.
+over the same files (the run's history and event logs read as text and counted), alternated.  A third fresh
+process per pass measures the floor of this design (``FLOOR``): the same session, the inputs parsed and kept as
+the analysis keeps them, and as many tables written as the analysis writes, each a plain projection of an input:
+what the analysis would cost if none of its tables, checkers or report took any work of its own.
 
 Each side's wall time and CPU seconds (the process and its descendants, the Spark JVM included, sampled from
 /proc every 0.2 s: a process's last 0.2 s may be missed).  The analysis prints its steps' seconds
@@ -30,6 +33,29 @@ files = scan_runs(expand([sys.argv[1]]))
 spark = session(None, input_bytes=files.input_bytes)   # the analysis' own session, sized alike
 paths = [f for fs in list(files.history.values()) + list(files.events.values()) for f in fs]
 print(spark.read.text(paths).count())
+spark.stop()
+"""
+
+# The floor of any analysis that writes the pipeline's tables with Spark: the same session and settings, the
+# inputs read and parsed once and kept as the analysis keeps them, then as many tables written as the analysis
+# writes, each a plain projection of one input (no pairing, no checker, no report)
+FLOOR = r"""
+import sys
+from pathlib import Path
+from analysis.spark import session, sized_to, adaptive_off, kept
+from analysis.load import expand, load_runs
+from analysis.files import scan_runs
+from analysis.main import TABLES, write_table
+runs = expand([sys.argv[1]])
+files = scan_runs(runs)
+spark = session(None, input_bytes=files.input_bytes)
+out = Path(sys.argv[2])
+with adaptive_off(spark), sized_to(spark, files.input_bytes):
+    inputs = load_runs(spark, list(runs.values()), files=files)
+    sources = [inputs.ops, kept(inputs.parsed_events()), kept(inputs.segments)]
+    for i, name in enumerate(TABLES):
+        write_table(spark, sources[i % len(sources)], out / name)
+print(len(TABLES))
 spark.stop()
 """
 
@@ -107,8 +133,13 @@ def bench_small(run: Path, workdir: Path, repeat: int, goal: float) -> dict:
     events = work / "eventlog"
     events.mkdir(parents=True)
     env = dict(os.environ, KAFKASIM_TIMES="1", PYTHONPATH=str(ROOT))
-    base, full, cpu_b, cpu_f, jobs = [], [], [], [], []
+    base, full, cpu_b, cpu_f, jobs, floor, cpu_fl = [], [], [], [], [], [], []
     for i in range(repeat):
+        w, c, rc = timed([sys.executable, "-c", FLOOR, str(run), str(work / "floor-out")], env,
+                         work / f"floor-{i}.log")
+        assert rc == 0, (work / f"floor-{i}.log").read_text()[-2000:]
+        floor.append(w)
+        cpu_fl.append(c)
         w, c, rc = timed([sys.executable, "-c", TRIVIAL, str(run)], env, work / f"baseline-{i}.log")
         assert rc == 0, (work / f"baseline-{i}.log").read_text()[-2000:]
         base.append(w)
@@ -120,15 +151,21 @@ def bench_small(run: Path, workdir: Path, repeat: int, goal: float) -> dict:
         full.append(w)
         cpu_f.append(c)
         jobs.append(_jobs(events))
-        print(f"  pass {i + 1}: baseline {base[-1]:.1f} s ({cpu_b[-1]:.1f} CPU s), analyze {full[-1]:.1f} s "
+        print(f"  pass {i + 1}: baseline {base[-1]:.1f} s ({cpu_b[-1]:.1f} CPU s), floor {floor[-1]:.1f} s "
+              f"({cpu_fl[-1]:.1f} CPU s), analyze {full[-1]:.1f} s "
               f"({cpu_f[-1]:.1f} CPU s, {jobs[-1][0]} Spark jobs, {jobs[-1][1]} stages)", flush=True)
-    b, f = statistics.median(base), statistics.median(full)
+    b, f, fl = statistics.median(base), statistics.median(full), statistics.median(floor)
     res = {"run": str(run), "baseline_s": [round(x, 1) for x in base], "analyze_s": [round(x, 1) for x in full],
            "baseline_cpu_s": [round(x, 1) for x in cpu_b], "analyze_cpu_s": [round(x, 1) for x in cpu_f],
+           "floor_s": [round(x, 1) for x in floor], "floor_cpu_s": [round(x, 1) for x in cpu_fl],
+           "floor_ratio": round(fl / b, 2),
            "jobs_stages": jobs, "ratio": round(f / b, 2), "load_avg": round(os.getloadavg()[0], 1),
            "steps": (work / f"analyze-{repeat - 1}.log").read_text().splitlines()[-40:]}
     print(f"goal small: analyze {f:.1f} s (median of {repeat}; {statistics.median(cpu_f):.1f} CPU s) / session + "
           f"one job {b:.1f} s ({statistics.median(cpu_b):.1f} CPU s) = {res['ratio']}x (goal <= {goal}x; load "
           f"average {res['load_avg']})", flush=True)
+    print(f"  floor: the inputs parsed and kept, and the analysis' tables written as plain projections of them, "
+          f"nothing computed: {fl:.1f} s ({statistics.median(cpu_fl):.1f} CPU s) = {res['floor_ratio']}x the "
+          f"baseline; the analysis is {f / fl:.2f}x this floor", flush=True)
     (workdir / "bench-analysis-small.json").write_text(json.dumps(res, indent=1) + "\n")
     return res
