@@ -169,7 +169,10 @@ def run(paths: list[str], master: str | None = DEFAULT_MASTER, out: str | Path =
     # re-planning than they gained, no other step gained from it (1M operations: within 1 s), and the checkers
     # are planned in a second thread (below) while other steps run, so the setting cannot be switched per step.
     with adaptive_off(spark), ExitStack() as stack:
-        return _run(spark, runs, files, listed, Path(out), say, started, stack)
+        try:
+            return _run(spark, runs, files, listed, Path(out), say, started, stack)
+        finally:   # the steps name their jobs (Spark's event log); a session that lives on is left unnamed
+            spark.sparkContext.setJobDescription(None)
 
 
 class _Background:
@@ -181,6 +184,8 @@ class _Background:
         self._out: dict[str, Any] = {}
 
         def target() -> None:
+            from pyspark import SparkContext
+            SparkContext._active_spark_context.setJobDescription(name)   # its jobs, named in Spark's event log
             try:
                 self._out["value"] = fn()
             except BaseException as e:  # handed to the caller by result()
@@ -241,6 +246,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         """Write table ``name`` into ``into``; its seconds are a lap of this thread's, or its own when it runs
         ``concurrent``ly in another thread."""
         t = time.monotonic()
+        spark.sparkContext.setJobDescription(f"table {name}")   # this thread's next jobs, in Spark's event log
         into[name] = write_table(spark, df, out / "tables" / name)
         if concurrent:
             seconds[name] = round(time.monotonic() - t, 1)
@@ -282,6 +288,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
     event_side = _Background(write_event_log_tables, "event-log-tables")
     extras = planning = None
     try:
+        spark.sparkContext.setJobDescription("table ops")
         ops, rest = _write_paired(spark, paired_rows(inputs.ops), out)
         written["ops"] = ops
         lap("ops")
@@ -289,6 +296,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         ops_tables = build_ops_tables(inputs, ops.withColumn("_line", F.lit("invoke")).unionByName(rest))
         for name in ("observations", "group_offsets", "pairing_errors"):
             write(name, ops_tables[name])
+        spark.sparkContext.setJobDescription("extras")
         extras = kept(ops_tables["extras"])
         if not small_input(spark):   # persisted, not yet computed: now, before the checkers' thread reads it
             extras.count()
@@ -310,8 +318,10 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         write("faults", faults_table(inputs, nemesis))
         # a small input's timeline checkpointed first: its plan (arrays searched with lambdas) is optimized once,
         # not again by the write
+        spark.sparkContext.setJobDescription("table failovers")
         write("failovers", kept(failovers(inputs, {**written, "nemesis": nemesis}), lambda df: df))
         planned, planning = planning.result(), None
+        spark.sparkContext.setJobDescription("table anomalies")
         write("anomalies", run_checks(planned))
         write("verdicts", verdicts(inputs, written["anomalies"], **options))
         written.update(event_side.result())
@@ -332,8 +342,10 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
             release(df)
         shutil.rmtree(out / "work", ignore_errors=True)
 
+    spark.sparkContext.setJobDescription("counts")
     rows, anomalies = _counts(written)
     lap("count")
+    spark.sparkContext.setJobDescription("report")
     report_path = write_report(written, out, written["verdicts"])
     lap("report")
     summary = {"runs": sorted(runs), "out": str(out), "tables": rows, "anomalies": anomalies,

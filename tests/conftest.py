@@ -220,8 +220,25 @@ def analysed(spark, short_chaos_runs, tmp_path_factory: pytest.TempPathFactory) 
     try:
         for name in short_chaos_runs:   # one directory of runs, read as one dataset (kafkasim analyze DIR)
             (base / "runs" / name).symlink_to(dirs[name], target_is_directory=True)
+        before = {job for job, _ in job_descriptions(spark)}
         summary = run([str(base / "runs")], "local[2]", out, stream=printed)
+        jobs = [d for job, d in job_descriptions(spark) if job not in before]
     finally:
         report.MAX_DETAIL_RUNS = detail
     tables = {name: spark.read.parquet(str(out / "tables" / name)) for name in summary["tables"]}
-    return {"dirs": dirs, "out": out, "summary": summary, "printed": printed.getvalue(), "tables": tables}
+    return {"dirs": dirs, "out": out, "summary": summary, "printed": printed.getvalue(), "tables": tables,
+            "jobs": jobs}
+
+
+def job_descriptions(spark) -> list[tuple[int, str | None]]:
+    """(job id, description) of the jobs Spark's status store holds (every job the listener bus has
+    delivered: it is drained first)."""
+    sc = spark.sparkContext._jsc.sc()
+    sc.listenerBus().waitUntilEmpty()
+    jobs = sc.statusStore().jobsList(None)
+    out = []
+    for i in range(jobs.length()):
+        j = jobs.apply(i)
+        d = j.description()
+        out.append((j.jobId(), d.get() if d.isDefined() else None))
+    return out

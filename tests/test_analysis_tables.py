@@ -214,6 +214,17 @@ def test_the_command_writes_parquet_tables(analysed, short_chaos_runs):
         out / "report" / "report.html")
 
 
+def test_the_analysis_names_its_spark_jobs(spark, analysed):
+    """Every Spark job of ``kafkasim analyze`` carries the step that ran it as its description (Spark's event
+    log, ``KAFKASIM_SPARK_EVENT_LOG``), and the session is left without one."""
+    named = analysed["jobs"]
+    assert len(named) > 20 and None not in named, named
+    for step in ("table ops", "table observations", "table controller_epochs", "table failovers", "table anomalies",
+                 "plan-checks", "keep-event-lines", "table runs", "counts", "report"):
+        assert step in named, (step, sorted(set(named)))
+    assert spark.sparkContext.getLocalProperty("spark.job.description") is None
+
+
 @pytest.mark.cluster  # `kafkasim analyze` subprocesses
 def test_a_path_that_is_not_a_run_is_a_clear_error(tmp_path):
     (tmp_path / "empty").mkdir()
