@@ -185,7 +185,7 @@ class _Background:
 
         def target() -> None:
             from pyspark import SparkContext
-            SparkContext._active_spark_context.setJobDescription(name)   # its jobs, named in Spark's event log
+            SparkContext.getOrCreate().setJobDescription(name)   # its jobs, named in Spark's event log
             try:
                 self._out["value"] = fn()
             except BaseException as e:  # handed to the caller by result()
