@@ -275,6 +275,9 @@ def test_replay_scrubbed_to_a_fault_shows_that_moments_leaders_and_isrs(cluster,
         page = open_page(browser, ui.url)
         wait_page(page, "() => document.body.dataset.t !== undefined && document.querySelectorAll('#markers .fault').length === 2")
         assert page.locator("#markers .elect").count() >= 1 and page.locator("#markers .load").count() >= 1
+        # frames drawn late, as on a loaded machine: <body data-t> must still name the instant the rows show
+        page.evaluate("() => { const raf = window.requestAnimationFrame.bind(window);"
+                      " window.requestAnimationFrame = (cb) => setTimeout(() => raf(cb), 300); }")
         events = read_run_events(run)
         seen = []
         for fault in faults:

@@ -10,7 +10,7 @@ const S = { brokers: [], controller: { id: null, epoch: 0 }, controllers: [], pa
             groups: new Map(), failovers: [], events: [] };
 const dirty = { brokers: false, controllers: false, parts: new Set(), groups: new Set(), failovers: false,
                 events: [], all: false };
-let CFG = {}, frame = 0;
+let CFG = {}, frame = 0, shownAt = null;   // shownAt: the replay instant loaded and not yet drawn
 // Measurement hooks for bench/ui.py, off unless it sets them to arrays: __lat gets, per event drawn, [event
 // ts_ms, tail seen_ms, page drawn ms, type, server sent_ms, page arrived ms]; __render each frame's drawing ms.
 window.__lat = null; window.__render = null;
@@ -82,6 +82,7 @@ function render() {
   dirty.brokers = dirty.controllers = dirty.failovers = false;
   dirty.parts.clear(); dirty.groups.clear(); dirty.events = [];
   if (window.__render) { window.__render.push(performance.now() - r0); bounded(window.__render, 5000); }
+  if (shownAt !== null) { document.body.dataset.t = shownAt; shownAt = null; }   // the replay instant now drawn
 }
 
 function drawBrokers() {
@@ -414,7 +415,7 @@ async function fetchAt(t) {
     const r = await fetch("/api/state?t=" + Math.round(t));
     load(await r.json());
     $("#conn").textContent = "replay"; $("#conn").className = "badge ok";
-    document.body.dataset.t = String(Math.round(t));
+    shownAt = String(Math.round(t));   // on <body data-t> once the frame that draws it has run (render)
   } finally {
     busy = false;
     if (pending !== null) { const p = pending; pending = null; fetchAt(p); }
