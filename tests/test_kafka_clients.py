@@ -35,9 +35,20 @@ def kafka_cluster(zookeeper, tmp_path_factory: pytest.TempPathFactory, name: str
     c = Cluster(load_config(path), path)
     try:
         c.up(timeout=90)
+        # every listener's Metadata names the controller (as in Kafka, a broker learns it from the controller's
+        # first request, which may still be on its way when the cluster is up): librdkafka's admin client sends
+        # CreateTopics to that controller, and does not ask again soon when none is named
+        wait_for(lambda: all(controller_named(h, p) for h, p in (b.kafka_advertised for b in c.cfg.brokers)), 30.0,
+                 "every broker's Kafka listener to name the controller")
         yield c
     finally:
         c.down()
+
+
+def controller_named(host: str, port: int) -> bool:
+    """Whether the Kafka listener at host:port names a controller in its Metadata."""
+    from confluent_kafka.admin import AdminClient
+    return AdminClient({"bootstrap.servers": f"{host}:{port}"}).list_topics(timeout=5).controller_id >= 0
 
 
 def bootstrap(c: Cluster) -> str:
