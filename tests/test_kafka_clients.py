@@ -241,6 +241,43 @@ def test_a_producer_creates_its_topic_on_first_use(cluster: Cluster) -> None:
                for e in kafka_events(cluster) if e["client_id"] == "auto-producer")
 
 
+def test_a_record_holding_the_old_splice_marker_is_fetched_intact_beside_a_large_partition(cluster: Cluster) -> None:
+    """The poison pill: a small record whose value holds the listener's old in-band marker (``\\x00KSIMBLOB`` and
+    an index), fetched in the same Fetch as a partition of 32 KiB or more, used to make every fetch close the
+    connection or corrupt the answer.  confluent-kafka reads every record back as produced, byte for byte."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from tests.test_listener_payloads import ADVERSARIAL
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})   # both partitions led by broker 1: one Fetch
+    admin.create_topics([NewTopic("pill-t", replica_assignment=[[1, 2, 3], [1, 2, 3]])],
+                        operation_timeout=15)["pill-t"].result(timeout=20)
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "client.id": "pill-producer",
+                  "linger.ms": 50, "message.max.bytes": 2_000_000})
+    sent = {0: [v for v in ADVERSARIAL if v] * 3, 1: [bytes([i]) * 40_000 for i in range(3)]}
+    for part, values in sent.items():
+        for v in values:
+            p.produce("pill-t", value=v, partition=part)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "pill-reader", "client.id": "pill-consumer",
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 50})
+    got: dict[int, list[bytes]] = {0: [], 1: []}
+    try:
+        c.assign([TopicPartition("pill-t", q, 0) for q in (0, 1)])
+
+        def read() -> bool:
+            m = c.poll(0.5)
+            if m is not None:
+                assert m.error() is None, m.error()
+                got[m.partition()].append(m.value())
+            return sum(map(len, got.values())) == sum(map(len, sent.values()))
+        wait_for(read, 60, "every record of pill-t back", interval=0)
+    finally:
+        c.close()
+    assert got == sent
+    closed = [e for e in kafka_events(cluster) if e["client_id"] == "pill-consumer" and e.get("closed")]
+    assert closed == []
+
+
 def test_aiokafka_producer_and_group_consumer(cluster: Cluster) -> None:
     """aiokafka speaks older versions (ApiVersions v0, Metadata v5, Produce v7, Fetch v11, OffsetFetch v3)."""
     import asyncio

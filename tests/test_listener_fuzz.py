@@ -20,10 +20,12 @@ from listener.app import make_dispatcher
 from listener.protocol import REQUESTS, RESPONSES, SUPPORTED, BadRequest, error_name
 from listener.records import CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE
 from listener.server import Connection, KafkaListener
+from node.server.broker_state import PartitionInfo
 from node.tools.topics import TopicError
 from proto import kafkasim_pb2 as pb
 from tests.test_listener_codec import (ALL_VERSIONS, FakeGroups, FakeReplicas, batch, frame, make_ctx, reseal,
                                        sample_request)
+from tests.test_listener_payloads import payload as PAYLOAD
 
 
 def fuzz(n: int) -> settings:
@@ -355,3 +357,36 @@ def test_a_broker_shrugs_off_garbage_and_still_serves_a_real_client(make_cluster
         return [e for e in read_events(events) if e["type"] == "kafka_request" and e.get("closed")]
     wait_for(lambda: len(closes()) >= 8, 10, "the listener's close events")
     assert not [e for e in read_events(events) if e["type"] == "kafka_request" and e["error"] == CRASH]
+
+
+class PayloadReplicas(FuzzReplicas):
+    """Fetch answers each partition with the fuzzed bytes given for it (any bytes: the encoder does not parse them)."""
+
+    def __init__(self, payloads: dict[int, bytes]) -> None:
+        super().__init__()
+        self.payloads = payloads
+
+    def consumer_read(self, tp, offset, max_bytes):
+        return 0, 1, 0, 4, self.payloads[tp[1]]
+
+
+@fuzz(1500)
+@given(st.sampled_from([4, 11, 12]), st.lists(PAYLOAD, min_size=1, max_size=6))
+def test_adversarial_record_bytes_never_change_a_fetch_answers_framing(version: int, payloads: list[bytes]) -> None:
+    """The poison-pill payloads (tests/test_listener_payloads.py) through the dispatcher's Fetch, several partitions
+    in one answer: the answer decodes, and each partition's bytes are the ones read, byte for byte."""
+    from dataclasses import replace
+    from listener.protocol import joined
+    ctx = make_ctx()
+    ctx.state.topic_partitions = {"t": len(payloads)}
+    ctx.state.metadata = {("t", p): PartitionInfo("t", p, 1, 4, (1,), (1,), 0, 1) for p in range(len(payloads))}
+    d = make_dispatcher(replace(ctx, replicas=PayloadReplicas(dict(enumerate(payloads)))), lambda *a, **k: None)
+    R = REQUESTS[1]
+    req = R(version=version, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 26, isolation_level=0,
+            session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+            topics=[R.FetchTopic(topic="t", partitions=[R.FetchTopic.FetchPartition(
+                partition=p, fetch_offset=0, partition_max_bytes=1 << 24, current_leader_epoch=-1,
+                log_start_offset=-1) for p in range(len(payloads))])])
+    out = LOOP.run_until_complete(d.handle(frame(req, 5), CONN))
+    r = RESPONSES[1].decode(joined(out), version=version, header=True, framed=True)
+    assert {p.partition_index: bytes(p.records) for p in r.responses[0].partitions} == dict(enumerate(payloads))
