@@ -174,7 +174,7 @@ class PlainReader:
         from urllib.parse import urlparse
         u = urlparse(url)
         self.sock = socket.create_connection((u.hostname, u.port), timeout=5)
-        self.sock.sendall(b"GET /api/stream HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+        self.sock.sendall(f"GET /api/stream HTTP/1.1\r\nHost: {u.netloc}\r\nAccept: text/event-stream\r\n\r\n".encode())
         self.lat: list[float] = []
         self.on = False
         self._stop = False

@@ -46,7 +46,7 @@ def record(out: Path, partitions: int, groups: int, seconds: float, rate: float)
             proc, url = start_ui("--config", str(c.config_path))
             port = int(url.rsplit(":", 1)[1].strip("/"))
             sock = socket.create_connection(("127.0.0.1", port), timeout=60)
-            sock.sendall(b"GET /api/stream HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+            sock.sendall(f"GET /api/stream HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n\r\n".encode())
             f = sock.makefile("rb")
             stop = threading.Event()
 
@@ -105,7 +105,7 @@ def serve(static: Path, snapshot: str, batches: list[tuple[float, str]], seconds
         return FileResponse(static / "index.html", headers={"Cache-Control": "no-store"})
 
     async def config(request):
-        return JSONResponse({"mode": "live", "read_only": False, "host": "127.0.0.1", "token_required": False,
+        return JSONResponse({"mode": "live", "read_only": False, "host": "127.0.0.1", "token_in_page": True,
                              "run_dir": "(recorded stream)", "brokers": [1, 2, 3]})
 
     async def stream(request):

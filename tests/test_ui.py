@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -68,10 +69,18 @@ class UiServer:
                 return line.rsplit("token:", 1)[1].strip()
         return None
 
-    def post(self, body: dict, token: str | None = None) -> tuple[int, dict]:
-        req = urllib.request.Request(self.url + "api/control", data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json",
-                                              **({"X-Kafkasim-Token": token} if token else {})})
+    def page_token(self) -> str | None:
+        """The token the served page carries (on loopback), read as the page's own origin reads it."""
+        with urllib.request.urlopen(self.url, timeout=10) as r:
+            m = re.search(r'<meta name="kafkasim-token" content="([^"]+)">', r.read().decode())
+        return m.group(1) if m else None
+
+    def post(self, body: dict, token: str | None = None, headers: dict | None = None,
+             data: bytes | None = None) -> tuple[int, dict]:
+        req = urllib.request.Request(self.url + "api/control", data=json.dumps(body).encode() if data is None else data,
+                                     method="POST", headers={"Content-Type": "application/json",
+                                                             **({"X-Kafkasim-Token": token} if token else {}),
+                                                             **(headers or {})})
         try:
             with urllib.request.urlopen(req, timeout=30) as r:
                 return r.status, json.loads(r.read())
@@ -157,6 +166,13 @@ def test_page_shows_three_brokers_the_controller_and_full_offsets_isrs(live, bro
     assert page.locator(OFFSETS_ROWS).first.is_hidden()
     page.fill("#topic-filter", "consumer")
     assert page.locator(OFFSETS_ROWS).first.is_visible()
+    # narrower windows keep every broker's controls in view: the brokers' box never scrolls sideways
+    for width in (1400, 1280, 1100):
+        page.set_viewport_size({"width": width, "height": 1000})
+        wait_page(page, """() => { const s = document.querySelector('#brokers').closest('section');
+            return s.scrollWidth <= s.clientWidth; }""", timeout_s=5)
+    # one 24-hour clock everywhere: the controllers' list as the event stream
+    assert all(re.search(r" at \d\d:\d\d:\d\d\.\d{3}$", li) for li in page.locator("#controllers li").all_inner_texts())
     page.close()
 
 
@@ -341,6 +357,48 @@ def test_controls_need_the_token_when_bound_elsewhere_than_127_0_0_1(cluster, br
         later = [(e["action"], e["ok"]) for e in read_json_lines(cluster.run_dir / "events" / "ui.jsonl")
                  if e["action"] in ("produce", "member-start", "member-stop")]
         assert later == [("produce", True), ("member-start", True), ("member-stop", True)]
+    finally:
+        ui.close()
+
+
+def test_other_sites_and_rebound_names_are_refused_with_nothing_done(cluster):
+    """The cross-origin hole: a page on another site can make the browser POST a "simple" request
+    (text/plain, no preflight) to the web view, and DNS rebinding can make the web view that site's own
+    origin.  Both are refused before anything is done: the broker keeps running, and the log has only
+    refusals; the page's own origin, with its token, is obeyed."""
+    ui = UiServer("--config", str(cluster.config_path))
+    before = cluster.processes()
+    victim = min(b for b, p in before.items() if p["state"] == "running")
+    try:
+        token = ui.page_token()
+        assert token
+        kill = json.dumps({"action": "kill", "broker": victim}).encode()
+        host = f"127.0.0.1:{ui.port}"
+        # the simple request another site's page makes: text/plain, its own Origin, no token
+        status, body = ui.post({}, data=kill, headers={"Content-Type": "text/plain;charset=UTF-8",
+                                                       "Origin": "http://evil.example"})
+        assert status == 403 and "Origin" in body["error"], body
+        # the same with the right Origin but text/plain (a form, a beacon): not JSON, refused
+        status, body = ui.post({}, data=kill, headers={"Content-Type": "text/plain", "Origin": f"http://{host}"})
+        assert status == 415 and "application/json" in body["error"], body
+        # DNS rebinding: the browser sends the attacker's name as Host, and its page's origin matches it
+        status, body = ui.post({}, data=kill, headers={"Host": f"evil.example:{ui.port}",
+                                                       "Origin": f"http://evil.example:{ui.port}"})
+        assert status == 403 and "rebound" in body["error"], body
+        req = urllib.request.Request(ui.url, headers={"Host": f"evil.example:{ui.port}"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=10)    # nor is the page (and its token) served to the rebound name
+        assert refused.value.code == 403
+        # a JSON request from the page's origin without the token
+        status, body = ui.post({"action": "kill", "broker": victim}, headers={"Origin": f"http://{host}"})
+        assert status == 403 and "token" in body["error"], body
+        assert cluster.processes()[victim] == before[victim], (before, cluster.processes())
+        logged = [e for e in read_json_lines(cluster.run_dir / "events" / "ui.jsonl") if e["remote"] is not None
+                  and e["error"] is not None and e["error"].startswith("refused:")]
+        assert len(logged) >= 4 and not any(e["ok"] for e in logged)
+        # the page's own origin, with its token: obeyed (a harmless action)
+        status, body = ui.post({"action": "preferred-election"}, token=token, headers={"Origin": f"http://{host}"})
+        assert status == 200 and body["ok"], body
     finally:
         ui.close()
 

@@ -63,8 +63,9 @@ class Controls:
         return {"ok": ok, "error": error, "detail": detail}
 
     def refused(self, action: Any, remote: str | None, why: str) -> None:
-        """A request turned away before anything was done (no valid token): logged all the same."""
-        self.log.emit("ui_action", action=str(action), target=None, params={}, ok=False, error=f"refused: {why}",
+        """A request turned away before anything was done (no valid token, another site, not JSON): logged all
+        the same; ``action`` None when it was refused before its body was read."""
+        self.log.emit("ui_action", action="unread" if action is None else str(action), target=None, params={}, ok=False, error=f"refused: {why}",
                       detail="", remote=remote)
 
     def _do(self, action: str, b: int | None, req: dict[str, Any]) -> str:

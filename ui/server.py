@@ -14,6 +14,7 @@ import json
 import pickle
 import queue
 import secrets
+import socket
 import threading
 import time
 from collections import deque
@@ -23,10 +24,11 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from ui.guard import TOKEN_HEADER, Guard
 from ui.sources import UI_LOG, LivePoller, LogTail, events_dir, load_run, offsets_partitions
 from ui.state import ClusterState
 
@@ -36,6 +38,15 @@ KEEP_EVENTS = 2000
 #: Observations the server makes itself: they change the state but are not shown as events.
 OBSERVATIONS = frozenset({"ui_zk", "ui_procs", "ui_replicas", "ui_group"})
 LOOPBACK = "127.0.0.1"
+#: Bound to one of these (the default), the served page carries the controls' token; bound anywhere else, even
+#: to another loopback address, the user types in the token the server printed.
+PAGE_TOKEN_HOSTS = frozenset({LOOPBACK, "localhost", "::1"})
+
+
+def own_names() -> frozenset[str]:
+    """This machine's own names (a Host naming it is this server when it is bound to every address)."""
+    names = {socket.gethostname().lower(), socket.getfqdn().lower()}
+    return frozenset(n for n in names if n)
 
 
 def _dumps(doc: Any) -> str:
@@ -165,11 +176,16 @@ class Replayer:
 
 
 def create_app(*, mode: str, host: str, read_only: bool, cluster: Any = None, config_path: Path | None = None,
-               run_dir: Path | None = None, token: str | None = None) -> Starlette:
+               run_dir: Path | None = None, token: str | None = None, port: int = 8080) -> Starlette:
+    """The web view's app.  Controls always need ``token`` (made here when none is given): the page served on
+    loopback carries it; bound elsewhere, the user types the one ``serve`` printed.  Every request must name
+    this server in its Host and come from its own origin (ui/guard.py)."""
     hub: LiveHub | None = None
     replayer: Replayer | None = None
     controls = None
-    token_required = host != LOOPBACK and not read_only
+    token = token or secrets.token_urlsafe(16)
+    token_in_page = host in PAGE_TOKEN_HOSTS
+    guard = Guard(host, port, own_names())
     if mode == "live":
         hub = LiveHub(cluster, run_dir)
         if not read_only:
@@ -177,13 +193,16 @@ def create_app(*, mode: str, host: str, read_only: bool, cluster: Any = None, co
             controls = Controls(cluster, config_path, hub.dir / UI_LOG)
     else:
         replayer = Replayer(run_dir)
+    page = (STATIC / "index.html").read_text()
+    if token_in_page and controls is not None:
+        page = page.replace("<head>", f'<head>\n<meta name="kafkasim-token" content="{token}">', 1)
 
     async def index(request: Request) -> Response:
-        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
     async def config(request: Request) -> Response:
         return JSONResponse({"mode": mode, "read_only": read_only or mode == "replay", "host": host,
-                             "token_required": token_required, "run_dir": str(run_dir),
+                             "token_in_page": token_in_page, "run_dir": str(run_dir),
                              "brokers": [b.id for b in cluster.cfg.brokers] if cluster else None})
 
     async def state(request: Request) -> Response:
@@ -225,15 +244,19 @@ def create_app(*, mode: str, host: str, read_only: bool, cluster: Any = None, co
     async def control(request: Request) -> Response:
         if controls is None:
             return JSONResponse({"ok": False, "error": "controls are off (read-only or replay)"}, status_code=403)
-        if token_required and not secrets.compare_digest(request.headers.get("x-kafkasim-token", ""), token or ""):
+        remote = request.client.host if request.client else None
+        refusal = guard.body_refusal(request.headers.get("content-type"))
+        if refusal is not None:
+            await run_in_threadpool(controls.refused, None, remote, refusal)
+            return JSONResponse({"ok": False, "error": refusal}, status_code=415)
+        if not secrets.compare_digest(request.headers.get(TOKEN_HEADER, ""), token):
             try:
                 action = (await request.json()).get("action")
             except (ValueError, AttributeError):
                 action = None
-            await run_in_threadpool(controls.refused, action, request.client.host if request.client else None,
-                                    "no valid token")
-            return JSONResponse({"ok": False, "error": "this server is bound to " + host +
-                                 ": controls need the token printed when it started"}, status_code=403)
+            await run_in_threadpool(controls.refused, action, remote, "no valid token")
+            hint = "the page's token" if token_in_page else "the token printed when it started"
+            return JSONResponse({"ok": False, "error": f"controls need {hint} in {TOKEN_HEADER}"}, status_code=403)
         try:
             req = await request.json()
         except ValueError:
@@ -242,7 +265,7 @@ def create_app(*, mode: str, host: str, read_only: bool, cluster: Any = None, co
             return JSONResponse({"ok": False, "error": "the body must be a JSON object"}, status_code=400)
         from ui.controls import ControlError
         try:
-            out = await run_in_threadpool(controls.run, req, request.client.host if request.client else None)
+            out = await run_in_threadpool(controls.run, req, remote)
         except ControlError as e:
             return JSONResponse({"ok": False, "error": str(e)}, status_code=400)
         return JSONResponse(out, status_code=200 if out["ok"] else 500)
@@ -262,7 +285,22 @@ def create_app(*, mode: str, host: str, read_only: bool, cluster: Any = None, co
     routes = [Route("/", index), Route("/api/config", config), Route("/api/state", state),
               Route("/api/meta", meta), Route("/api/stream", stream), Route("/api/control", control, methods=["POST"]),
               Mount("/static", StaticFiles(directory=STATIC), name="static")]
-    return Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan)
+
+    async def guarded(scope: dict, receive: Any, send: Any) -> None:
+        """Refuse, before any route runs, a request that does not name this server or comes from another site."""
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            refusal = guard.host_refusal(headers.get("host")) or guard.origin_refusal(
+                headers.get("origin"), headers.get("host"), headers.get("sec-fetch-site"))
+            if refusal is not None:
+                if controls is not None and scope["path"] == "/api/control":
+                    client = scope.get("client")
+                    await run_in_threadpool(controls.refused, None, client[0] if client else None, refusal)
+                await JSONResponse({"ok": False, "error": refusal}, status_code=403)(scope, receive, send)
+                return
+        await app(scope, receive, send)
+    return guarded
 
 
 def serve(*, host: str = LOOPBACK, port: int = 8080, read_only: bool = False, cluster: Any = None,
@@ -272,18 +310,16 @@ def serve(*, host: str = LOOPBACK, port: int = 8080, read_only: bool = False, cl
     import uvicorn
 
     out = out or sys.stdout
-    token = None
+    token = secrets.token_urlsafe(16)
     if replay is not None:
         events_dir(replay)  # a clear error for a directory that is no run
-        app = create_app(mode="replay", host=host, read_only=True, run_dir=replay)
+        app = create_app(mode="replay", host=host, read_only=True, run_dir=replay, port=port)
     else:
-        if host != LOOPBACK and not read_only:
-            token = secrets.token_urlsafe(16)
         app = create_app(mode="live", host=host, read_only=read_only, cluster=cluster, config_path=config_path,
-                         run_dir=cluster.run_dir, token=token)
+                         run_dir=cluster.run_dir, token=token, port=port)
     print(f"kafkasim ui: http://{host}:{port}/ ({'replay of ' + str(replay) if replay else 'live'}"
           f"{', read-only' if read_only or replay else ''})", file=out)
-    if token:
+    if replay is None and not read_only and host not in PAGE_TOKEN_HOSTS:
         print(f"kafkasim ui: bound to {host}, not {LOOPBACK}: controls need this token: {token}", file=out)
     out.flush()
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

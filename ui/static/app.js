@@ -11,12 +11,15 @@ const S = { brokers: [], controller: { id: null, epoch: 0 }, controllers: [], pa
 const dirty = { brokers: false, controllers: false, parts: new Set(), groups: new Set(), failovers: false,
                 events: [], all: false };
 let CFG = {}, frame = 0, shownAt = null;   // shownAt: the replay instant loaded and not yet drawn
+// the controls' token: in the page when it is served on loopback (ui/guard.py), else typed in by the user
+const PAGE_TOKEN = document.querySelector('meta[name="kafkasim-token"]')?.content ?? null;
 // Measurement hooks for bench/ui.py, off unless it sets them to arrays: __lat gets, per event drawn, [event
 // ts_ms, tail seen_ms, page drawn ms, type, server sent_ms, page arrived ms]; __render each frame's drawing ms.
 window.__lat = null; window.__render = null;
 const KEEP_EVENTS = 2000, EV_ROW_H = 16, EV_WINDOW = 24;
 
 function esc(v) { return String(v ?? "–").replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c])); }
+function clock(ms) { return new Date(ms).toISOString().slice(11, 23); }   // one 24-hour format, as the event logs
 function nowMs() { return performance.timeOrigin + performance.now(); }
 function schedule() { if (!frame) frame = requestAnimationFrame(render); }
 function put(el, v) { v = String(v); if (el.__v !== v) { el.__v = v; el.textContent = v; } }   // write text only if changed
@@ -108,7 +111,7 @@ function drawControllers() {
   const cur = S.controller;
   setHtml($("#controllers"), S.controllers.map((c) =>
     `<li class="${c.epoch === cur.epoch && c.broker === cur.id ? "current" : ""}" data-epoch="${c.epoch}">` +
-    `epoch ${c.epoch}: broker ${c.broker}${c.ts_ms ? " at " + new Date(c.ts_ms).toLocaleTimeString() : ""}</li>`).join(""));
+    `epoch ${c.epoch}: broker ${c.broker}${c.ts_ms ? " at " + clock(c.ts_ms) : ""}</li>`).join(""));
 }
 
 // A topic's rows are held in blocks of CHUNK partitions (partition p in block p / CHUNK), each block with
@@ -332,7 +335,7 @@ function eventRow(e) {
   r.className = "erow"; r.dataset.type = e.type; r.__e = e;
   const rest = Object.entries(e).filter(([k]) => !SKIP.has(k)).map(([k, v]) =>
     `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
-  span(r).textContent = e.ts_ms ? new Date(e.ts_ms).toISOString().slice(11, 23) : "";
+  span(r).textContent = e.ts_ms ? clock(e.ts_ms) : "";
   span(r).textContent = e.broker >= 0 ? "b" + e.broker : "ui";
   const last = span(r);
   span(last, "", "b").textContent = e.type;
@@ -375,7 +378,7 @@ async function control(body) {
   const out = $("#control-result");
   out.className = ""; out.textContent = `${body.action}…`;
   const headers = { "Content-Type": "application/json" };
-  if (CFG.token_required) headers["X-Kafkasim-Token"] = $("#token").value.trim();
+  headers["X-Kafkasim-Token"] = PAGE_TOKEN ?? $("#token").value.trim();
   try {
     const r = await fetch("/api/control", { method: "POST", headers, body: JSON.stringify(body) });
     const j = await r.json();
@@ -423,7 +426,7 @@ async function fetchAt(t) {
 }
 function showTime() {
   const rel = (T - META.start_ns) / 1e9;
-  const wall = META.wall_offset_ms != null ? new Date(META.wall_offset_ms + T / 1e6).toISOString().slice(11, 23) : "";
+  const wall = META.wall_offset_ms != null ? clock(META.wall_offset_ms + T / 1e6) : "";
   $("#time").textContent = `${rel.toFixed(3)} s  ${wall}`;
   $("#scrubber").value = String(Math.round(1000 * (T - META.start_ns) / Math.max(1, META.end_ns - META.start_ns)));
 }
@@ -461,7 +464,7 @@ async function replay() {
   $("#mode").textContent = CFG.mode === "replay" ? "replay: " + CFG.run_dir : "live: " + CFG.run_dir;
   if (CFG.read_only) document.body.classList.add("readonly");
   if (CFG.mode === "live" && CFG.read_only) $("#notice").textContent = "read-only: controls are off";
-  if (CFG.token_required) {
+  if (CFG.mode === "live" && !CFG.read_only && !CFG.token_in_page) {
     $("#notice").textContent = `bound to ${CFG.host}: controls need the token printed when the server started`;
     $("#token-box").hidden = false;
   }
