@@ -247,10 +247,8 @@ def test_a_record_holding_the_old_splice_marker_is_fetched_intact_beside_a_large
     connection or corrupt the answer.  confluent-kafka reads every record back as produced, byte for byte."""
     from confluent_kafka import Consumer, Producer, TopicPartition
     from tests.test_listener_payloads import ADVERSARIAL
-    from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})   # both partitions led by broker 1: one Fetch
-    admin.create_topics([NewTopic("pill-t", replica_assignment=[[1, 2, 3], [1, 2, 3]])],
-                        operation_timeout=15)["pill-t"].result(timeout=20)
+    from node.tools.topics import create_topic as create_in_zk
+    create_in_zk(cluster.zk(), "pill-t", 2, 3, {}, assignment={0: (1, 2, 3), 1: (1, 2, 3)})   # both led by broker 1
     p = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "client.id": "pill-producer",
                   "linger.ms": 50, "message.max.bytes": 2_000_000})
     sent = {0: [v for v in ADVERSARIAL if v] * 3, 1: [bytes([i]) * 40_000 for i in range(3)]}
