@@ -5,6 +5,7 @@ from typing import Any, Callable
 
 from listener import configs, data, groups, meta, producers
 from listener.context import ListenerContext
+from listener.limits import Limits, Quotas
 from listener.protocol import SUPPORTED
 from listener.server import Dispatcher, KafkaListener
 
@@ -18,6 +19,8 @@ def make_dispatcher(ctx: ListenerContext, emit: Callable[..., Any]) -> Dispatche
     return Dispatcher(table, emit, meta.response_version)
 
 
-def make_listener(ctx: ListenerContext, host: str, port: int, max_request_bytes: int,
-                  emit: Callable[..., Any]) -> KafkaListener:
-    return KafkaListener(host, port, make_dispatcher(ctx, emit), max_request_bytes, emit)
+def make_listener(ctx: ListenerContext, host: str, port: int, limits: Limits, emit: Callable[..., Any],
+                  quotas: Quotas | None = None) -> KafkaListener:
+    """One listener; the broker's listeners share ``quotas`` (max.connections and queued.max.requests are
+    broker-wide)."""
+    return KafkaListener(host, port, make_dispatcher(ctx, emit), limits, emit, quotas)

@@ -16,11 +16,14 @@ Produce with acks=0 is answered with nothing.  Every request is a
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import socket
 import threading
 import time
 from typing import Any, Awaitable, Callable
 
+from listener.limits import Limits, Quotas
 from listener.protocol import BadRequest, Request, api_name, encode_response, error_name, parse_request
 from node.storage.file_records import FileRecords
 
@@ -29,9 +32,11 @@ log = logging.getLogger("kafkasim.listener")
 # unanswered requests read ahead on one connection (Kafka's clients send at most
 # max.in.flight.requests.per.connection; librdkafka's default is 1,000,000)
 MAX_IN_FLIGHT = 64
-# a frame larger than this is not read ahead of: the next frame is read once it is answered, so a
-# connection holds at most MAX_IN_FLIGHT such frames plus one larger one (up to socket.request.max.bytes)
+# requests in progress on one connection, in bytes, above which the next frame is read only once they are
+# answered: a connection holds at most this much plus one frame (up to socket.request.max.bytes)
 READ_AHEAD_BYTES = 1 << 20
+# connections the kernel holds for a listener that is not accepting (Kafka's socket.listen.backlog.size, 50)
+LISTEN_BACKLOG = 50
 
 # (request, connection context) -> response fields, or None for no response (acks=0 produce)
 Handler = Callable[[Request, "Connection"], Awaitable[dict[str, Any] | None]]
@@ -45,6 +50,10 @@ class Connection:
     def __init__(self, peer: tuple[str, int] | None) -> None:
         self.peer_host = peer[0] if peer else ""
         self.peer_port = peer[1] if peer else 0
+
+    @property
+    def peer_name(self) -> str:
+        return f"{self.peer_host}:{self.peer_port}"
 
     def peer(self) -> str:
         """The peer as gRPC's context names it ("ipv4:127.0.0.1:5555"): a connection stands in for
@@ -133,32 +142,45 @@ class Dispatcher:
 
 
 class KafkaListener:
-    """``listeners=PLAINTEXT://host:port``: an asyncio server on its own thread."""
+    """``listeners=PLAINTEXT://host:port``: an asyncio server on its own thread, within ``limits`` (listener/limits.py),
+    its broker-wide counts in ``quotas`` (shared by the broker's listeners; its own when none is given)."""
 
-    def __init__(self, host: str, port: int, dispatcher: Dispatcher, max_request_bytes: int,
-                 emit: Callable[..., Any]) -> None:
+    def __init__(self, host: str, port: int, dispatcher: Dispatcher, limits: Limits, emit: Callable[..., Any],
+                 quotas: Quotas | None = None) -> None:
         self.host = host
         self.port = port
         self.dispatcher = dispatcher
-        self.max_request_bytes = max_request_bytes
+        self.limits = limits
+        self.quotas = quotas or Quotas(limits)
         self.emit = emit
         self.loop = asyncio.new_event_loop()
-        self._server: asyncio.base_events.Server | None = None
+        self._sock: socket.socket | None = None
+        self._tasks: set[asyncio.Task] = set()
         self._thread = threading.Thread(target=self.loop.run_forever, name="kafka-listener", daemon=True)
-        self._conns: set[asyncio.StreamWriter] = set()
+        self._conns: dict[asyncio.StreamWriter, _ConnState] = {}
+
+    @property
+    def max_request_bytes(self) -> int:
+        return self.limits.max_request_bytes
 
     def start(self) -> None:
         """Bind (raises OSError when the port is taken, and stops the thread) and serve on the listener's thread."""
         self._thread.start()
-        fut = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self.serve_connection, self.host, self.port, reuse_address=True, limit=1 << 16), self.loop)
         try:
-            self._server = fut.result(timeout=10)
+            sock = socket.create_server((self.host, self.port), reuse_port=False, backlog=LISTEN_BACKLOG)
         except BaseException:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(2)
             raise
-        self.port = self._server.sockets[0].getsockname()[1]
+        sock.setblocking(False)
+        self._sock = sock
+        self.port = sock.getsockname()[1]
+        asyncio.run_coroutine_threadsafe(self._start_tasks(), self.loop).result(timeout=10)
+
+    async def _start_tasks(self) -> None:
+        for coro in (self._accept(), self._sweep()):
+            task = asyncio.get_running_loop().create_task(coro)
+            self._tasks.add(task)
 
     @property
     def running(self) -> bool:
@@ -169,8 +191,10 @@ class KafkaListener:
             return
 
         async def close() -> None:
-            if self._server is not None:
-                self._server.close()
+            for t in self._tasks:
+                t.cancel()
+            if self._sock is not None:
+                self._sock.close()
             for w in list(self._conns):
                 w.close()
         try:
@@ -180,35 +204,121 @@ class KafkaListener:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout_s)
 
+    async def _accept(self) -> None:
+        """Kafka's acceptor: at ``max.connections`` it accepts nothing (clients wait in the backlog) until a
+        connection closes; a connection from an address at its ``max.connections.per.ip`` is closed at once."""
+        loop = asyncio.get_running_loop()
+        gate = self.quotas.connections
+        while True:
+            if not gate.try_take():
+                self.emit("kafka_connection_limit", limit="max.connections", value=gate.capacity, reached=True,
+                          open=gate.count)
+                await gate.take()
+                self.emit("kafka_connection_limit", limit="max.connections", value=gate.capacity, reached=False,
+                          open=gate.count)
+            try:
+                sock, addr = await loop.sock_accept(self._sock)
+            except OSError:        # the listening socket closed (stop), or a transient accept failure
+                gate.give()
+                if self._sock is None or self._sock.fileno() < 0:
+                    return
+                continue
+            except BaseException:
+                gate.give()
+                raise
+            refused = self.quotas.admit(addr[0])
+            if refused is not None:
+                self.emit("kafka_connection_closed", peer=f"{addr[0]}:{addr[1]}", reason="max.connections.per.ip",
+                          limit=refused, open_ms=0.0)
+                gate.give()
+                sock.close()
+                continue
+            task = loop.create_task(self._serve_socket(sock, addr))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _serve_socket(self, sock: socket.socket, addr: tuple) -> None:
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            reader, writer = await asyncio.open_connection(sock=sock, limit=1 << 16)
+            await self.serve_connection(reader, writer)
+        finally:
+            self.quotas.release(addr[0])
+            self.quotas.connections.give()
+
+    async def _sweep(self) -> None:
+        """Closes connections idle past ``connections.max.idle.ms`` and frames left half-sent past
+        ``request.timeout.ms``."""
+        interval = self.limits.sweep_interval_s()
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for writer, st in list(self._conns.items()):
+                why = st.expired(now, self.limits)
+                if why is not None and not st.closing:
+                    st.closing = True
+                    reason, after_ms, limit = why
+                    self.emit("kafka_connection_closed", peer=st.conn.peer_name, reason=reason, limit=limit,
+                              after_ms=round(after_ms, 1), open_ms=round((now - st.opened) * 1000, 1),
+                              partial_bytes=st.partial_bytes)
+                    writer.close()
+
     async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One connection until the client goes or a frame closes it (the tests drive it with
         in-memory streams): frames are read ahead while earlier ones are handled, and answered in
-        order by :meth:`_answer`."""
+        order by :meth:`_answer`.  Read-ahead stops at ``MAX_IN_FLIGHT`` requests, at ``READ_AHEAD_BYTES`` of
+        requests in progress, and while the broker's ``queued.max.requests`` are all taken, so a connection
+        holds at most one frame above ``READ_AHEAD_BYTES`` (up to ``socket.request.max.bytes``) beside them."""
         peer = writer.get_extra_info("peername")
         conn = Connection(peer[:2] if peer else None)
-        self._conns.add(writer)
+        st = _ConnState(conn, time.monotonic())
+        self._conns[writer] = st
         loop = asyncio.get_running_loop()
         answers: asyncio.Queue = asyncio.Queue(MAX_IN_FLIGHT)
-        answering = loop.create_task(self._answer(answers, writer))
+        answering = loop.create_task(self._answer(answers, writer, st))
         previous: asyncio.Future | None = None
+        buf = bytearray()
+        paused = False
         try:
             while not answering.done():
-                head = await reader.readexactly(4)
-                size = int.from_bytes(head, "big", signed=True)
-                if size < 0 or size > self.max_request_bytes:
-                    self.emit("kafka_request", client_id=None, api=None, api_version=-1, correlation_id=-1,
-                              error="INVALID_REQUEST", peer=f"{conn.peer_host}:{conn.peer_port}", closed=True,
-                              reason=f"frame size {size} outside 0..{self.max_request_bytes} "
-                                     f"(socket.request.max.bytes)", duration_ms=0.0)
+                if len(buf) >= 4:
+                    size = int.from_bytes(buf[:4], "big", signed=True)
+                    if size < 0 or size > self.max_request_bytes:
+                        self.emit("kafka_request", client_id=None, api=None, api_version=-1, correlation_id=-1,
+                                  error="INVALID_REQUEST", peer=conn.peer_name, closed=True,
+                                  reason=f"frame size {size} outside 0..{self.max_request_bytes} "
+                                         f"(socket.request.max.bytes)", duration_ms=0.0)
+                        break
+                    if len(buf) >= 4 + size:
+                        frame = bytes(buf[4:4 + size])
+                        del buf[:4 + size]
+                        st.partial_bytes = len(buf)
+                        await self.quotas.requests.take()
+                        st.pending += 1
+                        st.pending_bytes += size
+                        applied = loop.create_future()
+                        queued = _Queued(self.quotas)
+                        task = loop.create_task(self._one(frame, conn, previous, applied, queued.leave))
+                        task.add_done_callback(functools.partial(_finished, queued, st, size))
+                        previous = applied
+                        await answers.put(task)
+                        if st.pending_bytes > READ_AHEAD_BYTES:
+                            await asyncio.wait([task])
+                        paused = True
+                        continue
+                want = 4 - len(buf) if len(buf) < 4 else 4 + size - len(buf)
+                if paused:   # a frame begun before a pause in our reading (not the client's) gets its whole bound
+                    st.frame_started = time.monotonic() if buf else None
+                    paused = False
+                chunk = await reader.read(max(want, 1 << 16))
+                if not chunk:
                     break
-                frame = await reader.readexactly(size)
-                applied = loop.create_future()
-                task = loop.create_task(self._one(frame, conn, previous, applied))
-                previous = applied
-                await answers.put(task)
-                if size > READ_AHEAD_BYTES:
-                    await asyncio.wait([task])
-        except (asyncio.IncompleteReadError, ConnectionError):
+                st.last_io = time.monotonic()
+                if not buf:
+                    st.frame_started = st.last_io
+                buf += chunk
+                st.partial_bytes = len(buf)
+        except ConnectionError:
             pass  # the client went away (maybe mid-frame): what it sent before is still answered
         finally:
             if not answering.done():
@@ -220,19 +330,20 @@ class KafkaListener:
                     task = answers.get_nowait()
                     if task is not None:
                         task.cancel()
-                self._conns.discard(writer)
+                self._conns.pop(writer, None)
                 writer.close()
 
     async def _one(self, frame: bytes, conn: Connection, previous: asyncio.Future | None,
-                   applied: asyncio.Future) -> bytes | list | None:
-        """One request, started once the one before it is done with the broker's state; raises
-        BadRequest (the connection closes) and, then, so do the requests after it."""
+                   applied: asyncio.Future, started: Callable[[], None] = lambda: None) -> bytes | list | None:
+        """One request, started once the one before it is done with the broker's state (``started`` is called
+        then); raises BadRequest (the connection closes) and, then, so do the requests after it."""
         def done(ok: bool = True) -> None:
             if not applied.done():
                 applied.set_result(ok)
         try:
             if previous is not None and not await previous:
                 raise BadRequest("an earlier request on this connection closed it")
+            started()
             try:
                 out = await self.dispatcher.handle(frame, conn, done)
             except BaseException:
@@ -243,7 +354,7 @@ class KafkaListener:
         finally:
             done(False)   # cancelled before it ran: nothing after it runs either
 
-    async def _answer(self, answers: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
+    async def _answer(self, answers: asyncio.Queue, writer: asyncio.StreamWriter, st: "_ConnState") -> None:
         """Writes the answers in request order; stops at the first request that closes the
         connection (or at the end of the requests), cancelling those read after it."""
         try:
@@ -259,6 +370,7 @@ class KafkaListener:
                 else:
                     writer.write(out)
                 await writer.drain()   # returns at once unless the client reads slower than we write
+                st.last_io = time.monotonic()
         except ConnectionError:
             return
         finally:
@@ -267,6 +379,55 @@ class KafkaListener:
                 if task is not None:
                     task.cancel()
             writer.close()
+
+
+class _ConnState:
+    """What the listener's sweep knows of a connection: its last read or write, the start of a frame not yet
+    whole, the requests in progress."""
+
+    __slots__ = ("conn", "opened", "last_io", "frame_started", "partial_bytes", "pending", "pending_bytes",
+                 "closing")
+
+    def __init__(self, conn: Connection, now: float) -> None:
+        self.conn = conn
+        self.opened = self.last_io = now
+        self.frame_started: float | None = None
+        self.partial_bytes = 0
+        self.pending = 0
+        self.pending_bytes = 0
+        self.closing = False
+
+    def expired(self, now: float, limits: Limits) -> tuple[str, float, int] | None:
+        """(reason, ms since, the bound) when the connection is to be closed, else None."""
+        if self.frame_started is not None and (now - self.frame_started) * 1000 > limits.partial_frame_ms:
+            return "partial_frame", (now - self.frame_started) * 1000, limits.partial_frame_ms
+        if self.pending == 0 and (now - self.last_io) * 1000 > limits.idle_ms:
+            return "idle", (now - self.last_io) * 1000, limits.idle_ms
+        return None
+
+
+class _Queued:
+    """A request's place among the broker's ``queued.max.requests``: from when it is read until a handler starts
+    on it (as a request leaves Kafka's request queue when a handler thread takes it; a JoinGroup parked in the
+    coordinator holds no place), or until it ends without starting."""
+
+    __slots__ = ("quotas", "left")
+
+    def __init__(self, quotas: Quotas) -> None:
+        self.quotas = quotas
+        self.left = False
+
+    def leave(self) -> None:
+        if not self.left:
+            self.left = True
+            self.quotas.requests.give()
+
+
+def _finished(queued: _Queued, st: _ConnState, size: int, task: asyncio.Task) -> None:
+    """A request's task ended (answered, failed or cancelled)."""
+    st.pending -= 1
+    st.pending_bytes -= size
+    queued.leave()
 
 
 async def write_pieces(writer: asyncio.StreamWriter, pieces: list) -> None:

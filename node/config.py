@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from listener.limits import LimitError, parse_overrides
 from node.listeners import Endpoint, check_advertised, parse_listeners, parse_protocol_map
 from node.topic_config import describe_topic_configs
 
@@ -135,7 +136,19 @@ _TABLE = (
        "`NAME:PLAINTEXT[,...]` (kafkasim speaks PLAINTEXT only); names the brokers' `listeners` use",
        kafka_default="PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
     _k("socket.request.max.bytes", int, 104857600, "Largest request frame the Kafka listener reads; a larger "
-       "size prefix closes the connection"),
+       "size prefix closes the connection", min=1),
+    _k("connections.max.idle.ms", int, 600000, "A Kafka-listener connection with no reads, writes or requests in "
+       "progress for this long is closed", min=1),
+    _k("max.connections", int, 2147483647, "Kafka-listener connections of the broker; at the limit it accepts no "
+       "more until one closes", min=1),
+    _k("max.connections.per.ip", int, 2147483647, "Kafka-listener connections from one address; one more is closed "
+       "at once (0 needs max.connections.per.ip.overrides)", min=0),
+    _k("max.connections.per.ip.overrides", str, None, "Per-address limits, `host:count[,...]` (names resolved at the "
+       "broker's start); null = none", kafka_default="", nullable=True),
+    _k("queued.max.requests", int, 500, "Requests read and not yet taken up, over the broker's Kafka listeners; at "
+       "the limit no connection is read from", min=1),
+    _k("request.timeout.ms", int, 30000, "A request frame still not whole this long after its first bytes is "
+       "dropped with its connection (kafkasim's rule: docs/deviations.md)", min=1),
     _k("log.cleaner.enable", bool, True, "Run the log cleaner (needed by compacted `__consumer_offsets`)"),
     _k("log.cleaner.delete.retention.ms", int, 86400000, "How long tombstones are kept in compacted logs"),
     _k("log.cleaner.backoff.ms", int, 5000, "Pause between log cleaner passes", kafka_default=15000),
@@ -175,8 +188,9 @@ _REQUIRED_BROKER_KEYS = ("id", "port")
 _TOP_KNOWN = tuple(SCHEMA) + ("brokers",)
 _UNDERSCORED = {name.replace(".", "_"): name for name in SCHEMA}
 #: Kafka keys kafkasim does not implement: an error naming them, never accepted and ignored
-_UNSUPPORTED = {"request.timeout.ms": "kafkasim's brokers send no client requests that it would bound; "
-                                      "remove it"}
+_UNSUPPORTED = {"ssl.keystore.location": "kafkasim's listeners speak PLAINTEXT only; remove it",
+                "sasl.enabled.mechanisms": "kafkasim's listeners speak PLAINTEXT only; remove it",
+                "authorizer.class.name": "kafkasim has no ACLs; remove it"}
 _PER_BROKER = {"broker.id": "id", "broker.rack": "rack", "log.dirs": "log.dirs", "log.dir": "log.dirs", "id": "id",
                "rack": "rack", "host": "host", "port": "port", "host.name": "host", "listeners": "listeners",
                "advertised.listeners": "advertised.listeners"}
@@ -460,6 +474,14 @@ def _check_combinations(s: Mapping[str, Any], brokers: list[tuple[int, BrokerSpe
     if s["replica.fetch.wait.max.ms"] > s["replica.lag.time.max.ms"]:
         problems.append(("replica.fetch.wait.max.ms", f"{s['replica.fetch.wait.max.ms']} exceeds "
                          f"replica.lag.time.max.ms ({s['replica.lag.time.max.ms']})"))
+    try:
+        overrides = parse_overrides(s["max.connections.per.ip.overrides"])
+    except LimitError as e:
+        problems.append(("max.connections.per.ip.overrides", str(e).split(": ", 1)[1]))
+    else:
+        if s["max.connections.per.ip"] == 0 and not overrides:
+            problems.append(("max.connections.per.ip", "0 refuses every address: it needs "
+                             "max.connections.per.ip.overrides"))
 
 
 def parse_config(data: Mapping[str, Any] | None, source: str = "<config>",

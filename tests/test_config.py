@@ -543,8 +543,8 @@ def test_the_create_grace_is_an_error_when_the_offsets_topic_is_created_lazily()
 # ---------------------------------------------------------------- no key accepted and ignored
 
 def test_a_kafka_key_kafkasim_does_not_implement_is_an_error_naming_it():
-    msg = fails(cfg(**{"request.timeout.ms": 30000}), "request.timeout.ms")
-    assert "not supported" in msg
+    msg = fails(cfg(**{"ssl.keystore.location": "/k.jks"}), "ssl.keystore.location")
+    assert "not supported" in msg and "PLAINTEXT" in msg
 
 
 def test_topic_configs_fall_back_to_the_broker_keys_kafka_names():

@@ -25,6 +25,7 @@ from listener.context import ListenerContext
 from listener.protocol import REQUESTS, RESPONSES, SUPPORTED, BadRequest, api_name
 from listener.records import (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE,
                               BatchRejected, check_client_batch)
+from listener.limits import Limits
 from listener.server import Connection, KafkaListener
 from node.server.broker_state import PartitionInfo
 from node.storage import PartitionLog
@@ -242,8 +243,8 @@ def test_produce_with_a_bad_batch_appends_nothing() -> None:
 
 @pytest.fixture
 def listener():
-    lst = KafkaListener("127.0.0.1", 0, make_dispatcher(make_ctx(), lambda *a, **k: None), 1000,
-                        lambda *a, **k: None)
+    lst = KafkaListener("127.0.0.1", 0, make_dispatcher(make_ctx(), lambda *a, **k: None),
+                        Limits(max_request_bytes=1000), lambda *a, **k: None)
     lst.start()
     yield lst
     lst.stop()
@@ -488,7 +489,8 @@ def test_a_taken_port_fails_the_start_and_stops_the_listener_thread() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        lst = KafkaListener("127.0.0.1", taken.getsockname()[1], DISPATCH, 1000, lambda *a, **k: None)
+        lst = KafkaListener("127.0.0.1", taken.getsockname()[1], DISPATCH, Limits(max_request_bytes=1000),
+                            lambda *a, **k: None)
         with pytest.raises(OSError):
             lst.start()
         assert not lst.running

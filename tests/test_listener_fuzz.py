@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from listener.app import make_dispatcher
 from listener.protocol import REQUESTS, RESPONSES, SUPPORTED, BadRequest, error_name
 from listener.records import CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE
+from listener.limits import Limits
 from listener.server import Connection, KafkaListener
 from node.server.broker_state import PartitionInfo
 from node.tools.topics import TopicError
@@ -255,7 +256,7 @@ def api_versions_frame(corr: int) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
-SHELL = KafkaListener("127.0.0.1", 0, DISPATCH, 1000, lambda *a, **k: None)   # never started: its shell only
+SHELL = KafkaListener("127.0.0.1", 0, DISPATCH, Limits(max_request_bytes=1000), lambda *a, **k: None)   # never started: its shell only
 ITEM = st.one_of(
     st.integers(0, 1000).map(lambda c: ("ok", api_versions_frame(c), c)),
     st.integers(-(1 << 31), -1).map(lambda s: ("bad", struct.pack(">i", s), None)),            # negative prefix

@@ -28,6 +28,7 @@ from zk.errors import NodeExists
 from controller.core import ControllerSettings
 from kafkacommon import errors
 from listener.app import make_listener
+from listener.limits import Limits, Quotas, parse_overrides
 from listener.context import ListenerContext, cluster_id_for
 from node.server import bugs
 from node.server.broker_state import BrokerState
@@ -168,9 +169,14 @@ class Broker:
             delete_topic_enable=g("delete.topic.enable"), auto_create_topics=g("auto.create.topics.enable"),
             topic_config=self._topic_config, broker_setting=lambda k: (g(k), k in cfg.raw),
             broker_settings=lambda: [(k, g(k), k in cfg.raw) for k in SCHEMA if k != "run.dir"])
+        limits = Limits(max_request_bytes=g("socket.request.max.bytes"), idle_ms=g("connections.max.idle.ms"),
+                        partial_frame_ms=g("request.timeout.ms"), max_connections=g("max.connections"),
+                        max_per_ip=g("max.connections.per.ip"),
+                        per_ip_overrides=parse_overrides(g("max.connections.per.ip.overrides")),
+                        queued_max_requests=g("queued.max.requests"))
+        quotas = Quotas(limits)   # broker-wide: every listener's connections and queued requests
         self.kafkas = [make_listener(dataclasses.replace(context, endpoint_of=functools.partial(
-                           self._kafka_endpoint_of, listener=name)),
-                                     host, port, g("socket.request.max.bytes"), self.events.emit)
+                           self._kafka_endpoint_of, listener=name)), host, port, limits, self.events.emit, quotas)
                        for name, host, port in self.spec.kafka_listeners]
         self.kafka = self.kafkas[0]
         self.stopping = threading.Event()
