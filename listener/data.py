@@ -18,18 +18,17 @@ from listener.protocol import Request
 from listener.records import BatchRejected, check_client_batch, find_timestamp, next_offset
 from listener.server import CloseConnection, Connection
 from kafkacommon import errors
+from node.replicas.hosted import ConsumerRead
 from node.storage.file_records import FileRecords
 from proto import kafkasim_pb2 as pb
-
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
+from replication.partition import leader_epoch_error
 
 
 def close(reads: dict) -> None:
     """Release the segment files of consumer reads that will not be sent."""
     for a in reads.values():
-        if isinstance(a[4], FileRecords):
-            a[4].close()
+        if isinstance(a.records, FileRecords):
+            a.records.close()
 
 
 def handlers(ctx: ListenerContext) -> dict[int, Any]:
@@ -84,15 +83,16 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         wanted: list[tuple[str, Any]] = [(t.topic, p) for t in body.topics for p in t.partitions]
         asks = [(t, p) for t, p in wanted if known(t, p.partition)]
 
-        def read() -> dict[tuple[str, int], tuple]:
-            return {(t, p.partition): ctx.replicas.consumer_read((t, p.partition), p.fetch_offset,
-                                                                 p.partition_max_bytes) for t, p in asks}
+        def read() -> dict[tuple[str, int], ConsumerRead]:
+            return {(t, p.partition): ctx.replicas.consumer_read(
+                (t, p.partition), p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch if v >= 9 else -1,
+                p.last_fetched_epoch if v >= 12 else -1) for t, p in asks}
 
-        def ready(got: dict[tuple[str, int], tuple]) -> bool:
-            return (sum(len(a[4]) for a in got.values()) >= body.min_bytes
-                    or any(a[0] != errors.NONE for a in got.values()))
+        def ready(got: dict[tuple[str, int], ConsumerRead]) -> bool:
+            return (sum(len(a.records) for a in got.values()) >= body.min_bytes
+                    or any(a.error != errors.NONE or a.diverging is not None for a in got.values()))
 
-        def run() -> dict[tuple[str, int], tuple]:
+        def run() -> dict[tuple[str, int], ConsumerRead]:
             """The leader's read of each partition, again after each append or HW move while fewer
             than min_bytes are ready and max_wait_ms has not passed."""
             deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
@@ -104,12 +104,9 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                 close(got)
                 ctx.replicas.wait_for_data(left)
 
-        # a read that can answer at once is done here, on the listener's loop (an index lookup; the
-        # records stay in the segment files); only a long poll waits on the pool
-        answers = read() if asks else {}
-        if asks and not ready(answers) and body.max_wait_ms > 0:
-            close(answers)
-            answers = await ctx.blocking(run)
+        # every read runs on the pool, never on the listener's loop: a read takes the partition's lock, which
+        # an append or a role change may hold (the records themselves stay in the segment files)
+        answers = await ctx.blocking(run) if asks else {}
         topics: dict[str, list] = {}
         budget = body.max_bytes if v >= 3 else 1 << 31   # the response's max_bytes: the first batch always goes
         for t, p in wanted:
@@ -118,16 +115,14 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                      last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
                      preferred_read_replica=-1, records=b"")
             if a is not None:
-                code, hw, start, epoch, records = a
-                cle = p.current_leader_epoch if v >= 9 else -1
-                if code == errors.NONE and cle >= 0 and epoch >= 0 and cle != epoch:
-                    code = FENCED_LEADER_EPOCH if cle < epoch else UNKNOWN_LEADER_EPOCH
-                d["error_code"] = code
-                if code != errors.NONE:
-                    close({0: a})
-                if code in (errors.NONE, errors.OFFSET_OUT_OF_RANGE):
-                    d.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=start)
-                if code == errors.NONE:
+                d["error_code"] = a.error
+                if a.error in (errors.NONE, errors.OFFSET_OUT_OF_RANGE):
+                    d.update(high_watermark=a.high_watermark, last_stable_offset=a.high_watermark,
+                             log_start_offset=a.log_start_offset)
+                if a.diverging is not None:   # Fetch v12: the consumer truncates to it, as a follower does
+                    d["diverging_epoch"] = dict(epoch=a.diverging[0], end_offset=a.diverging[1])
+                if a.error == errors.NONE:
+                    records = a.records
                     if len(records) > budget and budget != body.max_bytes:
                         close({0: a})
                         records = b""    # over the response's max_bytes: fetched again next time
@@ -160,9 +155,12 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         out: dict[tuple[str, int], dict[str, Any]] = {}
         by_ts: dict[int, list[pb.TopicPartition]] = {}
         order = []
+        current: dict[tuple[str, int], int] = {}
         for t in req.body.topics:
             for p in t.partitions:
                 order.append((t.name, p.partition_index))
+                if req.api_version >= 4:
+                    current[(t.name, p.partition_index)] = p.current_leader_epoch
                 if not known(t.name, p.partition_index):
                     out[(t.name, p.partition_index)] = dict(partition_index=p.partition_index, timestamp=-1, offset=-1,
                                                             error_code=errors.UNKNOWN_TOPIC_OR_PARTITION, leader_epoch=-1)
@@ -176,6 +174,10 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
             for a in ctx.replicas.list_offsets(pb.ListOffsetsRequest(partitions=tps, timestamp=ts)).partitions:
                 out[(a.topic, a.partition)] = dict(partition_index=a.partition, error_code=a.error_code, timestamp=-1,
                                                    offset=a.offset, leader_epoch=a.leader_epoch)
+        for (t, p), r in out.items():   # ListOffsets v4+: the asked current leader epoch, against the leader's
+            code = leader_epoch_error(current.get((t, p), -1), r["leader_epoch"]) if r["error_code"] == 0 else 0
+            if code:
+                r.update(error_code=code, offset=-1, timestamp=-1, leader_epoch=-1)
         topics: dict[str, list] = {}
         for t, p in order:
             topics.setdefault(t, []).append(out[(t, p)])
@@ -197,9 +199,8 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                     r["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
                     continue
                 code, current, lookup = ctx.replicas.end_offset_for_epoch((t.topic, p.partition), leader_only)
-                cle = p.current_leader_epoch if req.api_version >= 2 else -1
-                if code == errors.NONE and cle >= 0 and cle != current:
-                    code = FENCED_LEADER_EPOCH if cle < current else UNKNOWN_LEADER_EPOCH
+                if code == errors.NONE:
+                    code = leader_epoch_error(p.current_leader_epoch if req.api_version >= 2 else -1, current)
                 r["error_code"] = code
                 if code == errors.NONE:
                     r["leader_epoch"], r["end_offset"] = lookup(p.leader_epoch)

@@ -72,7 +72,8 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                     code = errors.LEADER_NOT_AVAILABLE
                 elif v == 0 and offline:
                     code = 9  # REPLICA_NOT_AVAILABLE: only v0 reports offline replicas as an error
-                parts.append(dict(error_code=code, partition_index=i.partition, leader_id=i.leader if i.leader >= 0
+                # Kafka 2.8's MetadataCache: a leader that is not live is no leader (-1)
+                parts.append(dict(error_code=code, partition_index=i.partition, leader_id=i.leader if i.leader in live
                                   else -1, leader_epoch=i.leader_epoch, replica_nodes=list(i.replicas),
                                   isr_nodes=list(i.isr), offline_replicas=offline))
             topics.append(dict(error_code=errors.NONE, name=name, is_internal=name == OFFSETS_TOPIC,

@@ -138,6 +138,29 @@ class RemoteReplica:
     last_fetch_ms: int = 0
 
 
+def divergence(last_fetched_epoch: int | None, fetch_offset: int, log: LogView) -> tuple[int, tuple[int, int] | None]:
+    """Whether a fetcher's log diverges from the leader's (Kafka 2.8's Partition.readRecords, for followers and
+    Fetch v12 consumers alike): (error, the leader's (epoch, end offset) for the fetcher's last fetched epoch
+    when the fetcher must truncate, else None).  A last fetched epoch above every one this leader knows is
+    OFFSET_OUT_OF_RANGE ("could not determine the end offset of the last fetched epoch")."""
+    if last_fetched_epoch is None or last_fetched_epoch < 0:
+        return errors.NONE, None
+    epoch, end = log.end_offset_for_epoch(last_fetched_epoch)
+    if epoch < 0 or end < 0:
+        return OFFSET_OUT_OF_RANGE, None
+    if epoch < last_fetched_epoch or end < fetch_offset:
+        return errors.NONE, (epoch, end)
+    return errors.NONE, None
+
+
+def leader_epoch_error(current_leader_epoch: int | None, leader_epoch: int) -> int:
+    """A request's current leader epoch against the replica's (KIP-320): FENCED_LEADER_EPOCH when older,
+    UNKNOWN_LEADER_EPOCH when newer, NONE when equal or not sent (-1)."""
+    if current_leader_epoch is None or current_leader_epoch < 0 or current_leader_epoch == leader_epoch:
+        return errors.NONE
+    return errors.FENCED_LEADER_EPOCH if current_leader_epoch < leader_epoch else errors.UNKNOWN_LEADER_EPOCH
+
+
 class PartitionReplication:
     def __init__(self, topic: str, partition: int, local_broker_id: int,
                  settings: ReplicaSettings | None = None, *, high_watermark: int = 0) -> None:
@@ -293,13 +316,19 @@ class PartitionReplication:
     # ------------------------------------------------------------------ leader: fetches
 
     def _check_current_epoch(self, current_leader_epoch: int | None) -> int:
-        if current_leader_epoch is None or current_leader_epoch < 0:
-            return errors.NONE  # old fetch versions send no epoch
-        if current_leader_epoch < self._leader_epoch:
-            return errors.FENCED_LEADER_EPOCH
-        if current_leader_epoch > self._leader_epoch:
-            return errors.UNKNOWN_LEADER_EPOCH
-        return errors.NONE
+        return leader_epoch_error(current_leader_epoch, self._leader_epoch)
+
+    def check_consumer_fetch(self, fetch_offset: int, last_fetched_epoch: int | None,
+                             current_leader_epoch: int | None, log: LogView) -> tuple[int, tuple[int, int] | None]:
+        """A consumer's fetch from the leader, before its read (Kafka 2.8's Partition.readRecords): the current
+        leader epoch's fencing, leadership, then the last fetched epoch's divergence (Fetch v12), as for a
+        follower.  (error, diverging epoch (epoch, end offset) or None)."""
+        error = self._check_current_epoch(current_leader_epoch)
+        if error == errors.NONE and not self.is_leader:
+            error = errors.NOT_LEADER_OR_FOLLOWER
+        if error != errors.NONE:
+            return error, None
+        return divergence(last_fetched_epoch, fetch_offset, log)
 
     def on_follower_fetch(self, follower_id: int, fetch_offset: int, last_fetched_epoch: int | None,
                           current_leader_epoch: int | None, log: LogView, now_ms: int) -> FetchOutcome:
@@ -316,16 +345,9 @@ class PartitionReplication:
             return out
         leo = log.log_end_offset
         out.leader_log_end_offset = leo
-        if last_fetched_epoch is not None and last_fetched_epoch >= 0:
-            epoch, end = log.end_offset_for_epoch(last_fetched_epoch)
-            if epoch < 0 or end < 0:
-                # Kafka 2.8's Partition.readRecords: "could not determine the end offset of the last fetched
-                # epoch" (the follower's epoch is above every one this leader knows) is OFFSET_OUT_OF_RANGE
-                out.error = OFFSET_OUT_OF_RANGE
-                return out
-            if epoch < last_fetched_epoch or end < fetch_offset:
-                out.diverging_epoch = (epoch, end)
-                return out
+        out.error, out.diverging_epoch = divergence(last_fetched_epoch, fetch_offset, log)
+        if out.error != errors.NONE or out.diverging_epoch is not None:
+            return out
         if not log.log_start_offset <= fetch_offset <= leo:
             out.error = OFFSET_OUT_OF_RANGE
             return out

@@ -27,6 +27,7 @@ from listener.records import (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE
                               BatchRejected, check_client_batch)
 from listener.limits import Limits
 from listener.server import Connection, KafkaListener
+from node.replicas.hosted import ConsumerRead
 from node.server.broker_state import PartitionInfo
 from node.storage import PartitionLog
 from kafkacommon.record_batch import crc32c
@@ -363,8 +364,8 @@ class FakeGroups:
 
 
 class FetchReplicas(FakeReplicas):
-    def consumer_read(self, tp, offset, max_bytes):
-        return 0, 3, 0, 4, batch(3)    # error, high watermark, log start, leader epoch, records
+    def consumer_read(self, tp, offset, max_bytes, current_leader_epoch=-1, last_fetched_epoch=-1):
+        return ConsumerRead(0, 3, 0, 4, batch(3))    # error, high watermark, log start, leader epoch, records
 
     def list_offsets(self, req):
         return pb.ListOffsetsResponse(partitions=[pb.ListOffsetsPartition(

@@ -21,6 +21,7 @@ from listener.protocol import REQUESTS, RESPONSES, SUPPORTED, BadRequest, error_
 from listener.records import CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE
 from listener.limits import Limits
 from listener.server import Connection, KafkaListener
+from node.replicas.hosted import ConsumerRead
 from node.server.broker_state import PartitionInfo
 from node.tools.topics import TopicError
 from proto import kafkasim_pb2 as pb
@@ -44,8 +45,8 @@ CONN = Connection(("127.0.0.1", 1))
 class FuzzReplicas(FakeReplicas):
     """Fetch answers at once (a fuzzed min_bytes / max_wait_ms must not long-poll the suite)."""
 
-    def consumer_read(self, tp, offset, max_bytes):
-        return NOT_LEADER_OR_FOLLOWER, -1, -1, -1, b""
+    def consumer_read(self, tp, offset, max_bytes, current_leader_epoch=-1, last_fetched_epoch=-1):
+        return ConsumerRead(NOT_LEADER_OR_FOLLOWER)
 
     def list_offsets(self, req):
         return pb.ListOffsetsResponse(partitions=[pb.ListOffsetsPartition(
@@ -367,8 +368,8 @@ class PayloadReplicas(FuzzReplicas):
         super().__init__()
         self.payloads = payloads
 
-    def consumer_read(self, tp, offset, max_bytes):
-        return 0, 1, 0, 4, self.payloads[tp[1]]
+    def consumer_read(self, tp, offset, max_bytes, current_leader_epoch=-1, last_fetched_epoch=-1):
+        return ConsumerRead(0, 1, 0, 4, self.payloads[tp[1]])
 
 
 @fuzz(1500)

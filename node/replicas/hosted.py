@@ -1,6 +1,6 @@
 """The types the replica manager shares with its fetchers, its Fetch handler and its purgatory.
 
-``Hosted`` is one partition replica on this broker, ``AckWaiter`` an acks=all
+``Hosted`` is one partition replica on this broker, ``ConsumerRead`` a consumer's read of one, ``AckWaiter`` an acks=all
 append waiting for the high watermark, and ``FetcherOwner`` what a follower's
 fetcher uses of the replica manager that runs it.  They live here, not in
 ``node.replicas.replica_manager``, so the modules the replica manager is built from
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol
 
 from node.topic_config import LogConfig
 
@@ -35,6 +35,17 @@ class AckWaiter:
     # HW may call it itself; otherwise (the coordinator's appends, which take their core's lock) the
     # purgatory thread calls it
     inline: bool = False
+
+
+class ConsumerRead(NamedTuple):
+    """One partition of a consumer's fetch as the leader answers it (the replica manager's ``consumer_read``)."""
+
+    error: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    leader_epoch: int = -1
+    records: Any = b""                                 # bytes, or node.storage.file_records.FileRecords
+    diverging: tuple[int, int] | None = None           # (epoch, end offset): the consumer must truncate
 
 
 @dataclass

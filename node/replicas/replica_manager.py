@@ -25,7 +25,7 @@ from node.events import EventLog
 from node.replicas.fetcher import LeaderFetcher
 from node.replicas.housekeeping import CleanerSettings, HousekeepingMixin
 from node.replicas.alter_isr import AlterIsrSender
-from node.replicas.hosted import AckWaiter, Hosted
+from node.replicas.hosted import AckWaiter, ConsumerRead, Hosted
 from node.replicas.leader_fetch import LeaderFetchHandler
 from node.replicas.producer_state import ProducerStates
 from node.replicas.purgatory import Purgatory
@@ -418,24 +418,29 @@ class ReplicaManager(HousekeepingMixin):
         h = self.hosted.get(tp)
         return None if h is None else h.cond
 
-    def consumer_read(self, tp: TP, offset: int, max_bytes: int) -> tuple[int, int, int, int, FileRecords | bytes]:
-        """One partition of a consumer's fetch, as the leader answers it (the Kafka listener's
-        path, with no protobuf copies of the records): whole batches from ``offset`` below the high
-        watermark, at most ``max_bytes`` but the first batch, left in the segment files
-        (``node.storage.file_records``: the listener sends them with sendfile).  Returns (error, high watermark, log
-        start offset, leader epoch, records); NOT_LEADER_OR_FOLLOWER off the leader,
-        OFFSET_OUT_OF_RANGE outside the log."""
+    def consumer_read(self, tp: TP, offset: int, max_bytes: int, current_leader_epoch: int = -1,
+                      last_fetched_epoch: int = -1) -> ConsumerRead:
+        """One partition of a consumer's fetch, as the leader answers it (the Kafka listener's path, with no
+        protobuf copies of the records): the replication core's checks first (the current leader epoch's
+        fencing, the last fetched epoch's divergence: no records then), then whole batches from ``offset``
+        below the high watermark, at most ``max_bytes`` but the first batch, left in the segment files
+        (``node.storage.file_records``: the listener sends them with sendfile).  NOT_LEADER_OR_FOLLOWER off
+        the leader, OFFSET_OUT_OF_RANGE outside the log."""
         h = self.hosted.get(tp)
         if h is None or not h.repl.is_leader:
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, b""
+            return ConsumerRead(errors.NOT_LEADER_OR_FOLLOWER)
         with h.cond:
-            if not h.repl.is_leader or h.log.closed:
-                return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, b""
+            if h.log.closed:
+                return ConsumerRead(errors.NOT_LEADER_OR_FOLLOWER)
+            code, diverging = h.repl.check_consumer_fetch(offset, last_fetched_epoch, current_leader_epoch, h.log)
             hw, start, epoch = h.repl.high_watermark, h.log.log_start_offset, h.repl.leader_epoch
+            if code != errors.NONE or diverging is not None:
+                return ConsumerRead(code, hw, start, epoch, b"", diverging)
             try:
-                return errors.NONE, hw, start, epoch, h.log.read_file_records(offset, max_bytes or 1 << 20, hw)
+                return ConsumerRead(errors.NONE, hw, start, epoch,
+                                    h.log.read_file_records(offset, max_bytes or 1 << 20, hw))
             except OffsetOutOfRangeError:
-                return errors.OFFSET_OUT_OF_RANGE, hw, start, epoch, b""
+                return ConsumerRead(errors.OFFSET_OUT_OF_RANGE, hw, start, epoch)
 
     def end_offset_for_epoch(self, tp: TP, leader_only: bool) -> tuple[int, int, Callable[[int], tuple[int, int]]]:
         """For OffsetForLeaderEpoch: (error, current leader epoch, the replica's ``epoch -> (largest epoch
