@@ -112,7 +112,7 @@ def warm_zookeeper(zk: EmbeddedZooKeeper, partitions: int = 1000, rounds: int = 
     chroot of its own that it removes afterwards.
     """
     from zk.client import StateWrite, ZkClient
-    from controller.types import LeaderAndIsr
+    from kafkacommon.metadata import LeaderAndIsr
 
     t0 = time.monotonic()
     chroot = f"/bench-warmup-{uuid.uuid4().hex[:8]}"

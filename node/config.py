@@ -18,7 +18,7 @@ from typing import Any, Mapping
 import yaml
 
 from node.listeners import Endpoint, check_advertised, parse_listeners, parse_protocol_map
-from node.topic_config import describe_topic_configs
+from kafkacommon.topic_config import describe_topic_configs
 
 __all__ = ["ConfigError", "KeySpec", "BrokerSpec", "ClusterConfig", "SCHEMA", "BROKER_SCHEMA",
            "parse_config", "load_config", "default_config", "describe_schema"]

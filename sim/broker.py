@@ -25,7 +25,7 @@ from sim.coordinators import SimCoordinators
 from sim.log import SimLog
 from sim.replicas import SimReplicaManager
 from sim.zkdoor import CONNECTION_ERRORS, ZkDoor
-from zk.codecs import BrokerRegistration
+from kafkacommon.metadata import BrokerRegistration
 from zk.paths import OFFSETS_TOPIC
 
 TP = tuple[str, int]

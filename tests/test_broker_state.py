@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.assignment import assign_replicas
+from kafkacommon.assignment import assign_replicas
 from kafkacommon import errors
 from node.server.broker_state import BrokerState, Header, PartitionInfo
 

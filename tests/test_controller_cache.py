@@ -11,7 +11,7 @@ import signal
 import grpc
 import pytest
 
-from controller.types import LeaderAndIsr
+from kafkacommon.metadata import LeaderAndIsr
 from helpers import events, offsets_partitions
 from node.tools.waiting import wait_for
 from proto import kafkasim_pb2 as pb

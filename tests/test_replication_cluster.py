@@ -10,7 +10,7 @@ from kafkacommon import errors
 from node.tools import topics
 from kafkacommon.batch_scan import scan_batches
 from node.tools.waiting import wait_for
-from zk.codecs import TopicAssignment
+from kafkacommon.metadata import TopicAssignment
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 

@@ -32,7 +32,7 @@ from node.replicas.purgatory import Purgatory
 from node.storage import OffsetCheckpointFile, PartitionLog
 from node.storage.file_records import FileRecords
 from node.storage.log import OffsetOutOfRangeError, RecordTooLargeError
-from node.topic_config import TOPIC_KEYS, LogConfig, log_config
+from kafkacommon.topic_config import TOPIC_KEYS, LogConfig, log_config
 from proto import kafkasim_pb2 as pb
 from replication import produce as produce_rules
 from replication import roles

@@ -49,7 +49,7 @@ from proto import groups_pb2_grpc as gpbg
 from proto import kafkasim_pb2_grpc as pbg
 from zk.client import ZkClient
 from zk import paths as zk_paths
-from zk.codecs import BrokerRegistration
+from kafkacommon.metadata import BrokerRegistration
 from zk.errors import CONNECTION_ERRORS, ZkError
 
 log = logging.getLogger("kafkasim.broker")

@@ -7,7 +7,7 @@ from controller.core import Command, LeaderAndIsrCmd, PartitionView, StopReplica
 from node.server.broker_state import Header, PartitionInfo
 from replication.fetch_session import TP, PartitionFetch
 from proto import kafkasim_pb2 as pb
-from zk.codecs import BrokerRegistration
+from kafkacommon.metadata import BrokerRegistration
 
 
 def partition_to_pb(v: PartitionView) -> pb.PartitionState:
