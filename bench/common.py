@@ -17,7 +17,7 @@ if str(ROOT) not in sys.path:
 from node.tools.cluster import Cluster  # noqa: E402
 from node.config import load_config  # noqa: E402
 from node.events import read_run_events  # noqa: E402
-from node.tools.waiting import WaitTimeout, wait_for  # noqa: E402
+from util.waiting import WaitTimeout, wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper, free_port  # noqa: E402
 
 TICK_MS = 100

@@ -53,7 +53,7 @@ from node.shells.coordinator_shell import replay_log  # noqa: E402
 from node.events import read_run_events  # noqa: E402
 from node.storage import PartitionLog  # noqa: E402
 from node.storage.cleaner import clean  # noqa: E402
-from node.tools.waiting import wait_for  # noqa: E402
+from util.waiting import wait_for  # noqa: E402
 from proto import groups_pb2 as gpb  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402  (the baseline is kazoo itself)
 from zk.server import EmbeddedZooKeeper  # noqa: E402

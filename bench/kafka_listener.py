@@ -58,7 +58,7 @@ from client.producer import Producer  # noqa: E402
 from kafkacommon.hashing import partition_for  # noqa: E402
 from node.events import read_run_events  # noqa: E402
 from node.tools import topics  # noqa: E402
-from node.tools.waiting import wait_for  # noqa: E402
+from util.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper  # noqa: E402
 
 OFFSETS_PARTITIONS = 10

@@ -54,7 +54,7 @@ from node.tools import topics  # noqa: E402
 from node.events import read_run_events  # noqa: E402
 from proto import groups_pb2 as gpb  # noqa: E402
 from proto import groups_pb2_grpc as gpbg  # noqa: E402
-from node.tools.waiting import wait_for  # noqa: E402
+from util.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper  # noqa: E402
 
 DELAY_MS = 3000

@@ -48,7 +48,7 @@ from client.group import GroupMember  # noqa: E402
 from client.metadata import ClusterClient  # noqa: E402
 from client.producer import Producer  # noqa: E402
 from node.tools import topics  # noqa: E402
-from node.tools.waiting import wait_for  # noqa: E402
+from util.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper, free_port  # noqa: E402
 
 #: A steady workload on a loaded 2-core machine: the bench's usual 1 s session expires under load, and a

@@ -55,7 +55,7 @@ from node.config import load_config
 from node.events import read_run_events
 from node.server.links import LinkMap
 from node.tools.topics import create_topic
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from zk.server import EmbeddedZooKeeper
 
 log = logging.getLogger(__name__)

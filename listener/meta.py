@@ -18,7 +18,7 @@ from listener.protocol import API_VERSIONS, SUPPORTED, Request
 from listener.server import Connection
 from kafkacommon import errors
 from node.tools.topics import TopicError, create_topic, delete_topic, parse_configs, validate_name
-from node.tools.waiting import WaitTimeout
+from util.waiting import WaitTimeout
 from proto import groups_pb2 as gpb
 from zk.paths import OFFSETS_TOPIC
 

@@ -25,7 +25,7 @@ from helpers import _cmdline, processes_mentioning, write_embedded_cluster_yaml
 
 from node.tools.cluster import process_state
 from node.events import read_events
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from zk.server import free_port
 
 pytestmark = pytest.mark.cluster  # `kafkasim` subprocesses (some tests without the cli fixture)

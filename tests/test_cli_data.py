@@ -12,7 +12,7 @@ import time
 import pytest
 
 from kafkacommon.hashing import murmur2, to_positive
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from test_cli import REPO, CliCluster, kafkasim
 
 pytestmark = pytest.mark.cluster  # `kafkasim` subprocesses and a cluster

@@ -6,7 +6,7 @@ import signal
 import pytest
 
 from helpers import events, offsets_partitions
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 
 
 @pytest.mark.parametrize("who", ["follower-broker", "controller"])

@@ -13,7 +13,7 @@ import pytest
 
 from kafkacommon.metadata import LeaderAndIsr
 from helpers import events, offsets_partitions
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 from zk import codecs, paths

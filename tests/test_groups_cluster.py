@@ -18,7 +18,7 @@ from kafkacommon.hashing import partition_for
 from helpers import events
 from kafkacommon import errors
 from node.tools import topics
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from proto import groups_pb2 as gpb
 from proto import groups_pb2_grpc as gpbg
 

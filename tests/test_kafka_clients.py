@@ -16,7 +16,7 @@ import pytest
 from node.tools.cluster import Cluster
 from node.config import load_config
 from node.events import read_events
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from tests.conftest import write_cluster_yaml
 
 pytestmark = pytest.mark.timeout(300)

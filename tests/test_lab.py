@@ -29,7 +29,7 @@ from node.config import load_config
 from node.tools import topics
 from node.tools.cluster import Cluster
 from node.tools.lab import HOSTNET_FILES, REPO, ComposeLab, Dockerd
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from proto import groups_pb2 as gpb
 from proto import groups_pb2_grpc as gpbg
 from test_groups_cluster import FAST_GROUPS, Consumers, client, coordinator_of, member

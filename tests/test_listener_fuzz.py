@@ -314,7 +314,7 @@ def test_a_broker_shrugs_off_garbage_and_still_serves_a_real_client(make_cluster
     the partition is still empty, and the listener logged each close."""
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
     from node.events import read_events
-    from node.tools.waiting import wait_for
+    from util.waiting import wait_for
     from node.tools import topics
     c = make_cluster(1, offsets__topic__num__partitions=1)
     topics.create_topic(c.zk(), "fuzz-t", 1, 1, {})

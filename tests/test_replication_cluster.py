@@ -9,7 +9,7 @@ from helpers import events
 from kafkacommon import errors
 from node.tools import topics
 from kafkacommon.batch_scan import scan_batches
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from kafkacommon.metadata import TopicAssignment
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg

@@ -10,7 +10,7 @@ from kafkacommon import errors
 from node.tools import topics
 from kafkacommon.batch_scan import scan_batches
 from node.storage.segment import parse_segment_base
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 

@@ -28,7 +28,7 @@ from node.tools import topics
 from node.tools.cluster import Cluster
 from node.config import load_config
 from node.events import read_json_lines, read_run_events
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from zk.server import free_port
 
 REPO = Path(__file__).resolve().parent.parent

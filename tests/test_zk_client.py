@@ -8,7 +8,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 
 from kafkacommon.metadata import LeaderAndIsr
 from zk import codecs, paths

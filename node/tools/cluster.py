@@ -18,8 +18,8 @@ from typing import Any
 
 from node.server.broker import STATE_FILE
 from node.config import ClusterConfig
-from node.tools.procs import process_state  # noqa: F401  (also this module's public name)
-from node.tools.waiting import wait_for
+from util.procs import process_state  # noqa: F401  (also this module's public name)
+from util.waiting import wait_for
 from zk import paths
 from zk.client import ZkClient
 from zk.codecs import decode_controller_epoch

@@ -35,7 +35,7 @@ from kafkacommon.hashing import partition_for
 from node.tools import topics
 from node.tools.cli_common import open_cluster
 from node.events import read_run_events
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from zk.paths import OFFSETS_TOPIC
 
 TOPIC = "orders"

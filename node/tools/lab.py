@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 #: dockerd's options here: no docker0 bridge, no NAT or forwarding rules; the image cache persists.

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from kafkacommon.assignment import AssignmentError, assign_replicas
 from kafkacommon.topic_config import TOPIC_KEYS
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from zk import paths
 from zk.client import ZkClient
 from kafkacommon.metadata import TopicAssignment
