@@ -47,7 +47,7 @@ from bench.common import TICK_MS, make_cluster, pct  # noqa: E402
 from client.group import GroupMember  # noqa: E402
 from client.metadata import ClusterClient  # noqa: E402
 from client.producer import Producer  # noqa: E402
-from node.tools import topics  # noqa: E402
+from zk.admin import create_topic  # noqa: E402
 from util.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper, free_port  # noqa: E402
 
@@ -219,7 +219,7 @@ def workload(zk, work: Path, partitions: int, groups: int):
     groups with one commit each (as after a reset).  Returns (cluster, its producer)."""
     c = make_cluster(zk, work, partitions, **{"zookeeper.session.timeout.ms": SESSION_MS})
     try:
-        topics.create_topic(c.zk(), "w", 3, 3, {})
+        create_topic(c.zk(), "w", 3, 3, {})
         boot = [f"{b.host}:{b.port}" for b in c.cfg.brokers]
         cc = ClusterClient(boot)
         wait_for(lambda: cc.partitions_for("w"), 30, "topic w")

@@ -54,7 +54,7 @@ from node.tools.cluster import Cluster
 from node.config import load_config
 from node.events import read_run_events
 from node.server.links import LinkMap
-from node.tools.topics import create_topic
+from zk.admin import create_topic
 from util.waiting import wait_for
 from zk.server import EmbeddedZooKeeper
 

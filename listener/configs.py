@@ -1,5 +1,5 @@
 """DescribeConfigs on the Kafka listener: topic configs (the topic's overrides over the broker's
-defaults, as node/tools/topics.py knows them) and this broker's own configs (cluster.yaml)."""
+defaults, as zk/admin.py knows them) and this broker's own configs (cluster.yaml)."""
 from __future__ import annotations
 
 from typing import Any

@@ -565,7 +565,7 @@ def test_topic_configs_fall_back_to_the_broker_keys_kafka_names():
 
 
 def test_topic_config_parsing_names_the_key():
-    from node.tools.topics import TopicError, parse_configs
+    from zk.admin import TopicError, parse_configs
     assert parse_configs(["segment.ms=100", "retention.bytes=-1", "index.interval.bytes=10"]) == {
         "segment.ms": 100, "retention.bytes": -1, "index.interval.bytes": 10}
     with pytest.raises(TopicError, match="retention.ms"):

@@ -21,7 +21,7 @@ from listener.protocol import REQUESTS, RESPONSES, SUPPORTED, BadRequest, error_
 from listener.records import CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE
 from listener.server import Connection, KafkaListener
 from node.server.broker_state import PartitionInfo
-from node.tools.topics import TopicError
+from zk.admin import TopicError
 from proto import kafkasim_pb2 as pb
 from tests.test_listener_codec import (ALL_VERSIONS, FakeGroups, FakeReplicas, batch, frame, make_ctx, reseal,
                                        sample_request)
@@ -315,9 +315,9 @@ def test_a_broker_shrugs_off_garbage_and_still_serves_a_real_client(make_cluster
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
     from node.events import read_events
     from util.waiting import wait_for
-    from node.tools import topics
+    from zk.admin import create_topic
     c = make_cluster(1, offsets__topic__num__partitions=1)
-    topics.create_topic(c.zk(), "fuzz-t", 1, 1, {})
+    create_topic(c.zk(), "fuzz-t", 1, 1, {})
     host, port = c.cfg.brokers[0].kafka_advertised
     good = batch(2)
     sends = [b"\xff\xff\xff\xff" + b"x" * 8,                          # negative size

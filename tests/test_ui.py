@@ -24,7 +24,7 @@ from playwright.sync_api import sync_playwright
 from client.group import GroupMember
 from client.metadata import ClientError, ClusterClient
 from client.producer import Producer
-from node.tools import topics
+from zk.admin import create_topic
 from node.tools.cluster import Cluster
 from node.config import load_config
 from node.events import read_json_lines, read_run_events
@@ -238,7 +238,7 @@ class Workload:
 
 
 def test_killing_a_groups_coordinator_from_the_page_shows_the_failover(live, browser, cluster, shots):
-    topics.create_topic(cluster.zk(), "t", 3, 3, {})
+    create_topic(cluster.zk(), "t", 3, 3, {})
     work = Workload(cluster)
     try:
         page = open_page(browser, live.url)

@@ -155,7 +155,7 @@ def cmd_zk(args: argparse.Namespace) -> int:
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
-    from node.tools import topics
+    from zk.admin import TopicError, create_topic, delete_topic, list_topics, parse_configs
 
     actions = [a for a in ("create", "delete", "describe", "list") if getattr(args, a)]
     if len(actions) != 1:
@@ -173,18 +173,17 @@ def cmd_topics(args: argparse.Namespace) -> int:
                     partitions = cluster.cfg.get("num.partitions") if args.partitions is None else args.partitions
                     rf = (cluster.cfg.get("default.replication.factor") if args.replication_factor is None
                           else args.replication_factor)
-                    topics.create_topic(cluster.zk(), args.topic, partitions, rf,
-                                        topics.parse_configs(args.config_entries or []))
+                    create_topic(cluster.zk(), args.topic, partitions, rf, parse_configs(args.config_entries or []))
                     print(f"Created topic {args.topic}.")
                 else:
-                    topics.delete_topic(cluster.zk(), args.topic)
+                    delete_topic(cluster.zk(), args.topic)
                     print(f"Deleted topic {args.topic}.")
-            except topics.TopicError as e:
+            except TopicError as e:
                 print(f"error: {e}", file=sys.stderr)
                 return 1
             return 0
         if args.list:
-            print("\n".join(topics.list_topics(cluster.zk())))
+            print("\n".join(list_topics(cluster.zk())))
             return 0
         from node.tools import cli_data
         view = cluster.view()

@@ -13,13 +13,12 @@ import random
 import re
 from typing import Any, Callable
 
-
 from kafkacommon.assignment import AssignmentError, assign_replicas
+from kafkacommon.metadata import TopicAssignment
 from kafkacommon.topic_config import TOPIC_KEYS
 from util.waiting import wait_for
 from zk import paths
 from zk.client import ZkClient
-from kafkacommon.metadata import TopicAssignment
 from zk.errors import NodeExists
 
 LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
