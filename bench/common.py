@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from node.tools.cluster import Cluster  # noqa: E402
+from launcher.cluster import Cluster  # noqa: E402
 from node.config import load_config  # noqa: E402
 from node.events import read_run_events  # noqa: E402
 from util.waiting import WaitTimeout, wait_for  # noqa: E402

@@ -50,7 +50,7 @@ from chaos.workload import MemberWorker, ProbeWorker, Processes, ProducerWorker,
 from client.admin import GroupAdmin
 from client.metadata import ClusterClient
 from node.server import bugs
-from node.tools.cluster import Cluster
+from launcher.cluster import Cluster, replica_offsets
 from node.config import load_config
 from node.events import read_run_events
 from node.server.links import LinkMap
@@ -413,7 +413,6 @@ class ChaosRun:
         can have a lower HW than its followers until their next fetch, and acknowledged records above
         it are not yet readable.  A partition that does not settle in ``timeout`` is read as it is:
         the checkers judge what the final read saw."""
-        from node.tools.cli_data import replica_offsets
         names = {t.name for t in self.scenario.topics if t.name != OFFSETS_TOPIC}
 
         def settled() -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from conftest import write_cluster_yaml
-from node.tools.cluster import Cluster
+from launcher.cluster import Cluster
 from node.config import load_config
 from node.events import read_events
 from node.server.shutdown import stop_deadline_s

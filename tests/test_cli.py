@@ -23,7 +23,7 @@ import yaml
 
 from helpers import _cmdline, processes_mentioning, write_embedded_cluster_yaml
 
-from node.tools.cluster import process_state
+from launcher.cluster import process_state
 from node.events import read_events
 from util.waiting import wait_for
 from zk.server import free_port

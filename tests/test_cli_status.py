@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from node.config import parse_config
 from node.tools.cli import print_view
-from node.tools.cluster import Cluster
+from launcher.cluster import Cluster
 
 
 def test_brokers_never_started_here_are_unknown_not_dead(tmp_path) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from helpers import processes_mentioning, write_embedded_cluster_yaml
 
-from node.tools.cluster import process_state
+from launcher.cluster import process_state
 from node.events import read_events
 from zk.server import free_port
 

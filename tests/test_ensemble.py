@@ -8,7 +8,7 @@ import json
 import yaml
 
 from helpers import offsets_partitions
-from node.tools.cluster import Cluster, process_state
+from launcher.cluster import Cluster, process_state
 from node.config import load_config
 from util.waiting import wait_for
 from zk.server import free_port

@@ -13,7 +13,7 @@ from typing import Iterator
 
 import pytest
 
-from node.tools.cluster import Cluster
+from launcher.cluster import Cluster
 from node.config import load_config
 from node.events import read_events
 from util.waiting import wait_for

@@ -11,7 +11,7 @@ from typing import Iterator
 
 import pytest
 
-from node.tools.cluster import Cluster
+from launcher.cluster import Cluster
 from util.waiting import wait_for
 from tests.test_kafka_clients import bootstrap, create_topic, kafka_cluster, kafka_events
 

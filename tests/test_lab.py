@@ -27,8 +27,8 @@ from kafkacommon import errors
 from kafkacommon.hashing import partition_for
 from node.config import load_config
 from zk.admin import create_topic
-from node.tools.cluster import Cluster
-from node.tools.lab import HOSTNET_FILES, REPO, ComposeLab, Dockerd
+from launcher.cluster import Cluster
+from launcher.lab import HOSTNET_FILES, REPO, ComposeLab, Dockerd
 from util.waiting import wait_for
 from proto import groups_pb2 as gpb
 from proto import groups_pb2_grpc as gpbg

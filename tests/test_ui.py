@@ -25,7 +25,7 @@ from client.group import GroupMember
 from client.metadata import ClientError, ClusterClient
 from client.producer import Producer
 from zk.admin import create_topic
-from node.tools.cluster import Cluster
+from launcher.cluster import Cluster
 from node.config import load_config
 from node.events import read_json_lines, read_run_events
 from util.waiting import wait_for

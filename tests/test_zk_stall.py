@@ -14,7 +14,7 @@ from typing import Iterator
 import pytest
 
 from conftest import write_cluster_yaml
-from node.tools.cluster import Cluster, process_state
+from launcher.cluster import Cluster, process_state
 from node.config import load_config
 from util.waiting import wait_for
 from zk import paths

@@ -185,6 +185,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
         if args.list:
             print("\n".join(list_topics(cluster.zk())))
             return 0
+        from launcher.cluster import add_offsets
         from node.tools import cli_data
         view = cluster.view()
         if args.topic and args.topic not in view.topics:
@@ -192,7 +193,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
             return 1
         if args.watch:
             return cli_data.watch(cluster, args.topic, args.interval, describe_topics)
-        cli_data.add_offsets(view)
+        add_offsets(view)
         if args.json:
             doc = view.to_json()["topics"]
             print(json.dumps([t for t in doc if not args.topic or t["topic"] == args.topic], indent=2))

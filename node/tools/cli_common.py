@@ -16,7 +16,7 @@ from node.config import load_config
 def open_cluster(args: argparse.Namespace):
     """The ``Cluster`` of ``args.config``; with ``args.brokers``, that many brokers (the effective config is
     written to the run directory); without, the effective config a previous ``cluster up --brokers N`` wrote."""
-    from node.tools.cluster import Cluster
+    from launcher.cluster import Cluster
 
     cfg = load_config(args.config)
     path = Path(args.config)

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from node.tools.cli_common import open_cluster
-from node.tools.cluster import Cluster
+from launcher.cluster import Cluster
 from node.events import read_run_events
 from util.waiting import wait_for
 
