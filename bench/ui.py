@@ -61,7 +61,7 @@ LONG_TASKS_JS = """() => { window.__long = [];
 
 def start_ui(*args: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "node.tools.cli", "ui", *args, "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "ui", *args, "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)))
     url = f"http://127.0.0.1:{port}/"

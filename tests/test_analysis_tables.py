@@ -229,7 +229,7 @@ def test_the_analysis_names_its_spark_jobs(spark, analysed):
 def test_a_path_that_is_not_a_run_is_a_clear_error(tmp_path):
     (tmp_path / "empty").mkdir()
     for bad in (tmp_path / "empty", tmp_path / "missing"):
-        p = subprocess.run([sys.executable, "-m", "node.tools.cli", "analyze", str(bad), "--out", str(tmp_path / "o")],
+        p = subprocess.run([sys.executable, "-m", "cli.main", "analyze", str(bad), "--out", str(tmp_path / "o")],
                            cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert p.returncode == 2, p.stderr
         why = ", nor a directory of runs" if bad.exists() else ""

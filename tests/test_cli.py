@@ -1,6 +1,6 @@
 """The ``kafkasim`` command as a user runs it: real subprocesses, an embedded ZooKeeper, real brokers.
 
-Each command is run as ``python -m node.tools.cli ...`` from the repository root, as
+Each command is run as ``python -m cli.main ...`` from the repository root, as
 the README tells users to, and only what it prints and its exit code are
 trusted (plus /proc, to check that ``cluster down`` leaves nothing behind).
 
@@ -39,7 +39,7 @@ FAILOVER_S = SESSION_MS / 1000 + 15.0  # detection is bounded by the session tim
 # ---------------------------------------------------------------------- helpers
 
 def kafkasim(*args: Any, timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "node.tools.cli", *map(str, args)], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "cli.main", *map(str, args)], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -5,7 +5,7 @@ import io
 from types import SimpleNamespace
 
 from node.config import parse_config
-from node.tools.cli import print_view
+from cli.main import print_view
 from launcher.cluster import Cluster
 
 

@@ -66,7 +66,7 @@ def demo_dir(tmp_path: Path):
 
 
 def run_demo(config: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "node.tools.cli", "demo", "--config", str(config), *extra], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "cli.main", "demo", "--config", str(config), *extra], cwd=REPO,
                           capture_output=True, text=True, timeout=DEMO_TIMEOUT_S)
 
 

@@ -92,7 +92,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 
 def status(lab: Lab) -> dict:
-    p = subprocess.run([sys.executable, "-m", "node.tools.cli", "cluster", "status", "--json",
+    p = subprocess.run([sys.executable, "-m", "cli.main", "cluster", "status", "--json",
                         "--config", str(lab.config_path)], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)

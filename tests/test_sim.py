@@ -122,7 +122,7 @@ def test_the_guard_catches_a_core_that_reads_the_clock(monkeypatch) -> None:
 
 
 def test_the_sim_command_runs_replays_and_refuses_bad_arguments(tmp_path: Path, capsys) -> None:
-    from node.tools.cli import main
+    from cli.main import main
     out = tmp_path / "run"
     code = main(["sim", "run", "--seed", "2", "--duration", "6", "--faults", "kill,pause", "--out", str(out)])
     printed = capsys.readouterr().out

@@ -6,7 +6,7 @@ import json
 import grpc
 
 from helpers import events
-from node.tools.cli import main
+from cli.main import main
 from util.waiting import wait_for
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg

@@ -42,7 +42,7 @@ class UiServer:
     def __init__(self, *args: str, host: str = "127.0.0.1"):
         self.host, self.port = host, free_port()
         env = dict(os.environ, PYTHONPATH=str(REPO))
-        self.proc = subprocess.Popen([sys.executable, "-m", "node.tools.cli", "ui", "--host", host, "--port",
+        self.proc = subprocess.Popen([sys.executable, "-m", "cli.main", "ui", "--host", host, "--port",
                                       str(self.port), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, cwd=str(REPO), env=env)
         self.lines: list[str] = []

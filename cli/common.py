@@ -1,6 +1,6 @@
 """What every ``kafkasim`` command module shares: the cluster a command acts on, and the error guard.
 
-Kept apart from ``node.tools.cli`` so the command modules (``cli_data``, ``cli_groups``, the demos) need not
+Kept apart from ``cli.main`` so the command modules (``cli.data``, ``cli.groups``, the demos) need not
 import the command line that imports them.
 """
 from __future__ import annotations

@@ -16,7 +16,7 @@ from client.consumer import PartitionFetcher
 from client.metadata import ClusterClient
 from client.producer import Producer, parse_acks
 from launcher.cluster import add_offsets
-from node.tools.cli_common import guard, open_cluster
+from cli.common import guard, open_cluster
 
 
 def bootstrap_of(cluster) -> list[str]:

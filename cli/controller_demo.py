@@ -13,7 +13,7 @@ import signal
 import time
 from typing import Any
 
-from node.tools.cli_common import open_cluster
+from cli.common import open_cluster
 from launcher.cluster import Cluster
 from node.events import read_run_events
 from util.waiting import wait_for

@@ -33,7 +33,7 @@ from client.metadata import ClientError, ClusterClient
 from client.producer import Producer, ProduceError
 from kafkacommon.hashing import partition_for
 from zk.admin import create_topic
-from node.tools.cli_common import open_cluster
+from cli.common import open_cluster
 from node.events import read_run_events
 from util.waiting import wait_for
 from zk.paths import OFFSETS_TOPIC
@@ -176,7 +176,7 @@ def _first(events: list[dict], after_ns: int, type_: str, **match: Any) -> dict 
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "controller", False):
-        from node.tools.controller_demo import run as controller_run
+        from cli.controller_demo import run as controller_run
         return controller_run(args)
     cluster = open_cluster(args)
     lines: list[str] = []

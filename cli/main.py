@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from node.tools.cli_common import open_cluster
+from cli.common import open_cluster
 from node.config import ConfigError
 
 BROKER_ACTIONS = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "pause": signal.SIGSTOP,
@@ -45,7 +45,7 @@ def print_view(view, processes: dict[int, dict[str, Any]] | None = None, out=sys
 
 
 def describe_topics(view, topic: str | None, out=sys.stdout) -> None:
-    from node.tools.cli_data import offsets_suffix
+    from cli.data import offsets_suffix
     for t, info in sorted(view.topics.items()):
         if topic and t != topic:
             continue
@@ -185,14 +185,14 @@ def cmd_topics(args: argparse.Namespace) -> int:
         if args.list:
             print("\n".join(list_topics(cluster.zk())))
             return 0
+        from cli import data
         from launcher.cluster import add_offsets
-        from node.tools import cli_data
         view = cluster.view()
         if args.topic and args.topic not in view.topics:
             print(f"error: topic '{args.topic}' does not exist", file=sys.stderr)
             return 1
         if args.watch:
-            return cli_data.watch(cluster, args.topic, args.interval, describe_topics)
+            return data.watch(cluster, args.topic, args.interval, describe_topics)
         add_offsets(view)
         if args.json:
             doc = view.to_json()["topics"]
@@ -223,6 +223,12 @@ def cmd_ui(args: argparse.Namespace) -> int:
                      config_path=cluster.config_path)
     finally:
         cluster.close()
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from cli import demo   # loads confluent-kafka (librdkafka) only when the demo runs
+
+    return demo.run(args)
 
 
 def cmd_broker_health(args: argparse.Namespace) -> int:
@@ -303,9 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--interval", type=float, default=1.0, help="--watch: seconds between refreshes")
     t.set_defaults(func=cmd_topics)
 
-    from node.tools import cli_data, cli_groups
-    cli_data.add_parsers(sub, with_config)
-    cli_groups.add_parsers(sub, with_config)
+    from cli import data, groups
+    data.add_parsers(sub, with_config)
+    groups.add_parsers(sub, with_config)
 
     le = with_config(sub.add_parser("leader-election", help="like kafka-leader-election.sh"))
     le.add_argument("--preferred", action="store_true", required=True)
@@ -313,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--all", action="store_true", help="every partition")
     g.add_argument("--topic")
     le.add_argument("--partition", type=int, default=0)
-    le.set_defaults(func=cli_data.cmd_leader_election)
+    le.set_defaults(func=data.cmd_leader_election)
 
     h = sub.add_parser("broker-health", help="exit 0 when a broker answers over gRPC (healthchecks)")
     h.add_argument("--host", default="127.0.0.1")
@@ -342,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--controller", action="store_true", help="the controller-failover demo instead")
     d.add_argument("--brokers", type=int, default=None, help="run N brokers instead of cluster.yaml's list")
     d.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
-    d.set_defaults(func=lambda a: __import__("node.tools.demo", fromlist=["main"]).run(a))
+    d.set_defaults(func=cmd_demo)
     return ap
 
 
