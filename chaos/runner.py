@@ -53,7 +53,7 @@ from node.server import bugs
 from launcher.cluster import Cluster, replica_offsets
 from node.config import load_config
 from node.events import read_run_events
-from node.server.links import LinkMap
+from node.net.links import LinkMap
 from zk.admin import create_topic
 from util.waiting import wait_for
 from zk.server import EmbeddedZooKeeper

@@ -18,7 +18,7 @@ from coordinator.core import GroupConfig
 from kafkacommon import errors
 from kafkacommon.event import Event
 from kafkacommon.hashing import partition_for
-from node.server.broker_state import BrokerState
+from replication.broker_state import BrokerState
 from sim.controller import SimController
 from sim.disk import SimDisk
 from sim.coordinators import SimCoordinators

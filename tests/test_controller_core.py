@@ -17,7 +17,7 @@ from controller.core import (
 )
 from kafkacommon.metadata import LeaderAndIsr
 from kafkacommon import errors
-from node.server.broker_state import BrokerState, Header, PartitionInfo
+from replication.broker_state import BrokerState, Header, PartitionInfo
 from kafkacommon.metadata import BrokerRegistration, TopicAssignment
 
 OFFSETS = "__consumer_offsets"

@@ -26,7 +26,7 @@ from listener.protocol import REQUESTS, RESPONSES, SUPPORTED, BadRequest, api_na
 from listener.records import (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE,
                               BatchRejected, check_client_batch)
 from listener.server import Connection, KafkaListener
-from node.server.broker_state import PartitionInfo
+from replication.broker_state import PartitionInfo
 from node.storage import PartitionLog
 from kafkacommon.record_batch import crc32c
 from proto import groups_pb2 as gpb

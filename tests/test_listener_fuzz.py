@@ -20,7 +20,7 @@ from listener.app import make_dispatcher
 from listener.protocol import REQUESTS, RESPONSES, SUPPORTED, BadRequest, error_name
 from listener.records import CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE
 from listener.server import Connection, KafkaListener
-from node.server.broker_state import PartitionInfo
+from replication.broker_state import PartitionInfo
 from zk.admin import TopicError
 from proto import kafkasim_pb2 as pb
 from tests.test_listener_codec import (ALL_VERSIONS, FakeGroups, FakeReplicas, batch, frame, make_ctx, reseal,

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 
 from kafkacommon import errors
 from node.clock import now_ms
-from node.server.broker_state import PartitionInfo
+from replication.broker_state import PartitionInfo
 from node.events import EventLog
 from node.replicas.fetcher import LeaderFetcher
 from node.replicas.housekeeping import CleanerSettings, HousekeepingMixin
