@@ -14,11 +14,10 @@ import time
 from typing import Any
 
 from listener.context import ListenerContext
-from listener.protocol import Request
+from listener.protocol import Request, stays_in_file
 from listener.records import BatchRejected, check_client_batch, find_timestamp, next_offset
 from listener.server import CloseConnection, Connection
 from kafkacommon import errors
-from node.storage.file_records import FileRecords
 from proto import kafkasim_pb2 as pb
 
 FENCED_LEADER_EPOCH = 74
@@ -28,7 +27,7 @@ UNKNOWN_LEADER_EPOCH = 75
 def close(reads: dict) -> None:
     """Release the segment files of consumer reads that will not be sent."""
     for a in reads.values():
-        if isinstance(a[4], FileRecords):
+        if stays_in_file(a[4]):
             a[4].close()
 
 
