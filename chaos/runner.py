@@ -34,9 +34,9 @@ from typing import Any, TextIO
 
 import yaml
 
-from chaos.checkers import check
-from chaos.edn import write_edn
-from chaos.history import HistoryWriter, read_history
+from judge.checkers import check
+from judge.edn import write_edn
+from judge.history import HistoryWriter, read_history
 from chaos.nemesis import Active, Links, Nemesis, NetnsNet, ProxyNet
 from chaos.progress import Progress
 from chaos.realclients import RealMemberWorker, RealProducerWorker
@@ -45,7 +45,7 @@ from chaos.scenario import Scenario
 from chaos.schedule import (Fault, format_schedule, make_schedule, schedule_document, schedule_rng_seed,
                             write_schedule)
 from chaos.targets import OFFSETS_TOPIC, View
-from chaos.timeline import END_PHASE, STOP_PHASE, failover_timeline, format_table, summarize
+from judge.timeline import END_PHASE, STOP_PHASE, failover_timeline, format_table, summarize
 from chaos.workload import MemberWorker, ProbeWorker, Processes, ProducerWorker, final_read
 from client.admin import GroupAdmin
 from client.metadata import ClusterClient
@@ -336,7 +336,7 @@ class ChaosRun:
         progress.start(t0)
         try:
             self._nemesis_loop(nemesis, t0, progress)
-            self._mark(END_PHASE)   # the end phase: no fault from here on (chaos/timeline.py's attribution)
+            self._mark(END_PHASE)   # the end phase: no fault from here on (judge/timeline.py's attribution)
             stop_producers.set()
             for w in producers:
                 w.join(timeout=30)

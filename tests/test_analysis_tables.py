@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.history import read_history
-from chaos.timeline import ROW_FIELDS
+from judge.history import read_history
+from judge.timeline import ROW_FIELDS
 from node.events import read_run_events
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +58,7 @@ def timeline_rows(rows: list[dict]) -> list[dict]:
 
 @pytest.mark.parametrize("name", ["clean", "planted"])
 def test_failovers_are_the_runners_timeline(table, short_chaos_runs, name):
-    """Same rows, same order, same stage times to the microsecond as chaos/timeline.py in results.json."""
+    """Same rows, same order, same stage times to the microsecond as judge/timeline.py in results.json."""
     expected = json.loads((short_chaos_runs[name] / "results.json").read_text())["timeline"]
     got = timeline_rows(table("failovers", name))
     assert got == expected

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos.checkers import check
-from chaos.history import read_history
-from chaos.timeline import failover_timeline
+from judge.checkers import check
+from judge.history import read_history
+from judge.timeline import failover_timeline
 from node.events import read_run_events
 from replication.partition import PartitionReplication
 from sim.run import SimOptions, SimRun

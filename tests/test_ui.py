@@ -361,7 +361,7 @@ def test_read_only_hides_the_controls_and_refuses_them(cluster, browser):
 def test_replay_of_a_chaos_run_marks_its_timeline_and_derives_the_same_stages(short_chaos_runs, browser):
     """A chaos run directory (cluster/events/, history.jsonl, results.json): the markers are the run's own
     timeline, and the reducer, fed the same lines, finds the same stages (elect is timed at the write's
-    log line here, at the write's landing in chaos/timeline.py: a few ms apart)."""
+    log line here, at the write's landing in judge/timeline.py: a few ms apart)."""
     from ui.server import Replayer
 
     run = Replayer(short_chaos_runs["clean"])

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from chaos.check_model import COMPLETION_TYPES, NEMESIS
+from judge.check_model import COMPLETION_TYPES, NEMESIS
 from util.jsonlines import JsonLinesWriter, read_json_lines
 
 CLIENT_FS = frozenset({"send", "poll", "commit", "fetch-committed", "join", "sync", "heartbeat", "leave"})
