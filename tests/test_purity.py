@@ -37,6 +37,10 @@ CORE_PACKAGES = ("kafkacommon", "replication", "controller", "coordinator")
 CORE_MODULES = ("zk/codecs.py", "zk/paths.py", "zk/exceptions.py",
                 "sim/zk_model.py", "sim/zk_ops.py", "sim/zk_watchers.py", "sim/javahash.py", "sim/disk.py")
 
+# the wire types scripts/gen_proto.py generates from proto/*.proto: modules, whether or not this checkout has
+# generated them yet
+GENERATED = frozenset(f"proto.{p.stem}{kind}" for p in (ROOT / "proto").glob("*.proto") for kind in ("_pb2", "_pb2_grpc"))
+
 # the project's top-level packages (every folder with an __init__.py): an import of one must name a core module
 PROJECT_PACKAGES = frozenset(p.parent.name for p in ROOT.glob("*/__init__.py"))
 
@@ -83,7 +87,7 @@ def imported_modules(tree: ast.AST, package: str) -> list[str]:
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
                 path = ROOT / sub.replace(".", "/")
-                found.append(sub if path.with_suffix(".py").exists() or path.is_dir() else base)
+                found.append(sub if path.with_suffix(".py").exists() or path.is_dir() or sub in GENERATED else base)
     return found
 
 
