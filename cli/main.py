@@ -29,7 +29,9 @@ BROKER_ACTIONS = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "pause": signa
                   "resume": signal.SIGCONT, "start": None}
 
 
-def print_view(view, processes: dict[int, dict[str, Any]] | None = None, out=sys.stdout) -> None:
+def print_view(view, processes: dict[int, dict[str, Any]] | None = None, out=sys.stdout,
+               listeners: dict[int, list[str]] | None = None) -> None:
+    """The controller, each broker (registration, gRPC address, Kafka listeners, epoch, process), the topics."""
     print(f"Controller: broker {view.controller_id}  epoch {view.controller_epoch}", file=out)
     ids = sorted(set(view.brokers) | set(processes or {}))
     for b in ids:
@@ -39,9 +41,17 @@ def print_view(view, processes: dict[int, dict[str, Any]] | None = None, out=sys
         epoch = f"epoch {info['epoch']}" if info else ""
         pid = (f"pid {proc['pid']} {proc.get('state')}" if proc.get("pid")
                else "not started by this tool" if proc else "")
-        where = f"{info['host']}:{info['port']}" if info else ""
-        print(f"Broker {b}: {state:<15} {where:<22} {epoch:<14} {pid}", file=out)
+        where = f"grpc {info['host']}:{info['port']}" if info else ""
+        kafka = f"kafka {','.join(listeners[b])}" if (listeners or {}).get(b) else ""
+        print(f"Broker {b}: {state:<15} {where:<27} {kafka:<37} {epoch:<14} {pid}", file=out)
     describe_topics(view, None, out)
+
+
+def kafka_listeners(cluster) -> dict[int, list[str]]:
+    """Each configured broker's Kafka listeners, as a client coming in on each is told to dial it:
+    ``NAME://host:port`` (``advertised.listeners``, else ``listeners``)."""
+    return {b.id: [f"{name}://{host}:{port}" for name, host, port in b.advertised_endpoints]
+            for b in cluster.cfg.brokers}
 
 
 def describe_topics(view, topic: str | None, out=sys.stdout) -> None:
@@ -81,19 +91,21 @@ def cmd_cluster(args: argparse.Namespace) -> int:
             return 0
         view = cluster.view()
         procs = cluster.processes()
+        listeners = kafka_listeners(cluster)
         if args.json:
             doc = view.to_json()
             for b in doc["brokers"]:
-                b.update(alive=True, process=procs.get(b["id"]))
+                b.update(alive=True, process=procs.get(b["id"]), kafka_listeners=listeners.get(b["id"], []))
             registered = {b["id"] for b in doc["brokers"]}
             for b, p in procs.items():
                 if b not in registered:
-                    doc["brokers"].append({"id": b, "alive": False, "process": p})
+                    doc["brokers"].append({"id": b, "alive": False, "process": p,
+                                           "kafka_listeners": listeners.get(b, [])})
             doc["brokers"].sort(key=lambda b: b["id"])
             json.dump(doc, sys.stdout, indent=2)
             print()
         else:
-            print_view(view, procs)
+            print_view(view, procs, listeners=listeners)
         return 0
     finally:
         cluster.close()

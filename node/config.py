@@ -271,6 +271,11 @@ class BrokerSpec:
         return None
 
     @property
+    def advertised_endpoints(self) -> tuple[Endpoint, ...]:
+        """Every Kafka listener as a client that comes in on it is told to dial this broker: (name, host, port)."""
+        return tuple((name, *self.advertised_on(name)) for name, _, _ in self.kafka_listeners)  # type: ignore[misc]
+
+    @property
     def kafka_advertised(self) -> tuple[str, int]:
         """The first listener's advertised address."""
         return self.advertised_on(self.kafka_listeners[0][0])  # type: ignore[return-value]

@@ -159,8 +159,10 @@ def test_cluster_status_json_has_the_documented_shape(cli):
     assert doc["controller"]["broker_id"] in (1, 2, 3) and doc["controller"]["epoch"] == 1
     assert [b["id"] for b in doc["brokers"]] == [1, 2, 3]
     for b in doc["brokers"]:
-        assert {"id", "host", "port", "epoch", "alive", "process"} <= set(b), b
+        assert {"id", "host", "port", "epoch", "alive", "process", "kafka_listeners"} <= set(b), b
         assert (b["host"], b["port"]) == ("127.0.0.1", cli.port(b["id"]))
+        kafka = cli.port(b["id"]) + 10000 if cli.port(b["id"]) + 10000 <= 65535 else cli.port(b["id"]) - 10000
+        assert b["kafka_listeners"] == [f"PLAINTEXT://127.0.0.1:{kafka}"], b   # the default listener: gRPC port ± 10000
         assert b["alive"] is True and isinstance(b["epoch"], int) and b["epoch"] > 0
         assert b["process"] == {"pid": recorded[b["id"]], "state": "running"}
         assert process_state(b["process"]["pid"]) == "running"
