@@ -1,4 +1,4 @@
-"""One simulated run: the cluster, the workload, the faults, then chaos/'s checkers and timeline.
+"""One simulated run: the cluster, the workload, the faults, then judge/'s checkers and timeline.
 
     result = SimRun(SimOptions(seed=7, faults=("kill", "pause")), out=Path("runs/sim-7")).run()
 

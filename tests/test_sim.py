@@ -1,5 +1,5 @@
 """The simulator: one seed is one run, byte for byte; a run touches no clock, global random, thread or socket;
-its run directory is a chaos run's, judged by chaos/'s checkers (docs/simulation.md)."""
+its run directory is a chaos run's, judged by judge/'s checkers (docs/simulation.md)."""
 from __future__ import annotations
 
 import hashlib
