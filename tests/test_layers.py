@@ -15,6 +15,7 @@ between the two.  The test fails
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -68,6 +69,12 @@ def arrows(root: Path) -> dict[tuple[str, str], list[str]]:
     return out
 
 
+@functools.cache
+def house() -> dict[tuple[str, str], list[str]]:
+    """This tree's arrows, read once for the tests below."""
+    return arrows(ROOT)
+
+
 def floors_table(text: str) -> dict[str, tuple[int, set[str]]]:
     """The table under ``## Floors``: package -> (floor, the packages it may import)."""
     section = text.split("\n" + HEADING, 1)[1].split("\n## ", 1)[0]
@@ -106,14 +113,14 @@ def problems(table: dict[str, tuple[int, set[str]]], found: dict[tuple[str, str]
 
 def test_every_import_is_allowed_by_the_floors_table() -> None:
     table = floors_table(DOC.read_text())
-    found = arrows(ROOT)
+    found = house()
     assert {"kafkacommon", "node", "cli", "tests"} <= set(table) and ("node", "zk") in found  # it reads the house
     bad = problems(table, found, packages(ROOT))
     assert not bad, "\n".join(bad)
 
 
 def test_no_package_cycles() -> None:
-    found = arrows(ROOT)
+    found = house()
     edges: dict[str, set[str]] = defaultdict(set)
     for p, q in found:
         edges[p].add(q)
