@@ -1,10 +1,10 @@
-"""The chaos checkers in Spark, with the semantics of ``chaos/checkers.py``, over many runs at once.
+"""The chaos checkers in Spark, with the semantics of ``judge/checkers.py``, over many runs at once.
 
     tables = build_ops_tables(inputs)                 # analysis.ops_tables
     anomalies = check_all(inputs, tables)             # the anomalies table (materialized: it is small)
     verdicts(inputs, anomalies).show()                # run, verdict, anomalies, unknowns
 
-One function per kind (or pair of kinds, as in ``chaos.checkers.CHECKERS``),
+One function per checker of ``judge.registry.CHECKERS`` (a kind, or a pair of kinds),
 each keyed by ``run``; rules: docs/chaos.md ("Checkers"); how each is laid out
 in Spark and where it differs: docs/analysis-internals.md ("Checkers in Spark").  The
 evidence ``op_indexes`` of an anomaly are the ``index`` values of the history
@@ -42,36 +42,28 @@ from analysis.checks_log import check_lost_writes, check_offsets, check_unseen, 
 from analysis.local_rows import local_rows
 from analysis.ops_tables import build_ops_tables
 from analysis.spark import adaptive_off, gathered
-from chaos.check_names import CHECKS
+from judge.registry import CHECKERS as REGISTRY
+from judge.registry import KINDS
 
-__all__ = ["CHECKERS", "FUNCTIONS", "KINDS", "PlannedChecks", "check_all", "context", "plan_checks", "run_checks", "unknowns",
-           "verdicts"]
+__all__ = ["CHECKERS", "KINDS", "SPARK_CHECKS", "PlannedChecks", "check_all", "context", "plan_checks", "run_checks",
+           "unknowns", "verdicts"]
 
 
 def check_controllers(ctx: Ctx) -> DataFrame:
-    """``controllers``: multiple-controllers and zombie-controller-write, as ``chaos.checks_cluster``'s."""
+    """``controllers``: multiple-controllers and zombie-controller-write, as ``judge.checks_cluster``'s."""
     return check_multiple_controllers(ctx).unionByName(check_zombie_writes(ctx))
 
 
-# each checker of chaos.check_names.CHECKS (names, kinds and descriptions are defined there, once)
-FUNCTIONS: dict[str, Callable[[Ctx], DataFrame]] = {
-    "lost-write": check_lost_writes,
-    "offsets": check_offsets,
-    "commit-order": check_commit_order,
-    "lost-commit": check_lost_commits,
-    "fenced-generation": check_fenced_generations,
-    "split-coordinator": check_split_coordinator,
-    "controllers": check_controllers,
-    "unclean-election": check_unclean_elections,
-    "hw": check_hw,
-    "unseen-message": check_unseen,
-}
-# name -> (checker, the kinds it reports), in CHECKS's order (chaos.checkers.CHECKERS's)
+# the Spark implementation of every checker of judge.registry.CHECKERS, each named as its Python one
+SPARK_CHECKS: tuple[Callable[[Ctx], DataFrame], ...] = (
+    check_lost_writes, check_offsets, check_commit_order, check_lost_commits, check_fenced_generations,
+    check_split_coordinator, check_controllers, check_unclean_elections, check_hw, check_unseen)
+_SPARK_BY_NAME = {fn.__name__: fn for fn in SPARK_CHECKS}
+# name -> (Spark checker, the kinds it reports), in the registry's order
 CHECKERS: dict[str, tuple[Callable[[Ctx], DataFrame], tuple[str, ...]]] = {
-    name: (FUNCTIONS[name], c.kinds) for name, c in CHECKS.items() if name in FUNCTIONS}
-KINDS: tuple[str, ...] = tuple(k for _f, kinds in CHECKERS.values() for k in kinds)
+    name: (_SPARK_BY_NAME[c.check.__name__], c.kinds) for name, c in REGISTRY.items()}
 
-# unknown reasons, in the order chaos.checkers.check lists them
+# unknown reasons, in the order judge.checkers.check lists them
 UNKNOWNS: tuple[Callable[[Ctx], DataFrame], ...] = (unknown_lost_writes, unknown_lost_commits,
                                                     unknown_split_coordinator, unknown_no_events, unknown_unseen)
 
@@ -115,7 +107,7 @@ def check_all(inputs, tables: dict[str, DataFrame] | None = None, *, unclean_ele
               final_reads_required: bool = True, offsets_partitions: int | None = None,
               kinds: tuple[str, ...] | None = None) -> DataFrame:
     """Every checker over every run: the ``anomalies`` table (``ANOMALY_COLUMNS``), computed and cached
-    (it is small).  Options as ``chaos.checkers.check``; ``kinds`` limits the checkers run.  A run whose
+    (it is small).  Options as ``judge.checkers.check``; ``kinds`` limits the checkers run.  A run whose
     history is malformed gets no anomalies (the Python checker stops with an unknown verdict)."""
     with adaptive_off(inputs.ops.sparkSession):   # many small stages: AQE's re-planning costs more
         return run_checks(plan_checks(inputs, tables, unclean_election=unclean_election,

@@ -4,7 +4,7 @@ Every checker takes a :class:`Ctx` and returns rows of the ``anomalies``
 table (docs/analysis.md): ``run, kind, message, group, topic, partition,
 op_indexes array<long>, event_types array<string>, details`` (JSON).
 ``op_indexes`` are the ``index`` values of the history lines that
-``chaos.checkers`` puts in ``Anomaly.ops``, in the same order (distinct, at
+``judge.checkers`` puts in ``Anomaly.ops``, in the same order (distinct, at
 most 4); ``details`` holds the Python anomaly's ``details`` plus ``events``:
 ``[{broker, mono_ns, type}]`` of the evidence event lines that are cheap to
 name.  Everything is keyed by ``run``.

@@ -1,6 +1,6 @@
 """Checkers of the control plane and replication in Spark, from the brokers' event logs alone.
 
-Same rules as ``chaos/checks_cluster.py`` (docs/chaos.md, "Checkers"):
+Same rules as ``judge/checks_cluster.py`` (docs/chaos.md, "Checkers"):
 
 * ``multiple-controllers``: ``controller_elected``;
 * ``zombie-controller-write``: ``controller_elected``, ``partition_state_written`` with the plan's

@@ -1,6 +1,6 @@
 """Checkers of consumer groups in Spark: committed offsets, generations, and who coordinated.
 
-Same rules as ``chaos/checks_groups.py`` (docs/chaos.md, "Checkers"), from
+Same rules as ``judge/checks_groups.py`` (docs/chaos.md, "Checkers"), from
 the ``ops`` and ``group_offsets`` tables and, for ``split-coordinator``, the
 event lines ``broker_starting``, ``topic_created`` (of ``__consumer_offsets``),
 ``coordinator_load_started``, ``coordinator_loaded``, ``coordinator_unloaded``

@@ -1,6 +1,6 @@
 """Checkers of the topic logs in Spark: lost writes, inconsistent offsets and duplicates, unseen messages.
 
-Same rules as ``chaos/checkers.py``'s ``check_lost_writes``, ``check_offsets``
+Same rules as ``judge/checkers.py``'s ``check_lost_writes``, ``check_offsets``
 and ``check_unseen`` (docs/chaos.md, "Checkers"), from the ``ops`` and
 ``observations`` tables (and the groups' fetch-committed answers); of the events only
 ``log_segments_deleted`` (:func:`log_starts`: records below a log start offset were deleted by
@@ -125,7 +125,7 @@ def _sends_at(ctx: Ctx, keys: DataFrame) -> DataFrame:
 
 def log_starts(ctx: Ctx) -> DataFrame:
     """(run, topic, partition, lso): each partition's highest log start offset from retention
-    (``log_segments_deleted``), as ``chaos.check_model.log_start_offsets``; few rows."""
+    (``log_segments_deleted``), as ``judge.check_model.log_start_offsets``; few rows."""
     return ctx.memo("log_starts", lambda: ctx.ev("log_segments_deleted").groupBy(*TP)
                     .agg(F.max("log_start_offset").alias("lso")))
 

@@ -9,7 +9,7 @@ and:
   the read, which follows the file for a file read as one split), to break
   ``mono_ns`` ties as ``node.events.read_run_events``' stable sort does;
 * ``proc``: which process of its broker wrote the line, 0 before any
-  ``broker_starting``, then 1, 2, ... (``chaos.check_model.Events.process``).
+  ``broker_starting``, then 1, 2, ... (``judge.check_model.Events.process``).
 
 A field of the wrong JSON type on some line is null on that line only (Spark's
 partial results), so one schema for every type reads each type's fields as a

@@ -1,9 +1,9 @@
-"""The failover timeline in Spark: ``chaos/timeline.py``'s rows, with its rules (docs/chaos.md, "Failover timeline").
+"""The failover timeline in Spark: ``judge/timeline.py``'s rows, with its rules (docs/chaos.md, "Failover timeline").
 
 ``failovers(inputs, tables)`` gives one row per (fault start, group whose
 offsets partition one of the fault's brokers led at the fault's time T) and
 one controller row per fault that hit the controller of time T, with the
-columns of ``chaos.timeline.ROW_FIELDS`` (after ``run``).  The rules, as there:
+columns of ``judge.timeline.ROW_FIELDS`` (after ``run``).  The rules, as there:
 
 * the leader of partition P at T is the last state written for P that had
   *landed* by T (``analysis.tables.state_writes``), ties by logging time;
@@ -33,8 +33,8 @@ from pyspark.sql import functions as F
 from analysis.checks_base import partition_for
 from analysis.spark import kept, spread
 from analysis.tables import OFFSETS_TOPIC, state_writes
-from chaos.timeline import CAUSE_END, CAUSE_FAULT, CAUSE_NONE, END_PHASE, STOP_PHASE
-from chaos.timeline import ROW_FIELDS  # noqa: F401  (re-exported: the same rows as the runner's timeline)
+from judge.timeline import CAUSE_END, CAUSE_FAULT, CAUSE_NONE, END_PHASE, STOP_PHASE
+from judge.timeline import ROW_FIELDS  # noqa: F401  (re-exported: the same rows as the runner's timeline)
 
 ROW_TYPES = {
     "fault": "int", "cause": "string", "kind": "string", "target": "string", "nodes": "array<string>",
@@ -383,7 +383,7 @@ def _fault_group_rows(faults: DataFrame, groups: DataFrame, partitions: DataFram
 def _unattributed_rows(inputs, taken: DataFrame, groups: DataFrame, per_run: DataFrame,
                        partitions: DataFrame) -> DataFrame:
     """The rows of the leader moves of a group's offsets partition that no fault row took (``taken``: run,
-    partition, landed, mono, broker), up to their stages (``_PRE``), as in ``chaos.timeline``: origin at the
+    partition, landed, mono, broker), up to their stages (``_PRE``), as in ``judge.timeline``: origin at the
     controller's last detection of the old leader since its election (else at the move), ``cause``
     ``end phase`` after the ``end`` mark (``stop`` without one), else ``none in schedule``."""
     st = state_writes(inputs).where(F.col("topic") == OFFSETS_TOPIC).select(

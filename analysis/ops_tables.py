@@ -20,7 +20,7 @@ column by column.
 * ``ops``: one row per client operation.  Per run and process, lines are
   taken in ``index`` order and an invoke is completed by the next line of the
   same process when that line is a completion (``ok``/``fail``/``info``);
-  otherwise it stays ``open`` (as ``chaos.check_model.pair_ops``).  Nemesis lines
+  otherwise it stays ``open`` (as ``judge.check_model.pair_ops``).  Nemesis lines
   are left out.
 * ``observations``: every ok send, and every record of every ok poll
   (``source`` ``poll``, or ``final`` for the end-of-run reads).
@@ -29,7 +29,7 @@ column by column.
   (ok, fail, info, open), and of a fetch-committed's answer.
 * ``pairing_errors``: the lines that make a history malformed for
   ``pair_ops`` (a completion with no open invoke, an invoke while one is open,
-  an unknown type); ``chaos.checkers.check`` calls such a history unknown.
+  an unknown type); ``judge.checkers.check`` calls such a history unknown.
 * ``nemesis``: the nemesis lines, for ``analysis.tables.faults``.
 
 Columns: docs/analysis.md ("Tables").  Numbers in values are kept as their
@@ -54,7 +54,7 @@ OPS_COLUMNS = ["run", "index", "process", "f", "type", "invoke_ns", "complete_ns
                "complete_index"]
 # The rest of the ``ops`` table (docs/analysis.md): why pair_ops rejects the line, and the parts of the values
 # later steps read.  ``v`` is the completion's value, else the invoke's (``iv``), as
-# ``chaos.check_model.Op.value``.
+# ``judge.check_model.Op.value``.
 #   pairing_error     why the invoke makes the history malformed (invoked while its process has one open)
 #   acks              iv.acks of a send (lost-write judges acks=all sends only)
 #   high_watermark    v.high_watermark of a poll, as an integer (final reads)

@@ -25,7 +25,7 @@ and the history lines and events that show it).  docs/analysis.md,
   is written in parallel.
 * Faults are SIGKILLs of a role (``coordinator:g1``, ``controller``, ...)
   with the events a real failover leaves, simulated on a small cluster model.
-* A **clean** run is judged ``valid`` with no anomaly by ``chaos.checkers``;
+* A **clean** run is judged ``valid`` with no anomaly by ``judge.checkers``;
   each ``--plant KIND`` plants a few anomalies of exactly that kind
   (:data:`PLANT_KINDS`).
 
@@ -167,9 +167,9 @@ def write_run(run: Path, ops: int, seed: int, plant: Iterable[str] = (), *, jobs
                       "plan_s": round(t_plan, 3), "write_s": round(t_write, 3)},
     }
     if check:
-        from chaos.checkers import check as run_checks
-        from chaos.history import read_history
-        from chaos.timeline import failover_timeline, summarize
+        from judge.checkers import check as run_checks
+        from judge.history import read_history
+        from judge.timeline import failover_timeline, summarize
         from node.events import read_run_events
         ops_l = [op for f in (sorted(hist.glob("part-*.jsonl")) if split else [hist]) for op in read_history(f)]
         events = read_run_events(run / "cluster")
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instances", type=int, default=DEFAULT_INSTANCES, help="anomalies planted per kind")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=None, help="writer processes (default: the cores)")
-    ap.add_argument("--check", action="store_true", help="run chaos.checkers on each run (small runs only)")
+    ap.add_argument("--check", action="store_true", help="run judge.checkers on each run (small runs only)")
     a = ap.parse_args(argv)
     t = time.monotonic()
     try:

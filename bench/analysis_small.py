@@ -145,7 +145,7 @@ def bench_small(run: Path, workdir: Path, repeat: int, goal: float) -> dict:
         base.append(w)
         cpu_b.append(c)
         envf = dict(env, KAFKASIM_SPARK_EVENT_LOG=str(events))
-        w, c, rc = timed([sys.executable, "-m", "node.tools.cli", "analyze", str(run), "--out", str(work / "out")],
+        w, c, rc = timed([sys.executable, "-m", "cli.main", "analyze", str(run), "--out", str(work / "out")],
                          envf, work / f"analyze-{i}.log")
         assert rc == 0, (work / f"analyze-{i}.log").read_text()[-2000:]
         full.append(w)

@@ -14,10 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from node.tools.cluster import Cluster  # noqa: E402
+from launcher.cluster import Cluster  # noqa: E402
 from node.config import load_config  # noqa: E402
 from node.events import read_run_events  # noqa: E402
-from node.tools.waiting import WaitTimeout, wait_for  # noqa: E402
+from util.waiting import WaitTimeout, wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper, free_port  # noqa: E402
 
 TICK_MS = 100
@@ -112,7 +112,7 @@ def warm_zookeeper(zk: EmbeddedZooKeeper, partitions: int = 1000, rounds: int = 
     chroot of its own that it removes afterwards.
     """
     from zk.client import StateWrite, ZkClient
-    from controller.types import LeaderAndIsr
+    from kafkacommon.metadata import LeaderAndIsr
 
     t0 = time.monotonic()
     chroot = f"/bench-warmup-{uuid.uuid4().hex[:8]}"

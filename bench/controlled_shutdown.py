@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import TICK_MS, make_cluster, summary, wait_isr_whole  # noqa: E402
 from node.events import read_run_events  # noqa: E402
-from node.tools.waiting import wait_for  # noqa: E402
+from util.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper  # noqa: E402
 
 

@@ -49,9 +49,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from node.tools.cluster import Cluster  # noqa: E402
+from launcher.cluster import Cluster  # noqa: E402
 from node.events import EventTail, read_run_events  # noqa: E402
-from node.tools.waiting import wait_for  # noqa: E402
+from util.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper  # noqa: E402
 from bench.common import SESSION_MS, TICK_MS, make_cluster, summary, warm_zookeeper  # noqa: E402
 

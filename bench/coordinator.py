@@ -48,12 +48,12 @@ from coordinator.records import OffsetKey, OffsetValue, encode_key, encode_value
 from kafkacommon import errors  # noqa: E402
 from kafkacommon.batch_scan import iter_batches  # noqa: E402
 from kafkacommon.hashing import partition_for  # noqa: E402
-from node.tools import topics  # noqa: E402
+from zk.admin import create_topic  # noqa: E402
 from node.shells.coordinator_shell import replay_log  # noqa: E402
 from node.events import read_run_events  # noqa: E402
 from node.storage import PartitionLog  # noqa: E402
 from node.storage.cleaner import clean  # noqa: E402
-from node.tools.waiting import wait_for  # noqa: E402
+from util.waiting import wait_for  # noqa: E402
 from proto import groups_pb2 as gpb  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402  (the baseline is kazoo itself)
 from zk.server import EmbeddedZooKeeper  # noqa: E402
@@ -122,7 +122,7 @@ def bench_commit(zk: EmbeddedZooKeeper, work: Path, seconds: float, threads: int
     # a 6 s session: on this contended host a 1 s session can expire mid-run and move coordinators
     c = make_cluster(zk, work, partitions=50, **{"zookeeper.session.timeout.ms": 6000})
     try:
-        topics.create_topic(c.zk(), "t", per_request, 3, {})
+        create_topic(c.zk(), "t", per_request, 3, {})
         cc = ClusterClient([f"{b.host}:{b.port}" for b in c.cfg.brokers])
         admin = GroupAdmin(cc)
         groups = [f"bench-{i}" for i in range(threads)]
@@ -213,7 +213,7 @@ def one_failover(zk: EmbeddedZooKeeper, work: Path, sig: signal.Signals) -> dict
     members = []
     stop = threading.Event()
     try:
-        topics.create_topic(c.zk(), "t", 4, 3, {})
+        create_topic(c.zk(), "t", 4, 3, {})
         bootstrap = [f"{b.host}:{b.port}" for b in c.cfg.brokers]
         Producer(ClusterClient(bootstrap)).send_batch("t", 0, [(None, b"x", -1)] * 10)
         acks: list[tuple[int, int]] = []

@@ -57,8 +57,8 @@ from client.metadata import ClusterClient  # noqa: E402
 from client.producer import Producer  # noqa: E402
 from kafkacommon.hashing import partition_for  # noqa: E402
 from node.events import read_run_events  # noqa: E402
-from node.tools import topics  # noqa: E402
-from node.tools.waiting import wait_for  # noqa: E402
+from zk.admin import create_topic  # noqa: E402
+from util.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper  # noqa: E402
 
 OFFSETS_PARTITIONS = 10
@@ -225,7 +225,7 @@ def same_partition_groups() -> tuple[str, str]:
 def failovers(bs: str, c, bootstrap: list[str], runs: int) -> list[dict]:
     lk, ks = same_partition_groups()
     offsets_p = partition_for(lk, OFFSETS_PARTITIONS)
-    topics.create_topic(c.zk(), "ft", 4, 3, {})
+    create_topic(c.zk(), "ft", 4, 3, {})
     cc = ClusterClient(bootstrap)
     wait_isr(cc, "ft", 4, 3)
     Producer(cc).send_batch("ft", 0, [(None, b"x", -1)] * 10)
@@ -339,8 +339,8 @@ def main() -> None:
         bs = ",".join(f"{h}:{p}" for h, p in (b.kafka_advertised for b in c.cfg.brokers))
         cc = ClusterClient(bootstrap)
         try:
-            topics.create_topic(c.zk(), "p", 1, 3, {"min.insync.replicas": 2})
-            topics.create_topic(c.zk(), "big", 1, 1, {})
+            create_topic(c.zk(), "p", 1, 3, {"min.insync.replicas": 2})
+            create_topic(c.zk(), "big", 1, 1, {})
             wait_isr(cc, "p", 1, 3)
             wait_isr(cc, "big", 1, 1)
             res["produce"] = produce_throughput(bs, cc, "p", a.records)

@@ -6,7 +6,7 @@ Each run brings the lab up on the host's network (docker-compose.hostnet.yml, fr
 image and times ``docker-compose up -d`` until every container's healthcheck passes, then until the cluster
 is ready (a controller and a leader for each of the 50 offsets partitions, as ``kafkasim cluster up``
 waits for), and ``down -v``.  The baseline, in the same run: the same definition (ZooKeeper and 3 brokers)
-started as local processes by node.tools.cluster (``kafkasim cluster up``), timed to the same readiness.
+started as local processes by launcher.cluster (``kafkasim cluster up``), timed to the same readiness.
 Needs a Docker engine (started here, and stopped again, if none answers) and the image
 (scripts/lab-image.sh, run first: a no-op when it is current, and timed).
 """
@@ -23,8 +23,8 @@ from pathlib import Path
 import yaml
 
 from node.config import load_config
-from node.tools.cluster import Cluster
-from node.tools.lab import HOSTNET_FILES, REPO, ComposeLab, Dockerd
+from launcher.cluster import Cluster
+from launcher.lab import HOSTNET_FILES, REPO, ComposeLab, Dockerd
 from zk.server import free_port
 
 

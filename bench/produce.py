@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from bench.common import TICK_MS, make_cluster, pct  # noqa: E402
 from client.metadata import ClusterClient  # noqa: E402
 from client.producer import Producer, ProduceError  # noqa: E402
-from node.tools import topics  # noqa: E402
+from zk.admin import create_topic  # noqa: E402
 from proto import kafkasim_pb2 as pb  # noqa: E402
 from zk.server import EmbeddedZooKeeper  # noqa: E402
 
@@ -49,7 +49,7 @@ def ms(ns: int) -> float:
 def setup(zk, workdir: Path, controlled: bool):
     c = make_cluster(zk, workdir, partitions=3, controlled=controlled,
                      **{"replica.fetch.wait.max.ms": 500, "controlled.shutdown.retry.backoff.ms": 50})
-    topics.create_topic(c.zk(), TOPIC, 1, 3, {"min.insync.replicas": 2})
+    create_topic(c.zk(), TOPIC, 1, 3, {"min.insync.replicas": 2})
     cc = ClusterClient([f"{b.host}:{b.port}" for b in c.cfg.brokers])
     cc.refresh()
     # wait until every follower is in the ISR, so acks=all really waits for 3 replicas

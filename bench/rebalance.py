@@ -50,11 +50,11 @@ from client.group import GroupMember  # noqa: E402
 from client.metadata import ClusterClient  # noqa: E402
 from client.protocol import Assignment, Subscription  # noqa: E402
 from kafkacommon import errors  # noqa: E402
-from node.tools import topics  # noqa: E402
+from zk.admin import create_topic  # noqa: E402
 from node.events import read_run_events  # noqa: E402
 from proto import groups_pb2 as gpb  # noqa: E402
 from proto import groups_pb2_grpc as gpbg  # noqa: E402
-from node.tools.waiting import wait_for  # noqa: E402
+from util.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper  # noqa: E402
 
 DELAY_MS = 3000
@@ -225,7 +225,7 @@ def main() -> None:
             c = make_cluster(zk, Path(tmp), partitions=50, **{"group.initial.rebalance.delay.ms": DELAY_MS,
                                                               "zookeeper.session.timeout.ms": 6000})
             try:
-                topics.create_topic(c.zk(), "wide", 100, 3, {})
+                create_topic(c.zk(), "wide", 100, 3, {})
                 bootstrap = [f"{b.host}:{b.port}" for b in c.cfg.brokers]
                 base = one_group(bootstrap, "baseline", a.baseline)
                 big = one_group(bootstrap, "big", a.members)

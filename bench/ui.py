@@ -47,8 +47,8 @@ from bench.common import TICK_MS, make_cluster, pct  # noqa: E402
 from client.group import GroupMember  # noqa: E402
 from client.metadata import ClusterClient  # noqa: E402
 from client.producer import Producer  # noqa: E402
-from node.tools import topics  # noqa: E402
-from node.tools.waiting import wait_for  # noqa: E402
+from zk.admin import create_topic  # noqa: E402
+from util.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper, free_port  # noqa: E402
 
 #: A steady workload on a loaded 2-core machine: the bench's usual 1 s session expires under load, and a
@@ -61,7 +61,7 @@ LONG_TASKS_JS = """() => { window.__long = [];
 
 def start_ui(*args: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "node.tools.cli", "ui", *args, "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "ui", *args, "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)))
     url = f"http://127.0.0.1:{port}/"
@@ -219,7 +219,7 @@ def workload(zk, work: Path, partitions: int, groups: int):
     groups with one commit each (as after a reset).  Returns (cluster, its producer)."""
     c = make_cluster(zk, work, partitions, **{"zookeeper.session.timeout.ms": SESSION_MS})
     try:
-        topics.create_topic(c.zk(), "w", 3, 3, {})
+        create_topic(c.zk(), "w", 3, 3, {})
         boot = [f"{b.host}:{b.port}" for b in c.cfg.brokers]
         cc = ClusterClient(boot)
         wait_for(lambda: cc.partitions_for("w"), 30, "topic w")

@@ -61,9 +61,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Run the checkers and the timeline again on a finished run directory."""
-    from chaos.checkers import check
-    from chaos.history import read_history
-    from chaos.timeline import failover_timeline, format_table
+    from judge.checkers import check
+    from judge.history import read_history
+    from judge.timeline import failover_timeline, format_table
     from node.events import read_run_events
 
     run = Path(args.run)

@@ -22,9 +22,9 @@ from typing import Any
 import yaml
 
 from node.config import load_config
-from node.tools.cluster import Cluster, ClusterView
-from node.tools.lab import HOSTNET_FILES, ComposeLab, LabError, docker_exe, engine_answers, run
-from node.tools.waiting import wait_for
+from launcher.cluster import Cluster, ClusterView
+from launcher.lab import HOSTNET_FILES, ComposeLab, LabError, docker_exe, engine_answers, run
+from util.waiting import wait_for
 from zk.server import four_letter_word, free_port
 
 LAB_BROKERS = 3

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from chaos.schedule import Fault
 from chaos.scenario import NETWORK_KINDS
 from chaos.targets import View, nemesis_value, resolve
-from node.tools.cluster import Cluster
+from launcher.cluster import Cluster
 from node.server.session_file import SessionFile
 from zk.client import expire_session
 

@@ -34,9 +34,9 @@ from typing import Any, TextIO
 
 import yaml
 
-from chaos.checkers import check
-from chaos.edn import write_edn
-from chaos.history import HistoryWriter, read_history
+from judge.checkers import check
+from judge.edn import write_edn
+from judge.history import HistoryWriter, read_history
 from chaos.nemesis import Active, Links, Nemesis, NetnsNet, ProxyNet
 from chaos.progress import Progress
 from chaos.realclients import RealMemberWorker, RealProducerWorker
@@ -45,17 +45,17 @@ from chaos.scenario import Scenario
 from chaos.schedule import (Fault, format_schedule, make_schedule, schedule_document, schedule_rng_seed,
                             write_schedule)
 from chaos.targets import OFFSETS_TOPIC, View
-from chaos.timeline import END_PHASE, STOP_PHASE, failover_timeline, format_table, summarize
+from judge.timeline import END_PHASE, STOP_PHASE, failover_timeline, format_table, summarize
 from chaos.workload import MemberWorker, ProbeWorker, Processes, ProducerWorker, final_read
 from client.admin import GroupAdmin
 from client.metadata import ClusterClient
 from node.server import bugs
-from node.tools.cluster import Cluster
+from launcher.cluster import Cluster, replica_offsets
 from node.config import load_config
 from node.events import read_run_events
-from node.server.links import LinkMap
-from node.tools.topics import create_topic
-from node.tools.waiting import wait_for
+from node.net.links import LinkMap
+from zk.admin import create_topic
+from util.waiting import wait_for
 from zk.server import EmbeddedZooKeeper
 
 log = logging.getLogger(__name__)
@@ -336,7 +336,7 @@ class ChaosRun:
         progress.start(t0)
         try:
             self._nemesis_loop(nemesis, t0, progress)
-            self._mark(END_PHASE)   # the end phase: no fault from here on (chaos/timeline.py's attribution)
+            self._mark(END_PHASE)   # the end phase: no fault from here on (judge/timeline.py's attribution)
             stop_producers.set()
             for w in producers:
                 w.join(timeout=30)
@@ -413,7 +413,6 @@ class ChaosRun:
         can have a lower HW than its followers until their next fetch, and acknowledged records above
         it are not yet readable.  A partition that does not settle in ``timeout`` is read as it is:
         the checkers judge what the final read saw."""
-        from node.tools.cli_data import replica_offsets
         names = {t.name for t in self.scenario.topics if t.name != OFFSETS_TOPIC}
 
         def settled() -> bool:

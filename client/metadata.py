@@ -102,7 +102,7 @@ class ClusterClient:
 
     def address(self, broker_id: int, advertised: str) -> str:
         """Where to dial a broker: its advertised address, unless a link map (a chaos run's
-        fault proxy, see node/server/links.py) routes this client's connections elsewhere."""
+        fault proxy, see node/net/links.py) routes this client's connections elsewhere."""
         return self._dial(broker_id, advertised) if self._dial else advertised
 
     # ------------------------------------------------------------------ metadata

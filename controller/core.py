@@ -22,14 +22,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, NamedTuple
 
 from controller import election
-from controller.assignment import assign_replicas
-from controller.types import LeaderAndIsr
+from kafkacommon.assignment import assign_replicas
+from kafkacommon.metadata import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from kafkacommon.errors import (  # the Kafka error codes the core answers with (a constants table, no I/O)
     BROKER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, INELIGIBLE_REPLICA, INVALID_REQUEST, INVALID_UPDATE_VERSION, NONE,
     NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
 )
 from kafkacommon.event import Event
-from zk.codecs import BrokerRegistration, TopicAssignment
 
 TP = tuple[str, int]
 StateMap = dict[TP, tuple[LeaderAndIsr, int]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import AbstractSet, Sequence
 
-from controller.types import LeaderAndIsr
+from kafkacommon.metadata import LeaderAndIsr
 
 
 def initial(replicas: Sequence[int], live: AbstractSet[int], controller_epoch: int) -> LeaderAndIsr | None:

@@ -8,6 +8,9 @@
 * :mod:`.fastscan` — the replay fast path: (offset, key, value) out of validated batches.
 * :mod:`.hashing` — Java's ``String.hashCode`` with ``Utils.abs`` (a group's offsets
   partition) and ``Utils.murmur2`` (a key's partition).
+* :mod:`.metadata` — the cluster's metadata: ``LeaderAndIsr``, ``BrokerRegistration``, ``TopicAssignment``.
+* :mod:`.assignment` — Kafka's rack-unaware round-robin replica placement.
+* :mod:`.topic_config` — topic configs: parsers, docs, defaults, and a topic's resolved ``LogConfig``.
 
 Plain synchronous code that imports nothing else from kafkasim: no I/O, no clock,
 no threads (tests/test_purity.py checks it).

@@ -1,5 +1,5 @@
 """DescribeConfigs on the Kafka listener: topic configs (the topic's overrides over the broker's
-defaults, as node/tools/topics.py knows them) and this broker's own configs (cluster.yaml)."""
+defaults, as zk/admin.py knows them) and this broker's own configs (cluster.yaml)."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,12 +8,12 @@ from listener.context import ListenerContext
 from listener.protocol import Request
 from listener.server import Connection
 from kafkacommon import errors
-from node.topic_config import TOPIC_KEYS
+from kafkacommon.topic_config import TOPIC_KEYS
 
 TOPIC, BROKER = 2, 4
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 
-# a topic config -> (the broker key its default comes from, or None, and the fixed default): node/topic_config.py
+# a topic config -> (the broker key its default comes from, or None, and the fixed default): kafkacommon/topic_config.py
 TOPIC_DEFAULTS: dict[str, tuple[str | None, Any]] = {k.name: (k.broker_key, k.default) for k in TOPIC_KEYS.values()}
 
 

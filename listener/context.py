@@ -12,7 +12,7 @@ from typing import Any, Callable
 @dataclass
 class ListenerContext:
     broker_id: int
-    state: Any                      # node.server.broker_state.BrokerState: metadata cache, live brokers, controller
+    state: Any                      # replication.broker_state.BrokerState: metadata cache, live brokers, controller
     replicas: Any                   # node.replicas.replica_manager.ReplicaManager: produce, fetch, offsets
     groups: Any                     # node.server.groups_servicer.GroupsServicer: the group coordinator's front door
     zk: Any                         # zk.client.ZkClient: topic administration (as kafka-topics.sh does it)

@@ -14,12 +14,10 @@ import time
 from typing import Any
 
 from listener.context import ListenerContext
-from listener.protocol import Request
+from listener.protocol import Request, stays_in_file
 from listener.records import BatchRejected, check_client_batch, find_timestamp, next_offset
 from listener.server import CloseConnection, Connection
 from kafkacommon import errors
-from node.replicas.hosted import ConsumerRead
-from node.storage.file_records import FileRecords
 from proto import kafkasim_pb2 as pb
 from replication.partition import leader_epoch_error
 
@@ -27,7 +25,7 @@ from replication.partition import leader_epoch_error
 def close(reads: dict) -> None:
     """Release the segment files of consumer reads that will not be sent."""
     for a in reads.values():
-        if isinstance(a.records, FileRecords):
+        if stays_in_file(a.records):
             a.records.close()
 
 
@@ -83,16 +81,16 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         wanted: list[tuple[str, Any]] = [(t.topic, p) for t in body.topics for p in t.partitions]
         asks = [(t, p) for t, p in wanted if known(t, p.partition)]
 
-        def read() -> dict[tuple[str, int], ConsumerRead]:
+        def read() -> dict[tuple[str, int], Any]:
             return {(t, p.partition): ctx.replicas.consumer_read(
                 (t, p.partition), p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch if v >= 9 else -1,
                 p.last_fetched_epoch if v >= 12 else -1) for t, p in asks}
 
-        def ready(got: dict[tuple[str, int], ConsumerRead]) -> bool:
+        def ready(got: dict[tuple[str, int], Any]) -> bool:
             return (sum(len(a.records) for a in got.values()) >= body.min_bytes
                     or any(a.error != errors.NONE or a.diverging is not None for a in got.values()))
 
-        def run() -> dict[tuple[str, int], ConsumerRead]:
+        def run() -> dict[tuple[str, int], Any]:
             """The leader's read of each partition, again after each append or HW move while fewer
             than min_bytes are ready and max_wait_ms has not passed."""
             deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000

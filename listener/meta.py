@@ -3,7 +3,7 @@
 Metadata comes from this broker's metadata cache (the controller's
 UpdateMetadata), as Kafka's does; brokers are the live ones, each at its
 advertised Kafka listener.  Topics are created and deleted through ZooKeeper
-exactly as ``kafkasim topics`` (node/tools/topics.py) does.
+exactly as ``kafkasim topics`` (zk/admin.py) does.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from listener.context import ListenerContext
 from listener.protocol import API_VERSIONS, SUPPORTED, Request
 from listener.server import Connection
 from kafkacommon import errors
-from node.tools.topics import TopicError, create_topic, delete_topic, parse_configs, validate_name
-from node.tools.waiting import WaitTimeout
+from zk.admin import TopicError, create_topic, delete_topic, parse_configs, validate_name
+from util.waiting import WaitTimeout
 from proto import groups_pb2 as gpb
 from zk.paths import OFFSETS_TOPIC
 

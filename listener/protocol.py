@@ -209,6 +209,13 @@ def _encode(cls: type, values: dict[str, Any], version: int, correlation_id: int
     return bytes(resp.encode(header=True, framed=True))
 
 
+def stays_in_file(value: Any) -> bool:
+    """Whether ``value`` is records left in their segment files (the broker's
+    ``node.storage.file_records.FileRecords``, known by its ``stays_in_file`` mark, so the listener imports
+    nothing of the broker's storage): ``slices`` of (file, position, size), ``read()``, ``close()``."""
+    return getattr(value, "stays_in_file", False)
+
+
 _BLOB_MIN = 1 << 15
 _HOLDER = 16        # a placeholder's length
 

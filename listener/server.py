@@ -24,8 +24,8 @@ import time
 from typing import Any, Awaitable, Callable
 
 from listener.limits import Limits, Quotas
-from listener.protocol import BadRequest, Request, api_name, encode_response, error_name, parse_request
-from node.storage.file_records import FileRecords
+from listener.protocol import (BadRequest, Request, api_name, encode_response, error_name, parse_request,
+                               stays_in_file)
 
 log = logging.getLogger("kafkasim.listener")
 
@@ -431,9 +431,9 @@ def _finished(queued: _Queued, st: _ConnState, size: int, task: asyncio.Task) ->
 
 
 async def write_pieces(writer: asyncio.StreamWriter, pieces: list) -> None:
-    """A response's pieces in order: bytes through the transport's buffer, a :class:`FileRecords`
-    (a consumer Fetch's records) from its segment files with ``os.sendfile`` once the bytes before
-    it are sent, as Kafka's ``FileRecords.writeTo`` uses ``transferTo``.  A stream without a socket
+    """A response's pieces in order: bytes through the transport's buffer, records that stay in their files
+    (``stays_in_file``: a consumer Fetch's records) from their segment files with ``os.sendfile`` once the
+    bytes before them are sent, as Kafka's ``FileRecords.writeTo`` uses ``transferTo``.  A stream without a socket
     (the tests' in-memory ones) gets the records read into memory.  Raises ConnectionError when a
     file was truncated under the send (Kafka fails the send too): the frame cannot be completed."""
     loop = asyncio.get_running_loop()
@@ -441,7 +441,7 @@ async def write_pieces(writer: asyncio.StreamWriter, pieces: list) -> None:
     pending = []
     try:
         for piece in pieces:
-            if not isinstance(piece, FileRecords):
+            if not stays_in_file(piece):
                 pending.append(piece)
                 continue
             if not has_socket:
@@ -461,5 +461,5 @@ async def write_pieces(writer: asyncio.StreamWriter, pieces: list) -> None:
         writer.writelines(pending)
     finally:
         for piece in pieces:
-            if isinstance(piece, FileRecords):
+            if stays_in_file(piece):
                 piece.close()

@@ -19,7 +19,7 @@ import yaml
 
 from listener.limits import LimitError, parse_overrides
 from node.listeners import Endpoint, check_advertised, parse_listeners, parse_protocol_map
-from node.topic_config import describe_topic_configs
+from kafkacommon.topic_config import describe_topic_configs
 
 __all__ = ["ConfigError", "KeySpec", "BrokerSpec", "ClusterConfig", "SCHEMA", "BROKER_SCHEMA",
            "parse_config", "load_config", "default_config", "describe_schema"]
@@ -283,6 +283,11 @@ class BrokerSpec:
             if n == name:
                 return host, port
         return None
+
+    @property
+    def advertised_endpoints(self) -> tuple[Endpoint, ...]:
+        """Every Kafka listener as a client that comes in on it is told to dial this broker: (name, host, port)."""
+        return tuple((name, *self.advertised_on(name)) for name, _, _ in self.kafka_listeners)  # type: ignore[misc]
 
     @property
     def kafka_advertised(self) -> tuple[str, int]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kafkacommon.event import Event
-from node.jsonlines import JsonLinesWriter, json_object, read_json_lines
+from util.jsonlines import JsonLinesWriter, json_object, read_json_lines
 
 __all__ = ["EventLog", "EventTail", "read_events", "read_json_lines", "read_run_events"]
 

@@ -23,7 +23,7 @@ bookkeeping a fetch at the log end needs
 Both sides here are plain objects, and so are the rules of which partitions
 a parked fetch waits for (:func:`readable`) and which go into an answer
 (:func:`has_news`); the replica manager and the fetcher own the locks and the
-calls, and ``node/server/wire.py`` the wire messages.
+calls, and ``node/net/wire.py`` the wire messages.
 """
 from __future__ import annotations
 

@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
-exec python3 -m node.tools.cli demo "$@"
+exec python3 -m cli.main demo "$@"

@@ -11,9 +11,10 @@
 #   scripts/lab-image.sh            build what is missing, print the image's tag
 #   scripts/lab-image.sh --check    exit 0 when kafkasim:latest is current, 1 when a build is due
 #
-# Needs root (debootstrap, a running dockerd), debootstrap and docker.  The Debian mirror is the
-# one apt uses here (/etc/apt/sources.list*), or $DEBIAN_MIRROR.  Machines whose Docker can pull
-# need none of this: `docker-compose build` uses the public python image (the Dockerfile's default).
+# Needs root (debootstrap, a running dockerd), debootstrap and docker.  The Debian mirror is the one apt
+# uses here (/etc/apt/sources.list*), or $DEBIAN_MIRROR; with neither, the base is not built and the script
+# says so.  Machines whose Docker can pull need none of this: `docker-compose build` uses the public python
+# image (the Dockerfile's default).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -39,14 +40,20 @@ command -v "$DOCKER" >/dev/null 2>&1 || die "docker is missing: apt-get install 
 "$DOCKER" version --format '{{.Server.Version}}' >/dev/null 2>&1 \
     || die "no Docker engine answers: start dockerd (see README, 'The docker-compose lab')"
 
+# The Debian mirror this machine's apt uses (the first URI of a deb source whose path ends in /debian, in
+# /etc/apt/sources.list, sources.list.d/*.list or the deb822 sources.list.d/*.sources), or $DEBIAN_MIRROR.
 debian_mirror() {
     if [ -n "${DEBIAN_MIRROR:-}" ]; then echo "$DEBIAN_MIRROR"; return; fi
     local m
-    m="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null \
-        | sed -n -e 's/^URIs:[[:space:]]*\([^[:space:]]*\/debian\)\/\{0,1\}$/\1/p' \
-                 -e 's/^deb[[:space:]]\{1,\}\(\[[^]]*\][[:space:]]\{1,\}\)\{0,1\}\([^[:space:]]*\/debian\)\/\{0,1\}[[:space:]].*/\2/p' \
-        | head -n1)"
-    echo "${m:-http://deb.debian.org/debian}"
+    m="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null \
+        | awk '/^[[:space:]]*#/ { next }
+               tolower($1) == "uris:" { for (i = 2; i <= NF; i++) print $i; next }
+               $1 == "deb" { i = 2
+                             if ($i ~ /^\[/) { while (i < NF && $i !~ /\]$/) i++; i++ }
+                             print $i }' \
+        | sed -n 's|/*$||; /\/debian$/p' | head -n1)" || true   # a missing sources file is no error
+    [ -n "$m" ] || die "no Debian mirror found in this machine's apt sources (/etc/apt/sources.list, /etc/apt/sources.list.d/*.list, *.sources): set DEBIAN_MIRROR to one (a URL ending in /debian)"
+    echo "$m"
 }
 
 # Certificates this machine trusts beyond Debian's set (a TLS-inspecting egress proxy's CA, say):
@@ -108,7 +115,7 @@ if have "$BASE_TAG"; then
 else
     command -v debootstrap >/dev/null 2>&1 || die "debootstrap is missing: apt-get install debootstrap"
     [ "$(id -u)" -eq 0 ] || die "debootstrap needs root"
-    MIRROR="$(debian_mirror)"
+    MIRROR="$(debian_mirror)" || exit 1
     WORK="$(mktemp -d /var/tmp/kafkasim-base.XXXXXX)"
     trap 'rm -rf "$WORK"' EXIT
     say "debootstrap --variant=minbase $SUITE from $MIRROR (+ $BASE_PKGS)"

@@ -114,6 +114,6 @@ python3 scripts/gen_proto.py
 # ---- the docker-compose lab's image (no image registry needed) ------------------------------
 if [ "$want_lab" = 1 ]; then
     say "the lab's image (scripts/lab-image.sh; cached when nothing changed)"
-    python3 -m node.tools.lab image
+    python3 -m launcher.lab image
 fi
 say "done"

@@ -18,14 +18,14 @@ from coordinator.core import GroupConfig
 from kafkacommon import errors
 from kafkacommon.event import Event
 from kafkacommon.hashing import partition_for
-from node.server.broker_state import BrokerState
+from replication.broker_state import BrokerState
 from sim.controller import SimController
 from sim.disk import SimDisk
 from sim.coordinators import SimCoordinators
 from sim.log import SimLog
 from sim.replicas import SimReplicaManager
 from sim.zkdoor import CONNECTION_ERRORS, ZkDoor
-from zk.codecs import BrokerRegistration
+from kafkacommon.metadata import BrokerRegistration
 from zk.paths import OFFSETS_TOPIC
 
 TP = tuple[str, int]

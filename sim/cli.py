@@ -43,7 +43,7 @@ def _options(args: argparse.Namespace, seed: int):
 
 def _say_run(opts, result, out: Path | None) -> None:
     from chaos.schedule import format_schedule
-    from chaos.timeline import format_table
+    from judge.timeline import format_table
 
     print(f"sim run  seed {opts.seed}  {opts.brokers} brokers  {opts.groups} groups  {opts.duration_s:g}s simulated"
           + (f"  -> {out}" if out else ""))

@@ -1,7 +1,7 @@
 """The simulated workload: producers and consumer-group members, recorded into the chaos history.
 
 The operations and their values are those of chaos/workload.py (docs/chaos.md),
-so chaos/'s checkers read them unchanged.  Members follow Kafka's consumer
+so judge/'s checkers read them unchanged.  Members follow Kafka's consumer
 coordinator protocol with ``client.member_rules`` (the rules client/group.py
 uses) and the client's assignors; requests cross the simulated network from
 node ``client`` and time out as gRPC calls do.

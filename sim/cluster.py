@@ -15,7 +15,7 @@ from typing import Any
 from sim.broker import SimBroker, SimConfig
 from sim.zk_model import ZkModel
 from sim.zkdoor import CONNECTION_ERRORS, SimZooKeeper, ZkDoor
-from zk import codecs
+from kafkacommon.metadata import TopicAssignment
 from zk.errors import NoNode
 
 ZK_MAX_SESSION_MS = 60_000              # zk/server.py's maxSessionTimeout
@@ -94,12 +94,12 @@ class SimCluster:
                      replicas: tuple[tuple[int, ...], ...] | None = None, config: dict | None = None) -> None:
         """kafka-topics.sh --create: the assignment znode (``replicas``, or drawn from the seed); the
         controller does the rest."""
-        from controller.assignment import assign_replicas
+        from kafkacommon.assignment import assign_replicas
         ids = sorted(self.brokers)
         rng = self.world.rng
         assignment = dict(enumerate(replicas)) if replicas else assign_replicas(
             partitions, min(rf, len(ids)), ids, start_index=rng.randrange(len(ids)), shift=rng.randrange(len(ids)))
-        a = codecs.TopicAssignment(name, assignment, config=config or {})
+        a = TopicAssignment(name, assignment, config=config or {})
         self._door().create_topic_znode(a)
 
     # ------------------------------------------------------------------ output

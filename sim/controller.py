@@ -16,17 +16,17 @@ from typing import Any, Callable
 
 from controller import handlers, redo
 from controller.core import ControllerCore, ControllerSettings, LeaderAndIsrCmd, StopReplicaCmd, UpdateMetadataCmd
-from node.server.broker_state import Header, PartitionInfo
+from replication.broker_state import Header, PartitionInfo
 from sim import rpc
 from sim.zkdoor import CONNECTION_ERRORS, ControllerMovedError, ZkDoor
 
 TICK_MS = 100.0
 SEND_TIMEOUT_MS = 1000.0     # a controller request's deadline (the socket timeout)
-RETRY_BACKOFF_MS = 50.0      # node/shells/channel.py's RETRY_BACKOFF_S
+RETRY_BACKOFF_MS = 50.0      # node/net/channel.py's RETRY_BACKOFF_S
 
 
 class SimChannel:
-    """node/shells/channel.py's BrokerChannel: one broker's requests in order, each retried until it is
+    """node/net/channel.py's BrokerChannel: one broker's requests in order, each retried until it is
     answered or the channel closes (the broker is gone, or this controller resigned)."""
 
     def __init__(self, world, src: str, target) -> None:

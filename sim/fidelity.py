@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from chaos.history import read_history
-from chaos.timeline import END_PHASE
+from judge.history import read_history
+from judge.timeline import END_PHASE
 from kafkacommon.hashing import partition_for
 from node.events import read_run_events
 

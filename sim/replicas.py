@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from kafkacommon import errors
 from kafkacommon.event import Event
-from node.server.broker_state import PartitionInfo
+from replication.broker_state import PartitionInfo
 from replication import long_poll, roles
 from replication.partition import PartitionReplication, ReplicaSettings
 from sim import rpc

@@ -1,4 +1,4 @@
-"""One simulated run: the cluster, the workload, the faults, then chaos/'s checkers and timeline.
+"""One simulated run: the cluster, the workload, the faults, then judge/'s checkers and timeline.
 
     result = SimRun(SimOptions(seed=7, faults=("kill", "pause")), out=Path("runs/sim-7")).run()
 
@@ -9,8 +9,8 @@ producers, heals everything, lets the cluster settle, reads every partition
 in full (the final reads), lets the groups drain, fetches each group's
 committed offsets a last time (``final``), marks ``stop``.  The run directory
 then holds what a chaos run's does (history.jsonl, events/broker-*.jsonl,
-schedule.json, results.json), judged by ``chaos.checkers.check`` and
-``chaos.timeline.failover_timeline``, unchanged.
+schedule.json, results.json), judged by ``judge.checkers.check`` and
+``judge.timeline.failover_timeline``, unchanged.
 """
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.checkers import check
-from chaos.history import HistoryWriter
+from judge.checkers import check
+from judge.history import HistoryWriter
 from chaos.schedule import Fault
-from chaos.timeline import END_PHASE, STOP_PHASE, failover_timeline, summarize
+from judge.timeline import END_PHASE, STOP_PHASE, failover_timeline, summarize
 from kafkacommon import errors
 from sim import rpc
 from sim.broker import SimConfig
@@ -88,7 +88,7 @@ class SimResult:
 
 
 class _History:
-    """chaos/history.py's writer (the same lines, the same rules) on the run's virtual clock, keeping
+    """judge/history.py's writer (the same lines, the same rules) on the run's virtual clock, keeping
     the lines it wrote for the checkers."""
 
     def __init__(self, path: Path, clock) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
-from chaos.checkers import CHECKERS
+from judge.registry import CHECKERS
 from chaos.schedule import Fault
 from sim.faults import shorter
 from sim.run import SimOptions, SimResult, SimRun
@@ -39,9 +39,9 @@ MOVES_MS = (-1000, 1000, -250, 250)
 
 
 def checker_of(kinds: list[str]) -> str | None:
-    """The first checker (in chaos/'s order) reporting one of ``kinds``."""
-    for name, (_fn, ks) in CHECKERS.items():
-        if set(ks) & set(kinds):
+    """The first checker (in the registry's order) reporting one of ``kinds``."""
+    for name, c in CHECKERS.items():
+        if set(c.kinds) & set(kinds):
             return name
     return None
 
@@ -202,7 +202,7 @@ def shrink(opts: SimOptions, *, budget: int = 150,
     checker = checker_of(base.kinds)
     if checker is None:
         return None
-    s = ShrinkSearch(opts, base, set(CHECKERS[checker][1]), budget, on_attempt)
+    s = ShrinkSearch(opts, base, set(CHECKERS[checker].kinds), budget, on_attempt)
     s.drops()
     if s.faults:
         s.merges()

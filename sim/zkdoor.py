@@ -21,12 +21,12 @@ from typing import Any, Callable
 
 from zk.errors import CONNECTION_ERRORS, BadVersion, NodeExists, NoNode, SessionExpired, ZkConnectionLost
 
-from controller.types import LeaderAndIsr
+from kafkacommon.metadata import LeaderAndIsr
 from zk import codecs, paths
 from zk import rules
 from zk.client import StateWrite
 from zk.rules import ControllerMovedError, StateVersionConflict
-from zk.codecs import BrokerRegistration, TopicAssignment
+from kafkacommon.metadata import BrokerRegistration, TopicAssignment
 from sim.zk_model import Check, Create, SetData
 
 ZK_NODE = "zk1"

@@ -26,7 +26,7 @@ from test_chaos_checkers import (
     state,
 )
 
-from chaos.history import read_history
+from judge.history import read_history
 from node.events import read_run_events
 
 # ---------------------------------------------------------------------- synthetic runs

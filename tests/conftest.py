@@ -1,6 +1,6 @@
 """Shared fixtures: one real ZooKeeper for the whole run, a chroot per test; and the test tiers.
 
-Brokers are real OS processes started through node.tools.cluster.Cluster, the same
+Brokers are real OS processes started through launcher.cluster.Cluster, the same
 launcher `kafkasim cluster up` uses.  ZooKeeper runs with a 100 ms tick so
 session timeouts of a few seconds are allowed and failovers stay quick.
 
@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 import pytest
 import yaml
 
-from node.tools.cluster import Cluster
+from launcher.cluster import Cluster
 from node.config import load_config
 from zk.server import FORCE_SYNC_ENV, EmbeddedZooKeeper, free_port
 

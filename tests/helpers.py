@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from node.tools.cluster import Cluster, process_state
+from launcher.cluster import Cluster, process_state
 from node.events import read_run_events
 
 

@@ -7,7 +7,7 @@ import grpc
 
 from helpers import offsets_partitions
 from kafkacommon import errors
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 

@@ -1,4 +1,4 @@
-"""The Spark checkers (analysis.checks) against the Python ones (chaos.checkers), on the same runs.
+"""The Spark checkers (analysis.checks) against the Python ones (judge.checkers), on the same runs.
 
 All runs are analysed together by one ``kafkasim analyze`` (the ``analysed``
 fixture of tests/conftest.py; the checkers work per ``run``): the two real
@@ -19,24 +19,25 @@ import pytest
 from analysis_cases import CASES
 from test_chaos_checkers import N_OFFSETS, PROBE
 
-from chaos.checkers import check
-from chaos.history import read_history
+from judge.checkers import check
+from judge.history import read_history
 from kafkacommon.hashing import partition_for
 from node.events import read_run_events
 
 
-def test_both_checker_registries_cover_exactly_the_defined_names() -> None:
-    """chaos.check_names defines the checkers once; the Python and the Spark registry implement each of
-    them, no more, in the same order, with the same kinds."""
+def test_the_spark_checkers_implement_exactly_the_registry() -> None:
+    """judge.registry names each checker once, with its Python implementation; analysis.checks puts a Spark
+    implementation, named as the Python one, in each place: no more, in the same order, with the same kinds."""
     import analysis.checks as spark_checks
-    import chaos.checkers as py_checks
-    from chaos.check_names import CHECKS, KINDS
+    from judge.registry import CHECKERS, KINDS
 
-    assert list(py_checks.FUNCTIONS) == list(spark_checks.FUNCTIONS) == list(CHECKS)
-    for registry in (py_checks.CHECKERS, spark_checks.CHECKERS):
-        assert {name: kinds for name, (_fn, kinds) in registry.items()} == {n: c.kinds for n, c in CHECKS.items()}
-    assert py_checks.KINDS == spark_checks.KINDS == KINDS and len(set(KINDS)) == len(KINDS)
-    assert all(c.description for c in CHECKS.values())
+    assert list(spark_checks.CHECKERS) == list(CHECKERS)
+    assert len(spark_checks.SPARK_CHECKS) == len(CHECKERS)
+    for name, c in CHECKERS.items():
+        spark_fn, kinds = spark_checks.CHECKERS[name]
+        assert spark_fn.__name__ == c.check.__name__ and spark_fn.__module__.startswith("analysis.")
+        assert kinds == c.kinds and c.description
+    assert spark_checks.KINDS == KINDS and len(set(KINDS)) == len(KINDS)
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +133,7 @@ def test_details_follow_the_python_anomalies(checked):
 def test_ops_tables_pair_and_explode_like_the_python_model(checked):
     from pyspark.sql import functions as F
 
-    from chaos.check_model import History, offsets_of, poll_records, sent_record
+    from judge.check_model import History, offsets_of, poll_records, sent_record
 
     t = checked["tables"]
     for name in ("clean", "syn-open-lower-commit", "syn-lost-commit-client-keys"):

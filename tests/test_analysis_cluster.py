@@ -20,7 +20,7 @@ from urllib.request import urlopen
 import pyspark
 import pytest
 
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from zk.server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent

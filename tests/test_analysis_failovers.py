@@ -1,4 +1,4 @@
-"""analysis/failovers.py against chaos/timeline.py on constructed runs: the attribution of coordinator moves
+"""analysis/failovers.py against judge/timeline.py on constructed runs: the attribution of coordinator moves
 (issue 30 item 8: a short pause does not take the end phase's controlled shutdown) and random runs, every
 row the same to the microsecond.  One Spark job over every run at once."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from test_chaos_timeline import (
     issue30_run,
 )
 
-from chaos.timeline import ROW_FIELDS
+from judge.timeline import ROW_FIELDS
 
 KINDS = ("kill", "terminate", "pause", "partition", "expire-session")
 

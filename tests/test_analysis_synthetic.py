@@ -1,4 +1,4 @@
-"""analysis.synthetic: synthetic chaos runs, judged by the Python checkers (chaos.checkers) as the oracle,
+"""analysis.synthetic: synthetic chaos runs, judged by the Python checkers (judge.checkers) as the oracle,
 and by the Spark pipeline (``analysed``, tests/conftest.py).
 
 A clean run must be valid with no anomaly and no unknown; a run planted with one kind must show
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from analysis.synthetic import PLANT_KINDS, SyntheticError, generate, main
-from chaos.checkers import check
-from chaos.history import read_history
-from chaos.timeline import failover_timeline
+from judge.checkers import check
+from judge.history import read_history
+from judge.timeline import failover_timeline
 from node.events import read_run_events
 
 OPS = 4000

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.history import read_history
-from chaos.timeline import ROW_FIELDS
+from judge.history import read_history
+from judge.timeline import ROW_FIELDS
 from node.events import read_run_events
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +58,7 @@ def timeline_rows(rows: list[dict]) -> list[dict]:
 
 @pytest.mark.parametrize("name", ["clean", "planted"])
 def test_failovers_are_the_runners_timeline(table, short_chaos_runs, name):
-    """Same rows, same order, same stage times to the microsecond as chaos/timeline.py in results.json."""
+    """Same rows, same order, same stage times to the microsecond as judge/timeline.py in results.json."""
     expected = json.loads((short_chaos_runs[name] / "results.json").read_text())["timeline"]
     got = timeline_rows(table("failovers", name))
     assert got == expected
@@ -229,7 +229,7 @@ def test_the_analysis_names_its_spark_jobs(spark, analysed):
 def test_a_path_that_is_not_a_run_is_a_clear_error(tmp_path):
     (tmp_path / "empty").mkdir()
     for bad in (tmp_path / "empty", tmp_path / "missing"):
-        p = subprocess.run([sys.executable, "-m", "node.tools.cli", "analyze", str(bad), "--out", str(tmp_path / "o")],
+        p = subprocess.run([sys.executable, "-m", "cli.main", "analyze", str(bad), "--out", str(tmp_path / "o")],
                            cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert p.returncode == 2, p.stderr
         why = ", nor a directory of runs" if bad.exists() else ""

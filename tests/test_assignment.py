@@ -1,4 +1,4 @@
-"""controller/assignment.py: Kafka's rack-unaware replica placement (AdminUtils.assignReplicasToBrokers)."""
+"""kafkacommon/assignment.py: Kafka's rack-unaware replica placement (AdminUtils.assignReplicasToBrokers)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 from hypothesis import given, strategies as st
 
-from controller.assignment import AssignmentError, assign_replicas
+from kafkacommon.assignment import AssignmentError, assign_replicas
 
 
 def test_worked_example_three_brokers_six_partitions_rf3():

@@ -16,11 +16,11 @@ from pathlib import Path
 import yaml
 
 from conftest import write_cluster_yaml
-from node.tools.cluster import Cluster
+from launcher.cluster import Cluster
 from node.config import load_config
 from node.events import read_events
 from node.server.shutdown import stop_deadline_s
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from zk.server import EmbeddedZooKeeper
 
 pytestmark = pytest.mark.cluster  # brokers and a ZooKeeper of its own, spawned by the tests themselves

@@ -1,4 +1,4 @@
-"""node/server/broker_state.py: broker-side fencing of controller requests (reference §2 "Broker-side fencing").
+"""replication/broker_state.py: broker-side fencing of controller requests (reference §2 "Broker-side fencing").
 
 - broker epoch in the request (not -1) below ours -> STALE_BROKER_EPOCH (77);
 - controller epoch below the latest seen -> STALE_CONTROLLER_EPOCH (11); equal accepted; higher adopted;
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from controller.assignment import assign_replicas
+from kafkacommon.assignment import assign_replicas
 from kafkacommon import errors
-from node.server.broker_state import BrokerState, Header, PartitionInfo
+from replication.broker_state import BrokerState, Header, PartitionInfo
 
 ME = 2
 OUR_BROKER_EPOCH = 500

@@ -1,4 +1,4 @@
-"""chaos.checkers on synthetic runs: one clean run, then one planted anomaly per kind.
+"""judge.checkers on synthetic runs: one clean run, then one planted anomaly per kind.
 
 The clean run (:func:`clean_run`): brokers 1-3, topic ``t`` with partitions 0
 (led by 1) and 1 (led by 2), ``__consumer_offsets`` with 4 partitions, group
@@ -18,8 +18,9 @@ from typing import Any, Callable
 
 import pytest
 
-from chaos.checkers import KINDS, check, check_controllers, check_lost_commits, check_split_coordinator
-from chaos.history import HistoryWriter, read_history
+from judge.checkers import check, check_controllers, check_lost_commits, check_split_coordinator
+from judge.registry import KINDS
+from judge.history import HistoryWriter, read_history
 from kafkacommon.hashing import partition_for
 
 OFFSETS = "__consumer_offsets"

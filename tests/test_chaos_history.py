@@ -1,4 +1,4 @@
-"""chaos.history (the writer, the reader, Jepsen's pairing) and chaos.edn (the EDN export)."""
+"""judge.history (the writer, the reader, Jepsen's pairing) and judge.edn (the EDN export)."""
 from __future__ import annotations
 
 import itertools
@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from chaos.edn import edn_string, to_edn, write_edn
-from chaos.check_model import pair_ops
-from chaos.history import HistoryWriter, read_history
+from judge.edn import edn_string, to_edn, write_edn
+from judge.check_model import pair_ops
+from judge.history import HistoryWriter, read_history
 
 
 def counter_clock(start: int = 1_000, step: int = 10):

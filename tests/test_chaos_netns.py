@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 import pytest
 
 from chaos.netns import PREFIX, NetnsError, NetnsNetwork, cleanup_stale, netns_available
-from node.tools import waiting
+from util import waiting
 
 pytestmark = pytest.mark.cluster  # network namespaces and processes inside them (`ip netns exec`)
 
@@ -106,7 +106,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 def wait_for(cond: Callable[[], object], timeout: float = 5.0, what: str = "condition") -> object:
-    """``node.tools.waiting.wait_for`` with this module's default deadline."""
+    """``util.waiting.wait_for`` with this module's default deadline."""
     return waiting.wait_for(cond, timeout, what, interval=0.01)
 
 

@@ -25,14 +25,14 @@ import pytest
 
 from chaos.proxy import LinkRandom, ProxyError, ProxyProcess, rto_ms
 from chaos.proxy_control import BadRequest, parse_request
-from node.tools import waiting
+from util import waiting
 
 ROOT = Path(__file__).resolve().parent.parent
 QUIET_S = 0.3  # how long "nothing happens" is watched for
 
 
 def wait_for(cond: Callable[[], object], timeout: float = 5.0, what: str = "condition") -> object:
-    """``node.tools.waiting.wait_for`` with this module's default deadline."""
+    """``util.waiting.wait_for`` with this module's default deadline."""
     return waiting.wait_for(cond, timeout, what, interval=0.01)
 
 

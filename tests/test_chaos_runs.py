@@ -124,7 +124,7 @@ def test_a_coordinator_that_accepts_fenced_generations_is_caught(short_chaos_res
 
 
 def kafkasim(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "node.tools.cli", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, timeout=60)
 
 
 def test_chaos_list_and_the_schedule_a_seed_gives():

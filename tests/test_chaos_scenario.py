@@ -10,7 +10,7 @@ from chaos.scenario import ScenarioError, list_scenarios, load_scenario, parse_s
 from chaos.schedule import make_schedule as _make_schedule, schedule_document, schedule_rng_seed, write_schedule
 from chaos.targets import TargetError, View, parse_target, resolve
 from kafkacommon.hashing import partition_for
-from node.server.links import LinkMap, LinkMapError
+from node.net.links import LinkMap, LinkMapError
 
 BASE = {
     "name": "t",

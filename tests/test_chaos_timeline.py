@@ -1,4 +1,4 @@
-"""chaos.timeline on synthetic histories and event logs: exact stage times per fault and group.
+"""judge.timeline on synthetic histories and event logs: exact stage times per fault and group.
 
 The cluster of every test: brokers 1-3, broker 3 the controller (epoch 1),
 __consumer_offsets with 4 partitions led by P0:1, P1:2, P2:1, P3:3. The groups
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from chaos.timeline import ROW_FIELDS, failover_timeline, format_table, summarize
+from judge.timeline import ROW_FIELDS, failover_timeline, format_table, summarize
 from kafkacommon.hashing import partition_for
 
 BASE_NS = 5_000_000_000_000

@@ -1,6 +1,6 @@
 """The ``kafkasim`` command as a user runs it: real subprocesses, an embedded ZooKeeper, real brokers.
 
-Each command is run as ``python -m node.tools.cli ...`` from the repository root, as
+Each command is run as ``python -m cli.main ...`` from the repository root, as
 the README tells users to, and only what it prints and its exit code are
 trusted (plus /proc, to check that ``cluster down`` leaves nothing behind).
 
@@ -23,9 +23,9 @@ import yaml
 
 from helpers import _cmdline, processes_mentioning, write_embedded_cluster_yaml
 
-from node.tools.cluster import process_state
+from launcher.cluster import process_state
 from node.events import read_events
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from zk.server import free_port
 
 pytestmark = pytest.mark.cluster  # `kafkasim` subprocesses (some tests without the cli fixture)
@@ -39,7 +39,7 @@ FAILOVER_S = SESSION_MS / 1000 + 15.0  # detection is bounded by the session tim
 # ---------------------------------------------------------------------- helpers
 
 def kafkasim(*args: Any, timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "node.tools.cli", *map(str, args)], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "cli.main", *map(str, args)], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -159,8 +159,10 @@ def test_cluster_status_json_has_the_documented_shape(cli):
     assert doc["controller"]["broker_id"] in (1, 2, 3) and doc["controller"]["epoch"] == 1
     assert [b["id"] for b in doc["brokers"]] == [1, 2, 3]
     for b in doc["brokers"]:
-        assert {"id", "host", "port", "epoch", "alive", "process"} <= set(b), b
+        assert {"id", "host", "port", "epoch", "alive", "process", "kafka_listeners"} <= set(b), b
         assert (b["host"], b["port"]) == ("127.0.0.1", cli.port(b["id"]))
+        kafka = cli.port(b["id"]) + 10000 if cli.port(b["id"]) + 10000 <= 65535 else cli.port(b["id"]) - 10000
+        assert b["kafka_listeners"] == [f"PLAINTEXT://127.0.0.1:{kafka}"], b   # the default listener: gRPC port ± 10000
         assert b["alive"] is True and isinstance(b["epoch"], int) and b["epoch"] > 0
         assert b["process"] == {"pid": recorded[b["id"]], "state": "running"}
         assert process_state(b["process"]["pid"]) == "running"

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from kafkacommon.hashing import murmur2, to_positive
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from test_cli import REPO, CliCluster, kafkasim
 
 pytestmark = pytest.mark.cluster  # `kafkasim` subprocesses and a cluster
@@ -35,7 +35,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
 
 
 def produce(lab, *args, stdin: str | None = None):
-    r = subprocess.run([sys.executable, "-m", "node.tools.cli", "produce", "--config", str(lab.config), *map(str, args)],
+    r = subprocess.run([sys.executable, "-m", "cli.main", "produce", "--config", str(lab.config), *map(str, args)],
                        cwd=REPO, input=stdin, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     return r
@@ -124,7 +124,7 @@ def test_consumer_groups_refuses_bad_requests_clearly(lab):
 
 
 def test_topics_describe_watch_redraws_in_place(lab):
-    p = subprocess.Popen([sys.executable, "-m", "node.tools.cli", "topics", "--describe", "--topic", TOPIC, "--watch",
+    p = subprocess.Popen([sys.executable, "-m", "cli.main", "topics", "--describe", "--topic", TOPIC, "--watch",
                           "--interval", "0.2", "--config", str(lab.config)], cwd=REPO, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     out = ""

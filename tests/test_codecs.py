@@ -6,7 +6,7 @@ import json
 import pytest
 from hypothesis import given, strategies as st
 
-from controller.types import LeaderAndIsr
+from kafkacommon.metadata import LeaderAndIsr
 from zk.codecs import (
     BrokerRegistration, CodecError, ControllerZNode, TopicAssignment,
     decode_broker, decode_controller, decode_controller_epoch, decode_partition_state, decode_partition_states,

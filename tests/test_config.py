@@ -548,7 +548,7 @@ def test_a_kafka_key_kafkasim_does_not_implement_is_an_error_naming_it():
 
 
 def test_topic_configs_fall_back_to_the_broker_keys_kafka_names():
-    from node.topic_config import TOPIC_KEYS, log_config
+    from kafkacommon.topic_config import TOPIC_KEYS, log_config
     c = parse_config(cfg(**{"log.retention.ms": 1000, "log.roll.ms": 2000, "log.index.interval.bytes": 64,
                             "message.max.bytes": 500, "log.retention.bytes": 9999, "log.segment.bytes": 4096}))
     lc = log_config({}, c.get)
@@ -565,7 +565,7 @@ def test_topic_configs_fall_back_to_the_broker_keys_kafka_names():
 
 
 def test_topic_config_parsing_names_the_key():
-    from node.tools.topics import TopicError, parse_configs
+    from zk.admin import TopicError, parse_configs
     assert parse_configs(["segment.ms=100", "retention.bytes=-1", "index.interval.bytes=10"]) == {
         "segment.ms": 100, "retention.bytes": -1, "index.interval.bytes": 10}
     with pytest.raises(TopicError, match="retention.ms"):

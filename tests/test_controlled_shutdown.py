@@ -6,7 +6,7 @@ import signal
 import pytest
 
 from helpers import events, offsets_partitions
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 
 
 @pytest.mark.parametrize("who", ["follower-broker", "controller"])
@@ -70,7 +70,7 @@ def test_acks_all_writes_do_not_wait_out_the_lag_time_after_a_clean_failover_or_
     (60 s here: a write that waited for it would time out after 5 s)."""
     import grpc
     from test_replication_cluster import TOPIC, leader_of, produce
-    from zk.codecs import TopicAssignment
+    from kafkacommon.metadata import TopicAssignment
     from kafkacommon import errors
     # no automatic preferred-leader rebalance: it could hand the leadership to the broker about to be killed
     cluster = make_cluster(3, **{"zookeeper.session.timeout.ms": 3000, "replica.lag.time.max.ms": 60000,

@@ -11,9 +11,9 @@ import signal
 import grpc
 import pytest
 
-from controller.types import LeaderAndIsr
+from kafkacommon.metadata import LeaderAndIsr
 from helpers import events, offsets_partitions
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 from zk import codecs, paths

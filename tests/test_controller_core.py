@@ -11,14 +11,14 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from controller.assignment import assign_replicas
+from kafkacommon.assignment import assign_replicas
 from controller.core import (
     ControllerCore, ControllerSettings, LeaderAndIsrCmd, Plan, UpdateMetadataCmd,
 )
-from controller.types import LeaderAndIsr
+from kafkacommon.metadata import LeaderAndIsr
 from kafkacommon import errors
-from node.server.broker_state import BrokerState, Header, PartitionInfo
-from zk.codecs import BrokerRegistration, TopicAssignment
+from replication.broker_state import BrokerState, Header, PartitionInfo
+from kafkacommon.metadata import BrokerRegistration, TopicAssignment
 
 OFFSETS = "__consumer_offsets"
 EPOCH = 5  # the controller epoch used by most tests

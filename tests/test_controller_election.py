@@ -5,7 +5,7 @@ import signal
 import time
 
 from helpers import events, offsets_partitions
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 
 SESSION_MS = 3000
 MARGIN_S = 3.0  # detection is bounded by the session timeout plus a tick; the rest is work and polling

@@ -14,7 +14,7 @@ import pytest
 
 from helpers import processes_mentioning, write_embedded_cluster_yaml
 
-from node.tools.cluster import process_state
+from launcher.cluster import process_state
 from node.events import read_events
 from zk.server import free_port
 
@@ -66,7 +66,7 @@ def demo_dir(tmp_path: Path):
 
 
 def run_demo(config: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "node.tools.cli", "demo", "--config", str(config), *extra], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "cli.main", "demo", "--config", str(config), *extra], cwd=REPO,
                           capture_output=True, text=True, timeout=DEMO_TIMEOUT_S)
 
 

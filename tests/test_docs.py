@@ -41,7 +41,7 @@ def test_every_event_the_code_emits_is_documented():
     import re
     pattern = re.compile(r'(?:\.emit|_event|_ev|Event)\("([a-z_]+)"')   # Event: kafkacommon.event, the cores' events
     names = set()
-    for package in ("node", "controller", "coordinator", "zk", "listener", "ui"):
+    for package in ("node", "controller", "coordinator", "replication", "zk", "listener", "launcher", "ui"):
         for path in (ROOT / package).rglob("*.py"):
             for m in pattern.finditer(path.read_text()):
                 names.add(m.group(1))

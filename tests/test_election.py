@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import given, strategies as st
 
 from controller import election
-from controller.types import LeaderAndIsr
+from kafkacommon.metadata import LeaderAndIsr
 
 CE = 9  # the electing controller's epoch
 

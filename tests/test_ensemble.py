@@ -8,9 +8,9 @@ import json
 import yaml
 
 from helpers import offsets_partitions
-from node.tools.cluster import Cluster, process_state
+from launcher.cluster import Cluster, process_state
 from node.config import load_config
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from zk.server import free_port
 
 pytestmark = pytest.mark.cluster  # an embedded ZooKeeper ensemble and brokers, through Cluster directly

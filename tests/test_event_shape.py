@@ -11,7 +11,7 @@ from kafkacommon.event import Event
 from node.events import EventLog, read_events
 
 ROOT = Path(__file__).resolve().parent.parent
-CORES = ["controller", "coordinator", "node/server/broker_state.py", "replication"]
+CORES = ["controller", "coordinator", "replication/broker_state.py", "replication"]
 
 
 def other_shapes(tree: ast.AST) -> list[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kafkacommon import errors
-from node.server.broker_state import PartitionInfo
+from replication.broker_state import PartitionInfo
 from node.replicas.replica_manager import ReplicaManager
 from proto import kafkasim_pb2 as pb
 from replication.fetch_session import (FULL_EPOCH, NO_SESSION, SESSIONLESS_EPOCH, FollowerSession, LeaderSessions,

@@ -17,8 +17,8 @@ from client.producer import Producer
 from kafkacommon.hashing import partition_for
 from helpers import events
 from kafkacommon import errors
-from node.tools import topics
-from node.tools.waiting import wait_for
+from zk.admin import create_topic
+from util.waiting import wait_for
 from proto import groups_pb2 as gpb
 from proto import groups_pb2_grpc as gpbg
 
@@ -103,7 +103,7 @@ def generations(cluster, group: str) -> list[int]:
 
 def test_three_consumers_get_the_seeds_range_and_round_robin_assignments(make_cluster):
     cluster = make_cluster(3, **FAST_GROUPS)
-    topics.create_topic(cluster.zk(), "t", 6, 3, {})
+    create_topic(cluster.zk(), "t", 6, 3, {})
     expected = {"range": {"c0": [0, 1], "c1": [2, 3], "c2": [4, 5]},
                 "roundrobin": {"c0": [0, 3], "c1": [1, 4], "c2": [2, 5]}}
     for assignor, want in expected.items():
@@ -124,7 +124,7 @@ def test_lazy_offsets_topic_is_created_by_the_first_find_coordinator(make_cluste
     COORDINATOR_NOT_AVAILABLE and has the broker create it (Kafka's KafkaApis); then the group forms."""
     cluster = make_cluster(3, kafkasim__offsets__topic__eager__create=False, **FAST_GROUPS)
     assert paths_exists(cluster, "/brokers/topics/__consumer_offsets") is False
-    topics.create_topic(cluster.zk(), "t", 2, 3, {})
+    create_topic(cluster.zk(), "t", 2, 3, {})
     b = cluster.cfg.brokers[0]
     stub = gpbg.GroupsStub(grpc.insecure_channel(f"{b.host}:{b.port}"))
     answers = []
@@ -165,7 +165,7 @@ def test_cooperative_sticky_hands_over_only_what_moves(make_cluster):
     """Two cooperative-sticky members: the second one's arrival revokes only the partitions that move, in one
     round, and hands them over in the next (the generation travels in each member's user data)."""
     cluster = make_cluster(3, **FAST_GROUPS)
-    topics.create_topic(cluster.zk(), "t", 4, 3, {})
+    create_topic(cluster.zk(), "t", 4, 3, {})
     seen = Recorder()
     consumers = Consumers(member(cluster, "coop", "a", "cooperative-sticky", listener=seen))
     g0 = consumers.wait_stable()
@@ -188,7 +188,7 @@ def test_cooperative_sticky_hands_over_only_what_moves(make_cluster):
 
 def test_join_leave_and_crash_each_cause_one_rebalance(make_cluster):
     cluster = make_cluster(3, **FAST_GROUPS)
-    topics.create_topic(cluster.zk(), "t", 6, 3, {})
+    create_topic(cluster.zk(), "t", 6, 3, {})
     consumers = Consumers(member(cluster, "g", "a"), member(cluster, "g", "b"))
     g0 = consumers.wait_stable()
     consumers.add(member(cluster, "g", "c"))  # a member joins: one rebalance
@@ -211,7 +211,7 @@ def coordinator_of(cluster, group: str) -> int:
 
 def test_sigkill_of_the_coordinator_loses_no_acknowledged_commit(make_cluster):
     cluster = make_cluster(3, **FAST_GROUPS)
-    topics.create_topic(cluster.zk(), "t", 4, 3, {"min.insync.replicas": 2})
+    create_topic(cluster.zk(), "t", 4, 3, {"min.insync.replicas": 2})
     producer = Producer(client(cluster))
     for i in range(200):
         producer.send("t", b"v%d" % i, partition=i % 4)
@@ -238,7 +238,7 @@ def test_sigkill_of_the_coordinator_loses_no_acknowledged_commit(make_cluster):
 
 def test_a_paused_coordinators_late_commit_is_rejected(make_cluster):
     cluster = make_cluster(3, **FAST_GROUPS)
-    topics.create_topic(cluster.zk(), "t", 2, 3, {})
+    create_topic(cluster.zk(), "t", 2, 3, {})
     admin = GroupAdmin(client(cluster))
     wait_for(lambda: admin.coordinator("simple") is not None, 10, "a coordinator")
     old, endpoint = admin.coordinator("simple")
@@ -270,7 +270,7 @@ def test_a_paused_coordinators_late_commit_is_rejected(make_cluster):
 
 def test_two_hundred_groups_survive_a_rolling_restart(make_cluster):
     cluster = make_cluster(3, **FAST_GROUPS)
-    topics.create_topic(cluster.zk(), "t", 2, 3, {})
+    create_topic(cluster.zk(), "t", 2, 3, {})
     admin = GroupAdmin(client(cluster))
     groups = [f"group-{i}" for i in range(200)]
     want = {g: {("t", 0): i + 1, ("t", 1): 2 * i + 1} for i, g in enumerate(groups)}

@@ -13,10 +13,10 @@ from typing import Iterator
 
 import pytest
 
-from node.tools.cluster import Cluster
+from launcher.cluster import Cluster
 from node.config import load_config
 from node.events import read_events
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from tests.conftest import write_cluster_yaml
 
 pytestmark = pytest.mark.timeout(300)
@@ -247,7 +247,7 @@ def test_a_record_holding_the_old_splice_marker_is_fetched_intact_beside_a_large
     connection or corrupt the answer.  confluent-kafka reads every record back as produced, byte for byte."""
     from confluent_kafka import Consumer, Producer, TopicPartition
     from tests.test_listener_payloads import ADVERSARIAL
-    from node.tools.topics import create_topic as create_in_zk
+    from zk.admin import create_topic as create_in_zk
     create_in_zk(cluster.zk(), "pill-t", 2, 3, {}, assignment={0: (1, 2, 3), 1: (1, 2, 3)})   # both led by broker 1
     p = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "client.id": "pill-producer",
                   "linger.ms": 50, "message.max.bytes": 2_000_000})

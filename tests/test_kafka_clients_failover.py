@@ -11,8 +11,8 @@ from typing import Iterator
 
 import pytest
 
-from node.tools.cluster import Cluster
-from node.tools.waiting import wait_for
+from launcher.cluster import Cluster
+from util.waiting import wait_for
 from tests.test_kafka_clients import bootstrap, create_topic, kafka_cluster, kafka_events
 
 pytestmark = pytest.mark.timeout(300)

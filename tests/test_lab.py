@@ -26,10 +26,10 @@ from client.producer import Producer
 from kafkacommon import errors
 from kafkacommon.hashing import partition_for
 from node.config import load_config
-from node.tools import topics
-from node.tools.cluster import Cluster
-from node.tools.lab import HOSTNET_FILES, REPO, ComposeLab, Dockerd
-from node.tools.waiting import wait_for
+from zk.admin import create_topic
+from launcher.cluster import Cluster
+from launcher.lab import HOSTNET_FILES, REPO, ComposeLab, Dockerd
+from util.waiting import wait_for
 from proto import groups_pb2 as gpb
 from proto import groups_pb2_grpc as gpbg
 from test_groups_cluster import FAST_GROUPS, Consumers, client, coordinator_of, member
@@ -92,7 +92,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 
 def status(lab: Lab) -> dict:
-    p = subprocess.run([sys.executable, "-m", "node.tools.cli", "cluster", "status", "--json",
+    p = subprocess.run([sys.executable, "-m", "cli.main", "cluster", "status", "--json",
                         "--config", str(lab.config_path)], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
@@ -131,7 +131,7 @@ def test_kcat_from_the_host_lists_the_brokers_produces_and_consumes(lab: Lab) ->
     # in through the OTHER listener: told the addresses advertised for OTHER
     other = "127.0.0.1:%d" % brokers[1].kafka_listeners[1][2]
     assert listed_brokers(other) == [(b.id, "localhost:%d" % b.kafka_listeners[1][2]) for b in brokers]
-    topics.create_topic(lab.cluster.zk(), "kc", 1, 3, {})
+    create_topic(lab.cluster.zk(), "kc", 1, 3, {})
     wait_for(lambda: lab.cluster.view().topics.get("kc", {}).get("partitions", {}).get(0, {}).get("leader", -1) >= 0,
              30, "a leader for kc/0")
     prod = subprocess.run(["kcat", "-b", bootstrap, "-P", "-t", "kc", "-p", "0"], input="one\ntwo\nthree\n",
@@ -153,7 +153,7 @@ def test_killing_the_controllers_container_elects_a_new_one_and_loses_no_commit(
     view = lab.cluster.view()
     old = view.controller_id
     assert view.controller_epoch == 1
-    topics.create_topic(lab.cluster.zk(), "t", 4, 3, {"min.insync.replicas": 2})
+    create_topic(lab.cluster.zk(), "t", 4, 3, {"min.insync.replicas": 2})
     producer = Producer(client(lab.cluster))
     for i in range(100):
         producer.send("t", b"v%d" % i, partition=i % 4)

@@ -10,7 +10,7 @@ from pathlib import Path
 from kafkacommon.record_batch import encode_batch
 from node.events import EventLog
 from node.replicas.replica_manager import ReplicaManager
-from node.server.broker_state import PartitionInfo
+from replication.broker_state import PartitionInfo
 from proto import kafkasim_pb2 as pb
 from replication.partition import ReplicaSettings
 

@@ -28,7 +28,7 @@ from listener.records import (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE
 from listener.limits import Limits
 from listener.server import Connection, KafkaListener
 from node.replicas.hosted import ConsumerRead
-from node.server.broker_state import PartitionInfo
+from replication.broker_state import PartitionInfo
 from node.storage import PartitionLog
 from kafkacommon.record_batch import crc32c
 from proto import groups_pb2 as gpb

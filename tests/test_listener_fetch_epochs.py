@@ -17,7 +17,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from listener.app import make_dispatcher
 from listener.protocol import REQUESTS, RESPONSES, joined
 from listener.records import check_client_batch
-from node.server.broker_state import PartitionInfo
+from replication.broker_state import PartitionInfo
 from tests.test_listener_codec import CONN, frame, make_ctx
 
 FENCED, UNKNOWN = 74, 75

@@ -22,8 +22,8 @@ from listener.records import CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
 from listener.limits import Limits
 from listener.server import Connection, KafkaListener
 from node.replicas.hosted import ConsumerRead
-from node.server.broker_state import PartitionInfo
-from node.tools.topics import TopicError
+from replication.broker_state import PartitionInfo
+from zk.admin import TopicError
 from proto import kafkasim_pb2 as pb
 from tests.test_listener_codec import (ALL_VERSIONS, FakeGroups, FakeReplicas, batch, frame, make_ctx, reseal,
                                        sample_request)
@@ -316,10 +316,10 @@ def test_a_broker_shrugs_off_garbage_and_still_serves_a_real_client(make_cluster
     the partition is still empty, and the listener logged each close."""
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
     from node.events import read_events
-    from node.tools.waiting import wait_for
-    from node.tools import topics
+    from util.waiting import wait_for
+    from zk.admin import create_topic
     c = make_cluster(1, offsets__topic__num__partitions=1)
-    topics.create_topic(c.zk(), "fuzz-t", 1, 1, {})
+    create_topic(c.zk(), "fuzz-t", 1, 1, {})
     host, port = c.cfg.brokers[0].kafka_advertised
     good = batch(2)
     sends = [b"\xff\xff\xff\xff" + b"x" * 8,                          # negative size

@@ -17,7 +17,7 @@ from kafka.protocol.metadata import ApiVersionsRequest
 from listener.app import make_dispatcher
 from listener.limits import Gate, LimitError, Limits, parse_overrides
 from listener.server import Dispatcher, KafkaListener
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from tests.test_listener_codec import _closed, _framed, _read_frame, make_ctx
 
 

@@ -20,7 +20,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder, DefaultRecor
 from listener.app import make_dispatcher
 from listener.protocol import REQUESTS, RESPONSES, Request, encode_response, joined
 from listener.records import check_client_batch
-from node.server.broker_state import PartitionInfo
+from replication.broker_state import PartitionInfo
 from tests.test_listener_codec import CONN, frame, make_ctx
 
 OLD_MARKER = b"\x00KSIMBLOB"

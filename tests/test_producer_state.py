@@ -60,7 +60,7 @@ def test_a_new_leader_rebuilds_the_table_from_batches() -> None:
 
 
 def test_the_replica_manager_answers_duplicates_and_keeps_client_bytes(tmp_path) -> None:
-    from node.server.broker_state import PartitionInfo
+    from replication.broker_state import PartitionInfo
     from node.events import EventLog
     from node.replicas.replica_manager import ReplicaManager
     from replication.partition import ReplicaSettings

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from node.server.broker_state import PartitionInfo
+from replication.broker_state import PartitionInfo
 from node.events import EventLog
 from node.replicas.replica_manager import ReplicaManager
 from replication.partition import ReplicaSettings

@@ -7,10 +7,10 @@ import grpc
 
 from helpers import events
 from kafkacommon import errors
-from node.tools import topics
+from zk.admin import create_topic
 from kafkacommon.batch_scan import scan_batches
-from node.tools.waiting import wait_for
-from zk.codecs import TopicAssignment
+from util.waiting import wait_for
+from kafkacommon.metadata import TopicAssignment
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 
@@ -58,7 +58,7 @@ def consume_all(cluster, broker: int) -> tuple[dict[int, bytes], int]:
 
 def test_acknowledged_records_survive_a_sigkill_of_the_leader(make_cluster):
     cluster = make_cluster(3)
-    topics.create_topic(cluster.zk(), TOPIC, 1, 3, {"min.insync.replicas": 2})
+    create_topic(cluster.zk(), TOPIC, 1, 3, {"min.insync.replicas": 2})
     # the first produce may meet a leader that has not heard of its role yet
     wait_for(lambda: produce(cluster, [b"warm-up"]).error_code == errors.NONE, 10, "a leader that accepts writes")
     acked: dict[int, bytes] = {0: b"warm-up"}
@@ -91,7 +91,7 @@ def test_a_paused_follower_leaves_the_isr_after_the_lag_time_and_returns(make_cl
     # the session outlives the pause: the shrink must come from the lag rule (AlterIsr), not from expiry
     cluster = make_cluster(3, **{"zookeeper.session.timeout.ms": 10000, "replica.lag.time.max.ms": 1000,
                                  "replica.fetch.wait.max.ms": 200})
-    topics.create_topic(cluster.zk(), TOPIC, 1, 3, {})
+    create_topic(cluster.zk(), TOPIC, 1, 3, {})
     wait_for(lambda: produce(cluster, [b"first"]).error_code == errors.NONE, 10, "a leader that accepts writes")
     leader, _ = leader_of(cluster, TOPIC)
     ctl = cluster.view().controller_id
@@ -126,7 +126,7 @@ def _out_of_sync_replica_alone(cluster, topic_configs: dict) -> tuple[int, int, 
 
     Returns (dead leader, surviving out-of-sync replica, records only the dead leader had).
     """
-    topics.create_topic(cluster.zk(), TOPIC, 1, 2, topic_configs)
+    create_topic(cluster.zk(), TOPIC, 1, 2, topic_configs)
     wait_for(lambda: produce(cluster, [b"both-have-this"]).error_code == errors.NONE, 10, "a working leader")
     leader, _ = leader_of(cluster, TOPIC)
     follower = next(b for b in cluster.view().topics[TOPIC]["partitions"][0]["replicas"] if b != leader)
@@ -192,7 +192,7 @@ def test_a_former_leader_truncates_records_no_follower_fetched_when_it_rejoins(m
     leader cuts those records (past the new leader's epoch end offset) and its log becomes the leader's."""
     cluster = make_cluster(3, **{"zookeeper.session.timeout.ms": 3000, "replica.lag.time.max.ms": 60000,
                                  "replica.fetch.wait.max.ms": 200})
-    topics.create_topic(cluster.zk(), TOPIC, 1, 3, {})
+    create_topic(cluster.zk(), TOPIC, 1, 3, {})
     wait_for(lambda: produce(cluster, [b"first"]).error_code == errors.NONE, 10, "a leader that accepts writes")
     for i in range(4):
         assert produce(cluster, [b"everyone-has-%d" % i]).error_code == errors.NONE  # acks=all: 5 records
@@ -276,7 +276,7 @@ def test_a_follower_with_records_of_its_own_epoch_truncates_by_its_epoch_cache_a
 
 def test_a_segment_cut_mid_batch_is_recovered_at_restart(make_cluster):
     cluster = make_cluster(3)
-    topics.create_topic(cluster.zk(), TOPIC, 1, 3, {})
+    create_topic(cluster.zk(), TOPIC, 1, 3, {})
     wait_for(lambda: produce(cluster, [b"first"]).error_code == errors.NONE, 10, "a working leader")
     for i in range(10):
         assert produce(cluster, [f"r{i}-{j}".encode() * 8 for j in range(5)]).error_code == errors.NONE

@@ -7,10 +7,10 @@ import grpc
 
 from helpers import events
 from kafkacommon import errors
-from node.tools import topics
+from zk.admin import create_topic
 from kafkacommon.batch_scan import scan_batches
 from node.storage.segment import parse_segment_base
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 
@@ -35,7 +35,7 @@ def segment_bases(cluster, broker: int) -> list[int]:
 
 def test_retention_deletes_old_segments_on_leader_and_follower(make_cluster):
     cluster = make_cluster(2, log__retention__check__interval__ms=200, offsets__topic__num__partitions=1)
-    topics.create_topic(cluster.zk(), TOPIC, 1, 2, {"retention.ms": 60_000, "segment.bytes": 400})
+    create_topic(cluster.zk(), TOPIC, 1, 2, {"retention.ms": 60_000, "segment.bytes": 400})
     leader = cluster.view().topics[TOPIC]["partitions"][0]["leader"]
     follower = 3 - leader
     hour_ago = int(time.time() * 1000) - 3_600_000

@@ -10,7 +10,7 @@ from coordinator.core import GroupConfig
 from coordinator.leadership import Coordinatorship
 from replication import roles
 from replication.partition import PartitionReplication, ReplicaSettings
-from zk.codecs import BrokerRegistration, TopicAssignment
+from kafkacommon.metadata import BrokerRegistration, TopicAssignment
 from zk.exceptions import ControllerMovedError
 
 LIVE = {b: BrokerRegistration(b, "127.0.0.1", 9000 + b, 0, epoch=100 + b) for b in (1, 2)}

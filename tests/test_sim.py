@@ -1,5 +1,5 @@
 """The simulator: one seed is one run, byte for byte; a run touches no clock, global random, thread or socket;
-its run directory is a chaos run's, judged by chaos/'s checkers (docs/simulation.md)."""
+its run directory is a chaos run's, judged by judge/'s checkers (docs/simulation.md)."""
 from __future__ import annotations
 
 import hashlib
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos.checkers import check
-from chaos.history import read_history
-from chaos.timeline import failover_timeline
+from judge.checkers import check
+from judge.history import read_history
+from judge.timeline import failover_timeline
 from node.events import read_run_events
 from replication.partition import PartitionReplication
 from sim.run import SimOptions, SimRun
@@ -122,7 +122,7 @@ def test_the_guard_catches_a_core_that_reads_the_clock(monkeypatch) -> None:
 
 
 def test_the_sim_command_runs_replays_and_refuses_bad_arguments(tmp_path: Path, capsys) -> None:
-    from node.tools.cli import main
+    from cli.main import main
     out = tmp_path / "run"
     code = main(["sim", "run", "--seed", "2", "--duration", "6", "--faults", "kill,pause", "--out", str(out)])
     printed = capsys.readouterr().out

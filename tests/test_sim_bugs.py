@@ -10,7 +10,7 @@ import yaml
 
 import pytest
 
-from chaos.checkers import CHECKERS
+from judge.registry import CHECKERS
 from chaos.scenario import parse_scenario
 from chaos.schedule import make_schedule
 from sim import scenario
@@ -40,7 +40,7 @@ def test_a_sweep_finds_the_planted_bug_and_shrink_cuts_it_to_three_faults(bug: s
     s = shrink(replace(opts, seed=found[0].seed), budget=budget)
     assert s is not None and s.checker in checkers
     assert len(s.faults) <= 3 and len(s.faults) <= found[0].faults
-    assert set(s.result.kinds) & set(CHECKERS[s.checker][1])
+    assert set(s.result.kinds) & set(CHECKERS[s.checker].kinds)
     # without the bug, the shrunk schedule passes: the bug, not the faults, made it fail
     assert SimRun(replace(s.opts, bugs=())).run().verdict == "valid"
     # printed as a scenario file: a chaos scenario (faults.schedule) when its kinds allow, read back the same

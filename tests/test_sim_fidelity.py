@@ -131,7 +131,7 @@ def test_the_fidelity_scenario_gives_the_same_sequence_on_real_processes_and_in_
 
 
 def test_sim_fidelity_refuses_an_unknown_scenario_and_a_used_directory(tmp_path, capsys) -> None:
-    from node.tools.cli import main
+    from cli.main import main
     assert main(["sim", "fidelity", "no-such-scenario", "--out", str(tmp_path / "a")]) == 3
     assert "no scenario 'no-such-scenario'" in capsys.readouterr().err
     (tmp_path / "b").mkdir()

@@ -6,8 +6,8 @@ import json
 import grpc
 
 from helpers import events
-from node.tools.cli import main
-from node.tools.waiting import wait_for
+from cli.main import main
+from util.waiting import wait_for
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 from zk import paths

@@ -25,11 +25,11 @@ from playwright.sync_api import sync_playwright
 from client.group import GroupMember
 from client.metadata import ClientError, ClusterClient
 from client.producer import Producer
-from node.tools import topics
-from node.tools.cluster import Cluster
+from zk.admin import create_topic
+from launcher.cluster import Cluster
 from node.config import load_config
 from node.events import read_json_lines, read_run_events
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from zk.server import free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,7 +43,7 @@ class UiServer:
     def __init__(self, *args: str, host: str = "127.0.0.1"):
         self.host, self.port = host, free_port()
         env = dict(os.environ, PYTHONPATH=str(REPO))
-        self.proc = subprocess.Popen([sys.executable, "-m", "node.tools.cli", "ui", "--host", host, "--port",
+        self.proc = subprocess.Popen([sys.executable, "-m", "cli.main", "ui", "--host", host, "--port",
                                       str(self.port), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, cwd=str(REPO), env=env)
         self.lines: list[str] = []
@@ -254,7 +254,7 @@ class Workload:
 
 
 def test_killing_a_groups_coordinator_from_the_page_shows_the_failover(live, browser, cluster, shots):
-    topics.create_topic(cluster.zk(), "t", 3, 3, {})
+    create_topic(cluster.zk(), "t", 3, 3, {})
     work = Workload(cluster)
     try:
         page = open_page(browser, live.url)
@@ -419,7 +419,7 @@ def test_read_only_hides_the_controls_and_refuses_them(cluster, browser):
 def test_replay_of_a_chaos_run_marks_its_timeline_and_derives_the_same_stages(short_chaos_runs, browser):
     """A chaos run directory (cluster/events/, history.jsonl, results.json): the markers are the run's own
     timeline, and the reducer, fed the same lines, finds the same stages (elect is timed at the write's
-    log line here, at the write's landing in chaos/timeline.py: a few ms apart)."""
+    log line here, at the write's landing in judge/timeline.py: a few ms apart)."""
     from ui.server import Replayer
 
     run = Replayer(short_chaos_runs["clean"])

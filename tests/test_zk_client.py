@@ -8,14 +8,14 @@ from typing import Callable, Iterator
 
 import pytest
 
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 
-from controller.types import LeaderAndIsr
+from kafkacommon.metadata import LeaderAndIsr
 from zk import codecs, paths
 from zk.client import (
     BrokerRegistrationTimeout, ControllerMovedError, StateVersionConflict, StateWrite, ZkClient,
 )
-from zk.codecs import BrokerRegistration, TopicAssignment
+from kafkacommon.metadata import BrokerRegistration, TopicAssignment
 from zk.batch import GET_CHILDREN, GET_DATA, multi_read
 from zk.errors import NodeExists, NoNode
 from zk.stat import Stat, WatchEvent

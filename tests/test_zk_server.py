@@ -10,7 +10,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from zk.server import FORCE_SYNC_ENV, EmbeddedZooKeeper, ZooKeeperNotInstalled, ZooKeeperServer, free_port
 
 pytestmark = pytest.mark.cluster  # ZooKeeper servers started by the tests themselves

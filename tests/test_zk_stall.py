@@ -14,9 +14,9 @@ from typing import Iterator
 import pytest
 
 from conftest import write_cluster_yaml
-from node.tools.cluster import Cluster, process_state
+from launcher.cluster import Cluster, process_state
 from node.config import load_config
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from zk import paths
 from zk.client import CONNECTION_ERRORS, ZkClient
 from zk.server import EmbeddedZooKeeper, four_letter_word

@@ -1,13 +1,10 @@
-"""The page's controls: what the CLI does, through the CLI's own functions and ``node.tools.cluster.Cluster``.
+"""The page's controls: what the CLI does, through the same ``launcher.cluster.Cluster`` and client library.
 
 Every request becomes one ``ui_action`` line in ``<events dir>/ui.jsonl`` (docs/events.md), written right
 after the action was carried out, whether it succeeded or not.
 """
 from __future__ import annotations
 
-import argparse
-import contextlib
-import io
 import signal
 import threading
 from pathlib import Path
@@ -32,7 +29,6 @@ class Controls:
         self.cluster = cluster
         self.config_path = config_path
         self.log = EventLog(log_path, -1)
-        self._cli_lock = threading.Lock()
         self._members: dict[str, tuple[Any, threading.Event, threading.Thread]] = {}
         self._n = 0
 
@@ -81,31 +77,32 @@ class Controls:
             expire_session(self.cluster.connect, *creds)
             return f"broker {b}: ZooKeeper session 0x{creds[0]:x} expired"
         if action == "preferred-election":
-            from node.tools.cli_data import cmd_leader_election
-            return self._cli(cmd_leader_election, all=True, topic=None, partition=0)
+            return f"preferred leader election: {self.cluster.elect_preferred_leaders()} partition(s) moved"
         if action == "produce":
-            from node.tools.cli_data import cmd_produce
             topic = _text(req, "topic")
             count = int(req.get("count") or 1)
             if not 1 <= count <= 10_000:
                 raise ControlError("produce: 'count' must be 1..10000")
             value = str(req.get("value") or "ui")
-            return self._cli(cmd_produce, topic=topic, partition=req.get("partition"), key=req.get("key"),
-                             key_separator=None, acks="all", timeout_ms=10_000, verbose=True,
-                             values=[value if count == 1 else f"{value}-{i}" for i in range(count)])
+            return self._produce(topic, req.get("partition"), req.get("key"),
+                                 [value if count == 1 else f"{value}-{i}" for i in range(count)])
         if action == "member-start":
             return self._member_start(_text(req, "group"), _text(req, "topic"))
         return self._member_stop(_text(req, "member"))
 
-    def _cli(self, fn: Any, **kw: Any) -> str:
-        """One of the CLI's commands, its output captured."""
-        ns = argparse.Namespace(config=str(self.config_path), brokers=None, **kw)
-        out = io.StringIO()
-        with self._cli_lock, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            code = fn(ns)
-        if code:
-            raise RuntimeError(out.getvalue().strip() or f"exit status {code}")
-        return out.getvalue().strip()[-2000:]
+    def _produce(self, topic: str, partition: int | None, key: str | None, values: list[str]) -> str:
+        """As ``kafkasim produce --verbose --acks all``: each record's partition and offset, then the count."""
+        from client.metadata import ClusterClient
+        from client.producer import Producer, parse_acks
+
+        lines = []
+        with ClusterClient([f"{b.host}:{b.port}" for b in self.cluster.cfg.brokers]) as cc:
+            producer = Producer(cc, acks=parse_acks("all"), request_timeout_ms=10_000)
+            for v in values:
+                md = producer.send(topic, v.encode(), key=None if key is None else key.encode(), partition=partition)
+                lines.append(f"{md.topic}-{md.partition}@{md.offset} (leader epoch {md.leader_epoch})")
+        lines.append(f"{len(values)} records sent")
+        return "\n".join(lines)[-2000:]
 
     def _member_start(self, group: str, topic: str) -> str:
         from client.group import GroupMember

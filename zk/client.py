@@ -21,10 +21,9 @@ from kazoo.exceptions import (
 )
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from controller.types import LeaderAndIsr
+from kafkacommon.metadata import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from zk import codecs, paths, rules
 from zk.bounded import BoundedHandler
-from zk.codecs import BrokerRegistration, TopicAssignment
 from zk.errors import CONNECTION_ERRORS, NoNode, ZkConnectionLost, ZkError, translate, translate_errors, translated
 from zk.stat import Stat, WatchEvent, watcher
 from zk.batch import CREATE, DELETE, GET_DATA, SET_DATA, multi_read, multi_read_async, multi_write

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, Mapping
 
-from controller.types import LeaderAndIsr
+from kafkacommon.metadata import BrokerRegistration, LeaderAndIsr, TopicAssignment
 
 
 class CodecError(ValueError):
@@ -81,19 +81,6 @@ def decode_controller_epoch(data: bytes | None) -> int:
 
 # ------------------------------------------------------------------ /brokers/ids/<id>
 
-@dataclass(frozen=True)
-class BrokerRegistration:
-    broker_id: int
-    host: str
-    port: int
-    timestamp_ms: int
-    rack: str | None = None
-    epoch: int = -1  # the znode's czxid; not part of the JSON
-
-    def endpoint(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
 def encode_broker(reg: BrokerRegistration) -> bytes:
     # JSON v5, the IBP >= 2.7 layout, with one PLAINTEXT listener (gRPC here).
     return _dump({
@@ -124,14 +111,6 @@ def decode_broker(broker_id: int, data: bytes | None, czxid: int = -1) -> Broker
 
 
 # ------------------------------------------------------------------ /brokers/topics/<t>
-
-@dataclass(frozen=True)
-class TopicAssignment:
-    topic: str
-    partitions: Mapping[int, tuple[int, ...]]  # partition -> replicas in assignment order
-    topic_id: str = ""
-    config: Mapping[str, Any] = field(default_factory=dict)  # topic-level overrides (kafkasim keeps them here)
-
 
 def encode_topic(a: TopicAssignment) -> bytes:
     return _dump({

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from controller.types import LeaderAndIsr
+from kafkacommon.metadata import LeaderAndIsr
 from zk import codecs, paths
 from zk.exceptions import BadVersion, RolledBack, RuntimeInconsistency
 from zk.exceptions import ControllerMovedError, StateVersionConflict  # noqa: F401 (re-exported: they live there)

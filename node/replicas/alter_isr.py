@@ -17,7 +17,7 @@ import grpc
 from kafkacommon import errors
 from node.clock import now_ms
 from node.replicas.hosted import Hosted
-from node.server.peers import peer_channel
+from node.net.peers import peer_channel
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 from replication.partition import AlterIsrProposal

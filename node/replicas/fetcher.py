@@ -10,8 +10,8 @@ from kafkacommon import errors
 from kafkacommon.record_batch import CorruptBatchError
 from node.clock import now_ms
 from node.storage.log import InvalidAppendError
-from node.server.wire import fetch_message
-from node.server.peers import peer_channel
+from node.net.wire import fetch_message
+from node.net.peers import peer_channel
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 from replication.fetch_session import FollowerSession, PartitionFetch

@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol
 
-from node.topic_config import LogConfig
+from kafkacommon.topic_config import LogConfig
 
 if TYPE_CHECKING:
     from node.events import EventLog

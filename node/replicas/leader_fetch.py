@@ -22,7 +22,7 @@ from kafkacommon import errors
 from node.clock import now_ms
 from node.storage.log import OffsetOutOfRangeError
 from node.replicas.purgatory import run_callbacks
-from node.server.wire import fetch_message, partition_fetch
+from node.net.wire import fetch_message, partition_fetch
 from proto import kafkasim_pb2 as pb
 from replication import long_poll
 from replication.fetch_session import LeaderSessions, PartitionFetch, has_news

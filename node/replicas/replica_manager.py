@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 
 from kafkacommon import errors
 from node.clock import now_ms
-from node.server.broker_state import PartitionInfo
+from replication.broker_state import PartitionInfo
 from node.events import EventLog
 from node.replicas.fetcher import LeaderFetcher
 from node.replicas.housekeeping import CleanerSettings, HousekeepingMixin
@@ -32,7 +32,7 @@ from node.replicas.purgatory import Purgatory
 from node.storage import OffsetCheckpointFile, PartitionLog
 from node.storage.file_records import FileRecords
 from node.storage.log import OffsetOutOfRangeError, RecordTooLargeError
-from node.topic_config import TOPIC_KEYS, LogConfig, log_config
+from kafkacommon.topic_config import TOPIC_KEYS, LogConfig, log_config
 from proto import kafkasim_pb2 as pb
 from replication import produce as produce_rules
 from replication import roles

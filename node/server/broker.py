@@ -31,26 +31,26 @@ from listener.app import make_listener
 from listener.limits import Limits, Quotas, parse_overrides
 from listener.context import ListenerContext, cluster_id_for
 from node.server import bugs
-from node.server.broker_state import BrokerState
+from replication.broker_state import BrokerState
 from node.config import SCHEMA, ClusterConfig, ConfigError, load_config
 from node.shells.controller_shell import ControllerShell
 from node.shells.coordinator_shell import CoordinatorShell
 from node.server.groups_servicer import GroupsServicer
 from node.server.rpc_server import AioServer
-from node.server.links import DIRECT, LinkMap, LinkMapError
+from node.net.links import DIRECT, LinkMap, LinkMapError
 from node.events import EventLog
 from node.replicas.replica_manager import CleanerSettings, ReplicaManager
 from replication.partition import ReplicaSettings
 from node.server.servicer import BrokerServicer
 from node.server.session_file import SessionFile
 from node.server.shutdown import ShutdownWatchdog, controlled_shutdown_budget_s, stop_deadline_s
-from node.server.peers import peer_channel
+from node.net.peers import peer_channel
 from proto import kafkasim_pb2 as pb
 from proto import groups_pb2_grpc as gpbg
 from proto import kafkasim_pb2_grpc as pbg
 from zk.client import ZkClient
 from zk import paths as zk_paths
-from zk.codecs import BrokerRegistration
+from kafkacommon.metadata import BrokerRegistration
 from zk.errors import CONNECTION_ERRORS, ZkError
 
 log = logging.getLogger("kafkasim.broker")
@@ -403,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default="cluster.yaml", help="cluster definition (default: cluster.yaml)")
     ap.add_argument("--zookeeper", default=None, help="ZooKeeper connect string, overriding cluster.yaml")
     ap.add_argument("--links", default=None, help="JSON link map: dial peers and ZooKeeper through these "
-                                                  "addresses (a chaos run's fault proxy); see node/server/links.py")
+                                                  "addresses (a chaos run's fault proxy); see node/net/links.py")
     args = ap.parse_args(argv)
     logging.basicConfig(level=os.environ.get("KAFKASIM_LOG", "WARNING"),
                         format=f"%(asctime)s broker-{args.id} %(name)s %(levelname)s %(message)s")

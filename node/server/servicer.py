@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from kafkacommon import errors
 
-from node.server import wire
-from node.server.broker_state import BrokerState, Outcome
+from node.net import wire
+from replication.broker_state import BrokerState, Outcome
 from node.events import EventLog
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg

@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from node.tools.procs import start_time
+from util.procs import start_time
 
 
 class SessionFile:

@@ -19,8 +19,8 @@ from typing import Any, Callable
 from controller import handlers
 from controller.core import ControllerCore, ControllerSettings
 from kafkacommon import errors
-from node.server import wire
-from node.shells.channel import BrokerChannel
+from node.net import wire
+from node.net.channel import BrokerChannel
 from controller.redo import RedoQueue
 from node.shells.controller_events import AlterIsr, ControlledShutdown, ElectLeaders, Event, Request, event_name
 from node.events import EventLog

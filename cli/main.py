@@ -22,14 +22,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from node.tools.cli_common import open_cluster
+from cli.common import open_cluster
 from node.config import ConfigError
 
 BROKER_ACTIONS = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "pause": signal.SIGSTOP,
                   "resume": signal.SIGCONT, "start": None}
 
 
-def print_view(view, processes: dict[int, dict[str, Any]] | None = None, out=sys.stdout) -> None:
+def print_view(view, processes: dict[int, dict[str, Any]] | None = None, out=sys.stdout,
+               listeners: dict[int, list[str]] | None = None) -> None:
+    """The controller, each broker (registration, gRPC address, Kafka listeners, epoch, process), the topics."""
     print(f"Controller: broker {view.controller_id}  epoch {view.controller_epoch}", file=out)
     ids = sorted(set(view.brokers) | set(processes or {}))
     for b in ids:
@@ -39,13 +41,21 @@ def print_view(view, processes: dict[int, dict[str, Any]] | None = None, out=sys
         epoch = f"epoch {info['epoch']}" if info else ""
         pid = (f"pid {proc['pid']} {proc.get('state')}" if proc.get("pid")
                else "not started by this tool" if proc else "")
-        where = f"{info['host']}:{info['port']}" if info else ""
-        print(f"Broker {b}: {state:<15} {where:<22} {epoch:<14} {pid}", file=out)
+        where = f"grpc {info['host']}:{info['port']}" if info else ""
+        kafka = f"kafka {','.join(listeners[b])}" if (listeners or {}).get(b) else ""
+        print(f"Broker {b}: {state:<15} {where:<27} {kafka:<37} {epoch:<14} {pid}", file=out)
     describe_topics(view, None, out)
 
 
+def kafka_listeners(cluster) -> dict[int, list[str]]:
+    """Each configured broker's Kafka listeners, as a client coming in on each is told to dial it:
+    ``NAME://host:port`` (``advertised.listeners``, else ``listeners``)."""
+    return {b.id: [f"{name}://{host}:{port}" for name, host, port in b.advertised_endpoints]
+            for b in cluster.cfg.brokers}
+
+
 def describe_topics(view, topic: str | None, out=sys.stdout) -> None:
-    from node.tools.cli_data import offsets_suffix
+    from cli.data import offsets_suffix
     for t, info in sorted(view.topics.items()):
         if topic and t != topic:
             continue
@@ -81,19 +91,21 @@ def cmd_cluster(args: argparse.Namespace) -> int:
             return 0
         view = cluster.view()
         procs = cluster.processes()
+        listeners = kafka_listeners(cluster)
         if args.json:
             doc = view.to_json()
             for b in doc["brokers"]:
-                b.update(alive=True, process=procs.get(b["id"]))
+                b.update(alive=True, process=procs.get(b["id"]), kafka_listeners=listeners.get(b["id"], []))
             registered = {b["id"] for b in doc["brokers"]}
             for b, p in procs.items():
                 if b not in registered:
-                    doc["brokers"].append({"id": b, "alive": False, "process": p})
+                    doc["brokers"].append({"id": b, "alive": False, "process": p,
+                                           "kafka_listeners": listeners.get(b, [])})
             doc["brokers"].sort(key=lambda b: b["id"])
             json.dump(doc, sys.stdout, indent=2)
             print()
         else:
-            print_view(view, procs)
+            print_view(view, procs, listeners=listeners)
         return 0
     finally:
         cluster.close()
@@ -155,7 +167,7 @@ def cmd_zk(args: argparse.Namespace) -> int:
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
-    from node.tools import topics
+    from zk.admin import TopicError, create_topic, delete_topic, list_topics, parse_configs
 
     actions = [a for a in ("create", "delete", "describe", "list") if getattr(args, a)]
     if len(actions) != 1:
@@ -173,27 +185,27 @@ def cmd_topics(args: argparse.Namespace) -> int:
                     partitions = cluster.cfg.get("num.partitions") if args.partitions is None else args.partitions
                     rf = (cluster.cfg.get("default.replication.factor") if args.replication_factor is None
                           else args.replication_factor)
-                    topics.create_topic(cluster.zk(), args.topic, partitions, rf,
-                                        topics.parse_configs(args.config_entries or []))
+                    create_topic(cluster.zk(), args.topic, partitions, rf, parse_configs(args.config_entries or []))
                     print(f"Created topic {args.topic}.")
                 else:
-                    topics.delete_topic(cluster.zk(), args.topic)
+                    delete_topic(cluster.zk(), args.topic)
                     print(f"Deleted topic {args.topic}.")
-            except topics.TopicError as e:
+            except TopicError as e:
                 print(f"error: {e}", file=sys.stderr)
                 return 1
             return 0
         if args.list:
-            print("\n".join(topics.list_topics(cluster.zk())))
+            print("\n".join(list_topics(cluster.zk())))
             return 0
-        from node.tools import cli_data
+        from cli import data
+        from launcher.cluster import add_offsets
         view = cluster.view()
         if args.topic and args.topic not in view.topics:
             print(f"error: topic '{args.topic}' does not exist", file=sys.stderr)
             return 1
         if args.watch:
-            return cli_data.watch(cluster, args.topic, args.interval, describe_topics)
-        cli_data.add_offsets(view)
+            return data.watch(cluster, args.topic, args.interval, describe_topics)
+        add_offsets(view)
         if args.json:
             doc = view.to_json()["topics"]
             print(json.dumps([t for t in doc if not args.topic or t["topic"] == args.topic], indent=2))
@@ -223,6 +235,12 @@ def cmd_ui(args: argparse.Namespace) -> int:
                      config_path=cluster.config_path)
     finally:
         cluster.close()
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from cli import demo   # loads confluent-kafka (librdkafka) only when the demo runs
+
+    return demo.run(args)
 
 
 def cmd_broker_health(args: argparse.Namespace) -> int:
@@ -303,9 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--interval", type=float, default=1.0, help="--watch: seconds between refreshes")
     t.set_defaults(func=cmd_topics)
 
-    from node.tools import cli_data, cli_groups
-    cli_data.add_parsers(sub, with_config)
-    cli_groups.add_parsers(sub, with_config)
+    from cli import data, groups
+    data.add_parsers(sub, with_config)
+    groups.add_parsers(sub, with_config)
 
     le = with_config(sub.add_parser("leader-election", help="like kafka-leader-election.sh"))
     le.add_argument("--preferred", action="store_true", required=True)
@@ -313,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--all", action="store_true", help="every partition")
     g.add_argument("--topic")
     le.add_argument("--partition", type=int, default=0)
-    le.set_defaults(func=cli_data.cmd_leader_election)
+    le.set_defaults(func=data.cmd_leader_election)
 
     h = sub.add_parser("broker-health", help="exit 0 when a broker answers over gRPC (healthchecks)")
     h.add_argument("--host", default="127.0.0.1")
@@ -342,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--controller", action="store_true", help="the controller-failover demo instead")
     d.add_argument("--brokers", type=int, default=None, help="run N brokers instead of cluster.yaml's list")
     d.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
-    d.set_defaults(func=lambda a: __import__("node.tools.demo", fromlist=["main"]).run(a))
+    d.set_defaults(func=cmd_demo)
     return ap
 
 

@@ -4,6 +4,8 @@
 per broker, detached, and records them in ``<run.dir>/cluster.json`` so that
 later commands (status, broker kill/term/pause/resume/start, down) can find
 them.  Tests drive the same class against a shared ZooKeeper with a chroot.
+What the cluster looks like comes from ZooKeeper (:func:`read_view`) and from
+the brokers themselves (:func:`replica_offsets`: each replica's LEO, the HW).
 """
 from __future__ import annotations
 
@@ -16,16 +18,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from node.server.broker import STATE_FILE
+import grpc
+
+from kafkacommon import errors
 from node.config import ClusterConfig
-from node.tools.procs import process_state  # noqa: F401  (also this module's public name)
-from node.tools.waiting import wait_for
+from node.server.broker import STATE_FILE
+from proto import kafkasim_pb2 as pb
+from proto import kafkasim_pb2_grpc as pbg
+from util.procs import process_state  # noqa: F401  (also this module's public name)
+from util.waiting import wait_for
 from zk import paths
 from zk.client import ZkClient
 from zk.codecs import decode_controller_epoch
 from zk.server import EmbeddedZooKeeper
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 @dataclass
@@ -70,6 +77,38 @@ def read_view(zk: ZkClient) -> ClusterView:
                         "zk_version": st[1] if st else -1}
         topics[t] = {"config": dict(a.config), "partitions": parts}
     return ClusterView(controller, epoch, brokers, topics)
+
+
+
+def replica_offsets(view: ClusterView, timeout_s: float = 2.0) -> dict[tuple[str, int], dict[str, Any]]:
+    """Ask every registered broker for its hosted replicas: per partition the HW (the
+    leader's), the log start offset, and each replica's LEO."""
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for b, info in sorted(view.brokers.items()):
+        try:
+            with grpc.insecure_channel(f"{info['host']}:{info['port']}") as ch:
+                r = pbg.BrokerStub(ch).DescribeBroker(pb.DescribeBrokerRequest(), timeout=timeout_s)
+        except grpc.RpcError:
+            continue  # paused or dying: its replicas show no LEO
+        for s in r.replicas:
+            entry = out.setdefault((s.topic, s.partition), {"leo": {}, "high_watermark": None,
+                                                            "log_start_offset": None})
+            entry["leo"][b] = s.log_end_offset
+            if s.is_leader:
+                entry["high_watermark"] = s.high_watermark
+                entry["log_start_offset"] = s.log_start_offset
+    return out
+
+
+def add_offsets(view: ClusterView) -> None:
+    """Put the replicas' LEOs and the HW into the view's partitions (in place)."""
+    offsets = replica_offsets(view)
+    for t, info in view.topics.items():
+        for p, s in info["partitions"].items():
+            o = offsets.get((t, p), {})
+            s["high_watermark"] = o.get("high_watermark")
+            s["log_start_offset"] = o.get("log_start_offset")
+            s["leo"] = {str(b): leo for b, leo in sorted(o.get("leo", {}).items())}
 
 
 class Cluster:
@@ -131,6 +170,23 @@ class Cluster:
     def controller_epoch(self) -> int:
         data, _ = self.zk().get(paths.CONTROLLER_EPOCH)
         return decode_controller_epoch(data)
+
+    def elect_preferred_leaders(self, partitions: list[tuple[str, int]] | None = None,
+                                timeout_s: float = 15.0) -> int:
+        """``kafka-leader-election.sh --preferred``: the controller's ElectLeaders over ``partitions`` (None:
+        every partition); the number of partitions it moved.  RuntimeError when no controller is active or
+        it answers with an error."""
+        view = self.view()
+        if view.controller_id is None:
+            raise RuntimeError("no active controller")
+        b = view.brokers[view.controller_id]
+        tps = [pb.TopicPartition(topic=t, partition=p) for t, p in partitions or ()]
+        with grpc.insecure_channel(f"{b['host']}:{b['port']}") as ch:
+            resp = pbg.BrokerStub(ch).ElectLeaders(pb.ElectLeadersRequest(partitions=tps, preferred=True),
+                                                  timeout=timeout_s)
+        if resp.error_code:
+            raise RuntimeError(errors.name(resp.error_code))
+        return len(resp.partition_errors)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -1,6 +1,6 @@
 """What every ``kafkasim`` command module shares: the cluster a command acts on, and the error guard.
 
-Kept apart from ``node.tools.cli`` so the command modules (``cli_data``, ``cli_groups``, the demos) need not
+Kept apart from ``cli.main`` so the command modules (``cli.data``, ``cli.groups``, the demos) need not
 import the command line that imports them.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from node.config import load_config
 def open_cluster(args: argparse.Namespace):
     """The ``Cluster`` of ``args.config``; with ``args.brokers``, that many brokers (the effective config is
     written to the run directory); without, the effective config a previous ``cluster up --brokers N`` wrote."""
-    from node.tools.cluster import Cluster
+    from launcher.cluster import Cluster
 
     cfg = load_config(args.config)
     path = Path(args.config)

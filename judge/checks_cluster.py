@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
-from chaos.check_model import CheckResult, Events, Report, as_events, is_int
+from judge.check_model import CheckResult, Events, Report, as_events, is_int
 
 BROKER_PARTITION_EVENTS = ("became_leader", "became_follower", "isr_updated")
 ROUNDING_SLACK_NS = 1_000   # write_ms is rounded to the µs

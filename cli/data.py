@@ -12,15 +12,11 @@ import sys
 import time
 from typing import Any
 
-import grpc
-
 from client.consumer import PartitionFetcher
 from client.metadata import ClusterClient
 from client.producer import Producer, parse_acks
-from kafkacommon import errors
-from node.tools.cli_common import guard, open_cluster
-from proto import kafkasim_pb2 as pb
-from proto import kafkasim_pb2_grpc as pbg
+from launcher.cluster import add_offsets
+from cli.common import guard, open_cluster
 
 
 def bootstrap_of(cluster) -> list[str]:
@@ -28,37 +24,6 @@ def bootstrap_of(cluster) -> list[str]:
 
 
 # ---------------------------------------------------------------------- describe with LEO and HW
-
-def replica_offsets(view, timeout_s: float = 2.0) -> dict[tuple[str, int], dict[str, Any]]:
-    """Ask every registered broker for its hosted replicas: per partition the HW (the
-    leader's), the log start offset, and each replica's LEO."""
-    out: dict[tuple[str, int], dict[str, Any]] = {}
-    for b, info in sorted(view.brokers.items()):
-        try:
-            with grpc.insecure_channel(f"{info['host']}:{info['port']}") as ch:
-                r = pbg.BrokerStub(ch).DescribeBroker(pb.DescribeBrokerRequest(), timeout=timeout_s)
-        except grpc.RpcError:
-            continue  # paused or dying: its replicas show no LEO
-        for s in r.replicas:
-            entry = out.setdefault((s.topic, s.partition), {"leo": {}, "high_watermark": None,
-                                                            "log_start_offset": None})
-            entry["leo"][b] = s.log_end_offset
-            if s.is_leader:
-                entry["high_watermark"] = s.high_watermark
-                entry["log_start_offset"] = s.log_start_offset
-    return out
-
-
-def add_offsets(view) -> None:
-    """Put the replicas' LEOs and the HW into the view's partitions (in place)."""
-    offsets = replica_offsets(view)
-    for t, info in view.topics.items():
-        for p, s in info["partitions"].items():
-            o = offsets.get((t, p), {})
-            s["high_watermark"] = o.get("high_watermark")
-            s["log_start_offset"] = o.get("log_start_offset")
-            s["leo"] = {str(b): leo for b, leo in sorted(o.get("leo", {}).items())}
-
 
 def offsets_suffix(s: dict[str, Any]) -> str:
     if "leo" not in s:
@@ -172,18 +137,8 @@ def cmd_leader_election(args: argparse.Namespace) -> int:
     """``leader-election --preferred``: the controller's ElectLeaders."""
     cluster = open_cluster(args)
     try:
-        view = cluster.view()
-        if view.controller_id is None:
-            print("error: no active controller", file=sys.stderr)
-            return 1
-        b = view.brokers[view.controller_id]
-        tps = [] if args.all else [pb.TopicPartition(topic=args.topic, partition=args.partition)]
-        with grpc.insecure_channel(f"{b['host']}:{b['port']}") as ch:
-            resp = pbg.BrokerStub(ch).ElectLeaders(pb.ElectLeadersRequest(partitions=tps, preferred=True), timeout=15)
-        if resp.error_code:
-            print(f"error: {errors.name(resp.error_code)}", file=sys.stderr)
-            return 1
-        print(f"preferred leader election: {len(resp.partition_errors)} partition(s) moved")
+        moved = cluster.elect_preferred_leaders(None if args.all else [(args.topic, args.partition)])
+        print(f"preferred leader election: {moved} partition(s) moved")
         return 0
     finally:
         cluster.close()

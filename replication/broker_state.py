@@ -18,15 +18,14 @@ does I/O.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import base64
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from controller.assignment import assign_replicas
-from controller.types import LeaderAndIsr
 from kafkacommon import errors
+from kafkacommon.assignment import assign_replicas
 from kafkacommon.event import Event
-from zk.codecs import TopicAssignment
+from kafkacommon.metadata import LeaderAndIsr, TopicAssignment
 
 TP = tuple[str, int]
 LEADER_DURING_DELETE = -2  # Kafka's marker in UpdateMetadata for a partition being deleted

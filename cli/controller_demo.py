@@ -13,10 +13,10 @@ import signal
 import time
 from typing import Any
 
-from node.tools.cli_common import open_cluster
-from node.tools.cluster import Cluster
+from cli.common import open_cluster
+from launcher.cluster import Cluster
 from node.events import read_run_events
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 
 
 def _first(events: list[dict], after_ns: int, type_: str, **match: Any) -> dict | None:

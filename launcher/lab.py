@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 #: dockerd's options here: no docker0 bridge, no NAT or forwarding rules; the image cache persists.
 DOCKERD_ARGS = ["--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-forward=false",
                 "--ip-masq=false"]
@@ -219,7 +219,7 @@ def build_image(log_path: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
-    ap = argparse.ArgumentParser(prog="python3 -m node.tools.lab", description="the docker-compose lab's image")
+    ap = argparse.ArgumentParser(prog="python3 -m launcher.lab", description="the docker-compose lab's image")
     ap.add_argument("action", choices=["image"], help="image: build the lab's image (scripts/lab-image.sh), "
                     "starting and then stopping a dockerd if none runs")
     ap.add_argument("--dockerd-log", default="/var/log/kafkasim-dockerd.log")

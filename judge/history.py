@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from chaos.check_model import COMPLETION_TYPES, NEMESIS
-from node.jsonlines import JsonLinesWriter, read_json_lines
+from judge.check_model import COMPLETION_TYPES, NEMESIS
+from util.jsonlines import JsonLinesWriter, read_json_lines
 
 CLIENT_FS = frozenset({"send", "poll", "commit", "fetch-committed", "join", "sync", "heartbeat", "leave"})
 # Fields the writer owns; ``extra`` may not set them.

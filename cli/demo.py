@@ -32,10 +32,10 @@ from client.group import GroupMember
 from client.metadata import ClientError, ClusterClient
 from client.producer import Producer, ProduceError
 from kafkacommon.hashing import partition_for
-from node.tools import topics
-from node.tools.cli_common import open_cluster
+from zk.admin import create_topic
+from cli.common import open_cluster
 from node.events import read_run_events
-from node.tools.waiting import wait_for
+from util.waiting import wait_for
 from zk.paths import OFFSETS_TOPIC
 
 TOPIC = "orders"
@@ -176,7 +176,7 @@ def _first(events: list[dict], after_ns: int, type_: str, **match: Any) -> dict 
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "controller", False):
-        from node.tools.controller_demo import run as controller_run
+        from cli.controller_demo import run as controller_run
         return controller_run(args)
     cluster = open_cluster(args)
     lines: list[str] = []
@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
         lines.append(f"cluster up in {time.monotonic() - t:.1f}s: ZooKeeper {cluster.connect}, {n_brokers} brokers, "
                      f"controller broker {view.controller_id}")
         if TOPIC not in view.topics:
-            topics.create_topic(cluster.zk(), TOPIC, 6, min(3, n_brokers), {"min.insync.replicas": min(2, n_brokers)})
+            create_topic(cluster.zk(), TOPIC, 6, min(3, n_brokers), {"min.insync.replicas": min(2, n_brokers)})
         bootstrap = [f"{b.host}:{b.port}" for b in cluster.cfg.brokers]
         session_ms = max(cluster.cfg.get("group.min.session.timeout.ms"), 6000)
         n_parts = cluster.cfg.get("offsets.topic.num.partitions")

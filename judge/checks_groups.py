@@ -11,7 +11,7 @@ import bisect
 from collections import defaultdict
 from typing import Any
 
-from chaos.check_model import (INF, OFFSETS_TOPIC, TP, CheckResult, Events, Op, Report, as_events, as_history,
+from judge.check_model import (INF, OFFSETS_TOPIC, TP, CheckResult, Events, Op, Report, as_events, as_history,
                                fetched_partitions, is_int, offsets_of)
 from kafkacommon.hashing import partition_for
 
@@ -77,7 +77,7 @@ def check_lost_commits(ops: Any, events: Any = None, **_: Any) -> CheckResult:
     less than C's offset (or nothing) for C's partition, unless another commit of that partition
     with a lower offset, not failed, could have landed after C (it overlaps C or follows it and
     was invoked before the fetch completed).  Which partitions a fetch tells about:
-    :func:`~chaos.check_model.fetched_partitions`.  Unknown when the last ok commit of a partition
+    :func:`~judge.check_model.fetched_partitions`.  Unknown when the last ok commit of a partition
     was never read back."""
     h = as_history(ops)
     r = Report("lost-commit", "fetches_checked", "partitions_checked")

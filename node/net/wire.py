@@ -4,10 +4,10 @@ from __future__ import annotations
 from typing import Iterable
 
 from controller.core import Command, LeaderAndIsrCmd, PartitionView, StopReplicaCmd, UpdateMetadataCmd
-from node.server.broker_state import Header, PartitionInfo
-from replication.fetch_session import TP, PartitionFetch
+from kafkacommon.metadata import BrokerRegistration
 from proto import kafkasim_pb2 as pb
-from zk.codecs import BrokerRegistration
+from replication.broker_state import Header, PartitionInfo
+from replication.fetch_session import TP, PartitionFetch
 
 
 def partition_to_pb(v: PartitionView) -> pb.PartitionState:

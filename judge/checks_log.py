@@ -2,14 +2,14 @@
 
 They read only the history (docs/chaos.md, "Checkers", gives each rule and
 its limits).  Each takes ``(ops, events=None, **options)`` and returns a
-:class:`~chaos.check_model.CheckResult`.
+:class:`~judge.check_model.CheckResult`.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any
 
-from chaos.check_model import (TP, CheckResult, Op, Report, as_events, as_history, FinalCommitted, log_start_offsets,
+from judge.check_model import (TP, CheckResult, Op, Report, as_events, as_history, FinalCommitted, log_start_offsets,
                                offsets_of, parse_tp, poll_records, sent_record)
 
 
@@ -151,7 +151,7 @@ def check_unseen(ops: Any, events: Any = None, **_: Any) -> CheckResult:
     """``unseen-message``: an ok send to a topic a group consumes that no non-final poll of the group returned.
 
     Judged against the group's final committed offset of the send's partition
-    (:class:`~chaos.check_model.FinalCommitted`), for sends completed before
+    (:class:`~judge.check_model.FinalCommitted`), for sends completed before
     that fetch was invoked: at or past offset+1 the message is ``unseen``;
     below it (or none) the messages are ``not-drained``, reported once per
     group and partition.  A send below its partition's log start offset

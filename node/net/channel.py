@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import grpc
 
-from node.server.peers import peer_channel
+from node.net.peers import peer_channel
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 

@@ -13,13 +13,12 @@ import random
 import re
 from typing import Any, Callable
 
-
-from controller.assignment import AssignmentError, assign_replicas
-from node.topic_config import TOPIC_KEYS
-from node.tools.waiting import wait_for
+from kafkacommon.assignment import AssignmentError, assign_replicas
+from kafkacommon.metadata import TopicAssignment
+from kafkacommon.topic_config import TOPIC_KEYS
+from util.waiting import wait_for
 from zk import paths
 from zk.client import ZkClient
-from zk.codecs import TopicAssignment
 from zk.errors import NodeExists
 
 LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -30,7 +29,7 @@ class TopicError(ValueError):
     """A topic request that cannot be carried out; the message says why."""
 
 
-#: Topic-level configs kafkasim understands, with their parsers (Kafka's names and bounds): node/topic_config.py.
+#: Topic-level configs kafkasim understands, with their parsers (Kafka's names and bounds): kafkacommon/topic_config.py.
 TOPIC_CONFIGS: dict[str, Callable[[str], Any]] = {name: k.parse for name, k in TOPIC_KEYS.items()}
 
 

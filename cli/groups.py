@@ -17,8 +17,8 @@ import time
 from client.admin import GroupAdmin
 from client.metadata import ClusterClient
 from kafkacommon import errors
-from node.tools.cli_common import guard, open_cluster
-from node.tools.cli_data import bootstrap_of
+from cli.common import guard, open_cluster
+from cli.data import bootstrap_of
 
 
 def _table(rows: list[list], headers: list[str]) -> str:

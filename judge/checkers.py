@@ -1,4 +1,4 @@
-"""Checking a chaos run: the history and the brokers' event logs -> a verdict and its evidence.
+"""Checking a run (chaos or simulated): the history and the brokers' event logs -> a verdict and its evidence.
 
     result = check(read_history(run / "history.jsonl"), read_run_events(run))
     result.verdict      # "valid" | "invalid" | "unknown"
@@ -6,45 +6,26 @@
     result.anomalies    # [Anomaly(kind, message, ops, events, details)]
 
 Each checker is a function ``(ops, events, **options) -> CheckResult`` that
-can be called alone; :func:`check` runs them all and merges their results.
+can be called alone; :func:`check` runs every checker of ``judge.registry.CHECKERS``
+and merges their results.
 Anomaly kinds and the exact rule behind each: docs/chaos.md, "Checkers".
 The checkers are pure: the history's ``time`` and the events' ``mono_ns``
 are the same clock, and nothing here reads a clock or a file.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
-from chaos.check_model import Anomaly, CheckResult, Events, History, as_events, as_history
-from chaos.check_names import CHECKS
-from chaos.checks_cluster import check_controllers, check_hw, check_unclean_elections
-from chaos.checks_groups import (check_commit_order, check_fenced_generations, check_lost_commits,
+from judge.check_model import Anomaly, CheckResult, Events, History, as_events, as_history
+from judge.checks_cluster import check_controllers, check_hw, check_unclean_elections
+from judge.checks_groups import (check_commit_order, check_fenced_generations, check_lost_commits,
                                  check_split_coordinator)
-from chaos.checks_log import check_lost_writes, check_offsets, check_unseen
+from judge.checks_log import check_lost_writes, check_offsets, check_unseen
+from judge.registry import CHECKERS
 
-__all__ = ["Anomaly", "CheckResult", "CHECKERS", "FUNCTIONS", "KINDS", "check", "check_commit_order", "check_controllers",
-           "check_fenced_generations", "check_hw", "check_lost_commits", "check_lost_writes", "check_offsets",
-           "check_split_coordinator", "check_unclean_elections", "check_unseen"]
-
-Checker = Callable[..., CheckResult]
-
-# each checker of chaos.check_names.CHECKS (names, kinds and descriptions are defined there, once)
-FUNCTIONS: dict[str, Checker] = {
-    "lost-write": check_lost_writes,
-    "offsets": check_offsets,
-    "commit-order": check_commit_order,
-    "lost-commit": check_lost_commits,
-    "fenced-generation": check_fenced_generations,
-    "split-coordinator": check_split_coordinator,
-    "controllers": check_controllers,
-    "unclean-election": check_unclean_elections,
-    "hw": check_hw,
-    "unseen-message": check_unseen,
-}
-# name -> (checker, the anomaly kinds it reports), in CHECKS's order
-CHECKERS: dict[str, tuple[Checker, tuple[str, ...]]] = {
-    name: (FUNCTIONS[name], c.kinds) for name, c in CHECKS.items() if name in FUNCTIONS}
-KINDS: tuple[str, ...] = tuple(k for _f, kinds in CHECKERS.values() for k in kinds)
+__all__ = ["Anomaly", "CheckResult", "check", "check_commit_order", "check_controllers", "check_fenced_generations",
+           "check_hw", "check_lost_commits", "check_lost_writes", "check_offsets", "check_split_coordinator",
+           "check_unclean_elections", "check_unseen"]
 
 
 def check(ops: "History | Iterable[dict[str, Any]]", events: "Events | Iterable[dict[str, Any]] | None", *,
@@ -64,7 +45,7 @@ def check(ops: "History | Iterable[dict[str, Any]]", events: "Events | Iterable[
     ev = as_events(events)
     options = {"unclean_election": unclean_election, "final_reads_required": final_reads_required,
                "offsets_partitions": offsets_partitions}
-    results = [fn(h, ev, **options) for fn, _kinds in CHECKERS.values()]
+    results = [c.check(h, ev, **options) for c in CHECKERS.values()]
     out = CheckResult.merge(results)
     out.stats["history"] = {"lines": len(h.lines), "operations": len(h.ops),
                             "open": sum(1 for op in h.ops if op.type == "open")}

@@ -1,0 +1,50 @@
+"""The checkers, named once: each checker's name, the anomaly kinds it reports, what it looks for, and its
+Python implementation (one run's history and events -> a ``CheckResult``).
+
+Everything that judges a run reads this table: ``judge.checkers.check`` (a chaos run, a simulated run, the
+shrinker's target checker) runs its Python checkers in this order, and ``analysis.checks.CHECKERS`` puts
+each checker's Spark implementation, named as its Python one, in the same place for many runs at once.
+The exact rule behind each kind: docs/chaos.md, "Checkers".  Pure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from judge.check_model import CheckResult
+from judge.checks_cluster import check_controllers, check_hw, check_unclean_elections
+from judge.checks_groups import (check_commit_order, check_fenced_generations, check_lost_commits,
+                                 check_split_coordinator)
+from judge.checks_log import check_lost_writes, check_offsets, check_unseen
+
+
+@dataclass(frozen=True)
+class Checker:
+    name: str
+    kinds: tuple[str, ...]            # the anomaly kinds it reports
+    description: str
+    check: Callable[..., CheckResult]   # (history, events, **options) -> CheckResult, callable alone
+
+
+CHECKERS: dict[str, Checker] = {c.name: c for c in (
+    Checker("lost-write", ("lost-write",), "an acknowledged send that no final read of its partition has",
+            check_lost_writes),
+    Checker("offsets", ("inconsistent-offset", "duplicate-value"),
+            "two values at one offset, or one value at two offsets, over every observation", check_offsets),
+    Checker("commit-order", ("commit-went-backwards",),
+            "a group's committed offset going down after a higher commit completed", check_commit_order),
+    Checker("lost-commit", ("lost-commit",), "a committed offset that a later fetch of the group does not return",
+            check_lost_commits),
+    Checker("fenced-generation", ("fenced-generation-commit",),
+            "a commit of a generation the group had moved past accepted", check_fenced_generations),
+    Checker("split-coordinator", ("split-coordinator",),
+            "a commit accepted by a broker that was not the group's coordinator", check_split_coordinator),
+    Checker("controllers", ("multiple-controllers", "zombie-controller-write"),
+            "two controllers of one epoch, or a write by a controller already replaced", check_controllers),
+    Checker("unclean-election", ("unclean-election",),
+            "a leader elected from outside the ISR (skipped when unclean elections are on)", check_unclean_elections),
+    Checker("hw", ("hw-regression",), "a partition's high watermark going down within one broker process", check_hw),
+    Checker("unseen-message", ("unseen-message",),
+            "an acknowledged send that a consuming group never returned before its final commit", check_unseen),
+)}
+KINDS: tuple[str, ...] = tuple(k for c in CHECKERS.values() for k in c.kinds)

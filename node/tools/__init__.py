@@ -1,1 +1,0 @@
-"""Operator tools: the kafkasim CLI, the cluster launcher, topic administration, the demos."""
