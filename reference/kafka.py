@@ -91,6 +91,7 @@ class ReferenceCluster:
         self.pids: dict[int, int] = {}
         self.ports: dict[int, dict[str, int]] = {}   # broker id -> listener name -> port
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._log_marks: dict[int, int] = {}          # broker id -> server.log's size when we last started it
         self._zk: ZkClient | None = None
         self._load_state()
 
@@ -240,25 +241,46 @@ class ReferenceCluster:
         """'running', 'paused' or 'dead'."""
         return process_state(self.pids.get(broker_id)) if self.is_running(broker_id) else "dead"
 
-    def start(self, broker_id: int) -> int:
-        """Start broker ``broker_id``'s JVM (its data and ports as before); returns its pid."""
+    def start(self, broker_id: int, wait: bool = True, timeout: float = 90.0) -> int:
+        """Start broker ``broker_id``'s JVM (its data and ports as before) and, with ``wait``, wait until it has
+        started (:meth:`started`); returns its pid."""
         if self.is_running(broker_id):
             raise RuntimeError(f"reference broker {broker_id} is already running (pid {self.pids[broker_id]})")
         self.port_free_or_fail(broker_id)
         d = self.broker_dir(broker_id)
         (d / "logs").mkdir(parents=True, exist_ok=True)
         (d / "server.properties").write_text(render(self.properties(broker_id)))
+        log = d / "logs" / "server.log"
+        self._log_marks[broker_id] = log.stat().st_size if log.exists() else 0
         with open(d / "logs" / "kafka.out", "ab") as out:
             proc = subprocess.Popen(self.command(broker_id), stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(d))
         self._procs[broker_id] = proc
         self.pids[broker_id] = proc.pid
         self._save_state()
+        if wait:
+            self._wait(lambda: self.started(broker_id), timeout, f"reference broker {broker_id} to start", 0.05)
         return proc.pid
+
+    def started(self, broker_id: int) -> bool:
+        """The broker's last start-up is over: it logged ``started`` after its last ``starting``.  Until then
+        Kafka 2.8.2 answers SIGTERM by halting without its controlled shutdown ("Kafka server is still starting
+        up, cannot shut down!"), its registration left for the session timeout to remove."""
+        log = self.broker_dir(broker_id) / "logs" / "server.log"
+        try:
+            with open(log, "rb") as f:
+                mark = self._log_marks.get(broker_id, 0)
+                f.seek(mark if mark <= os.fstat(f.fileno()).st_size else 0)   # what this start logged
+                text = f.read()
+        except OSError:
+            return False
+        return text.rfind(b" started (kafka.server.KafkaServer)") > text.rfind(b" starting (kafka.server.KafkaServer)")
 
     def port_free_or_fail(self, broker_id: int) -> None:
         for name, port in self.listeners(broker_id).items():
             with socket.socket() as s:
+                # as Java's server sockets bind: a killed broker's connections in TIME_WAIT do not stop it
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 try:
                     s.bind(("127.0.0.1", port))
                 except OSError as e:
@@ -324,18 +346,20 @@ class ReferenceCluster:
         self.start_zookeeper()
         for b in self.cfg.brokers:
             if not self.is_running(b.id):
-                self.start(b.id)
+                self.start(b.id, wait=False)
         self.wait_ready(timeout)
         return self.status()
 
     def wait_ready(self, timeout: float = 120.0) -> None:
-        """Every broker is registered, a controller is elected, every broker's Metadata names every broker
-        and the controller; with ``kafkasim.offsets.topic.eager.create`` (as kafkasim's ``cluster up``
-        waits), __consumer_offsets exists and each of its partitions has a leader."""
+        """Every broker is registered and has finished its start-up, a controller is elected, every broker's
+        Metadata names every broker and the controller; with ``kafkasim.offsets.topic.eager.create`` (as
+        kafkasim's ``cluster up`` waits), __consumer_offsets exists and each of its partitions has a leader."""
         deadline = time.monotonic() + timeout
         ids = sorted(b.id for b in self.cfg.brokers)
         self._wait(lambda: sorted(self.zk().read_brokers()) == ids and self.controller() is not None, timeout,
                    f"reference brokers {ids} to register and elect a controller", 0.05)
+        self._wait(lambda: all(self.started(b) for b in ids), max(1.0, deadline - time.monotonic()),
+                   "every reference broker to finish its start-up", 0.05)
         self._wait(lambda: all(self._metadata_complete(b) for b in ids), max(1.0, deadline - time.monotonic()),
                    "every reference broker's Metadata to name every broker and the controller", 0.1)
         if self.cfg.get("kafkasim.offsets.topic.eager.create"):

@@ -120,6 +120,24 @@ def test_sigkill_of_the_controller_elects_another(kafka: ReferenceCluster) -> No
     assert new in {1, 2, 3} - {old}
     assert epoch_after > epoch_before
     assert old not in kafka.registrations()
+    # it comes back on its port, with its data (its meta.properties names the same cluster id)
+    port = kafka.listener(old)
+    kafka.start(old)   # and waits until its start-up is over
+    reg = kafka.registrations()[old]
+    assert (reg["host"], reg["port"]) == port
+
+
+def test_pause_resume_and_terminate_one_broker(kafka: ReferenceCluster) -> None:
+    b = next(i for i in (1, 2, 3) if i != kafka.controller())
+    kafka.pause(b)
+    assert kafka.state(b) == "paused"
+    kafka.resume(b)
+    assert kafka.state(b) == "running"
+    kafka.terminate(b)   # Kafka's controlled shutdown, then it closes its ZooKeeper session before it exits
+    assert kafka.state(b) == "dead"
+    assert b not in kafka.registrations()
+    kafka.start(b)
+    assert b in kafka.registrations()
 
 
 @pytest.mark.cluster
