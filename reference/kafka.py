@@ -75,6 +75,8 @@ class ReferenceCluster:
     def __init__(self, cfg: ClusterConfig, *, zookeeper: str | None = None, chroot: str = DEFAULT_CHROOT,
                  port_offset: int | None = None, extra: Mapping[str, Any] | None = None,
                  heap_mb: int = DEFAULT_HEAP_MB, config_path: Path | str | None = None):
+        if isinstance(heap_mb, bool) or not isinstance(heap_mb, int) or heap_mb < 128:
+            raise ValueError(f"heap_mb must be an integer of at least 128 (MB), got {heap_mb!r}")
         if not chroot.startswith("/") or chroot.endswith("/") or "//" in chroot:
             raise ValueError(f"chroot {chroot!r} must be an absolute ZooKeeper path, like /kafka-reference")
         cluster_properties(cfg)   # a key Kafka 2.8.2 cannot be given fails here, before anything starts

@@ -154,6 +154,8 @@ def test_ports_chroot_and_bootstrap(tmp_path: Path) -> None:
     assert ref.properties(1)["log.dirs"] == str(tmp_path / "run" / "reference" / "broker-1" / "data")
     with pytest.raises(ValueError, match="absolute ZooKeeper path"):
         ReferenceCluster(cfg, chroot="kafka")
+    with pytest.raises(ValueError, match="heap_mb"):
+        ReferenceCluster(cfg, heap_mb=0)
 
 
 def test_a_key_kafka_282_cannot_take_fails_before_anything_starts(tmp_path: Path) -> None:
