@@ -230,6 +230,9 @@ class ReferenceCluster:
 
     def is_running(self, broker_id: int) -> bool:
         """Our JVM for this broker exists (running or paused); a reused pid does not count."""
+        proc = self._procs.get(broker_id)
+        if proc is not None and proc.pid == self.pids.get(broker_id):
+            return proc.poll() is None    # ours (its exec of java may not have happened yet)
         pid = self.pids.get(broker_id)
         if process_state(pid) == "dead":
             return False
@@ -297,12 +300,7 @@ class ReferenceCluster:
         return pid
 
     def _exited(self, broker_id: int) -> bool:
-        proc = self._procs.get(broker_id)
-        if proc is not None:
-            if proc.poll() is None:
-                return False
-            del self._procs[broker_id]
-        return not self.is_running(broker_id)
+        return not self.is_running(broker_id)   # polling our own child reaps it
 
     def wait_exit(self, broker_id: int, timeout: float) -> None:
         wait_for(lambda: self._exited(broker_id), timeout,
