@@ -12,6 +12,7 @@
     kafkasim sim run|replay|sweep|shrink seeded simulated runs of the whole cluster (docs/simulation.md)
     kafkasim analyze RUN_DIR...          chaos runs -> Parquet tables and a report (docs/analysis.md)
     kafkasim ui [--port 8080] [--host H] [--read-only] [--replay RUN_DIR]   the web view (docs/ui.md)
+    kafkasim reference up|down|status    real Kafka 2.8.2 brokers beside kafkasim (docs/reference.md)
 """
 from __future__ import annotations
 
@@ -346,6 +347,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from analysis import main as analysis_main  # imports no pyspark until the command runs
     analysis_main.add_parsers(sub)
+    from reference import cli as reference_cli   # Kafka 2.8.2 itself (docs/reference.md)
+    reference_cli.add_parsers(sub)
 
     u = with_config(sub.add_parser("ui", help="the web view of a live cluster or of a finished run (docs/ui.md)"))
     u.add_argument("--port", type=int, default=8080)

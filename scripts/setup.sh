@@ -5,6 +5,8 @@
 #     (tests/test_lab.py) run the lab for real
 #   - iproute2 and iptables (chaos runs' root-only `network: netns` mode and its tests)
 #   - Debian's chromium (the web view's browser tests drive it headless with Playwright; no browser download)
+#   - Debian's maven: it fetches Kafka 2.8.2's jars (reference/pom.xml) into ~/.cache/kafkasim (or $KAFKASIM_CACHE)
+#     the first time a `kafkasim reference` command or a `kafka` test needs them (reference/jars.py), not here
 #   - kafkasim itself, editable, with its test extras (PySpark runs on the same Java 17); then the generated gRPC wire types
 #   - with --lab (scripts/test.sh passes it unless the run leaves out the cluster tier): the lab's image,
 #     built from Debian's packages by scripts/lab-image.sh (minutes the first time, then cached); a dockerd
@@ -55,6 +57,10 @@ fi
 if [ ! -x /usr/bin/chromium ]; then
     apt_pkgs+=(chromium)
 fi
+# Kafka 2.8.2 itself, beside kafkasim (docs/reference.md): Maven fetches its jars on first use
+if ! command -v mvn >/dev/null 2>&1; then
+    apt_pkgs+=(maven)
+fi
 if [ "${#apt_pkgs[@]}" -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then
         SUDO=()
@@ -70,7 +76,7 @@ if [ "${#apt_pkgs[@]}" -gt 0 ]; then
     "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
         apt-get install -y -q --no-install-recommends "${apt_pkgs[@]}"
 else
-    say "java, zookeeper, docker.io, docker-compose, debootstrap, ip, iptables and chromium present"
+    say "java, zookeeper, docker.io, docker-compose, debootstrap, ip, iptables, chromium and maven present"
 fi
 command -v java >/dev/null 2>&1 || { echo "setup: java still missing: apt-get install openjdk-17-jre-headless" >&2; exit 1; }
 [ -f /usr/share/java/zookeeper.jar ] || { echo "setup: /usr/share/java/zookeeper.jar still missing: apt-get install zookeeper" >&2; exit 1; }

@@ -7,7 +7,8 @@ session timeouts of a few seconds are allowed and failovers stay quick.
 Tiers (markers registered in pyproject.toml): a test is marked ``cluster``
 when it starts processes (ZooKeeper, brokers, proxies, the CLI, any
 subprocess), ``chaos`` when it runs a chaos run, ``spark`` when it starts
-Spark.  The marks come from the fixtures a test uses (below), and from a
+Spark, ``kafka`` (and ``cluster``) when it runs real Kafka 2.8.2 brokers.
+The marks come from the fixtures a test uses (below), and from a
 module-level ``pytestmark`` where a module starts processes itself.  The unit
 tier is ``-m "not cluster and not chaos and not spark"``; in it, a test that
 starts a process anyway fails, naming the mark it lacks.
@@ -43,6 +44,7 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "net": ("cluster",), "servers": ("cluster",),              # test_chaos_netns
     "short_chaos_results": ("chaos", "cluster"),
     "spark": ("spark",), "standalone": ("spark", "cluster"),   # test_analysis_cluster
+    "kafka": ("kafka", "cluster"),                             # test_reference: real Kafka 2.8.2 brokers
 }
 TIER_MARKS = ("cluster", "chaos", "spark")
 
