@@ -54,7 +54,7 @@ class OffsetsManager:
         self.partition = partition
         self.config = config
         self._offsets: dict[str, dict[TP, rec.OffsetValue]] = {}          # durable: the replay of the records
-        self._pending: dict[rec.OffsetKey, set[Write]] = {}               # commits in flight, per key
+        self._pending: dict[rec.OffsetKey, set[object]] = {}              # commits in flight (tokens), per key
         self._tombstoned: dict[rec.OffsetKey, Write] = {}                 # key -> the queued acks=0 write deleting it
 
     def clear(self) -> None:
@@ -128,6 +128,7 @@ class OffsetsManager:
                                                                expire))
                    for o in valid]
         keys = [k for k, _ in records]   # an OffsetKey is the (group, topic, partition) tuple itself
+        token = object()                 # this commit, while in flight (not the write: no reference cycle)
 
         def answer(o: Result, code: int) -> None:
             o.respond(handle, OffsetCommitResponse([
@@ -136,17 +137,17 @@ class OffsetsManager:
 
         def on_done(o: Result, code: int) -> None:
             for k in keys:
-                writes = self._pending.get(k)
-                if writes is not None:
-                    writes.discard(write)
-                    if not writes:
+                tokens = self._pending.get(k)
+                if tokens is not None:
+                    tokens.discard(token)
+                    if not tokens:
                         del self._pending[k]
             answer(o, errors.NONE if code == errors.NONE else map_offset_append_error(code))
 
-        write = out.write(records, acks=self.config.commit_required_acks, on_done=on_done,
-                          on_orphan=lambda o: answer(o, errors.NOT_COORDINATOR))
+        out.write(records, acks=self.config.commit_required_acks, on_done=on_done,
+                  on_orphan=lambda o: answer(o, errors.NOT_COORDINATOR))
         for k in keys:
-            self._pending.setdefault(k, set()).add(write)
+            self._pending.setdefault(k, set()).add(token)
         return out
 
     # ------------------------------------------------------------------ OffsetFetch

@@ -14,7 +14,7 @@ to it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from coordinator.records import Key, Value
@@ -22,24 +22,27 @@ from kafkacommon import errors
 from kafkacommon.event import Event
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Write:
     """Records for the offsets partition's log, appended with ``acks`` (-1: the HW covers them; 0: fire and
-    forget, done when emitted).  Compared by identity: the offsets manager tracks commits in flight by it."""
+    forget, done when emitted).  Compared by identity."""
     records: list[tuple[Key, Value | None]]
     acks: int
     on_done: Callable[["Result", int], None] | None = None   # (result, 0 = replayed | the append's error)
     on_orphan: Callable[["Result"], None] | None = None       # the partition was unloaded before it was done
 
 
-@dataclass(eq=False)
 class Result:
-    """The output of one operation on the coordinator of ``partition`` at ``now_ms``."""
-    partition: int
-    now_ms: int
-    responses: list[tuple[object, object]] = field(default_factory=list)   # (handle, response)
-    writes: list[Write] = field(default_factory=list)                     # not yet handed to the log
-    events: list[Event] = field(default_factory=list)
+    """The output of one operation on the coordinator of ``partition`` at ``now_ms``: ``responses`` ((handle,
+    response) pairs), ``writes`` (not yet handed to the log) and ``events``."""
+    __slots__ = ("partition", "now_ms", "responses", "writes", "events")
+
+    def __init__(self, partition: int, now_ms: int) -> None:
+        self.partition = partition
+        self.now_ms = now_ms
+        self.responses: list[tuple[object, object]] = []
+        self.writes: list[Write] = []
+        self.events: list[Event] = []
 
     def respond(self, handle: object, response: object) -> None:
         self.responses.append((handle, response))

@@ -43,7 +43,7 @@ def pending_key(group_id: str, member_id: str) -> TimerKey:
     return ("pending", group_id, member_id)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Timer:
     key: TimerKey
     deadline_ms: int
