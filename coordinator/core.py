@@ -378,7 +378,11 @@ class PartitionCoordinator:
         for bytes that are not a valid record.
         """
         k, v = rec.decode_record(key, value)
-        self._apply(k, v, None)   # the write path runs the same code (with its write)
+        # the write path runs the same code (_apply, with its write)
+        if type(k) is rec.OffsetKey:
+            self.offsets.replay(k, v, None)  # type: ignore[arg-type]
+        else:
+            self.groups.replay(k, v)  # type: ignore[arg-type]
         if offset is not None:
             self.last_replayed_offset = offset
 
