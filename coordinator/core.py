@@ -17,10 +17,10 @@ OffsetFetch, expiry), sharing the groups of a
 partition is loading or not its own, routes each request to its manager, and
 carries out what a manager's :class:`~coordinator.result.Result` asks: the
 records are appended (in the order they were emitted) and replayed once done,
-and timers are keyed (:mod:`coordinator.timers`).  Randomness comes only from the injected
-``new_member_suffix`` (a UUID string in production); a suffix that gives an id
-the group already has is drawn again (a seeded source may repeat after a
-failover).
+and timers are keyed (:mod:`coordinator.timers`).  Randomness comes only from
+the injected ``new_member_suffix`` (a UUID string in production); a suffix
+that gives an id the group already has is drawn again (a seeded source may
+repeat after a failover).
 
 Durable state is what the records define — the offsets cache and each group's
 last stored GroupMetadataValue — and it changes only in :meth:`replay`, which
@@ -30,8 +30,9 @@ were emitted (the shell appends them to the log in that order), so the cache
 always equals the replay of the log's committed records.  acks=0 appends (the
 expiry/deletion tombstones, which Kafka removes from its cache at once) count
 as done when emitted; their completions are ignored.  Transient rebalance
-state (members, parked requests, timers, a generation not yet stored) lives in
-:class:`~coordinator.group.GroupMetadata` objects, as in Kafka.
+state (members, parked requests, a generation not yet stored) lives in
+:class:`~coordinator.group.GroupMetadata` objects, as in Kafka, and the
+delayed operations in the keyed timers.
 
 After :meth:`unload`, an append still pending is answered NOT_COORDINATOR
 when its completion arrives (an append that completed but was still waiting
