@@ -4,10 +4,23 @@ The shell owns the network, the log and the clock.  It hands the core requests
 (with an opaque ``handle``), append completions and ticks, each with
 ``now_ms``, and gets back an :class:`Output`: responses to send (possibly for
 earlier handles: a JoinGroup is parked until the rebalance completes), records
-to append, and events to log.  Randomness comes only from the injected
-``new_member_suffix`` (a UUID string in production); a suffix that gives an id
-the group already has is drawn again (a seeded source may repeat after a
-failover).
+to append, and events to log.  Each API has its own method (``join_group``,
+``offset_commit``, ...), taking and answering :mod:`coordinator.messages` types.
+
+:class:`PartitionCoordinator` is the runtime around two managers that own
+their state (Kafka's GroupCoordinatorShard around GroupMetadataManager and
+OffsetMetadataManager): :class:`~coordinator.membership.MembershipManager`
+(JoinGroup, SyncGroup, Heartbeat, LeaveGroup, the rebalance) and
+:class:`~coordinator.offsets.OffsetsManager` (the offsets cache, OffsetCommit,
+OffsetFetch, expiry), sharing the groups of a
+:class:`~coordinator.registry.GroupRegistry`.  The runtime answers while the
+partition is loading or not its own, routes each request to its manager, and
+carries out what a manager's :class:`~coordinator.result.Result` asks: the
+records are appended (in the order they were emitted) and replayed once done,
+and timers are keyed (:mod:`coordinator.timers`).  Randomness comes only from
+the injected ``new_member_suffix`` (a UUID string in production); a suffix
+that gives an id the group already has is drawn again (a seeded source may
+repeat after a failover).
 
 Durable state is what the records define — the offsets cache and each group's
 last stored GroupMetadataValue — and it changes only in :meth:`replay`, which
@@ -17,8 +30,9 @@ were emitted (the shell appends them to the log in that order), so the cache
 always equals the replay of the log's committed records.  acks=0 appends (the
 expiry/deletion tombstones, which Kafka removes from its cache at once) count
 as done when emitted; their completions are ignored.  Transient rebalance
-state (members, parked requests, timers, a generation not yet stored) lives in
-:class:`~coordinator.group.GroupMetadata` objects, as in Kafka.
+state (members, parked requests, a generation not yet stored) lives in
+:class:`~coordinator.group.GroupMetadata` objects, as in Kafka, and the
+delayed operations in the keyed timers.
 
 After :meth:`unload`, an append still pending is answered NOT_COORDINATOR
 when its completion arrives (an append that completed but was still waiting
@@ -63,8 +77,9 @@ Choices where Kafka 2.8 leaves room, or where the core differs on purpose:
 
 * Ties in the protocol vote go to the smallest protocol name; a new leader is
   the oldest member (Kafka: HashMap order).
-* Timers: :meth:`on_tick` fires due timers earliest first; one armed during
-  the call for a time <= now waits for the next call, and DelayedJoin and
+* Timers: :meth:`on_tick` fires due timers earliest first (the offsets expiry
+  task after the others due with it); one armed during the call for a time
+  <= now waits for the next call, and DelayedJoin and
   DelayedSync last at least 1 ms (Kafka's timing-wheel tick), so a 0 ms
   rebalance timeout cannot spin.  The offsets expiry task first runs one check
   interval after :meth:`finish_load` (Kafka's runs broker-wide since start-up).
@@ -85,30 +100,22 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from coordinator import records as rec
-from coordinator.group import (
-    COMPLETING_REBALANCE, DEAD, EMPTY, NO_HANDLE, PREPARING_REBALANCE, STABLE, GroupMetadata,
+from coordinator.config import GroupConfig
+from coordinator.group import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupMetadata
+from coordinator.membership import NEW_MEMBER_JOIN_TIMEOUT_MS, MembershipManager
+from coordinator.messages import (
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribedGroup, DescribeGroupsRequest, DescribeGroupsResponse,
+    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListGroupsResponse,
+    OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest,
 )
-from coordinator.membership import NEW_MEMBER_JOIN_TIMEOUT_MS, MembershipMixin
-from coordinator.offsets import OffsetsMixin
-from kafkacommon.event import Event
+from coordinator.offsets import OffsetsManager
+from coordinator.registry import GroupRegistry
+from coordinator.result import Result, Write
+from coordinator.timers import EXPIRY_KEY, Timers
 from kafkacommon import errors
+from kafkacommon.event import Event
 
 __all__ = ["GroupConfig", "AppendCmd", "Output", "PartitionCoordinator", "NEW_MEMBER_JOIN_TIMEOUT_MS"]
-
-@dataclass
-class GroupConfig:
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1800000
-    initial_rebalance_delay_ms: int = 3000
-    max_size: int = 2**31 - 1
-    offset_metadata_max_bytes: int = 4096
-    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
-    offsets_retention_check_interval_ms: int = 600000
-    commit_timeout_ms: int = 5000      # offsets.commit.timeout.ms; goes into AppendCmd.timeout_ms
-    commit_required_acks: int = -1     # offsets.commit.required.acks: -1 waits for the HW, 1 for our own log
-    # Chaos only (a planted bug, see chaos/runner.py PLANTABLE_BUGS): False accepts a commit from any
-    # member and generation.  Always True in a real broker.
-    check_commit_generation: bool = True
 
 
 @dataclass
@@ -135,73 +142,118 @@ class Output:
 @dataclass
 class _Append:
     cmd: AppendCmd
-    on_done: Callable[[int], None] | None     # called with the replication error (0 = success)
-    on_orphan: Callable[[], None] | None      # answers its requests NOT_COORDINATOR after an unload
-    decoded: list = field(default_factory=list)  # the records as emitted: what their bytes decode to
+    write: Write                              # the records as emitted (what their bytes decode to), continuations
     state: str = "pending"                    # pending | ok | failed
 
 
-class PartitionCoordinator(MembershipMixin, OffsetsMixin):
+class PartitionCoordinator:
     """The group coordinator of one __consumer_offsets partition (see the module docstring)."""
 
     def __init__(self, partition: int, config: GroupConfig, new_member_suffix: Callable[[], str]) -> None:
         self.partition = partition
         self.config = config
-        self._suffix = new_member_suffix
         self.status = "unloaded"
+        self.timers = Timers()
+        self.groups = GroupRegistry()
+        self.membership = MembershipManager(partition, config, self.groups, self.timers, new_member_suffix)
+        self.offsets = OffsetsManager(partition, config)
         self._next_append_id = 1
-        self._seq = 0
-        self._orphans: dict[int, Callable[[], None] | None] = {}
-        self._out: Output | None = None
-        self._now = 0
-        self._reason: str | None = None
+        self._appends: dict[int, _Append] = {}                   # emitted, not yet replayed (in order)
+        self._orphans: dict[int, Callable[[Result], None] | None] = {}
         self._draining = False
         self.last_replayed_offset: int | None = None
-        self._reset()
 
     def _reset(self) -> None:
-        self._groups: dict[str, GroupMetadata] = {}
-        self._offsets: dict[str, dict[tuple[str, int], rec.OffsetValue]] = {}   # durable
-        self._stored_groups: dict[str, rec.GroupValue] = {}                     # durable
-        self._pending_commits: dict[tuple[str, str, int], set[int]] = {}
-        self._tombstoned: dict[tuple[str, str, int], int] = {}   # key -> the queued acks=0 append deleting it
-        self._appends: dict[int, _Append] = {}                   # emitted, not yet replayed (in order)
-        self._next_expiry_ms: int | None = None
+        self.groups.clear()
+        self.offsets.clear()
+        self.timers.clear()
+        self._appends = {}
 
-    # ------------------------------------------------------------------ plumbing
+    # ------------------------------------------------------------------ the API
 
-    def _start(self, now_ms: int) -> Output:
-        self._out = Output()
-        self._now = now_ms
-        self._reason = None
-        return self._out
+    def join_group(self, handle: object, req: JoinGroupRequest, now_ms: int) -> Output:
+        error = self._status_error(req.group_id, allow_empty=False)
+        if error is not None:
+            return self._answer(handle, req.error_response(error))
+        return self._run(self.membership.join_group(handle, req, now_ms))
 
-    def _done(self) -> Output:
-        out, self._out = self._out, None
-        assert out is not None
-        return out
+    def sync_group(self, handle: object, req: SyncGroupRequest, now_ms: int) -> Output:
+        error = self._status_error(req.group_id, allow_empty=False)
+        if error is not None:
+            loading = error == errors.COORDINATOR_LOAD_IN_PROGRESS
+            return self._answer(handle, req.error_response(errors.REBALANCE_IN_PROGRESS if loading else error))
+        return self._run(self.membership.sync_group(handle, req, now_ms))
 
-    def _respond(self, handle: object, response: object) -> None:
-        assert self._out is not None
-        self._out.responses.append((handle, response))
+    def heartbeat(self, handle: object, req: HeartbeatRequest, now_ms: int) -> Output:
+        error = self._status_error(req.group_id, allow_empty=False)
+        if error is not None:
+            loading = error == errors.COORDINATOR_LOAD_IN_PROGRESS
+            return self._answer(handle, req.error_response(errors.NONE if loading else error))
+        return self._run(self.membership.heartbeat(handle, req, now_ms))
 
-    def _event(self, name: str, **fields: object) -> None:
-        assert self._out is not None
-        self._out.events.append(Event(name, {"partition": self.partition, **fields}))
+    def leave_group(self, handle: object, req: LeaveGroupRequest, now_ms: int) -> Output:
+        error = self._status_error(req.group_id, allow_empty=False)
+        if error is not None:
+            return self._answer(handle, req.error_response(error))
+        return self._run(self.membership.leave_group(handle, req, now_ms))
 
-    def _next_seq(self) -> int:
-        self._seq += 1
-        return self._seq
+    def offset_commit(self, handle: object, req: OffsetCommitRequest, now_ms: int) -> Output:
+        error = self._status_error(req.group_id, allow_empty=True)
+        if error is not None:
+            return self._answer(handle, req.error_response(error))
+        out = Result(self.partition, now_ms)
+        group = self.groups.get(req.group_id)
+        if group is None and req.generation_id < 0:   # a simple consumer: Kafka stores offsets only
+            group = self.groups.create(out, req.group_id, "commit")
+        code = self.membership.validate_commit(group, req, now_ms)
+        if code is None:
+            out.extend(self.offsets.commit(handle, req, now_ms))
+        else:
+            out.respond(handle, req.error_response(code))
+        return self._run(out)
 
-    def _on_transition(self, group: GroupMetadata, previous: str, state: str) -> None:
-        self._event("group_state_changed", group=group.group_id, **{"from": previous, "to": state},
-                    generation=group.generation, reason=self._reason)
+    def offset_fetch(self, handle: object, req: OffsetFetchRequest, now_ms: int) -> Output:
+        error = self._status_error(req.group_id, allow_empty=True)
+        if error is not None:
+            return self._answer(handle, req.error_response(error))
+        return self._answer(handle, self.offsets.fetch(self.groups.get(req.group_id), req))
 
-    def _new_group(self, group_id: str, reason: str) -> GroupMetadata:
-        group = GroupMetadata(group_id, self._now, EMPTY, self._on_transition)
-        self._groups[group_id] = group
-        self._event("group_created", group=group_id, reason=reason)
-        return group
+    def describe_groups(self, handle: object, req: DescribeGroupsRequest, now_ms: int) -> Output:
+        described = []
+        for group_id in req.group_ids:
+            error = self._status_error(group_id, allow_empty=True)
+            described.append(self.groups.describe(group_id) if error is None
+                             else DescribedGroup(error, group_id, "", "", "", []))
+        return self._answer(handle, DescribeGroupsResponse(described))
+
+    def list_groups(self, handle: object, req: ListGroupsRequest, now_ms: int) -> Output:
+        if self.status == "unloaded":
+            return self._answer(handle, req.error_response(errors.NOT_COORDINATOR))
+        code = errors.COORDINATOR_LOAD_IN_PROGRESS if self.status == "loading" else errors.NONE
+        return self._answer(handle, ListGroupsResponse(code, self.groups.listed(req.states_filter)))
+
+    def delete_groups(self, handle: object, req: DeleteGroupsRequest, now_ms: int) -> Output:
+        """handleDeleteGroups: an Empty group dies, its offsets and its metadata are tombstoned."""
+        out = Result(self.partition, now_ms)
+        results: dict[str, int] = {}
+        eligible: list[GroupMetadata] = []
+        for group_id in dict.fromkeys(req.group_ids):   # a set, in request order
+            error = self._status_error(group_id, allow_empty=True)
+            group = self.groups.get(group_id)
+            if error is not None:
+                results[group_id] = error
+            elif group is None or group.is_(DEAD):
+                results[group_id] = errors.GROUP_ID_NOT_FOUND
+            elif group.is_(EMPTY):
+                self.groups.transition(out, group, DEAD)
+                eligible.append(group)
+                results[group_id] = errors.NONE
+            else:
+                results[group_id] = errors.NON_EMPTY_GROUP
+        for group in eligible:
+            self._cleanup_group(out, group, self.offsets.remove_all(group.group_id), "deleted")
+        out.respond(handle, DeleteGroupsResponse(list(results.items())))
+        return self._run(out)
 
     def _status_error(self, group_id: str | None, allow_empty: bool) -> int | None:
         """validateGroupStatus: INVALID_GROUP_ID, then loading, then ownership."""
@@ -213,29 +265,64 @@ class PartitionCoordinator(MembershipMixin, OffsetsMixin):
             return errors.NOT_COORDINATOR
         return None
 
+    def _answer(self, handle: object, response: object) -> Output:
+        return Output(responses=[(handle, response)])
+
+    # ------------------------------------------------------------------ group cleanup and offsets expiry
+
+    def _cleanup_group(self, out: Result, group: GroupMetadata, removed: list[tuple[str, int]], reason: str) -> None:
+        """cleanupGroupMetadata: tombstones (acks=0) for ``removed``; an Empty group left with no offsets dies."""
+        group_id = group.group_id
+        if group.is_(EMPTY) and not self.offsets.has_offsets(group_id, besides=removed):
+            self.groups.transition(out, group, DEAD)
+        tombstones: list[tuple[rec.Key, None]] = [(rec.OffsetKey(group_id, t, p), None) for t, p in removed]
+        if group.is_(DEAD) and self.groups.remove(group):
+            self.membership.forget(group)
+            if group.generation > 0:   # generation 0: the group only ever stored offsets
+                tombstones.append((rec.GroupMetadataKey(group_id), None))
+            out.event("group_deleted", group=group_id, reason=reason, generation=group.generation,
+                      offsets=len(removed))
+        if tombstones:
+            self.offsets.hide(out.write(tombstones, acks=0))
+
+    def _expire_offsets(self, out: Result, deadline_ms: int) -> None:
+        """The offsets.retention.check.interval.ms task: removeExpiredOffsets then cleanupGroupMetadata."""
+        while deadline_ms <= out.now_ms:
+            deadline_ms += max(self.config.offsets_retention_check_interval_ms, 1)
+        self._arm_expiry(deadline_ms)
+        for group in self.groups.groups():
+            expired = self.offsets.expired(group, out.now_ms)
+            if expired:
+                out.event("offsets_expired", group=group.group_id, count=len(expired))
+            self._cleanup_group(out, group, expired, "expired")
+
+    def _arm_expiry(self, deadline_ms: int) -> None:
+        self.timers.schedule(EXPIRY_KEY, deadline_ms, lambda o: self._expire_offsets(o, deadline_ms))
+
     # ------------------------------------------------------------------ appends
 
-    def _append(self, records: list[tuple[rec.Key, rec.Value | None]], acks: int,
-                on_done: Callable[[int], None] | None = None,
-                on_orphan: Callable[[], None] | None = None) -> int:
-        append_id = self._next_append_id
-        self._next_append_id += 1
-        encoded = rec.encode_records(records)
-        cmd = AppendCmd(append_id, encoded, acks, self.config.commit_timeout_ms)
-        assert self._out is not None
-        self._out.appends.append(cmd)
-        entry = _Append(cmd, on_done, on_orphan, list(records))
-        self._appends[append_id] = entry
-        if acks == 0:
-            entry.state = "ok"   # fire and forget, like partition.appendRecordsToLeader(requiredAcks = 0)
-            for k, v in records:
-                if v is None and isinstance(k, rec.OffsetKey):
-                    self._tombstoned[(k.group, k.topic, k.partition)] = append_id
-            self._drain()
-        return append_id
+    def _run(self, out: Result) -> Output:
+        """Carry out a result: its writes go to the log (acks=0 ones are done at once)."""
+        appends: list[AppendCmd] = []
+        self._flush(out, appends)
+        return Output(out.responses, appends, out.events)
 
-    def _drain(self) -> None:
-        """Replay the leading resolved appends, in emission order, and run their success callbacks."""
+    def _flush(self, out: Result, appends: list[AppendCmd]) -> None:
+        """Hand ``out``'s new writes to the log, in order: each gets an append id and an AppendCmd."""
+        while out.writes:
+            write = out.writes.pop(0)
+            append_id = self._next_append_id
+            self._next_append_id += 1
+            cmd = AppendCmd(append_id, rec.encode_records(write.records), write.acks, self.config.commit_timeout_ms)
+            appends.append(cmd)
+            entry = _Append(cmd, write)
+            self._appends[append_id] = entry
+            if write.acks == 0:
+                entry.state = "ok"   # fire and forget, like partition.appendRecordsToLeader(requiredAcks = 0)
+                self._drain(out, appends)
+
+    def _drain(self, out: Result, appends: list[AppendCmd]) -> None:
+        """Replay the leading resolved appends, in emission order, and run their continuations."""
         if self._draining:
             return
         self._draining = True
@@ -248,35 +335,39 @@ class PartitionCoordinator(MembershipMixin, OffsetsMixin):
                 if entry.state == "ok":
                     # the records' own objects: decoding their bytes gives the same (records'
                     # round-trip tests), and the replay path (the load) decodes the bytes
-                    for key, value in entry.decoded:
-                        self._apply_decoded(key, value, append_id)
-                    if entry.on_done is not None:
-                        entry.on_done(errors.NONE)
+                    write = entry.write
+                    for key, value in write.records:
+                        self._apply(key, value, write)
+                    if write.on_done is not None:
+                        write.on_done(out, errors.NONE)
+                        self._flush(out, appends)
         finally:
             self._draining = False
 
     def on_append_done(self, append_id: int, error_code: int, now_ms: int) -> Output:
         """The replication layer's answer for an append (0 = the HW covers its records)."""
-        self._start(now_ms)
+        out = Result(self.partition, now_ms)
+        appends: list[AppendCmd] = []
         if append_id in self._orphans:
             on_orphan = self._orphans.pop(append_id)
             if on_orphan is not None:
-                on_orphan()
-            return self._done()
+                on_orphan(out)
+            return Output(out.responses, appends, out.events)
         entry = self._appends.get(append_id)
         if entry is None or entry.state != "pending":
             if entry is not None and error_code != errors.NONE:
-                self._event("append_failed", append_id=append_id, error=error_code, acks=entry.cmd.acks)
-            return self._done()
+                out.event("append_failed", append_id=append_id, error=error_code, acks=entry.cmd.acks)
+            return Output(out.responses, appends, out.events)
         if error_code == errors.NONE:
             entry.state = "ok"
         else:
             entry.state = "failed"
-            self._event("append_failed", append_id=append_id, error=error_code, acks=entry.cmd.acks)
-            if entry.on_done is not None:
-                entry.on_done(error_code)
-        self._drain()
-        return self._done()
+            out.event("append_failed", append_id=append_id, error=error_code, acks=entry.cmd.acks)
+            if entry.write.on_done is not None:
+                entry.write.on_done(out, error_code)
+                self._flush(out, appends)
+        self._drain(out, appends)
+        return Output(out.responses, appends, out.events)
 
     # ------------------------------------------------------------------ replay & durable view
 
@@ -287,199 +378,99 @@ class PartitionCoordinator(MembershipMixin, OffsetsMixin):
         for its own records once they are committed.  Raises RecordFormatError
         for bytes that are not a valid record.
         """
-        self._apply(key, value, None)   # the write path runs the same code (with its append id)
+        k, v = rec.decode_record(key, value)
+        # the write path runs the same code (_apply, with its write)
+        if type(k) is rec.OffsetKey:
+            self.offsets.replay(k, v, None)  # type: ignore[arg-type]
+        else:
+            self.groups.replay(k, v)  # type: ignore[arg-type]
         if offset is not None:
             self.last_replayed_offset = offset
 
-    def _apply(self, key: bytes, value: bytes | None, append_id: int | None) -> None:
-        k, v = rec.decode_record(key, value)
-        self._apply_decoded(k, v, append_id)
-
-    def _apply_decoded(self, k: rec.Key, v: rec.Value | None, append_id: int | None) -> None:
+    def _apply(self, k: rec.Key, v: rec.Value | None, write: Write | None) -> None:
         if isinstance(k, rec.OffsetKey):
-            tp = (k.topic, k.partition)
-            if v is None:
-                group_offsets = self._offsets.get(k.group)
-                if group_offsets is not None:
-                    group_offsets.pop(tp, None)
-                    if not group_offsets:
-                        del self._offsets[k.group]
-                gkey = (k.group, k.topic, k.partition)
-                if append_id is not None and self._tombstoned.get(gkey) == append_id:
-                    del self._tombstoned[gkey]
-            else:
-                assert isinstance(v, rec.OffsetValue)
-                self._offsets.setdefault(k.group, {})[tp] = v
+            self.offsets.replay(k, v, write)  # type: ignore[arg-type]
         else:
-            if v is None:
-                self._stored_groups.pop(k.group, None)
-            else:
-                assert isinstance(v, rec.GroupValue)
-                self._stored_groups[k.group] = v
+            self.groups.replay(k, v)  # type: ignore[arg-type]
 
     def durable_view(self) -> dict:
         """Everything the records define, canonically ordered: {"offsets": {(group, topic, partition):
         OffsetValue}, "groups": {group: GroupValue}}."""
-        offsets = {(g, t, p): v for g, tps in self._offsets.items() for (t, p), v in tps.items()}
-        return {"offsets": dict(sorted(offsets.items())), "groups": dict(sorted(self._stored_groups.items()))}
+        return {"offsets": self.offsets.view(), "groups": self.groups.stored()}
 
     def group_ids(self) -> list[str]:
-        return sorted(self._groups)
+        return self.groups.ids()
 
     def get_group(self, group_id: str) -> GroupMetadata | None:
         """The live group object (for tests and diagnostics; do not mutate)."""
-        return self._groups.get(group_id)
+        return self.groups.get(group_id)
 
     # ------------------------------------------------------------------ load / unload
 
     def begin_load(self, now_ms: int) -> Output:
         """Start loading (the partition's leadership was gained): state cleared, requests get 14."""
-        self._start(now_ms)
+        out = Result(self.partition, now_ms)
         if self.status != "unloaded":
-            self._unload()
+            self._unload(out)
         self._reset()
         self.status = "loading"
-        self._event("partition_loading")
-        return self._done()
+        out.event("partition_loading")
+        return self._run(out)
 
     def finish_load(self, now_ms: int) -> Output:
         """Every record replayed: build the groups (Stable with members, else Empty) and own the partition."""
-        self._start(now_ms)
+        out = Result(self.partition, now_ms)
         self.status = "active"
-        loaded = []
-        for group_id in sorted(self._stored_groups):
-            group = GroupMetadata.from_value(group_id, self._stored_groups[group_id], now_ms, self._on_transition)
-            self._groups[group_id] = group
-            loaded.append(group)
-        for group_id in sorted(self._offsets):
-            if group_id not in self._groups:
-                group = GroupMetadata(group_id, now_ms, EMPTY, self._on_transition)
-                self._groups[group_id] = group
-                loaded.append(group)
-        for group in loaded:
-            self._event("group_loaded", group=group.group_id, state=group.state, generation=group.generation,
-                        protocol_type=group.protocol_type, protocol=group.protocol_name, leader=group.leader_id,
-                        members=list(group.members), offsets=len(self._offsets.get(group.group_id, {})))
-            if group.size > self.config.max_size:
-                self._reason = "freshly-loaded group is over capacity"
-                self._prepare_rebalance(group)
-                self._reason = None
-            for member in group.members.values():
-                self._schedule_heartbeat(member, member.session_timeout_ms)
-        self._next_expiry_ms = now_ms + self.config.offsets_retention_check_interval_ms
-        self._event("partition_loaded", groups=len(self._groups),
-                    offsets=sum(len(v) for v in self._offsets.values()))
-        return self._done()
+        for group in self.groups.load(now_ms, self.offsets.group_ids()):
+            out.event("group_loaded", group=group.group_id, state=group.state, generation=group.generation,
+                      protocol_type=group.protocol_type, protocol=group.protocol_name, leader=group.leader_id,
+                      members=list(group.members), offsets=self.offsets.count(group.group_id))
+            self.membership.on_loaded(out, group)
+        self._arm_expiry(now_ms + self.config.offsets_retention_check_interval_ms)
+        out.event("partition_loaded", groups=len(self.groups), offsets=self.offsets.count())
+        return self._run(out)
 
     def unload(self, now_ms: int) -> Output:
         """Leadership lost: parked joins/syncs get NOT_COORDINATOR, groups die, state is dropped."""
-        self._start(now_ms)
+        out = Result(self.partition, now_ms)
         if self.status != "unloaded":
-            self._unload()
-        return self._done()
+            self._unload(out)
+        return self._run(out)
 
-    def _unload(self) -> None:
-        groups, offsets = len(self._groups), sum(len(v) for v in self._offsets.values())
-        for group in self._groups.values():
-            previous = group.state
-            if previous != DEAD:
-                group.transition_to(DEAD, self._now)
-            for member in group.members.values():
-                if member.is_awaiting_join:
-                    handle, member.join_handle = member.join_handle, NO_HANDLE
-                    self._respond(handle, self._join_error(errors.NOT_COORDINATOR, member.member_id))
-                if member.is_awaiting_sync:
-                    handle, member.sync_handle = member.sync_handle, NO_HANDLE
-                    self._respond(handle, self._sync_error(errors.NOT_COORDINATOR))
-                member.heartbeat_deadline_ms = None
-            group.join_timer = group.sync_timer = None
-            group.pending_members.clear()
+    def _unload(self, out: Result) -> None:
+        groups, offsets = len(self.groups), self.offsets.count()
+        self.membership.unload(out)
         orphaned = 0
         for append_id, entry in self._appends.items():
             if entry.state == "pending":      # answered NOT_COORDINATOR when its completion arrives
-                self._orphans[append_id] = entry.on_orphan
+                self._orphans[append_id] = entry.write.on_orphan
                 orphaned += 1
-            elif entry.state == "ok" and entry.on_done is not None and entry.on_orphan is not None:
-                entry.on_orphan()             # completed, but never replayed (an earlier append was pending)
+            elif entry.state == "ok" and entry.write.on_done is not None and entry.write.on_orphan is not None:
+                entry.write.on_orphan(out)    # completed, but never replayed (an earlier append was pending)
         self._reset()
         self.status = "unloaded"
-        self._event("partition_unloaded", groups=groups, offsets=offsets, orphaned_appends=orphaned)
+        out.event("partition_unloaded", groups=groups, offsets=offsets, orphaned_appends=orphaned)
 
     # ------------------------------------------------------------------ timers
-
-    def _schedule_heartbeat(self, member, timeout_ms: int) -> None:
-        """completeAndScheduleNextExpiration: the previous expectation is met, a new one starts."""
-        member.heartbeat_satisfied = False
-        member.heartbeat_deadline_ms = self._now + max(timeout_ms, 0)
-        member.heartbeat_seq = self._next_seq()
-
-    def _timers(self):
-        """Every scheduled timer as (deadline, seq, kind, group, member id or None)."""
-        for group in self._groups.values():
-            if group.join_timer is not None:
-                yield group.join_timer.deadline_ms, group.join_timer.seq, "join", group, None
-            if group.sync_timer is not None:
-                yield group.sync_timer.deadline_ms, group.sync_timer.seq, "sync", group, None
-            for member_id, (deadline, seq) in group.pending_members.items():
-                yield deadline, seq, "pending", group, member_id
-            for member in group.members.values():
-                if member.heartbeat_deadline_ms is not None:
-                    yield member.heartbeat_deadline_ms, member.heartbeat_seq, "heartbeat", group, member.member_id
-
-    def _still_armed(self, seq: int, kind: str, group: GroupMetadata, member_id: str | None) -> bool:
-        """Whether the timer ``seq`` found by a scan is still the one scheduled (not fired, cancelled or
-        replaced since)."""
-        if self._groups.get(group.group_id) is not group:
-            return False
-        if kind == "join":
-            return group.join_timer is not None and group.join_timer.seq == seq
-        if kind == "sync":
-            return group.sync_timer is not None and group.sync_timer.seq == seq
-        if kind == "pending":
-            entry = group.pending_members.get(member_id)
-            return entry is not None and entry[1] == seq
-        member = group.members.get(member_id)
-        return member is not None and member.heartbeat_deadline_ms is not None and member.heartbeat_seq == seq
 
     def next_deadline_ms(self) -> int | None:
         """The earliest timer (may be <= now: call on_tick at once); None when nothing is scheduled."""
         if self.status != "active":
             return None
-        deadlines = [t[0] for t in self._timers()]
-        if self._next_expiry_ms is not None:
-            deadlines.append(self._next_expiry_ms)
-        return min(deadlines, default=None)
+        return self.timers.next_deadline_ms()
 
     def on_tick(self, now_ms: int) -> Output:
         """Fire every due timer, earliest first.  Timers armed during this call for <= now wait for the next call."""
-        self._start(now_ms)
-        if self.status != "active":
-            return self._done()
-        # the timers due now, earliest first, from one scan: firing one may cancel others (checked before
-        # each fires) or arm new ones (they have later sequence numbers, and wait for the next call)
-        due = sorted((t for t in self._timers() if t[0] <= now_ms), key=lambda t: (t[0], t[1]))
-        for _, seq, kind, group, member_id in due:
-            if not self._still_armed(seq, kind, group, member_id):
-                continue
-            self._reason = None
-            if kind == "join":
-                timer, group.join_timer = group.join_timer, None
-                self._on_join_timer(group, timer)
-            elif kind == "sync":
-                timer, group.sync_timer = group.sync_timer, None
-                self._on_expire_pending_sync(group, timer.generation)
-            elif kind == "pending":
-                del group.pending_members[member_id]
-                self._on_expire_pending_member(group, member_id)
-            else:
-                member = group.members[member_id]
-                member.heartbeat_deadline_ms = None
-                self._on_expire_heartbeat(group, member)
-        if self._next_expiry_ms is not None and self._next_expiry_ms <= now_ms:
-            while self._next_expiry_ms <= now_ms:
-                self._next_expiry_ms += max(self.config.offsets_retention_check_interval_ms, 1)
-            self._cleanup_expired_offsets()
-        return self._done()
+        out = Result(self.partition, now_ms)
+        appends: list[AppendCmd] = []
+        if self.status == "active":
+            # firing one may cancel or replace others (fire() skips them); the offsets expiry task runs after
+            # the membership timers due with it
+            due = sorted(self.timers.due(now_ms), key=lambda t: t.key == EXPIRY_KEY)
+            for timer in due:
+                if self.timers.fire(timer, out):
+                    self._flush(out, appends)
+        return Output(out.responses, appends, out.events)
 
 
 # states re-exported for the shell and tests

@@ -2,9 +2,10 @@
 
 Plain objects, no I/O and no clock: every method that needs the time takes
 ``now_ms``.  The rebalance state here is transient — parked requests (the
-handles the shell gave), timers, a new generation not yet stored — exactly as
-in Kafka; what a group looked like when it was last stored lives in the
-coordinator's record-derived view, not here.
+handles the shell gave), pending members, a new generation not yet stored —
+exactly as in Kafka; what a group looked like when it was last stored lives in
+the coordinator's record-derived view (:mod:`coordinator.registry`), and its
+timers are keyed in :mod:`coordinator.timers`, not here.
 
 States and legal transitions (GroupMetadata.validPreviousStates)::
 
@@ -28,7 +29,9 @@ import struct
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from coordinator.messages import JoinGroupResponse, JoinMember
 from coordinator.records import GroupValue, MemberRecord
+from kafkacommon import errors
 
 EMPTY = "Empty"
 PREPARING_REBALANCE = "PreparingRebalance"
@@ -46,6 +49,7 @@ VALID_PREVIOUS_STATES: dict[str, frozenset[str]] = {
 }
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+MAX_ID_DRAWS = 1000   # new member ids drawn before a repeating id source is an error
 
 
 class IllegalStateTransition(RuntimeError):
@@ -61,23 +65,12 @@ NO_HANDLE = _NoHandle()   # "no parked request" (a handle may legitimately be No
 
 
 @dataclass
-class JoinTimer:
-    """DelayedJoin, or InitialDelayedJoin when ``initial`` (delay/remaining as in Kafka)."""
-
-    deadline_ms: int
-    seq: int
+class DelayedJoin:
+    """What a join timer keeps: an InitialDelayedJoin (``initial``, with Kafka's delay and remaining time)
+    or a DelayedJoin."""
     initial: bool = False
     delay_ms: int = 0
     remaining_ms: int = 0
-
-
-@dataclass
-class SyncTimer:
-    """DelayedSync (2.8.1+, KAFKA-12890) for one generation."""
-
-    deadline_ms: int
-    seq: int
-    generation: int
 
 
 class MemberMetadata:
@@ -98,9 +91,7 @@ class MemberMetadata:
         self.sync_handle: object = NO_HANDLE
         self.is_leaving = False
         self.is_new = False
-        self.heartbeat_satisfied = False
-        self.heartbeat_deadline_ms: int | None = None   # the DelayedHeartbeat, if one is scheduled
-        self.heartbeat_seq = 0
+        self.heartbeat_satisfied = False   # (the DelayedHeartbeat itself is a keyed timer: coordinator.timers)
 
     @property
     def is_static(self) -> bool:
@@ -172,8 +163,7 @@ class MemberMetadata:
 
 
 class GroupMetadata:
-    def __init__(self, group_id: str, now_ms: int, state: str = EMPTY,
-                 listener: Callable[["GroupMetadata", str, str], None] | None = None) -> None:
+    def __init__(self, group_id: str, now_ms: int, state: str = EMPTY) -> None:
         self.group_id = group_id
         self.state = state
         self.state_timestamp_ms: int | None = now_ms
@@ -183,13 +173,10 @@ class GroupMetadata:
         self.leader_id: str | None = None
         self.members: dict[str, MemberMetadata] = {}          # insertion order
         self.static_members: dict[str, str] = {}              # group.instance.id -> member id
-        self.pending_members: dict[str, tuple[int, int]] = {}  # member id -> (expiry deadline, seq)
+        self.pending_members: dict[str, None] = {}             # MEMBER_ID_REQUIRED given (ordered set)
         self.pending_sync: dict[str, None] = {}                # members expected to SyncGroup (ordered set)
         self.new_member_added = False
-        self.join_timer: JoinTimer | None = None
-        self.sync_timer: SyncTimer | None = None
         self.subscribed_topics: frozenset[str] | None = None
-        self.listener = listener
         self._awaiting = 0                                     # members with a parked JoinGroup
         self._protocol_counts: dict[str | None, int] = {}      # protocol name -> members supporting it
 
@@ -218,7 +205,9 @@ class GroupMetadata:
     def can_rebalance(self) -> bool:
         return self.state in VALID_PREVIOUS_STATES[PREPARING_REBALANCE]
 
-    def transition_to(self, state: str, now_ms: int) -> None:
+    def transition_to(self, state: str, now_ms: int) -> str:
+        """Move to ``state`` (raises IllegalStateTransition unless it is legal); returns the previous state.
+        The coordinator's :meth:`coordinator.registry.GroupRegistry.transition` calls it and logs the change."""
         if state not in VALID_PREVIOUS_STATES:
             raise IllegalStateTransition(f"group {self.group_id}: unknown state {state!r}")
         if self.state not in VALID_PREVIOUS_STATES[state]:
@@ -228,8 +217,7 @@ class GroupMetadata:
         previous = self.state
         self.state = state
         self.state_timestamp_ms = now_ms
-        if self.listener is not None:
-            self.listener(self, previous, state)
+        return previous
 
     # ------------------------------------------------------------ membership
 
@@ -314,6 +302,24 @@ class GroupMetadata:
         member.join_handle = join_handle
         return displaced
 
+    def accepts_joining(self, member_id: str, max_size: int) -> bool:
+        """acceptJoiningMember: whether the group has room for ``member_id`` (group.max.size)."""
+        if self.state in (EMPTY, DEAD):
+            return True
+        if self.is_(PREPARING_REBALANCE):
+            return (self.has(member_id) and self.get(member_id).is_awaiting_join) or self.num_awaiting_join < max_size
+        return self.has(member_id) or self.size < max_size
+
+    def fresh_member_id(self, prefix: str, suffix: Callable[[], str]) -> str:
+        """``prefix-suffix``, drawn again while the group already has that id (a member or a pending one).
+        Kafka counts on a random UUID never repeating; the injected suffix source may (a seeded one started
+        again after a failover), and an id in use would otherwise replace that member unseen."""
+        for _ in range(MAX_ID_DRAWS):
+            new_id = f"{prefix}-{suffix()}"
+            if not self.has(new_id) and not self.is_pending_member(new_id):
+                return new_id
+        raise RuntimeError(f"group {self.group_id}: the member id source gave {MAX_ID_DRAWS} ids in use in a row")
+
     def is_pending_member(self, member_id: str) -> bool:
         return member_id in self.pending_members and member_id not in self.members
 
@@ -359,17 +365,15 @@ class GroupMetadata:
 
     # ------------------------------------------------------------ generations
 
-    def init_next_generation(self, now_ms: int) -> None:
+    def init_next_generation(self) -> str:
+        """initNextGeneration up to its state change: the generation, protocol and subscriptions move on.
+        Returns the state the group moves to next (CompletingRebalance with members, else Empty); the caller
+        makes that transition (so that it is logged)."""
         self.generation += 1
-        if self.members:
-            self.protocol_name = self.select_protocol()
-            self.subscribed_topics = self.compute_subscribed_topics()
-            self.transition_to(COMPLETING_REBALANCE, now_ms)
-        else:
-            self.protocol_name = None
-            self.subscribed_topics = self.compute_subscribed_topics()
-            self.transition_to(EMPTY, now_ms)
+        self.protocol_name = self.select_protocol() if self.members else None
+        self.subscribed_topics = self.compute_subscribed_topics()
         self.pending_sync.clear()
+        return COMPLETING_REBALANCE if self.members else EMPTY
 
     def compute_subscribed_topics(self) -> frozenset[str] | None:
         """The topics of a consumer group's subscriptions; None when unknown (then nothing is expired by it)."""
@@ -387,6 +391,14 @@ class GroupMetadata:
                 return None
             topics |= parsed
         return frozenset(topics)
+
+    def join_response(self, member_id: str, with_members: bool, leader: str | None = None) -> JoinGroupResponse:
+        """The JoinGroup answer of this generation for ``member_id`` (the members' metadata for the leader)."""
+        members = []
+        if with_members:
+            members = [JoinMember(mid, inst, meta) for mid, inst, meta in self.current_member_metadata()]
+        return JoinGroupResponse(errors.NONE, self.generation, self.protocol_type, self.protocol_name,
+                                 (self.leader_id if leader is None else leader) or "", member_id, members)
 
     def current_member_metadata(self) -> list[tuple[str, str | None, bytes]]:
         if self.state in (DEAD, PREPARING_REBALANCE):
@@ -414,10 +426,9 @@ class GroupMetadata:
         return self.to_value({mid: m.assignment for mid, m in self.members.items()})
 
     @classmethod
-    def from_value(cls, group_id: str, value: GroupValue, now_ms: int,
-                   listener: Callable[["GroupMetadata", str, str], None] | None = None) -> "GroupMetadata":
+    def from_value(cls, group_id: str, value: GroupValue, now_ms: int) -> "GroupMetadata":
         """GroupMetadata.loadGroup: Stable with members, else Empty."""
-        group = cls(group_id, now_ms, STABLE if value.members else EMPTY, listener)
+        group = cls(group_id, now_ms, STABLE if value.members else EMPTY)
         group.generation = value.generation
         group.protocol_type = value.protocol_type or None
         group.protocol_name = value.protocol

@@ -13,6 +13,14 @@ Kafka's request/response schemas, simplified:
   ``version >= 4``; the coordinator ignores it for static members.
 * OffsetCommit ``retention_time_ms`` -1 = the broker's retention; otherwise the
   offset gets ``expire_timestamp = now + retention`` and is written as a v1 value.
+
+Each request's ``error_response(code)`` is its answer when the whole request
+fails with ``code`` (Kafka's ``AbstractRequest.getErrorResponse``): what the
+core answers while its partition is loading or not its own, and what a door
+answers when no coordinator here takes the request.
+
+FindCoordinator is answered by the broker from its metadata cache, not by a
+core; its messages are here so that both doors speak the same types.
 """
 from __future__ import annotations
 
@@ -33,6 +41,9 @@ class JoinGroupRequest:
     client_id: str = ""
     client_host: str = ""
     require_known_member_id: bool = True
+
+    def error_response(self, code: int) -> "JoinGroupResponse":
+        return JoinGroupResponse(code, member_id=self.member_id)
 
 
 @dataclass
@@ -65,6 +76,9 @@ class SyncGroupRequest:
     protocol_name: str | None = None
     assignments: list[tuple[str, bytes]] = field(default_factory=list)   # (member id, assignment); leader only
 
+    def error_response(self, code: int) -> "SyncGroupResponse":
+        return SyncGroupResponse(code)
+
 
 @dataclass
 class SyncGroupResponse:
@@ -83,6 +97,9 @@ class HeartbeatRequest:
     member_id: str
     group_instance_id: str | None = None
 
+    def error_response(self, code: int) -> "HeartbeatResponse":
+        return HeartbeatResponse(code)
+
 
 @dataclass
 class HeartbeatResponse:
@@ -95,6 +112,9 @@ class HeartbeatResponse:
 class LeaveGroupRequest:
     group_id: str
     members: list[tuple[str, str | None]]   # (member id, group instance id); v0-v2 send one (id, None)
+
+    def error_response(self, code: int) -> "LeaveGroupResponse":
+        return LeaveGroupResponse(code, [])
 
 
 @dataclass
@@ -123,6 +143,9 @@ class OffsetCommitRequest:
     retention_time_ms: int = -1
     offsets: list[CommitOffset] = field(default_factory=list)
 
+    def error_response(self, code: int) -> "OffsetCommitResponse":
+        return OffsetCommitResponse([(o.topic, o.partition, code) for o in self.offsets])
+
 
 @dataclass
 class OffsetCommitResponse:
@@ -136,6 +159,9 @@ class OffsetFetchRequest:
     group_id: str
     partitions: list[tuple[str, int]] | None = None   # None = every committed partition of the group
     require_stable: bool = False
+
+    def error_response(self, code: int) -> "OffsetFetchResponse":
+        return OffsetFetchResponse(code, [])
 
 
 @dataclass
@@ -159,6 +185,9 @@ class OffsetFetchResponse:
 @dataclass
 class DescribeGroupsRequest:
     group_ids: list[str]
+
+    def error_response(self, code: int) -> "DescribeGroupsResponse":
+        return DescribeGroupsResponse([DescribedGroup(code, g, "", "", "", []) for g in self.group_ids])
 
 
 @dataclass
@@ -193,6 +222,9 @@ class DescribeGroupsResponse:
 class ListGroupsRequest:
     states_filter: list[str] = field(default_factory=list)   # empty = every state
 
+    def error_response(self, code: int) -> "ListGroupsResponse":
+        return ListGroupsResponse(code, [])
+
 
 @dataclass
 class ListGroupsResponse:
@@ -206,7 +238,29 @@ class ListGroupsResponse:
 class DeleteGroupsRequest:
     group_ids: list[str]
 
+    def error_response(self, code: int) -> "DeleteGroupsResponse":
+        return DeleteGroupsResponse([(g, code) for g in self.group_ids])
+
 
 @dataclass
 class DeleteGroupsResponse:
     results: list[tuple[str, int]]   # (group id, error code), in request order
+
+
+# ---------------------------------------------------------------- FindCoordinator (the broker's, not a core's)
+
+@dataclass
+class FindCoordinatorRequest:
+    key: str                 # the group id (kafkasim has no transaction coordinator)
+
+    def error_response(self, code: int) -> "FindCoordinatorResponse":
+        return FindCoordinatorResponse(code)
+
+
+@dataclass
+class FindCoordinatorResponse:
+    error_code: int
+    node_id: int = -1
+    host: str = ""           # the broker's gRPC address (the Kafka listener answers with its own)
+    port: int = 0
+    partition: int = -1      # the group's __consumer_offsets partition; -1 while there is no offsets topic

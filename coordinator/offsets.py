@@ -1,26 +1,31 @@
-"""Offsets and group administration: OffsetCommit, OffsetFetch, Describe/List/DeleteGroups, expiry.
+"""The committed offsets of one __consumer_offsets partition: OffsetCommit, OffsetFetch and expiry.
 
-A mixin of :class:`coordinator.core.PartitionCoordinator`, kept apart for size.
-It follows Kafka 2.8.2's GroupCoordinator (handleCommitOffsets,
-doCommitOffsets, handleFetchOffsets, handleDescribeGroup, handleListGroups,
-handleDeleteGroups) and GroupMetadataManager (storeOffsets, getOffsets,
-cleanupGroupMetadata) with GroupMetadata.removeExpiredOffsets.
+:class:`OffsetsManager` owns the offsets cache and follows Kafka 2.8.2's
+GroupMetadataManager (storeOffsets, getOffsets, removeAllOffsets) with
+GroupMetadata.removeExpiredOffsets.  Whether a commit is accepted at all
+(member, generation, group state) is the membership manager's question
+(:meth:`coordinator.membership.MembershipManager.validate_commit`); the group
+a read or an expiry needs is passed in.
 
-The offsets cache (``self._offsets``) is changed only by replaying records.
-Commits in flight are tracked per key (``self._pending_commits``: for
-requireStable and expiry); offsets whose acks=0 tombstone is queued behind a
-pending append (``self._tombstoned``) are already gone, as in Kafka's cache.
+The offsets cache is changed only by :meth:`OffsetsManager.replay`.  Commits in
+flight are tracked per key (for requireStable and expiry); offsets whose acks=0
+tombstone is queued behind a pending append are already gone, as in Kafka's
+cache (:meth:`OffsetsManager.hide`).
 """
 from __future__ import annotations
 
+from typing import Iterable
+
 from coordinator import records as rec
-from coordinator.group import CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupMetadata
+from coordinator.config import GroupConfig
+from coordinator.group import CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, STABLE, GroupMetadata
 from coordinator.messages import (
-    DeleteGroupsRequest, DeleteGroupsResponse, DescribedGroup, DescribedMember, DescribeGroupsRequest,
-    DescribeGroupsResponse, FetchedOffset, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    FetchedOffset, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
 )
+from coordinator.result import Result, Write
 from kafkacommon import errors
+
+TP = tuple[str, int]
 
 
 def map_offset_append_error(code: int) -> int:
@@ -44,199 +49,147 @@ def java_length(s: str | None) -> int:
     return len(s.encode("utf-16-le", "surrogatepass")) // 2
 
 
-class OffsetsMixin:
-    # ------------------------------------------------------------------ cache views
+class OffsetsManager:
+    def __init__(self, partition: int, config: GroupConfig) -> None:
+        self.partition = partition
+        self.config = config
+        self._offsets: dict[str, dict[TP, rec.OffsetValue]] = {}          # durable: the replay of the records
+        self._pending: dict[rec.OffsetKey, set[object]] = {}              # commits in flight (tokens), per key
+        self._tombstoned: dict[rec.OffsetKey, Write] = {}                 # key -> the queued acks=0 write deleting it
 
-    def _effective_offsets(self, group_id: str) -> dict[tuple[str, int], rec.OffsetValue]:
+    def clear(self) -> None:
+        self._offsets, self._pending, self._tombstoned = {}, {}, {}
+
+    # ------------------------------------------------------------------ durable: the offsets cache
+
+    def replay(self, key: rec.OffsetKey, value: rec.OffsetValue | None, write: Write | None) -> None:
+        """One offset record (``write``: the write it came in, None during a load)."""
+        tp = (key.topic, key.partition)
+        if value is None:
+            group_offsets = self._offsets.get(key.group)
+            if group_offsets is not None:
+                group_offsets.pop(tp, None)
+                if not group_offsets:
+                    del self._offsets[key.group]
+            if write is not None and self._tombstoned.get(key) is write:
+                del self._tombstoned[key]
+        else:
+            self._offsets.setdefault(key.group, {})[tp] = value
+
+    def view(self) -> dict[tuple[str, str, int], rec.OffsetValue]:
+        """{(group, topic, partition): OffsetValue}, canonically ordered."""
+        offsets = {(g, t, p): v for g, tps in self._offsets.items() for (t, p), v in tps.items()}
+        return dict(sorted(offsets.items()))
+
+    def group_ids(self) -> list[str]:
+        """The groups with committed offsets, sorted."""
+        return sorted(self._offsets)
+
+    def count(self, group_id: str | None = None) -> int:
+        """The offsets in the cache (of ``group_id``, or all)."""
+        if group_id is not None:
+            return len(self._offsets.get(group_id, {}))
+        return sum(len(v) for v in self._offsets.values())
+
+    # ------------------------------------------------------------------ views
+
+    def _effective(self, group_id: str) -> dict[TP, rec.OffsetValue]:
         cached = self._offsets.get(group_id, {})
-        return {tp: v for tp, v in cached.items() if (group_id, tp[0], tp[1]) not in self._tombstoned}
+        tombstoned = self._tombstoned
+        if not tombstoned:
+            return dict(cached)
+        return {tp: v for tp, v in cached.items() if (group_id, tp[0], tp[1]) not in tombstoned}
 
     def _is_pending(self, group_id: str, topic: str, partition: int) -> bool:
-        return bool(self._pending_commits.get((group_id, topic, partition)))
+        return bool(self._pending.get((group_id, topic, partition)))  # type: ignore[call-overload]
 
-    def _has_offsets(self, group_id: str) -> bool:
-        return bool(self._effective_offsets(group_id)) or any(
-            ids and key[0] == group_id for key, ids in self._pending_commits.items())
+    def has_offsets(self, group_id: str, besides: Iterable[TP] = ()) -> bool:
+        """Whether ``group_id`` keeps an offset other than ``besides``, or has a commit in flight."""
+        skip = set(besides)
+        return (any(tp not in skip for tp in self._effective(group_id))
+                or any(ids and key[0] == group_id for key, ids in self._pending.items()))
 
     # ------------------------------------------------------------------ OffsetCommit
 
-    def offset_commit(self, handle: object, req: OffsetCommitRequest, now_ms: int):
-        self._start(now_ms)
-        error = self._status_error(req.group_id, allow_empty=True)
-        group = self._groups.get(req.group_id) if error is None else None
-        if error is not None:
-            self._commit_answer(handle, req, error)
-        elif group is None:
-            if req.generation_id < 0:   # a simple consumer: Kafka stores offsets only
-                self._do_commit(self._new_group(req.group_id, "commit"), req, handle)
-            else:
-                self._commit_answer(handle, req, errors.ILLEGAL_GENERATION)
-        else:
-            self._do_commit(group, req, handle)
-        return self._done()
-
-    def _commit_answer(self, handle: object, req: OffsetCommitRequest, code: int) -> None:
-        self._respond(handle, OffsetCommitResponse([(o.topic, o.partition, code) for o in req.offsets]))
-
-    def _do_commit(self, group: GroupMetadata, req: OffsetCommitRequest, handle: object) -> None:
-        if group.is_(DEAD):
-            self._commit_answer(handle, req, errors.COORDINATOR_NOT_AVAILABLE)
-        elif group.is_static_member_fenced(req.member_id, req.group_instance_id):
-            self._commit_answer(handle, req, errors.FENCED_INSTANCE_ID)
-        elif req.generation_id < 0 and group.is_(EMPTY):
-            self._store_offsets(group, req, handle)
-        elif not self.config.check_commit_generation:   # a planted bug (chaos checkers' tests)
-            self._store_offsets(group, req, handle)
-        elif not group.has(req.member_id):
-            self._commit_answer(handle, req, errors.UNKNOWN_MEMBER_ID)
-        elif req.generation_id != group.generation:
-            self._commit_answer(handle, req, errors.ILLEGAL_GENERATION)
-        elif group.state in (STABLE, PREPARING_REBALANCE):
-            member = group.get(req.member_id)
-            self._schedule_heartbeat(member, member.session_timeout_ms)
-            self._store_offsets(group, req, handle)
-        else:   # CompletingRebalance: the member has the new generation but no assignment yet
-            self._commit_answer(handle, req, errors.REBALANCE_IN_PROGRESS)
-
-    def _store_offsets(self, group: GroupMetadata, req: OffsetCommitRequest, handle: object) -> None:
+    def commit(self, handle: object, req: OffsetCommitRequest, now_ms: int) -> Result:
+        """storeOffsets, once the commit is accepted: the offsets that fit, as one acks=-1 (by default)
+        write; answered when it is done."""
+        out = Result(self.partition, now_ms)
         limit = self.config.offset_metadata_max_bytes
         fits = [java_length(o.metadata) <= limit for o in req.offsets]
         valid = [o for o, ok in zip(req.offsets, fits) if ok]
         if not valid:
-            self._commit_answer(handle, req, errors.OFFSET_METADATA_TOO_LARGE)
-            return
-        now = self._now
-        expire = None if req.retention_time_ms == -1 else now + req.retention_time_ms
-        group_id = group.group_id
+            out.respond(handle, req.error_response(errors.OFFSET_METADATA_TOO_LARGE))
+            return out
+        expire = None if req.retention_time_ms == -1 else now_ms + req.retention_time_ms
+        group_id = req.group_id
         key, value = rec.OffsetKey, rec.OffsetValue
-        records = [(key(group_id, o.topic, o.partition), value(o.offset, o.leader_epoch, o.metadata or "", now, expire))
+        records = [(key(group_id, o.topic, o.partition), value(o.offset, o.leader_epoch, o.metadata or "", now_ms,
+                                                               expire))
                    for o in valid]
         keys = [k for k, _ in records]   # an OffsetKey is the (group, topic, partition) tuple itself
+        token = object()                 # this commit, while in flight (not the write: no reference cycle)
 
-        def answer(code: int) -> None:
-            self._respond(handle, OffsetCommitResponse([
-                (o.topic, o.partition, code if ok else errors.OFFSET_METADATA_TOO_LARGE)
-                for o, ok in zip(req.offsets, fits)]))
+        def answer(o: Result, code: int) -> None:
+            o.respond(handle, OffsetCommitResponse([
+                (c.topic, c.partition, code if ok else errors.OFFSET_METADATA_TOO_LARGE)
+                for c, ok in zip(req.offsets, fits)]))
 
-        def on_done(code: int) -> None:
-            for key in keys:
-                ids = self._pending_commits.get(key)
-                if ids is not None:
-                    ids.discard(append_id)
-                    if not ids:
-                        del self._pending_commits[key]
-            answer(errors.NONE if code == errors.NONE else map_offset_append_error(code))
+        def on_done(o: Result, code: int) -> None:
+            for k in keys:
+                tokens = self._pending.get(k)
+                if tokens is not None:
+                    tokens.discard(token)
+                    if not tokens:
+                        del self._pending[k]
+            answer(o, errors.NONE if code == errors.NONE else map_offset_append_error(code))
 
-        append_id = self._append(records, acks=self.config.commit_required_acks, on_done=on_done,
-                                 on_orphan=lambda: answer(errors.NOT_COORDINATOR))
-        for key in keys:
-            self._pending_commits.setdefault(key, set()).add(append_id)
+        out.write(records, acks=self.config.commit_required_acks, on_done=on_done,
+                  on_orphan=lambda o: answer(o, errors.NOT_COORDINATOR))
+        for k in keys:
+            self._pending.setdefault(k, set()).add(token)
+        return out
 
     # ------------------------------------------------------------------ OffsetFetch
 
-    def offset_fetch(self, handle: object, req: OffsetFetchRequest, now_ms: int):
-        self._start(now_ms)
-        error = self._status_error(req.group_id, allow_empty=True)
-        if error is not None:
-            self._respond(handle, OffsetFetchResponse(error, []))
-            return self._done()
-        group = self._groups.get(req.group_id)
+    def fetch(self, group: GroupMetadata | None, req: OffsetFetchRequest) -> OffsetFetchResponse:
         if group is None or group.is_(DEAD):
-            result = [FetchedOffset(t, p, -1, -1, "", errors.NONE) for t, p in (req.partitions or [])]
-        else:
-            offsets = self._effective_offsets(req.group_id)
-            wanted = sorted(offsets) if req.partitions is None else list(req.partitions)
-            result = []
-            for topic, partition in wanted:
-                value = offsets.get((topic, partition))
-                if req.require_stable and self._is_pending(req.group_id, topic, partition):
-                    result.append(FetchedOffset(topic, partition, -1, -1, "", errors.UNSTABLE_OFFSET_COMMIT))
-                elif value is None:
-                    result.append(FetchedOffset(topic, partition, -1, -1, "", errors.NONE))
-                else:
-                    result.append(FetchedOffset(topic, partition, value.offset, value.leader_epoch,
-                                                value.metadata, errors.NONE))
-        self._respond(handle, OffsetFetchResponse(errors.NONE, result))
-        return self._done()
-
-    # ------------------------------------------------------------------ DescribeGroups / ListGroups
-
-    def describe_groups(self, handle: object, req: DescribeGroupsRequest, now_ms: int):
-        self._start(now_ms)
-        described = []
-        for group_id in req.group_ids:
-            error = self._status_error(group_id, allow_empty=True)
-            group = self._groups.get(group_id)
-            if error is not None:
-                described.append(DescribedGroup(error, group_id, "", "", "", []))
-            elif group is None:
-                described.append(DescribedGroup(errors.NONE, group_id, DEAD, "", "", []))
-            elif group.is_(STABLE):
-                members = [DescribedMember(mid, m.group_instance_id, m.client_id, m.client_host,
-                                           m.metadata(group.protocol_name), m.assignment)
-                           for mid, m in group.members.items()]
-                described.append(DescribedGroup(errors.NONE, group_id, group.state, group.protocol_type or "",
-                                                group.protocol_name or "", members, group.generation))
+            return OffsetFetchResponse(errors.NONE, [FetchedOffset(t, p, -1, -1, "", errors.NONE)
+                                                     for t, p in (req.partitions or [])])
+        offsets = self._effective(req.group_id)
+        wanted = sorted(offsets) if req.partitions is None else list(req.partitions)
+        result = []
+        for topic, partition in wanted:
+            value = offsets.get((topic, partition))
+            if req.require_stable and self._is_pending(req.group_id, topic, partition):
+                result.append(FetchedOffset(topic, partition, -1, -1, "", errors.UNSTABLE_OFFSET_COMMIT))
+            elif value is None:
+                result.append(FetchedOffset(topic, partition, -1, -1, "", errors.NONE))
             else:
-                members = [DescribedMember(mid, m.group_instance_id, m.client_id, m.client_host, b"", b"")
-                           for mid, m in group.members.items()]
-                described.append(DescribedGroup(errors.NONE, group_id, group.state, group.protocol_type or "",
-                                                "", members, group.generation))
-        self._respond(handle, DescribeGroupsResponse(described))
-        return self._done()
+                result.append(FetchedOffset(topic, partition, value.offset, value.leader_epoch,
+                                            value.metadata, errors.NONE))
+        return OffsetFetchResponse(errors.NONE, result)
 
-    def list_groups(self, handle: object, req: ListGroupsRequest, now_ms: int):
-        self._start(now_ms)
-        if self.status == "unloaded":
-            self._respond(handle, ListGroupsResponse(errors.NOT_COORDINATOR, []))
-        else:
-            code = errors.COORDINATOR_LOAD_IN_PROGRESS if self.status == "loading" else errors.NONE
-            states = set(req.states_filter)
-            groups = [(gid, g.protocol_type or "", g.state) for gid, g in sorted(self._groups.items())
-                      if not states or g.state in states]
-            self._respond(handle, ListGroupsResponse(code, groups))
-        return self._done()
+    # ------------------------------------------------------------------ removal and expiry
 
-    # ------------------------------------------------------------------ DeleteGroups
+    def remove_all(self, group_id: str) -> list[TP]:
+        """removeAllOffsets (a group is deleted): its offsets, sorted, to tombstone; its commits in flight
+        no longer count."""
+        for key in [k for k in self._pending if k[0] == group_id]:
+            del self._pending[key]
+        return sorted(self._effective(group_id))
 
-    def delete_groups(self, handle: object, req: DeleteGroupsRequest, now_ms: int):
-        self._start(now_ms)
-        results: dict[str, int] = {}
-        eligible: list[GroupMetadata] = []
-        for group_id in dict.fromkeys(req.group_ids):   # a set, in request order
-            error = self._status_error(group_id, allow_empty=True)
-            group = self._groups.get(group_id)
-            if error is not None:
-                results[group_id] = error
-            elif group is None or group.is_(DEAD):
-                results[group_id] = errors.GROUP_ID_NOT_FOUND
-            elif group.is_(EMPTY):
-                group.transition_to(DEAD, now_ms)
-                eligible.append(group)
-                results[group_id] = errors.NONE
-            else:
-                results[group_id] = errors.NON_EMPTY_GROUP
-        for group in eligible:
-            removed = sorted(self._effective_offsets(group.group_id))
-            for key in [k for k in self._pending_commits if k[0] == group.group_id]:
-                del self._pending_commits[key]   # removeAllOffsets drops pending commits too
-            self._cleanup_group(group, removed, "deleted")
-        self._respond(handle, DeleteGroupsResponse(list(results.items())))
-        return self._done()
+    def hide(self, write: Write) -> None:
+        """``write`` (acks=0) deletes offsets: they are gone from now on, though it is replayed only once the
+        appends before it are."""
+        for key, value in write.records:
+            if value is None and isinstance(key, rec.OffsetKey):
+                self._tombstoned[key] = write
 
-    # ------------------------------------------------------------------ expiry
-
-    def _cleanup_expired_offsets(self) -> None:
-        """The offsets.retention.check.interval.ms task: removeExpiredOffsets then cleanupGroupMetadata."""
-        for group in list(self._groups.values()):
-            expired = self._expired_offsets(group)
-            if expired:
-                self._event("offsets_expired", group=group.group_id, count=len(expired))
-            self._cleanup_group(group, expired, "expired")
-
-    def _expired_offsets(self, group: GroupMetadata) -> list[tuple[str, int]]:
-        now, retention = self._now, self.config.offsets_retention_ms
-        offsets = self._effective_offsets(group.group_id)
+    def expired(self, group: GroupMetadata, now_ms: int) -> list[TP]:
+        """removeExpiredOffsets: the group's offsets past their retention, sorted."""
+        retention = self.config.offsets_retention_ms
+        offsets = self._effective(group.group_id)
         subscribed: frozenset[str] = frozenset()
         if group.protocol_type is not None and group.is_(EMPTY):
             # retention counts from when the group became Empty (or the commit, with no timestamp)
@@ -259,27 +212,8 @@ class OffsetsMixin:
             if topic in subscribed or self._is_pending(group.group_id, topic, partition):
                 continue
             if value.expire_timestamp is None:
-                if now - base(value) >= retention:
+                if now_ms - base(value) >= retention:
                     expired.append((topic, partition))
-            elif now >= value.expire_timestamp:
+            elif now_ms >= value.expire_timestamp:
                 expired.append((topic, partition))
         return expired
-
-    def _cleanup_group(self, group: GroupMetadata, removed: list[tuple[str, int]], reason: str) -> None:
-        """cleanupGroupMetadata: tombstones (acks=0) for ``removed``; an Empty group left with no offsets dies."""
-        group_id = group.group_id
-        removed_set = set(removed)
-        if group.is_(EMPTY):
-            left = any(tp not in removed_set for tp in self._effective_offsets(group_id))
-            pending = any(ids and k[0] == group_id for k, ids in self._pending_commits.items())
-            if not left and not pending:
-                group.transition_to(DEAD, self._now)
-        tombstones: list[tuple[rec.Key, None]] = [(rec.OffsetKey(group_id, t, p), None) for t, p in removed]
-        if group.is_(DEAD) and self._groups.get(group_id) is group:
-            del self._groups[group_id]
-            if group.generation > 0:   # generation 0: the group only ever stored offsets
-                tombstones.append((rec.GroupMetadataKey(group_id), None))
-            self._event("group_deleted", group=group_id, reason=reason, generation=group.generation,
-                        offsets=len(removed))
-        if tombstones:
-            self._append(tombstones, acks=0)

@@ -11,7 +11,7 @@ every successful append, in the order the core emitted them.
 from __future__ import annotations
 
 import itertools
-from typing import Iterable
+from typing import Callable, Iterable
 
 from coordinator.core import AppendCmd, GroupConfig, Output, PartitionCoordinator
 from coordinator.group import DEAD, STABLE
@@ -104,9 +104,11 @@ class Driver:
         self.now = target
         self.apply(self.core.on_tick(self.now))
 
-    def call(self, method: str, request: object) -> int:
+    def call(self, handler: Callable[[PartitionCoordinator, object, object, int], Output], request: object) -> int:
+        """``handler`` (an API of the core: ``PartitionCoordinator.join_group``, ...) takes ``request`` with a
+        fresh handle; returns the handle."""
         handle = next(self._handles)
-        self.apply(getattr(self.core, method)(handle, request, self.now))
+        self.apply(handler(self.core, handle, request, self.now))
         return handle
 
     def response(self, handle: int) -> object | None:
@@ -124,39 +126,39 @@ class Driver:
     def join(self, group: str, member_id: str = "", *, protocols: Iterable[tuple[str, bytes]] = (("range", b"m"),),
              protocol_type: str = CONSUMER, session_ms: int = 10000, rebalance_ms: int = 30000,
              instance: str | None = None, client_id: str = "client", require_known: bool = False) -> int:
-        return self.call("join_group", JoinGroupRequest(group, member_id, session_ms, rebalance_ms, protocol_type,
-                                                        list(protocols), instance, client_id, "/127.0.0.1",
-                                                        require_known))
+        return self.call(PartitionCoordinator.join_group, JoinGroupRequest(
+            group, member_id, session_ms, rebalance_ms, protocol_type, list(protocols), instance, client_id,
+            "/127.0.0.1", require_known))
 
     def sync(self, group: str, generation: int, member_id: str, assignments=(), *, instance: str | None = None,
              protocol_type: str | None = None, protocol_name: str | None = None) -> int:
-        return self.call("sync_group", SyncGroupRequest(group, generation, member_id, instance, protocol_type,
-                                                        protocol_name, list(assignments)))
+        return self.call(PartitionCoordinator.sync_group, SyncGroupRequest(
+            group, generation, member_id, instance, protocol_type, protocol_name, list(assignments)))
 
     def heartbeat(self, group: str, generation: int, member_id: str, instance: str | None = None) -> int:
-        return self.call("heartbeat", HeartbeatRequest(group, generation, member_id, instance))
+        return self.call(PartitionCoordinator.heartbeat, HeartbeatRequest(group, generation, member_id, instance))
 
     def leave(self, group: str, *members: tuple[str, str | None]) -> int:
-        return self.call("leave_group", LeaveGroupRequest(group, list(members)))
+        return self.call(PartitionCoordinator.leave_group, LeaveGroupRequest(group, list(members)))
 
     def commit(self, group: str, offsets: dict[tuple[str, int], int] | list[CommitOffset], generation: int = -1,
                member_id: str = "", *, instance: str | None = None, retention_ms: int = -1) -> int:
         if isinstance(offsets, dict):
             offsets = [CommitOffset(t, p, o) for (t, p), o in offsets.items()]
-        return self.call("offset_commit", OffsetCommitRequest(group, generation, member_id, instance,
-                                                              retention_ms, list(offsets)))
+        return self.call(PartitionCoordinator.offset_commit, OffsetCommitRequest(
+            group, generation, member_id, instance, retention_ms, list(offsets)))
 
     def fetch(self, group: str, partitions: list[tuple[str, int]] | None = None, require_stable: bool = False) -> int:
-        return self.call("offset_fetch", OffsetFetchRequest(group, partitions, require_stable))
+        return self.call(PartitionCoordinator.offset_fetch, OffsetFetchRequest(group, partitions, require_stable))
 
     def describe(self, *groups: str) -> int:
-        return self.call("describe_groups", DescribeGroupsRequest(list(groups)))
+        return self.call(PartitionCoordinator.describe_groups, DescribeGroupsRequest(list(groups)))
 
     def list(self, *states: str) -> int:
-        return self.call("list_groups", ListGroupsRequest(list(states)))
+        return self.call(PartitionCoordinator.list_groups, ListGroupsRequest(list(states)))
 
     def delete(self, *groups: str) -> int:
-        return self.call("delete_groups", DeleteGroupsRequest(list(groups)))
+        return self.call(PartitionCoordinator.delete_groups, DeleteGroupsRequest(list(groups)))
 
     # ------------------------------------------------------------------ a reloaded copy
 

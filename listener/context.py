@@ -14,7 +14,7 @@ class ListenerContext:
     broker_id: int
     state: Any                      # replication.broker_state.BrokerState: metadata cache, live brokers, controller
     replicas: Any                   # node.replicas.replica_manager.ReplicaManager: produce, fetch, offsets
-    groups: Any                     # node.server.groups_servicer.GroupsServicer: the group coordinator's front door
+    groups: Any                     # node.server.groups_servicer.GroupsDoor: the group coordinator's typed door
     zk: Any                         # zk.client.ZkClient: topic administration (as kafka-topics.sh does it)
     endpoint_of: Callable[[int], tuple[str, int] | None]   # a broker's advertised Kafka listener
     rack_of: Callable[[int], str | None]

@@ -13,13 +13,13 @@ from kafka.errors import (InvalidConfigurationError, InvalidPartitionsError, Inv
                           InvalidRequestError, InvalidTopicError, TopicAlreadyExistsError,
                           TopicDeletionDisabledError, UnknownTopicOrPartitionError)
 
+from coordinator.messages import FindCoordinatorRequest
 from listener.context import ListenerContext
 from listener.protocol import API_VERSIONS, SUPPORTED, Request
 from listener.server import Connection
 from kafkacommon import errors
-from zk.admin import TopicError, create_topic, delete_topic, parse_configs, validate_name
 from util.waiting import WaitTimeout
-from proto import groups_pb2 as gpb
+from zk.admin import TopicError, create_topic, delete_topic, parse_configs, validate_name
 from zk.paths import OFFSETS_TOPIC
 
 UNSUPPORTED_VERSION = 35
@@ -108,7 +108,7 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         if req.body.key_type != 0:  # transactions are not supported
             return dict(throttle_time_ms=0, error_code=errors.COORDINATOR_NOT_AVAILABLE,
                         error_message="kafkasim has no transaction coordinator", node_id=-1, host="", port=-1)
-        r = await ctx.groups.FindCoordinator(gpb.FindCoordinatorRequest(key=req.body.key), conn)
+        r = ctx.groups.find_coordinator(FindCoordinatorRequest(req.body.key))
         ep = ctx.endpoint_of(r.node_id) if r.error_code == errors.NONE else None
         if ep is None:
             code = r.error_code or errors.COORDINATOR_NOT_AVAILABLE

@@ -55,10 +55,10 @@ class Connection:
     def peer_name(self) -> str:
         return f"{self.peer_host}:{self.peer_port}"
 
-    def peer(self) -> str:
-        """The peer as gRPC's context names it ("ipv4:127.0.0.1:5555"): a connection stands in for
-        the gRPC context when a request goes through the gRPC path's servicer."""
-        return f"ipv4:{self.peer_host}:{self.peer_port}"
+    @property
+    def client_host(self) -> str:
+        """The peer's address as Kafka shows a group member's client host ("/127.0.0.1")."""
+        return "/" + self.peer_host
 
 
 class CloseConnection(Exception):

@@ -253,8 +253,10 @@ class SimBroker:
         reply(self.replicas.read_committed(tp, offset))
 
     def handle_group(self, req: Any, reply: Callable[[Any], None]) -> None:
-        handler, body = req
-        self.coordinators.handle(handler, body, reply)
+        """(an API of SimCoordinators, e.g. ``SimCoordinators.join_group``, its request): to this broker's
+        coordinators (those of its current incarnation)."""
+        api, body = req
+        api(self.coordinators, body, reply)
 
     def handle_find_coordinator(self, group: str, reply: Callable[[Any], None]) -> None:
         n = self.state.topic_partitions.get(OFFSETS_TOPIC, 0)

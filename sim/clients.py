@@ -18,6 +18,7 @@ from client.protocol import ProtocolError, Subscription
 from coordinator import messages as m
 from kafkacommon import errors
 from sim import rpc
+from sim.coordinators import SimCoordinators
 
 CLIENT = "client"
 UNKNOWN_PRODUCE = {errors.REQUEST_TIMED_OUT, errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND}
@@ -189,12 +190,14 @@ class SimMember(ClientBase):
                 self._again(RETRY_BACKOFF_MS)
         self.call(self.any_broker(), "handle_find_coordinator", self.group, got, 2000.0)
 
-    def _group_call(self, handler: str, req: Any, on_reply: Callable[[Any], None], timeout_ms: float) -> None:
+    def _group_call(self, api: Callable[[SimCoordinators, Any, Callable[[Any], None]], None], req: Any,
+                    on_reply: Callable[[Any], None], timeout_ms: float) -> None:
+        """``api`` (``SimCoordinators.join_group``, ...) with ``req`` at the coordinator."""
         node = self.coordinator
 
         def got(ans: Any) -> None:
             on_reply(ans, node)
-        self.call(node, "handle_group", (handler, req), got, timeout_ms)
+        self.call(node, "handle_group", (api, req), got, timeout_ms)
 
     def _join(self) -> None:
         _kind, gone = rules.join_prepare(self.state, self.assignor.rebalance_protocol == "EAGER")
@@ -230,7 +233,7 @@ class SimMember(ClientBase):
                 rules.group_error(self.state, code)
                 return self._again(RETRY_BACKOFF_MS)
             self._sync(r)
-        self._group_call("join_group", req, got, max(self.session_timeout_ms, 10000) + 5000.0)
+        self._group_call(SimCoordinators.join_group, req, got, max(self.session_timeout_ms, 10000) + 5000.0)
 
     def _sync(self, join: m.JoinGroupResponse) -> None:
         assignments: list[tuple[str, bytes]] = []
@@ -272,7 +275,7 @@ class SimMember(ClientBase):
             if added:
                 return self._fetch_committed(added)
             self._again()
-        self._group_call("sync_group", req, got, max(self.session_timeout_ms, 10000) + 5000.0)
+        self._group_call(SimCoordinators.sync_group, req, got, max(self.session_timeout_ms, 10000) + 5000.0)
 
     def _fetch_committed(self, tps: list[tuple[str, int]] | None, final: bool = False,
                          then: Callable[[], None] | None = None) -> None:
@@ -306,7 +309,7 @@ class SimMember(ClientBase):
             if then is not None:
                 return then()
             return self._again(RETRY_BACKOFF_MS)
-        self._group_call("offset_fetch", req, got, 5000.0)
+        self._group_call(SimCoordinators.offset_fetch, req, got, 5000.0)
 
     def _commit(self) -> None:
         offsets = dict(sorted(self.positions.items()))
@@ -332,7 +335,7 @@ class SimMember(ClientBase):
                 rules.group_error(self.state, code)
                 self.rejoin = True
             self._again(0.0 if code == errors.NONE else RETRY_BACKOFF_MS)
-        self._group_call("offset_commit", req, got, 7000.0)
+        self._group_call(SimCoordinators.offset_commit, req, got, 7000.0)
 
     def _poll(self) -> None:
         tps = sorted(self.positions)
@@ -386,7 +389,7 @@ class SimMember(ClientBase):
                 self._coordinator_lost()
             if rules.heartbeat_result(self.state, code, gen):
                 self.rejoin = True
-        self._group_call("heartbeat", m.HeartbeatRequest(self.group, gen, mid), got, 5000.0)
+        self._group_call(SimCoordinators.heartbeat, m.HeartbeatRequest(self.group, gen, mid), got, 5000.0)
 
     # ------------------------------------------------------------------ the end
 

@@ -1,6 +1,9 @@
 """A simulated broker's group coordinators: one ``PartitionCoordinator`` per offsets partition it leads.
 
-As node/shells/coordinator_shell.py, with the broker's own code: a leadership
+As node/shells/coordinator_shell.py, with the broker's own code: one method
+per group API (``join_group(request, reply)``, ...) hands the request to the
+same API of the group's core, or answers NOT_COORDINATOR (the request's
+``error_response``) when this broker has none; a leadership
 gain queues a load, a loss an unload (``coordinator.leadership``'s steps and
 epoch fencing; the log read from its start to its LEO and replayed by
 ``coordinator.load.replay_log``); the core's appends go to the offsets partition
@@ -13,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from coordinator import messages as m
-from coordinator.core import GroupConfig, Output
+from coordinator.core import GroupConfig, Output, PartitionCoordinator
 from coordinator.leadership import Coordinatorship, Slot, start_appends
 from coordinator.load import replay_log
 from kafkacommon import errors
@@ -22,24 +25,6 @@ from zk.paths import OFFSETS_TOPIC
 LOAD_BASE_MS = 1.0
 LOAD_MS_PER_RECORD = 0.002
 TICK_MS = 10.0
-
-
-def not_coordinator(handler: str, req: Any) -> Any:
-    """The answer of a broker with no coordinator for the group (groups_servicer's)."""
-    code = errors.NOT_COORDINATOR
-    if handler == "join_group":
-        return m.JoinGroupResponse(code)
-    if handler == "sync_group":
-        return m.SyncGroupResponse(code)
-    if handler == "heartbeat":
-        return m.HeartbeatResponse(code)
-    if handler == "leave_group":
-        return m.LeaveGroupResponse(code)
-    if handler == "offset_commit":
-        return m.OffsetCommitResponse([(o.topic, o.partition, code) for o in req.offsets])
-    if handler == "offset_fetch":
-        return m.OffsetFetchResponse(code)
-    raise ValueError(f"unknown group handler {handler!r}")
 
 
 class SimCoordinators:
@@ -107,12 +92,32 @@ class SimCoordinators:
 
     # ------------------------------------------------------------------ requests
 
-    def handle(self, handler: str, req: Any, reply: Callable[[Any], None]) -> None:
+    def join_group(self, req: m.JoinGroupRequest, reply: Callable[[m.JoinGroupResponse], None]) -> None:
+        self._request(PartitionCoordinator.join_group, req, reply)
+
+    def sync_group(self, req: m.SyncGroupRequest, reply: Callable[[m.SyncGroupResponse], None]) -> None:
+        self._request(PartitionCoordinator.sync_group, req, reply)
+
+    def heartbeat(self, req: m.HeartbeatRequest, reply: Callable[[m.HeartbeatResponse], None]) -> None:
+        self._request(PartitionCoordinator.heartbeat, req, reply)
+
+    def leave_group(self, req: m.LeaveGroupRequest, reply: Callable[[m.LeaveGroupResponse], None]) -> None:
+        self._request(PartitionCoordinator.leave_group, req, reply)
+
+    def offset_commit(self, req: m.OffsetCommitRequest, reply: Callable[[m.OffsetCommitResponse], None]) -> None:
+        self._request(PartitionCoordinator.offset_commit, req, reply)
+
+    def offset_fetch(self, req: m.OffsetFetchRequest, reply: Callable[[m.OffsetFetchResponse], None]) -> None:
+        self._request(PartitionCoordinator.offset_fetch, req, reply)
+
+    def _request(self, handler: Callable[[PartitionCoordinator, Any, Any, int], Output], req: Any,
+                 reply: Callable[[Any], None]) -> None:
+        """``handler(core, reply, req, now)`` on the group's core; NOT_COORDINATOR when there is none here."""
         slot = self.coordinatorship.slot_for(req.group_id, self.num_partitions())
         if slot is None:
-            reply(not_coordinator(handler, req))
+            reply(req.error_response(errors.NOT_COORDINATOR))
             return
-        out = getattr(slot.core, handler)(reply, req, self.now())
+        out = handler(slot.core, reply, req, self.now())
         self._dispatch(slot, out)
         self._arm()
 

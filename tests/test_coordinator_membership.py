@@ -17,6 +17,7 @@ from coordinator.group import (
 )
 from coordinator.records import GroupMetadataKey, decode_record
 from coordinator.testing import Driver, form_group as form, group_state as state, quick_config as cfg
+from coordinator.timers import sync_key
 from kafkacommon.event import Event
 from kafkacommon import errors
 
@@ -391,7 +392,7 @@ def test_delayed_sync_expiry_removes_members_that_did_not_sync():
 def test_everyone_syncing_cancels_the_delayed_sync():
     d = Driver(cfg())
     gen, ids = form(d, rebalance_ms=20000, session_ms=60000)
-    assert d.core.get_group("g").sync_timer is None
+    assert not d.core.timers.is_scheduled(sync_key("g"))
     d.advance(25000)
     assert state(d) == STABLE
 

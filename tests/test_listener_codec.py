@@ -20,6 +20,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from coordinator import messages as m
 from listener.app import make_dispatcher
 from listener.context import ListenerContext
 from listener.protocol import REQUESTS, RESPONSES, SUPPORTED, BadRequest, api_name
@@ -31,7 +32,6 @@ from node.replicas.hosted import ConsumerRead
 from replication.broker_state import PartitionInfo
 from node.storage import PartitionLog
 from kafkacommon.record_batch import crc32c
-from proto import groups_pb2 as gpb
 from proto import kafkasim_pb2 as pb
 
 
@@ -324,43 +324,40 @@ def test_truncated_frames_and_garbage_leave_the_listener_serving(listener) -> No
 # ---------------------------------------------------------------- every advertised version
 
 class FakeGroups:
-    """The GroupsServicer's methods, answering with one of everything (to encode nested fields)."""
+    """The GroupsDoor's methods, answering with one of everything (to encode nested fields)."""
 
-    async def FindCoordinator(self, r, ctx):
-        return gpb.FindCoordinatorResponse(error_code=0, node_id=1, host="ignored", port=1)
+    def find_coordinator(self, r):
+        return m.FindCoordinatorResponse(error_code=0, node_id=1, host="ignored", port=1)
 
-    async def JoinGroup(self, r, ctx):
-        assert ctx.peer() == "ipv4:127.0.0.1:1"
-        return gpb.JoinGroupResponse(error_code=0, generation_id=1, protocol_type="consumer", protocol_name="range",
-                                     leader="m", member_id="m", members=[gpb.JoinGroupMember(member_id="m",
-                                                                                             metadata=b"x")])
+    async def join_group(self, r):
+        assert r.client_host == "/127.0.0.1"   # the connection's peer, as Kafka shows a client host
+        return m.JoinGroupResponse(error_code=0, generation_id=1, protocol_type="consumer", protocol_name="range",
+                                   leader="m", member_id="m", members=[m.JoinMember("m", None, b"x")])
 
-    async def SyncGroup(self, r, ctx):
-        return gpb.SyncGroupResponse(error_code=0, protocol_type="consumer", protocol_name="range", assignment=b"a")
+    async def sync_group(self, r):
+        return m.SyncGroupResponse(error_code=0, protocol_type="consumer", protocol_name="range", assignment=b"a")
 
-    async def Heartbeat(self, r, ctx):
-        return gpb.HeartbeatResponse(error_code=27)
+    async def heartbeat(self, r):
+        return m.HeartbeatResponse(error_code=27)
 
-    async def LeaveGroup(self, r, ctx):
-        return gpb.LeaveGroupResponse(error_code=0, members=[gpb.MemberIdentity(member_id="m", error_code=25)])
+    async def leave_group(self, r):
+        return m.LeaveGroupResponse(error_code=0, members=[("m", None, 25)])
 
-    async def OffsetCommit(self, r, ctx):
-        return gpb.OffsetCommitResponse(partitions=[gpb.OffsetCommitPartition(topic="t", partition=0)])
+    async def offset_commit(self, r):
+        return m.OffsetCommitResponse(partitions=[("t", 0, 0)])
 
-    async def OffsetFetch(self, r, ctx):
-        return gpb.OffsetFetchResponse(partitions=[gpb.OffsetCommitPartition(topic="t", partition=0, offset=5,
-                                                                             leader_epoch=-1, metadata="")])
+    async def offset_fetch(self, r):
+        return m.OffsetFetchResponse(error_code=0, partitions=[m.FetchedOffset("t", 0, 5, -1, "", 0)])
 
-    async def DescribeGroups(self, r, ctx):
-        return gpb.DescribeGroupsResponse(groups=[gpb.DescribedGroup(group_id="g", state="Stable", members=[
-            gpb.DescribedMember(member_id="m", client_id="c", client_host="/h")])])
+    async def describe_groups(self, r):
+        return m.DescribeGroupsResponse(groups=[m.DescribedGroup(0, "g", "Stable", "", "", members=[
+            m.DescribedMember("m", None, "c", "/h", b"", b"")])])
 
-    async def ListGroups(self, r, ctx):
-        return gpb.ListGroupsResponse(groups=[gpb.ListedGroup(group_id="g", protocol_type="consumer",
-                                                              state="Stable")])
+    async def list_groups(self, r):
+        return m.ListGroupsResponse(error_code=0, groups=[("g", "consumer", "Stable")])
 
-    async def DeleteGroups(self, r, ctx):
-        return gpb.DeleteGroupsResponse(results=[gpb.DeleteGroupResult(group_id="g", error_code=69)])
+    async def delete_groups(self, r):
+        return m.DeleteGroupsResponse(results=[("g", 69)])
 
 
 class FetchReplicas(FakeReplicas):

@@ -162,7 +162,7 @@ class Broker:
         # the Kafka-protocol listeners: real clients, the same cores (listener/); one per name in `listeners`,
         # each answering with the brokers' endpoints advertised for its name
         context = ListenerContext(
-            broker_id, self.state, self.replicas, groups_servicer, self.zk, endpoint_of=self._kafka_endpoint_of,
+            broker_id, self.state, self.replicas, groups_servicer.door, self.zk, endpoint_of=self._kafka_endpoint_of,
             rack_of=lambda b: self._spec_of(b).rack if self._spec_of(b) else None,
             cluster_id=cluster_id_for(zk_connect), pool=pool, message_max_bytes=g("message.max.bytes"),
             num_partitions=g("num.partitions"), default_replication_factor=g("default.replication.factor"),

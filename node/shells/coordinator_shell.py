@@ -1,8 +1,13 @@
 """The group coordinator's I/O shell: one sans-IO core per __consumer_offsets partition led here.
 
-* **Routing.** A group belongs to partition ``partition_for(group, n)``; the
-  request goes to that partition's :class:`coordinator.core.PartitionCoordinator`
-  if this broker has one, else it is answered NOT_COORDINATOR.
+* **The door.** One method per group API (``join_group(request) ->
+  Future[JoinGroupResponse]``, ``offset_commit``, ...), taking and answering
+  :mod:`coordinator.messages` types; both front ends (the gRPC servicer and
+  the Kafka listener, through node/server/groups_servicer.py's ``GroupsDoor``)
+  call them.  A group belongs to partition ``partition_for(group, n)``; the
+  request goes to the same API of that partition's
+  :class:`coordinator.core.PartitionCoordinator` if this broker has one, else
+  its future is answered NOT_COORDINATOR at once.
 * **Write path.** A core's output may hold appends.  They go to the offsets
   partition as its leader (``ReplicaManager.append``, acks=all by default),
   while the core's lock is held so the log order is the order the core
@@ -30,12 +35,22 @@ from coordinator import load
 from coordinator.core import GroupConfig, Output, PartitionCoordinator
 from coordinator.leadership import Coordinatorship, Slot, start_appends
 from coordinator.load import LoadStats
+from coordinator.messages import (
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse, HeartbeatRequest,
+    HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
+    ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
+)
+from kafkacommon import errors
 from kafkacommon.hashing import partition_for
 from node.events import EventLog
 from node.clock import now_ms
 from zk.paths import OFFSETS_TOPIC
 
 log = logging.getLogger(__name__)
+
+# an API of the core: (core, handle, request, now_ms) -> Output
+Handler = Callable[[PartitionCoordinator, Any, Any, int], Output]
 
 
 def replay_log(core: PartitionCoordinator, read: Callable[[int], tuple[bytes, int, int] | None],
@@ -129,72 +144,118 @@ class CoordinatorShell:
         self._dispatch(slot, out)
         self.events.emit("coordinator_unloaded", partition=p, leader_epoch=epoch, groups=groups)
 
-    # ------------------------------------------------------------------ requests
+    # ------------------------------------------------------------------ the door: one method per API
+    #
+    # Each returns the future of the core's answer (NOT_COORDINATOR at once when this broker coordinates no
+    # partition of the group, or the partition was unloaded meanwhile).  With ``block=False`` the request is
+    # handed over only if that cannot block: when the core's lock and its offsets partition's are both free
+    # at once (a load, or a log cleaner pass, holds them a while); else nothing is done and the answer is
+    # None: call again where waiting is harmless.  The gRPC server's event loop calls with block=False.
+
+    def join_group(self, req: JoinGroupRequest, block: bool = True) -> Future[JoinGroupResponse] | None:
+        return self._request(req.group_id, PartitionCoordinator.join_group, req, block)
+
+    def sync_group(self, req: SyncGroupRequest, block: bool = True) -> Future[SyncGroupResponse] | None:
+        return self._request(req.group_id, PartitionCoordinator.sync_group, req, block)
+
+    def heartbeat(self, req: HeartbeatRequest, block: bool = True) -> Future[HeartbeatResponse] | None:
+        return self._request(req.group_id, PartitionCoordinator.heartbeat, req, block)
+
+    def leave_group(self, req: LeaveGroupRequest, block: bool = True) -> Future[LeaveGroupResponse] | None:
+        return self._request(req.group_id, PartitionCoordinator.leave_group, req, block)
+
+    def offset_commit(self, req: OffsetCommitRequest, block: bool = True) -> Future[OffsetCommitResponse] | None:
+        return self._request(req.group_id, PartitionCoordinator.offset_commit, req, block)
+
+    def offset_fetch(self, req: OffsetFetchRequest, block: bool = True) -> Future[OffsetFetchResponse] | None:
+        return self._request(req.group_id, PartitionCoordinator.offset_fetch, req, block)
+
+    def describe_groups(self, req: DescribeGroupsRequest,
+                        block: bool = True) -> Future[DescribeGroupsResponse] | None:
+        """Each group at its own core; with ``block=False``, a request for one group only."""
+        if len(req.group_ids) == 1:
+            return self._request(req.group_ids[0], PartitionCoordinator.describe_groups, req, block)
+        if not block:
+            return None
+        parts = [self._request(g, PartitionCoordinator.describe_groups, DescribeGroupsRequest([g]), True)
+                 for g in req.group_ids]
+        return _gathered(parts, lambda rs: DescribeGroupsResponse([g for r in rs for g in r.groups]))
+
+    def delete_groups(self, req: DeleteGroupsRequest, block: bool = True) -> Future[DeleteGroupsResponse] | None:
+        """Each group at its own core, one after the other; with ``block=False``, a request for one group only."""
+        if len(req.group_ids) == 1:
+            return self._request(req.group_ids[0], PartitionCoordinator.delete_groups, req, block)
+        if not block:
+            return None
+        parts = [self._request(g, PartitionCoordinator.delete_groups, DeleteGroupsRequest([g]), True)
+                 for g in req.group_ids]
+        return _gathered(parts, lambda rs: DeleteGroupsResponse([x for r in rs for x in r.results]))
+
+    def list_groups(self, req: ListGroupsRequest) -> ListGroupsResponse:
+        """Every core answers for its groups (it may block on their locks); COORDINATOR_LOAD_IN_PROGRESS while
+        a partition loads."""
+        code, groups = errors.NONE, []
+        for slot in list(self._slots.values()):
+            fut: Future = Future()
+            with slot.io:
+                out = PartitionCoordinator.list_groups(slot.core, fut, req, self.clock())
+                self._start_appends(slot, out)
+            self._finish(out)
+            if not fut.done():
+                continue
+            r = fut.result()
+            if r.error_code != errors.NONE:
+                code = r.error_code
+            groups.extend(r.groups)
+        if self.loading_partitions():
+            code = errors.COORDINATOR_LOAD_IN_PROGRESS
+        return ListGroupsResponse(code, sorted(groups, key=lambda g: g[0]))
 
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions())
 
-    def call(self, group_id: str, handler: str, req: Any) -> Future | None:
-        """Hand a request to the group's core; the future resolves with its response.
-        None: this broker has no coordinator for the group's partition."""
+    def _request(self, group_id: str, handler: Handler, req: Any, block: bool) -> Future | None:
+        """``handler(core, future, req, now)`` on the group's core, its appends started; the future answers."""
+        fut: Future = Future()
         slot = self._slots.get(self.partition_of(group_id))
         if slot is None:
-            return None
-        with slot.io:
-            taken = self._take(slot, handler, req)
-        return self._answered(taken)
-
-    def try_call(self, group_id: str, handler: str, req: Any) -> Future | None | bool:
-        """:meth:`call` only if it cannot block: when the core's lock and its offsets partition's are
-        both free at once (a load, or a log cleaner pass, holds them a while).  False: they were not;
-        make the call where waiting is harmless.  The event loop of the gRPC server calls this."""
-        slot = self._slots.get(self.partition_of(group_id))
-        if slot is None:
-            return None
+            fut.set_result(req.error_response(errors.NOT_COORDINATOR))
+            return fut
+        if block:
+            with slot.io:
+                out = self._take(slot, handler, fut, req)
+            return self._answered(fut, req, out)
         if not slot.io.acquire(blocking=False):
-            return False
+            return None
         try:
             partition_lock = self.replicas.partition_lock((OFFSETS_TOPIC, slot.core.partition))
             if partition_lock is not None and not partition_lock.acquire(blocking=False):
-                return False
+                return None
             try:
-                taken = self._take(slot, handler, req)
+                out = self._take(slot, handler, fut, req)
             finally:
                 if partition_lock is not None:
                     partition_lock.release()
         finally:
             slot.io.release()
-        return self._answered(taken)
+        return self._answered(fut, req, out)
 
-    def _take(self, slot: Slot, handler: str, req: Any) -> tuple[Future, Output] | None:
+    def _take(self, slot: Slot, handler: Handler, fut: Future, req: Any) -> Output | None:
         """With ``slot.io`` (its lock) held: the core's handler takes ``req`` and its appends start; None when the
         slot was unloaded meanwhile."""
         if self._slots.get(slot.core.partition) is not slot:
             return None
-        fut: Future = Future()
-        out = getattr(slot.core, handler)(fut, req, self.clock())
+        out = handler(slot.core, fut, req, self.clock())
         self._start_appends(slot, out)
-        return fut, out
+        return out
 
-    def _answered(self, taken: tuple[Future, Output] | None) -> Future | None:
+    def _answered(self, fut: Future, req: Any, out: Output | None) -> Future:
         """After the locks: log the core's events and answer what it answered at once."""
-        if taken is None:
-            return None
-        fut, out = taken
-        self._finish(out)
-        return fut
-
-    def call_all(self, handler: str, make_req: Callable[[], Any]) -> list[Future]:
-        """ListGroups: every core answers for its groups."""
-        futs = []
-        for slot in list(self._slots.values()):
-            fut: Future = Future()
-            with slot.io:
-                out = getattr(slot.core, handler)(fut, make_req(), self.clock())
-                self._start_appends(slot, out)
+        if out is None:
+            fut.set_result(req.error_response(errors.NOT_COORDINATOR))
+        else:
             self._finish(out)
-            futs.append(fut)
-        return futs
+        return fut
 
     def loading_partitions(self) -> list[int]:
         return [p for p, s in list(self._slots.items()) if s.core.status == "loading"]
@@ -264,3 +325,28 @@ class CoordinatorShell:
             with slot.io:
                 out = slot.core.unload(self.clock())
             self._finish(out)
+
+
+def _gathered(parts: list[Future], combine: Callable[[list[Any]], Any]) -> Future:
+    """A future of ``combine(the parts' results, in order)`` once every part is done (a part's exception
+    becomes its exception)."""
+    whole: Future = Future()
+    if not parts:
+        whole.set_result(combine([]))
+        return whole
+    left = [len(parts)]
+    lock = threading.Lock()
+
+    def one_done(_: Future) -> None:
+        with lock:
+            left[0] -= 1
+            if left[0]:
+                return
+        try:
+            whole.set_result(combine([p.result() for p in parts]))
+        except BaseException as e:   # a part's failure (or a cancelled part) is the whole's
+            whole.set_exception(e)
+
+    for p in parts:
+        p.add_done_callback(one_done)
+    return whole
