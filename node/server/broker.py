@@ -38,6 +38,7 @@ from node.shells.coordinator_shell import CoordinatorShell
 from node.server.groups_servicer import GroupsServicer
 from node.server.rpc_server import AioServer
 from node.net.links import DIRECT, LinkMap, LinkMapError
+from node.listeners import parse_protocol_map
 from node.events import EventLog
 from node.replicas.replica_manager import CleanerSettings, ReplicaManager
 from replication.partition import ReplicaSettings
@@ -179,6 +180,7 @@ class Broker:
                            self._kafka_endpoint_of, listener=name)), host, port, limits, self.events.emit, quotas)
                        for name, host, port in self.spec.kafka_listeners]
         self.kafka = self.kafkas[0]
+        self._kafka_error: str | None = None   # why the Kafka listener could not start (then none is registered)
         self.stopping = threading.Event()
 
     def _create_offsets_topic(self) -> None:
@@ -265,6 +267,7 @@ class Broker:
                          kafka_listener=None if kafka_error else f"{self.kafka.host}:{self.kafka.port}")
         if kafka_error:
             self.events.emit("kafka_listener_failed", host=self.kafka.host, port=self.kafka.port, error=kafka_error)
+        self._kafka_error = kafka_error
         self.zk.start()
         self._ensure_persistent_paths()
         self._register()
@@ -282,8 +285,13 @@ class Broker:
                     raise
 
     def _register(self) -> None:
+        # endpoints: the advertised Kafka listeners (what Kafka's tools reading ZooKeeper dial), when they
+        # listen; host/port: the gRPC address, written beside them for kafkasim's own readers (zk/codecs.py)
+        listeners = () if self._kafka_error else self.spec.advertised_endpoints
+        protocols = parse_protocol_map(self.cfg.get("listener.security.protocol.map"))
         reg = BrokerRegistration(self.broker_id, self.spec.host, self.spec.port, int(time.time() * 1000),
-                                 self.spec.rack)
+                                 self.spec.rack, listeners=tuple(listeners),
+                                 protocols=tuple((name, protocols.get(name, name)) for name, _, _ in listeners))
         wait_s = 2 * self.cfg.session_timeout_ms / 1000.0 + 5
         predecessor = self.session_file.dead_predecessor_session()
         self.events.emit("broker_registering", predecessor_session=f"0x{predecessor:x}" if predecessor else None)
