@@ -239,15 +239,26 @@ class ControllerHandlers:
         t1 = yield MonoNs()
         self.failovers += 1
         plan = self.core.on_failover(epoch, version, snap.brokers, snap.topics, states, (yield Clock()))
-        t2 = yield MonoNs()
-        written = yield from self.execute(plan)
+        decide_ns = (yield MonoNs()) - t1
+        written = yield from self.execute(plan)   # the whole state to every broker, before any decision
+        write_ms = self.last_write_ms
+        acted = Plan()
+        while self.core.active:   # then the decisions, one plan after the other, as Kafka's state machines
+            t = yield MonoNs()
+            step = self.core.failover_next()
+            decide_ns += (yield MonoNs()) - t
+            if step is None:
+                break
+            written += yield from self.execute(step)
+            write_ms += self.last_write_ms
+            acted.writes.extend(step.writes)
         t3 = yield MonoNs()
         yield self._emit("controller_failover_done", epoch=epoch, load_ms=round((t1 - t0) / 1e6, 3),
-                         decide_ms=round((t2 - t1) / 1e6, 3), write_ms=round(self.last_write_ms, 3),
+                         decide_ms=round(decide_ns / 1e6, 3), write_ms=round(write_ms, 3),
                          zk_round_trips=round_trips, partitions=len(states), states_from_cache=from_cache,
                          states_written=written, total_ms=round((t3 - t0) / 1e6, 3))
         if from_cache and self.core.active:
-            yield from self.verify_states(plan)
+            yield from self.verify_states(acted)
         if self.core.active:
             yield Later("topic_deletion")   # resume deletions requested before (and arm the watch)
 
