@@ -247,3 +247,19 @@ def decode_producer_id_block(data: bytes) -> int:
     if not isinstance(end, (str, int)) or not str(end).lstrip("-").isdigit():
         raise CodecError(f"/latest_producer_id_block: bad block_end {end!r}")
     return int(end)
+
+
+# ------------------------------------------------------------------ /cluster/id and /feature
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    """/cluster/id as Kafka writes it (ClusterIdZNode: the version is a string)."""
+    return _dump({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes | None) -> str:
+    return _field("/cluster/id", _load("/cluster/id", data), "id", str)
+
+
+def encode_feature_znode() -> bytes:
+    """/feature as a Kafka 2.8 controller (IBP >= 2.7) creates it: versioning enabled, no finalized features."""
+    return _dump({"features": {}, "version": 1, "status": 1})

@@ -16,6 +16,15 @@ PERSISTENT_PATHS = (BROKERS, BROKER_IDS, TOPICS, ISR_CHANGE_NOTIFICATION, ADMIN,
 
 OFFSETS_TOPIC = "__consumer_offsets"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"  # Kafka's ProducerIdManager (ZooKeeper mode)
+CONSUMERS = "/consumers"                          # the old (ZooKeeper) consumers' path
+BROKER_SEQID = "/brokers/seqid"                   # broker id generation
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+CLUSTER_ID = "/cluster/id"
+FEATURE = "/feature"                              # KIP-584's feature versioning (IBP >= 2.7)
+
+#: The rest of Kafka 2.8's top-level paths (``ZkData.PersistentZkPaths``), created empty at start-up as Kafka
+#: does, though kafkasim reads none of them: tools that look for them find them.
+KAFKA_PERSISTENT_PATHS = (CONSUMERS, BROKER_SEQID, PRODUCER_ID_BLOCK, LOG_DIR_EVENT_NOTIFICATION)
 
 
 def broker(broker_id: int) -> str:

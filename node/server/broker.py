@@ -160,12 +160,13 @@ class Broker:
         self.server.add(gpbg.add_GroupsServicer_to_server, groups_servicer)
         self._offsets_creating = threading.Lock()  # one lazy creation at a time
         self._offsets_created = False
+        self.cluster_id = cluster_id_for(zk_connect)   # also written to /cluster/id when absent (start())
         # the Kafka-protocol listeners: real clients, the same cores (listener/); one per name in `listeners`,
         # each answering with the brokers' endpoints advertised for its name
         context = ListenerContext(
             broker_id, self.state, self.replicas, groups_servicer.door, self.zk, endpoint_of=self._kafka_endpoint_of,
             rack_of=lambda b: self._spec_of(b).rack if self._spec_of(b) else None,
-            cluster_id=cluster_id_for(zk_connect), pool=pool, message_max_bytes=g("message.max.bytes"),
+            cluster_id=self.cluster_id, pool=pool, message_max_bytes=g("message.max.bytes"),
             num_partitions=g("num.partitions"), default_replication_factor=g("default.replication.factor"),
             delete_topic_enable=g("delete.topic.enable"), auto_create_topics=g("auto.create.topics.enable"),
             topic_config=self._topic_config, broker_setting=lambda k: (g(k), k in cfg.raw),
@@ -279,7 +280,11 @@ class Broker:
         deadline = time.monotonic() + max(30.0, 3 * self.cfg.session_timeout_ms / 1000.0)
         while True:
             try:
-                return self.zk.ensure_persistent_paths()
+                self.zk.ensure_persistent_paths()
+                stored = self.zk.ensure_cluster_id(self.cluster_id)
+                if stored != self.cluster_id:   # a chroot another cluster (a Kafka) set up first
+                    self.events.emit("cluster_id_differs", stored=stored, served=self.cluster_id)
+                return
             except CONNECTION_ERRORS:
                 if time.monotonic() >= deadline or self.stopping.wait(0.1):
                     raise
