@@ -76,6 +76,10 @@ class ReplicaManager(HousekeepingMixin):
         # (topic, partition, is_leader, leader_epoch) after each role change: the group coordinator's hook
         self.on_leadership: Callable[[str, int, bool, int], None] | None = None
         self.fetchers: dict[int, LeaderFetcher] = {}  # one per leader broker, as Kafka's fetcher threads
+        # set when the broker begins to stop (before its controlled shutdown): a partition it now follows
+        # gets no fetcher, as Kafka 2.8's makeFollowers skips "the adding-fetcher step" when shutting down,
+        # so a leader never takes a stopping broker back into its ISR
+        self.shutting_down = False
         self._lock = threading.Lock()
         self._data = threading.Condition()  # notified on every append or HW move: wakes long polls
         self._producers: dict[TP, tuple[int, ProducerStates]] = {}  # idempotent producers, per leader epoch
@@ -193,7 +197,7 @@ class ReplicaManager(HousekeepingMixin):
         """After the lock: wake long polls, tell the group coordinator, and fetch from the new leader."""
         self._notify()
         self._role_changed(tp[0], tp[1], change.is_leader, change.leader_epoch)
-        if change.fetch_from is not None:
+        if change.fetch_from is not None and not self.shutting_down:
             leader, epoch = change.fetch_from
             with self._lock:
                 f = self.fetchers.get(leader)

@@ -380,6 +380,7 @@ class Broker:
         step = watchdog.enter if watchdog is not None else (lambda _name: None)
         self.zk.fail_fast()
         self.events.emit("broker_stopping", controller=self.controller.is_active)
+        self.replicas.shutting_down = True   # Kafka's isShuttingDown, set before the controlled shutdown
         if self.cfg.get("controlled.shutdown.enable"):
             step("controlled_shutdown")
             self._controlled_shutdown()
