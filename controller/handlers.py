@@ -335,7 +335,7 @@ class ControllerHandlers:
             return {tp: errors.NOT_CONTROLLER for tp in (tps or [])} or {("", -1): errors.NOT_CONTROLLER}
         plan = self.core.elect_preferred(tps, reason="preferred_admin")
         yield from self.execute(plan)
-        return {(w.topic, w.partition): errors.NONE for w in plan.writes}
+        return self.core.preferred_results(tps, {(w.topic, w.partition) for w in plan.writes})
 
     def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Steps:
         code, plan, remaining = self.core.on_controlled_shutdown(broker_id, broker_epoch)

@@ -486,6 +486,21 @@ PREFERRED_STATES = {
 }
 
 
+def test_a_preferred_election_answers_each_partition_asked_as_kafka_does():
+    """Kafka 2.8's ElectLeaders (preferred): NONE where the leader moved, ELECTION_NOT_NEEDED where the preferred
+    replica leads already, PREFERRED_LEADER_NOT_AVAILABLE where it cannot (checked against Kafka 2.8.2 by
+    `kafkasim compare preferred-api`)."""
+    core = started({"t": PREFERRED_TOPIC}, PREFERRED_STATES, brokers(1, 2, 3))
+    plan = core.elect_preferred(None, reason="preferred_admin")
+    moved = {(w.topic, w.partition) for w in plan.writes}
+    apply(core, plan)
+    assert core.preferred_results(None, moved) == {
+        ("t", 0): errors.NONE, ("t", 1): errors.PREFERRED_LEADER_NOT_AVAILABLE, ("t", 2): errors.ELECTION_NOT_NEEDED,
+        ("t", 3): errors.PREFERRED_LEADER_NOT_AVAILABLE}
+    assert core.preferred_results([("t", 0), ("nope", 0)], set()) == {
+        ("t", 0): errors.ELECTION_NOT_NEEDED, ("nope", 0): errors.UNKNOWN_TOPIC_OR_PARTITION}
+
+
 def test_preferred_election_moves_leadership_to_a_live_in_sync_assignment_head():
     core = started({"t": PREFERRED_TOPIC}, PREFERRED_STATES, brokers(1, 2, 3))
     plan = core.elect_preferred()
