@@ -13,6 +13,7 @@
     kafkasim analyze RUN_DIR...          chaos runs -> Parquet tables and a report (docs/analysis.md)
     kafkasim ui [--port 8080] [--host H] [--read-only] [--replay RUN_DIR]   the web view (docs/ui.md)
     kafkasim reference up|down|status    real Kafka 2.8.2 brokers beside kafkasim (docs/reference.md)
+    kafkasim compare SCENARIO|all        a scenario on Kafka 2.8.2 and on kafkasim, compared (docs/compare.md)
 """
 from __future__ import annotations
 
@@ -349,6 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
     analysis_main.add_parsers(sub)
     from reference import cli as reference_cli   # Kafka 2.8.2 itself (docs/reference.md)
     reference_cli.add_parsers(sub)
+    from compare import cli as compare_cli       # Kafka 2.8.2 beside kafkasim, compared (docs/compare.md)
+    compare_cli.add_parsers(sub)
 
     u = with_config(sub.add_parser("ui", help="the web view of a live cluster or of a finished run (docs/ui.md)"))
     u.add_argument("--port", type=int, default=8080)
