@@ -56,7 +56,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def run_one(scenario: Any, out: Path, sides: list[str], quiet: bool = False) -> dict[str, Any]:
-    from compare.diff import KNOWN, compare, outcome, report, scenario_known, streams, summary_line
+    from compare.diff import KNOWN, compare, merge_phases, outcome, report, scenario_known, streams, summary_line
     from compare.normalize import entries
     from compare.runner import OBSERVATIONS, run_side
     from compare.sides import pick_ports
@@ -77,7 +77,7 @@ def run_one(scenario: Any, out: Path, sides: list[str], quiet: bool = False) -> 
         missing = [s for s in ("kafka", "kafkasim") if s not in obs]
         print(f"{scenario.name}: nothing to compare with (no {', '.join(missing)} run in {out})")
         return {**row, "missing": missing}
-    a, b = entries(obs["kafka"]), entries(obs["kafkasim"])
+    a, b = (merge_phases(entries(obs[side]), scenario.merged) for side in ("kafka", "kafkasim"))
     diffs = compare(a, b, KNOWN + scenario_known(scenario))
     text = report(diffs, a, b, title=f"== {scenario.name}: Kafka 2.8.2 vs kafkasim")
     (out / "report.txt").write_text(text + "\n")

@@ -98,6 +98,15 @@ KNOWN: list[Known] = [
     Known(r"list_offsets .*", "kafkasim's HW moves when an ISR shrink is committed, Kafka 2.8.2's at the next append",
           "The leader's high watermark after an ISR shrink", _hw_ahead_after_shrink),
 ]
+def merge_phases(entries: list[Entry], merged: Iterable[tuple[int, int]]) -> list[Entry]:
+    """Entries with each merged range of phases counted as its first (``merge.phases`` of a scenario)."""
+    ranges = list(merged)
+
+    def phase(p: int) -> int:
+        return next((a for a, b in ranges if a <= p <= b), p)
+    return [e if phase(e.phase) == e.phase else Entry(e.stream, phase(e.phase), e.value) for e in entries]
+
+
 def scenario_known(scenario: Any) -> list[Known]:
     """A scenario's own ``listed`` entries as Known ones: its streams, from its step on."""
     return [Known(x.streams, f"a consequence of what the scenario exercises from step {x.from_step}", x.deviation,

@@ -237,7 +237,7 @@ class SideRun:
             return {"brokers": ["hit"] * len(brokers)}
         if kind == "start":
             self.side.start_broker(a["broker"])
-            return {}
+            return {"rejoined": self._wait_rejoined(a["broker"])}
         if kind == "wait":
             return self._wait(a)
         return getattr(self, f"_{kind}")(a)
@@ -266,6 +266,21 @@ class SideRun:
         finally:
             self.side.heal_zk(b)
         wait_for(lambda: b in self.side.zk().read_brokers(), 90, f"broker {b} to register again")
+
+    def _wait_rejoined(self, b: int, timeout_s: float = 60.0) -> bool:
+        """A restarted broker catches up: wait until it is back in the ISR of every partition it is a replica of
+        that has a live leader (one without stays as it is: an offline partition, or an out-of-sync replica
+        with unclean election off), so that the ISR expansions land in this step on both sides, however long
+        a side takes to catch up."""
+        def back() -> bool:
+            v = self.view()
+            return all(b in p["isr"] for p in v.partitions.values()
+                       if b in p["replicas"] and p["leader"] in v.live and p["leader"] != b)
+        try:
+            wait_for(back, timeout_s, f"broker {b} to rejoin the ISRs")
+            return True
+        except TimeoutError:
+            return False
 
     def _wait_unregistered(self, b: int) -> None:
         timeout = self.side.cfg.session_timeout_ms / 1000 * 3 + 15

@@ -89,6 +89,9 @@ class CompareScenario:
     settle_ms: int = DEFAULT_SETTLE_MS
     source: str = ""
     listed: tuple[Listed, ...] = ()
+    # steps whose phases count as one: a timer-driven change (an ISR shrink after the lag, an automatic
+    # preferred election) falls in one or the other by timing alone
+    merged: tuple[tuple[int, int], ...] = ()
 
     @property
     def name(self) -> str:
@@ -170,6 +173,7 @@ def parse_compare(data: Any, source: str = "<scenario>") -> CompareScenario:
     raw_steps = rest.pop("steps", None)
     settle = rest.pop("settle.ms", DEFAULT_SETTLE_MS)
     raw_listed = rest.pop("listed", [])
+    raw_merged = rest.pop("merge.phases", [])
     for key in ("workload", "faults", "duration.s", "network"):
         if key in rest:
             raise ScenarioError(f"{source}: {key}: a compare scenario has fixed steps, not a chaos {key}")
@@ -200,7 +204,13 @@ def parse_compare(data: Any, source: str = "<scenario>") -> CompareScenario:
                                 f"topics nor created by an earlier step")
         if s.kind == "start" and not 1 <= s.args["broker"] <= base.brokers:
             raise ScenarioError(f"{source}: steps[{s.index - 1}] {s.text!r}: brokers are 1..{base.brokers}")
-    return CompareScenario(base, steps, settle, source, tuple(listed))
+    merged = []
+    for i, r in enumerate(raw_merged if isinstance(raw_merged, list) else [None]):
+        if (not isinstance(r, list) or len(r) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in r)
+                or not 1 <= r[0] < r[1] <= len(steps)):
+            raise ScenarioError(f"{source}: merge.phases[{i}]: [first step, last step], steps 1..{len(steps)}")
+        merged.append((r[0], r[1]))
+    return CompareScenario(base, steps, settle, source, tuple(listed), tuple(merged))
 
 
 def load_compare(path: Path | str) -> CompareScenario:

@@ -221,3 +221,20 @@ def test_every_listed_difference_names_a_section_of_the_deviations_page() -> Non
     page = (Path(__file__).resolve().parent.parent / "docs" / "deviations.md").read_text()
     for k in KNOWN:
         assert f"## {k.where}" in page, k.where
+
+
+def test_merged_phases_count_as_one_and_a_scenarios_own_listed_streams_apply_from_their_step() -> None:
+    from compare.diff import merge_phases, scenario_known
+    s = parse_compare({**BASE, "steps": ["kill broker:2", "start broker:2", "wait 5s"], "merge.phases": [[2, 3]],
+                       "listed": [{"streams": "zk /x", "deviation": "X", "from.step": 2}]})
+    assert s.merged == ((2, 3),)
+    a = merge_phases([E("zk /a", 1, 1), E("zk /a", 3, 2)], s.merged)
+    assert [(e.phase, e.value) for e in a] == [(1, 1), (2, 2)]
+    assert compare(a, merge_phases([E("zk /a", 1, 1), E("zk /a", 2, 2)], s.merged), known=[]) == []
+    known = scenario_known(s)
+    assert not unlisted(compare([E("zk /x", 2, 1)], [E("zk /x", 2, 2)], known=known))
+    assert unlisted(compare([E("zk /x", 1, 1)], [E("zk /x", 1, 2)], known=known)), "before its step: unlisted"
+    with pytest.raises(ScenarioError, match="merge.phases"):
+        parse_compare({**BASE, "steps": ["wait 1s"], "merge.phases": [[1, 2]]})
+    with pytest.raises(ScenarioError, match="listed"):
+        parse_compare({**BASE, "steps": ["wait 1s"], "listed": [{"streams": "(", "deviation": "X"}]})
