@@ -366,9 +366,11 @@ class SideRun:
 
     def _new_member(self, group: str, index: int) -> Member:
         j = self.joins[group]
-        if j.get("java"):
-            if java_member_runner() is None:
-                raise RuntimeError("a Java member needs the Java client runner (reference/javaclient.py)")
+        if j.get("java"):   # the hook: members.java_member_runner() (docs/compare.md)
+            runner = java_member_runner()
+            raise RuntimeError("a Java member needs the Java client runner (reference/javaclient.py's JavaMember), "
+                               "which this checkout does not have" if runner is None else
+                               "the Java client runner is here, but compare/members.py does not drive it yet")
         bootstrap = ",".join("%s:%d" % self.side.kafka_address(b) for b in self.side.broker_ids())
         m = Member(bootstrap, group, j["topic"], index, j["assignor"], j["static"], self.record_member,
                    session_timeout_ms=j["session_ms"])

@@ -53,7 +53,7 @@ GRAMMAR: dict[str, str] = {
     "produce": (r"produce (?P<count>\d+) to (?P<topic>[\w.-]+)(?: partition (?P<partition>\d+))?"
                 r"(?: acks=(?P<acks>all|1|0))?"),
     "join": (r"join group (?P<group>[\w.-]+) to (?P<topic>[\w.-]+)(?: with (?P<assignor>[\w-]+))?"
-             r"(?: members (?P<members>\d+))?(?P<static> static)?(?: session (?P<session>\d+)s)?"),
+             r"(?: members (?P<members>\d+))?(?P<static> static)?(?: session (?P<session>\d+)s)?(?P<java> java)?"),
     "add": r"add member to (?P<group>[\w.-]+)",
     "leave": r"leave member (?P<group>[\w.-]+)/(?P<member>\d+)",
     "restart": r"restart member (?P<group>[\w.-]+)/(?P<member>\d+)",
@@ -151,6 +151,7 @@ def _args(kind: str, m: re.Match[str], where: str) -> dict[str, Any]:
         args.setdefault("members", 1)
         args["session_ms"] = int(args.pop("session", DEFAULT_MEMBER_SESSION_S)) * 1000
         args["static"] = "static" in args
+        args["java"] = "java" in args   # Kafka 2.8.2's own consumer instead of librdkafka (compare/members.py)
         if args["assignor"] not in ASSIGNORS:
             raise ScenarioError(f"{where}: assignor {args['assignor']!r}: librdkafka members take "
                                 f"{', '.join(ASSIGNORS)}")

@@ -108,6 +108,15 @@ class ControllerCore:
             self._failover_elect = False
             plan = Plan()
             self._reconcile(plan)
+            # a partition the failover left without a leader, and that nobody could take: offline, as Kafka's
+            # partitionStateMachine.startup reports the election it could not make
+            elected = {(w.topic, w.partition) for w in plan.writes if w.state.leader >= 0}
+            noted = {(f["topic"], f["partition"]) for n, f in plan.events if n == "partition_offline"}
+            for tp, (state, _) in sorted(self.states.items()):
+                if state.leader == -1 and tp not in elected and tp not in noted and self._replicas(tp):
+                    plan.events.append(Event("partition_offline", {
+                        "topic": tp[0], "partition": tp[1], "reason": "no live replica in the ISR",
+                        "isr": list(state.isr)}))
             self._maybe_create_offsets_topic(plan, self._failover_now_ms)
             return plan
         return None

@@ -261,6 +261,8 @@ def test_a_failover_takes_each_dead_broker_offline_in_turn_and_a_last_isr_member
     elect = core.failover_next()
     assert {tp: x.state for tp, x in writes_by_tp(elect).items()} == {("t", 0): las(3, 6, (3,))}, \
         "t-1 stays offline, as it was written: nobody in its ISR is alive"
+    assert event(elect, "partition_offline") == [
+        {"topic": "t", "partition": 1, "reason": "no live replica in the ISR", "isr": [1]}]
 
 
 def test_dead_leader_partitions_elect_the_first_live_isr_replica_in_assignment_order():
