@@ -12,8 +12,7 @@ link, and a preferred election as each side's tool does it.
 """
 from __future__ import annotations
 
-import json
-import time
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +27,10 @@ from launcher.cluster import Cluster
 from node.config import ClusterConfig, load_config
 from node.net.links import LinkMap
 from reference.jars import ensure_jars
-from reference.kafka import ReferenceCluster
+from reference.kafka import ReferenceCluster, all_threads_stopped
+from util.procs import process_state
 from util.waiting import wait_for
-from zk import admin, paths
+from zk import admin
 from zk.client import ZkClient
 from zk.server import EmbeddedZooKeeper, four_letter_word, free_port
 
@@ -250,20 +250,17 @@ class KafkasimSide(Side):
                            assignment=dict(enumerate(t.replicas)) if t.replicas else None, timeout_s=60)
 
     def kill(self, broker_id: int) -> None:
-        import signal
         self.cluster.signal_broker(broker_id, signal.SIGKILL)
         self.cluster.wait_exit(broker_id, 10)
         self.paused.discard(broker_id)
 
     def terminate(self, broker_id: int) -> None:
-        import signal
         self.cluster.signal_broker(broker_id, signal.SIGCONT)
         self.cluster.signal_broker(broker_id, signal.SIGTERM)
         self.cluster.wait_exit(broker_id, 60)
         self.paused.discard(broker_id)
 
     def pause(self, broker_id: int) -> None:
-        import signal
 
         from reference.kafka import all_threads_stopped
         pid = self.cluster.signal_broker(broker_id, signal.SIGSTOP)
@@ -271,12 +268,10 @@ class KafkasimSide(Side):
         self.paused.add(broker_id)
 
     def resume(self, broker_id: int) -> None:
-        import signal
         self.cluster.signal_broker(broker_id, signal.SIGCONT)
         self.paused.discard(broker_id)
 
     def running(self, broker_id: int) -> bool:
-        from util.procs import process_state
         return process_state(self.cluster.pids.get(broker_id)) != "dead"
 
     def elect_preferred(self, partitions: list[tuple[str, int]] | None) -> dict[str, Any]:
@@ -383,8 +378,3 @@ class KafkaSide(Side):
 
 
 SIDES = {"kafkasim": KafkasimSide, "kafka": KafkaSide}
-
-
-def side_summary(side: Side) -> dict[str, Any]:
-    return {"side": side.name, "cluster_yaml": json.loads(json.dumps(yaml.safe_load(side.config_path.read_text()))),
-            "started": time.time()}

@@ -125,7 +125,9 @@ def _record(kind: int, r: _Reader) -> list[Op]:
 def parse_entry(entry: bytes) -> Txn:
     """One log entry's bytes (header and record) -> a Txn."""
     r = _Reader(entry)
-    session, _cxid, zxid, time_ms, kind = r.long(), r.int(), r.long(), r.long(), r.int()
+    session = r.long()
+    r.int()   # cxid
+    zxid, time_ms, kind = r.long(), r.long(), r.int()
     if kind == MULTI:
         parts = []
         failed = False
