@@ -261,8 +261,6 @@ class KafkasimSide(Side):
         self.paused.discard(broker_id)
 
     def pause(self, broker_id: int) -> None:
-
-        from reference.kafka import all_threads_stopped
         pid = self.cluster.signal_broker(broker_id, signal.SIGSTOP)
         wait_for(lambda: all_threads_stopped(pid), 5, f"broker {broker_id} to stop")
         self.paused.add(broker_id)
