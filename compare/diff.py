@@ -98,13 +98,31 @@ KNOWN: list[Known] = [
     Known(r"list_offsets .*", "kafkasim's HW moves when an ISR shrink is committed, Kafka 2.8.2's at the next append",
           "The leader's high watermark after an ISR shrink", _hw_ahead_after_shrink),
 ]
+CHECKPOINTS = ("metadata@", "find_coordinator ", "describe_groups ", "offset_fetch ", "list_offsets ")
+
+
 def merge_phases(entries: list[Entry], merged: Iterable[tuple[int, int]]) -> list[Entry]:
-    """Entries with each merged range of phases counted as its first (``merge.phases`` of a scenario)."""
+    """Entries with each merged range of phases counted as its first (``merge.phases`` of a scenario); of a
+    checkpoint stream's entries in a merged range only the last is kept (what the cluster looked like once
+    the range was over: the checkpoints in between caught the timer-driven change or not, by timing)."""
     ranges = list(merged)
 
     def phase(p: int) -> int:
         return next((a for a, b in ranges if a <= p <= b), p)
-    return [e if phase(e.phase) == e.phase else Entry(e.stream, phase(e.phase), e.value) for e in entries]
+    out: list[Entry] = []
+    last: dict[str, int] = {}   # checkpoint stream -> index in out of its entry in the current merged range
+    for e in entries:
+        m = phase(e.phase)
+        moved = e if m == e.phase else Entry(e.stream, m, e.value)
+        in_range = any(a <= e.phase <= b for a, b in ranges)
+        if in_range and e.stream.startswith(CHECKPOINTS):
+            i = last.get(e.stream)
+            if i is not None and out[i].phase == m:
+                out[i] = moved
+                continue
+            last[e.stream] = len(out)
+        out.append(moved)
+    return out
 
 
 def scenario_known(scenario: Any) -> list[Known]:

@@ -233,6 +233,11 @@ def test_merged_phases_count_as_one_and_a_scenarios_own_listed_streams_apply_fro
     a = merge_phases([E("zk /a", 1, 1), E("zk /a", 3, 2)], s.merged)
     assert [(e.phase, e.value) for e in a] == [(1, 1), (2, 2)]
     assert compare(a, merge_phases([E("zk /a", 1, 1), E("zk /a", 2, 2)], s.merged), known=[]) == []
+    # a checkpoint stream keeps the last entry of a merged range: the first caught the change on one side only
+    k = merge_phases([E("metadata@1", 1, "x"), E("metadata@1", 2, "x"), E("metadata@1", 3, "y")], s.merged)
+    assert [(e.phase, e.value) for e in k] == [(1, "x"), (2, "y")]
+    assert compare(k, merge_phases([E("metadata@1", 1, "x"), E("metadata@1", 2, "y"), E("metadata@1", 3, "y")],
+                                   s.merged), known=[]) == []
     known = scenario_known(s)
     assert not unlisted(compare([E("zk /x", 2, 1)], [E("zk /x", 2, 2)], known=known))
     assert unlisted(compare([E("zk /x", 1, 1)], [E("zk /x", 1, 2)], known=known)), "before its step: unlisted"
