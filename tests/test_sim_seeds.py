@@ -1,0 +1,75 @@
+"""Seeds that sweeps found failing, kept as tests once explained and fixed (docs/simulation.md, "Seeds found
+by sweeps")."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from chaos.schedule import Fault
+from sim import rpc
+from sim.run import SimOptions, SimRun
+from sim.world import World
+
+
+def test_an_answer_to_a_request_made_before_the_caller_crashed_never_reaches_its_next_incarnation() -> None:
+    """A paused peer that resumes answers what it had received; the caller's connection died with it."""
+    w = World(seed=1)
+    got: list = []
+    handled: list = []
+
+    def handler(payload, reply) -> None:
+        handled.append(payload)
+        reply(payload + 1)
+
+    w.pause("b2")
+    rpc.call(w, "b1", "b2", handler, 1, got.append, timeout_ms=10_000.0)    # waits at the paused b2
+    w.run_until(10.0)
+    w.crash("b1")
+    w.restart("b1")
+    w.run_until(20.0)
+    w.resume("b2")
+    w.run_until(20_000.0)
+    assert handled == [1] and got == []       # b2 handled it; the restarted b1 gets neither answer nor timeout
+    rpc.call(w, "b1", "b2", handler, 5, got.append, timeout_ms=10_000.0)    # the new incarnation's own call
+    w.run_until(21_000.0)
+    assert got == [6]
+
+
+def _events(r, broker: int) -> list[dict]:
+    return [e for e in r.events if e.get("broker") == broker]
+
+
+def _second_process(events: list[dict]) -> list[dict]:
+    starts = [i for i, e in enumerate(events) if e["type"] == "broker_starting"]
+    assert len(starts) == 2
+    return events[starts[1]:]
+
+
+def test_seed_110_shrunk_a_restarted_follower_ignores_its_dead_predecessors_fetch() -> None:
+    """`sim shrink 110`: broker 2 (leader of events/1, and controller) paused at 3.0 s until 7.255 s; broker 1
+    killed at 3.227 s, back at 3.359 s.  When broker 2 resumed it answered the fetch broker 1's first process
+    had sent it.  The simulated network used to deliver that answer to the restarted broker 1, whose dead
+    replica manager then cut the shared log from 28 to 20 (``log_truncated``, reason above_leader_log_end,
+    leader 2 epoch 0) and logged its HW 19 -> 20 after 27: ``hw-regression``.  A real process's answer goes to
+    a closed connection.  (The old ZooKeeper session's expiry reached the new process the same way.)"""
+    faults = [Fault(0, 3000, 7255, "pause", "broker:2", 2419671056), Fault(1, 3227, 3359, "kill", "broker:1", 1316516484)]
+    r = SimRun(SimOptions(seed=110, duration_s=10.3, schedule=faults)).run()
+    assert r.verdict == "valid", r.results["checks"]["anomalies"]
+    mine = _second_process(_events(r, 1))
+    # the schedule still makes the interleaving: broker 1 came back and followed events/1 past offset 20
+    # before broker 2 resumed
+    resumed_ns = 7_355 * 10**6   # the pause's heal: 100 ms of setup before the workload's time 0
+    assert any(e["type"] == "hw_changed" and e["topic"] == "events" and e["partition"] == 1 and e["new"] > 20
+               and e["mono_ns"] < resumed_ns for e in mine)
+    assert not [e for e in mine if e["type"] == "log_truncated" and e.get("leader") == 2]
+    hws = [e["new"] for e in mine if e["type"] == "hw_changed" and (e["topic"], e["partition"]) == ("events", 1)]
+    assert hws == sorted(hws)
+    # one registration, no expiry of a session this process never had
+    assert [e["type"] for e in mine if e["type"] in ("broker_registered", "zk_session_expired")] == ["broker_registered"]
+
+
+def test_seed_1241_runs_to_its_verdict() -> None:
+    """`sim run --seed 1241 --brokers 3 --groups 1 --duration 30` raised ``leader epoch 3 is older than the
+    latest 4``: broker 1, paused, answered at the end a fetch from broker 2's first process, and the restarted
+    broker 2's log, whose epoch cache had reached epoch 4, appended the epoch-3 batch."""
+    r = SimRun(SimOptions(seed=1241, brokers=3, groups=1, duration_s=30.0)).run()
+    assert r.verdict == "valid", r.results["checks"]["anomalies"]
