@@ -1,8 +1,11 @@
-"""Seeds that sweeps found failing, kept as tests once explained and fixed (docs/simulation.md, "Seeds found
-by sweeps")."""
+"""Seeds that sweeps found failing, kept as tests once explained and fixed, and a sweep that reports a
+seed whose run raises as a crashed seed and goes on (docs/simulation.md, "Seeds found by sweeps")."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from chaos.schedule import Fault
 from sim import rpc
@@ -73,3 +76,44 @@ def test_seed_1241_runs_to_its_verdict() -> None:
     broker 2's log, whose epoch cache had reached epoch 4, appended the epoch-3 batch."""
     r = SimRun(SimOptions(seed=1241, brokers=3, groups=1, duration_s=30.0)).run()
     assert r.verdict == "valid", r.results["checks"]["anomalies"]
+
+
+class _Planted(SimRun):
+    """A run that raises in seed 3 (the sweep's own SimRun, replaced by monkeypatch)."""
+
+    def run(self):
+        if self.opts.seed == 3:
+            raise RuntimeError("planted crash in seed 3")
+        return super().run()
+
+
+def _sweep_with_a_crash(tmp_path: Path, monkeypatch, capsys, jobs: int) -> None:
+    from node.tools.cli import main
+    import sim.sweep as sweep_mod
+
+    monkeypatch.setattr(sweep_mod, "SimRun", _Planted)
+    out = tmp_path / "sweep"
+    code = main(["sim", "sweep", "--seeds", "2..4", "--jobs", str(jobs), "--duration", "4", "--no-progress",
+                 "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 1
+    assert "crashed seeds" in printed and "RuntimeError: planted crash in seed 3" in printed
+    assert "seed 3 crashed:" in printed and "Traceback (most recent call last)" in printed
+    assert ", in run\n" in printed    # the traceback names the frame that raised
+    assert "replay one: kafkasim sim run --seed 3" in printed
+    lines = [json.loads(x) for x in (out / "outcomes.jsonl").read_text().splitlines()]
+    assert [(x["seed"], x["verdict"] == "crashed") for x in lines] == [(2, False), (3, True), (4, False)]
+    assert all(x["verdict"] in ("valid", "unknown", "invalid") and x["digest"] for x in lines if x["seed"] != 3)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["crashed"] == [{"seed": 3, "error": "RuntimeError: planted crash in seed 3"}]
+    assert summary["run"] == 3 and summary["verdicts"]["crashed"] == 1
+    assert "planted crash in seed 3" in (out / "crashed" / "seed-3.txt").read_text()
+
+
+def test_a_sweep_reports_a_seed_that_raises_as_crashed_and_goes_on(tmp_path: Path, monkeypatch, capsys) -> None:
+    _sweep_with_a_crash(tmp_path, monkeypatch, capsys, jobs=1)
+
+
+@pytest.mark.cluster   # a process pool: its workers are forked with the patch in place
+def test_a_sweep_in_worker_processes_reports_a_crashed_seed_too(tmp_path: Path, monkeypatch, capsys) -> None:
+    _sweep_with_a_crash(tmp_path, monkeypatch, capsys, jobs=2)
