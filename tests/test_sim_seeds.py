@@ -78,6 +78,22 @@ def test_seed_1241_runs_to_its_verdict() -> None:
     assert r.verdict == "valid", r.results["checks"]["anomalies"]
 
 
+def test_seed_2665_a_member_whose_offset_fetch_timed_out_fetches_again_and_the_group_drains() -> None:
+    """Seed 2665 (`unseen-message`, not-drained): both members synced generation 2 at broker 1 and asked it
+    for their partitions' committed offsets; the controller-kill fault took broker 1 down 0.3 ms later.  The
+    fetches timed out (coordinator lost) and the simulated members, assigned partitions with no position,
+    polled nothing until the run ended.  Kafka's consumer fetches the committed offsets of partitions without
+    a position again on every poll (refreshCommittedOffsetsIfNeeded), and so does the simulated member now."""
+    r = SimRun(SimOptions(seed=2665, brokers=3, groups=1, duration_s=30.0)).run()
+    assert r.verdict == "valid", r.results["checks"]["anomalies"]
+    fetches = [h for h in r.history if h["f"] == "fetch-committed" and h["type"] != "invoke" and not h.get("final")]
+    timed_out = {h["process"] for h in fetches if h.get("error") == "DEADLINE_EXCEEDED"}
+    assert timed_out == {1, 3}   # the interleaving is still there: both members' fetches timed out
+    for proc in timed_out:
+        last_fail = max(i for i, h in enumerate(fetches) if h["process"] == proc and h["type"] == "fail")
+        assert any(h["process"] == proc and h["type"] == "ok" for h in fetches[last_fail:])
+
+
 class _Planted(SimRun):
     """A run that raises in seed 3 (the sweep's own SimRun, replaced by monkeypatch)."""
 
