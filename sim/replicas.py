@@ -258,11 +258,12 @@ class SimReplicaManager:
         if target is None:
             return
         h.fetch_in_flight = (leader, epoch)
-        req = (self.b.id, tp, h.log.log_end_offset, h.log.latest_epoch, epoch, h.repl.high_watermark)
+        offset = h.log.log_end_offset
+        req = (self.b.id, tp, offset, h.log.latest_epoch, epoch, h.repl.high_watermark)
         rpc.call(self.world, self.b.node, target.node, target.handle_fetch, req,
-                 lambda ans: self._fetched(tp, h, leader, epoch, ans), FETCH_TIMEOUT_MS)
+                 lambda ans: self._fetched(tp, h, leader, epoch, offset, ans), FETCH_TIMEOUT_MS)
 
-    def _fetched(self, tp: TP, h: Hosted, leader: int, epoch: int, ans: Any) -> None:
+    def _fetched(self, tp: TP, h: Hosted, leader: int, epoch: int, offset: int, ans: Any) -> None:
         if h.fetch_in_flight == (leader, epoch):
             h.fetch_in_flight = None
         if self.hosted.get(tp) is not h or h.fetching_from != (leader, epoch):
@@ -274,8 +275,11 @@ class SimReplicaManager:
             code, hw, diverging, batches, leader_leo = ans
             # replication.roles' step (the simulated leader never answers OFFSET_OUT_OF_RANGE with its log start)
             step = roles.follower_fetch_answer(code, diverging, None, h.log, h.repl,
-                                               leader_leo if code == errors.OFFSET_OUT_OF_RANGE else None)
-            if step.kind == roles.FAILED:
+                                               leader_leo if code == errors.OFFSET_OUT_OF_RANGE else None,
+                                               fetch_offset=offset)
+            if step.kind == roles.STALE:
+                delay = 0.0
+            elif step.kind == roles.FAILED:
                 delay = FETCH_IDLE_MS * 2
             else:   # a truncation, records, or a long poll's empty answer: fetch again at once
                 if step.kind == roles.TRUNCATE:

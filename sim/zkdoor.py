@@ -123,7 +123,7 @@ class ZkDoor:
             self.world.on_node(self.node, lat, self._fire, ev, self.session_id)
 
     def _fire(self, ev: Any, session_id: int | None) -> None:
-        if session_id != self.session_id:
+        if session_id is None or session_id != self.session_id:
             return
         path, kind = getattr(ev, "path", None), str(getattr(ev, "type", ""))
         if kind == "NONE":       # the session expired (kazoo's LOST)
@@ -170,7 +170,10 @@ class ZkDoor:
         self.session_id = None
 
     def abandon(self) -> None:
-        """The process died: the session lives on in the server until it expires."""
+        """The process died: the session lives on in the server until it expires, and what the server sends
+        it (its watches, its expiry) reaches nobody: a restarted broker has a session of its own."""
+        if self.session_id is not None and self.server.doors.get(self.session_id) is self:
+            del self.server.doors[self.session_id]
         self.session_id = None
         self._watches.clear()
         self._pending.clear()

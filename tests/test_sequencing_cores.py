@@ -138,5 +138,11 @@ def test_a_followers_fetch_answer_resets_backs_off_truncates_or_appends() -> Non
     assert roles.follower_fetch_answer(0, (0, 4), None, log, repl) == roles.FetchAnswer(roles.TRUNCATE, 4, True)
     step = roles.follower_fetch_answer(0, None, 3, log, repl)
     assert step.kind == roles.APPEND
+    # an answer to a fetch from another offset than where the log now ends is ignored, errors and all
+    # (Kafka's fetcher processes an answer only at the partition's current fetch offset)
+    assert roles.follower_fetch_answer(0, None, 3, log, repl, fetch_offset=10).kind == roles.APPEND
+    assert roles.follower_fetch_answer(0, None, 3, log, repl, fetch_offset=12).kind == roles.STALE
+    assert roles.follower_fetch_answer(0, (0, 4), None, log, repl, fetch_offset=8).kind == roles.STALE
+    assert roles.follower_fetch_answer(1, None, 50, log, repl, fetch_offset=8).kind == roles.STALE
     _events, log_start = roles.follower_moved(step, repl, log, leader_hw=8, leader_log_start=3)
     assert repl.high_watermark == 8 and log_start == 3     # the leader's log start, never past our HW

@@ -136,7 +136,7 @@ class LeaderFetcher(threading.Thread):
                 if self._stop_event.is_set() or h.log.closed or h.fetching_from != (self.leader, epoch):
                     state.pop(tp, None)
                     continue
-                ok = self._apply(tp, h, epoch, a) and ok
+                ok = self._apply(tp, h, epoch, current[tp].fetch_offset, a) and ok
                 state[tp] = (h, self._position(h, epoch))
         return ok
 
@@ -145,12 +145,16 @@ class LeaderFetcher(threading.Thread):
         return PartitionFetch(h.log.log_end_offset, h.log.epoch_cache.latest_epoch, epoch, self.rm.fetch_max_bytes,
                               h.repl.high_watermark)
 
-    def _apply(self, tp: TP, h: "Hosted", epoch: int, a: pb.FetchPartitionResponse) -> bool:
-        """With ``h.cond`` held: replication.roles' step for one partition's answer, on this log."""
+    def _apply(self, tp: TP, h: "Hosted", epoch: int, fetch_offset: int, a: pb.FetchPartitionResponse) -> bool:
+        """With ``h.cond`` held: replication.roles' step for one partition's answer (to a fetch from
+        ``fetch_offset``), on this log."""
         rm = self.rm
         diverging = (a.diverging_epoch, a.diverging_end_offset) if a.diverging_epoch >= 0 else None
         step = roles.follower_fetch_answer(a.error_code, diverging, a.log_start_offset, h.log, h.repl,
-                                           a.log_end_offset if a.error_code == errors.OFFSET_OUT_OF_RANGE else None)
+                                           a.log_end_offset if a.error_code == errors.OFFSET_OUT_OF_RANGE else None,
+                                           fetch_offset=fetch_offset)
+        if step.kind == roles.STALE:
+            return True   # the position is read again below; the next request fetches from there
         if step.kind == roles.FAILED:
             return False
         if step.kind in (roles.RESET, roles.TRUNCATE):

@@ -95,24 +95,21 @@ class LeaderEpochCache:
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; True if the cache changed.
 
-        The latest epoch again is a no-op.  An older epoch, or a start offset below the
-        latest entry's, raises ValueError.  A newer epoch starting at the same offset as
-        the latest entry replaces it (that epoch never got any records).
+        Kafka 2.8's ``LeaderEpochFileCache.assign``: a negative epoch or offset raises ValueError;
+        the latest epoch again at or above its start offset is a no-op; anything else first removes,
+        from the newest entry down and while they match, the entries whose epoch is >= ``epoch`` or
+        whose start offset is >= ``start_offset`` (entries that would break the order: a newer epoch
+        starting at the same offset never got a record; an older epoch fetched after a newer one
+        means the newer one's entries were wrong), then adds ``(epoch, start_offset)``.
         """
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid epoch entry ({epoch}, {start_offset})")
-        if self._entries:
-            last_epoch, last_start = self._entries[-1]
-            if epoch == last_epoch:
-                return False
-            if epoch < last_epoch:
-                raise ValueError(f"leader epoch {epoch} is older than the latest {last_epoch}")
-            if start_offset < last_start:
-                raise ValueError(f"epoch {epoch} start offset {start_offset} is below {last_start} "
-                                 f"where epoch {last_epoch} starts")
-            if start_offset == last_start:
-                self._entries.pop()
-        self._entries.append((epoch, start_offset))
+        entries = self._entries
+        if entries and entries[-1][0] == epoch and start_offset >= entries[-1][1]:
+            return False
+        while entries and (entries[-1][0] >= epoch or entries[-1][1] >= start_offset):
+            entries.pop()
+        entries.append((epoch, start_offset))
         self._flush()
         return True
 
@@ -378,8 +375,10 @@ class PartitionLog:
         """Append whole batches fetched from the leader; return (first, last) offset or None if empty.
 
         Every batch is checked first (CRC, whole, first base offset == LEO, then each
-        contiguous with the previous, leader epochs not below the cache's latest); on
-        any failure nothing is written: CorruptBatchError or InvalidAppendError.
+        contiguous with the previous); on any failure nothing is written: CorruptBatchError
+        or InvalidAppendError.  Each batch's leader epoch then enters the epoch cache at its
+        base offset (Kafka 2.8's ``Log.append`` for a follower: no check against the cache's
+        latest epoch; :meth:`LeaderEpochCache.assign` drops entries an older epoch contradicts).
 
         With ``allow_gaps`` a batch may start above the expected offset (never below),
         as Kafka's followers accept: data fetched from a compacted leader has gaps
@@ -392,15 +391,11 @@ class PartitionLog:
             raise scan.error
         if not scan.headers:
             return None
-        expected, epoch = self.log_end_offset, self.epoch_cache.latest_epoch
+        expected = self.log_end_offset
         for pos, h in scan.headers:
             if h.base_offset < expected or (h.base_offset > expected and not allow_gaps):
                 raise InvalidAppendError(f"batch at byte {pos} starts at offset {h.base_offset}, "
                                          f"expected {expected} (not contiguous with the log end)")
-            if 0 <= h.leader_epoch < epoch:
-                raise InvalidAppendError(f"batch at byte {pos} has leader epoch {h.leader_epoch}, "
-                                         f"older than {epoch}")
-            epoch = max(epoch, h.leader_epoch)
             expected = h.next_offset
         for pos, h in scan.headers:
             if h.leader_epoch >= 0:
