@@ -104,7 +104,7 @@ class _Planted(SimRun):
 
 
 def _sweep_with_a_crash(tmp_path: Path, monkeypatch, capsys, jobs: int) -> None:
-    from node.tools.cli import main
+    from cli.main import main
     import sim.sweep as sweep_mod
 
     monkeypatch.setattr(sweep_mod, "SimRun", _Planted)
