@@ -199,7 +199,7 @@ class JavaProcess:
             except ValueError:
                 self.stderr_tail.append(f"(stdout) {line}")
                 continue
-            if self.on_line is not None and "ready" not in msg:
+            if self.on_line is not None and "id" in msg:   # a send's outcome; answers to commands stay queued
                 try:
                     self.on_line(msg)
                 except Exception as e:  # a bug in the callback must not stop the reading
@@ -358,8 +358,8 @@ def run_alone(tool: str, args: Iterable[str], timeout: float = 120.0) -> ToolRes
 
 class JavaProducer(JavaProcess):
     """A Java ``KafkaProducer``: ``send()`` hands a record over; each send's outcome is a line
-    (``{"id", "ok", "partition", "offset"}`` or ``{"id", "ok": false, "error", ...}``), read with
-    :meth:`results` or handed to ``on_line`` from a reader thread."""
+    (``{"id", "ok", "partition", "offset"}`` or ``{"id", "ok": false, "error", ...}``), returned by
+    :meth:`flush`, or handed to ``on_line`` from a reader thread as it comes."""
 
     def __init__(self, bootstrap: str, configs: Mapping[str, Any] | None = None,
                  on_line: Callable[[dict], None] | None = None, heap_mb: int = DEFAULT_HEAP_MB) -> None:
