@@ -40,6 +40,7 @@ from judge.history import HistoryWriter, read_history
 from chaos.nemesis import Active, Links, Nemesis, NetnsNet, ProxyNet
 from chaos.progress import Progress
 from chaos.realclients import RealMemberWorker, RealProducerWorker
+from chaos.realjava import JavaMemberWorker, JavaProducerWorker
 from chaos.proxy import ProxyProcess
 from chaos.scenario import Scenario
 from chaos.schedule import (Fault, format_schedule, make_schedule, schedule_document, schedule_rng_seed,
@@ -316,11 +317,13 @@ class ChaosRun:
                        for g in s.groups for slot in range(g.members)]
         else:
             parts = {t.name: t.partitions for t in s.topics}
-            producers = [RealProducerWorker(self.history, procs, s.client, self.kafka_bootstrap, s.producers,
-                                            parts.get(s.producers.topic, 1), i, stop_producers)
+            producer_kind, member_kind = ((JavaProducerWorker, JavaMemberWorker) if s.client == "java"
+                                          else (RealProducerWorker, RealMemberWorker))
+            producers = [producer_kind(self.history, procs, s.client, self.kafka_bootstrap, s.producers,
+                                       parts.get(s.producers.topic, 1), i, stop_producers)
                          for i in range(s.producers.count)]
-            members = [RealMemberWorker(self.history, procs, s.client, self.kafka_bootstrap, g, parts[g.topic],
-                                        slot, stop_members)
+            members = [member_kind(self.history, procs, s.client, self.kafka_bootstrap, g, parts[g.topic],
+                                   slot, stop_members)
                        for g in s.groups for slot in range(g.members)]
         probe_topic = next((t.name for t in s.topics if t.name != OFFSETS_TOPIC), OFFSETS_TOPIC)
         probes = [ProbeWorker(self.history, procs, cluster, s.probes, i, probe_topic, stop_members)

@@ -19,7 +19,7 @@ from chaos.targets import OFFSETS_TOPIC, TargetError, parse_target
 
 FAULT_KINDS = ("kill", "terminate", "pause", "expire-session", "partition", "latency", "loss", "truncate")
 NETWORK_KINDS = ("partition", "latency", "loss")
-CLIENTS = ("kafkasim", "confluent-kafka", "kafka-python")   # workload.client: who the producers and members are
+CLIENTS = ("kafkasim", "confluent-kafka", "kafka-python", "java")   # workload.client: who the producers and members are
 DIRECTIONS = ("both", "to", "from")  # to: target -> peer blocked; from: peer -> target blocked
 
 

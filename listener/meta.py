@@ -19,7 +19,7 @@ from listener.protocol import API_VERSIONS, SUPPORTED, Request
 from listener.server import Connection
 from kafkacommon import errors
 from util.waiting import WaitTimeout
-from zk.admin import TopicError, create_topic, delete_topic, parse_configs, validate_name
+from zk.admin import LEGAL_NAME, MAX_NAME, TopicError, create_topic, delete_topic, parse_configs, validate_name
 from zk.paths import OFFSETS_TOPIC
 
 UNSUPPORTED_VERSION = 35
@@ -30,6 +30,20 @@ def response_version(req: Request, values: dict[str, Any]) -> int:
     if req.api_key == API_VERSIONS and values.get("error_code"):
         return 0
     return req.api_version
+
+
+def topic_name_error(name: str) -> str | None:
+    """Why Kafka 2.8 refuses a topic name (org.apache.kafka.common.internals.Topic.validate), in its words."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return 'Topic name cannot be "." or ".."'
+    if len(name) > MAX_NAME:
+        return f"Topic name is illegal, it can't be longer than {MAX_NAME} characters, topic name: {name}"
+    if not LEGAL_NAME.match(name):
+        return (f'Topic name "{name}" is illegal, it contains a character other than ASCII alphanumerics, '
+                "'.', '_' and '-'")
+    return None
 
 
 def handlers(ctx: ListenerContext) -> dict[int, Any]:
@@ -85,9 +99,7 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
 
     def auto_create(name: str) -> bool:
         """Start creating ``name`` (auto.create.topics.enable) on the pool; False: not a legal name."""
-        try:
-            validate_name(name)
-        except TopicError:
+        if topic_name_error(name):
             return False
         if name in creating:
             return True
@@ -117,26 +129,29 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                     host=ep[0], port=ep[1])
 
     def create_one(t: Any, timeout_ms: int, validate_only: bool) -> tuple[int, str | None, int, int]:
+        """Kafka 2.8's checks (ZkAdminManager.createTopics), in its order and with its messages: the tools
+        print them as they come (kafka-topics.sh: "Error while executing topic command : <message>")."""
         partitions = ctx.num_partitions if t.num_partitions == -1 else t.num_partitions
         rf = ctx.default_replication_factor if t.replication_factor == -1 else t.replication_factor
-        try:
-            validate_name(t.name)
-        except TopicError as e:
-            return InvalidTopicError.errno, str(e), partitions, rf
+        if t.name in ctx.state.topic_partitions:
+            return TopicAlreadyExistsError.errno, f"Topic '{t.name}' already exists.", partitions, rf
         if t.assignments:
             return InvalidRequestError.errno, "manual replica assignments are not supported", partitions, rf
         if partitions < 1:
-            return InvalidPartitionsError.errno, f"number of partitions must be >= 1, got {partitions}", partitions, rf
+            return InvalidPartitionsError.errno, "Number of partitions must be larger than 0.", partitions, rf
+        if rf < 1:
+            return InvalidReplicationFactorError.errno, "Replication factor must be larger than 0.", partitions, rf
         live = len(ctx.zk.read_brokers())  # as Kafka's AdminZkClient: the brokers registered in ZooKeeper
-        if rf < 1 or rf > live:
+        if rf > live:
             return (InvalidReplicationFactorError.errno,
-                    f"replication factor {rf} must be in 1..{live} (the registered brokers)", partitions, rf)
+                    f"Replication factor: {rf} larger than available brokers: {live}.", partitions, rf)
+        illegal = topic_name_error(t.name)
+        if illegal:
+            return InvalidTopicError.errno, illegal, partitions, rf
         try:
             configs = parse_configs([f"{c.name}={c.value}" for c in t.configs])
         except TopicError as e:
             return InvalidConfigurationError.errno, str(e), partitions, rf
-        if t.name in ctx.state.topic_partitions:
-            return TopicAlreadyExistsError.errno, f"topic {t.name!r} already exists", partitions, rf
         if validate_only:
             return errors.NONE, None, partitions, rf
         try:
@@ -145,8 +160,9 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
             if timeout_ms > 0:
                 return errors.REQUEST_TIMED_OUT, "partitions not all led yet", partitions, rf
         except TopicError as e:
-            code = TopicAlreadyExistsError.errno if "already exists" in str(e) else InvalidRequestError.errno
-            return code, str(e), partitions, rf
+            if "already exists" in str(e):   # created by another broker's request a moment ago
+                return TopicAlreadyExistsError.errno, f"Topic '{t.name}' already exists.", partitions, rf
+            return InvalidRequestError.errno, str(e), partitions, rf
         return errors.NONE, None, partitions, rf
 
     async def create_topics(req: Request, conn: Connection) -> dict[str, Any]:
@@ -154,7 +170,7 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         for t in req.body.topics:
             code, msg, n, rf = await ctx.blocking(create_one, t, req.body.timeout_ms, req.body.validate_only)
             out.append(dict(name=t.name, error_code=code, error_message=msg, num_partitions=n if not code else -1,
-                            replication_factor=rf if not code else -1, configs=[] if not code else None))
+                            replication_factor=rf if not code else -1, configs=[]))   # Kafka: [] on an error too
         return dict(throttle_time_ms=0, topics=out)
 
     def delete_one(name: str, timeout_ms: int) -> tuple[int, str | None]:

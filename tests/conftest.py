@@ -7,7 +7,8 @@ session timeouts of a few seconds are allowed and failovers stay quick.
 Tiers (markers registered in pyproject.toml): a test is marked ``cluster``
 when it starts processes (ZooKeeper, brokers, proxies, the CLI, any
 subprocess), ``chaos`` when it runs a chaos run, ``spark`` when it starts
-Spark, ``kafka`` (and ``cluster``) when it runs real Kafka 2.8.2 brokers.
+Spark, ``kafka`` (and ``cluster``) when it runs real Kafka 2.8.2 brokers, or Kafka's
+Java client and tools (tests/test_java_clients.py).
 The marks come from the fixtures a test uses (below), and from a
 module-level ``pytestmark`` where a module starts processes itself.  The unit
 tier is ``-m "not cluster and not chaos and not spark"``; in it, a test that
