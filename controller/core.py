@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, NamedTuple
 
 from controller import election
+from controller.log_dirs import LogDirFailures
 from kafkacommon.assignment import assign_replicas
 from kafkacommon.metadata import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from kafkacommon.errors import (  # the Kafka error codes the core answers with (a constants table, no I/O)
@@ -109,6 +110,7 @@ class Plan:
     resend_metadata: bool = False                      # periodic full UpdateMetadata to all
     stop_replicas: dict[int, list[TP]] = field(default_factory=dict)  # StopReplica(delete=false), after LeaderAndIsr
     leader_and_isr: bool = True  # False for AlterIsr changes: the leader learns from the response
+    query_replicas: set[int] = field(default_factory=set)   # LeaderAndIsr for all their replicas (log dir events)
     topic_deletes: list[TopicAssignment] = field(default_factory=list)  # delete these topics' znodes
     markers_to_drop: list[str] = field(default_factory=list)            # deletion requests refused
 
@@ -119,10 +121,10 @@ class Plan:
     @property
     def empty(self) -> bool:
         return not (self.has_writes or self.events or self.observed or self.full_sync or self.metadata_to_all
-                    or self.resend_metadata)
+                    or self.resend_metadata or self.query_replicas)
 
 
-class ControllerCore:
+class ControllerCore(LogDirFailures):
     def __init__(self, settings: ControllerSettings, rng: Callable[[int], int] | None = None):
         self.settings = settings
         self._rng = rng or (lambda n: 0)
@@ -131,6 +133,7 @@ class ControllerCore:
         self.epoch_zk_version = -1
         self.live: dict[int, BrokerRegistration] = {}
         self.shutting_down: set[int] = set()
+        self.offline_replicas: dict[int, set[TP]] = {}   # replicas on offline log dirs (controller/log_dirs.py)
         self.topics: dict[str, TopicAssignment] = {}
         self.states: StateMap = {}
         self._next_imbalance_ms = 0
@@ -148,6 +151,7 @@ class ControllerCore:
         self.topics = dict(topics)
         self.states = dict(states)
         self.shutting_down.clear()
+        self.offline_replicas.clear()
         plan = Plan(full_sync=set(self.live), metadata_to_all=True)
         plan.events.append(Event("controller_context_loaded", {
             "epoch": epoch, "live_brokers": sorted(self.live), "topics": len(self.topics),
@@ -165,6 +169,7 @@ class ControllerCore:
         self.topics.clear()
         self.states.clear()
         self.shutting_down.clear()
+        self.offline_replicas.clear()
 
     # ------------------------------------------------------------------ events
 
@@ -184,6 +189,7 @@ class ControllerCore:
             "epochs": {str(b): brokers[b].epoch for b in new + bounced}}))
         self.live = dict(brokers)
         self.shutting_down -= set(dead) | set(bounced)
+        self._forget_offline(new + dead + bounced)
         plan.full_sync = set(new) | set(bounced)
         plan.metadata_to_all = True
         # A bounced broker is handled as a failure then a start-up: it lost its
@@ -214,6 +220,7 @@ class ControllerCore:
             return STALE_BROKER_EPOCH, plan, []
         self.shutting_down.add(broker_id)
         eligible = set(self.live) - self.shutting_down
+        offline = self._offline_by_partition() if self.offline_replicas else None
         remaining: list[TP] = []
         stopped: list[TP] = []
         for tp in sorted(self.states):
@@ -224,8 +231,9 @@ class ControllerCore:
             if state.controller_epoch > self.epoch:
                 continue
             if state.leader == broker_id:
-                new = election.controlled_shutdown(state, replicas, eligible, self.shutting_down, self.epoch) \
-                    if len(replicas) > 1 else None
+                off = offline.get(tp) if offline else None
+                new = election.controlled_shutdown(state, replicas, eligible - off if off else eligible,
+                                                   self.shutting_down, self.epoch) if len(replicas) > 1 else None
                 if new is None:
                     remaining.append(tp)
                     continue
@@ -359,7 +367,8 @@ class ControllerCore:
                 plan.events.append(Event("election_aborted", {
                     "topic": tp[0], "partition": tp[1], "state_controller_epoch": state.controller_epoch}))
                 continue
-            new = election.preferred(state, replicas, live, self.epoch)
+            off = self._offline_by_partition().get(tp) if self.offline_replicas else None
+            new = election.preferred(state, replicas, live - off if off else live, self.epoch)
             if new is not None:
                 self._write(plan, tp, new, ver, reason, state)
         return plan
@@ -428,11 +437,11 @@ class ControllerCore:
         live_regs = tuple(self.live[b] for b in sorted(self.live))
         requests: dict[int, list[Command]] = {}
         changed_views = [self._view(tp, tp in new_tps) for tp in changed]
-        need_all = bool(plan.full_sync & set(self.live)) or plan.resend_metadata
+        need_all = bool((plan.full_sync | plan.query_replicas) & set(self.live)) or plan.resend_metadata
         by_tp = {(v.topic, v.partition): v for v in changed_views}
         all_views = [by_tp.get(tp) or self._view(tp) for tp in sorted(self.states)] if need_all else []
         changed_by = self._by_replica(changed_views)
-        all_by = self._by_replica(all_views) if plan.full_sync else {}
+        all_by = self._by_replica(all_views) if plan.full_sync or plan.query_replicas else {}
         leaders = tuple(self.live[b] for b in sorted({v.state.leader for v in changed_views} & set(self.live)))
         for b in sorted(self.live):
             cmds: list[Command] = []
@@ -444,6 +453,13 @@ class ControllerCore:
                 if mine:
                     all_leaders = tuple(self.live[x] for x in sorted({v.state.leader for v in mine} & set(self.live)))
                     cmds.append(LeaderAndIsrCmd(mine, all_leaders))
+            elif b in plan.query_replicas:
+                # every replica the broker hosts, as they are (Kafka's onBrokerLogDirFailure): its answer tells
+                # which are on an offline log directory (controller/log_dirs.py)
+                mine = tuple(all_by.get(b, ()))
+                if mine:
+                    cmds.append(LeaderAndIsrCmd(mine, tuple(self.live[x] for x in sorted(
+                        {v.state.leader for v in mine} & set(self.live)))))
             else:
                 mine = tuple(changed_by.get(b, ())) if plan.leader_and_isr else ()
                 if mine and b in plan.stop_replicas:
@@ -508,6 +524,7 @@ class ControllerCore:
                    for w in plan.writes}
         writes = plan.writes
         states = self.states
+        offline_on = self._offline_by_partition() if self.offline_replicas else None   # (replicas on failed dirs)
         for topic in sorted(self.topics):
             unclean_allowed = self._unclean(topic)
             # The rules' outcome depends on a state only through (leader, isr, replicas), and a cluster has
@@ -529,17 +546,19 @@ class ControllerCore:
                         writes.append(StateChange(topic, p, new, None, "new_partition", None))
                     continue
                 state, ver = cur
-                if state.leader in alive and alive.issuperset(state.isr):
+                off = offline_on.get(tp) if offline_on else None
+                here_alive, here_live = (alive - off, live - off) if off else (alive, live)
+                if state.leader in here_alive and here_alive.issuperset(state.isr):
                     continue  # healthy: nothing to decide (the common case: checked without building sets)
                 if state.controller_epoch > epoch:
                     plan.events.append(Event("election_aborted", {
                         "topic": topic, "partition": p, "state_controller_epoch": state.controller_epoch}))
                     continue
-                key = (state.leader, state.isr, replicas if type(replicas) is tuple else tuple(replicas))
+                key = (state.leader, state.isr, replicas if type(replicas) is tuple else tuple(replicas), off)
                 shape = shapes.get(key)
                 if shape is None:
-                    shape = shapes[key] = self._decide_shape(state.leader, state.isr, replicas, alive, live,
-                                                             unclean_allowed)
+                    shape = shapes[key] = self._decide_shape(state.leader, state.isr, replicas, here_alive,
+                                                             here_live, unclean_allowed)
                 reason, template, offline = shape
                 new = None if template is None else LeaderAndIsr(
                     template.leader, state.leader_epoch + template.leader_epoch, template.isr, epoch)

@@ -206,3 +206,19 @@ def decode_producer_id_block(data: bytes) -> int:
     if not isinstance(end, (str, int)) or not str(end).lstrip("-").isdigit():
         raise CodecError(f"/latest_producer_id_block: bad block_end {end!r}")
     return int(end)
+
+
+# ------------------------------------------------------------------ /log_dir_event_notification/log_dir_event_<seq>
+
+LOG_DIR_FAILURE_EVENT = 1   # Kafka's LogDirEventNotificationSequenceZNode.LogDirFailureEvent
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """Kafka 2.8's ``{"version":1,"broker":<id>,"event":1}`` (keys in its order)."""
+    return _dump({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes | None) -> int:
+    """The broker id of a log directory event notification."""
+    obj = _load("log dir event notification", data)
+    return _field("log dir event notification", obj, "broker", int)

@@ -3,7 +3,9 @@
 Kafka's LogCleaner and LogManager.cleanupLogs, as shells: each pass takes a
 partition's lock, asks a pure rule what to do (``node.storage.cleaner`` for
 compaction, ``node.storage.retention.retention_decision`` for retention) and
-carries it out, then logs an event.
+carries it out, then logs an event.  An I/O error takes the partition's log directory offline
+(``on_io_error``, Kafka's LogCleaner and cleanupLogs report to the LogDirFailureChannel) and the
+pass goes on with the other partitions.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from node.clock import now_ms
 from node.storage.cleaner import CleanResult, clean
+from node.storage.errors import KafkaStorageError
 from node.storage.retention import retention_decision
 
 if TYPE_CHECKING:
@@ -33,6 +36,7 @@ class HousekeepingMixin:
     hosted: dict[tuple[str, int], "Hosted"]
     cleaner: "CleanerSettings | None"
     events: Any
+    dirs: Any   # node.replicas.log_dir_manager.LogDirManager: report(dir, what, error)
 
     def clean_logs(self) -> list[CleanResult]:
         """One pass of the log cleaner over every compacted partition hosted here, never past
@@ -47,10 +51,16 @@ class HousekeepingMixin:
                 if h.log.closed:
                     continue
                 t0 = time.monotonic_ns()
-                r = clean(h.log, now_ms=now_ms(), delete_retention_ms=lc.delete_retention_ms,
-                          min_cleanable_ratio=settings.min_cleanable_ratio,
-                          upper_bound_offset=h.repl.high_watermark,
-                          min_compaction_lag_ms=lc.min_compaction_lag_ms)
+                try:
+                    r = clean(h.log, now_ms=now_ms(), delete_retention_ms=lc.delete_retention_ms,
+                              min_cleanable_ratio=settings.min_cleanable_ratio,
+                              upper_bound_offset=h.repl.high_watermark,
+                              min_compaction_lag_ms=lc.min_compaction_lag_ms)
+                except KafkaStorageError:
+                    continue   # its directory is offline now
+                except OSError as e:   # the cleaner's own files (its .cleaned segment)
+                    self.dirs.report(h.log.parent_dir, "log cleaning", e)
+                    continue
             if r.segments_cleaned:
                 done.append(r)
                 self.events.emit("log_cleaned", topic=t, partition=p, segments=r.segments_cleaned,
@@ -72,13 +82,16 @@ class HousekeepingMixin:
                 if h.log.closed:
                     continue
                 now = now_ms()
-                d = retention_decision(h.log.segment_infos(), log_start_offset=h.log.log_start_offset,
-                                       log_end_offset=h.log.log_end_offset, high_watermark=h.repl.high_watermark,
-                                       now_ms=now, retention_ms=lc.retention_ms, retention_bytes=lc.retention_bytes,
-                                       delete_policy=lc.delete)
-                if not d.count:
-                    continue
-                deleted = h.log.delete_oldest_segments(d.count, now)
+                try:
+                    d = retention_decision(h.log.segment_infos(), log_start_offset=h.log.log_start_offset,
+                                           log_end_offset=h.log.log_end_offset, high_watermark=h.repl.high_watermark,
+                                           now_ms=now, retention_ms=lc.retention_ms,
+                                           retention_bytes=lc.retention_bytes, delete_policy=lc.delete)
+                    if not d.count:
+                        continue
+                    deleted = h.log.delete_oldest_segments(d.count, now)
+                except KafkaStorageError:
+                    continue   # its directory is offline now
                 start = h.log.log_start_offset
             total += len(deleted)
             self.events.emit("log_segments_deleted", topic=t, partition=p, segments=deleted, reasons=list(d.reasons),

@@ -12,19 +12,25 @@ The cleaner swaps segments in through :meth:`PartitionLog.replace_segments`; ope
 a log deletes ``.cleaned`` leftovers and completes an interrupted ``.swap``.
 
 Time never comes from a clock here: callers pass ``now_ms``.
+
+An I/O error (any ``OSError``) in a method that touches the files is Kafka's
+``maybeHandleIOException``: the log reports its directory to ``on_io_error`` (the broker's
+log directory failure channel) and raises :class:`KafkaStorageError`.  The log is unusable
+from then on: its directory is offline until the broker restarts.
 """
 from __future__ import annotations
 
+import functools
 import os
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from kafkacommon.batch_scan import scan_headers
 from kafkacommon.record_batch import encode_batch
 
-from .errors import StorageError
+from .errors import KafkaStorageError, StorageError
 from .file_records import FileRecords
 from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, CheckpointError,
                          CleanerCheckpointFile, CleanerState, LeaderEpochCheckpointFile, read_checkpoint,
@@ -41,6 +47,22 @@ UNDEFINED_EPOCH_OFFSET = -1
 _INT32_MAX = (1 << 31) - 1
 
 RecordInput = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int | None]
+#: ``on_io_error(log dir, what was being done, the error)``: the broker's log directory failure channel
+IoErrorHook = Callable[[str, str, OSError], None]
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _io(what: str) -> Callable[[_F], _F]:
+    """A PartitionLog method whose OSError takes the log's directory offline (Kafka's maybeHandleIOException)."""
+    def wrap(method: _F) -> _F:
+        @functools.wraps(method)
+        def guarded(self: "PartitionLog", *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as e:
+                raise self._io_failed(what, e) from e
+        return guarded  # type: ignore[return-value]
+    return wrap
 
 
 class OffsetOutOfRangeError(StorageError):
@@ -151,16 +173,40 @@ class PartitionLog:
     def __init__(self, log_dir: Path | str, topic: str, partition: int, *,
                  segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                  index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-                 segment_ms: int = DEFAULT_SEGMENT_MS) -> None:
+                 segment_ms: int = DEFAULT_SEGMENT_MS, on_io_error: IoErrorHook | None = None) -> None:
         if not topic or "/" in topic or partition < 0:
             raise ValueError(f"bad partition name {topic!r}-{partition}")
         if segment_bytes <= 0:
             raise ValueError("segment_bytes must be positive")
         self.topic, self.partition = topic, partition
+        self.parent_dir = str(Path(log_dir))    # the log directory this log lives in (Kafka's parentDir)
+        self._on_io_error = on_io_error
+        self._failed: KafkaStorageError | None = None
+        try:
+            self._open(log_dir, segment_bytes, index_interval_bytes, segment_ms)
+        except OSError as e:
+            raise self._io_failed("open", e) from e
+
+    def _io_failed(self, what: str, e: OSError) -> KafkaStorageError:
+        """An I/O error: report the directory (once per log) and return the error to raise."""
+        err = KafkaStorageError(self.parent_dir, f"{what} of {self.topic}-{self.partition} in {self.parent_dir} "
+                                                 f"failed: {type(e).__name__}: {e}")
+        if self._failed is None:
+            self._failed = err
+            if self._on_io_error is not None:
+                self._on_io_error(self.parent_dir, what, e)
+        return err
+
+    @property
+    def failed(self) -> bool:
+        """Whether an I/O error hit this log (its directory is offline)."""
+        return self._failed is not None
+
+    def _open(self, log_dir: Path | str, segment_bytes: int, index_interval_bytes: int, segment_ms: int) -> None:
         self.segment_bytes = segment_bytes
         self.segment_ms = segment_ms
         self.index_interval_bytes = index_interval_bytes
-        self.dir = Path(log_dir) / f"{topic}-{partition}"
+        self.dir = Path(log_dir) / f"{self.topic}-{self.partition}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._closed = False
         self._cleaner_file = CleanerCheckpointFile(self.dir / CLEANER_OFFSET_CHECKPOINT)
@@ -261,6 +307,7 @@ class PartitionLog:
         """The first offset readable: the first segment's base offset, or above it after retention moved it."""
         return max(self._log_start, self._segments[0].base_offset)
 
+    @_io("log start offset checkpoint write")
     def _set_log_start(self, offset: int) -> None:
         self._log_start = offset
         write_checkpoint(self._lso_path, [str(offset)])
@@ -279,10 +326,16 @@ class PartitionLog:
         """The log cleaner's persisted state (``cleaner-offset-checkpoint``), None if never cleaned."""
         return self._cleaner_state
 
+    @_io("cleaner checkpoint write")
     def set_cleaner_state(self, state: CleanerState) -> None:
         """Persist the log cleaner's state (atomically, next to the segments)."""
         self._cleaner_file.write(state)
         self._cleaner_state = state
+
+    @_io("leader epoch checkpoint write")
+    def assign_epoch(self, epoch: int, start_offset: int) -> bool:
+        """:meth:`LeaderEpochCache.assign` (its checkpoint written), an I/O error taking the directory offline."""
+        return self.epoch_cache.assign(epoch, start_offset)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """:meth:`LeaderEpochCache.end_offset_for` against the current LEO."""
@@ -295,6 +348,8 @@ class PartitionLog:
         return self._closed
 
     def _check_open(self) -> None:
+        if self._failed is not None:   # its directory is offline: nothing more is read or written
+            raise KafkaStorageError(self.parent_dir, str(self._failed))
         if self._closed:
             raise StorageError(f"log {self.dir} is closed")
 
@@ -315,6 +370,7 @@ class PartitionLog:
         seg.created_ms = now_ms
         self._segments.append(seg)
 
+    @_io("append")
     def append_as_leader(self, records: Sequence[RecordInput], leader_epoch: int,
                          now_ms: int, max_batch_bytes: int | None = None) -> tuple[int, int]:
         """Append ``(key, value)`` or ``(key, value, timestamp_ms)`` records as one batch.
@@ -345,6 +401,7 @@ class PartitionLog:
         self._append(data, base, last, max(r[2] for r in rows), now_ms)
         return base, last
 
+    @_io("append")
     def append_batch_as_leader(self, batch: bytes, record_count: int, max_timestamp: int,
                                leader_epoch: int, now_ms: int, max_batch_bytes: int | None = None) -> tuple[int, int]:
         """Append a client's record batch, already checked (listener/records.py), as it arrived:
@@ -370,6 +427,7 @@ class PartitionLog:
         self._append(data, base, last, max_timestamp, now_ms)   # written as is: no second copy
         return base, last
 
+    @_io("follower append")
     def append_as_follower(self, batch_bytes: bytes | memoryview, *, allow_gaps: bool = False,
                            now_ms: int | None = None) -> tuple[int, int] | None:
         """Append whole batches fetched from the leader; return (first, last) offset or None if empty.
@@ -405,6 +463,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------ reads
 
+    @_io("read")
     def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
         """Whole batches from the batch containing ``start_offset``, across segments.
 
@@ -415,6 +474,7 @@ class PartitionLog:
         """
         return b"".join(self._pieces(start_offset, max_bytes, max_offset, lambda seg: seg.read_slice))
 
+    @_io("read")
     def read_file_records(self, start_offset: int, max_bytes: int, max_offset: int | None = None) -> FileRecords:
         """What :meth:`read` returns, left in the segment files (``node.storage.file_records``): a
         consumer fetch's bytes, which the listener sends with sendfile."""
@@ -446,6 +506,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------ truncation, flush, close
 
+    @_io("truncate")
     def truncate_to(self, offset: int) -> int:
         """Remove everything from the batch containing ``offset`` on; return records removed.
 
@@ -481,6 +542,7 @@ class PartitionLog:
             self.set_cleaner_state(self._cleaner_state.truncated(self.log_end_offset))
         return dropped
 
+    @_io("truncate")
     def truncate_fully_and_start_at(self, offset: int) -> int:
         """Delete every segment and start empty at ``offset`` (a follower behind its leader's log
         start offset, as Kafka's ``truncateFullyAndStartAt``); return the records removed."""
@@ -498,12 +560,14 @@ class PartitionLog:
 
     # ------------------------------------------------------------ retention support
 
+    @_io("retention scan")
     def segment_infos(self) -> list[SegmentInfo]:
         """Each segment's base offset, size and largest timestamp (the file's mtime when it has no
         timestamp, as Kafka's ``largestTimestamp``), oldest first: the input of retention's rule."""
         return [SegmentInfo(s.base_offset, s.size, s.max_timestamp if s.max_timestamp >= 0
                             else int(os.stat(s.log_path).st_mtime * 1000)) for s in self._segments]
 
+    @_io("log start offset checkpoint write")
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """Move the log start offset up to ``offset`` (never past the LEO); True if it moved."""
         self._check_open()
@@ -513,6 +577,7 @@ class PartitionLog:
         self._set_log_start(offset)
         return True
 
+    @_io("segment deletion")
     def delete_oldest_segments(self, count: int, now_ms: int | None = None) -> list[int]:
         """Delete the ``count`` oldest segments (rolling an empty one at the LEO first when that is
         all of them) and move the log start offset to the first remaining; return their base offsets."""
@@ -538,6 +603,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------ compaction support
 
+    @_io("cleaner segment swap")
     def replace_segments(self, old: Sequence[LogSegment], new: LogSegment) -> None:
         """Swap ``new`` in for ``old``, a run of consecutive non-active segments (Kafka's replaceSegments).
 
@@ -571,17 +637,35 @@ class PartitionLog:
         self._segments[i:j] = [new]
         self.set_cleaner_state(replace(state, pending_swap=None))
 
+    @_io("flush")
     def flush(self) -> None:
         """fsync the active segment (older ones were fsynced when rolled)."""
         self._check_open()
         self._segments[-1].flush()
 
     def close(self) -> None:
-        """Flush and close every segment (idempotent)."""
+        """Flush and close every segment (idempotent).  A log an I/O error hit only closes its files
+        (Kafka's closeHandlers): nothing more is written to an offline directory."""
         if self._closed:
             return
+        if self._failed is not None:
+            self.close_handles()
+            return
+        try:
+            for seg in self._segments:
+                seg.close()
+        except OSError as e:
+            self.close_handles()
+            raise self._io_failed("close", e) from e
+        self._closed = True
+
+    def close_handles(self) -> None:
+        """Close every file without flushing (an offline directory's logs)."""
         for seg in self._segments:
-            seg.close()
+            try:
+                seg.close_handles()
+            except OSError:
+                pass
         self._closed = True
 
     def __enter__(self) -> "PartitionLog":
