@@ -173,3 +173,49 @@ def _run(cmd: list[str]) -> str:
     if r.returncode != 0:
         raise DiskError(f"{' '.join(cmd)}: {r.stderr.strip() or r.returncode}")
     return r.stdout
+
+
+class RunDisks:
+    """A chaos run's filesystems: one per log directory of every broker, mounted before the brokers start
+    (tmpfs, or ext4 on a loop device when the run may fail writes), all unmounted at its end."""
+
+    def __init__(self, dirs: dict[int, list[Path]], size_bytes: int, fail_writes: bool, images: Path) -> None:
+        self.by_broker: dict[int, list[Tmpfs | LoopExt4]] = {}
+        self._plan = (dirs, size_bytes, fail_writes, images)
+
+    def mount(self) -> "RunDisks":
+        why = can_mount()
+        if why is not None:
+            raise DiskError(why)
+        dirs, size, ext4, images = self._plan
+        try:
+            for b, paths in sorted(dirs.items()):
+                for i, d in enumerate(paths):
+                    fs = LoopExt4(d, images / f"broker-{b}-{i}.img", size) if ext4 else Tmpfs(d, size)
+                    self.by_broker.setdefault(b, []).append(fs)
+                    fs.mount()
+        except BaseException:
+            self.unmount_all()
+            raise
+        return self
+
+    def holding(self, broker: int, tp: tuple[str, int] | None) -> list["Tmpfs | LoopExt4"]:
+        """The filesystem holding ``tp``'s log on ``broker`` (its ``<topic>-<p>`` folder), or, when ``tp`` is
+        None or found in none, every one of the broker's."""
+        mine = self.by_broker.get(broker, [])
+        if tp is not None:
+            found = [fs for fs in mine if (fs.target / f"{tp[0]}-{tp[1]}").is_dir()]
+            if found:
+                return found[:1]
+        return list(mine)
+
+    def unmount_all(self) -> list[str]:
+        """Unmount everything (each attempted, whatever failed before); the errors, if any."""
+        problems = []
+        for fss in self.by_broker.values():
+            for fs in fss:
+                try:
+                    fs.unmount()
+                except Exception as e:   # noqa: BLE001 - go on with the others, report them all
+                    problems.append(f"{fs.target}: {e}")
+        return problems

@@ -39,11 +39,12 @@ class LogDirFailures:
         plan = Plan()
         if not self.active:   # type: ignore[attr-defined]
             return plan
+        brokers = list(brokers)
         asked = sorted(set(brokers) & set(self.live))   # type: ignore[attr-defined]
         plan.query_replicas = set(asked)
         replicas = sum(1 for tp in self.states for b in asked if b in self._replicas(tp))   # type: ignore
         plan.observed.append(Event("log_dir_event_handled", {"brokers": sorted(set(brokers)), "asked": asked,
-                                                             "replicas": replicas}))
+                                                             "partitions": replicas}))
         return plan
 
     def on_leader_and_isr_response(self, broker_id: int, broker_epoch: int, errors: Mapping[TP, int]) -> "Plan":
@@ -66,7 +67,7 @@ class LogDirFailures:
         if not new:
             return plan
         plan.observed.append(Event("replicas_offline", {
-            "broker_id": broker_id, "partitions": [f"{t}-{p}" for t, p in new],
+            "broker_id": broker_id, "replicas": [f"{t}-{p}" for t, p in new],
             "led": [f"{t}-{p}" for t, p in new if t in self.topics   # type: ignore[attr-defined]
                     and (t, p) in self.states and self.states[(t, p)][0].leader == broker_id]}))   # type: ignore
         self._reconcile(plan)   # type: ignore[attr-defined]

@@ -157,7 +157,7 @@ class BrokerState:
             out.events.append(Event("leader_and_isr_unchanged", {"partitions": stale,
                                                             "controller_epoch": h.controller_epoch}))
         if offline:
-            out.events.append(Event("leader_and_isr_offline_replicas", {"partitions": offline,
+            out.events.append(Event("leader_and_isr_offline_replicas", {"replicas": offline,
                                                                         "controller_epoch": h.controller_epoch}))
         return out
 

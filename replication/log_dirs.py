@@ -136,7 +136,7 @@ class LogDirs:
         left = self.online()
         halt = not left
         event = Event("log_dir_failed", {
-            "dir": d, "error": error, "during": during, "partitions": [f"{t}-{p}" for t, p in lost],
+            "dir": d, "error": error, "during": during, "replicas": [f"{t}-{p}" for t, p in lost],
             "online_dirs": left, "offline_dirs": [x for x in self.dirs if x in self.offline], "halting": halt})
         return DirFailure(d, True, lost, halt=halt, notify=not halt, events=(event,))
 

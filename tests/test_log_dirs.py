@@ -45,7 +45,7 @@ def test_a_failed_directory_takes_its_replicas_offline_and_the_last_one_halts():
     assert f.first and f.notify and not f.halt and f.partitions == (("t", 0), ("t", 2))
     (event,) = f.events
     assert event.name == "log_dir_failed" and event.fields["online_dirs"] == ["/b"]
-    assert event.fields["partitions"] == ["t-0", "t-2"]
+    assert event.fields["replicas"] == ["t-0", "t-2"]
     assert not d.fail("/a", "again", "flush").first   # once per directory
     assert d.is_offline(("t", 0)) and not d.is_offline(("t", 1))
     assert d.leader_and_isr_errors([("t", 0), ("t", 1)]) == {("t", 0): STORAGE}
@@ -132,7 +132,7 @@ def test_a_full_directory_goes_offline_and_the_other_keeps_serving(tmp_path, sma
     finally:
         rm.close()
     (failed,) = [e for e in read_events(tmp_path / "events.jsonl") if e["type"] == "log_dir_failed"]
-    assert failed["dir"] == str(small_disk) and failed["partitions"] == ["t-0", "t-2"] and not failed["halting"]
+    assert failed["dir"] == str(small_disk) and failed["replicas"] == ["t-0", "t-2"] and not failed["halting"]
     assert "No space left on device" in failed["error"]
 
 
