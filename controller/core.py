@@ -125,6 +125,8 @@ class Plan:
 
 
 class ControllerCore(LogDirFailures):
+    _new_plan = Plan
+
     def __init__(self, settings: ControllerSettings, rng: Callable[[int], int] | None = None):
         self.settings = settings
         self._rng = rng or (lambda n: 0)

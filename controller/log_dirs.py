@@ -17,26 +17,25 @@
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from kafkacommon.errors import KAFKA_STORAGE_ERROR, NONE
 from kafkacommon.event import Event
 
-if TYPE_CHECKING:
-    from controller.core import Plan
+Plan = Any   # controller.core.Plan (core imports this module, not the other way round)
 
 TP = tuple[str, int]
 
 
 class LogDirFailures:
-    """ControllerCore's offline replicas (Kafka's ``replicasOnOfflineDirs``) and the two events."""
+    """ControllerCore's offline replicas (Kafka's ``replicasOnOfflineDirs``) and the two events; the core gives
+    ``_new_plan`` (its Plan class) and the context they read."""
 
     offline_replicas: dict[int, set[TP]]
 
-    def on_log_dir_event(self, brokers: Iterable[int]) -> "Plan":
+    def on_log_dir_event(self, brokers: Iterable[int]) -> Plan:
         """Notifications from ``brokers``: a LeaderAndIsr to each live one for all its replicas."""
-        from controller.core import Plan   # (core imports this module)
-        plan = Plan()
+        plan = self._new_plan()   # type: ignore[attr-defined]
         if not self.active:   # type: ignore[attr-defined]
             return plan
         brokers = list(brokers)
@@ -47,11 +46,10 @@ class LogDirFailures:
                                                              "partitions": replicas}))
         return plan
 
-    def on_leader_and_isr_response(self, broker_id: int, broker_epoch: int, errors: Mapping[TP, int]) -> "Plan":
+    def on_leader_and_isr_response(self, broker_id: int, broker_epoch: int, errors: Mapping[TP, int]) -> Plan:
         """A broker's answer to a LeaderAndIsr (``errors``: each partition of the request with its error)
         sent to it at ``broker_epoch``: Kafka's processLeaderAndIsrResponseReceived."""
-        from controller.core import Plan   # (core imports this module)
-        plan = Plan()
+        plan = self._new_plan()   # type: ignore[attr-defined]
         reg = self.live.get(broker_id)   # type: ignore[attr-defined]
         if not self.active or reg is None or reg.epoch != broker_epoch:   # type: ignore[attr-defined]
             return plan   # a dead or earlier incarnation's answer

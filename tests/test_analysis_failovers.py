@@ -15,7 +15,7 @@ from test_chaos_timeline import (
 
 from judge.timeline import ROW_FIELDS
 
-KINDS = ("kill", "terminate", "pause", "partition", "expire-session")
+KINDS = ("kill", "terminate", "pause", "partition", "expire-session", "disk-full")
 
 
 def random_run(seed: int) -> Run:
@@ -26,8 +26,11 @@ def random_run(seed: int) -> Run:
     used: set[int] = set()
 
     def detection(at: int, b: int) -> None:
-        kind = rnd.choice(("bc", "csr", "elected", "stopping"))
-        if kind == "bc":
+        kind = rnd.choice(("bc", "csr", "elected", "stopping", "ro"))
+        if kind == "ro":   # a log directory failed: the controller lists the replicas it lost
+            r.ev(at, 3, "replicas_offline", controller_epoch=1, broker_id=b, led=[],
+                 replicas=[f"__consumer_offsets-{rnd.choice((2, 3))}"])
+        elif kind == "bc":
             r.ev(at, 3, "broker_change", controller_epoch=1, new=[], dead=[b], bounced=[], epochs={})
         elif kind == "csr":
             r.ev(at, 3, "controlled_shutdown_requested", controller_epoch=1, broker_id=b, broker_epoch=1,
