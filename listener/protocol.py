@@ -65,6 +65,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     22: (0, 4),   # InitProducerId (idempotent producers; no transactions)
     23: (0, 4),   # OffsetForLeaderEpoch (consumers validating positions after a leader change)
     32: (1, 4),   # DescribeConfigs (topics and this broker)
+    35: (1, 2),   # DescribeLogDirs (Kafka 2.8: 0-2; v0, the same as v1, is not in kafka-python's specs)
     42: (0, 2),   # DeleteGroups
 }
 API_VERSIONS = 18

@@ -381,6 +381,12 @@ class FetchReplicas(FakeReplicas):
             return (starts[later - 1][0] if later else epoch), starts[later][1]
         return 0, 4, lookup
 
+    def describe_log_dirs(self, partitions=None):
+        """Two directories: /d/0 offline, /d/1 with t-0 (and t-1, not asked for)."""
+        rows = [(0, 1234, 0), (1, 99, -1)]
+        return [("/d/0", 56, []),
+                ("/d/1", 0, [("t", [r for r in rows if partitions is None or ("t", r[0]) in partitions])])]
+
 
 def sample_request(api: int, v: int):
     """A request at version ``v`` with defaults, plus one topic-partition where the API has them."""
@@ -418,6 +424,8 @@ def sample_request(api: int, v: int):
     elif api == 32:
         req.resources = [R.DescribeConfigsResource(resource_type=2, resource_name="t", configuration_keys=None),
                          R.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)]
+    elif api == 35:
+        req.topics = [R.DescribableLogDirTopic(topic="t", partitions=[0])]
     return req
 
 
@@ -458,6 +466,12 @@ def test_every_advertised_version_is_answered_in_that_version(api: int, version:
         assert got["cleanup.policy"] == ("compact", False) and got["min.insync.replicas"] == ("7", True)
         assert [(c.name, c.value) for c in broker.configs] == [("min.insync.replicas", "2"),
                                                                 ("delete.topic.enable", "true")]
+    elif api == 35:
+        offline, online = r.results
+        assert (offline.log_dir, offline.error_code, offline.topics) == ("/d/0", 56, [])
+        (t,) = online.topics
+        assert (online.error_code, t.name, [(p.partition_index, p.partition_size, p.offset_lag, p.is_future_key)
+                                            for p in t.partitions]) == (0, "t", [(0, 1234, 0, False)])
 
 
 @pytest.mark.parametrize("version", range(0, 5))

@@ -20,7 +20,9 @@ import logging
 import queue
 import threading
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
+
+from kafkacommon import errors
 
 from node.storage import OffsetCheckpointFile
 from node.storage.errors import KafkaStorageError
@@ -112,6 +114,32 @@ class LogDirManager:
         with self._lock:
             return self.core.describe()
 
+    def describe_logs(self, hosted: Mapping[TP, Any], partitions: set[TP] | None
+                      ) -> list[tuple[str, int, list[tuple[str, list[tuple[int, int, int]]]]]]:
+        """Kafka 2.8's ReplicaManager.describeLogDirs: each directory (``log.dirs`` order) with its error
+        (KAFKA_STORAGE_ERROR when offline, and nothing else) and, per topic with a log there, the partitions
+        asked for (``partitions``; None: all) as (partition, size in bytes, offset lag: max(HW - LEO, 0) of a
+        hosted replica, -1 of a log this broker does not serve)."""
+        out = []
+        for d, code, tps in self.describe():
+            if code != errors.NONE:
+                out.append((d, code, []))
+                continue
+            by_topic: dict[str, list[tuple[int, int, int]]] = {}
+            for tp in tps:
+                parts = by_topic.setdefault(tp[0], [])
+                if partitions is not None and tp not in partitions:
+                    continue
+                h = hosted.get(tp)
+                if h is not None and not h.log.closed:
+                    with h.cond:
+                        size, lag = h.log.size_bytes, max(h.repl.high_watermark - h.log.log_end_offset, 0)
+                else:
+                    size, lag = _size_on_disk(Path(d) / f"{tp[0]}-{tp[1]}"), -1
+                parts.append((tp[1], size, lag))
+            out.append((d, errors.NONE, sorted(by_topic.items())))
+        return out
+
     def offline_dirs(self) -> dict[str, str]:
         with self._lock:
             return dict(self.core.offline)
@@ -186,3 +214,11 @@ class LogDirManager:
                 self._checkpoints[d].write(entries)
             except OSError as e:
                 self.report(d, "high watermark checkpoint write", e)
+
+
+def _size_on_disk(folder: Path) -> int:
+    """The segments' bytes of a log this broker has not opened."""
+    try:
+        return sum(p.stat().st_size for p in folder.glob("*.log"))
+    except OSError:
+        return 0

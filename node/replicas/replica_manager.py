@@ -562,6 +562,10 @@ class ReplicaManager(HousekeepingMixin):
             except KafkaStorageError:
                 return None
 
+    def describe_log_dirs(self, partitions: set[TP] | None = None) -> list:
+        """DescribeLogDirs (``node.replicas.log_dir_manager.LogDirManager.describe_logs``)."""
+        return self.dirs.describe_logs(self.hosted, partitions)
+
     def replica_statuses(self) -> list[pb.ReplicaStatus]:
         out = []
         for (t, p), h in sorted(list(self.hosted.items())):

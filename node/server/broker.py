@@ -455,6 +455,16 @@ def main(argv: list[str] | None = None) -> int:
     stop_signals = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     broker = Broker(cfg, args.id, connect, links, planted_bugs)
+    default_hook = threading.excepthook
+
+    def thread_died(hook_args: threading.ExceptHookArgs) -> None:
+        """No thread may die of an exception unseen: each such death is a bug, and the event says so."""
+        thread = hook_args.thread.name if hook_args.thread is not None else "?"
+        broker.events.emit("thread_died", thread=thread,
+                           error=f"{hook_args.exc_type.__name__}: {hook_args.exc_value}")
+        default_hook(hook_args)
+
+    threading.excepthook = thread_died
     try:
         broker.start()
     except Exception as e:  # say why, and exit even though gRPC/kazoo threads may be running
