@@ -193,7 +193,6 @@ def test_a_full_directory_goes_offline_the_coordinator_moves_and_nothing_acknowl
         assert len(consumed) >= want, f"consumed {len(consumed)} of {want}"
 
     poll_and_commit(20, 60)
-    t_fill = time.monotonic_ns()
     leave_room(small_disk, 256 << 10)
     acked |= set(produce(c, 1000, first=20))
     assert len(acked) == 1020   # RF 3, min.insync.replicas 2: brokers 1 and 3 take every write
@@ -241,7 +240,6 @@ def test_a_full_directory_goes_offline_the_coordinator_moves_and_nothing_acknowl
     after = (big / "replication-offset-checkpoint").stat().st_mtime_ns
     wait_for(lambda: (big / "replication-offset-checkpoint").stat().st_mtime_ns > after, 10,
              "the other directory's HW checkpoint to go on")
-    assert after > t_fill - 5_000_000_000
     no_thread_died(c, 2)
 
     # DescribeLogDirs: the offline directory with KAFKA_STORAGE_ERROR, the other with its replicas
