@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 
 import pytest
+import yaml
 
 from chaos.scenario import SCENARIO_DIR, ScenarioError, load_scenario, parse_scenario
 from sim import scenario as sim_scenario
