@@ -210,7 +210,7 @@ class Nemesis:
             self.cluster.wait_exit(b, 10)
             self.down.add(f"b{b}")
             segments = []
-            for d in sorted(p for p in self.cluster.cfg.broker(b).log_dir.iterdir() if p.is_dir()):
+            for d in sorted(p for base in self.cluster.cfg.broker(b).log_dirs for p in base.iterdir() if p.is_dir()):
                 logs = sorted(d.glob("*.log"))
                 if logs and logs[-1].stat().st_size > 0:
                     segments.append(logs[-1])
