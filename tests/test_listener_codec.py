@@ -52,6 +52,9 @@ class FakeReplicas:
     def log_start_offset(self, tp):
         return 0
 
+    def describe_log_dirs(self, partitions=None):
+        return [("/d", 0, [])]
+
 
 def make_ctx() -> ListenerContext:
     state = SimpleNamespace(live_brokers={1: ("127.0.0.1", 1, 1)}, controller_id=1, topic_partitions={"t": 1},
