@@ -24,8 +24,10 @@ pytestmark = [pytest.mark.chaos, pytest.mark.cluster]  # chaos runs and `kafkasi
 SHORT_S = 10.0
 SCENARIOS = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
 # the real-client scenarios run in tests/test_chaos_real_clients.py, longer (their clients need it); fidelity
-# runs in full in tests/test_sim_fidelity.py (its faults are scripted past a 10 s form)
-SHORT_FORM = [n for n in SCENARIOS if not n.startswith("coordinator-failover-") and n != "fidelity"]
+# runs in full in tests/test_sim_fidelity.py (its faults are scripted past a 10 s form); disk-full-coordinator
+# runs below with one fault of each of its kinds (test_disk_faults_move_the_coordinator_...)
+SHORT_FORM = [n for n in SCENARIOS if not n.startswith("coordinator-failover-")
+              and n not in ("fidelity", "disk-full-coordinator")]
 
 
 def run(scenario, tmp_path, seed=1, duration=SHORT_S, bugs=()):
@@ -158,7 +160,8 @@ def test_disk_faults_move_the_coordinator_and_every_mount_is_undone(tmp_path):
         {"at.ms": 3000, "heal.at.ms": 6000, "kind": "disk-full", "target": "coordinator:g1"},
         {"at.ms": 8000, "heal.at.ms": 11000, "kind": "disk-error", "target": "coordinator:g1"}]}})
     r, printed = run(scenario, tmp_path, duration=14)
-    assert r.verdict == "valid", printed
+    assert r.verdict == "valid" and r.exit_code == 0, printed
+    assert "verdict: VALID" in printed and json.loads((r.out / "results.json").read_text())["verdict"] == "valid"
     rows = [row for row in r.results["timeline"] if row["cause"] == "fault" and row["group"] == "g1"]
     assert [row["kind"] for row in rows] == ["disk-full", "disk-error"], printed
     for row in rows:
