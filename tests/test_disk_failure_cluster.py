@@ -30,6 +30,7 @@ from kafkacommon.hashing import partition_for
 from launcher.cluster import Cluster, process_state
 from node.config import load_config
 from tests.conftest import write_cluster_yaml
+from tests.test_kafka_clients import controller_named
 from util.waiting import wait_for
 from zk import paths
 
@@ -50,6 +51,10 @@ def start_cluster(zookeeper, d: Path, dirs_of_2: list[Path]) -> Cluster:
     path.write_text(yaml.safe_dump(doc))
     c = Cluster(load_config(path), path)
     c.up(timeout=90)
+    # librdkafka's admin sends CreateTopics to the controller Metadata names, and does not soon ask again when
+    # a listener names none yet (tests/test_kafka_clients.py)
+    wait_for(lambda: all(controller_named(h, p) for h, p in (b.kafka_advertised for b in c.cfg.brokers)), 30,
+             "every broker's Kafka listener to name the controller")
     return c
 
 
@@ -177,22 +182,27 @@ def test_a_full_directory_goes_offline_the_coordinator_moves_and_nothing_acknowl
     consumed: set[int] = set()
     committed: dict[int, int] = {}
 
-    def poll_and_commit(want: int, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while (len(consumed) < want or not committed) and time.monotonic() < deadline:
-            msgs = [m for m in member.consume(200, 0.5) if m.error() is None]
-            consumed.update(int(m.key()) for m in msgs)
-            if not msgs:
-                continue
+    def poll_and_commit() -> list:
+        msgs = [m for m in member.consume(200, 0.5) if m.error() is None]
+        consumed.update(int(m.key()) for m in msgs)
+        if msgs:
             try:   # a commit the coordinator acknowledged: it must survive the coordinator's move
                 for tp in member.commit(asynchronous=False):
                     if tp.error is None and tp.offset >= 0:
                         committed[tp.partition] = tp.offset
             except KafkaException:
                 pass   # NOT_COORDINATOR while it moves: commit again after the next poll
-        assert len(consumed) >= want, f"consumed {len(consumed)} of {want}"
+        return msgs
 
-    poll_and_commit(20, 60)
+    def drained(ends: dict[int, int]) -> bool:
+        poll_and_commit()
+        pos = {tp.partition: tp.offset for tp in member.position([TopicPartition(TOPIC, p) for p in range(4)])}
+        return all(pos.get(p, -1) >= end for p, end in ends.items())
+
+    def high_watermarks() -> dict[int, int]:
+        return {p: member.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=20)[1] for p in range(4)}
+
+    wait_for(lambda: drained(high_watermarks()) and committed, 60, "the member's first records and commit")
     leave_room(small_disk, 256 << 10)
     acked |= set(produce(c, 1000, first=20))
     assert len(acked) == 1020   # RF 3, min.insync.replicas 2: brokers 1 and 3 take every write
@@ -214,8 +224,11 @@ def test_a_full_directory_goes_offline_the_coordinator_moves_and_nothing_acknowl
     wait_for(lambda: events(c, new_coordinator, "coordinator_loaded", partition=coordinator), 30,
              "the new coordinator's load")
 
-    # the member drains the topic, committing on the new coordinator
-    poll_and_commit(1020, 90)
+    # the member drains the topic, committing on the new coordinator.  Up to each high watermark: a batch
+    # acknowledged KAFKA_STORAGE_ERROR by a leader whose directory failed after appending it may have been
+    # replicated, and is then in the log twice once the producer retried it (at least once, as in Kafka)
+    ends = high_watermarks()
+    wait_for(lambda: drained(ends), 90, "the member to drain the topic")
 
     def commit_positions() -> bool:
         try:
@@ -223,13 +236,12 @@ def test_a_full_directory_goes_offline_the_coordinator_moves_and_nothing_acknowl
         except KafkaException as e:   # _NO_OFFSET: nothing new since the last commit, which succeeded
             return e.args[0].code() == KafkaError._NO_OFFSET
     wait_for(commit_positions, 30, "the member's last commit")
-    ends = {p: member.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=20)[1] for p in range(4)}
     final = {tp.partition: tp.offset for tp in member.committed([TopicPartition(TOPIC, p) for p in range(4)],
                                                                 timeout=20)}
     assert all(final[p] >= committed.get(p, -1) for p in range(4)), (final, committed)   # no commit lost
     assert final == ends, (final, ends)
     member.close()
-    assert acked <= read_all(c, 4)   # no acknowledged record lost
+    assert acked <= consumed and acked <= read_all(c, 4)   # no acknowledged record lost
 
     # broker 2 runs on, serving its other directory: its replicas there stay in their ISRs
     assert c.processes()[2]["state"] != "dead" and 2 in c.view().brokers

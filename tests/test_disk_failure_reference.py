@@ -203,6 +203,9 @@ def kafkasim_side(zk_connect: str, d: Path, small: Path):
     c.start_broker(1)   # the controller: not broker 2, so that it can be paused while broker 2's disk fills
     wait_for(lambda: c.view().controller_id == 1, 60, "broker 1 to be the controller")
     c.up(timeout=120)
+    from tests.test_kafka_clients import controller_named   # librdkafka's admin asks the controller Metadata names
+    wait_for(lambda: all(controller_named(h, p) for h, p in (b.kafka_advertised for b in c.cfg.brokers)), 30,
+             "every broker's Kafka listener to name the controller")
     return c, Side("kafkasim", c, small, d / "big", ",".join("%s:%d" % b.kafka_advertised for b in c.cfg.brokers))
 
 
