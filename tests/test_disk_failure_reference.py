@@ -63,11 +63,17 @@ class Side:
     def zk(self):
         return self.c.zk()
 
-    def signal(self, b: int, sig: signal.Signals) -> None:
+    def pause(self, b: int) -> None:
         if self.name == "kafka":
-            self.c._signal(b, sig)
+            self.c.pause(b)   # SIGSTOP, and wait until every thread of the JVM has stopped
         else:
-            self.c.signal_broker(b, sig)
+            self.c.signal_broker(b, signal.SIGSTOP)
+
+    def resume(self, b: int) -> None:
+        if self.name == "kafka":
+            self.c.resume(b)
+        else:
+            self.c.signal_broker(b, signal.SIGCONT)
 
     def states(self) -> dict[str, tuple[int, int, list[int]]]:
         snap = self.zk().read_snapshot()
@@ -144,7 +150,7 @@ def run_side(side: Side) -> dict[str, Any]:
     (side.small / FILLER).open("r+b").truncate(max(0, size - (64 << 10)))
     # while the controller is paused: records to broker 2's replicas in the tmpfs that broker 1 does not lead
     into = [p for p in obs["orders_in_small"] if before[f"{TOPIC}-{p}"][0] != 1] or obs["orders_in_small"]
-    side.signal(controller, signal.SIGSTOP)
+    side.pause(controller)
     note: dict[str, Any] = {}
     try:
         produce(200, 20, into, flush=False)
@@ -158,7 +164,7 @@ def run_side(side: Side) -> dict[str, Any]:
             return False
         wait_for(notified, 15, f"{side.name}: the log dir event notification", interval=0.01)
     finally:
-        side.signal(controller, signal.SIGCONT)
+        side.resume(controller)
     produce(800, 220)
     obs["notification"] = note
     wait_for(lambda: side.states()[f"{OFFSETS}-{coordinator}"][0] not in (-1, 2), 60, f"{side.name}: the move")
