@@ -187,13 +187,14 @@ class AppProcesses:
 class CommitObserver(Worker):
     """Polls the group's committed offsets of the input topic; each poll is a ``fetch-committed`` of the group."""
 
-    def __init__(self, history, procs: Processes, cluster: ClusterClient, group: str, topic: str,
+    def __init__(self, history, procs: Processes, cluster: ClusterClient, group: str, topic: str | None,
                  partitions: int, interval_ms: int, stop: threading.Event):
         super().__init__(f"observer-{group}", stop)
         self.process = procs.new()
         self.recorder = GroupRecorder(history, group, self.process, procs.new())
         self.member = GroupMember(cluster, group, [], retry_timeout_s=1.0, on_op=self.recorder)
-        self.tps = [(topic, p) for p in range(partitions)]
+        # the input topic's partitions; with no topic, whatever the group has committed
+        self.tps = [(topic, p) for p in range(partitions)] if topic is not None else None
         self.interval_s = interval_ms / 1000
 
     def body(self) -> None:
