@@ -75,7 +75,7 @@ class Fault:
             self._cluster.heal(self)
 
 
-def _settings(brokers: int, given: dict[str, Any]) -> dict[str, Any]:
+def cluster_settings(brokers: int, given: dict[str, Any]) -> dict[str, Any]:
     """cluster.yaml keys from ``Cluster.start``'s keywords: dotted, or with underscores for dots."""
     out: dict[str, Any] = {}
     for key, value in given.items():
@@ -155,7 +155,7 @@ class Cluster:
         :meth:`stop` unless ``keep``)."""
         if isinstance(brokers, bool) or not isinstance(brokers, int) or not 1 <= brokers <= 9:
             raise ConfigError(f"Cluster.start: brokers: 1..9, got {brokers!r}", problems=[("brokers", "1..9")])
-        doc = _settings(brokers, settings)
+        doc = cluster_settings(brokers, settings)
         temp = run_dir is None
         root = Path(tempfile.mkdtemp(prefix="kafkasim-")) if temp else Path(run_dir).resolve()
         root.mkdir(parents=True, exist_ok=True)
@@ -253,9 +253,28 @@ class Cluster:
             self.leader_of(name, p) is not None for p in range(partitions)), timeout,
             f"every partition of {name} to have a leader")
 
-    def log_end_offsets(self, topic: str) -> dict[int, int]:
-        """Each partition's log end offset (its leader's high watermark: what consumers can read)."""
+    def log_end_offsets(self, topic: str, timeout: float = 30.0) -> dict[int, int]:
+        """Each partition's end as a consumer sees it (ListOffsets latest: its leader's high watermark), once it has
+        settled: a leader elected a moment ago has a lower high watermark than its followers' log ends until they
+        fetch again, so this waits (up to ``timeout``) until each leader's high watermark reaches the log end of
+        every in-sync replica that answers."""
         from client.consumer import LATEST, PartitionFetcher
+        from launcher.cluster import replica_offsets
+
+        def settled() -> bool:
+            v = self._launcher.view()
+            offsets = replica_offsets(v, timeout_s=1.0)
+            for p, st in v.topics.get(topic, {}).get("partitions", {}).items():
+                o = offsets.get((topic, p))
+                if o is None or o["high_watermark"] is None:
+                    return False
+                if o["high_watermark"] < max((o["leo"].get(b, -1) for b in st["isr"]), default=-1):
+                    return False
+            return True
+        try:
+            wait_for(settled, timeout, f"the high watermarks of {topic} to reach their log ends")
+        except TimeoutError:
+            pass   # under a fault that keeps them apart: what consumers see now
         parts = self._client.partitions_for(topic)
         ends = PartitionFetcher(self._client).list_offsets([(topic, p) for p in parts], LATEST)
         return {p: o for (_t, p), o in sorted(ends.items())}
