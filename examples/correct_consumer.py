@@ -8,7 +8,8 @@ then commit the consumed positions.  Killed at any moment, it loses nothing: wha
 written; what it wrote but had not committed it consumes and writes again (at-least-once: duplicates,
 no loss).  SIGTERM finishes the batch in hand, commits, and leaves the group.
 
-kafkasim's chaos run drives it: ``kafkasim chaos run scenarios/app-consumer-correct.yaml`` (VALID).
+kafkasim's chaos run drives it: ``kafkasim chaos run scenarios/app-consumer-correct.yaml`` (VALID), and
+examples/buggy_consumer.py is the same program with the bug.
 """
 import os
 import signal
