@@ -14,7 +14,21 @@ with faults aimed by role.
 The pytest plugin (``kafkasim.pytest_plugin``, installed with the package) gives the ``kafkasim`` fixture.
 Every public name is documented in docs/testing-your-app.md; the names exported here are stable.
 """
-from kafkasim.cluster import CheckResult, Cluster, ConfigError, Fault, KafkasimError, Record
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kafkasim.cluster import CheckResult, Cluster, ConfigError, Fault, KafkasimError, Record
 
 __all__ = ["CheckResult", "Cluster", "ConfigError", "Fault", "KafkasimError", "Record"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """The names are loaded on first use: the pytest plugin (kafkasim.pytest_plugin) is imported by every pytest
+    run once the package is installed, and importing it must not import the cluster machinery."""
+    if name in __all__:
+        from kafkasim import cluster
+        return getattr(cluster, name)
+    raise AttributeError(f"module 'kafkasim' has no attribute {name!r}")
