@@ -57,8 +57,8 @@ def test_confluent_consumer_survives_its_coordinator_being_killed(kafkasim):
 
     assert sorted(seen) == sorted(f"order-{i}" for i in range(600))
     assert kafkasim.coordinator_of("billing") not in (old, None)
-    ends = kafkasim.log_end_offsets("orders")
-    assert kafkasim.committed("billing") == {("orders", p): end for p, end in ends.items()}
+    ends = kafkasim.log_end_offsets("orders")          # a partition the producer left empty has no commit
+    assert kafkasim.committed("billing") == {("orders", p): end for p, end in ends.items() if end}
     row, = [r for r in kafkasim.timeline("billing") if r["fault"] == fault.id]
     assert row["moved"] and row["old_leader"] == old
     assert row["detect_ms"] <= row["elect_ms"] <= row["load_ms"] <= row["first_commit_ms"]
@@ -91,7 +91,7 @@ def test_kafka_python_consumer_rides_out_a_partitioned_coordinator(kafkasim):
         while time.monotonic() < end:
             poll_and_commit()
             if len(seen) >= n:
-                ends = {("payments", p): o for p, o in kafkasim.log_end_offsets("payments").items()}
+                ends = {("payments", p): o for p, o in kafkasim.log_end_offsets("payments").items() if o}
                 if kafkasim.committed("ledger") == ends:
                     return ends
         raise AssertionError(f"the consumer saw {len(seen)} of {n} and committed {kafkasim.committed('ledger')}")
@@ -113,7 +113,8 @@ def test_kafka_python_consumer_rides_out_a_partitioned_coordinator(kafkasim):
     assert seen == {f"payment-{i}" for i in range(200)}
     assert kafkasim.coordinator_of("ledger") != old        # its ZooKeeper session expired: the partition moved
     moved = [r for r in kafkasim.timeline("ledger") if r["fault"] == cut.id]
-    assert moved and moved[0]["moved"] and moved[0]["detect_by"] == "broker_change"
+    # the controller saw its session go (or, if it was the controller too, another broker won the election)
+    assert moved and moved[0]["moved"] and moved[0]["detect_by"] in ("broker_change", "controller_elected")
     assert any(e["type"] == "coordinator_loaded" for e in kafkasim.events())
 
 
