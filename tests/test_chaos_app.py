@@ -5,7 +5,8 @@ runs them (20 s each): our producer writes numbered records to ``orders``, the a
 program under examples/) consumes them in group ``orders-app`` and writes each to ``processed``; the schedule
 kills the group's coordinator at 4 s and the app itself at 10 s.  examples/buggy_consumer.py commits each batch
 before writing it (it writes a batch when the next one arrives), so whenever it stops the batch in hand is lost:
-at the app kill and at the run's end, with no chance involved.  The correct one writes, then commits.
+at the app kill and at the run's end, with no chance involved.  The correct one writes, then commits; so does
+examples/correct_consumer_kafka_python.py, run with the same scenario.
 """
 from __future__ import annotations
 
@@ -23,11 +24,13 @@ from chaos.scenario import SCENARIO_DIR, parse_scenario
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _scenario(name: str):
+def _scenario(name: str, program: str | None = None):
     doc = yaml.safe_load((SCENARIO_DIR / f"{name}.yaml").read_text())
     cmd = doc["workload"]["command"]
     # this interpreter (its packages) rather than the PATH's python3, from the repository root
     cmd["run"] = cmd["run"].replace("python3", sys.executable, 1)
+    if program is not None:
+        cmd["run"] = f"{sys.executable} {program}"
     cmd["cwd"] = str(REPO)
     return parse_scenario(doc, name)
 
@@ -35,10 +38,11 @@ def _scenario(name: str):
 @pytest.fixture(scope="module")
 def app_runs(tmp_path_factory) -> dict:
     out = {}
-    for kind in ("buggy", "correct"):
+    for kind, scenario in (("buggy", _scenario("app-consumer-buggy")), ("correct", _scenario("app-consumer-correct")),
+                           ("kafka-python", _scenario("app-consumer-correct",
+                                                      "examples/correct_consumer_kafka_python.py"))):
         printed = io.StringIO()
-        r = ChaosRun(_scenario(f"app-consumer-{kind}"), 1, tmp_path_factory.mktemp("app") / kind, stream=printed,
-                     progress=False).run()
+        r = ChaosRun(scenario, 1, tmp_path_factory.mktemp("app") / kind, stream=printed, progress=False).run()
         out[kind] = (r, printed.getvalue())
     return out
 
@@ -61,8 +65,9 @@ def test_the_buggy_consumer_is_caught_losing_records(app_runs):
     assert "ANOMALY app-record-lost" in printed and "verdict: INVALID" in printed
 
 
-def test_the_correct_consumer_passes(app_runs):
-    r, printed = app_runs["correct"]
+@pytest.mark.parametrize("kind", ["correct", "kafka-python"])
+def test_the_correct_consumer_passes(app_runs, kind):
+    r, printed = app_runs[kind]
     assert r.verdict == "valid" and r.exit_code == 0, printed
     app = r.results["app"]
     sends = r.results["ops"]["by_outcome"]["send:ok"]
@@ -72,7 +77,7 @@ def test_the_correct_consumer_passes(app_runs):
 
 
 def test_the_timeline_measures_the_users_group(app_runs):
-    for kind in ("buggy", "correct"):
+    for kind in ("buggy", "correct", "kafka-python"):
         r, _ = app_runs[kind]
         row, = [x for x in r.results["timeline"] if x["fault"] == 0 and x["group"] == "orders-app"]
         assert row["group"] == "orders-app" and row["moved"] and row["detect_by"] == "broker_change"
