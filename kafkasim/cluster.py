@@ -180,7 +180,8 @@ class Cluster:
             raise
 
     def stop(self) -> None:
-        """Heal every fault, stop the brokers, ZooKeeper and the proxy (and remove a temporary run directory)."""
+        """Stop the brokers (each with a controlled shutdown), ZooKeeper and the proxy, and remove a temporary run
+        directory.  Paused processes are resumed and cut links restored first; killed brokers stay down."""
         with self._lock:
             if self._stopped:
                 return
@@ -189,10 +190,12 @@ class Cluster:
         for o in self._observers.values():
             o.join(timeout=10)
             o.close()
-        try:
-            self._nemesis.heal_everything()
-        except Exception:   # a broker that will not start again must not keep the rest running
-            pass
+        for f in self._in_force(None):   # a stopped process cannot take its SIGTERM, a cut one cannot shut
+            if f.kind in ("pause", "partition"):   # down in order; killed brokers are not started again
+                try:
+                    self.heal(f)
+                except Exception:   # one that will not heal must not keep the rest running
+                    pass
         self._client.close()
         self._launcher.down()
         if self._fabric is not None:
