@@ -11,6 +11,7 @@ tells the replicas to delete their data, and removes the request.  Changing a to
 """
 from __future__ import annotations
 
+import difflib
 import random
 import re
 from typing import Any, Mapping, Sequence
@@ -19,7 +20,7 @@ from kafkacommon import errors
 from kafkacommon.assignment import (AssignmentError, assign_replicas, check_new_topic_assignment,
                                     new_partitions_assignment)
 from kafkacommon.metadata import TopicAssignment
-from kafkacommon.topic_config import ConfigRefused, ConfigValueError, validate
+from kafkacommon.topic_config import TOPIC_KEYS, ConfigRefused, ConfigValueError, UnknownTopicConfig, validate
 from util.waiting import wait_for
 from zk import paths
 from zk.client import ZkClient
@@ -56,7 +57,10 @@ def check_configs(configs: Mapping[str, Any]) -> None:
         validate(configs)
     except (ConfigValueError, ConfigRefused) as e:
         raise TopicError(str(e), errors.INVALID_CONFIG) from None
-    except ValueError as e:   # an unknown key, or min.compaction.lag.ms above max.compaction.lag.ms
+    except UnknownTopicConfig as e:
+        near = difflib.get_close_matches(e.key, TOPIC_KEYS, n=1)
+        raise TopicError(str(e) + (f" (did you mean {near[0]}?)" if near else ""), errors.INVALID_CONFIG) from None
+    except ValueError as e:   # min.compaction.lag.ms above max.compaction.lag.ms
         raise TopicError(str(e), errors.INVALID_CONFIG) from None
 
 
