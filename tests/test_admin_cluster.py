@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -317,3 +318,62 @@ def test_live_changes_are_enforced_by_the_brokers(cluster: Cluster) -> None:
         p.close(5)
     deleted = [e for e in events(cluster, "log_segments_deleted") if e["topic"] == "live-t"]
     assert deleted and all("retention_ms" in e["reasons"] for e in deleted)
+
+
+# ---------------------------------------------------------------------- Kafka 2.8.2's own tools
+
+def kafka_tool(c: Cluster, main: str, *args: str) -> subprocess.CompletedProcess:
+    """One of Kafka 2.8.2's command-line tools (its jars: reference/jars.py) against the cluster."""
+    from reference.jars import classpath, ensure_jars
+    ensure_jars()
+    host, port = c.cfg.broker(1).kafka_advertised
+    return subprocess.run(["java", "-Xmx256m", "-cp", classpath(), main, "--bootstrap-server", f"{host}:{port}", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.kafka
+def test_kafka_configs_alters_and_describes_topic_and_broker_configs(cluster: Cluster) -> None:
+    create(cluster, "tool-cfg", partitions=1, rf=2)
+    r = kafka_tool(cluster, "kafka.admin.ConfigCommand", "--entity-type", "topics", "--entity-name", "tool-cfg",
+                   "--alter", "--add-config", "retention.ms=1000000,cleanup.policy=[compact,delete]")
+    assert r.returncode == 0 and "Completed updating config for topic tool-cfg." in r.stdout, r.stdout + r.stderr
+    assert json.loads(cluster.zk().get("/config/topics/tool-cfg")[0])["config"] == {
+        "retention.ms": "1000000", "cleanup.policy": "compact,delete"}
+    r = kafka_tool(cluster, "kafka.admin.ConfigCommand", "--entity-type", "topics", "--entity-name", "tool-cfg",
+                   "--alter", "--delete-config", "retention.ms")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = kafka_tool(cluster, "kafka.admin.ConfigCommand", "--entity-type", "topics", "--entity-name", "tool-cfg",
+                   "--describe")
+    assert r.returncode == 0 and "cleanup.policy=compact,delete" in r.stdout and "retention.ms" not in r.stdout, \
+        r.stdout + r.stderr
+    r = kafka_tool(cluster, "kafka.admin.ConfigCommand", "--entity-type", "topics", "--entity-name", "tool-cfg",
+                   "--alter", "--add-config", "retention.mss=1")
+    assert r.returncode != 0 and "retention.mss" in r.stdout + r.stderr
+    # the cluster-wide broker defaults, and one broker's
+    r = kafka_tool(cluster, "kafka.admin.ConfigCommand", "--entity-type", "brokers", "--entity-default", "--alter",
+                   "--add-config", "log.cleaner.delete.retention.ms=3600000")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = kafka_tool(cluster, "kafka.admin.ConfigCommand", "--entity-type", "brokers", "--entity-name", "2",
+                   "--describe", "--all")
+    assert r.returncode == 0 and "log.cleaner.delete.retention.ms=3600000 sensitive=false synonyms={" \
+        "DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.delete.retention.ms=3600000" in r.stdout, r.stdout + r.stderr
+    r = kafka_tool(cluster, "kafka.admin.ConfigCommand", "--entity-type", "brokers", "--entity-default", "--alter",
+                   "--delete-config", "log.cleaner.delete.retention.ms")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.kafka
+def test_kafka_topics_adds_partitions_and_creates_with_a_replica_assignment(cluster: Cluster) -> None:
+    r = kafka_tool(cluster, "kafka.admin.TopicCommand", "--create", "--topic", "tool-t",
+                   "--replica-assignment", "1:2,2:3")
+    assert r.returncode == 0 and "Created topic tool-t." in r.stdout, r.stdout + r.stderr
+    r = kafka_tool(cluster, "kafka.admin.TopicCommand", "--alter", "--topic", "tool-t", "--partitions", "4")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = kafka_tool(cluster, "kafka.admin.TopicCommand", "--describe", "--topic", "tool-t")
+    assert r.returncode == 0 and "PartitionCount: 4" in r.stdout, r.stdout + r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if "Partition: " in ln]
+    assert len(lines) == 4 and "Replicas: 1,2" in lines[0] and "Replicas: 2,3" in lines[1], r.stdout
+    assert all("Leader: none" not in ln for ln in lines), r.stdout
+    r = kafka_tool(cluster, "kafka.admin.TopicCommand", "--alter", "--topic", "tool-t", "--partitions", "2")
+    assert r.returncode != 0 and "Topic currently has 4 partitions, which is higher than the requested 2." in r.stdout, \
+        r.stdout + r.stderr
