@@ -237,7 +237,7 @@ TOPIC_KEYS: Mapping[str, TopicKey] = {k.name: k for k in (
     _key("file.delete.delay.ms", "long", 60_000, _at_least(0), "log.segment.delete.delay.ms", None,
          "How long a segment retention deleted stays on disk as `.deleted` files before they are removed"),
     _key("flush.messages", "long", LONG_MAX, _at_least(0), "log.flush.interval.messages", None,
-         "The leader fsyncs the log once this many records were appended since the last fsync"),
+         "A replica's log is fsynced once this many records were appended to it since the last fsync"),
     _key("flush.ms", "long", LONG_MAX, _at_least(0), "log.flush.interval.ms", None,
          "A log not fsynced for this long is fsynced by the broker's flusher (Kafka's: once, 30 s after the "
          "start, then every `log.flush.scheduler.interval.ms`, whose default is never)"),
@@ -416,6 +416,7 @@ def describe_topic_configs() -> str:
     """The Markdown table of topic configs for docs/config.md."""
     lines = ["| Key | Allowed | Default | Meaning |", "|---|---|---|---|"]
     for k in TOPIC_KEYS.values():
-        default = f"`{k.broker_key}`" if k.broker_key else f"`{to_string(k.name, k.default)}`"
+        text = to_string(k.name, k.default)
+        default = f"`{k.broker_key}`" if k.broker_key else f"`{text}`" if text else "empty"
         lines.append(f"| `{k.name}` | {k.allowed} | {default} | {k.doc} |")
     return "\n".join(lines) + "\n"
