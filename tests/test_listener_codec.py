@@ -45,7 +45,7 @@ class FakeReplicas:
     def append_batch(self, tp, batch, count, max_ts, acks, timeout_ms, on_done, producer=None):
         base = sum(int.from_bytes(b[57:61], "big") for b in self.appended)
         self.appended.append(batch)
-        return 0, base, base + count - 1, False
+        return 0, base, base + count - 1, False, -1   # error, base, last, pending, log_append_time
 
     def topic_setting(self, tp, key, default):
         return default
