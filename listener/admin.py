@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from listener.configs import topic_entries
+from listener.configs import IO_ERRORS, io_error, topic_entries
 from listener.context import ListenerContext
 from listener.protocol import Request
 from listener.server import Connection
@@ -66,6 +66,8 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                 write_topic(ctx.zk, t.name, assignment, configs)
         except TopicError as e:
             return e.code, str(e), None
+        except IO_ERRORS as e:
+            return (*io_error(e), None)
         return errors.NONE, None, assignment
 
     def create_result(t: Any, code: int, msg: str | None, assignment: dict | None, v: int) -> dict[str, Any]:
@@ -115,8 +117,8 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
             delete_topic(ctx.zk, name, timeout_s=max(timeout_ms, 1) / 1000)
         except WaitTimeout:
             return errors.REQUEST_TIMED_OUT, None
-        except TopicError as e:
-            return e.code, str(e)
+        except IO_ERRORS as e:   # TopicError among them
+            return io_error(e)
         return errors.NONE, None
 
     async def delete_topics(req: Request, conn: Connection) -> dict[str, Any]:
@@ -137,13 +139,13 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
     # ------------------------------------------------------------------ CreatePartitions
 
     def partitions_one(t: Any, validate_only: bool) -> tuple[int, str | None]:
-        if ctx.zk.exists(paths.delete_topic(t.name)) is not None:
-            return errors.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion."
         manual = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         try:
+            if ctx.zk.exists(paths.delete_topic(t.name)) is not None:
+                return errors.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion."
             add_partitions(ctx.zk, t.name, t.count, manual, validate_only)
-        except TopicError as e:
-            return e.code, str(e)
+        except IO_ERRORS as e:   # TopicError among them
+            return io_error(e)
         return errors.NONE, None
 
     async def create_partitions(req: Request, conn: Connection) -> dict[str, Any]:

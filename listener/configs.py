@@ -20,6 +20,17 @@ from kafkacommon import errors
 from kafkacommon.topic_config import (TOPIC_KEYS, ConfigConflict, ConfigRefused, ConfigValueError, UnknownTopicConfig,
                                       log_config, to_string, validate)
 from zk.admin import TopicError, validate_name
+from zk.errors import CONNECTION_ERRORS, ZkError
+
+#: what a resource's ZooKeeper I/O may raise: that resource gets an error, the others their answers (Kafka's
+#: ApiError.fromThrowable: UNKNOWN_SERVER_ERROR for what is not an ApiException)
+IO_ERRORS = (ZkError, *CONNECTION_ERRORS, ValueError)
+
+
+def io_error(e: BaseException) -> tuple[int, str]:
+    if isinstance(e, TopicError):
+        return e.code, str(e)
+    return errors.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}"
 
 TOPIC, BROKER = 2, 4
 TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5           # DescribeConfigsResponse.ConfigSource
@@ -104,6 +115,9 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                                                             f"not type {r.resource_type}")
         except ResourceError as e:
             return dict(error_code=e.code, error_message=e.message, configs=[])
+        except IO_ERRORS as e:
+            code, msg = io_error(e)
+            return dict(error_code=code, error_message=msg, configs=[])
         return dict(error_code=errors.NONE, error_message=None, configs=configs)
 
     async def describe_configs(req: Request, conn: Connection) -> dict[str, Any]:
@@ -166,6 +180,8 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                                                             f"but resource type is {r.resource_type}")
         except ResourceError as e:
             return e.code, e.message
+        except IO_ERRORS as e:
+            return io_error(e)
         return errors.NONE, None
 
     def incremental_one(r: Any, validate_only: bool) -> tuple[int, str | None]:
@@ -192,6 +208,8 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                                                             f"and brokers, but resource type is {r.resource_type}")
         except ResourceError as e:
             return e.code, e.message
+        except IO_ERRORS as e:
+            return io_error(e)
         return errors.NONE, None
 
     async def alter_configs(req: Request, conn: Connection) -> dict[str, Any]:

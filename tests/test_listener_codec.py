@@ -57,9 +57,12 @@ class FakeReplicas:
 def make_ctx() -> ListenerContext:
     state = SimpleNamespace(live_brokers={1: ("127.0.0.1", 1, 1)}, controller_id=1, topic_partitions={"t": 1},
                             metadata={("t", 0): PartitionInfo("t", 0, 1, 4, (1,), (1,), 0, 1)})
+    from node.config import default_config
+    from node.dynamic_config import DynamicBrokerConfig
     return ListenerContext(1, state, FakeReplicas(), groups=None, zk=None,
                            endpoint_of=lambda b: ("127.0.0.1", 9092) if b == 1 else None, rack_of=lambda b: None,
-                           cluster_id="test-cluster", pool=ThreadPoolExecutor(4), auto_create_topics=False)
+                           cluster_id="test-cluster", pool=ThreadPoolExecutor(4), auto_create_topics=False,
+                           broker_config=DynamicBrokerConfig(default_config(), 1))
 
 
 EVENTS: list[tuple[str, dict]] = []
