@@ -221,6 +221,10 @@ def test_alter_and_describe_topic_configs_in_kafkas_znodes(cluster: Cluster) -> 
     # ... and AlterConfigs replaces the whole set
     a.alter_configs([ConfigResource("topic", "cfg-t", set_config={"max.message.bytes": "2000"})])[res].result(timeout=30)
     assert json.loads(zk.get("/config/topics/cfg-t")[0])["config"] == {"max.message.bytes": "2000"}
+    a.incremental_alter_configs([ConfigResource("topic", "cfg-t", incremental_configs=[
+        ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.SET)])],
+        validate_only=True)[res].result(timeout=30)
+    assert json.loads(zk.get("/config/topics/cfg-t")[0])["config"] == {"max.message.bytes": "2000"}
     for resource, code in ((ConfigResource("topic", "cfg-t", set_config={"retention.mss": "1"}), INVALID_CONFIG),
                            (ConfigResource("topic", "cfg-t", set_config={"retention.ms": "-7"}), INVALID_REQUEST),
                            (ConfigResource("topic", "cfg-t", set_config={"preallocate": "true"}), INVALID_CONFIG),
@@ -318,6 +322,24 @@ def test_live_changes_are_enforced_by_the_brokers(cluster: Cluster) -> None:
         p.close(5)
     deleted = [e for e in events(cluster, "log_segments_deleted") if e["topic"] == "live-t"]
     assert deleted and all("retention_ms" in e["reasons"] for e in deleted)
+
+
+def test_log_append_time_stamps_produced_batches_with_the_leaders_clock(cluster: Cluster) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    create(cluster, "lat-t", partitions=1, rf=2, **{"message.timestamp.type": "LogAppendTime"})
+    p = KafkaProducer(bootstrap_servers=bootstrap(cluster), acks="all")
+    try:
+        md = p.send("lat-t", b"v", timestamp_ms=1000).get(timeout=30)
+    finally:
+        p.close(5)
+    assert md.timestamp > 1_700_000_000_000    # the produce answer's log_append_time_ms, not the producer's 1000
+    c = KafkaConsumer(bootstrap_servers=bootstrap(cluster), auto_offset_reset="earliest", consumer_timeout_ms=20000)
+    try:
+        c.assign([TopicPartition("lat-t", 0)])
+        (rec,) = [next(iter(c))]
+    finally:
+        c.close()
+    assert (rec.timestamp, rec.timestamp_type) == (md.timestamp, 1)
 
 
 # ---------------------------------------------------------------------- Kafka 2.8.2's own tools

@@ -137,3 +137,34 @@ def test_a_topic_config_change_reaches_the_hosted_log_and_the_replication_core(t
         assert rm.reconfigure_topic("t", {}) == [0] and h.log.segment_bytes == 1 << 20
     finally:
         rm.close()
+
+
+def test_the_flusher_runs_once_30_s_after_the_start_and_deleted_files_go_after_their_delay(tmp_path):
+    """Kafka's flushDirtyLogs at its defaults (once, 30 s in: flush.ms), and the delayed deletion of retention's
+    segments (file.delete.delay.ms), as the broker's one-second housekeeping task does them."""
+    import threading
+    from node.clock import now_ms
+    from tests.test_replica_manager import _produce, manager
+    from replication.broker_state import PartitionInfo
+    configs = {"t": {"flush.ms": "0", "segment.bytes": "200", "retention.ms": "1", "file.delete.delay.ms": "0"},
+               "u": {"segment.bytes": "200", "retention.ms": "1", "file.delete.delay.ms": "3600000"}}
+    rm = manager(tmp_path, lambda t: dict(configs[t]))
+    try:
+        rm.apply_leader_and_isrs([PartitionInfo(t, 0, 1, 0, (1,), (1,), 0, 1) for t in ("t", "u")])
+        for t in ("t", "u"):
+            for _ in range(4):
+                assert _produce(rm, (t, 0), [b"v" * 100], ts=1000).error_code == 0
+        ran = threading.Event()
+        assert rm.purge_and_flush(now_ms(), ran) == (0, 0) and not ran.is_set()     # not 30 s yet
+        assert rm.hosted[("t", 0)].log.unflushed == 4
+        assert rm.purge_and_flush(now_ms() - 30_000, ran) == (0, 1) and ran.is_set()   # "t" (flush.ms 0) only
+        assert rm.hosted[("t", 0)].log.unflushed == 0 and rm.hosted[("u", 0)].log.unflushed == 4
+        assert rm.purge_and_flush(now_ms() - 60_000, ran) == (0, 0)               # once only
+        rm.retain_logs()
+        u = rm.hosted[("u", 0)].log
+        assert u.pending_deletes and any(p.name.endswith(DELETED_SUFFIX) for p in u.dir.iterdir())
+        assert not any(p.name.endswith(DELETED_SUFFIX) for p in rm.hosted[("t", 0)].log.dir.iterdir())
+        rm.reconfigure_topic("u", {**configs["u"], "file.delete.delay.ms": "0"})   # the delay already drawn stays
+        assert rm.purge_and_flush(now_ms(), ran) == (0, 0)
+    finally:
+        rm.close()
