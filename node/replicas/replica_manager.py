@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable
 
 from kafkacommon import errors
 from node.clock import now_ms
@@ -26,7 +26,7 @@ from node.replicas.fetcher import LeaderFetcher
 from node.replicas.housekeeping import CleanerSettings, HousekeepingMixin
 from node.replicas.log_settings import LogSettingsMixin
 from node.replicas.alter_isr import AlterIsrSender
-from node.replicas.hosted import AckWaiter, ConsumerRead, Hosted
+from node.replicas.hosted import AckWaiter, Appended, ConsumerRead, Hosted
 from node.replicas.leader_fetch import LeaderFetchHandler
 from node.replicas.producer_state import ProducerStates
 from node.replicas.purgatory import Purgatory
@@ -45,17 +45,7 @@ TP = tuple[str, int]
 HW_CHECKPOINT = "replication-offset-checkpoint"
 
 
-__all__ = ["CleanerSettings", "Hosted", "ReplicaManager"]
-
-
-class Appended(NamedTuple):
-    """A client batch's append (:meth:`ReplicaManager.append_batch`)."""
-
-    error: int
-    base_offset: int
-    last_offset: int
-    pending: bool                # acks=all: the outcome comes through ``on_done``
-    log_append_time: int = -1    # message.timestamp.type=LogAppendTime: the stamp the batch got
+__all__ = ["Appended", "CleanerSettings", "Hosted", "ReplicaManager"]
 
 
 class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
