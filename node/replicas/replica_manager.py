@@ -24,15 +24,15 @@ from replication.broker_state import PartitionInfo
 from node.events import EventLog
 from node.replicas.fetcher import LeaderFetcher
 from node.replicas.housekeeping import CleanerSettings, HousekeepingMixin
+from node.replicas.log_settings import LogSettingsMixin
 from node.replicas.alter_isr import AlterIsrSender
-from node.replicas.hosted import AckWaiter, ConsumerRead, Hosted
+from node.replicas.hosted import AckWaiter, Appended, ConsumerRead, Hosted
 from node.replicas.leader_fetch import LeaderFetchHandler
 from node.replicas.producer_state import ProducerStates
 from node.replicas.purgatory import Purgatory
 from node.storage import OffsetCheckpointFile, PartitionLog
-from node.storage.file_records import FileRecords
 from node.storage.log import OffsetOutOfRangeError, RecordTooLargeError
-from kafkacommon.topic_config import TOPIC_KEYS, LogConfig, log_config
+from node.storage.validator import TimestampOutOfRange, leader_codec, prepare_batch
 from proto import kafkasim_pb2 as pb
 from replication import produce as produce_rules
 from replication import roles
@@ -45,13 +45,10 @@ TP = tuple[str, int]
 HW_CHECKPOINT = "replication-offset-checkpoint"
 
 
-__all__ = ["CleanerSettings", "Hosted", "ReplicaManager"]
+__all__ = ["Appended", "CleanerSettings", "Hosted", "ReplicaManager"]
 
 
-_FIELD = {spec.broker_key: name.replace(".", "_") for name, spec in TOPIC_KEYS.items() if spec.broker_key}
-
-
-class ReplicaManager(HousekeepingMixin):
+class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
     def __init__(self, broker_id: int, log_dir: Path, settings: ReplicaSettings, events: EventLog,
                  broker_epoch: Callable[[], int], endpoint_of: Callable[[int], str | None],
                  controller_endpoint: Callable[[], str | None], fetch_wait_ms: int, segment_bytes: int,
@@ -68,9 +65,9 @@ class ReplicaManager(HousekeepingMixin):
         self.fetch_max_bytes = fetch_max_bytes  # replica.fetch.max.bytes, per partition
         self.segment_bytes = segment_bytes
         self._topic_config = topic_config
-        defaults = log_defaults or (lambda key: getattr(LogConfig(), _FIELD[key]))
-        # the broker's defaults of topic configs (cluster.yaml keys); segment_bytes is log.segment.bytes
-        self._log_default = lambda key: segment_bytes if key == "log.segment.bytes" else defaults(key)
+        # the broker's defaults of topic configs, by Kafka's broker key (None: Kafka's default); without
+        # ``log_defaults``, segment_bytes is log.segment.bytes
+        self._log_default = log_defaults or (lambda key: segment_bytes if key == "log.segment.bytes" else None)
         self.hosted: dict[TP, Hosted] = {}
         self._live: frozenset[int] | None = None  # registered brokers, from UpdateMetadata
         # (topic, partition, is_leader, leader_epoch) after each role change: the group coordinator's hook
@@ -101,6 +98,9 @@ class ReplicaManager(HousekeepingMixin):
                                                 daemon=True, name="log-cleaner"))
         self._tasks.append(threading.Thread(target=self._every, args=(retention_check_interval_ms / 1000,
                                                                       self.retain_logs), daemon=True, name="retention"))
+        started, flusher_ran = now_ms(), threading.Event()
+        self._tasks.append(threading.Thread(target=self._every, args=(1.0, lambda: self.purge_and_flush(
+            started, flusher_ran)), daemon=True, name="log-flusher"))
         for t in self._tasks:
             t.start()
 
@@ -121,15 +121,9 @@ class ReplicaManager(HousekeepingMixin):
         overrides = configs.get(tp[0])
         if overrides is None:
             overrides = configs[tp[0]] = self._topic_config(tp[0])
-        try:
-            lc = log_config(overrides, self._log_default)
-        except ValueError as e:  # written by hand into ZooKeeper: say so, and run on the broker defaults
-            self.events.emit("topic_config_invalid", topic=tp[0], error=str(e), config=dict(overrides))
-            lc = log_config({}, self._log_default)
-        settings = self.settings
-        if "min.insync.replicas" in overrides:  # a topic-level override of the broker default
-            settings = replace(settings, min_insync_replicas=lc.min_insync_replicas)
-        plog = PartitionLog(self.log_dir, tp[0], tp[1], segment_bytes=lc.segment_bytes, segment_ms=lc.segment_ms,
+        lc = self.resolve_log_config(tp[0], overrides)
+        settings = replace(self.settings, min_insync_replicas=lc.min_insync_replicas)
+        plog = PartitionLog(self.log_dir, tp[0], tp[1], segment_bytes=lc.segment_bytes, segment_ms=lc.max_segment_ms,
                             index_interval_bytes=lc.index_interval_bytes)
         if plog.recovery.truncated_bytes:
             self.events.emit("log_recovered", topic=tp[0], partition=tp[1],
@@ -138,8 +132,11 @@ class ReplicaManager(HousekeepingMixin):
                              log_end_offset=plog.recovery.log_end_offset)
         repl = PartitionReplication(tp[0], tp[1], self.broker_id, settings,
                                     high_watermark=min(self._hw_at_start.get(tp, 0), plog.log_end_offset))
+        h = Hosted(plog, repl)
+        self.apply_log_config(h, overrides, lc)
+        plog.last_flush_ms = now_ms()
         with self._lock:
-            h = self.hosted.setdefault(tp, Hosted(plog, repl, config=dict(overrides), log_config=lc))
+            h = self.hosted.setdefault(tp, h)
         if h.log is not plog:
             plog.close()
         return h
@@ -328,7 +325,9 @@ class ReplicaManager(HousekeepingMixin):
             return code, -1, -1, -1
         epoch = h.repl.leader_epoch
         try:
-            base, last = h.log.append_as_leader(records, epoch, now_ms(), h.log_config.max_message_bytes)
+            lc = h.log_config
+            base, last = h.log.append_as_leader(records, epoch, now_ms(), lc.max_message_bytes,
+                                                compression=leader_codec(lc), log_append_time=lc.log_append_time)
         except RecordTooLargeError:
             return errors.MESSAGE_TOO_LARGE, -1, -1, -1
         self.log_events(h.repl.on_leader_append(h.log, now_ms()))
@@ -338,50 +337,60 @@ class ReplicaManager(HousekeepingMixin):
 
     def append_batch(self, tp: TP, batch: bytes, record_count: int, max_timestamp: int, acks: int,
                      timeout_ms: int, on_done: Callable[[int], None],
-                     producer: tuple[int, int, int] | None = None) -> tuple[int, int, int, bool]:
+                     producer: tuple[int, int, int] | None = None) -> Appended:
         """A real client's checked record batch (the Kafka listener), appended as the leader as it
-        arrived.  Returns ``(error, base offset, last offset, pending)``: with ``pending`` (acks=all),
+        arrived, but for what its topic's configs change (node/storage/validator.py: LogAppendTime,
+        compression.type; message.timestamp.difference.max.ms refuses it with INVALID_TIMESTAMP).
+        Returns :class:`Appended`: with ``pending`` (acks=all),
         ``on_done(error)`` is called from another thread once the HW covers it, the leadership is
         lost or ``timeout_ms`` passes, as :meth:`append` does.  ``producer`` (id, epoch, first
         sequence) of an idempotent batch is checked first (node/replicas/producer_state.py): a duplicate is
         answered with its first offsets, not appended again."""
         h = self.hosted.get(tp)
         if h is None:
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False
+            return Appended(errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False)
+        stamp = -1
         with h.cond:
             if not h.repl.is_leader or h.log.closed:
-                return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False
+                return Appended(errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False)
             code = h.repl.check_produce(acks)
             if code != errors.NONE:
-                return code, -1, -1, False
+                return Appended(code, -1, -1, False)
             epoch = h.repl.leader_epoch
             verdict = states = None
             if producer is not None and producer[0] >= 0:
                 states = self._producer_states(tp, h)
                 verdict = states.check(producer[0], producer[1], producer[2], record_count)
                 if verdict.error:
-                    return verdict.error, -1, -1, False
+                    return Appended(verdict.error, -1, -1, False)
             if verdict is not None and verdict.duplicate is not None:
                 base, last = verdict.duplicate.first_offset, verdict.duplicate.last_offset
             else:
+                now = now_ms()
                 try:
-                    base, last = h.log.append_batch_as_leader(batch, record_count, max_timestamp, epoch, now_ms(),
-                                                              h.log_config.max_message_bytes)
+                    ready = prepare_batch(batch, h.log_config, now)
+                    stamp = ready.log_append_time
+                    base, last = h.log.append_batch_as_leader(ready.data, record_count, ready.max_timestamp, epoch,
+                                                              now, h.log_config.max_message_bytes)
+                except TimestampOutOfRange as e:
+                    self.events.emit("produce_refused", topic=tp[0], partition=tp[1], error="INVALID_TIMESTAMP",
+                                     reason=str(e))
+                    return Appended(errors.INVALID_TIMESTAMP, -1, -1, False)
                 except RecordTooLargeError:
-                    return errors.MESSAGE_TOO_LARGE, -1, -1, False
+                    return Appended(errors.MESSAGE_TOO_LARGE, -1, -1, False)
                 if states is not None:
                     states.record(producer[0], producer[1], producer[2], record_count, base)
                 self.log_events(h.repl.on_leader_append(h.log, now_ms()))
                 self._wake(h)
                 self._notify()
             if acks != -1:
-                return errors.NONE, base, last, False
+                return Appended(errors.NONE, base, last, False, stamp)
             w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done,
                           inline=True)   # the listener's callback hands the outcome to its event loop
             h.waiters.append(w)
             self._purgatory.watch(h, w)
             self._wake(h)  # the HW may already cover it
-        return errors.NONE, base, last, True
+        return Appended(errors.NONE, base, last, True, stamp)
 
     def _producer_states(self, tp: TP, h: Hosted) -> ProducerStates:
         """With ``h.cond`` held: this leadership's producer table, rebuilt from the log's batch headers
@@ -397,11 +406,6 @@ class ReplicaManager(HousekeepingMixin):
             offset = states.replay_batches(data) or h.log.log_end_offset
         self._producers[tp] = (h.repl.leader_epoch, states)
         return states
-
-    def topic_setting(self, tp: TP, key: str, default: Any) -> Any:
-        """A hosted partition's topic config override (e.g. max.message.bytes), else ``default``."""
-        h = self.hosted.get(tp)
-        return default if h is None else h.config.get(key, default)
 
     def log_start_offset(self, tp: TP) -> int:
         h = self.hosted.get(tp)

@@ -16,6 +16,7 @@ Time never comes from a clock here: callers pass ``now_ms``.
 from __future__ import annotations
 
 import os
+import random
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,18 +27,21 @@ from kafkacommon.record_batch import encode_batch
 
 from .errors import StorageError
 from .file_records import FileRecords
-from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, CheckpointError,
+from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT,
                          CleanerCheckpointFile, CleanerState, LeaderEpochCheckpointFile, read_checkpoint,
                          write_checkpoint)
+from .epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from .retention import SegmentInfo, should_roll
 from .segment import (CLEANED_SUFFIX, DEFAULT_INDEX_INTERVAL_BYTES, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                       TIME_INDEX_SUFFIX, LogSegment, fsync_dir, parse_segment_base)
 
+__all__ = ["InvalidAppendError", "LeaderEpochCache", "OffsetOutOfRangeError", "PartitionLog", "RecordTooLargeError",
+           "RecoveryReport", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET"]
+
 DEFAULT_SEGMENT_BYTES = 1 << 30
 DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-UNDEFINED_EPOCH = -1
-UNDEFINED_EPOCH_OFFSET = -1
+DELETED_SUFFIX = ".deleted"   # a segment retention deleted, waiting out file.delete.delay.ms
 _INT32_MAX = (1 << 31) - 1
 
 RecordInput = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int | None]
@@ -64,87 +68,6 @@ class RecoveryReport:
     log_end_offset: int
 
 
-class LeaderEpochCache:
-    """(leader epoch, start offset) pairs, epochs and start offsets both increasing.
-
-    Every change is written to the checkpoint file (when one is given).
-    """
-
-    def __init__(self, checkpoint: LeaderEpochCheckpointFile | None = None) -> None:
-        self._checkpoint = checkpoint
-        self._entries: list[tuple[int, int]] = checkpoint.read() if checkpoint else []
-        for i, (prev, cur) in enumerate(zip(self._entries, self._entries[1:])):
-            if cur[0] <= prev[0] or cur[1] < prev[1]:
-                assert checkpoint is not None
-                raise CheckpointError(checkpoint.path, i + 4, "epochs or start offsets not increasing")
-
-    @property
-    def entries(self) -> list[tuple[int, int]]:
-        """A copy of the (epoch, start offset) pairs, oldest first."""
-        return list(self._entries)
-
-    @property
-    def latest_epoch(self) -> int:
-        """The newest epoch, or -1 when the cache is empty."""
-        return self._entries[-1][0] if self._entries else UNDEFINED_EPOCH
-
-    def _flush(self) -> None:
-        if self._checkpoint is not None:
-            self._checkpoint.write(self._entries)
-
-    def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that ``epoch`` starts at ``start_offset``; True if the cache changed.
-
-        Kafka 2.8's ``LeaderEpochFileCache.assign``: a negative epoch or offset raises ValueError;
-        the latest epoch again at or above its start offset is a no-op; anything else first removes,
-        from the newest entry down and while they match, the entries whose epoch is >= ``epoch`` or
-        whose start offset is >= ``start_offset`` (entries that would break the order: a newer epoch
-        starting at the same offset never got a record; an older epoch fetched after a newer one
-        means the newer one's entries were wrong), then adds ``(epoch, start_offset)``.
-        """
-        if epoch < 0 or start_offset < 0:
-            raise ValueError(f"invalid epoch entry ({epoch}, {start_offset})")
-        entries = self._entries
-        if entries and entries[-1][0] == epoch and start_offset >= entries[-1][1]:
-            return False
-        while entries and (entries[-1][0] >= epoch or entries[-1][1] >= start_offset):
-            entries.pop()
-        entries.append((epoch, start_offset))
-        self._flush()
-        return True
-
-    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(epoch, end offset) for OffsetsForLeaderEpoch / divergence checks.
-
-        * epoch undefined (negative), cache empty or epoch above the latest → (-1, -1);
-        * epoch == latest → (epoch, log_end_offset);
-        * otherwise the end offset is the start offset of the first epoch above it,
-          paired with the largest known epoch <= ``epoch``, or with ``epoch`` itself
-          when it is below every known epoch.
-        """
-        if epoch < 0 or not self._entries or epoch > self._entries[-1][0]:
-            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        if epoch == self._entries[-1][0]:
-            return epoch, log_end_offset
-        epochs = [e for e, _ in self._entries]
-        i = bisect_right(epochs, epoch)  # first entry with a larger epoch
-        next_start = self._entries[i][1]
-        return (epochs[i - 1] if i > 0 else epoch), next_start
-
-    def truncate_from_end(self, offset: int) -> None:
-        """Remove every entry whose start offset is >= ``offset``."""
-        keep = [e for e in self._entries if e[1] < offset]
-        if len(keep) != len(self._entries):
-            self._entries = keep
-            self._flush()
-
-    def clear(self) -> None:
-        """Remove every entry."""
-        if self._entries:
-            self._entries = []
-            self._flush()
-
-
 class PartitionLog:
     """The on-disk log of one partition replica; opens (recovering) or creates it."""
 
@@ -160,6 +83,15 @@ class PartitionLog:
         self.segment_bytes = segment_bytes
         self.segment_ms = segment_ms
         self.index_interval_bytes = index_interval_bytes
+        # the other topic configs the log itself enforces (:meth:`configure`), at Kafka's defaults
+        self.segment_jitter_ms = 0
+        self.max_index_bytes = 10_485_760          # segment.index.bytes
+        self.flush_messages = (1 << 63) - 1        # flush.messages
+        self.file_delete_delay_ms = 0              # file.delete.delay.ms (0 here until configured)
+        self._unflushed = 0
+        self.last_flush_ms: int | None = None      # when the log was last fsynced (flush.ms), if known
+        self.pending_deletes: list[tuple[int, LogSegment]] = []   # (due ms, segment renamed .deleted)
+        self._rng = random.Random()
         self.dir = Path(log_dir) / f"{topic}-{partition}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._closed = False
@@ -187,6 +119,10 @@ class PartitionLog:
         next offset, Kafka's rule).  Returns the base offsets swapped in.
         """
         names = os.listdir(self.dir)
+        for name in names:   # segments retention had deleted, still waiting out file.delete.delay.ms
+            if name.endswith(DELETED_SUFFIX):
+                (self.dir / name).unlink()
+        names = [n for n in names if not n.endswith(DELETED_SUFFIX)]
         swaps = sorted(b for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)
                        and (b := parse_segment_base(n[:-len(SWAP_SUFFIX)])) is not None)
         for name in names:
@@ -298,28 +234,54 @@ class PartitionLog:
         if self._closed:
             raise StorageError(f"log {self.dir} is closed")
 
+    def configure(self, *, segment_bytes: int, segment_ms: int, index_interval_bytes: int, segment_jitter_ms: int,
+                  max_index_bytes: int, flush_messages: int, file_delete_delay_ms: int) -> None:
+        """Take a topic's (new) configs: the next append rolls, indexes and flushes by them (Kafka's
+        ``Log.updateConfig``); a segment keeps the jitter drawn when it was made."""
+        if segment_bytes <= 0:
+            raise ValueError("segment_bytes must be positive")
+        self.segment_bytes, self.segment_ms = segment_bytes, segment_ms
+        self.index_interval_bytes, self.segment_jitter_ms = index_interval_bytes, segment_jitter_ms
+        self.max_index_bytes, self.flush_messages = max_index_bytes, flush_messages
+        self.file_delete_delay_ms = file_delete_delay_ms
+        self._segments[-1].index_interval_bytes = index_interval_bytes
+
+    def _jitter(self) -> int:
+        """Kafka's ``randomSegmentJitter``: below min(segment.jitter.ms, segment.ms), 0 without jitter."""
+        bound = min(self.segment_jitter_ms, self.segment_ms)
+        return self._rng.randrange(bound) if bound > 0 else 0
+
     def _append(self, data: bytes | bytearray | memoryview, base_offset: int, last_offset: int, max_ts: int,
                 now_ms: int | None = None) -> None:
         active = self._segments[-1]
-        if active.size and (last_offset - active.base_offset > _INT32_MAX or should_roll(
+        if active.size and (last_offset - active.base_offset > _INT32_MAX or active.index_full(self.max_index_bytes)
+                            or should_roll(
                 size=active.size, batch_bytes=len(data), segment_bytes=self.segment_bytes,
                 first_batch_timestamp=active.first_batch_timestamp, batch_max_timestamp=max_ts,
-                created_ms=active.created_ms, now_ms=now_ms, segment_ms=self.segment_ms)):
+                created_ms=active.created_ms, now_ms=now_ms, segment_ms=self.segment_ms,
+                jitter_ms=active.roll_jitter_ms)):
             self._roll(base_offset, now_ms)
             active = self._segments[-1]
         active.append(data, base_offset, last_offset, max_ts)
+        self._unflushed += last_offset - base_offset + 1
+        if self._unflushed >= self.flush_messages:   # Kafka: unflushedMessages >= flush.messages
+            self.flush(now_ms)
 
     def _roll(self, base_offset: int, now_ms: int | None) -> None:
         self._segments[-1].seal()
         seg = LogSegment.create(self.dir, base_offset, self.index_interval_bytes)
         seg.created_ms = now_ms
+        seg.roll_jitter_ms = self._jitter()
         self._segments.append(seg)
 
     def append_as_leader(self, records: Sequence[RecordInput], leader_epoch: int,
-                         now_ms: int, max_batch_bytes: int | None = None) -> tuple[int, int]:
+                         now_ms: int, max_batch_bytes: int | None = None, *, compression: int = 0,
+                         log_append_time: bool = False) -> tuple[int, int]:
         """Append ``(key, value)`` or ``(key, value, timestamp_ms)`` records as one batch.
 
-        Offsets are assigned from the LEO; a missing or None timestamp becomes ``now_ms``.
+        Offsets are assigned from the LEO; a missing or None timestamp becomes ``now_ms``
+        (every timestamp does with ``log_append_time``, and the batch says LogAppendTime); the
+        records are compressed with ``compression`` (the topic's compression.type).
         A batch larger than ``max_batch_bytes`` (max.message.bytes) raises RecordTooLargeError
         and changes nothing.  Returns (base offset, last offset).
         """
@@ -334,9 +296,9 @@ class PartitionLog:
         rows: list[tuple[bytes | None, bytes | None, int]] = []
         for rec in records:
             ts = rec[2] if len(rec) > 2 else None  # type: ignore[misc]
-            rows.append((rec[0], rec[1], now_ms if ts is None else ts))
+            rows.append((rec[0], rec[1], now_ms if ts is None or log_append_time else ts))
         base = self.log_end_offset
-        data = encode_batch(base, leader_epoch, rows)
+        data = encode_batch(base, leader_epoch, rows, compression=compression, timestamp_type=int(log_append_time))
         if max_batch_bytes is not None and len(data) > max_batch_bytes:
             raise RecordTooLargeError(f"a batch of {len(data)} bytes is larger than max.message.bytes "
                                       f"({max_batch_bytes})")
@@ -524,7 +486,12 @@ class PartitionLog:
             self._roll(self.log_end_offset, now_ms)
         doomed, self._segments = self._segments[:count], self._segments[count:]
         for seg in doomed:
-            seg.delete()
+            if self.file_delete_delay_ms > 0 and now_ms is not None:
+                # Kafka's deleteSegmentFiles: renamed .deleted now, removed file.delete.delay.ms later
+                seg.change_file_suffix(DELETED_SUFFIX)
+                self.pending_deletes.append((now_ms + self.file_delete_delay_ms, seg))
+            else:
+                seg.delete()
         if self._segments[0].base_offset > self._log_start:
             self._set_log_start(self._segments[0].base_offset)
         return [seg.base_offset for seg in doomed]
@@ -571,17 +538,37 @@ class PartitionLog:
         self._segments[i:j] = [new]
         self.set_cleaner_state(replace(state, pending_swap=None))
 
-    def flush(self) -> None:
+    def flush(self, now_ms: int | None = None) -> None:
         """fsync the active segment (older ones were fsynced when rolled)."""
         self._check_open()
         self._segments[-1].flush()
+        self._unflushed = 0
+        if now_ms is not None:
+            self.last_flush_ms = now_ms
+
+    @property
+    def unflushed(self) -> int:
+        """Records appended since the last fsync."""
+        return self._unflushed
+
+    def purge_deleted(self, now_ms: int) -> list[int]:
+        """Remove the files of retention-deleted segments whose ``file.delete.delay.ms`` has passed
+        (-> their base offsets)."""
+        due = [seg for t, seg in self.pending_deletes if t <= now_ms]
+        self.pending_deletes = [(t, seg) for t, seg in self.pending_deletes if t > now_ms]
+        for seg in due:
+            seg.delete()
+        return [seg.base_offset for seg in due]
 
     def close(self) -> None:
-        """Flush and close every segment (idempotent)."""
+        """Flush and close every segment (idempotent); deleted segments waiting out their delay go now."""
         if self._closed:
             return
         for seg in self._segments:
             seg.close()
+        for _t, seg in self.pending_deletes:
+            seg.delete()
+        self.pending_deletes = []
         self._closed = True
 
     def __enter__(self) -> "PartitionLog":
