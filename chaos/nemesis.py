@@ -21,12 +21,12 @@ import os
 import random
 import signal
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from chaos.schedule import Fault
 from chaos import disks as disk_faults
 from chaos.scenario import DISK_KINDS, NETWORK_KINDS
-from chaos.targets import View, nemesis_value, resolve, target_partition
+from chaos.targets import View, is_app_node, nemesis_value, resolve, target_partition
 from launcher.cluster import Cluster
 from node.server.session_file import SessionFile
 from zk.client import expire_session
@@ -34,6 +34,20 @@ from zk.client import expire_session
 log = logging.getLogger(__name__)
 
 SIGNAL_KINDS = ("kill", "terminate", "pause")   # faults that are a signal, and nothing to report but the nodes
+
+
+class AppProcesses(Protocol):
+    """The user's application processes (``app:<n>`` targets, 1-based), as chaos/apps.py runs them."""
+
+    def kill(self, n: int) -> None: ...
+
+    def terminate(self, n: int) -> None: ...
+
+    def pause(self, n: int) -> None: ...
+
+    def resume(self, n: int) -> None: ...
+
+    def start(self, n: int) -> None: ...
 
 
 class Links:
@@ -117,10 +131,12 @@ class Active:
 
 
 class Nemesis:
-    def __init__(self, cluster: Cluster, net: ProxyNet | NetnsNet, history: Any,
-                 view: Callable[[], View], session_timeout_ms: int, disks: Any = None):
+    def __init__(self, cluster: Cluster, net: ProxyNet | NetnsNet | None, history: Any,
+                 view: Callable[[], View], session_timeout_ms: int, apps: AppProcesses | None = None,
+                 disks: Any = None):
         self.disks = disks                # chaos.disks.RunDisks: the brokers' log directories, with disk faults
         self.cluster = cluster
+        self.apps = apps
         self.net = net
         self.history = history
         self.view = view
@@ -159,6 +175,9 @@ class Nemesis:
     def _brokers(self, nodes: list[str]) -> list[int]:
         return [int(n[1:]) for n in nodes if n.startswith("b")]
 
+    def _apps(self, nodes: list[str]) -> list[int]:
+        return [int(n[3:]) for n in nodes if is_app_node(n)] if self.apps is not None else []
+
     def _zk(self, nodes: list[str]) -> list[Any]:
         servers = self.cluster.zk_embedded.servers if self.cluster.zk_embedded else []
         return [servers[int(n[2:]) - 1] for n in nodes if n.startswith("zk")]
@@ -169,6 +188,8 @@ class Nemesis:
             self.cluster.wait_exit(b, 10)
         for s in self._zk(act.nodes):
             s.kill()
+        for n in self._apps(act.nodes):
+            self.apps.kill(n)
         self.down.update(act.nodes)
 
     def _terminate(self, act: Active, rng: random.Random) -> None:
@@ -176,6 +197,8 @@ class Nemesis:
             self._signal_broker(b, signal.SIGTERM)
         for s in self._zk(act.nodes):
             s.stop()
+        for n in self._apps(act.nodes):
+            self.apps.terminate(n)
         for b in self._brokers(act.nodes):
             try:
                 self.cluster.wait_exit(b, 30)
@@ -189,6 +212,8 @@ class Nemesis:
             self._signal_broker(b, signal.SIGSTOP)
         for s in self._zk(act.nodes):
             s.pause()
+        for n in self._apps(act.nodes):
+            self.apps.pause(n)
         self.paused.update(act.nodes)
 
     def _expire_session(self, act: Active, rng: random.Random) -> None:
@@ -317,6 +342,9 @@ class Nemesis:
         for n, s in zip([n for n in nodes if n.startswith("zk")], self._zk(nodes)):
             if n in self.down:
                 s.start()
+        for n in self._apps(nodes):
+            if f"app{n}" in self.down:
+                self.apps.start(n)
         self.down.difference_update(nodes)
 
     def _resume(self, nodes: list[str]) -> None:
@@ -324,10 +352,13 @@ class Nemesis:
             self._signal_broker(b, signal.SIGCONT)
         for s in self._zk(nodes):
             s.resume()
+        for n in self._apps(nodes):
+            self.apps.resume(n)
         self.paused.difference_update(nodes)
 
     def heal_everything(self) -> None:
         """End of run: every node running and unpaused, every link clear."""
         self._resume(sorted(self.paused))
         self._restart(sorted(self.down))
-        self.net.heal_all()
+        if self.net is not None:
+            self.net.heal_all()

@@ -17,25 +17,22 @@
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
+from controller.plan import TP, Plan
 from kafkacommon.errors import KAFKA_STORAGE_ERROR, NONE
 from kafkacommon.event import Event
-
-Plan = Any   # controller.core.Plan (core imports this module, not the other way round)
-
-TP = tuple[str, int]
 
 
 class LogDirFailures:
     """ControllerCore's offline replicas (Kafka's ``replicasOnOfflineDirs``) and the two events; the core gives
-    ``_new_plan`` (its Plan class) and the context they read."""
+    the context they read."""
 
     offline_replicas: dict[int, set[TP]]
 
     def on_log_dir_event(self, brokers: Iterable[int]) -> Plan:
         """Notifications from ``brokers``: a LeaderAndIsr to each live one for all its replicas."""
-        plan = self._new_plan()   # type: ignore[attr-defined]
+        plan = Plan()
         if not self.active:   # type: ignore[attr-defined]
             return plan
         brokers = list(brokers)
@@ -49,7 +46,7 @@ class LogDirFailures:
     def on_leader_and_isr_response(self, broker_id: int, broker_epoch: int, errors: Mapping[TP, int]) -> Plan:
         """A broker's answer to a LeaderAndIsr (``errors``: each partition of the request with its error)
         sent to it at ``broker_epoch``: Kafka's processLeaderAndIsrResponseReceived."""
-        plan = self._new_plan()   # type: ignore[attr-defined]
+        plan = Plan()
         reg = self.live.get(broker_id)   # type: ignore[attr-defined]
         if not self.active or reg is None or reg.epoch != broker_epoch:   # type: ignore[attr-defined]
             return plan   # a dead or earlier incarnation's answer

@@ -4,6 +4,7 @@ The filesystem tests mount a small tmpfs (root: the CI and this machine run as r
 """
 from __future__ import annotations
 
+import errno
 import threading
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from node.events import EventLog, read_events
 from node.replicas.replica_manager import ReplicaManager
 from node.storage import PartitionLog
 from node.storage.errors import KafkaStorageError
+from node.storage.segment import LogSegment
 from replication.broker_state import PartitionInfo
 from replication.log_dirs import LogDirs
 from replication.partition import ReplicaSettings
@@ -86,11 +88,11 @@ def test_a_log_on_a_full_disk_reports_its_directory_once(small_disk):
     log.close()   # closes the files only
 
 
-def manager(tmp_path: Path, dirs: list[Path], failures: list) -> ReplicaManager:
+def manager(tmp_path: Path, dirs: list[Path], failures: list, **kw) -> ReplicaManager:
     return ReplicaManager(1, dirs, ReplicaSettings(min_insync_replicas=1), EventLog(tmp_path / "events.jsonl", 1),
                           broker_epoch=lambda: 5, endpoint_of=lambda b: None, controller_endpoint=lambda: None,
                           fetch_wait_ms=100, segment_bytes=1 << 20, checkpoint_interval_ms=60_000,
-                          on_dir_failure=failures.append)
+                          on_dir_failure=failures.append, **kw)
 
 
 def info(p: int, is_new: bool = True) -> PartitionInfo:
@@ -149,3 +151,70 @@ def test_the_last_directory_failing_is_a_halt(tmp_path, small_disk):
         assert failures[0].halt and not failures[0].notify
     finally:
         rm.close()
+
+
+# ---------------------------------------------------------------------- the topic configs' own I/O (flush, delayed deletes)
+
+
+def failing_in(where: Path, monkeypatch, method: str) -> None:
+    """LogSegment.<method> fails with EIO for the segments under ``where`` (a failing disk), works elsewhere."""
+    real = getattr(LogSegment, method)
+
+    def flaky(self, *a, **k):
+        if where in self.directory.parents:
+            raise OSError(errno.EIO, "Input/output error")
+        return real(self, *a, **k)
+    monkeypatch.setattr(LogSegment, method, flaky)
+
+
+@pytest.mark.parametrize("path", ["flush", "flush.messages", "delayed deletion", "close"])
+def test_a_flush_or_a_delayed_deletion_that_fails_takes_the_directory_offline(tmp_path, monkeypatch, path):
+    reported = []
+    log = PartitionLog(tmp_path, "t", 0, on_io_error=lambda d, what, e: reported.append((d, what, e.errno)))
+    log.configure(segment_bytes=1 << 20, segment_ms=1 << 40, index_interval_bytes=4096, segment_jitter_ms=0,
+                  max_index_bytes=1 << 20, flush_messages=1 << 40, file_delete_delay_ms=1000)
+    log.append_as_leader([(b"k", b"v")], 0, 1)
+    assert log.delete_oldest_segments(1, 10) == [0] and log.pending_deletes   # renamed .deleted, due at 1010
+    failing_in(tmp_path, monkeypatch, "delete" if path in ("delayed deletion", "close") else "flush")
+    with pytest.raises(KafkaStorageError):
+        if path == "flush":
+            log.flush(20)
+        elif path == "flush.messages":
+            log.configure(segment_bytes=1 << 20, segment_ms=1 << 40, index_interval_bytes=4096, segment_jitter_ms=0,
+                          max_index_bytes=1 << 20, flush_messages=1, file_delete_delay_ms=1000)
+            log.append_as_leader([(b"k", b"v")], 0, 20)   # flush.messages=1: this append fsyncs
+        elif path == "delayed deletion":
+            log.purge_deleted(2000)
+        else:
+            log.close()   # the deleted segments waiting out their delay go at close
+    what = {"flush": "flush", "flush.messages": "flush", "delayed deletion": "delayed segment deletion",
+            "close": "close"}[path]
+    assert reported == [(str(tmp_path), what, errno.EIO)] and log.failed
+    with pytest.raises(KafkaStorageError):
+        log.read(0, 1000)   # the directory is offline: nothing more is read or written
+    log.close()   # the files closed only, the pending ones too: nothing more touches the directory
+    assert log.closed and not log.pending_deletes
+
+
+def test_the_flusher_reports_a_failing_directory_and_flushes_the_others(tmp_path, monkeypatch):
+    failures: list = []
+    a, b = tmp_path / "a", tmp_path / "b"
+    rm = manager(tmp_path, [a, b], failures, topic_config=lambda t: {"flush.ms": "0"})
+    try:
+        assert rm.apply_leader_and_isrs([info(0), info(1)]) == {}
+        assert {p: rm.hosted[("t", p)].log.parent_dir for p in (0, 1)} == {0: str(a), 1: str(b)}
+        for p in (0, 1):
+            assert rm.append(("t", p), [(b"k", b"v", None)], 1, 1000, lambda c: None)[0] == errors.NONE
+        failing_in(a, monkeypatch, "flush")
+        ran = threading.Event()
+        removed, flushed = rm.purge_and_flush(0, ran)   # started at 0: Kafka's flusher is due (30 s after)
+        assert (removed, flushed) == (0, 1) and ran.is_set()
+        assert rm.hosted[("t", 1)].log.unflushed == 0
+        wait_for(lambda: failures, 10, "the failure handler to run")
+        (f,) = failures
+        assert f.dir == str(a) and f.partitions == (("t", 0),) and f.notify and not f.halt
+        assert set(rm.hosted) == {("t", 1)}
+    finally:
+        rm.close()
+    (failed,) = [e for e in read_events(tmp_path / "events.jsonl") if e["type"] == "log_dir_failed"]
+    assert "Input/output error" in failed["error"]

@@ -12,10 +12,11 @@ from typing import Any, Callable
 
 from kafkacommon import errors
 from node.clock import now_ms
-from node.replicas.hosted import AckWaiter, Hosted
+from node.replicas.hosted import AckWaiter, Appended, Hosted
 from node.replicas.producer_state import ProducerStates
 from node.storage.errors import KafkaStorageError
 from node.storage.log import RecordTooLargeError
+from node.storage.validator import TimestampOutOfRange, leader_codec, prepare_batch
 from proto import kafkasim_pb2 as pb
 from replication import produce as produce_rules
 
@@ -27,6 +28,7 @@ class AppendsMixin:
     hosted: dict[TP, Hosted]
     _producers: dict[TP, tuple[int, ProducerStates]]
     _purgatory: Any
+    events: Any
     _offline: Callable[[TP], bool]
     _wake: Callable[..., None]
     _notify: Callable[[], None]
@@ -77,7 +79,9 @@ class AppendsMixin:
             return code, -1, -1, -1
         epoch = h.repl.leader_epoch
         try:
-            base, last = h.log.append_as_leader(records, epoch, now_ms(), h.log_config.max_message_bytes)
+            lc = h.log_config
+            base, last = h.log.append_as_leader(records, epoch, now_ms(), lc.max_message_bytes,
+                                                compression=leader_codec(lc), log_append_time=lc.log_append_time)
         except RecordTooLargeError:
             return errors.MESSAGE_TOO_LARGE, -1, -1, -1
         except KafkaStorageError:
@@ -89,60 +93,68 @@ class AppendsMixin:
 
     def append_batch(self, tp: TP, batch: bytes, record_count: int, max_timestamp: int, acks: int,
                      timeout_ms: int, on_done: Callable[[int], None],
-                     producer: tuple[int, int, int] | None = None) -> tuple[int, int, int, bool]:
+                     producer: tuple[int, int, int] | None = None) -> Appended:
         """A real client's checked record batch (the Kafka listener), appended as the leader as it
-        arrived.  Returns ``(error, base offset, last offset, pending)``: with ``pending`` (acks=all),
+        arrived, but for what its topic's configs change (node/storage/validator.py: LogAppendTime,
+        compression.type; message.timestamp.difference.max.ms refuses it with INVALID_TIMESTAMP).
+        Returns :class:`Appended`: with ``pending`` (acks=all),
         ``on_done(error)`` is called from another thread once the HW covers it, the leadership is
         lost or ``timeout_ms`` passes, as :meth:`append` does.  ``producer`` (id, epoch, first
         sequence) of an idempotent batch is checked first (node/replicas/producer_state.py): a duplicate is
         answered with its first offsets, not appended again."""
         h = self.hosted.get(tp)
         if h is None:
-            return STORAGE if self._offline(tp) else errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False
+            return Appended(STORAGE if self._offline(tp) else errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False)
         with h.cond:
             if not h.repl.is_leader or h.log.closed:
-                return STORAGE if h.log.failed else errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False
+                return Appended(STORAGE if h.log.failed else errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False)
             try:
-                return self._append_batch(tp, h, batch, record_count, max_timestamp, acks, timeout_ms, on_done,
-                                          producer)
+                return self._append_batch(tp, h, batch, record_count, acks, timeout_ms, on_done, producer)
             except KafkaStorageError:
-                return STORAGE, -1, -1, False
+                return Appended(STORAGE, -1, -1, False)
 
-    def _append_batch(self, tp: TP, h: Hosted, batch: bytes, record_count: int, max_timestamp: int, acks: int,
-                      timeout_ms: int, on_done: Callable[[int], None],
-                      producer: tuple[int, int, int] | None) -> tuple[int, int, int, bool]:
+    def _append_batch(self, tp: TP, h: Hosted, batch: bytes, record_count: int, acks: int, timeout_ms: int,
+                      on_done: Callable[[int], None], producer: tuple[int, int, int] | None) -> Appended:
         """With ``h.cond`` held: :meth:`append_batch`'s checks and append; a KafkaStorageError goes up."""
         code = h.repl.check_produce(acks)
         if code != errors.NONE:
-            return code, -1, -1, False
+            return Appended(code, -1, -1, False)
         epoch = h.repl.leader_epoch
         verdict = states = None
+        stamp = -1
         if producer is not None and producer[0] >= 0:
             states = self._producer_states(tp, h)
             verdict = states.check(producer[0], producer[1], producer[2], record_count)
             if verdict.error:
-                return verdict.error, -1, -1, False
+                return Appended(verdict.error, -1, -1, False)
         if verdict is not None and verdict.duplicate is not None:
             base, last = verdict.duplicate.first_offset, verdict.duplicate.last_offset
         else:
+            now = now_ms()
             try:
-                base, last = h.log.append_batch_as_leader(batch, record_count, max_timestamp, epoch, now_ms(),
-                                                          h.log_config.max_message_bytes)
+                ready = prepare_batch(batch, h.log_config, now)
+                stamp = ready.log_append_time
+                base, last = h.log.append_batch_as_leader(ready.data, record_count, ready.max_timestamp, epoch,
+                                                          now, h.log_config.max_message_bytes)
+            except TimestampOutOfRange as e:
+                self.events.emit("produce_refused", topic=tp[0], partition=tp[1], error="INVALID_TIMESTAMP",
+                                 reason=str(e))
+                return Appended(errors.INVALID_TIMESTAMP, -1, -1, False)
             except RecordTooLargeError:
-                return errors.MESSAGE_TOO_LARGE, -1, -1, False
+                return Appended(errors.MESSAGE_TOO_LARGE, -1, -1, False)
             if states is not None:
                 states.record(producer[0], producer[1], producer[2], record_count, base)
             self.log_events(h.repl.on_leader_append(h.log, now_ms()))
             self._wake(h)
             self._notify()
         if acks != -1:
-            return errors.NONE, base, last, False
+            return Appended(errors.NONE, base, last, False, stamp)
         w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done,
                       inline=True)   # the listener's callback hands the outcome to its event loop
         h.waiters.append(w)
         self._purgatory.watch(h, w)
         self._wake(h)  # the HW may already cover it
-        return errors.NONE, base, last, True
+        return Appended(errors.NONE, base, last, True, stamp)
 
     def _producer_states(self, tp: TP, h: Hosted) -> ProducerStates:
         """With ``h.cond`` held: this leadership's producer table, rebuilt from the log's batch headers
