@@ -13,6 +13,7 @@
     kafkasim analyze RUN_DIR...          chaos runs -> Parquet tables and a report (docs/analysis.md)
     kafkasim ui [--port 8080] [--host H] [--read-only] [--replay RUN_DIR]   the web view (docs/ui.md)
     kafkasim reference up|down|status    real Kafka 2.8.2 brokers beside kafkasim (docs/reference.md)
+    kafkasim reference tool NAME ARGS    one of Kafka 2.8.2's tools (kafka-topics, ...) from the jar cache
     kafkasim compare SCENARIO|all        a scenario on Kafka 2.8.2 and on kafkasim, compared (docs/compare.md)
 """
 from __future__ import annotations
@@ -382,6 +383,9 @@ def main(argv: list[str] | None = None) -> int:
             return _run(lambda: cmd_broker_action(rest[0], a.id, a.config))
         from node.server.broker import main as broker_main
         return broker_main(rest)
+    if argv[:2] == ["reference", "tool"]:   # the tool's own options are not ours to parse
+        from reference.cli import run_tool
+        return run_tool(argv[2:])
     args = build_parser().parse_args(argv)
     return _run(lambda: args.func(args))
 

@@ -21,6 +21,11 @@ import base64
 from typing import Callable, Iterable, Mapping
 
 from controller import election
+from controller.log_dirs import LogDirFailures
+from controller.plan import (  # re-exported: the shells and the simulator take them from here
+    TP, Command, ControllerSettings, LeaderAndIsrCmd, PartitionView, Plan, StateChange, StateMap, StopReplicaCmd,
+    UpdateMetadataCmd,
+)
 from kafkacommon.assignment import assign_replicas
 from kafkacommon.metadata import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from kafkacommon.errors import (  # the Kafka error codes the core answers with (a constants table, no I/O)
@@ -30,13 +35,17 @@ from kafkacommon.errors import (  # the Kafka error codes the core answers with 
 )
 from kafkacommon.event import Event
 
-from controller.plan import (  # noqa: F401  (the plan's types, also this module's public names)
-    Command, ControllerSettings, LeaderAndIsrCmd, PartitionView, Plan, StateChange, StateMap, StopReplicaCmd, TP,
-    UpdateMetadataCmd,
-)
+__all__ = ["Command", "ControllerCore", "ControllerSettings", "LeaderAndIsrCmd", "PartitionView", "Plan", "StateChange",
+           "StopReplicaCmd", "UpdateMetadataCmd"]
 
 
-class ControllerCore:
+def _boolean(value: object) -> bool | None:
+    """A stored boolean config (a string, or a bool from an older znode); None when absent or not one."""
+    text = str(value).strip().lower() if value is not None else ""
+    return True if text == "true" else False if text == "false" else None
+
+
+class ControllerCore(LogDirFailures):
     def __init__(self, settings: ControllerSettings, rng: Callable[[int], int] | None = None):
         self.settings = settings
         self._rng = rng or (lambda n: 0)
@@ -45,8 +54,10 @@ class ControllerCore:
         self.epoch_zk_version = -1
         self.live: dict[int, BrokerRegistration] = {}
         self.shutting_down: set[int] = set()
+        self.offline_replicas: dict[int, set[TP]] = {}   # replicas on offline log dirs (controller/log_dirs.py)
         self.topics: dict[str, TopicAssignment] = {}
         self.states: StateMap = {}
+        self.broker_configs: dict[str, Mapping[str, str]] = {}   # this broker's dynamic configs ("<default>", id)
         self._next_imbalance_ms = 0
         self._next_resend_ms = 0
         self._offsets_deadline_ms = 0
@@ -57,8 +68,11 @@ class ControllerCore:
     # ------------------------------------------------------------------ lifecycle
 
     def on_failover(self, epoch: int, epoch_zk_version: int, brokers: Mapping[int, BrokerRegistration],
-                    topics: Mapping[str, TopicAssignment], states: StateMap, now_ms: int) -> Plan:
-        """This broker won the election: load the context (Kafka's onControllerFailover).
+                    topics: Mapping[str, TopicAssignment], states: StateMap, now_ms: int,
+                    broker_configs: Mapping[str, Mapping[str, str]] | None = None) -> Plan:
+        """This broker won the election: load the context (Kafka's onControllerFailover).  ``topics`` carry
+        their config overrides; ``broker_configs`` are this broker's dynamic configs (``<default>`` and its
+        id), whose ``unclean.leader.election.enable`` is the default here.
 
         The plan returned writes nothing: it tells every live broker the whole state as it is (Kafka sends
         UpdateMetadata, then LeaderAndIsr with the unchanged states, before its state machines decide
@@ -67,8 +81,10 @@ class ControllerCore:
         self.epoch, self.epoch_zk_version = epoch, epoch_zk_version
         self.live = dict(brokers)
         self.topics = dict(topics)
+        self.broker_configs = dict(broker_configs or {})
         self.states = dict(states)
         self.shutting_down.clear()
+        self.offline_replicas.clear()
         plan = Plan(full_sync=set(self.live), metadata_to_all=True)
         plan.events.append(Event("controller_context_loaded", {
             "epoch": epoch, "live_brokers": sorted(self.live), "topics": len(self.topics),
@@ -147,6 +163,7 @@ class ControllerCore:
         self.topics.clear()
         self.states.clear()
         self.shutting_down.clear()
+        self.offline_replicas.clear()
 
     # ------------------------------------------------------------------ events
 
@@ -166,6 +183,7 @@ class ControllerCore:
             "epochs": {str(b): brokers[b].epoch for b in new + bounced}}))
         self.live = dict(brokers)
         self.shutting_down -= set(dead) | set(bounced)
+        self._forget_offline(new + dead + bounced)
         plan.full_sync = set(new) | set(bounced)
         plan.metadata_to_all = True
         # A bounced broker is handled as a failure then a start-up: it lost its
@@ -196,6 +214,7 @@ class ControllerCore:
             return STALE_BROKER_EPOCH, plan, []
         self.shutting_down.add(broker_id)
         eligible = set(self.live) - self.shutting_down
+        offline = self._offline_by_partition() if self.offline_replicas else None
         remaining: list[TP] = []
         stopped: list[TP] = []
         for tp in sorted(self.states):
@@ -206,8 +225,9 @@ class ControllerCore:
             if state.controller_epoch > self.epoch:
                 continue
             if state.leader == broker_id:
-                new = election.controlled_shutdown(state, replicas, eligible, self.shutting_down, self.epoch) \
-                    if len(replicas) > 1 else None
+                off = offline.get(tp) if offline else None
+                new = election.controlled_shutdown(state, replicas, eligible - off if off else eligible,
+                                                   self.shutting_down, self.epoch) if len(replicas) > 1 else None
                 if new is None:
                     remaining.append(tp)
                     continue
@@ -305,17 +325,34 @@ class ControllerCore:
             plan.metadata_to_all = True
         return plan
 
-    def on_topics_change(self, topics: Mapping[str, TopicAssignment]) -> Plan:
-        """/brokers/topics changed: new topics' partitions get their first leaders."""
+    def on_topics_change(self, topics: Mapping[str, TopicAssignment],
+                         broker_configs: Mapping[str, Mapping[str, str]] | None = None) -> Plan:
+        """The topics as ZooKeeper has them now, each with its config overrides (after a change of
+        /brokers/topics, of a topic znode, or of a config): new topics' partitions get their first leaders
+        (TopicChange); partitions added to a known topic too (Kafka's processPartitionModifications and
+        onNewPartitionCreation: the new partitions' assignment joins the context, the existing ones' stays
+        as the context has it); changed configs are taken (an unclean election newly allowed happens now,
+        as Kafka's TopicUncleanLeaderElectionEnable)."""
         plan = Plan()
         if not self.active:
             return plan
+        if broker_configs is not None:
+            self.broker_configs = dict(broker_configs)
         added = sorted(set(topics) - set(self.topics))
         for t in added:
             self.topics[t] = topics[t]
         if added:
             plan.events.append(Event("topics_added", {"topics": added}))
-            self._reconcile(plan)
+        for t in sorted(set(topics) & set(self.topics) - set(added)):
+            cur, new = self.topics[t], topics[t]
+            more = {p: r for p, r in new.partitions.items() if p not in cur.partitions}
+            if more:
+                plan.events.append(Event("partitions_added", {
+                    "topic": t, "partitions": sorted(more), "replicas": {str(p): list(r) for p, r in sorted(more.items())},
+                    "partition_count": len(cur.partitions) + len(more)}))
+            if more or dict(cur.config) != dict(new.config):
+                self.topics[t] = TopicAssignment(t, {**cur.partitions, **more}, cur.topic_id, new.config)
+        self._reconcile(plan)
         return plan
 
     def reload_states(self, states: StateMap) -> Plan:
@@ -341,7 +378,8 @@ class ControllerCore:
                 plan.events.append(Event("election_aborted", {
                     "topic": tp[0], "partition": tp[1], "state_controller_epoch": state.controller_epoch}))
                 continue
-            new = election.preferred(state, replicas, live, self.epoch)
+            off = self._offline_by_partition().get(tp) if self.offline_replicas else None
+            new = election.preferred(state, replicas, live - off if off else live, self.epoch)
             if new is not None:
                 self._write(plan, tp, new, ver, reason, state)
         return plan
@@ -428,11 +466,11 @@ class ControllerCore:
         live_regs = tuple(self.live[b] for b in sorted(self.live))
         requests: dict[int, list[Command]] = {}
         changed_views = [self._view(tp, tp in new_tps) for tp in changed]
-        need_all = bool(plan.full_sync & set(self.live)) or plan.resend_metadata
+        need_all = bool((plan.full_sync | plan.query_replicas) & set(self.live)) or plan.resend_metadata
         by_tp = {(v.topic, v.partition): v for v in changed_views}
         all_views = [by_tp.get(tp) or self._view(tp) for tp in sorted(self.states)] if need_all else []
         changed_by = self._by_replica(changed_views)
-        all_by = self._by_replica(all_views) if plan.full_sync else {}
+        all_by = self._by_replica(all_views) if plan.full_sync or plan.query_replicas else {}
         leaders = tuple(self.live[b] for b in sorted({v.state.leader for v in changed_views} & set(self.live)))
         for b in sorted(self.live):
             cmds: list[Command] = []
@@ -444,6 +482,13 @@ class ControllerCore:
                 if mine:
                     all_leaders = tuple(self.live[x] for x in sorted({v.state.leader for v in mine} & set(self.live)))
                     cmds.append(LeaderAndIsrCmd(mine, all_leaders))
+            elif b in plan.query_replicas:
+                # every replica the broker hosts, as they are (Kafka's onBrokerLogDirFailure): its answer tells
+                # which are on an offline log directory (controller/log_dirs.py)
+                mine = tuple(all_by.get(b, ()))
+                if mine:
+                    cmds.append(LeaderAndIsrCmd(mine, tuple(self.live[x] for x in sorted(
+                        {v.state.leader for v in mine} & set(self.live)))))
             else:
                 mine = tuple(changed_by.get(b, ())) if plan.leader_and_isr else ()
                 if mine and b in plan.stop_replicas:
@@ -485,9 +530,15 @@ class ControllerCore:
         return a.partitions.get(tp[1], ()) if a else ()
 
     def _unclean(self, topic: str) -> bool:
+        """``unclean.leader.election.enable``: the topic's override, else this broker's dynamic config
+        (its own, then ``<default>``), else its static setting."""
         a = self.topics.get(topic)
-        value = a.config.get("unclean.leader.election.enable") if a else None
-        return self.settings.unclean_leader_election if value is None else bool(value)
+        for source in (a.config if a else {}, self.broker_configs.get(str(self.settings.broker_id), {}),
+                       self.broker_configs.get("<default>", {})):
+            value = _boolean(source.get("unclean.leader.election.enable"))
+            if value is not None:
+                return value
+        return self.settings.unclean_leader_election
 
     def _view(self, tp: TP, is_new: bool = False) -> PartitionView:
         state, ver = self.states[tp]
@@ -508,6 +559,7 @@ class ControllerCore:
                    for w in plan.writes}
         writes = plan.writes
         states = self.states
+        offline_on = self._offline_by_partition() if self.offline_replicas else None   # (replicas on failed dirs)
         for topic in sorted(self.topics):
             unclean_allowed = self._unclean(topic)
             # The rules' outcome depends on a state only through (leader, isr, replicas), and a cluster has
@@ -529,17 +581,19 @@ class ControllerCore:
                         writes.append(StateChange(topic, p, new, None, "new_partition", None))
                     continue
                 state, ver = cur
-                if state.leader in alive and alive.issuperset(state.isr):
+                off = offline_on.get(tp) if offline_on else None
+                here_alive, here_live = (alive - off, live - off) if off else (alive, live)
+                if state.leader in here_alive and here_alive.issuperset(state.isr):
                     continue  # healthy: nothing to decide (the common case: checked without building sets)
                 if state.controller_epoch > epoch:
                     plan.events.append(Event("election_aborted", {
                         "topic": topic, "partition": p, "state_controller_epoch": state.controller_epoch}))
                     continue
-                key = (state.leader, state.isr, replicas if type(replicas) is tuple else tuple(replicas))
+                key = (state.leader, state.isr, replicas if type(replicas) is tuple else tuple(replicas), off)
                 shape = shapes.get(key)
                 if shape is None:
-                    shape = shapes[key] = self._decide_shape(state.leader, state.isr, replicas, alive, live,
-                                                             unclean_allowed)
+                    shape = shapes[key] = self._decide_shape(state.leader, state.isr, replicas, here_alive,
+                                                             here_live, unclean_allowed)
                 reason, template, offline = shape
                 new = None if template is None else LeaderAndIsr(
                     template.leader, state.leader_epoch + template.leader_epoch, template.isr, epoch)
@@ -588,8 +642,9 @@ class ControllerCore:
         assignment = assign_replicas(s.offsets_partitions, s.offsets_replication_factor, live,
                                      start_index=self._rng(n), shift=self._rng(n))
         topic_id = base64.urlsafe_b64encode(bytes(self._rng(256) for _ in range(16))).rstrip(b"=").decode()
-        topic = TopicAssignment(s.offsets_topic, assignment, topic_id=topic_id,
-                                config={"cleanup.policy": "compact"})
+        # Kafka's GroupMetadataManager.offsetsTopicConfigs, written to /config/topics/__consumer_offsets
+        topic = TopicAssignment(s.offsets_topic, assignment, topic_id=topic_id, config={
+            "cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(s.offsets_segment_bytes)})
         plan.topic_creates.append(topic)
         plan.events.append(Event("topic_created", {"topic": s.offsets_topic, "partitions": s.offsets_partitions,
                                               "replication_factor": s.offsets_replication_factor}))

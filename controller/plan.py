@@ -1,6 +1,6 @@
-"""The controller's settings and what it decides, as values: a :class:`Plan` of partition-state writes and the
-requests (LeaderAndIsr, UpdateMetadata, StopReplica) that follow them.  ``controller.core`` makes them; the
-handlers and the broker's shell carry them out.  Pure: no I/O."""
+"""The controller's plans and commands: what ``ControllerCore`` decides (a :class:`Plan` of ZooKeeper
+writes and events) and what it then tells the brokers (LeaderAndIsr, UpdateMetadata, StopReplica), and
+its settings.  Pure data: no I/O."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -28,6 +28,7 @@ class ControllerSettings:
     expected_brokers: int = 0            # brokers listed in cluster.yaml; 0 = do not wait for them
     offsets_create_grace_ms: int = 3_000  # then create __consumer_offsets with whoever is live (>= RF)
     offsets_eager_create: bool = True     # False: not here; the first FindCoordinator has a broker create it
+    offsets_segment_bytes: int = 104_857_600   # offsets.topic.segment.bytes: in the offsets topic's configs
     kip841_enable: bool = False          # Kafka 3.3's AlterIsr eligibility check (INELIGIBLE_REPLICA)
     # A planted bug (the simulator's sweeps; never in a real broker): with unclean election off, a partition
     # whose ISR has no live member elects the first live replica anyway, as if it were a clean election.
@@ -88,6 +89,7 @@ class Plan:
     resend_metadata: bool = False                      # periodic full UpdateMetadata to all
     stop_replicas: dict[int, list[TP]] = field(default_factory=dict)  # StopReplica(delete=false), after LeaderAndIsr
     leader_and_isr: bool = True  # False for AlterIsr changes: the leader learns from the response
+    query_replicas: set[int] = field(default_factory=set)   # LeaderAndIsr for all their replicas (log dir events)
     topic_deletes: list[TopicAssignment] = field(default_factory=list)  # delete these topics' znodes
     markers_to_drop: list[str] = field(default_factory=list)            # deletion requests refused
 
@@ -98,4 +100,4 @@ class Plan:
     @property
     def empty(self) -> bool:
         return not (self.has_writes or self.events or self.observed or self.full_sync or self.metadata_to_all
-                    or self.resend_metadata)
+                    or self.resend_metadata or self.query_replicas)

@@ -3,6 +3,7 @@
     kafkasim reference up      [--config cluster.yaml] [--timeout S] [--port-offset N] [--heap-mb M]
     kafkasim reference status  [--config cluster.yaml] [--json]
     kafkasim reference down    [--config cluster.yaml]
+    kafkasim reference tool    NAME [ARGS...]      one of Kafka 2.8.2's tools from the jar cache (kafka-topics, ...)
 """
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("reference", help="real Kafka 2.8.2 brokers with the cluster.yaml's ids and settings "
                                          "(docs/reference.md)", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("action", choices=["up", "down", "status", "tool"],
+                   help="tool NAME [ARGS...]: one of Kafka 2.8.2's tools from the jar cache, its arguments as "
+                        "bin/NAME.sh takes them (kafka-topics, kafka-consumer-groups, kafka-configs, ...)")
     p.add_argument("--config", default="cluster.yaml", help="cluster definition (default: cluster.yaml)")
     p.add_argument("--timeout", type=float, default=120.0, help="up: seconds to wait until ready")
     p.add_argument("--port-offset", type=int, default=None,
@@ -32,6 +35,8 @@ def add_parsers(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from reference.jars import JarsUnavailable
+    if args.action == "tool":   # `kafkasim reference tool NAME ARGS` is taken before argparse (cli/main.py)
+        return run_tool([])
     from reference.kafka import DEFAULT_CHROOT, DEFAULT_HEAP_MB, ReferenceCluster
 
     try:
@@ -65,6 +70,29 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         ref.close()
+
+
+def run_tool(argv: list[str]) -> int:
+    """One Kafka tool, in the foreground, with this process's stdin and stdout: its exit status."""
+    import subprocess
+    from reference.jars import JarsUnavailable
+    from reference.javaclient import JavaUnavailable, tool_command
+    if not argv:
+        print("error: which tool? kafkasim reference tool NAME [ARGS...] (kafka-topics, kafka-consumer-groups, "
+              "kafka-configs, ...)", file=sys.stderr)
+        return 2
+    try:
+        cmd = tool_command(argv[0], argv[1:])
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (JarsUnavailable, JavaUnavailable) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    try:
+        return subprocess.call(cmd)
+    except KeyboardInterrupt:
+        return 130
 
 
 def print_status(status: dict[str, Any], out=sys.stdout) -> None:

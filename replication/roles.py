@@ -71,6 +71,7 @@ def become_follower(repl: PartitionReplication, leader: int, leader_epoch: int, 
 
 # ---------------------------------------------------------------------- a follower's fetch answer
 
+STALE = "stale"          # an answer to a fetch from another position: ignored (fetch again from where the log is)
 RESET = "reset"          # behind the leader's log start: truncate fully and start at ``offset``
 FAILED = "failed"        # an error: back off and fetch again
 TRUNCATE = "truncate"    # a diverging epoch: truncate to ``offset``
@@ -103,13 +104,18 @@ class FetchAnswer:
 
 def follower_fetch_answer(error: int, diverging: tuple[int, int] | None, leader_log_start: int | None,
                           log: LogView, repl: PartitionReplication,
-                          leader_log_end: int | None = None) -> FetchAnswer:
-    """Kafka 2.8's AbstractFetcherThread on one partition's answer.  OFFSET_OUT_OF_RANGE
+                          leader_log_end: int | None = None, *, fetch_offset: int | None = None) -> FetchAnswer:
+    """Kafka 2.8's AbstractFetcherThread on one partition's answer.  An answer to a fetch whose
+    ``fetch_offset`` is no longer where this follower's log ends is STALE and ignored, errors included
+    ("a partition is removed and re-added or truncated when there is a pending fetch request": Kafka
+    processes an answer only if its fetch offset is the partition's current one).  OFFSET_OUT_OF_RANGE
     (handleOutOfRangeError): a follower ahead of the leader's log end truncates to it; one behind the
     leader's log start (retention deleted what it lacks) starts over there.  Another error backs off; a
     diverging epoch ``(epoch, end offset)`` truncates where :func:`follower_truncation` says; else the
     records are appended.  (Kafka's follower asks the leader for its log end and start with ListOffsets;
     kafkasim's fetch answer carries both.)"""
+    if fetch_offset is not None and fetch_offset != log.log_end_offset:
+        return FetchAnswer(STALE)
     if error == errors.OFFSET_OUT_OF_RANGE:
         if leader_log_end is not None and 0 <= leader_log_end < log.log_end_offset:
             return FetchAnswer(TRUNCATE, leader_log_end, True, reason="above_leader_log_end")

@@ -1,7 +1,7 @@
 """``kafkasim sim run | replay | sweep | shrink``: seeded simulated runs of the whole cluster (docs/simulation.md).
 
 Exit codes of ``run`` and ``replay``: 0 valid, 1 invalid, 2 unknown, 3 bad
-arguments (as ``chaos run``'s).  ``sweep`` exits 1 when a seed failed;
+arguments (as ``chaos run``'s).  ``sweep`` exits 1 when a seed failed (invalid, or crashed: its run raised);
 ``shrink`` 1 when it found a smaller failing schedule, 0 when the seed does
 not fail.
 """
@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 EXIT_ERROR = 3
+SWEEP_TRACEBACKS = 3   # crashed seeds whose whole traceback a sweep prints (--out keeps all)
 
 
 def _options(args: argparse.Namespace, seed: int):
@@ -32,8 +33,11 @@ def _options(args: argparse.Namespace, seed: int):
     seed = 1 if seed is None else seed
     kinds = tuple(k for k in (args.faults or "").split(",") if k) if args.faults is not None else None
     try:
+        if args.log_dirs < 1:
+            raise ValueError(f"--log-dirs {args.log_dirs}: at least 1")
         opts = SimOptions(seed=seed, brokers=args.brokers, groups=args.groups, duration_s=args.duration,
-                          bugs=bugs.check(tuple(args.plant_bug or ())))
+                          bugs=bugs.check(tuple(args.plant_bug or ())),
+                          config={"log_dirs": args.log_dirs} if args.log_dirs != 1 else {})
         if kinds is not None:
             opts = replace(opts, faults=check_kinds(kinds))
     except (ValueError, FaultError) as e:
@@ -109,20 +113,28 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    import time
+
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from sim.sweep import parse_seeds, sweep
+    from sim.sweep import CRASHED, parse_seeds, sweep, verdict_counts, write_outcomes
 
     try:
         seeds = parse_seeds(args.seeds)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_ERROR
+    out = Path(args.out) if args.out else None
+    if out is not None and out.exists() and any(out.iterdir()):
+        print(f"error: {out} already exists and is not empty; choose another --out", file=sys.stderr)
+        return EXIT_ERROR
     base = _options(args, seeds[0])
     console = Console(stderr=False)
     failing: list = []
+    crashed: list = []
+    t0 = time.perf_counter()
     with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[found]}"), console=console, disable=args.no_progress) as bar:
         task = bar.add_task("seeds", total=len(seeds), found="")
@@ -130,15 +142,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         def done(o) -> None:
             if o.verdict == "invalid":
                 failing.append(o)
-            bar.update(task, advance=1, found=f"invalid: {len(failing)}")
+            elif o.verdict == CRASHED:
+                crashed.append(o)
+            bar.update(task, advance=1, found=f"invalid: {len(failing)}  crashed: {len(crashed)}")
         outcomes = sweep(base, seeds, jobs=args.jobs, on_done=done, stop_on_failure=args.stop_on_failure)
-    counts: dict[str, int] = {}
-    for o in outcomes:
-        counts[o.verdict] = counts.get(o.verdict, 0) + 1
-    t = Table(title=f"sweep of seeds {args.seeds} ({len(outcomes)} run)")
+    wall = time.perf_counter() - t0
+    counts = verdict_counts(outcomes)
+    t = Table(title=f"sweep of seeds {args.seeds} ({len(outcomes)} run, {wall:.1f} s wall, --jobs {args.jobs})")
     for col in ("verdict", "seeds", "coordinator moves", "simulated s", "wall s"):
         t.add_column(col, justify="right" if col != "verdict" else "left")
-    for v in sorted(counts):
+    for v in counts:
         mine = [o for o in outcomes if o.verdict == v]
         t.add_row(v, str(len(mine)), str(sum(o.failovers for o in mine)),
                   f"{sum(o.simulated_ms for o in mine) / 1000:.0f}", f"{sum(o.wall_s for o in mine):.1f}")
@@ -150,8 +163,30 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         for o in sorted(failing, key=lambda o: o.seed):
             f.add_row(str(o.seed), ", ".join(o.kinds), str(o.faults))
         console.print(f)
-        console.print(f"replay one: kafkasim sim run --seed {failing[0].seed}{_flags(args)}")
-    return 1 if failing else 0
+    if crashed:
+        crashed.sort(key=lambda o: o.seed)
+        c = Table(title="crashed seeds (the run raised)")
+        for col in ("seed", "error"):
+            c.add_column(col)
+        for o in crashed:
+            c.add_row(str(o.seed), o.error)
+        console.print(c)
+        for o in crashed[:SWEEP_TRACEBACKS]:   # plain prints: a traceback is copied, not read in a table
+            print(f"seed {o.seed} crashed:\n{o.traceback}", end="" if o.traceback.endswith("\n") else "\n")
+        if len(crashed) > SWEEP_TRACEBACKS:
+            print(f"... {len(crashed) - SWEEP_TRACEBACKS} more tracebacks"
+                  + (f" in {out / 'crashed'}" if out else " (--out DIR keeps every one)"))
+    first = min(failing + crashed, key=lambda o: o.seed, default=None)
+    if first is not None:
+        console.print(f"replay one: kafkasim sim run --seed {first.seed}{_flags(args)}")
+    if out is not None:
+        write_outcomes(out, outcomes, {
+            "seeds": args.seeds, "jobs": args.jobs, "run": len(outcomes), "wall_s": round(wall, 3),
+            "options": _flags(args).strip(), "verdicts": counts,
+            "invalid": [{"seed": o.seed, "anomalies": list(o.kinds)} for o in sorted(failing, key=lambda o: o.seed)],
+            "crashed": [{"seed": o.seed, "error": o.error} for o in crashed]})
+        print(f"outcomes: {out / 'outcomes.jsonl'}, summary: {out / 'summary.json'}")
+    return 1 if failing or crashed else 0
 
 
 def _flags(args: argparse.Namespace) -> str:
@@ -231,6 +266,8 @@ def add_parsers(sub) -> None:
                        help=f"comma-separated kinds ({', '.join(KINDS)}; default {','.join(DEFAULT_KINDS)}; "
                             "'' for none)")
         p.add_argument("--plant-bug", action="append", metavar="NAME", help="a planted bug (see docs/simulation.md)")
+        p.add_argument("--log-dirs", type=int, default=1, help="log directories per broker, each a disk of its own "
+                       "(a disk fault takes one offline; with 1, the broker halts)")
 
     r = ss.add_parser("run", help="one simulated run; exit 0 valid, 1 invalid, 2 unknown")
     common(r)
@@ -248,7 +285,9 @@ def add_parsers(sub) -> None:
     w.add_argument("--seeds", required=True, help="A..B (inclusive)")
     w.add_argument("--jobs", type=int, default=1)
     w.add_argument("--no-progress", action="store_true")
-    w.add_argument("--stop-on-failure", action="store_true", help="stop at the first failing seed")
+    w.add_argument("--stop-on-failure", action="store_true", help="stop at the first failing (or crashed) seed")
+    w.add_argument("--out", default=None, metavar="DIR",
+                   help="write outcomes.jsonl, summary.json and crashed/seed-N.txt (tracebacks) here")
     common(w, seed=False)
     w.set_defaults(func=cmd_sweep)
     k = ss.add_parser("shrink", help="the fewest, shortest faults that still fail the same checker")

@@ -170,10 +170,19 @@ class SimMember(ClientBase):
             self._commit()     # just back from a stall: the zombie's commit, before anything else
         elif self.rejoin:
             self._join()
+        elif self._without_position():
+            # Kafka's consumer (refreshCommittedOffsetsIfNeeded, on every poll): assigned partitions with no
+            # position fetch their committed offsets again, after a fetch that failed (its coordinator lost)
+            self._fetch_committed(self._without_position())
         elif self.world.now_ms >= self.next_commit_ms and self.positions:
             self._commit()
         else:
             self._poll()
+
+    def _without_position(self) -> list[tuple[str, int]]:
+        if self.state.generation < 0:
+            return []
+        return [tp for tp in self.state.assignment if tp not in self.positions]
 
     def _again(self, delay_ms: float = 0.0) -> None:
         self.later(delay_ms, self._step)

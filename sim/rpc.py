@@ -3,9 +3,12 @@
     call(world, "client", "b2", broker.handle, ("JoinGroup", req), on_reply, timeout_ms=5000)
 
 The request travels src -> dst; the handler gets ``(payload, reply)`` and may
-answer later (a parked JoinGroup).  The answer travels dst -> src.  The
-caller's ``on_reply`` runs once: with the answer, or with None at the
-deadline (a lost request or answer, a partition, a dead or paused peer).
+answer later (a parked JoinGroup).  The answer travels dst -> src, to the
+caller's incarnation that made the call: a caller that crashed meanwhile never
+gets it (its connection died with it; a restarted process has new ones, and an
+answer from a paused peer that resumes later goes nowhere).  The caller's
+``on_reply`` runs once: with the answer, or with None at the deadline (a lost
+request or answer, a partition, a dead or paused peer).
 """
 from __future__ import annotations
 
@@ -59,13 +62,14 @@ class _Deadlines:
 def call(world: World, src: str, dst: str, handler: Callable[[Any, Callable[[Any], None]], None], payload: Any,
          on_reply: Callable[[Any], None], timeout_ms: float) -> None:
     c = _Call(on_reply)
+    node = world.node(src)
+    incarnation = node.incarnation
 
     def reply(answer: Any) -> None:
-        world.net.send(dst, src, c.finish, answer)
+        world.net.send(dst, src, c.finish, answer, incarnation=incarnation)
 
     world.net.send(src, dst, handler, payload, reply)
-    node = world.node(src)
-    key = (src, node.incarnation, timeout_ms)
+    key = (src, incarnation, timeout_ms)
     q = world.deadlines.get(key)
     if q is None:
         q = world.deadlines[key] = _Deadlines(world, src)

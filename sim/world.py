@@ -156,11 +156,14 @@ class Network:
         else:
             self.blocked[(src, dst)] = n
 
-    def send(self, src: str, dst: str, deliver: Callable[..., Any], *args: Any) -> bool:
+    def send(self, src: str, dst: str, deliver: Callable[..., Any], *args: Any,
+             incarnation: int | None = None) -> bool:
         """Deliver ``deliver(*args)`` at ``dst`` after the link's latency; False if dropped now.
 
         A message to a crashed node is lost; to a paused node it waits.  A partition drops what
-        crosses it (a TCP connection that times out loses its unsent data too)."""
+        crosses it (a TCP connection that times out loses its unsent data too).  ``incarnation``
+        (an answer's) names the incarnation of ``dst`` the message is for, else the current one:
+        an answer to a caller that has crashed since its request is lost."""
         w = self.world
         self.sent += 1
         key = (src, dst)
@@ -175,7 +178,7 @@ class Network:
         t = max(t, self._last.get(key, 0.0))   # in order per connection, as TCP
         self._last[key] = t
         n = w.node(dst)
-        w.at(t, self._arrive, key, n, n.incarnation, deliver, args)
+        w.at(t, self._arrive, key, n, n.incarnation if incarnation is None else incarnation, deliver, args)
         return True
 
     def _arrive(self, key: tuple[str, str], n: Node, incarnation: int, deliver: Callable[..., Any],

@@ -1,5 +1,5 @@
-"""Chaos runs with real Kafka clients (``workload.client``): confluent-kafka and kafka-python producers and
-group members on the brokers' Kafka listeners, through the fault proxy, while the group's coordinator is
+"""Chaos runs with real Kafka clients (``workload.client``): confluent-kafka, kafka-python and Kafka 2.8.2's Java
+client as producers and group members on the brokers' Kafka listeners, through the fault proxy, while the group's coordinator is
 terminated, killed or paused.  Their history goes through the same checkers and failover timeline."""
 from __future__ import annotations
 
@@ -39,3 +39,52 @@ def test_real_clients_ride_out_coordinator_failovers(name, tmp_path):
     assert all(b["advertised.listeners"] != b["listeners"] for b in brokers)
     served = {e.get("client_id") for e in read_run_events(r.out / "cluster") if e["type"] == "kafka_request"}
     assert {"chaos-producer-0", "chaos-g1-0", "chaos-g1-1"} <= served
+
+
+JAVA_CHAOS_S = 12.0   # one coordinator SIGKILL at 4 s, the broker restarted at 6.5 s
+
+
+def test_the_java_client_rides_out_a_coordinator_kill(tmp_path):
+    """``workload.client: java``: Kafka 2.8.2's Java producer and two Java group members (JVMs from the jar cache)
+    through one SIGKILL of the group's coordinator.  The same history, checkers and timeline as the other clients;
+    the Java client reports its generation, so its commits and syncs carry one."""
+    import copy
+    from chaos.scenario import parse_scenario
+    doc = copy.deepcopy(yaml.safe_load((SCENARIO_DIR / "coordinator-failover-java.yaml").read_text()))
+    doc["faults"] = {"schedule": [{"at.ms": 4000, "heal.at.ms": 6500, "kind": "kill", "target": "coordinator:g1"}]}
+    scenario = parse_scenario(doc, "coordinator-failover-java (one kill)")
+    out = io.StringIO()
+    r = ChaosRun(scenario, 1, tmp_path / "run", duration_s=JAVA_CHAOS_S, stream=out, progress=False).run()
+    printed = out.getvalue()
+    assert r.verdict == "valid" and r.exit_code == 0, printed + json.dumps(r.results["checks"], default=str)[:4000]
+    ops = [json.loads(line) for line in (r.out / "history.jsonl").read_text().splitlines()]
+    by = {(op["f"], op["type"]) for op in ops if op["process"] != "nemesis"}
+    assert {("send", "ok"), ("poll", "ok"), ("sync", "ok"), ("commit", "ok"), ("fetch-committed", "ok")} <= by
+    assert all("generation" in op["value"] for op in ops if op["f"] in ("commit", "sync") and op["type"] == "ok")
+    kill = next(op["index"] for op in ops if op["process"] == "nemesis" and op["value"].get("phase") == "start")
+    assert any(op["f"] == "commit" and op["type"] == "ok" and op["index"] > kill for op in ops)
+    assert r.results["drained"] == {"g1": True}
+    rows = [row for row in r.results["timeline"] if row["group"] == "g1" and row["fault"] is not None]
+    assert any(row["moved"] and row["first_commit_ms"] is not None for row in rows), printed
+    served = {e.get("client_id") for e in read_run_events(r.out / "cluster") if e["type"] == "kafka_request"}
+    assert {"chaos-producer-0", "chaos-g1-0", "chaos-g1-1"} <= served
+    assert _our_jvms() == [], "Java clients left running after the run"
+
+
+def _our_jvms() -> list[str]:
+    """The command lines of this process's children that are Java clients (none may outlive a run)."""
+    import os
+    from pathlib import Path
+    from util.procs import stat_fields
+    out = []
+    for d in Path("/proc").iterdir():
+        fields = stat_fields(int(d.name)) if d.name.isdigit() else None
+        if fields is None or int(fields[1]) != os.getpid():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "JavaMember" in cmd or "JavaProducer" in cmd:
+            out.append(cmd)
+    return out

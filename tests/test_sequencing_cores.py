@@ -57,8 +57,9 @@ def test_a_won_election_loads_the_context_sends_it_then_writes_fenced_then_sends
     ctl, world = handlers(), World()
     h.run(ctl.elect(), world.do)
     kinds = [type(c).__name__ for c in world.done if not isinstance(c, (h.Emit, h.Clock, h.MonoNs))]
-    # Kafka's onControllerFailover: UpdateMetadata (and the unchanged states) to every broker before deciding
-    assert kinds == ["ReadController", "TryElect", "ReadSnapshot", "CachedStates", "ReadStates",
+    # Kafka's onControllerFailover: the log dir event notifications read (and deleted), then UpdateMetadata (and
+    # the unchanged states) to every broker before deciding
+    assert kinds == ["ReadController", "TryElect", "ReadSnapshot", "ReadLogDirEvents", "CachedStates", "ReadStates",
                      "Send", "WriteStates", "Send", "Later"]
     write = next(c for c in world.done if isinstance(c, h.WriteStates))
     assert write.fence == 3 and [(w.topic, w.partition, w.state.leader) for w in write.writes] == [("t", 0, 1)]
@@ -139,5 +140,11 @@ def test_a_followers_fetch_answer_resets_backs_off_truncates_or_appends() -> Non
     assert roles.follower_fetch_answer(0, (0, 4), None, log, repl) == roles.FetchAnswer(roles.TRUNCATE, 4, True)
     step = roles.follower_fetch_answer(0, None, 3, log, repl)
     assert step.kind == roles.APPEND
+    # an answer to a fetch from another offset than where the log now ends is ignored, errors and all
+    # (Kafka's fetcher processes an answer only at the partition's current fetch offset)
+    assert roles.follower_fetch_answer(0, None, 3, log, repl, fetch_offset=10).kind == roles.APPEND
+    assert roles.follower_fetch_answer(0, None, 3, log, repl, fetch_offset=12).kind == roles.STALE
+    assert roles.follower_fetch_answer(0, (0, 4), None, log, repl, fetch_offset=8).kind == roles.STALE
+    assert roles.follower_fetch_answer(1, None, 50, log, repl, fetch_offset=8).kind == roles.STALE
     _events, log_start = roles.follower_moved(step, repl, log, leader_hw=8, leader_log_start=3)
     assert repl.high_watermark == 8 and log_start == 3     # the leader's log start, never past our HW

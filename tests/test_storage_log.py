@@ -300,7 +300,7 @@ def test_follower_append_copies_the_leader(tmp_path):
     assert follower.append_as_follower(b"") is None
 
 
-def test_follower_append_rejects_gaps_bad_crc_torn_and_stale_epochs(tmp_path):
+def test_follower_append_rejects_gaps_bad_crc_and_torn_batches(tmp_path):
     leader = PartitionLog(tmp_path / "a", "t", 0)
     follower = PartitionLog(tmp_path / "b", "t", 0)
     for i in range(6):
@@ -321,11 +321,21 @@ def test_follower_append_rejects_gaps_bad_crc_torn_and_stale_epochs(tmp_path):
     with pytest.raises(CorruptBatchError) as info:
         follower.append_as_follower(leader.read(2, 10**6)[:-5])
     assert info.value.incomplete
-    stale = encode_batch(2, 1, [(None, b"old", NOW)])
-    with pytest.raises(InvalidAppendError, match="leader epoch 1"):
-        follower.append_as_follower(stale)
     assert _snapshot(follower) == before
     assert follower.append_as_follower(two) == (2, 3)
+
+
+def test_a_follower_appends_an_older_epoch_and_the_cache_drops_what_it_contradicts(tmp_path):
+    """Kafka 2.8's Log.append for a follower does not compare a batch's epoch with the cache's latest: the
+    cache's assign removes the entries the older epoch contradicts (a broker that led epoch 5 for a moment
+    and wrote nothing, then follows a leader whose log has epoch-4 batches there)."""
+    follower = PartitionLog(tmp_path / "b", "t", 0)
+    follower.append_as_follower(encode_batch(0, 3, [(None, b"a", NOW), (None, b"b", NOW)]))
+    follower.epoch_cache.assign(5, 2)          # became leader of epoch 5 at its log end, wrote nothing
+    assert follower.append_as_follower(encode_batch(2, 4, [(None, b"c", NOW)])) == (2, 2)
+    assert follower.epoch_cache.entries == [(3, 0), (4, 2)] and follower.log_end_offset == 3
+    # and on disk: the checkpoint file holds what the cache holds
+    assert (follower.dir / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n2\n3 0\n4 2\n"
 
 
 def test_leader_append_with_a_stale_epoch_is_refused(tmp_path):
@@ -358,16 +368,31 @@ def test_end_offset_for_follows_the_reference_rules(tmp_path):
     assert cache.end_offset_for(8, leo) == (-1, -1)   # above all
 
 
-def test_assign_rules_and_truncate_from_end():
+def test_assign_follows_kafkas_rule_and_truncate_from_end():
+    """LeaderEpochFileCache.assign (Kafka 2.8.2): the latest epoch at or above its start is a no-op; else
+    the newest entries with an epoch >= the new one or a start offset >= the new one go, then it is added."""
     cache = LeaderEpochCache()
     assert cache.assign(1, 0) and not cache.assign(1, 10)
     with pytest.raises(ValueError):
-        cache.assign(0, 10)
-    cache.assign(3, 10)
+        cache.assign(-1, 10)
     with pytest.raises(ValueError):
-        cache.assign(4, 9)
-    cache.assign(4, 10)  # epoch 3 never got a record: replaced
+        cache.assign(1, -1)
+    assert cache.assign(3, 10) and cache.assign(4, 10)  # epoch 3 never got a record: replaced
     assert cache.entries == [(1, 0), (4, 10)] and cache.latest_epoch == 4
+    assert cache.assign(5, 20) and cache.assign(7, 30)
+    assert cache.assign(6, 25)                           # older than 7: 7 goes, 5 stays
+    assert cache.entries == [(1, 0), (4, 10), (5, 20), (6, 25)]
+    assert cache.assign(7, 15)                           # starts below 20 and 25: both go
+    assert cache.entries == [(1, 0), (4, 10), (7, 15)]
+    assert cache.assign(7, 12)                           # the latest epoch, starting lower: moved
+    assert cache.entries == [(1, 0), (4, 10), (7, 12)]
+    assert cache.assign(2, 40)                           # epochs 4 and 7 are >= 2; epoch 1 stays
+    assert cache.entries == [(1, 0), (2, 40)]
+    assert cache.assign(0, 40)                           # older than every entry: all go
+    assert cache.entries == [(0, 40)]
+    cache = LeaderEpochCache()
+    for epoch, start in [(1, 0), (4, 10)]:
+        cache.assign(epoch, start)
     cache.assign(6, 25)
     cache.truncate_from_end(26)
     assert cache.entries == [(1, 0), (4, 10), (6, 25)]

@@ -1,0 +1,135 @@
+"""Seeds that sweeps found failing, kept as tests once explained and fixed, and a sweep that reports a
+seed whose run raises as a crashed seed and goes on (docs/simulation.md, "Seeds found by sweeps")."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chaos.schedule import Fault
+from sim import rpc
+from sim.run import SimOptions, SimRun
+from sim.world import World
+
+
+def test_an_answer_to_a_request_made_before_the_caller_crashed_never_reaches_its_next_incarnation() -> None:
+    """A paused peer that resumes answers what it had received; the caller's connection died with it."""
+    w = World(seed=1)
+    got: list = []
+    handled: list = []
+
+    def handler(payload, reply) -> None:
+        handled.append(payload)
+        reply(payload + 1)
+
+    w.pause("b2")
+    rpc.call(w, "b1", "b2", handler, 1, got.append, timeout_ms=10_000.0)    # waits at the paused b2
+    w.run_until(10.0)
+    w.crash("b1")
+    w.restart("b1")
+    w.run_until(20.0)
+    w.resume("b2")
+    w.run_until(20_000.0)
+    assert handled == [1] and got == []       # b2 handled it; the restarted b1 gets neither answer nor timeout
+    rpc.call(w, "b1", "b2", handler, 5, got.append, timeout_ms=10_000.0)    # the new incarnation's own call
+    w.run_until(21_000.0)
+    assert got == [6]
+
+
+def _events(r, broker: int) -> list[dict]:
+    return [e for e in r.events if e.get("broker") == broker]
+
+
+def _second_process(events: list[dict]) -> list[dict]:
+    starts = [i for i, e in enumerate(events) if e["type"] == "broker_starting"]
+    assert len(starts) == 2
+    return events[starts[1]:]
+
+
+def test_seed_110_shrunk_a_restarted_follower_ignores_its_dead_predecessors_fetch() -> None:
+    """`sim shrink 110`: broker 2 (leader of events/1, and controller) paused at 3.0 s until 7.255 s; broker 1
+    killed at 3.227 s, back at 3.359 s.  When broker 2 resumed it answered the fetch broker 1's first process
+    had sent it.  The simulated network used to deliver that answer to the restarted broker 1, whose dead
+    replica manager then cut the shared log from 28 to 20 (``log_truncated``, reason above_leader_log_end,
+    leader 2 epoch 0) and logged its HW 19 -> 20 after 27: ``hw-regression``.  A real process's answer goes to
+    a closed connection.  (The old ZooKeeper session's expiry reached the new process the same way.)"""
+    faults = [Fault(0, 3000, 7255, "pause", "broker:2", 2419671056), Fault(1, 3227, 3359, "kill", "broker:1", 1316516484)]
+    r = SimRun(SimOptions(seed=110, duration_s=10.3, schedule=faults)).run()
+    assert r.verdict == "valid", r.results["checks"]["anomalies"]
+    mine = _second_process(_events(r, 1))
+    # the schedule still makes the interleaving: broker 1 came back and followed events/1 past offset 20
+    # before broker 2 resumed
+    resumed_ns = 7_355 * 10**6   # the pause's heal: 100 ms of setup before the workload's time 0
+    assert any(e["type"] == "hw_changed" and e["topic"] == "events" and e["partition"] == 1 and e["new"] > 20
+               and e["mono_ns"] < resumed_ns for e in mine)
+    assert not [e for e in mine if e["type"] == "log_truncated" and e.get("leader") == 2]
+    hws = [e["new"] for e in mine if e["type"] == "hw_changed" and (e["topic"], e["partition"]) == ("events", 1)]
+    assert hws == sorted(hws)
+    # one registration, no expiry of a session this process never had
+    assert [e["type"] for e in mine if e["type"] in ("broker_registered", "zk_session_expired")] == ["broker_registered"]
+
+
+def test_seed_1241_runs_to_its_verdict() -> None:
+    """`sim run --seed 1241 --brokers 3 --groups 1 --duration 30` raised ``leader epoch 3 is older than the
+    latest 4``: broker 1, paused, answered at the end a fetch from broker 2's first process, and the restarted
+    broker 2's log, whose epoch cache had reached epoch 4, appended the epoch-3 batch."""
+    r = SimRun(SimOptions(seed=1241, brokers=3, groups=1, duration_s=30.0)).run()
+    assert r.verdict == "valid", r.results["checks"]["anomalies"]
+
+
+def test_seed_2665_a_member_whose_offset_fetch_timed_out_fetches_again_and_the_group_drains() -> None:
+    """Seed 2665 (`unseen-message`, not-drained): both members synced generation 2 at broker 1 and asked it
+    for their partitions' committed offsets; the controller-kill fault took broker 1 down 0.3 ms later.  The
+    fetches timed out (coordinator lost) and the simulated members, assigned partitions with no position,
+    polled nothing until the run ended.  Kafka's consumer fetches the committed offsets of partitions without
+    a position again on every poll (refreshCommittedOffsetsIfNeeded), and so does the simulated member now."""
+    r = SimRun(SimOptions(seed=2665, brokers=3, groups=1, duration_s=30.0)).run()
+    assert r.verdict == "valid", r.results["checks"]["anomalies"]
+    fetches = [h for h in r.history if h["f"] == "fetch-committed" and h["type"] != "invoke" and not h.get("final")]
+    timed_out = {h["process"] for h in fetches if h.get("error") == "DEADLINE_EXCEEDED"}
+    assert timed_out == {1, 3}   # the interleaving is still there: both members' fetches timed out
+    for proc in timed_out:
+        last_fail = max(i for i, h in enumerate(fetches) if h["process"] == proc and h["type"] == "fail")
+        assert any(h["process"] == proc and h["type"] == "ok" for h in fetches[last_fail:])
+
+
+class _Planted(SimRun):
+    """A run that raises in seed 3 (the sweep's own SimRun, replaced by monkeypatch)."""
+
+    def run(self):
+        if self.opts.seed == 3:
+            raise RuntimeError("planted crash in seed 3")
+        return super().run()
+
+
+def _sweep_with_a_crash(tmp_path: Path, monkeypatch, capsys, jobs: int) -> None:
+    from cli.main import main
+    import sim.sweep as sweep_mod
+
+    monkeypatch.setattr(sweep_mod, "SimRun", _Planted)
+    out = tmp_path / "sweep"
+    code = main(["sim", "sweep", "--seeds", "2..4", "--jobs", str(jobs), "--duration", "4", "--no-progress",
+                 "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 1
+    assert "crashed seeds" in printed and "RuntimeError: planted crash in seed 3" in printed
+    assert "seed 3 crashed:" in printed and "Traceback (most recent call last)" in printed
+    assert ", in run\n" in printed    # the traceback names the frame that raised
+    assert "replay one: kafkasim sim run --seed 3" in printed
+    lines = [json.loads(x) for x in (out / "outcomes.jsonl").read_text().splitlines()]
+    assert [(x["seed"], x["verdict"] == "crashed") for x in lines] == [(2, False), (3, True), (4, False)]
+    assert all(x["verdict"] in ("valid", "unknown", "invalid") and x["digest"] for x in lines if x["seed"] != 3)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["crashed"] == [{"seed": 3, "error": "RuntimeError: planted crash in seed 3"}]
+    assert summary["run"] == 3 and summary["verdicts"]["crashed"] == 1
+    assert "planted crash in seed 3" in (out / "crashed" / "seed-3.txt").read_text()
+
+
+def test_a_sweep_reports_a_seed_that_raises_as_crashed_and_goes_on(tmp_path: Path, monkeypatch, capsys) -> None:
+    _sweep_with_a_crash(tmp_path, monkeypatch, capsys, jobs=1)
+
+
+@pytest.mark.cluster   # a process pool: its workers are forked with the patch in place
+def test_a_sweep_in_worker_processes_reports_a_crashed_seed_too(tmp_path: Path, monkeypatch, capsys) -> None:
+    _sweep_with_a_crash(tmp_path, monkeypatch, capsys, jobs=2)
