@@ -21,6 +21,7 @@ import base64
 from typing import Callable, Iterable, Mapping
 
 from controller import election
+from controller.failover import FailoverSteps
 from controller.log_dirs import LogDirFailures
 from controller.plan import (  # re-exported: the shells and the simulator take them from here
     TP, Command, ControllerSettings, LeaderAndIsrCmd, PartitionView, Plan, StateChange, StateMap, StopReplicaCmd,
@@ -45,7 +46,7 @@ def _boolean(value: object) -> bool | None:
     return True if text == "true" else False if text == "false" else None
 
 
-class ControllerCore(LogDirFailures):
+class ControllerCore(FailoverSteps, LogDirFailures):
     def __init__(self, settings: ControllerSettings, rng: Callable[[int], int] | None = None):
         self.settings = settings
         self._rng = rng or (lambda n: 0)
@@ -61,8 +62,8 @@ class ControllerCore(LogDirFailures):
         self._next_imbalance_ms = 0
         self._next_resend_ms = 0
         self._offsets_deadline_ms = 0
-        self._failover_dead: list[int] = []   # dead brokers whose replicas the failover still takes offline
-        self._failover_elect = False          # the failover's elections are still to come
+        self._failover_dead: list[int] = []   # the failover's steps (controller/failover.py)
+        self._failover_elect = False
         self._failover_now_ms = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -89,71 +90,10 @@ class ControllerCore(LogDirFailures):
         plan.events.append(Event("controller_context_loaded", {
             "epoch": epoch, "live_brokers": sorted(self.live), "topics": len(self.topics),
             "partitions": sum(len(a.partitions) for a in self.topics.values())}))
-        replicas = {r for a in self.topics.values() for rs in a.partitions.values() for r in rs}
-        self._failover_dead = sorted(replicas - set(self.live))
-        self._failover_elect = True
-        self._failover_now_ms = now_ms
+        self._begin_failover_steps(now_ms)
         self._offsets_deadline_ms = now_ms + self.settings.offsets_create_grace_ms
         self._next_imbalance_ms = now_ms + 5_000  # Kafka: the first check runs 5 s after failover
         self._next_resend_ms = now_ms + self.settings.metadata_resend_interval_ms
-        return plan
-
-    @property
-    def failover_pending(self) -> bool:
-        """Whether :meth:`failover_next` has a plan left."""
-        return self.active and (bool(self._failover_dead) or self._failover_elect)
-
-    def failover_next(self) -> Plan | None:
-        """The failover's next plan, once the previous one is carried out (None: the failover is done), in
-        Kafka 2.8's order (``replicaStateMachine.startup`` then ``partitionStateMachine.startup``):
-
-        1. each dead broker's replicas go offline, one broker after the other (:meth:`_offline_replicas`):
-           a partition whose ISR holds it loses it (the ISR is never emptied) and, if it led, its leader
-           (-1), a new leader epoch each time;
-        2. then every partition without a live leader is elected (offline election: a second new epoch
-           for one whose leader died), new partitions get their first leaders, and the offsets topic
-           may be created.
-        """
-        if not self.active:
-            return None
-        while self._failover_dead:
-            plan = self._offline_replicas(self._failover_dead.pop(0))
-            if plan.writes or plan.events:
-                return plan
-        if self._failover_elect:
-            self._failover_elect = False
-            plan = Plan()
-            self._reconcile(plan)
-            # a partition the failover left without a leader, and that nobody could take: offline, as Kafka's
-            # partitionStateMachine.startup reports the election it could not make
-            elected = {(w.topic, w.partition) for w in plan.writes if w.state.leader >= 0}
-            noted = {(f["topic"], f["partition"]) for n, f in plan.events if n == "partition_offline"}
-            for tp, (state, _) in sorted(self.states.items()):
-                if state.leader == -1 and tp not in elected and tp not in noted and self._replicas(tp):
-                    plan.events.append(Event("partition_offline", {
-                        "topic": tp[0], "partition": tp[1], "reason": "no live replica in the ISR",
-                        "isr": list(state.isr)}))
-            self._maybe_create_offsets_topic(plan, self._failover_now_ms)
-            return plan
-        return None
-
-    def _offline_replicas(self, broker_id: int) -> Plan:
-        """Kafka's OfflineReplica transition of a dead broker's replicas (``removeReplicasFromIsr``): each
-        partition whose ISR holds it gets the ISR without it (a last member stays), leader -1 if it led,
-        and a new leader epoch.  A state written by a newer controller is left alone."""
-        plan = Plan()
-        for tp in sorted(self.states):
-            state, ver = self.states[tp]
-            if broker_id not in state.isr:
-                continue
-            if state.controller_epoch > self.epoch:
-                plan.events.append(Event("election_aborted", {
-                    "topic": tp[0], "partition": tp[1], "state_controller_epoch": state.controller_epoch}))
-                continue
-            leader = -1 if state.leader == broker_id else state.leader
-            isr = state.isr if len(state.isr) == 1 else tuple(b for b in state.isr if b != broker_id)
-            plan.writes.append(StateChange(tp[0], tp[1], LeaderAndIsr(leader, state.leader_epoch + 1, isr, self.epoch),
-                                           ver, "offline_replica", state))
         return plan
 
     def on_resign(self) -> None:
