@@ -244,10 +244,9 @@ class KafkasimSide(Side):
 
     def create_setup_topic(self, t: TopicSpec) -> None:
         configs: dict[str, Any] = {}
-        if t.name == OFFSETS_TOPIC:   # what Kafka's GroupMetadataManager gives it, as far as kafkasim has the keys
+        if t.name == OFFSETS_TOPIC:   # what Kafka's GroupMetadataManager gives it (offsetsTopicConfigs)
             configs = {"cleanup.policy": "compact", "compression.type": "producer",
                        "segment.bytes": self.cfg.get("offsets.topic.segment.bytes")}
-            configs = {k: v for k, v in configs.items() if k in admin.TOPIC_CONFIGS}
         admin.create_topic(self.zk(), t.name, t.partitions, t.replication_factor, configs,
                            assignment=dict(enumerate(t.replicas)) if t.replicas else None, timeout_s=60)
 
