@@ -10,7 +10,6 @@ a bug to fix or a deviation to write up.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -37,29 +36,6 @@ def _values(d: "Difference") -> tuple[Any, Any]:
     return (d.kafka.value if d.kafka else None), (d.kafkasim.value if d.kafkasim else None)
 
 
-def _topic_config_key(d: "Difference") -> bool:
-    """kafkasim's /brokers/topics/<t> (or its shapes) carries a ``config`` key, and without it the sides agree."""
-    a, b = _values(d)
-
-    def strip(v: Any) -> Any:
-        if isinstance(v, dict):
-            return {k: x for k, x in v.items() if k != "config"}
-        if isinstance(v, list):
-            out = []
-            for x in map(strip, v):
-                if x not in out:
-                    out.append(x)
-            return sorted(out, key=lambda x: json.dumps(x, sort_keys=True))
-        return v
-    return "config" in json.dumps(b) and strip(a) == strip(b) and d.kafka is not None and \
-        d.kafka.phase == d.kafkasim.phase
-
-
-def _only_config_paths(d: "Difference") -> bool:
-    a, b = _values(d)
-    return isinstance(a, list) and isinstance(b, list) and all(p.startswith("/config") for p in set(a) ^ set(b))
-
-
 def _deleted_without_offline_replicas(d: "Difference") -> bool:
     """kafkasim's state znode goes (deleted) where Kafka's first takes a new state (its OfflineReplica step)."""
     return (d.kafkasim is not None and d.kafkasim.value is None and d.kafka is not None
@@ -82,14 +58,8 @@ def _hw_ahead_after_shrink(d: "Difference") -> bool:
     return ahead
 
 
-ADMIN = "Topic configs live in /config/topics/<t> (the admin work)"
 #: the differences docs/deviations.md lists, each with its section there
 KNOWN: list[Known] = [
-    Known(r"zk(-shape)? /config(/.*)?", "kafkasim keeps topic configs in /brokers/topics/<t> and writes no /config "
-          "znodes; the admin work (branch admin) moves them to /config/topics/<t> with /config/changes", ADMIN),
-    Known(r"zk /brokers/topics/[^/]+|zk-shape /brokers/topics/\*", "kafkasim's /brokers/topics/<t> has an extra "
-          "config key", ADMIN, _topic_config_key),
-    Known(r"zk-paths", "only /config paths differ", ADMIN, _only_config_paths),
     Known(r"zk(-shape)? /latest_producer_id_block", "kafkasim claims a block of producer ids at the first "
           "InitProducerId, Kafka 2.8 at every broker's start-up", "Producer ids are claimed when first needed"),
     Known(r"zk /brokers/topics/[^/]+/partitions/\d+/state", "Kafka takes a deleted topic's replicas offline "
