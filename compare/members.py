@@ -8,8 +8,10 @@ member the same partitions), and a static member's instance id is ``<group>-m<i>
 
 The member's thread owns its consumer: commands (commit, close) are queued to it and run between polls.
 
-A Java member (Kafka 2.8.2's own consumer) would record the same events; :func:`java_member_runner` is
-where it plugs in once the Java client runner (``reference/javaclient.py``, branch ``java``) is on main.
+A Java member (:class:`JavaGroupMember`: Kafka 2.8.2's own ``KafkaConsumer``, run by
+``reference/javaclient.py``'s ``JavaMember`` from the jar cache) records the same events from its rebalance
+listener: the generation with each assignment (the Java client shows it there, not the protocol), each
+assignment, revocation, loss and commit.
 """
 from __future__ import annotations
 
@@ -18,21 +20,17 @@ import queue
 import re
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from util.waiting import wait_for
 
 _JOIN = re.compile(r"JoinGroup response: GenerationId (-?\d+), Protocol ([^,]*),.*: (.*)$")
 
 
-def java_member_runner() -> Any:
-    """The Java consumer runner, when this checkout has one (None: the hook is empty; a scenario asking for
-    a Java member fails, naming what is missing)."""
-    try:
-        from reference import javaclient  # type: ignore[attr-defined]  # branch java
-    except ImportError:
-        return None
-    return getattr(javaclient, "JavaMember", None)
+#: the librdkafka assignor names a scenario uses -> the Java client's classes
+JAVA_ASSIGNORS = {"range": "org.apache.kafka.clients.consumer.RangeAssignor",
+                  "roundrobin": "org.apache.kafka.clients.consumer.RoundRobinAssignor",
+                  "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"}
 
 
 class Member:
@@ -164,3 +162,111 @@ class _Lines(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.fn(record.getMessage())
+
+
+class JavaGroupMember:
+    """One Java consumer (Kafka 2.8.2's ``KafkaConsumer``) in ``group``, with :class:`Member`'s interface: a
+    thread that polls it and runs the queued commands between polls."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, index: int, assignor: str, static: bool,
+                 record: Callable[[str, str, Any], None], session_timeout_ms: int = 6000) -> None:
+        from reference.javaclient import JavaMember
+
+        self.group, self.topic, self.index, self.static = group, topic, index, static
+        self.name = f"{group}/{index}"
+        self.record = record
+        self.last_event = time.monotonic()
+        self.assignment: set[tuple[str, int]] = set()
+        self.generation: int | None = None
+        self.commands: queue.Queue[tuple[str, threading.Event, list]] = queue.Queue()
+        self.closed = threading.Event()
+        configs: dict[str, Any] = {
+            "client.id": f"m{index}", "partition.assignment.strategy": JAVA_ASSIGNORS[assignor],
+            "auto.offset.reset": "earliest", "session.timeout.ms": session_timeout_ms,
+            "heartbeat.interval.ms": min(1000, session_timeout_ms // 3), "metadata.max.age.ms": 1000,
+            "reconnect.backoff.max.ms": 1000, "default.api.timeout.ms": 30000}
+        if static:
+            configs["group.instance.id"] = f"{group}-m{index}"
+        self.consumer = JavaMember(bootstrap, group, topic, configs)
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"java-member-{self.name}")
+        self.thread.start()
+
+    def _event(self, event: str, value: Any) -> None:
+        self.last_event = time.monotonic()
+        self.record(self.name, event, value)
+
+    def _seen(self, msgs: Iterable[dict]) -> None:
+        for m in msgs:
+            if "assigned" in m:
+                generation = m.get("generation", -1)
+                if generation >= 0 and generation != self.generation:
+                    self.generation = generation
+                    self._event("joined", {"generation": generation})
+                self.assignment |= {_tp(x) for x in m["assigned"]}
+                self._event("assigned", m["assigned"])
+            elif "revoked" in m or "lost" in m:
+                kind = "revoked" if "revoked" in m else "lost"
+                self.assignment -= {_tp(x) for x in m[kind]}
+                self._event(kind, m[kind])
+            elif "poll_failed" in m:
+                self._event("poll_error", m["poll_failed"])
+            elif m.get("generation", -1) >= 0 and m["generation"] != self.generation:   # a poll's or commit's
+                self.generation = m["generation"]
+                self._event("joined", {"generation": self.generation})
+
+    def _poll(self, ms: int = 100) -> int:
+        msg, events = self.consumer.poll(ms)
+        self._seen(events + [msg])
+        return len(msg.get("polled", []))
+
+    def _run(self) -> None:
+        try:
+            while True:
+                try:
+                    cmd, done, out = self.commands.get_nowait()
+                except queue.Empty:
+                    cmd = None
+                if cmd == "close":
+                    self.consumer.close()
+                    done.set()
+                    return
+                if cmd == "commit":
+                    out.append(self._commit())
+                    done.set()
+                self._poll()
+        except Exception as e:   # a member that breaks says so in its stream
+            self._event("crashed", f"{type(e).__name__}: {e}")
+            self.consumer.kill()
+        finally:
+            self.closed.set()
+
+    def _commit(self) -> Any:
+        """Read what there is (until two polls in a row bring nothing), then commit the positions (sync)."""
+        deadline, empty = time.monotonic() + 30, 0
+        while empty < 2 and time.monotonic() < deadline:
+            empty = empty + 1 if self._poll(200) == 0 else 0
+        if not self.assignment:
+            return "nothing to commit"
+        msg = self.consumer.commit()
+        self._seen([msg])
+        if "commit_failed" in msg:
+            self._event("commit_error", msg["commit_failed"])
+            return msg["commit_failed"]
+        self._event("committed", msg["committed"])
+        return None
+
+    def command(self, cmd: str, timeout_s: float = 90.0) -> Any:
+        done, out = threading.Event(), []
+        self.commands.put((cmd, done, out))
+        wait_for(lambda: done.is_set() or self.closed.is_set(), timeout_s, f"member {self.name} to {cmd}")
+        return out[0] if out else None
+
+    def close(self) -> None:
+        if not self.closed.is_set():
+            self.command("close")
+        self.thread.join(10)
+
+
+def _tp(name: str) -> tuple[str, int]:
+    t, _, p = name.rpartition("/")
+    return t, int(p)

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from chaos.scenario import OFFSETS_TOPIC
 from chaos.targets import View, resolve
-from compare.members import Member, java_member_runner
+from compare.members import JavaGroupMember, Member
 from compare.probe import ProbeError
 from compare.scenario import CompareScenario, Step
 from compare.sides import SIDES, Side
@@ -44,7 +44,7 @@ class SideRun:
         self.steps: list[dict[str, Any]] = []
         self.clients: list[dict[str, Any]] = []
         self.member_events: list[dict[str, Any]] = []
-        self.members: dict[str, dict[int, Member]] = {}          # group -> index -> live member
+        self.members: dict[str, dict[int, Member | JavaGroupMember]] = {}          # group -> index -> live member
         self.joins: dict[str, dict[str, Any]] = {}                # group -> its join step's args
         self.random_topics: set[str] = set()
         self.groups = set(scenario.groups())
@@ -106,7 +106,7 @@ class SideRun:
         self.member_events.append({"phase": self.phase, "t_ms": round((time.time() - self.t0) * 1000, 1),
                                    "member": member, "event": event, "value": value})
 
-    def live_members(self) -> list[Member]:
+    def live_members(self) -> list[Member | JavaGroupMember]:
         return [m for g in self.members.values() for m in g.values() if not m.closed.is_set()]
 
     def view(self) -> View:
@@ -364,16 +364,12 @@ class SideRun:
 
     # ------------------------------------------------------------------ members
 
-    def _new_member(self, group: str, index: int) -> Member:
+    def _new_member(self, group: str, index: int) -> Member | JavaGroupMember:
         j = self.joins[group]
-        if j.get("java"):   # the hook: members.java_member_runner() (docs/compare.md)
-            runner = java_member_runner()
-            raise RuntimeError("a Java member needs the Java client runner (reference/javaclient.py's JavaMember), "
-                               "which this checkout does not have" if runner is None else
-                               "the Java client runner is here, but compare/members.py does not drive it yet")
         bootstrap = ",".join("%s:%d" % self.side.kafka_address(b) for b in self.side.broker_ids())
-        m = Member(bootstrap, group, j["topic"], index, j["assignor"], j["static"], self.record_member,
-                   session_timeout_ms=j["session_ms"])
+        kind = JavaGroupMember if j.get("java") else Member   # Kafka 2.8.2's own consumer, or librdkafka
+        m = kind(bootstrap, group, j["topic"], index, j["assignor"], j["static"], self.record_member,
+                 session_timeout_ms=j["session_ms"])
         self.members.setdefault(group, {})[index] = m
         self._wait_group(group)
         return m

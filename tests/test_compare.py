@@ -244,3 +244,21 @@ def test_merged_phases_count_as_one_and_a_scenarios_own_listed_streams_apply_fro
         parse_compare({**BASE, "steps": ["wait 1s"], "merge.phases": [[1, 2]]})
     with pytest.raises(ScenarioError, match="listed"):
         parse_compare({**BASE, "steps": ["wait 1s"], "listed": [{"streams": "(", "deviation": "X"}]})
+
+
+def test_a_java_members_rebalance_lines_become_the_same_events_as_a_librdkafka_members() -> None:
+    """JavaGroupMember records what Kafka's JavaMember program prints: the generation with an assignment
+    (once per generation), each assignment, revocation and loss, a generation first seen with a poll."""
+    from compare.members import JavaGroupMember
+    got: list = []
+    m = JavaGroupMember.__new__(JavaGroupMember)   # no JVM: only the translation of its lines
+    m.name, m.generation, m.assignment, m.last_event = "g/1", None, set(), 0.0
+    m.record = lambda member, event, value: got.append((member, event, value))
+    m._seen([{"assigned": ["t/0", "t/1"], "generation": 1, "member": "m1-x"}, {"polled": [], "generation": 1},
+             {"revoked": ["t/1"]}, {"assigned": [], "generation": 2, "member": "m1-x"}, {"lost": ["t/0"]},
+             {"polled": [], "generation": 3}, {"poll_failed": "WakeupException"}])
+    assert [(e, v) for _, e, v in got] == [
+        ("joined", {"generation": 1}), ("assigned", ["t/0", "t/1"]), ("revoked", ["t/1"]),
+        ("joined", {"generation": 2}), ("assigned", []), ("lost", ["t/0"]), ("joined", {"generation": 3}),
+        ("poll_error", "WakeupException")]
+    assert m.assignment == set() and m.generation == 3
