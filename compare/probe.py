@@ -23,7 +23,9 @@ from listener.protocol import REQUESTS, RESPONSES, build
 #: the version of each API a probe speaks: what both Kafka 2.8.2 and kafkasim's listener take
 VERSIONS = {"Produce": (0, 8), "ListOffsets": (2, 6), "Metadata": (3, 9), "OffsetFetch": (9, 7),
             "FindCoordinator": (10, 3), "DescribeGroups": (15, 5), "CreateTopics": (19, 5), "DeleteTopics": (20, 4),
-            "ElectLeaders": (43, 2)}
+            "CreatePartitions": (37, 1), "ElectLeaders": (43, 2), "IncrementalAlterConfigs": (44, 0)}
+#: IncrementalAlterConfigs' resource types
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 CLIENT_ID = "kafkasim-compare"
 
 
@@ -119,6 +121,20 @@ class Probe:
     def delete_topics(self, topic: str, timeout_ms: int = 30_000) -> dict[str, Any]:
         return self.call("DeleteTopics", {"topic_names": [topic], "timeout_ms": timeout_ms},
                          timeout_s=timeout_ms / 1000 + 5)
+
+    def create_partitions(self, topic: str, count: int, timeout_ms: int = 30_000) -> dict[str, Any]:
+        """CreatePartitions: ``topic`` grows to ``count`` partitions, placed by the broker."""
+        return self.call("CreatePartitions", {"topics": [{"name": topic, "count": count, "assignments": None}],
+                                              "timeout_ms": timeout_ms, "validate_only": False},
+                         timeout_s=timeout_ms / 1000 + 5)
+
+    def alter_configs(self, resource_type: int, name: str, configs: dict[str, str]) -> dict[str, Any]:
+        """IncrementalAlterConfigs: SET each of ``configs`` on one resource (a topic, a broker's id, or "" for
+        the brokers' cluster-wide default)."""
+        return self.call("IncrementalAlterConfigs", {"resources": [{
+            "resource_type": resource_type, "resource_name": name,
+            "configs": [{"name": k, "config_operation": 0, "value": v} for k, v in sorted(configs.items())]}],
+            "validate_only": False})
 
     def elect_preferred(self, partitions: list[tuple[str, int]] | None, timeout_ms: int = 30_000) -> dict[str, Any]:
         """ElectLeaders (preferred) for ``partitions``, or every partition (None), as kafka-leader-election.sh."""

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from chaos.scenario import OFFSETS_TOPIC
 from chaos.targets import View, resolve
 from compare.members import JavaGroupMember, Member
-from compare.probe import ProbeError
+from compare.probe import BROKER_RESOURCE, TOPIC_RESOURCE, ProbeError
 from compare.scenario import CompareScenario, Step
 from compare.sides import SIDES, Side
 from kafkacommon import errors
@@ -333,6 +333,28 @@ class SideRun:
             wait_for(lambda: a["topic"] not in self.side.zk().read_snapshot().topics, 60,
                      f"topic {a['topic']} to be deleted")
         return {"via": a.get("via", "controller"), "errors": codes}
+
+    def _partitions(self, a: dict) -> Any:
+        """CreatePartitions at the controller (others answer NOT_CONTROLLER); then the new partitions' leaders."""
+        r = self.side.probe(self._controller_or(None)).create_partitions(a["topic"], a["count"])
+        codes = {t["name"]: _err(t["error_code"]) for t in r["results"]}
+        if codes.get(a["topic"]) is None:
+            self.side.wait_leaders(a["topic"])
+        return {"errors": codes}
+
+    def _config(self, a: dict) -> Any:
+        """IncrementalAlterConfigs (SET): a topic's at the controller, a broker's at that broker, the brokers'
+        cluster-wide default (``brokers``) at the controller."""
+        kind, _, name = a["entity"].partition(" ")
+        if kind == "topic":
+            rtype, at = TOPIC_RESOURCE, self._controller_or(None)
+        elif kind == "broker":
+            rtype, at = BROKER_RESOURCE, int(name)
+        else:
+            rtype, at, name = BROKER_RESOURCE, self._controller_or(None), ""
+        r = self.side.probe(at).alter_configs(rtype, name, a["configs"])
+        return {"errors": {x["resource_name"] or "<default>": _err(x["error_code"]) if not x["error_code"] else
+                           [_err(x["error_code"]), x["error_message"]] for x in r["responses"]}}
 
     def _elect(self, a: dict) -> Any:
         return self.side.elect_preferred(a["partitions"] or None)

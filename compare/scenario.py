@@ -50,6 +50,8 @@ GRAMMAR: dict[str, str] = {
                r"(?P<configs>(?: config [\w.]+=\S+)*)(?: via (?P<via>\S+))?"),
     "delete": r"delete topic (?P<topic>[\w.-]+)(?: via (?P<via>\S+))?",
     "elect": r"elect preferred(?P<partitions>(?: [\w.-]+/\d+)*)",
+    "partitions": r"add partitions to (?P<topic>[\w.-]+) count (?P<count>\d+)",
+    "config": r"alter config (?P<entity>topic [\w.-]+|broker \d+|brokers)(?P<configs>(?: [\w.]+=\S+)+)",
     "produce": (r"produce (?P<count>\d+) to (?P<topic>[\w.-]+)(?: partition (?P<partition>\d+))?"
                 r"(?: acks=(?P<acks>all|1|0))?"),
     "join": (r"join group (?P<group>[\w.-]+) to (?P<topic>[\w.-]+)(?: with (?P<assignor>[\w-]+))?"
@@ -144,6 +146,8 @@ def _args(kind: str, m: re.Match[str], where: str) -> dict[str, Any]:
             key, _, value = item.strip().partition("=")
             configs[key] = value
         args["configs"] = configs
+    if kind == "config":
+        args["configs"] = dict(item.partition("=")[::2] for item in args["configs"].split())
     if kind == "elect":
         args["partitions"] = [(p.rsplit("/", 1)[0], int(p.rsplit("/", 1)[1])) for p in args.get("partitions", "").split()]
     if kind == "join":

@@ -28,6 +28,11 @@ BASE = {"name": "t", "cluster": {"brokers": 3, "controller": 1},
     ("delete topic t1", "delete", {"topic": "t1"}),
     ("elect preferred events/0 events/1", "elect", {"partitions": [("events", 0), ("events", 1)]}),
     ("elect preferred", "elect", {"partitions": []}),
+    ("add partitions to events count 4", "partitions", {"topic": "events", "count": 4}),
+    ("alter config topic events retention.ms=60000 min.insync.replicas=2", "config",
+     {"entity": "topic events", "configs": {"retention.ms": "60000", "min.insync.replicas": "2"}}),
+    ("alter config broker 2 log.retention.ms=1000", "config", {"entity": "broker 2", "configs": {"log.retention.ms": "1000"}}),
+    ("alter config brokers log.retention.ms=1000", "config", {"entity": "brokers", "configs": {"log.retention.ms": "1000"}}),
     ("produce 5 to events partition 1 acks=1", "produce", {"count": 5, "topic": "events", "partition": 1, "acks": "1"}),
     ("produce 5 to events", "produce", {"count": 5, "topic": "events", "acks": "all"}),
     ("join group g to events with cooperative-sticky members 2 static session 15s", "join",
@@ -52,6 +57,7 @@ def test_each_step_parses_to_its_kind_and_arguments(text: str, kind: str, args: 
     ("join group g to events with sticky", "librdkafka members take"),
     ("create topic t 3 rf 2 via coordinator:g", "controller or broker"),
     ("pause broker:1 for a while", "expected pause <target>"),
+    ("alter config topic events", "expected alter config"),
 ])
 def test_a_bad_step_is_an_error_naming_it_and_what_was_expected(text: str, why: str) -> None:
     with pytest.raises(ScenarioError, match=why) as e:
