@@ -1,4 +1,5 @@
-"""Consumer-group members of a differential run: librdkafka (confluent-kafka) consumers, one thread each.
+"""Consumer-group members of a differential run: librdkafka (confluent-kafka) consumers, one thread each, and
+Kafka 2.8.2's Java consumer.
 
 A member records what it sees as a client: each generation it joins (librdkafka's ``JoinGroup response:
 GenerationId N`` debug line, the only place its Python API shows the generation), each assignment and
