@@ -26,6 +26,7 @@ from node.replicas.fetcher import LeaderFetcher
 from node.replicas.housekeeping import CleanerSettings, HousekeepingMixin
 from node.replicas.log_settings import LogSettingsMixin
 from node.replicas.alter_isr import AlterIsrSender
+from node.replicas.delete_records import DeleteRecordsMixin
 from node.replicas.hosted import AckWaiter, Appended, ConsumerRead, Hosted
 from node.replicas.leader_fetch import LeaderFetchHandler
 from node.replicas.producer_state import ProducerStates
@@ -48,7 +49,7 @@ HW_CHECKPOINT = "replication-offset-checkpoint"
 __all__ = ["Appended", "CleanerSettings", "Hosted", "ReplicaManager"]
 
 
-class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
+class ReplicaManager(LogSettingsMixin, HousekeepingMixin, DeleteRecordsMixin):
     def __init__(self, broker_id: int, log_dir: Path, settings: ReplicaSettings, events: EventLog,
                  broker_epoch: Callable[[], int], endpoint_of: Callable[[int], str | None],
                  controller_endpoint: Callable[[], str | None], fetch_wait_ms: int, segment_bytes: int,

@@ -145,6 +145,20 @@ class ControllerShell:
         self.enqueue(req)
         return req.future.result(timeout=timeout_s)
 
+    def elect_leaders_request(self, tps: list[tuple[str, int]], election_type: int,
+                              timeout_s: float) -> dict[tuple[str, int], tuple[int, str | None, int]]:
+        """The Kafka ElectLeaders request: {tp: (error, message, the new leader or -1)}."""
+        answer = self.request(ElectLeadersRequest(list(tps), election_type), timeout_s)
+        return answer if answer is not None else {tp: (errors.NOT_CONTROLLER, None, -1) for tp in tps}
+
+    def alter_reassignments(self, requested: dict, timeout_s: float) -> tuple[int, dict]:
+        """AlterPartitionReassignments: (top-level error, {tp: (error, message)})."""
+        return self.request(AlterReassignments(dict(requested)), timeout_s)
+
+    def list_reassignments(self, tps: list[tuple[str, int]] | None, timeout_s: float) -> tuple[int, dict]:
+        """ListPartitionReassignments: (top-level error, {tp: (replicas, adding, removing)})."""
+        return self.request(ListReassignments(tps), timeout_s)
+
     def controlled_shutdown(self, broker_id: int, broker_epoch: int,
                             timeout_s: float = 10.0) -> tuple[int, list[tuple[str, int]]]:
         """Handle a ControlledShutdown (from the network, or from this broker itself)."""
