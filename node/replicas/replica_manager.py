@@ -231,7 +231,9 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, DeleteRecordsMixin):
     def stop_replica(self, tp: TP, delete: bool) -> None:
         with self._lock:
             h = self.hosted.pop(tp, None)
-        if h is None:
+        if h is None:   # stopped already (a reassignment's StopReplica, then its deletion): the files go now
+            if delete:
+                shutil.rmtree(Path(self.log_dir) / f"{tp[0]}-{tp[1]}", ignore_errors=True)
             return
         self._unassign(tp, h)
         with h.cond:
