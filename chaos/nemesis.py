@@ -6,7 +6,9 @@ leader...).  Process faults signal the broker or ZooKeeper server processes;
 network faults set rules on the fault proxy's links; ``expire-session``
 closes a broker's ZooKeeper session with its own credentials; ``truncate``
 kills a broker and cuts the tail of one of its segments before it restarts.
-Each start and each heal is a nemesis operation in the history.
+``reassign`` moves a partition's leader replica to a broker outside its replicas through the controller's
+AlterPartitionReassignments (kafka-python's admin client, on the brokers' own listeners); the controller carries
+it on (its heal does nothing).  Each start and each heal is a nemesis operation in the history.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from typing import Any, Callable, Protocol
 
 from chaos.schedule import Fault
 from chaos.scenario import NETWORK_KINDS
-from chaos.targets import View, is_app_node, nemesis_value, resolve
+from chaos.targets import View, is_app_node, nemesis_value, parse_target, resolve
 from launcher.cluster import Cluster
 from node.server.session_file import SessionFile
 from zk.client import expire_session
@@ -236,6 +238,30 @@ class Nemesis:
             os.truncate(seg, size - cut)
             act.detail["truncated"] = {"file": str(seg.relative_to(self.cluster.run_dir)), "bytes": cut,
                                        "size_before": size}
+
+    def _reassign(self, act: Active, rng: random.Random) -> None:
+        """AlterPartitionReassignments for the target's partition: its leader's replica replaced by a live broker
+        outside its replicas (drawn from the fault's seed); the detail says what was asked and the answer."""
+        topic, p = parse_target(act.fault.target).arg.rsplit("/", 1)
+        part = self.view().partitions.get((topic, int(p)))
+        live = set(self.view().live)
+        spare = sorted(b for b in live if part is not None and b not in part["replicas"])
+        if part is None or part["leader"] < 0 or not spare:
+            act.skipped = f"no live broker outside the replicas of {topic}/{p}, or no leader"
+            return
+        target = [rng.choice(spare) if r == part["leader"] else r for r in part["replicas"]]
+        act.detail.update(topic=topic, partition=int(p), replicas=list(part["replicas"]), to=target)
+        from kafka import TopicPartition
+        from kafka.admin import KafkaAdminClient
+        bootstrap = ",".join("%s:%d" % self.cluster.cfg.broker(b).kafka_advertised for b in sorted(live))
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kafkasim-nemesis", request_timeout_ms=15000)
+        try:
+            admin.alter_partition_reassignments({TopicPartition(topic, int(p)): target})
+            act.detail["error"] = None
+        except Exception as e:  # noqa: BLE001 - the answer goes into the history; the run goes on
+            act.detail["error"] = f"{type(e).__name__}: {e}"
+        finally:
+            admin.close()
 
     def _network(self, act: Active) -> None:
         f = act.fault

@@ -25,8 +25,10 @@ SHORT_S = 10.0
 SCENARIOS = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
 # the real-client scenarios run in tests/test_chaos_real_clients.py, longer (their clients need it); fidelity
 # runs in full in tests/test_sim_fidelity.py (its faults are scripted past a 10 s form); the user-application
-# pair (app-consumer-buggy must come out invalid) in tests/test_chaos_app.py
-SHORT_FORM = [n for n in SCENARIOS if not n.startswith(("coordinator-failover-", "app-consumer-")) and n != "fidelity"]
+# pair (app-consumer-buggy must come out invalid) in tests/test_chaos_app.py; controller-reassign below, with
+# its own checks
+SHORT_FORM = [n for n in SCENARIOS if not n.startswith(("coordinator-failover-", "app-consumer-"))
+              and n not in ("fidelity", "controller-reassign")]
 
 
 def run(scenario, tmp_path, seed=1, duration=SHORT_S, bugs=()):
@@ -122,6 +124,31 @@ def test_a_coordinator_that_accepts_fenced_generations_is_caught(short_chaos_res
     assert r.verdict == "invalid", printed
     assert "fenced-generation-commit" in kinds, kinds
     assert kinds <= {"fenced-generation-commit", "commit-went-backwards"}, kinds
+
+
+def test_a_controller_killed_mid_reassignment_loses_no_write_and_the_new_one_completes_it(tmp_path):
+    """scenarios/controller-reassign.yaml: a partition's reassignment (AlterPartitionReassignments), then a SIGKILL
+    of the controller at once, twice.  No acknowledged write is lost (the run is valid), each reassignment
+    completes on its target replicas, and one the killed controller had not finished is completed by the next
+    controller (a newer controller epoch), which found it in the topic znode's adding and removing replicas."""
+    from node.events import read_events
+    r, printed = run(load_scenario(SCENARIO_DIR / "controller-reassign.yaml"), tmp_path, duration=24.0)
+    assert r.verdict == "valid", printed + json.dumps(r.results["checks"], default=str)[:4000]
+    starts = [op["value"] for op in history(r) if op["process"] == "nemesis" and op["value"].get("phase") == "start"]
+    asked = [v for v in starts if v["kind"] == "reassign"]
+    assert len(asked) == 2 and all(v["error"] is None for v in asked), starts
+    assert [v["kind"] for v in starts] == ["reassign", "kill", "reassign", "kill"], starts
+    events = [e for f in sorted((r.out / "cluster" / "events").glob("broker-*.jsonl")) for e in read_events(f)
+              if e.get("topic") == "events" and e["type"] in ("reassignment_started", "reassignment_completed")]
+    epochs = {}
+    for v in asked:
+        mine = [e for e in events if e["partition"] == v["partition"]]
+        started = [e for e in mine if e["type"] == "reassignment_started"]
+        completed = [e for e in mine if e["type"] == "reassignment_completed"]
+        assert len(started) == 1 and started[0]["replicas"][:len(v["to"])] == v["to"], mine
+        assert completed and completed[-1]["replicas"] == v["to"], mine
+        epochs[v["partition"]] = (started[0]["controller_epoch"], completed[-1]["controller_epoch"])
+    assert any(done > begun for begun, done in epochs.values()), (epochs, printed)
 
 
 def kafkasim(*args: str) -> subprocess.CompletedProcess:
