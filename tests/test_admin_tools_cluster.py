@@ -79,13 +79,17 @@ def produce(c: Cluster, topic: str, partition: int, n: int, prefix: str = "v", b
     assert acked == [None] * n, acked
 
 
-def read_all(c: Cluster, topic: str, partition: int) -> list[tuple[int, bytes]]:
-    """Every record of one partition, from its earliest offset to its high watermark (librdkafka)."""
+def read_all(c: Cluster, topic: str, partition: int, end: int) -> list[tuple[int, bytes]]:
+    """Every record of one partition, from its earliest offset to its high watermark (librdkafka), once the high
+    watermark is ``end`` (a new leader's HW may lag the acknowledged writes until its followers fetch, as
+    Kafka's)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     cons = Consumer({"bootstrap.servers": bootstrap(c), "group.id": f"reader-{uuid.uuid4().hex[:6]}",
                      "enable.auto.commit": False})
     try:
-        low, high = cons.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        low, high = wait_for(lambda: (lambda w: w if w[1] == end else None)(
+            cons.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)), 30.0,
+            f"{topic}-{partition}'s high watermark to be {end}")
         cons.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
         out: list[tuple[int, bytes]] = []
         while len(out) < high - low:
@@ -152,7 +156,7 @@ def test_delete_records_command_moves_the_log_start_on_every_replica(cluster: Cl
     # every replica's log start offset is 12 (the tool's answer waited for the low watermark)
     starts = {b: h[("dr-t", 0)].log_start_offset for b, h in hosted(cluster).items()}
     assert starts == {1: 12, 2: 12, 3: 12}, starts
-    assert [v for _, v in read_all(cluster, "dr-t", 0)] == [f"v{i}".encode() for i in range(12, 20)]
+    assert [v for _, v in read_all(cluster, "dr-t", 0, 20)] == [f"v{i}".encode() for i in range(12, 20)]
     (ev,) = [e for e in events(cluster, "records_deleted") if e["topic"] == "dr-t"]
     assert (ev["partition"], ev["log_start_offset"], ev["broker"]) == (0, 12, state(cluster, "dr-t", 0)["leader"])
     # the retention pass then deletes the segments wholly below it, on the leader and the followers
@@ -165,7 +169,7 @@ def test_delete_records_command_moves_the_log_start_on_every_replica(cluster: Cl
     admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
     (fut,) = admin.delete_records([TopicPartition("dr-t", 1, OFFSET_END)]).values()
     assert fut.result(timeout=30).low_watermark == 3
-    assert read_all(cluster, "dr-t", 1) == []
+    assert read_all(cluster, "dr-t", 1, 3) == []
 
 
 # ---------------------------------------------------------------------- ElectLeaders
@@ -199,7 +203,7 @@ def test_leader_election_command_preferred(cluster: Cluster, tools: ToolRunner) 
         kp.close()
     assert [(t.topic, p.partition_id, p.error_code) for t in resp.replica_election_results
             for p in t.partition_result] == [("le-p", 0, 84)]   # ELECTION_NOT_NEEDED
-    assert [v for _, v in read_all(cluster, "le-p", 0)] == [f"v{i}".encode() for i in range(5)]
+    assert [v for _, v in read_all(cluster, "le-p", 0, 5)] == [f"v{i}".encode() for i in range(5)]
 
 
 def test_leader_election_command_unclean(cluster: Cluster, tools: ToolRunner) -> None:
@@ -211,9 +215,24 @@ def test_leader_election_command_unclean(cluster: Cluster, tools: ToolRunner) ->
     cluster.stop_broker(3)
     wait_for(lambda: state(cluster, "le-u", 0)["isr"] == [2], 30.0, "3 out of le-u-0's ISR")
     cluster.stop_broker(2)   # its controlled shutdown cannot move le-u-0 (no other ISR member); then it is gone
+    try:
+        unclean_election(cluster, tools)
+    finally:
+        cluster.start_broker(2)
+    wait_for(lambda: state(cluster, "le-u", 0)["isr"] == [2, 3], 60.0, "broker 2 back in le-u-0's ISR")
+
+
+def brokers_known(c: Cluster) -> set[int]:
+    """The live brokers a listener's Metadata names (each broker learns them from the controller, once it has
+    processed a broker's registration)."""
+    from confluent_kafka.admin import AdminClient
+    return set(AdminClient({"bootstrap.servers": bootstrap(c)}).list_topics(timeout=5).brokers)
+
+
+def unclean_election(cluster: Cluster, tools: ToolRunner) -> None:
     wait_for(lambda: state(cluster, "le-u", 0)["leader"] == -1, 30.0, "le-u-0 offline")
     cluster.start_broker(3)
-    wait_for(lambda: 3 in hosted(cluster), 60.0, "broker 3 back")
+    wait_for(lambda: brokers_known(cluster) == {1, 3}, 60.0, "the controller to know broker 3 is back")
     assert state(cluster, "le-u", 0)["leader"] == -1   # unclean.leader.election.enable is false
     bs = bootstrap(cluster)
     r = tools.run("kafka-leader-election", "--bootstrap-server", bs, "--election-type", "unclean",
@@ -224,8 +243,6 @@ def test_leader_election_command_unclean(cluster: Cluster, tools: ToolRunner) ->
     r = tools.run("kafka-leader-election", "--bootstrap-server", bs, "--election-type", "unclean",
                   "--topic", "le-u", "--partition", "0")
     assert r.rc == 0 and r.out == "Valid replica already elected for partitions \n", r
-    cluster.start_broker(2)
-    wait_for(lambda: state(cluster, "le-u", 0)["isr"] == [2, 3], 60.0, "broker 2 back in le-u-0's ISR")
 
 
 # ---------------------------------------------------------------------- reassignment
@@ -264,8 +281,8 @@ def test_reassign_partitions_command_generate_execute_verify(cluster: Cluster, t
         s = state(cluster, "ra-t", p)
         assert (s["replicas"], s["adding"], s["removing"], s["isr"]) == ([3, 1], [], [], [1, 3]), s
     assert state(cluster, "ra-t", 1)["leader"] == 3   # its leader (2) left: the first live target replica in the ISR
-    assert [v for _, v in read_all(cluster, "ra-t", 0)] == [f"v{i}".encode() for i in range(30)]
-    assert [v for _, v in read_all(cluster, "ra-t", 1)] == [f"v{i}".encode() for i in range(10)]
+    assert [v for _, v in read_all(cluster, "ra-t", 0, 30)] == [f"v{i}".encode() for i in range(30)]
+    assert [v for _, v in read_all(cluster, "ra-t", 1, 10)] == [f"v{i}".encode() for i in range(10)]
     wait_for(lambda: ("ra-t", 0) not in hosted(cluster)[2] and ("ra-t", 1) not in hosted(cluster)[2], 30.0,
              "broker 2 to stop its replicas")
     gone = cluster.cfg.broker(2).log_dir
@@ -317,7 +334,7 @@ def test_a_reassignment_in_progress_is_listed_and_cancelled(cluster: Cluster, to
         assert (s["replicas"], s["adding"], s["removing"], s["isr"]) == ([ctl, z], [], [], sorted([ctl, z])), s
     finally:
         cluster.signal_broker(y, signal.SIGCONT)
-    assert [v for _, v in read_all(cluster, "rc-t", 0)] == [f"v{i}".encode() for i in range(5)]
+    assert [v for _, v in read_all(cluster, "rc-t", 0, 5)] == [f"v{i}".encode() for i in range(5)]
 
 
 def test_the_zookeeper_reassignment_znode_is_still_watched(cluster: Cluster) -> None:
@@ -329,7 +346,7 @@ def test_the_zookeeper_reassignment_znode_is_still_watched(cluster: Cluster) -> 
     wait_for(lambda: cluster.zk().exists(paths.REASSIGN_PARTITIONS) is None, 60.0, "the znode to be deleted")
     s = state(cluster, "rz-t", 0)
     assert (s["replicas"], s["adding"], s["removing"], s["isr"]) == ([2, 3], [], [], [2, 3]), s
-    assert [v for _, v in read_all(cluster, "rz-t", 0)] == [f"v{i}".encode() for i in range(4)]
+    assert [v for _, v in read_all(cluster, "rz-t", 0, 4)] == [f"v{i}".encode() for i in range(4)]
 
 
 # ---------------------------------------------------------------------- OffsetDelete
