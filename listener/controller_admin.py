@@ -66,6 +66,8 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                                              wait_s(b.timeout_ms))
             except FutureTimeout:
                 answers = {tp: (errors.REQUEST_TIMED_OUT, None, -1) for tp in tps}
+            except Exception as e:  # noqa: BLE001 - ZooKeeper failed the controller's event: Kafka's ApiError
+                answers = {tp: (errors.UNKNOWN_SERVER_ERROR, repr(e), -1) for tp in tps}
             expected = {tp: a[2] for tp, a in answers.items() if a[0] == errors.NONE}
             if expected:
                 late = await ctx.blocking(leaders_shown, expected, deadline)
@@ -93,6 +95,8 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                 code, results = await ctx.blocking(ctx.controller.alter_reassignments, requested, wait_s(b.timeout_ms))
             except FutureTimeout:
                 code, results = errors.REQUEST_TIMED_OUT, {}
+            except Exception:  # noqa: BLE001 - ZooKeeper failed the controller's event
+                code, results = errors.UNKNOWN_SERVER_ERROR, {}
         if code != errors.NONE:
             return dict(throttle_time_ms=0, error_code=code, error_message=None, responses=[])
         return dict(throttle_time_ms=0, error_code=errors.NONE, error_message=None, responses=_by_topic(
@@ -110,6 +114,8 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                 code, found = await ctx.blocking(ctx.controller.list_reassignments, tps, wait_s(b.timeout_ms))
             except FutureTimeout:
                 code, found = errors.REQUEST_TIMED_OUT, {}
+            except Exception:  # noqa: BLE001 - ZooKeeper failed the controller's event
+                code, found = errors.UNKNOWN_SERVER_ERROR, {}
         if code != errors.NONE:
             return dict(throttle_time_ms=0, error_code=code, error_message=None, topics=[])
         return dict(throttle_time_ms=0, error_code=errors.NONE, error_message=None, topics=_by_topic(

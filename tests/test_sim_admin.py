@@ -113,3 +113,34 @@ def test_the_simulator_reassigns_a_partition_and_elects_on_request() -> None:
     assert c.elect_leaders([tp], 1) == {tp: (errors.NONE, None, 4)}
     settle(w, lambda: c.zk_view()[2][tp]["leader"] == 4 and c.zk_view()[2][tp]["isr"] == [4])
     assert [e for e in events(c, "unclean_leader_election") if e["topic"] == "t"]
+
+
+def test_a_new_simulated_controller_completes_a_reassignment_its_predecessor_started() -> None:
+    """The controller crashes right after answering AlterPartitionReassignments (no virtual time passes: the
+    new replica has not even been told yet); the next controller finds the reassignment in the topic znode's
+    adding and removing replicas, goes on with it and completes it, with every acknowledged record."""
+    w = World(13)
+    c = SimCluster(w, SimConfig(brokers=4, offsets_partitions=2))
+    c.start()
+    settle(w, lambda: c.zk_view()[1] is not None and led(c, "__consumer_offsets", 2)())
+    c.create_topic("r", 1, 2, replicas=((1, 2),))
+    settle(w, led(c, "r", 1))
+    tp = ("r", 0)
+    assert produce(c, w, tp, 4) == [0, 1, 2, 3]
+    old = c.zk_view()[1]
+    target = [b for b in (3, 4, 1, 2) if b != old][:2]
+    code, results = c.alter_reassignments({tp: target})
+    assert code == errors.NONE and results[tp] == (errors.NONE, None)
+    c.brokers[old].crash()
+
+    def done() -> bool:
+        part = c.zk_view()[2].get(tp, {})
+        return part.get("replicas") == target and sorted(part.get("isr", [])) == sorted(target)
+    settle(w, done, 60_000)
+    (started,) = [e for e in events(c, "reassignment_started") if e["topic"] == "r"]
+    completed = [e for e in events(c, "reassignment_completed") if e["topic"] == "r"]
+    assert started["broker"] == old and completed and completed[-1]["broker"] != old
+    assert completed[-1]["controller_epoch"] > started["controller_epoch"]
+    leader = c.brokers[c.zk_view()[2][tp]["leader"]]
+    settle(w, lambda: leader.replicas.read_committed(tp, 0)[1] == 4)
+    assert leader.replicas.read_committed(tp, 0)[2] == [(i, None, b"v%d" % i) for i in range(4)]
