@@ -25,16 +25,13 @@ The handlers (controller/handlers.py) carry out these plans in this order, each 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from controller import election
 from controller.plan import Plan, StateChange
-from kafkacommon.errors import INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS, NONE, UNKNOWN_TOPIC_OR_PARTITION
+from kafkacommon.errors import INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS, UNKNOWN_TOPIC_OR_PARTITION
 from kafkacommon.event import Event
 from kafkacommon.metadata import LeaderAndIsr, TopicAssignment
-
-if TYPE_CHECKING:   # the attributes ControllerCore gives this mixin
-    from controller.core import ControllerCore as _Core  # noqa: F401
 
 TP = tuple[str, int]
 #: a partition's full assignment while reassigned: (RS, AR, RR)
