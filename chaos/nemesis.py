@@ -7,8 +7,9 @@ network faults set rules on the fault proxy's links; ``expire-session``
 closes a broker's ZooKeeper session with its own credentials; ``truncate``
 kills a broker and cuts the tail of one of its segments before it restarts.
 ``reassign`` moves a partition's leader replica to a broker outside its replicas through the controller's
-AlterPartitionReassignments (kafka-python's admin client, on the brokers' own listeners); the controller carries
-it on (its heal does nothing).  Each start and each heal is a nemesis operation in the history.
+AlterPartitionReassignments (on its own Kafka listener); the controller carries it on (its heal does nothing).
+``reassign-failover`` does the same while the new replica's broker is paused, then SIGKILLs the controller
+mid-reassignment (its heal starts it again).  Each start and each heal is a nemesis operation in the history.
 """
 from __future__ import annotations
 
@@ -239,29 +240,60 @@ class Nemesis:
             act.detail["truncated"] = {"file": str(seg.relative_to(self.cluster.run_dir)), "bytes": cut,
                                        "size_before": size}
 
-    def _reassign(self, act: Active, rng: random.Random) -> None:
-        """AlterPartitionReassignments for the target's partition: its leader's replica replaced by a live broker
-        outside its replicas (drawn from the fault's seed); the detail says what was asked and the answer."""
+    def _reassign(self, act: Active, rng: random.Random, failover: bool = False) -> None:
+        """AlterPartitionReassignments, sent to the controller's Kafka listener, for the target's partition: its
+        leader's replica replaced by a live broker outside its replicas (drawn from the fault's seed).  With
+        ``failover`` (``reassign-failover``): that broker is paused first, so the new replica cannot catch up
+        and the reassignment cannot complete; the controller is SIGKILLed once it has answered, and the broker
+        resumed: the next controller must find the reassignment in the topic znode and finish it.  The
+        detail says what was asked, the answer and (failover) the controller killed."""
         topic, p = parse_target(act.fault.target).arg.rsplit("/", 1)
-        part = self.view().partitions.get((topic, int(p)))
-        live = set(self.view().live)
-        spare = sorted(b for b in live if part is not None and b not in part["replicas"])
-        if part is None or part["leader"] < 0 or not spare:
-            act.skipped = f"no live broker outside the replicas of {topic}/{p}, or no leader"
+        view = self.view()
+        part, ctl = view.partitions.get((topic, int(p))), view.controller
+        spare = sorted(b for b in view.live if part is not None and b not in part["replicas"] and b != ctl)
+        if part is None or part["leader"] < 0 or not spare or ctl is None:
+            act.skipped = f"no leader or controller, or no live broker outside the replicas of {topic}/{p}"
             return
-        target = [rng.choice(spare) if r == part["leader"] else r for r in part["replicas"]]
-        act.detail.update(topic=topic, partition=int(p), replicas=list(part["replicas"]), to=target)
-        from kafka import TopicPartition
-        from kafka.admin import KafkaAdminClient
-        bootstrap = ",".join("%s:%d" % self.cluster.cfg.broker(b).kafka_advertised for b in sorted(live))
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kafkasim-nemesis", request_timeout_ms=15000)
+        new = rng.choice(spare)
+        target = [new if r == part["leader"] else r for r in part["replicas"]]
+        act.detail.update(topic=topic, partition=int(p), replicas=list(part["replicas"]), to=target, controller=ctl)
+        if failover:
+            self._signal_broker(new, signal.SIGSTOP)
         try:
-            admin.alter_partition_reassignments({TopicPartition(topic, int(p)): target})
-            act.detail["error"] = None
-        except Exception as e:  # noqa: BLE001 - the answer goes into the history; the run goes on
-            act.detail["error"] = f"{type(e).__name__}: {e}"
+            act.detail["error"] = self._alter_reassignment(ctl, topic, int(p), target)
+            if failover:
+                self._signal_broker(ctl, signal.SIGKILL)
+                self.cluster.wait_exit(ctl, 10)
+                self.down.add(f"b{ctl}")
+                act.nodes = [f"b{ctl}"]   # what the heal starts again
         finally:
-            admin.close()
+            if failover:
+                self._signal_broker(new, signal.SIGCONT)
+
+    def _reassign_failover(self, act: Active, rng: random.Random) -> None:
+        self._reassign(act, rng, failover=True)
+
+    def _alter_reassignment(self, broker: int, topic: str, partition: int, replicas: list[int]) -> str | None:
+        """One AlterPartitionReassignments v0 on ``broker``'s Kafka listener (not through the proxy) -> the error's
+        name, or None."""
+        import socket
+        import struct
+        from kafka.protocol.admin.topics import AlterPartitionReassignmentsRequest as Req
+        from kafka.protocol.admin.topics import AlterPartitionReassignmentsResponse as Resp
+        req = Req(version=0, timeout_ms=30000, topics=[Req.ReassignableTopic(name=topic, partitions=[
+            Req.ReassignableTopic.ReassignablePartition(partition_index=partition, replicas=replicas)])])
+        req.with_header(correlation_id=1, client_id="kafkasim-nemesis")
+        data = bytes(req.encode(header=True))
+        try:
+            with socket.create_connection(self.cluster.cfg.broker(broker).kafka_advertised, timeout=30) as sock:
+                sock.sendall(struct.pack(">i", len(data)) + data)
+                size = struct.unpack(">i", _read(sock, 4))[0]
+                r = Resp.decode(_read(sock, size), version=0, header=True)
+        except OSError as e:
+            return f"{type(e).__name__}: {e}"
+        codes = [r.error_code] + [x.error_code for t in r.responses for x in t.partitions]
+        bad = [c for c in codes if c != 0]
+        return f"error code {bad[0]}" if bad else None
 
     def _network(self, act: Active) -> None:
         f = act.fault
@@ -302,7 +334,7 @@ class Nemesis:
                     self.net.unblock(src, dst)
                 else:
                     self.net.shape(src, dst, 0, 0, 0)
-        elif kind in ("kill", "terminate", "truncate"):
+        elif kind in ("kill", "terminate", "truncate", "reassign-failover"):
             self._restart(act.nodes)
         elif kind == "pause":
             self._resume(act.nodes)
@@ -335,3 +367,13 @@ class Nemesis:
         self._restart(sorted(self.down))
         if self.net is not None:
             self.net.heal_all()
+
+
+def _read(sock, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        out += chunk
+    return out

@@ -17,7 +17,8 @@ import yaml
 
 from chaos.targets import OFFSETS_TOPIC, TargetError, parse_target
 
-FAULT_KINDS = ("kill", "terminate", "pause", "expire-session", "partition", "latency", "loss", "truncate", "reassign")
+FAULT_KINDS = ("kill", "terminate", "pause", "expire-session", "partition", "latency", "loss", "truncate", "reassign",
+               "reassign-failover")
 NETWORK_KINDS = ("partition", "latency", "loss")
 CLIENTS = ("kafkasim", "confluent-kafka", "kafka-python", "java")   # workload.client: who the producers and members are
 DIRECTIONS = ("both", "to", "from")  # to: target -> peer blocked; from: peer -> target blocked
@@ -425,7 +426,7 @@ APP_KINDS = ("kill", "terminate", "pause")   # what a fault can do to the user's
 
 def _check_reassign_target(t: Any, kind: str, key: str, where: str) -> None:
     """A ``reassign`` fault names its partition by its leader: ``leader:<topic>/<p>``."""
-    if kind == "reassign" and key == "target" and t.kind != "leader":
+    if kind in ("reassign", "reassign-failover") and key == "target" and t.kind != "leader":
         raise ScenarioError(f"{where}: a reassign fault's target is leader:<topic>/<partition>")
 
 
