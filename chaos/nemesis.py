@@ -243,21 +243,23 @@ class Nemesis:
     def _reassign(self, act: Active, rng: random.Random, failover: bool = False) -> None:
         """AlterPartitionReassignments, sent to the controller's Kafka listener, for the target's partition: its
         leader's replica replaced by a live broker outside its replicas (drawn from the fault's seed).  With
-        ``failover`` (``reassign-failover``): that broker is paused first, so the new replica cannot catch up
-        and the reassignment cannot complete; the controller is SIGKILLed once it has answered, and the broker
-        resumed: the next controller must find the reassignment in the topic znode and finish it.  The
+        ``failover`` (``reassign-failover``): that broker is paused first (unless it is the controller's), so
+        the new replica cannot catch up and the reassignment cannot complete; the controller is SIGKILLed once
+        it has answered, and the broker resumed: the next controller must find the reassignment in the topic
+        znode and finish it.  The
         detail says what was asked, the answer and (failover) the controller killed."""
         topic, p = parse_target(act.fault.target).arg.rsplit("/", 1)
         view = self.view()
         part, ctl = view.partitions.get((topic, int(p))), view.controller
-        spare = sorted(b for b in view.live if part is not None and b not in part["replicas"] and b != ctl)
+        spare = sorted(b for b in view.live if part is not None and b not in part["replicas"])
         if part is None or part["leader"] < 0 or not spare or ctl is None:
             act.skipped = f"no leader or controller, or no live broker outside the replicas of {topic}/{p}"
             return
         new = rng.choice(spare)
         target = [new if r == part["leader"] else r for r in part["replicas"]]
         act.detail.update(topic=topic, partition=int(p), replicas=list(part["replicas"]), to=target, controller=ctl)
-        if failover:
+        paused = failover and new != ctl   # (a new replica on the controller's broker dies with it)
+        if paused:
             self._signal_broker(new, signal.SIGSTOP)
         try:
             act.detail["error"] = self._alter_reassignment(ctl, topic, int(p), target)
@@ -267,7 +269,7 @@ class Nemesis:
                 self.down.add(f"b{ctl}")
                 act.nodes = [f"b{ctl}"]   # what the heal starts again
         finally:
-            if failover:
+            if paused:
                 self._signal_broker(new, signal.SIGCONT)
 
     def _reassign_failover(self, act: Active, rng: random.Random) -> None:
