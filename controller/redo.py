@@ -29,6 +29,7 @@ PARTITION_MODIFICATIONS = "partition_modifications"   # a topic znode changed (p
 CONFIG_CHANGE = "config_change"                       # a topic's or this broker's config changed
 REASSIGNMENT_ISR_CHANGE = "reassignment_isr_change"   # an ISR grew: reassignments may complete
 ZK_PARTITION_REASSIGNMENT = "zk_partition_reassignment"   # /admin/reassign_partitions appeared
+LOG_DIR_EVENT = "log_dir_event"                       # /log_dir_event_notification changed (controller/log_dirs.py)
 EXPIRE = "expire"
 REGISTER_AND_REELECT = "register_and_reelect"
 TICK = "tick"
@@ -38,7 +39,7 @@ SHUTDOWN = "shutdown"
 #: is safe to redo once the connection is back.
 REDO_ON_CONNECTION_LOSS = frozenset({STARTUP, CONTROLLER_CHANGE, BROKER_CHANGE, TOPIC_CHANGE, TOPIC_DELETION,
                                      PARTITION_MODIFICATIONS, CONFIG_CHANGE, REGISTER_AND_REELECT,
-                                     REASSIGNMENT_ISR_CHANGE, ZK_PARTITION_REASSIGNMENT})
+                                     REASSIGNMENT_ISR_CHANGE, ZK_PARTITION_REASSIGNMENT, LOG_DIR_EVENT})
 
 
 def redone_after_connection_loss(event: str) -> bool:

@@ -67,6 +67,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     23: (0, 4),   # OffsetForLeaderEpoch (consumers validating positions after a leader change)
     32: (1, 4),   # DescribeConfigs (topics, this broker, the cluster-wide broker defaults)
     33: (0, 2),   # AlterConfigs
+    35: (1, 2),   # DescribeLogDirs (Kafka 2.8: 0-2; v0, the same as v1, is not in kafka-python's specs)
     37: (0, 3),   # CreatePartitions (the controller)
     42: (0, 2),   # DeleteGroups
     43: (0, 2),   # ElectLeaders (the controller: preferred and unclean)

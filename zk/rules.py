@@ -87,6 +87,12 @@ def zk_reassignment_ops(partitions: Any, exists: bool) -> list[Op]:
     return [("set", path, data, -1) if exists else ("create", path, data, False)]
 
 
+def log_dir_event_delete_ops(epoch_zk_version: int, sequences: Sequence[str]) -> list[list[Op]]:
+    """Kafka's deleteLogDirEventNotifications: one fenced multi per notification (the fence, then the
+    delete at any version); a notification already gone is no error (its result is not looked at)."""
+    return [[fence_op(epoch_zk_version), ("delete", paths.log_dir_event(seq), -1)] for seq in sequences]
+
+
 def multi_failure(results: Sequence[Any], op_paths: Sequence[str], epoch_zk_version: int) -> BaseException | None:
     """A fenced multi's outcome (its results, with zk/exceptions.py's errors): None when it applied, else
     the error to raise: ControllerMovedError when the fence failed, StateVersionConflict (with the

@@ -27,6 +27,7 @@ class Event(str, Enum):
     CONFIG_CHANGE = redo.CONFIG_CHANGE
     REASSIGNMENT_ISR_CHANGE = redo.REASSIGNMENT_ISR_CHANGE
     ZK_PARTITION_REASSIGNMENT = redo.ZK_PARTITION_REASSIGNMENT
+    LOG_DIR_EVENT = redo.LOG_DIR_EVENT
     EXPIRE = redo.EXPIRE
     REGISTER_AND_REELECT = redo.REGISTER_AND_REELECT
     TICK = redo.TICK
@@ -102,3 +103,15 @@ class ListReassignments(Request):
     tps: list[tuple[str, int]] | None = None
     kind: ClassVar[str] = "list_reassignments"
     dropped: ClassVar[Any] = (errors.NOT_CONTROLLER, {})
+
+
+@dataclass
+class LeaderAndIsrAnswer(Request):
+    """A broker's answer to one of this controller's LeaderAndIsr (Kafka's LeaderAndIsrResponseReceived):
+    every partition of the request with its error.  Nobody waits on it; a session expiry drops it."""
+
+    broker_id: int = -1
+    broker_epoch: int = -1
+    errors: dict = field(default_factory=dict)
+    kind: ClassVar[str] = "leader_and_isr_response"
+    dropped: ClassVar[Any] = None
