@@ -434,6 +434,9 @@ class ControllerCore(ReassignmentSteps, LeaderElectionRequests, LogDirFailures):
                     # that removed it from the ISR (it would follow again in the new epoch)
                     stopping = set(plan.stop_replicas[b])
                     mine = tuple(v for v in mine if (v.topic, v.partition) not in stopping)
+                if mine and plan.new_replicas:
+                    mine = tuple(v._replace(is_new=True) if b in plan.new_replicas.get((v.topic, v.partition), ())
+                                 else v for v in mine)
                 if mine:
                     cmds.append(LeaderAndIsrCmd(mine, leaders))
                 if plan.resend_metadata:

@@ -12,7 +12,8 @@ preferred replica leads; an unclean one where the leader is live), else an elect
   live replica, with the ISR [it] (an unclean election, whatever the topic's
   ``unclean.leader.election.enable`` says); else ELIGIBLE_LEADERS_NOT_AVAILABLE.
 
-A state written by a newer controller is not touched (the election fails as above).  Successful elections
+A replica on an offline log directory (controller/log_dirs.py) is not live for either election (Kafka's
+isReplicaOnline).  A state written by a newer controller is not touched (the election fails as above).  Successful elections
 are one :class:`Plan`; the request's broker then waits until its metadata cache shows each new leader.
 """
 from __future__ import annotations
@@ -78,10 +79,11 @@ class LeaderElectionRequests:
                                        f"elected with epoch {state.controller_epoch}.", -1)
                 continue
             unclean = False
+            online = live - self.offline_brokers(tp)   # type: ignore[attr-defined]  # (controller/log_dirs.py)
             if election_type == PREFERRED:
-                new = election.preferred(state, replicas, live, self.epoch)
+                new = election.preferred(state, replicas, online, self.epoch)
             else:
-                new, unclean = election.offline(state, replicas, live, self.epoch, True)
+                new, unclean = election.offline(state, replicas, online, self.epoch, True)
             if new is None:
                 answers[tp] = (failed, f"Failed to elect leader for partition {name} under strategy "
                                        f"{STRATEGY[election_type]}", -1)

@@ -98,6 +98,9 @@ class Plan:
     topic_updates: list[TopicAssignment] = field(default_factory=list)
     delete_replicas: dict[int, list[TP]] = field(default_factory=dict)
     zk_reassignment: dict[TP, tuple[int, ...]] | None = None
+    # a reassignment's adding replicas, told with isNew (Kafka's updateLeaderEpochAndSendRequest): a broker with
+    # an offline log directory may create their logs in an online one
+    new_replicas: dict[TP, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def has_writes(self) -> bool:

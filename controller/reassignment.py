@@ -12,13 +12,15 @@ epoch:
 * **U** (:meth:`ReassignmentSteps.reassignment_update`): the topic znode takes RS, AR and RR; replicas of a
   reassignment being replaced or cancelled that are no longer wanted leave the ISR and are stopped (U3);
 * **A** (:meth:`ReassignmentSteps.reassignment_progress`, while TRS is not within the ISR): the leader epoch
-  is bumped and every replica in RS gets a LeaderAndIsr, which starts the new ones; the leader takes
-  them into the ISR through AlterIsr once they have caught up;
+  is bumped and every replica in RS gets a LeaderAndIsr, which starts the new ones (AR's with isNew, so a
+  broker with an offline log directory creates their logs in an online one); the leader takes them into
+  the ISR through AlterIsr once they have caught up;
 * **B** (once TRS is within the ISR): RS = TRS in the controller's context; the leader is moved into TRS if
-  it is not there or not live (the first live target replica in the ISR) and the epoch bumped; the removed
-  replicas leave the ISR (one leader epoch per replica, as removeReplicasFromIsr) and get StopReplica, then
-  StopReplica with deletion; then (:meth:`ReassignmentSteps.reassignment_finish`) the topic znode takes
-  RS = TRS with no adding or removing replicas, and ``/admin/reassign_partitions`` forgets the partition.
+  it is not there or not online (the first online target replica in the ISR: live, and not on an offline
+  log directory) and the epoch bumped; the removed replicas leave the ISR (one leader epoch per replica, as
+  removeReplicasFromIsr) and get StopReplica, then StopReplica with deletion; then
+  (:meth:`ReassignmentSteps.reassignment_finish`) the topic znode takes RS = TRS with no adding or removing
+  replicas, and ``/admin/reassign_partitions`` forgets the partition.
 
 The handlers (controller/handlers.py) carry out these plans in this order, each once the one before landed.
 """
@@ -202,11 +204,12 @@ class ReassignmentSteps:
         if a.reassigning(tp[1]) and not set(target) <= set(state.isr):
             new = LeaderAndIsr(state.leader, state.leader_epoch + 1, state.isr, self.epoch)
             plan.writes.append(StateChange(tp[0], tp[1], new, ver, "reassignment", state))
+            plan.new_replicas[tp] = a.adding.get(tp[1], ())
             return plan, False
         removing = a.removing.get(tp[1], ())
         completed = with_partition(a, tp[1], (target, (), ()))
         plan.topic_updates.append(completed)
-        live = self._live_ids()
+        live = self._live_ids() - self.offline_brokers(tp)   # type: ignore[attr-defined]  # isReplicaOnline
         new = LeaderAndIsr(state.leader, state.leader_epoch + 1, state.isr, self.epoch)
         if state.leader not in target or state.leader not in live:
             leader = next((r for r in target if r in live and r in state.isr), None)

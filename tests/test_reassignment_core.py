@@ -165,3 +165,30 @@ def test_zookeeper_reassignments_and_the_api_taking_precedence() -> None:
     assert c.zk_reassigning == {TP: (2, 3, 4)}
     plan = c.forget_zk_reassignments([TP])   # an API reassignment of the same partition
     assert plan.zk_reassignment == {} and c.zk_reassigning == {}
+
+
+def test_replicas_on_offline_log_directories_are_not_online_for_these_elections() -> None:
+    """Kafka's isReplicaOnline: a replica a broker answered KAFKA_STORAGE_ERROR for (controller/log_dirs.py) is
+    passed over by ElectLeaders and by the reassignment's leader move; a reassignment's new replicas are sent
+    with isNew (updateLeaderEpochAndSendRequest), so their broker may create them in an online directory."""
+    c = core(live=(1, 2, 3), leader=2, isr=(2, 3, 1))
+    c.offline_replicas = {1: {TP}}   # the preferred replica's log directory is offline
+    plan, answers = c.elect_leaders_on_request([TP], PREFERRED)
+    assert answers[TP][0] == errors.PREFERRED_LEADER_NOT_AVAILABLE and not plan.writes
+    c2 = core(live=(1, 2), leader=3, isr=(3,))
+    c2.offline_replicas = {1: {TP}}
+    plan, answers = c2.elect_leaders_on_request([TP], UNCLEAN)
+    assert answers == {TP: (errors.NONE, None, 2)}
+    assert [(w.state.leader, w.state.isr) for w in plan.writes] == [(2, (2,))]
+    # a reassignment: 4 is added (isNew to 4 only), then 1 leaves; 2, the first target replica, is offline
+    c3 = core()
+    _, started = c3.on_alter_reassignments({TP: [2, 3, 4]})
+    commit(c3, c3.reassignment_update(TP, started[TP]))
+    a, _ = c3.reassignment_progress(TP)
+    reqs = commit(c3, a)
+    told = {b: next(x for x in reqs[b] if isinstance(x, LeaderAndIsrCmd)).partitions[0].is_new for b in (1, 2, 3, 4)}
+    assert told == {1: False, 2: False, 3: False, 4: True}
+    commit(c3, c3.on_alter_isr(1, 101, [(TP, 6, (1, 2, 3, 4), 4)])[1])
+    c3.offline_replicas = {2: {TP}}
+    b, done = c3.reassignment_progress(TP)
+    assert done and b.writes[-1].state.leader == 3
