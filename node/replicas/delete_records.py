@@ -12,9 +12,10 @@ DelayedDeleteRecords; the Kafka listener waits for :meth:`DeleteRecordsMixin.low
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from kafkacommon import errors
+from node.storage.errors import KafkaStorageError
 from zk.paths import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})   # Kafka's 
 class DeleteRecordsMixin:
     hosted: "dict[TP, Hosted]"
     events: "EventLog"
+    _offline: Callable[[TP], bool]   # a replica on an offline log directory (the replica manager's)
 
     def delete_records(self, tp: TP, offset: int) -> tuple[int, int, int]:
         """deleteRecordsOnLocalLog for one partition -> (error, the offset the log starts at now, the low
@@ -37,11 +39,13 @@ class DeleteRecordsMixin:
         if tp[0] in INTERNAL_TOPICS:
             return errors.INVALID_TOPIC_EXCEPTION, -1, INVALID_LOW_WATERMARK
         h = self.hosted.get(tp)
-        if h is None:
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, INVALID_LOW_WATERMARK
+        if h is None:   # an offline replica (its log directory failed): KAFKA_STORAGE_ERROR, as Kafka's
+            return (errors.KAFKA_STORAGE_ERROR if self._offline(tp) else errors.NOT_LEADER_OR_FOLLOWER), -1, \
+                INVALID_LOW_WATERMARK
         with h.cond:
             if h.log.closed or not h.repl.is_leader:
-                return errors.NOT_LEADER_OR_FOLLOWER, -1, INVALID_LOW_WATERMARK
+                return (errors.KAFKA_STORAGE_ERROR if h.log.failed else errors.NOT_LEADER_OR_FOLLOWER), -1, \
+                    INVALID_LOW_WATERMARK
             if not h.log_config.delete:
                 return errors.POLICY_VIOLATION, -1, INVALID_LOW_WATERMARK
             hw = h.repl.high_watermark
@@ -49,7 +53,10 @@ class DeleteRecordsMixin:
             if requested < 0 or requested > hw:
                 return errors.OFFSET_OUT_OF_RANGE, -1, INVALID_LOW_WATERMARK
             before = h.log.log_start_offset
-            moved = h.log.maybe_increment_log_start_offset(requested)
+            try:
+                moved = h.log.maybe_increment_log_start_offset(requested)
+            except KafkaStorageError:   # the checkpoint's write failed: the directory is offline now
+                return errors.KAFKA_STORAGE_ERROR, -1, INVALID_LOW_WATERMARK
             low = h.repl.low_watermark(h.log)
         if moved:
             self.events.emit("records_deleted", topic=tp[0], partition=tp[1], previous_log_start_offset=before,
