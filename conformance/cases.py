@@ -48,6 +48,12 @@ UNORDERED: dict[str, tuple[str, ...]] = {
 }
 
 
+# Known differences, each with the docs/deviations.md entry that explains it (the section "The Kafka listener").
+OLD_VERSIONS = ("deviations.md, The Kafka listener: versions older than the listener's are not advertised "
+                "(record batches v2 only; offsets in __consumer_offsets only)")
+TOPIC_IDS = "deviations.md, The Kafka listener: Metadata v10+ topic ids are zero UUIDs (kafkasim has no topic ids)"
+
+
 @dataclass
 class Case:
     id: str

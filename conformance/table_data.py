@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.cases import Case, each_version
+from conformance.cases import TOPIC_IDS, Case, each_version
 from conformance.side import BASE_TIMESTAMP, Produce, Topic, batch
 from kafkacommon.record_batch import encode_batch
 
@@ -99,10 +99,11 @@ def cases() -> list[Case]:
                                                "ZooKeeper, in the order brokers asked"})
 
     M = range(0, 12)
-    out += each_version("two_topics", 3, M, lambda v: metadata(v, ["t1", "t3"]), setup=T1 + T3)
+    ids = {"topics[*].topic_id": TOPIC_IDS}
+    out += each_version("two_topics", 3, M, lambda v: metadata(v, ["t1", "t3"]), setup=T1 + T3, known=ids)
     out += each_version("unknown_topic", 3, M, lambda v: metadata(v, ["no-such-topic"]), setup=T1)
     out += each_version("all_topics", 3, M, lambda v: metadata(v, None), setup=T1 + T3,
-                        view=without_offsets_topic_placement,
+                        view=without_offsets_topic_placement, known=ids,
                         view_reason="__consumer_offsets' partitions are compared by count: Kafka places them "
                                     "from a random broker")
     return out

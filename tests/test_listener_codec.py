@@ -103,6 +103,8 @@ def test_api_versions_lists_exactly_the_supported_ranges(version: int) -> None:
     r = ApiVersionsResponse.decode(out, version=version, header=True, framed=True)
     assert r.error_code == 0
     assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys} == SUPPORTED
+    if version >= 3:   # Kafka 2.8.2 (conformance ApiVersions.v3.advertised): no finalized features, epoch 0
+        assert r.finalized_features_epoch == 0 and list(r.finalized_features) == []
 
 
 def test_api_versions_above_the_maximum_answers_error_35_in_a_v0_body() -> None:
@@ -111,7 +113,8 @@ def test_api_versions_above_the_maximum_answers_error_35_in_a_v0_body() -> None:
     assert size == len(out) - 4 and corr == 9   # response header v0: no tagged fields
     r = ApiVersionsResponse.decode(out[8:], version=0)
     assert r.error_code == 35
-    assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys} == SUPPORTED
+    # Kafka 2.8.2 (conformance ApiVersions.v4.unsupported_version): only ApiVersions' own range
+    assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys} == {18: SUPPORTED[18]}
 
 
 def test_metadata_v0_and_v11() -> None:
@@ -495,6 +498,8 @@ def test_every_advertised_version_is_answered_in_that_version(api: int, version:
                             else {"retention.ms": "1000"})]
     elif api == 37:
         assert [(x.name, x.error_code) for x in r.results] == [("t", 41)]   # NOT_CONTROLLER: not the controller
+    elif api == 10 and version >= 1:   # Kafka 2.8.2 (conformance FindCoordinator.group): Errors.NONE.message()
+        assert (r.error_code, r.error_message) == (0, "NONE")
     elif api == 35:
         offline, online = r.results
         assert (offline.log_dir, offline.error_code, offline.topics) == ("/d/0", 56, [])
