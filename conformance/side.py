@@ -132,6 +132,15 @@ class Side:
             return True
         wait_for(ready, 30, f"{self.name}: every broker to know {topic}'s {partitions} leaders", 0.05)
 
+        def leading() -> bool:   # the leaders act as leaders (ListOffsets v1 answered without error)
+            for p in range(partitions):
+                r = self.call(self.leader(topic, p), 2, 1, {"replica_id": -1, "topics": [{"name": topic, "partitions": [
+                    {"partition_index": p, "timestamp": -1}]}]})
+                if r["topics"][0]["partitions"][0]["error_code"]:
+                    return False
+            return True
+        wait_for(leading, 30, f"{self.name}: {topic}'s leaders to answer as leaders", 0.05)
+
 
 class Step:
     """A setup step; ``key`` names it, so steps shared by several cases run once per side."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.cases import OLD_VERSIONS, Case, each_version
+from conformance.cases import LOG_DIR_SIZE, OLD_VERSIONS, STATIC_IS_DEFAULT, Case, each_version, static_is_default
 from conformance.side import Produce, Topic
 
 T1 = [Topic("t1", 1, 2), Produce("t1", 0, 5)]
@@ -80,14 +80,15 @@ def cases() -> list[Case]:
                         frame_version=v))
 
     CT = range(2, 8)
+    static = {"view": static_is_default, "view_reason": STATIC_IS_DEFAULT}
     out += each_version("create", 19, CT, lambda v: create(f"created-{v}", 2, 1), target="controller",
-                        ignore={"topic_id": "a topic id is a random UUID"})
+                        ignore={"topic_id": "a topic id is a random UUID"}, **static)
     out += each_version("create_with_config", 19, CT, lambda v: create(f"created-cfg-{v}", 1, 2,
                                                                         {"retention.ms": "1234567",
                                                                          "cleanup.policy": "compact"}),
-                        target="controller", ignore={"topic_id": "a topic id is a random UUID"})
+                        target="controller", ignore={"topic_id": "a topic id is a random UUID"}, **static)
     out += each_version("validate_only", 19, CT, lambda v: create(f"validated-{v}", 3, 2, validate_only=True),
-                        target="controller", ignore={"topic_id": "a topic id is a random UUID"})
+                        target="controller", ignore={"topic_id": "a topic id is a random UUID"}, **static)
     out += each_version("topic_already_exists", 19, CT, create("t1", 1, 1), target="controller", setup=T1)
     out += each_version("invalid_replication_factor", 19, CT, lambda v: create(f"rf-{v}", 1, 3),
                         target="controller")
@@ -115,10 +116,11 @@ def cases() -> list[Case]:
     out += each_version("not_controller", 37, CP, partitions("t1", 2), target="other:controller", setup=T1)
 
     DC = range(1, 5)
-    out += each_version("topic", 32, DC, describe(TOPIC, "t1"), setup=T1)
-    out += each_version("topic_keys", 32, DC, describe(TOPIC, "t1", ["retention.ms", "cleanup.policy"]), setup=T1)
+    out += each_version("topic", 32, DC, describe(TOPIC, "t1"), setup=T1, **static)
+    out += each_version("topic_keys", 32, DC, describe(TOPIC, "t1", ["retention.ms", "cleanup.policy"]), setup=T1,
+                        **static)
     out += each_version("topic_synonyms", 32, DC, describe(TOPIC, "small", ["max.message.bytes"], synonyms=True),
-                        setup=[Topic("small", 1, 2, {"max.message.bytes": "200"})])
+                        setup=[Topic("small", 1, 2, {"max.message.bytes": "200"})], **static)
     out += each_version("unknown_topic", 32, DC, describe(TOPIC, "no-such-topic"))
     out += each_version("broker_keys", 32, DC, describe(BROKER, "1", BROKER_KEYS), target="broker:1")
 
@@ -143,5 +145,6 @@ def cases() -> list[Case]:
     out += each_version("topic", 35, DL, {"topics": [{"topic": "t1", "partitions": [0]}]}, target="leader:t1:0",
                         setup=T1, ignore={"log_dir": "each side's own directories",
                                           "total_bytes": "each side's own disk",
-                                          "usable_bytes": "each side's own disk"})
+                                          "usable_bytes": "each side's own disk"},
+                        known={"results[*].topics[*].partitions[*].partition_size": LOG_DIR_SIZE})
     return out
