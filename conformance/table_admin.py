@@ -122,7 +122,7 @@ def cases() -> list[Case]:
     out += each_version("topic_synonyms", 32, DC, describe(TOPIC, "small", ["max.message.bytes"], synonyms=True),
                         setup=[Topic("small", 1, 2, {"max.message.bytes": "200"})], **static)
     out += each_version("unknown_topic", 32, DC, describe(TOPIC, "no-such-topic"))
-    out += each_version("broker_keys", 32, DC, describe(BROKER, "1", BROKER_KEYS), target="broker:1")
+    out += each_version("broker_keys", 32, DC, describe(BROKER, "1", BROKER_KEYS), target="broker:1", **static)
 
     AC = range(0, 3)
     out += each_version("set", 33, AC, lambda v: alter(f"altered-{v}", {"retention.ms": "7654321"}),
