@@ -98,5 +98,6 @@ def _walk(a: Any, b: Any, path: str, ignore, unordered, known, out: list[Differe
         return
     if isinstance(a, (bytes, bytearray, memoryview)) and isinstance(b, (bytes, bytearray, memoryview)):
         a, b = bytes(a), bytes(b)
-    if a != b or type(a) is not type(b) and not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
+    if a != b or type(a) is not type(b) and not numbers:
         out.append(Difference(path or "<root>", a, b, _first(known, path)))
