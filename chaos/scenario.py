@@ -18,7 +18,7 @@ import yaml
 from chaos.targets import OFFSETS_TOPIC, TargetError, parse_target
 
 FAULT_KINDS = ("kill", "terminate", "pause", "expire-session", "partition", "latency", "loss", "truncate",
-               "disk-full", "disk-error")
+               "disk-full", "disk-error", "reassign", "reassign-failover")
 NETWORK_KINDS = ("partition", "latency", "loss")
 DISK_KINDS = ("disk-full", "disk-error")   # each broker's log directories are filesystems of their own (chaos/disks.py)
 CLIENTS = ("kafkasim", "confluent-kafka", "kafka-python", "java")   # workload.client: who the producers and members are
@@ -339,6 +339,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
             if t.kind in ("leader", "followers") and t.arg.split("/")[0] not in topic_names | {"__consumer_offsets"}:
                 raise ScenarioError(f"{source}: {where}.{key}: topic {t.arg.split('/')[0]!r} is not in topics")
             _check_app_target(t, kind, apps, f"{source}: {where}.{key}")
+            _check_reassign_target(t, kind, key, f"{source}: {where}.{key}")
         if kind not in NETWORK_KINDS and (spec.peer != "rest" or spec.direction != "both"):
             raise ScenarioError(f"{source}: {where}: peer/direction only apply to network faults")
         if kind == "latency" and spec.latency_ms == 0 and spec.jitter_ms == 0:
@@ -430,10 +431,17 @@ def _scheduled(i: int, d: Any, source: str, group_ids: set[str], topic_names: se
         if t.kind in ("leader", "followers") and t.arg.split("/")[0] not in topic_names | {"__consumer_offsets"}:
             raise ScenarioError(f"{source}: {where}.{key}: topic {t.arg.split('/')[0]!r} is not in topics")
         _check_app_target(t, kind, apps, f"{source}: {where}.{key}")
+        _check_reassign_target(t, kind, key, f"{source}: {where}.{key}")
     return out
 
 
 APP_KINDS = ("kill", "terminate", "pause")   # what a fault can do to the user's application processes
+
+
+def _check_reassign_target(t: Any, kind: str, key: str, where: str) -> None:
+    """A ``reassign`` fault names its partition by its leader: ``leader:<topic>/<p>``."""
+    if kind in ("reassign", "reassign-failover") and key == "target" and t.kind != "leader":
+        raise ScenarioError(f"{where}: a reassign fault's target is leader:<topic>/<partition>")
 
 
 def _check_app_target(t: Any, kind: str, apps: int, where: str) -> None:

@@ -103,13 +103,3 @@ def each_version(name: str, api_key: int, versions: Iterable[int], fields: Any, 
                         **args))
     return out
 
-
-def all_cases() -> list[Case]:
-    from conformance import table_admin, table_data, table_groups
-    cases = table_data.cases() + table_groups.cases() + table_admin.cases()
-    seen: set[str] = set()
-    for c in cases:
-        if c.id in seen:
-            raise ValueError(f"two cases are named {c.id}")
-        seen.add(c.id)
-    return cases

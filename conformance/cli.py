@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from conformance.cases import all_cases
+from conformance.tables import all_cases
 from conformance.runner import run, select, write
 
 

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from conformance import table_admin
-from conformance.cases import API_NAMES, IGNORED, UNORDERED, Case, all_cases
+from conformance.cases import API_NAMES, IGNORED, UNORDERED, Case
 from conformance.compare import Difference, compare
 from conformance.fixes import FIXES
 from conformance.side import Side
+from conformance.tables import all_cases
 from conformance.wire import CLIENT_ID, encode_request
 
 

@@ -101,12 +101,14 @@ from typing import Callable
 
 from coordinator import records as rec
 from coordinator.config import GroupConfig
-from coordinator.group import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupMetadata
+from coordinator.group import (
+    COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupMetadata,
+)
 from coordinator.membership import NEW_MEMBER_JOIN_TIMEOUT_MS, MembershipManager
 from coordinator.messages import (
     DeleteGroupsRequest, DeleteGroupsResponse, DescribedGroup, DescribeGroupsRequest, DescribeGroupsResponse,
     HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListGroupsResponse,
-    OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, SyncGroupRequest,
 )
 from coordinator.offsets import OffsetsManager
 from coordinator.registry import GroupRegistry
@@ -253,6 +255,39 @@ class PartitionCoordinator:
         for group in eligible:
             self._cleanup_group(out, group, self.offsets.remove_all(group.group_id), "deleted")
         out.respond(handle, DeleteGroupsResponse(list(results.items())))
+        return self._run(out)
+
+    def offset_delete(self, handle: object, req: OffsetDeleteRequest, now_ms: int) -> Output:
+        """handleDeleteOffsets: an Empty group's offsets go; a consumer group that is rebalancing or Stable loses
+        only those of topics it is not subscribed to (GROUP_SUBSCRIBED_TO_TOPIC; an unknown subscription counts
+        as every topic); any other group answers NON_EMPTY_GROUP.  Tombstones are written (acks=0) and replay
+        removes the offsets; an Empty group left with none dies."""
+        error = self._status_error(req.group_id, allow_empty=False)
+        if error is not None:
+            return self._answer(handle, req.error_response(error))
+        out = Result(self.partition, now_ms)
+        group = self.groups.get(req.group_id)
+        results: dict[tuple[str, int], int] = {}
+        if group is None or group.is_(DEAD):
+            return self._answer(handle, req.error_response(errors.GROUP_ID_NOT_FOUND))
+        if group.is_(EMPTY):
+            eligible = list(req.partitions)
+        elif group.state in (PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE) \
+                and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            topics = group.subscribed_topics
+            subscribed = [tp for tp in req.partitions if topics is None or tp[0] in topics]
+            results = {tp: errors.GROUP_SUBSCRIBED_TO_TOPIC for tp in subscribed}
+            eligible = [tp for tp in req.partitions if tp not in results]
+        else:
+            return self._answer(handle, req.error_response(errors.NON_EMPTY_GROUP))
+        if eligible:
+            removed = self.offsets.remove(group.group_id, eligible)
+            out.event("offsets_deleted", group=group.group_id, partitions=[f"{t}-{p}" for t, p in removed],
+                      requested=len(eligible), generation=group.generation)
+            self._cleanup_group(out, group, removed, "offsets_deleted")
+            results.update({tp: errors.NONE for tp in eligible})
+        out.respond(handle, OffsetDeleteResponse(errors.NONE, [(t, p, results[(t, p)]) for t, p in req.partitions
+                                                               if (t, p) in results]))
         return self._run(out)
 
     def _status_error(self, group_id: str | None, allow_empty: bool) -> int | None:

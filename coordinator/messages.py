@@ -247,6 +247,23 @@ class DeleteGroupsResponse:
     results: list[tuple[str, int]]   # (group id, error code), in request order
 
 
+# ---------------------------------------------------------------- OffsetDelete
+
+@dataclass
+class OffsetDeleteRequest:
+    group_id: str
+    partitions: list[tuple[str, int]]    # (topic, partition), the metadata cache knowing each
+
+    def error_response(self, code: int) -> "OffsetDeleteResponse":
+        return OffsetDeleteResponse(code, [])
+
+
+@dataclass
+class OffsetDeleteResponse:
+    error_code: int                                   # a group-level error: no partitions then
+    partitions: list[tuple[str, int, int]] = field(default_factory=list)   # (topic, partition, error code)
+
+
 # ---------------------------------------------------------------- FindCoordinator (the broker's, not a core's)
 
 @dataclass

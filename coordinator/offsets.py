@@ -179,6 +179,14 @@ class OffsetsManager:
             del self._pending[key]
         return sorted(self._effective(group_id))
 
+    def remove(self, group_id: str, tps: Iterable[TP]) -> list[TP]:
+        """GroupMetadata.removeOffsets (OffsetDelete): of ``tps``, the group's offsets, sorted, to tombstone; their
+        commits in flight no longer count."""
+        wanted = set(tps)
+        for key in [k for k in self._pending if k[0] == group_id and (k[1], k[2]) in wanted]:
+            del self._pending[key]
+        return sorted(tp for tp in self._effective(group_id) if tp in wanted)
+
     def hide(self, write: Write) -> None:
         """``write`` (acks=0) deletes offsets: they are gone from now on, though it is replayed only once the
         appends before it are."""

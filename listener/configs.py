@@ -126,7 +126,7 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         synonyms = bool(req.body.include_synonyms) if v >= 1 else False
         docs = bool(req.body.include_documentation) if v >= 3 else False
         results = []
-        for r in req.body.resources:
+        for r in req.body.resources or []:
             res = await ctx.blocking(describe_one, r, synonyms, docs)
             results.append(dict(resource_type=r.resource_type, resource_name=r.resource_name, **res))
         return dict(throttle_time_ms=0, results=results)
@@ -215,7 +215,7 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
 
     async def alter_configs(req: Request, conn: Connection) -> dict[str, Any]:
         out = []
-        for r in req.body.resources:
+        for r in req.body.resources or []:
             code, msg = await ctx.blocking(alter_one, r, bool(req.body.validate_only))
             out.append(dict(error_code=code, error_message=msg, resource_type=r.resource_type,
                             resource_name=r.resource_name))
@@ -223,7 +223,7 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
 
     async def incremental_alter_configs(req: Request, conn: Connection) -> dict[str, Any]:
         out = []
-        for r in req.body.resources:
+        for r in req.body.resources or []:
             code, msg = await ctx.blocking(incremental_one, r, bool(req.body.validate_only))
             out.append(dict(error_code=code, error_message=msg, resource_type=r.resource_type,
                             resource_name=r.resource_name))

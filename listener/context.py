@@ -28,6 +28,8 @@ class ListenerContext:
     topic_config: Callable[[str], dict] = lambda topic: {}   # a topic's config overrides (ZooKeeper)
     broker_config: Any = None       # node.dynamic_config.DynamicBrokerConfig: the broker's defaults and dynamic configs
     is_controller: Callable[[], bool] = lambda: False   # this broker is the active controller
+    # node.shells.controller_shell.ControllerShell: the requests the controller serves (ElectLeaders, reassignments)
+    controller: Any = None
 
     async def blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the pool, awaited on the listener's loop."""

@@ -133,5 +133,19 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         r = await door.delete_groups(m.DeleteGroupsRequest(group_ids=list(req.body.groups_names)))
         return dict(throttle_time_ms=0, results=[dict(group_id=g, error_code=c) for g, c in r.results])
 
+    async def offset_delete(req: Request, conn: Connection) -> dict[str, Any]:
+        """OffsetDelete: a partition the metadata cache does not know answers UNKNOWN_TOPIC_OR_PARTITION (as
+        KafkaApis does before the coordinator); a group-level error answers no partitions."""
+        b = req.body
+        wanted = list(dict.fromkeys((t.name, p.partition_index) for t in b.topics or [] for p in t.partitions or []))
+        known = [tp for tp in wanted if tp in ctx.state.metadata]
+        r = await door.offset_delete(m.OffsetDeleteRequest(group_id=b.group_id, partitions=known))
+        if r.error_code != errors.NONE:
+            return dict(error_code=r.error_code, throttle_time_ms=0, topics=[])
+        codes = {(t, p): c for t, p, c in r.partitions}
+        rows = [(t, dict(partition_index=p, error_code=codes.get((t, p), errors.UNKNOWN_TOPIC_OR_PARTITION)))
+                for t, p in wanted]
+        return dict(error_code=errors.NONE, throttle_time_ms=0, topics=_by_topic(rows))
+
     return {11: join_group, 14: sync_group, 12: heartbeat, 13: leave_group, 8: offset_commit, 9: offset_fetch,
-            15: describe_groups, 16: list_groups, 42: delete_groups}
+            15: describe_groups, 16: list_groups, 42: delete_groups, 47: offset_delete}

@@ -62,6 +62,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     18: (0, 3),   # ApiVersions
     19: (2, 7),   # CreateTopics
     20: (1, 6),   # DeleteTopics
+    21: (0, 2),   # DeleteRecords (the leader moves its log start offset; waits for the low watermark)
     22: (0, 4),   # InitProducerId (idempotent producers; no transactions)
     23: (0, 4),   # OffsetForLeaderEpoch (consumers validating positions after a leader change)
     32: (1, 4),   # DescribeConfigs (topics, this broker, the cluster-wide broker defaults)
@@ -69,7 +70,11 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     35: (1, 2),   # DescribeLogDirs (Kafka 2.8: 0-2; v0, the same as v1, is not in kafka-python's specs)
     37: (0, 3),   # CreatePartitions (the controller)
     42: (0, 2),   # DeleteGroups
+    43: (0, 2),   # ElectLeaders (the controller: preferred and unclean)
     44: (0, 1),   # IncrementalAlterConfigs
+    45: (0, 0),   # AlterPartitionReassignments (the controller)
+    46: (0, 0),   # ListPartitionReassignments (the controller)
+    47: (0, 0),   # OffsetDelete
 }
 API_VERSIONS = 18
 

@@ -327,6 +327,11 @@ class SimBroker:
             out = self.state.stop_replica(header, msg[2], -1, msg[3])
             for tp in out.stopped:
                 self.replicas.stop_replica(tp)
+                if msg[3]:   # deleted (a reassignment removed this replica): its log and HW go
+                    log = self.disk.logs.pop(tp, None)
+                    if log is not None:
+                        self.disk.files.delete(log.path)
+                    self.disk.hw.pop(tp, None)
         self.log(*out.events)
         reply(out.error)
 

@@ -317,6 +317,32 @@ class ZkDoor:
         exists = self._op("exists", paths.config_topic(a.topic)) is not None
         self._fenced_multi(fence_version, rules.topic_create_ops(a, exists))
 
+    def write_topic_assignment(self, fence_version: int, a: TopicAssignment) -> None:
+        self._fenced_multi(fence_version, [rules.topic_assignment_op(a)])
+
+    def read_zk_reassignment(self, watch: Callable[[Any], None] | None = None) -> dict | None:
+        path = paths.REASSIGN_PARTITIONS
+        if self._op("exists", path, watch=self._watch("data", path, watch)) is None:
+            return None
+        try:
+            data, _s = self._op("get", path)
+            return codecs.decode_reassignment(data)
+        except NoNode:
+            return None
+        except codecs.CodecError:
+            return {}
+
+    def write_zk_reassignment(self, fence_version: int, partitions: dict) -> None:
+        ops = rules.zk_reassignment_ops(partitions, self._op("exists", paths.REASSIGN_PARTITIONS) is not None)
+        if ops:
+            try:
+                self._fenced_multi(fence_version, ops)
+            except NoNode:
+                pass
+
+    def request_reassignment(self, partitions: dict) -> None:
+        self._op("create", paths.REASSIGN_PARTITIONS, codecs.encode_reassignment(partitions))
+
     # ------------------------------------------------------------------ admin and configs (zk/config_store.py's)
 
     def create_topic_znode(self, a: TopicAssignment) -> None:

@@ -79,6 +79,8 @@ def test_a_schedule_keeps_to_its_bounds():
     (with_("cluster", {"config": {"brokers": []}}), "cluster.config.brokers"),
     (with_("workload/producers/topic", "nope"), "workload.producers.topic"),
     (with_("workload/client", "kafka-go"), "workload.client"),
+    (with_("faults/mix/0", {"kind": "reassign", "target": "controller"}), "faults.mix[0].target"),
+    (with_("faults/mix/0", {"kind": "reassign-failover", "target": "coordinator:g1"}), "faults.mix[0].target"),
 ])
 def test_scenario_errors_name_the_key(doc, key):
     with pytest.raises(ScenarioError) as e:

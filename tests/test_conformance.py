@@ -8,8 +8,9 @@ from typing import Iterator
 
 import pytest
 
-from conformance.cases import IGNORED, UNORDERED, all_cases
+from conformance.cases import IGNORED, UNORDERED
 from conformance.compare import compare, generic, matches
+from conformance.tables import all_cases
 from conformance.wire import decode_response, encode_request
 
 

@@ -155,7 +155,7 @@ def test_unsupported_versions_close_the_connection(api_key: int, version: int) -
     assert (fields["client_id"], fields["correlation_id"], fields["error"]) == ("x", 5, "INVALID_REQUEST")
 
 
-@pytest.mark.parametrize("api_key", [17, 21, 24, 26, 57, 999, -1])
+@pytest.mark.parametrize("api_key", [17, 24, 26, 34, 57, 999, -1])
 def test_unknown_or_unimplemented_apis_close_the_connection(api_key: int) -> None:
     with pytest.raises(BadRequest, match="unsupported API key"):
         handle(struct.pack(">hhih", api_key, 0, 5, 1) + b"x")
@@ -369,8 +369,28 @@ class FakeGroups:
     async def delete_groups(self, r):
         return m.DeleteGroupsResponse(results=[("g", 69)])
 
+    async def offset_delete(self, r):
+        # the unknown partition (t-5) is answered by the listener itself
+        return m.OffsetDeleteResponse(0, [(t, p, 86) for t, p in r.partitions])   # GROUP_SUBSCRIBED_TO_TOPIC
+
+
+class FakeController:
+    """The controller shell's admin requests, answering with one of everything."""
+
+    def elect_leaders_request(self, tps, election_type, timeout_s):
+        return {tp: (84, None, -1) if election_type == 0 else (83, "none live", -1) for tp in tps}
+
+    def alter_reassignments(self, requested, timeout_s):
+        return 0, {tp: (0, None) if r else (39, "Empty replica list") for tp, r in requested.items()}
+
+    def list_reassignments(self, tps, timeout_s):
+        return 0, {("t", 0): ((2, 1), (2,), (1,))}
+
 
 class FetchReplicas(FakeReplicas):
+    def delete_records(self, tp, offset):
+        return 0, offset, offset   # error, requested offset, low watermark (reached at once)
+
     def consumer_read(self, tp, offset, max_bytes, current_leader_epoch=-1, last_fetched_epoch=-1):
         return ConsumerRead(0, 3, 0, 4, batch(3))    # error, high watermark, log start, leader epoch, records
 
@@ -444,6 +464,24 @@ def sample_request(api: int, v: int):
             R.AlterConfigsResource.AlterableConfig(name="retention.ms", config_operation=0, value="1000")])]
     elif api == 37:
         req.topics, req.timeout_ms = [R.CreatePartitionsTopic(name="t", count=2, assignments=None)], 1000
+    elif api == 21:
+        req.topics, req.timeout_ms = [R.DeleteRecordsTopic(name="t", partitions=[
+            R.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=2)])], 1000
+    elif api == 43:
+        req.topic_partitions, req.timeout_ms = [R.TopicPartitions(topic="t", partitions=[0])], 1000
+        if v >= 1:
+            req.election_type = 1
+    elif api == 45:
+        req.topics, req.timeout_ms = [R.ReassignableTopic(name="t", partitions=[
+            R.ReassignableTopic.ReassignablePartition(partition_index=0, replicas=[2, 1]),
+            R.ReassignableTopic.ReassignablePartition(partition_index=1, replicas=None)])], 1000
+    elif api == 46:
+        req.topics, req.timeout_ms = None, 1000
+    elif api == 47:
+        req.group_id = "g"
+        req.topics = [R.OffsetDeleteRequestTopic(name="t", partitions=[
+            R.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(partition_index=0),
+            R.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(partition_index=5)])]
     return req
 
 
@@ -454,6 +492,8 @@ ALL_VERSIONS = [(k, v) for k, (lo, hi) in sorted(SUPPORTED.items()) for v in ran
 def test_every_advertised_version_is_answered_in_that_version(api: int, version: int) -> None:
     ctx = make_ctx()
     ctx.groups, ctx.replicas = FakeGroups(), FetchReplicas()
+    if api in (43, 45, 46):
+        ctx.controller, ctx.is_controller = FakeController(), lambda: True
     written: list = []
     ctx.zk = SimpleNamespace(allocate_producer_id_block=lambda broker, size: (5000, 5000 + size - 1),
                              read_entity_config=lambda path: {"cleanup.policy": "compact"} if path == "topics/t" else {},
@@ -498,6 +538,22 @@ def test_every_advertised_version_is_answered_in_that_version(api: int, version:
                             else {"retention.ms": "1000"})]
     elif api == 37:
         assert [(x.name, x.error_code) for x in r.results] == [("t", 41)]   # NOT_CONTROLLER: not the controller
+    elif api == 21:
+        assert [(t.name, p.partition_index, p.low_watermark, p.error_code)
+                for t in r.topics for p in t.partitions] == [("t", 0, 2, 0)]
+    elif api == 43:
+        got = [(t.topic, p.partition_id, p.error_code, p.error_message)
+               for t in r.replica_election_results for p in t.partition_result]
+        assert got == ([("t", 0, 83, "none live")] if version >= 1 else [("t", 0, 84, None)])
+    elif api == 45:
+        assert r.error_code == 0 and [(t.name, p.partition_index, p.error_code) for t in r.responses
+                                      for p in t.partitions] == [("t", 0, 0), ("t", 1, 39)]
+    elif api == 46:
+        (p,) = r.topics[0].partitions
+        assert (r.topics[0].name, p.replicas, p.adding_replicas, p.removing_replicas) == ("t", [2, 1], [2], [1])
+    elif api == 47:
+        assert r.error_code == 0 and [(t.name, p.partition_index, p.error_code) for t in r.topics
+                                      for p in t.partitions] == [("t", 0, 86), ("t", 5, 3)]
     elif api == 10 and version >= 1:   # Kafka 2.8.2 (conformance FindCoordinator.group): Errors.NONE.message()
         assert (r.error_code, r.error_message) == (0, "NONE")
     elif api == 35:

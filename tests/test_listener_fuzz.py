@@ -52,6 +52,9 @@ class FuzzReplicas(FakeReplicas):
         return pb.ListOffsetsResponse(partitions=[pb.ListOffsetsPartition(
             topic=p.topic, partition=p.partition, offset=3, leader_epoch=4) for p in req.partitions])
 
+    def delete_records(self, tp, offset):
+        return NOT_LEADER_OR_FOLLOWER, -1, -1
+
 
 class FuzzZk:
     """ZooKeeper as topic administration sees it: one broker; every write refused."""

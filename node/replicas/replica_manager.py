@@ -32,6 +32,7 @@ from node.replicas.housekeeping import CleanerSettings, HousekeepingMixin
 from node.replicas.log_settings import LogSettingsMixin
 from node.replicas.alter_isr import AlterIsrSender
 from node.replicas.appends import AppendsMixin
+from node.replicas.delete_records import DeleteRecordsMixin
 from node.replicas.hosted import AckWaiter, Appended, ConsumerRead, Hosted
 from node.replicas.leader_fetch import LeaderFetchHandler
 from node.replicas.producer_state import ProducerStates
@@ -55,7 +56,7 @@ STORAGE = errors.KAFKA_STORAGE_ERROR
 __all__ = ["Appended", "CleanerSettings", "Hosted", "ReplicaManager"]
 
 
-class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
+class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRecordsMixin):
     def __init__(self, broker_id: int, log_dir: Path | list[Path], settings: ReplicaSettings, events: EventLog,
                  broker_epoch: Callable[[], int], endpoint_of: Callable[[int], str | None],
                  controller_endpoint: Callable[[], str | None], fetch_wait_ms: int, segment_bytes: int,
@@ -267,6 +268,11 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
         with self._lock:
             h = self.hosted.pop(tp, None)
         if h is None:
+            if delete:   # stopped already (a reassignment's StopReplica, then its deletion): the files go now
+                d = self.dirs.where(tp)
+                if d is not None:
+                    shutil.rmtree(Path(d) / f"{tp[0]}-{tp[1]}", ignore_errors=True)
+                    self.dirs.removed(tp)
             return errors.NONE
         self._unassign(tp, h)
         with h.cond:

@@ -181,7 +181,7 @@ class Broker:
             num_partitions=g("num.partitions"), default_replication_factor=g("default.replication.factor"),
             delete_topic_enable=g("delete.topic.enable"), auto_create_topics=g("auto.create.topics.enable"),
             topic_config=self._topic_config, broker_config=self.dynamic,
-            is_controller=lambda: self.controller.is_active)
+            is_controller=lambda: self.controller.is_active, controller=self.controller)
         limits = Limits(max_request_bytes=g("socket.request.max.bytes"), idle_ms=g("connections.max.idle.ms"),
                         partial_frame_ms=g("request.timeout.ms"), max_connections=g("max.connections"),
                         max_per_ip=g("max.connections.per.ip"),

@@ -132,6 +132,10 @@ class GroupsDoor:
         return m.DeleteGroupsResponse(results)
 
 
+    async def offset_delete(self, req: m.OffsetDeleteRequest) -> m.OffsetDeleteResponse:
+        return await self._ask(self.shell.offset_delete, req, self._commit_wait_s())
+
+
 class GroupsServicer(gpbg.GroupsServicer):
     """The ``Groups`` gRPC service: its wire messages to and from :class:`GroupsDoor`'s (coroutine handlers,
     ``node.server.rpc_server``)."""

@@ -41,6 +41,7 @@ from coordinator.messages import (
     ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
     OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
 )
+from coordinator.messages import OffsetDeleteRequest, OffsetDeleteResponse
 from kafkacommon import errors
 from kafkacommon.hashing import partition_for
 from node.events import EventLog
@@ -190,6 +191,9 @@ class CoordinatorShell:
         parts = [self._request(g, PartitionCoordinator.delete_groups, DeleteGroupsRequest([g]), True)
                  for g in req.group_ids]
         return _gathered(parts, lambda rs: DeleteGroupsResponse([x for r in rs for x in r.results]))
+
+    def offset_delete(self, req: OffsetDeleteRequest, block: bool = True) -> Future[OffsetDeleteResponse] | None:
+        return self._request(req.group_id, PartitionCoordinator.offset_delete, req, block)
 
     def list_groups(self, req: ListGroupsRequest) -> ListGroupsResponse:
         """Every core answers for its groups (it may block on their locks); COORDINATOR_LOAD_IN_PROGRESS while
