@@ -25,16 +25,15 @@ from node.events import EventLog
 from node.replicas.fetcher import LeaderFetcher
 from node.replicas.housekeeping import CleanerSettings, HousekeepingMixin
 from node.replicas.alter_isr import AlterIsrSender
+from node.replicas.appends import AppendsMixin
 from node.replicas.hosted import AckWaiter, ConsumerRead, Hosted
 from node.replicas.leader_fetch import LeaderFetchHandler
-from node.replicas.producer_state import ProducerStates
 from node.replicas.purgatory import Purgatory
 from node.storage import OffsetCheckpointFile, PartitionLog
 from node.storage.file_records import FileRecords
-from node.storage.log import OffsetOutOfRangeError, RecordTooLargeError
+from node.storage.log import OffsetOutOfRangeError
 from kafkacommon.topic_config import TOPIC_KEYS, LogConfig, log_config
 from proto import kafkasim_pb2 as pb
-from replication import produce as produce_rules
 from replication import roles
 from replication.fetch_session import LeaderSessions
 from replication.partition import PartitionReplication, ReplicaSettings
@@ -51,7 +50,7 @@ __all__ = ["CleanerSettings", "Hosted", "ReplicaManager"]
 _FIELD = {spec.broker_key: name.replace(".", "_") for name, spec in TOPIC_KEYS.items() if spec.broker_key}
 
 
-class ReplicaManager(HousekeepingMixin):
+class ReplicaManager(HousekeepingMixin, AppendsMixin):
     def __init__(self, broker_id: int, log_dir: Path, settings: ReplicaSettings, events: EventLog,
                  broker_epoch: Callable[[], int], endpoint_of: Callable[[int], str | None],
                  controller_endpoint: Callable[[], str | None], fetch_wait_ms: int, segment_bytes: int,
@@ -78,7 +77,6 @@ class ReplicaManager(HousekeepingMixin):
         self.fetchers: dict[int, LeaderFetcher] = {}  # one per leader broker, as Kafka's fetcher threads
         self._lock = threading.Lock()
         self._data = threading.Condition()  # notified on every append or HW move: wakes long polls
-        self._producers: dict[TP, tuple[int, ProducerStates]] = {}  # idempotent producers, per leader epoch
         self._stopping = threading.Event()
         self._alter_isr = AlterIsrSender(broker_id, broker_epoch, controller_endpoint, events.emit,
                                          self.log_events, self._wake, self._notify, self._stopping)
@@ -281,123 +279,6 @@ class ReplicaManager(HousekeepingMixin):
         """With ``h.cond`` held: the core's answer for an acks=all waiter (None: it still waits)."""
         return h.repl.check_acks_all(w.required, w.leader_epoch, replica_open=not h.log.closed)
 
-    # ------------------------------------------------------------------ produce
-
-    def append(self, tp: TP, records: list[tuple[bytes | None, bytes | None, int | None]], acks: int,
-               timeout_ms: int, on_done: Callable[[int], None]) -> tuple[int, int, int] | None:
-        """Append as the leader without blocking (the group coordinator's write path).
-
-        Returns ``(error, base_offset, last_offset)`` when the outcome is known
-        at once (an error, or acks 0/1); otherwise returns None and calls
-        ``on_done(error)`` from another thread once the HW covers the records,
-        the leadership is lost (NOT_LEADER_OR_FOLLOWER) or the timeout passes
-        (REQUEST_TIMED_OUT).
-        """
-        code, base, last, _epoch, waiting = self._append(tp, records, acks, timeout_ms, on_done)
-        return None if waiting else (code, base, last)
-
-    def _append(self, tp: TP, records: list[tuple[bytes | None, bytes | None, int | None]], acks: int,
-                timeout_ms: int, on_done: Callable[[int], None],
-                inline: bool = False) -> tuple[int, int, int, int, bool]:
-        """The one append path (produce and the group coordinator): (error, base offset, last offset,
-        leader epoch, waiting).  ``waiting``: an acks=all append now in the purgatory, which calls
-        ``on_done(error)`` once the core says it is done or the timeout passes (``inline``: see
-        ``AckWaiter``)."""
-        h = self.hosted.get(tp)
-        if h is None:
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, False
-        with h.cond:
-            code, base, last, epoch = self._leader_append(h, records, acks)
-            if code != errors.NONE or acks != -1:
-                return code, base, last, epoch, False
-            w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done, inline)
-            h.waiters.append(w)
-            self._purgatory.watch(h, w)
-            self._wake(h)  # the HW may already cover it
-        return errors.NONE, base, last, epoch, True
-
-    def _leader_append(self, h: Hosted, records: list[tuple[bytes | None, bytes | None, int | None]],
-                       acks: int) -> tuple[int, int, int, int]:
-        """With ``h.cond`` held: the produce checks, then the append as leader, which wakes
-        followers' long polls (and acks=all waiters, for a lone ISR moves the HW at once).
-        Returns (error, base offset, last offset, leader epoch); nothing is appended on error."""
-        if not h.repl.is_leader or h.log.closed:
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1
-        code = h.repl.check_produce(acks)
-        if code != errors.NONE:
-            return code, -1, -1, -1
-        epoch = h.repl.leader_epoch
-        try:
-            base, last = h.log.append_as_leader(records, epoch, now_ms(), h.log_config.max_message_bytes)
-        except RecordTooLargeError:
-            return errors.MESSAGE_TOO_LARGE, -1, -1, -1
-        self.log_events(h.repl.on_leader_append(h.log, now_ms()))
-        self._wake(h)
-        self._notify()
-        return errors.NONE, base, last, epoch
-
-    def append_batch(self, tp: TP, batch: bytes, record_count: int, max_timestamp: int, acks: int,
-                     timeout_ms: int, on_done: Callable[[int], None],
-                     producer: tuple[int, int, int] | None = None) -> tuple[int, int, int, bool]:
-        """A real client's checked record batch (the Kafka listener), appended as the leader as it
-        arrived.  Returns ``(error, base offset, last offset, pending)``: with ``pending`` (acks=all),
-        ``on_done(error)`` is called from another thread once the HW covers it, the leadership is
-        lost or ``timeout_ms`` passes, as :meth:`append` does.  ``producer`` (id, epoch, first
-        sequence) of an idempotent batch is checked first (node/replicas/producer_state.py): a duplicate is
-        answered with its first offsets, not appended again."""
-        h = self.hosted.get(tp)
-        if h is None:
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False
-        with h.cond:
-            if not h.repl.is_leader or h.log.closed:
-                return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False
-            code = h.repl.check_produce(acks)
-            if code != errors.NONE:
-                return code, -1, -1, False
-            epoch = h.repl.leader_epoch
-            verdict = states = None
-            if producer is not None and producer[0] >= 0:
-                states = self._producer_states(tp, h)
-                verdict = states.check(producer[0], producer[1], producer[2], record_count)
-                if verdict.error:
-                    return verdict.error, -1, -1, False
-            if verdict is not None and verdict.duplicate is not None:
-                base, last = verdict.duplicate.first_offset, verdict.duplicate.last_offset
-            else:
-                try:
-                    base, last = h.log.append_batch_as_leader(batch, record_count, max_timestamp, epoch, now_ms(),
-                                                              h.log_config.max_message_bytes)
-                except RecordTooLargeError:
-                    return errors.MESSAGE_TOO_LARGE, -1, -1, False
-                if states is not None:
-                    states.record(producer[0], producer[1], producer[2], record_count, base)
-                self.log_events(h.repl.on_leader_append(h.log, now_ms()))
-                self._wake(h)
-                self._notify()
-            if acks != -1:
-                return errors.NONE, base, last, False
-            w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done,
-                          inline=True)   # the listener's callback hands the outcome to its event loop
-            h.waiters.append(w)
-            self._purgatory.watch(h, w)
-            self._wake(h)  # the HW may already cover it
-        return errors.NONE, base, last, True
-
-    def _producer_states(self, tp: TP, h: Hosted) -> ProducerStates:
-        """With ``h.cond`` held: this leadership's producer table, rebuilt from the log's batch headers
-        the first time an idempotent producer writes in this leader epoch."""
-        got = self._producers.get(tp)
-        if got is not None and got[0] == h.repl.leader_epoch:
-            return got[1]
-        states, offset = ProducerStates(), h.log.log_start_offset
-        while offset < h.log.log_end_offset:
-            data = h.log.read(offset, 1 << 20)
-            if not data:
-                break
-            offset = states.replay_batches(data) or h.log.log_end_offset
-        self._producers[tp] = (h.repl.leader_epoch, states)
-        return states
-
     def topic_setting(self, tp: TP, key: str, default: Any) -> Any:
         """A hosted partition's topic config override (e.g. max.message.bytes), else ``default``."""
         h = self.hosted.get(tp)
@@ -419,13 +300,14 @@ class ReplicaManager(HousekeepingMixin):
         return None if h is None else h.cond
 
     def consumer_read(self, tp: TP, offset: int, max_bytes: int, current_leader_epoch: int = -1,
-                      last_fetched_epoch: int = -1) -> ConsumerRead:
+                      last_fetched_epoch: int = -1, read_committed: bool = False) -> ConsumerRead:
         """One partition of a consumer's fetch, as the leader answers it (the Kafka listener's path, with no
         protobuf copies of the records): the replication core's checks first (the current leader epoch's
         fencing, the last fetched epoch's divergence: no records then), then whole batches from ``offset``
         below the high watermark, at most ``max_bytes`` but the first batch, left in the segment files
         (``node.storage.file_records``: the listener sends them with sendfile).  NOT_LEADER_OR_FOLLOWER off
-        the leader, OFFSET_OUT_OF_RANGE outside the log."""
+        the leader, OFFSET_OUT_OF_RANGE outside the log.  With ``read_committed`` (isolation level 1) the
+        read stops at the last stable offset and comes with the aborted transactions below it."""
         h = self.hosted.get(tp)
         if h is None or not h.repl.is_leader:
             return ConsumerRead(errors.NOT_LEADER_OR_FOLLOWER)
@@ -434,13 +316,16 @@ class ReplicaManager(HousekeepingMixin):
                 return ConsumerRead(errors.NOT_LEADER_OR_FOLLOWER)
             code, diverging = h.repl.check_consumer_fetch(offset, last_fetched_epoch, current_leader_epoch, h.log)
             hw, start, epoch = h.repl.high_watermark, h.log.log_start_offset, h.repl.leader_epoch
+            lso = h.log.last_stable_offset(hw)
             if code != errors.NONE or diverging is not None:
-                return ConsumerRead(code, hw, start, epoch, b"", diverging)
+                return ConsumerRead(code, hw, start, epoch, b"", diverging, lso)
+            bound = lso if read_committed else hw
             try:
-                return ConsumerRead(errors.NONE, hw, start, epoch,
-                                    h.log.read_file_records(offset, max_bytes or 1 << 20, hw))
+                records = h.log.read_file_records(offset, max_bytes or 1 << 20, bound)
             except OffsetOutOfRangeError:
-                return ConsumerRead(errors.OFFSET_OUT_OF_RANGE, hw, start, epoch)
+                return ConsumerRead(errors.OFFSET_OUT_OF_RANGE, hw, start, epoch, last_stable_offset=lso)
+            aborted = h.log.aborted_transactions(offset, bound) if read_committed else None
+            return ConsumerRead(errors.NONE, hw, start, epoch, records, None, lso, aborted)
 
     def end_offset_for_epoch(self, tp: TP, leader_only: bool) -> tuple[int, int, Callable[[int], tuple[int, int]]]:
         """For OffsetForLeaderEpoch: (error, current leader epoch, the replica's ``epoch -> (largest epoch
@@ -498,9 +383,9 @@ class ReplicaManager(HousekeepingMixin):
         wait for a busy partition lock runs on ``executor``."""
         return await self._fetches.fetch_async(req, executor)
 
-    def list_offsets(self, req: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
-        """Kafka's ListOffsets for consumers: -1 latest (the HW, what a consumer can
-        read up to), -2 earliest (the log start offset). Only the leader answers."""
+    def list_offsets(self, req: pb.ListOffsetsRequest, read_committed: bool = False) -> pb.ListOffsetsResponse:
+        """Kafka's ListOffsets for consumers: -1 latest (the HW, what a consumer can read up to; the last stable
+        offset for read_committed), -2 earliest (the log start offset). Only the leader answers."""
         out = []
         for tp in req.partitions:
             h = self.hosted.get((tp.topic, tp.partition))
@@ -511,36 +396,12 @@ class ReplicaManager(HousekeepingMixin):
                 r.error_code = errors.INVALID_REQUEST
             else:
                 with h.cond:
-                    r.offset = h.repl.high_watermark if req.timestamp == -1 else h.log.log_start_offset
+                    hw = h.repl.high_watermark
+                    latest = h.log.last_stable_offset(hw) if read_committed else hw
+                    r.offset = latest if req.timestamp == -1 else h.log.log_start_offset
                     r.leader_epoch = h.repl.leader_epoch
             out.append(r)
         return pb.ListOffsetsResponse(partitions=out)
-
-    def produce(self, req: pb.ProduceRequest) -> pb.ProduceResponse:
-        """A client's Produce: the core's checks, the append, and for acks=all the purgatory's answer
-        (this request thread waits for it; the purgatory answers by the request's timeout)."""
-        tp = (req.topic, req.partition)
-        h = self.hosted.get(tp)
-        code = produce_rules.request_error(req.acks, h is not None and h.repl.is_leader)
-        if code != errors.NONE:
-            return pb.ProduceResponse(error_code=code, base_offset=-1, last_offset=-1)
-        records = [(None if r.key_null else r.key, None if r.value_null else r.value,
-                    None if r.timestamp_ms < 0 else r.timestamp_ms) for r in req.records]
-        if not records:
-            return pb.ProduceResponse(error_code=errors.NONE, base_offset=-1, last_offset=-1)
-        done, outcome = threading.Event(), []
-
-        def on_done(result: int) -> None:
-            outcome.append(result)
-            done.set()
-
-        code, base, last, epoch, waiting = self._append(tp, records, req.acks, req.timeout_ms, on_done, inline=True)
-        if code != errors.NONE:
-            return pb.ProduceResponse(error_code=code, base_offset=-1, last_offset=-1)
-        if waiting:
-            done.wait(max(req.timeout_ms, 1) / 1000 + 5)  # a bound in case the broker stops meanwhile
-            code = outcome[0] if outcome else errors.REQUEST_TIMED_OUT
-        return pb.ProduceResponse(error_code=code, base_offset=base, last_offset=last, leader_epoch=epoch)
 
     # ------------------------------------------------------------------ ISR changes
 

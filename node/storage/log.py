@@ -26,18 +26,17 @@ from kafkacommon.record_batch import encode_batch
 
 from .errors import StorageError
 from .file_records import FileRecords
-from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, CheckpointError,
-                         CleanerCheckpointFile, CleanerState, LeaderEpochCheckpointFile, read_checkpoint,
-                         write_checkpoint)
+from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, CleanerCheckpointFile, CleanerState,
+                         LeaderEpochCheckpointFile, read_checkpoint, write_checkpoint)
+from .epoch_cache import LeaderEpochCache
 from .retention import SegmentInfo, should_roll
+from .txn_log import TxnLog
 from .segment import (CLEANED_SUFFIX, DEFAULT_INDEX_INTERVAL_BYTES, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                       TIME_INDEX_SUFFIX, LogSegment, fsync_dir, parse_segment_base)
 
 DEFAULT_SEGMENT_BYTES = 1 << 30
 DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-UNDEFINED_EPOCH = -1
-UNDEFINED_EPOCH_OFFSET = -1
 _INT32_MAX = (1 << 31) - 1
 
 RecordInput = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int | None]
@@ -62,87 +61,6 @@ class RecoveryReport:
     truncated_bytes: int
     dropped_batches: int
     log_end_offset: int
-
-
-class LeaderEpochCache:
-    """(leader epoch, start offset) pairs, epochs and start offsets both increasing.
-
-    Every change is written to the checkpoint file (when one is given).
-    """
-
-    def __init__(self, checkpoint: LeaderEpochCheckpointFile | None = None) -> None:
-        self._checkpoint = checkpoint
-        self._entries: list[tuple[int, int]] = checkpoint.read() if checkpoint else []
-        for i, (prev, cur) in enumerate(zip(self._entries, self._entries[1:])):
-            if cur[0] <= prev[0] or cur[1] < prev[1]:
-                assert checkpoint is not None
-                raise CheckpointError(checkpoint.path, i + 4, "epochs or start offsets not increasing")
-
-    @property
-    def entries(self) -> list[tuple[int, int]]:
-        """A copy of the (epoch, start offset) pairs, oldest first."""
-        return list(self._entries)
-
-    @property
-    def latest_epoch(self) -> int:
-        """The newest epoch, or -1 when the cache is empty."""
-        return self._entries[-1][0] if self._entries else UNDEFINED_EPOCH
-
-    def _flush(self) -> None:
-        if self._checkpoint is not None:
-            self._checkpoint.write(self._entries)
-
-    def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that ``epoch`` starts at ``start_offset``; True if the cache changed.
-
-        Kafka 2.8's ``LeaderEpochFileCache.assign``: a negative epoch or offset raises ValueError;
-        the latest epoch again at or above its start offset is a no-op; anything else first removes,
-        from the newest entry down and while they match, the entries whose epoch is >= ``epoch`` or
-        whose start offset is >= ``start_offset`` (entries that would break the order: a newer epoch
-        starting at the same offset never got a record; an older epoch fetched after a newer one
-        means the newer one's entries were wrong), then adds ``(epoch, start_offset)``.
-        """
-        if epoch < 0 or start_offset < 0:
-            raise ValueError(f"invalid epoch entry ({epoch}, {start_offset})")
-        entries = self._entries
-        if entries and entries[-1][0] == epoch and start_offset >= entries[-1][1]:
-            return False
-        while entries and (entries[-1][0] >= epoch or entries[-1][1] >= start_offset):
-            entries.pop()
-        entries.append((epoch, start_offset))
-        self._flush()
-        return True
-
-    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(epoch, end offset) for OffsetsForLeaderEpoch / divergence checks.
-
-        * epoch undefined (negative), cache empty or epoch above the latest → (-1, -1);
-        * epoch == latest → (epoch, log_end_offset);
-        * otherwise the end offset is the start offset of the first epoch above it,
-          paired with the largest known epoch <= ``epoch``, or with ``epoch`` itself
-          when it is below every known epoch.
-        """
-        if epoch < 0 or not self._entries or epoch > self._entries[-1][0]:
-            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        if epoch == self._entries[-1][0]:
-            return epoch, log_end_offset
-        epochs = [e for e, _ in self._entries]
-        i = bisect_right(epochs, epoch)  # first entry with a larger epoch
-        next_start = self._entries[i][1]
-        return (epochs[i - 1] if i > 0 else epoch), next_start
-
-    def truncate_from_end(self, offset: int) -> None:
-        """Remove every entry whose start offset is >= ``offset``."""
-        keep = [e for e in self._entries if e[1] < offset]
-        if len(keep) != len(self._entries):
-            self._entries = keep
-            self._flush()
-
-    def clear(self) -> None:
-        """Remove every entry."""
-        if self._entries:
-            self._entries = []
-            self._flush()
 
 
 class PartitionLog:
@@ -176,6 +94,8 @@ class PartitionLog:
         self._lso_path = self.dir / LOG_START_OFFSET_CHECKPOINT
         stored = read_checkpoint(self._lso_path, lambda f: int(f[0]))
         self._log_start = min(max([self._segments[0].base_offset] + stored), self.log_end_offset)
+        # the producers and the aborted transactions (.snapshot, .txnindex): built when first needed
+        self.txn = TxnLog(self.dir, [seg.base_offset for seg in self._segments], self.log_end_offset)
 
     def _complete_swaps(self) -> set[int]:
         """Undo an unfinished clean (``.cleaned`` files) and finish an interrupted swap.
@@ -288,6 +208,27 @@ class PartitionLog:
         """:meth:`LeaderEpochCache.end_offset_for` against the current LEO."""
         return self.epoch_cache.end_offset_for(epoch, self.log_end_offset)
 
+    # ------------------------------------------------------------ producers and transactions
+
+    def producers(self):
+        """The producers of this log (replication/producer_state.py's ProducerStates), built from the newest
+        snapshot and the log after it the first time they are needed (node/storage/txn_log.py)."""
+        self._check_open()
+        return self.txn.ensure(self.read, self.log_start_offset, self.log_end_offset, self._segment_base_of)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO: the HW, or the first offset of the earliest undecided (or not yet replicated) transaction."""
+        return self.producers().last_stable_offset(high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list:
+        """The aborted transactions (AbortedTxn) a read of [fetch_offset, upper_bound) overlaps."""
+        self.producers()     # an index entry a crash left unwritten is written by the rebuild
+        return self.txn.aborted_between(fetch_offset, upper_bound)
+
+    def _segment_base_of(self, offset: int) -> int:
+        bases = [s.base_offset for s in self._segments]
+        return bases[max(bisect_right(bases, offset) - 1, 0)]
+
     # ------------------------------------------------------------ appends
 
     @property
@@ -308,20 +249,25 @@ class PartitionLog:
             self._roll(base_offset, now_ms)
             active = self._segments[-1]
         active.append(data, base_offset, last_offset, max_ts)
+        self.txn.on_append(data, active.base_offset)
 
     def _roll(self, base_offset: int, now_ms: int | None) -> None:
+        self.txn.on_roll(base_offset)
         self._segments[-1].seal()
         seg = LogSegment.create(self.dir, base_offset, self.index_interval_bytes)
         seg.created_ms = now_ms
         self._segments.append(seg)
 
     def append_as_leader(self, records: Sequence[RecordInput], leader_epoch: int,
-                         now_ms: int, max_batch_bytes: int | None = None) -> tuple[int, int]:
+                         now_ms: int, max_batch_bytes: int | None = None,
+                         producer: tuple[int, int] | None = None) -> tuple[int, int]:
         """Append ``(key, value)`` or ``(key, value, timestamp_ms)`` records as one batch.
 
         Offsets are assigned from the LEO; a missing or None timestamp becomes ``now_ms``.
         A batch larger than ``max_batch_bytes`` (max.message.bytes) raises RecordTooLargeError
-        and changes nothing.  Returns (base offset, last offset).
+        and changes nothing.  ``producer`` (id, epoch) writes a transactional batch (base sequence 0,
+        as Kafka's group coordinator writes a transactional offset commit).  Returns (base offset,
+        last offset).
         """
         self._check_open()
         if not records:
@@ -336,7 +282,11 @@ class PartitionLog:
             ts = rec[2] if len(rec) > 2 else None  # type: ignore[misc]
             rows.append((rec[0], rec[1], now_ms if ts is None else ts))
         base = self.log_end_offset
-        data = encode_batch(base, leader_epoch, rows)
+        if producer is None:
+            data = encode_batch(base, leader_epoch, rows)
+        else:
+            data = encode_batch(base, leader_epoch, rows, producer_id=producer[0], producer_epoch=producer[1],
+                                base_sequence=0, transactional=True)
         if max_batch_bytes is not None and len(data) > max_batch_bytes:
             raise RecordTooLargeError(f"a batch of {len(data)} bytes is larger than max.message.bytes "
                                       f"({max_batch_bytes})")
@@ -475,6 +425,7 @@ class PartitionLog:
                 active.seal()
                 self._segments.append(LogSegment.create(self.dir, target, self.index_interval_bytes))
         self.epoch_cache.truncate_from_end(min(offset, self.log_end_offset))
+        self.txn.truncate(self.log_end_offset)
         if self._log_start > self.log_end_offset:  # Kafka: logStartOffset = min(target, logStartOffset)
             self._set_log_start(self.log_end_offset)
         if self._cleaner_state is not None and self._cleaner_state.first_dirty_offset > self.log_end_offset:
@@ -490,6 +441,7 @@ class PartitionLog:
             dropped += sum(h.record_count for _, h in seg.iter_headers(seg.base_offset))
             seg.delete()
         self._segments = [LogSegment.create(self.dir, offset, self.index_interval_bytes)]
+        self.txn.reset(offset)
         self.epoch_cache.clear()
         self._set_log_start(offset)
         if self._cleaner_state is not None:
@@ -527,6 +479,7 @@ class PartitionLog:
             seg.delete()
         if self._segments[0].base_offset > self._log_start:
             self._set_log_start(self._segments[0].base_offset)
+        self.txn.on_segments_deleted([seg.base_offset for seg in doomed], self.log_start_offset)
         return [seg.base_offset for seg in doomed]
 
     def _batch_start_or_gap(self, offset: int) -> int:
@@ -569,6 +522,7 @@ class PartitionLog:
             seg.delete()
         new.change_file_suffix("")
         self._segments[i:j] = [new]
+        self.txn.on_segments_replaced([seg.base_offset for seg in old], new.base_offset)
         self.set_cleaner_state(replace(state, pending_swap=None))
 
     def flush(self) -> None:
@@ -580,6 +534,7 @@ class PartitionLog:
         """Flush and close every segment (idempotent)."""
         if self._closed:
             return
+        self.txn.close(self.log_end_offset)
         for seg in self._segments:
             seg.close()
         self._closed = True
