@@ -62,8 +62,12 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     18: (0, 3),   # ApiVersions
     19: (2, 7),   # CreateTopics
     20: (1, 6),   # DeleteTopics
-    22: (0, 4),   # InitProducerId (idempotent producers; no transactions)
+    22: (0, 4),   # InitProducerId (idempotent and transactional producers)
     23: (0, 4),   # OffsetForLeaderEpoch (consumers validating positions after a leader change)
+    24: (0, 3),   # AddPartitionsToTxn
+    25: (0, 3),   # AddOffsetsToTxn
+    26: (0, 3),   # EndTxn
+    28: (0, 3),   # TxnOffsetCommit
     32: (1, 4),   # DescribeConfigs (topics and this broker)
     42: (0, 2),   # DeleteGroups
 }
