@@ -169,14 +169,15 @@ def _partition_arrays(inputs) -> DataFrame:
 
 
 def _faults(inputs, tables) -> DataFrame:
-    """Fault starts with ``brokers`` (the int nodes) and ``zk`` (any other node: a ZooKeeper server)."""
+    """Fault starts with ``brokers`` (the int nodes) and ``zk`` (a ``zk<n>`` node: a ZooKeeper server; an
+    ``app<n>`` node, the user's application, is neither)."""
     f = (tables or {}).get("faults")
     if f is None:
         from analysis.tables import faults
         f = faults(inputs)
     return f.select("run", "fault", "kind", "target", "nodes", F.col("start_ns").alias("time_ns"), "heal_ns",
                     F.filter("nodes", lambda x: x.rlike("^-?[0-9]+$")).cast("array<int>").alias("brokers"),
-                    F.exists("nodes", lambda x: ~x.rlike("^-?[0-9]+$")).alias("zk"))
+                    F.exists("nodes", lambda x: x.startswith("zk")).alias("zk"))
 
 
 def _end_marks(inputs, tables) -> DataFrame:

@@ -15,11 +15,11 @@ import os
 import random
 import signal
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from chaos.schedule import Fault
 from chaos.scenario import NETWORK_KINDS
-from chaos.targets import View, nemesis_value, resolve
+from chaos.targets import View, is_app_node, nemesis_value, resolve
 from launcher.cluster import Cluster
 from node.server.session_file import SessionFile
 from zk.client import expire_session
@@ -27,6 +27,20 @@ from zk.client import expire_session
 log = logging.getLogger(__name__)
 
 SIGNAL_KINDS = ("kill", "terminate", "pause")   # faults that are a signal, and nothing to report but the nodes
+
+
+class AppProcesses(Protocol):
+    """The user's application processes (``app:<n>`` targets, 1-based), as chaos/apps.py runs them."""
+
+    def kill(self, n: int) -> None: ...
+
+    def terminate(self, n: int) -> None: ...
+
+    def pause(self, n: int) -> None: ...
+
+    def resume(self, n: int) -> None: ...
+
+    def start(self, n: int) -> None: ...
 
 
 class Links:
@@ -108,9 +122,10 @@ class Active:
 
 
 class Nemesis:
-    def __init__(self, cluster: Cluster, net: ProxyNet | NetnsNet, history: Any,
-                 view: Callable[[], View], session_timeout_ms: int):
+    def __init__(self, cluster: Cluster, net: ProxyNet | NetnsNet | None, history: Any,
+                 view: Callable[[], View], session_timeout_ms: int, apps: AppProcesses | None = None):
         self.cluster = cluster
+        self.apps = apps
         self.net = net
         self.history = history
         self.view = view
@@ -148,6 +163,9 @@ class Nemesis:
     def _brokers(self, nodes: list[str]) -> list[int]:
         return [int(n[1:]) for n in nodes if n.startswith("b")]
 
+    def _apps(self, nodes: list[str]) -> list[int]:
+        return [int(n[3:]) for n in nodes if is_app_node(n)] if self.apps is not None else []
+
     def _zk(self, nodes: list[str]) -> list[Any]:
         servers = self.cluster.zk_embedded.servers if self.cluster.zk_embedded else []
         return [servers[int(n[2:]) - 1] for n in nodes if n.startswith("zk")]
@@ -158,6 +176,8 @@ class Nemesis:
             self.cluster.wait_exit(b, 10)
         for s in self._zk(act.nodes):
             s.kill()
+        for n in self._apps(act.nodes):
+            self.apps.kill(n)
         self.down.update(act.nodes)
 
     def _terminate(self, act: Active, rng: random.Random) -> None:
@@ -165,6 +185,8 @@ class Nemesis:
             self._signal_broker(b, signal.SIGTERM)
         for s in self._zk(act.nodes):
             s.stop()
+        for n in self._apps(act.nodes):
+            self.apps.terminate(n)
         for b in self._brokers(act.nodes):
             try:
                 self.cluster.wait_exit(b, 30)
@@ -178,6 +200,8 @@ class Nemesis:
             self._signal_broker(b, signal.SIGSTOP)
         for s in self._zk(act.nodes):
             s.pause()
+        for n in self._apps(act.nodes):
+            self.apps.pause(n)
         self.paused.update(act.nodes)
 
     def _expire_session(self, act: Active, rng: random.Random) -> None:
@@ -265,6 +289,9 @@ class Nemesis:
         for n, s in zip([n for n in nodes if n.startswith("zk")], self._zk(nodes)):
             if n in self.down:
                 s.start()
+        for n in self._apps(nodes):
+            if f"app{n}" in self.down:
+                self.apps.start(n)
         self.down.difference_update(nodes)
 
     def _resume(self, nodes: list[str]) -> None:
@@ -272,10 +299,13 @@ class Nemesis:
             self._signal_broker(b, signal.SIGCONT)
         for s in self._zk(nodes):
             s.resume()
+        for n in self._apps(nodes):
+            self.apps.resume(n)
         self.paused.difference_update(nodes)
 
     def heal_everything(self) -> None:
         """End of run: every node running and unpaused, every link clear."""
         self._resume(sorted(self.paused))
         self._restart(sorted(self.down))
-        self.net.heal_all()
+        if self.net is not None:
+            self.net.heal_all()

@@ -18,10 +18,12 @@ leave ISRs.  After a BADVERSION the shell re-reads the states and calls
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, NamedTuple
+from typing import Callable, Iterable, Mapping
 
 from controller import election
+from controller.plan import (  # re-exported: the shells and the simulator take them from here
+    Command, ControllerSettings, LeaderAndIsrCmd, PartitionView, Plan, StateChange, StopReplicaCmd, UpdateMetadataCmd,
+)
 from kafkacommon.assignment import assign_replicas
 from kafkacommon.metadata import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from kafkacommon.errors import (  # the Kafka error codes the core answers with (a constants table, no I/O)
@@ -32,94 +34,16 @@ from kafkacommon.event import Event
 
 TP = tuple[str, int]
 StateMap = dict[TP, tuple[LeaderAndIsr, int]]
+__all__ = ["Command", "ControllerCore", "ControllerSettings", "LeaderAndIsrCmd", "PartitionView", "Plan", "StateChange",
+           "StopReplicaCmd", "UpdateMetadataCmd"]
 
 
-@dataclass(frozen=True)
-class ControllerSettings:
-    broker_id: int
-    offsets_topic: str = "__consumer_offsets"
-    offsets_partitions: int = 50
-    offsets_replication_factor: int = 3
-    unclean_leader_election: bool = False
-    auto_leader_rebalance: bool = True
-    imbalance_check_interval_ms: int = 30_000
-    imbalance_percentage: int = 10
-    metadata_resend_interval_ms: int = 2_000
-    delete_topic_enable: bool = True
-    expected_brokers: int = 0            # brokers listed in cluster.yaml; 0 = do not wait for them
-    offsets_create_grace_ms: int = 3_000  # then create __consumer_offsets with whoever is live (>= RF)
-    offsets_eager_create: bool = True     # False: not here; the first FindCoordinator has a broker create it
-    kip841_enable: bool = False          # Kafka 3.3's AlterIsr eligibility check (INELIGIBLE_REPLICA)
-    # A planted bug (the simulator's sweeps; never in a real broker): with unclean election off, a partition
-    # whose ISR has no live member elects the first live replica anyway, as if it were a clean election.
-    planted_elect_outside_isr: bool = False
+def _boolean(value: object) -> bool | None:
+    """A stored boolean config (a string, or a bool from an older znode); None when absent or not one."""
+    text = str(value).strip().lower() if value is not None else ""
+    return True if text == "true" else False if text == "false" else None
 
 
-class StateChange(NamedTuple):
-    """A partition-state write: create when ``zk_version`` is None, else set at that version."""
-
-    topic: str
-    partition: int
-    state: LeaderAndIsr
-    zk_version: int | None
-    reason: str
-    previous: LeaderAndIsr | None
-
-
-class PartitionView(NamedTuple):
-    """What a broker is told about one partition (NamedTuple: a controller builds thousands)."""
-
-    topic: str
-    partition: int
-    state: LeaderAndIsr
-    zk_version: int
-    replicas: tuple[int, ...]
-    is_new: bool = False
-
-
-@dataclass(frozen=True)
-class LeaderAndIsrCmd:
-    partitions: tuple[PartitionView, ...]
-    live_leaders: tuple[BrokerRegistration, ...]
-
-
-@dataclass(frozen=True)
-class UpdateMetadataCmd:
-    partitions: tuple[PartitionView, ...]
-    live_brokers: tuple[BrokerRegistration, ...]
-
-
-@dataclass(frozen=True)
-class StopReplicaCmd:
-    partitions: tuple[TP, ...]
-    delete: bool = False
-
-
-Command = LeaderAndIsrCmd | UpdateMetadataCmd | StopReplicaCmd
-
-
-@dataclass
-class Plan:
-    topic_creates: list[TopicAssignment] = field(default_factory=list)
-    writes: list[StateChange] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)     # outcomes: log once the writes land
-    observed: list[Event] = field(default_factory=list)   # observations: log when decided
-    full_sync: set[int] = field(default_factory=set)   # brokers to send the full state to
-    metadata_to_all: bool = False                      # tell everyone about changed partitions/brokers
-    resend_metadata: bool = False                      # periodic full UpdateMetadata to all
-    stop_replicas: dict[int, list[TP]] = field(default_factory=dict)  # StopReplica(delete=false), after LeaderAndIsr
-    leader_and_isr: bool = True  # False for AlterIsr changes: the leader learns from the response
-    topic_deletes: list[TopicAssignment] = field(default_factory=list)  # delete these topics' znodes
-    markers_to_drop: list[str] = field(default_factory=list)            # deletion requests refused
-
-    @property
-    def has_writes(self) -> bool:
-        return bool(self.topic_creates or self.writes or self.topic_deletes or self.markers_to_drop)
-
-    @property
-    def empty(self) -> bool:
-        return not (self.has_writes or self.events or self.observed or self.full_sync or self.metadata_to_all
-                    or self.resend_metadata)
 
 
 class ControllerCore:
@@ -133,6 +57,7 @@ class ControllerCore:
         self.shutting_down: set[int] = set()
         self.topics: dict[str, TopicAssignment] = {}
         self.states: StateMap = {}
+        self.broker_configs: dict[str, Mapping[str, str]] = {}   # this broker's dynamic configs ("<default>", id)
         self._next_imbalance_ms = 0
         self._next_resend_ms = 0
         self._offsets_deadline_ms = 0
@@ -140,12 +65,16 @@ class ControllerCore:
     # ------------------------------------------------------------------ lifecycle
 
     def on_failover(self, epoch: int, epoch_zk_version: int, brokers: Mapping[int, BrokerRegistration],
-                    topics: Mapping[str, TopicAssignment], states: StateMap, now_ms: int) -> Plan:
-        """This broker won the election: load the context and decide (Kafka's onControllerFailover)."""
+                    topics: Mapping[str, TopicAssignment], states: StateMap, now_ms: int,
+                    broker_configs: Mapping[str, Mapping[str, str]] | None = None) -> Plan:
+        """This broker won the election: load the context and decide (Kafka's onControllerFailover).
+        ``topics`` carry their config overrides; ``broker_configs`` are this broker's dynamic configs
+        (``<default>`` and its id), whose ``unclean.leader.election.enable`` is the default here."""
         self.active = True
         self.epoch, self.epoch_zk_version = epoch, epoch_zk_version
         self.live = dict(brokers)
         self.topics = dict(topics)
+        self.broker_configs = dict(broker_configs or {})
         self.states = dict(states)
         self.shutting_down.clear()
         plan = Plan(full_sync=set(self.live), metadata_to_all=True)
@@ -323,17 +252,34 @@ class ControllerCore:
             plan.metadata_to_all = True
         return plan
 
-    def on_topics_change(self, topics: Mapping[str, TopicAssignment]) -> Plan:
-        """/brokers/topics changed: new topics' partitions get their first leaders."""
+    def on_topics_change(self, topics: Mapping[str, TopicAssignment],
+                         broker_configs: Mapping[str, Mapping[str, str]] | None = None) -> Plan:
+        """The topics as ZooKeeper has them now, each with its config overrides (after a change of
+        /brokers/topics, of a topic znode, or of a config): new topics' partitions get their first leaders
+        (TopicChange); partitions added to a known topic too (Kafka's processPartitionModifications and
+        onNewPartitionCreation: the new partitions' assignment joins the context, the existing ones' stays
+        as the context has it); changed configs are taken (an unclean election newly allowed happens now,
+        as Kafka's TopicUncleanLeaderElectionEnable)."""
         plan = Plan()
         if not self.active:
             return plan
+        if broker_configs is not None:
+            self.broker_configs = dict(broker_configs)
         added = sorted(set(topics) - set(self.topics))
         for t in added:
             self.topics[t] = topics[t]
         if added:
             plan.events.append(Event("topics_added", {"topics": added}))
-            self._reconcile(plan)
+        for t in sorted(set(topics) & set(self.topics) - set(added)):
+            cur, new = self.topics[t], topics[t]
+            more = {p: r for p, r in new.partitions.items() if p not in cur.partitions}
+            if more:
+                plan.events.append(Event("partitions_added", {
+                    "topic": t, "partitions": sorted(more), "replicas": {str(p): list(r) for p, r in sorted(more.items())},
+                    "partition_count": len(cur.partitions) + len(more)}))
+            if more or dict(cur.config) != dict(new.config):
+                self.topics[t] = TopicAssignment(t, {**cur.partitions, **more}, cur.topic_id, new.config)
+        self._reconcile(plan)
         return plan
 
     def reload_states(self, states: StateMap) -> Plan:
@@ -485,9 +431,15 @@ class ControllerCore:
         return a.partitions.get(tp[1], ()) if a else ()
 
     def _unclean(self, topic: str) -> bool:
+        """``unclean.leader.election.enable``: the topic's override, else this broker's dynamic config
+        (its own, then ``<default>``), else its static setting."""
         a = self.topics.get(topic)
-        value = a.config.get("unclean.leader.election.enable") if a else None
-        return self.settings.unclean_leader_election if value is None else bool(value)
+        for source in (a.config if a else {}, self.broker_configs.get(str(self.settings.broker_id), {}),
+                       self.broker_configs.get("<default>", {})):
+            value = _boolean(source.get("unclean.leader.election.enable"))
+            if value is not None:
+                return value
+        return self.settings.unclean_leader_election
 
     def _view(self, tp: TP, is_new: bool = False) -> PartitionView:
         state, ver = self.states[tp]
@@ -588,8 +540,9 @@ class ControllerCore:
         assignment = assign_replicas(s.offsets_partitions, s.offsets_replication_factor, live,
                                      start_index=self._rng(n), shift=self._rng(n))
         topic_id = base64.urlsafe_b64encode(bytes(self._rng(256) for _ in range(16))).rstrip(b"=").decode()
-        topic = TopicAssignment(s.offsets_topic, assignment, topic_id=topic_id,
-                                config={"cleanup.policy": "compact"})
+        # Kafka's GroupMetadataManager.offsetsTopicConfigs, written to /config/topics/__consumer_offsets
+        topic = TopicAssignment(s.offsets_topic, assignment, topic_id=topic_id, config={
+            "cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(s.offsets_segment_bytes)})
         plan.topic_creates.append(topic)
         plan.events.append(Event("topic_created", {"topic": s.offsets_topic, "partitions": s.offsets_partitions,
                                               "replication_factor": s.offsets_replication_factor}))

@@ -41,14 +41,16 @@ class Snapshot(NamedTuple):
     controller_epoch: int
     epoch_zk_version: int
     brokers: dict
-    topics: dict
+    topics: dict          # {name: TopicAssignment}, each with its config overrides (/config/topics/<t>)
     round_trips: int      # ZooKeeper round trips it took (reported in controller_failover_done)
+    broker_configs: dict = {}   # this broker's dynamic configs: {"<default>": {...}, "<id>": {...}}
 
 
 @dataclass(frozen=True)
 class ReadSnapshot:
-    """-> :class:`Snapshot` (no partition states); arms the /brokers/topics watch (TOPIC_CHANGE) and,
-    with ``watch_brokers``, the /brokers/ids one (BROKER_CHANGE)."""
+    """-> :class:`Snapshot` (no partition states); arms the /brokers/topics watch (TOPIC_CHANGE), a data watch
+    on every topic znode not watched yet (PARTITION_MODIFICATIONS) and, with ``watch_brokers``, the
+    /brokers/ids one (BROKER_CHANGE)."""
     watch_brokers: bool = True
 
 
@@ -238,7 +240,8 @@ class ControllerHandlers:
             round_trips += 1
         t1 = yield MonoNs()
         self.failovers += 1
-        plan = self.core.on_failover(epoch, version, snap.brokers, snap.topics, states, (yield Clock()))
+        plan = self.core.on_failover(epoch, version, snap.brokers, snap.topics, states, (yield Clock()),
+                                     snap.broker_configs)
         t2 = yield MonoNs()
         written = yield from self.execute(plan)
         t3 = yield MonoNs()
@@ -281,9 +284,15 @@ class ControllerHandlers:
             yield from self.execute(self.core.on_broker_change((yield ReadBrokers())))
 
     def topic_change(self) -> Steps:
+        """A topic was created (/brokers/topics' children), a topic's assignment changed (its znode: Kafka's
+        PartitionModifications), or a config changed (a broker's config-change listener, on the controller:
+        Kafka's TopicUncleanLeaderElectionEnable): read the topics again, with their configs, and decide."""
         if self.core.active:
             snap = yield ReadSnapshot(watch_brokers=False)
-            yield from self.execute(self.core.on_topics_change(snap.topics))
+            yield from self.execute(self.core.on_topics_change(snap.topics, snap.broker_configs))
+
+    partition_modifications = topic_change
+    config_change = topic_change
 
     def topic_deletion(self) -> Steps:
         if self.core.active:

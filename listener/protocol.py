@@ -68,8 +68,11 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     25: (0, 3),   # AddOffsetsToTxn
     26: (0, 3),   # EndTxn
     28: (0, 3),   # TxnOffsetCommit
-    32: (1, 4),   # DescribeConfigs (topics and this broker)
+    32: (1, 4),   # DescribeConfigs (topics, this broker, the cluster-wide broker defaults)
+    33: (0, 2),   # AlterConfigs
+    37: (0, 3),   # CreatePartitions (the controller)
     42: (0, 2),   # DeleteGroups
+    44: (0, 1),   # IncrementalAlterConfigs
 }
 API_VERSIONS = 18
 

@@ -627,6 +627,8 @@ def describe_schema() -> str:
     for s in BROKER_SCHEMA.values():
         default = "required" if s.name in _REQUIRED_BROKER_KEYS else _fmt(s.default)
         lines.append(f"| `{s.name}` | {s.type_name} | {s.allowed} | {default} | {s.doc} |")
-    lines += ["", "Topic configs (`kafkasim topics --create --topic T --config KEY=VALUE`); the default is the "
-              "broker key named, as in Kafka:", "", describe_topic_configs().rstrip("\n")]
+    lines += ["", "Topic configs (Kafka 2.8's 26: `kafkasim topics --create --topic T --config KEY=VALUE`, CreateTopics, "
+              "and on a live topic AlterConfigs and IncrementalAlterConfigs, e.g. `kafka-configs --alter`); the default "
+              "is the broker key named (its dynamic value first, docs/kafka-listener.md), else Kafka's:", "",
+              describe_topic_configs().rstrip("\n")]
     return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ from kafkacommon import errors
 from kafkacommon.event import Event
 from kafkacommon.hashing import partition_for
 from replication.broker_state import BrokerState
+from sim.configs import SimConfigListener
 from sim.controller import SimController
 from sim.disk import SimDisk
 from sim.coordinators import SimCoordinators
@@ -103,6 +104,15 @@ class SimBroker:
     def hw_checkpoint(self) -> dict[TP, int]:
         return self.disk.hw
 
+    def read_topic_config(self, topic: str) -> dict:
+        """A topic's overrides when a replica is first hosted (the broker defaults, and an event, when ZooKeeper
+        cannot be reached then, as node/server/broker.py's after its retries)."""
+        try:
+            return self.zk.read_entity_config(f"topics/{topic}") if self.zk is not None else {}
+        except CONNECTION_ERRORS as e:
+            self.emit("topic_config_unreadable", topic=topic, error=f"{type(e).__name__}: {e}")
+            return {}
+
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
@@ -135,6 +145,7 @@ class SimBroker:
             expected_brokers=self.cfg.brokers, offsets_eager_create=self.cfg.offsets_eager_create,
             planted_elect_outside_isr="elect-outside-isr" in bugs)
         self.controller = SimController(self, self.zk, settings, zombie="zombie-controller" in bugs)
+        self.configs = SimConfigListener(self)
         self._controller_started = False
         self._register()
         self.world.on_node(self.node, self.cfg.session_timeout_ms / 3, self._ping)
@@ -177,6 +188,7 @@ class SimBroker:
             return
         self.state.broker_epoch = epoch
         self.emit("broker_registered", broker_epoch=epoch, session_id=f"0x{zk.session_id:x}")
+        self.configs.process()   # every notification present (a new session's watch too)
         if not self._controller_started:
             self._controller_started = True
             self.controller.start()

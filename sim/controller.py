@@ -82,7 +82,8 @@ class SimController:
             handlers.DeleteControllerIfOurs: lambda c: zk.delete_controller_if_ours(),
             handlers.TryElect: lambda c: zk.try_elect_controller(self.b.id, self.b.now()),
             handlers.ReadSnapshot: lambda c: handlers.Snapshot(*zk.read_context(
-                broker_watch=self._broker_watch if c.watch_brokers else None, topic_watch=self._topic_watch)),
+                broker_watch=self._broker_watch if c.watch_brokers else None, topic_watch=self._topic_watch,
+                topic_data_watch=self._topic_data_watch, broker_id=self.b.id)),
             handlers.CachedStates: lambda c: {},     # no metadata cache: a new controller reads the states
             handlers.ReadBrokers: lambda c: zk.read_brokers(watch=self._broker_watch),
             handlers.ReadStates: lambda c: zk.read_states(c.tps),
@@ -103,6 +104,7 @@ class SimController:
         self._events: dict[str, Callable[[], Any]] = {
             redo.STARTUP: h.elect, redo.CONTROLLER_CHANGE: h.controller_change, redo.BROKER_CHANGE: h.broker_change,
             redo.TOPIC_CHANGE: h.topic_change, redo.TOPIC_DELETION: h.topic_deletion,
+            redo.PARTITION_MODIFICATIONS: h.partition_modifications, redo.CONFIG_CHANGE: h.config_change,
             redo.REGISTER_AND_REELECT: h.reelect,
             redo.TICK: lambda: h.tick(connected=self._connected())}
 
@@ -158,6 +160,14 @@ class SimController:
 
     def _deletion_watch(self, _ev: Any) -> None:
         self._guard(redo.TOPIC_DELETION)
+
+    def _topic_data_watch(self, _ev: Any) -> None:
+        self._guard(redo.PARTITION_MODIFICATIONS)
+
+    def config_changed(self) -> None:
+        """The broker's config-change listener saw a change: the active controller reads the configs again."""
+        if self.core.active:
+            self._guard(redo.CONFIG_CHANGE)
 
     def on_session_expired(self) -> None:
         """Kafka's Expire: nothing cut short is redone; resign (unless a zombie).  The broker then

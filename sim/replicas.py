@@ -9,11 +9,12 @@ one fetch per partition instead of one fetch session per leader broker (its long
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from kafkacommon import errors
 from kafkacommon.event import Event
+from kafkacommon.topic_config import log_config
 from replication.broker_state import PartitionInfo
 from replication import long_poll, roles
 from replication.partition import PartitionReplication, ReplicaSettings
@@ -62,6 +63,7 @@ class SimReplicaManager:
                                         min_insync_replicas=broker.cfg.min_insync_replicas,
                                         planted_hw_ignores_lagging_isr="hw-ignores-lagging-isr" in broker.cfg.bugs)
         self.hosted: dict[TP, Hosted] = {}
+        self.topic_configs: dict[str, dict] = {}     # each hosted topic's overrides, read when first hosted
         self.live: frozenset[int] | None = None
         self.on_role: Callable[[str, int, bool, int], None] = lambda t, p, leader, epoch: None
 
@@ -78,9 +80,27 @@ class SimReplicaManager:
         if h is None:
             log = self.b.disk_log(tp)
             hw = min(self.b.hw_checkpoint().get(tp, 0), log.log_end_offset)
-            h = self.hosted[tp] = Hosted(log, PartitionReplication(tp[0], tp[1], self.b.id, self.settings,
+            if tp[0] not in self.topic_configs:
+                self.topic_configs[tp[0]] = self.b.read_topic_config(tp[0])
+            h = self.hosted[tp] = Hosted(log, PartitionReplication(tp[0], tp[1], self.b.id,
+                                                                   self._settings(self.topic_configs[tp[0]]),
                                                                    high_watermark=hw))
         return h
+
+    def _settings(self, config: dict) -> ReplicaSettings:
+        """The replication settings under a topic's overrides (min.insync.replicas; the rest are the broker's)."""
+        lc = log_config(config, lambda key: self.settings.min_insync_replicas if key == "min.insync.replicas" else None)
+        return replace(self.settings, min_insync_replicas=lc.min_insync_replicas)
+
+    def reconfigure_topic(self, topic: str, config: dict) -> int:
+        """A ``topics/<t>`` change notification (the broker's config-change listener): the hosted partitions
+        of ``topic`` take its configs at once, as node/replicas/log_settings.py does."""
+        self.topic_configs[topic] = dict(config)
+        settings = self._settings(config)
+        done = [h for (t, _p), h in self.hosted.items() if t == topic]
+        for h in done:
+            h.repl.settings = settings
+        return len(done)
 
     def apply_leader_and_isr(self, p: PartitionInfo) -> None:
         h = self.hosted.get((p.topic, p.partition))

@@ -29,6 +29,10 @@ from launcher.cluster import Cluster
 from node.config import load_config
 from zk.server import FORCE_SYNC_ENV, EmbeddedZooKeeper, free_port
 
+# the public pytest plugin, as users get it from the package's pytest11 entry point; named as that entry point
+# (the module's own name), so this is a no-op once the package is installed with it
+pytest_plugins = ["kafkasim.pytest_plugin"]
+
 ZK_TICK_MS = 100
 # Sessions of a few seconds cannot outlive a multi-second fsync on a busy disk, so the tests' ZooKeepers
 # (and those of the `kafkasim` commands they run, which inherit this) do not fsync their logs.
@@ -46,6 +50,8 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "short_chaos_results": ("chaos", "cluster"),
     "spark": ("spark",), "standalone": ("spark", "cluster"),   # test_analysis_cluster
     "kafka": ("kafka", "cluster"),                             # test_reference: real Kafka 2.8.2 brokers
+    "kafkasim": ("cluster",), "kafkasim_session": ("cluster",),  # the pytest plugin's (kafkasim/pytest_plugin.py)
+    "app_runs": ("chaos", "cluster"),                          # test_chaos_app
 }
 TIER_MARKS = ("cluster", "chaos", "spark")
 

@@ -24,8 +24,9 @@ pytestmark = [pytest.mark.chaos, pytest.mark.cluster]  # chaos runs and `kafkasi
 SHORT_S = 10.0
 SCENARIOS = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
 # the real-client scenarios run in tests/test_chaos_real_clients.py, longer (their clients need it); fidelity
-# runs in full in tests/test_sim_fidelity.py (its faults are scripted past a 10 s form)
-SHORT_FORM = [n for n in SCENARIOS if not n.startswith("coordinator-failover-") and n != "fidelity"]
+# runs in full in tests/test_sim_fidelity.py (its faults are scripted past a 10 s form); the user-application
+# pair (app-consumer-buggy must come out invalid) in tests/test_chaos_app.py
+SHORT_FORM = [n for n in SCENARIOS if not n.startswith(("coordinator-failover-", "app-consumer-")) and n != "fidelity"]
 
 
 def run(scenario, tmp_path, seed=1, duration=SHORT_S, bugs=()):

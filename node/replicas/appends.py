@@ -12,7 +12,8 @@ Three kinds, one acks=all path (the purgatory):
   epoch and the transaction coordinator's epoch).
 
 The log updates its producers and transaction index with every batch it appends (node/storage/txn_log.py).
-The mixin expects the replica manager's ``hosted``, ``_purgatory``, ``_wake``, ``_notify`` and ``log_events``.
+The mixin expects the replica manager's ``hosted``, ``events``, ``_purgatory``, ``_wake``, ``_notify`` and
+``log_events``.
 """
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ from typing import Callable
 from kafkacommon import errors
 from kafkacommon.control import marker_batch
 from node.clock import now_ms
-from node.replicas.hosted import AckWaiter, Hosted
+from node.replicas.hosted import AckWaiter, Appended, Hosted
 from node.storage.log import RecordTooLargeError
+from node.storage.validator import TimestampOutOfRange, leader_codec, prepare_batch
 from proto import kafkasim_pb2 as pb
 from replication import produce as produce_rules
 
@@ -90,7 +92,9 @@ class AppendsMixin:
                 return code, -1, -1, -1
         epoch = h.repl.leader_epoch
         try:
-            base, last = h.log.append_as_leader(records, epoch, now_ms(), h.log_config.max_message_bytes,
+            lc = h.log_config
+            base, last = h.log.append_as_leader(records, epoch, now_ms(), lc.max_message_bytes,
+                                                compression=leader_codec(lc), log_append_time=lc.log_append_time,
                                                 producer=producer)
         except RecordTooLargeError:
             return errors.MESSAGE_TOO_LARGE, -1, -1, -1
@@ -105,43 +109,51 @@ class AppendsMixin:
 
     def append_batch(self, tp: TP, batch: bytes, record_count: int, max_timestamp: int, acks: int,
                      timeout_ms: int, on_done: Callable[[int], None],
-                     producer: tuple[int, int, int] | None = None,
-                     transactional: bool = False) -> tuple[int, int, int, bool]:
-        """A real client's checked record batch (the Kafka listener), appended as the leader as it arrived.
-        Returns ``(error, base offset, last offset, pending)``: with ``pending`` (acks=all), ``on_done(error)``
-        is called from another thread once the HW covers it, the leadership is lost or ``timeout_ms`` passes,
-        as :meth:`append` does.  ``producer`` (id, epoch, first sequence) of an idempotent or transactional
-        batch is checked first (replication/producer_state.py): a duplicate is answered with its first
-        offsets, not appended again."""
+                     producer: tuple[int, int, int] | None = None, transactional: bool = False) -> Appended:
+        """A real client's checked record batch (the Kafka listener), appended as the leader as it arrived, but
+        for what its topic's configs change (node/storage/validator.py: LogAppendTime, compression.type;
+        message.timestamp.difference.max.ms refuses it with INVALID_TIMESTAMP).  Returns :class:`Appended`:
+        with ``pending`` (acks=all), ``on_done(error)`` is called from another thread once the HW covers it,
+        the leadership is lost or ``timeout_ms`` passes, as :meth:`append` does.  ``producer`` (id, epoch,
+        first sequence) of an idempotent or transactional batch is checked first (replication/producer_state.py):
+        a duplicate is answered with its first offsets, not appended again."""
         h = self.hosted.get(tp)
         if h is None:
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False
+            return Appended(errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False)
+        stamp = -1
         with h.cond:
             if not h.repl.is_leader or h.log.closed:
-                return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False
+                return Appended(errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False)
             code = h.repl.check_produce(acks)
             if code != errors.NONE:
-                return code, -1, -1, False
+                return Appended(code, -1, -1, False)
             epoch = h.repl.leader_epoch
             verdict = None
             if producer is not None and producer[0] >= 0:
                 verdict = h.log.producers().check(producer[0], producer[1], producer[2], record_count, transactional)
                 if verdict.error:
-                    return verdict.error, -1, -1, False
+                    return Appended(verdict.error, -1, -1, False)
             if verdict is not None and verdict.duplicate is not None:
                 base, last = verdict.duplicate.first_offset, verdict.duplicate.last_offset
             else:
+                now = now_ms()
                 try:
-                    base, last = h.log.append_batch_as_leader(batch, record_count, max_timestamp, epoch, now_ms(),
-                                                              h.log_config.max_message_bytes)
+                    ready = prepare_batch(batch, h.log_config, now)
+                    stamp = ready.log_append_time
+                    base, last = h.log.append_batch_as_leader(ready.data, record_count, ready.max_timestamp, epoch,
+                                                              now, h.log_config.max_message_bytes)
+                except TimestampOutOfRange as e:
+                    self.events.emit("produce_refused", topic=tp[0], partition=tp[1], error="INVALID_TIMESTAMP",
+                                     reason=str(e))
+                    return Appended(errors.INVALID_TIMESTAMP, -1, -1, False)
                 except RecordTooLargeError:
-                    return errors.MESSAGE_TOO_LARGE, -1, -1, False
+                    return Appended(errors.MESSAGE_TOO_LARGE, -1, -1, False)
                 self._appended(h)
             if acks != -1:
-                return errors.NONE, base, last, False
+                return Appended(errors.NONE, base, last, False, stamp)
             # the listener's callback hands the outcome to its event loop: inline
             self._wait_for_hw(h, tp, last, epoch, timeout_ms, on_done, inline=True)
-        return errors.NONE, base, last, True
+        return Appended(errors.NONE, base, last, True, stamp)
 
     def append_marker(self, tp: TP, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
                       timeout_ms: int, on_done: Callable[[int], None]) -> tuple[int, int, bool]:

@@ -24,15 +24,14 @@ from replication.broker_state import PartitionInfo
 from node.events import EventLog
 from node.replicas.fetcher import LeaderFetcher
 from node.replicas.housekeeping import CleanerSettings, HousekeepingMixin
+from node.replicas.log_settings import LogSettingsMixin
 from node.replicas.alter_isr import AlterIsrSender
 from node.replicas.appends import AppendsMixin
-from node.replicas.hosted import AckWaiter, ConsumerRead, Hosted
+from node.replicas.hosted import AckWaiter, Appended, ConsumerRead, Hosted
 from node.replicas.leader_fetch import LeaderFetchHandler
 from node.replicas.purgatory import Purgatory
 from node.storage import OffsetCheckpointFile, PartitionLog
-from node.storage.file_records import FileRecords
 from node.storage.log import OffsetOutOfRangeError
-from kafkacommon.topic_config import TOPIC_KEYS, LogConfig, log_config
 from proto import kafkasim_pb2 as pb
 from replication import roles
 from replication.fetch_session import LeaderSessions
@@ -44,13 +43,10 @@ TP = tuple[str, int]
 HW_CHECKPOINT = "replication-offset-checkpoint"
 
 
-__all__ = ["CleanerSettings", "Hosted", "ReplicaManager"]
+__all__ = ["Appended", "CleanerSettings", "Hosted", "ReplicaManager"]
 
 
-_FIELD = {spec.broker_key: name.replace(".", "_") for name, spec in TOPIC_KEYS.items() if spec.broker_key}
-
-
-class ReplicaManager(HousekeepingMixin, AppendsMixin):
+class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
     def __init__(self, broker_id: int, log_dir: Path, settings: ReplicaSettings, events: EventLog,
                  broker_epoch: Callable[[], int], endpoint_of: Callable[[int], str | None],
                  controller_endpoint: Callable[[], str | None], fetch_wait_ms: int, segment_bytes: int,
@@ -67,9 +63,9 @@ class ReplicaManager(HousekeepingMixin, AppendsMixin):
         self.fetch_max_bytes = fetch_max_bytes  # replica.fetch.max.bytes, per partition
         self.segment_bytes = segment_bytes
         self._topic_config = topic_config
-        defaults = log_defaults or (lambda key: getattr(LogConfig(), _FIELD[key]))
-        # the broker's defaults of topic configs (cluster.yaml keys); segment_bytes is log.segment.bytes
-        self._log_default = lambda key: segment_bytes if key == "log.segment.bytes" else defaults(key)
+        # the broker's defaults of topic configs, by Kafka's broker key (None: Kafka's default); without
+        # ``log_defaults``, segment_bytes is log.segment.bytes
+        self._log_default = log_defaults or (lambda key: segment_bytes if key == "log.segment.bytes" else None)
         self.hosted: dict[TP, Hosted] = {}
         self._live: frozenset[int] | None = None  # registered brokers, from UpdateMetadata
         # (topic, partition, is_leader, leader_epoch) after each role change: the group coordinator's hook
@@ -99,6 +95,9 @@ class ReplicaManager(HousekeepingMixin, AppendsMixin):
                                                 daemon=True, name="log-cleaner"))
         self._tasks.append(threading.Thread(target=self._every, args=(retention_check_interval_ms / 1000,
                                                                       self.retain_logs), daemon=True, name="retention"))
+        started, flusher_ran = now_ms(), threading.Event()
+        self._tasks.append(threading.Thread(target=self._every, args=(1.0, lambda: self.purge_and_flush(
+            started, flusher_ran)), daemon=True, name="log-flusher"))
         for t in self._tasks:
             t.start()
 
@@ -119,15 +118,9 @@ class ReplicaManager(HousekeepingMixin, AppendsMixin):
         overrides = configs.get(tp[0])
         if overrides is None:
             overrides = configs[tp[0]] = self._topic_config(tp[0])
-        try:
-            lc = log_config(overrides, self._log_default)
-        except ValueError as e:  # written by hand into ZooKeeper: say so, and run on the broker defaults
-            self.events.emit("topic_config_invalid", topic=tp[0], error=str(e), config=dict(overrides))
-            lc = log_config({}, self._log_default)
-        settings = self.settings
-        if "min.insync.replicas" in overrides:  # a topic-level override of the broker default
-            settings = replace(settings, min_insync_replicas=lc.min_insync_replicas)
-        plog = PartitionLog(self.log_dir, tp[0], tp[1], segment_bytes=lc.segment_bytes, segment_ms=lc.segment_ms,
+        lc = self.resolve_log_config(tp[0], overrides)
+        settings = replace(self.settings, min_insync_replicas=lc.min_insync_replicas)
+        plog = PartitionLog(self.log_dir, tp[0], tp[1], segment_bytes=lc.segment_bytes, segment_ms=lc.max_segment_ms,
                             index_interval_bytes=lc.index_interval_bytes)
         if plog.recovery.truncated_bytes:
             self.events.emit("log_recovered", topic=tp[0], partition=tp[1],
@@ -136,8 +129,11 @@ class ReplicaManager(HousekeepingMixin, AppendsMixin):
                              log_end_offset=plog.recovery.log_end_offset)
         repl = PartitionReplication(tp[0], tp[1], self.broker_id, settings,
                                     high_watermark=min(self._hw_at_start.get(tp, 0), plog.log_end_offset))
+        h = Hosted(plog, repl)
+        self.apply_log_config(h, overrides, lc)
+        plog.last_flush_ms = now_ms()
         with self._lock:
-            h = self.hosted.setdefault(tp, Hosted(plog, repl, config=dict(overrides), log_config=lc))
+            h = self.hosted.setdefault(tp, h)
         if h.log is not plog:
             plog.close()
         return h
@@ -279,10 +275,6 @@ class ReplicaManager(HousekeepingMixin, AppendsMixin):
         """With ``h.cond`` held: the core's answer for an acks=all waiter (None: it still waits)."""
         return h.repl.check_acks_all(w.required, w.leader_epoch, replica_open=not h.log.closed)
 
-    def topic_setting(self, tp: TP, key: str, default: Any) -> Any:
-        """A hosted partition's topic config override (e.g. max.message.bytes), else ``default``."""
-        h = self.hosted.get(tp)
-        return default if h is None else h.config.get(key, default)
 
     def log_start_offset(self, tp: TP) -> int:
         h = self.hosted.get(tp)

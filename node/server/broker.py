@@ -32,7 +32,9 @@ from listener.limits import Limits, Quotas, parse_overrides
 from listener.context import ListenerContext, cluster_id_for
 from node.server import bugs
 from replication.broker_state import BrokerState
-from node.config import SCHEMA, ClusterConfig, ConfigError, load_config
+from node.config import ClusterConfig, ConfigError, load_config
+from node.dynamic_config import DynamicBrokerConfig
+from node.shells.config_listener import ConfigChangeListener
 from node.shells.controller_shell import ControllerShell
 from node.shells.coordinator_shell import CoordinatorShell
 from node.shells.txn_shell import TxnShell
@@ -105,6 +107,7 @@ def controller_settings(cfg: ClusterConfig, broker_id: int) -> ControllerSetting
         offsets_create_grace_ms=g("kafkasim.offsets.topic.create.grace.ms"),
         offsets_eager_create=g("kafkasim.offsets.topic.eager.create"),
         kip841_enable=g("kafkasim.isr.kip841.enable"),
+        offsets_segment_bytes=g("offsets.topic.segment.bytes"),
     )
 
 
@@ -146,6 +149,7 @@ class Broker:
             zombie="zombie-controller" in planted_bugs)
         self.zk.add_state_listener(self.controller.on_session_state)
         g = cfg.get
+        self.dynamic = DynamicBrokerConfig(cfg, broker_id)   # /config/brokers/<id> and <default> over cluster.yaml
         self.replicas = ReplicaManager(
             broker_id, self.spec.log_dir,
             replica_settings(cfg), self.events,
@@ -156,7 +160,7 @@ class Broker:
             topic_config=self._topic_config,
             cleaner=CleanerSettings(g("log.cleaner.enable"), g("log.cleaner.backoff.ms"),
                                     g("log.cleaner.min.cleanable.ratio.percent") / 100),
-            log_defaults=g, retention_check_interval_ms=g("log.retention.check.interval.ms"),
+            log_defaults=self.dynamic.lookup, retention_check_interval_ms=g("log.retention.check.interval.ms"),
             fetch_max_bytes=g("replica.fetch.max.bytes"))
         self.groups = CoordinatorShell(broker_id, self.replicas, self.events, group_config(cfg, planted_bugs),
                                        num_partitions=self._offsets_partitions,
@@ -170,6 +174,9 @@ class Broker:
             self.groups.on_leadership(topic, partition, is_leader, leader_epoch)
             self.txns.on_leadership(topic, partition, is_leader, leader_epoch)
         self.replicas.on_leadership = on_leadership
+        self.config_changes = ConfigChangeListener(self.zk, self.events.emit, self._topic_config_changed,
+                                                   self._broker_config_changed)
+        self.zk.add_state_listener(self.config_changes.on_session_state)
         # long polls (followers, consumers) hold a worker each: size the pool for them; workers start
         # lazily, with small stacks.  Parked joins and syncs hold none (node/server/rpc_server.py)
         threading.stack_size(1 << 20)
@@ -196,8 +203,8 @@ class Broker:
             cluster_id=cluster_id_for(zk_connect), pool=pool, message_max_bytes=g("message.max.bytes"),
             num_partitions=g("num.partitions"), default_replication_factor=g("default.replication.factor"),
             delete_topic_enable=g("delete.topic.enable"), auto_create_topics=g("auto.create.topics.enable"),
-            topic_config=self._topic_config, broker_setting=lambda k: (g(k), k in cfg.raw),
-            broker_settings=lambda: [(k, g(k), k in cfg.raw) for k in SCHEMA if k != "run.dir"])
+            topic_config=self._topic_config, broker_config=self.dynamic,
+            is_controller=lambda: self.controller.is_active)
         limits = Limits(max_request_bytes=g("socket.request.max.bytes"), idle_ms=g("connections.max.idle.ms"),
                         partial_frame_ms=g("request.timeout.ms"), max_connections=g("max.connections"),
                         max_per_ip=g("max.connections.per.ip"),
@@ -224,8 +231,9 @@ class Broker:
                     if why != "exists":
                         self.events.emit("offsets_topic_not_created", reason=why)
                     return
-                try:
-                    self.zk.create_topic_znode(a)
+                try:   # Kafka's GroupMetadataManager.offsetsTopicConfigs, at /config/topics/__consumer_offsets
+                    self.zk.create_topic_znode(a, {"cleanup.policy": "compact", "compression.type": "producer",
+                                                   "segment.bytes": str(self.cfg.get("offsets.topic.segment.bytes"))})
                 except NodeExists:
                     self._offsets_created = True  # another broker created it first
                     return
@@ -313,6 +321,24 @@ class Broker:
             return base
         return base | (overrides or {})  # None: the topic is gone (being deleted): the defaults
 
+    def _topic_config_changed(self, topic: str, config: dict) -> int:
+        """A ``topics/<t>`` change notification: the hosted partitions take the configs, and the controller
+        (if it is this broker) reads them again."""
+        base = {}
+        if topic == zk_paths.OFFSETS_TOPIC:
+            base = {"cleanup.policy": "compact", "segment.bytes": self.cfg.get("offsets.topic.segment.bytes")}
+        done = self.replicas.reconfigure_topic(topic, base | dict(config))
+        self.controller.config_changed()
+        return len(done)
+
+    def _broker_config_changed(self, entity: str, config: dict) -> int | None:
+        """A ``brokers/<id|<default>>`` change notification: None when it is another broker's."""
+        if not self.dynamic.update(entity, config):
+            return None
+        n = self.replicas.reconfigure_all()
+        self.controller.config_changed()
+        return n
+
     def _cached_states(self) -> dict:
         """This broker's metadata cache as the controller core's (LeaderAndIsr, zkVersion) map."""
         return dict(self.state.controller_view)
@@ -338,6 +364,9 @@ class Broker:
             self.events.emit("kafka_listener_failed", host=self.kafka.host, port=self.kafka.port, error=kafka_error)
         self.zk.start()
         self._ensure_persistent_paths()
+        for entity in (zk_paths.DEFAULT_ENTITY, str(self.broker_id)):   # Kafka's dynamicConfig.initialize
+            self.dynamic.update(entity, self.zk.read_entity_config(f"brokers/{entity}"))
+        self.config_changes.start()
         self._register()
         self.controller.start()
 
@@ -442,6 +471,7 @@ class Broker:
             step("controlled_shutdown")
             self._controlled_shutdown()
         step("controller_shutdown")
+        self.config_changes.stop()
         self.controller.shutdown()
         step("server_stop")
         for kafka in self.kafkas:

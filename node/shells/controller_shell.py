@@ -56,11 +56,13 @@ class ControllerShell:
         self._channels: dict[int, BrokerChannel] = {}
         self._stopped = threading.Event()
         self.redo = RedoQueue()         # events a lost connection cut short, redone once it is back
+        self._watched_topics: set[str] = set()   # topic znodes with our data watch armed (partition changes)
         h = self.handlers
         self._events: dict[Event, Callable[[], Any]] = {
             Event.STARTUP: h.elect, Event.CONTROLLER_CHANGE: h.controller_change,
             Event.BROKER_CHANGE: h.broker_change, Event.TOPIC_CHANGE: h.topic_change,
-            Event.TOPIC_DELETION: h.topic_deletion, Event.EXPIRE: self._on_expire,
+            Event.TOPIC_DELETION: h.topic_deletion, Event.PARTITION_MODIFICATIONS: h.partition_modifications,
+            Event.CONFIG_CHANGE: h.config_change, Event.EXPIRE: self._on_expire,
             Event.REGISTER_AND_REELECT: self._on_register_and_reelect, Event.TICK: self._handle_tick,
             Event.SHUTDOWN: self._on_shutdown}
         self._requests: dict[type, Callable[[Any], None]] = {
@@ -136,6 +138,12 @@ class ControllerShell:
         self.enqueue(req)
         return req.future.result(timeout=timeout_s)
 
+    def config_changed(self) -> None:
+        """A topic's or this broker's config changed (the broker's config-change listener): the active
+        controller reads the configs again (an unclean election newly allowed happens then)."""
+        if self.core.active:
+            self.enqueue(Event.CONFIG_CHANGE)
+
     def shutdown(self) -> None:
         if self._thread.is_alive():
             self.enqueue(Event.SHUTDOWN)
@@ -195,9 +203,11 @@ class ControllerShell:
 
     def _read_snapshot(self, cmd: handlers.ReadSnapshot) -> handlers.Snapshot:
         snap = self.zk.read_snapshot(broker_watch=self._broker_watch if cmd.watch_brokers else None,
-                                     topic_watch=self._topic_watch, with_states=False)
+                                     topic_watch=self._topic_watch, with_states=False,
+                                     topic_data_watch=self._topic_data_watch, watched=self._watched_topics,
+                                     broker_id=self.broker_id)
         return handlers.Snapshot(snap.controller_epoch, snap.epoch_zk_version, snap.brokers, snap.topics,
-                                 snap.round_trips)
+                                 snap.round_trips, snap.broker_configs)
 
     def _on_expire(self) -> None:
         # Kafka's Expire: drop queued work (and work waiting to be redone), resign, then
@@ -253,6 +263,11 @@ class ControllerShell:
 
     def _deletion_watch(self, _event: Any) -> None:
         self.enqueue(Event.TOPIC_DELETION)
+
+    def _topic_data_watch(self, event: Any) -> None:
+        """A topic znode changed or went (Kafka's PartitionModificationsHandler): re-armed by the next read."""
+        self._watched_topics.discard(event.path.rsplit("/", 1)[-1])
+        self.enqueue(Event.PARTITION_MODIFICATIONS)
 
     # ------------------------------------------------------------------ requests to brokers
 

@@ -1,5 +1,5 @@
-"""A partition replica's leader epoch cache: (leader epoch, start offset) pairs, kept in
-``leader-epoch-checkpoint`` (Kafka 2.8's LeaderEpochFileCache)."""
+"""A partition log's leader epoch cache (Kafka's LeaderEpochFileCache): (epoch, start offset) pairs,
+kept in ``leader-epoch-checkpoint`` next to the segments."""
 from __future__ import annotations
 
 from bisect import bisect_right

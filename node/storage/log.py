@@ -16,6 +16,7 @@ Time never comes from a clock here: callers pass ``now_ms``.
 from __future__ import annotations
 
 import os
+import random
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,17 +27,22 @@ from kafkacommon.record_batch import encode_batch
 
 from .errors import StorageError
 from .file_records import FileRecords
-from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, CleanerCheckpointFile, CleanerState,
-                         LeaderEpochCheckpointFile, read_checkpoint, write_checkpoint)
-from .epoch_cache import LeaderEpochCache
+from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT,
+                         CleanerCheckpointFile, CleanerState, LeaderEpochCheckpointFile, read_checkpoint,
+                         write_checkpoint)
+from .epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from .retention import SegmentInfo, should_roll
 from .txn_log import TxnLog
 from .segment import (CLEANED_SUFFIX, DEFAULT_INDEX_INTERVAL_BYTES, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                       TIME_INDEX_SUFFIX, LogSegment, fsync_dir, parse_segment_base)
 
+__all__ = ["InvalidAppendError", "LeaderEpochCache", "OffsetOutOfRangeError", "PartitionLog", "RecordTooLargeError",
+           "RecoveryReport", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET"]
+
 DEFAULT_SEGMENT_BYTES = 1 << 30
 DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+DELETED_SUFFIX = ".deleted"   # a segment retention deleted, waiting out file.delete.delay.ms
 _INT32_MAX = (1 << 31) - 1
 
 RecordInput = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int | None]
@@ -78,6 +84,15 @@ class PartitionLog:
         self.segment_bytes = segment_bytes
         self.segment_ms = segment_ms
         self.index_interval_bytes = index_interval_bytes
+        # the other topic configs the log itself enforces (:meth:`configure`), at Kafka's defaults
+        self.segment_jitter_ms = 0
+        self.max_index_bytes = 10_485_760          # segment.index.bytes
+        self.flush_messages = (1 << 63) - 1        # flush.messages
+        self.file_delete_delay_ms = 0              # file.delete.delay.ms (0 here until configured)
+        self._unflushed = 0
+        self.last_flush_ms: int | None = None      # when the log was last fsynced (flush.ms), if known
+        self.pending_deletes: list[tuple[int, LogSegment]] = []   # (due ms, segment renamed .deleted)
+        self._rng = random.Random()
         self.dir = Path(log_dir) / f"{topic}-{partition}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._closed = False
@@ -107,6 +122,10 @@ class PartitionLog:
         next offset, Kafka's rule).  Returns the base offsets swapped in.
         """
         names = os.listdir(self.dir)
+        for name in names:   # segments retention had deleted, still waiting out file.delete.delay.ms
+            if name.endswith(DELETED_SUFFIX):
+                (self.dir / name).unlink()
+        names = [n for n in names if not n.endswith(DELETED_SUFFIX)]
         swaps = sorted(b for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)
                        and (b := parse_segment_base(n[:-len(SWAP_SUFFIX)])) is not None)
         for name in names:
@@ -239,31 +258,56 @@ class PartitionLog:
         if self._closed:
             raise StorageError(f"log {self.dir} is closed")
 
+    def configure(self, *, segment_bytes: int, segment_ms: int, index_interval_bytes: int, segment_jitter_ms: int,
+                  max_index_bytes: int, flush_messages: int, file_delete_delay_ms: int) -> None:
+        """Take a topic's (new) configs: the next append rolls, indexes and flushes by them (Kafka's
+        ``Log.updateConfig``); a segment keeps the jitter drawn when it was made."""
+        if segment_bytes <= 0:
+            raise ValueError("segment_bytes must be positive")
+        self.segment_bytes, self.segment_ms = segment_bytes, segment_ms
+        self.index_interval_bytes, self.segment_jitter_ms = index_interval_bytes, segment_jitter_ms
+        self.max_index_bytes, self.flush_messages = max_index_bytes, flush_messages
+        self.file_delete_delay_ms = file_delete_delay_ms
+        self._segments[-1].index_interval_bytes = index_interval_bytes
+
+    def _jitter(self) -> int:
+        """Kafka's ``randomSegmentJitter``: below min(segment.jitter.ms, segment.ms), 0 without jitter."""
+        bound = min(self.segment_jitter_ms, self.segment_ms)
+        return self._rng.randrange(bound) if bound > 0 else 0
+
     def _append(self, data: bytes | bytearray | memoryview, base_offset: int, last_offset: int, max_ts: int,
                 now_ms: int | None = None) -> None:
         active = self._segments[-1]
-        if active.size and (last_offset - active.base_offset > _INT32_MAX or should_roll(
+        if active.size and (last_offset - active.base_offset > _INT32_MAX or active.index_full(self.max_index_bytes)
+                            or should_roll(
                 size=active.size, batch_bytes=len(data), segment_bytes=self.segment_bytes,
                 first_batch_timestamp=active.first_batch_timestamp, batch_max_timestamp=max_ts,
-                created_ms=active.created_ms, now_ms=now_ms, segment_ms=self.segment_ms)):
+                created_ms=active.created_ms, now_ms=now_ms, segment_ms=self.segment_ms,
+                jitter_ms=active.roll_jitter_ms)):
             self._roll(base_offset, now_ms)
             active = self._segments[-1]
         active.append(data, base_offset, last_offset, max_ts)
         self.txn.on_append(data, active.base_offset)
+        self._unflushed += last_offset - base_offset + 1
+        if self._unflushed >= self.flush_messages:   # Kafka: unflushedMessages >= flush.messages
+            self.flush(now_ms)
 
     def _roll(self, base_offset: int, now_ms: int | None) -> None:
         self.txn.on_roll(base_offset)
         self._segments[-1].seal()
         seg = LogSegment.create(self.dir, base_offset, self.index_interval_bytes)
         seg.created_ms = now_ms
+        seg.roll_jitter_ms = self._jitter()
         self._segments.append(seg)
 
     def append_as_leader(self, records: Sequence[RecordInput], leader_epoch: int,
-                         now_ms: int, max_batch_bytes: int | None = None,
-                         producer: tuple[int, int] | None = None) -> tuple[int, int]:
+                         now_ms: int, max_batch_bytes: int | None = None, *, compression: int = 0,
+                         log_append_time: bool = False, producer: tuple[int, int] | None = None) -> tuple[int, int]:
         """Append ``(key, value)`` or ``(key, value, timestamp_ms)`` records as one batch.
 
-        Offsets are assigned from the LEO; a missing or None timestamp becomes ``now_ms``.
+        Offsets are assigned from the LEO; a missing or None timestamp becomes ``now_ms``
+        (every timestamp does with ``log_append_time``, and the batch says LogAppendTime); the
+        records are compressed with ``compression`` (the topic's compression.type).
         A batch larger than ``max_batch_bytes`` (max.message.bytes) raises RecordTooLargeError
         and changes nothing.  ``producer`` (id, epoch) writes a transactional batch (base sequence 0,
         as Kafka's group coordinator writes a transactional offset commit).  Returns (base offset,
@@ -280,13 +324,14 @@ class PartitionLog:
         rows: list[tuple[bytes | None, bytes | None, int]] = []
         for rec in records:
             ts = rec[2] if len(rec) > 2 else None  # type: ignore[misc]
-            rows.append((rec[0], rec[1], now_ms if ts is None else ts))
+            rows.append((rec[0], rec[1], now_ms if ts is None or log_append_time else ts))
         base = self.log_end_offset
         if producer is None:
-            data = encode_batch(base, leader_epoch, rows)
+            data = encode_batch(base, leader_epoch, rows, compression=compression, timestamp_type=int(log_append_time))
         else:
-            data = encode_batch(base, leader_epoch, rows, producer_id=producer[0], producer_epoch=producer[1],
-                                base_sequence=0, transactional=True)
+            data = encode_batch(base, leader_epoch, rows, compression=compression, timestamp_type=int(log_append_time),
+                                producer_id=producer[0], producer_epoch=producer[1], base_sequence=0,
+                                transactional=True)
         if max_batch_bytes is not None and len(data) > max_batch_bytes:
             raise RecordTooLargeError(f"a batch of {len(data)} bytes is larger than max.message.bytes "
                                       f"({max_batch_bytes})")
@@ -476,7 +521,12 @@ class PartitionLog:
             self._roll(self.log_end_offset, now_ms)
         doomed, self._segments = self._segments[:count], self._segments[count:]
         for seg in doomed:
-            seg.delete()
+            if self.file_delete_delay_ms > 0 and now_ms is not None:
+                # Kafka's deleteSegmentFiles: renamed .deleted now, removed file.delete.delay.ms later
+                seg.change_file_suffix(DELETED_SUFFIX)
+                self.pending_deletes.append((now_ms + self.file_delete_delay_ms, seg))
+            else:
+                seg.delete()
         if self._segments[0].base_offset > self._log_start:
             self._set_log_start(self._segments[0].base_offset)
         self.txn.on_segments_deleted([seg.base_offset for seg in doomed], self.log_start_offset)
@@ -525,18 +575,38 @@ class PartitionLog:
         self.txn.on_segments_replaced([seg.base_offset for seg in old], new.base_offset)
         self.set_cleaner_state(replace(state, pending_swap=None))
 
-    def flush(self) -> None:
+    def flush(self, now_ms: int | None = None) -> None:
         """fsync the active segment (older ones were fsynced when rolled)."""
         self._check_open()
         self._segments[-1].flush()
+        self._unflushed = 0
+        if now_ms is not None:
+            self.last_flush_ms = now_ms
+
+    @property
+    def unflushed(self) -> int:
+        """Records appended since the last fsync."""
+        return self._unflushed
+
+    def purge_deleted(self, now_ms: int) -> list[int]:
+        """Remove the files of retention-deleted segments whose ``file.delete.delay.ms`` has passed
+        (-> their base offsets)."""
+        due = [seg for t, seg in self.pending_deletes if t <= now_ms]
+        self.pending_deletes = [(t, seg) for t, seg in self.pending_deletes if t > now_ms]
+        for seg in due:
+            seg.delete()
+        return [seg.base_offset for seg in due]
 
     def close(self) -> None:
-        """Flush and close every segment (idempotent)."""
+        """Flush and close every segment (idempotent); deleted segments waiting out their delay go now."""
         if self._closed:
             return
         self.txn.close(self.log_end_offset)
         for seg in self._segments:
             seg.close()
+        for _t, seg in self.pending_deletes:
+            seg.delete()
+        self.pending_deletes = []
         self._closed = True
 
     def __enter__(self) -> "PartitionLog":

@@ -100,6 +100,7 @@ class LogSegment:
         self._closed = False
         self._first_ts: int | None = None  # the first batch's max timestamp (Kafka's rollingBasedTimestamp)
         self.created_ms: int | None = None  # set by whoever creates it with a clock reading (segment.ms rolls)
+        self.roll_jitter_ms = 0             # drawn at creation from segment.jitter.ms (Kafka's rollJitterMs)
         self.last_dropped_batches = 0
         self.recovery: tuple[int, int] | None = None  # (valid, truncated) of the last recover()
 
@@ -223,6 +224,11 @@ class LogSegment:
         if self._first_ts is None:
             self._first_ts = self._header_at(0).max_timestamp if self._size else -1
         return self._first_ts
+
+    def index_full(self, max_index_bytes: int) -> bool:
+        """Kafka's ``offsetIndex.isFull || timeIndex.isFull`` for ``segment.index.bytes`` (entries of 8 and
+        12 bytes)."""
+        return len(self._idx_offsets) >= max_index_bytes // 8 or len(self._tidx) >= max_index_bytes // 12
 
     def offset_index_entries(self) -> list[tuple[int, int]]:
         """(absolute offset, position) of every offset-index entry."""
