@@ -221,3 +221,22 @@ def test_exactly_once_pipeline_through_a_transaction_coordinator_sigkill(cluster
     new = [e for e in events(cluster, "txn_state_changed") if e["transactional_id"] == "eos-app"
            and e["to"] == "CompleteCommit" and e["broker"] != old]
     assert new, "no transaction completed by the new coordinator"
+
+
+def test_kafkajs_transactions(cluster: Cluster) -> None:
+    """kafkajs (Node): an aborted transaction, then consume-transform-produce with sendOffsets (AddOffsetsToTxn,
+    TxnOffsetCommit), read back by a read_committed kafkajs consumer."""
+    import json
+    import subprocess
+    js = Path(__file__).parent / "js"
+    n = 40
+    r = subprocess.run(["node", str(js / "txn.js"), bootstrap(cluster), "js-txn-in", "js-txn-out", "js-txn-g", str(n)],
+                       capture_output=True, timeout=180, cwd=js)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    out = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    assert sorted(out["values"]) == sorted(f"out-{i}" for i in range(n)), out["values"]
+    (topic,) = out["offsets"]
+    assert sum(int(p["offset"]) for p in topic["partitions"]) == n, out["offsets"]
+    assert out["transactions"] >= 1
+    changes = [e for e in events(cluster, "txn_state_changed") if e["transactional_id"] == "kafkajs-txn-app"]
+    assert "CompleteAbort" in {e["to"] for e in changes} and "CompleteCommit" in {e["to"] for e in changes}
