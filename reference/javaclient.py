@@ -467,7 +467,8 @@ class JavaEosPipeline(JavaProcess):
                          start_timeout=120.0)
 
     def stream_lines(self, msg: dict) -> bool:
-        return any(k in msg for k in ("committed", "aborted", "fatal"))
+        return any(k in msg for k in ("begin", "produced", "committing", "committed", "aborted", "aborting",
+                                      "abort_done", "fatal"))
 
     def _report(self, msg: dict) -> None:
         self.reports.append(msg)
