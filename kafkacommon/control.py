@@ -36,6 +36,15 @@ def marker_batch(base_offset: int, leader_epoch: int, producer_id: int, producer
                         producer_epoch=producer_epoch, transactional=True, control=True)
 
 
+def marker_commit(key: bytes | None) -> bool | None:
+    """Whether a control record's key is a COMMIT marker's (True) or an ABORT marker's (False); None for
+    another control type."""
+    if key is None or len(key) < _KEY.size:
+        return None
+    kind = _KEY.unpack_from(key)[1]
+    return None if kind not in (ABORT, COMMIT) else kind == COMMIT
+
+
 def read_marker(batch: RecordBatch) -> EndTxnMarker | None:
     """The end-transaction marker of a control batch; None for an empty one (cleaned) or another control type."""
     if not batch.records:

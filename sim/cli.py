@@ -17,6 +17,9 @@ EXIT_ERROR = 3
 SWEEP_TRACEBACKS = 3   # crashed seeds whose whole traceback a sweep prints (--out keeps all)
 
 
+TXN_ZOMBIES_MS = (4000, 8000)
+TXN_CRASHES_MS = (2000, 6000)
+
 def _options(args: argparse.Namespace, seed: int):
     from sim import bugs, scenario
     from sim.faults import FaultError, check_kinds
@@ -34,7 +37,11 @@ def _options(args: argparse.Namespace, seed: int):
     kinds = tuple(k for k in (args.faults or "").split(",") if k) if args.faults is not None else None
     try:
         opts = SimOptions(seed=seed, brokers=args.brokers, groups=args.groups, duration_s=args.duration,
-                          bugs=bugs.check(tuple(args.plant_bug or ())))
+                          bugs=bugs.check(tuple(args.plant_bug or ())), transactions=args.transactions,
+                          zombie_every_ms=TXN_ZOMBIES_MS if args.txn_zombies else None,
+                          txn_crash_every_ms=TXN_CRASHES_MS if args.txn_crashes else None)
+        if args.transactions < 0 or ((args.txn_zombies or args.txn_crashes) and not args.transactions):
+            raise ValueError("--transactions N (N >= 1) with --txn-zombies or --txn-crashes")
         if kinds is not None:
             opts = replace(opts, faults=check_kinds(kinds))
     except (ValueError, FaultError) as e:
@@ -53,6 +60,12 @@ def _say_run(opts, result, out: Path | None) -> None:
     print("faults:\n" + format_schedule(result.faults))
     print()
     print(format_table(result.results["timeline"]))
+    if "txn_timeline" in result.results:
+        from judge.txn_timeline import format_txn_table
+        t = result.results["transactions"]
+        print("\ntransaction coordinators:\n" + format_txn_table(result.results["txn_timeline"]))
+        print(f"transactions: {t['commits']} committed, drained: {t['drained']}, zombies: {t['zombies']}, "
+              f"crashes: {t['crashes']}")
     for a in result.results["checks"]["anomalies"]:
         print(f"ANOMALY {a['kind']}: {a['message']}")
     for u in result.results["checks"]["unknowns"]:
@@ -263,6 +276,13 @@ def add_parsers(sub) -> None:
                        help=f"comma-separated kinds ({', '.join(KINDS)}; default {','.join(DEFAULT_KINDS)}; "
                             "'' for none)")
         p.add_argument("--plant-bug", action="append", metavar="NAME", help="a planted bug (see docs/simulation.md)")
+        p.add_argument("--transactions", type=int, default=0, metavar="N",
+                       help="N exactly-once pipelines (transactional ids eos-0..) reading events, writing txn-out")
+        p.add_argument("--txn-zombies", action="store_true",
+                       help=f"now and then a pipeline freezes before a commit while its successor takes over "
+                            f"(every {TXN_ZOMBIES_MS[0]}-{TXN_ZOMBIES_MS[1]} ms)")
+        p.add_argument("--txn-crashes", action="store_true",
+                       help=f"now and then a pipeline process dies (every {TXN_CRASHES_MS[0]}-{TXN_CRASHES_MS[1]} ms)")
 
     r = ss.add_parser("run", help="one simulated run; exit 0 valid, 1 invalid, 2 unknown")
     common(r)

@@ -317,3 +317,8 @@ def test_planted_marker_before_prepare_sends_markers_before_the_record_is_done()
     d.complete()
     d.end("t", r.producer_id, 0, True)
     assert d.pending and d.markers and d.markers[0].commit     # the prepare record is not done, the marker is out
+    d.write_markers()                  # written early: the outcome is not waited for
+    d.complete()                       # the prepare record done: the markers again, then the completion
+    d.write_markers()
+    d.complete_all()
+    assert d.core.txns["t"].meta.state == "CompleteCommit"

@@ -18,6 +18,6 @@ class TxnConfig:
     # how long a transaction's markers or its completion record wait before they are tried again after a
     # retriable failure (Kafka's marker sender retries on its next poll; kafkasim waits this long)
     retry_backoff_ms: int = 100
-    # a planted bug only the simulator sets (sim/bugs.py "marker-before-prepare"): the markers are sent when
-    # the prepare record is appended, not once it is replicated
+    # a planted bug only the simulator sets (sim/bugs.py "marker-before-prepare"): the markers are also sent
+    # when the prepare record is appended, before it is replicated
     planted_marker_before_prepare: bool = False

@@ -285,12 +285,12 @@ class TxnCoordinator(MarkersAndTimers):
                 return
             entry.fence_epoch = None
             o.respond(handle, answer(errors.NONE))
-            if not self.config.planted_marker_before_prepare:
-                self._send_markers(o, entry, self._now)
+            self._send_markers(o, entry, self._now)
 
         self._write(out, entry, new, new.timeout_ms, done, (handle, answer(errors.NOT_COORDINATOR)), reason=reason)
         if self.config.planted_marker_before_prepare and new.partitions:
-            # the planted bug: the markers go out as the prepare record is appended, before it is replicated
+            # the planted bug: the markers also go out as the prepare record is appended, before it is replicated
+            # (their outcomes are not waited for: the ones sent once it is done complete the transaction)
             out.markers.append(MarkerCmd(txn_id, new.producer_id, new.producer_epoch, self.coordinator_epoch,
                                          commit, tuple(sorted(new.partitions))))
 
