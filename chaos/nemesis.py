@@ -5,7 +5,13 @@ shows it then (the controller, the coordinator of a group, a partition's
 leader...).  Process faults signal the broker or ZooKeeper server processes;
 network faults set rules on the fault proxy's links; ``expire-session``
 closes a broker's ZooKeeper session with its own credentials; ``truncate``
-kills a broker and cuts the tail of one of its segments before it restarts.
+kills a broker and cuts the tail of one of its segments before it restarts;
+``disk-full`` fills, and ``disk-error`` fails the writes of, the filesystem of
+the broker's log directory holding the target's partition (``coordinator:<g>``,
+``leader:``/``followers:``), or of every one of its directories for any other
+target (chaos/disks.py).  A disk fault heals by freeing or repairing the
+filesystem and restarting the broker: in Kafka 2.8 an offline log directory
+stays offline until the broker restarts.
 Each start and each heal is a nemesis operation in the history.
 """
 from __future__ import annotations
@@ -18,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from chaos.schedule import Fault
-from chaos.scenario import NETWORK_KINDS
-from chaos.targets import View, is_app_node, nemesis_value, resolve
+from chaos import disks as disk_faults
+from chaos.scenario import DISK_KINDS, NETWORK_KINDS
+from chaos.targets import View, is_app_node, nemesis_value, resolve, target_partition
 from launcher.cluster import Cluster
 from node.server.session_file import SessionFile
 from zk.client import expire_session
@@ -119,11 +126,15 @@ class Active:
     flows: list[tuple[str, str]] = field(default_factory=list)   # (src, dst) node pairs with rules set
     detail: dict[str, Any] = field(default_factory=dict)
     skipped: str | None = None
+    view: View | None = None
+    failed: dict[int, list[Any]] = field(default_factory=dict)   # broker -> the filesystems a disk fault hit
 
 
 class Nemesis:
     def __init__(self, cluster: Cluster, net: ProxyNet | NetnsNet | None, history: Any,
-                 view: Callable[[], View], session_timeout_ms: int, apps: AppProcesses | None = None):
+                 view: Callable[[], View], session_timeout_ms: int, apps: AppProcesses | None = None,
+                 disks: Any = None):
+        self.disks = disks                # chaos.disks.RunDisks: the brokers' log directories, with disk faults
         self.cluster = cluster
         self.apps = apps
         self.net = net
@@ -140,6 +151,7 @@ class Nemesis:
         view = self.view()
         nodes = resolve(fault.target, view, rng)
         act = Active(fault, nodes)
+        act.view = view
         if not nodes:
             act.skipped = f"{fault.target} resolved to nobody"
         elif fault.kind in NETWORK_KINDS:
@@ -223,7 +235,7 @@ class Nemesis:
             self.cluster.wait_exit(b, 10)
             self.down.add(f"b{b}")
             segments = []
-            for d in sorted(p for p in self.cluster.cfg.broker(b).log_dir.iterdir() if p.is_dir()):
+            for d in sorted(p for base in self.cluster.cfg.broker(b).log_dirs for p in base.iterdir() if p.is_dir()):
                 logs = sorted(d.glob("*.log"))
                 if logs and logs[-1].stat().st_size > 0:
                     segments.append(logs[-1])
@@ -236,6 +248,45 @@ class Nemesis:
             os.truncate(seg, size - cut)
             act.detail["truncated"] = {"file": str(seg.relative_to(self.cluster.run_dir)), "bytes": cut,
                                        "size_before": size}
+
+    def _disk_full(self, act: Active, rng: random.Random) -> None:
+        self._disk_fault(act, lambda fs: disk_faults.fill(fs.target))
+
+    def _disk_error(self, act: Active, rng: random.Random) -> None:
+        self._disk_fault(act, lambda fs: fs.fail_writes())
+
+    def _disk_fault(self, act: Active, do: Callable[[Any], Any]) -> None:
+        if self.disks is None:
+            act.skipped = "the run mounted no filesystems for the log directories"
+            return
+        view = act.view
+        tp = target_partition(act.fault.target, view.offsets_partitions) if view is not None else None
+        hit = []
+        for b in self._brokers(act.nodes):
+            act.failed[b] = self.disks.holding(b, tp)
+            for fs in act.failed[b]:
+                do(fs)
+                hit.append(str(fs.target.relative_to(self.cluster.run_dir)))
+        act.detail["dirs"] = hit
+
+    def _heal_disks(self, act: Active) -> None:
+        """Free or repair each filesystem and restart its broker (stopped first if it still runs: an offline
+        directory stays offline until then; a broker that lost every directory has halted already)."""
+        for b, filesystems in sorted(act.failed.items()):
+            try:
+                self.cluster.signal_broker(b, signal.SIGTERM)
+            except RuntimeError:
+                pass   # halted (every directory offline) or already down
+            else:
+                try:
+                    self.cluster.wait_exit(b, 30)
+                except TimeoutError:
+                    self._signal_broker(b, signal.SIGKILL)
+                    self.cluster.wait_exit(b, 10)
+            for fs in filesystems:
+                fs.repair()
+            self.cluster.start_broker(b)
+            self.down.discard(f"b{b}")
 
     def _network(self, act: Active) -> None:
         f = act.fault
@@ -280,6 +331,8 @@ class Nemesis:
             self._restart(act.nodes)
         elif kind == "pause":
             self._resume(act.nodes)
+        elif kind in DISK_KINDS:
+            self._heal_disks(act)
         self._record(act, "heal")
 
     def _restart(self, nodes: list[str]) -> None:

@@ -9,6 +9,9 @@ The run directory holds everything needed to understand the run afterwards::
       cluster/events/broker-<id>.jsonl               the brokers' event logs
       cluster/logs/, cluster/data/, proxy/           process logs, partition logs, proxy log
 
+With disk faults, each broker's log directories (``cluster.log.dirs`` of them) are filesystems of their
+own, mounted before the brokers start and unmounted at the end, whatever happened (chaos/disks.py).
+
 Order of a run: ZooKeeper, the proxy with one link per (source, destination),
 the brokers (each dialling its peers and ZooKeeper through its links), the
 topics, the workloads; then the schedule's faults, one after another.  At the
@@ -40,6 +43,7 @@ from chaos.nemesis import Active, Links, Nemesis, NetnsNet, ProxyNet
 from chaos.progress import Progress
 from chaos.realclients import RealMemberWorker, RealProducerWorker
 from chaos.realjava import JavaMemberWorker, JavaProducerWorker
+from chaos.disks import RunDisks
 from chaos.apps import app_results, format_app, load_app
 from chaos.fabric import FAST_DEFAULTS, Fabric, broker_entries, cluster_view, start_first, start_proxied
 from chaos.proxy import ProxyProcess
@@ -101,6 +105,7 @@ class ChaosRun:
         self.net: ProxyNet | NetnsNet | None = None
         self.netns = None            # chaos.netns.NetnsNetwork in network: netns mode
         self.history: HistoryWriter | None = None
+        self.disks: RunDisks | None = None     # with disk faults: a filesystem per log directory
         self._last_view: View | None = None
         self._marked: set[str] = set()
         self.end_errors: list[str] = []
@@ -132,14 +137,34 @@ class ChaosRun:
                         "offsets.topic.replication.factor": offsets.replication_factor})
         doc.update(s.cluster_config)
         doc["brokers"] = broker_entries(s.brokers, self._kafka_clients())
+        if s.log_dirs > 1 or s.disk_fault_kinds():
+            for entry in doc["brokers"]:
+                entry["log.dirs"] = ",".join(str(d) for d in self._log_dirs(entry["id"]))
         path = self.out / "cluster.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         return path
 
+    def _log_dirs(self, broker: int) -> list[Path]:
+        base = (self.out / "cluster" / "data" / f"broker-{broker}").resolve()
+        return [base / f"d{i}" for i in range(self.scenario.log_dirs)]
+
+    def _mount_disks(self) -> None:
+        """With disk faults: a filesystem per log directory (ext4 when one may fail its writes, else tmpfs)."""
+        s = self.scenario
+        kinds = s.disk_fault_kinds()
+        if not kinds:
+            return
+        self.disks = RunDisks({b: self._log_dirs(b) for b in range(1, s.brokers + 1)}, s.disk_size_mb << 20,
+                              "disk-error" in kinds, self.out / "disks")
+        self.disks.mount()
+
     def _start_cluster(self, config_path: Path) -> None:
         if self.target == "compose":
+            if self.scenario.disk_fault_kinds():
+                raise RuntimeError("disk faults: not with --target compose (they mount filesystems on this machine)")
             self._start_cluster_compose(config_path)
             return
+        self._mount_disks()
         if self.scenario.network == "netns":
             self._start_cluster_netns(config_path)
             return
@@ -285,7 +310,8 @@ class ChaosRun:
                                parts[s.transactions.input], parts[s.transactions.output], self.seed)
             self.txns.start()
         nemesis = Nemesis(self.cluster, self.net, self.history, self.view,
-                          self.cluster.cfg.session_timeout_ms, self.apps.processes if self.apps else None)
+                          self.cluster.cfg.session_timeout_ms, self.apps.processes if self.apps else None,
+                          disks=self.disks)
         progress = Progress(self.stream, self.duration_s, len(self.faults), self.history.counts,
                             enabled=self.show_progress)
         for w in workers:
@@ -459,6 +485,9 @@ class ChaosRun:
             self.proxy.stop()
         if self.netns is not None:
             self.netns.down()
+        if self.disks is not None:
+            for problem in self.disks.unmount_all():
+                self.end_errors.append(f"unmounting a log directory failed: {problem}")
         if self.history is not None:
             self.history.close()
 

@@ -18,8 +18,10 @@ import yaml
 from chaos.targets import OFFSETS_TOPIC, TargetError, parse_target
 from chaos.txn_scenario import TxnSpec, parse_transactions
 
-FAULT_KINDS = ("kill", "terminate", "pause", "expire-session", "partition", "latency", "loss", "truncate")
+FAULT_KINDS = ("kill", "terminate", "pause", "expire-session", "partition", "latency", "loss", "truncate",
+               "disk-full", "disk-error")
 NETWORK_KINDS = ("partition", "latency", "loss")
+DISK_KINDS = ("disk-full", "disk-error")   # each broker's log directories are filesystems of their own (chaos/disks.py)
 CLIENTS = ("kafkasim", "confluent-kafka", "kafka-python", "java")   # workload.client: who the producers and members are
 DIRECTIONS = ("both", "to", "from")  # to: target -> peer blocked; from: peer -> target blocked
 
@@ -143,6 +145,12 @@ class Scenario:
     command: CommandSpec | None = None
     # workload.transactions: exactly-once consume-transform-produce pipelines (chaos/txn_scenario.py)
     transactions: TxnSpec | None = None
+    log_dirs: int = 1          # cluster.log.dirs: data directories per broker
+    disk_size_mb: int = 64     # cluster.disk.size.mb: with disk faults, each directory's filesystem
+
+    def disk_fault_kinds(self) -> set[str]:
+        """The disk fault kinds the scenario may start (its mix's or its schedule's)."""
+        return ({m.kind for m in self.faults} | {d["kind"] for d in self.schedule or ()}) & set(DISK_KINDS)
 
     def with_duration(self, duration_s: float) -> "Scenario":
         from dataclasses import replace
@@ -220,7 +228,9 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     zk_servers = c.get("zookeeper.servers", int, 1, choices=(1, 3))
     config = c.get("config", dict, {})
     controller = c.get("controller", int, None, lo=1, hi=brokers)
-    c.done(("brokers", "zookeeper.servers", "config", "controller"))
+    log_dirs = c.get("log.dirs", int, 1, lo=1, hi=4)
+    disk_size_mb = c.get("disk.size.mb", int, 64, lo=4, hi=4096)
+    c.done(("brokers", "zookeeper.servers", "config", "controller", "log.dirs", "disk.size.mb"))
     for k in ("brokers", "run.dir", "zookeeper.connect", "zookeeper.embedded.servers"):
         if k in config:
             raise ScenarioError(f"{source}: cluster.config.{k}: set by the chaos runner "
@@ -357,9 +367,14 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
                          for i, d in enumerate(raw_schedule))
     f.done(("start.after.ms", "interval.ms", "quiet.end.ms", "mix", "schedule"))
     r.done(("name", "description", "duration.s", "network", "cluster", "topics", "workload", "faults"))
+    kinds = {m.kind for m in faults} | {d["kind"] for d in schedule or ()}
+    if kinds & set(DISK_KINDS) and network != "proxy":
+        raise ScenarioError(f"{source}: faults: disk faults need network: proxy (the brokers' directories are "
+                            f"mounted on this machine)")
     return Scenario(name, description, source, float(duration_s), brokers, zk_servers, dict(config), tuple(topics),
                     producers, tuple(groups), probes, tuple(faults), start, interval, quiet, network, client,
-                    dict(data) if isinstance(data, Mapping) else {}, schedule, controller, command, transactions)
+                    dict(data) if isinstance(data, Mapping) else {}, schedule, controller, command, transactions,
+                    log_dirs, disk_size_mb)
 
 
 def _topic(tr: _Reader, brokers: int) -> TopicSpec:

@@ -137,6 +137,18 @@ def resolve(target: Target | str, view: View, rng: Rng, exclude: frozenset[str] 
     raise TargetError(f"cannot resolve {t}")
 
 
+def target_partition(target: Target | str, offsets_partitions: int) -> tuple[str, int] | None:
+    """The partition a role target is about (a disk fault fails the log directory holding it): the group's
+    offsets partition for ``coordinator:<g>``, the partition of ``leader:``/``followers:``; None otherwise."""
+    t = parse_target(target, allow_sets=True) if isinstance(target, str) else target
+    if t.kind == "coordinator":
+        return OFFSETS_TOPIC, partition_for(t.arg, offsets_partitions)
+    if t.kind in ("leader", "followers"):
+        topic, p = t.arg.split("/")
+        return topic, int(p)
+    return None
+
+
 def node_json(node: str) -> int | str:
     """History form: broker ids as ints, other nodes as their names."""
     return int(node[1:]) if node.startswith("b") else node

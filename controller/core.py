@@ -21,6 +21,7 @@ import base64
 from typing import Callable, Iterable, Mapping
 
 from controller import election
+from controller.log_dirs import LogDirFailures
 from controller.plan import (  # re-exported: the shells and the simulator take them from here
     Command, ControllerSettings, LeaderAndIsrCmd, PartitionView, Plan, StateChange, StopReplicaCmd, UpdateMetadataCmd,
 )
@@ -44,9 +45,7 @@ def _boolean(value: object) -> bool | None:
     return True if text == "true" else False if text == "false" else None
 
 
-
-
-class ControllerCore:
+class ControllerCore(LogDirFailures):
     def __init__(self, settings: ControllerSettings, rng: Callable[[int], int] | None = None):
         self.settings = settings
         self._rng = rng or (lambda n: 0)
@@ -55,6 +54,7 @@ class ControllerCore:
         self.epoch_zk_version = -1
         self.live: dict[int, BrokerRegistration] = {}
         self.shutting_down: set[int] = set()
+        self.offline_replicas: dict[int, set[TP]] = {}   # replicas on offline log dirs (controller/log_dirs.py)
         self.topics: dict[str, TopicAssignment] = {}
         self.states: StateMap = {}
         self.broker_configs: dict[str, Mapping[str, str]] = {}   # this broker's dynamic configs ("<default>", id)
@@ -77,6 +77,7 @@ class ControllerCore:
         self.broker_configs = dict(broker_configs or {})
         self.states = dict(states)
         self.shutting_down.clear()
+        self.offline_replicas.clear()
         plan = Plan(full_sync=set(self.live), metadata_to_all=True)
         plan.events.append(Event("controller_context_loaded", {
             "epoch": epoch, "live_brokers": sorted(self.live), "topics": len(self.topics),
@@ -94,6 +95,7 @@ class ControllerCore:
         self.topics.clear()
         self.states.clear()
         self.shutting_down.clear()
+        self.offline_replicas.clear()
 
     # ------------------------------------------------------------------ events
 
@@ -113,6 +115,7 @@ class ControllerCore:
             "epochs": {str(b): brokers[b].epoch for b in new + bounced}}))
         self.live = dict(brokers)
         self.shutting_down -= set(dead) | set(bounced)
+        self._forget_offline(new + dead + bounced)
         plan.full_sync = set(new) | set(bounced)
         plan.metadata_to_all = True
         # A bounced broker is handled as a failure then a start-up: it lost its
@@ -143,6 +146,7 @@ class ControllerCore:
             return STALE_BROKER_EPOCH, plan, []
         self.shutting_down.add(broker_id)
         eligible = set(self.live) - self.shutting_down
+        offline = self._offline_by_partition() if self.offline_replicas else None
         remaining: list[TP] = []
         stopped: list[TP] = []
         for tp in sorted(self.states):
@@ -153,8 +157,9 @@ class ControllerCore:
             if state.controller_epoch > self.epoch:
                 continue
             if state.leader == broker_id:
-                new = election.controlled_shutdown(state, replicas, eligible, self.shutting_down, self.epoch) \
-                    if len(replicas) > 1 else None
+                off = offline.get(tp) if offline else None
+                new = election.controlled_shutdown(state, replicas, eligible - off if off else eligible,
+                                                   self.shutting_down, self.epoch) if len(replicas) > 1 else None
                 if new is None:
                     remaining.append(tp)
                     continue
@@ -305,7 +310,8 @@ class ControllerCore:
                 plan.events.append(Event("election_aborted", {
                     "topic": tp[0], "partition": tp[1], "state_controller_epoch": state.controller_epoch}))
                 continue
-            new = election.preferred(state, replicas, live, self.epoch)
+            off = self._offline_by_partition().get(tp) if self.offline_replicas else None
+            new = election.preferred(state, replicas, live - off if off else live, self.epoch)
             if new is not None:
                 self._write(plan, tp, new, ver, reason, state)
         return plan
@@ -374,11 +380,11 @@ class ControllerCore:
         live_regs = tuple(self.live[b] for b in sorted(self.live))
         requests: dict[int, list[Command]] = {}
         changed_views = [self._view(tp, tp in new_tps) for tp in changed]
-        need_all = bool(plan.full_sync & set(self.live)) or plan.resend_metadata
+        need_all = bool((plan.full_sync | plan.query_replicas) & set(self.live)) or plan.resend_metadata
         by_tp = {(v.topic, v.partition): v for v in changed_views}
         all_views = [by_tp.get(tp) or self._view(tp) for tp in sorted(self.states)] if need_all else []
         changed_by = self._by_replica(changed_views)
-        all_by = self._by_replica(all_views) if plan.full_sync else {}
+        all_by = self._by_replica(all_views) if plan.full_sync or plan.query_replicas else {}
         leaders = tuple(self.live[b] for b in sorted({v.state.leader for v in changed_views} & set(self.live)))
         for b in sorted(self.live):
             cmds: list[Command] = []
@@ -390,6 +396,13 @@ class ControllerCore:
                 if mine:
                     all_leaders = tuple(self.live[x] for x in sorted({v.state.leader for v in mine} & set(self.live)))
                     cmds.append(LeaderAndIsrCmd(mine, all_leaders))
+            elif b in plan.query_replicas:
+                # every replica the broker hosts, as they are (Kafka's onBrokerLogDirFailure): its answer tells
+                # which are on an offline log directory (controller/log_dirs.py)
+                mine = tuple(all_by.get(b, ()))
+                if mine:
+                    cmds.append(LeaderAndIsrCmd(mine, tuple(self.live[x] for x in sorted(
+                        {v.state.leader for v in mine} & set(self.live)))))
             else:
                 mine = tuple(changed_by.get(b, ())) if plan.leader_and_isr else ()
                 if mine and b in plan.stop_replicas:
@@ -460,6 +473,7 @@ class ControllerCore:
                    for w in plan.writes}
         writes = plan.writes
         states = self.states
+        offline_on = self._offline_by_partition() if self.offline_replicas else None   # (replicas on failed dirs)
         for topic in sorted(self.topics):
             unclean_allowed = self._unclean(topic)
             # The rules' outcome depends on a state only through (leader, isr, replicas), and a cluster has
@@ -481,17 +495,19 @@ class ControllerCore:
                         writes.append(StateChange(topic, p, new, None, "new_partition", None))
                     continue
                 state, ver = cur
-                if state.leader in alive and alive.issuperset(state.isr):
+                off = offline_on.get(tp) if offline_on else None
+                here_alive, here_live = (alive - off, live - off) if off else (alive, live)
+                if state.leader in here_alive and here_alive.issuperset(state.isr):
                     continue  # healthy: nothing to decide (the common case: checked without building sets)
                 if state.controller_epoch > epoch:
                     plan.events.append(Event("election_aborted", {
                         "topic": topic, "partition": p, "state_controller_epoch": state.controller_epoch}))
                     continue
-                key = (state.leader, state.isr, replicas if type(replicas) is tuple else tuple(replicas))
+                key = (state.leader, state.isr, replicas if type(replicas) is tuple else tuple(replicas), off)
                 shape = shapes.get(key)
                 if shape is None:
-                    shape = shapes[key] = self._decide_shape(state.leader, state.isr, replicas, alive, live,
-                                                             unclean_allowed)
+                    shape = shapes[key] = self._decide_shape(state.leader, state.isr, replicas, here_alive,
+                                                             here_live, unclean_allowed)
                 reason, template, offline = shape
                 new = None if template is None else LeaderAndIsr(
                     template.leader, state.leader_epoch + template.leader_epoch, template.isr, epoch)

@@ -76,6 +76,19 @@ class ReadDeletionRequests:
 
 
 @dataclass(frozen=True)
+class ReadLogDirEvents:
+    """-> [(sequence, broker id or None)] of /log_dir_event_notification's children; arms its watch
+    (LOG_DIR_EVENT)."""
+
+
+@dataclass(frozen=True)
+class DeleteLogDirEvents:
+    """Delete these notifications, each in a multi fenced by the controller epoch (one gone is no error)."""
+    fence: int
+    sequences: tuple
+
+
+@dataclass(frozen=True)
 class CreateTopic:
     fence: int
     assignment: Any
@@ -229,6 +242,11 @@ class ControllerHandlers:
         snap = yield ReadSnapshot()
         if snap.epoch_zk_version != version:
             raise ControllerMovedError(f"epoch moved to {snap.controller_epoch} while loading")
+        # Kafka's onControllerFailover deletes the log dir event notifications left (and arms their watch): the
+        # answers to its LeaderAndIsr tell the new controller which replicas are offline
+        pending = yield ReadLogDirEvents()
+        if pending:
+            yield DeleteLogDirEvents(version, tuple(seq for seq, _b in pending))
         wanted = [(t, p) for t, a in snap.topics.items() for p in a.partitions]
         cache = yield CachedStates()
         from_cache = bool(wanted) and all(tp in cache for tp in wanted)
@@ -299,6 +317,24 @@ class ControllerHandlers:
             requested = yield ReadDeletionRequests()
             if requested:
                 yield from self.execute(self.core.on_topic_deletion(requested))
+
+    def log_dir_event(self) -> Steps:
+        """/log_dir_event_notification changed (Kafka's processLogDirEventNotification): ask the brokers that
+        wrote a notification which replicas they lost (controller/log_dirs.py), then delete what was read."""
+        if not self.core.active:
+            return
+        pending = yield ReadLogDirEvents()
+        if not pending:
+            return
+        yield from self.execute(self.core.on_log_dir_event(b for _seq, b in pending if b is not None))
+        if self.core.active:
+            yield DeleteLogDirEvents(self.fence(), tuple(seq for seq, _b in pending))
+
+    def leader_and_isr_response(self, broker_id: int, broker_epoch: int, errors_by_tp: dict) -> Steps:
+        """A broker's answer to a LeaderAndIsr (Kafka's LeaderAndIsrResponseReceived): replicas on offline log
+        directories leave their leaderships and ISRs."""
+        if self.core.active:
+            yield from self.execute(self.core.on_leader_and_isr_response(broker_id, broker_epoch, errors_by_tp))
 
     def expire(self) -> Steps:
         """Kafka's Expire (after the shell dropped its queued work): resign (unless a zombie); the shell then

@@ -88,6 +88,7 @@ class Plan:
     resend_metadata: bool = False                      # periodic full UpdateMetadata to all
     stop_replicas: dict[int, list[TP]] = field(default_factory=dict)  # StopReplica(delete=false), after LeaderAndIsr
     leader_and_isr: bool = True  # False for AlterIsr changes: the leader learns from the response
+    query_replicas: set[int] = field(default_factory=set)   # LeaderAndIsr for all their replicas (log dir events)
     topic_deletes: list[TopicAssignment] = field(default_factory=list)  # delete these topics' znodes
     markers_to_drop: list[str] = field(default_factory=list)            # deletion requests refused
 
@@ -98,4 +99,4 @@ class Plan:
     @property
     def empty(self) -> bool:
         return not (self.has_writes or self.events or self.observed or self.full_sync or self.metadata_to_all
-                    or self.resend_metadata)
+                    or self.resend_metadata or self.query_replicas)

@@ -16,7 +16,9 @@ stages are always in order: detect <= elect <= load <= first commit.
     first, after T, of a ``broker_change`` with L in ``dead`` or ``bounced``
     (L lost its session, or restarted); a ``controlled_shutdown_requested``
     with ``broker_id`` L, for a ``terminate`` fault only (no other fault makes
-    a broker shut down); or, when the same fault hit the controller of time T,
+    a broker shut down); a ``replicas_offline`` with ``broker_id`` L whose
+    ``replicas`` list P (the log directory holding L's replica of P failed:
+    a disk fault); or, when the same fault hit the controller of time T,
     a ``controller_elected`` by another broker (the new controller learns by
     winning). ``detect_by`` names which.
 ``elect_ms``
@@ -217,6 +219,7 @@ class TimelineEvents:
         self.controller_log: list[tuple[int, str, int]] = []
         self.broker_changes: list[dict] = []
         self.shutdown_requests: list[dict] = []
+        self.offline_replicas: list[dict] = []      # replicas_offline: a log directory failed
         self.stops: list[tuple[int, int]] = []      # (mono_ns, broker): a clean stop (SIGTERM) began
         self.loads: list[dict] = []
         pending: dict[int, list[dict]] = {}
@@ -243,6 +246,8 @@ class TimelineEvents:
                 self.broker_changes.append(e)
             elif t == "controlled_shutdown_requested":
                 self.shutdown_requests.append(e)
+            elif t == "replicas_offline":
+                self.offline_replicas.append(e)
             elif t == "broker_stopping":
                 self.stops.append((e["mono_ns"], e["broker"]))
             elif t == load_event:
@@ -286,10 +291,13 @@ def _blank_row(fault: _Fault) -> dict:
 
 
 def detections(ev: TimelineEvents, old: int, lo: int, hi: float, *, shutdown: bool, elected_not_by: int | None,
-                hi_inclusive: bool = False) -> list[tuple[int, str]]:
+               hi_inclusive: bool = False, partition: int | None = None,
+               topic: str = OFFSETS_TOPIC) -> list[tuple[int, str]]:
     """The ways the controller learned that ``old`` was gone, in (lo, hi): ``broker_change`` (``old`` dead or
     bounced: it lost its session or restarted), ``controlled_shutdown_requested`` (only with ``shutdown``: a
-    SIGTERM), ``controller_elected`` by another broker than ``elected_not_by`` (the new controller learns by
+    SIGTERM), ``replicas_offline`` of ``old`` listing ``topic``'s ``partition`` (the offsets topic's unless
+    told; its log directory failed),
+    ``controller_elected`` by another broker than ``elected_not_by`` (the new controller learns by
     winning; None: not looked for).  ``hi_inclusive`` makes it (lo, hi]."""
     def inside(t: int) -> bool:
         return lo < t and (t <= hi if hi_inclusive else t < hi)
@@ -299,6 +307,10 @@ def detections(ev: TimelineEvents, old: int, lo: int, hi: float, *, shutdown: bo
     if shutdown:
         found += [(e["mono_ns"], "controlled_shutdown_requested") for e in ev.shutdown_requests
                   if inside(e["mono_ns"]) and e.get("broker_id") == old]
+    if partition is not None:
+        name = f"{topic}-{partition}"
+        found += [(e["mono_ns"], "replicas_offline") for e in ev.offline_replicas
+                  if inside(e["mono_ns"]) and e.get("broker_id") == old and name in (e.get("replicas") or ())]
     if elected_not_by is not None:
         found += [(t, "controller_elected") for t, what, broker in ev.controller_log
                   if inside(t) and what == "elected" and broker != elected_not_by]
@@ -379,7 +391,7 @@ def _group_row(fault: _Fault, group: str, partition: int, old: int, controller: 
     # detect: the first way the controller could have learned that this fault took `old` away
     found = detections(ev, old, t0, lead_end, shutdown=fault.kind in SHUTDOWN_KINDS,
                         elected_not_by=controller if controller is not None and controller in fault.brokers
-                        else None)
+                        else None, partition=partition)
     elected = loaded = None
     detect_ns = None
     if found:
@@ -411,7 +423,7 @@ def _unattributed_rows(groups: Sequence[str], n: int, taken: set[int], faults: S
             leader = s.get("leader", -1)
             if old is not None and id(s) not in taken and is_failover(s, old):
                 found = detections(ev, old, since, s["_landed"], shutdown=True, elected_not_by=old,
-                                    hi_inclusive=True)
+                                   hi_inclusive=True, partition=p)
                 detect_ns, by = max(found) if found else (None, None)
                 t0 = detect_ns if detect_ns is not None else s["_landed"]
                 any_end = min((f.time for f in faults if f.time > t0), default=_INF)

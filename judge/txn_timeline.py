@@ -21,7 +21,9 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Sequence
 
-from judge.timeline import TimelineEvents, TimelineHistory, detections, first_of, is_failover, ms_since
+from judge.timeline import (
+    SHUTDOWN_KINDS, TimelineEvents, TimelineHistory, detections, first_of, is_failover, ms_since,
+)
 from kafkacommon.hashing import partition_for
 
 TXN_TOPIC = "__transaction_state"
@@ -78,9 +80,9 @@ def txn_failover_timeline(ops: Sequence[dict], events: Iterable[dict], txn_parti
             row: dict[str, Any] = dict.fromkeys(TXN_ROW_FIELDS)
             row.update(fault=fault.id, kind=fault.kind, target=fault.target, nodes=list(fault.nodes), time_ns=t0,
                        transactional_id=tid, partition=p, old_leader=old, moved=False)
-            found = detections(ev, old, t0, lead_end, shutdown=fault.kind == "terminate",
+            found = detections(ev, old, t0, lead_end, shutdown=fault.kind in SHUTDOWN_KINDS,
                                elected_not_by=controller if controller is not None and controller in fault.brokers
-                               else None)
+                               else None, partition=p, topic=TXN_TOPIC)
             floor = t0
             if found:
                 detect_ns, by = min(found)

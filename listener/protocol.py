@@ -70,6 +70,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     28: (0, 3),   # TxnOffsetCommit
     32: (1, 4),   # DescribeConfigs (topics, this broker, the cluster-wide broker defaults)
     33: (0, 2),   # AlterConfigs
+    35: (1, 2),   # DescribeLogDirs (Kafka 2.8: 0-2; v0, the same as v1, is not in kafka-python's specs)
     37: (0, 3),   # CreatePartitions (the controller)
     42: (0, 2),   # DeleteGroups
     44: (0, 1),   # IncrementalAlterConfigs

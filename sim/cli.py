@@ -36,10 +36,13 @@ def _options(args: argparse.Namespace, seed: int):
     seed = 1 if seed is None else seed
     kinds = tuple(k for k in (args.faults or "").split(",") if k) if args.faults is not None else None
     try:
+        if args.log_dirs < 1:
+            raise ValueError(f"--log-dirs {args.log_dirs}: at least 1")
         opts = SimOptions(seed=seed, brokers=args.brokers, groups=args.groups, duration_s=args.duration,
                           bugs=bugs.check(tuple(args.plant_bug or ())), transactions=args.transactions,
                           zombie_every_ms=TXN_ZOMBIES_MS if args.txn_zombies else None,
-                          txn_crash_every_ms=TXN_CRASHES_MS if args.txn_crashes else None)
+                          txn_crash_every_ms=TXN_CRASHES_MS if args.txn_crashes else None,
+                          config={"log_dirs": args.log_dirs} if args.log_dirs != 1 else {})
         if args.transactions < 0 or ((args.txn_zombies or args.txn_crashes) and not args.transactions):
             raise ValueError("--transactions N (N >= 1) with --txn-zombies or --txn-crashes")
         if kinds is not None:
@@ -276,6 +279,8 @@ def add_parsers(sub) -> None:
                        help=f"comma-separated kinds ({', '.join(KINDS)}; default {','.join(DEFAULT_KINDS)}; "
                             "'' for none)")
         p.add_argument("--plant-bug", action="append", metavar="NAME", help="a planted bug (see docs/simulation.md)")
+        p.add_argument("--log-dirs", type=int, default=1, help="log directories per broker, each a disk of its own "
+                       "(a disk fault takes one offline; with 1, the broker halts)")
         p.add_argument("--transactions", type=int, default=0, metavar="N",
                        help="N exactly-once pipelines (transactional ids eos-0..) reading events, writing txn-out")
         p.add_argument("--txn-zombies", action="store_true",

@@ -77,10 +77,12 @@ class SimReplicaManager:
 
     # ------------------------------------------------------------------ roles
 
-    def _host(self, tp: TP) -> Hosted:
+    def _host(self, tp: TP, is_new: bool = False) -> Hosted | None:
         h = self.hosted.get(tp)
         if h is None:
-            log = self.b.disk_log(tp)
+            log = self.b.disk_log(tp, is_new)
+            if log is None:
+                return None   # offline (replication.log_dirs)
             hw = min(self.b.hw_checkpoint().get(tp, 0), log.log_end_offset)
             if tp[0] not in self.topic_configs:
                 self.topic_configs[tp[0]] = self.b.read_topic_config(tp[0])
@@ -104,27 +106,44 @@ class SimReplicaManager:
             h.repl.settings = settings
         return len(done)
 
-    def apply_leader_and_isr(self, p: PartitionInfo) -> None:
+    def apply_leader_and_isr(self, p: PartitionInfo) -> int:
+        """NONE, or KAFKA_STORAGE_ERROR when the replica's log is offline or could not be created."""
         h = self.hosted.get((p.topic, p.partition))
         action = roles.leader_and_isr_action(h.repl if h is not None else None, self.b.id, p.leader, p.leader_epoch)
         if action == roles.ISR:
             self.update_isr(p)
-        elif action == roles.LEADER:
-            self.become_leader(p)
+            return errors.NONE
+        tp = (p.topic, p.partition)
+        h = self._host(tp, p.is_new)
+        if h is None:
+            return errors.KAFKA_STORAGE_ERROR
+        if action == roles.LEADER:
+            self._change_role(tp, h, roles.become_leader(h.repl, h.log, h.log.epoch_cache.latest_epoch,
+                                                         p.leader_epoch, p.isr, p.replicas, p.zk_version, self.live,
+                                                         self.now()))
         else:
-            self.become_follower(p)
+            self._change_role(tp, h, roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas,
+                                                           p.zk_version))
+        return errors.NONE
 
-    def become_leader(self, p: PartitionInfo) -> None:
-        tp = (p.topic, p.partition)
-        h = self._host(tp)
-        self._change_role(tp, h, roles.become_leader(h.repl, h.log, h.log.epoch_cache.latest_epoch, p.leader_epoch,
-                                                     p.isr, p.replicas, p.zk_version, self.live, self.now()))
+    def take_offline(self, tp: TP) -> None:
+        """A replica of a failed log directory: served no more; its acks=all waits and parked fetches answered
+        KAFKA_STORAGE_ERROR; the coordinator unloads it (as the broker's replica manager)."""
+        h = self.hosted.pop(tp, None)
+        if h is None:
+            return
+        h.fetching_from = None
+        waiters, h.waiters = h.waiters, []
+        for w in waiters:
+            w.done(errors.KAFKA_STORAGE_ERROR)
+        parked, h.parked = h.parked, []
+        for p in parked:
+            p.reply((errors.KAFKA_STORAGE_ERROR, -1, None, [], -1))
+        self.on_role(tp[0], tp[1], False, h.repl.leader_epoch)
 
-    def become_follower(self, p: PartitionInfo) -> None:
-        tp = (p.topic, p.partition)
-        h = self._host(tp)
-        self._change_role(tp, h, roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas,
-                                                       p.zk_version))
+    def _missing(self, tp: TP) -> int:
+        """The error for a replica not hosted here: KAFKA_STORAGE_ERROR when it is offline."""
+        return errors.KAFKA_STORAGE_ERROR if self.b.dirs.is_offline(tp) else errors.NOT_LEADER_OR_FOLLOWER
 
     def _change_role(self, tp: TP, h: Hosted, change: roles.RoleChange) -> None:
         """Carry out replication.roles' RoleChange: the epoch cache, the log lines, the waiters and parked
@@ -181,7 +200,7 @@ class SimReplicaManager:
         duplicate answered with its first offsets; a coordinator's transactional batch for its epoch only."""
         h = self.hosted.get(tp)
         if h is None:
-            done(errors.NOT_LEADER_OR_FOLLOWER, -1)
+            done(self._missing(tp), -1)
             return
         code = h.repl.check_produce(acks, self.now())
         if code != errors.NONE:
@@ -224,7 +243,12 @@ class SimReplicaManager:
     def _leader_append(self, h: Hosted, records: list, producer: ProducerBatch | None, acks: int,
                        timeout_ms: float, done: Callable[[int, int], None]) -> None:
         epoch = h.repl.leader_epoch
-        base = h.log.append(epoch, records, self.now(), producer)
+        try:
+            base = h.log.append(epoch, records, self.now(), producer)
+        except OSError as e:
+            self.b.dir_failed(self.b.dir_of(h.log), "append", e)
+            done(errors.KAFKA_STORAGE_ERROR, -1)
+            return
         self.b.disk_wrote(h.log)
         self.log_events(h.repl.on_leader_append(h.log, self.now()))
         self._await(h, h.log.log_end_offset, epoch, acks, timeout_ms, lambda c: done(c, base if c == errors.NONE
@@ -351,13 +375,17 @@ class SimReplicaManager:
             elif step.kind == roles.FAILED:
                 delay = FETCH_IDLE_MS * 2
             else:   # a truncation, records, or a long poll's empty answer: fetch again at once
-                if step.kind == roles.TRUNCATE:
-                    dropped = h.log.truncate_to(step.offset)
-                    self.b.emit("log_truncated", topic=tp[0], partition=tp[1],
-                                **step.truncated_fields(dropped, leader, epoch))
-                elif batches:
-                    h.log.append_as_follower(batches, self.now())
-                    self.b.disk_wrote(h.log)
+                try:
+                    if step.kind == roles.TRUNCATE:
+                        dropped = h.log.truncate_to(step.offset)
+                        self.b.emit("log_truncated", topic=tp[0], partition=tp[1],
+                                    **step.truncated_fields(dropped, leader, epoch))
+                    elif batches:
+                        h.log.append_as_follower(batches, self.now())
+                        self.b.disk_wrote(h.log)
+                except OSError as e:   # its directory goes offline, and the replica with it: no more fetches
+                    self.b.dir_failed(self.b.dir_of(h.log), "follower append", e)
+                    return
                 delay = 0.0
                 self.log_events(roles.follower_moved(step, h.repl, h.log, hw)[0])
         if delay:
@@ -371,7 +399,7 @@ class SimReplicaManager:
         follower, tp, offset, last_epoch, epoch, follower_hw = req
         h = self.hosted.get(tp)
         if h is None:
-            reply((errors.NOT_LEADER_OR_FOLLOWER, -1, None, [], -1))
+            reply((self._missing(tp), -1, None, [], -1))
             return
         out = h.repl.on_follower_fetch(follower, offset, last_epoch, epoch, h.log, self.now())
         self.log_events(out.events)
@@ -418,7 +446,7 @@ class SimReplicaManager:
         """A consumer's read (replica id -1): (error, HW, [(offset, key, value)]) up to the HW."""
         h = self.hosted.get(tp)
         if h is None or not h.repl.is_leader:
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, []
+            return (self._missing(tp) if h is None else errors.NOT_LEADER_OR_FOLLOWER), -1, []
         hw = h.repl.high_watermark
         end = min(hw, offset + max_records)
         return errors.NONE, hw, [(o, h.log.records[o][1], h.log.records[o][2]) for o in range(max(offset, 0), end)]

@@ -28,7 +28,7 @@ from zk import rules
 from zk.client import StateWrite
 from zk.rules import ControllerMovedError, StateVersionConflict
 from kafkacommon.metadata import BrokerRegistration, TopicAssignment
-from sim.zk_model import Check, Create, SetData
+from sim.zk_model import Check, Create, Delete, SetData
 
 ZK_NODE = "zk1"
 
@@ -393,6 +393,38 @@ class ZkDoor:
         except NoNode:
             pass
 
+    # ------------------------------------------------------------------ log directory failures
+
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        """zk.client.ZkClient.propagate_log_dir_event: the persistent sequential notification."""
+        return self._op("create", paths.LOG_DIR_EVENT_NOTIFICATION + "/" + paths.LOG_DIR_EVENT_PREFIX,
+                        codecs.encode_log_dir_event(broker_id), sequence=True)
+
+    def read_log_dir_events(self, watch: Callable[[Any], None] | None = None) -> list[tuple[str, int | None]]:
+        try:
+            names = self._op("get_children", paths.LOG_DIR_EVENT_NOTIFICATION,
+                             watch=self._watch("child", paths.LOG_DIR_EVENT_NOTIFICATION, watch))
+        except NoNode:
+            return []
+        out: list[tuple[str, int | None]] = []
+        for seq in sorted(paths.log_dir_event_sequence(n) for n in names if n.startswith(paths.LOG_DIR_EVENT_PREFIX)):
+            try:
+                d, _s = self._op("get", paths.log_dir_event(seq))
+            except NoNode:
+                continue
+            try:
+                out.append((seq, codecs.decode_log_dir_event(d)))
+            except codecs.CodecError:
+                out.append((seq, None))
+        return out
+
+    def delete_log_dir_events(self, fence_version: int, sequences: list[str]) -> None:
+        for ops in rules.log_dir_event_delete_ops(fence_version, sequences):
+            results = self._op("multi", [_model_op(op) for op in ops])
+            error = rules.multi_failure(results, [op[1] for op in ops[1:]], fence_version)
+            if error is not None and not isinstance(error, NoNode):
+                raise error
+
 
 def _model_op(op: tuple) -> Any:
     """zk/rules.py's op tuple as the model's multi op."""
@@ -400,6 +432,8 @@ def _model_op(op: tuple) -> Any:
         return Create(op[1], op[2], ephemeral=op[3])
     if op[0] == "set":
         return SetData(op[1], op[2], op[3])
+    if op[0] == "delete":
+        return Delete(op[1], op[2])
     return Check(op[1], op[2])
 
 

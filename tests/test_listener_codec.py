@@ -55,6 +55,9 @@ class FakeReplicas:
     def log_start_offset(self, tp):
         return 0
 
+    def describe_log_dirs(self, partitions=None):
+        return [("/d", 0, [])]
+
 
 def make_ctx() -> ListenerContext:
     state = SimpleNamespace(live_brokers={1: ("127.0.0.1", 1, 1)}, controller_id=1, topic_partitions={"t": 1},
@@ -409,6 +412,12 @@ class FetchReplicas(FakeReplicas):
             return (starts[later - 1][0] if later else epoch), starts[later][1]
         return 0, 4, lookup
 
+    def describe_log_dirs(self, partitions=None):
+        """Two directories: /d/0 offline, /d/1 with t-0 (and t-1, not asked for)."""
+        rows = [(0, 1234, 0), (1, 99, -1)]
+        return [("/d/0", 56, []),
+                ("/d/1", 0, [("t", [r for r in rows if partitions is None or ("t", r[0]) in partitions])])]
+
 
 def sample_request(api: int, v: int):
     """A request at version ``v`` with defaults, plus one topic-partition where the API has them."""
@@ -458,6 +467,8 @@ def sample_request(api: int, v: int):
     elif api == 32:
         req.resources = [R.DescribeConfigsResource(resource_type=2, resource_name="t", configuration_keys=None),
                          R.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)]
+    elif api == 35:
+        req.topics = [R.DescribableLogDirTopic(topic="t", partitions=[0])]
     elif api == 33:
         req.resources = [R.AlterConfigsResource(resource_type=2, resource_name="t", configs=[
             R.AlterConfigsResource.AlterableConfig(name="retention.ms", value="1000")])]
@@ -529,6 +540,12 @@ def test_every_advertised_version_is_answered_in_that_version(api: int, version:
                             else {"retention.ms": "1000"})]
     elif api == 37:
         assert [(x.name, x.error_code) for x in r.results] == [("t", 41)]   # NOT_CONTROLLER: not the controller
+    elif api == 35:
+        offline, online = r.results
+        assert (offline.log_dir, offline.error_code, offline.topics) == ("/d/0", 56, [])
+        (t,) = online.topics
+        assert (online.error_code, t.name, [(p.partition_index, p.partition_size, p.offset_lag, p.is_future_key)
+                                            for p in t.partitions]) == (0, "t", [(0, 1234, 0, False)])
 
 
 @pytest.mark.parametrize("version", range(0, 5))

@@ -72,7 +72,7 @@ def test_bad_requests_are_refused_with_the_reason(make_cluster, capsys):
          "Replication factor: 4 larger than available brokers: 3."),
         (["--create", "--topic", "u", "--partitions", "0", "--replication-factor", "1"],
          "Number of partitions must be larger than 0."),
-        (["--create", "--topic", "bad/name", "--partitions", "1", "--replication-factor", "1"], "illegal topic name"),
+        (["--create", "--topic", "bad/name", "--partitions", "1", "--replication-factor", "1"], "is illegal, it contains a character other than ASCII alphanumerics"),
         (["--create", "--topic", "u", "--partitions", "1", "--replication-factor", "1",
           "--config", "min.insync.replica=2"], "did you mean min.insync.replicas"),
         (["--create", "--topic", "u", "--partitions", "1", "--replication-factor", "1",

@@ -65,9 +65,19 @@ def check_configs(configs: Mapping[str, Any]) -> None:
 
 
 def validate_name(topic: str) -> None:
-    if topic in (".", "..") or not LEGAL_NAME.match(topic) or len(topic) > MAX_NAME:
-        raise TopicError(f"illegal topic name {topic!r}: use up to {MAX_NAME} of [a-zA-Z0-9._-], not '.' or '..'",
-                         errors.INVALID_TOPIC_EXCEPTION)
+    """Kafka 2.8's org.apache.kafka.common.internals.Topic.validate, in its words (kafka-topics.sh prints them)."""
+    why = None
+    if not topic:
+        why = "Topic name is illegal, it can't be empty"
+    elif topic in (".", ".."):
+        why = 'Topic name cannot be "." or ".."'
+    elif len(topic) > MAX_NAME:
+        why = f"Topic name is illegal, it can't be longer than {MAX_NAME} characters, topic name: {topic}"
+    elif not LEGAL_NAME.match(topic):
+        why = (f'Topic name "{topic}" is illegal, it contains a character other than ASCII alphanumerics, '
+               "'.', '_' and '-'")
+    if why is not None:
+        raise TopicError(why, errors.INVALID_TOPIC_EXCEPTION)
 
 
 def check_new_topic(zk: ZkClient, topic: str, assignment: Mapping[int, Sequence[int]],

@@ -247,3 +247,19 @@ def decode_config_change(path: str, data: bytes | None) -> str:
     if obj.get("version") != 2:
         raise CodecError(f"{path}: unsupported change notification version {obj.get('version')!r}")
     return _field(path, obj, "entity_path", str)
+
+
+# ------------------------------------------------------------------ /log_dir_event_notification/log_dir_event_<seq>
+
+LOG_DIR_FAILURE_EVENT = 1   # Kafka's LogDirEventNotificationSequenceZNode.LogDirFailureEvent
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """Kafka 2.8's ``{"version":1,"broker":<id>,"event":1}`` (keys in its order)."""
+    return _dump({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes | None) -> int:
+    """The broker id of a log directory event notification."""
+    obj = _load("log dir event notification", data)
+    return _field("log dir event notification", obj, "broker", int)

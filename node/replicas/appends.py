@@ -12,19 +12,20 @@ Three kinds, one acks=all path (the purgatory):
   epoch and the transaction coordinator's epoch).
 
 The log updates its producers and transaction index with every batch it appends (node/storage/txn_log.py).
-The mixin expects the replica manager's ``hosted``, ``events``, ``_purgatory``, ``_wake``, ``_notify`` and
-``log_events``.
+An offline replica (its log directory failed) answers KAFKA_STORAGE_ERROR, as does an append whose write
+fails: the log's own hook has taken its directory offline (node/replicas/log_dir_manager.py).
 """
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from kafkacommon import errors
 from kafkacommon.control import marker_batch
 from node.clock import now_ms
 from node.replicas.hosted import AckWaiter, Appended, Hosted
+from node.storage.errors import KafkaStorageError
 from node.storage.log import RecordTooLargeError
 from node.storage.validator import TimestampOutOfRange, leader_codec, prepare_batch
 from proto import kafkasim_pb2 as pb
@@ -32,9 +33,18 @@ from replication import produce as produce_rules
 
 TP = tuple[str, int]
 Records = list[tuple[bytes | None, bytes | None, int | None]]
+STORAGE = errors.KAFKA_STORAGE_ERROR
 
 
 class AppendsMixin:
+    hosted: dict[TP, Hosted]
+    _purgatory: Any
+    events: Any
+    _offline: Callable[[TP], bool]
+    _wake: Callable[..., None]
+    _notify: Callable[[], None]
+    log_events: Callable[[list], None]
+
     def append(self, tp: TP, records: Records, acks: int, timeout_ms: int, on_done: Callable[[int], None],
                producer: tuple[int, int] | None = None,
                on_appended: Callable[[int], None] | None = None) -> tuple[int, int, int] | None:
@@ -58,7 +68,7 @@ class AppendsMixin:
         the core says it is done or the timeout passes (``inline``: see ``AckWaiter``)."""
         h = self.hosted.get(tp)
         if h is None:
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, False
+            return STORAGE if self._offline(tp) else errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, False
         with h.cond:
             code, base, last, epoch = self._leader_append(h, records, acks, producer)
             if code == errors.NONE and on_appended is not None:
@@ -82,22 +92,24 @@ class AppendsMixin:
         polls (and acks=all waiters, for a lone ISR moves the HW at once).  Returns (error, base offset, last
         offset, leader epoch); nothing is appended on error."""
         if not h.repl.is_leader or h.log.closed:
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1
+            return STORAGE if h.log.failed else errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1
         code = h.repl.check_produce(acks)
         if code != errors.NONE:
             return code, -1, -1, -1
-        if producer is not None:
-            code = h.log.producers().check_epoch(*producer)
-            if code != errors.NONE:
-                return code, -1, -1, -1
         epoch = h.repl.leader_epoch
         try:
+            if producer is not None:
+                code = h.log.producers().check_epoch(*producer)
+                if code != errors.NONE:
+                    return code, -1, -1, -1
             lc = h.log_config
             base, last = h.log.append_as_leader(records, epoch, now_ms(), lc.max_message_bytes,
                                                 compression=leader_codec(lc), log_append_time=lc.log_append_time,
                                                 producer=producer)
         except RecordTooLargeError:
             return errors.MESSAGE_TOO_LARGE, -1, -1, -1
+        except KafkaStorageError:
+            return STORAGE, -1, -1, -1
         self._appended(h)
         return errors.NONE, base, last, epoch
 
@@ -119,40 +131,50 @@ class AppendsMixin:
         a duplicate is answered with its first offsets, not appended again."""
         h = self.hosted.get(tp)
         if h is None:
-            return Appended(errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False)
-        stamp = -1
+            return Appended(STORAGE if self._offline(tp) else errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False)
         with h.cond:
             if not h.repl.is_leader or h.log.closed:
-                return Appended(errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False)
-            code = h.repl.check_produce(acks)
-            if code != errors.NONE:
-                return Appended(code, -1, -1, False)
-            epoch = h.repl.leader_epoch
-            verdict = None
-            if producer is not None and producer[0] >= 0:
-                verdict = h.log.producers().check(producer[0], producer[1], producer[2], record_count, transactional)
-                if verdict.error:
-                    return Appended(verdict.error, -1, -1, False)
-            if verdict is not None and verdict.duplicate is not None:
-                base, last = verdict.duplicate.first_offset, verdict.duplicate.last_offset
-            else:
-                now = now_ms()
-                try:
-                    ready = prepare_batch(batch, h.log_config, now)
-                    stamp = ready.log_append_time
-                    base, last = h.log.append_batch_as_leader(ready.data, record_count, ready.max_timestamp, epoch,
-                                                              now, h.log_config.max_message_bytes)
-                except TimestampOutOfRange as e:
-                    self.events.emit("produce_refused", topic=tp[0], partition=tp[1], error="INVALID_TIMESTAMP",
-                                     reason=str(e))
-                    return Appended(errors.INVALID_TIMESTAMP, -1, -1, False)
-                except RecordTooLargeError:
-                    return Appended(errors.MESSAGE_TOO_LARGE, -1, -1, False)
-                self._appended(h)
-            if acks != -1:
-                return Appended(errors.NONE, base, last, False, stamp)
-            # the listener's callback hands the outcome to its event loop: inline
-            self._wait_for_hw(h, tp, last, epoch, timeout_ms, on_done, inline=True)
+                return Appended(STORAGE if h.log.failed else errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False)
+            try:
+                return self._append_batch(tp, h, batch, record_count, acks, timeout_ms, on_done, producer,
+                                          transactional)
+            except KafkaStorageError:
+                return Appended(STORAGE, -1, -1, False)
+
+    def _append_batch(self, tp: TP, h: Hosted, batch: bytes, record_count: int, acks: int, timeout_ms: int,
+                      on_done: Callable[[int], None], producer: tuple[int, int, int] | None,
+                      transactional: bool) -> Appended:
+        """With ``h.cond`` held: :meth:`append_batch`'s checks and append; a KafkaStorageError goes up."""
+        code = h.repl.check_produce(acks)
+        if code != errors.NONE:
+            return Appended(code, -1, -1, False)
+        epoch = h.repl.leader_epoch
+        verdict = None
+        stamp = -1
+        if producer is not None and producer[0] >= 0:
+            verdict = h.log.producers().check(producer[0], producer[1], producer[2], record_count, transactional)
+            if verdict.error:
+                return Appended(verdict.error, -1, -1, False)
+        if verdict is not None and verdict.duplicate is not None:
+            base, last = verdict.duplicate.first_offset, verdict.duplicate.last_offset
+        else:
+            now = now_ms()
+            try:
+                ready = prepare_batch(batch, h.log_config, now)
+                stamp = ready.log_append_time
+                base, last = h.log.append_batch_as_leader(ready.data, record_count, ready.max_timestamp, epoch,
+                                                          now, h.log_config.max_message_bytes)
+            except TimestampOutOfRange as e:
+                self.events.emit("produce_refused", topic=tp[0], partition=tp[1], error="INVALID_TIMESTAMP",
+                                 reason=str(e))
+                return Appended(errors.INVALID_TIMESTAMP, -1, -1, False)
+            except RecordTooLargeError:
+                return Appended(errors.MESSAGE_TOO_LARGE, -1, -1, False)
+            self._appended(h)
+        if acks != -1:
+            return Appended(errors.NONE, base, last, False, stamp)
+        # the listener's callback hands the outcome to its event loop: inline
+        self._wait_for_hw(h, tp, last, epoch, timeout_ms, on_done, inline=True)
         return Appended(errors.NONE, base, last, True, stamp)
 
     def append_marker(self, tp: TP, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
@@ -162,19 +184,22 @@ class AppendsMixin:
         and the coordinator's epoch are checked against the log's producers first."""
         h = self.hosted.get(tp)
         if h is None:
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, False
+            return STORAGE if self._offline(tp) else errors.NOT_LEADER_OR_FOLLOWER, -1, False
         with h.cond:
             if not h.repl.is_leader or h.log.closed:
-                return errors.NOT_LEADER_OR_FOLLOWER, -1, False
+                return STORAGE if h.log.failed else errors.NOT_LEADER_OR_FOLLOWER, -1, False
             code = h.repl.check_produce(-1)
-            if code == errors.NONE:
-                code = h.log.producers().check_marker(producer_id, producer_epoch, coordinator_epoch)
-            if code != errors.NONE:
-                return code, -1, False
             epoch = h.repl.leader_epoch
             base = h.log.log_end_offset
-            data = marker_batch(base, epoch, producer_id, producer_epoch, commit, coordinator_epoch, now_ms())
-            h.log.append_batch_as_leader(data, 1, now_ms(), epoch, now_ms())
+            try:
+                if code == errors.NONE:
+                    code = h.log.producers().check_marker(producer_id, producer_epoch, coordinator_epoch)
+                if code != errors.NONE:
+                    return code, -1, False
+                data = marker_batch(base, epoch, producer_id, producer_epoch, commit, coordinator_epoch, now_ms())
+                h.log.append_batch_as_leader(data, 1, now_ms(), epoch, now_ms())
+            except KafkaStorageError:
+                return STORAGE, -1, False
             self._appended(h)
             self._wait_for_hw(h, tp, base, epoch, timeout_ms, on_done, inline=False)
         return errors.NONE, base, True
@@ -185,6 +210,8 @@ class AppendsMixin:
         tp = (req.topic, req.partition)
         h = self.hosted.get(tp)
         code = produce_rules.request_error(req.acks, h is not None and h.repl.is_leader)
+        if code == errors.NOT_LEADER_OR_FOLLOWER and h is None and self._offline(tp):
+            code = STORAGE
         if code != errors.NONE:
             return pb.ProduceResponse(error_code=code, base_offset=-1, last_offset=-1)
         records = [(None if r.key_null else r.key, None if r.value_null else r.value,

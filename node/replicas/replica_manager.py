@@ -7,6 +7,11 @@ broker a leader or a follower of a partition; a follower runs a fetcher
 thread that long-polls the leader; the leader's Fetch handler feeds the
 core, which moves the high watermark and proposes ISR changes, which go to
 the controller as AlterIsr requests.
+
+The logs live in the directories of ``log.dirs`` (``node.replicas.log_dir_manager``).  An I/O
+error in one takes it offline: its replicas leave ``hosted`` and answer KAFKA_STORAGE_ERROR
+(Kafka's ``HostedPartition.Offline``), then ``on_dir_failure`` (the broker) notifies the
+controller or halts.
 """
 from __future__ import annotations
 
@@ -30,31 +35,38 @@ from node.replicas.appends import AppendsMixin
 from node.replicas.hosted import AckWaiter, Appended, ConsumerRead, Hosted
 from node.replicas.leader_fetch import LeaderFetchHandler
 from node.replicas.purgatory import Purgatory
-from node.storage import OffsetCheckpointFile, PartitionLog
+from node.replicas.log_dir_manager import LogDirManager
+from node.storage import PartitionLog
+from node.storage.errors import KafkaStorageError
 from node.storage.log import OffsetOutOfRangeError
 from proto import kafkasim_pb2 as pb
 from replication import roles
 from replication.fetch_session import LeaderSessions
+from replication.log_dirs import DirFailure
 from replication.partition import PartitionReplication, ReplicaSettings
 
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
-HW_CHECKPOINT = "replication-offset-checkpoint"
+STORAGE = errors.KAFKA_STORAGE_ERROR
 
 
 __all__ = ["Appended", "CleanerSettings", "Hosted", "ReplicaManager"]
 
 
 class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
-    def __init__(self, broker_id: int, log_dir: Path, settings: ReplicaSettings, events: EventLog,
+    def __init__(self, broker_id: int, log_dir: Path | list[Path], settings: ReplicaSettings, events: EventLog,
                  broker_epoch: Callable[[], int], endpoint_of: Callable[[int], str | None],
                  controller_endpoint: Callable[[], str | None], fetch_wait_ms: int, segment_bytes: int,
                  checkpoint_interval_ms: int, topic_config: Callable[[str], dict] = lambda t: {},
                  cleaner: "CleanerSettings | None" = None, log_defaults: Callable[[str], Any] | None = None,
-                 retention_check_interval_ms: int = 300_000, fetch_max_bytes: int = 1 << 20):
+                 retention_check_interval_ms: int = 300_000, fetch_max_bytes: int = 1 << 20,
+                 on_dir_failure: Callable[[DirFailure], None] | None = None):
         self.broker_id = broker_id
-        self.log_dir = log_dir
+        dirs = [Path(log_dir)] if isinstance(log_dir, (str, Path)) else [Path(d) for d in log_dir]
+        self.log_dir = dirs[0]
+        # after a log directory failed and its replicas went offline: the broker's ZooKeeper notification or halt
+        self.on_dir_failure = on_dir_failure
         self.settings = settings
         self.events = events
         self.broker_epoch = broker_epoch  # () -> this broker's epoch
@@ -79,10 +91,9 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
         self._purgatory = Purgatory(self._waiter_outcome)
         self._fetches = LeaderFetchHandler(  # the leader's Fetch handler, with its fetch sessions (KIP-227)
             self.hosted, LeaderSessions(first_id=time.time_ns() // 1_000_000), self._lock, self._data,
-            self._stopping, self.log_events, self._wake, self._alter_isr.send)
-        self._checkpoint = OffsetCheckpointFile(log_dir / HW_CHECKPOINT)
-        log_dir.mkdir(parents=True, exist_ok=True)
-        self._hw_at_start = self._checkpoint.read()
+            self._stopping, self.log_events, self._wake, self._alter_isr.send, offline=self._offline)
+        self.dirs = LogDirManager(dirs, events.emit, self._dir_failed)
+        self._hw_at_start = self.dirs.hw_at_start
         self._tasks = [threading.Thread(target=self._every, args=(settings.replica_lag_time_max_ms / 2000,
                                                                   self._shrink_isrs), daemon=True,
                                         name="isr-shrink"),
@@ -100,17 +111,19 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
             started, flusher_ran)), daemon=True, name="log-flusher"))
         for t in self._tasks:
             t.start()
+        self.dirs.start()
 
     # ------------------------------------------------------------------ roles (from LeaderAndIsr)
 
-    def _host(self, tp: TP, configs: dict[str, dict] | None = None) -> Hosted:
+    def _host(self, tp: TP, configs: dict[str, dict] | None = None, is_new: bool = False) -> Hosted | None:
         """The hosted replica, opening its log first if needed. Roles are applied one
         LeaderAndIsr at a time, so the log and the topic's config (a ZooKeeper read) are
         loaded outside the partitions lock, which only guards the insertion.
 
         ``configs`` memoises the topic configs over one LeaderAndIsr request: a
         broker taking 1,000 partitions of one topic reads and decodes its
-        znode once, not once per partition."""
+        znode once, not once per partition.  None: the replica is offline (its log directory is, or no
+        directory could take its log; ``replication.log_dirs``' placement)."""
         h = self.hosted.get(tp)
         if h is not None:
             return h
@@ -120,8 +133,13 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
             overrides = configs[tp[0]] = self._topic_config(tp[0])
         lc = self.resolve_log_config(tp[0], overrides)
         settings = replace(self.settings, min_insync_replicas=lc.min_insync_replicas)
-        plog = PartitionLog(self.log_dir, tp[0], tp[1], segment_bytes=lc.segment_bytes, segment_ms=lc.max_segment_ms,
-                            index_interval_bytes=lc.index_interval_bytes)
+        plog, why = self.dirs.open_in(tp, is_new, lambda d: PartitionLog(
+            d, tp[0], tp[1], segment_bytes=lc.segment_bytes, segment_ms=lc.max_segment_ms,
+            index_interval_bytes=lc.index_interval_bytes, on_io_error=self.dirs.report))
+        if plog is None:
+            self.events.emit("replica_offline", topic=tp[0], partition=tp[1], reason=why)
+            return None
+        assert isinstance(plog, PartitionLog)
         if plog.recovery.truncated_bytes:
             self.events.emit("log_recovered", topic=tp[0], partition=tp[1],
                              truncated_bytes=plog.recovery.truncated_bytes,
@@ -138,47 +156,63 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
             plog.close()
         return h
 
-    def apply_leader_and_isrs(self, parts: Iterable[PartitionInfo]) -> None:
-        """One LeaderAndIsr request's partitions, in order, reading each topic's config once."""
+    def apply_leader_and_isrs(self, parts: Iterable[PartitionInfo]) -> dict[TP, int]:
+        """One LeaderAndIsr request's partitions, in order, reading each topic's config once; returns the
+        partitions that failed: KAFKA_STORAGE_ERROR (the replica is offline now)."""
         configs: dict[str, dict] = {}
+        failed = {}
         for p in parts:
-            self.apply_leader_and_isr(p, configs)
+            code = self.apply_leader_and_isr(p, configs)
+            if code != errors.NONE:
+                failed[(p.topic, p.partition)] = code
+        return failed
 
-    def apply_leader_and_isr(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> None:
-        """A LeaderAndIsr for this replica: a new role, or (same leader epoch) a newer ISR."""
+    def apply_leader_and_isr(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> int:
+        """A LeaderAndIsr for this replica: a new role, or (same leader epoch) a newer ISR.  Returns NONE, or
+        KAFKA_STORAGE_ERROR when its log could not be opened or written (Kafka's makeLeaders/makeFollowers)."""
         h = self.hosted.get((p.topic, p.partition))
         action = roles.leader_and_isr_action(h.repl if h is not None else None, self.broker_id, p.leader,
                                              p.leader_epoch)
-        if action == roles.ISR:
-            self.update_isr(p)
-        elif action == roles.LEADER:
-            self.become_leader(p, configs)
-        else:
-            self.become_follower(p, configs)
+        try:
+            if action == roles.ISR:
+                self.update_isr(p)
+            elif action == roles.LEADER:
+                return self.become_leader(p, configs)
+            else:
+                return self.become_follower(p, configs)
+        except KafkaStorageError:
+            return STORAGE
+        return errors.NONE
 
-    def become_leader(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> None:
+    def become_leader(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> int:
         tp = (p.topic, p.partition)
-        h = self._host(tp, configs)
+        h = self._host(tp, configs, p.is_new)
+        if h is None:
+            return STORAGE
         self._unassign(tp, h)
         with h.cond:
             change = roles.become_leader(h.repl, h.log, h.log.epoch_cache.latest_epoch, p.leader_epoch, p.isr,
                                          p.replicas, p.zk_version, self._live, now_ms())
             self._apply_role(h, change)
         self._announce_role(tp, h, change)
+        return errors.NONE
 
-    def become_follower(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> None:
+    def become_follower(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> int:
         tp = (p.topic, p.partition)
-        h = self._host(tp, configs)
+        h = self._host(tp, configs, p.is_new)
+        if h is None:
+            return STORAGE
         self._unassign(tp, h)
         with h.cond:
             change = roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas, p.zk_version)
             self._apply_role(h, change)
         self._announce_role(tp, h, change)
+        return errors.NONE
 
     def _apply_role(self, h: Hosted, change: roles.RoleChange) -> None:
         """With ``h.cond`` held: replication.roles' RoleChange, to the log, the fetch state and the waiters."""
         if change.epoch_start is not None:
-            h.log.epoch_cache.assign(*change.epoch_start)
+            h.log.assign_epoch(*change.epoch_start)
         h.fetching_from = change.fetch_from
         self.log_events(change.events)
         self._wake(h)
@@ -224,7 +258,46 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
                 self._wake(h)
             self._notify()
 
-    def stop_replica(self, tp: TP, delete: bool) -> None:
+    def stop_replica(self, tp: TP, delete: bool) -> int:
+        """StopReplica: NONE, or KAFKA_STORAGE_ERROR for an offline replica (Kafka's stopReplicas)."""
+        if self._offline(tp):
+            return STORAGE
+        with self._lock:
+            h = self.hosted.pop(tp, None)
+        if h is None:
+            return errors.NONE
+        self._unassign(tp, h)
+        with h.cond:
+            h.fetching_from = None
+            try:
+                h.log.close()
+            except KafkaStorageError:
+                pass   # its directory is offline now
+            self._wake(h)
+        if delete:
+            shutil.rmtree(h.log.dir, ignore_errors=True)
+            self.dirs.removed(tp)
+        self._role_changed(tp[0], tp[1], False, h.repl.leader_epoch)
+        return errors.NONE
+
+    # ------------------------------------------------------------------ offline log directories
+
+    def _offline(self, tp: TP) -> bool:
+        return self.dirs.is_offline(tp)
+
+    def _dir_failed(self, failure: DirFailure) -> None:
+        """The log-dir-failure-handler thread, once per directory that went offline (Kafka's
+        handleLogDirFailure): its replicas stop being served, then the broker is told."""
+        self.log_events(failure.events)
+        for tp in failure.partitions:
+            self._take_offline(tp)
+        if self.on_dir_failure is not None:
+            self.on_dir_failure(failure)
+
+    def _take_offline(self, tp: TP) -> None:
+        """A replica of a failed directory: out of ``hosted`` and its fetcher, its files closed unflushed, its
+        acks=all waiters answered KAFKA_STORAGE_ERROR, long polls woken; the group coordinator unloads it
+        (docs/deviations.md)."""
         with self._lock:
             h = self.hosted.pop(tp, None)
         if h is None:
@@ -232,10 +305,12 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
         self._unassign(tp, h)
         with h.cond:
             h.fetching_from = None
-            h.log.close()
-            self._wake(h)
-        if delete:
-            shutil.rmtree(h.log.dir, ignore_errors=True)
+            waiters, h.waiters = h.waiters, []
+            h.log.close_handles()
+            h.cond.notify_all()
+        for w in waiters:
+            self._purgatory.complete(w, STORAGE)
+        self._notify()
         self._role_changed(tp[0], tp[1], False, h.repl.leader_epoch)
 
     def _role_changed(self, topic: str, partition: int, is_leader: bool, leader_epoch: int) -> None:
@@ -275,7 +350,6 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
         """With ``h.cond`` held: the core's answer for an acks=all waiter (None: it still waits)."""
         return h.repl.check_acks_all(w.required, w.leader_epoch, replica_open=not h.log.closed)
 
-
     def log_start_offset(self, tp: TP) -> int:
         h = self.hosted.get(tp)
         return -1 if h is None or h.log.closed else h.log.log_start_offset
@@ -302,21 +376,24 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
         read stops at the last stable offset and comes with the aborted transactions below it."""
         h = self.hosted.get(tp)
         if h is None or not h.repl.is_leader:
-            return ConsumerRead(errors.NOT_LEADER_OR_FOLLOWER)
+            return ConsumerRead(STORAGE if h is None and self._offline(tp) else errors.NOT_LEADER_OR_FOLLOWER)
         with h.cond:
             if h.log.closed:
-                return ConsumerRead(errors.NOT_LEADER_OR_FOLLOWER)
+                return ConsumerRead(STORAGE if h.log.failed else errors.NOT_LEADER_OR_FOLLOWER)
             code, diverging = h.repl.check_consumer_fetch(offset, last_fetched_epoch, current_leader_epoch, h.log)
             hw, start, epoch = h.repl.high_watermark, h.log.log_start_offset, h.repl.leader_epoch
-            lso = h.log.last_stable_offset(hw)
-            if code != errors.NONE or diverging is not None:
-                return ConsumerRead(code, hw, start, epoch, b"", diverging, lso)
-            bound = lso if read_committed else hw
+            lso = -1
             try:
+                lso = h.log.last_stable_offset(hw)
+                if code != errors.NONE or diverging is not None:
+                    return ConsumerRead(code, hw, start, epoch, b"", diverging, lso)
+                bound = lso if read_committed else hw
                 records = h.log.read_file_records(offset, max_bytes or 1 << 20, bound)
+                aborted = h.log.aborted_transactions(offset, bound) if read_committed else None
             except OffsetOutOfRangeError:
                 return ConsumerRead(errors.OFFSET_OUT_OF_RANGE, hw, start, epoch, last_stable_offset=lso)
-            aborted = h.log.aborted_transactions(offset, bound) if read_committed else None
+            except KafkaStorageError:
+                return ConsumerRead(STORAGE, hw, start, epoch)
             return ConsumerRead(errors.NONE, hw, start, epoch, records, None, lso, aborted)
 
     def end_offset_for_epoch(self, tp: TP, leader_only: bool) -> tuple[int, int, Callable[[int], tuple[int, int]]]:
@@ -325,7 +402,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
         ``leader_only`` and this broker does not lead the partition (or no longer hosts it)."""
         h = self.hosted.get(tp)
         if h is None or h.log.closed or (leader_only and not h.repl.is_leader):
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, lambda e: (-1, -1)
+            return STORAGE if self._offline(tp) else errors.NOT_LEADER_OR_FOLLOWER, -1, lambda e: (-1, -1)
 
         def lookup(epoch: int) -> tuple[int, int]:
             with h.cond:
@@ -345,7 +422,14 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
             start, end = h.log.log_start_offset, h.log.log_end_offset
             if offset >= end:
                 return b"", start, end
-            return bytes(h.log.read(max(offset, start), max_bytes)), start, end
+            try:
+                return bytes(h.log.read(max(offset, start), max_bytes)), start, end
+            except KafkaStorageError:
+                return None
+
+    def describe_log_dirs(self, partitions: set[TP] | None = None) -> list:
+        """DescribeLogDirs (``node.replicas.log_dir_manager.LogDirManager.describe_logs``)."""
+        return self.dirs.describe_logs(self.hosted, partitions)
 
     def replica_statuses(self) -> list[pb.ReplicaStatus]:
         out = []
@@ -382,7 +466,9 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
         for tp in req.partitions:
             h = self.hosted.get((tp.topic, tp.partition))
             r = pb.ListOffsetsPartition(topic=tp.topic, partition=tp.partition, offset=-1, leader_epoch=-1)
-            if h is None or not h.repl.is_leader:
+            if h is None and self._offline((tp.topic, tp.partition)):
+                r.error_code = STORAGE
+            elif h is None or not h.repl.is_leader:
                 r.error_code = errors.NOT_LEADER_OR_FOLLOWER
             elif req.timestamp not in (-1, -2):
                 r.error_code = errors.INVALID_REQUEST
@@ -409,13 +495,12 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
     # ------------------------------------------------------------------ housekeeping
 
     def checkpointed_hw(self, tp: TP) -> int:
-        """The partition's HW in the last HW checkpoint (0 when it has none)."""
-        return self._checkpoint.read().get(tp, 0)
+        """The partition's HW in the last HW checkpoint of its log directory (0 when it has none)."""
+        return self.dirs.checkpointed_hw(tp)
 
     def checkpoint_hws(self) -> None:
-        hws = {tp: h.repl.high_watermark for tp, h in list(self.hosted.items())}
-        if hws:
-            self._checkpoint.write(hws)
+        """Every online directory's HW checkpoint (a failed write takes that directory offline)."""
+        self.dirs.checkpoint_hws({tp: h.repl.high_watermark for tp, h in list(self.hosted.items())})
 
     def _every(self, interval_s: float, fn: Callable[[], None]) -> None:
         while not self._stopping.wait(interval_s):
@@ -431,6 +516,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
     def close(self) -> None:
         self._stopping.set()
         self._purgatory.stop()
+        self.dirs.stop()
         with self._lock:
             fetchers = list(self.fetchers.values())
         for f in fetchers:
@@ -441,5 +527,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
         finally:
             for h in list(self.hosted.values()):
                 with h.cond:
-                    h.log.flush()
-                    h.log.close()
+                    try:
+                        h.log.close()   # flushes, or (an I/O error) only closes: its directory is offline
+                    except KafkaStorageError:
+                        pass

@@ -7,6 +7,11 @@ SIGTERM (or SIGINT) stops it cleanly: it resigns as controller, closes its
 ZooKeeper session so that its ephemeral znodes go at once, and exits 0.  Every
 step of the stop is bounded, even with ZooKeeper gone; past the bound a
 watchdog (node/server/shutdown.py) logs ``shutdown_timed_out`` and exits 3.
+
+A log directory that fails (an I/O error) goes offline; the broker then writes
+Kafka's log directory event notification, or, when no directory is left online,
+halts with status 1 as Kafka 2.8 does (``broker_halted``): no controlled shutdown,
+no session close, so its registration goes when its ZooKeeper session expires.
 """
 from __future__ import annotations
 
@@ -58,6 +63,7 @@ from zk.client import ZkClient
 from zk import paths as zk_paths
 from kafkacommon.metadata import BrokerRegistration
 from zk.errors import CONNECTION_ERRORS, ZkError
+from replication.log_dirs import DirFailure
 
 log = logging.getLogger("kafkasim.broker")
 
@@ -151,7 +157,7 @@ class Broker:
         g = cfg.get
         self.dynamic = DynamicBrokerConfig(cfg, broker_id)   # /config/brokers/<id> and <default> over cluster.yaml
         self.replicas = ReplicaManager(
-            broker_id, self.spec.log_dir,
+            broker_id, list(self.spec.log_dirs),
             replica_settings(cfg), self.events,
             broker_epoch=lambda: self.state.broker_epoch, endpoint_of=self._endpoint_of,
             controller_endpoint=lambda: self._endpoint_of(self.state.controller_id),
@@ -161,7 +167,7 @@ class Broker:
             cleaner=CleanerSettings(g("log.cleaner.enable"), g("log.cleaner.backoff.ms"),
                                     g("log.cleaner.min.cleanable.ratio.percent") / 100),
             log_defaults=self.dynamic.lookup, retention_check_interval_ms=g("log.retention.check.interval.ms"),
-            fetch_max_bytes=g("replica.fetch.max.bytes"))
+            fetch_max_bytes=g("replica.fetch.max.bytes"), on_dir_failure=self._on_dir_failure)
         self.groups = CoordinatorShell(broker_id, self.replicas, self.events, group_config(cfg, planted_bugs),
                                        num_partitions=self._offsets_partitions,
                                        load_buffer_bytes=g("offsets.load.buffer.size"))
@@ -285,6 +291,30 @@ class Broker:
     def _txn_partitions(self) -> int:
         return self.state.topic_partitions.get(TRANSACTION_STATE_TOPIC) or self.cfg.get("transaction.state.log.num.partitions")
 
+
+    def _on_dir_failure(self, failure: DirFailure) -> None:
+        """After a log directory went offline and its replicas stopped being served (the replica manager's
+        log-dir-failure-handler thread): halt when none is left (Kafka's LogManager.handleLogDirFailure:
+        Exit.halt(1), before anything is written to ZooKeeper), else write the notification
+        (KafkaZkClient.propagateLogDirEvent), retried while ZooKeeper is unreachable."""
+        if failure.halt:
+            self.events.emit("broker_halted", reason=f"every log directory is offline (the last: {failure.dir})",
+                             exit_code=1)
+            self.events.close()
+            logging.shutdown()
+            os._exit(1)
+        while not self.stopping.is_set():
+            try:
+                path = self.zk.propagate_log_dir_event(self.broker_id)
+            except CONNECTION_ERRORS:
+                self.stopping.wait(0.1)
+                continue
+            except ZkError as e:
+                self.events.emit("log_dir_event_not_notified", dir=failure.dir, error=f"{type(e).__name__}: {e}")
+                return
+            self.events.emit("log_dir_event_notified", dir=failure.dir, path=path)
+            return
+
     def _endpoint_of(self, broker_id: int) -> str | None:
         b = self.state.live_brokers.get(broker_id)
         return self.links.dial(broker_id, f"{b[0]}:{b[1]}") if b else None
@@ -397,7 +427,11 @@ class Broker:
         else:
             raise RuntimeError(f"broker {self.broker_id}: could not register in ZooKeeper")
         self.state.broker_epoch = epoch
-        self.session_file.record(self.zk.session_id, self.zk.session_password)
+        try:
+            self.session_file.record(self.zk.session_id, self.zk.session_password)
+        except OSError as e:   # its log directory is full or failing: only a fast restart's proof is lost
+            self.events.emit("session_file_not_written", path=str(self.session_file.path),
+                             error=f"{type(e).__name__}: {e}")
         self.events.emit("broker_registered", broker_epoch=epoch, session_id=f"0x{self.zk.session_id:x}",
                          replaced_predecessor=f"0x{predecessor:x}" if predecessor else None)
 
@@ -524,6 +558,16 @@ def main(argv: list[str] | None = None) -> int:
     stop_signals = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     broker = Broker(cfg, args.id, connect, links, planted_bugs)
+    default_hook = threading.excepthook
+
+    def thread_died(hook_args: threading.ExceptHookArgs) -> None:
+        """No thread may die of an exception unseen: each such death is a bug, and the event says so."""
+        thread = hook_args.thread.name if hook_args.thread is not None else "?"
+        broker.events.emit("thread_died", thread=thread,
+                           error=f"{hook_args.exc_type.__name__}: {hook_args.exc_value}")
+        default_hook(hook_args)
+
+    threading.excepthook = thread_died
     try:
         broker.start()
     except Exception as e:  # say why, and exit even though gRPC/kazoo threads may be running

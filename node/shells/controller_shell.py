@@ -22,7 +22,8 @@ from kafkacommon import errors
 from node.net import wire
 from node.net.channel import BrokerChannel
 from controller.redo import RedoQueue
-from node.shells.controller_events import AlterIsr, ControlledShutdown, ElectLeaders, Event, Request, event_name
+from node.shells.controller_events import (AlterIsr, ControlledShutdown, ElectLeaders, Event, LeaderAndIsrAnswer, Request,
+                                          event_name)
 from node.events import EventLog
 from proto import kafkasim_pb2 as pb
 from zk.client import CONNECTION_ERRORS, ControllerMovedError, ZkClient
@@ -65,9 +66,12 @@ class ControllerShell:
             Event.CONFIG_CHANGE: h.config_change, Event.EXPIRE: self._on_expire,
             Event.REGISTER_AND_REELECT: self._on_register_and_reelect, Event.TICK: self._handle_tick,
             Event.SHUTDOWN: self._on_shutdown}
+        self._events[Event.LOG_DIR_EVENT] = h.log_dir_event
         self._requests: dict[type, Callable[[Any], None]] = {
             ElectLeaders: self._on_elect_leaders, ControlledShutdown: self._on_controlled_shutdown,
             AlterIsr: self._on_alter_isr}
+        self._requests[LeaderAndIsrAnswer] = lambda r: self._run_steps(
+            self.handlers.leader_and_isr_response(r.broker_id, r.broker_epoch, r.errors))
         zkc = self.zk
         self._io: dict[type, Callable[[Any], Any]] = {  # the handlers' commands, carried out here
             handlers.ReadController: lambda c: zkc.read_controller(watch=self._controller_watch),
@@ -88,6 +92,8 @@ class ControllerShell:
             handlers.Clock: lambda c: self._clock_ms(),
             handlers.MonoNs: lambda c: time.monotonic_ns(),
             handlers.Later: lambda c: self.enqueue(Event(c.event)),
+            handlers.ReadLogDirEvents: lambda c: zkc.read_log_dir_events(watch=self._log_dir_event_watch),
+            handlers.DeleteLogDirEvents: lambda c: zkc.delete_log_dir_events(c.fence, list(c.sequences)),
         }
 
     @property
@@ -269,6 +275,9 @@ class ControllerShell:
         self._watched_topics.discard(event.path.rsplit("/", 1)[-1])
         self.enqueue(Event.PARTITION_MODIFICATIONS)
 
+    def _log_dir_event_watch(self, _event: Any) -> None:
+        self.enqueue(Event.LOG_DIR_EVENT)
+
     # ------------------------------------------------------------------ requests to brokers
 
     def _send(self, requests: dict[int, list[Any]]) -> None:
@@ -289,6 +298,12 @@ class ControllerShell:
                 ch.send(wire.command_to_pb(cmd, header))
 
     def _on_response(self, broker_id: int, kind: str, request: Any, response: Any) -> None:
+        if kind == "LeaderAndIsr" and response.error_code == errors.NONE:
+            # every partition of the request with its error (NONE unless listed): Kafka's LeaderAndIsrResponse
+            by_tp = {(p.topic, p.partition): errors.NONE for p in request.partitions}
+            by_tp.update({(e.topic, e.partition): e.error_code for e in response.partition_errors})
+            if self.core.response_matters(broker_id, by_tp):
+                self.enqueue(LeaderAndIsrAnswer(broker_id, request.header.broker_epoch, by_tp))
         if response.error_code != errors.NONE:
             self.events.emit("controller_request_failed", request=kind, target=broker_id,
                              error=errors.name(response.error_code),
