@@ -86,19 +86,26 @@ class TxnRun:
                         self.retired.append(w)
                         self.pipelines[i] = self._new(i)
             if next_zombie is not None and waited >= next_zombie:
-                waited, next_zombie = 0.0, self.rng.uniform(z.lo, z.hi) / 1000
-                self._zombie(self.rng.randrange(self.spec.pipelines))
+                made = self._zombie(self.rng.randrange(self.spec.pipelines))
+                # a pipeline that did not reach a commit in time (failing over, or hung in a client call): another
+                # try a second later, on a pipeline drawn again, rather than a whole interval later
+                waited, next_zombie = 0.0, (self.rng.uniform(z.lo, z.hi) if made else 1000.0) / 1000
 
-    def _zombie(self, index: int) -> None:
+    def _zombie(self, index: int) -> bool:
+        """Freeze pipeline ``index`` before its next commit and start its successor; False when it did not
+        freeze within 10 s (the attempt is called off: it carries on)."""
         with self._lock:
             old = self.pipelines[index]
             if not isinstance(old, ConfluentPipeline) or not old.is_alive():
-                return
+                return False
+            # a called-off attempt left these set: a new one must wait for this freeze and this release
+            old.frozen.clear()
+            old.release.clear()
             old.freeze.set()
         if not old.frozen.wait(10) or self.stop_pipelines.is_set():
             old.freeze.clear()
             old.release.set()
-            return
+            return False
         with self._lock:
             self.retired.append(old)
             self.pipelines[index] = new = self._new(index)   # its InitProducerId fences the frozen one
@@ -111,6 +118,7 @@ class TxnRun:
             new.initialized.wait(0.2)
         self.stop_pipelines.wait(self.spec.zombie_ms / 1000)
         old.release.set()                                 # it tries to commit: refused, then it ends
+        return True
 
     def end(self, cluster, input_ends: dict[tuple[str, int], int], timeout_s: float = 90.0) -> None:
         admin = GroupAdmin(cluster, timeout_s=5.0)
