@@ -3,6 +3,7 @@ transactions, committing and aborting, a read_committed consumer, exactly-once c
 sendOffsetsToTransaction, fencing of a zombie producer, and the transaction coordinator's failover."""
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -99,6 +100,11 @@ def test_committed_and_aborted_transactions_with_a_read_committed_consumer(clust
                                               "PrepareAbort"]
     written = [e for e in events(cluster, "txn_marker_written") if e["topic"] == "txn-out"]
     assert {e["error"] for e in written} == {0} and len(written) >= 9
+    # __transaction_state was created on the first transactional FindCoordinator with Kafka's transactionTopicConfigs
+    zk = cluster.zk()
+    assert json.loads(zk.get("/config/topics/__transaction_state")[0])["config"] == {
+        "cleanup.policy": "compact", "compression.type": "uncompressed", "segment.bytes": "104857600",
+        "min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
 
 
 def test_a_new_producer_fences_the_zombie(cluster: Cluster) -> None:

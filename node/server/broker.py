@@ -265,9 +265,7 @@ class Broker:
                 a, why = self.state.internal_topic_to_create(
                     TRANSACTION_STATE_TOPIC, g("transaction.state.log.num.partitions"),
                     g("transaction.state.log.replication.factor"), random.randrange,
-                    config={"cleanup.policy": "compact", "min.insync.replicas": g("transaction.state.log.min.isr"),
-                            "segment.bytes": g("transaction.state.log.segment.bytes"),
-                            "unclean.leader.election.enable": False},
+                    config=self._txn_topic_config(),
                     factor_key="transaction.state.log.replication.factor")
                 if a is None:
                     if why != "exists":
@@ -287,6 +285,14 @@ class Broker:
                 self._txn_topic_creating.release()
 
         threading.Thread(target=create, daemon=True, name="txn-topic-create").start()
+
+    def _txn_topic_config(self) -> dict:
+        """Kafka's TransactionStateManager.transactionTopicConfigs: compacted, uncompressed, no unclean election,
+        transaction.state.log.min.isr and its segment size."""
+        return {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                "segment.bytes": self.cfg.get("transaction.state.log.segment.bytes"),
+                "min.insync.replicas": self.cfg.get("transaction.state.log.min.isr"),
+                "unclean.leader.election.enable": False}
 
     def _txn_partitions(self) -> int:
         return self.state.topic_partitions.get(TRANSACTION_STATE_TOPIC) or self.cfg.get("transaction.state.log.num.partitions")
@@ -339,9 +345,7 @@ class Broker:
         if topic == zk_paths.OFFSETS_TOPIC:  # Kafka's offsets topic: compacted, its own segment size
             base = {"cleanup.policy": "compact", "segment.bytes": self.cfg.get("offsets.topic.segment.bytes")}
         elif topic == TRANSACTION_STATE_TOPIC:   # Kafka's transactionTopicConfigs
-            base = {"cleanup.policy": "compact", "segment.bytes": self.cfg.get("transaction.state.log.segment.bytes"),
-                    "min.insync.replicas": self.cfg.get("transaction.state.log.min.isr"),
-                    "unclean.leader.election.enable": False}
+            base = self._txn_topic_config()
         try:
             overrides = self.zk.read_topic_config(topic)  # retried across a lost connection
         except (ZkError, ValueError) as e:
@@ -357,6 +361,8 @@ class Broker:
         base = {}
         if topic == zk_paths.OFFSETS_TOPIC:
             base = {"cleanup.policy": "compact", "segment.bytes": self.cfg.get("offsets.topic.segment.bytes")}
+        elif topic == TRANSACTION_STATE_TOPIC:
+            base = self._txn_topic_config()
         done = self.replicas.reconfigure_topic(topic, base | dict(config))
         self.controller.config_changed()
         return len(done)
