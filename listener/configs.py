@@ -114,11 +114,12 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                 raise ResourceError(errors.INVALID_REQUEST, f"kafkasim describes TOPIC and BROKER resources, "
                                                             f"not type {r.resource_type}")
         except ResourceError as e:
-            return dict(error_code=e.code, error_message=e.message, configs=[])
+            # Kafka 2.8.2 answers an empty message, never a null one (conformance DescribeConfigs.*)
+            return dict(error_code=e.code, error_message=e.message or "", configs=[])
         except IO_ERRORS as e:
             code, msg = io_error(e)
-            return dict(error_code=code, error_message=msg, configs=[])
-        return dict(error_code=errors.NONE, error_message=None, configs=configs)
+            return dict(error_code=code, error_message=msg or "", configs=[])
+        return dict(error_code=errors.NONE, error_message="", configs=configs)
 
     async def describe_configs(req: Request, conn: Connection) -> dict[str, Any]:
         v = req.api_version

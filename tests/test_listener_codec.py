@@ -105,6 +105,8 @@ def test_api_versions_lists_exactly_the_supported_ranges(version: int) -> None:
     r = ApiVersionsResponse.decode(out, version=version, header=True, framed=True)
     assert r.error_code == 0
     assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys} == SUPPORTED
+    if version >= 3:   # Kafka 2.8.2 (conformance ApiVersions.v3.advertised): no finalized features, epoch 0
+        assert r.finalized_features_epoch == 0 and list(r.finalized_features) == []
 
 
 def test_api_versions_above_the_maximum_answers_error_35_in_a_v0_body() -> None:
@@ -113,7 +115,8 @@ def test_api_versions_above_the_maximum_answers_error_35_in_a_v0_body() -> None:
     assert size == len(out) - 4 and corr == 9   # response header v0: no tagged fields
     r = ApiVersionsResponse.decode(out[8:], version=0)
     assert r.error_code == 35
-    assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys} == SUPPORTED
+    # Kafka 2.8.2 (conformance ApiVersions.v4.unsupported_version): only ApiVersions' own range
+    assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys} == {18: SUPPORTED[18]}
 
 
 def test_metadata_v0_and_v11() -> None:
@@ -540,6 +543,8 @@ def test_every_advertised_version_is_answered_in_that_version(api: int, version:
                             else {"retention.ms": "1000"})]
     elif api == 37:
         assert [(x.name, x.error_code) for x in r.results] == [("t", 41)]   # NOT_CONTROLLER: not the controller
+    elif api == 10 and version >= 1:   # Kafka 2.8.2 (conformance FindCoordinator.group): Errors.NONE.message()
+        assert (r.error_code, r.error_message) == (0, "NONE")
     elif api == 35:
         offline, online = r.results
         assert (offline.log_dir, offline.error_code, offline.topics) == ("/d/0", 56, [])
@@ -656,7 +661,7 @@ def test_fetch_from_a_real_log_passes_its_batches_through(tmp_path, version: int
         assert bytes(fetch(0, 10).records) == log[:sizes[0]]              # the first batch always goes
         assert bytes(fetch(1, sizes[1] + 10).records) == log[sizes[0]:sizes[0] + sizes[1]]
         p = fetch(7, 1 << 20)
-        assert (p.error_code, p.high_watermark, bytes(p.records)) == (1, 6, b"")   # OFFSET_OUT_OF_RANGE
+        assert (p.error_code, p.high_watermark, bytes(p.records)) == (1, -1, b"")  # OFFSET_OUT_OF_RANGE: as Kafka 2.8.2, offsets unknown
     finally:
         rm.close()
 
@@ -703,3 +708,65 @@ def test_many_connections_are_served_at_once(listener) -> None:
     finally:
         for s in socks:
             s.close()
+
+
+# ---------------------------------------------------------------- as Kafka 2.8.2 answers (kafkasim conformance)
+
+def _dispatch(replicas, groups=None, topics_on_ctx=None):
+    ctx = make_ctx()
+    ctx.replicas = replicas
+    ctx.groups = groups or FakeGroups()
+    return make_dispatcher(ctx, lambda *a, **k: None)
+
+
+def test_offset_commit_to_an_unknown_topic_is_unknown_topic_or_partition_and_not_committed() -> None:
+    seen = []
+
+    class Groups(FakeGroups):
+        async def offset_commit(self, r):
+            seen.append([(o.topic, o.partition) for o in r.offsets])
+            return m.OffsetCommitResponse(partitions=[(o.topic, o.partition, 0) for o in r.offsets])
+
+    R = REQUESTS[8]
+    req = R(version=7, group_id="g", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+            topics=[R.OffsetCommitRequestTopic(name=n, partitions=[R.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata="")])
+                for n in ("t", "nope")])
+    d = _dispatch(FakeReplicas(), Groups())
+    r = RESPONSES[8].decode(asyncio.run(d.handle(frame(req), CONN)), version=7, header=True, framed=True)
+    got = {t.name: t.partitions[0].error_code for t in r.topics}
+    assert got == {"t": 0, "nope": 3} and seen == [[("t", 0)]]
+    only_unknown = R(version=7, group_id="g", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                     topics=[req.topics[1]])
+    r = RESPONSES[8].decode(asyncio.run(d.handle(frame(only_unknown), CONN)), version=7, header=True, framed=True)
+    assert [(t.name, t.partitions[0].error_code) for t in r.topics] == [("nope", 3)] and len(seen) == 1
+
+
+def test_fetch_out_of_range_answers_every_offset_unknown() -> None:
+    class OutOfRange(FetchReplicas):
+        def consumer_read(self, tp, offset, max_bytes, current_leader_epoch=-1, last_fetched_epoch=-1,
+                          read_committed=False):
+            return ConsumerRead(1, 3, 0, 4, b"")
+
+    R = REQUESTS[1]
+    req = R(version=11, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+            session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+            topics=[R.FetchTopic(topic="t", partitions=[R.FetchTopic.FetchPartition(
+                partition=0, current_leader_epoch=-1, fetch_offset=100, log_start_offset=-1,
+                partition_max_bytes=1 << 20)])])
+    out = asyncio.run(_dispatch(OutOfRange()).handle(frame(req), CONN))
+    (p,) = RESPONSES[1].decode(out, version=11, header=True, framed=True).responses[0].partitions
+    assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset) == (1, -1, -1, -1)
+
+
+def test_produce_over_max_message_bytes_has_no_error_message() -> None:
+    class Small(FakeReplicas):
+        def topic_setting(self, tp, key, default):
+            return 50 if key == "max.message.bytes" else default
+
+    req = ProduceRequest(version=9, transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+        ProduceRequest.TopicProduceData(name="t", partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=batch(3))])])
+    out = asyncio.run(_dispatch(Small()).handle(frame(req), CONN))
+    p = ProduceResponse.decode(out, version=9, header=True, framed=True).responses[0].partition_responses[0]
+    assert (p.error_code, p.error_message) == (MESSAGE_TOO_LARGE, None)
