@@ -4,10 +4,11 @@ read_committed readers, the zombies, and the end: drain, stop, final reads, ``tx
 * **Start**: one pipeline process per transactional id (chaos/txn_workload.py), and the readers.  A pipeline
   process that ends on a fatal error (fenced) is replaced by a new one (the next instance of its
   transactional id) a second later.
-* **Zombies** (``zombie.interval.ms``, confluent-kafka): every so often (seeded) a pipeline is frozen before
-  its next commit, a new process with its transactional id starts (its InitProducerId fences the old one),
-  and once the new one's InitProducerId succeeded (the old one's open transaction aborted) and ``zombie.ms``
-  more, the old one is released: its commit must be refused.
+* **Zombies** (``zombie.interval.ms``, confluent-kafka): every so often (seeded) a pipeline (drawn among
+  those that committed in the last 3 s; with none, or when it did not reach its commit in 10 s, another try
+  a second later) is frozen before its next commit, a new process with its transactional id starts (its
+  InitProducerId fences the old one), and once the new one's InitProducerId succeeded (the old one's open
+  transaction aborted) and ``zombie.ms`` more, the old one is released: its commit must be refused.
 * **End** (the runner's end phase, producers stopped and faults healed): wait until the group's committed
   offsets reach the input's end (``drained``), stop the pipelines and readers, read every output partition
   read_committed up to its last stable offset (final ``poll`` operations), fetch the group's offsets once
@@ -86,10 +87,19 @@ class TxnRun:
                         self.retired.append(w)
                         self.pipelines[i] = self._new(i)
             if next_zombie is not None and waited >= next_zombie:
-                made = self._zombie(self.rng.randrange(self.spec.pipelines))
-                # a pipeline that did not reach a commit in time (failing over, or hung in a client call): another
-                # try a second later, on a pipeline drawn again, rather than a whole interval later
+                # drawn among the pipelines committing now: one failing over, or hung in a client call, would not
+                # reach a commit to freeze at; with none, or when the one drawn did not get there, another try a
+                # second later rather than a whole interval later
+                live = self._committing()
+                made = bool(live) and self._zombie(live[self.rng.randrange(len(live))])
                 waited, next_zombie = 0.0, (self.rng.uniform(z.lo, z.hi) if made else 1000.0) / 1000
+
+    def _committing(self, within_s: float = 3.0) -> list[int]:
+        """The indexes of the confluent-kafka pipelines that committed in the last ``within_s``."""
+        now = time.monotonic()
+        with self._lock:
+            return [i for i, w in sorted(self.pipelines.items()) if isinstance(w, ConfluentPipeline)
+                    and w.is_alive() and w.last_commit >= 0 and now - w.last_commit <= within_s]
 
     def _zombie(self, index: int) -> bool:
         """Freeze pipeline ``index`` before its next commit and start its successor; False when it did not

@@ -54,6 +54,7 @@ class ConfluentPipeline(Worker):
         self.initialized = threading.Event()  # set once init_transactions succeeded
         self.fenced = False
         self.commits = 0
+        self.last_commit = -1.0               # time.monotonic() of its last commit (-1: none yet)
 
     def _op(self, f: str, value: dict) -> dict:
         return self.history.invoke(self.process, f, value)
@@ -137,6 +138,7 @@ class ConfluentPipeline(Worker):
                 producer.commit_transaction(30)
                 self.history.complete(end, "ok")
                 self.commits += 1
+                self.last_commit = time.monotonic()
                 return
             except KafkaException as e:
                 name, retriable, _abort, fatal = _error(e)
