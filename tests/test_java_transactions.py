@@ -1,8 +1,9 @@
-"""Exactly-once with Kafka 2.8.2's Java client and Kafka Streams 2.8.2 against a real 3-broker kafkasim cluster,
-each through a SIGKILL of a transaction coordinator: the Java consume-transform-produce loop with
-sendOffsetsToTransaction (reference/java/JavaEosPipeline.java), and a Streams application with
-processing.guarantee=exactly_once (reference/streams/EosStreamsApp.java).  Each input record must be in the
-read_committed output exactly once, and the group's committed offsets must cover every input, no more."""
+"""Exactly-once with Kafka Streams 2.8.2 against a real 3-broker kafkasim cluster, through a SIGKILL of a
+transaction coordinator: a Streams application with processing.guarantee=exactly_once
+(reference/streams/EosStreamsApp.java).  Each input record must be in the read_committed output exactly once,
+and the group's committed offsets must cover every input, no more.  The Java client's own consume-transform-
+produce loop with sendOffsetsToTransaction (reference/java/JavaEosPipeline.java) runs through transaction
+coordinator SIGKILLs in tests/test_chaos_txn_runs.py, judged by the transactional checkers."""
 from __future__ import annotations
 
 import signal
@@ -14,7 +15,7 @@ import pytest
 from kafkacommon.hashing import partition_for
 from launcher.cluster import Cluster
 from node.config import load_config
-from reference.javaclient import JavaEosPipeline, JavaStreamsApp
+from reference.javaclient import JavaStreamsApp
 from tests.conftest import write_cluster_yaml
 from tests.test_kafka_clients import bootstrap, controller_named, create_topic
 from tests.test_kafka_transactions import events, read_all
@@ -80,33 +81,6 @@ def exactly_once(out: list[tuple[int, bytes]], n: int) -> None:
     assert values == list(range(n)), (f"{len(values)} records for {n} inputs: "
                                       f"{len(values) - len(set(values))} duplicates, "
                                       f"{len(set(range(n)) - set(values))} missing")
-
-
-def test_java_exactly_once_pipeline_through_a_transaction_coordinator_sigkill(cluster: Cluster) -> None:
-    create_topic(cluster, "jeos-in", partitions=3)
-    create_topic(cluster, "jeos-out", partitions=3)
-    n = 900
-    fill(cluster, "jeos-in", n)
-    pipe = JavaEosPipeline(bootstrap(cluster), "jeos-app", "jeos-g", "jeos-in", "jeos-out",
-                           {"consumer.max.poll.records": 30})
-    old = None
-    try:
-        wait_for(lambda: pipe.commits >= 5, 90, "the Java pipeline committing transactions")
-        before = pipe.commits
-        old = kill_coordinator_of(cluster, "jeos-app")
-        wait_for(lambda: pipe.commits > before + 3 or not pipe.running(), 120,
-                 "the Java pipeline committing through the new transaction coordinator")
-        assert pipe.running(), pipe.stderr()
-        out = read_all(cluster, "jeos-out", "read_committed", n, timeout=180)
-    finally:
-        pipe.stop()
-        if old is not None:
-            restart(cluster, old)
-    assert not any("fatal" in r for r in pipe.reports), [r for r in pipe.reports if "fatal" in r]
-    exactly_once(out, n)
-    assert committed_offsets(cluster, "jeos-g", "jeos-in") == [n // 3] * 3
-    assert any(e["transactional_id"] == "jeos-app" and e["to"] == "CompleteCommit" and e["broker"] != old
-               for e in events(cluster, "txn_state_changed"))
 
 
 def test_kafka_streams_exactly_once_through_a_transaction_coordinator_sigkill(cluster: Cluster, tmp_path) -> None:

@@ -1,6 +1,7 @@
 """Transactions with real clients against a real 3-broker cluster: confluent-kafka (librdkafka) producing in
-transactions, committing and aborting, a read_committed consumer, exactly-once consume-transform-produce with
-sendOffsetsToTransaction, fencing of a zombie producer, and the transaction coordinator's failover."""
+transactions, committing and aborting, a read_committed consumer, fencing of a zombie producer; kafkajs's
+transactions with sendOffsets.  librdkafka's exactly-once consume-transform-produce through SIGKILLs of its
+transaction coordinator is tests/test_chaos_txn_runs.py's run (judged by the transactional checkers)."""
 from __future__ import annotations
 
 import json
@@ -123,110 +124,6 @@ def test_a_new_producer_fences_the_zombie(cluster: Cluster) -> None:
     assert e.value.args[0].fatal() or "fenced" in str(e.value).lower()
     assert [v for _, v in read_all(cluster, "fence-out", "read_committed", 1)] == [b"fresh"]
     assert any(e["transactional_id"] == "txn-z" for e in events(cluster, "txn_fenced"))
-
-
-class Pipeline:
-    """confluent-kafka's exactly-once consume-transform-produce in a thread: read_committed from ``source``,
-    each batch's transformed records and the consumer's positions (send_offsets_to_transaction) in one
-    transaction; an abortable error aborts and rewinds to the committed offsets, a retriable one retries."""
-
-    def __init__(self, c: Cluster, txn_id: str, group: str, source: str, sink: str) -> None:
-        import threading
-        from confluent_kafka import Consumer
-        self.consumer = Consumer({"bootstrap.servers": bootstrap(c), "group.id": group,
-                                  "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-                                  "enable.auto.commit": False})
-        self.consumer.subscribe([source])
-        self.producer = producer(c, txn_id)
-        self.sink = sink
-        self.commits = 0
-        self.aborts = 0
-        self.errors: list[str] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    def rewind(self) -> None:
-        for tp in self.consumer.committed(self.consumer.assignment(), 30):
-            if tp.offset >= 0:
-                self.consumer.seek(tp)
-
-    def run(self) -> None:
-        from confluent_kafka import KafkaException
-        c, p = self.consumer, self.producer
-        while not self.stop.is_set():
-            msgs = [m for m in c.consume(20, 0.5) if m.error() is None]
-            if not msgs:
-                continue
-            try:
-                p.begin_transaction()
-                for m in msgs:
-                    p.produce(self.sink, key=m.key(), value=b"out-" + m.value(), partition=m.partition())
-                p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 60)
-                while True:
-                    try:
-                        p.commit_transaction(60)
-                        break
-                    except KafkaException as e:
-                        if not e.args[0].retriable():
-                            raise
-                self.commits += 1
-            except KafkaException as e:
-                err = e.args[0]
-                self.errors.append(str(err))
-                if err.fatal():
-                    return
-                p.abort_transaction(60)
-                self.aborts += 1
-                self.rewind()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(90)
-        self.consumer.close()
-
-
-def test_exactly_once_pipeline_through_a_transaction_coordinator_sigkill(cluster: Cluster) -> None:
-    import signal
-    from confluent_kafka import Producer
-    from kafkacommon.hashing import partition_for
-    create_topic(cluster, "eos-in", partitions=3)
-    create_topic(cluster, "eos-out", partitions=3)
-    n = 600
-    src = Producer({"bootstrap.servers": bootstrap(cluster), "enable.idempotence": True})
-    for i in range(n):
-        src.produce("eos-in", key=b"k%d" % i, value=b"%d" % i, partition=i % 3)
-    src.flush(30)
-    pipe = Pipeline(cluster, "eos-app", "eos-g", "eos-in", "eos-out")
-    try:
-        wait_for(lambda: pipe.commits >= 5, 60, "the pipeline committing transactions")
-        p = partition_for("eos-app", 5)
-        old = cluster.view().partition("__transaction_state", p)["leader"]
-        before = pipe.commits
-        cluster.signal_broker(old, signal.SIGKILL)
-        wait_for(lambda: any(e["partition"] == p and e["broker"] != old for e in events(cluster, "txn_coordinator_loaded")),
-                 60, "another broker loading the transaction coordinator's partition")
-        wait_for(lambda: pipe.commits > before + 3, 90, "commits through the new transaction coordinator")
-        cluster.wait_exit(old, timeout=30)
-        cluster.start_broker(old)
-        cluster.wait_ready(90)
-        out = read_all(cluster, "eos-out", "read_committed", n, timeout=120)
-    finally:
-        pipe.close()
-    values = sorted(int(v[4:]) for _, v in out)
-    assert values == list(range(n)), f"{len(values)} records, duplicates: {len(values) - len(set(values))}"
-    from confluent_kafka import Consumer, TopicPartition
-    check = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "eos-g"})
-    try:   # the group's offsets moved with the transactions: every input record's, no more
-        committed = check.committed([TopicPartition("eos-in", i) for i in range(3)], 30)
-    finally:
-        check.close()
-    assert [tp.offset for tp in committed] == [n // 3] * 3
-    apis = {e["api"] for e in events(cluster, "kafka_request") if e["error"] is None}
-    assert {"AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn", "AddPartitionsToTxn"} <= apis
-    new = [e for e in events(cluster, "txn_state_changed") if e["transactional_id"] == "eos-app"
-           and e["to"] == "CompleteCommit" and e["broker"] != old]
-    assert new, "no transaction completed by the new coordinator"
 
 
 def test_kafkajs_transactions(cluster: Cluster) -> None:
