@@ -207,6 +207,11 @@ def _flags(args: argparse.Namespace) -> str:
     out = f" --brokers {args.brokers} --groups {args.groups} --duration {args.duration:g}"
     if args.faults is not None:
         out += f" --faults '{args.faults}'"
+    if args.log_dirs != 1:
+        out += f" --log-dirs {args.log_dirs}"
+    if args.transactions:
+        out += f" --transactions {args.transactions}"
+    out += " --txn-zombies" * bool(args.txn_zombies) + " --txn-crashes" * bool(args.txn_crashes)
     return out + "".join(f" --plant-bug {b}" for b in args.plant_bug or ())
 
 

@@ -61,3 +61,22 @@ def test_a_transactional_run_prints_and_reads_back_as_the_simulators_own_scenari
     assert again.schedule == run.faults
     with pytest.raises(scenario.SimScenarioError, match="txn_crash_every_ms"):
         scenario.parse(dict(doc, txn_crash_every_ms=[1]))
+
+
+def test_a_sweeps_replay_options_keep_the_transactional_workload(tmp_path, capsys) -> None:
+    """The options a sweep prints to replay its first failing seed (and keeps in summary.json) make the same run:
+    with the transactional workload's, the replay fails as the sweep's seed did."""
+    import json
+    import shlex
+
+    from cli.main import main
+
+    code = main(["sim", "sweep", "--seeds", "1..1", "--no-progress", "--groups", "0", "--duration", "20",
+                 "--faults", "kill,pause,partition,expire-session,slow-disk", "--transactions", "2", "--txn-crashes",
+                 "--plant-bug", "lso-from-hw", "--out", str(tmp_path / "sweep")])
+    assert code == 1
+    options = json.loads((tmp_path / "sweep" / "summary.json").read_text())["options"]
+    assert "--transactions 2 --txn-crashes" in options, options
+    capsys.readouterr()
+    assert main(["sim", "run", "--seed", "1", *shlex.split(options)]) == 1
+    assert "transactions:" in capsys.readouterr().out
