@@ -2,7 +2,7 @@
 transactional produce against idempotent produce, each figure against its baseline from the same run.
 
     python bench/transactions.py [--runs 5] [--records 50000] [--rounds 3] [--clients librdkafka,java]
-                                 [--quick] [--json]
+                                 [--reference] [--quick] [--json]
 
 One cluster of 3 real broker processes (one real ZooKeeper, tick 100 ms, session timeout 1 s,
 controlled shutdown off, __transaction_state and __consumer_offsets with 10 partitions, RF 3):
@@ -31,6 +31,9 @@ controlled shutdown off, __transaction_state and __consumer_offsets with 10 part
               record, acks=all), the Produce, EndTxn (the PrepareCommit record), and, as in Kafka 2.8, the
               next transaction's AddPartitionsToTxn answered CONCURRENT_TRANSACTIONS until the markers and
               the CompleteCommit record are written: librdkafka then waits 20 ms before asking again.
+  --reference the throughput pair again against Kafka 2.8.2 itself (reference/kafka.py: brokers with the
+              same ids and settings on the same ZooKeeper, started once kafkasim's cluster is down), the
+              same rounds with the same client: how far the goal is Kafka's own ratio.
 """
 from __future__ import annotations
 
@@ -51,6 +54,7 @@ from confluent_kafka import Consumer as CConsumer, KafkaException, Producer as C
 
 from bench.common import TICK_MS, make_cluster  # noqa: E402
 from reference.javaclient import JavaEosPipeline, JavaMember  # noqa: E402
+from reference.kafka import ReferenceCluster  # noqa: E402
 from client.metadata import ClusterClient  # noqa: E402
 from kafkacommon.hashing import partition_for  # noqa: E402
 from node.events import read_run_events  # noqa: E402
@@ -366,12 +370,41 @@ def throughput(bs: str, c, n: int, rounds: int, per_txn: int = 100, parallel: in
             "parallel": parallel, "parallel_per_s": par, "parallel_median": pp, "parallel_ratio": pp / i}
 
 
+def reference_throughput(cfg, n: int, rounds: int, per_txn: int = 100) -> dict:
+    """The idempotent/transactional pair of :func:`throughput` against Kafka 2.8.2 brokers with ``cfg``'s ids and
+    settings (the same ZooKeeper, the reference's own chroot), in the same order."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    ref = ReferenceCluster(cfg)
+    try:
+        ref.up(timeout=180)
+        bs = ref.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bs})
+        admin.create_topics([NewTopic("p", 1, 3, config={"min.insync.replicas": "2"})])["p"].result(60)
+
+        def whole() -> bool:
+            t = admin.list_topics("p", timeout=10).topics.get("p")
+            return t is not None and t.error is None and all(len(pm.isrs) == 3 and pm.leader >= 0
+                                                             for pm in t.partitions.values())
+        wait_for(whole, 60, "Kafka 2.8.2's p: its ISR whole")
+        idem, txn = [], []
+        for r in range(rounds):
+            idem.append(idempotent(bs, "p", n))
+            txn.append(transactional(bs, "p", n, per_txn, f"tx-throughput-{r}"))
+    finally:
+        ref.down()
+    i, t = statistics.median(idem), statistics.median(txn)
+    return {"records": n, "per_txn": per_txn, "idempotent_per_s": idem, "transactional_per_s": txn,
+            "idempotent_median": i, "transactional_median": t, "ratio": t / i}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5, help="SIGKILL failovers")
     ap.add_argument("--records", type=int, default=50_000, help="records per throughput round")
     ap.add_argument("--rounds", type=int, default=3, help="throughput rounds (idempotent, then transactional)")
     ap.add_argument("--clients", default="librdkafka,java", help="the failovers' clients: librdkafka, java")
+    ap.add_argument("--reference", action="store_true",
+                    help="the throughput pair against Kafka 2.8.2 too (the same rounds, the same client)")
     ap.add_argument("--quick", action="store_true", help="1 failover, 10,000 records, 1 round")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
@@ -391,6 +424,8 @@ def main() -> None:
         finally:
             cc.close()
             c.down()
+        if a.reference:
+            res["reference_throughput"] = reference_throughput(c.cfg, a.records, a.rounds)
     if a.json:
         print(json.dumps(res, indent=2))
         return
@@ -409,6 +444,14 @@ def report(res: dict) -> None:
     print(f"  besides: {t['parallel']} transactional producers side by side (their own ids, the same partition): "
           f"{', '.join(f'{x:.0f}' for x in t['parallel_per_s'])} records/s in all; median {t['parallel_median']:.0f}, "
           f"{t['parallel_ratio']:.2f}x the idempotent producer")
+    k = res.get("reference_throughput")
+    if k is not None:
+        print(f"  Kafka 2.8.2 in the same run (the same settings, client and rounds): idempotent "
+              f"{', '.join(f'{x:.0f}' for x in k['idempotent_per_s'])} records/s, median {k['idempotent_median']:.0f}; "
+              f"transactional {', '.join(f'{x:.0f}' for x in k['transactional_per_s'])}, median "
+              f"{k['transactional_median']:.0f}; ratio {k['ratio']:.2f}x; kafkasim's transactional produce "
+              f"{t['transactional_median'] / k['transactional_median']:.2f}x Kafka's, its idempotent "
+              f"{t['idempotent_median'] / k['idempotent_median']:.2f}x")
     for client, runs in res["failover"].items():
         print(f"SIGKILL of the broker coordinating both a transactional id and a group, {client} ({len(runs)} runs):")
         for r in runs:
