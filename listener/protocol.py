@@ -153,7 +153,33 @@ def parse_request(frame: bytes) -> Request:
     except Exception as e:  # any decoding failure of the generated codec: the request is garbage
         raise BadRequest(f"{api_name(api_key)} v{version} does not decode: {e!r}", api_key, version,
                          correlation_id, _client_id(frame)) from None
+    null = _null_where_not_nullable(msg, version)
+    if null is not None:   # Kafka's generated reader refuses it: the request does not parse
+        raise BadRequest(f"{api_name(api_key)} v{version}: non-nullable field {null} was serialized as null",
+                         api_key, version, correlation_id, msg.header.client_id)
     return Request(api_key, version, correlation_id, msg.header.client_id, msg)
+
+
+def _null_where_not_nullable(obj: Any, version: int, path: str = "") -> str | None:
+    """The first string or array field (by its path) that decoded as null where ``version`` does not allow it
+    (kafka-python's decoder takes a null length anywhere), else None."""
+    for name, f in type(obj)._struct.fields.items():
+        if not f.for_version_q(version) or f.tagged_field_q(version):
+            continue
+        value = getattr(obj, name, None)
+        if value is None:
+            if (f.is_array() or f.type_str in ("string", "bytes")) and not f.nullable_for_version_q(version):
+                return path + name
+        elif f.is_struct_array():
+            for i, item in enumerate(value):
+                found = _null_where_not_nullable(item, version, f"{path}{name}[{i}].")
+                if found is not None:
+                    return found
+        elif f.is_struct():
+            found = _null_where_not_nullable(value, version, f"{path}{name}.")
+            if found is not None:
+                return found
+    return None
 
 
 def _client_id(frame: bytes) -> str | None:

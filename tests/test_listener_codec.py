@@ -24,7 +24,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from coordinator import messages as m
 from listener.app import make_dispatcher
 from listener.context import ListenerContext
-from listener.protocol import REQUESTS, RESPONSES, SUPPORTED, BadRequest, api_name
+from listener.protocol import REQUESTS, RESPONSES, SUPPORTED, BadRequest, api_name, parse_request
 from listener.records import (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE,
                               BatchRejected, check_client_batch)
 from listener.limits import Limits
@@ -770,3 +770,20 @@ def test_produce_over_max_message_bytes_has_no_error_message() -> None:
     out = asyncio.run(_dispatch(Small()).handle(frame(req), CONN))
     p = ProduceResponse.decode(out, version=9, header=True, framed=True).responses[0].partition_responses[0]
     assert (p.error_code, p.error_message) == (MESSAGE_TOO_LARGE, None)
+
+
+def test_a_null_where_the_version_allows_none_closes_the_connection() -> None:
+    """kafka-python decodes a null length anywhere; Kafka's reader refuses a null non-nullable string or array
+    (the request does not parse: the connection closes), nested ones too, and takes a nullable one."""
+    # DescribeGroups v5 (flexible): groups a null compact array; OffsetForLeaderEpoch v0: topics a null array
+    for data, field in ((b"\x00\x0f\x00\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", "groups"),
+                        (b"\x00\x17\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\xff\xff\xff\xff", "topics")):
+        with pytest.raises(BadRequest, match=f"non-nullable field {field} was serialized as null"):
+            parse_request(data)
+    # JoinGroup v1: protocols[0].name null (a string of length -1)
+    body = (struct.pack(">h", 1) + b"g" + struct.pack(">iih", 6000, 6000, 0) + struct.pack(">h", 8) + b"consumer"
+            + struct.pack(">ihi", 1, -1, 0))
+    with pytest.raises(BadRequest, match=r"protocols\[0\]\.name"):
+        parse_request(struct.pack(">hhih", 11, 1, 5, 1) + b"x" + body)
+    # Metadata v1's topics may be null (every topic): it parses
+    assert parse_request(struct.pack(">hhih", 3, 1, 5, 1) + b"x" + b"\xff\xff\xff\xff").body.topics is None
