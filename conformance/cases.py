@@ -15,7 +15,8 @@ from conformance.side import Step
 API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
              10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",
              15: "DescribeGroups", 16: "ListGroups", 18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics",
-             21: "DeleteRecords", 22: "InitProducerId", 23: "OffsetForLeaderEpoch", 32: "DescribeConfigs",
+             21: "DeleteRecords", 22: "InitProducerId", 23: "OffsetForLeaderEpoch", 24: "AddPartitionsToTxn",
+             25: "AddOffsetsToTxn", 26: "EndTxn", 27: "WriteTxnMarkers", 28: "TxnOffsetCommit", 32: "DescribeConfigs",
              33: "AlterConfigs", 35: "DescribeLogDirs", 37: "CreatePartitions", 42: "DeleteGroups",
              43: "ElectLeaders", 44: "IncrementalAlterConfigs", 45: "AlterPartitionReassignments",
              46: "ListPartitionReassignments", 47: "OffsetDelete"}

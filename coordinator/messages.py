@@ -152,6 +152,23 @@ class OffsetCommitResponse:
     partitions: list[tuple[str, int, int]]   # (topic, partition, error code), in request order
 
 
+@dataclass
+class TxnOffsetCommitRequest:
+    """TxnOffsetCommit: a transactional producer's offsets for a group, held pending until its transaction's
+    marker commits or discards them."""
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+    offsets: list[CommitOffset] = field(default_factory=list)
+
+    def error_response(self, code: int) -> "OffsetCommitResponse":
+        return OffsetCommitResponse([(o.topic, o.partition, code) for o in self.offsets])
+
+
 # ---------------------------------------------------------------- OffsetFetch
 
 @dataclass

@@ -109,10 +109,14 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
 
     async def find_coordinator(req: Request, conn: Connection) -> dict[str, Any]:
         # Kafka 2.8 answers every FindCoordinator with its error's message: Errors.message(), "NONE" for none
-        if req.body.key_type != 0:  # transactions are not supported
-            return dict(throttle_time_ms=0, error_code=errors.COORDINATOR_NOT_AVAILABLE,
-                        error_message="kafkasim has no transaction coordinator", node_id=-1, host="", port=-1)
-        r = ctx.groups.find_coordinator(FindCoordinatorRequest(req.body.key))
+        key_type = req.body.key_type if req.api_version >= 1 else 0
+        if key_type == 1:   # a transactional id: its __transaction_state partition's leader
+            r = ctx.txns.find_coordinator(req.body.key)
+        elif key_type == 0:
+            r = ctx.groups.find_coordinator(FindCoordinatorRequest(req.body.key))
+        else:
+            return dict(throttle_time_ms=0, error_code=errors.INVALID_REQUEST,
+                        error_message=errors.message(errors.INVALID_REQUEST), node_id=-1, host="", port=-1)
         ep = ctx.endpoint_of(r.node_id) if r.error_code == errors.NONE else None
         if ep is None:
             code = r.error_code or errors.COORDINATOR_NOT_AVAILABLE

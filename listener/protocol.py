@@ -63,8 +63,12 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     19: (2, 7),   # CreateTopics
     20: (1, 6),   # DeleteTopics
     21: (0, 2),   # DeleteRecords (the leader moves its log start offset; waits for the low watermark)
-    22: (0, 4),   # InitProducerId (idempotent producers; no transactions)
+    22: (0, 4),   # InitProducerId (idempotent and transactional producers)
     23: (0, 4),   # OffsetForLeaderEpoch (consumers validating positions after a leader change)
+    24: (0, 3),   # AddPartitionsToTxn
+    25: (0, 3),   # AddOffsetsToTxn
+    26: (0, 3),   # EndTxn
+    28: (0, 3),   # TxnOffsetCommit
     32: (1, 4),   # DescribeConfigs (topics, this broker, the cluster-wide broker defaults)
     33: (0, 2),   # AlterConfigs
     35: (1, 2),   # DescribeLogDirs (Kafka 2.8: 0-2; v0, the same as v1, is not in kafka-python's specs)

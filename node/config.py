@@ -100,6 +100,18 @@ _TABLE = (
     _k("offsets.retention.minutes", int, 10080, "How long committed offsets of an empty group are kept"),
     _k("offsets.retention.check.interval.ms", int, 600000, "How often stale offsets are looked for"),
     _k("offsets.load.buffer.size", int, 5242880, "Read batch size when loading offsets into the cache"),
+    _k("transaction.state.log.num.partitions", int, 50, "Partitions of `__transaction_state`"),
+    _k("transaction.state.log.replication.factor", int, 3, "Replication factor of `__transaction_state`; it is "
+       "created only with at least this many live brokers"),
+    _k("transaction.state.log.min.isr", int, 2, "min.insync.replicas of `__transaction_state`"),
+    _k("transaction.state.log.segment.bytes", int, 104857600, "Segment size of `__transaction_state`"),
+    _k("transaction.state.log.load.buffer.size", int, 5242880, "Read batch size when loading transactions"),
+    _k("transaction.max.timeout.ms", int, 900000, "Max transaction.timeout.ms a producer may ask for"),
+    _k("transactional.id.expiration.ms", int, 604800000, "How long an idle transactional id is kept"),
+    _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10000,
+       "How often transactions past their timeout are looked for (and aborted)"),
+    _k("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3600000,
+       "How often expired transactional ids are looked for"),
     _k("offset.metadata.max.bytes", int, 4096, "Max size of the metadata string of an offset commit"),
     _k("controller.socket.timeout.ms", int, 5000, "Timeout of controller-to-broker requests", kafka_default=30000),
     _k("controlled.shutdown.enable", bool, True, "Brokers ask the controller to move leadership away before stopping"),
@@ -604,12 +616,16 @@ def load_config(path: str | Path) -> ClusterConfig:
 
 
 def default_config(brokers: int = 3, base_port: int = 19091, run_dir: str | Path = "run") -> ClusterConfig:
-    """The lab cluster (as in cluster.yaml); offsets.topic.replication.factor is capped at ``brokers``."""
+    """The lab cluster (as in cluster.yaml); the internal topics' replication factors (and the transaction log's
+    min ISR) are capped at ``brokers``."""
     if isinstance(brokers, bool) or not isinstance(brokers, int) or brokers < 1:
         _fail("<config>", [("brokers", f"default_config needs at least 1 broker, got {brokers!r}")])
     data: dict[str, Any] = {"run.dir": str(run_dir)}
     if brokers < SCHEMA["offsets.topic.replication.factor"].default:
         data["offsets.topic.replication.factor"] = brokers
+    if brokers < SCHEMA["transaction.state.log.replication.factor"].default:
+        data["transaction.state.log.replication.factor"] = brokers
+        data["transaction.state.log.min.isr"] = min(brokers, SCHEMA["transaction.state.log.min.isr"].default)
     data["brokers"] = [{"id": i, "host": "127.0.0.1", "port": base_port + i - 1} for i in range(1, brokers + 1)]
     return parse_config(data)
 

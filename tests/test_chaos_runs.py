@@ -27,8 +27,9 @@ SCENARIOS = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
 # runs in full in tests/test_sim_fidelity.py (its faults are scripted past a 10 s form); the user-application
 # pair (app-consumer-buggy must come out invalid) in tests/test_chaos_app.py; controller-reassign below, with
 # its own checks; disk-full-coordinator runs below with one fault of each of its kinds
-# (test_disk_faults_move_the_coordinator_...)
-SHORT_FORM = [n for n in SCENARIOS if not n.startswith(("coordinator-failover-", "app-consumer-"))
+# (test_disk_faults_move_the_coordinator_...); the transactional ones in tests/test_chaos_txn_runs.py, longer
+# (a zombie needs one), with these checks too
+SHORT_FORM = [n for n in SCENARIOS if not n.startswith(("coordinator-failover-", "app-consumer-", "txn-"))
               and n not in ("fidelity", "controller-reassign", "disk-full-coordinator")]
 
 

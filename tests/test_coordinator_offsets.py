@@ -257,7 +257,7 @@ def test_empty_consumer_group_expires_from_when_it_became_empty():
     assert d.core.group_ids() == []
     keys = [decode_record(k, v) for k, v in d.emitted[-1].records]
     assert keys == [(OffsetKey("g", "t", 0), None), (GroupMetadataKey("g"), None)]
-    assert d.core.durable_view() == {"offsets": {}, "groups": {}}
+    assert d.core.durable_view() == {"offsets": {}, "groups": {}, "txn_offsets": {}}
 
 
 def test_stable_consumer_group_expires_only_unsubscribed_topics():

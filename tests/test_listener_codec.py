@@ -28,6 +28,8 @@ from listener.protocol import REQUESTS, RESPONSES, SUPPORTED, BadRequest, api_na
 from listener.records import (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE,
                               BatchRejected, check_client_batch)
 from listener.limits import Limits
+from transactions.messages import AddPartitionsToTxnResponse, InitProducerIdResponse, TxnErrorResponse
+from zk.producer_ids import ProducerIds
 from listener.server import Connection, KafkaListener
 from node.replicas.hosted import ConsumerRead
 from replication.broker_state import PartitionInfo
@@ -42,7 +44,7 @@ class FakeReplicas:
     def __init__(self) -> None:
         self.appended: list[bytes] = []
 
-    def append_batch(self, tp, batch, count, max_ts, acks, timeout_ms, on_done, producer=None):
+    def append_batch(self, tp, batch, count, max_ts, acks, timeout_ms, on_done, producer=None, transactional=False):
         base = sum(int.from_bytes(b[57:61], "big") for b in self.appended)
         self.appended.append(batch)
         return 0, base, base + count - 1, False, -1   # error, base, last, pending, log_append_time
@@ -62,7 +64,7 @@ def make_ctx() -> ListenerContext:
                             metadata={("t", 0): PartitionInfo("t", 0, 1, 4, (1,), (1,), 0, 1)})
     from node.config import default_config
     from node.dynamic_config import DynamicBrokerConfig
-    return ListenerContext(1, state, FakeReplicas(), groups=None, zk=None,
+    return ListenerContext(1, state, FakeReplicas(), groups=None, txns=None, producer_ids=lambda: 0, zk=None,
                            endpoint_of=lambda b: ("127.0.0.1", 9092) if b == 1 else None, rack_of=lambda b: None,
                            cluster_id="test-cluster", pool=ThreadPoolExecutor(4), auto_create_topics=False,
                            broker_config=DynamicBrokerConfig(default_config(), 1))
@@ -155,7 +157,7 @@ def test_unsupported_versions_close_the_connection(api_key: int, version: int) -
     assert (fields["client_id"], fields["correlation_id"], fields["error"]) == ("x", 5, "INVALID_REQUEST")
 
 
-@pytest.mark.parametrize("api_key", [17, 24, 26, 34, 57, 999, -1])
+@pytest.mark.parametrize("api_key", [17, 27, 29, 34, 57, 999, -1])
 def test_unknown_or_unimplemented_apis_close_the_connection(api_key: int) -> None:
     with pytest.raises(BadRequest, match="unsupported API key"):
         handle(struct.pack(">hhih", api_key, 0, 5, 1) + b"x")
@@ -356,6 +358,9 @@ class FakeGroups:
     async def offset_commit(self, r):
         return m.OffsetCommitResponse(partitions=[("t", 0, 0)])
 
+    async def txn_offset_commit(self, r):
+        return m.OffsetCommitResponse(partitions=[(o.topic, o.partition, 0) for o in r.offsets])
+
     async def offset_fetch(self, r):
         return m.OffsetFetchResponse(error_code=0, partitions=[m.FetchedOffset("t", 0, 5, -1, "", 0)])
 
@@ -387,14 +392,33 @@ class FakeController:
         return 0, {("t", 0): ((2, 1), (2,), (1,))}
 
 
+class FakeTxns:
+    """The TxnDoor's methods: every partition known, every answer NONE (or a fenced producer)."""
+
+    def find_coordinator(self, key):
+        return m.FindCoordinatorResponse(error_code=0, node_id=1, host="ignored", port=1)
+
+    async def init_producer_id(self, r):
+        return InitProducerIdResponse(0, 77, 3)
+
+    async def add_partitions(self, r):
+        return AddPartitionsToTxnResponse(tuple((tp, 0) for tp in r.partitions))
+
+    async def add_offsets(self, r):
+        return TxnErrorResponse(90)         # PRODUCER_FENCED: INVALID_PRODUCER_EPOCH before v2
+
+    async def end_txn(self, r):
+        return TxnErrorResponse(0)
+
+
 class FetchReplicas(FakeReplicas):
     def delete_records(self, tp, offset):
         return 0, offset, offset   # error, requested offset, low watermark (reached at once)
 
-    def consumer_read(self, tp, offset, max_bytes, current_leader_epoch=-1, last_fetched_epoch=-1):
+    def consumer_read(self, tp, offset, max_bytes, current_leader_epoch=-1, last_fetched_epoch=-1, committed=False):
         return ConsumerRead(0, 3, 0, 4, batch(3))    # error, high watermark, log start, leader epoch, records
 
-    def list_offsets(self, req):
+    def list_offsets(self, req, committed=False):
         return pb.ListOffsetsResponse(partitions=[pb.ListOffsetsPartition(
             topic=p.topic, partition=p.partition, offset=3, leader_epoch=4) for p in req.partitions])
 
@@ -448,6 +472,18 @@ def sample_request(api: int, v: int):
         req.groups_names = ["g"]
     elif api == 22:
         req.transactional_id = None
+    elif api == 24:
+        req.v3_and_below_transactional_id = "tx"
+        req.v3_and_below_topics = [R.AddPartitionsToTxnTopic(name="t", partitions=[0])]
+    elif api in (25, 26):
+        req.transactional_id = "tx"
+        if api == 25:
+            req.group_id = "g"
+    elif api == 28:
+        req.transactional_id, req.group_id = "tx", "g"
+        req.topics = [R.TxnOffsetCommitRequestTopic(name="t", partitions=[
+            R.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=5),
+            R.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(partition_index=9, committed_offset=5)])]
     elif api == 23:
         req.topics = [R.OffsetForLeaderTopic(topic="t", partitions=[R.OffsetForLeaderTopic.OffsetForLeaderPartition(
             partition=0, current_leader_epoch=4, leader_epoch=2)])]
@@ -491,7 +527,7 @@ ALL_VERSIONS = [(k, v) for k, (lo, hi) in sorted(SUPPORTED.items()) for v in ran
 @pytest.mark.parametrize("api,version", ALL_VERSIONS, ids=[f"{api_name(k)}-v{v}" for k, v in ALL_VERSIONS])
 def test_every_advertised_version_is_answered_in_that_version(api: int, version: int) -> None:
     ctx = make_ctx()
-    ctx.groups, ctx.replicas = FakeGroups(), FetchReplicas()
+    ctx.groups, ctx.replicas, ctx.txns = FakeGroups(), FetchReplicas(), FakeTxns()
     if api in (43, 45, 46):
         ctx.controller, ctx.is_controller = FakeController(), lambda: True
     written: list = []
@@ -499,6 +535,7 @@ def test_every_advertised_version_is_answered_in_that_version(api: int, version:
                              read_entity_config=lambda path: {"cleanup.policy": "compact"} if path == "topics/t" else {},
                              change_entity_config=lambda path, config: written.append((path, config)),
                              exists=lambda path: object())
+    ctx.producer_ids = ProducerIds(ctx.zk, 1).next_id
     ctx.topic_config = lambda topic: {"cleanup.policy": "compact"}
     from node.config import default_config, parse_config
     from node.dynamic_config import DynamicBrokerConfig
@@ -522,6 +559,14 @@ def test_every_advertised_version_is_answered_in_that_version(api: int, version:
         assert r.groups[0].members[0].client_host == "/h"
     elif api == 22:
         assert (r.error_code, r.producer_id, r.producer_epoch) == (0, 5000, 0)
+    elif api == 24:
+        (t,) = r.results_by_topic_v3_and_below
+        assert [(x.partition_index, x.partition_error_code) for x in t.results_by_partition] == [(0, 0)]
+    elif api == 25:
+        assert r.error_code == (47 if version < 2 else 90)
+    elif api == 28:
+        got = {(t.name, x.partition_index): x.error_code for t in r.topics for x in t.partitions}
+        assert got == {("t", 0): 0, ("t", 9): 3}     # partition 9 is not in the metadata cache
     elif api == 23:
         p = r.topics[0].partitions[0]
         assert (p.error_code, p.end_offset, p.leader_epoch if version >= 1 else 1) == (0, 10, 1)
@@ -755,7 +800,8 @@ def test_offset_commit_to_an_unknown_topic_is_unknown_topic_or_partition_and_not
 
 def test_fetch_out_of_range_answers_every_offset_unknown() -> None:
     class OutOfRange(FetchReplicas):
-        def consumer_read(self, tp, offset, max_bytes, current_leader_epoch=-1, last_fetched_epoch=-1):
+        def consumer_read(self, tp, offset, max_bytes, current_leader_epoch=-1, last_fetched_epoch=-1,
+                          read_committed=False):
             return ConsumerRead(1, 3, 0, 4, b"")
 
     R = REQUESTS[1]

@@ -35,7 +35,6 @@ from node.replicas.appends import AppendsMixin
 from node.replicas.delete_records import DeleteRecordsMixin
 from node.replicas.hosted import AckWaiter, Appended, ConsumerRead, Hosted
 from node.replicas.leader_fetch import LeaderFetchHandler
-from node.replicas.producer_state import ProducerStates
 from node.replicas.purgatory import Purgatory
 from node.replicas.log_dir_manager import LogDirManager
 from node.storage import PartitionLog
@@ -87,7 +86,6 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         self.fetchers: dict[int, LeaderFetcher] = {}  # one per leader broker, as Kafka's fetcher threads
         self._lock = threading.Lock()
         self._data = threading.Condition()  # notified on every append or HW move: wakes long polls
-        self._producers: dict[TP, tuple[int, ProducerStates]] = {}  # idempotent producers, per leader epoch
         self._stopping = threading.Event()
         self._alter_isr = AlterIsrSender(broker_id, broker_epoch, controller_endpoint, events.emit,
                                          self.log_events, self._wake, self._notify, self._stopping)
@@ -318,7 +316,6 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
             h.cond.notify_all()
         for w in waiters:
             self._purgatory.complete(w, STORAGE)
-        self._producers.pop(tp, None)
         self._notify()
         self._role_changed(tp[0], tp[1], False, h.repl.leader_epoch)
 
@@ -375,13 +372,14 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         return None if h is None else h.cond
 
     def consumer_read(self, tp: TP, offset: int, max_bytes: int, current_leader_epoch: int = -1,
-                      last_fetched_epoch: int = -1) -> ConsumerRead:
+                      last_fetched_epoch: int = -1, read_committed: bool = False) -> ConsumerRead:
         """One partition of a consumer's fetch, as the leader answers it (the Kafka listener's path, with no
         protobuf copies of the records): the replication core's checks first (the current leader epoch's
         fencing, the last fetched epoch's divergence: no records then), then whole batches from ``offset``
         below the high watermark, at most ``max_bytes`` but the first batch, left in the segment files
         (``node.storage.file_records``: the listener sends them with sendfile).  NOT_LEADER_OR_FOLLOWER off
-        the leader, OFFSET_OUT_OF_RANGE outside the log."""
+        the leader, OFFSET_OUT_OF_RANGE outside the log.  With ``read_committed`` (isolation level 1) the
+        read stops at the last stable offset and comes with the aborted transactions below it."""
         h = self.hosted.get(tp)
         if h is None or not h.repl.is_leader:
             return ConsumerRead(STORAGE if h is None and self._offline(tp) else errors.NOT_LEADER_OR_FOLLOWER)
@@ -390,15 +388,19 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
                 return ConsumerRead(STORAGE if h.log.failed else errors.NOT_LEADER_OR_FOLLOWER)
             code, diverging = h.repl.check_consumer_fetch(offset, last_fetched_epoch, current_leader_epoch, h.log)
             hw, start, epoch = h.repl.high_watermark, h.log.log_start_offset, h.repl.leader_epoch
-            if code != errors.NONE or diverging is not None:
-                return ConsumerRead(code, hw, start, epoch, b"", diverging)
+            lso = -1
             try:
-                return ConsumerRead(errors.NONE, hw, start, epoch,
-                                    h.log.read_file_records(offset, max_bytes or 1 << 20, hw))
+                lso = h.log.last_stable_offset(hw)
+                if code != errors.NONE or diverging is not None:
+                    return ConsumerRead(code, hw, start, epoch, b"", diverging, lso)
+                bound = lso if read_committed else hw
+                records = h.log.read_file_records(offset, max_bytes or 1 << 20, bound)
+                aborted = h.log.aborted_transactions(offset, bound) if read_committed else None
             except OffsetOutOfRangeError:
-                return ConsumerRead(errors.OFFSET_OUT_OF_RANGE, hw, start, epoch)
+                return ConsumerRead(errors.OFFSET_OUT_OF_RANGE, hw, start, epoch, last_stable_offset=lso)
             except KafkaStorageError:
                 return ConsumerRead(STORAGE, hw, start, epoch)
+            return ConsumerRead(errors.NONE, hw, start, epoch, records, None, lso, aborted)
 
     def end_offset_for_epoch(self, tp: TP, leader_only: bool) -> tuple[int, int, Callable[[int], tuple[int, int]]]:
         """For OffsetForLeaderEpoch: (error, current leader epoch, the replica's ``epoch -> (largest epoch
@@ -463,9 +465,9 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         wait for a busy partition lock runs on ``executor``."""
         return await self._fetches.fetch_async(req, executor)
 
-    def list_offsets(self, req: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
-        """Kafka's ListOffsets for consumers: -1 latest (the HW, what a consumer can
-        read up to), -2 earliest (the log start offset). Only the leader answers."""
+    def list_offsets(self, req: pb.ListOffsetsRequest, read_committed: bool = False) -> pb.ListOffsetsResponse:
+        """Kafka's ListOffsets for consumers: -1 latest (the HW, what a consumer can read up to; the last stable
+        offset for read_committed), -2 earliest (the log start offset). Only the leader answers."""
         out = []
         for tp in req.partitions:
             h = self.hosted.get((tp.topic, tp.partition))
@@ -478,7 +480,9 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
                 r.error_code = errors.INVALID_REQUEST
             else:
                 with h.cond:
-                    r.offset = h.repl.high_watermark if req.timestamp == -1 else h.log.log_start_offset
+                    hw = h.repl.high_watermark
+                    latest = h.log.last_stable_offset(hw) if read_committed else hw
+                    r.offset = latest if req.timestamp == -1 else h.log.log_start_offset
                     r.leader_epoch = h.repl.leader_epoch
             out.append(r)
         return pb.ListOffsetsResponse(partitions=out)

@@ -109,6 +109,9 @@ class GroupsDoor:
     async def offset_commit(self, req: m.OffsetCommitRequest) -> m.OffsetCommitResponse:
         return await self._ask(self.shell.offset_commit, req, self._commit_wait_s())
 
+    async def txn_offset_commit(self, req: m.TxnOffsetCommitRequest) -> m.OffsetCommitResponse:
+        return await self._ask(self.shell.txn_offset_commit, req, self._commit_wait_s())
+
     async def offset_fetch(self, req: m.OffsetFetchRequest) -> m.OffsetFetchResponse:
         return await self._ask(self.shell.offset_fetch, req, 5)
 
