@@ -148,6 +148,8 @@ class PartitionLog:
         self._lso_path = self.dir / LOG_START_OFFSET_CHECKPOINT
         stored = read_checkpoint(self._lso_path, lambda f: int(f[0]))
         self._log_start = min(max([self._segments[0].base_offset] + stored), self.log_end_offset)
+        # the earliest epoch entry may not have been flushed before a crash: Kafka's Log trims it at load
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
         # the producers and the aborted transactions (.snapshot, .txnindex): built when first needed
         self.txn = TxnLog(self.dir, [seg.base_offset for seg in self._segments], self.log_end_offset)
 
@@ -170,6 +172,9 @@ class PartitionLog:
     def _set_log_start(self, offset: int) -> None:
         self._log_start = offset
         write_checkpoint(self._lso_path, [str(offset)])
+        # Kafka 2.8's maybeIncrementLogStartOffset: the epoch cache forgets what lies before the log start
+        # (OffsetForLeaderEpoch then answers as Kafka does for an epoch older than the log)
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
 
     @property
     def log_end_offset(self) -> int:
