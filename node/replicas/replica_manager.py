@@ -57,8 +57,11 @@ class ReplicaManager(HousekeepingMixin):
                  controller_endpoint: Callable[[], str | None], fetch_wait_ms: int, segment_bytes: int,
                  checkpoint_interval_ms: int, topic_config: Callable[[str], dict] = lambda t: {},
                  cleaner: "CleanerSettings | None" = None, log_defaults: Callable[[str], Any] | None = None,
-                 retention_check_interval_ms: int = 300_000, fetch_max_bytes: int = 1 << 20):
+                 retention_check_interval_ms: int = 300_000, fetch_max_bytes: int = 1 << 20,
+                 shutting_down: Callable[[], bool] = lambda: False):
         self.broker_id = broker_id
+        # whether this broker is shutting down (from the stop signal on): it then follows without fetching
+        self.shutting_down = shutting_down
         self.log_dir = log_dir
         self.settings = settings
         self.events = events
@@ -177,7 +180,8 @@ class ReplicaManager(HousekeepingMixin):
         h = self._host(tp, configs)
         self._unassign(tp, h)
         with h.cond:
-            change = roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas, p.zk_version)
+            change = roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas, p.zk_version,
+                                           shutting_down=self.shutting_down())
             self._apply_role(h, change)
         self._announce_role(tp, h, change)
 
