@@ -1,0 +1,383 @@
+"""The two sides of bench/vs_kafka.py behind one interface: kafkasim and Kafka 2.8.2, from one cluster.yaml.
+
+``write_cluster_yaml`` writes the cluster.yaml both sides run from: kafkasim reads it (``launcher.cluster``), and
+``reference.kafka.ReferenceCluster`` translates it into each Kafka broker's ``server.properties``
+(``reference/properties.py``), so both run with the same effective settings.  Each side is a fresh chroot of
+one shared ZooKeeper.  :class:`KafkasimSide` and :class:`KafkaSide` start, signal, restart and stop brokers,
+and say where a broker keeps an offsets partition's segments and when it logged a coordinator's stages;
+:func:`launch_until_ready` times a start with one readiness rule for both (:func:`ready`).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import time
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from launcher.cluster import Cluster
+from node.config import ClusterConfig, load_config
+from node.events import read_run_events
+from reference.kafka import ReferenceCluster, rss_kb
+from util.procs import process_state
+from util.waiting import wait_for
+from zk import paths
+from zk.client import ZkClient
+from zk.server import free_port
+
+OFFSETS = paths.OFFSETS_TOPIC
+#: the group a readiness probe asks about (FindCoordinator, then OffsetFetch)
+PROBE_GROUP = "vs-ready-probe"
+
+
+def write_cluster_yaml(workdir: Path, zk_connect: str, brokers: int, settings: dict[str, Any]) -> Path:
+    """A fresh directory under ``workdir`` with a cluster.yaml: ``brokers`` brokers on 127.0.0.1, ZooKeeper
+    ``zk_connect`` under a chroot of its own, and ``settings``."""
+    d = workdir / uuid.uuid4().hex[:8]
+    d.mkdir()
+    doc = {"run.dir": str(d / "run"), "zookeeper.connect": f"{zk_connect}/vs-{d.name}",
+           "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port()} for i in range(1, brokers + 1)]}
+    doc.update(settings)
+    path = d / "cluster.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _wall_ms_of_log_line(line: str) -> float | None:
+    """The wall-clock instant (ms since the epoch) of a log4j line ``[2026-11-29 00:19:52,123] ...``."""
+    if not line.startswith("[") or len(line) < 25:
+        return None
+    try:
+        return datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp() * 1000.0
+    except ValueError:
+        return None
+
+
+class Side:
+    """One side's cluster: subclasses start and signal its brokers."""
+
+    name = ""
+
+    def __init__(self, cfg_path: Path) -> None:
+        self.cfg_path = cfg_path
+        self.cfg: ClusterConfig = load_config(cfg_path)
+        self.ids = [b.id for b in self.cfg.brokers]
+
+    # --- what subclasses provide
+    def launch(self) -> None:
+        """Start every broker's process, without waiting."""
+        raise NotImplementedError
+
+    def zk(self) -> ZkClient:
+        raise NotImplementedError
+
+    @property
+    def bootstrap(self) -> str:
+        raise NotImplementedError
+
+    def listener(self, broker_id: int) -> str:
+        raise NotImplementedError
+
+    def pid(self, broker_id: int) -> int | None:
+        raise NotImplementedError
+
+    def started(self, broker_id: int) -> bool:
+        """The broker's start-up is over (a SIGTERM now gets a clean shutdown)."""
+        raise NotImplementedError
+
+    def wait_exit(self, broker_id: int, timeout: float) -> None:
+        raise NotImplementedError
+
+    def start(self, broker_id: int) -> None:
+        """Start a stopped broker again and wait until its start-up is over."""
+        raise NotImplementedError
+
+    def offsets_segments(self, broker_id: int, partition: int) -> list[Path]:
+        raise NotImplementedError
+
+    def coordinator_stages(self, old: int, new: int, partition: int, wall0_ms: float, mono0_ns: int
+                           ) -> dict[str, float | None]:
+        """ms from the signal to: the old broker's unload of the partition done (its coordinator resigned, its
+        parked requests answered), the new broker's load of it done, and the other brokers following the new
+        leader (from then on their fetches can complete an acks=all append, a commit)."""
+        raise NotImplementedError
+
+    def down(self) -> None:
+        raise NotImplementedError
+
+    # --- common
+    def signal(self, broker_id: int, sig: signal.Signals) -> None:
+        pid = self.pid(broker_id)
+        if pid is None or process_state(pid) == "dead":
+            raise RuntimeError(f"{self.name} broker {broker_id} is not running")
+        os.kill(pid, sig)
+
+    def rss_kb(self, broker_id: int) -> int | None:
+        return rss_kb(self.pid(broker_id))
+
+    def remove_files(self) -> None:
+        shutil.rmtree(self.cfg_path.parent, ignore_errors=True)
+
+
+class KafkasimSide(Side):
+    name = "kafkasim"
+
+    def __init__(self, cfg_path: Path) -> None:
+        super().__init__(cfg_path)
+        self.cluster = Cluster(self.cfg, cfg_path)
+        self._started_at: dict[int, int] = {}
+
+    def launch(self) -> None:
+        self.cluster.start_zookeeper()   # nothing: the cluster.yaml names the shared ZooKeeper
+        for b in self.ids:
+            self._started_at[b] = time.monotonic_ns()
+            self.cluster.start_broker(b)
+
+    def zk(self) -> ZkClient:
+        return self.cluster.zk()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(self.listener(b) for b in self.ids)
+
+    def listener(self, broker_id: int) -> str:
+        return "%s:%d" % self.cfg.broker(broker_id).kafka_advertised
+
+    def grpc_bootstrap(self) -> list[str]:
+        return [f"{b.host}:{b.port}" for b in self.cfg.brokers]
+
+    def pid(self, broker_id: int) -> int | None:
+        return self.cluster.pids.get(broker_id)
+
+    def started(self, broker_id: int) -> bool:
+        """Registered since its last start (from then on its main thread waits for SIGTERM: a clean stop)."""
+        t0 = self._started_at.get(broker_id, 0)
+        return any(e["type"] == "broker_registered" and e["broker"] == broker_id and e["mono_ns"] > t0
+                   for e in read_run_events(self.cluster.run_dir))
+
+    def wait_exit(self, broker_id: int, timeout: float) -> None:
+        self.cluster.wait_exit(broker_id, timeout)
+
+    def start(self, broker_id: int) -> None:
+        self._started_at[broker_id] = time.monotonic_ns()
+        self.cluster.start_broker(broker_id)
+        wait_for(lambda: self.started(broker_id), 60, f"kafkasim broker {broker_id} to start", interval=0.1)
+
+    def offsets_segments(self, broker_id: int, partition: int) -> list[Path]:
+        return sorted((self.cfg.broker(broker_id).log_dir / f"{OFFSETS}-{partition}").glob("*.log"))
+
+    def events(self) -> list[dict]:
+        return read_run_events(self.cluster.run_dir)
+
+    def coordinator_stages(self, old: int, new: int, partition: int, wall0_ms: float, mono0_ns: int
+                           ) -> dict[str, float | None]:
+        ev = [e for e in self.events() if e["mono_ns"] >= mono0_ns]
+
+        def at(broker: int, type_: str, **match: Any) -> float | None:
+            e = next((e for e in ev if e["broker"] == broker and e["type"] == type_
+                      and all(e.get(k) == v for k, v in match.items())), None)
+            return None if e is None else (e["mono_ns"] - mono0_ns) / 1e6
+        followers = [at(b, "became_follower", topic=OFFSETS, partition=partition) for b in self.ids
+                     if b not in (old, new)]
+        return {"unloaded": at(old, "coordinator_unloaded", partition=partition),
+                "loaded": at(new, "coordinator_loaded", partition=partition),
+                # logged once the follower's whole LeaderAndIsr request is applied: an upper bound
+                "followers": None if None in followers or not followers else max(followers)}
+
+    def controller_stages(self, old: int, mono0_ns: int) -> dict[str, float | None]:
+        """From the event logs, ms: the old broker closing its ZooKeeper session (from the signal), and the next
+        controller's own failover stages (controller_failover_done)."""
+        ev = [e for e in self.events() if e["mono_ns"] >= mono0_ns]
+        closing = next((e for e in ev if e["broker"] == old and e["type"] == "zk_session_closing"), None)
+        done = next((e for e in ev if e["type"] == "controller_failover_done"), None)
+        out: dict[str, float | None] = {"session_closing": None if closing is None
+                                        else (closing["mono_ns"] - mono0_ns) / 1e6}
+        for k in ("load_ms", "decide_ms", "write_ms", "total_ms"):
+            out[k] = None if done is None else done.get(k)
+        return out
+
+    def down(self) -> None:
+        try:
+            self.cluster.down(timeout=20)
+        finally:
+            self.cluster.close()
+
+
+class KafkaSide(Side):
+    name = "Kafka 2.8.2"
+
+    def __init__(self, cfg_path: Path) -> None:
+        super().__init__(cfg_path)
+        self.ref = ReferenceCluster(self.cfg, config_path=cfg_path)
+
+    def launch(self) -> None:
+        self.ref.start_zookeeper()       # nothing: the cluster.yaml names the shared ZooKeeper
+        for b in self.ids:
+            self.ref.start(b, wait=False)
+
+    def zk(self) -> ZkClient:
+        return self.ref.zk()
+
+    @property
+    def bootstrap(self) -> str:
+        return self.ref.bootstrap_servers
+
+    def listener(self, broker_id: int) -> str:
+        return "%s:%d" % self.ref.listener(broker_id)
+
+    def pid(self, broker_id: int) -> int | None:
+        return self.ref.pids.get(broker_id) if self.ref.is_running(broker_id) else None
+
+    def started(self, broker_id: int) -> bool:
+        return self.ref.started(broker_id)
+
+    def wait_exit(self, broker_id: int, timeout: float) -> None:
+        self.ref.wait_exit(broker_id, timeout)
+
+    def start(self, broker_id: int) -> None:
+        self.ref.start(broker_id, wait=True)
+
+    def offsets_segments(self, broker_id: int, partition: int) -> list[Path]:
+        return sorted((self.ref.broker_dir(broker_id) / "data" / f"{OFFSETS}-{partition}").glob("*.log"))
+
+    def _log_lines(self, broker_id: int, name: str, pattern: str) -> list[float]:
+        path = self.ref.broker_dir(broker_id) / "logs" / name
+        rx = re.compile(pattern)
+        out = []
+        for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
+            if rx.search(line):
+                t = _wall_ms_of_log_line(line)
+                if t is not None:
+                    out.append(t)
+        return out
+
+    def coordinator_stages(self, old: int, new: int, partition: int, wall0_ms: float, mono0_ns: int
+                           ) -> dict[str, float | None]:
+        tp = re.escape(f"{OFFSETS}-{partition} ")
+
+        def first(broker: int, name: str, pattern: str) -> float | None:
+            # log4j stamps whole milliseconds: an event of the signal's own millisecond shows as up to 1 ms early
+            ts = [t for t in self._log_lines(broker, name, pattern) if t >= wall0_ms - 1.0]
+            return (min(ts) - wall0_ms) if ts else None
+        followers = [first(b, "state-change.log", f"Follower {tp}starts at leader epoch") for b in self.ids
+                     if b not in (old, new)]
+        return {"unloaded": first(old, "server.log", f"Finished unloading {tp}for coordinator epoch"),
+                "loaded": first(new, "server.log", f"Finished loading offsets and group metadata from {tp}"),
+                "followers": None if None in followers or not followers else max(followers)}
+
+    def down(self) -> None:
+        """SIGKILL every broker (the data is thrown away; a clean stop of three JVMs takes seconds)."""
+        if os.environ.get("VS_KEEP"):
+            return
+        try:
+            for b in self.ids:
+                if self.ref.is_running(b):
+                    os.kill(self.ref.pids[b], signal.SIGKILL)
+            for b in self.ids:
+                self.ref.wait_exit(b, 30)
+        finally:
+            self.ref.close()
+            self.ref.state_path.unlink(missing_ok=True)
+
+
+def make_side(kind: str, cfg_path: Path) -> Side:
+    return KafkasimSide(cfg_path) if kind == "kafkasim" else KafkaSide(cfg_path)
+
+
+# ---------------------------------------------------------------------- start until ready
+
+class Readiness:
+    """One readiness rule for both sides, checked from outside as a client sees the cluster:
+
+    * every broker registered in ZooKeeper, a controller elected, every broker's start-up over;
+    * every broker's listener answering Metadata that names every broker and the controller;
+    * ``__consumer_offsets`` with a leader for each partition in ZooKeeper: a FindCoordinator is sent every
+      100 ms until the topic exists, as a client looking for its coordinator would (Kafka 2.8.2 creates the
+      topic on the first one; kafkasim's controller creates it once every broker has registered);
+    * a group's coordinator answering an OffsetFetch (librdkafka's ``committed()``).
+    """
+
+    def __init__(self, side: Side) -> None:
+        from confluent_kafka import Consumer
+        from confluent_kafka.admin import AdminClient
+        self.side = side
+        self.admins = {b: AdminClient({"bootstrap.servers": side.listener(b), "log_level": 0}) for b in side.ids}
+        self.probe_admin = AdminClient({"bootstrap.servers": side.bootstrap, "log_level": 0})
+        self.consumer = Consumer({"bootstrap.servers": side.bootstrap, "group.id": PROBE_GROUP, "log_level": 0,
+                                  "enable.auto.commit": False})
+        self.asked = 0.0
+        self.stage = "registered"
+        self.probes: list = []
+
+    def close(self) -> None:
+        self.consumer.close()
+        for f in self.probes:   # an admin client destroyed with a request outstanding trips librdkafka's assert
+            try:
+                f.exception(timeout=10)
+            except Exception:
+                pass
+
+    def check(self) -> bool:
+        from confluent_kafka import TopicPartition
+        side, zk = self.side, self.side.zk()
+        if self.stage == "registered":
+            if sorted(zk.read_brokers()) != side.ids or zk.read_controller() is None:
+                return False
+            if not all(side.started(b) for b in side.ids):
+                return False
+            self.stage = "metadata"
+        if self.stage == "metadata":
+            for b, admin in self.admins.items():
+                md = admin.list_topics(timeout=1)
+                if md.controller_id < 0 or sorted(md.brokers) != side.ids:
+                    return False
+            self.stage = "offsets"
+        if self.stage == "offsets":
+            snap = zk.read_snapshot()
+            topic = snap.topics.get(OFFSETS)
+            if topic is None:
+                if time.monotonic() - self.asked >= 0.1:
+                    self.asked = time.monotonic()
+                    self.probes += self.probe_admin.describe_consumer_groups([PROBE_GROUP],
+                                                                             request_timeout=1.0).values()
+                return False
+            want = side.cfg.get("offsets.topic.num.partitions")
+            states = [snap.states.get((OFFSETS, p)) for p in topic.partitions]
+            if len(states) != want or not all(s is not None and s[0].leader >= 0 for s in states):
+                return False
+            self.stage = "coordinator"
+        self.consumer.committed([TopicPartition(OFFSETS, 0)], timeout=2)   # raises until a coordinator answers
+        return True
+
+
+def launch_until_ready(side: Side, timeout: float = 300.0) -> float:
+    """Start every broker of ``side`` and wait until :class:`Readiness` holds; seconds from the launch."""
+    t0 = time.monotonic()
+    side.launch()
+    probe = Readiness(side)
+    try:
+        wait_for(probe.check, timeout, f"{side.name} to be ready", interval=0.05)
+    except TimeoutError as e:
+        raise TimeoutError(f"{e} (stuck at: {probe.stage})") from e
+    finally:
+        probe.close()
+    return time.monotonic() - t0
+
+
+def isr_whole(side: Side, topics: tuple[str, ...] = (OFFSETS,)) -> bool:
+    snap = side.zk().read_snapshot()
+    for t in topics:
+        if t not in snap.topics:
+            return False
+        a = snap.topics[t]
+        for p, replicas in a.partitions.items():
+            st = snap.states.get((t, p))
+            if st is None or sorted(st[0].isr) != sorted(replicas):
+                return False
+    return True
