@@ -13,6 +13,8 @@ import os
 import re
 import shutil
 import signal
+import socket
+import struct
 import time
 import uuid
 from datetime import datetime
@@ -298,8 +300,9 @@ class Readiness:
     * every broker registered in ZooKeeper, a controller elected, every broker's start-up over;
     * every broker's listener answering Metadata that names every broker and the controller;
     * ``__consumer_offsets`` with a leader for each partition in ZooKeeper: a FindCoordinator is sent every
-      100 ms until the topic exists, as a client looking for its coordinator would (Kafka 2.8.2 creates the
-      topic on the first one; kafkasim's controller creates it once every broker has registered);
+      100 ms (to each broker in turn) until the topic exists, as a client looking for its coordinator would
+      (Kafka 2.8.2 creates the topic on the first one; kafkasim's controller creates it once every broker has
+      registered);
     * a group's coordinator answering an OffsetFetch (librdkafka's ``committed()``).
     """
 
@@ -308,20 +311,13 @@ class Readiness:
         from confluent_kafka.admin import AdminClient
         self.side = side
         self.admins = {b: AdminClient({"bootstrap.servers": side.listener(b), "log_level": 0}) for b in side.ids}
-        self.probe_admin = AdminClient({"bootstrap.servers": side.bootstrap, "log_level": 0})
         self.consumer = Consumer({"bootstrap.servers": side.bootstrap, "group.id": PROBE_GROUP, "log_level": 0,
                                   "enable.auto.commit": False})
         self.asked = 0.0
         self.stage = "registered"
-        self.probes: list = []
 
     def close(self) -> None:
         self.consumer.close()
-        for f in self.probes:   # an admin client destroyed with a request outstanding trips librdkafka's assert
-            try:
-                f.exception(timeout=10)
-            except Exception:
-                pass
 
     def check(self) -> bool:
         from confluent_kafka import TopicPartition
@@ -344,8 +340,7 @@ class Readiness:
             if topic is None:
                 if time.monotonic() - self.asked >= 0.1:
                     self.asked = time.monotonic()
-                    self.probes += self.probe_admin.describe_consumer_groups([PROBE_GROUP],
-                                                                             request_timeout=1.0).values()
+                    find_coordinator(side.listener(side.ids[int(self.asked * 10) % len(side.ids)]), PROBE_GROUP)
                 return False
             want = side.cfg.get("offsets.topic.num.partitions")
             states = [snap.states.get((OFFSETS, p)) for p in topic.partitions]
@@ -354,6 +349,33 @@ class Readiness:
             self.stage = "coordinator"
         self.consumer.committed([TopicPartition(OFFSETS, 0)], timeout=2)   # raises until a coordinator answers
         return True
+
+
+def find_coordinator(address: str, group: str, timeout: float = 1.0) -> bytes | None:
+    """One FindCoordinator (v0) for ``group`` to the listener at ``address``; the answer's bytes, None on failure.
+    (confluent-kafka's admin client, which could send one, trips a librdkafka assertion when such a request
+    times out under it: rd_kafka_enq_once_del_source_return.)"""
+    host, port = address.rsplit(":", 1)
+    group_bytes = group.encode()
+    client = b"vs-ready-probe"
+    body = struct.pack(">hhih", 10, 0, 1, len(client)) + client + struct.pack(">h", len(group_bytes)) + group_bytes
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as s:
+            s.sendall(struct.pack(">i", len(body)) + body)
+            size = struct.unpack(">i", _read(s, 4))[0]
+            return _read(s, size)
+    except (OSError, struct.error):
+        return None
+
+
+def _read(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise OSError("connection closed")
+        buf += chunk
+    return buf
 
 
 def launch_until_ready(side: Side, timeout: float = 300.0) -> float:
