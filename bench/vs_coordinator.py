@@ -20,6 +20,7 @@ import json
 import os
 import signal
 import statistics
+import sys
 import threading
 import time
 from pathlib import Path
@@ -221,42 +222,53 @@ def coordinator_failovers(side: Side, sigs: list[signal.Signals], runs: int,
         committers.append(GroupMemberCommitter(side.grpc_bootstrap(), groups["kafkasim"]))
     for c in committers:
         c.start()
-    out = []
+    out: list[dict[str, Any]] = []
+
+    def one(sig: signal.Signals) -> dict[str, Any]:
+        since = time.monotonic_ns()
+        wait_for(lambda: all(c.acks_since(since) >= 20 for c in committers), 120,
+                 "every client committing before the fault", interval=0.05)
+        state, _ = side.zk().read_states([(OFFSETS, p)])[(OFFSETS, p)]
+        old, epoch0 = state.leader, state.leader_epoch
+        la = load()
+        mono0, wall0 = time.monotonic_ns(), time.time() * 1000.0
+        side.signal(old, sig)
+        elected_ms = wait_for(lambda: elected_at(side, p, (old, -1)), 60,
+                              f"offsets partition {p} to get a new leader", interval=0.02) - wall0
+        t_moved = time.monotonic_ns()
+        # every client has gone on committing well past the move: its first commit on the new
+        # coordinator is among the acknowledgements so far
+        wait_for(lambda: all(c.acks_since(t_moved) >= 10 for c in committers), 120,
+                 "every client committing on the new coordinator", interval=0.05)
+        side.wait_exit(old, 60)
+        new = side.zk().read_states([(OFFSETS, p)])[(OFFSETS, p)][0].leader
+        appended = new_epoch_commits(side.offsets_segments(new, p), epoch0)
+        run: dict[str, Any] = {"signal": sig.name, "old": old, "new": new, "load": la, "elected": elected_ms,
+                               **side.coordinator_stages(old, new, p, wall0, mono0)}
+        for c in committers:
+            mine = appended.get(c.group, set())
+            first = next((t for t, v in list(c.acks) if t > mono0 and v in mine), None)
+            run[c.name] = None if first is None else (first - mono0) / 1e6
+            run[f"{c.name} failures"] = [((t - mono0) / 1e6, f) for t, f in list(c.failures) if t > mono0][:5]
+            if isinstance(c, GroupMemberCommitter) and first is not None:
+                run["kafkasim client ops"] = [
+                    (round((t - mono0) / 1e6, 1), op, phase, {k: v for k, v in f.items() if k != "offsets"})
+                    for t, op, phase, f in list(c.ops) if mono0 - 20e6 <= t <= first and op != "heartbeat"]
+        return run
+
     try:
         for sig in sigs:
             for _ in range(runs):
-                since = time.monotonic_ns()
-                wait_for(lambda: all(c.acks_since(since) >= 20 for c in committers), 120,
-                         "every client committing before the fault", interval=0.05)
-                state, _ = side.zk().read_states([(OFFSETS, p)])[(OFFSETS, p)]
-                old, epoch0 = state.leader, state.leader_epoch
-                la = load()
-                mono0, wall0 = time.monotonic_ns(), time.time() * 1000.0
-                side.signal(old, sig)
-
-                elected_ms = wait_for(lambda: elected_at(side, p, (old, -1)), 60,
-                                      f"offsets partition {p} to get a new leader", interval=0.02) - wall0
-                t_moved = time.monotonic_ns()
-                # every client has gone on committing well past the move: its first commit on the new
-                # coordinator is among the acknowledgements so far
-                wait_for(lambda: all(c.acks_since(t_moved) >= 10 for c in committers), 120,
-                         "every client committing on the new coordinator", interval=0.05)
-                side.wait_exit(old, 60)
-                new = side.zk().read_states([(OFFSETS, p)])[(OFFSETS, p)][0].leader
-                appended = new_epoch_commits(side.offsets_segments(new, p), epoch0)
-                run: dict[str, Any] = {"signal": sig.name, "old": old, "new": new, "load": la, "elected": elected_ms,
-                                       **side.coordinator_stages(old, new, p, wall0, mono0)}
-                for c in committers:
-                    mine = appended.get(c.group, set())
-                    first = next((t for t, v in list(c.acks) if t > mono0 and v in mine), None)
-                    run[c.name] = None if first is None else (first - mono0) / 1e6
-                    run[f"{c.name} failures"] = [((t - mono0) / 1e6, f) for t, f in list(c.failures) if t > mono0][:5]
-                    if isinstance(c, GroupMemberCommitter) and first is not None:
-                        run["kafkasim client ops"] = [
-                            (round((t - mono0) / 1e6, 1), op, phase, {k: v for k, v in f.items() if k != "offsets"})
-                            for t, op, phase, f in list(c.ops) if mono0 - 20e6 <= t <= first and op != "heartbeat"]
-                out.append(run)
-                side.start(old)
+                try:
+                    out.append(one(sig))
+                except (TimeoutError, RuntimeError, OSError) as e:   # recorded, and the next run goes on
+                    out.append({"signal": sig.name, "error": f"{type(e).__name__}: {e}"[:300], "load": load()})
+                    print(f"  {side.name}: a {sig.name} coordinator failover failed: {e}", file=sys.stderr,
+                          flush=True)
+                for b in side.ids:   # every broker back, every ISR whole, before the next run
+                    if side.pid(b) is None:
+                        side.wait_exit(b, 60)
+                        side.start(b)
                 wait_for(lambda: isr_whole(side, (OFFSETS, TOPIC)), 120, "every ISR whole again", interval=0.2)
     finally:
         for c in committers:

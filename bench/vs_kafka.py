@@ -41,6 +41,7 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Callable
 
@@ -102,9 +103,16 @@ def run_round(r: int, work: Path, zk: EmbeddedZooKeeper, a: argparse.Namespace, 
     def both(block: str, fn: Callable[[str], None]) -> None:
         for kind in order:
             t = time.monotonic()
-            fn(kind)
+            try:
+                fn(kind)
+            except Exception as e:   # a block that fails is reported and left out; the run goes on
+                traceback.print_exc()
+                res.setdefault(f"{kind}|failed", []).append({"round": r + 1, "block": block,
+                                                              "error": f"{type(e).__name__}: {e}"[:300]})
             print(f"  round {r + 1}: {block} on {NAMES[kind]} in {time.monotonic() - t:.0f} s "
                   f"(load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
+            if a.json:
+                a.json.write_text(json.dumps(res, indent=2, default=str))
 
     def add(key: str, kind: str, value: Any) -> None:
         res.setdefault(f"{kind}|{key}", []).append(value)
@@ -184,8 +192,9 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
         vs, vf = med([value(r) for r in ks]), med([value(r) for r in kf])
         ratio = vs / vf if vs is not None and vf else None
         verdict = "" if goal is None or ratio is None else ("met" if ok(ratio) else "MISSED")
+        n = (sum(value(r) is not None for r in ks), sum(value(r) is not None for r in kf))
         rows.append({"figure": name, "kafkasim": vs, "kafka": vf, "ratio": ratio, "goal": goal, "verdict": verdict,
-                     "unit": unit, "n": (len(ks), len(kf)), "load": (load_of(ks), load_of(kf))})
+                     "unit": unit, "n": n, "load": (load_of(ks), load_of(kf))})
 
     le = lambda g: (lambda x: x <= g)   # noqa: E731
     ge = lambda g: (lambda x: x >= g)   # noqa: E731
@@ -230,6 +239,13 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
     clean_failover(res)
     controller_stages(res, a)
     profiles(res)
+    for kind in KINDS:
+        for f in res.get(f"{kind}|failed", []):
+            print(f"FAILED on {NAMES[kind]}, round {f['round']}, {f['block']}: {f['error']}")
+        for sig in ("SIGTERM", "SIGKILL"):
+            for f in res.get(f"{kind}|coordinator {sig}", []):
+                if "error" in f:
+                    print(f"a {sig} coordinator failover on {NAMES[kind]} failed (left out): {f['error']}")
     return rows
 
 

@@ -36,6 +36,7 @@ from zk.server import free_port
 OFFSETS = paths.OFFSETS_TOPIC
 #: the group a readiness probe asks about (FindCoordinator, then OffsetFetch)
 PROBE_GROUP = "vs-ready-probe"
+OBSERVER_SESSION_MS = 10_000
 
 
 def write_cluster_yaml(workdir: Path, zk_connect: str, brokers: int, settings: dict[str, Any]) -> Path:
@@ -70,13 +71,15 @@ class Side:
         self.cfg_path = cfg_path
         self.cfg: ClusterConfig = load_config(cfg_path)
         self.ids = [b.id for b in self.cfg.brokers]
+        self._observer: ZkClient | None = None
 
     # --- what subclasses provide
     def launch(self) -> None:
         """Start every broker's process, without waiting."""
         raise NotImplementedError
 
-    def zk(self) -> ZkClient:
+    def zk_connect(self) -> str:
+        """The brokers' ZooKeeper connect string, their chroot included."""
         raise NotImplementedError
 
     @property
@@ -114,6 +117,20 @@ class Side:
         raise NotImplementedError
 
     # --- common
+    def zk(self) -> ZkClient:
+        """The benchmark's own ZooKeeper client under the side's chroot, with a session of its own
+        (``OBSERVER_SESSION_MS``: the brokers' 1 s session expires on a loaded machine, and the observer's
+        requests wait up to its session timeout)."""
+        if self._observer is None:
+            self._observer = ZkClient(self.zk_connect(), OBSERVER_SESSION_MS, OBSERVER_SESSION_MS)
+            self._observer.start()
+        return self._observer
+
+    def close_observer(self) -> None:
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer = None
+
     def signal(self, broker_id: int, sig: signal.Signals) -> None:
         pid = self.pid(broker_id)
         if pid is None or process_state(pid) == "dead":
@@ -141,8 +158,8 @@ class KafkasimSide(Side):
             self._started_at[b] = time.monotonic_ns()
             self.cluster.start_broker(b)
 
-    def zk(self) -> ZkClient:
-        return self.cluster.zk()
+    def zk_connect(self) -> str:
+        return self.cluster.connect
 
     @property
     def bootstrap(self) -> str:
@@ -155,7 +172,8 @@ class KafkasimSide(Side):
         return [f"{b.host}:{b.port}" for b in self.cfg.brokers]
 
     def pid(self, broker_id: int) -> int | None:
-        return self.cluster.pids.get(broker_id)
+        pid = self.cluster.pids.get(broker_id)
+        return pid if pid is not None and process_state(pid) != "dead" else None
 
     def started(self, broker_id: int) -> bool:
         """Registered since its last start (from then on its main thread waits for SIGTERM: a clean stop)."""
@@ -206,6 +224,7 @@ class KafkasimSide(Side):
 
     def down(self) -> None:
         try:
+            self.close_observer()
             self.cluster.down(timeout=20)
         finally:
             self.cluster.close()
@@ -223,8 +242,8 @@ class KafkaSide(Side):
         for b in self.ids:
             self.ref.start(b, wait=False)
 
-    def zk(self) -> ZkClient:
-        return self.ref.zk()
+    def zk_connect(self) -> str:
+        return self.ref.zk_connect
 
     @property
     def bootstrap(self) -> str:
@@ -275,9 +294,8 @@ class KafkaSide(Side):
 
     def down(self) -> None:
         """SIGKILL every broker (the data is thrown away; a clean stop of three JVMs takes seconds)."""
-        if os.environ.get("VS_KEEP"):
-            return
         try:
+            self.close_observer()
             for b in self.ids:
                 if self.ref.is_running(b):
                     os.kill(self.ref.pids[b], signal.SIGKILL)
