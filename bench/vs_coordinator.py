@@ -1,10 +1,12 @@
 """Coordinator failover for bench/vs_kafka.py: the same clients against either side, until the first commit
 the new coordinator accepts.
 
-Three groups whose offsets land on the same ``__consumer_offsets`` partition (so one coordinator): a
-librdkafka Consumer (confluent-kafka), a Java ``KafkaConsumer`` (reference/javaclient.py's JavaMember) and, on
-kafkasim only, kafkasim's own GroupMember (client/group.py, over gRPC).  Each polls and commits synchronously
-in a loop, every commit a new offset (a counter), so each acknowledged commit names one record in the log.
+Groups whose offsets land on the same ``__consumer_offsets`` partition (so one coordinator): a librdkafka
+Consumer (confluent-kafka), a Java ``KafkaConsumer`` (reference/javaclient.py's JavaMember) and, on kafkasim
+only, kafkasim's own GroupMember (client/group.py, over gRPC) twice: one polling and committing as the others
+do, one only committing once it has its assignment (:class:`GroupMemberCommitter`).  Each commits
+synchronously in a loop, every commit a new offset (a counter), so each acknowledged commit names one record
+in the log.
 The coordinator's broker gets SIGTERM (controlled shutdown) or SIGKILL.
 
 Which coordinator accepted a commit is read from the log itself, the same way on both sides: the new leader's
@@ -152,12 +154,15 @@ class JavaCommitter(Committer):
 
 
 class GroupMemberCommitter(Committer):
-    """kafkasim's own client (gRPC): kafkasim only."""
+    """kafkasim's own client (gRPC): kafkasim only.  With ``fetching`` False it polls only until it has its
+    assignment, then only commits (back to back): its first commit then times the coordinator's path alone,
+    not the fetches from the partitions' moved leaders that come first in a poll-then-commit loop."""
 
-    def __init__(self, grpc_bootstrap: list[str], group: str) -> None:
+    def __init__(self, grpc_bootstrap: list[str], group: str, fetching: bool = True) -> None:
         from client.group import GroupMember
         from client.metadata import ClusterClient
-        super().__init__("kafkasim client", group)
+        super().__init__("kafkasim client" if fetching else "kafkasim client, commits only", group)
+        self.fetching = fetching
         self.ops: list[tuple[int, str, str, dict]] = []   # (monotonic ns, op, phase, fields): where its time goes
         self.member = GroupMember(ClusterClient(grpc_bootstrap), group, [TOPIC], client_id="vs-groupmember",
                                   session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS,
@@ -175,7 +180,8 @@ class GroupMemberCommitter(Committer):
         self.member._call = noted   # type: ignore[method-assign]
 
     def once(self) -> None:
-        self.member.poll(20)
+        if self.fetching or not self.member.assignment:
+            self.member.poll(20)
         if not self.member.assignment:
             return
         self.counter += 1
@@ -223,7 +229,7 @@ def coordinator_failovers(side: Side, sigs: list[signal.Signals], runs: int,
     """``runs`` failovers per signal on ``side`` (a running, ready cluster with controlled shutdown on); the old
     coordinator is started again between runs."""
     n = side.cfg.get("offsets.topic.num.partitions")
-    names = ["librdkafka", "java"] + (["kafkasim"] if isinstance(side, KafkasimSide) else [])
+    names = ["librdkafka", "java"] + (["kafkasim", "kafkasim-commits"] if isinstance(side, KafkasimSide) else [])
     groups = same_partition_groups(names, n)
     p = partition_for(groups["librdkafka"], n)
     create_topic(side, TOPIC, TOPIC_PARTITIONS, 3)
@@ -231,6 +237,7 @@ def coordinator_failovers(side: Side, sigs: list[signal.Signals], runs: int,
                                    JavaCommitter(side.bootstrap, groups["java"])]
     if isinstance(side, KafkasimSide):
         committers.append(GroupMemberCommitter(side.grpc_bootstrap(), groups["kafkasim"]))
+        committers.append(GroupMemberCommitter(side.grpc_bootstrap(), groups["kafkasim-commits"], fetching=False))
     for c in committers:
         c.start()
     out: list[dict[str, Any]] = []
@@ -262,7 +269,7 @@ def coordinator_failovers(side: Side, sigs: list[signal.Signals], runs: int,
             run[c.name] = None if first is None else (first - mono0) / 1e6
             run[f"{c.name} failures"] = [((t - mono0) / 1e6, f) for t, f in list(c.failures) if t > mono0][:5]
             if isinstance(c, GroupMemberCommitter) and first is not None:
-                run["kafkasim client ops"] = [
+                run[f"{c.name} ops"] = [
                     (round((t - mono0) / 1e6, 1), op, phase, {k: v for k, v in f.items() if k != "offsets"})
                     for t, op, phase, f in list(c.ops) if mono0 - 20e6 <= t <= first and op != "heartbeat"]
         return run
