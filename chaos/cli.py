@@ -70,10 +70,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not (run / "history.jsonl").exists():
         print(f"error: {run} has no history.jsonl (not a chaos run directory)", file=sys.stderr)
         return EXIT_ERROR
+    from chaos.apps import load_app
     ops = read_history(run / "history.jsonl")
     events = read_run_events(run / "cluster")
-    result = check(ops, events)
-    print(format_table(failover_timeline(ops, events)))
+    app = load_app(run)   # a run of the user's application (workload.command)
+    result = check(ops, events, app=app)
+    print(format_table(failover_timeline(ops, events, observed_groups=[app["group"]] if app else ())))
     if args.json:
         print(json.dumps(result.to_json(), indent=2, default=str))
     for a in result.anomalies:

@@ -5,7 +5,13 @@ shows it then (the controller, the coordinator of a group, a partition's
 leader...).  Process faults signal the broker or ZooKeeper server processes;
 network faults set rules on the fault proxy's links; ``expire-session``
 closes a broker's ZooKeeper session with its own credentials; ``truncate``
-kills a broker and cuts the tail of one of its segments before it restarts.
+kills a broker and cuts the tail of one of its segments before it restarts;
+``disk-full`` fills, and ``disk-error`` fails the writes of, the filesystem of
+the broker's log directory holding the target's partition (``coordinator:<g>``,
+``leader:``/``followers:``), or of every one of its directories for any other
+target (chaos/disks.py).  A disk fault heals by freeing or repairing the
+filesystem and restarting the broker: in Kafka 2.8 an offline log directory
+stays offline until the broker restarts.
 Each start and each heal is a nemesis operation in the history.
 """
 from __future__ import annotations
@@ -15,11 +21,12 @@ import os
 import random
 import signal
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from chaos.schedule import Fault
-from chaos.scenario import NETWORK_KINDS
-from chaos.targets import View, nemesis_value, resolve
+from chaos import disks as disk_faults
+from chaos.scenario import DISK_KINDS, NETWORK_KINDS
+from chaos.targets import View, is_app_node, nemesis_value, resolve, target_partition
 from launcher.cluster import Cluster
 from node.server.session_file import SessionFile
 from zk.client import expire_session
@@ -27,6 +34,20 @@ from zk.client import expire_session
 log = logging.getLogger(__name__)
 
 SIGNAL_KINDS = ("kill", "terminate", "pause")   # faults that are a signal, and nothing to report but the nodes
+
+
+class AppProcesses(Protocol):
+    """The user's application processes (``app:<n>`` targets, 1-based), as chaos/apps.py runs them."""
+
+    def kill(self, n: int) -> None: ...
+
+    def terminate(self, n: int) -> None: ...
+
+    def pause(self, n: int) -> None: ...
+
+    def resume(self, n: int) -> None: ...
+
+    def start(self, n: int) -> None: ...
 
 
 class Links:
@@ -105,12 +126,17 @@ class Active:
     flows: list[tuple[str, str]] = field(default_factory=list)   # (src, dst) node pairs with rules set
     detail: dict[str, Any] = field(default_factory=dict)
     skipped: str | None = None
+    view: View | None = None
+    failed: dict[int, list[Any]] = field(default_factory=dict)   # broker -> the filesystems a disk fault hit
 
 
 class Nemesis:
-    def __init__(self, cluster: Cluster, net: ProxyNet | NetnsNet, history: Any,
-                 view: Callable[[], View], session_timeout_ms: int):
+    def __init__(self, cluster: Cluster, net: ProxyNet | NetnsNet | None, history: Any,
+                 view: Callable[[], View], session_timeout_ms: int, apps: AppProcesses | None = None,
+                 disks: Any = None):
+        self.disks = disks                # chaos.disks.RunDisks: the brokers' log directories, with disk faults
         self.cluster = cluster
+        self.apps = apps
         self.net = net
         self.history = history
         self.view = view
@@ -125,6 +151,7 @@ class Nemesis:
         view = self.view()
         nodes = resolve(fault.target, view, rng)
         act = Active(fault, nodes)
+        act.view = view
         if not nodes:
             act.skipped = f"{fault.target} resolved to nobody"
         elif fault.kind in NETWORK_KINDS:
@@ -148,6 +175,9 @@ class Nemesis:
     def _brokers(self, nodes: list[str]) -> list[int]:
         return [int(n[1:]) for n in nodes if n.startswith("b")]
 
+    def _apps(self, nodes: list[str]) -> list[int]:
+        return [int(n[3:]) for n in nodes if is_app_node(n)] if self.apps is not None else []
+
     def _zk(self, nodes: list[str]) -> list[Any]:
         servers = self.cluster.zk_embedded.servers if self.cluster.zk_embedded else []
         return [servers[int(n[2:]) - 1] for n in nodes if n.startswith("zk")]
@@ -158,6 +188,8 @@ class Nemesis:
             self.cluster.wait_exit(b, 10)
         for s in self._zk(act.nodes):
             s.kill()
+        for n in self._apps(act.nodes):
+            self.apps.kill(n)
         self.down.update(act.nodes)
 
     def _terminate(self, act: Active, rng: random.Random) -> None:
@@ -165,6 +197,8 @@ class Nemesis:
             self._signal_broker(b, signal.SIGTERM)
         for s in self._zk(act.nodes):
             s.stop()
+        for n in self._apps(act.nodes):
+            self.apps.terminate(n)
         for b in self._brokers(act.nodes):
             try:
                 self.cluster.wait_exit(b, 30)
@@ -178,6 +212,8 @@ class Nemesis:
             self._signal_broker(b, signal.SIGSTOP)
         for s in self._zk(act.nodes):
             s.pause()
+        for n in self._apps(act.nodes):
+            self.apps.pause(n)
         self.paused.update(act.nodes)
 
     def _expire_session(self, act: Active, rng: random.Random) -> None:
@@ -199,7 +235,7 @@ class Nemesis:
             self.cluster.wait_exit(b, 10)
             self.down.add(f"b{b}")
             segments = []
-            for d in sorted(p for p in self.cluster.cfg.broker(b).log_dir.iterdir() if p.is_dir()):
+            for d in sorted(p for base in self.cluster.cfg.broker(b).log_dirs for p in base.iterdir() if p.is_dir()):
                 logs = sorted(d.glob("*.log"))
                 if logs and logs[-1].stat().st_size > 0:
                     segments.append(logs[-1])
@@ -212,6 +248,45 @@ class Nemesis:
             os.truncate(seg, size - cut)
             act.detail["truncated"] = {"file": str(seg.relative_to(self.cluster.run_dir)), "bytes": cut,
                                        "size_before": size}
+
+    def _disk_full(self, act: Active, rng: random.Random) -> None:
+        self._disk_fault(act, lambda fs: disk_faults.fill(fs.target))
+
+    def _disk_error(self, act: Active, rng: random.Random) -> None:
+        self._disk_fault(act, lambda fs: fs.fail_writes())
+
+    def _disk_fault(self, act: Active, do: Callable[[Any], Any]) -> None:
+        if self.disks is None:
+            act.skipped = "the run mounted no filesystems for the log directories"
+            return
+        view = act.view
+        tp = target_partition(act.fault.target, view.offsets_partitions) if view is not None else None
+        hit = []
+        for b in self._brokers(act.nodes):
+            act.failed[b] = self.disks.holding(b, tp)
+            for fs in act.failed[b]:
+                do(fs)
+                hit.append(str(fs.target.relative_to(self.cluster.run_dir)))
+        act.detail["dirs"] = hit
+
+    def _heal_disks(self, act: Active) -> None:
+        """Free or repair each filesystem and restart its broker (stopped first if it still runs: an offline
+        directory stays offline until then; a broker that lost every directory has halted already)."""
+        for b, filesystems in sorted(act.failed.items()):
+            try:
+                self.cluster.signal_broker(b, signal.SIGTERM)
+            except RuntimeError:
+                pass   # halted (every directory offline) or already down
+            else:
+                try:
+                    self.cluster.wait_exit(b, 30)
+                except TimeoutError:
+                    self._signal_broker(b, signal.SIGKILL)
+                    self.cluster.wait_exit(b, 10)
+            for fs in filesystems:
+                fs.repair()
+            self.cluster.start_broker(b)
+            self.down.discard(f"b{b}")
 
     def _network(self, act: Active) -> None:
         f = act.fault
@@ -256,6 +331,8 @@ class Nemesis:
             self._restart(act.nodes)
         elif kind == "pause":
             self._resume(act.nodes)
+        elif kind in DISK_KINDS:
+            self._heal_disks(act)
         self._record(act, "heal")
 
     def _restart(self, nodes: list[str]) -> None:
@@ -265,6 +342,9 @@ class Nemesis:
         for n, s in zip([n for n in nodes if n.startswith("zk")], self._zk(nodes)):
             if n in self.down:
                 s.start()
+        for n in self._apps(nodes):
+            if f"app{n}" in self.down:
+                self.apps.start(n)
         self.down.difference_update(nodes)
 
     def _resume(self, nodes: list[str]) -> None:
@@ -272,10 +352,13 @@ class Nemesis:
             self._signal_broker(b, signal.SIGCONT)
         for s in self._zk(nodes):
             s.resume()
+        for n in self._apps(nodes):
+            self.apps.resume(n)
         self.paused.difference_update(nodes)
 
     def heal_everything(self) -> None:
         """End of run: every node running and unpaused, every link clear."""
         self._resume(sorted(self.paused))
         self._restart(sorted(self.down))
-        self.net.heal_all()
+        if self.net is not None:
+            self.net.heal_all()

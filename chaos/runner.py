@@ -9,6 +9,9 @@ The run directory holds everything needed to understand the run afterwards::
       cluster/events/broker-<id>.jsonl               the brokers' event logs
       cluster/logs/, cluster/data/, proxy/           process logs, partition logs, proxy log
 
+With disk faults, each broker's log directories (``cluster.log.dirs`` of them) are filesystems of their
+own, mounted before the brokers start and unmounted at the end, whatever happened (chaos/disks.py).
+
 Order of a run: ZooKeeper, the proxy with one link per (source, destination),
 the brokers (each dialling its peers and ZooKeeper through its links), the
 topics, the workloads; then the schedule's faults, one after another.  At the
@@ -24,7 +27,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import socket
 import sys
 import threading
 import time
@@ -41,6 +43,9 @@ from chaos.nemesis import Active, Links, Nemesis, NetnsNet, ProxyNet
 from chaos.progress import Progress
 from chaos.realclients import RealMemberWorker, RealProducerWorker
 from chaos.realjava import JavaMemberWorker, JavaProducerWorker
+from chaos.disks import RunDisks
+from chaos.apps import app_results, format_app, load_app
+from chaos.fabric import FAST_DEFAULTS, Fabric, broker_entries, cluster_view, start_first, start_proxied
 from chaos.proxy import ProxyProcess
 from chaos.scenario import Scenario
 from chaos.schedule import (Fault, format_schedule, make_schedule, schedule_document, schedule_rng_seed,
@@ -54,7 +59,6 @@ from node.server import bugs
 from launcher.cluster import Cluster, replica_offsets
 from node.config import load_config
 from node.events import read_run_events
-from node.net.links import LinkMap
 from zk.admin import create_topic
 from util.waiting import wait_for
 from zk.server import EmbeddedZooKeeper
@@ -94,10 +98,13 @@ class ChaosRun:
                                                    self.duration_s)
         self.cluster: Cluster | None = None
         self.proxy: ProxyProcess | None = None
+        self.fabric: Fabric | None = None
+        self.apps = None             # chaos.apps.AppRun with a command: workload (the user's application)
         self.links = Links()
         self.net: ProxyNet | NetnsNet | None = None
         self.netns = None            # chaos.netns.NetnsNetwork in network: netns mode
         self.history: HistoryWriter | None = None
+        self.disks: RunDisks | None = None     # with disk faults: a filesystem per log directory
         self._last_view: View | None = None
         self._marked: set[str] = set()
         self.end_errors: list[str] = []
@@ -117,35 +124,44 @@ class ChaosRun:
         s = self.scenario
         doc: dict[str, Any] = {
             "run.dir": str(self.out / "cluster"),
-            "zookeeper.connect": None,
+            **FAST_DEFAULTS,
             "zookeeper.embedded.servers": s.zookeeper_servers,
-            "zookeeper.embedded.tick.time.ms": 100,
-            "zookeeper.session.timeout.ms": 3000,
-            "offsets.topic.num.partitions": 10,
             "offsets.topic.replication.factor": min(3, s.brokers),
-            "replica.lag.time.max.ms": 3000,
-            "group.initial.rebalance.delay.ms": 500,
-            "group.min.session.timeout.ms": 500,
-            "auto.leader.rebalance.enable": False,
         }
         offsets = next((t for t in s.topics if t.name == OFFSETS_TOPIC), None)
         if offsets is not None:   # the scenario pins its assignment: the run creates it (_create_topics)
             doc.update({"kafkasim.offsets.topic.eager.create": False, "offsets.topic.num.partitions": offsets.partitions,
                         "offsets.topic.replication.factor": offsets.replication_factor})
         doc.update(s.cluster_config)
-        ports = listen_ports(2 * s.brokers)
-        doc["brokers"] = [{"id": i, "host": "127.0.0.1", "port": p} for i, p in enumerate(ports[:s.brokers], 1)]
-        if s.client != "kafkasim":   # the Kafka listeners on free ports too (the default, port + 10000, may not be)
-            for entry, port in zip(doc["brokers"], ports[s.brokers:]):
-                entry["listeners"] = f"PLAINTEXT://127.0.0.1:{port}"
+        doc["brokers"] = broker_entries(s.brokers, self._kafka_clients())
+        if s.log_dirs > 1 or s.disk_fault_kinds():
+            for entry in doc["brokers"]:
+                entry["log.dirs"] = ",".join(str(d) for d in self._log_dirs(entry["id"]))
         path = self.out / "cluster.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         return path
 
+    def _log_dirs(self, broker: int) -> list[Path]:
+        base = (self.out / "cluster" / "data" / f"broker-{broker}").resolve()
+        return [base / f"d{i}" for i in range(self.scenario.log_dirs)]
+
+    def _mount_disks(self) -> None:
+        """With disk faults: a filesystem per log directory (ext4 when one may fail its writes, else tmpfs)."""
+        s = self.scenario
+        kinds = s.disk_fault_kinds()
+        if not kinds:
+            return
+        self.disks = RunDisks({b: self._log_dirs(b) for b in range(1, s.brokers + 1)}, s.disk_size_mb << 20,
+                              "disk-error" in kinds, self.out / "disks")
+        self.disks.mount()
+
     def _start_cluster(self, config_path: Path) -> None:
         if self.target == "compose":
+            if self.scenario.disk_fault_kinds():
+                raise RuntimeError("disk faults: not with --target compose (they mount filesystems on this machine)")
             self._start_cluster_compose(config_path)
             return
+        self._mount_disks()
         if self.scenario.network == "netns":
             self._start_cluster_netns(config_path)
             return
@@ -153,59 +169,19 @@ class ChaosRun:
         self.cluster = c = Cluster(cfg, config_path)
         if self.planted_bugs:
             c.extra_env[bugs.ENV] = ",".join(self.planted_bugs)
-        c.start_zookeeper()
-        servers = c.zk_embedded.servers
-        self.proxy = ProxyProcess.start(self.out / "proxy", seed=self.seed)
-        self.net = ProxyNet(self.proxy, self.links)
-        brokers = {b.id: f"{b.host}:{b.port}" for b in cfg.brokers}
-        addr: dict[tuple[str, str], str] = {}
+        self.fabric = start_proxied(c, config_path, self.out, self.seed, kafka=self._kafka_clients(),
+                                    up=self._up)
+        self.proxy, self.links, self.net = self.fabric.proxy, self.fabric.links, self.fabric.net
+        self.client_links = self.fabric.client_links
+        self.kafka_bootstrap = self.fabric.kafka_bootstrap
 
-        def link(src: str, dst: str, upstream: str) -> None:
-            addr[(src, dst)] = f"127.0.0.1:{self.proxy.add_link(self.links.add(src, dst), upstream)}"
-
-        for i in brokers:
-            for j, up in brokers.items():
-                if i != j:
-                    link(f"b{i}", f"b{j}", up)
-            for n, s in enumerate(servers, start=1):
-                link(f"b{i}", f"zk{n}", s.address)
-        for j, up in brokers.items():
-            link("client", f"b{j}", up)
-        if self.scenario.client != "kafkasim":
-            self._kafka_links(config_path, cfg)
-            c.cfg = cfg = load_config(config_path)
-        (self.out / "links").mkdir(exist_ok=True)
-        for i in brokers:
-            lm = LinkMap({j: addr[(f"b{i}", f"b{j}")] for j in brokers if j != i},
-                         ",".join(addr[(f"b{i}", f"zk{n}")] for n in range(1, len(servers) + 1)))
-            lm.write(self.out / "links" / f"broker-{i}.json")
-            c.links[i] = self.out / "links" / f"broker-{i}.json"
-        self.client_links = {j: addr[("client", f"b{j}")] for j in brokers}
-        self._up(c)
+    def _kafka_clients(self) -> bool:
+        """Real Kafka clients (or the user's application) reach the brokers' Kafka listeners."""
+        return self.scenario.client != "kafkasim" or self.scenario.command is not None
 
     def _up(self, c: Cluster) -> None:
         """Start the brokers; with ``cluster.controller`` that broker first, alone until it is the controller."""
-        first = self.scenario.controller
-        if first is not None:
-            c.start_zookeeper()
-            c.start_broker(first)
-            wait_for(lambda: c.view().controller_id == first, 60, f"broker {first} to become the controller")
-        c.up(timeout=90)
-
-    def _kafka_links(self, config_path: Path, cfg) -> None:
-        """Real clients: a link ``client->b<j>:kafka`` to each broker's Kafka listener, and each broker
-        advertising that link's port, so Metadata and FindCoordinator send the clients through the
-        proxy (a client-broker partition cuts both the gRPC and the Kafka link)."""
-        doc = yaml.safe_load(config_path.read_text())
-        ports = {}
-        for b in cfg.brokers:
-            host, port = b.kafka_listener
-            name = self.links.add("client", f"b{b.id}", "kafka")
-            ports[b.id] = self.proxy.add_link(name, f"{host}:{port}")
-        for entry in doc["brokers"]:
-            entry["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{ports[entry['id']]}"
-        config_path.write_text(yaml.safe_dump(doc, sort_keys=False))
-        self.kafka_bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports.values())
+        start_first(c, self.scenario.controller)
 
     def _start_cluster_netns(self, config_path: Path) -> None:
         """Each broker and ZooKeeper server in its own network namespace, on a bridge; faults are
@@ -260,20 +236,8 @@ class ChaosRun:
 
     def view(self) -> View:
         """The cluster now, as ZooKeeper says (read directly, not through the proxy)."""
-        c = self.cluster
-        try:
-            v = c.view()
-        except Exception as e:  # ZooKeeper itself may be faulted: use what we saw last
-            if self._last_view is None:
-                raise
-            log.info("view unavailable (%s); using the last one", e)
-            return self._last_view
-        parts = {(t, p): {"leader": s["leader"], "isr": s["isr"], "replicas": s["replicas"]}
-                 for t, topic in v.topics.items() for p, s in topic["partitions"].items()}
-        n = len(v.topics.get("__consumer_offsets", {}).get("partitions", {})) or c.cfg.get(
-            "offsets.topic.num.partitions")
-        self._last_view = View([b.id for b in c.cfg.brokers], set(v.brokers),
-                               list(range(1, len(c.zk_embedded.servers) + 1)), v.controller_id, parts, n)
+        self._last_view = cluster_view(self.cluster, self._last_view,
+                                       self.apps.processes.numbers() if self.apps is not None else None)
         return self._last_view
 
     def client(self) -> ClusterClient:
@@ -329,8 +293,14 @@ class ChaosRun:
         probes = [ProbeWorker(self.history, procs, cluster, s.probes, i, probe_topic, stop_members)
                   for i in range(s.probes.groups)]
         workers = producers + members + probes
+        if s.command is not None:   # the user's application: started before our producers write its input
+            from chaos.apps import AppRun
+            self.apps = AppRun(s.command, self.out, self.kafka_bootstrap, self.history, procs, cluster,
+                               next(t.partitions for t in s.topics if t.name == s.command.input))
+            self.apps.start()
         nemesis = Nemesis(self.cluster, self.net, self.history, self.view,
-                          self.cluster.cfg.session_timeout_ms)
+                          self.cluster.cfg.session_timeout_ms, self.apps.processes if self.apps else None,
+                          disks=self.disks)
         progress = Progress(self.stream, self.duration_s, len(self.faults), self.history.counts,
                             enabled=self.show_progress)
         for w in workers:
@@ -353,14 +323,18 @@ class ChaosRun:
             else:
                 self._wait_settled(30)
             progress.phase("final reads")
+            app_output = s.command.output_topic if s.command else None   # read once the app has stopped
             reads = [final_read(self.history, procs, cluster, t.name, p)
-                     for t in s.topics if t.name != OFFSETS_TOPIC   # listed to pin it: not a workload topic
+                     for t in s.topics if t.name not in (OFFSETS_TOPIC, app_output)   # offsets: listed to pin it
                      for p in range(t.partitions)]
             self.final_reads_ok = all(reads)
             progress.phase("draining groups")
             for m in members:
                 m.draining.set()
             self._drain(cluster)
+            if self.apps is not None:
+                t = s.command.input
+                self.apps.end(cluster, self._log_ends(cluster, t, next(x.partitions for x in s.topics if x.name == t)))
             stop_members.set()       # members leave their groups; probes make their final fetch
             for w in members + probes:
                 w.join(timeout=30)
@@ -368,6 +342,8 @@ class ChaosRun:
         finally:
             stop_producers.set()
             stop_members.set()
+            if self.apps is not None:
+                self.apps.stop()
             for w in workers:
                 w.join(timeout=30)
             progress.stop()
@@ -491,6 +467,9 @@ class ChaosRun:
             self.proxy.stop()
         if self.netns is not None:
             self.netns.down()
+        if self.disks is not None:
+            for problem in self.disks.unmount_all():
+                self.end_errors.append(f"unmounting a log directory failed: {problem}")
         if self.history is not None:
             self.history.close()
 
@@ -503,8 +482,12 @@ class ChaosRun:
         unclean = bool(self.cluster.cfg.get("unclean.leader.election.enable"))
         # the configured count: a scenario that lists __consumer_offsets creates it with no topic_created event
         n_offsets = self.cluster.cfg.get("offsets.topic.num.partitions")
-        result = check(ops, events, unclean_election=unclean, offsets_partitions=n_offsets)
-        rows = failover_timeline(ops, events, offsets_partitions=n_offsets)
+        app = load_app(self.out) if self.scenario.command is not None else None
+        if self.scenario.command is not None and app is None:
+            app = {"group": self.scenario.command.group, "input": self.scenario.command.input, "output": None}
+        result = check(ops, events, unclean_election=unclean, offsets_partitions=n_offsets, app=app)
+        rows = failover_timeline(ops, events, offsets_partitions=n_offsets,
+                                 observed_groups=[app["group"]] if app else ())
         counts: dict[str, int] = {}
         for op in ops:
             if op["type"] != "invoke" and op["process"] != "nemesis":
@@ -528,6 +511,8 @@ class ChaosRun:
             "member_stalls": getattr(self, "stalls", 0), "drained": getattr(self, "drained", {}),
             "workload_errors": notes,
         }
+        if app is not None:
+            results["app"] = app_results(app, result)
         (self.out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
         self.say("")
         self.say(format_table(rows))
@@ -539,26 +524,10 @@ class ChaosRun:
             self.say(f"unknown: {u}")
         for n in notes:
             self.say(f"workload error: {n}")
+        if app is not None:
+            self.say(format_app(results["app"]))
         self.say(f"verdict: {verdict.upper()}  (results in {self.out / 'results.json'})")
         return RunResult(self.out, verdict, code, results)
-
-
-def listen_ports(n: int, lo: int = 20000, hi: int = 32000) -> list[int]:
-    """Free ports for the brokers, below Linux's ephemeral range (32768+): the proxy's links listen
-    on ephemeral ports before the brokers start, and must not take a broker's port meanwhile."""
-    rng = random.SystemRandom()
-    out: list[int] = []
-    while len(out) < n:
-        port = rng.randrange(lo, hi)
-        if port in out:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        out.append(port)
-    return out
 
 
 def default_out(scenario: Scenario, seed: int) -> Path:

@@ -17,8 +17,10 @@ import yaml
 
 from chaos.targets import OFFSETS_TOPIC, TargetError, parse_target
 
-FAULT_KINDS = ("kill", "terminate", "pause", "expire-session", "partition", "latency", "loss", "truncate")
+FAULT_KINDS = ("kill", "terminate", "pause", "expire-session", "partition", "latency", "loss", "truncate",
+               "disk-full", "disk-error")
 NETWORK_KINDS = ("partition", "latency", "loss")
+DISK_KINDS = ("disk-full", "disk-error")   # each broker's log directories are filesystems of their own (chaos/disks.py)
 CLIENTS = ("kafkasim", "confluent-kafka", "kafka-python", "java")   # workload.client: who the producers and members are
 DIRECTIONS = ("both", "to", "from")  # to: target -> peer blocked; from: peer -> target blocked
 
@@ -75,6 +77,30 @@ class ProbeSpec:
     interval_ms: int = 500
 
 
+DELIVERIES = ("at-least-once", "exactly-once")   # workload.command.delivery: what the app promises
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """``workload.command``: the user's own application, as processes the run starts, restarts and judges
+    from outside (chaos/apps.py)."""
+    run: tuple[tuple[str, ...], ...]         # the command lines, one process each (instances copies of each)
+    group: str                               # the app's consumer group
+    input: str                               # the topic our producers write and the app reads
+    output_topic: str | None = None          # where the app writes what it processed (a topic, or a file)
+    output_file: str | None = None
+    delivery: str = "at-least-once"
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None                   # the processes' working directory (default: where the run starts)
+    restart_after_ms: int = 500              # an app that a fault stopped, or that exited, starts again this much later
+    observe_interval_ms: int = 100           # the observer's OffsetFetch of the group
+    stop_timeout_ms: int = 10000             # SIGTERM, then SIGKILL after this long
+
+    @property
+    def instances(self) -> int:
+        return len(self.run)
+
+
 @dataclass(frozen=True)
 class FaultSpec:
     kind: str
@@ -114,6 +140,14 @@ class Scenario:
     schedule: tuple[Mapping[str, Any], ...] | None = None
     # cluster.controller: this broker starts alone and wins the first controller election, then the others start
     controller: int | None = None
+    # workload.command: the user's application (None: only our own workloads)
+    command: CommandSpec | None = None
+    log_dirs: int = 1          # cluster.log.dirs: data directories per broker
+    disk_size_mb: int = 64     # cluster.disk.size.mb: with disk faults, each directory's filesystem
+
+    def disk_fault_kinds(self) -> set[str]:
+        """The disk fault kinds the scenario may start (its mix's or its schedule's)."""
+        return ({m.kind for m in self.faults} | {d["kind"] for d in self.schedule or ()}) & set(DISK_KINDS)
 
     def with_duration(self, duration_s: float) -> "Scenario":
         from dataclasses import replace
@@ -191,7 +225,9 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     zk_servers = c.get("zookeeper.servers", int, 1, choices=(1, 3))
     config = c.get("config", dict, {})
     controller = c.get("controller", int, None, lo=1, hi=brokers)
-    c.done(("brokers", "zookeeper.servers", "config", "controller"))
+    log_dirs = c.get("log.dirs", int, 1, lo=1, hi=4)
+    disk_size_mb = c.get("disk.size.mb", int, 64, lo=4, hi=4096)
+    c.done(("brokers", "zookeeper.servers", "config", "controller", "log.dirs", "disk.size.mb"))
     for k in ("brokers", "run.dir", "zookeeper.connect", "zookeeper.embedded.servers"):
         if k in config:
             raise ScenarioError(f"{source}: cluster.config.{k}: set by the chaos runner "
@@ -251,7 +287,16 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     probes = ProbeSpec(pb.get("groups", int, 0, lo=0, hi=16), pb.get("interval.ms", int, 500, lo=10))
     pb.done(("groups", "interval.ms"))
     client = w.get("client", str, "kafkasim", choices=CLIENTS)
-    w.done(("producers", "groups", "probes", "client"))
+    command = _command(w.get("command", dict, None), source, topic_names)
+    w.done(("producers", "groups", "probes", "client", "command"))
+    if command is not None:
+        if network != "proxy":
+            raise ScenarioError(f"{source}: workload.command: needs network: proxy")
+        if producers.count and producers.topic != command.input:
+            raise ScenarioError(f"{source}: workload.producers.topic: {producers.topic!r}, but the command reads "
+                                f"{command.input!r} (our producers write the app's input)")
+        if any(g.id == command.group for g in groups):
+            raise ScenarioError(f"{source}: workload.command.group: {command.group!r} is also a workload group")
     if client != "kafkasim":
         for i, g in enumerate(groups):
             if g.crash_interval_ms is not None or g.stall_interval_ms is not None:
@@ -268,7 +313,8 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     interval = f.range("interval.ms", Range(2000, 4000))
     quiet = f.get("quiet.end.ms", int, 3000, lo=0)
     faults = []
-    group_ids = {g.id for g in groups}
+    group_ids = {g.id for g in groups} | ({command.group} if command else set())
+    apps = command.instances if command else 0
     for i, m in enumerate(f.get("mix", list, [])):
         where = f"faults.mix[{i}]"
         fr = _Reader(m, where, source)
@@ -292,6 +338,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
                 raise ScenarioError(f"{source}: {where}.{key}: group {t.arg!r} is not a workload group")
             if t.kind in ("leader", "followers") and t.arg.split("/")[0] not in topic_names | {"__consumer_offsets"}:
                 raise ScenarioError(f"{source}: {where}.{key}: topic {t.arg.split('/')[0]!r} is not in topics")
+            _check_app_target(t, kind, apps, f"{source}: {where}.{key}")
         if kind not in NETWORK_KINDS and (spec.peer != "rest" or spec.direction != "both"):
             raise ScenarioError(f"{source}: {where}: peer/direction only apply to network faults")
         if kind == "latency" and spec.latency_ms == 0 and spec.jitter_ms == 0:
@@ -304,12 +351,17 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     if raw_schedule is not None:
         if faults:
             raise ScenarioError(f"{source}: faults.schedule: give either a mix or a schedule, not both")
-        schedule = tuple(_scheduled(i, d, source, group_ids, topic_names) for i, d in enumerate(raw_schedule))
+        schedule = tuple(_scheduled(i, d, source, group_ids, topic_names, apps) for i, d in enumerate(raw_schedule))
     f.done(("start.after.ms", "interval.ms", "quiet.end.ms", "mix", "schedule"))
     r.done(("name", "description", "duration.s", "network", "cluster", "topics", "workload", "faults"))
+    kinds = {m.kind for m in faults} | {d["kind"] for d in schedule or ()}
+    if kinds & set(DISK_KINDS) and network != "proxy":
+        raise ScenarioError(f"{source}: faults: disk faults need network: proxy (the brokers' directories are "
+                            f"mounted on this machine)")
     return Scenario(name, description, source, float(duration_s), brokers, zk_servers, dict(config), tuple(topics),
                     producers, tuple(groups), probes, tuple(faults), start, interval, quiet, network, client,
-                    dict(data) if isinstance(data, Mapping) else {}, schedule, controller)
+                    dict(data) if isinstance(data, Mapping) else {}, schedule, controller, command, log_dirs,
+                    disk_size_mb)
 
 
 def _topic(tr: _Reader, brokers: int) -> TopicSpec:
@@ -341,7 +393,8 @@ def _topic(tr: _Reader, brokers: int) -> TopicSpec:
     return TopicSpec(name, len(raw), len(raw[0]), tuple(tuple(r) for r in raw))
 
 
-def _scheduled(i: int, d: Any, source: str, group_ids: set[str], topic_names: set[str]) -> dict[str, Any]:
+def _scheduled(i: int, d: Any, source: str, group_ids: set[str], topic_names: set[str],
+               apps: int = 0) -> dict[str, Any]:
     """One fault of ``faults.schedule``: {at.ms, heal.at.ms, kind, target, seed, peer, direction, latency.ms,
     jitter.ms, loss, truncate.bytes} -> chaos/schedule.py's Fault fields."""
     where = f"faults.schedule[{i}]"
@@ -376,7 +429,69 @@ def _scheduled(i: int, d: Any, source: str, group_ids: set[str], topic_names: se
             raise ScenarioError(f"{source}: {where}.{key}: group {t.arg!r} is not a workload group")
         if t.kind in ("leader", "followers") and t.arg.split("/")[0] not in topic_names | {"__consumer_offsets"}:
             raise ScenarioError(f"{source}: {where}.{key}: topic {t.arg.split('/')[0]!r} is not in topics")
+        _check_app_target(t, kind, apps, f"{source}: {where}.{key}")
     return out
+
+
+APP_KINDS = ("kill", "terminate", "pause")   # what a fault can do to the user's application processes
+
+
+def _check_app_target(t: Any, kind: str, apps: int, where: str) -> None:
+    if t.kind != "app":
+        return
+    if not apps:
+        raise ScenarioError(f"{where}: {t} names the application, but the workload has no command")
+    if t.arg and not 1 <= int(t.arg) <= apps:
+        raise ScenarioError(f"{where}: {t}: the command runs app:1..app:{apps}")
+    if kind not in APP_KINDS:
+        raise ScenarioError(f"{where}: {kind} cannot be aimed at the application (only {', '.join(APP_KINDS)})")
+
+
+def _command(data: Any, source: str, topic_names: set[str]) -> CommandSpec | None:
+    """``workload.command``: ``run`` (a command line, split as a shell would but run without one, or a list of
+    them: one process each), ``instances`` (copies of each), ``group``, ``input``, ``output.topic`` or
+    ``output.file``, ``delivery``, ``env``, ``cwd``, ``restart.after.ms``, ``observe.interval.ms``,
+    ``stop.timeout.ms``."""
+    import shlex
+    if data is None:
+        return None
+    r = _Reader(data, "workload.command", source)
+    raw = r.get("run", (str, list))
+    lines = [raw] if isinstance(raw, str) else raw
+    if not lines or any(not isinstance(x, str) or not x.strip() for x in lines):
+        r.fail("run", f"expected a command line or a non-empty list of them, got {raw!r}")
+    try:
+        argvs = [tuple(shlex.split(x)) for x in lines]
+    except ValueError as e:
+        r.fail("run", f"cannot split {raw!r}: {e}")
+    instances = r.get("instances", int, 1, lo=1, hi=16)
+    group = r.get("group", str)
+    input_topic = r.get("input", str)
+    out_topic = r.get("output.topic", str, None)
+    out_file = r.get("output.file", str, None)
+    delivery = r.get("delivery", str, "at-least-once", choices=DELIVERIES)
+    env = r.get("env", dict, {})
+    cwd = r.get("cwd", str, None)
+    spec = CommandSpec(
+        run=tuple(a for a in argvs for _ in range(instances)), group=group, input=input_topic,
+        output_topic=out_topic, output_file=out_file, delivery=delivery,
+        env=tuple((str(k), str(v)) for k, v in sorted(env.items())), cwd=cwd,
+        restart_after_ms=r.get("restart.after.ms", int, 500, lo=0),
+        observe_interval_ms=r.get("observe.interval.ms", int, 100, lo=10),
+        stop_timeout_ms=r.get("stop.timeout.ms", int, 10000, lo=100))
+    r.done(("run", "instances", "group", "input", "output.topic", "output.file", "delivery", "env", "cwd",
+            "restart.after.ms", "observe.interval.ms", "stop.timeout.ms"))
+    if input_topic not in topic_names:
+        r.fail("input", f"{input_topic!r} is not in topics")
+    if out_topic is not None and out_file is not None:
+        r.fail("output.topic", "give output.topic or output.file, not both")
+    if out_topic is not None and out_topic not in topic_names:
+        r.fail("output.topic", f"{out_topic!r} is not in topics")
+    if out_topic == input_topic:
+        r.fail("output.topic", "must differ from input")
+    if instances * len(argvs) > 16:
+        r.fail("instances", f"{instances * len(argvs)} processes in all; at most 16")
+    return spec
 
 
 def load_scenario(path: Path | str) -> Scenario:

@@ -28,8 +28,9 @@ class Rng(Protocol):
 
     def sample(self, population: Sequence[_T], k: int) -> list[_T]: ...
 
-_ROLE = re.compile(r"^(controller|random|minority|majority|zookeeper|rest|brokers|servers|clients)$"
-                   r"|^(coordinator):(.+)$|^(leader|followers):([^/]+)/(\d+)$|^(broker):(\d+)$|^(zookeeper):(\d+)$")
+_ROLE = re.compile(r"^(controller|random|minority|majority|zookeeper|app|rest|brokers|servers|clients)$"
+                   r"|^(coordinator):(.+)$|^(leader|followers):([^/]+)/(\d+)$|^(broker):(\d+)$|^(zookeeper):(\d+)$"
+                   r"|^(app):(\d+)$")
 SETS = ("rest", "brokers", "servers", "clients")  # only as the other side of a network fault
 
 
@@ -50,7 +51,7 @@ def parse_target(text: str, allow_sets: bool = False) -> Target:
     m = _ROLE.match(text.strip())
     if not m:
         raise TargetError(f"unknown target {text!r}: expected controller, coordinator:<group>, leader:<topic>/<p>, "
-                          f"followers:<topic>/<p>, broker:<id>, zookeeper[:<n>], random, minority or majority")
+                          f"followers:<topic>/<p>, broker:<id>, zookeeper[:<n>], app[:<n>], random, minority or majority")
     g = [x for x in m.groups() if x is not None]
     if g[0] in SETS and not allow_sets:
         raise TargetError(f"{text!r} can only be the peer of a network fault")
@@ -70,10 +71,20 @@ class View:
     controller: int | None = None
     partitions: dict[tuple[str, int], dict] = field(default_factory=dict)  # leader, isr, replicas
     offsets_partitions: int = 50
+    apps: list[int] = field(default_factory=list)        # the user's application processes (1-based), if any
 
 
 def broker_node(b: int) -> str:
     return f"b{b}"
+
+
+def app_node(n: int) -> str:
+    """The node of the user's application process ``n`` (1-based: ``app:<n>``)."""
+    return f"app{n}"
+
+
+def is_app_node(node: str) -> bool:
+    return node.startswith("app") and node[3:].isdigit()
 
 
 def resolve(target: Target | str, view: View, rng: Rng, exclude: frozenset[str] = frozenset()) -> list[str]:
@@ -97,6 +108,10 @@ def resolve(target: Target | str, view: View, rng: Rng, exclude: frozenset[str] 
         return [broker_node(int(t.arg))]
     if t.kind == "zookeeper":
         return [f"zk{int(t.arg)}"] if t.arg else [f"zk{n}" for n in view.zookeeper]
+    if t.kind == "app":
+        if t.arg:
+            return [app_node(int(t.arg))] if int(t.arg) in view.apps else []
+        return [app_node(n) for n in view.apps]
     if t.kind == "random":
         return [broker_node(rng.choice(live))] if live else []
     if t.kind in ("minority", "majority"):
@@ -113,6 +128,18 @@ def resolve(target: Target | str, view: View, rng: Rng, exclude: frozenset[str] 
     if t.kind == "clients":
         return ["client"]
     raise TargetError(f"cannot resolve {t}")
+
+
+def target_partition(target: Target | str, offsets_partitions: int) -> tuple[str, int] | None:
+    """The partition a role target is about (a disk fault fails the log directory holding it): the group's
+    offsets partition for ``coordinator:<g>``, the partition of ``leader:``/``followers:``; None otherwise."""
+    t = parse_target(target, allow_sets=True) if isinstance(target, str) else target
+    if t.kind == "coordinator":
+        return OFFSETS_TOPIC, partition_for(t.arg, offsets_partitions)
+    if t.kind in ("leader", "followers"):
+        topic, p = t.arg.split("/")
+        return topic, int(p)
+    return None
 
 
 def node_json(node: str) -> int | str:

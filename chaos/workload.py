@@ -324,11 +324,9 @@ class ProbeWorker(Worker):
             self.member.close(leave=False)
 
 
-def final_read(history, procs: Processes, cluster: ClusterClient, topic: str, partition: int,
-               deadline_s: float = 30.0) -> bool:
-    """Read a partition from offset 0 to its high watermark, as one ``final`` poll."""
-    process = procs.new()
-    op = history.invoke(process, "poll", {"topic": topic, "partition": partition}, final=True)
+def read_partition(cluster: ClusterClient, topic: str, partition: int, deadline_s: float = 30.0) -> tuple[list, int]:
+    """Every record of a partition from offset 0 to its high watermark, and that HW.  ClientError when the
+    fetch fails, TimeoutError when the HW is not reached in ``deadline_s``."""
     f = PartitionFetcher(cluster, auto_offset_reset="earliest")
     tp = (topic, partition)
     f.assign([tp])
@@ -337,15 +335,23 @@ def final_read(history, procs: Processes, cluster: ClusterClient, topic: str, pa
     end = time.monotonic() + deadline_s
     hw = None
     while time.monotonic() < end:
-        try:
-            got.extend(f.poll(200))
-        except ClientError as e:
-            history.complete(op, "fail", error=str(e)[:200], final=True)
-            return False
+        got.extend(f.poll(200))
         hw = f.high_watermarks.get(tp)
         if hw is not None and f.positions.get(tp, -1) >= hw:
-            history.complete(op, "ok", {"topic": topic, "partition": partition, "records": _records(got),
-                                        "high_watermark": hw}, final=True)
-            return True
-    history.complete(op, "fail", error=f"did not reach the high watermark ({hw}) in {deadline_s}s", final=True)
-    return False
+            return got, hw
+    raise TimeoutError(f"did not reach the high watermark ({hw}) in {deadline_s}s")
+
+
+def final_read(history, procs: Processes, cluster: ClusterClient, topic: str, partition: int,
+               deadline_s: float = 30.0) -> bool:
+    """Read a partition from offset 0 to its high watermark, as one ``final`` poll."""
+    process = procs.new()
+    op = history.invoke(process, "poll", {"topic": topic, "partition": partition}, final=True)
+    try:
+        got, hw = read_partition(cluster, topic, partition, deadline_s)
+    except (ClientError, TimeoutError) as e:
+        history.complete(op, "fail", error=str(e)[:200], final=True)
+        return False
+    history.complete(op, "ok", {"topic": topic, "partition": partition, "records": _records(got),
+                                "high_watermark": hw}, final=True)
+    return True

@@ -18,10 +18,13 @@ leave ISRs.  After a BADVERSION the shell re-reads the states and calls
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, NamedTuple
+from typing import Callable, Iterable, Mapping
 
 from controller import election
+from controller.log_dirs import LogDirFailures
+from controller.plan import (  # re-exported: the shells and the simulator take them from here
+    Command, ControllerSettings, LeaderAndIsrCmd, PartitionView, Plan, StateChange, StopReplicaCmd, UpdateMetadataCmd,
+)
 from kafkacommon.assignment import assign_replicas
 from kafkacommon.metadata import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from kafkacommon.errors import (  # the Kafka error codes the core answers with (a constants table, no I/O)
@@ -32,97 +35,17 @@ from kafkacommon.event import Event
 
 TP = tuple[str, int]
 StateMap = dict[TP, tuple[LeaderAndIsr, int]]
+__all__ = ["Command", "ControllerCore", "ControllerSettings", "LeaderAndIsrCmd", "PartitionView", "Plan", "StateChange",
+           "StopReplicaCmd", "UpdateMetadataCmd"]
 
 
-@dataclass(frozen=True)
-class ControllerSettings:
-    broker_id: int
-    offsets_topic: str = "__consumer_offsets"
-    offsets_partitions: int = 50
-    offsets_replication_factor: int = 3
-    unclean_leader_election: bool = False
-    auto_leader_rebalance: bool = True
-    imbalance_check_interval_ms: int = 30_000
-    imbalance_percentage: int = 10
-    metadata_resend_interval_ms: int = 2_000
-    delete_topic_enable: bool = True
-    expected_brokers: int = 0            # brokers listed in cluster.yaml; 0 = do not wait for them
-    offsets_create_grace_ms: int = 3_000  # then create __consumer_offsets with whoever is live (>= RF)
-    offsets_eager_create: bool = True     # False: not here; the first FindCoordinator has a broker create it
-    kip841_enable: bool = False          # Kafka 3.3's AlterIsr eligibility check (INELIGIBLE_REPLICA)
-    # A planted bug (the simulator's sweeps; never in a real broker): with unclean election off, a partition
-    # whose ISR has no live member elects the first live replica anyway, as if it were a clean election.
-    planted_elect_outside_isr: bool = False
+def _boolean(value: object) -> bool | None:
+    """A stored boolean config (a string, or a bool from an older znode); None when absent or not one."""
+    text = str(value).strip().lower() if value is not None else ""
+    return True if text == "true" else False if text == "false" else None
 
 
-class StateChange(NamedTuple):
-    """A partition-state write: create when ``zk_version`` is None, else set at that version."""
-
-    topic: str
-    partition: int
-    state: LeaderAndIsr
-    zk_version: int | None
-    reason: str
-    previous: LeaderAndIsr | None
-
-
-class PartitionView(NamedTuple):
-    """What a broker is told about one partition (NamedTuple: a controller builds thousands)."""
-
-    topic: str
-    partition: int
-    state: LeaderAndIsr
-    zk_version: int
-    replicas: tuple[int, ...]
-    is_new: bool = False
-
-
-@dataclass(frozen=True)
-class LeaderAndIsrCmd:
-    partitions: tuple[PartitionView, ...]
-    live_leaders: tuple[BrokerRegistration, ...]
-
-
-@dataclass(frozen=True)
-class UpdateMetadataCmd:
-    partitions: tuple[PartitionView, ...]
-    live_brokers: tuple[BrokerRegistration, ...]
-
-
-@dataclass(frozen=True)
-class StopReplicaCmd:
-    partitions: tuple[TP, ...]
-    delete: bool = False
-
-
-Command = LeaderAndIsrCmd | UpdateMetadataCmd | StopReplicaCmd
-
-
-@dataclass
-class Plan:
-    topic_creates: list[TopicAssignment] = field(default_factory=list)
-    writes: list[StateChange] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)     # outcomes: log once the writes land
-    observed: list[Event] = field(default_factory=list)   # observations: log when decided
-    full_sync: set[int] = field(default_factory=set)   # brokers to send the full state to
-    metadata_to_all: bool = False                      # tell everyone about changed partitions/brokers
-    resend_metadata: bool = False                      # periodic full UpdateMetadata to all
-    stop_replicas: dict[int, list[TP]] = field(default_factory=dict)  # StopReplica(delete=false), after LeaderAndIsr
-    leader_and_isr: bool = True  # False for AlterIsr changes: the leader learns from the response
-    topic_deletes: list[TopicAssignment] = field(default_factory=list)  # delete these topics' znodes
-    markers_to_drop: list[str] = field(default_factory=list)            # deletion requests refused
-
-    @property
-    def has_writes(self) -> bool:
-        return bool(self.topic_creates or self.writes or self.topic_deletes or self.markers_to_drop)
-
-    @property
-    def empty(self) -> bool:
-        return not (self.has_writes or self.events or self.observed or self.full_sync or self.metadata_to_all
-                    or self.resend_metadata)
-
-
-class ControllerCore:
+class ControllerCore(LogDirFailures):
     def __init__(self, settings: ControllerSettings, rng: Callable[[int], int] | None = None):
         self.settings = settings
         self._rng = rng or (lambda n: 0)
@@ -131,8 +54,10 @@ class ControllerCore:
         self.epoch_zk_version = -1
         self.live: dict[int, BrokerRegistration] = {}
         self.shutting_down: set[int] = set()
+        self.offline_replicas: dict[int, set[TP]] = {}   # replicas on offline log dirs (controller/log_dirs.py)
         self.topics: dict[str, TopicAssignment] = {}
         self.states: StateMap = {}
+        self.broker_configs: dict[str, Mapping[str, str]] = {}   # this broker's dynamic configs ("<default>", id)
         self._next_imbalance_ms = 0
         self._next_resend_ms = 0
         self._offsets_deadline_ms = 0
@@ -140,14 +65,19 @@ class ControllerCore:
     # ------------------------------------------------------------------ lifecycle
 
     def on_failover(self, epoch: int, epoch_zk_version: int, brokers: Mapping[int, BrokerRegistration],
-                    topics: Mapping[str, TopicAssignment], states: StateMap, now_ms: int) -> Plan:
-        """This broker won the election: load the context and decide (Kafka's onControllerFailover)."""
+                    topics: Mapping[str, TopicAssignment], states: StateMap, now_ms: int,
+                    broker_configs: Mapping[str, Mapping[str, str]] | None = None) -> Plan:
+        """This broker won the election: load the context and decide (Kafka's onControllerFailover).
+        ``topics`` carry their config overrides; ``broker_configs`` are this broker's dynamic configs
+        (``<default>`` and its id), whose ``unclean.leader.election.enable`` is the default here."""
         self.active = True
         self.epoch, self.epoch_zk_version = epoch, epoch_zk_version
         self.live = dict(brokers)
         self.topics = dict(topics)
+        self.broker_configs = dict(broker_configs or {})
         self.states = dict(states)
         self.shutting_down.clear()
+        self.offline_replicas.clear()
         plan = Plan(full_sync=set(self.live), metadata_to_all=True)
         plan.events.append(Event("controller_context_loaded", {
             "epoch": epoch, "live_brokers": sorted(self.live), "topics": len(self.topics),
@@ -165,6 +95,7 @@ class ControllerCore:
         self.topics.clear()
         self.states.clear()
         self.shutting_down.clear()
+        self.offline_replicas.clear()
 
     # ------------------------------------------------------------------ events
 
@@ -184,6 +115,7 @@ class ControllerCore:
             "epochs": {str(b): brokers[b].epoch for b in new + bounced}}))
         self.live = dict(brokers)
         self.shutting_down -= set(dead) | set(bounced)
+        self._forget_offline(new + dead + bounced)
         plan.full_sync = set(new) | set(bounced)
         plan.metadata_to_all = True
         # A bounced broker is handled as a failure then a start-up: it lost its
@@ -214,6 +146,7 @@ class ControllerCore:
             return STALE_BROKER_EPOCH, plan, []
         self.shutting_down.add(broker_id)
         eligible = set(self.live) - self.shutting_down
+        offline = self._offline_by_partition() if self.offline_replicas else None
         remaining: list[TP] = []
         stopped: list[TP] = []
         for tp in sorted(self.states):
@@ -224,8 +157,9 @@ class ControllerCore:
             if state.controller_epoch > self.epoch:
                 continue
             if state.leader == broker_id:
-                new = election.controlled_shutdown(state, replicas, eligible, self.shutting_down, self.epoch) \
-                    if len(replicas) > 1 else None
+                off = offline.get(tp) if offline else None
+                new = election.controlled_shutdown(state, replicas, eligible - off if off else eligible,
+                                                   self.shutting_down, self.epoch) if len(replicas) > 1 else None
                 if new is None:
                     remaining.append(tp)
                     continue
@@ -323,17 +257,34 @@ class ControllerCore:
             plan.metadata_to_all = True
         return plan
 
-    def on_topics_change(self, topics: Mapping[str, TopicAssignment]) -> Plan:
-        """/brokers/topics changed: new topics' partitions get their first leaders."""
+    def on_topics_change(self, topics: Mapping[str, TopicAssignment],
+                         broker_configs: Mapping[str, Mapping[str, str]] | None = None) -> Plan:
+        """The topics as ZooKeeper has them now, each with its config overrides (after a change of
+        /brokers/topics, of a topic znode, or of a config): new topics' partitions get their first leaders
+        (TopicChange); partitions added to a known topic too (Kafka's processPartitionModifications and
+        onNewPartitionCreation: the new partitions' assignment joins the context, the existing ones' stays
+        as the context has it); changed configs are taken (an unclean election newly allowed happens now,
+        as Kafka's TopicUncleanLeaderElectionEnable)."""
         plan = Plan()
         if not self.active:
             return plan
+        if broker_configs is not None:
+            self.broker_configs = dict(broker_configs)
         added = sorted(set(topics) - set(self.topics))
         for t in added:
             self.topics[t] = topics[t]
         if added:
             plan.events.append(Event("topics_added", {"topics": added}))
-            self._reconcile(plan)
+        for t in sorted(set(topics) & set(self.topics) - set(added)):
+            cur, new = self.topics[t], topics[t]
+            more = {p: r for p, r in new.partitions.items() if p not in cur.partitions}
+            if more:
+                plan.events.append(Event("partitions_added", {
+                    "topic": t, "partitions": sorted(more), "replicas": {str(p): list(r) for p, r in sorted(more.items())},
+                    "partition_count": len(cur.partitions) + len(more)}))
+            if more or dict(cur.config) != dict(new.config):
+                self.topics[t] = TopicAssignment(t, {**cur.partitions, **more}, cur.topic_id, new.config)
+        self._reconcile(plan)
         return plan
 
     def reload_states(self, states: StateMap) -> Plan:
@@ -359,7 +310,8 @@ class ControllerCore:
                 plan.events.append(Event("election_aborted", {
                     "topic": tp[0], "partition": tp[1], "state_controller_epoch": state.controller_epoch}))
                 continue
-            new = election.preferred(state, replicas, live, self.epoch)
+            off = self._offline_by_partition().get(tp) if self.offline_replicas else None
+            new = election.preferred(state, replicas, live - off if off else live, self.epoch)
             if new is not None:
                 self._write(plan, tp, new, ver, reason, state)
         return plan
@@ -428,11 +380,11 @@ class ControllerCore:
         live_regs = tuple(self.live[b] for b in sorted(self.live))
         requests: dict[int, list[Command]] = {}
         changed_views = [self._view(tp, tp in new_tps) for tp in changed]
-        need_all = bool(plan.full_sync & set(self.live)) or plan.resend_metadata
+        need_all = bool((plan.full_sync | plan.query_replicas) & set(self.live)) or plan.resend_metadata
         by_tp = {(v.topic, v.partition): v for v in changed_views}
         all_views = [by_tp.get(tp) or self._view(tp) for tp in sorted(self.states)] if need_all else []
         changed_by = self._by_replica(changed_views)
-        all_by = self._by_replica(all_views) if plan.full_sync else {}
+        all_by = self._by_replica(all_views) if plan.full_sync or plan.query_replicas else {}
         leaders = tuple(self.live[b] for b in sorted({v.state.leader for v in changed_views} & set(self.live)))
         for b in sorted(self.live):
             cmds: list[Command] = []
@@ -444,6 +396,13 @@ class ControllerCore:
                 if mine:
                     all_leaders = tuple(self.live[x] for x in sorted({v.state.leader for v in mine} & set(self.live)))
                     cmds.append(LeaderAndIsrCmd(mine, all_leaders))
+            elif b in plan.query_replicas:
+                # every replica the broker hosts, as they are (Kafka's onBrokerLogDirFailure): its answer tells
+                # which are on an offline log directory (controller/log_dirs.py)
+                mine = tuple(all_by.get(b, ()))
+                if mine:
+                    cmds.append(LeaderAndIsrCmd(mine, tuple(self.live[x] for x in sorted(
+                        {v.state.leader for v in mine} & set(self.live)))))
             else:
                 mine = tuple(changed_by.get(b, ())) if plan.leader_and_isr else ()
                 if mine and b in plan.stop_replicas:
@@ -485,9 +444,15 @@ class ControllerCore:
         return a.partitions.get(tp[1], ()) if a else ()
 
     def _unclean(self, topic: str) -> bool:
+        """``unclean.leader.election.enable``: the topic's override, else this broker's dynamic config
+        (its own, then ``<default>``), else its static setting."""
         a = self.topics.get(topic)
-        value = a.config.get("unclean.leader.election.enable") if a else None
-        return self.settings.unclean_leader_election if value is None else bool(value)
+        for source in (a.config if a else {}, self.broker_configs.get(str(self.settings.broker_id), {}),
+                       self.broker_configs.get("<default>", {})):
+            value = _boolean(source.get("unclean.leader.election.enable"))
+            if value is not None:
+                return value
+        return self.settings.unclean_leader_election
 
     def _view(self, tp: TP, is_new: bool = False) -> PartitionView:
         state, ver = self.states[tp]
@@ -508,6 +473,7 @@ class ControllerCore:
                    for w in plan.writes}
         writes = plan.writes
         states = self.states
+        offline_on = self._offline_by_partition() if self.offline_replicas else None   # (replicas on failed dirs)
         for topic in sorted(self.topics):
             unclean_allowed = self._unclean(topic)
             # The rules' outcome depends on a state only through (leader, isr, replicas), and a cluster has
@@ -529,17 +495,19 @@ class ControllerCore:
                         writes.append(StateChange(topic, p, new, None, "new_partition", None))
                     continue
                 state, ver = cur
-                if state.leader in alive and alive.issuperset(state.isr):
+                off = offline_on.get(tp) if offline_on else None
+                here_alive, here_live = (alive - off, live - off) if off else (alive, live)
+                if state.leader in here_alive and here_alive.issuperset(state.isr):
                     continue  # healthy: nothing to decide (the common case: checked without building sets)
                 if state.controller_epoch > epoch:
                     plan.events.append(Event("election_aborted", {
                         "topic": topic, "partition": p, "state_controller_epoch": state.controller_epoch}))
                     continue
-                key = (state.leader, state.isr, replicas if type(replicas) is tuple else tuple(replicas))
+                key = (state.leader, state.isr, replicas if type(replicas) is tuple else tuple(replicas), off)
                 shape = shapes.get(key)
                 if shape is None:
-                    shape = shapes[key] = self._decide_shape(state.leader, state.isr, replicas, alive, live,
-                                                             unclean_allowed)
+                    shape = shapes[key] = self._decide_shape(state.leader, state.isr, replicas, here_alive,
+                                                             here_live, unclean_allowed)
                 reason, template, offline = shape
                 new = None if template is None else LeaderAndIsr(
                     template.leader, state.leader_epoch + template.leader_epoch, template.isr, epoch)
@@ -588,8 +556,9 @@ class ControllerCore:
         assignment = assign_replicas(s.offsets_partitions, s.offsets_replication_factor, live,
                                      start_index=self._rng(n), shift=self._rng(n))
         topic_id = base64.urlsafe_b64encode(bytes(self._rng(256) for _ in range(16))).rstrip(b"=").decode()
-        topic = TopicAssignment(s.offsets_topic, assignment, topic_id=topic_id,
-                                config={"cleanup.policy": "compact"})
+        # Kafka's GroupMetadataManager.offsetsTopicConfigs, written to /config/topics/__consumer_offsets
+        topic = TopicAssignment(s.offsets_topic, assignment, topic_id=topic_id, config={
+            "cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(s.offsets_segment_bytes)})
         plan.topic_creates.append(topic)
         plan.events.append(Event("topic_created", {"topic": s.offsets_topic, "partitions": s.offsets_partitions,
                                               "replication_factor": s.offsets_replication_factor}))

@@ -41,14 +41,16 @@ class Snapshot(NamedTuple):
     controller_epoch: int
     epoch_zk_version: int
     brokers: dict
-    topics: dict
+    topics: dict          # {name: TopicAssignment}, each with its config overrides (/config/topics/<t>)
     round_trips: int      # ZooKeeper round trips it took (reported in controller_failover_done)
+    broker_configs: dict = {}   # this broker's dynamic configs: {"<default>": {...}, "<id>": {...}}
 
 
 @dataclass(frozen=True)
 class ReadSnapshot:
-    """-> :class:`Snapshot` (no partition states); arms the /brokers/topics watch (TOPIC_CHANGE) and,
-    with ``watch_brokers``, the /brokers/ids one (BROKER_CHANGE)."""
+    """-> :class:`Snapshot` (no partition states); arms the /brokers/topics watch (TOPIC_CHANGE), a data watch
+    on every topic znode not watched yet (PARTITION_MODIFICATIONS) and, with ``watch_brokers``, the
+    /brokers/ids one (BROKER_CHANGE)."""
     watch_brokers: bool = True
 
 
@@ -71,6 +73,19 @@ class ReadStates:
 @dataclass(frozen=True)
 class ReadDeletionRequests:
     """-> the topics marked for deletion; arms the /admin/delete_topics watch (TOPIC_DELETION)."""
+
+
+@dataclass(frozen=True)
+class ReadLogDirEvents:
+    """-> [(sequence, broker id or None)] of /log_dir_event_notification's children; arms its watch
+    (LOG_DIR_EVENT)."""
+
+
+@dataclass(frozen=True)
+class DeleteLogDirEvents:
+    """Delete these notifications, each in a multi fenced by the controller epoch (one gone is no error)."""
+    fence: int
+    sequences: tuple
 
 
 @dataclass(frozen=True)
@@ -227,6 +242,11 @@ class ControllerHandlers:
         snap = yield ReadSnapshot()
         if snap.epoch_zk_version != version:
             raise ControllerMovedError(f"epoch moved to {snap.controller_epoch} while loading")
+        # Kafka's onControllerFailover deletes the log dir event notifications left (and arms their watch): the
+        # answers to its LeaderAndIsr tell the new controller which replicas are offline
+        pending = yield ReadLogDirEvents()
+        if pending:
+            yield DeleteLogDirEvents(version, tuple(seq for seq, _b in pending))
         wanted = [(t, p) for t, a in snap.topics.items() for p in a.partitions]
         cache = yield CachedStates()
         from_cache = bool(wanted) and all(tp in cache for tp in wanted)
@@ -238,7 +258,8 @@ class ControllerHandlers:
             round_trips += 1
         t1 = yield MonoNs()
         self.failovers += 1
-        plan = self.core.on_failover(epoch, version, snap.brokers, snap.topics, states, (yield Clock()))
+        plan = self.core.on_failover(epoch, version, snap.brokers, snap.topics, states, (yield Clock()),
+                                     snap.broker_configs)
         t2 = yield MonoNs()
         written = yield from self.execute(plan)
         t3 = yield MonoNs()
@@ -281,15 +302,39 @@ class ControllerHandlers:
             yield from self.execute(self.core.on_broker_change((yield ReadBrokers())))
 
     def topic_change(self) -> Steps:
+        """A topic was created (/brokers/topics' children), a topic's assignment changed (its znode: Kafka's
+        PartitionModifications), or a config changed (a broker's config-change listener, on the controller:
+        Kafka's TopicUncleanLeaderElectionEnable): read the topics again, with their configs, and decide."""
         if self.core.active:
             snap = yield ReadSnapshot(watch_brokers=False)
-            yield from self.execute(self.core.on_topics_change(snap.topics))
+            yield from self.execute(self.core.on_topics_change(snap.topics, snap.broker_configs))
+
+    partition_modifications = topic_change
+    config_change = topic_change
 
     def topic_deletion(self) -> Steps:
         if self.core.active:
             requested = yield ReadDeletionRequests()
             if requested:
                 yield from self.execute(self.core.on_topic_deletion(requested))
+
+    def log_dir_event(self) -> Steps:
+        """/log_dir_event_notification changed (Kafka's processLogDirEventNotification): ask the brokers that
+        wrote a notification which replicas they lost (controller/log_dirs.py), then delete what was read."""
+        if not self.core.active:
+            return
+        pending = yield ReadLogDirEvents()
+        if not pending:
+            return
+        yield from self.execute(self.core.on_log_dir_event(b for _seq, b in pending if b is not None))
+        if self.core.active:
+            yield DeleteLogDirEvents(self.fence(), tuple(seq for seq, _b in pending))
+
+    def leader_and_isr_response(self, broker_id: int, broker_epoch: int, errors_by_tp: dict) -> Steps:
+        """A broker's answer to a LeaderAndIsr (Kafka's LeaderAndIsrResponseReceived): replicas on offline log
+        directories leave their leaderships and ISRs."""
+        if self.core.active:
+            yield from self.execute(self.core.on_leader_and_isr_response(broker_id, broker_epoch, errors_by_tp))
 
     def expire(self) -> Steps:
         """Kafka's Expire (after the shell dropped its queued work): resign (unless a zombie); the shell then

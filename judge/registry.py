@@ -1,7 +1,7 @@
 """The checkers, named once: each checker's name, the anomaly kinds it reports, what it looks for, and its
 Python implementation (one run's history and events -> a ``CheckResult``).
 
-Everything that judges a run reads this table: ``judge.checkers.check`` (a chaos run, a simulated run, the
+Everything that judges a run reads these tables: ``judge.checkers.check`` (a chaos run, a simulated run, the
 shrinker's target checker) runs its Python checkers in this order, and ``analysis.checks.CHECKERS`` puts
 each checker's Spark implementation, named as its Python one, in the same place for many runs at once.
 The exact rule behind each kind: docs/chaos.md, "Checkers".  Pure.
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from judge.check_model import CheckResult
+from judge.checks_app import check_app_output, check_observed_commits
 from judge.checks_cluster import check_controllers, check_hw, check_unclean_elections
 from judge.checks_groups import (check_commit_order, check_fenced_generations, check_lost_commits,
                                  check_split_coordinator)
@@ -48,3 +49,17 @@ CHECKERS: dict[str, Checker] = {c.name: c for c in (
             "an acknowledged send that a consuming group never returned before its final commit", check_unseen),
 )}
 KINDS: tuple[str, ...] = tuple(k for c in CHECKERS.values() for k in c.kinds)
+
+#: The checkers of the user's own application (a chaos run's ``workload.command``, judge/checks_app.py): they
+#: also read what the runner observed of the app (the ``app`` option: its group, input, output and delivery),
+#: and judge nothing without it.  ``judge.checkers.check`` runs them after ``CHECKERS`` when given ``app``.
+#: The Spark analysis does not run them (it judges runs of kafkasim's own workloads).
+APP_CHECKERS: dict[str, Checker] = {c.name: c for c in (
+    Checker("observed-commits", ("app-commit-went-backwards", "app-commit-lost"),
+            "the app's committed offsets, as our OffsetFetch polling saw them, going down (across a coordinator "
+            "failover: an acknowledged commit lost)", check_observed_commits),
+    Checker("app-output", ("app-record-lost", "app-record-duplicated"),
+            "a record the app committed past but never wrote to its output, or (exactly-once) wrote twice",
+            check_app_output),
+)}
+APP_KINDS: tuple[str, ...] = tuple(k for c in APP_CHECKERS.values() for k in c.kinds)

@@ -16,7 +16,9 @@ stages are always in order: detect <= elect <= load <= first commit.
     first, after T, of a ``broker_change`` with L in ``dead`` or ``bounced``
     (L lost its session, or restarted); a ``controlled_shutdown_requested``
     with ``broker_id`` L, for a ``terminate`` fault only (no other fault makes
-    a broker shut down); or, when the same fault hit the controller of time T,
+    a broker shut down); a ``replicas_offline`` with ``broker_id`` L whose
+    ``replicas`` list P (the log directory holding L's replica of P failed:
+    a disk fault); or, when the same fault hit the controller of time T,
     a ``controller_elected`` by another broker (the new controller learns by
     winning). ``detect_by`` names which.
 ``elect_ms``
@@ -187,7 +189,9 @@ class _History:
                 "time": op["time"], "type": op.get("type"),
                 "f": op.get("f") or inv.get("f"),
                 "group": op.get("group") if op.get("group") is not None else inv.get("group"),
-                "node": op.get("node"), "error": op.get("error")})
+                "node": op.get("node"), "error": op.get("error"),
+                "inv_time": inv.get("time"), "offsets": (op.get("value") or {}).get("offsets")
+                if isinstance(op.get("value"), dict) else None})
         self.faults: list[_Fault] = []
         for pos, op in starts:
             value = op["value"]
@@ -197,7 +201,7 @@ class _History:
             self.faults.append(_Fault(
                 id=value.get("fault"), kind=value.get("kind", op.get("f")), target=value.get("target"),
                 nodes=nodes, brokers=frozenset(n for n in nodes if _is_broker(n)),
-                zk=any(isinstance(n, str) for n in nodes), time=op["time"],
+                zk=any(isinstance(n, str) and n.startswith("zk") for n in nodes), time=op["time"],
                 heal=heal["time"] if heal else None))
 
 
@@ -213,6 +217,7 @@ class _Events:
         self.controller_log: list[tuple[int, str, int]] = []
         self.broker_changes: list[dict] = []
         self.shutdown_requests: list[dict] = []
+        self.offline_replicas: list[dict] = []      # replicas_offline: a log directory failed
         self.stops: list[tuple[int, int]] = []      # (mono_ns, broker): a clean stop (SIGTERM) began
         self.loads: list[dict] = []
         pending: dict[int, list[dict]] = {}
@@ -239,6 +244,8 @@ class _Events:
                 self.broker_changes.append(e)
             elif t == "controlled_shutdown_requested":
                 self.shutdown_requests.append(e)
+            elif t == "replicas_offline":
+                self.offline_replicas.append(e)
             elif t == "broker_stopping":
                 self.stops.append((e["mono_ns"], e["broker"]))
             elif t == "coordinator_loaded":
@@ -282,10 +289,11 @@ def _blank_row(fault: _Fault) -> dict:
 
 
 def _detections(ev: _Events, old: int, lo: int, hi: float, *, shutdown: bool, elected_not_by: int | None,
-                hi_inclusive: bool = False) -> list[tuple[int, str]]:
+                hi_inclusive: bool = False, partition: int | None = None) -> list[tuple[int, str]]:
     """The ways the controller learned that ``old`` was gone, in (lo, hi): ``broker_change`` (``old`` dead or
     bounced: it lost its session or restarted), ``controlled_shutdown_requested`` (only with ``shutdown``: a
-    SIGTERM), ``controller_elected`` by another broker than ``elected_not_by`` (the new controller learns by
+    SIGTERM), ``replicas_offline`` of ``old`` listing the offsets ``partition`` (its log directory failed),
+    ``controller_elected`` by another broker than ``elected_not_by`` (the new controller learns by
     winning; None: not looked for).  ``hi_inclusive`` makes it (lo, hi]."""
     def inside(t: int) -> bool:
         return lo < t and (t <= hi if hi_inclusive else t < hi)
@@ -295,6 +303,10 @@ def _detections(ev: _Events, old: int, lo: int, hi: float, *, shutdown: bool, el
     if shutdown:
         found += [(e["mono_ns"], "controlled_shutdown_requested") for e in ev.shutdown_requests
                   if inside(e["mono_ns"]) and e.get("broker_id") == old]
+    if partition is not None:
+        name = f"{OFFSETS_TOPIC}-{partition}"
+        found += [(e["mono_ns"], "replicas_offline") for e in ev.offline_replicas
+                  if inside(e["mono_ns"]) and e.get("broker_id") == old and name in (e.get("replicas") or ())]
     if elected_not_by is not None:
         found += [(t, "controller_elected") for t, what, broker in ev.controller_log
                   if inside(t) and what == "elected" and broker != elected_not_by]
@@ -313,10 +325,26 @@ def _load_after(ev: _Events, elected: dict) -> dict | None:
                   and (epoch is None or e.get("leader_epoch") is None or e["leader_epoch"] >= epoch))
 
 
+def _observed_commit(mine: list[dict], floor: int) -> dict | None:
+    """For a group whose commits are only observed (the user's application, polled with OffsetFetch): the
+    first ok fetch-committed F, invoked after ``floor``, whose offsets differ from those of an ok fetch invoked
+    after ``floor`` and completed before F was invoked.  A commit landed between the two, after ``floor``."""
+    base = None
+    for c in mine:
+        if c["f"] != "fetch-committed" or c["type"] != "ok" or (c["inv_time"] or 0) <= floor:
+            continue
+        if base is not None and base["time"] < c["inv_time"] and c["offsets"] != base["offsets"]:
+            return c
+        if base is None or base["time"] < c["inv_time"]:
+            base = c
+    return None
+
+
 def _after_stages(row: dict, group: str, t0: int, detect_ns: int | None, elected: dict | None,
-                  loaded: dict | None, any_end: float, hist: _History) -> None:
+                  loaded: dict | None, any_end: float, hist: _History, observed: bool = False) -> None:
     """Fills the move's stages, the first commit (after every earlier stage: the stages are in order) and the
-    unavailability window (from t0)."""
+    unavailability window (from t0).  ``observed``: the group's commits are not in the history, only seen by
+    fetches (:func:`_observed_commit`)."""
     floor = t0
     if detect_ns is not None:
         floor = max(floor, detect_ns)
@@ -330,7 +358,10 @@ def _after_stages(row: dict, group: str, t0: int, detect_ns: int | None, elected
                    records_replayed=loaded.get("replayed"), records=loaded.get("records"))
 
     mine = [c for c in hist.completions if c["group"] == group]
-    commit = _first(mine, lambda c: c["time"] > floor and c["type"] == "ok" and c["f"] == "commit")
+    if observed:
+        commit = _observed_commit(mine, floor)
+    else:
+        commit = _first(mine, lambda c: c["time"] > floor and c["type"] == "ok" and c["f"] == "commit")
     row["first_commit_ms"] = _ms(commit["time"], t0) if commit else None
 
     failed_at = next((i for i, c in enumerate(mine) if t0 < c["time"] < any_end
@@ -346,7 +377,8 @@ def _after_stages(row: dict, group: str, t0: int, detect_ns: int | None, elected
 
 
 def _group_row(fault: _Fault, group: str, partition: int, old: int, controller: int | None,
-               lead_end: float, any_end: float, ev: _Events, hist: _History) -> tuple[dict, dict | None]:
+               lead_end: float, any_end: float, ev: _Events, hist: _History,
+               observed: bool = False) -> tuple[dict, dict | None]:
     """The row, and the state whose move it took (None: it took none)."""
     t0 = fault.time
     row = _blank_row(fault)
@@ -355,7 +387,7 @@ def _group_row(fault: _Fault, group: str, partition: int, old: int, controller: 
     # detect: the first way the controller could have learned that this fault took `old` away
     found = _detections(ev, old, t0, lead_end, shutdown=fault.kind in SHUTDOWN_KINDS,
                         elected_not_by=controller if controller is not None and controller in fault.brokers
-                        else None)
+                        else None, partition=partition)
     elected = loaded = None
     detect_ns = None
     if found:
@@ -367,12 +399,12 @@ def _group_row(fault: _Fault, group: str, partition: int, old: int, controller: 
         if change is not None and change["_landed"] >= detect_ns and _is_failover(change, old):
             elected = change
             loaded = _load_after(ev, elected)
-    _after_stages(row, group, t0, detect_ns, elected, loaded, any_end, hist)
+    _after_stages(row, group, t0, detect_ns, elected, loaded, any_end, hist, observed)
     return row, elected
 
 
 def _unattributed_rows(groups: Sequence[str], n: int, taken: set[int], faults: Sequence[_Fault],
-                       ev: _Events, hist: _History) -> list[dict]:
+                       ev: _Events, hist: _History, observed: frozenset[str] = frozenset()) -> list[dict]:
     """A row per (leader move of a group's offsets partition that no fault row took, group): ``cause`` is
     ``end phase`` when it landed after the run's end phase began, else ``none in schedule``.  Its time origin
     is the controller's last detection of the old leader before the move (else the move itself)."""
@@ -387,7 +419,7 @@ def _unattributed_rows(groups: Sequence[str], n: int, taken: set[int], faults: S
             leader = s.get("leader", -1)
             if old is not None and id(s) not in taken and _is_failover(s, old):
                 found = _detections(ev, old, since, s["_landed"], shutdown=True, elected_not_by=old,
-                                    hi_inclusive=True)
+                                    hi_inclusive=True, partition=p)
                 detect_ns, by = max(found) if found else (None, None)
                 t0 = detect_ns if detect_ns is not None else s["_landed"]
                 any_end = min((f.time for f in faults if f.time > t0), default=_INF)
@@ -396,7 +428,7 @@ def _unattributed_rows(groups: Sequence[str], n: int, taken: set[int], faults: S
                     row.update(cause=CAUSE_END if end is not None and s["_landed"] > end else CAUSE_NONE,
                                nodes=[], time_ns=t0, group=g, partition=p, old_leader=old,
                                detect_ms=_ms(detect_ns, t0), detect_by=by)
-                    _after_stages(row, g, t0, detect_ns, s, _load_after(ev, s), any_end, hist)
+                    _after_stages(row, g, t0, detect_ns, s, _load_after(ev, s), any_end, hist, g in observed)
                     rows.append(row)
             if leader >= 0 and leader != old:
                 old, since = leader, s["_landed"]
@@ -411,7 +443,7 @@ def _order(row: dict) -> tuple:
 
 
 def failover_timeline(ops: Sequence[dict], events: Iterable[dict], *,
-                      offsets_partitions: int | None = None) -> list[dict]:
+                      offsets_partitions: int | None = None, observed_groups: Iterable[str] = ()) -> list[dict]:
     """One row per (fault start, group it hit), one controller row per fault that hit the controller, and one
     row per (leader move of a group's offsets partition that no fault explains, group).
 
@@ -421,9 +453,12 @@ def failover_timeline(ops: Sequence[dict], events: Iterable[dict], *,
     the ``partitions`` of the ``topic_created`` event of __consumer_offsets.
     Rows come in time order (a fault's rows at its start, an unattributed move's at its origin); within a
     fault the controller row first, then groups by name. Every row has every key of :data:`ROW_FIELDS`.
+    ``observed_groups``: groups whose commits the history does not have, only fetches of their committed
+    offsets (a chaos run's user application); their first commit is the first change those fetches saw.
     """
     hist = _History(ops)
     ev = _Events(events)
+    observed = frozenset(observed_groups)
     n = offsets_partitions if offsets_partitions is not None else ev.offsets_partitions
     if hist.groups and not n:
         raise ValueError("the number of __consumer_offsets partitions is unknown (no topic_created event): "
@@ -459,12 +494,13 @@ def failover_timeline(ops: Sequence[dict], events: Iterable[dict], *,
             old = ev.leader_at(p, t0)
             if old is None or old not in fault.brokers:
                 continue
-            row, elected = _group_row(fault, group, p, old, controller, end_for(old), any_end, ev, hist)
+            row, elected = _group_row(fault, group, p, old, controller, end_for(old), any_end, ev, hist,
+                                      group in observed)
             rows.append(row)
             if elected is not None:
                 taken.add(id(elected))
     if groups:
-        rows += _unattributed_rows(groups, n, taken, hist.faults, ev, hist)
+        rows += _unattributed_rows(groups, n, taken, hist.faults, ev, hist, observed)
     rows.sort(key=_order)
     return rows
 

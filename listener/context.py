@@ -26,8 +26,8 @@ class ListenerContext:
     delete_topic_enable: bool = True
     auto_create_topics: bool = True
     topic_config: Callable[[str], dict] = lambda topic: {}   # a topic's config overrides (ZooKeeper)
-    broker_setting: Callable[[str], tuple[Any, bool]] = lambda key: (None, False)   # (value, set explicitly)
-    broker_settings: Callable[[], list[tuple[str, Any, bool]]] = lambda: []           # every broker key so
+    broker_config: Any = None       # node.dynamic_config.DynamicBrokerConfig: the broker's defaults and dynamic configs
+    is_controller: Callable[[], bool] = lambda: False   # this broker is the active controller
 
     async def blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the pool, awaited on the listener's loop."""

@@ -56,10 +56,10 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
 
                 def done(code: int, fut: asyncio.Future = fut) -> None:
                     loop.call_soon_threadsafe(fut.set_result, code)
-                code, base, _last, pending = ctx.replicas.append_batch(
+                code, base, _last, pending, stamp = ctx.replicas.append_batch(
                     tp, batch.data, batch.record_count, batch.max_timestamp, body.acks, body.timeout_ms, done,
                     (batch.producer_id, batch.producer_epoch, batch.base_sequence))
-                r["error_code"], r["base_offset"] = code, base
+                r["error_code"], r["base_offset"], r["log_append_time_ms"] = code, base, stamp
                 r["log_start_offset"] = ctx.replicas.log_start_offset(tp) if code == errors.NONE else -1
                 if pending:
                     waits.append((r, fut))

@@ -64,8 +64,12 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     20: (1, 6),   # DeleteTopics
     22: (0, 4),   # InitProducerId (idempotent producers; no transactions)
     23: (0, 4),   # OffsetForLeaderEpoch (consumers validating positions after a leader change)
-    32: (1, 4),   # DescribeConfigs (topics and this broker)
+    32: (1, 4),   # DescribeConfigs (topics, this broker, the cluster-wide broker defaults)
+    33: (0, 2),   # AlterConfigs
+    35: (1, 2),   # DescribeLogDirs (Kafka 2.8: 0-2; v0, the same as v1, is not in kafka-python's specs)
+    37: (0, 3),   # CreatePartitions (the controller)
     42: (0, 2),   # DeleteGroups
+    44: (0, 1),   # IncrementalAlterConfigs
 }
 API_VERSIONS = 18
 

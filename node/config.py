@@ -176,7 +176,8 @@ BROKER_SCHEMA: Mapping[str, KeySpec] = MappingProxyType({spec.name: spec for spe
     _k("host", str, "127.0.0.1", "Host the broker listens on and advertises"),
     _k("port", int, None, "Listener port: required, unique per host", max=65535),
     _k("rack", str, None, "broker.rack; null = no rack", nullable=True),
-    _k("log.dirs", str, None, "The broker's one data directory; null = `<run.dir>/data/broker-<id>`", nullable=True),
+    _k("log.dirs", str, None, "The broker's data directories, comma-separated as Kafka's (`/d1,/d2`); a new "
+       "partition goes to the one holding the fewest; null = `<run.dir>/data/broker-<id>`", nullable=True),
     _k("listeners", str, None, "The Kafka-protocol listeners, `NAME://host:port[,...]` (names from "
        "listener.security.protocol.map); null = `PLAINTEXT://<host>:<port + 10000>` (port - 10000 above 55535)",
        nullable=True),
@@ -254,11 +255,21 @@ class BrokerSpec:
     host: str
     port: int
     rack: str | None
-    log_dir: Path
+    log_dir: Path                                    # the first of ``log_dirs`` (where zk-session.json lives)
     listeners: tuple[Endpoint, ...] | None = None    # the Kafka listeners' (name, bind host, port); None: default
     advertised: tuple[Endpoint, ...] | None = None   # what clients are told, per listener name; None: ``listeners``
     listeners_raw: str | None = None            # as given (to_yaml writes it back)
     advertised_raw: str | None = None
+    log_dirs: tuple[Path, ...] = ()                  # every data directory, in log.dirs' order; () = (log_dir,)
+
+    def __post_init__(self) -> None:
+        if not self.log_dirs:
+            object.__setattr__(self, "log_dirs", (self.log_dir,))
+
+    @property
+    def log_dirs_raw(self) -> str:
+        """``log.dirs`` as cluster.yaml writes it back."""
+        return ",".join(str(d) for d in self.log_dirs)
 
     @property
     def kafka_listeners(self) -> tuple[Endpoint, ...]:
@@ -382,8 +393,8 @@ class ClusterConfig:
             entry: dict[str, Any] = {"id": b.id, "host": b.host, "port": b.port}
             if b.rack is not None:
                 entry["rack"] = b.rack
-            if b.log_dir != self.run_dir / "data" / f"broker-{b.id}":
-                entry["log.dirs"] = str(b.log_dir)
+            if b.log_dirs != (self.run_dir / "data" / f"broker-{b.id}",):
+                entry["log.dirs"] = b.log_dirs_raw
             if b.listeners_raw is not None:
                 entry["listeners"] = b.listeners_raw
             if b.advertised_raw is not None:
@@ -422,8 +433,15 @@ def _parse_brokers(value: Any, run_dir: Path, base: Path, problems: list,
             if key not in entry:
                 problems.append((f"{where}.{key}", "required"))
         log_dirs = vals.get("log.dirs")
-        if log_dirs is not None and "," in log_dirs:
-            problems.append((f"{where}.log.dirs", "kafkasim supports exactly one directory per broker"))
+        dirs: tuple[Path, ...] = ()
+        if log_dirs is not None:
+            parts = [d.strip() for d in log_dirs.split(",")]
+            if any(not d for d in parts):
+                problems.append((f"{where}.log.dirs", f"{log_dirs!r} has an empty directory (comma-separated paths)"))
+            else:
+                dirs = tuple(_abspath(base, d) for d in parts)
+                if len(set(dirs)) != len(dirs):
+                    problems.append((f"{where}.log.dirs", f"{log_dirs!r} lists a directory twice"))
         parsed: dict[str, tuple[Endpoint, ...] | None] = {}
         for key in ("listeners", "advertised.listeners"):
             try:
@@ -435,10 +453,10 @@ def _parse_brokers(value: Any, run_dir: Path, base: Path, problems: list,
             problems.append((f"{where}.advertised.listeners", why))
         if len(problems) > before:
             continue
-        log_dir = _abspath(base, log_dirs) if log_dirs else run_dir / "data" / f"broker-{vals['id']}"
+        dirs = dirs or (run_dir / "data" / f"broker-{vals['id']}",)
         out.append((i, BrokerSpec(vals["id"], vals.get("host", "127.0.0.1"), vals["port"], vals.get("rack"),
-                                  log_dir, parsed["listeners"], parsed["advertised.listeners"],
-                                  vals.get("listeners"), vals.get("advertised.listeners"))))
+                                  dirs[0], parsed["listeners"], parsed["advertised.listeners"],
+                                  vals.get("listeners"), vals.get("advertised.listeners"), dirs)))
     return out
 
 
@@ -451,12 +469,13 @@ def _check_combinations(s: Mapping[str, Any], brokers: list[tuple[int, BrokerSpe
     addrs: dict[tuple[str, int], str] = {}   # host:port -> the key that took it (gRPC port or Kafka listener)
     dirs: dict[Path, int] = {}
     for i, b in brokers:
+        used = [d for d in b.log_dirs if d in dirs]
         if b.id in ids:
             problems.append((f"brokers[{i}].id", f"duplicate broker id {b.id} (also brokers[{ids[b.id]}].id)"))
         if (b.host, b.port) in addrs:
             problems.append((f"brokers[{i}].port", f"{b.host}:{b.port} is also used by {addrs[b.host, b.port]}"))
-        if b.log_dir in dirs:
-            problems.append((f"brokers[{i}].log.dirs", f"{b.log_dir} is also used by brokers[{dirs[b.log_dir]}]"))
+        if used:
+            problems.append((f"brokers[{i}].log.dirs", f"{used[0]} is also used by brokers[{dirs[used[0]]}]"))
         ids.setdefault(b.id, i)
         addrs.setdefault((b.host, b.port), f"brokers[{i}]")
         for _, host, port in b.kafka_listeners:
@@ -464,7 +483,8 @@ def _check_combinations(s: Mapping[str, Any], brokers: list[tuple[int, BrokerSpe
             if kafka in addrs:
                 problems.append((f"brokers[{i}].listeners", f"{host}:{port} is also used by {addrs[kafka]}"))
             addrs.setdefault(kafka, f"brokers[{i}].listeners")
-        dirs.setdefault(b.log_dir, i)
+        for d in b.log_dirs:
+            dirs.setdefault(d, i)
     if s["zookeeper.connect"] is None:
         tick, session = s["zookeeper.embedded.tick.time.ms"], s["zookeeper.session.timeout.ms"]
         if session < 2 * tick:
@@ -611,6 +631,8 @@ def describe_schema() -> str:
     for s in BROKER_SCHEMA.values():
         default = "required" if s.name in _REQUIRED_BROKER_KEYS else _fmt(s.default)
         lines.append(f"| `{s.name}` | {s.type_name} | {s.allowed} | {default} | {s.doc} |")
-    lines += ["", "Topic configs (`kafkasim topics --create --topic T --config KEY=VALUE`); the default is the "
-              "broker key named, as in Kafka:", "", describe_topic_configs().rstrip("\n")]
+    lines += ["", "Topic configs (Kafka 2.8's 26: `kafkasim topics --create --topic T --config KEY=VALUE`, CreateTopics, "
+              "and on a live topic AlterConfigs and IncrementalAlterConfigs, e.g. `kafka-configs --alter`); the default "
+              "is the broker key named (its dynamic value first, docs/kafka-listener.md), else Kafka's:", "",
+              describe_topic_configs().rstrip("\n")]
     return "\n".join(lines) + "\n"

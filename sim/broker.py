@@ -7,6 +7,10 @@
 the disk (a ``SimDisk`` holding the logs' files, and the HW checkpoint) stays,
 with the crash's losses, and a restart recovers the logs and registers again,
 as node/server/broker.py does.
+
+With ``log_dirs`` > 1 each directory is a ``SimDisk`` of its own, placed and failed by the real rules
+(``replication.log_dirs.LogDirs``): an I/O error (a ``disk-full`` or ``disk-error`` fault) takes a directory
+offline with its replicas, then the broker writes the ZooKeeper notification, or halts when none is left.
 """
 from __future__ import annotations
 
@@ -19,6 +23,8 @@ from kafkacommon import errors
 from kafkacommon.event import Event
 from kafkacommon.hashing import partition_for
 from replication.broker_state import BrokerState
+from replication.log_dirs import LogDirs
+from sim.configs import SimConfigListener
 from sim.controller import SimController
 from sim.disk import SimDisk
 from sim.coordinators import SimCoordinators
@@ -50,14 +56,25 @@ class SimConfig:
     min_session_timeout_ms: int = 500
     commit_timeout_ms: int = 5000
     bugs: frozenset[str] = frozenset()
+    log_dirs: int = 1                   # data directories per broker, each a disk of its own
 
 
 @dataclass
 class Disk:
-    """What a broker keeps across crashes: its simulated disk, the logs on it, and its HW checkpoint."""
-    files: SimDisk = field(default_factory=SimDisk)
+    """What a broker keeps across crashes: its simulated disks (one per log directory), the logs on them,
+    and its HW checkpoint."""
+    dirs: list[SimDisk] = field(default_factory=lambda: [SimDisk()])
     logs: dict[TP, SimLog] = field(default_factory=dict)
     hw: dict[TP, int] = field(default_factory=dict)
+
+    @property
+    def files(self) -> SimDisk:
+        """The first directory's disk."""
+        return self.dirs[0]
+
+    def name(self, disk: SimDisk) -> str:
+        """A directory's name, as log_dir_failed reports it: ``d0``, ``d1``..."""
+        return f"d{next(i for i, d in enumerate(self.dirs) if d is disk)}"
 
     @property
     def slow_ms(self) -> float:
@@ -72,7 +89,7 @@ class SimBroker:
         self.cfg: SimConfig = cluster.cfg
         self.id = broker_id
         self.node = f"b{broker_id}"
-        self.disk = Disk()
+        self.disk = Disk([SimDisk() for _ in range(max(1, self.cfg.log_dirs))])
         self.running = False
         self.zk: ZkDoor | None = None
 
@@ -91,17 +108,66 @@ class SimBroker:
         for e in events:
             self.cluster.emit(self.id, e.name, e.fields)
 
-    def disk_log(self, tp: TP) -> SimLog:
+    def disk_log(self, tp: TP, is_new: bool = False) -> SimLog | None:
+        """The replica's log, created where the rules place it; None: it is offline (its directory failed,
+        or a directory is offline and it is not new)."""
         log = self.disk.logs.get(tp)
-        if log is None:
-            log = self.disk.logs[tp] = SimLog(self.disk.files, *tp)
-        return log
+        if log is not None:
+            return None if self.dirs.is_offline(tp) else log
+        placement = self.dirs.placement(tp, is_new)
+        for d in placement.dirs:
+            try:
+                log = SimLog(self.disk.dirs[int(d[1:])], *tp)
+            except OSError as e:
+                self.dir_failed(d, "create", e)
+                continue
+            self.dirs.created(tp, d)
+            self.disk.logs[tp] = log
+            return log
+        if not self.dirs.is_offline(tp) and self.dirs.offline:
+            self.dirs.lost(tp)
+        return None
+
+    def dir_of(self, log: SimLog) -> str:
+        return self.disk.name(log.disk)
+
+    def dir_failed(self, d: str, what: str, e: OSError) -> None:
+        """An I/O error in log directory ``d`` (replication.log_dirs' rules): its replicas go offline; then
+        the ZooKeeper notification, or a halt when no directory is left."""
+        failure = self.dirs.fail(d, f"{type(e).__name__}: {e}", what)
+        if not failure.first:
+            return
+        self.log(*failure.events)
+        for tp in failure.partitions:
+            self.replicas.take_offline(tp)
+        if failure.halt:
+            self.emit("broker_halted", reason=f"every log directory is offline (the last: {d})", exit_code=1)
+            self.crash()
+        else:
+            self._notify_dir_failure(d)
+
+    def _notify_dir_failure(self, d: str) -> None:
+        try:
+            path = self.zk.propagate_log_dir_event(self.id)
+        except CONNECTION_ERRORS:
+            self.world.on_node(self.node, REGISTER_RETRY_MS, self._notify_dir_failure, d)
+            return
+        self.emit("log_dir_event_notified", dir=d, path=path)
 
     def disk_wrote(self, log: SimLog) -> None:
         pass   # the page cache has it; fsync comes with the periodic flush
 
     def hw_checkpoint(self) -> dict[TP, int]:
         return self.disk.hw
+
+    def read_topic_config(self, topic: str) -> dict:
+        """A topic's overrides when a replica is first hosted (the broker defaults, and an event, when ZooKeeper
+        cannot be reached then, as node/server/broker.py's after its retries)."""
+        try:
+            return self.zk.read_entity_config(f"topics/{topic}") if self.zk is not None else {}
+        except CONNECTION_ERRORS as e:
+            self.emit("topic_config_unreadable", topic=topic, error=f"{type(e).__name__}: {e}")
+            return {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -121,11 +187,24 @@ class SimBroker:
         self.replicas.on_role = self.coordinators.on_role
         self.emit("broker_starting", host="sim", port=9000 + self.id, pid=0, planted_bugs=sorted(bugs),
                   kafka_listener=None)
+        self.dirs = LogDirs([f"d{i}" for i in range(len(self.disk.dirs))])   # offline ones come back on restart
         for tp, log in sorted(self.disk.logs.items()):
-            cut, dropped = log.recover()
+            self.dirs.found(tp, self.dir_of(log))
+        for tp, log in sorted(self.disk.logs.items()):
+            if self.dirs.is_offline(tp):
+                continue
+            try:
+                cut, dropped = log.recover()
+            except OSError as e:   # Kafka's loadLogs: the directory is offline from the start
+                self.dirs.fail(self.dir_of(log), f"{type(e).__name__}: {e}", "log recovery")
+                continue
             if cut:
                 self.emit("log_recovered", topic=tp[0], partition=tp[1], truncated_bytes=cut,
                           dropped_batches=dropped, log_end_offset=log.log_end_offset)
+        if not self.dirs.online():   # Kafka's createAndValidateLogDirs / loadLogs: none left, halt
+            self.emit("broker_halted", reason="no log directory is online at start-up", exit_code=1)
+            self.crash()
+            return
         self.zk = ZkDoor(self.cluster.zk, self.node, self.cfg.session_timeout_ms)
         self.zk.on_expired = self._on_session_expired
         settings = ControllerSettings(
@@ -135,6 +214,7 @@ class SimBroker:
             expected_brokers=self.cfg.brokers, offsets_eager_create=self.cfg.offsets_eager_create,
             planted_elect_outside_isr="elect-outside-isr" in bugs)
         self.controller = SimController(self, self.zk, settings, zombie="zombie-controller" in bugs)
+        self.configs = SimConfigListener(self)
         self._controller_started = False
         self._register()
         self.world.on_node(self.node, self.cfg.session_timeout_ms / 3, self._ping)
@@ -153,7 +233,8 @@ class SimBroker:
             self.zk.abandon()
         files = self.disk.files
         if lose_unsynced:
-            files.crash(0.0)
+            for disk in self.disk.dirs:
+                disk.crash(0.0)
         if torn_bytes:
             # the torn tail (as chaos's truncate fault cuts a real segment): the largest log's last bytes
             last = max(self.disk.logs.values(), key=lambda lg: lg.size_bytes, default=None)
@@ -177,6 +258,7 @@ class SimBroker:
             return
         self.state.broker_epoch = epoch
         self.emit("broker_registered", broker_epoch=epoch, session_id=f"0x{zk.session_id:x}")
+        self.configs.process()   # every notification present (a new session's watch too)
         if not self._controller_started:
             self._controller_started = True
             self.controller.start()
@@ -196,23 +278,45 @@ class SimBroker:
         self.world.on_node(self.node, self.cfg.replica_lag_time_max_ms / 2, self._shrink_check)
 
     def _checkpoint(self) -> None:
-        for tp, h in self.replicas.hosted.items():
-            self.disk.hw[tp] = h.repl.high_watermark
-        self.world.on_node(self.node, HW_CHECKPOINT_MS, self._checkpoint)
+        for i, disk in enumerate(self.disk.dirs):   # one replication-offset-checkpoint per online directory
+            d = f"d{i}"
+            if d in self.dirs.offline:
+                continue
+            hws = {tp: h.repl.high_watermark for tp, h in self.replicas.hosted.items() if self.dir_of(h.log) == d}
+            try:
+                disk.write("replication-offset-checkpoint", repr(sorted(hws.items())).encode())
+            except OSError as e:
+                self.dir_failed(d, "high watermark checkpoint write", e)
+                continue
+            self.disk.hw.update(hws)
+        if self.running:
+            self.world.on_node(self.node, HW_CHECKPOINT_MS, self._checkpoint)
 
     def _fsync(self) -> None:
-        for log in self.disk.logs.values():
-            log.fsync()
-        self.world.on_node(self.node, FSYNC_MS, self._fsync)
+        for tp, log in sorted(self.disk.logs.items()):
+            if self.dirs.is_offline(tp):
+                continue
+            try:
+                log.fsync()
+            except OSError as e:
+                self.dir_failed(self.dir_of(log), "flush", e)
+        if self.running:
+            self.world.on_node(self.node, FSYNC_MS, self._fsync)
 
     # ------------------------------------------------------------------ requests (from the network)
 
     def handle_controller_request(self, msg: tuple, reply: Callable[[Any], None]) -> None:
         kind, header = msg[0], msg[1]
         if kind == "LeaderAndIsr":
-            out = self.state.leader_and_isr(header, msg[2])
+            out = self.state.leader_and_isr(header, msg[2], self.dirs.leader_and_isr_errors(
+                [(p.topic, p.partition) for p in msg[2]]))
             for p in out.became_leader + out.became_follower:
-                self.replicas.apply_leader_and_isr(p)
+                code = self.replicas.apply_leader_and_isr(p)
+                if code:
+                    out.partition_errors[(p.topic, p.partition)] = code
+            self.log(*out.events)
+            reply((out.error, dict(out.partition_errors)))   # the controller reads the per-partition errors
+            return
         elif kind == "UpdateMetadata":
             out = self.state.update_metadata(header, msg[2], msg[3])
             if out.error == errors.NONE:

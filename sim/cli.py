@@ -33,8 +33,11 @@ def _options(args: argparse.Namespace, seed: int):
     seed = 1 if seed is None else seed
     kinds = tuple(k for k in (args.faults or "").split(",") if k) if args.faults is not None else None
     try:
+        if args.log_dirs < 1:
+            raise ValueError(f"--log-dirs {args.log_dirs}: at least 1")
         opts = SimOptions(seed=seed, brokers=args.brokers, groups=args.groups, duration_s=args.duration,
-                          bugs=bugs.check(tuple(args.plant_bug or ())))
+                          bugs=bugs.check(tuple(args.plant_bug or ())),
+                          config={"log_dirs": args.log_dirs} if args.log_dirs != 1 else {})
         if kinds is not None:
             opts = replace(opts, faults=check_kinds(kinds))
     except (ValueError, FaultError) as e:
@@ -263,6 +266,8 @@ def add_parsers(sub) -> None:
                        help=f"comma-separated kinds ({', '.join(KINDS)}; default {','.join(DEFAULT_KINDS)}; "
                             "'' for none)")
         p.add_argument("--plant-bug", action="append", metavar="NAME", help="a planted bug (see docs/simulation.md)")
+        p.add_argument("--log-dirs", type=int, default=1, help="log directories per broker, each a disk of its own "
+                       "(a disk fault takes one offline; with 1, the broker halts)")
 
     r = ss.add_parser("run", help="one simulated run; exit 0 valid, 1 invalid, 2 unknown")
     common(r)

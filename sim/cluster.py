@@ -102,6 +102,25 @@ class SimCluster:
         a = TopicAssignment(name, assignment, config=config or {})
         self._door().create_topic_znode(a)
 
+    def add_partitions(self, name: str, count: int, replicas: tuple[tuple[int, ...], ...] | None = None) -> dict:
+        """CreatePartitions (zk/admin.py's add_partitions, over the model): the new partitions' assignment,
+        Kafka's rules (kafkacommon/assignment.py), joins the topic's znode; the controller's watch on it
+        elects them.  -> the new partitions' assignment."""
+        from kafkacommon.assignment import new_partitions_assignment
+        d = self._door()
+        a, version, _reassigning = d.read_topic(name)
+        added = new_partitions_assignment(name, a.partitions, sorted(self.brokers), count,
+                                          [list(r) for r in replicas] if replicas else None)
+        d.set_topic_assignment(TopicAssignment(name, {**a.partitions, **added}, a.topic_id), version)
+        return added
+
+    def alter_topic_config(self, name: str, config: dict) -> None:
+        """kafka-configs --alter (zk/admin.py's change_topic_config, over the model): the topic's whole new
+        config, checked as Kafka checks it, and a change notification every broker applies."""
+        from kafkacommon.topic_config import validate
+        validate(config)
+        self._door().change_entity_config(f"topics/{name}", {k: str(v) for k, v in config.items()})
+
     # ------------------------------------------------------------------ output
 
     def write_events(self, run_dir: Path) -> None:

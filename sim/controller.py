@@ -29,8 +29,9 @@ class SimChannel:
     """node/net/channel.py's BrokerChannel: one broker's requests in order, each retried until it is
     answered or the channel closes (the broker is gone, or this controller resigned)."""
 
-    def __init__(self, world, src: str, target) -> None:
+    def __init__(self, world, src: str, target, on_answer=lambda msg, answer: None) -> None:
         self.world, self.src, self.target = world, src, target
+        self.on_answer = on_answer    # (request, answer): the controller's LeaderAndIsrResponseReceived
         self.queue: list = []
         self.busy = False
         self.closed = False
@@ -54,7 +55,8 @@ class SimChannel:
         if answer is None:
             self.world.on_node(self.src, RETRY_BACKOFF_MS, self._next)
             return
-        self.queue.pop(0)
+        msg = self.queue.pop(0)
+        self.on_answer(msg, answer)
         self._next()
 
     def close(self) -> None:
@@ -65,7 +67,7 @@ class SimChannel:
 def _info(v) -> PartitionInfo:
     s = v.state
     return PartitionInfo(v.topic, v.partition, s.leader, s.leader_epoch, tuple(s.isr), tuple(v.replicas),
-                         v.zk_version, s.controller_epoch)
+                         v.zk_version, s.controller_epoch, v.is_new)
 
 
 class SimController:
@@ -82,7 +84,8 @@ class SimController:
             handlers.DeleteControllerIfOurs: lambda c: zk.delete_controller_if_ours(),
             handlers.TryElect: lambda c: zk.try_elect_controller(self.b.id, self.b.now()),
             handlers.ReadSnapshot: lambda c: handlers.Snapshot(*zk.read_context(
-                broker_watch=self._broker_watch if c.watch_brokers else None, topic_watch=self._topic_watch)),
+                broker_watch=self._broker_watch if c.watch_brokers else None, topic_watch=self._topic_watch,
+                topic_data_watch=self._topic_data_watch, broker_id=self.b.id)),
             handlers.CachedStates: lambda c: {},     # no metadata cache: a new controller reads the states
             handlers.ReadBrokers: lambda c: zk.read_brokers(watch=self._broker_watch),
             handlers.ReadStates: lambda c: zk.read_states(c.tps),
@@ -97,13 +100,16 @@ class SimController:
             handlers.Clock: lambda c: self.b.now(),
             handlers.MonoNs: lambda c: self.b.mono_ns(),
             handlers.Later: lambda c: self.world.on_node(self.b.node, 0.0, self._guard, c.event),
+            handlers.ReadLogDirEvents: lambda c: zk.read_log_dir_events(watch=self._log_dir_event_watch),
+            handlers.DeleteLogDirEvents: lambda c: zk.delete_log_dir_events(c.fence, list(c.sequences)),
         }
         h = self.handlers
         # the events, by controller/redo.py's names (the broker's Event values): each one handler's steps
         self._events: dict[str, Callable[[], Any]] = {
             redo.STARTUP: h.elect, redo.CONTROLLER_CHANGE: h.controller_change, redo.BROKER_CHANGE: h.broker_change,
             redo.TOPIC_CHANGE: h.topic_change, redo.TOPIC_DELETION: h.topic_deletion,
-            redo.REGISTER_AND_REELECT: h.reelect,
+            redo.PARTITION_MODIFICATIONS: h.partition_modifications, redo.CONFIG_CHANGE: h.config_change,
+            redo.REGISTER_AND_REELECT: h.reelect, redo.LOG_DIR_EVENT: h.log_dir_event,
             redo.TICK: lambda: h.tick(connected=self._connected())}
 
     @property
@@ -159,6 +165,31 @@ class SimController:
     def _deletion_watch(self, _ev: Any) -> None:
         self._guard(redo.TOPIC_DELETION)
 
+    def _topic_data_watch(self, _ev: Any) -> None:
+        self._guard(redo.PARTITION_MODIFICATIONS)
+
+    def config_changed(self) -> None:
+        """The broker's config-change listener saw a change: the active controller reads the configs again."""
+        if self.core.active:
+            self._guard(redo.CONFIG_CHANGE)
+
+    def _log_dir_event_watch(self, _ev: Any) -> None:
+        self._guard(redo.LOG_DIR_EVENT)
+
+    def _answered(self, bid: int, msg: tuple, answer: Any) -> None:
+        """A broker's answer to one of our requests: a LeaderAndIsr's is an event (controller/log_dirs.py)."""
+        if msg[0] != "LeaderAndIsr" or not isinstance(answer, tuple) or answer[0] != 0:
+            return
+        by_tp = {(p.topic, p.partition): 0 for p in msg[2]}
+        by_tp.update(answer[1])
+        if self.core.response_matters(bid, by_tp):
+            try:
+                self._run(self.handlers.leader_and_isr_response(bid, msg[1].broker_epoch, by_tp))
+            except ControllerMovedError as e:
+                self._run(self.handlers.fenced(str(e)))
+            except CONNECTION_ERRORS as e:   # not redone (as a request): a later answer or failover tells again
+                self.b.emit("controller_error", event="leader_and_isr_response", error=repr(e), redo=False)
+
     def on_session_expired(self) -> None:
         """Kafka's Expire: nothing cut short is redone; resign (unless a zombie).  The broker then
         registers again and calls :meth:`reelect` (controller/redo.py's follow-up event)."""
@@ -196,7 +227,8 @@ class SimController:
                 continue
             ch = self.channels.get(bid)
             if ch is None:
-                ch = self.channels[bid] = SimChannel(self.world, self.b.node, target)
+                ch = self.channels[bid] = SimChannel(self.world, self.b.node, target,
+                                                     lambda msg, answer, bid=bid: self._answered(bid, msg, answer))
             header = Header(self.b.id, self.core.epoch, reg.epoch)
             for cmd in cmds:
                 if isinstance(cmd, LeaderAndIsrCmd):

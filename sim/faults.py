@@ -14,6 +14,9 @@ kind                      start                                                h
 ``expire-session``        expire the broker's ZooKeeper session                 (nothing)
 ``slow-disk``             the broker's appends take ``latency_ms`` longer        back to normal
 ``clock-jump``            the broker's clock leaps ``latency_ms`` ahead         back
+``disk-full``             fill the log directory (a ``SimDisk``) holding the    free it, restart the broker
+                          target's partition (every one, for other targets)     (offline until a restart)
+``disk-error``            fail its writes (EROFS), as ``disk-full`` chooses     repair it, restart the broker
 ========================  ====================================================  =============================
 
 Targets resolve when the fault starts, against ZooKeeper's view then
@@ -29,11 +32,13 @@ import random
 from dataclasses import dataclass, field, replace
 
 from chaos.schedule import Fault
-from chaos.targets import View, nemesis_value, resolve
+from chaos.targets import View, nemesis_value, resolve, target_partition
 
-KINDS = ("kill", "power-loss", "truncate", "pause", "partition", "expire-session", "slow-disk", "clock-jump")
+KINDS = ("kill", "power-loss", "truncate", "pause", "partition", "expire-session", "slow-disk", "clock-jump",
+         "disk-full", "disk-error")
+DISK_KINDS = ("disk-full", "disk-error")
 #: kinds ``kafkasim chaos run`` has too (a shrunk schedule of only these runs there as well)
-CHAOS_KINDS = frozenset({"kill", "truncate", "pause", "partition", "expire-session"})
+CHAOS_KINDS = frozenset({"kill", "truncate", "pause", "partition", "expire-session", "disk-full", "disk-error"})
 DEFAULT_KINDS = ("kill", "pause", "partition", "expire-session")
 TARGETS = {
     "kill": ("coordinator:{g}", "controller", "leader:{t}/0", "random"),
@@ -44,6 +49,8 @@ TARGETS = {
     "expire-session": ("coordinator:{g}", "controller", "random"),
     "slow-disk": ("coordinator:{g}", "leader:{t}/0", "random"),
     "clock-jump": ("coordinator:{g}", "controller", "random"),
+    "disk-full": ("coordinator:{g}", "leader:{t}/0", "random"),
+    "disk-error": ("coordinator:{g}", "leader:{t}/0", "random"),
 }
 PEERS = ("brokers", "zookeeper", "clients", "rest")
 
@@ -94,6 +101,7 @@ class Active:
     peers: list[str] = field(default_factory=list)
     skipped: str | None = None
     links: list[tuple[str, str]] = field(default_factory=list)
+    disks: list[tuple[int, int]] = field(default_factory=list)   # (broker, log directory) a disk fault failed
 
 
 class Nemesis:
@@ -152,8 +160,23 @@ class Nemesis:
         elif f.kind == "clock-jump":
             for n in nodes:
                 self.world.node(n).clock_skew_ms += float(f.latency_ms or 0)
+        elif f.kind in DISK_KINDS:
+            act.disks = self._fail_disks(f, nodes)
         self._record(act, "start")
         return act
+
+    def _fail_disks(self, f: Fault, nodes: list[str]) -> list[tuple[int, int]]:
+        """(broker, directory index) failed: the directory holding the target's partition, or every one."""
+        tp = target_partition(f.target, self.cluster.cfg.offsets_partitions)
+        out = []
+        for n in nodes:
+            b = self.cluster.brokers[int(n[1:])]
+            log = b.disk.logs.get(tp) if tp is not None else None
+            idx = [b.disk.dirs.index(log.disk)] if log is not None else list(range(len(b.disk.dirs)))
+            for i in idx:
+                (b.disk.dirs[i].fill if f.kind == "disk-full" else b.disk.dirs[i].fail_writes)()
+                out.append((b.id, i))
+        return out
 
     def heal(self, act: Active) -> None:
         f = act.fault
@@ -174,6 +197,14 @@ class Nemesis:
                     self.cluster.brokers[int(n[1:])].disk.files.heal()
             elif f.kind == "clock-jump":
                 pass   # a clock that leapt ahead does not come back (monotonic time)
+            elif f.kind in DISK_KINDS:   # in 2.8 an offline log directory stays offline until the broker restarts
+                for bid in sorted({b for b, _ in act.disks}):
+                    b = self.cluster.brokers[bid]
+                    for i in (i for x, i in act.disks if x == bid):
+                        b.disk.dirs[i].repair()
+                    if b.running:
+                        b.crash()
+                    b.start()
         self._record(act, "heal")
 
 

@@ -9,11 +9,12 @@ one fetch per partition instead of one fetch session per leader broker (its long
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from kafkacommon import errors
 from kafkacommon.event import Event
+from kafkacommon.topic_config import log_config
 from replication.broker_state import PartitionInfo
 from replication import long_poll, roles
 from replication.partition import PartitionReplication, ReplicaSettings
@@ -62,6 +63,7 @@ class SimReplicaManager:
                                         min_insync_replicas=broker.cfg.min_insync_replicas,
                                         planted_hw_ignores_lagging_isr="hw-ignores-lagging-isr" in broker.cfg.bugs)
         self.hosted: dict[TP, Hosted] = {}
+        self.topic_configs: dict[str, dict] = {}     # each hosted topic's overrides, read when first hosted
         self.live: frozenset[int] | None = None
         self.on_role: Callable[[str, int, bool, int], None] = lambda t, p, leader, epoch: None
 
@@ -73,36 +75,73 @@ class SimReplicaManager:
 
     # ------------------------------------------------------------------ roles
 
-    def _host(self, tp: TP) -> Hosted:
+    def _host(self, tp: TP, is_new: bool = False) -> Hosted | None:
         h = self.hosted.get(tp)
         if h is None:
-            log = self.b.disk_log(tp)
+            log = self.b.disk_log(tp, is_new)
+            if log is None:
+                return None   # offline (replication.log_dirs)
             hw = min(self.b.hw_checkpoint().get(tp, 0), log.log_end_offset)
-            h = self.hosted[tp] = Hosted(log, PartitionReplication(tp[0], tp[1], self.b.id, self.settings,
+            if tp[0] not in self.topic_configs:
+                self.topic_configs[tp[0]] = self.b.read_topic_config(tp[0])
+            h = self.hosted[tp] = Hosted(log, PartitionReplication(tp[0], tp[1], self.b.id,
+                                                                   self._settings(self.topic_configs[tp[0]]),
                                                                    high_watermark=hw))
         return h
 
-    def apply_leader_and_isr(self, p: PartitionInfo) -> None:
+    def _settings(self, config: dict) -> ReplicaSettings:
+        """The replication settings under a topic's overrides (min.insync.replicas; the rest are the broker's)."""
+        lc = log_config(config, lambda key: self.settings.min_insync_replicas if key == "min.insync.replicas" else None)
+        return replace(self.settings, min_insync_replicas=lc.min_insync_replicas)
+
+    def reconfigure_topic(self, topic: str, config: dict) -> int:
+        """A ``topics/<t>`` change notification (the broker's config-change listener): the hosted partitions
+        of ``topic`` take its configs at once, as node/replicas/log_settings.py does."""
+        self.topic_configs[topic] = dict(config)
+        settings = self._settings(config)
+        done = [h for (t, _p), h in self.hosted.items() if t == topic]
+        for h in done:
+            h.repl.settings = settings
+        return len(done)
+
+    def apply_leader_and_isr(self, p: PartitionInfo) -> int:
+        """NONE, or KAFKA_STORAGE_ERROR when the replica's log is offline or could not be created."""
         h = self.hosted.get((p.topic, p.partition))
         action = roles.leader_and_isr_action(h.repl if h is not None else None, self.b.id, p.leader, p.leader_epoch)
         if action == roles.ISR:
             self.update_isr(p)
-        elif action == roles.LEADER:
-            self.become_leader(p)
+            return errors.NONE
+        tp = (p.topic, p.partition)
+        h = self._host(tp, p.is_new)
+        if h is None:
+            return errors.KAFKA_STORAGE_ERROR
+        if action == roles.LEADER:
+            self._change_role(tp, h, roles.become_leader(h.repl, h.log, h.log.epoch_cache.latest_epoch,
+                                                         p.leader_epoch, p.isr, p.replicas, p.zk_version, self.live,
+                                                         self.now()))
         else:
-            self.become_follower(p)
+            self._change_role(tp, h, roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas,
+                                                           p.zk_version))
+        return errors.NONE
 
-    def become_leader(self, p: PartitionInfo) -> None:
-        tp = (p.topic, p.partition)
-        h = self._host(tp)
-        self._change_role(tp, h, roles.become_leader(h.repl, h.log, h.log.epoch_cache.latest_epoch, p.leader_epoch,
-                                                     p.isr, p.replicas, p.zk_version, self.live, self.now()))
+    def take_offline(self, tp: TP) -> None:
+        """A replica of a failed log directory: served no more; its acks=all waits and parked fetches answered
+        KAFKA_STORAGE_ERROR; the coordinator unloads it (as the broker's replica manager)."""
+        h = self.hosted.pop(tp, None)
+        if h is None:
+            return
+        h.fetching_from = None
+        waiters, h.waiters = h.waiters, []
+        for w in waiters:
+            w.done(errors.KAFKA_STORAGE_ERROR)
+        parked, h.parked = h.parked, []
+        for p in parked:
+            p.reply((errors.KAFKA_STORAGE_ERROR, -1, None, [], -1))
+        self.on_role(tp[0], tp[1], False, h.repl.leader_epoch)
 
-    def become_follower(self, p: PartitionInfo) -> None:
-        tp = (p.topic, p.partition)
-        h = self._host(tp)
-        self._change_role(tp, h, roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas,
-                                                       p.zk_version))
+    def _missing(self, tp: TP) -> int:
+        """The error for a replica not hosted here: KAFKA_STORAGE_ERROR when it is offline."""
+        return errors.KAFKA_STORAGE_ERROR if self.b.dirs.is_offline(tp) else errors.NOT_LEADER_OR_FOLLOWER
 
     def _change_role(self, tp: TP, h: Hosted, change: roles.RoleChange) -> None:
         """Carry out replication.roles' RoleChange: the epoch cache, the log lines, the waiters and parked
@@ -156,14 +195,19 @@ class SimReplicaManager:
         """Append as leader; ``done(error, base offset)`` now (acks 0/1, errors) or once the HW covers it."""
         h = self.hosted.get(tp)
         if h is None:
-            done(errors.NOT_LEADER_OR_FOLLOWER, -1)
+            done(self._missing(tp), -1)
             return
         code = h.repl.check_produce(acks, self.now())
         if code != errors.NONE:
             done(code, -1)
             return
         epoch = h.repl.leader_epoch
-        base = h.log.append(epoch, records, self.now())
+        try:
+            base = h.log.append(epoch, records, self.now())
+        except OSError as e:
+            self.b.dir_failed(self.b.dir_of(h.log), "append", e)
+            done(errors.KAFKA_STORAGE_ERROR, -1)
+            return
         self.b.disk_wrote(h.log)
         self.log_events(h.repl.on_leader_append(h.log, self.now()))
         if acks != -1:
@@ -282,13 +326,17 @@ class SimReplicaManager:
             elif step.kind == roles.FAILED:
                 delay = FETCH_IDLE_MS * 2
             else:   # a truncation, records, or a long poll's empty answer: fetch again at once
-                if step.kind == roles.TRUNCATE:
-                    dropped = h.log.truncate_to(step.offset)
-                    self.b.emit("log_truncated", topic=tp[0], partition=tp[1],
-                                **step.truncated_fields(dropped, leader, epoch))
-                elif batches:
-                    h.log.append_as_follower(batches, self.now())
-                    self.b.disk_wrote(h.log)
+                try:
+                    if step.kind == roles.TRUNCATE:
+                        dropped = h.log.truncate_to(step.offset)
+                        self.b.emit("log_truncated", topic=tp[0], partition=tp[1],
+                                    **step.truncated_fields(dropped, leader, epoch))
+                    elif batches:
+                        h.log.append_as_follower(batches, self.now())
+                        self.b.disk_wrote(h.log)
+                except OSError as e:   # its directory goes offline, and the replica with it: no more fetches
+                    self.b.dir_failed(self.b.dir_of(h.log), "follower append", e)
+                    return
                 delay = 0.0
                 self.log_events(roles.follower_moved(step, h.repl, h.log, hw)[0])
         if delay:
@@ -302,7 +350,7 @@ class SimReplicaManager:
         follower, tp, offset, last_epoch, epoch, follower_hw = req
         h = self.hosted.get(tp)
         if h is None:
-            reply((errors.NOT_LEADER_OR_FOLLOWER, -1, None, [], -1))
+            reply((self._missing(tp), -1, None, [], -1))
             return
         out = h.repl.on_follower_fetch(follower, offset, last_epoch, epoch, h.log, self.now())
         self.log_events(out.events)
@@ -349,7 +397,7 @@ class SimReplicaManager:
         """A consumer's read (replica id -1): (error, HW, [(offset, key, value)]) up to the HW."""
         h = self.hosted.get(tp)
         if h is None or not h.repl.is_leader:
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, []
+            return (self._missing(tp) if h is None else errors.NOT_LEADER_OR_FOLLOWER), -1, []
         hw = h.repl.high_watermark
         end = min(hw, offset + max_records)
         return errors.NONE, hw, [(o, h.log.records[o][1], h.log.records[o][2]) for o in range(max(offset, 0), end)]

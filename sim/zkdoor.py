@@ -17,6 +17,7 @@ successful contact, as kazoo's LOST state arrives on reconnection.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 from zk.errors import CONNECTION_ERRORS, BadVersion, NodeExists, NoNode, SessionExpired, ZkConnectionLost
@@ -27,7 +28,7 @@ from zk import rules
 from zk.client import StateWrite
 from zk.rules import ControllerMovedError, StateVersionConflict
 from kafkacommon.metadata import BrokerRegistration, TopicAssignment
-from sim.zk_model import Check, Create, SetData
+from sim.zk_model import Check, Create, Delete, SetData
 
 ZK_NODE = "zk1"
 
@@ -259,24 +260,29 @@ class ZkDoor:
 
     def read_snapshot(self, broker_watch=None, topic_watch=None) -> tuple[int, int, dict, dict, dict]:
         """(controller epoch, its zkVersion, brokers, topics, states)."""
-        epoch, version, brokers, topics, _rt = self.read_context(broker_watch, topic_watch)
+        epoch, version, brokers, topics, _rt, _bc = self.read_context(broker_watch, topic_watch)
         states = self.read_states([(t, p) for t, a in topics.items() for p in a.partitions])
         return epoch, version, brokers, topics, states
 
-    def read_context(self, broker_watch=None, topic_watch=None) -> tuple[int, int, dict, dict, int]:
-        """A new controller's context but the states: (controller epoch, its zkVersion, brokers, topics,
-        round trips), the last as zk.client's read_snapshot(with_states=False) counts them."""
+    def read_context(self, broker_watch=None, topic_watch=None, topic_data_watch=None,
+                     broker_id: int | None = None) -> tuple[int, int, dict, dict, int, dict]:
+        """A new controller's context but the states: (controller epoch, its zkVersion, brokers, topics with
+        their configs, round trips, this broker's dynamic configs), as zk.client's read_snapshot(with_states=
+        False) reads and counts them; ``topic_data_watch`` is armed on every topic znode (the door keeps one
+        callback per znode, so arming it again replaces it)."""
         data, stat = self._op("get", paths.CONTROLLER_EPOCH)
         brokers = self.read_brokers(broker_watch)
         names = self._op("get_children", paths.TOPICS, watch=self._watch("child", paths.TOPICS, topic_watch))
         topics = {}
         for t in sorted(names):
             try:
-                d, _s = self._op("get", paths.topic(t))
+                d, _s = self._op("get", paths.topic(t), watch=self._watch("data", paths.topic(t), topic_data_watch))
             except NoNode:
                 continue
-            topics[t] = codecs.decode_topic(t, d)
-        return codecs.decode_controller_epoch(data), stat.version, brokers, topics, 2
+            topics[t] = dataclasses.replace(codecs.decode_topic(t, d), config=self.read_entity_config(f"topics/{t}"))
+        entities = [] if broker_id is None else [paths.DEFAULT_ENTITY, str(broker_id)]
+        broker_configs = {e: self.read_entity_config(f"brokers/{e}") for e in entities}
+        return codecs.decode_controller_epoch(data), stat.version, brokers, topics, 2, broker_configs
 
     def read_deletion_requests(self, watch: Callable[[Any], None] | None = None) -> list[str]:
         return sorted(self._op("get_children", paths.DELETE_TOPICS,
@@ -308,10 +314,95 @@ class ZkDoor:
         return {(w.topic, w.partition): 0 if w.zk_version is None else _version(r) for w, r in zip(writes, results)}
 
     def create_topic(self, fence_version: int, a: TopicAssignment) -> None:
-        self._fenced_multi(fence_version, rules.topic_create_ops(a))
+        exists = self._op("exists", paths.config_topic(a.topic)) is not None
+        self._fenced_multi(fence_version, rules.topic_create_ops(a, exists))
+
+    # ------------------------------------------------------------------ admin and configs (zk/config_store.py's)
 
     def create_topic_znode(self, a: TopicAssignment) -> None:
+        """kafka-topics.sh: the topic's configs (``a.config``) at /config/topics/<t>, then /brokers/topics/<t>."""
+        self._set_or_create(paths.config_topic(a.topic), codecs.encode_entity_config(a.config))
         self._op("create", paths.topic(a.topic), codecs.encode_topic(a))
+
+    def _set_or_create(self, path: str, data: bytes) -> None:
+        try:
+            self._op("set", path, data)
+        except NoNode:
+            self._op("create", path, data, makepath=True)
+
+    def read_topic(self, topic: str) -> tuple[TopicAssignment, int, bool] | None:
+        try:
+            data, stat = self._op("get", paths.topic(topic))
+        except NoNode:
+            return None
+        return codecs.decode_topic(topic, data), stat.version, codecs.topic_reassigning(topic, data)
+
+    def set_topic_assignment(self, a: TopicAssignment, version: int) -> None:
+        self._op("set", paths.topic(a.topic), codecs.encode_topic(a), version=version)
+
+    def read_entity_config(self, entity_path: str) -> dict[str, str]:
+        path = paths.config_entity(entity_path)
+        try:
+            data, _s = self._op("get", path)
+        except NoNode:
+            return {}
+        return codecs.decode_entity_config(path, data)
+
+    def change_entity_config(self, entity_path: str, config: dict) -> str:
+        self._set_or_create(paths.config_entity(entity_path), codecs.encode_entity_config(config))
+        created = self._op("create", f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
+                           codecs.encode_config_change(entity_path), sequence=True, makepath=True)
+        return created.rsplit("/", 1)[-1]
+
+    def read_config_changes(self, watch: Callable[[Any], None] | None = None) -> list[str]:
+        return sorted(self._op("get_children", paths.CONFIG_CHANGES,
+                               watch=self._watch("child", paths.CONFIG_CHANGES, watch)))
+
+    def read_config_change(self, name: str) -> tuple[str, int] | None:
+        path = f"{paths.CONFIG_CHANGES}/{name}"
+        try:
+            data, stat = self._op("get", path)
+        except NoNode:
+            return None
+        return codecs.decode_config_change(path, data), stat.ctime
+
+    def delete_config_change(self, name: str) -> None:
+        try:
+            self._op("delete", f"{paths.CONFIG_CHANGES}/{name}")
+        except NoNode:
+            pass
+
+    # ------------------------------------------------------------------ log directory failures
+
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        """zk.client.ZkClient.propagate_log_dir_event: the persistent sequential notification."""
+        return self._op("create", paths.LOG_DIR_EVENT_NOTIFICATION + "/" + paths.LOG_DIR_EVENT_PREFIX,
+                        codecs.encode_log_dir_event(broker_id), sequence=True)
+
+    def read_log_dir_events(self, watch: Callable[[Any], None] | None = None) -> list[tuple[str, int | None]]:
+        try:
+            names = self._op("get_children", paths.LOG_DIR_EVENT_NOTIFICATION,
+                             watch=self._watch("child", paths.LOG_DIR_EVENT_NOTIFICATION, watch))
+        except NoNode:
+            return []
+        out: list[tuple[str, int | None]] = []
+        for seq in sorted(paths.log_dir_event_sequence(n) for n in names if n.startswith(paths.LOG_DIR_EVENT_PREFIX)):
+            try:
+                d, _s = self._op("get", paths.log_dir_event(seq))
+            except NoNode:
+                continue
+            try:
+                out.append((seq, codecs.decode_log_dir_event(d)))
+            except codecs.CodecError:
+                out.append((seq, None))
+        return out
+
+    def delete_log_dir_events(self, fence_version: int, sequences: list[str]) -> None:
+        for ops in rules.log_dir_event_delete_ops(fence_version, sequences):
+            results = self._op("multi", [_model_op(op) for op in ops])
+            error = rules.multi_failure(results, [op[1] for op in ops[1:]], fence_version)
+            if error is not None and not isinstance(error, NoNode):
+                raise error
 
 
 def _model_op(op: tuple) -> Any:
@@ -320,6 +411,8 @@ def _model_op(op: tuple) -> Any:
         return Create(op[1], op[2], ephemeral=op[3])
     if op[0] == "set":
         return SetData(op[1], op[2], op[3])
+    if op[0] == "delete":
+        return Delete(op[1], op[2])
     return Check(op[1], op[2])
 
 

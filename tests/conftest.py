@@ -29,6 +29,10 @@ from launcher.cluster import Cluster
 from node.config import load_config
 from zk.server import FORCE_SYNC_ENV, EmbeddedZooKeeper, free_port
 
+# the public pytest plugin, as users get it from the package's pytest11 entry point; named as that entry point
+# (the module's own name), so this is a no-op once the package is installed with it
+pytest_plugins = ["kafkasim.pytest_plugin"]
+
 ZK_TICK_MS = 100
 # Sessions of a few seconds cannot outlive a multi-second fsync on a busy disk, so the tests' ZooKeepers
 # (and those of the `kafkasim` commands they run, which inherit this) do not fsync their logs.
@@ -46,6 +50,8 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "short_chaos_results": ("chaos", "cluster"),
     "spark": ("spark",), "standalone": ("spark", "cluster"),   # test_analysis_cluster
     "kafka": ("kafka", "cluster"),                             # test_reference: real Kafka 2.8.2 brokers
+    "kafkasim": ("cluster",), "kafkasim_session": ("cluster",),  # the pytest plugin's (kafkasim/pytest_plugin.py)
+    "app_runs": ("chaos", "cluster"),                          # test_chaos_app
 }
 TIER_MARKS = ("cluster", "chaos", "spark")
 
@@ -70,6 +76,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             # the first of these tests also sets up the chaos runs and their analysis (some minutes, and more
             # while the other worker's clusters share the two cores); the others inherit it done
             item.add_marker(pytest.mark.timeout(SHARED_SETUP_TIMEOUT_S))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On an xdist worker under ``--dist loadgroup``, xdist names each test's group in its node id (a suffix
+    ``@group``).  If that stops working (pytest 9.2 broke it), tests of one module scatter over the workers,
+    each starting the module's cluster, and tests that follow one another race: fail the run at once."""
+    if getattr(session.config.option, "loadgroup", False):
+        ungrouped = [i.nodeid for i in session.items if "@" not in i.nodeid]
+        if ungrouped:
+            raise pytest.UsageError(f"pytest-xdist did not group {ungrouped[0]} (and {len(ungrouped) - 1} "
+                                    "more): use the pytest and pytest-xdist versions pyproject.toml pins")
 
 
 @pytest.fixture(autouse=True)

@@ -171,3 +171,25 @@ def test_link_maps_rewrite_addresses_and_keep_the_chroot(tmp_path):
     (tmp_path / "bad.json").write_text('{"brokers": {"x": "1"}, "zk": 1}')
     with pytest.raises(LinkMapError, match="unknown key 'zk'"):
         LinkMap.load(tmp_path / "bad.json")
+
+
+def test_disk_faults_give_each_broker_log_directories_of_their_own():
+    doc = with_("faults/mix", [{"kind": "disk-full", "target": "coordinator:g1"},
+                               {"kind": "disk-error", "target": "leader:events/0"}])
+    doc["cluster"] = {"log.dirs": 2, "disk.size.mb": 16}
+    sc = parse_scenario(doc)
+    assert (sc.log_dirs, sc.disk_size_mb, sc.disk_fault_kinds()) == (2, 16, {"disk-full", "disk-error"})
+    assert parse_scenario(BASE).disk_fault_kinds() == set() and parse_scenario(BASE).log_dirs == 1
+    for key, value in (("log.dirs", 0), ("log.dirs", 5), ("disk.size.mb", 1)):
+        bad = dict(doc, cluster={key: value})
+        with pytest.raises(ScenarioError, match=f"cluster.{key}"):
+            parse_scenario(bad)
+    with pytest.raises(ScenarioError, match="disk faults need network: proxy"):
+        parse_scenario(dict(doc, network="netns"))
+
+
+def test_a_disk_fault_fails_the_directory_holding_its_targets_partition():
+    from chaos.targets import target_partition
+    assert target_partition("coordinator:g1", 50) == ("__consumer_offsets", partition_for("g1", 50))
+    assert target_partition("leader:events/2", 50) == ("events", 2)
+    assert target_partition("random", 50) is None and target_partition("controller", 50) is None

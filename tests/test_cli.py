@@ -169,7 +169,8 @@ def test_cluster_status_json_has_the_documented_shape(cli):
     assert [t["topic"] for t in doc["topics"]] == [OFFSETS]
     topic = doc["topics"][0]
     assert set(topic) == {"topic", "config", "partitions"}
-    assert topic["config"] == {"cleanup.policy": "compact"}
+    # Kafka's offsets topic configs, at /config/topics/__consumer_offsets
+    assert topic["config"] == {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"}
     assert [p["partition"] for p in topic["partitions"]] == list(range(50))
     for p in topic["partitions"]:
         assert {"partition", "leader", "leader_epoch", "replicas", "isr"} <= set(p), p
@@ -208,7 +209,7 @@ PARTITION_LINE = re.compile(r"^\tTopic: __consumer_offsets\tPartition: (\d+)\tLe
 
 def test_topics_describe_prints_kafka_topics_format(cli):
     out = cli.ok("topics", "--describe").stdout.splitlines()
-    assert out[0] == f"Topic: {OFFSETS}\tPartitionCount: 50\tReplicationFactor: 3\tConfigs: cleanup.policy=compact"
+    assert out[0] == f"Topic: {OFFSETS}\tPartitionCount: 50\tReplicationFactor: 3\tConfigs: cleanup.policy=compact,compression.type=producer,segment.bytes=104857600"
     assert len(out) == 51
     parts = offsets(cli.status())
     for line in out[1:]:
@@ -376,7 +377,7 @@ def test_cluster_up_with_fewer_brokers_lowers_the_offsets_replication_factor(tmp
         assert sorted(parts) == list(range(50))
         assert all(s["replicas"] == [1] and s["leader"] == 1 and s["isr"] == [1] for s in parts.values())
         header = c.ok("topics", "--describe").stdout.splitlines()[0]
-        assert header == f"Topic: {OFFSETS}\tPartitionCount: 50\tReplicationFactor: 1\tConfigs: cleanup.policy=compact"
+        assert header == f"Topic: {OFFSETS}\tPartitionCount: 50\tReplicationFactor: 1\tConfigs: cleanup.policy=compact,compression.type=producer,segment.bytes=104857600"
         assert c.ok("zk", "ls", "/brokers/ids").stdout == "[1]\n"
         c.ok("cluster", "down", timeout=120)
         assert all(process_state(p) == "dead" for p in c.pids)

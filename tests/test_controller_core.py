@@ -92,7 +92,7 @@ def test_fresh_cluster_creates_the_offsets_topic_and_elects_the_first_replica_of
     assert len(plan.topic_creates) == 1
     topic = plan.topic_creates[0]
     assert topic.topic == OFFSETS and sorted(topic.partitions) == list(range(50))
-    assert topic.config == {"cleanup.policy": "compact"}
+    assert topic.config == {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"}
     # the rng defaults to 0, so start index and shift are 0
     assert dict(topic.partitions) == assign_replicas(50, 3, [1, 2, 3], start_index=0, shift=0)
 

@@ -39,16 +39,19 @@ def kafka_cluster(zookeeper, tmp_path_factory: pytest.TempPathFactory, name: str
         # first request, which may still be on its way when the cluster is up): librdkafka's admin client sends
         # CreateTopics to that controller, and does not ask again soon when none is named
         wait_for(lambda: all(controller_named(h, p) for h, p in (b.kafka_advertised for b in c.cfg.brokers)), 30.0,
-                 "every broker's Kafka listener to name the controller")
+                 "every broker's Kafka listener to name the controller and all three brokers")
         yield c
     finally:
         c.down()
 
 
-def controller_named(host: str, port: int) -> bool:
-    """Whether the Kafka listener at host:port names a controller in its Metadata."""
+def controller_named(host: str, port: int, brokers: int = 3) -> bool:
+    """Whether the Kafka listener at host:port names a controller and every broker in its Metadata (a broker learns
+    both from the controller's UpdateMetadata; CreateTopics, as Kafka's, places replicas on the brokers its
+    metadata cache knows)."""
     from confluent_kafka.admin import AdminClient
-    return AdminClient({"bootstrap.servers": f"{host}:{port}"}).list_topics(timeout=5).controller_id >= 0
+    md = AdminClient({"bootstrap.servers": f"{host}:{port}"}).list_topics(timeout=5)
+    return md.controller_id >= 0 and len(md.brokers) == brokers
 
 
 def bootstrap(c: Cluster) -> str:

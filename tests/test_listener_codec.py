@@ -14,6 +14,7 @@ from dataclasses import replace as dataclass_replace
 from types import SimpleNamespace
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
@@ -44,7 +45,7 @@ class FakeReplicas:
     def append_batch(self, tp, batch, count, max_ts, acks, timeout_ms, on_done, producer=None):
         base = sum(int.from_bytes(b[57:61], "big") for b in self.appended)
         self.appended.append(batch)
-        return 0, base, base + count - 1, False
+        return 0, base, base + count - 1, False, -1   # error, base, last, pending, log_append_time
 
     def topic_setting(self, tp, key, default):
         return default
@@ -52,13 +53,19 @@ class FakeReplicas:
     def log_start_offset(self, tp):
         return 0
 
+    def describe_log_dirs(self, partitions=None):
+        return [("/d", 0, [])]
+
 
 def make_ctx() -> ListenerContext:
     state = SimpleNamespace(live_brokers={1: ("127.0.0.1", 1, 1)}, controller_id=1, topic_partitions={"t": 1},
                             metadata={("t", 0): PartitionInfo("t", 0, 1, 4, (1,), (1,), 0, 1)})
+    from node.config import default_config
+    from node.dynamic_config import DynamicBrokerConfig
     return ListenerContext(1, state, FakeReplicas(), groups=None, zk=None,
                            endpoint_of=lambda b: ("127.0.0.1", 9092) if b == 1 else None, rack_of=lambda b: None,
-                           cluster_id="test-cluster", pool=ThreadPoolExecutor(4), auto_create_topics=False)
+                           cluster_id="test-cluster", pool=ThreadPoolExecutor(4), auto_create_topics=False,
+                           broker_config=DynamicBrokerConfig(default_config(), 1))
 
 
 EVENTS: list[tuple[str, dict]] = []
@@ -381,6 +388,12 @@ class FetchReplicas(FakeReplicas):
             return (starts[later - 1][0] if later else epoch), starts[later][1]
         return 0, 4, lookup
 
+    def describe_log_dirs(self, partitions=None):
+        """Two directories: /d/0 offline, /d/1 with t-0 (and t-1, not asked for)."""
+        rows = [(0, 1234, 0), (1, 99, -1)]
+        return [("/d/0", 56, []),
+                ("/d/1", 0, [("t", [r for r in rows if partitions is None or ("t", r[0]) in partitions])])]
+
 
 def sample_request(api: int, v: int):
     """A request at version ``v`` with defaults, plus one topic-partition where the API has them."""
@@ -418,6 +431,16 @@ def sample_request(api: int, v: int):
     elif api == 32:
         req.resources = [R.DescribeConfigsResource(resource_type=2, resource_name="t", configuration_keys=None),
                          R.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)]
+    elif api == 35:
+        req.topics = [R.DescribableLogDirTopic(topic="t", partitions=[0])]
+    elif api == 33:
+        req.resources = [R.AlterConfigsResource(resource_type=2, resource_name="t", configs=[
+            R.AlterConfigsResource.AlterableConfig(name="retention.ms", value="1000")])]
+    elif api == 44:
+        req.resources = [R.AlterConfigsResource(resource_type=2, resource_name="t", configs=[
+            R.AlterConfigsResource.AlterableConfig(name="retention.ms", config_operation=0, value="1000")])]
+    elif api == 37:
+        req.topics, req.timeout_ms = [R.CreatePartitionsTopic(name="t", count=2, assignments=None)], 1000
     return req
 
 
@@ -428,10 +451,17 @@ ALL_VERSIONS = [(k, v) for k, (lo, hi) in sorted(SUPPORTED.items()) for v in ran
 def test_every_advertised_version_is_answered_in_that_version(api: int, version: int) -> None:
     ctx = make_ctx()
     ctx.groups, ctx.replicas = FakeGroups(), FetchReplicas()
-    ctx.zk = SimpleNamespace(allocate_producer_id_block=lambda broker, size: (5000, 5000 + size - 1))
+    written: list = []
+    ctx.zk = SimpleNamespace(allocate_producer_id_block=lambda broker, size: (5000, 5000 + size - 1),
+                             read_entity_config=lambda path: {"cleanup.policy": "compact"} if path == "topics/t" else {},
+                             change_entity_config=lambda path, config: written.append((path, config)),
+                             exists=lambda path: object())
     ctx.topic_config = lambda topic: {"cleanup.policy": "compact"}
-    ctx.broker_setting = lambda key: (7, key == "min.insync.replicas")
-    ctx.broker_settings = lambda: [("min.insync.replicas", 2, True), ("delete.topic.enable", True, False)]
+    from node.config import default_config, parse_config
+    from node.dynamic_config import DynamicBrokerConfig
+    raw = yaml.safe_load(default_config().to_yaml())
+    raw["min.insync.replicas"] = 7
+    ctx.broker_config = DynamicBrokerConfig(parse_config(raw), 1)
     d = make_dispatcher(ctx, lambda *a, **k: None)
     out = asyncio.run(d.handle(frame(sample_request(api, version), 77), CONN))
     r = RESPONSES[api].decode(out, version=version, header=True, framed=True)
@@ -454,10 +484,23 @@ def test_every_advertised_version_is_answered_in_that_version(api: int, version:
         assert (p.error_code, p.end_offset, p.leader_epoch if version >= 1 else 1) == (0, 10, 1)
     elif api == 32:
         topic, broker = r.results
-        got = {c.name: (c.value, c.read_only) for c in topic.configs}
-        assert got["cleanup.policy"] == ("compact", False) and got["min.insync.replicas"] == ("7", True)
-        assert [(c.name, c.value) for c in broker.configs] == [("min.insync.replicas", "2"),
-                                                                ("delete.topic.enable", "true")]
+        got = {c.name: (c.value, c.read_only, c.config_source) for c in topic.configs}
+        assert len(got) == 26   # Kafka 2.8's LogConfig keys
+        assert got["cleanup.policy"] == ("compact", False, 1) and got["min.insync.replicas"] == ("7", False, 4)
+        mine = {c.name: (c.value, c.read_only) for c in broker.configs}
+        assert mine["min.insync.replicas"] == ("7", False) and mine["delete.topic.enable"] == ("true", True)
+    elif api in (33, 44):
+        assert [(x.error_code, x.resource_name) for x in r.responses] == [(0, "t")]
+        assert written == [("topics/t", {"cleanup.policy": "compact", "retention.ms": "1000"} if api == 44
+                            else {"retention.ms": "1000"})]
+    elif api == 37:
+        assert [(x.name, x.error_code) for x in r.results] == [("t", 41)]   # NOT_CONTROLLER: not the controller
+    elif api == 35:
+        offline, online = r.results
+        assert (offline.log_dir, offline.error_code, offline.topics) == ("/d/0", 56, [])
+        (t,) = online.topics
+        assert (online.error_code, t.name, [(p.partition_index, p.partition_size, p.offset_lag, p.is_future_key)
+                                            for p in t.partitions]) == (0, "t", [(0, 1234, 0, False)])
 
 
 @pytest.mark.parametrize("version", range(0, 5))

@@ -392,3 +392,17 @@ def test_adversarial_record_bytes_never_change_a_fetch_answers_framing(version: 
     out = LOOP.run_until_complete(d.handle(frame(req, 5), CONN))
     r = RESPONSES[1].decode(joined(out), version=version, header=True, framed=True)
     assert {p.partition_index: bytes(p.records) for p in r.responses[0].partitions} == dict(enumerate(payloads))
+
+
+def test_the_admin_apis_answer_a_zookeeper_failure_per_resource() -> None:
+    """CreatePartitions, AlterConfigs, IncrementalAlterConfigs and DescribeConfigs whose ZooKeeper I/O fails (the
+    fuzz's ZooKeeper refuses everything) answer with the resource's error; nothing crashes, nothing closes."""
+    CTX.is_controller = lambda: True
+    try:
+        for api in (32, 33, 37, 44):
+            lo, hi = SUPPORTED[api]
+            for version in range(lo, hi + 1):
+                result, _out = run(frame(sample_request(api, version), 7))
+                assert result == "answered", (api, version)
+    finally:
+        CTX.is_controller = lambda: False

@@ -57,7 +57,7 @@ def test_a_won_election_loads_the_context_writes_fenced_then_sends_then_logs() -
     ctl, world = handlers(), World()
     h.run(ctl.elect(), world.do)
     kinds = [type(c).__name__ for c in world.done if not isinstance(c, (h.Emit, h.Clock, h.MonoNs))]
-    assert kinds == ["ReadController", "TryElect", "ReadSnapshot", "CachedStates", "ReadStates",
+    assert kinds == ["ReadController", "TryElect", "ReadSnapshot", "ReadLogDirEvents", "CachedStates", "ReadStates",
                      "WriteStates", "Send", "Later"]
     write = next(c for c in world.done if isinstance(c, h.WriteStates))
     assert write.fence == 3 and [(w.topic, w.partition, w.state.leader) for w in write.writes] == [("t", 0, 1)]

@@ -37,7 +37,7 @@ def test_create_describe_list_and_delete_a_topic(make_cluster, capsys):
     assert sorted(parts) == list(range(6))
     for s in parts.values():
         assert len(set(s["replicas"])) == 2 and s["leader"] == s["replicas"][0] and s["isr"] == s["replicas"]
-    assert view.topics["orders"]["config"] == {"min.insync.replicas": 2, "cleanup.policy": "compact"}
+    assert view.topics["orders"]["config"] == {"min.insync.replicas": "2", "cleanup.policy": "compact"}  # as given
     leaders = [s["leader"] for s in parts.values()]
     assert all(leaders.count(b) == 2 for b in (1, 2, 3)), leaders  # round-robin spread
     # every broker learns of it (UpdateMetadata)
@@ -68,9 +68,11 @@ def test_bad_requests_are_refused_with_the_reason(make_cluster, capsys):
     assert run(capsys, cluster, "--create", "--topic", "t", "--partitions", "1", "--replication-factor", "1")[0] == 0
     cases = [
         (["--create", "--topic", "t", "--partitions", "1", "--replication-factor", "1"], "already exists"),
-        (["--create", "--topic", "u", "--partitions", "1", "--replication-factor", "4"], "replication factor 4"),
-        (["--create", "--topic", "u", "--partitions", "0", "--replication-factor", "1"], "--partitions"),
-        (["--create", "--topic", "bad/name", "--partitions", "1", "--replication-factor", "1"], "illegal topic name"),
+        (["--create", "--topic", "u", "--partitions", "1", "--replication-factor", "4"],
+         "Replication factor: 4 larger than available brokers: 3."),
+        (["--create", "--topic", "u", "--partitions", "0", "--replication-factor", "1"],
+         "Number of partitions must be larger than 0."),
+        (["--create", "--topic", "bad/name", "--partitions", "1", "--replication-factor", "1"], "is illegal, it contains a character other than ASCII alphanumerics"),
         (["--create", "--topic", "u", "--partitions", "1", "--replication-factor", "1",
           "--config", "min.insync.replica=2"], "did you mean min.insync.replicas"),
         (["--create", "--topic", "u", "--partitions", "1", "--replication-factor", "1",

@@ -126,3 +126,34 @@ def test_an_observation_that_finds_nothing_new_sends_the_page_nothing():
     patch = s.take_patch()
     assert patch["groups"][0]["offsets"] == {"t-0": 6}
     assert [b["status"] for b in patch["brokers"]] == ["paused", "up", "up"]
+
+
+def test_an_offline_log_directory_shows_on_its_broker_until_it_restarts_and_detects_the_failover():
+    s = ClusterState(N)
+    start(s)
+    g = "g"
+    p = partition_for(g, N)
+    old = 1 + p % 3
+    s.apply(ev(5, old, "group_created", partition=p, group=g, reason="join"))
+    s.apply({"index": 0, "type": "info", "process": "nemesis", "time": 10_000_000, "f": "disk-full",
+             "value": {"fault": 0, "phase": "start", "kind": "disk-full", "target": f"coordinator:{g}",
+                       "nodes": [old]}})
+    assert s.brokers[old]["disk_fault"] == "disk-full" and s.brokers[old]["status"] == "up"
+    s.take_patch()
+    s.apply(ev(20, old, "log_dir_failed", dir="/d/0", error="OSError: [Errno 28] No space left on device",
+               during="append", replicas=[f"__consumer_offsets-{p}"], online_dirs=["/d/1"], offline_dirs=["/d/0"],
+               halting=False))
+    patch = s.take_patch()
+    assert [b["offline_dirs"] for b in patch["brokers"] if b["id"] == old] == [["/d/0"]]
+    s.apply(ev(25, 1, "replicas_offline", controller_epoch=1, broker_id=old, replicas=["x-0"], led=[]))
+    assert s.failovers[-1]["detect_ms"] is None   # not the group's partition
+    s.apply(ev(30, 1, "replicas_offline", controller_epoch=1, broker_id=old, replicas=[f"__consumer_offsets-{p}"],
+               led=[f"__consumer_offsets-{p}"]))
+    row = s.failovers[-1]
+    assert (row["group"], row["detect_ms"], row["detect_by"]) == (g, 20.0, "replicas_offline")
+    s.apply(ev(40, old, "broker_starting", host="127.0.0.1", port=1, pid=999))
+    assert s.brokers[old]["offline_dirs"] == []
+    s.apply(ev(50, old, "log_dir_failed", dir="/d/0", error="e", during="append", replicas=[], online_dirs=[],
+               offline_dirs=["/d/0"], halting=True))
+    s.apply(ev(51, old, "broker_halted", reason="every log directory is offline", exit_code=1))
+    assert s.brokers[old]["status"] == "dead"

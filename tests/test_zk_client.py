@@ -328,7 +328,8 @@ def test_reads_hand_out_our_types_and_errors_never_kazoos(new_client):
     data, stat = c.get(paths.topic("t"))
     assert isinstance(stat, Stat) and stat.version == 0 and stat.data_length == len(data) and stat.czxid > 0
     assert c.read_topic_config("t") == {"cleanup.policy": "compact"}
-    c.kz.create(paths.topic("bad"), b"not json")
+    c.kz.create(paths.topic("bad"), codecs.encode_topic(TopicAssignment("bad", {0: (1,)})))
+    c.kz.create(paths.config_topic("bad"), b"not json")
     with pytest.raises(ValueError):   # reported by the broker (topic_config_unreadable), not taken as "no overrides"
         c.read_topic_config("bad")
     c.kz.set(paths.TOPICS, b"")   # a data change fires the exists-watch

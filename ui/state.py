@@ -18,7 +18,7 @@ from kafkacommon.hashing import partition_for
 
 OFFSETS_TOPIC = "__consumer_offsets"
 #: ``ui_action`` / history faults that take a broker away: they open failover rows.
-FAULT_ACTIONS = frozenset({"kill", "terminate", "pause", "expire-session", "truncate"})
+FAULT_ACTIONS = frozenset({"kill", "terminate", "pause", "expire-session", "truncate", "disk-full", "disk-error"})
 NOT_FAILOVER = frozenset({"preferred_admin", "auto_rebalance"})
 #: How many recent events, controllers and failovers the state keeps.
 KEEP_FAILOVERS = 200
@@ -48,7 +48,7 @@ class ClusterState:
         br = self.brokers.get(b)
         if br is None:
             br = self.brokers[b] = {"id": b, "status": "unknown", "broker_epoch": None, "session": None,
-                                    "registered": None, "pid": None}
+                                    "registered": None, "pid": None, "offline_dirs": []}
         self.dirty.add("brokers")
         return br
 
@@ -111,7 +111,7 @@ class ClusterState:
     # broker lifecycle
     def _on_broker_starting(self, e: dict, t: int) -> None:
         br = self._broker(e["broker"])
-        br.update(status="up", pid=e.get("pid"), registered=False)
+        br.update(status="up", pid=e.get("pid"), registered=False, offline_dirs=[])   # back online on a restart
 
     def _on_broker_registered(self, e: dict, t: int) -> None:
         self._broker(e["broker"]).update(broker_epoch=e.get("broker_epoch"), session=e.get("session_id"),
@@ -161,6 +161,19 @@ class ClusterState:
 
     def _on_controlled_shutdown_requested(self, e: dict, t: int) -> None:
         self._detect(e.get("broker_id"), t, "controlled_shutdown")
+
+    # log directories
+    def _on_log_dir_failed(self, e: dict, t: int) -> None:
+        br = self._broker(e["broker"])
+        if e.get("dir") not in br["offline_dirs"]:
+            br["offline_dirs"] = br["offline_dirs"] + [e.get("dir")]
+
+    def _on_broker_halted(self, e: dict, t: int) -> None:
+        self._broker(e["broker"]).update(status="dead")   # its session (and registration) lives on until it expires
+
+    def _on_replicas_offline(self, e: dict, t: int) -> None:
+        offsets = {int(r.rpartition("-")[2]) for r in e.get("replicas", []) if r.startswith(OFFSETS_TOPIC + "-")}
+        self._detect(e.get("broker_id"), t, "replicas_offline", partitions=offsets)
 
     # partition state
     def _on_partition_state_written(self, e: dict, t: int) -> None:
@@ -352,6 +365,8 @@ class ClusterState:
                     br = self._broker(b)
                     if op.get("f") in ("kill", "truncate"):
                         br["status"] = "dead"
+                    elif op.get("f") in ("disk-full", "disk-error"):
+                        br["disk_fault"] = op.get("f")
                     elif op.get("f") == "pause":
                         br["status"] = "paused"
                 self._fault({"id": v.get("fault"), "kind": op.get("f"), "brokers": brokers, "mono_ns": t,
@@ -360,6 +375,10 @@ class ClusterState:
                 for n in v.get("nodes", []):
                     if isinstance(n, int) and self.brokers.get(n, {}).get("status") == "paused":
                         self._broker(n)["status"] = "up"
+            elif v.get("phase") == "heal" and v.get("kind") in ("disk-full", "disk-error"):
+                for n in v.get("nodes", []):
+                    if isinstance(n, int) and n in self.brokers:
+                        self._broker(n).pop("disk_fault", None)
             return
         g = op.get("group")
         if not g or op.get("type") != "ok":
@@ -402,9 +421,10 @@ class ClusterState:
     def _open_rows(self, stage: str) -> list[dict[str, Any]]:
         return [r for r in self.failovers if stage in r and r[stage] is None]
 
-    def _detect(self, b: int | None, t: int, by: str) -> None:
+    def _detect(self, b: int | None, t: int, by: str, partitions: set[int] | None = None) -> None:
         for row in self._open_rows("detect_ms"):
-            if row["group"] is not None and row["old_leader"] == b:
+            if row["group"] is not None and row["old_leader"] == b and (partitions is None
+                                                                         or row["partition"] in partitions):
                 row.update(detect_ms=_ms(t, row["t0"]), detect_by=by)
                 self.dirty.add("failovers")
 

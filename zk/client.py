@@ -8,7 +8,7 @@ zk/errors.py's exceptions and zk/stat.py's types.
 """
 from __future__ import annotations
 
-import functools
+import dataclasses
 import logging
 import threading
 import time
@@ -16,15 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (
-    BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, OperationTimeoutError,
-)
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kafkacommon.metadata import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from zk import codecs, paths, rules
+from zk import retry
 from zk.bounded import BoundedHandler
-from zk.errors import CONNECTION_ERRORS, NoNode, ZkConnectionLost, ZkError, translate, translate_errors, translated
+from zk.config_store import ConfigStore
+from zk.errors import CONNECTION_ERRORS, NoNode, ZkError, translate, translate_errors, translated
 from zk.stat import Stat, WatchEvent, watcher
 from zk.batch import CREATE, DELETE, GET_DATA, SET_DATA, multi_read, multi_read_async, multi_write
 from zk.rules import ControllerMovedError, StateVersionConflict
@@ -35,35 +34,8 @@ TopicPartition = tuple[str, int]
 MULTI_CHUNK = 1000  # ops per multi; well under jute.maxbuffer for our znodes
 __all__ = ["CONNECTION_ERRORS", "ClusterSnapshot", "ControllerMovedError", "StateVersionConflict", "StateWrite", "ZkClient",
            "expire_session", "quiet_client_logs"]
-#: What :func:`until_connected` retries: kazoo's inside this module, ours from a nested public call
-#: (zk/bounded.py's RequestTimedOut is an OperationTimeoutError).  Not a session expiry: as in Kafka,
-#: that reaches the caller, whose ephemerals and watches are gone and who must register and decide again.
-RETRIED_ERRORS = (ConnectionLoss, OperationTimeoutError, ZkConnectionLost)
-
-
-def until_connected(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Kafka's retryRequestsUntilConnected, for idempotent calls only (reads, ensure_path):
-    a connection loss retries the call, with backoff, for up to ``retry_deadline_s``, so a
-    ZooKeeper stall of a few seconds (a slow fsync, a GC pause) is a delay and not a failure.
-    Conditional writes are not retried here: their callers decide.  A closing client
-    (:meth:`ZkClient.fail_fast`) does not retry at all."""
-    @functools.wraps(method)
-    def retried(self: "ZkClient", *args: Any, **kwargs: Any) -> Any:
-        if getattr(_retrying, "active", False):  # an outer call retries the whole: one deadline
-            return method(self, *args, **kwargs)
-        _retrying.active = True
-        try:
-            for attempt in Retrying(retry=retry_if_exception_type(RETRIED_ERRORS),
-                                    stop=stop_after_delay(self.retry_deadline_s) | self._closing_stop,
-                                    wait=wait_exponential(multiplier=0.05, max=0.5), reraise=True):
-                with attempt:
-                    return method(self, *args, **kwargs)
-        finally:
-            _retrying.active = False
-    return retried
-
-
-_retrying = threading.local()
+RETRIED_ERRORS = retry.RETRIED_ERRORS
+until_connected = retry.until_connected
 
 
 class BrokerRegistrationTimeout(ZkError):
@@ -87,6 +59,7 @@ class ClusterSnapshot:
     brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
     topics: dict[str, TopicAssignment] = field(default_factory=dict)
     states: dict[TopicPartition, tuple[LeaderAndIsr, int]] = field(default_factory=dict)
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # "<default>" and the reader's id
     round_trips: int = 0      # waits for ZooKeeper, one after the other
     requests: int = 0         # requests sent (several may share a round trip)
 
@@ -102,7 +75,7 @@ class StateWrite:
 
 
 @translate_errors
-class ZkClient:
+class ZkClient(ConfigStore):
     """Every public method raises zk/errors.py's exceptions, never kazoo's."""
 
     def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int | None = None):
@@ -371,10 +344,16 @@ class ZkClient:
     @until_connected
     def read_snapshot(self, broker_watch: Callable[[WatchEvent], None] | None = None,
                       topic_watch: Callable[[WatchEvent], None] | None = None,
-                      with_states: bool = True) -> ClusterSnapshot:
+                      with_states: bool = True, topic_data_watch: Callable[[WatchEvent], None] | None = None,
+                      watched: set[str] | None = None, broker_id: int | None = None) -> ClusterSnapshot:
         """The controller's context in a constant number of round trips, whatever the partition count.
 
+        Each topic comes with its config overrides (``/config/topics/<t>``), read in the same multiRead.
         ``with_states=False`` skips the partition states (the caller has them cached).
+        ``topic_data_watch``: armed on every topic znode not in ``watched`` (the controller's
+        partition-modification watch), in the same round trip as the reads; each topic is added to
+        ``watched`` before its watch is armed (the watch's callback takes it out again).  ``broker_id``: also read
+        the dynamic broker configs (``/config/brokers/<default>`` and ``/config/brokers/<id>``).
         """
         # three requests in one round trip (watches need the regular API; children come back with them)
         epoch_r = multi_read_async(self.kz, [(GET_DATA, paths.CONTROLLER_EPOCH)])
@@ -388,13 +367,29 @@ class ZkClient:
         snap = ClusterSnapshot(codecs.decode_controller_epoch(first[0]), first[1].version, round_trips=1, requests=3)
         ids = sorted(int(i) for i in broker_ids if i.isdigit())
         topics = sorted(topics)
-        res = self.read_many([(GET_DATA, paths.broker(b)) for b in ids] + [(GET_DATA, paths.topic(t)) for t in topics])
-        for bid, r in zip(ids, res[:len(ids)]):
+        watched = set() if watched is None else watched
+        armed = []
+        for t in topics if topic_data_watch is not None else ():
+            if t not in watched:
+                watched.add(t)
+                armed.append(self.kz.exists_async(paths.topic(t), watch=watcher(topic_data_watch)))
+        entities = [] if broker_id is None else [paths.DEFAULT_ENTITY, str(broker_id)]
+        res = self.read_many([(GET_DATA, paths.broker(b)) for b in ids] + [(GET_DATA, paths.topic(t)) for t in topics]
+                             + [(GET_DATA, paths.config_topic(t)) for t in topics]
+                             + [(GET_DATA, paths.config_broker(e)) for e in entities])
+        for a in armed:
+            a.get()
+        n = len(ids)
+        for bid, r in zip(ids, res[:n]):
             if not isinstance(r, Exception):
                 snap.brokers[bid] = codecs.decode_broker(bid, r[0], r[1].czxid)
-        for t, r in zip(topics, res[len(ids):]):
+        for t, r, c in zip(topics, res[n:n + len(topics)], res[n + len(topics):n + 2 * len(topics)]):
             if not isinstance(r, Exception):
-                snap.topics[t] = codecs.decode_topic(t, r[0])
+                config = {} if isinstance(c, Exception) else codecs.decode_entity_config(paths.config_topic(t), c[0])
+                snap.topics[t] = dataclasses.replace(codecs.decode_topic(t, r[0]), config=config)
+        for e, r in zip(entities, res[n + 2 * len(topics):]):
+            snap.broker_configs[e] = {} if isinstance(r, Exception) else \
+                codecs.decode_entity_config(paths.config_broker(e), r[0])
         snap.round_trips += 1
         snap.requests += 1
         if with_states:
@@ -464,57 +459,6 @@ class ZkClient:
         if error is not None:
             raise error
 
-    # ------------------------------------------------------------ topic administration
-
-    def create_topic_znode(self, assignment: TopicAssignment) -> None:
-        """Admin side (kafka-topics.sh): write /brokers/topics/<t>; the controller does the rest.
-        Raises NodeExists when the topic exists."""
-        self.kz.create(paths.topic(assignment.topic), codecs.encode_topic(assignment))
-
-    def allocate_producer_id_block(self, broker_id: int, size: int = 1000) -> tuple[int, int]:
-        """Kafka's ProducerIdManager in ZooKeeper mode: claim the next ``size`` producer ids with a
-        conditional update of /latest_producer_id_block (JSON version 1, as Kafka writes it);
-        returns (first id, last id).  A concurrent claim by another broker makes this one retry."""
-        for _ in range(100):
-            try:
-                data, stat = self.kz.get(paths.PRODUCER_ID_BLOCK)
-            except NoNodeError:
-                try:
-                    self.kz.create(paths.PRODUCER_ID_BLOCK, codecs.encode_producer_id_block(broker_id, 0, size - 1))
-                    return 0, size - 1
-                except NodeExistsError:
-                    continue
-            start = codecs.decode_producer_id_block(data) + 1 if data else 0
-            try:
-                self.kz.set(paths.PRODUCER_ID_BLOCK, codecs.encode_producer_id_block(broker_id, start, start + size - 1),
-                            version=stat.version)
-                return start, start + size - 1
-            except BadVersionError:
-                continue
-        raise RuntimeError("could not claim a producer id block: too much contention")
-
-    def request_topic_deletion(self, topic: str) -> None:
-        """Admin side: /admin/delete_topics/<t>; the controller deletes the topic and the marker."""
-        try:
-            self.kz.create(paths.delete_topic(topic), b"")
-        except NodeExistsError:
-            pass
-
-    @until_connected
-    def read_deletion_requests(self, watch: Callable[[WatchEvent], None] | None = None) -> list[str]:
-        return sorted(self.kz.get_children(paths.DELETE_TOPICS, watch=watcher(watch)))
-
-    @until_connected
-    def read_topic_config(self, topic: str) -> dict[str, str] | None:
-        """The topic's config overrides from /brokers/topics/<t> (None: no such topic), read again across
-        a lost connection (``until_connected``).  A session expiry, a read still failing at the retry
-        deadline, or a znode that does not decode raises (ZkError / ValueError): the caller reports it."""
-        try:
-            data, _ = self.kz.get(paths.topic(topic))
-        except NoNodeError:
-            return None
-        return dict(codecs.decode_topic(topic, data).config)
-
     def delete_topic(self, epoch_zk_version: int, assignment: TopicAssignment) -> None:
         """Controller side: remove the topic's znodes and its deletion marker, fenced."""
         t = assignment.topic
@@ -530,6 +474,8 @@ class ZkClient:
             ops.append((DELETE, paths.partitions(t), None, -1))
         if self.kz.exists(paths.topic(t)):
             ops.append((DELETE, paths.topic(t), None, -1))
+        if self.kz.exists(paths.config_topic(t)):   # Kafka's completeDeleteTopic: the configs go too
+            ops.append((DELETE, paths.config_topic(t), None, -1))
         if self.kz.exists(paths.delete_topic(t)):
             ops.append((DELETE, paths.delete_topic(t), None, -1))
         for i in range(0, len(ops), MULTI_CHUNK):
@@ -543,12 +489,56 @@ class ZkClient:
                               [(DELETE, paths.delete_topic(topic), None, -1)])
         self._raise_multi_failure(results, [paths.delete_topic(topic)], epoch_zk_version)
 
+    # ------------------------------------------------------------ log directory failures (KIP-112)
+
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        """A broker's side: ``/log_dir_event_notification/log_dir_event_<seq>`` (persistent sequential,
+        Kafka 2.8's ``{"version":1,"broker":<id>,"event":1}``): the controller asks this broker which of its
+        replicas are offline.  Returns the path created.  Not retried here: a retried create may make
+        a second notification, which is harmless (the controller asks again); the caller retries."""
+        return self.kz.create(paths.LOG_DIR_EVENT_NOTIFICATION + "/" + paths.LOG_DIR_EVENT_PREFIX,
+                              codecs.encode_log_dir_event(broker_id), sequence=True)
+
+    @until_connected
+    def read_log_dir_events(self, watch: Callable[[WatchEvent], None] | None = None) -> list[tuple[str, int | None]]:
+        """The controller's side: every notification as (sequence number, broker id or None when its data
+        does not decode), in sequence order; arms the children watch."""
+        try:
+            names = self.kz.get_children(paths.LOG_DIR_EVENT_NOTIFICATION, watch=watcher(watch))
+        except NoNodeError:
+            return []
+        seqs = sorted(paths.log_dir_event_sequence(n) for n in names if n.startswith(paths.LOG_DIR_EVENT_PREFIX))
+        out: list[tuple[str, int | None]] = []
+        for seq, res in zip(seqs, self.read_many([(GET_DATA, paths.log_dir_event(s)) for s in seqs])):
+            if isinstance(res, Exception):
+                continue   # deleted meanwhile
+            try:
+                out.append((seq, codecs.decode_log_dir_event(res[0])))
+            except codecs.CodecError:
+                out.append((seq, None))
+        return out
+
+    def delete_log_dir_events(self, epoch_zk_version: int, sequences: Sequence[str]) -> None:
+        """Delete processed notifications, each in a multi fenced by the controller epoch; one already gone
+        is no error (Kafka's deleteLogDirEventNotifications).  A failed fence raises ControllerMovedError."""
+        for ops in rules.log_dir_event_delete_ops(epoch_zk_version, sequences):
+            results = multi_write(self.kz, (ops[0][1], ops[0][2]), [(DELETE, op[1], None, op[2]) for op in ops[1:]])
+            error = rules.multi_failure([translate(r) if isinstance(r, Exception) else r for r in results],
+                                        [op[1] for op in ops[1:]], epoch_zk_version)
+            if error is not None and not isinstance(error, NoNode):
+                raise error
+
     def create_topic(self, epoch_zk_version: int, assignment: TopicAssignment) -> None:
-        """Create /brokers/topics/<t> and its partitions/<p> parents, fenced."""
+        """Create /config/topics/<t> (set when left over), /brokers/topics/<t> and its partitions/<p>
+        parents, fenced."""
+        config_exists = self.kz.exists(paths.config_topic(assignment.topic)) is not None
 
         def build(tx: Any) -> None:
-            for op in rules.topic_create_ops(assignment):
-                tx.create(op[1], op[2])
+            for op in rules.topic_create_ops(assignment, config_exists):
+                if op[0] == "set":
+                    tx.set_data(op[1], op[2], op[3])
+                else:
+                    tx.create(op[1], op[2])
 
         self.fenced_multi(epoch_zk_version, build)
 

@@ -119,7 +119,6 @@ def encode_topic(a: TopicAssignment) -> bytes:
         "partitions": {str(p): list(r) for p, r in sorted(a.partitions.items())},
         "adding_replicas": {},
         "removing_replicas": {},
-        "config": dict(a.config),
     })
 
 
@@ -140,10 +139,13 @@ def decode_topic(topic: str, data: bytes | None) -> TopicAssignment:
     for p, replicas in raw.items():
         t = tuple(replicas)
         parts[int(p)] = shared.setdefault(t, t)
-    cfg = obj.get("config") or {}
-    if not isinstance(cfg, dict):
-        raise CodecError(f"{kind}: field 'config' is not an object")
-    return TopicAssignment(topic, parts, str(obj.get("topic_id", "")), cfg)
+    return TopicAssignment(topic, parts, str(obj.get("topic_id", "")))
+
+
+def topic_reassigning(topic: str, data: bytes | None) -> bool:
+    """Whether /brokers/topics/<t> names adding or removing replicas (Kafka 2.8's isBeingReassigned)."""
+    obj = _load(f"/brokers/topics/{topic}", data)
+    return any(bool(obj.get(k)) for k in ("adding_replicas", "removing_replicas"))
 
 
 # ------------------------------------------------------------------ partition state
@@ -206,3 +208,58 @@ def decode_producer_id_block(data: bytes) -> int:
     if not isinstance(end, (str, int)) or not str(end).lstrip("-").isdigit():
         raise CodecError(f"/latest_producer_id_block: bad block_end {end!r}")
     return int(end)
+
+
+# ------------------------------------------------------------------ /config/<type>/<name> and /config/changes
+
+def encode_entity_config(config: Mapping[str, Any]) -> bytes:
+    """A topic's or broker's config overrides as Kafka's ConfigEntityZNode: every value a string."""
+    return _dump({"version": 1, "config": {k: _config_text(v) for k, v in config.items()}})
+
+
+def _config_text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return ",".join(str(x) for x in v)
+    return str(v)
+
+
+def decode_entity_config(path: str, data: bytes | None) -> dict[str, str]:
+    """The overrides of ``/config/<type>/<name>`` (an empty znode: none)."""
+    if not data:
+        return {}
+    obj = _load(path, data)
+    cfg = obj.get("config", {})
+    if not isinstance(cfg, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in cfg.items()):
+        raise CodecError(f"{path}: field 'config' is not an object of strings")
+    return dict(cfg)
+
+
+def encode_config_change(entity_path: str) -> bytes:
+    """A change notification under /config/changes (version 2: ``topics/<t>``, ``brokers/<id>``)."""
+    return _dump({"version": 2, "entity_path": entity_path})
+
+
+def decode_config_change(path: str, data: bytes | None) -> str:
+    """The entity path a change notification names."""
+    obj = _load(path, data)
+    if obj.get("version") != 2:
+        raise CodecError(f"{path}: unsupported change notification version {obj.get('version')!r}")
+    return _field(path, obj, "entity_path", str)
+
+
+# ------------------------------------------------------------------ /log_dir_event_notification/log_dir_event_<seq>
+
+LOG_DIR_FAILURE_EVENT = 1   # Kafka's LogDirEventNotificationSequenceZNode.LogDirFailureEvent
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """Kafka 2.8's ``{"version":1,"broker":<id>,"event":1}`` (keys in its order)."""
+    return _dump({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes | None) -> int:
+    """The broker id of a log directory event notification."""
+    obj = _load("log dir event notification", data)
+    return _field("log dir event notification", obj, "broker", int)

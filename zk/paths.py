@@ -10,9 +10,18 @@ ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ADMIN = "/admin"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 DELETE_TOPICS = "/admin/delete_topics"
+CONFIG = "/config"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_BROKERS = "/config/brokers"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"     # sequential children of /config/changes
+DEFAULT_ENTITY = "<default>"                 # Kafka's ConfigEntityName.Default: the cluster-wide broker configs
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"   # Kafka's LogDirEventNotificationZNode
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"                      # its children: log_dir_event_<10-digit seq>
 
 #: Persistent paths created once per cluster (Kafka's KafkaZkClient.createTopLevelPaths).
-PERSISTENT_PATHS = (BROKERS, BROKER_IDS, TOPICS, ISR_CHANGE_NOTIFICATION, ADMIN, DELETE_TOPICS)
+PERSISTENT_PATHS = (BROKERS, BROKER_IDS, TOPICS, ISR_CHANGE_NOTIFICATION, ADMIN, DELETE_TOPICS, CONFIG, CONFIG_TOPICS,
+                    CONFIG_BROKERS, CONFIG_CHANGES, LOG_DIR_EVENT_NOTIFICATION)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"  # Kafka's ProducerIdManager (ZooKeeper mode)
@@ -40,3 +49,29 @@ def partition_state(name: str, p: int) -> str:
 
 def delete_topic(name: str) -> str:
     return f"{DELETE_TOPICS}/{name}"
+
+
+def config_topic(name: str) -> str:
+    """A topic's config overrides (Kafka's ConfigEntityZNode for ``topics``)."""
+    return f"{CONFIG_TOPICS}/{name}"
+
+
+def config_broker(entity: str) -> str:
+    """A broker's dynamic configs (``entity``: its id, or ``<default>`` for every broker)."""
+    return f"{CONFIG_BROKERS}/{entity}"
+
+
+def config_entity(entity_path: str) -> str:
+    """``topics/<t>`` or ``brokers/<id>``, as a change notification names it, as a znode path."""
+    return f"{CONFIG}/{entity_path}"
+
+
+def log_dir_event(sequence: str) -> str:
+    """``/log_dir_event_notification/log_dir_event_<sequence>``."""
+    return f"{LOG_DIR_EVENT_NOTIFICATION}/{LOG_DIR_EVENT_PREFIX}{sequence}"
+
+
+def log_dir_event_sequence(name: str) -> str:
+    """The sequence number of a notification child (``log_dir_event_0000000003`` -> ``0000000003``), as
+    Kafka's LogDirEventNotificationSequenceZNode.sequenceNumber takes it."""
+    return name[name.rfind(LOG_DIR_EVENT_PREFIX) + len(LOG_DIR_EVENT_PREFIX):]

@@ -4,7 +4,8 @@ and what their results mean.  ``ZkClient`` (zk/client.py, over kazoo) and the si
 so the rules exist once.
 
 An op is a plain tuple: ``("create", path, data, ephemeral)``, ``("set", path, data, version)``,
-``("check", path, version)``; each primitive layer turns it into its own transaction call.
+``("check", path, version)``, ``("delete", path, version)``; each primitive layer turns it into its own
+transaction call.
 """
 from __future__ import annotations
 
@@ -60,11 +61,21 @@ def state_parents(creates: Sequence[Any]) -> list[str]:
     return wanted
 
 
-def topic_create_ops(a: Any) -> list[Op]:
-    """The controller's creation of a topic: /brokers/topics/<t> and its partitions/<p> parents."""
-    ops: list[Op] = [("create", paths.topic(a.topic), codecs.encode_topic(a), False),
+def topic_create_ops(a: Any, config_exists: bool = False) -> list[Op]:
+    """The controller's creation of a topic: its configs (``a.config``, at /config/topics/<t>, set at any
+    version when a znode is left over), /brokers/topics/<t> and its partitions/<p> parents."""
+    config = codecs.encode_entity_config(a.config)
+    ops: list[Op] = [("set", paths.config_topic(a.topic), config, -1) if config_exists else
+                     ("create", paths.config_topic(a.topic), config, False),
+                     ("create", paths.topic(a.topic), codecs.encode_topic(a), False),
                      ("create", paths.partitions(a.topic), b"", False)]
     return ops + [("create", paths.partition(a.topic, p), b"", False) for p in sorted(a.partitions)]
+
+
+def log_dir_event_delete_ops(epoch_zk_version: int, sequences: Sequence[str]) -> list[list[Op]]:
+    """Kafka's deleteLogDirEventNotifications: one fenced multi per notification (the fence, then the
+    delete at any version); a notification already gone is no error (its result is not looked at)."""
+    return [[fence_op(epoch_zk_version), ("delete", paths.log_dir_event(seq), -1)] for seq in sequences]
 
 
 def multi_failure(results: Sequence[Any], op_paths: Sequence[str], epoch_zk_version: int) -> BaseException | None:
@@ -85,3 +96,35 @@ def multi_failure(results: Sequence[Any], op_paths: Sequence[str], epoch_zk_vers
 
 def decode_state(path: str, data: bytes, version: int) -> tuple[LeaderAndIsr, int]:
     return codecs.decode_partition_state(path, data), version
+
+
+# ---------------------------------------------------------------------- config change notifications
+
+#: Kafka's ZkNodeChangeNotificationListener: a notification older than this is purged by whoever sees it
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+CONFIG_ENTITY_TYPES = ("topics", "clients", "users", "brokers", "ips")
+
+
+def change_sequence(name: str) -> int:
+    """``config_change_0000000042`` -> 42 (-1 for a name that is no notification)."""
+    tail = name[len(paths.CONFIG_CHANGE_PREFIX):] if name.startswith(paths.CONFIG_CHANGE_PREFIX) else ""
+    return int(tail) if tail.isascii() and tail.isdigit() else -1
+
+
+def changes_to_process(children: Sequence[str], last_sequence: int) -> list[str]:
+    """The notifications after ``last_sequence``, oldest first (Kafka processes each once, in order)."""
+    return sorted((c for c in children if change_sequence(c) > last_sequence), key=change_sequence)
+
+
+def change_obsolete(ctime_ms: int, now_ms: int) -> bool:
+    """Kafka's purgeObsoleteNotifications: older than 15 minutes."""
+    return ctime_ms + CHANGE_EXPIRATION_MS < now_ms
+
+
+def parse_entity_path(entity_path: str) -> tuple[str, str]:
+    """``topics/<t>`` -> ("topics", t); ValueError for a path Kafka would refuse."""
+    kind, sep, name = entity_path.partition("/")
+    if not sep or not name or kind not in CONFIG_ENTITY_TYPES:
+        raise ValueError(f"invalid entity path {entity_path!r}: expected <type>/<name> with a type of "
+                         f"{', '.join(CONFIG_ENTITY_TYPES)}")
+    return kind, name

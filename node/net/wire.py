@@ -39,7 +39,7 @@ def header_from_pb(h: pb.ControllerHeader) -> Header:
 
 def partitions_from_pb(parts: Iterable[pb.PartitionState]) -> list[PartitionInfo]:
     return [PartitionInfo(p.topic, p.partition, p.leader, p.leader_epoch, tuple(p.isr), tuple(p.replicas),
-                          p.zk_version, p.controller_epoch) for p in parts]
+                          p.zk_version, p.controller_epoch, p.is_new) for p in parts]
 
 
 def info_to_pb(p: PartitionInfo) -> pb.PartitionState:

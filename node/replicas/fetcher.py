@@ -1,6 +1,12 @@
-"""A follower's fetcher: one thread per leader broker, long-polling it for every partition followed there."""
+"""A follower's fetcher: one thread per leader broker, long-polling it for every partition followed there.
+
+The thread never dies of an exception: an I/O error in a partition's log (KafkaStorageError) takes its log
+directory offline, and the failure handler takes the partition off this fetcher; anything unexpected is
+logged as ``fetcher_error`` and the loop backs off and goes on.
+"""
 from __future__ import annotations
 
+import logging
 import threading
 from typing import TYPE_CHECKING
 
@@ -9,6 +15,7 @@ import grpc
 from kafkacommon import errors
 from kafkacommon.record_batch import CorruptBatchError
 from node.clock import now_ms
+from node.storage.errors import KafkaStorageError
 from node.storage.log import InvalidAppendError
 from node.net.wire import fetch_message
 from node.net.peers import peer_channel
@@ -21,6 +28,7 @@ if TYPE_CHECKING:
     from node.replicas.hosted import FetcherOwner, Hosted
 
 TP = tuple[str, int]
+log = logging.getLogger(__name__)
 
 
 class LeaderFetcher(threading.Thread):
@@ -74,7 +82,14 @@ class LeaderFetcher(threading.Thread):
                             self._channel.close()
                         self._channel = peer_channel(endpoint)
                         stub, target = pbg.BrokerStub(self._channel), endpoint
-                if not self._fetch_once(stub, parts):
+                try:
+                    fetched = self._fetch_once(stub, parts)
+                except Exception as e:   # a bug, not a fault: say so, and keep fetching the other partitions
+                    log.exception("fetcher from broker %d", self.leader)
+                    self.rm.events.emit("fetcher_error", leader=self.leader, error=f"{type(e).__name__}: {e}")
+                    self._session.reset()
+                    fetched = False
+                if not fetched:
                     self._stop_event.wait(0.05)  # back off after an error
         finally:
             with self._lock:
@@ -136,7 +151,12 @@ class LeaderFetcher(threading.Thread):
                 if self._stop_event.is_set() or h.log.closed or h.fetching_from != (self.leader, epoch):
                     state.pop(tp, None)
                     continue
-                ok = self._apply(tp, h, epoch, current[tp].fetch_offset, a) and ok
+                try:
+                    ok = self._apply(tp, h, epoch, current[tp].fetch_offset, a) and ok
+                except KafkaStorageError:   # its log directory is offline: the failure handler unassigns it
+                    state.pop(tp, None)
+                    ok = False
+                    continue
                 state[tp] = (h, self._position(h, epoch))
         return ok
 

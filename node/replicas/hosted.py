@@ -37,6 +37,16 @@ class AckWaiter:
     inline: bool = False
 
 
+class Appended(NamedTuple):
+    """A client batch's append (:meth:`ReplicaManager.append_batch`)."""
+
+    error: int
+    base_offset: int
+    last_offset: int
+    pending: bool                # acks=all: the outcome comes through ``on_done``
+    log_append_time: int = -1    # message.timestamp.type=LogAppendTime: the stamp the batch got
+
+
 class ConsumerRead(NamedTuple):
     """One partition of a consumer's fetch as the leader answers it (the replica manager's ``consumer_read``)."""
 

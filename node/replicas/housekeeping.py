@@ -1,9 +1,12 @@
-"""The broker's periodic log housekeeping: compaction and retention (a mixin of ``ReplicaManager``).
+"""The broker's periodic log housekeeping: compaction, retention, deleted segments' files and the flusher
+(a mixin of ``ReplicaManager``).
 
 Kafka's LogCleaner and LogManager.cleanupLogs, as shells: each pass takes a
 partition's lock, asks a pure rule what to do (``node.storage.cleaner`` for
 compaction, ``node.storage.retention.retention_decision`` for retention) and
-carries it out, then logs an event.
+carries it out, then logs an event.  An I/O error takes the partition's log directory offline
+(``on_io_error``, Kafka's LogCleaner and cleanupLogs report to the LogDirFailureChannel) and the
+pass goes on with the other partitions.
 """
 from __future__ import annotations
 
@@ -13,7 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from node.clock import now_ms
+from node.replicas.log_settings import flusher_due
 from node.storage.cleaner import CleanResult, clean
+from node.storage.errors import KafkaStorageError
 from node.storage.retention import retention_decision
 
 if TYPE_CHECKING:
@@ -26,18 +31,18 @@ log = logging.getLogger(__name__)
 class CleanerSettings:
     enable: bool = True
     backoff_ms: int = 15000                   # log.cleaner.backoff.ms: the pause between passes
-    min_cleanable_ratio: float = 0.5          # log.cleaner.min.cleanable.ratio
+    min_cleanable_ratio: float = 0.5          # log.cleaner.min.cleanable.ratio (each log's min.cleanable.dirty.ratio)
 
 
 class HousekeepingMixin:
     hosted: dict[tuple[str, int], "Hosted"]
     cleaner: "CleanerSettings | None"
     events: Any
+    dirs: Any   # node.replicas.log_dir_manager.LogDirManager: report(dir, what, error)
 
     def clean_logs(self) -> list[CleanResult]:
         """One pass of the log cleaner over every compacted partition hosted here, never past
         its HW (Kafka's firstUncleanableOffset); the partition's lock is held while it cleans."""
-        settings = self.cleaner or CleanerSettings()
         done = []
         for (t, p), h in sorted(list(self.hosted.items())):
             lc = h.log_config
@@ -47,10 +52,17 @@ class HousekeepingMixin:
                 if h.log.closed:
                     continue
                 t0 = time.monotonic_ns()
-                r = clean(h.log, now_ms=now_ms(), delete_retention_ms=lc.delete_retention_ms,
-                          min_cleanable_ratio=settings.min_cleanable_ratio,
-                          upper_bound_offset=h.repl.high_watermark,
-                          min_compaction_lag_ms=lc.min_compaction_lag_ms)
+                try:
+                    r = clean(h.log, now_ms=now_ms(), delete_retention_ms=lc.delete_retention_ms,
+                              min_cleanable_ratio=lc.min_cleanable_dirty_ratio,
+                              upper_bound_offset=h.repl.high_watermark,
+                              min_compaction_lag_ms=lc.min_compaction_lag_ms,
+                              max_compaction_lag_ms=lc.max_compaction_lag_ms)
+                except KafkaStorageError:
+                    continue   # its directory is offline now
+                except OSError as e:   # the cleaner's own files (its .cleaned segment)
+                    self.dirs.report(h.log.parent_dir, "log cleaning", e)
+                    continue
             if r.segments_cleaned:
                 done.append(r)
                 self.events.emit("log_cleaned", topic=t, partition=p, segments=r.segments_cleaned,
@@ -72,15 +84,47 @@ class HousekeepingMixin:
                 if h.log.closed:
                     continue
                 now = now_ms()
-                d = retention_decision(h.log.segment_infos(), log_start_offset=h.log.log_start_offset,
-                                       log_end_offset=h.log.log_end_offset, high_watermark=h.repl.high_watermark,
-                                       now_ms=now, retention_ms=lc.retention_ms, retention_bytes=lc.retention_bytes,
-                                       delete_policy=lc.delete)
-                if not d.count:
-                    continue
-                deleted = h.log.delete_oldest_segments(d.count, now)
+                try:
+                    d = retention_decision(h.log.segment_infos(), log_start_offset=h.log.log_start_offset,
+                                           log_end_offset=h.log.log_end_offset, high_watermark=h.repl.high_watermark,
+                                           now_ms=now, retention_ms=lc.retention_ms,
+                                           retention_bytes=lc.retention_bytes, delete_policy=lc.delete)
+                    if not d.count:
+                        continue
+                    deleted = h.log.delete_oldest_segments(d.count, now)
+                except KafkaStorageError:
+                    continue   # its directory is offline now
                 start = h.log.log_start_offset
             total += len(deleted)
             self.events.emit("log_segments_deleted", topic=t, partition=p, segments=deleted, reasons=list(d.reasons),
                              log_start_offset=start, is_leader=h.repl.is_leader)
         return total
+
+    def purge_and_flush(self, started_ms: int, flusher_ran: Any) -> tuple[int, int]:
+        """Every second: remove the files of deleted segments whose ``file.delete.delay.ms`` passed, and run
+        Kafka's log flusher when it is due (:func:`node.replicas.log_settings.flusher_due`): every log not
+        fsynced for its ``flush.ms`` is fsynced.  Returns (segments removed, logs flushed)."""
+        removed = flushed = 0
+        now = now_ms()
+        flush_now = flusher_due(started_ms, now, flusher_ran)
+        for (t, p), h in sorted(list(self.hosted.items())):
+            with h.cond:
+                if h.log.closed:
+                    continue
+                try:   # an I/O error: the log reported its directory, which is offline now
+                    gone = h.log.purge_deleted(now) if h.log.pending_deletes else []
+                except KafkaStorageError:
+                    continue
+                last = h.log.last_flush_ms if h.log.last_flush_ms is not None else started_ms
+                if flush_now and h.log.unflushed and now - last >= h.log_config.flush_ms:
+                    try:
+                        h.log.flush(now)
+                        flushed += 1
+                    except KafkaStorageError:
+                        pass
+            if gone:
+                removed += len(gone)
+                self.events.emit("log_segment_files_deleted", topic=t, partition=p, segments=gone)
+        if flush_now:
+            flusher_ran.set()
+        return removed, flushed

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from kafkacommon import errors
 from node.clock import now_ms
+from node.storage.errors import KafkaStorageError
 from node.storage.log import OffsetOutOfRangeError
 from node.replicas.purgatory import run_callbacks
 from node.net.wire import fetch_message, partition_fetch
@@ -44,14 +45,17 @@ class LeaderFetchHandler:
     fetches wait on; ``stopping``: set when the broker stops; ``log_events``, ``wake`` (with a
     partition's lock held: the acks=all waiters the HW now covers, into the list it is given, whose
     callbacks this handler runs once the lock is let go) and ``send_alter_isr``: the replica
-    manager's.
+    manager's; ``offline``: whether a partition this broker does not host is offline (its log
+    directory failed): it answers KAFKA_STORAGE_ERROR.
     """
 
     def __init__(self, hosted: Mapping[TP, "Hosted"], sessions: LeaderSessions, sessions_lock: threading.Lock,
                  data: threading.Condition, stopping: threading.Event,
                  log_events: Callable[[list[Event]], None], wake: Callable[["Hosted", list], None],
-                 send_alter_isr: Callable[["Hosted", AlterIsrProposal], None]) -> None:
+                 send_alter_isr: Callable[["Hosted", AlterIsrProposal], None],
+                 offline: Callable[[TP], bool] = lambda tp: False) -> None:
         self.hosted = hosted
+        self._offline = offline
         self.sessions = sessions
         self._sessions_lock = sessions_lock
         self._data = data
@@ -211,7 +215,8 @@ class LeaderFetchHandler:
         for fp in listed:
             h = self.hosted.get((fp.topic, fp.partition))
             if h is None or not h.repl.is_leader:
-                answers.append(self._error(fp, errors.NOT_LEADER_OR_FOLLOWER))
+                offline = h is None and self._offline((fp.topic, fp.partition))
+                answers.append(self._error(fp, errors.KAFKA_STORAGE_ERROR if offline else errors.NOT_LEADER_OR_FOLLOWER))
                 continue
             with h.cond:
                 if follower:
@@ -266,7 +271,8 @@ class LeaderFetchHandler:
     def _read_answer(self, fp: pb.FetchPartition, h: "Hosted", follower: bool) -> pb.FetchPartitionResponse | None:
         """One partition's answer after the long poll (None: nothing new for this follower)."""
         with h.cond:
-            code = errors.NOT_LEADER_OR_FOLLOWER if h.log.closed else long_poll.answer_error(
+            code = (errors.KAFKA_STORAGE_ERROR if h.log.failed else errors.NOT_LEADER_OR_FOLLOWER) if h.log.closed \
+                else long_poll.answer_error(
                 _position(fp.fetch_offset, fp.current_leader_epoch, h))
             if code != errors.NONE:
                 return self._error(fp, code)
@@ -277,6 +283,8 @@ class LeaderFetchHandler:
                 data = h.log.read(fp.fetch_offset, fp.max_bytes or 1 << 20, None if follower else hw)
             except OffsetOutOfRangeError:
                 return self._error(fp, errors.OFFSET_OUT_OF_RANGE, h)
+            except KafkaStorageError:
+                return self._error(fp, errors.KAFKA_STORAGE_ERROR)
             return pb.FetchPartitionResponse(
                 topic=fp.topic, partition=fp.partition, error_code=errors.NONE, high_watermark=hw,
                 log_start_offset=h.log.log_start_offset, log_end_offset=h.log.log_end_offset,

@@ -7,6 +7,11 @@ SIGTERM (or SIGINT) stops it cleanly: it resigns as controller, closes its
 ZooKeeper session so that its ephemeral znodes go at once, and exits 0.  Every
 step of the stop is bounded, even with ZooKeeper gone; past the bound a
 watchdog (node/server/shutdown.py) logs ``shutdown_timed_out`` and exits 3.
+
+A log directory that fails (an I/O error) goes offline; the broker then writes
+Kafka's log directory event notification, or, when no directory is left online,
+halts with status 1 as Kafka 2.8 does (``broker_halted``): no controlled shutdown,
+no session close, so its registration goes when its ZooKeeper session expires.
 """
 from __future__ import annotations
 
@@ -32,7 +37,9 @@ from listener.limits import Limits, Quotas, parse_overrides
 from listener.context import ListenerContext, cluster_id_for
 from node.server import bugs
 from replication.broker_state import BrokerState
-from node.config import SCHEMA, ClusterConfig, ConfigError, load_config
+from node.config import ClusterConfig, ConfigError, load_config
+from node.dynamic_config import DynamicBrokerConfig
+from node.shells.config_listener import ConfigChangeListener
 from node.shells.controller_shell import ControllerShell
 from node.shells.coordinator_shell import CoordinatorShell
 from node.server.groups_servicer import GroupsServicer
@@ -52,6 +59,7 @@ from zk.client import ZkClient
 from zk import paths as zk_paths
 from kafkacommon.metadata import BrokerRegistration
 from zk.errors import CONNECTION_ERRORS, ZkError
+from replication.log_dirs import DirFailure
 
 log = logging.getLogger("kafkasim.broker")
 
@@ -90,6 +98,7 @@ def controller_settings(cfg: ClusterConfig, broker_id: int) -> ControllerSetting
         offsets_create_grace_ms=g("kafkasim.offsets.topic.create.grace.ms"),
         offsets_eager_create=g("kafkasim.offsets.topic.eager.create"),
         kip841_enable=g("kafkasim.isr.kip841.enable"),
+        offsets_segment_bytes=g("offsets.topic.segment.bytes"),
     )
 
 
@@ -131,8 +140,9 @@ class Broker:
             zombie="zombie-controller" in planted_bugs)
         self.zk.add_state_listener(self.controller.on_session_state)
         g = cfg.get
+        self.dynamic = DynamicBrokerConfig(cfg, broker_id)   # /config/brokers/<id> and <default> over cluster.yaml
         self.replicas = ReplicaManager(
-            broker_id, self.spec.log_dir,
+            broker_id, list(self.spec.log_dirs),
             replica_settings(cfg), self.events,
             broker_epoch=lambda: self.state.broker_epoch, endpoint_of=self._endpoint_of,
             controller_endpoint=lambda: self._endpoint_of(self.state.controller_id),
@@ -141,13 +151,16 @@ class Broker:
             topic_config=self._topic_config,
             cleaner=CleanerSettings(g("log.cleaner.enable"), g("log.cleaner.backoff.ms"),
                                     g("log.cleaner.min.cleanable.ratio.percent") / 100),
-            log_defaults=g, retention_check_interval_ms=g("log.retention.check.interval.ms"),
-            fetch_max_bytes=g("replica.fetch.max.bytes"),
+            log_defaults=self.dynamic.lookup, retention_check_interval_ms=g("log.retention.check.interval.ms"),
+            fetch_max_bytes=g("replica.fetch.max.bytes"), on_dir_failure=self._on_dir_failure,
             shutting_down=lambda: self.stopping.is_set())   # Kafka's isShuttingDown, from the stop signal on
         self.groups = CoordinatorShell(broker_id, self.replicas, self.events, group_config(cfg, planted_bugs),
                                        num_partitions=self._offsets_partitions,
                                        load_buffer_bytes=g("offsets.load.buffer.size"))
         self.replicas.on_leadership = self.groups.on_leadership
+        self.config_changes = ConfigChangeListener(self.zk, self.events.emit, self._topic_config_changed,
+                                                   self._broker_config_changed)
+        self.zk.add_state_listener(self.config_changes.on_session_state)
         # long polls (followers, consumers) hold a worker each: size the pool for them; workers start
         # lazily, with small stacks.  Parked joins and syncs hold none (node/server/rpc_server.py)
         threading.stack_size(1 << 20)
@@ -168,8 +181,8 @@ class Broker:
             cluster_id=cluster_id_for(zk_connect), pool=pool, message_max_bytes=g("message.max.bytes"),
             num_partitions=g("num.partitions"), default_replication_factor=g("default.replication.factor"),
             delete_topic_enable=g("delete.topic.enable"), auto_create_topics=g("auto.create.topics.enable"),
-            topic_config=self._topic_config, broker_setting=lambda k: (g(k), k in cfg.raw),
-            broker_settings=lambda: [(k, g(k), k in cfg.raw) for k in SCHEMA if k != "run.dir"])
+            topic_config=self._topic_config, broker_config=self.dynamic,
+            is_controller=lambda: self.controller.is_active)
         limits = Limits(max_request_bytes=g("socket.request.max.bytes"), idle_ms=g("connections.max.idle.ms"),
                         partial_frame_ms=g("request.timeout.ms"), max_connections=g("max.connections"),
                         max_per_ip=g("max.connections.per.ip"),
@@ -196,8 +209,9 @@ class Broker:
                     if why != "exists":
                         self.events.emit("offsets_topic_not_created", reason=why)
                     return
-                try:
-                    self.zk.create_topic_znode(a)
+                try:   # Kafka's GroupMetadataManager.offsetsTopicConfigs, at /config/topics/__consumer_offsets
+                    self.zk.create_topic_znode(a, {"cleanup.policy": "compact", "compression.type": "producer",
+                                                   "segment.bytes": str(self.cfg.get("offsets.topic.segment.bytes"))})
                 except NodeExists:
                     self._offsets_created = True  # another broker created it first
                     return
@@ -210,6 +224,29 @@ class Broker:
                 self._offsets_creating.release()
 
         threading.Thread(target=create, daemon=True, name="offsets-topic-create").start()
+
+    def _on_dir_failure(self, failure: DirFailure) -> None:
+        """After a log directory went offline and its replicas stopped being served (the replica manager's
+        log-dir-failure-handler thread): halt when none is left (Kafka's LogManager.handleLogDirFailure:
+        Exit.halt(1), before anything is written to ZooKeeper), else write the notification
+        (KafkaZkClient.propagateLogDirEvent), retried while ZooKeeper is unreachable."""
+        if failure.halt:
+            self.events.emit("broker_halted", reason=f"every log directory is offline (the last: {failure.dir})",
+                             exit_code=1)
+            self.events.close()
+            logging.shutdown()
+            os._exit(1)
+        while not self.stopping.is_set():
+            try:
+                path = self.zk.propagate_log_dir_event(self.broker_id)
+            except CONNECTION_ERRORS:
+                self.stopping.wait(0.1)
+                continue
+            except ZkError as e:
+                self.events.emit("log_dir_event_not_notified", dir=failure.dir, error=f"{type(e).__name__}: {e}")
+                return
+            self.events.emit("log_dir_event_notified", dir=failure.dir, path=path)
+            return
 
     def _endpoint_of(self, broker_id: int) -> str | None:
         b = self.state.live_brokers.get(broker_id)
@@ -243,6 +280,24 @@ class Broker:
             return base
         return base | (overrides or {})  # None: the topic is gone (being deleted): the defaults
 
+    def _topic_config_changed(self, topic: str, config: dict) -> int:
+        """A ``topics/<t>`` change notification: the hosted partitions take the configs, and the controller
+        (if it is this broker) reads them again."""
+        base = {}
+        if topic == zk_paths.OFFSETS_TOPIC:
+            base = {"cleanup.policy": "compact", "segment.bytes": self.cfg.get("offsets.topic.segment.bytes")}
+        done = self.replicas.reconfigure_topic(topic, base | dict(config))
+        self.controller.config_changed()
+        return len(done)
+
+    def _broker_config_changed(self, entity: str, config: dict) -> int | None:
+        """A ``brokers/<id|<default>>`` change notification: None when it is another broker's."""
+        if not self.dynamic.update(entity, config):
+            return None
+        n = self.replicas.reconfigure_all()
+        self.controller.config_changed()
+        return n
+
     def _cached_states(self) -> dict:
         """This broker's metadata cache as the controller core's (LeaderAndIsr, zkVersion) map."""
         return dict(self.state.controller_view)
@@ -268,6 +323,9 @@ class Broker:
             self.events.emit("kafka_listener_failed", host=self.kafka.host, port=self.kafka.port, error=kafka_error)
         self.zk.start()
         self._ensure_persistent_paths()
+        for entity in (zk_paths.DEFAULT_ENTITY, str(self.broker_id)):   # Kafka's dynamicConfig.initialize
+            self.dynamic.update(entity, self.zk.read_entity_config(f"brokers/{entity}"))
+        self.config_changes.start()
         self._register()
         self.controller.start()
 
@@ -298,7 +356,11 @@ class Broker:
         else:
             raise RuntimeError(f"broker {self.broker_id}: could not register in ZooKeeper")
         self.state.broker_epoch = epoch
-        self.session_file.record(self.zk.session_id, self.zk.session_password)
+        try:
+            self.session_file.record(self.zk.session_id, self.zk.session_password)
+        except OSError as e:   # its log directory is full or failing: only a fast restart's proof is lost
+            self.events.emit("session_file_not_written", path=str(self.session_file.path),
+                             error=f"{type(e).__name__}: {e}")
         self.events.emit("broker_registered", broker_epoch=epoch, session_id=f"0x{self.zk.session_id:x}",
                          replaced_predecessor=f"0x{predecessor:x}" if predecessor else None)
 
@@ -372,6 +434,7 @@ class Broker:
             step("controlled_shutdown")
             self._controlled_shutdown()
         step("controller_shutdown")
+        self.config_changes.stop()
         self.controller.shutdown()
         step("server_stop")
         for kafka in self.kafkas:
@@ -423,6 +486,16 @@ def main(argv: list[str] | None = None) -> int:
     stop_signals = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     broker = Broker(cfg, args.id, connect, links, planted_bugs)
+    default_hook = threading.excepthook
+
+    def thread_died(hook_args: threading.ExceptHookArgs) -> None:
+        """No thread may die of an exception unseen: each such death is a bug, and the event says so."""
+        thread = hook_args.thread.name if hook_args.thread is not None else "?"
+        broker.events.emit("thread_died", thread=thread,
+                           error=f"{hook_args.exc_type.__name__}: {hook_args.exc_value}")
+        default_hook(hook_args)
+
+    threading.excepthook = thread_died
     try:
         broker.start()
     except Exception as e:  # say why, and exit even though gRPC/kazoo threads may be running

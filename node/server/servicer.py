@@ -37,10 +37,13 @@ class BrokerServicer(pbg.BrokerServicer):
 
     def LeaderAndIsr(self, request, context):
         with self._lock:
-            out = self.state.leader_and_isr(wire.header_from_pb(request.header),
-                                            wire.partitions_from_pb(request.partitions))
+            parts = wire.partitions_from_pb(request.partitions)
+            offline = self.replicas.dirs.leader_and_isr_errors([(p.topic, p.partition) for p in parts]) \
+                if self.replicas is not None else None
+            out = self.state.leader_and_isr(wire.header_from_pb(request.header), parts, offline)
             if self.replicas is not None:
-                self.replicas.apply_leader_and_isrs(out.became_leader + out.became_follower)
+                # a replica whose log could not be opened or written is offline now (Kafka's makeLeaders)
+                out.partition_errors.update(self.replicas.apply_leader_and_isrs(out.became_leader + out.became_follower))
             self._log(out)  # under the lock: the log's order is the order the requests applied in
         return pb.LeaderAndIsrResponse(error_code=out.error, partition_errors=self._perrors(out))
 
@@ -63,7 +66,9 @@ class BrokerServicer(pbg.BrokerServicer):
                                           request.delete_partitions)
             if self.replicas is not None:
                 for tp in out.stopped:
-                    self.replicas.stop_replica(tp, request.delete_partitions)
+                    code = self.replicas.stop_replica(tp, request.delete_partitions)
+                    if code != errors.NONE:
+                        out.partition_errors[tp] = code
         self._log(out)
         return pb.StopReplicaResponse(error_code=out.error, partition_errors=self._perrors(out))
 

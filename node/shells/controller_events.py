@@ -23,6 +23,9 @@ class Event(str, Enum):
     BROKER_CHANGE = redo.BROKER_CHANGE
     TOPIC_CHANGE = redo.TOPIC_CHANGE
     TOPIC_DELETION = redo.TOPIC_DELETION
+    PARTITION_MODIFICATIONS = redo.PARTITION_MODIFICATIONS
+    CONFIG_CHANGE = redo.CONFIG_CHANGE
+    LOG_DIR_EVENT = redo.LOG_DIR_EVENT
     EXPIRE = redo.EXPIRE
     REGISTER_AND_REELECT = redo.REGISTER_AND_REELECT
     TICK = redo.TICK
@@ -70,3 +73,15 @@ class AlterIsr(Request):
     items: list = field(default_factory=list)
     kind: ClassVar[str] = "alter_isr"
     dropped: ClassVar[Any] = (errors.NOT_CONTROLLER, {})
+
+
+@dataclass
+class LeaderAndIsrAnswer(Request):
+    """A broker's answer to one of this controller's LeaderAndIsr (Kafka's LeaderAndIsrResponseReceived):
+    every partition of the request with its error.  Nobody waits on it; a session expiry drops it."""
+
+    broker_id: int = -1
+    broker_epoch: int = -1
+    errors: dict = field(default_factory=dict)
+    kind: ClassVar[str] = "leader_and_isr_response"
+    dropped: ClassVar[Any] = None

@@ -22,7 +22,8 @@ from kafkacommon import errors
 from node.net import wire
 from node.net.channel import BrokerChannel
 from controller.redo import RedoQueue
-from node.shells.controller_events import AlterIsr, ControlledShutdown, ElectLeaders, Event, Request, event_name
+from node.shells.controller_events import (AlterIsr, ControlledShutdown, ElectLeaders, Event, LeaderAndIsrAnswer, Request,
+                                          event_name)
 from node.events import EventLog
 from proto import kafkasim_pb2 as pb
 from zk.client import CONNECTION_ERRORS, ControllerMovedError, ZkClient
@@ -56,16 +57,21 @@ class ControllerShell:
         self._channels: dict[int, BrokerChannel] = {}
         self._stopped = threading.Event()
         self.redo = RedoQueue()         # events a lost connection cut short, redone once it is back
+        self._watched_topics: set[str] = set()   # topic znodes with our data watch armed (partition changes)
         h = self.handlers
         self._events: dict[Event, Callable[[], Any]] = {
             Event.STARTUP: h.elect, Event.CONTROLLER_CHANGE: h.controller_change,
             Event.BROKER_CHANGE: h.broker_change, Event.TOPIC_CHANGE: h.topic_change,
-            Event.TOPIC_DELETION: h.topic_deletion, Event.EXPIRE: self._on_expire,
+            Event.TOPIC_DELETION: h.topic_deletion, Event.PARTITION_MODIFICATIONS: h.partition_modifications,
+            Event.CONFIG_CHANGE: h.config_change, Event.EXPIRE: self._on_expire,
             Event.REGISTER_AND_REELECT: self._on_register_and_reelect, Event.TICK: self._handle_tick,
             Event.SHUTDOWN: self._on_shutdown}
+        self._events[Event.LOG_DIR_EVENT] = h.log_dir_event
         self._requests: dict[type, Callable[[Any], None]] = {
             ElectLeaders: self._on_elect_leaders, ControlledShutdown: self._on_controlled_shutdown,
             AlterIsr: self._on_alter_isr}
+        self._requests[LeaderAndIsrAnswer] = lambda r: self._run_steps(
+            self.handlers.leader_and_isr_response(r.broker_id, r.broker_epoch, r.errors))
         zkc = self.zk
         self._io: dict[type, Callable[[Any], Any]] = {  # the handlers' commands, carried out here
             handlers.ReadController: lambda c: zkc.read_controller(watch=self._controller_watch),
@@ -86,6 +92,8 @@ class ControllerShell:
             handlers.Clock: lambda c: self._clock_ms(),
             handlers.MonoNs: lambda c: time.monotonic_ns(),
             handlers.Later: lambda c: self.enqueue(Event(c.event)),
+            handlers.ReadLogDirEvents: lambda c: zkc.read_log_dir_events(watch=self._log_dir_event_watch),
+            handlers.DeleteLogDirEvents: lambda c: zkc.delete_log_dir_events(c.fence, list(c.sequences)),
         }
 
     @property
@@ -135,6 +143,12 @@ class ControllerShell:
         req = AlterIsr(broker_id, broker_epoch, items)
         self.enqueue(req)
         return req.future.result(timeout=timeout_s)
+
+    def config_changed(self) -> None:
+        """A topic's or this broker's config changed (the broker's config-change listener): the active
+        controller reads the configs again (an unclean election newly allowed happens then)."""
+        if self.core.active:
+            self.enqueue(Event.CONFIG_CHANGE)
 
     def shutdown(self) -> None:
         if self._thread.is_alive():
@@ -195,9 +209,11 @@ class ControllerShell:
 
     def _read_snapshot(self, cmd: handlers.ReadSnapshot) -> handlers.Snapshot:
         snap = self.zk.read_snapshot(broker_watch=self._broker_watch if cmd.watch_brokers else None,
-                                     topic_watch=self._topic_watch, with_states=False)
+                                     topic_watch=self._topic_watch, with_states=False,
+                                     topic_data_watch=self._topic_data_watch, watched=self._watched_topics,
+                                     broker_id=self.broker_id)
         return handlers.Snapshot(snap.controller_epoch, snap.epoch_zk_version, snap.brokers, snap.topics,
-                                 snap.round_trips)
+                                 snap.round_trips, snap.broker_configs)
 
     def _on_expire(self) -> None:
         # Kafka's Expire: drop queued work (and work waiting to be redone), resign, then
@@ -254,6 +270,14 @@ class ControllerShell:
     def _deletion_watch(self, _event: Any) -> None:
         self.enqueue(Event.TOPIC_DELETION)
 
+    def _topic_data_watch(self, event: Any) -> None:
+        """A topic znode changed or went (Kafka's PartitionModificationsHandler): re-armed by the next read."""
+        self._watched_topics.discard(event.path.rsplit("/", 1)[-1])
+        self.enqueue(Event.PARTITION_MODIFICATIONS)
+
+    def _log_dir_event_watch(self, _event: Any) -> None:
+        self.enqueue(Event.LOG_DIR_EVENT)
+
     # ------------------------------------------------------------------ requests to brokers
 
     def _send(self, requests: dict[int, list[Any]]) -> None:
@@ -274,6 +298,12 @@ class ControllerShell:
                 ch.send(wire.command_to_pb(cmd, header))
 
     def _on_response(self, broker_id: int, kind: str, request: Any, response: Any) -> None:
+        if kind == "LeaderAndIsr" and response.error_code == errors.NONE:
+            # every partition of the request with its error (NONE unless listed): Kafka's LeaderAndIsrResponse
+            by_tp = {(p.topic, p.partition): errors.NONE for p in request.partitions}
+            by_tp.update({(e.topic, e.partition): e.error_code for e in response.partition_errors})
+            if self.core.response_matters(broker_id, by_tp):
+                self.enqueue(LeaderAndIsrAnswer(broker_id, request.header.broker_epoch, by_tp))
         if response.error_code != errors.NONE:
             self.events.emit("controller_request_failed", request=kind, target=broker_id,
                              error=errors.name(response.error_code),

@@ -271,14 +271,28 @@ def _cleaned_at_entries(entries: list[tuple[int, int]], now_ms: int,
     return tuple(out)
 
 
+def compaction_delay_ms(log: PartitionLog, first_dirty: int, now_ms: int, max_compaction_lag_ms: int) -> int:
+    """Kafka's ``LogCleanerManager.maxCompactionLagDelay``: how far past ``max.compaction.lag.ms`` the oldest
+    first-batch timestamp of the dirty non-active segments is (0: not overdue)."""
+    stamps = [s.first_batch_timestamp for s in log.segments[:-1]
+              if s.next_offset > first_dirty and s.first_batch_timestamp > 0]
+    if not stamps:
+        return 0
+    until = now_ms - max(max_compaction_lag_ms, 0)
+    return until - min(stamps) if min(stamps) < until else 0
+
+
 def clean(log: PartitionLog, *, now_ms: int, delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
           min_cleanable_ratio: float = DEFAULT_MIN_CLEANABLE_RATIO, upper_bound_offset: int | None = None,
-          min_compaction_lag_ms: int = 0, max_map_keys: int | None = None) -> CleanResult:
+          min_compaction_lag_ms: int = 0, max_map_keys: int | None = None,
+          max_compaction_lag_ms: int | None = None) -> CleanResult:
     """Run one compaction pass over ``log`` (see the module docstring for the rules).
 
     Skips (``segments_cleaned == 0``, nothing written) when no segment is cleanable
     or the dirty ratio is below ``min_cleanable_ratio``; pass 0.0 to clean anyway,
-    e.g. to let old tombstones go.  ``upper_bound_offset`` should be the high
+    e.g. to let old tombstones go.  With ``max_compaction_lag_ms`` (KIP-354), a log whose oldest dirty
+    non-active segment's first batch is older than that is cleaned whatever its ratio (Kafka's
+    ``needCompactionNow``).  ``upper_bound_offset`` should be the high
     watermark.  Raises CorruptBatchError if a segment holds a corrupt batch (the
     log is unchanged up to the group being written).
     """
@@ -295,7 +309,8 @@ def clean(log: PartitionLog, *, now_ms: int, delete_retention_ms: int = DEFAULT_
                                      min_compaction_lag_ms=min_compaction_lag_ms)
     ratio = _ratio(log, start, bound)
     cleanable = [s for s in log.segments[:-1] if s.base_offset < bound]
-    if not cleanable or ratio < min_cleanable_ratio:
+    overdue = max_compaction_lag_ms is not None and compaction_delay_ms(log, start, now_ms, max_compaction_lag_ms) > 0
+    if not cleanable or (ratio < min_cleanable_ratio and not overdue):
         return CleanResult(0, 0, 0, 0, 0, 0, 0, 0, start, ratio)
 
     offset_map, end = ({}, start) if start >= bound else _build_offset_map(cleanable, start, bound, max_map_keys)

@@ -9,38 +9,63 @@ Compaction (:mod:`.cleaner`) rewrites non-active segments without renumbering, s
 cleaned log has offset gaps: inside batches, between batches and between segments.
 Reads skip them (a read at a removed offset returns the next batch that remains).
 The cleaner swaps segments in through :meth:`PartitionLog.replace_segments`; opening
-a log deletes ``.cleaned`` leftovers and completes an interrupted ``.swap``.
+a log (:mod:`.log_loader`) deletes ``.cleaned`` leftovers and completes an interrupted ``.swap``.
 
 Time never comes from a clock here: callers pass ``now_ms``.
+
+An I/O error (any ``OSError``) in a method that touches the files is Kafka's
+``maybeHandleIOException``: the log reports its directory to ``on_io_error`` (the broker's
+log directory failure channel) and raises :class:`KafkaStorageError`.  The log is unusable
+from then on: its directory is offline until the broker restarts.
 """
 from __future__ import annotations
 
+import functools
 import os
+import random
 from bisect import bisect_right
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from kafkacommon.batch_scan import scan_headers
 from kafkacommon.record_batch import encode_batch
 
-from .errors import StorageError
+from .errors import KafkaStorageError, StorageError
 from .file_records import FileRecords
-from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, CheckpointError,
+from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT,
                          CleanerCheckpointFile, CleanerState, LeaderEpochCheckpointFile, read_checkpoint,
                          write_checkpoint)
+from .epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
+from .log_loader import RecoveryReport, complete_swaps, load_segments
 from .retention import SegmentInfo, should_roll
-from .segment import (CLEANED_SUFFIX, DEFAULT_INDEX_INTERVAL_BYTES, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
-                      TIME_INDEX_SUFFIX, LogSegment, fsync_dir, parse_segment_base)
+from .segment import CLEANED_SUFFIX, DEFAULT_INDEX_INTERVAL_BYTES, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+
+__all__ = ["DELETED_SUFFIX", "InvalidAppendError", "LeaderEpochCache", "OffsetOutOfRangeError", "PartitionLog",
+           "RecordTooLargeError", "RecoveryReport", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET"]
 
 DEFAULT_SEGMENT_BYTES = 1 << 30
 DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-UNDEFINED_EPOCH = -1
-UNDEFINED_EPOCH_OFFSET = -1
 _INT32_MAX = (1 << 31) - 1
 
 RecordInput = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int | None]
+#: ``on_io_error(log dir, what was being done, the error)``: the broker's log directory failure channel
+IoErrorHook = Callable[[str, str, OSError], None]
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _io(what: str) -> Callable[[_F], _F]:
+    """A PartitionLog method whose OSError takes the log's directory offline (Kafka's maybeHandleIOException)."""
+    def wrap(method: _F) -> _F:
+        @functools.wraps(method)
+        def guarded(self: "PartitionLog", *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as e:
+                raise self._io_failed(what, e) from e
+        return guarded  # type: ignore[return-value]
+    return wrap
 
 
 class OffsetOutOfRangeError(StorageError):
@@ -55,118 +80,64 @@ class RecordTooLargeError(StorageError):
     """A batch larger than max.message.bytes (Kafka's RecordTooLargeException, MESSAGE_TOO_LARGE)."""
 
 
-@dataclass(frozen=True)
-class RecoveryReport:
-    """What opening the log found: bytes and batches cut from torn/corrupt tails, and the LEO."""
-
-    truncated_bytes: int
-    dropped_batches: int
-    log_end_offset: int
-
-
-class LeaderEpochCache:
-    """(leader epoch, start offset) pairs, epochs and start offsets both increasing.
-
-    Every change is written to the checkpoint file (when one is given).
-    """
-
-    def __init__(self, checkpoint: LeaderEpochCheckpointFile | None = None) -> None:
-        self._checkpoint = checkpoint
-        self._entries: list[tuple[int, int]] = checkpoint.read() if checkpoint else []
-        for i, (prev, cur) in enumerate(zip(self._entries, self._entries[1:])):
-            if cur[0] <= prev[0] or cur[1] < prev[1]:
-                assert checkpoint is not None
-                raise CheckpointError(checkpoint.path, i + 4, "epochs or start offsets not increasing")
-
-    @property
-    def entries(self) -> list[tuple[int, int]]:
-        """A copy of the (epoch, start offset) pairs, oldest first."""
-        return list(self._entries)
-
-    @property
-    def latest_epoch(self) -> int:
-        """The newest epoch, or -1 when the cache is empty."""
-        return self._entries[-1][0] if self._entries else UNDEFINED_EPOCH
-
-    def _flush(self) -> None:
-        if self._checkpoint is not None:
-            self._checkpoint.write(self._entries)
-
-    def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that ``epoch`` starts at ``start_offset``; True if the cache changed.
-
-        Kafka 2.8's ``LeaderEpochFileCache.assign``: a negative epoch or offset raises ValueError;
-        the latest epoch again at or above its start offset is a no-op; anything else first removes,
-        from the newest entry down and while they match, the entries whose epoch is >= ``epoch`` or
-        whose start offset is >= ``start_offset`` (entries that would break the order: a newer epoch
-        starting at the same offset never got a record; an older epoch fetched after a newer one
-        means the newer one's entries were wrong), then adds ``(epoch, start_offset)``.
-        """
-        if epoch < 0 or start_offset < 0:
-            raise ValueError(f"invalid epoch entry ({epoch}, {start_offset})")
-        entries = self._entries
-        if entries and entries[-1][0] == epoch and start_offset >= entries[-1][1]:
-            return False
-        while entries and (entries[-1][0] >= epoch or entries[-1][1] >= start_offset):
-            entries.pop()
-        entries.append((epoch, start_offset))
-        self._flush()
-        return True
-
-    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(epoch, end offset) for OffsetsForLeaderEpoch / divergence checks.
-
-        * epoch undefined (negative), cache empty or epoch above the latest → (-1, -1);
-        * epoch == latest → (epoch, log_end_offset);
-        * otherwise the end offset is the start offset of the first epoch above it,
-          paired with the largest known epoch <= ``epoch``, or with ``epoch`` itself
-          when it is below every known epoch.
-        """
-        if epoch < 0 or not self._entries or epoch > self._entries[-1][0]:
-            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        if epoch == self._entries[-1][0]:
-            return epoch, log_end_offset
-        epochs = [e for e, _ in self._entries]
-        i = bisect_right(epochs, epoch)  # first entry with a larger epoch
-        next_start = self._entries[i][1]
-        return (epochs[i - 1] if i > 0 else epoch), next_start
-
-    def truncate_from_end(self, offset: int) -> None:
-        """Remove every entry whose start offset is >= ``offset``."""
-        keep = [e for e in self._entries if e[1] < offset]
-        if len(keep) != len(self._entries):
-            self._entries = keep
-            self._flush()
-
-    def clear(self) -> None:
-        """Remove every entry."""
-        if self._entries:
-            self._entries = []
-            self._flush()
-
-
 class PartitionLog:
     """The on-disk log of one partition replica; opens (recovering) or creates it."""
 
     def __init__(self, log_dir: Path | str, topic: str, partition: int, *,
                  segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                  index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-                 segment_ms: int = DEFAULT_SEGMENT_MS) -> None:
+                 segment_ms: int = DEFAULT_SEGMENT_MS, on_io_error: IoErrorHook | None = None) -> None:
         if not topic or "/" in topic or partition < 0:
             raise ValueError(f"bad partition name {topic!r}-{partition}")
         if segment_bytes <= 0:
             raise ValueError("segment_bytes must be positive")
         self.topic, self.partition = topic, partition
+        self.parent_dir = str(Path(log_dir))    # the log directory this log lives in (Kafka's parentDir)
+        self._on_io_error = on_io_error
+        self._failed: KafkaStorageError | None = None
+        try:
+            self._open(log_dir, segment_bytes, index_interval_bytes, segment_ms)
+        except OSError as e:
+            raise self._io_failed("open", e) from e
+
+    def _io_failed(self, what: str, e: OSError) -> KafkaStorageError:
+        """An I/O error: report the directory (once per log) and return the error to raise."""
+        err = KafkaStorageError(self.parent_dir, f"{what} of {self.topic}-{self.partition} in {self.parent_dir} "
+                                                 f"failed: {type(e).__name__}: {e}")
+        if self._failed is None:
+            self._failed = err
+            if self._on_io_error is not None:
+                self._on_io_error(self.parent_dir, what, e)
+        return err
+
+    @property
+    def failed(self) -> bool:
+        """Whether an I/O error hit this log (its directory is offline)."""
+        return self._failed is not None
+
+    def _open(self, log_dir: Path | str, segment_bytes: int, index_interval_bytes: int, segment_ms: int) -> None:
         self.segment_bytes = segment_bytes
         self.segment_ms = segment_ms
         self.index_interval_bytes = index_interval_bytes
-        self.dir = Path(log_dir) / f"{topic}-{partition}"
+        # the other topic configs the log itself enforces (:meth:`configure`), at Kafka's defaults
+        self.segment_jitter_ms = 0
+        self.max_index_bytes = 10_485_760          # segment.index.bytes
+        self.flush_messages = (1 << 63) - 1        # flush.messages
+        self.file_delete_delay_ms = 0              # file.delete.delay.ms (0 here until configured)
+        self._unflushed = 0
+        self.last_flush_ms: int | None = None      # when the log was last fsynced (flush.ms), if known
+        self.pending_deletes: list[tuple[int, LogSegment]] = []   # (due ms, segment renamed .deleted)
+        self._rng = random.Random()
+        self.dir = Path(log_dir) / f"{self.topic}-{self.partition}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._closed = False
         self._cleaner_file = CleanerCheckpointFile(self.dir / CLEANER_OFFSET_CHECKPOINT)
         self._cleaner_state = self._cleaner_file.read()
-        swapped = self._complete_swaps()
-        self._segments = self._load_segments(swapped)
+        pending = self._cleaner_state.pending_swap if self._cleaner_state else None
+        swapped = complete_swaps(self.dir, self.index_interval_bytes, pending)
+        if pending is not None and self._cleaner_state is not None:
+            self.set_cleaner_state(replace(self._cleaner_state, pending_swap=None))
+        self._segments, self.recovery = load_segments(self.dir, swapped, self.index_interval_bytes)
         self.epoch_cache = LeaderEpochCache(LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT))
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         if self._cleaner_state is not None and self._cleaner_state.first_dirty_offset > self.log_end_offset:
@@ -176,75 +147,6 @@ class PartitionLog:
         self._lso_path = self.dir / LOG_START_OFFSET_CHECKPOINT
         stored = read_checkpoint(self._lso_path, lambda f: int(f[0]))
         self._log_start = min(max([self._segments[0].base_offset] + stored), self.log_end_offset)
-
-    def _complete_swaps(self) -> set[int]:
-        """Undo an unfinished clean (``.cleaned`` files) and finish an interrupted swap.
-
-        A ``<base>.log.swap`` file is a whole cleaned segment (it is renamed from
-        ``.cleaned`` only after being flushed): it replaces every segment whose base
-        offset lies in [base, end), ``end`` coming from the pending-swap entry the
-        cleaner wrote before the rename (or, failing that, the swap segment's own
-        next offset, Kafka's rule).  Returns the base offsets swapped in.
-        """
-        names = os.listdir(self.dir)
-        swaps = sorted(b for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)
-                       and (b := parse_segment_base(n[:-len(SWAP_SUFFIX)])) is not None)
-        for name in names:
-            stem = name.split(".")[0]
-            if name.endswith(CLEANED_SUFFIX) or (name.endswith(SWAP_SUFFIX) and stem.isdigit()
-                                                  and int(stem) not in swaps):
-                (self.dir / name).unlink()
-        pending = self._cleaner_state.pending_swap if self._cleaner_state else None
-        for base in swaps:
-            if pending is not None and pending[0] == base:
-                end = pending[1]
-            else:
-                seg = LogSegment.open(self.dir, base, self.index_interval_bytes, recover=True,
-                                      file_suffix=SWAP_SUFFIX)
-                end = max(seg.next_offset, base + 1)
-                seg.close()
-            for name in os.listdir(self.dir):
-                old = parse_segment_base(name)
-                if old is not None and base <= old < end:
-                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                        (self.dir / f"{name[:20]}{suffix}").unlink(missing_ok=True)
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
-                src = self.dir / f"{base:020d}{suffix}{SWAP_SUFFIX}"
-                if src.exists():
-                    os.replace(src, self.dir / f"{base:020d}{suffix}")
-            fsync_dir(self.dir)
-        if pending is not None and self._cleaner_state is not None:
-            self.set_cleaner_state(replace(self._cleaner_state, pending_swap=None))
-        return set(swaps)
-
-    def _load_segments(self, swapped: set[int]) -> list[LogSegment]:
-        bases: list[int] = []
-        for name in os.listdir(self.dir):
-            base = parse_segment_base(name)
-            if base is not None:
-                bases.append(base)
-            elif name.endswith(".tmp"):
-                (self.dir / name).unlink()  # an interrupted checkpoint write
-        bases.sort()
-        for name in os.listdir(self.dir):  # indexes left behind by a deleted segment
-            stem = name.split(".")[0]
-            if name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and stem.isdigit() and int(stem) not in bases:
-                (self.dir / name).unlink()
-        if not bases:
-            self.recovery = RecoveryReport(0, 0, 0)
-            return [LogSegment.create(self.dir, 0, self.index_interval_bytes)]
-        segments = [LogSegment.open(self.dir, b, self.index_interval_bytes, recover=b in swapped)
-                    for b in bases[:-1]]
-        segments.append(LogSegment.open(self.dir, bases[-1], self.index_interval_bytes, recover=True))
-        for prev, seg in zip(segments, segments[1:]):
-            if prev.next_offset > seg.base_offset:
-                raise StorageError(f"{prev} overlaps {seg} in {self.dir}")
-        recovered = [s for s in segments if s.recovery is not None]
-        self.recovery = RecoveryReport(
-            truncated_bytes=sum(s.recovery[1] for s in recovered if s.recovery),
-            dropped_batches=sum(s.last_dropped_batches for s in recovered),
-            log_end_offset=segments[-1].next_offset)
-        return segments
 
     # ------------------------------------------------------------ state
 
@@ -261,6 +163,7 @@ class PartitionLog:
         """The first offset readable: the first segment's base offset, or above it after retention moved it."""
         return max(self._log_start, self._segments[0].base_offset)
 
+    @_io("log start offset checkpoint write")
     def _set_log_start(self, offset: int) -> None:
         self._log_start = offset
         write_checkpoint(self._lso_path, [str(offset)])
@@ -279,10 +182,16 @@ class PartitionLog:
         """The log cleaner's persisted state (``cleaner-offset-checkpoint``), None if never cleaned."""
         return self._cleaner_state
 
+    @_io("cleaner checkpoint write")
     def set_cleaner_state(self, state: CleanerState) -> None:
         """Persist the log cleaner's state (atomically, next to the segments)."""
         self._cleaner_file.write(state)
         self._cleaner_state = state
+
+    @_io("leader epoch checkpoint write")
+    def assign_epoch(self, epoch: int, start_offset: int) -> bool:
+        """:meth:`LeaderEpochCache.assign` (its checkpoint written), an I/O error taking the directory offline."""
+        return self.epoch_cache.assign(epoch, start_offset)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """:meth:`LeaderEpochCache.end_offset_for` against the current LEO."""
@@ -295,31 +204,61 @@ class PartitionLog:
         return self._closed
 
     def _check_open(self) -> None:
+        if self._failed is not None:   # its directory is offline: nothing more is read or written
+            raise KafkaStorageError(self.parent_dir, str(self._failed))
         if self._closed:
             raise StorageError(f"log {self.dir} is closed")
+
+    @_io("configure")
+    def configure(self, *, segment_bytes: int, segment_ms: int, index_interval_bytes: int, segment_jitter_ms: int,
+                  max_index_bytes: int, flush_messages: int, file_delete_delay_ms: int) -> None:
+        """Take a topic's (new) configs: the next append rolls, indexes and flushes by them (Kafka's
+        ``Log.updateConfig``); a segment keeps the jitter drawn when it was made."""
+        if segment_bytes <= 0:
+            raise ValueError("segment_bytes must be positive")
+        self.segment_bytes, self.segment_ms = segment_bytes, segment_ms
+        self.index_interval_bytes, self.segment_jitter_ms = index_interval_bytes, segment_jitter_ms
+        self.max_index_bytes, self.flush_messages = max_index_bytes, flush_messages
+        self.file_delete_delay_ms = file_delete_delay_ms
+        self._segments[-1].index_interval_bytes = index_interval_bytes
+
+    def _jitter(self) -> int:
+        """Kafka's ``randomSegmentJitter``: below min(segment.jitter.ms, segment.ms), 0 without jitter."""
+        bound = min(self.segment_jitter_ms, self.segment_ms)
+        return self._rng.randrange(bound) if bound > 0 else 0
 
     def _append(self, data: bytes | bytearray | memoryview, base_offset: int, last_offset: int, max_ts: int,
                 now_ms: int | None = None) -> None:
         active = self._segments[-1]
-        if active.size and (last_offset - active.base_offset > _INT32_MAX or should_roll(
+        if active.size and (last_offset - active.base_offset > _INT32_MAX or active.index_full(self.max_index_bytes)
+                            or should_roll(
                 size=active.size, batch_bytes=len(data), segment_bytes=self.segment_bytes,
                 first_batch_timestamp=active.first_batch_timestamp, batch_max_timestamp=max_ts,
-                created_ms=active.created_ms, now_ms=now_ms, segment_ms=self.segment_ms)):
+                created_ms=active.created_ms, now_ms=now_ms, segment_ms=self.segment_ms,
+                jitter_ms=active.roll_jitter_ms)):
             self._roll(base_offset, now_ms)
             active = self._segments[-1]
         active.append(data, base_offset, last_offset, max_ts)
+        self._unflushed += last_offset - base_offset + 1
+        if self._unflushed >= self.flush_messages:   # Kafka: unflushedMessages >= flush.messages
+            self.flush(now_ms)
 
     def _roll(self, base_offset: int, now_ms: int | None) -> None:
         self._segments[-1].seal()
         seg = LogSegment.create(self.dir, base_offset, self.index_interval_bytes)
         seg.created_ms = now_ms
+        seg.roll_jitter_ms = self._jitter()
         self._segments.append(seg)
 
+    @_io("append")
     def append_as_leader(self, records: Sequence[RecordInput], leader_epoch: int,
-                         now_ms: int, max_batch_bytes: int | None = None) -> tuple[int, int]:
+                         now_ms: int, max_batch_bytes: int | None = None, *, compression: int = 0,
+                         log_append_time: bool = False) -> tuple[int, int]:
         """Append ``(key, value)`` or ``(key, value, timestamp_ms)`` records as one batch.
 
-        Offsets are assigned from the LEO; a missing or None timestamp becomes ``now_ms``.
+        Offsets are assigned from the LEO; a missing or None timestamp becomes ``now_ms``
+        (every timestamp does with ``log_append_time``, and the batch says LogAppendTime); the
+        records are compressed with ``compression`` (the topic's compression.type).
         A batch larger than ``max_batch_bytes`` (max.message.bytes) raises RecordTooLargeError
         and changes nothing.  Returns (base offset, last offset).
         """
@@ -334,9 +273,9 @@ class PartitionLog:
         rows: list[tuple[bytes | None, bytes | None, int]] = []
         for rec in records:
             ts = rec[2] if len(rec) > 2 else None  # type: ignore[misc]
-            rows.append((rec[0], rec[1], now_ms if ts is None else ts))
+            rows.append((rec[0], rec[1], now_ms if ts is None or log_append_time else ts))
         base = self.log_end_offset
-        data = encode_batch(base, leader_epoch, rows)
+        data = encode_batch(base, leader_epoch, rows, compression=compression, timestamp_type=int(log_append_time))
         if max_batch_bytes is not None and len(data) > max_batch_bytes:
             raise RecordTooLargeError(f"a batch of {len(data)} bytes is larger than max.message.bytes "
                                       f"({max_batch_bytes})")
@@ -345,6 +284,7 @@ class PartitionLog:
         self._append(data, base, last, max(r[2] for r in rows), now_ms)
         return base, last
 
+    @_io("append")
     def append_batch_as_leader(self, batch: bytes, record_count: int, max_timestamp: int,
                                leader_epoch: int, now_ms: int, max_batch_bytes: int | None = None) -> tuple[int, int]:
         """Append a client's record batch, already checked (listener/records.py), as it arrived:
@@ -370,6 +310,7 @@ class PartitionLog:
         self._append(data, base, last, max_timestamp, now_ms)   # written as is: no second copy
         return base, last
 
+    @_io("follower append")
     def append_as_follower(self, batch_bytes: bytes | memoryview, *, allow_gaps: bool = False,
                            now_ms: int | None = None) -> tuple[int, int] | None:
         """Append whole batches fetched from the leader; return (first, last) offset or None if empty.
@@ -405,6 +346,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------ reads
 
+    @_io("read")
     def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
         """Whole batches from the batch containing ``start_offset``, across segments.
 
@@ -415,6 +357,7 @@ class PartitionLog:
         """
         return b"".join(self._pieces(start_offset, max_bytes, max_offset, lambda seg: seg.read_slice))
 
+    @_io("read")
     def read_file_records(self, start_offset: int, max_bytes: int, max_offset: int | None = None) -> FileRecords:
         """What :meth:`read` returns, left in the segment files (``node.storage.file_records``): a
         consumer fetch's bytes, which the listener sends with sendfile."""
@@ -446,6 +389,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------ truncation, flush, close
 
+    @_io("truncate")
     def truncate_to(self, offset: int) -> int:
         """Remove everything from the batch containing ``offset`` on; return records removed.
 
@@ -481,6 +425,7 @@ class PartitionLog:
             self.set_cleaner_state(self._cleaner_state.truncated(self.log_end_offset))
         return dropped
 
+    @_io("truncate")
     def truncate_fully_and_start_at(self, offset: int) -> int:
         """Delete every segment and start empty at ``offset`` (a follower behind its leader's log
         start offset, as Kafka's ``truncateFullyAndStartAt``); return the records removed."""
@@ -498,12 +443,14 @@ class PartitionLog:
 
     # ------------------------------------------------------------ retention support
 
+    @_io("retention scan")
     def segment_infos(self) -> list[SegmentInfo]:
         """Each segment's base offset, size and largest timestamp (the file's mtime when it has no
         timestamp, as Kafka's ``largestTimestamp``), oldest first: the input of retention's rule."""
         return [SegmentInfo(s.base_offset, s.size, s.max_timestamp if s.max_timestamp >= 0
                             else int(os.stat(s.log_path).st_mtime * 1000)) for s in self._segments]
 
+    @_io("log start offset checkpoint write")
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """Move the log start offset up to ``offset`` (never past the LEO); True if it moved."""
         self._check_open()
@@ -513,6 +460,7 @@ class PartitionLog:
         self._set_log_start(offset)
         return True
 
+    @_io("segment deletion")
     def delete_oldest_segments(self, count: int, now_ms: int | None = None) -> list[int]:
         """Delete the ``count`` oldest segments (rolling an empty one at the LEO first when that is
         all of them) and move the log start offset to the first remaining; return their base offsets."""
@@ -524,7 +472,12 @@ class PartitionLog:
             self._roll(self.log_end_offset, now_ms)
         doomed, self._segments = self._segments[:count], self._segments[count:]
         for seg in doomed:
-            seg.delete()
+            if self.file_delete_delay_ms > 0 and now_ms is not None:
+                # Kafka's deleteSegmentFiles: renamed .deleted now, removed file.delete.delay.ms later
+                seg.change_file_suffix(DELETED_SUFFIX)
+                self.pending_deletes.append((now_ms + self.file_delete_delay_ms, seg))
+            else:
+                seg.delete()
         if self._segments[0].base_offset > self._log_start:
             self._set_log_start(self._segments[0].base_offset)
         return [seg.base_offset for seg in doomed]
@@ -538,6 +491,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------ compaction support
 
+    @_io("cleaner segment swap")
     def replace_segments(self, old: Sequence[LogSegment], new: LogSegment) -> None:
         """Swap ``new`` in for ``old``, a run of consecutive non-active segments (Kafka's replaceSegments).
 
@@ -571,17 +525,59 @@ class PartitionLog:
         self._segments[i:j] = [new]
         self.set_cleaner_state(replace(state, pending_swap=None))
 
-    def flush(self) -> None:
+    @_io("flush")
+    def flush(self, now_ms: int | None = None) -> None:
         """fsync the active segment (older ones were fsynced when rolled)."""
         self._check_open()
         self._segments[-1].flush()
+        self._unflushed = 0
+        if now_ms is not None:
+            self.last_flush_ms = now_ms
+
+    @property
+    def unflushed(self) -> int:
+        """Records appended since the last fsync."""
+        return self._unflushed
+
+    @_io("delayed segment deletion")
+    def purge_deleted(self, now_ms: int) -> list[int]:
+        """Remove the files of retention-deleted segments whose ``file.delete.delay.ms`` has passed
+        (-> their base offsets)."""
+        self._check_open()
+        due = [seg for t, seg in self.pending_deletes if t <= now_ms]
+        self.pending_deletes = [(t, seg) for t, seg in self.pending_deletes if t > now_ms]
+        for seg in due:
+            seg.delete()
+        return [seg.base_offset for seg in due]
 
     def close(self) -> None:
-        """Flush and close every segment (idempotent)."""
+        """Flush and close every segment (idempotent); deleted segments waiting out their delay go now.  A log
+        an I/O error hit only closes its files (Kafka's closeHandlers): nothing more is written to an offline
+        directory (its ``.deleted`` files go when the log is next opened)."""
         if self._closed:
             return
-        for seg in self._segments:
-            seg.close()
+        if self._failed is not None:
+            self.close_handles()
+            return
+        try:
+            for seg in self._segments:
+                seg.close()
+            while self.pending_deletes:
+                self.pending_deletes[0][1].delete()
+                del self.pending_deletes[0]
+        except OSError as e:
+            self.close_handles()
+            raise self._io_failed("close", e) from e
+        self._closed = True
+
+    def close_handles(self) -> None:
+        """Close every file without flushing (an offline directory's logs)."""
+        for seg in self._segments + [seg for _t, seg in self.pending_deletes]:
+            try:
+                seg.close_handles()
+            except OSError:
+                pass
+        self.pending_deletes = []
         self._closed = True
 
     def __enter__(self) -> "PartitionLog":

@@ -24,6 +24,7 @@ it into place with :meth:`LogSegment.change_file_suffix`.
 """
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -40,6 +41,7 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
+DELETED_SUFFIX = ".deleted"   # a segment retention deleted, waiting out file.delete.delay.ms
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 _INDEX_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -100,6 +102,7 @@ class LogSegment:
         self._closed = False
         self._first_ts: int | None = None  # the first batch's max timestamp (Kafka's rollingBasedTimestamp)
         self.created_ms: int | None = None  # set by whoever creates it with a clock reading (segment.ms rolls)
+        self.roll_jitter_ms = 0             # drawn at creation from segment.jitter.ms (Kafka's rollJitterMs)
         self.last_dropped_batches = 0
         self.recovery: tuple[int, int] | None = None  # (valid, truncated) of the last recover()
 
@@ -179,6 +182,11 @@ class LogSegment:
         self.flush()
         self._close_fds()
 
+    def close_handles(self) -> None:
+        """Close the files without flushing (idempotent): a segment on an offline directory."""
+        if not self._closed:
+            self._close_fds()
+
     def _close_fds(self) -> None:
         for fd in (self._log_fd, self._idx_fd, self._tidx_fd):
             os.close(fd)
@@ -223,6 +231,11 @@ class LogSegment:
         if self._first_ts is None:
             self._first_ts = self._header_at(0).max_timestamp if self._size else -1
         return self._first_ts
+
+    def index_full(self, max_index_bytes: int) -> bool:
+        """Kafka's ``offsetIndex.isFull || timeIndex.isFull`` for ``segment.index.bytes`` (entries of 8 and
+        12 bytes)."""
+        return len(self._idx_offsets) >= max_index_bytes // 8 or len(self._tidx) >= max_index_bytes // 12
 
     def offset_index_entries(self) -> list[tuple[int, int]]:
         """(absolute offset, position) of every offset-index entry."""
@@ -269,7 +282,10 @@ class LogSegment:
         position = self._size
         if position == 0:
             self._first_ts = max_timestamp
-        os.pwrite(self._log_fd, batch_bytes, position)
+        written = os.pwrite(self._log_fd, batch_bytes, position)
+        if written != len(batch_bytes):   # a short write: the device filled up part way
+            raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (a short write to {self.log_path.name}: "
+                                        f"{written} of {len(batch_bytes)} bytes)")
         self._size += len(batch_bytes)
         self._recent[base_offset] = position
         if len(self._recent) > _RECENT_BATCHES:

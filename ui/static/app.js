@@ -99,7 +99,10 @@ function drawBrokers() {
                   ["expire-session", "expire session"]].map(([a, label]) =>
       `<button data-action="${a}" data-broker="${id}" title="${a} broker ${id}">${label}</button>`).join(" ");
     return `<tr data-broker="${id}" data-status="${esc(b.status)}" class="${esc(b.status)}"><td>${id}</td>` +
-      `<td class="st">${esc(b.status)}${b.pid ? " <small>pid " + b.pid + "</small>" : ""}</td>` +
+      `<td class="st">${esc(b.status)}${b.pid ? " <small>pid " + b.pid + "</small>" : ""}` +
+      ((b.offline_dirs || []).length ? `<div class="offline-dirs" title="log directories offline until the broker ` +
+        `restarts (KAFKA_STORAGE_ERROR)">offline: ${b.offline_dirs.map((d) => `<code>${esc(d)}</code>`).join(" ")}</div>`
+        : "") + (b.disk_fault ? ` <span class="disk-fault">${esc(b.disk_fault)}</span>` : "") + `</td>` +
       `<td>${b.registered === true ? "registered" : b.registered === false ? "not registered" : "–"}</td>` +
       `<td>${esc(b.broker_epoch)}</td><td><small>${esc(b.session)}</small></td>` +
       `<td>${b.controller ? '<span class="ctrl-badge">controller</span>' : ""}</td>` +

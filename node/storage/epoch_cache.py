@@ -1,0 +1,91 @@
+"""A partition log's leader epoch cache (Kafka's LeaderEpochFileCache): (epoch, start offset) pairs,
+kept in ``leader-epoch-checkpoint`` next to the segments."""
+from __future__ import annotations
+
+from bisect import bisect_right
+
+from .checkpoint import CheckpointError, LeaderEpochCheckpointFile
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class LeaderEpochCache:
+    """(leader epoch, start offset) pairs, epochs and start offsets both increasing.
+
+    Every change is written to the checkpoint file (when one is given).
+    """
+
+    def __init__(self, checkpoint: LeaderEpochCheckpointFile | None = None) -> None:
+        self._checkpoint = checkpoint
+        self._entries: list[tuple[int, int]] = checkpoint.read() if checkpoint else []
+        for i, (prev, cur) in enumerate(zip(self._entries, self._entries[1:])):
+            if cur[0] <= prev[0] or cur[1] < prev[1]:
+                assert checkpoint is not None
+                raise CheckpointError(checkpoint.path, i + 4, "epochs or start offsets not increasing")
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        """A copy of the (epoch, start offset) pairs, oldest first."""
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest epoch, or -1 when the cache is empty."""
+        return self._entries[-1][0] if self._entries else UNDEFINED_EPOCH
+
+    def _flush(self) -> None:
+        if self._checkpoint is not None:
+            self._checkpoint.write(self._entries)
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; True if the cache changed.
+
+        Kafka 2.8's ``LeaderEpochFileCache.assign``: a negative epoch or offset raises ValueError;
+        the latest epoch again at or above its start offset is a no-op; anything else first removes,
+        from the newest entry down and while they match, the entries whose epoch is >= ``epoch`` or
+        whose start offset is >= ``start_offset`` (entries that would break the order: a newer epoch
+        starting at the same offset never got a record; an older epoch fetched after a newer one
+        means the newer one's entries were wrong), then adds ``(epoch, start_offset)``.
+        """
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"invalid epoch entry ({epoch}, {start_offset})")
+        entries = self._entries
+        if entries and entries[-1][0] == epoch and start_offset >= entries[-1][1]:
+            return False
+        while entries and (entries[-1][0] >= epoch or entries[-1][1] >= start_offset):
+            entries.pop()
+        entries.append((epoch, start_offset))
+        self._flush()
+        return True
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetsForLeaderEpoch / divergence checks.
+
+        * epoch undefined (negative), cache empty or epoch above the latest → (-1, -1);
+        * epoch == latest → (epoch, log_end_offset);
+        * otherwise the end offset is the start offset of the first epoch above it,
+          paired with the largest known epoch <= ``epoch``, or with ``epoch`` itself
+          when it is below every known epoch.
+        """
+        if epoch < 0 or not self._entries or epoch > self._entries[-1][0]:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if epoch == self._entries[-1][0]:
+            return epoch, log_end_offset
+        epochs = [e for e, _ in self._entries]
+        i = bisect_right(epochs, epoch)  # first entry with a larger epoch
+        next_start = self._entries[i][1]
+        return (epochs[i - 1] if i > 0 else epoch), next_start
+
+    def truncate_from_end(self, offset: int) -> None:
+        """Remove every entry whose start offset is >= ``offset``."""
+        keep = [e for e in self._entries if e[1] < offset]
+        if len(keep) != len(self._entries):
+            self._entries = keep
+            self._flush()
+
+    def clear(self) -> None:
+        """Remove every entry."""
+        if self._entries:
+            self._entries = []
+            self._flush()
