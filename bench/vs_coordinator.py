@@ -262,7 +262,7 @@ def coordinator_failovers(side: Side, sigs: list[signal.Signals], runs: int,
         new = side.zk().read_states([(OFFSETS, p)])[(OFFSETS, p)][0].leader
         appended = new_epoch_commits(side.offsets_segments(new, p), epoch0)
         run: dict[str, Any] = {"signal": sig.name, "old": old, "new": new, "load": la, "elected": elected_ms,
-                               **side.coordinator_stages(old, new, p, wall0, mono0)}
+                               **side.coordinator_stages(old, new, p, wall0, mono0, elected_ms)}
         for c in committers:
             mine = appended.get(c.group, set())
             first = next((t for t, v in list(c.acks) if t > mono0 and v in mine), None)

@@ -40,6 +40,7 @@ import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -52,9 +53,8 @@ if str(ROOT) not in sys.path:
 from bench.common import TICK_MS, warm_zookeeper  # noqa: E402
 from bench.vs_controller import controller_failover  # noqa: E402
 from bench.vs_coordinator import coordinator_failovers  # noqa: E402
-from bench.vs_sides import Side, isr_whole, launch_until_ready, make_side, write_cluster_yaml  # noqa: E402
+from bench.vs_sides import Side, launch_until_ready, make_side, wait_isr_whole, write_cluster_yaml  # noqa: E402
 from bench.vs_throughput import workloads  # noqa: E402
-from util.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper  # noqa: E402
 
 KINDS = ("kafkasim", "kafka")
@@ -81,7 +81,7 @@ class Run:
         try:
             self.start_s = launch_until_ready(self.side)
             self.start_load = la
-            wait_for(lambda: isr_whole(self.side), 120, "every offsets partition's ISR whole", interval=0.2)
+            wait_isr_whole(self.side, 120)
         except BaseException:
             self.__exit__()
             raise
@@ -191,7 +191,7 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
             return
         vs, vf = med([value(r) for r in ks]), med([value(r) for r in kf])
         ratio = vs / vf if vs is not None and vf else None
-        verdict = "" if goal is None or ratio is None else ("met" if ok(ratio) else "MISSED")
+        verdict = "" if goal is None else "n/a" if ratio is None else "met" if ok(ratio) else "MISSED"
         n = (sum(value(r) is not None for r in ks), sum(value(r) is not None for r in kf))
         rows.append({"figure": name, "kafkasim": vs, "kafka": vf, "ratio": ratio, "goal": goal, "verdict": verdict,
                      "unit": unit, "n": n, "load": (load_of(ks), load_of(kf))})
@@ -211,7 +211,7 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
         for n in a.partitions:
             row(f"controller failover, {sig}, {n} partitions: every leader elected", f"controller {sig} {n}",
                 lambda r: r["all_leaders"], "ms", "<= 1.0x", le(1.0))
-            row(f"  (the next controller elected)", f"controller {sig} {n}", lambda r: r["controller"], "ms",
+            row("  (the next controller elected)", f"controller {sig} {n}", lambda r: r["controller"], "ms",
                 None, None)
     for sig in ("SIGTERM", "SIGKILL"):
         key = f"coordinator {sig}"
@@ -220,10 +220,15 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
                 "<= 1.0x", le(1.0))
         for client in ("kafkasim client", "kafkasim client, commits only"):
             row(f"  ({client}: kafkasim only)", key, lambda r, c=client: r.get(c), "ms", None, None)
-        row(f"  (the new coordinator loaded)", key, lambda r: r.get("loaded"), "ms", None, None)
-        row(f"  (the other ISR member following the new leader)", key, lambda r: r.get("followers"), "ms", None, None)
-        row(f"  (the old coordinator unloaded)", key, lambda r: r.get("unloaded"), "ms", None, None)
-        row(f"  (the partition's new leader in ZooKeeper)", key, lambda r: r.get("elected"), "ms", None, None)
+        row("  (the new broker leading the partition: Kafka's log only)", key, lambda r: r.get("leading"), "ms",
+            None, None)
+        row("  (its load started: until then NOT_COORDINATOR)", key, lambda r: r.get("load_started"), "ms", None,
+            None)
+        row("  (other loads it started after the election, first)", key, lambda r: r.get("queued"), "", None, None)
+        row("  (the new coordinator loaded)", key, lambda r: r.get("loaded"), "ms", None, None)
+        row("  (the other ISR member following the new leader)", key, lambda r: r.get("followers"), "ms", None, None)
+        row("  (the old coordinator unloaded)", key, lambda r: r.get("unloaded"), "ms", None, None)
+        row("  (the partition's new leader in ZooKeeper)", key, lambda r: r.get("elected"), "ms", None, None)
     row("produce, librdkafka, acks=all, 100-byte records", "produce", lambda r: r["records_per_s"], "/s",
         ">= 0.3x", ge(0.3))
     row("acks=all p50, one record, librdkafka", "latency", lambda r: r["p50_ms"], "ms", "<= 1.5x", le(1.5))
@@ -238,6 +243,7 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
         print(f"{x['figure']:<66} {fmt(x['kafkasim'], x['unit']):>13} {fmt(x['kafka'], x['unit']):>13} "
               f"{ratio:>7}  {x['goal'] or '':<8} {x['verdict']:<6} {x['n'][0]:>2}/{x['n'][1]:<2}  "
               f"{x['load'][0]} / {x['load'][1]}")
+    failover_runs(res)
     clean_failover(res)
     controller_stages(res, a)
     profiles(res)
@@ -248,7 +254,43 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
             for f in res.get(f"{kind}|coordinator {sig}", []):
                 if "error" in f:
                     print(f"a {sig} coordinator failover on {NAMES[kind]} failed (left out): {f['error']}")
+    goals = [x for x in rows if x["goal"]]
+    for verdict in ("met", "MISSED", "n/a"):
+        these = [x["figure"].strip() for x in goals if x["verdict"] == verdict]
+        if these:
+            print(f"goals {verdict}: {len(these)} of {len(goals)}" + ("" if verdict == "met" else
+                                                                      ": " + "; ".join(these)))
     return rows
+
+
+class LoadSampler:
+    """The machine's 1-minute load average every 5 s while the benchmark runs: how noisy the run was."""
+
+    def __init__(self, every_s: float = 5.0) -> None:
+        self.every_s = every_s
+        self.before = os.getloadavg()
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="load-sampler")
+
+    def start(self) -> "LoadSampler":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.samples.append(os.getloadavg()[0])
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.after = os.getloadavg()
+
+    def summary(self) -> str:
+        xs = sorted(self.samples) or [self.before[0]]
+        return (f"load average (1/5/15 min) before {'/'.join(f'{x:.1f}' for x in self.before)}, after "
+                f"{'/'.join(f'{x:.1f}' for x in self.after)}; during, 1-min: min {xs[0]:.1f}, median "
+                f"{statistics.median(xs):.1f}, max {xs[-1]:.1f} on {os.cpu_count()} cores")
 
 
 def controller_stages(res: dict[str, list], a: argparse.Namespace) -> None:
@@ -279,18 +321,45 @@ def profiles(res: dict[str, list]) -> None:
                 print(f"  {pt:5.1f}%  {ft[:62]:<62}  {ps:5.1f}%  {fs[:60]}")
 
 
+STAGES = ("unloaded", "leading", "load_started", "loaded", "followers")
+CLIENTS = ("kafkasim client", "kafkasim client, commits only", "librdkafka", "Java")
+
+
+def failover_runs(res: dict[str, list]) -> None:
+    """Every coordinator failover, both sides, ms from the signal: where each one's time went."""
+    if not any(res.get(f"{kind}|coordinator {sig}") for kind in KINDS for sig in ("SIGTERM", "SIGKILL")):
+        return
+    print("\ncoordinator failovers, each run, ms from the signal: the old coordinator unloaded / the new broker "
+          "leading the partition / its load started (after N other loads) / loaded / the other ISR member "
+          "following; then each client's first commit on the new coordinator (kafkasim client / the same, "
+          "commits only / librdkafka / Java; - where the side has no such client):")
+    for sig in ("SIGTERM", "SIGKILL"):
+        for kind in KINDS:
+            for r in res.get(f"{kind}|coordinator {sig}", []):
+                if "error" in r:
+                    continue
+                stages = [fmt(r.get(k), "ms") for k in STAGES]
+                stages[2] += f" (after {r['queued']})" if r.get("queued") is not None else ""
+                clients = [fmt(r.get(c), "ms") if c in r else "-" for c in CLIENTS]
+                print(f"  {sig} {NAMES[kind]:<11} load {r['load']:4.1f}: " + " / ".join(stages) + "  |  "
+                      + " / ".join(clients))
+    for kind in KINDS:
+        for sig in ("SIGTERM", "SIGKILL"):
+            runs = [r for r in res.get(f"{kind}|coordinator {sig}", []) if r.get("loaded") is not None]
+            gaps = {c: med([r[c] - r["loaded"] for r in runs if r.get(c) is not None]) for c in CLIENTS}
+            gaps = {c: g for c, g in gaps.items() if g is not None}
+            if gaps:
+                print(f"  {NAMES[kind]}, {sig}: first commit after the new coordinator loaded (median): "
+                      + ", ".join(f"{c} + {g:,.1f} ms" for c, g in gaps.items()))
+
+
 def clean_failover(res: dict[str, list]) -> None:
     """Issue 49's clean coordinator failover goals, on kafkasim's side."""
-    runs = res.get("kafkasim|coordinator SIGTERM", [])
+    runs = [r for r in res.get("kafkasim|coordinator SIGTERM", []) if "error" not in r]
     if not runs:
         return
     ks, rd = med([r.get("kafkasim client") for r in runs]), med([r.get("librdkafka") for r in runs])
-    cols = ("unloaded", "loaded", "followers", "kafkasim client", "kafkasim client, commits only", "librdkafka",
-            "Java")
-    print("\nclean coordinator failover on kafkasim (SIGTERM), ms from the signal, per run (old unloaded / new "
-          "loaded / follower following / kafkasim client / the same, commits only / librdkafka / Java):")
-    for r in runs:
-        print("  " + " / ".join(fmt(r.get(k), "ms") for k in cols))
+    print("\nclean coordinator failover on kafkasim (SIGTERM), issue 49's goals:")
     for name in ("kafkasim client", "kafkasim client, commits only"):
         for r in sorted(runs, key=lambda r: r.get(name) or 0)[len(runs) // 2:len(runs) // 2 + 1]:
             print(f"  the median run's {name}, ms from the signal (op, phase, fields):")
@@ -341,6 +410,7 @@ def main() -> None:
     a.coordinator_signals = [signal.Signals[s] for s in a.coordinator_signals]
     res: dict[str, list] = {}
     t0 = time.monotonic()
+    loads = LoadSampler().start()
     with tempfile.TemporaryDirectory(prefix="kafkasim-vs-") as tmp:
         zk = EmbeddedZooKeeper(Path(tmp) / "zk", tick_ms=TICK_MS)
         zk.start(timeout=60)
@@ -352,9 +422,12 @@ def main() -> None:
                 run_round(r, Path(tmp), zk, a, res)
                 if a.json:
                     a.json.write_text(json.dumps(res, indent=2, default=str))
+        except KeyboardInterrupt:   # what was measured so far is still reported
+            print("interrupted: the figures so far", file=sys.stderr)
         finally:
             zk.stop()
-    print(f"\n(the run took {(time.monotonic() - t0) / 60:.1f} min)")
+    loads.stop()
+    print(f"\n(the run took {(time.monotonic() - t0) / 60:.1f} min; {loads.summary()})")
     rows = report(res, a)
     if a.json:
         a.json.write_text(json.dumps({"results": res, "table": rows}, indent=2, default=str))

@@ -106,11 +106,15 @@ class Side:
     def offsets_segments(self, broker_id: int, partition: int) -> list[Path]:
         raise NotImplementedError
 
-    def coordinator_stages(self, old: int, new: int, partition: int, wall0_ms: float, mono0_ns: int
-                           ) -> dict[str, float | None]:
+    def coordinator_stages(self, old: int, new: int, partition: int, wall0_ms: float, mono0_ns: int,
+                           elected: float) -> dict[str, float | None]:
         """ms from the signal to: the old broker's unload of the partition done (its coordinator resigned, its
-        parked requests answered), the new broker's load of it done, and the other brokers following the new
-        leader (from then on their fetches can complete an acks=all append, a commit)."""
+        parked requests answered); the new broker leading the partition (Kafka's state-change.log; kafkasim
+        logs no event at that moment, its ``became_leader`` comes once the whole LeaderAndIsr is applied), its
+        load starting (2.8.1+, KAFKA-10614: a partition whose load waits behind others on the one loader thread
+        answers NOT_COORDINATOR until then) and done; and the other brokers following the new leader (from
+        then on their fetches can complete an acks=all append, a commit).  ``queued``: the other loads the new
+        broker started between the partition's election (``elected``, ms from the signal) and this load."""
         raise NotImplementedError
 
     def down(self) -> None:
@@ -195,8 +199,8 @@ class KafkasimSide(Side):
     def events(self) -> list[dict]:
         return read_run_events(self.cluster.run_dir)
 
-    def coordinator_stages(self, old: int, new: int, partition: int, wall0_ms: float, mono0_ns: int
-                           ) -> dict[str, float | None]:
+    def coordinator_stages(self, old: int, new: int, partition: int, wall0_ms: float, mono0_ns: int,
+                           elected: float) -> dict[str, float | None]:
         ev = [e for e in self.events() if e["mono_ns"] >= mono0_ns]
 
         def at(broker: int, type_: str, **match: Any) -> float | None:
@@ -205,7 +209,12 @@ class KafkasimSide(Side):
             return None if e is None else (e["mono_ns"] - mono0_ns) / 1e6
         followers = [at(b, "became_follower", topic=OFFSETS, partition=partition) for b in self.ids
                      if b not in (old, new)]
+        load_started = at(new, "coordinator_load_started", partition=partition)
+        queued = None if load_started is None else sum(
+            1 for e in ev if e["broker"] == new and e["type"] == "coordinator_load_started"
+            and e["partition"] != partition and elected <= (e["mono_ns"] - mono0_ns) / 1e6 <= load_started)
         return {"unloaded": at(old, "coordinator_unloaded", partition=partition),
+                "leading": None, "load_started": load_started, "queued": queued,
                 "loaded": at(new, "coordinator_loaded", partition=partition),
                 # logged once the follower's whole LeaderAndIsr request is applied: an upper bound
                 "followers": None if None in followers or not followers else max(followers)}
@@ -278,8 +287,23 @@ class KafkaSide(Side):
                     out.append(t)
         return out
 
-    def coordinator_stages(self, old: int, new: int, partition: int, wall0_ms: float, mono0_ns: int
-                           ) -> dict[str, float | None]:
+    def load_starts(self, broker_id: int) -> dict[str, float]:
+        """Per offsets partition (``__consumer_offsets-N``), the wall-clock ms its last load started on
+        ``broker_id``: a load's "Finished loading ... in T milliseconds ..., of which S milliseconds was spent in
+        the scheduler" line less T - S (2.8.2 logs its start at DEBUG only)."""
+        rx = re.compile(r"Finished loading offsets and group metadata from (\S+) in (\d+) milliseconds "
+                        r"for epoch \d+, of which (\d+) milliseconds")
+        path = self.ref.broker_dir(broker_id) / "logs" / "server.log"
+        out = {}
+        for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
+            m = rx.search(line)
+            t = _wall_ms_of_log_line(line) if m else None
+            if t is not None:
+                out[m.group(1)] = t - (int(m.group(2)) - int(m.group(3)))
+        return out
+
+    def coordinator_stages(self, old: int, new: int, partition: int, wall0_ms: float, mono0_ns: int,
+                           elected: float) -> dict[str, float | None]:
         tp = re.escape(f"{OFFSETS}-{partition} ")
 
         def first(broker: int, name: str, pattern: str) -> float | None:
@@ -288,7 +312,13 @@ class KafkaSide(Side):
             return (min(ts) - wall0_ms) if ts else None
         followers = [first(b, "state-change.log", f"Follower {tp}starts at leader epoch") for b in self.ids
                      if b not in (old, new)]
+        leading = first(new, "state-change.log", f"Leader {tp}starts at leader epoch")
+        starts = {name: t - wall0_ms for name, t in self.load_starts(new).items() if t >= wall0_ms - 1.0}
+        load_started = starts.get(f"{OFFSETS}-{partition}")
+        queued = None if load_started is None else sum(
+            1 for name, t in starts.items() if name != f"{OFFSETS}-{partition}" and elected <= t <= load_started)
         return {"unloaded": first(old, "server.log", f"Finished unloading {tp}for coordinator epoch"),
+                "leading": leading, "load_started": load_started, "queued": queued,
                 "loaded": first(new, "server.log", f"Finished loading offsets and group metadata from {tp}"),
                 "followers": None if None in followers or not followers else max(followers)}
 
@@ -410,14 +440,31 @@ def launch_until_ready(side: Side, timeout: float = 300.0) -> float:
     return time.monotonic() - t0
 
 
-def isr_whole(side: Side, topics: tuple[str, ...] = (OFFSETS,)) -> bool:
+def isr_gaps(side: Side, topics: tuple[str, ...] = (OFFSETS,)) -> list[str]:
+    """Each partition of ``topics`` whose ISR in ZooKeeper is not all its replicas (a missing topic too)."""
     snap = side.zk().read_snapshot()
+    gaps = []
     for t in topics:
         if t not in snap.topics:
-            return False
-        a = snap.topics[t]
-        for p, replicas in a.partitions.items():
+            gaps.append(f"{t} missing")
+            continue
+        for p, replicas in sorted(snap.topics[t].partitions.items()):
             st = snap.states.get((t, p))
             if st is None or sorted(st[0].isr) != sorted(replicas):
-                return False
-    return True
+                gaps.append(f"{t}-{p} isr {None if st is None else sorted(st[0].isr)} of {sorted(replicas)}")
+    return gaps
+
+
+def isr_whole(side: Side, topics: tuple[str, ...] = (OFFSETS,)) -> bool:
+    return not isr_gaps(side, topics)
+
+
+def wait_isr_whole(side: Side, timeout: float, topics: tuple[str, ...] = (OFFSETS,)) -> None:
+    """Until every ISR of ``topics`` is whole; on timeout, the error says which are not, and which brokers are
+    registered."""
+    try:
+        wait_for(lambda: isr_whole(side, topics), timeout, "every ISR whole", interval=0.2)
+    except TimeoutError as e:
+        gaps = isr_gaps(side, topics)
+        raise TimeoutError(f"{side.name}: {e}: {len(gaps)} partitions not whole, e.g. {gaps[:3]}; brokers "
+                           f"registered {sorted(side.zk().read_brokers())}") from e
