@@ -108,7 +108,7 @@ def run_round(r: int, work: Path, zk: EmbeddedZooKeeper, a: argparse.Namespace, 
             except Exception as e:   # a block that fails is reported and left out; the run goes on
                 traceback.print_exc()
                 res.setdefault(f"{kind}|failed", []).append({"round": r + 1, "block": block,
-                                                              "error": f"{type(e).__name__}: {e}"[:300]})
+                                                              "error": f"{type(e).__name__}: {e}"[:3000]})
             print(f"  round {r + 1}: {block} on {NAMES[kind]} in {time.monotonic() - t:.0f} s "
                   f"(load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
             if a.json:
@@ -190,7 +190,7 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
         if not ks and not kf:
             return
         vs, vf = med([value(r) for r in ks]), med([value(r) for r in kf])
-        ratio = vs / vf if vs is not None and vf else None
+        ratio = vs / vf if vs is not None and vf and unit else None   # a count (no unit) has no ratio
         verdict = "" if goal is None else "n/a" if ratio is None else "met" if ok(ratio) else "MISSED"
         n = (sum(value(r) is not None for r in ks), sum(value(r) is not None for r in kf))
         rows.append({"figure": name, "kafkasim": vs, "kafka": vf, "ratio": ratio, "goal": goal, "verdict": verdict,

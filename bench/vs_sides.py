@@ -44,8 +44,10 @@ def write_cluster_yaml(workdir: Path, zk_connect: str, brokers: int, settings: d
     ``zk_connect`` under a chroot of its own, and ``settings``."""
     d = workdir / uuid.uuid4().hex[:8]
     d.mkdir()
+    # every port chosen here (the default Kafka listener, the gRPC port + 10000, can be another broker's port)
     doc = {"run.dir": str(d / "run"), "zookeeper.connect": f"{zk_connect}/vs-{d.name}",
-           "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port()} for i in range(1, brokers + 1)]}
+           "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port(),
+                        "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"} for i in range(1, brokers + 1)]}
     doc.update(settings)
     path = d / "cluster.yaml"
     path.write_text(yaml.safe_dump(doc))
@@ -120,7 +122,15 @@ class Side:
     def down(self) -> None:
         raise NotImplementedError
 
+    def log_files(self, broker_id: int) -> list[Path]:
+        """Where the broker's own output goes (its tail explains a broker that died or never got ready)."""
+        raise NotImplementedError
+
     # --- common
+    def log_tail(self, broker_id: int, chars: int = 1500) -> str:
+        return "".join(f"--- {p.name}: ...{p.read_text(errors='replace')[-chars:]}\n"
+                       for p in self.log_files(broker_id) if p.exists())
+
     def zk(self) -> ZkClient:
         """The benchmark's own ZooKeeper client under the side's chroot, with a session of its own
         (``OBSERVER_SESSION_MS``: the brokers' 1 s session expires on a loaded machine, and the observer's
@@ -199,6 +209,9 @@ class KafkasimSide(Side):
     def events(self) -> list[dict]:
         return read_run_events(self.cluster.run_dir)
 
+    def log_files(self, broker_id: int) -> list[Path]:
+        return [self.cluster.run_dir / "logs" / f"broker-{broker_id}.log"]
+
     def coordinator_stages(self, old: int, new: int, partition: int, wall0_ms: float, mono0_ns: int,
                            elected: float) -> dict[str, float | None]:
         ev = [e for e in self.events() if e["mono_ns"] >= mono0_ns]
@@ -275,6 +288,10 @@ class KafkaSide(Side):
 
     def offsets_segments(self, broker_id: int, partition: int) -> list[Path]:
         return sorted((self.ref.broker_dir(broker_id) / "data" / f"{OFFSETS}-{partition}").glob("*.log"))
+
+    def log_files(self, broker_id: int) -> list[Path]:
+        logs = self.ref.broker_dir(broker_id) / "logs"
+        return [logs / "kafka.out", logs / "server.log"]
 
     def _log_lines(self, broker_id: int, name: str, pattern: str) -> list[float]:
         path = self.ref.broker_dir(broker_id) / "logs" / name
@@ -431,10 +448,24 @@ def launch_until_ready(side: Side, timeout: float = 300.0) -> float:
     t0 = time.monotonic()
     side.launch()
     probe = Readiness(side)
+    dead: list[int] = []
+
+    def step() -> bool:
+        dead.extend(b for b in side.ids if side.pid(b) is None)
+        return bool(dead) or probe.check()
     try:
-        wait_for(probe.check, timeout, f"{side.name} to be ready", interval=0.05)
+        wait_for(step, timeout, f"{side.name} to be ready", interval=0.05)
+        if dead:
+            raise RuntimeError(f"{side.name} broker(s) {sorted(set(dead))} exited while starting:\n"
+                               + "".join(side.log_tail(b) for b in sorted(set(dead))))
     except TimeoutError as e:
-        raise TimeoutError(f"{e} (stuck at: {probe.stage})") from e
+        try:
+            registered = set(side.zk().read_brokers())
+        except Exception:   # noqa: BLE001 (the message is what matters here)
+            registered = set()
+        stuck = [b for b in side.ids if b not in registered] or side.ids[:1]
+        raise TimeoutError(f"{e} (stuck at: {probe.stage}; registered: {sorted(registered)}); the log of broker "
+                           f"{stuck[0]}:\n{side.log_tail(stuck[0], 1000)}") from e
     finally:
         probe.close()
     return time.monotonic() - t0
