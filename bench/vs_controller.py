@@ -48,8 +48,13 @@ def controller_failover(side: Side, sig: signal.Signals, timeout: float = 120.0)
                 elected[tp] = float(stat.mtime)
         return len(elected) == len(led)
 
-    wait_for(all_elected, timeout, f"{side.name}: a new leader for the {len(led)} partitions broker {old} led",
-             interval=POLL_S)
+    try:
+        wait_for(all_elected, timeout, f"{side.name}: a new leader for the {len(led)} partitions broker {old} led",
+                 interval=POLL_S)
+    except TimeoutError as e:   # say whether the old broker is still shutting down, and how far it got
+        running, registered = side.pid(old) is not None, old in zk.read_brokers()
+        raise TimeoutError(f"{e} ({len(elected)} elected; broker {old} still running: {running}, still "
+                           f"registered: {registered}; the end of its log:\n{side.log_tail(old, 800)})") from e
 
     def new_controller() -> float | None:
         data, stat = zk.get(paths.CONTROLLER)
