@@ -124,6 +124,11 @@ def test_a_leader_and_isr_is_an_isr_update_a_leadership_or_a_followership() -> N
     change = roles.become_follower(repl, 2, 4, (1, 2), (1, 2), 6)
     assert not change.is_leader and change.fetch_from == (2, 4) and change.events[0][0] == "leadership_lost"
     assert roles.become_follower(repl, -1, 5, (1,), (1, 2), 7).fetch_from is None
+    # a broker shutting down follows without fetching (Kafka's makeFollowers skips adding the fetcher)
+    change = roles.become_follower(repl, 2, 6, (2,), (1, 2), 8, shutting_down=True)
+    assert not change.is_leader and change.fetch_from is None and change.leader_epoch == 6
+    assert ("follower_fetch_skipped", {"topic": "t", "partition": 0, "leader": 2, "leader_epoch": 6,
+                                       "reason": "shutting_down"}) in change.events
 
 
 def test_a_followers_fetch_answer_resets_backs_off_truncates_or_appends() -> None:

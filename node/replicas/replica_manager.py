@@ -62,8 +62,11 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
                  checkpoint_interval_ms: int, topic_config: Callable[[str], dict] = lambda t: {},
                  cleaner: "CleanerSettings | None" = None, log_defaults: Callable[[str], Any] | None = None,
                  retention_check_interval_ms: int = 300_000, fetch_max_bytes: int = 1 << 20,
-                 on_dir_failure: Callable[[DirFailure], None] | None = None):
+                 on_dir_failure: Callable[[DirFailure], None] | None = None,
+                 shutting_down: Callable[[], bool] = lambda: False):
         self.broker_id = broker_id
+        # whether this broker is shutting down (from the stop signal on): it then follows without fetching
+        self.shutting_down = shutting_down
         dirs = [Path(log_dir)] if isinstance(log_dir, (str, Path)) else [Path(d) for d in log_dir]
         self.log_dir = dirs[0]
         # after a log directory failed and its replicas went offline: the broker's ZooKeeper notification or halt
@@ -205,7 +208,8 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
             return STORAGE
         self._unassign(tp, h)
         with h.cond:
-            change = roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas, p.zk_version)
+            change = roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas, p.zk_version,
+                                           shutting_down=self.shutting_down())
             self._apply_role(h, change)
         self._announce_role(tp, h, change)
         return errors.NONE

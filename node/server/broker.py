@@ -167,7 +167,8 @@ class Broker:
             cleaner=CleanerSettings(g("log.cleaner.enable"), g("log.cleaner.backoff.ms"),
                                     g("log.cleaner.min.cleanable.ratio.percent") / 100),
             log_defaults=self.dynamic.lookup, retention_check_interval_ms=g("log.retention.check.interval.ms"),
-            fetch_max_bytes=g("replica.fetch.max.bytes"), on_dir_failure=self._on_dir_failure)
+            fetch_max_bytes=g("replica.fetch.max.bytes"), on_dir_failure=self._on_dir_failure,
+            shutting_down=lambda: self.stopping.is_set())   # Kafka's isShuttingDown, from the stop signal on
         self.groups = CoordinatorShell(broker_id, self.replicas, self.events, group_config(cfg, planted_bugs),
                                        num_partitions=self._offsets_partitions,
                                        load_buffer_bytes=g("offsets.load.buffer.size"))
