@@ -47,6 +47,10 @@ UNORDERED: dict[str, tuple[str, ...]] = {
     "results[*].topics[*].partitions": ("partition_index",),
     "api_keys": ("api_key",),                              # ApiVersions
     "members": ("member_id",),                             # JoinGroup's members (by a random id: see ignore)
+    "replica_election_results": ("topic",),                # ElectLeaders: the controller's map of results
+    "replica_election_results[*].partition_result": ("partition_id",),
+    "results_by_topic_v3_and_below": ("name",),            # AddPartitionsToTxn: a map of results
+    "results_by_topic_v3_and_below[*].results_by_partition": ("partition_index",),
 }
 
 
@@ -73,6 +77,9 @@ class Case:
     view: Callable[[dict[str, Any]], dict[str, Any]] | None = None   # a projection applied to both answers
     view_reason: str = ""
     frame_version: int | None = None     # the header's version when it is not ``version`` (unsupported versions)
+    # answer fields holding a value a side generated (path pattern -> the side's variable): where the answer has
+    # the side's value, it is compared as "$variable" (a producer id in aborted_transactions)
+    quoted: dict[str, str] = field(default_factory=dict)
 
     @property
     def api(self) -> str:
@@ -95,8 +102,8 @@ def static_is_default(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def each_version(name: str, api_key: int, versions: Iterable[int], fields: Any, **kw: Any) -> list[Case]:
-    """One case per version; ``fields`` (and ``setup``, ``target``, ``known``, ``ignore``) may be callables of the
-    version."""
+    """One case per version; ``fields`` (and ``setup``, ``target``, ``known``, ``ignore``, ``quoted``) may be
+    callables of the version."""
     out = []
     for v in versions:
         args = {k: (val(v) if callable(val) and k not in ("view",) else val) for k, val in kw.items()}

@@ -61,7 +61,7 @@ def test_the_tables_have_300_cases_every_error_path_and_encode() -> None:
     for c in cases:   # every case's request encodes (per-side values stood in)
         def stand_in(v):
             if isinstance(v, str) and v.startswith("$"):
-                return 1 if v.endswith("generation") else "m"
+                return 1 if v.endswith(("generation", "producer_id", "producer_epoch")) else "m"
             if isinstance(v, dict):
                 return {k: stand_in(x) for k, x in v.items()}
             return [stand_in(x) for x in v] if isinstance(v, list) else v
