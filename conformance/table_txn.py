@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from conformance.cases import Case, each_version
+from conformance.cases import CROSS_SEGMENT, Case, each_version
 from conformance.side import Commit, Group, Produce, Topic
 from conformance.steps_txn import TXN_TIMEOUT_MS, Txn, TxnOffsets, TxnProducer
 from conformance.table_data import fetch, list_offsets
@@ -184,10 +184,11 @@ def cases() -> list[Case]:
 
     F = range(4, 13)
     view = {"view": batches, "view_reason": BATCHES}
+    segment = {"responses[*].partitions[*].records*": CROSS_SEGMENT}
     out += each_version("read_committed_aborted", 1, F, read_committed("txn-aborted"), setup=ABORTED,
-                        target="leader:txn-aborted:0", quoted=QUOTED, **view)
+                        target="leader:txn-aborted:0", quoted=QUOTED, known=segment, **view)
     out += each_version("read_uncommitted_aborted", 1, F, read_committed("txn-aborted", 0), setup=ABORTED,
-                        target="leader:txn-aborted:0", quoted=QUOTED, **view)
+                        target="leader:txn-aborted:0", quoted=QUOTED, known=segment, **view)
     out += each_version("read_committed_after_abort", 1, F, {**read_committed("txn-aborted"), "topics": [
         {"topic": "txn-aborted", "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": 5,
                                                  "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]},
