@@ -61,6 +61,8 @@ FOLLOWER_FETCH = ("deviations.md, The Kafka listener: a consumer's Fetch (v11+) 
                   "not by a follower (KIP-392)")
 LOG_DIR_SIZE = ("deviations.md, The Kafka listener: DescribeLogDirs' partition_size is the log's bytes; Kafka 2.8.2 "
                 "answered 0 for a partition holding one 136-byte batch")
+ELECTION_TYPE = ("deviations.md, The Kafka listener: an unknown election type is INVALID_REQUEST; Kafka 2.8.2 "
+                 "answers UNKNOWN_SERVER_ERROR (an unhandled exception)")
 CROSS_SEGMENT = ("deviations.md, The Kafka listener: a Fetch reads across segments; Kafka 2.8 returns one segment's "
                  "batches (here the segment rolled at the transaction marker)")
 TOPIC_IDS = "deviations.md, The Kafka listener: Metadata v10+ topic ids are zero UUIDs (kafkasim has no topic ids)"

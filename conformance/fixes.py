@@ -25,6 +25,4 @@ FIXES: list[tuple[str, str, str]] = [
      "AlterPartitionReassignments.v0.duplicate_replicas, AlterPartitionReassignments.v0.unknown_broker", "8877215"),
     ("The reassignment APIs' top-level error_message is '' for NONE and the error's default message otherwise",
      "AlterPartitionReassignments.*, ListPartitionReassignments.*", "8877215"),
-    ("ElectLeaders with an unknown election type is UNKNOWN_SERVER_ERROR at the top and per partition, no message",
-     "ElectLeaders.*.invalid_election_type", "8877215"),
 ]

@@ -62,8 +62,8 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         tps = sorted(ctx.state.metadata) if every else list(dict.fromkeys(
             (t.topic, p) for t in b.topic_partitions for p in t.partitions or []))
         deadline = time.monotonic() + max(b.timeout_ms, 0) / 1000
-        if election_type not in (0, 1):   # Kafka's ElectionType.valueOf throws: UNKNOWN_SERVER_ERROR, no message
-            answers = {tp: (errors.UNKNOWN_SERVER_ERROR, None, -1) for tp in tps}
+        if election_type not in (0, 1):   # Kafka 2.8.2: UNKNOWN_SERVER_ERROR (docs/deviations.md)
+            answers = {tp: (errors.INVALID_REQUEST, f"Unknown election type {election_type}", -1) for tp in tps}
         elif not ctx.is_controller() or ctx.controller is None:
             answers = {tp: (errors.NOT_CONTROLLER, None, -1) for tp in tps}
         else:
@@ -83,8 +83,7 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         results: dict[str, list] = {}
         for (t, p), (code, msg, _leader) in answers.items():
             results.setdefault(t, []).append(dict(partition_id=p, error_code=code, error_message=msg))
-        top = errors.UNKNOWN_SERVER_ERROR if election_type not in (0, 1) else errors.NONE
-        return dict(throttle_time_ms=0, error_code=top, replica_election_results=[
+        return dict(throttle_time_ms=0, error_code=errors.NONE, replica_election_results=[
             dict(topic=t, partition_result=ps) for t, ps in results.items()])
 
     # ------------------------------------------------------------------ AlterPartitionReassignments
