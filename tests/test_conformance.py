@@ -95,7 +95,7 @@ REDUCED = ",".join([
     "CreateTopics.v4.invalid_config", "CreateTopics.v7.not_controller", "DeleteTopics.v6.delete",
     "CreatePartitions.v3.grow", "DescribeConfigs.v4.topic_synonyms", "AlterConfigs.v2.invalid_config",
     "IncrementalAlterConfigs.v1.set_and_delete", "DescribeLogDirs.v2.topic",
-    "FindCoordinator.v3.transaction", "InitProducerId.v4.transactional", "AddPartitionsToTxn.v3.wrong_epoch",
+    "FindCoordinator.v3.transaction", "InitProducerId.v4.transactional_again", "AddPartitionsToTxn.v3.wrong_epoch",
     "EndTxn.v3.no_transaction", "TxnOffsetCommit.v3.commit", "Fetch.v11.read_committed_open",
     "Fetch.v12.read_committed_after_abort", "DeleteRecords.v2.beyond_high_watermark",
     "ElectLeaders.v2.preferred_not_needed", "AlterPartitionReassignments.v0.cancel_none",
