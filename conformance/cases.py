@@ -47,6 +47,10 @@ UNORDERED: dict[str, tuple[str, ...]] = {
     "results[*].topics[*].partitions": ("partition_index",),
     "api_keys": ("api_key",),                              # ApiVersions
     "members": ("member_id",),                             # JoinGroup's members (by a random id: see ignore)
+    "replica_election_results": ("topic",),                # ElectLeaders: the controller's map of results
+    "replica_election_results[*].partition_result": ("partition_id",),
+    "results_by_topic_v3_and_below": ("name",),            # AddPartitionsToTxn: a map of results
+    "results_by_topic_v3_and_below[*].results_by_partition": ("partition_index",),
 }
 
 
@@ -57,6 +61,10 @@ FOLLOWER_FETCH = ("deviations.md, The Kafka listener: a consumer's Fetch (v11+) 
                   "not by a follower (KIP-392)")
 LOG_DIR_SIZE = ("deviations.md, The Kafka listener: DescribeLogDirs' partition_size is the log's bytes; Kafka 2.8.2 "
                 "answered 0 for a partition holding one 136-byte batch")
+ELECTION_TYPE = ("deviations.md, The Kafka listener: an unknown election type is INVALID_REQUEST; Kafka 2.8.2 "
+                 "answers UNKNOWN_SERVER_ERROR (an unhandled exception)")
+CROSS_SEGMENT = ("deviations.md, The Kafka listener: a Fetch reads across segments; Kafka 2.8 returns one segment's "
+                 "batches (here the segment rolled at the transaction marker)")
 TOPIC_IDS = "deviations.md, The Kafka listener: Metadata v10+ topic ids are zero UUIDs (kafkasim has no topic ids)"
 
 
@@ -73,6 +81,9 @@ class Case:
     view: Callable[[dict[str, Any]], dict[str, Any]] | None = None   # a projection applied to both answers
     view_reason: str = ""
     frame_version: int | None = None     # the header's version when it is not ``version`` (unsupported versions)
+    # answer fields holding a value a side generated (path pattern -> the side's variable): where the answer has
+    # the side's value, it is compared as "$variable" (a producer id in aborted_transactions)
+    quoted: dict[str, str] = field(default_factory=dict)
 
     @property
     def api(self) -> str:
@@ -95,8 +106,8 @@ def static_is_default(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def each_version(name: str, api_key: int, versions: Iterable[int], fields: Any, **kw: Any) -> list[Case]:
-    """One case per version; ``fields`` (and ``setup``, ``target``, ``known``, ``ignore``) may be callables of the
-    version."""
+    """One case per version; ``fields`` (and ``setup``, ``target``, ``known``, ``ignore``, ``quoted``) may be
+    callables of the version."""
     out = []
     for v in versions:
         args = {k: (val(v) if callable(val) and k not in ("view",) else val) for k, val in kw.items()}

@@ -35,6 +35,9 @@ SETTINGS: dict[str, Any] = {
     "auto.create.topics.enable": False,
     "controller.socket.timeout.ms": 5000,
     "kafkasim.offsets.topic.create.grace.ms": 30_000,
+    "transaction.state.log.num.partitions": 1,
+    "transaction.state.log.replication.factor": 2,
+    "transaction.state.log.min.isr": 1,
 }
 
 

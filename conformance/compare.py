@@ -101,3 +101,16 @@ def _walk(a: Any, b: Any, path: str, ignore, unordered, known, out: list[Differe
     numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
     if a != b or type(a) is not type(b) and not numbers:
         out.append(Difference(path or "<root>", a, b, _first(known, path)))
+
+
+def quote(answer: Any, rules: Mapping[str, str], values: Mapping[str, Any], path: str = "") -> Any:
+    """``answer`` with the value at each path a rule matches (pattern -> variable name) replaced by
+    ``"$name"`` where it equals ``values[name]``: values a side generated, compared by name."""
+    if isinstance(answer, dict):
+        return {k: quote(v, rules, values, f"{path}.{k}" if path else str(k)) for k, v in answer.items()}
+    if isinstance(answer, list):
+        return [quote(v, rules, values, f"{path}[{i}]") for i, v in enumerate(answer)]
+    name = _first(rules, path) if path else None
+    if name is not None and name in values and answer == values[name]:
+        return f"${name}"
+    return answer

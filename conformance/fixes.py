@@ -18,4 +18,11 @@ FIXES: list[tuple[str, str, str]] = [
     ("CreateTopics NOT_CONTROLLER's error_message is ''", "CreateTopics.*.not_controller", "3d79acd"),
     ("An invalid list config names the refused item ('Invalid value bogus ...'), not the list",
      "CreateTopics.*.invalid_config", "3d79acd"),
+    ("ELECTION_NOT_NEEDED and NO_REASSIGNMENT_IN_PROGRESS carry their default messages (ApiError(error))",
+     "ElectLeaders.*.preferred_not_needed, ElectLeaders.*.unclean_not_needed, AlterPartitionReassignments.v0.cancel_none",
+     "8877215"),
+    ("Reassignment replica lists print as ArrayBuffer(...), as Kafka's Scala Buffer does, not List(...)",
+     "AlterPartitionReassignments.v0.duplicate_replicas, AlterPartitionReassignments.v0.unknown_broker", "8877215"),
+    ("The reassignment APIs' top-level error_message is '' for NONE and the error's default message otherwise",
+     "AlterPartitionReassignments.*, ListPartitionReassignments.*", "8877215"),
 ]

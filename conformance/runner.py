@@ -11,7 +11,7 @@ from typing import Any, Callable, TextIO
 
 from conformance import table_admin
 from conformance.cases import API_NAMES, IGNORED, UNORDERED, Case
-from conformance.compare import Difference, compare
+from conformance.compare import Difference, compare, quote
 from conformance.fixes import FIXES
 from conformance.side import Side
 from conformance.tables import all_cases
@@ -81,8 +81,13 @@ def run_case(case: Case, sides: tuple[Side, Side], correlation_id: int) -> Resul
     except Exception as e:  # a setup or a request that failed on one side: reported, never hidden
         return Result(case, "error", answers=answers, error=f"{type(e).__name__}: {e}")
     a, b = (copy.deepcopy(answers[s.name]) for s in sides)
-    if case.view is not None:
-        a, b = case.view(a), case.view(b)
+    try:
+        if case.view is not None:
+            a, b = case.view(a), case.view(b)
+        if case.quoted:
+            a, b = (quote(x, case.quoted, s.vars) for x, s in zip((a, b), sides))
+    except Exception as e:  # an answer the view cannot read: reported with both answers
+        return Result(case, "error", answers=answers, error=f"view: {type(e).__name__}: {e}")
     diffs = compare(a, b, ignore={**IGNORED, **case.ignore}, unordered=UNORDERED, known=case.known)
     status = "equal" if not diffs else "known" if all(d.known for d in diffs) else "differing"
     return Result(case, status, diffs, answers)

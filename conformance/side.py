@@ -80,12 +80,21 @@ class Side:
             return r["node_id"] if r["error_code"] == 0 else None
         return wait_for(found, 30, f"{self.name}: a coordinator for group {group}", 0.1)
 
+    def txn_coordinator(self, transactional_id: str) -> int:
+        """FindCoordinator v1 with key type 1, asked until it answers (the first asking creates
+        ``__transaction_state``)."""
+        def found() -> int | None:
+            r = self.call(self.first, 10, 1, {"key": transactional_id, "key_type": 1})
+            return r["node_id"] if r["error_code"] == 0 else None
+        return wait_for(found, 60, f"{self.name}: a transaction coordinator for {transactional_id}", 0.1)
+
     def other(self, broker_id: int) -> int:
         return next(b for b in self.listeners if b != broker_id)
 
     def target(self, spec: str) -> int:
-        """``any`` (the lowest id), ``broker:N``, ``controller``, ``leader:TOPIC:P``, ``coordinator:GROUP``, and
-        ``other:...`` of the last three (a broker that is not it)."""
+        """``any`` (the lowest id), ``broker:N``, ``controller``, ``leader:TOPIC:P``, ``coordinator:GROUP``,
+        ``txn:TRANSACTIONAL_ID`` (its transaction coordinator), and ``other:...`` of the last four (a broker that
+        is not it)."""
         if spec.startswith("other:"):
             return self.other(self.target(spec[len("other:"):]))
         kind, _, rest = spec.partition(":")
@@ -100,6 +109,8 @@ class Side:
             return self.leader(topic, int(p))
         if kind == "coordinator":
             return self.coordinator(rest)
+        if kind == "txn":
+            return self.txn_coordinator(rest)
         raise ValueError(f"unknown target {spec!r}")
 
     def resolve(self, value: Any) -> Any:
@@ -210,27 +221,29 @@ SESSION_MS = 300_000      # no member expires while the suite runs
 
 
 def join_fields(group: str, topic: str, member_id: str = "", session_ms: int = SESSION_MS,
-                rebalance_ms: int = SESSION_MS) -> dict[str, Any]:
+                rebalance_ms: int = SESSION_MS, protocol_type: str = "consumer") -> dict[str, Any]:
     return {"group_id": group, "session_timeout_ms": session_ms, "rebalance_timeout_ms": rebalance_ms,
-            "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
+            "member_id": member_id, "group_instance_id": None, "protocol_type": protocol_type,
             "protocols": protocols(topic)}
 
 
 class Group(Step):
     """One member joins ``group`` (JoinGroup v5: MEMBER_ID_REQUIRED, then again with the id) and, unless
     ``sync`` is false, syncs with ``topic``'s partition 0 assigned (SyncGroup v3): the group is Stable.
+    ``protocol_type`` other than ``consumer`` makes a group that is not a consumer group (Kafka Connect's).
     Variables: ``GROUP.member``, ``GROUP.generation``."""
 
-    def __init__(self, group: str, topic: str, sync: bool = True) -> None:
-        self.group, self.topic, self.sync = group, topic, sync
+    def __init__(self, group: str, topic: str, sync: bool = True, protocol_type: str = "consumer") -> None:
+        self.group, self.topic, self.sync, self.protocol_type = group, topic, sync, protocol_type
         self.key = ("group", group)
 
     def run(self, side: Side) -> None:
         coord = side.coordinator(self.group)
-        r = side.call(coord, 11, 5, join_fields(self.group, self.topic))
+        first = join_fields(self.group, self.topic, protocol_type=self.protocol_type)
+        r = side.call(coord, 11, 5, first)
         if r["error_code"] != 79:   # MEMBER_ID_REQUIRED
             raise SetupError(f"{side.name}: first JoinGroup of {self.group}: {r}")
-        r = side.call(coord, 11, 5, join_fields(self.group, self.topic, r["member_id"]))
+        r = side.call(coord, 11, 5, {**first, "member_id": r["member_id"]})
         if r["error_code"]:
             raise SetupError(f"{side.name}: JoinGroup of {self.group}: {r}")
         member, gen = r["member_id"], r["generation_id"]

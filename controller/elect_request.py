@@ -24,7 +24,7 @@ from controller import election
 from controller.plan import Plan, StateChange
 from kafkacommon.errors import (
     ELECTION_NOT_NEEDED, ELIGIBLE_LEADERS_NOT_AVAILABLE, INVALID_TOPIC_EXCEPTION, NONE, PREFERRED_LEADER_NOT_AVAILABLE,
-    UNKNOWN_TOPIC_OR_PARTITION,
+    UNKNOWN_TOPIC_OR_PARTITION, message,
 )
 from kafkacommon.event import Event
 from kafkacommon.metadata import LeaderAndIsr, TopicAssignment
@@ -68,7 +68,7 @@ class LeaderElectionRequests:
                 continue
             state, ver = cur
             if (state.leader == replicas[0]) if election_type == PREFERRED else (state.leader in live):
-                answers[tp] = (ELECTION_NOT_NEEDED, None, -1)
+                answers[tp] = (ELECTION_NOT_NEEDED, message(ELECTION_NOT_NEEDED), -1)   # ApiError(error)
                 continue
             failed = PREFERRED_LEADER_NOT_AVAILABLE if election_type == PREFERRED else ELIGIBLE_LEADERS_NOT_AVAILABLE
             name = f"{tp[0]}-{tp[1]}"

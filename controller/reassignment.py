@@ -31,7 +31,8 @@ from typing import Iterable, Mapping, Sequence
 
 from controller import election
 from controller.plan import Plan, StateChange
-from kafkacommon.errors import INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS, UNKNOWN_TOPIC_OR_PARTITION
+from kafkacommon.errors import (INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS, UNKNOWN_TOPIC_OR_PARTITION,
+                                message)
 from kafkacommon.event import Event
 from kafkacommon.metadata import LeaderAndIsr, TopicAssignment
 
@@ -78,8 +79,9 @@ def validate_replicas(a: TopicAssignment | None, partition: int, replicas: Seque
     return None
 
 
-def _seq(xs: Iterable[int], kind: str = "List") -> str:
-    """A Scala Seq or Set as Kafka's messages print it."""
+def _seq(xs: Iterable[int], kind: str = "ArrayBuffer") -> str:
+    """A Scala Seq or Set as Kafka's messages print it (the request's replicas are a Java list as a Scala Buffer,
+    printed ``ArrayBuffer(...)``, as is their difference with the current replicas)."""
     return f"{kind}({', '.join(map(str, xs))})"
 
 
@@ -130,7 +132,7 @@ class ReassignmentSteps:
                     continue
             full = self._build(tp, target)
             if full is None:
-                refused[tp] = (NO_REASSIGNMENT_IN_PROGRESS, None)
+                refused[tp] = (NO_REASSIGNMENT_IN_PROGRESS, message(NO_REASSIGNMENT_IN_PROGRESS))   # ApiError(error)
             elif tp[0] in self.deletion_deferred or a is None or tp[1] not in a.partitions:
                 refused[tp] = (UNKNOWN_TOPIC_OR_PARTITION, NO_PARTITION)
             else:

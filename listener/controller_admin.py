@@ -32,6 +32,12 @@ def _by_topic(rows: dict[TP, Any], make: Any) -> list[dict[str, Any]]:
     return [dict(name=t, partitions=ps) for t, ps in topics.items()]
 
 
+def _top_message(code: int) -> str:
+    """The reassignment APIs' top-level error_message, as Kafka 2.8.2 answers it: '' for NONE, else the
+    error's default message (ApiError(error))."""
+    return errors.message(code) or ""
+
+
 def handlers(ctx: ListenerContext) -> dict[int, Any]:
     def wait_s(timeout_ms: int) -> float:
         return max(timeout_ms / 1000, CONTROLLER_WAIT_S)
@@ -56,7 +62,7 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         tps = sorted(ctx.state.metadata) if every else list(dict.fromkeys(
             (t.topic, p) for t in b.topic_partitions for p in t.partitions or []))
         deadline = time.monotonic() + max(b.timeout_ms, 0) / 1000
-        if election_type not in (0, 1):
+        if election_type not in (0, 1):   # Kafka 2.8.2: UNKNOWN_SERVER_ERROR (docs/deviations.md)
             answers = {tp: (errors.INVALID_REQUEST, f"Unknown election type {election_type}", -1) for tp in tps}
         elif not ctx.is_controller() or ctx.controller is None:
             answers = {tp: (errors.NOT_CONTROLLER, None, -1) for tp in tps}
@@ -98,8 +104,8 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
             except Exception:  # noqa: BLE001 - ZooKeeper failed the controller's event
                 code, results = errors.UNKNOWN_SERVER_ERROR, {}
         if code != errors.NONE:
-            return dict(throttle_time_ms=0, error_code=code, error_message=None, responses=[])
-        return dict(throttle_time_ms=0, error_code=errors.NONE, error_message=None, responses=_by_topic(
+            return dict(throttle_time_ms=0, error_code=code, error_message=_top_message(code), responses=[])
+        return dict(throttle_time_ms=0, error_code=errors.NONE, error_message="", responses=_by_topic(
             results, lambda p, r: dict(partition_index=p, error_code=r[0], error_message=r[1])))
 
     # ------------------------------------------------------------------ ListPartitionReassignments
@@ -117,8 +123,8 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
             except Exception:  # noqa: BLE001 - ZooKeeper failed the controller's event
                 code, found = errors.UNKNOWN_SERVER_ERROR, {}
         if code != errors.NONE:
-            return dict(throttle_time_ms=0, error_code=code, error_message=None, topics=[])
-        return dict(throttle_time_ms=0, error_code=errors.NONE, error_message=None, topics=_by_topic(
+            return dict(throttle_time_ms=0, error_code=code, error_message=_top_message(code), topics=[])
+        return dict(throttle_time_ms=0, error_code=errors.NONE, error_message="", topics=_by_topic(
             found, lambda p, f: dict(partition_index=p, replicas=list(f[0]), adding_replicas=list(f[1]),
                                      removing_replicas=list(f[2]))))
 

@@ -609,6 +609,27 @@ def test_every_advertised_version_is_answered_in_that_version(api: int, version:
                                             for p in t.partitions]) == (0, "t", [(0, 1234, 0, False)])
 
 
+def test_controller_admin_answers_carry_kafkas_messages() -> None:
+    """As Kafka 2.8.2 answers (conformance AlterPartitionReassignments.*, ListPartitionReassignments.*): the
+    reassignment APIs' top-level message is '' for NONE and the error's default message otherwise.  An unknown
+    election type is INVALID_REQUEST for each partition (Kafka 2.8.2: UNKNOWN_SERVER_ERROR, docs/deviations.md)."""
+    def ask(api: int, version: int, controller: bool, **fields):
+        ctx = make_ctx()
+        ctx.controller, ctx.is_controller = FakeController(), (lambda: controller)
+        req = sample_request(api, version)
+        for k, v in fields.items():
+            setattr(req, k, v)
+        out = asyncio.run(make_dispatcher(ctx, lambda *a, **k: None).handle(frame(req, 9), CONN))
+        return RESPONSES[api].decode(out, version=version, header=True, framed=True)
+    r = ask(43, 2, True, election_type=5)
+    assert r.error_code == 0 and [(p.error_code, p.error_message) for t in r.replica_election_results
+                                  for p in t.partition_result] == [(42, "Unknown election type 5")]
+    assert (ask(45, 0, True).error_message, ask(46, 0, True).error_message) == ("", "")
+    for api in (45, 46):
+        r = ask(api, 0, False)
+        assert (r.error_code, r.error_message) == (41, "This is not the correct controller for this cluster.")
+
+
 @pytest.mark.parametrize("version", range(0, 5))
 def test_offset_for_leader_epoch_answers_each_epochs_end_after_fencing(version: int) -> None:
     """Kafka 2.8's leader answer: the largest epoch <= the asked one with its end offset (the LEO for

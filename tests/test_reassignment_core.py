@@ -90,7 +90,7 @@ def test_a_reassignment_is_cancelled_back_to_its_original_replicas() -> None:
     assert done and [(w.state.leader, w.state.leader_epoch) for w in plan.writes] == [(1, 7)]
     # nothing to cancel now
     refused, started = c.on_alter_reassignments({TP: None})
-    assert refused == {TP: (errors.NO_REASSIGNMENT_IN_PROGRESS, None)} and started == {}
+    assert refused == {TP: (errors.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")} and started == {}
 
 
 def test_target_replicas_are_checked_as_kafka_2_8_checks_them() -> None:
@@ -105,7 +105,7 @@ def test_target_replicas_are_checked_as_kafka_2_8_checks_them() -> None:
     assert refused[("u", 0)] == (errors.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
     refused, _ = c.on_alter_reassignments({TP: [1, 2, 4]})   # 4 is not alive
     assert refused[TP] == (errors.INVALID_REPLICA_ASSIGNMENT, "Replica assignment has brokers that are not alive. "
-                                                               "Replica list: List(4), live broker list: Set(1, 2, 3)")
+                                                               "Replica list: ArrayBuffer(4), live broker list: Set(1, 2, 3)")
 
 
 def test_a_reassigned_topic_znode_round_trips_and_a_new_controller_resumes_it() -> None:
@@ -138,7 +138,7 @@ def test_elect_leaders_preferred_and_unclean_as_kafka_2_8_answers() -> None:
     assert answers[("t", 7)] == (errors.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.", -1)
     # unclean with a live leader: not needed
     plan, answers = c.elect_leaders_on_request([TP], UNCLEAN)
-    assert answers == {TP: (errors.ELECTION_NOT_NEEDED, None, -1)} and not plan.writes
+    assert answers == {TP: (errors.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.", -1)} and not plan.writes
     # the preferred replica back in the ISR: elected, ISR kept
     c2 = core(live=(1, 2, 3), leader=2, isr=(2, 3, 1))
     plan, answers = c2.elect_leaders_on_request([TP, ("t", 1)], PREFERRED)

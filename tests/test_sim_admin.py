@@ -100,7 +100,8 @@ def test_the_simulator_reassigns_a_partition_and_elects_on_request() -> None:
     settle(w, lambda: all(tp not in c.brokers[b].replicas.hosted and tp not in c.brokers[b].disk.logs for b in (1, 2)))
     assert produce(c, w, tp, 2) == [5, 6]
     # a preferred election where the preferred replica leads: not needed
-    assert c.elect_leaders([tp], 0) == {tp: (errors.ELECTION_NOT_NEEDED, None, -1)}
+    assert c.elect_leaders([tp], 0) == {tp: (errors.ELECTION_NOT_NEEDED,
+                                             errors.message(errors.ELECTION_NOT_NEEDED), -1)}
     # the ISR's only member gone: offline (unclean elections are off) until an unclean election on request
     c.brokers[4].crash()
     settle(w, lambda: c.zk_view()[2][tp]["isr"] == [3])
