@@ -12,7 +12,10 @@ the broker's log directory holding the target's partition (``coordinator:<g>``,
 target (chaos/disks.py).  A disk fault heals by freeing or repairing the
 filesystem and restarting the broker: in Kafka 2.8 an offline log directory
 stays offline until the broker restarts.
-Each start and each heal is a nemesis operation in the history.
+``reassign`` moves a partition's leader replica to a broker outside its replicas through the controller's
+AlterPartitionReassignments (on its own Kafka listener); the controller carries it on (its heal does nothing).
+``reassign-failover`` does the same while the new replica's broker is paused, then SIGKILLs the controller
+mid-reassignment (its heal starts it again).  Each start and each heal is a nemesis operation in the history.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from typing import Any, Callable, Protocol
 from chaos.schedule import Fault
 from chaos import disks as disk_faults
 from chaos.scenario import DISK_KINDS, NETWORK_KINDS
-from chaos.targets import View, is_app_node, nemesis_value, resolve, target_partition
+from chaos.targets import View, is_app_node, nemesis_value, parse_target, resolve, target_partition
 from launcher.cluster import Cluster
 from node.server.session_file import SessionFile
 from zk.client import expire_session
@@ -249,6 +252,63 @@ class Nemesis:
             act.detail["truncated"] = {"file": str(seg.relative_to(self.cluster.run_dir)), "bytes": cut,
                                        "size_before": size}
 
+    def _reassign(self, act: Active, rng: random.Random, failover: bool = False) -> None:
+        """AlterPartitionReassignments, sent to the controller's Kafka listener, for the target's partition: its
+        leader's replica replaced by a live broker outside its replicas (drawn from the fault's seed).  With
+        ``failover`` (``reassign-failover``): that broker is paused first (unless it is the controller's), so
+        the new replica cannot catch up and the reassignment cannot complete; the controller is SIGKILLed once
+        it has answered, and the broker resumed: the next controller must find the reassignment in the topic
+        znode and finish it.  The
+        detail says what was asked, the answer and (failover) the controller killed."""
+        topic, p = parse_target(act.fault.target).arg.rsplit("/", 1)
+        view = self.view()
+        part, ctl = view.partitions.get((topic, int(p))), view.controller
+        spare = sorted(b for b in view.live if part is not None and b not in part["replicas"])
+        if part is None or part["leader"] < 0 or not spare or ctl is None:
+            act.skipped = f"no leader or controller, or no live broker outside the replicas of {topic}/{p}"
+            return
+        new = rng.choice(spare)
+        target = [new if r == part["leader"] else r for r in part["replicas"]]
+        act.detail.update(topic=topic, partition=int(p), replicas=list(part["replicas"]), to=target, controller=ctl)
+        paused = failover and new != ctl   # (a new replica on the controller's broker dies with it)
+        if paused:
+            self._signal_broker(new, signal.SIGSTOP)
+        try:
+            act.detail["error"] = self._alter_reassignment(ctl, topic, int(p), target)
+            if failover:
+                self._signal_broker(ctl, signal.SIGKILL)
+                self.cluster.wait_exit(ctl, 10)
+                self.down.add(f"b{ctl}")
+                act.nodes = [f"b{ctl}"]   # what the heal starts again
+        finally:
+            if paused:
+                self._signal_broker(new, signal.SIGCONT)
+
+    def _reassign_failover(self, act: Active, rng: random.Random) -> None:
+        self._reassign(act, rng, failover=True)
+
+    def _alter_reassignment(self, broker: int, topic: str, partition: int, replicas: list[int]) -> str | None:
+        """One AlterPartitionReassignments v0 on ``broker``'s Kafka listener (not through the proxy) -> the error's
+        name, or None."""
+        import socket
+        import struct
+        from kafka.protocol.admin.topics import AlterPartitionReassignmentsRequest as Req
+        from kafka.protocol.admin.topics import AlterPartitionReassignmentsResponse as Resp
+        req = Req(version=0, timeout_ms=30000, topics=[Req.ReassignableTopic(name=topic, partitions=[
+            Req.ReassignableTopic.ReassignablePartition(partition_index=partition, replicas=replicas)])])
+        req.with_header(correlation_id=1, client_id="kafkasim-nemesis")
+        data = bytes(req.encode(header=True))
+        try:
+            with socket.create_connection(self.cluster.cfg.broker(broker).kafka_advertised, timeout=30) as sock:
+                sock.sendall(struct.pack(">i", len(data)) + data)
+                size = struct.unpack(">i", _read(sock, 4))[0]
+                r = Resp.decode(_read(sock, size), version=0, header=True)
+        except OSError as e:
+            return f"{type(e).__name__}: {e}"
+        codes = [r.error_code] + [x.error_code for t in r.responses for x in t.partitions]
+        bad = [c for c in codes if c != 0]
+        return f"error code {bad[0]}" if bad else None
+
     def _disk_full(self, act: Active, rng: random.Random) -> None:
         self._disk_fault(act, lambda fs: disk_faults.fill(fs.target))
 
@@ -327,7 +387,7 @@ class Nemesis:
                     self.net.unblock(src, dst)
                 else:
                     self.net.shape(src, dst, 0, 0, 0)
-        elif kind in ("kill", "terminate", "truncate"):
+        elif kind in ("kill", "terminate", "truncate", "reassign-failover"):
             self._restart(act.nodes)
         elif kind == "pause":
             self._resume(act.nodes)
@@ -362,3 +422,13 @@ class Nemesis:
         self._restart(sorted(self.down))
         if self.net is not None:
             self.net.heal_all()
+
+
+def _read(sock, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        out += chunk
+    return out

@@ -100,6 +100,7 @@ class ChaosRun:
         self.proxy: ProxyProcess | None = None
         self.fabric: Fabric | None = None
         self.apps = None             # chaos.apps.AppRun with a command: workload (the user's application)
+        self.txns = None             # chaos.txn_run.TxnRun with a transactions: workload
         self.links = Links()
         self.net: ProxyNet | NetnsNet | None = None
         self.netns = None            # chaos.netns.NetnsNetwork in network: netns mode
@@ -127,6 +128,8 @@ class ChaosRun:
             **FAST_DEFAULTS,
             "zookeeper.embedded.servers": s.zookeeper_servers,
             "offsets.topic.replication.factor": min(3, s.brokers),
+            "transaction.state.log.replication.factor": min(3, s.brokers),
+            "transaction.state.log.min.isr": min(2, s.brokers),
         }
         offsets = next((t for t in s.topics if t.name == OFFSETS_TOPIC), None)
         if offsets is not None:   # the scenario pins its assignment: the run creates it (_create_topics)
@@ -176,8 +179,10 @@ class ChaosRun:
         self.kafka_bootstrap = self.fabric.kafka_bootstrap
 
     def _kafka_clients(self) -> bool:
-        """Real Kafka clients (or the user's application) reach the brokers' Kafka listeners."""
-        return self.scenario.client != "kafkasim" or self.scenario.command is not None
+        """Real Kafka clients (the user's application, the transactional pipelines) reach the brokers' Kafka
+        listeners."""
+        s = self.scenario
+        return s.client != "kafkasim" or s.command is not None or s.transactions is not None
 
     def _up(self, c: Cluster) -> None:
         """Start the brokers; with ``cluster.controller`` that broker first, alone until it is the controller."""
@@ -298,6 +303,12 @@ class ChaosRun:
             self.apps = AppRun(s.command, self.out, self.kafka_bootstrap, self.history, procs, cluster,
                                next(t.partitions for t in s.topics if t.name == s.command.input))
             self.apps.start()
+        if s.transactions is not None:   # the pipelines: started before our producers write their input
+            from chaos.txn_run import TxnRun
+            parts = {t.name: t.partitions for t in s.topics}
+            self.txns = TxnRun(s.transactions, self.out, self.kafka_bootstrap, self.history, procs,
+                               parts[s.transactions.input], parts[s.transactions.output], self.seed)
+            self.txns.start()
         nemesis = Nemesis(self.cluster, self.net, self.history, self.view,
                           self.cluster.cfg.session_timeout_ms, self.apps.processes if self.apps else None,
                           disks=self.disks)
@@ -335,6 +346,10 @@ class ChaosRun:
             if self.apps is not None:
                 t = s.command.input
                 self.apps.end(cluster, self._log_ends(cluster, t, next(x.partitions for x in s.topics if x.name == t)))
+            if self.txns is not None:
+                progress.phase("draining transactions")
+                t = s.transactions.input
+                self.txns.end(cluster, self._log_ends(cluster, t, next(x.partitions for x in s.topics if x.name == t)))
             stop_members.set()       # members leave their groups; probes make their final fetch
             for w in members + probes:
                 w.join(timeout=30)
@@ -344,6 +359,9 @@ class ChaosRun:
             stop_members.set()
             if self.apps is not None:
                 self.apps.stop()
+            if self.txns is not None:
+                self.txns.stop()
+                workers += [w for w in self.txns.workers() if w.name not in self.txns.stuck]
             for w in workers:
                 w.join(timeout=30)
             progress.stop()
@@ -485,7 +503,13 @@ class ChaosRun:
         app = load_app(self.out) if self.scenario.command is not None else None
         if self.scenario.command is not None and app is None:
             app = {"group": self.scenario.command.group, "input": self.scenario.command.input, "output": None}
-        result = check(ops, events, unclean_election=unclean, offsets_partitions=n_offsets, app=app)
+        txn = None
+        if self.scenario.transactions is not None:
+            from chaos.txn_run import load_txn
+            txn = load_txn(self.out) or {"input": self.scenario.transactions.input,
+                                         "output": self.scenario.transactions.output,
+                                         "group": self.scenario.transactions.group}
+        result = check(ops, events, unclean_election=unclean, offsets_partitions=n_offsets, app=app, txn=txn)
         rows = failover_timeline(ops, events, offsets_partitions=n_offsets,
                                  observed_groups=[app["group"]] if app else ())
         counts: dict[str, int] = {}
@@ -513,6 +537,12 @@ class ChaosRun:
         }
         if app is not None:
             results["app"] = app_results(app, result)
+        if txn is not None:
+            from chaos.txn_run import txn_results
+            from judge.txn_timeline import format_txn_table, txn_failover_timeline, txn_summary
+            txn_rows = txn_failover_timeline(ops, events, self.cluster.cfg.get("transaction.state.log.num.partitions"))
+            results["transactions"] = txn_results(txn, result)
+            results["txn_timeline"], results["txn_timeline_summary"] = txn_rows, txn_summary(txn_rows)
         (self.out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
         self.say("")
         self.say(format_table(rows))
@@ -526,6 +556,10 @@ class ChaosRun:
             self.say(f"workload error: {n}")
         if app is not None:
             self.say(format_app(results["app"]))
+        if txn is not None:
+            self.say("\ntransaction coordinators:\n" + format_txn_table(results["txn_timeline"]))
+            t = results["transactions"]
+            self.say(f"transactions: {t['commits']} committed, drained: {t['drained']}, zombies: {t['zombies']}")
         self.say(f"verdict: {verdict.upper()}  (results in {self.out / 'results.json'})")
         return RunResult(self.out, verdict, code, results)
 

@@ -18,11 +18,14 @@ leave ISRs.  After a BADVERSION the shell re-reads the states and calls
 from __future__ import annotations
 
 import base64
+import dataclasses
 from typing import Callable, Iterable, Mapping
 
 from controller import election
 from controller.failover import FailoverSteps
+from controller.elect_request import LeaderElectionRequests
 from controller.log_dirs import LogDirFailures
+from controller.reassignment import ReassignmentSteps
 from controller.plan import (  # re-exported: the shells and the simulator take them from here
     TP, Command, ControllerSettings, LeaderAndIsrCmd, PartitionView, Plan, StateChange, StateMap, StopReplicaCmd,
     UpdateMetadataCmd,
@@ -30,9 +33,8 @@ from controller.plan import (  # re-exported: the shells and the simulator take 
 from kafkacommon.assignment import assign_replicas
 from kafkacommon.metadata import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from kafkacommon.errors import (  # the Kafka error codes the core answers with (a constants table, no I/O)
-    BROKER_NOT_AVAILABLE, ELECTION_NOT_NEEDED, FENCED_LEADER_EPOCH, INELIGIBLE_REPLICA, INVALID_REQUEST,
-    INVALID_UPDATE_VERSION, NONE, NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER, PREFERRED_LEADER_NOT_AVAILABLE,
-    STALE_BROKER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
+    BROKER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, INELIGIBLE_REPLICA, INVALID_REQUEST, INVALID_UPDATE_VERSION, NONE,
+    NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER, STALE_BROKER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
 )
 from kafkacommon.event import Event
 
@@ -46,7 +48,7 @@ def _boolean(value: object) -> bool | None:
     return True if text == "true" else False if text == "false" else None
 
 
-class ControllerCore(FailoverSteps, LogDirFailures):
+class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, LogDirFailures):
     def __init__(self, settings: ControllerSettings, rng: Callable[[int], int] | None = None):
         self.settings = settings
         self._rng = rng or (lambda n: 0)
@@ -65,6 +67,9 @@ class ControllerCore(FailoverSteps, LogDirFailures):
         self._failover_dead: list[int] = []   # the failover's steps (controller/failover.py)
         self._failover_elect = False
         self._failover_now_ms = 0
+        self.zk_reassigning: dict[TP, tuple[int, ...]] = {}   # those /admin/reassign_partitions asked for
+        self.resumable: list[TP] = []     # reassignments a broker's start-up lets go on (the handler takes them)
+        self.deletion_deferred: set[str] = set()   # topics whose deletion waits for their reassignment
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -103,6 +108,9 @@ class ControllerCore(FailoverSteps, LogDirFailures):
         self.topics.clear()
         self.states.clear()
         self.shutting_down.clear()
+        self.zk_reassigning.clear()
+        self.resumable.clear()
+        self.deletion_deferred.clear()
         self.offline_replicas.clear()
 
     # ------------------------------------------------------------------ events
@@ -133,6 +141,9 @@ class ControllerCore(FailoverSteps, LogDirFailures):
             self._reconcile(plan, excluded=set(bounced))
         self._reconcile(plan)
         self._maybe_create_offsets_topic(plan)
+        started = set(new) | set(bounced)
+        # onBrokerStartup: reassignments whose target replicas include a started broker go on
+        self.resumable = [tp for tp in self.reassigning() if started & set(self.topics[tp[0]].target(tp[1]))]
         return plan
 
     def on_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, Plan, list[TP]]:
@@ -254,6 +265,14 @@ class ControllerCore(FailoverSteps, LogDirFailures):
             return plan
         for topic in sorted(set(requested)):
             a = self.topics.get(topic)
+            if a is not None and any(a.reassigning(p) for p in a.partitions):
+                # Kafka marks it ineligible for deletion: it is deleted once its reassignment completes
+                if topic not in self.deletion_deferred:
+                    self.deletion_deferred.add(topic)
+                    plan.observed.append(Event("topic_deletion_deferred", {
+                        "topic": topic, "reason": "topic reassignment in progress"}))
+                continue
+            self.deletion_deferred.discard(topic)
             if not self.settings.delete_topic_enable or topic == self.settings.offsets_topic or a is None:
                 plan.markers_to_drop.append(topic)
                 plan.observed.append(Event("topic_deletion_refused", {"topic": topic, "reason": (
@@ -291,7 +310,7 @@ class ControllerCore(FailoverSteps, LogDirFailures):
                     "topic": t, "partitions": sorted(more), "replicas": {str(p): list(r) for p, r in sorted(more.items())},
                     "partition_count": len(cur.partitions) + len(more)}))
             if more or dict(cur.config) != dict(new.config):
-                self.topics[t] = TopicAssignment(t, {**cur.partitions, **more}, cur.topic_id, new.config)
+                self.topics[t] = dataclasses.replace(cur, partitions={**cur.partitions, **more}, config=new.config)
         self._reconcile(plan)
         return plan
 
@@ -324,24 +343,6 @@ class ControllerCore(FailoverSteps, LogDirFailures):
                 self._write(plan, tp, new, ver, reason, state)
         return plan
 
-    def preferred_results(self, tps: Iterable[TP] | None, moved: set[TP]) -> dict[TP, int]:
-        """Kafka 2.8's ElectLeaders (preferred) answer for each partition asked (None: every partition): NONE
-        when its leader moved, ELECTION_NOT_NEEDED when the preferred replica already leads it,
-        PREFERRED_LEADER_NOT_AVAILABLE when it could not (not live, or not in the ISR),
-        UNKNOWN_TOPIC_OR_PARTITION for a partition the controller does not know."""
-        out: dict[TP, int] = {}
-        for tp in (sorted(self.states) if tps is None else tps):
-            cur, replicas = self.states.get(tp), self._replicas(tp)
-            if tp in moved:
-                out[tp] = NONE
-            elif cur is None or not replicas:
-                out[tp] = UNKNOWN_TOPIC_OR_PARTITION
-            elif cur[0].leader == replicas[0]:
-                out[tp] = ELECTION_NOT_NEEDED
-            else:
-                out[tp] = PREFERRED_LEADER_NOT_AVAILABLE
-        return out
-
     def on_tick(self, now_ms: int) -> Plan:
         """Timers: the automatic preferred-leader check and the metadata resend."""
         plan = Plan()
@@ -362,6 +363,8 @@ class ControllerCore(FailoverSteps, LogDirFailures):
     def imbalanced_partitions(self) -> list[TP]:
         """Kafka's checkAndTriggerAutoLeaderRebalance: per preferred broker, above the threshold."""
         by_pref: dict[int, list[TP]] = {}
+        if self.reassigning():   # Kafka: only while no partition is being reassigned
+            return []
         for tp in sorted(self.states):
             replicas = self._replicas(tp)
             if replicas:
@@ -381,6 +384,8 @@ class ControllerCore(FailoverSteps, LogDirFailures):
     def commit(self, plan: Plan, versions: Mapping[TP, int]) -> dict[int, list[Command]]:
         """The plan's writes landed with these zkVersions: apply them and return the requests."""
         for a in plan.topic_creates:
+            self.topics[a.topic] = a
+        for a in plan.assignment_writes + plan.topic_updates:   # a reassignment's steps (before the views)
             self.topics[a.topic] = a
         deleted_views: list[PartitionView] = []
         deleted_by: dict[int, list[TP]] = {}
@@ -436,6 +441,9 @@ class ControllerCore(FailoverSteps, LogDirFailures):
                     # that removed it from the ISR (it would follow again in the new epoch)
                     stopping = set(plan.stop_replicas[b])
                     mine = tuple(v for v in mine if (v.topic, v.partition) not in stopping)
+                if mine and plan.new_replicas:
+                    mine = tuple(v._replace(is_new=True) if b in plan.new_replicas.get((v.topic, v.partition), ())
+                                 else v for v in mine)
                 if mine:
                     cmds.append(LeaderAndIsrCmd(mine, leaders))
                 if plan.resend_metadata:
@@ -446,6 +454,8 @@ class ControllerCore(FailoverSteps, LogDirFailures):
                 cmds.append(UpdateMetadataCmd(tuple(deleted_views), live_regs))
             if b in plan.stop_replicas:
                 cmds.append(StopReplicaCmd(tuple(plan.stop_replicas[b])))
+            if b in plan.delete_replicas:
+                cmds.append(StopReplicaCmd(tuple(plan.delete_replicas[b]), delete=True))
             if b in deleted_by:
                 cmds.append(StopReplicaCmd(tuple(deleted_by[b]), delete=True))
             if cmds:

@@ -76,6 +76,13 @@ class LogDirFailures:
         replicas): the shell queues only those as events."""
         return broker_id in self.offline_replicas or KAFKA_STORAGE_ERROR in errors.values()
 
+    def offline_brokers(self, tp: TP) -> frozenset[int]:
+        """The brokers holding ``tp`` on an offline log directory: not online for its elections (Kafka's
+        isReplicaOnline), as the ElectLeaders and reassignment elections ask."""
+        if not self.offline_replicas:
+            return frozenset()
+        return frozenset(b for b, tps in self.offline_replicas.items() if tp in tps)
+
     def _offline_by_partition(self) -> dict[TP, frozenset[int]]:
         """The brokers each partition has offline replicas on (empty in the common case)."""
         out: dict[TP, set[int]] = {}

@@ -27,6 +27,8 @@ TOPIC_CHANGE = "topic_change"
 TOPIC_DELETION = "topic_deletion"
 PARTITION_MODIFICATIONS = "partition_modifications"   # a topic znode changed (partitions added)
 CONFIG_CHANGE = "config_change"                       # a topic's or this broker's config changed
+REASSIGNMENT_ISR_CHANGE = "reassignment_isr_change"   # an ISR grew: reassignments may complete
+ZK_PARTITION_REASSIGNMENT = "zk_partition_reassignment"   # /admin/reassign_partitions appeared
 LOG_DIR_EVENT = "log_dir_event"                       # /log_dir_event_notification changed (controller/log_dirs.py)
 EXPIRE = "expire"
 REGISTER_AND_REELECT = "register_and_reelect"
@@ -36,7 +38,8 @@ SHUTDOWN = "shutdown"
 #: Events that only re-read ZooKeeper and decide again, so a connection lost halfway through one
 #: is safe to redo once the connection is back.
 REDO_ON_CONNECTION_LOSS = frozenset({STARTUP, CONTROLLER_CHANGE, BROKER_CHANGE, TOPIC_CHANGE, TOPIC_DELETION,
-                                     PARTITION_MODIFICATIONS, CONFIG_CHANGE, REGISTER_AND_REELECT, LOG_DIR_EVENT})
+                                     PARTITION_MODIFICATIONS, CONFIG_CHANGE, REGISTER_AND_REELECT,
+                                     REASSIGNMENT_ISR_CHANGE, ZK_PARTITION_REASSIGNMENT, LOG_DIR_EVENT})
 
 
 def redone_after_connection_loss(event: str) -> bool:

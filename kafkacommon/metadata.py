@@ -56,3 +56,21 @@ class TopicAssignment:
     partitions: Mapping[int, tuple[int, ...]]  # partition -> replicas in assignment order
     topic_id: str = ""
     config: Mapping[str, Any] = field(default_factory=dict)  # topic-level overrides (kafkasim keeps them here)
+    # a reassignment under way (Kafka 2.8's ReplicaAssignment): per partition, the replicas being added (in
+    # ``partitions`` already) and those being removed; a partition in neither is not being reassigned
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def reassigning(self, partition: int) -> bool:
+        """Whether ``partition`` is being reassigned (Kafka's ``isBeingReassigned``)."""
+        return bool(self.adding.get(partition) or self.removing.get(partition))
+
+    def target(self, partition: int) -> tuple[int, ...]:
+        """The replicas ``partition`` is being reassigned to (its replicas when it is not): TRS."""
+        gone = self.removing.get(partition, ())
+        return tuple(r for r in self.partitions.get(partition, ()) if r not in gone)
+
+    def origin(self, partition: int) -> tuple[int, ...]:
+        """The replicas ``partition`` had before its reassignment (its replicas when it is not): ORS."""
+        new = self.adding.get(partition, ())
+        return tuple(r for r in self.partitions.get(partition, ()) if r not in new)

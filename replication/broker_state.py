@@ -81,20 +81,22 @@ class BrokerState:
     # ------------------------------------------------------------------ the offsets topic, lazily
 
     def internal_topic_to_create(self, topic: str, partitions: int, replication_factor: int,
-                                 rng: Callable[[int], int]) -> tuple[TopicAssignment | None, str]:
-        """Kafka's FindCoordinator on a missing offsets topic (``KafkaApis.createInternalTopic``): create it,
-        compacted, over the live brokers of this broker's metadata cache, if there are at least its replication
-        factor of them.  (assignment to write, or None and why not)."""
+                                 rng: Callable[[int], int], config: dict | None = None,
+                                 factor_key: str = "offsets.topic.replication.factor"
+                                 ) -> tuple[TopicAssignment | None, str]:
+        """Kafka's FindCoordinator on a missing internal topic (``KafkaApis.createInternalTopic``): create it,
+        compacted (or with ``config``), over the live brokers of this broker's metadata cache, if there are at
+        least its replication factor of them.  (assignment to write, or None and why not)."""
         if topic in self.topic_partitions:
             return None, "exists"
         live = sorted(self.live_brokers)
         if len(live) < replication_factor:
-            return None, (f"{len(live)} live brokers, fewer than offsets.topic.replication.factor "
-                          f"{replication_factor}")
+            return None, f"{len(live)} live brokers, fewer than {factor_key} {replication_factor}"
         n = len(live)
         assignment = assign_replicas(partitions, replication_factor, live, start_index=rng(n), shift=rng(n))
         topic_id = base64.urlsafe_b64encode(bytes(rng(256) for _ in range(16))).rstrip(b"=").decode()
-        return TopicAssignment(topic, assignment, topic_id=topic_id, config={"cleanup.policy": "compact"}), ""
+        return TopicAssignment(topic, assignment, topic_id=topic_id,
+                               config=config if config is not None else {"cleanup.policy": "compact"}), ""
 
     # ------------------------------------------------------------------ fencing
 

@@ -2,7 +2,8 @@
 
 ``BrokerState`` fences the controller's requests, ``SimReplicaManager`` runs
 ``PartitionReplication``, ``SimCoordinators`` runs ``PartitionCoordinator``,
-``SimController`` runs ``ControllerCore``.  A crash drops everything in memory
+``SimController`` runs ``ControllerCore``, ``SimTxnCoordinators`` runs
+``TxnCoordinator``.  A crash drops everything in memory
 (a new incarnation of the node: its timers and in-flight messages are gone);
 the disk (a ``SimDisk`` holding the logs' files, and the HW checkpoint) stays,
 with the crash's losses, and a restart recovers the logs and registers again,
@@ -30,6 +31,8 @@ from sim.disk import SimDisk
 from sim.coordinators import SimCoordinators
 from sim.log import SimLog
 from sim.replicas import SimReplicaManager
+from sim.txn_coordinators import SimTxnCoordinators, write_txn_markers
+from transactions.config import TRANSACTION_STATE_TOPIC, TxnConfig
 from sim.zkdoor import CONNECTION_ERRORS, ZkDoor
 from kafkacommon.metadata import BrokerRegistration
 from zk.paths import OFFSETS_TOPIC
@@ -55,6 +58,7 @@ class SimConfig:
     initial_rebalance_delay_ms: int = 500
     min_session_timeout_ms: int = 500
     commit_timeout_ms: int = 5000
+    txn_partitions: int = 10             # transaction.state.log.num.partitions (chaos runs' fast default)
     bugs: frozenset[str] = frozenset()
     log_dirs: int = 1                   # data directories per broker, each a disk of its own
 
@@ -184,7 +188,7 @@ class SimBroker:
                                 check_commit_generation="fenced-generation-commit" not in bugs)
         self.coordinators = SimCoordinators(self, group_cfg, self._member_suffix,
                                             load_to_hw="load-to-hw" in bugs)
-        self.replicas.on_role = self.coordinators.on_role
+        self.replicas.on_role = self._on_role
         self.emit("broker_starting", host="sim", port=9000 + self.id, pid=0, planted_bugs=sorted(bugs),
                   kafka_listener=None)
         self.dirs = LogDirs([f"d{i}" for i in range(len(self.disk.dirs))])   # offline ones come back on restart
@@ -207,6 +211,8 @@ class SimBroker:
             return
         self.zk = ZkDoor(self.cluster.zk, self.node, self.cfg.session_timeout_ms)
         self.zk.on_expired = self._on_session_expired
+        self.txn_coordinators = SimTxnCoordinators(self, TxnConfig(
+            planted_marker_before_prepare="marker-before-prepare" in bugs))
         settings = ControllerSettings(
             broker_id=self.id, offsets_partitions=self.cfg.offsets_partitions,
             offsets_replication_factor=min(self.cfg.offsets_replication_factor, self.cfg.brokers),
@@ -221,6 +227,10 @@ class SimBroker:
         self.world.on_node(self.node, self.cfg.replica_lag_time_max_ms / 2, self._shrink_check)
         self.world.on_node(self.node, HW_CHECKPOINT_MS, self._checkpoint)
         self.world.on_node(self.node, FSYNC_MS, self._fsync)
+
+    def _on_role(self, topic: str, partition: int, is_leader: bool, epoch: int) -> None:
+        self.coordinators.on_role(topic, partition, is_leader, epoch)
+        self.txn_coordinators.on_role(topic, partition, is_leader, epoch)
 
     def _member_suffix(self) -> str:
         return "%032x" % self.world.rng.getrandbits(128)
@@ -327,6 +337,11 @@ class SimBroker:
             out = self.state.stop_replica(header, msg[2], -1, msg[3])
             for tp in out.stopped:
                 self.replicas.stop_replica(tp)
+                if msg[3]:   # deleted (a reassignment removed this replica): its log and HW go
+                    log = self.disk.logs.pop(tp, None)
+                    if log is not None:
+                        self.disk.files.delete(log.path)
+                    self.disk.hw.pop(tp, None)
         self.log(*out.events)
         reply(out.error)
 
@@ -349,12 +364,42 @@ class SimBroker:
         self._produce(req, reply)
 
     def _produce(self, req: Any, reply: Callable[[Any], None]) -> None:
-        tp, records, acks, timeout_ms = req
-        self.replicas.append(tp, records, acks, timeout_ms, lambda code, base: reply((code, base)))
+        tp, records, acks, timeout_ms, *producer = req      # producer: a ProducerBatch (idempotent, transactional)
+        self.replicas.append(tp, records, acks, timeout_ms, lambda code, base: reply((code, base)),
+                             producer[0] if producer else None)
 
     def handle_consume(self, req: Any, reply: Callable[[Any], None]) -> None:
         tp, offset = req
         reply(self.replicas.read_committed(tp, offset))
+
+    def handle_fetch_isolated(self, req: Any, reply: Callable[[Any], None]) -> None:
+        """A consumer's Fetch with an isolation level: (tp, offset, read_committed) -> SimReplicaManager's
+        ``read_isolated``."""
+        tp, offset, read_committed = req
+        reply(self.replicas.read_isolated(tp, offset, read_committed))
+
+    def handle_txn(self, req: Any, reply: Callable[[Any], None]) -> None:
+        """(an API of SimTxnCoordinators, its request), as the Kafka listener's transactional APIs: an
+        AddOffsetsToTxn gets the group's __consumer_offsets partition here (node/server/txn_door.py)."""
+        api, body = req
+        if api is SimTxnCoordinators.add_offsets:
+            from dataclasses import replace
+            n = self.state.topic_partitions.get(OFFSETS_TOPIC, 0) or self.cfg.offsets_partitions
+            body = replace(body, offsets_partition=partition_for(body.group_id, n))
+        api(self.txn_coordinators, body, reply)
+
+    def handle_write_txn_markers(self, body: Any, reply: Callable[[Any], None]) -> None:
+        write_txn_markers(self, body, reply, self.txn_coordinators.config.request_timeout_ms)
+
+    def handle_find_txn_coordinator(self, txn_id: str, reply: Callable[[Any], None]) -> None:
+        """FindCoordinator with key type 1 (node/server/txn_door.py's rule, without the lazy creation of
+        __transaction_state: a simulated run creates it)."""
+        n = self.state.topic_partitions.get(TRANSACTION_STATE_TOPIC, 0)
+        info = self.state.metadata.get((TRANSACTION_STATE_TOPIC, partition_for(txn_id, n))) if n else None
+        if info is None or info.leader < 0 or info.leader not in self.state.live_brokers:
+            reply((errors.COORDINATOR_NOT_AVAILABLE, -1))
+        else:
+            reply((errors.NONE, info.leader))
 
     def handle_group(self, req: Any, reply: Callable[[Any], None]) -> None:
         """(an API of SimCoordinators, e.g. ``SimCoordinators.join_group``, its request): to this broker's

@@ -94,6 +94,10 @@ class SimController:
             handlers.WriteStates: lambda c: zk.write_states(c.fence, c.writes),
             handlers.DeleteTopic: self._unsupported,
             handlers.DropDeletionMarker: self._unsupported,
+            handlers.WriteAssignment: lambda c: zk.write_topic_assignment(c.fence, c.assignment),
+            handlers.ReadZkReassignment: lambda c: zk.read_zk_reassignment(
+                watch=self._zk_reassignment_watch if c.watch else None),
+            handlers.WriteZkReassignment: lambda c: zk.write_zk_reassignment(c.fence, c.partitions),
             handlers.Send: lambda c: self._send(c.requests),
             handlers.CloseChannels: lambda c: self._close_channels(),
             handlers.Emit: lambda c: self.b.emit(c.name, **c.fields),
@@ -109,7 +113,8 @@ class SimController:
             redo.STARTUP: h.elect, redo.CONTROLLER_CHANGE: h.controller_change, redo.BROKER_CHANGE: h.broker_change,
             redo.TOPIC_CHANGE: h.topic_change, redo.TOPIC_DELETION: h.topic_deletion,
             redo.PARTITION_MODIFICATIONS: h.partition_modifications, redo.CONFIG_CHANGE: h.config_change,
-            redo.REGISTER_AND_REELECT: h.reelect, redo.LOG_DIR_EVENT: h.log_dir_event,
+            redo.REGISTER_AND_REELECT: h.reelect, redo.REASSIGNMENT_ISR_CHANGE: h.reassignment_isr_change,
+            redo.ZK_PARTITION_REASSIGNMENT: h.zk_partition_reassignment, redo.LOG_DIR_EVENT: h.log_dir_event,
             redo.TICK: lambda: h.tick(connected=self._connected())}
 
     @property
@@ -168,6 +173,9 @@ class SimController:
     def _topic_data_watch(self, _ev: Any) -> None:
         self._guard(redo.PARTITION_MODIFICATIONS)
 
+    def _zk_reassignment_watch(self, _ev: Any) -> None:
+        self._guard(redo.ZK_PARTITION_REASSIGNMENT)
+
     def config_changed(self) -> None:
         """The broker's config-change listener saw a change: the active controller reads the configs again."""
         if self.core.active:
@@ -201,6 +209,15 @@ class SimController:
         self._guard(redo.REGISTER_AND_REELECT)
 
     # ------------------------------------------------------------------ requests from brokers
+
+    def request(self, steps: Any) -> Any:
+        """An admin request to this controller (the handlers' ``alter_reassignments``, ``elect_leaders_request``,
+        ...) carried out now -> its answer; a lost connection raises (the caller's request fails)."""
+        try:
+            return self._run(steps)
+        except ControllerMovedError as e:
+            self._run(self.handlers.fenced(str(e)))
+            raise
 
     def handle_alter_isr(self, payload: Any, reply) -> None:
         broker_id, broker_epoch, items = payload

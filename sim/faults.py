@@ -21,7 +21,7 @@ kind                      start                                                h
 
 Targets resolve when the fault starts, against ZooKeeper's view then
 (chaos/targets.py's ``resolve``, unchanged): ``controller``,
-``coordinator:<group>``, ``leader:<topic>/<p>``, ``followers:...``, ``broker:<id>``,
+``coordinator:<group>``, ``txn-coordinator:<transactional id>``, ``leader:<topic>/<p>``, ``followers:...``, ``broker:<id>``,
 ``random``.  Each fault's own choices come from ``random.Random(fault.seed)``, so a
 schedule with a fault removed still resolves the others the same way when the
 cluster looks the same (what ``sim shrink`` relies on).
@@ -69,16 +69,19 @@ def check_kinds(kinds: tuple[str, ...]) -> tuple[str, ...]:
 def make_schedule(rng: random.Random, kinds: tuple[str, ...], duration_ms: int, groups: list[str], topic: str,
                   *, start_ms: int = 3000, gap_ms: tuple[int, int] = (1000, 4000),
                   length_ms: tuple[int, int] = (500, 6000), quiet_end_ms: int = 2000,
-                  overlap: float = 0.35) -> list[Fault]:
+                  overlap: float = 0.35, txn_ids: list[str] = ()) -> list[Fault]:
     """Faults one after another; with probability ``overlap`` the next one starts before this one heals
-    (chaos schedules never overlap: the interleavings that need two faults at once are the simulator's)."""
+    (chaos schedules never overlap: the interleavings that need two faults at once are the simulator's).
+    With ``txn_ids`` (a transactional workload) every kind may also aim at ``txn-coordinator:<id>``."""
     out: list[Fault] = []
     if not kinds:
         return out
     t = start_ms
     while t < duration_ms - quiet_end_ms:
         kind = rng.choice(kinds)
-        target = rng.choice(TARGETS[kind]).format(g=rng.choice(groups) if groups else "g0", t=topic)
+        targets = TARGETS[kind] + (("txn-coordinator:{x}",) * 2 if txn_ids else ())
+        target = rng.choice(targets).format(g=rng.choice(groups) if groups else "g0", t=topic,
+                                            x=rng.choice(txn_ids) if txn_ids else "")
         heal = min(t + rng.randint(*length_ms), duration_ms)
         peer = rng.choice(PEERS) if kind == "partition" else None
         direction = rng.choice(("both", "both", "to", "from")) if kind == "partition" else None
@@ -115,7 +118,8 @@ class Nemesis:
     def view(self) -> View:
         c = self.cluster
         live, controller, parts = c.zk_view()
-        return View(sorted(c.brokers), set(live), [1], controller, parts, c.cfg.offsets_partitions)
+        return View(sorted(c.brokers), set(live), [1], controller, parts, c.cfg.offsets_partitions,
+                    txn_partitions=c.cfg.txn_partitions)
 
     def _record(self, act: Active, phase: str) -> None:
         value = nemesis_value(act.fault, phase, act.nodes, act.peers, act.skipped)

@@ -11,14 +11,39 @@ each batch ends, its last offset, its CRC) and the decoded records are then
 rebuilt from the batches the scan kept; the leader epoch cache (node.storage's
 ``LeaderEpochCache``, with no checkpoint file) is truncated to the new end, as
 ``PartitionLog`` does.
+
+Batches a producer wrote (an idempotent or transactional producer's, the transaction coordinator's markers,
+a group coordinator's transactional offsets) keep their producer fields (:class:`ProducerBatch`) in the
+bytes and across replication: a follower appends them as they are.  Every replica keeps the partition's
+producers as the real log does (``replication.producer_state.ProducerStates``, fed the appended bytes),
+and with them the open transactions, the last stable offset and the aborted transactions (the real
+``.txnindex``'s entries); after a truncation or a recovery they are rebuilt from the file, as Kafka
+rebuilds them from the log when it has no snapshot.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
+from dataclasses import dataclass, replace
+
 from kafkacommon.record_batch import decode_batch, encode_batch, peek_header
 from node.storage.log import LeaderEpochCache
+from replication.producer_state import AbortedTxn, ProducerStates
 from sim.disk import SimDisk
 
 Records = list[tuple[bytes | None, bytes | None]]
+
+
+@dataclass(frozen=True)
+class ProducerBatch:
+    """A batch's producer fields: its id, epoch and first sequence (-1: none), and its flags."""
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int = -1
+    transactional: bool = False
+    control: bool = False
+
+
+Chunk = tuple[int, Records, "ProducerBatch | None"]     # (leader epoch, records, producer fields)
 
 
 class SimLog:
@@ -32,8 +57,11 @@ class SimLog:
         self.batch_ends: list[int] = []    # byte end of each batch
         self.batch_last: list[int] = []    # last offset + 1 of each batch (the LEO after it)
         self.batch_crc: list[int] = []     # each batch's CRC (to tell, after a crash, which batches are ours)
+        self.batch_meta: list[ProducerBatch | None] = []   # each batch's producer fields (None: no producer)
         self.records: list[tuple[int, bytes | None, bytes | None]] = []   # (epoch, key, value) per offset
         self.epoch_cache = LeaderEpochCache()
+        self.producers = ProducerStates()
+        self.aborted: list[AbortedTxn] = []   # the aborted transactions, in marker order (the .txnindex's)
 
     # ------------------------------------------------------------------ LogView
 
@@ -58,22 +86,55 @@ class SimLog:
 
     # ------------------------------------------------------------------ writes
 
-    def append(self, epoch: int, records: Records, now_ms: int) -> int:
-        """Append one batch at the LEO in ``epoch``; returns its base offset."""
+    def append(self, epoch: int, records: Records, now_ms: int, meta: ProducerBatch | None = None) -> int:
+        """Append one batch at the LEO in ``epoch`` (with ``meta``'s producer fields); returns its base offset."""
         base = len(self.records)
         self.epoch_cache.assign(epoch, base)
-        data = encode_batch(base, epoch, [(k, v, now_ms) for k, v in records])
+        fields = {} if meta is None else dict(
+            producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, base_sequence=meta.base_sequence,
+            transactional=meta.transactional, control=meta.control)
+        data = encode_batch(base, epoch, [(k, v, now_ms) for k, v in records], **fields)
         position = self.disk.append(self.path, data)
         self.batch_ends.append(position + len(data))
         self.batch_crc.append(peek_header(data).crc)
+        self.batch_meta.append(meta)
         for k, v in records:
             self.records.append((epoch, k, v))
         self.batch_last.append(len(self.records))
+        if meta is not None:
+            self._producers_append(data)
         return base
 
-    def append_as_follower(self, batches: list[tuple[int, Records]], now_ms: int) -> None:
-        for epoch, recs in batches:
-            self.append(epoch, recs, now_ms)
+    def append_as_follower(self, batches: list[Chunk], now_ms: int) -> None:
+        for epoch, recs, meta in batches:
+            self.append(epoch, recs, now_ms, meta)
+
+    def _producers_append(self, data: bytes) -> None:
+        _next, decided = self.producers.append_batches(data)
+        self.aborted.extend(aborted for _txn, aborted in decided if aborted is not None)
+
+    def _rebuild_producers(self) -> None:
+        """The producers, open transactions and aborted ones again from the file (after it was cut)."""
+        self.producers, self.aborted = ProducerStates(), []
+        if any(m is not None for m in self.batch_meta):
+            self._producers_append(self.disk.read(self.path))
+
+    # ------------------------------------------------------------------ transactions
+
+    def last_stable_offset(self, high_watermark: int, planted_lso_from_hw: bool = False) -> int:
+        """Below it a read_committed consumer reads (``planted_lso_from_hw``: sim/bugs.py's "lso-from-hw", the
+        high watermark instead)."""
+        return high_watermark if planted_lso_from_hw else self.producers.last_stable_offset(high_watermark)
+
+    def aborted_between(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions with records in [start, end), as a fetch
+        answer's aborted_transactions (Kafka's collectAbortedTxns)."""
+        return [(a.producer_id, a.first_offset) for a in self.aborted
+                if a.first_offset < end and a.last_offset >= start]
+
+    def meta_at(self, offset: int) -> ProducerBatch | None:
+        """The producer fields of the batch holding ``offset``."""
+        return self.batch_meta[bisect_right(self.batch_last, offset)]
 
     def fsync(self) -> None:
         self.disk.fsync(self.path)
@@ -93,6 +154,7 @@ class SimLog:
         self.disk.truncate(self.path, self.batch_ends[keep - 1] if keep else 0)
         self._forget_from(keep)
         self.epoch_cache.truncate_from_end(new_end)
+        self._rebuild_producers()
         return dropped
 
     def _forget_from(self, batch: int) -> None:
@@ -100,24 +162,39 @@ class SimLog:
         del self.batch_ends[batch:]
         del self.batch_last[batch:]
         del self.batch_crc[batch:]
+        del self.batch_meta[batch:]
         del self.records[new_end:]
 
     # ------------------------------------------------------------------ reads
 
-    def read(self, offset: int, max_records: int = 1000) -> list[tuple[int, Records]]:
-        """Whole batches from ``offset`` as [(epoch, records)], at most about ``max_records``."""
-        out: list[tuple[int, Records]] = []
+    def read(self, offset: int, max_records: int = 1000) -> list[Chunk]:
+        """Batches from ``offset`` as [(epoch, records, producer fields)], at most about ``max_records``: records
+        of no producer in runs of one epoch, a producer's batches whole (and with their producer fields)."""
+        out: list[Chunk] = []
         i = offset
         end = min(len(self.records), offset + max_records)
+        b = bisect_right(self.batch_last, i)
         while i < end:
+            meta, bend = self.batch_meta[b], self.batch_last[b]
+            if meta is not None:
+                if out and bend > end:
+                    break
+                first = self.batch_last[b - 1] if b else 0
+                if i > first and meta.base_sequence >= 0:   # read from inside the batch: its sequences go on
+                    meta = replace(meta, base_sequence=meta.base_sequence + i - first)
+                out.append((self.records[i][0], [r[1:] for r in self.records[i:bend]], meta))
+                i, b = bend, b + 1
+                continue
+            stop = min(bend, end)
             epoch = self.records[i][0]
-            j = i
-            batch = []
-            while j < end and self.records[j][0] == epoch:
-                batch.append(self.records[j][1:])
-                j += 1
-            out.append((epoch, batch))
-            i = j
+            recs = [r[1:] for r in self.records[i:stop]]
+            if out and out[-1][2] is None and out[-1][0] == epoch:
+                out[-1][1].extend(recs)
+            else:
+                out.append((epoch, recs, None))
+            i = stop
+            if stop == bend:
+                b += 1
         return out
 
     def read_bytes(self, offset: int) -> tuple[bytes, int, int]:
@@ -158,5 +235,9 @@ class SimLog:
                 self.batch_ends.append(end)
                 self.batch_last.append(len(self.records))
                 self.batch_crc.append(header.crc)
+                self.batch_meta.append(None if batch.producer_id < 0 else ProducerBatch(
+                    batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.is_transactional,
+                    batch.is_control))
         self.epoch_cache.truncate_from_end(len(self.records))
+        self._rebuild_producers()
         return size - scan.valid_bytes, scan.dropped_batches

@@ -18,6 +18,7 @@ naming it.  A fault's ``id`` defaults to its position, its ``seed`` to 0.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,10 @@ from sim.run import SimOptions
 
 KEYS = {"seed", "brokers", "groups", "members", "duration.s", "planted_bugs", "partitions", "producers", "rate",
         "faults", "offsets_partitions", "log_dirs"}
+# the transactional workload's options (SimOptions' fields of the same names), in the simulator's own form only
+TXN_KEYS = ("transactions", "txn_max_records", "txn_timeout_ms", "txn_readers", "zombie_every_ms", "zombie_ms",
+            "txn_crash_every_ms")
+KEYS |= set(TXN_KEYS)
 FAULT_KEYS = {"id", "at_ms", "heal_at_ms", "kind", "target", "seed", "peer", "direction", "latency_ms",
               "truncate_bytes"}
 
@@ -164,6 +169,16 @@ def parse(doc: Any, seed: int | None = None, source: str = "<scenario>") -> SimO
         raise SimScenarioError(f"log_dirs: an int >= 1, got {log_dirs!r}")
     if log_dirs != 1:
         opts.config["log_dirs"] = log_dirs
+    txn = {k: doc[k] for k in TXN_KEYS if k in doc}
+    for k in ("zombie_every_ms", "txn_crash_every_ms"):
+        if txn.get(k) is not None:
+            if not (isinstance(txn[k], list) and len(txn[k]) == 2 and all(isinstance(x, int) for x in txn[k])):
+                raise SimScenarioError(f"{k}: [lo, hi] in ms, or null")
+            txn[k] = tuple(txn[k])
+    for k in ("transactions", "txn_max_records", "txn_timeout_ms", "txn_readers", "zombie_ms"):
+        if k in txn and (not isinstance(txn[k], int) or txn[k] < 0):
+            raise SimScenarioError(f"{k}: an int >= 0")
+    opts = replace(opts, **txn)
     if opts.brokers < 1 or opts.groups < 0 or opts.duration_s <= 0:
         raise SimScenarioError("brokers >= 1, groups >= 0 and duration.s > 0")
     return opts
@@ -178,11 +193,12 @@ def load(path: Path | str, seed: int | None = None) -> SimOptions:
 
 
 def dump(opts: SimOptions, faults: list[Fault], comment: str = "") -> str:
-    """The chaos scenario form when every fault's kind is a chaos run's, else the simulator's own."""
+    """The chaos scenario form when every fault's kind is a chaos run's (and there is no transactional
+    workload), else the simulator's own."""
     from sim.faults import CHAOS_KINDS
     from sim.run import TOPIC
     head = "".join(f"# {line}\n" for line in comment.splitlines()) if comment else ""
-    if all(f.kind in CHAOS_KINDS for f in faults):
+    if all(f.kind in CHAOS_KINDS for f in faults) and not opts.transactions:
         group: dict[str, Any] = {"topic": TOPIC, "members": opts.members, "commit.interval.ms": opts.commit_interval_ms,
                                  "session.timeout.ms": opts.session_timeout_ms,
                                  "heartbeat.interval.ms": opts.heartbeat_interval_ms}
@@ -220,6 +236,10 @@ def dump(opts: SimOptions, faults: list[Fault], comment: str = "") -> str:
            "members": opts.members, "duration.s": opts.duration_s,
            "planted_bugs": list(opts.bugs), "partitions": opts.partitions,
            "producers": opts.producers, "rate": opts.rate, "offsets_partitions": opts.offsets_partitions,
-           **({"log_dirs": opts.config["log_dirs"]} if opts.config.get("log_dirs", 1) != 1 else {}),
-           "faults": [f.to_json() for f in faults]}
+           **({"log_dirs": opts.config["log_dirs"]} if opts.config.get("log_dirs", 1) != 1 else {})}
+    if opts.transactions:
+        for k in TXN_KEYS:
+            v = getattr(opts, k)
+            doc[k] = list(v) if isinstance(v, tuple) else v
+    doc["faults"] = [f.to_json() for f in faults]
     return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)

@@ -26,7 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
-from judge.registry import CHECKERS
+from judge.registry import CHECKERS, TXN_CHECKERS
+
+# the checkers a shrink keeps failing: the registry's, then the transactional workload's
+ALL_CHECKERS = {**CHECKERS, **TXN_CHECKERS}
 from chaos.schedule import Fault
 from sim.faults import shorter
 from sim.run import SimOptions, SimResult, SimRun
@@ -40,7 +43,7 @@ MOVES_MS = (-1000, 1000, -250, 250)
 
 def checker_of(kinds: list[str]) -> str | None:
     """The first checker (in the registry's order) reporting one of ``kinds``."""
-    for name, c in CHECKERS.items():
+    for name, c in ALL_CHECKERS.items():
         if set(c.kinds) & set(kinds):
             return name
     return None
@@ -202,7 +205,7 @@ def shrink(opts: SimOptions, *, budget: int = 150,
     checker = checker_of(base.kinds)
     if checker is None:
         return None
-    s = ShrinkSearch(opts, base, set(CHECKERS[checker].kinds), budget, on_attempt)
+    s = ShrinkSearch(opts, base, set(ALL_CHECKERS[checker].kinds), budget, on_attempt)
     s.drops()
     if s.faults:
         s.merges()

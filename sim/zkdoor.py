@@ -195,6 +195,27 @@ class ZkDoor:
         (_data, stat) = self._op("get", path)
         return stat.czxid if stat.ephemeral_owner == self.session_id else None
 
+    def allocate_producer_id_block(self, broker_id: int, size: int = 1000) -> tuple[int, int]:
+        """zk/config_store.py's claim of the next ``size`` producer ids: a conditional update of
+        /latest_producer_id_block (Kafka's ProducerIdManager in ZooKeeper mode)."""
+        while True:
+            try:
+                data, stat = self._op("get", paths.PRODUCER_ID_BLOCK)
+            except NoNode:
+                try:
+                    self._op("create", paths.PRODUCER_ID_BLOCK, codecs.encode_producer_id_block(broker_id, 0, size - 1))
+                    return 0, size - 1
+                except NodeExists:
+                    continue
+            start = codecs.decode_producer_id_block(data) + 1 if data else 0
+            try:
+                self._op("set", paths.PRODUCER_ID_BLOCK, codecs.encode_producer_id_block(broker_id, start,
+                                                                                        start + size - 1),
+                         version=stat.version)
+                return start, start + size - 1
+            except BadVersion:
+                continue
+
     def read_brokers(self, watch: Callable[[Any], None] | None = None) -> dict[int, BrokerRegistration]:
         ids = self._op("get_children", paths.BROKER_IDS, watch=self._watch("child", paths.BROKER_IDS, watch))
         out = {}
@@ -316,6 +337,32 @@ class ZkDoor:
     def create_topic(self, fence_version: int, a: TopicAssignment) -> None:
         exists = self._op("exists", paths.config_topic(a.topic)) is not None
         self._fenced_multi(fence_version, rules.topic_create_ops(a, exists))
+
+    def write_topic_assignment(self, fence_version: int, a: TopicAssignment) -> None:
+        self._fenced_multi(fence_version, [rules.topic_assignment_op(a)])
+
+    def read_zk_reassignment(self, watch: Callable[[Any], None] | None = None) -> dict | None:
+        path = paths.REASSIGN_PARTITIONS
+        if self._op("exists", path, watch=self._watch("data", path, watch)) is None:
+            return None
+        try:
+            data, _s = self._op("get", path)
+            return codecs.decode_reassignment(data)
+        except NoNode:
+            return None
+        except codecs.CodecError:
+            return {}
+
+    def write_zk_reassignment(self, fence_version: int, partitions: dict) -> None:
+        ops = rules.zk_reassignment_ops(partitions, self._op("exists", paths.REASSIGN_PARTITIONS) is not None)
+        if ops:
+            try:
+                self._fenced_multi(fence_version, ops)
+            except NoNode:
+                pass
+
+    def request_reassignment(self, partitions: dict) -> None:
+        self._op("create", paths.REASSIGN_PARTITIONS, codecs.encode_reassignment(partitions))
 
     # ------------------------------------------------------------------ admin and configs (zk/config_store.py's)
 

@@ -121,6 +121,8 @@ def write_cluster_yaml(path: Path, connect: str, brokers: int, **settings: Any) 
         "zookeeper.session.timeout.ms": 3000,
         "offsets.topic.num.partitions": 50,
         "offsets.topic.replication.factor": min(3, brokers),
+        "transaction.state.log.replication.factor": min(3, brokers),
+        "transaction.state.log.min.isr": min(2, brokers),
         "controller.socket.timeout.ms": 3000,
         "controlled.shutdown.retry.backoff.ms": 50,
         # every broker registers before the offsets topic is placed, however slow a start under load

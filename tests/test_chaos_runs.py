@@ -25,10 +25,12 @@ SHORT_S = 10.0
 SCENARIOS = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
 # the real-client scenarios run in tests/test_chaos_real_clients.py, longer (their clients need it); fidelity
 # runs in full in tests/test_sim_fidelity.py (its faults are scripted past a 10 s form); the user-application
-# pair (app-consumer-buggy must come out invalid) in tests/test_chaos_app.py; disk-full-coordinator runs below
-# with one fault of each of its kinds (test_disk_faults_move_the_coordinator_...)
-SHORT_FORM = [n for n in SCENARIOS if not n.startswith(("coordinator-failover-", "app-consumer-"))
-              and n not in ("fidelity", "disk-full-coordinator")]
+# pair (app-consumer-buggy must come out invalid) in tests/test_chaos_app.py; controller-reassign below, with
+# its own checks; disk-full-coordinator runs below with one fault of each of its kinds
+# (test_disk_faults_move_the_coordinator_...); the transactional ones in tests/test_chaos_txn_runs.py, longer
+# (a zombie needs one), with these checks too
+SHORT_FORM = [n for n in SCENARIOS if not n.startswith(("coordinator-failover-", "app-consumer-", "txn-"))
+              and n not in ("fidelity", "controller-reassign", "disk-full-coordinator")]
 
 
 def run(scenario, tmp_path, seed=1, duration=SHORT_S, bugs=()):
@@ -124,6 +126,30 @@ def test_a_coordinator_that_accepts_fenced_generations_is_caught(short_chaos_res
     assert r.verdict == "invalid", printed
     assert "fenced-generation-commit" in kinds, kinds
     assert kinds <= {"fenced-generation-commit", "commit-went-backwards"}, kinds
+
+
+def test_a_controller_killed_mid_reassignment_loses_no_write_and_the_new_one_completes_it(tmp_path):
+    """scenarios/controller-reassign.yaml: a partition's reassignment (AlterPartitionReassignments) while the new
+    replica's broker is paused, then a SIGKILL of the controller once it has answered, twice.  No acknowledged
+    write is lost (the run is valid), and each reassignment is completed on its target replicas by the next
+    controller (a newer controller epoch), which found it in the topic znode's adding and removing replicas."""
+    from node.events import read_events
+    r, printed = run(load_scenario(SCENARIO_DIR / "controller-reassign.yaml"), tmp_path, duration=24.0)
+    assert r.verdict == "valid", printed + json.dumps(r.results["checks"], default=str)[:4000]
+    starts = [op["value"] for op in history(r) if op["process"] == "nemesis" and op["value"].get("phase") == "start"]
+    assert [v["kind"] for v in starts] == ["reassign-failover"] * 2, starts
+    assert all(v["error"] is None and v["nodes"] == [v["controller"]] for v in starts), starts   # it was killed
+    events = [e for f in sorted((r.out / "cluster" / "events").glob("broker-*.jsonl")) for e in read_events(f)
+              if e.get("topic") == "events" and e["type"] in ("reassignment_started", "reassignment_completed")]
+    for v in starts:
+        mine = [e for e in events if e["partition"] == v["partition"]]
+        started = [e for e in mine if e["type"] == "reassignment_started"]
+        completed = [e for e in mine if e["type"] == "reassignment_completed"]
+        assert len(started) == 1 and started[0]["broker"] == v["controller"], mine
+        assert started[0]["replicas"][:len(v["to"])] == v["to"], mine
+        assert len(completed) == 1 and completed[0]["replicas"] == v["to"], mine
+        assert completed[0]["broker"] != v["controller"], mine
+        assert completed[0]["controller_epoch"] > started[0]["controller_epoch"], mine
 
 
 def kafkasim(*args: str) -> subprocess.CompletedProcess:

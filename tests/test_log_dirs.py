@@ -122,6 +122,7 @@ def test_a_full_directory_goes_offline_and_the_other_keeps_serving(tmp_path, sma
             assert rm.append(("t", p), [(b"k", b"v", None)], 1, 1000, lambda c: None)[0] == STORAGE
             assert rm.consumer_read(("t", p), 0, 1000).error == STORAGE
         assert rm.append(("t", 1), [(b"k", b"v", None)], 1, 1000, lambda c: None)[0] == errors.NONE
+        assert rm.delete_records(("t", 0), 0)[0] == STORAGE and rm.delete_records(("t", 1), 1)[:2] == (errors.NONE, 1)
         assert rm.dirs.leader_and_isr_errors([("t", 0), ("t", 1)]) == {("t", 0): STORAGE}
         # a replica found nowhere and not new cannot be created while a directory is offline (its log may be there)
         assert rm.apply_leader_and_isrs([info(7, is_new=False), info(8, is_new=True)]) == {("t", 7): STORAGE}
@@ -149,6 +150,28 @@ def test_the_last_directory_failing_is_a_halt(tmp_path, small_disk):
                 break
         wait_for(lambda: failures, 10, "the failure handler to run")
         assert failures[0].halt and not failures[0].notify
+    finally:
+        rm.close()
+
+
+def test_delete_records_whose_log_start_checkpoint_fails_takes_the_directory_offline(tmp_path, monkeypatch):
+    """DeleteRecords moves the log start offset and writes its checkpoint; an I/O error there is Kafka's
+    KafkaStorageException: the answer is KAFKA_STORAGE_ERROR and the directory goes offline."""
+    import node.storage.log as log_module
+    failures: list = []
+    rm = manager(tmp_path, [tmp_path / "d"], failures)
+    try:
+        rm.apply_leader_and_isrs([info(0)])
+        for _ in range(3):
+            rm.append(("t", 0), [(b"k", b"v", None)], 1, 1000, lambda c: None)
+
+        def failing(path, entries):
+            raise OSError(errno.EIO, "Input/output error")
+        monkeypatch.setattr(log_module, "write_checkpoint", failing)
+        assert rm.delete_records(("t", 0), 2)[0] == STORAGE
+        wait_for(lambda: failures, 10, "the failure handler to run")
+        assert failures[0].partitions == (("t", 0),) and failures[0].halt   # its only directory
+        assert rm.delete_records(("t", 0), 2)[0] == STORAGE   # offline now: no longer hosted
     finally:
         rm.close()
 

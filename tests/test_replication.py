@@ -725,3 +725,22 @@ def test_a_follower_that_is_gone_stops_holding_the_hw_back():
     assert p.high_watermark == 10, "still registered: it may yet join"
     p.set_live_brokers({1, 2}, log, T0 + 4)
     assert p.high_watermark == 15
+
+
+def test_the_low_watermark_is_the_smallest_log_start_over_the_registered_replicas():
+    """Kafka 2.8's Partition.lowWatermarkIfLeader: the leader's log start offset and each follower's (as its last
+    fetch said; unknown, -1, until it fetches) on a registered broker; a follower whose broker is gone does not
+    count.  DeleteRecords waits for it."""
+    p, log = make_leader()
+    log.start = 6
+    assert p.low_watermark(log) == -1                      # the followers have not said yet
+    p.on_follower_fetch(2, 10, None, EPOCH, log, T0 + 1, log_start_offset=6)
+    p.on_follower_fetch(3, 10, None, EPOCH, log, T0 + 1, log_start_offset=2)
+    assert p.low_watermark(log) == 2
+    p.on_follower_fetch(3, 10, None, EPOCH, log, T0 + 2, log_start_offset=6)
+    assert p.low_watermark(log) == 6
+    p.on_follower_fetch(3, 10, None, EPOCH, log, T0 + 3)   # not sent: the last value stays
+    assert p.remotes[3].log_start_offset == 6
+    p.on_follower_fetch(2, 10, None, EPOCH, log, T0 + 4, log_start_offset=1)
+    p.set_live_brokers({1, 3})                             # broker 2 unregistered: it no longer holds it back
+    assert p.low_watermark(log) == 6

@@ -457,6 +457,34 @@ def test_replay_of_a_chaos_run_marks_its_timeline_and_derives_the_same_stages(sh
         ui.close()
 
 
+@pytest.mark.cluster
+def test_replay_of_a_simulated_transactional_run_shows_each_transactional_ids_state_and_coordinator(browser, tmp_path):
+    """A simulated run with two exactly-once pipelines: the page's Transactions table shows, at the run's end,
+    each transactional id in the state its coordinator last logged, and that coordinator."""
+    from sim.run import SimOptions, SimRun
+
+    run = tmp_path / "run"
+    assert SimRun(SimOptions(seed=3, duration_s=8.0, groups=0, transactions=2, faults=()), run).run().verdict == "valid"
+    events = sorted(read_run_events(run / "cluster"), key=lambda e: e["mono_ns"])
+    last = {e["transactional_id"]: (e["broker"], e["to"]) for e in events if e["type"] == "txn_state_changed"}
+    assert set(last) == {"eos-0", "eos-1"}
+    ui = UiServer("--replay", str(run))
+    try:
+        page = open_page(browser, ui.url)
+        wait_page(page, "() => document.body.dataset.t !== undefined")
+        t = events[-1]["mono_ns"]
+        page.evaluate("(t) => window.seekTo(t)", t)
+        wait_page(page, "(t) => document.body.dataset.t === String(t)", t)
+        for tid, (broker, state) in last.items():
+            row = f'#transactions tr[data-txn="{tid}"]'
+            assert page.get_attribute(row, "data-state") == state
+            assert page.get_attribute(row, "data-coordinator") == str(broker)
+            assert page.locator(row + " .tc").inner_text().startswith(str(broker))
+        page.close()
+    finally:
+        ui.close()
+
+
 @pytest.mark.cluster   # the ui server's process (no broker)
 def test_replay_shows_an_offline_log_directory_on_its_broker_until_it_restarts(tmp_path, browser, shots):
     """A run's event logs with a log directory failing on broker 2, then broker 2 restarting: the page shows the

@@ -3,7 +3,8 @@
 ``ClusterState.apply(event)`` takes one event (a broker's event-log line, a
 ``ui_action`` line of the UI's own log, a chaos history line, or one of the
 live observations the server makes: ``ui_zk``, ``ui_procs``, ``ui_replicas``,
-``ui_group``) and changes the state; nothing here does I/O or reads a clock.
+``ui_group``) and changes the state (transactional ids: ui/txn_state.py); nothing here does
+I/O or reads a clock.
 Live and replay run the same code: replay feeds a finished run's lines in
 ``mono_ns`` order up to the chosen instant, live feeds them as they are written.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from kafkacommon.hashing import partition_for
+from ui.txn_state import TXN_TOPIC, TxnStateMixin
 
 OFFSETS_TOPIC = "__consumer_offsets"
 #: ``ui_action`` / history faults that take a broker away: they open failover rows.
@@ -28,7 +30,7 @@ def _ms(t_ns: int, t0_ns: int) -> float:
     return round((t_ns - t0_ns) / 1e6, 1)
 
 
-class ClusterState:
+class ClusterState(TxnStateMixin):
     def __init__(self, offsets_partitions: int = 50) -> None:
         self.n_offsets = offsets_partitions
         self.t_ns = 0
@@ -41,6 +43,7 @@ class ClusterState:
         self.faults: list[dict[str, Any]] = []
         self.failovers: list[dict[str, Any]] = []
         self.dirty: set[str] = set()
+        self._txn_init()          # transactional ids and their coordinators (ui/txn_state.py)
 
     # ------------------------------------------------------------------ helpers
 
@@ -181,6 +184,8 @@ class ClusterState:
         st.update(leader=e["leader"], leader_epoch=e["leader_epoch"], isr=list(e["isr"]),
                   zk_version=e.get("zk_version", st["zk_version"]))
         self._add_replica(st, e["leader"], *e["isr"])
+        if e["topic"] == TXN_TOPIC:
+            self.txn_partition_state(e)
         if e["topic"] == OFFSETS_TOPIC:
             c = self._coordinator(e["partition"])
             if c["broker"] != e["leader"]:
@@ -457,6 +462,7 @@ class ClusterState:
                     self.partitions.items(), key=lambda kv: (kv[1]["topic"], kv[1]["partition"]))],
                 "coordinators": [self.coordinators[p] for p in sorted(self.coordinators)],
                 "groups": [self.groups[g] for g in sorted(self.groups)],
+                "transactions": self.txns_json(),
                 "faults": self.faults[-200:], "failovers": self._failover_json()}
 
     def take_patch(self) -> dict[str, Any] | None:
@@ -479,6 +485,9 @@ class ClusterState:
         groups = [self.groups[k[2:]] for k in d if k.startswith("g:")]
         if groups:
             patch["groups"] = groups
+        txns = self.txns_json(k[2:] for k in d if k.startswith("t:"))
+        if txns:
+            patch["transactions"] = txns
         if "faults" in d:
             patch["faults"] = self.faults[-200:]
         if "failovers" in d:

@@ -158,8 +158,8 @@ def encode_topic(a: TopicAssignment) -> bytes:
         "version": 3,
         "topic_id": a.topic_id,
         "partitions": {str(p): list(r) for p, r in sorted(a.partitions.items())},
-        "adding_replicas": {},
-        "removing_replicas": {},
+        "adding_replicas": {str(p): list(r) for p, r in sorted(a.adding.items()) if r},
+        "removing_replicas": {str(p): list(r) for p, r in sorted(a.removing.items()) if r},
     })
 
 
@@ -180,13 +180,52 @@ def decode_topic(topic: str, data: bytes | None) -> TopicAssignment:
     for p, replicas in raw.items():
         t = tuple(replicas)
         parts[int(p)] = shared.setdefault(t, t)
-    return TopicAssignment(topic, parts, str(obj.get("topic_id", "")))
+    return TopicAssignment(topic, parts, str(obj.get("topic_id", "")),
+                           adding=_replica_lists(kind, obj, "adding_replicas"),
+                           removing=_replica_lists(kind, obj, "removing_replicas"))
+
+
+def _replica_lists(kind: str, obj: Mapping[str, Any], name: str) -> dict[int, tuple[int, ...]]:
+    """A topic znode's ``adding_replicas`` or ``removing_replicas`` (absent or null: none), empty lists left out."""
+    raw = obj.get(name) or {}
+    if not isinstance(raw, dict):
+        raise CodecError(f"{kind}: field {name!r} has type {type(raw).__name__}")
+    out: dict[int, tuple[int, ...]] = {}
+    for p, replicas in raw.items():
+        if not (isinstance(p, str) and _digits(p)) or type(replicas) is not list \
+                or any(type(r) is not int for r in replicas):
+            raise CodecError(f"{kind}: bad {name} entry {p!r}: {replicas!r}")
+        if replicas:
+            out[int(p)] = tuple(replicas)
+    return out
 
 
 def topic_reassigning(topic: str, data: bytes | None) -> bool:
     """Whether /brokers/topics/<t> names adding or removing replicas (Kafka 2.8's isBeingReassigned)."""
     obj = _load(f"/brokers/topics/{topic}", data)
     return any(bool(obj.get(k)) for k in ("adding_replicas", "removing_replicas"))
+
+
+# ------------------------------------------------------------------ /admin/reassign_partitions
+
+def encode_reassignment(partitions: Mapping[tuple[str, int], tuple[int, ...]]) -> bytes:
+    """Kafka's ReassignPartitionsZNode (version 1): each partition's target replicas."""
+    return _dump({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                               for (t, p), r in sorted(partitions.items())]})
+
+
+def decode_reassignment(data: bytes | None) -> dict[tuple[str, int], tuple[int, ...]]:
+    """/admin/reassign_partitions: {(topic, partition): target replicas}."""
+    kind = "/admin/reassign_partitions"
+    obj = _load(kind, data)
+    out: dict[tuple[str, int], tuple[int, ...]] = {}
+    for entry in _field(kind, obj, "partitions", list):
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str) \
+                or type(entry.get("partition")) is not int or type(entry.get("replicas")) is not list \
+                or any(type(r) is not int for r in entry["replicas"]):
+            raise CodecError(f"{kind}: bad entry {entry!r}")
+        out[(entry["topic"], entry["partition"])] = tuple(entry["replicas"])
+    return out
 
 
 # ------------------------------------------------------------------ partition state

@@ -10,6 +10,7 @@ ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ADMIN = "/admin"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"   # the ZooKeeper-era tools' reassignments (2.8 still watches it)
 CONFIG = "/config"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_BROKERS = "/config/brokers"

@@ -72,6 +72,21 @@ def topic_create_ops(a: Any, config_exists: bool = False) -> list[Op]:
     return ops + [("create", paths.partition(a.topic, p), b"", False) for p in sorted(a.partitions)]
 
 
+def topic_assignment_op(a: Any) -> Op:
+    """A reassignment's write of /brokers/topics/<t> (its replicas, adding and removing replicas), at any version:
+    the controller epoch's check fences it (Kafka's setTopicAssignmentRaw)."""
+    return ("set", paths.topic(a.topic), codecs.encode_topic(a), -1)
+
+
+def zk_reassignment_ops(partitions: Any, exists: bool) -> list[Op]:
+    """/admin/reassign_partitions set to ``partitions`` (created when absent), or deleted when there are none."""
+    path = paths.REASSIGN_PARTITIONS
+    if not partitions:
+        return [("delete", path, -1)] if exists else []
+    data = codecs.encode_reassignment(partitions)
+    return [("set", path, data, -1) if exists else ("create", path, data, False)]
+
+
 def log_dir_event_delete_ops(epoch_zk_version: int, sequences: Sequence[str]) -> list[list[Op]]:
     """Kafka's deleteLogDirEventNotifications: one fenced multi per notification (the fence, then the
     delete at any version); a notification already gone is no error (its result is not looked at)."""

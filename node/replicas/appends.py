@@ -1,6 +1,17 @@
-"""The replica manager's appends (a mixin of ``ReplicaManager``): the group coordinator's, a real client's
-record batch (the Kafka listener) and kafkasim's gRPC Produce, all through one acks=all path (the purgatory).
+"""The replica manager's appends as a leader (a mixin of :class:`node.replicas.replica_manager.ReplicaManager`).
 
+Three kinds, one acks=all path (the purgatory):
+
+* a coordinator's records (:meth:`AppendsMixin.append`: the group and transaction coordinators' write paths;
+  a transactional offset commit carries its producer, checked for its epoch only, as Kafka's
+  AppendOrigin.Coordinator);
+* a real client's checked batch (:meth:`AppendsMixin.append_batch`: the Kafka listener; its producer
+  checked by the log's :class:`replication.producer_state.ProducerStates`: epoch, sequence, duplicates, a
+  non-transactional batch inside an open transaction);
+* a transaction marker (:meth:`AppendsMixin.append_marker`: WriteTxnMarkers, checked for the producer's
+  epoch and the transaction coordinator's epoch).
+
+The log updates its producers and transaction index with every batch it appends (node/storage/txn_log.py).
 An offline replica (its log directory failed) answers KAFKA_STORAGE_ERROR, as does an append whose write
 fails: the log's own hook has taken its directory offline (node/replicas/log_dir_manager.py).
 """
@@ -11,9 +22,9 @@ import time
 from typing import Any, Callable
 
 from kafkacommon import errors
+from kafkacommon.control import marker_batch
 from node.clock import now_ms
 from node.replicas.hosted import AckWaiter, Appended, Hosted
-from node.replicas.producer_state import ProducerStates
 from node.storage.errors import KafkaStorageError
 from node.storage.log import RecordTooLargeError
 from node.storage.validator import TimestampOutOfRange, leader_codec, prepare_batch
@@ -21,12 +32,12 @@ from proto import kafkasim_pb2 as pb
 from replication import produce as produce_rules
 
 TP = tuple[str, int]
+Records = list[tuple[bytes | None, bytes | None, int | None]]
 STORAGE = errors.KAFKA_STORAGE_ERROR
 
 
 class AppendsMixin:
     hosted: dict[TP, Hosted]
-    _producers: dict[TP, tuple[int, ProducerStates]]
     _purgatory: Any
     events: Any
     _offline: Callable[[TP], bool]
@@ -34,74 +45,90 @@ class AppendsMixin:
     _notify: Callable[[], None]
     log_events: Callable[[list], None]
 
-    def append(self, tp: TP, records: list[tuple[bytes | None, bytes | None, int | None]], acks: int,
-               timeout_ms: int, on_done: Callable[[int], None]) -> tuple[int, int, int] | None:
-        """Append as the leader without blocking (the group coordinator's write path).
+    def append(self, tp: TP, records: Records, acks: int, timeout_ms: int, on_done: Callable[[int], None],
+               producer: tuple[int, int] | None = None,
+               on_appended: Callable[[int], None] | None = None) -> tuple[int, int, int] | None:
+        """Append as the leader without blocking (the coordinators' write paths).
 
-        Returns ``(error, base_offset, last_offset)`` when the outcome is known
-        at once (an error, or acks 0/1); otherwise returns None and calls
-        ``on_done(error)`` from another thread once the HW covers the records,
-        the leadership is lost (NOT_LEADER_OR_FOLLOWER) or the timeout passes
-        (REQUEST_TIMED_OUT).
+        Returns ``(error, base_offset, last_offset)`` when the outcome is known at once (an error, or acks
+        0/1); otherwise returns None and calls ``on_done(error)`` from another thread once the HW covers the
+        records, the leadership is lost (NOT_LEADER_OR_FOLLOWER) or the timeout passes (REQUEST_TIMED_OUT).
+        ``producer`` (id, epoch) makes the batch transactional (a transactional offset commit);
+        ``on_appended(base offset)`` is called, with the partition's lock held, once the records are in the log.
         """
-        code, base, last, _epoch, waiting = self._append(tp, records, acks, timeout_ms, on_done)
+        code, base, last, _epoch, waiting = self._append(tp, records, acks, timeout_ms, on_done,
+                                                         producer=producer, on_appended=on_appended)
         return None if waiting else (code, base, last)
 
-    def _append(self, tp: TP, records: list[tuple[bytes | None, bytes | None, int | None]], acks: int,
-                timeout_ms: int, on_done: Callable[[int], None],
-                inline: bool = False) -> tuple[int, int, int, int, bool]:
-        """The one append path (produce and the group coordinator): (error, base offset, last offset,
-        leader epoch, waiting).  ``waiting``: an acks=all append now in the purgatory, which calls
-        ``on_done(error)`` once the core says it is done or the timeout passes (``inline``: see
-        ``AckWaiter``)."""
+    def _append(self, tp: TP, records: Records, acks: int, timeout_ms: int, on_done: Callable[[int], None],
+                inline: bool = False, producer: tuple[int, int] | None = None,
+                on_appended: Callable[[int], None] | None = None) -> tuple[int, int, int, int, bool]:
+        """The one append path (produce and the coordinators): (error, base offset, last offset, leader epoch,
+        waiting).  ``waiting``: an acks=all append now in the purgatory, which calls ``on_done(error)`` once
+        the core says it is done or the timeout passes (``inline``: see ``AckWaiter``)."""
         h = self.hosted.get(tp)
         if h is None:
             return STORAGE if self._offline(tp) else errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, False
         with h.cond:
-            code, base, last, epoch = self._leader_append(h, records, acks)
+            code, base, last, epoch = self._leader_append(h, records, acks, producer)
+            if code == errors.NONE and on_appended is not None:
+                on_appended(base)
             if code != errors.NONE or acks != -1:
                 return code, base, last, epoch, False
-            w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done, inline)
-            h.waiters.append(w)
-            self._purgatory.watch(h, w)
-            self._wake(h)  # the HW may already cover it
+            self._wait_for_hw(h, tp, last, epoch, timeout_ms, on_done, inline)
         return errors.NONE, base, last, epoch, True
 
-    def _leader_append(self, h: Hosted, records: list[tuple[bytes | None, bytes | None, int | None]],
-                       acks: int) -> tuple[int, int, int, int]:
-        """With ``h.cond`` held: the produce checks, then the append as leader, which wakes
-        followers' long polls (and acks=all waiters, for a lone ISR moves the HW at once).
-        Returns (error, base offset, last offset, leader epoch); nothing is appended on error."""
+    def _wait_for_hw(self, h: Hosted, tp: TP, last: int, epoch: int, timeout_ms: int,
+                     on_done: Callable[[int], None], inline: bool) -> None:
+        """With ``h.cond`` held: an acks=all waiter for the HW to pass ``last``."""
+        w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done, inline)
+        h.waiters.append(w)
+        self._purgatory.watch(h, w)
+        self._wake(h)  # the HW may already cover it
+
+    def _leader_append(self, h: Hosted, records: Records, acks: int,
+                       producer: tuple[int, int] | None = None) -> tuple[int, int, int, int]:
+        """With ``h.cond`` held: the produce checks, then the append as leader, which wakes followers' long
+        polls (and acks=all waiters, for a lone ISR moves the HW at once).  Returns (error, base offset, last
+        offset, leader epoch); nothing is appended on error."""
         if not h.repl.is_leader or h.log.closed:
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1
+            return STORAGE if h.log.failed else errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1
         code = h.repl.check_produce(acks)
         if code != errors.NONE:
             return code, -1, -1, -1
         epoch = h.repl.leader_epoch
         try:
+            if producer is not None:
+                code = h.log.producers().check_epoch(*producer)
+                if code != errors.NONE:
+                    return code, -1, -1, -1
             lc = h.log_config
             base, last = h.log.append_as_leader(records, epoch, now_ms(), lc.max_message_bytes,
-                                                compression=leader_codec(lc), log_append_time=lc.log_append_time)
+                                                compression=leader_codec(lc), log_append_time=lc.log_append_time,
+                                                producer=producer)
         except RecordTooLargeError:
             return errors.MESSAGE_TOO_LARGE, -1, -1, -1
         except KafkaStorageError:
             return STORAGE, -1, -1, -1
+        self._appended(h)
+        return errors.NONE, base, last, epoch
+
+    def _appended(self, h: Hosted) -> None:
+        """With ``h.cond`` held, after an append as leader: the core learns the new LEO; waiters wake."""
         self.log_events(h.repl.on_leader_append(h.log, now_ms()))
         self._wake(h)
         self._notify()
-        return errors.NONE, base, last, epoch
 
     def append_batch(self, tp: TP, batch: bytes, record_count: int, max_timestamp: int, acks: int,
                      timeout_ms: int, on_done: Callable[[int], None],
-                     producer: tuple[int, int, int] | None = None) -> Appended:
-        """A real client's checked record batch (the Kafka listener), appended as the leader as it
-        arrived, but for what its topic's configs change (node/storage/validator.py: LogAppendTime,
-        compression.type; message.timestamp.difference.max.ms refuses it with INVALID_TIMESTAMP).
-        Returns :class:`Appended`: with ``pending`` (acks=all),
-        ``on_done(error)`` is called from another thread once the HW covers it, the leadership is
-        lost or ``timeout_ms`` passes, as :meth:`append` does.  ``producer`` (id, epoch, first
-        sequence) of an idempotent batch is checked first (node/replicas/producer_state.py): a duplicate is
-        answered with its first offsets, not appended again."""
+                     producer: tuple[int, int, int] | None = None, transactional: bool = False) -> Appended:
+        """A real client's checked record batch (the Kafka listener), appended as the leader as it arrived, but
+        for what its topic's configs change (node/storage/validator.py: LogAppendTime, compression.type;
+        message.timestamp.difference.max.ms refuses it with INVALID_TIMESTAMP).  Returns :class:`Appended`:
+        with ``pending`` (acks=all), ``on_done(error)`` is called from another thread once the HW covers it,
+        the leadership is lost or ``timeout_ms`` passes, as :meth:`append` does.  ``producer`` (id, epoch,
+        first sequence) of an idempotent or transactional batch is checked first (replication/producer_state.py):
+        a duplicate is answered with its first offsets, not appended again."""
         h = self.hosted.get(tp)
         if h is None:
             return Appended(STORAGE if self._offline(tp) else errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False)
@@ -109,22 +136,23 @@ class AppendsMixin:
             if not h.repl.is_leader or h.log.closed:
                 return Appended(STORAGE if h.log.failed else errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False)
             try:
-                return self._append_batch(tp, h, batch, record_count, acks, timeout_ms, on_done, producer)
+                return self._append_batch(tp, h, batch, record_count, acks, timeout_ms, on_done, producer,
+                                          transactional)
             except KafkaStorageError:
                 return Appended(STORAGE, -1, -1, False)
 
     def _append_batch(self, tp: TP, h: Hosted, batch: bytes, record_count: int, acks: int, timeout_ms: int,
-                      on_done: Callable[[int], None], producer: tuple[int, int, int] | None) -> Appended:
+                      on_done: Callable[[int], None], producer: tuple[int, int, int] | None,
+                      transactional: bool) -> Appended:
         """With ``h.cond`` held: :meth:`append_batch`'s checks and append; a KafkaStorageError goes up."""
         code = h.repl.check_produce(acks)
         if code != errors.NONE:
             return Appended(code, -1, -1, False)
         epoch = h.repl.leader_epoch
-        verdict = states = None
+        verdict = None
         stamp = -1
         if producer is not None and producer[0] >= 0:
-            states = self._producer_states(tp, h)
-            verdict = states.check(producer[0], producer[1], producer[2], record_count)
+            verdict = h.log.producers().check(producer[0], producer[1], producer[2], record_count, transactional)
             if verdict.error:
                 return Appended(verdict.error, -1, -1, False)
         if verdict is not None and verdict.duplicate is not None:
@@ -142,38 +170,43 @@ class AppendsMixin:
                 return Appended(errors.INVALID_TIMESTAMP, -1, -1, False)
             except RecordTooLargeError:
                 return Appended(errors.MESSAGE_TOO_LARGE, -1, -1, False)
-            if states is not None:
-                states.record(producer[0], producer[1], producer[2], record_count, base)
-            self.log_events(h.repl.on_leader_append(h.log, now_ms()))
-            self._wake(h)
-            self._notify()
+            self._appended(h)
         if acks != -1:
             return Appended(errors.NONE, base, last, False, stamp)
-        w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done,
-                      inline=True)   # the listener's callback hands the outcome to its event loop
-        h.waiters.append(w)
-        self._purgatory.watch(h, w)
-        self._wake(h)  # the HW may already cover it
+        # the listener's callback hands the outcome to its event loop: inline
+        self._wait_for_hw(h, tp, last, epoch, timeout_ms, on_done, inline=True)
         return Appended(errors.NONE, base, last, True, stamp)
 
-    def _producer_states(self, tp: TP, h: Hosted) -> ProducerStates:
-        """With ``h.cond`` held: this leadership's producer table, rebuilt from the log's batch headers
-        the first time an idempotent producer writes in this leader epoch."""
-        got = self._producers.get(tp)
-        if got is not None and got[0] == h.repl.leader_epoch:
-            return got[1]
-        states, offset = ProducerStates(), h.log.log_start_offset
-        while offset < h.log.log_end_offset:
-            data = h.log.read(offset, 1 << 20)
-            if not data:
-                break
-            offset = states.replay_batches(data) or h.log.log_end_offset
-        self._producers[tp] = (h.repl.leader_epoch, states)
-        return states
+    def append_marker(self, tp: TP, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                      timeout_ms: int, on_done: Callable[[int], None]) -> tuple[int, int, bool]:
+        """A transaction marker from WriteTxnMarkers, appended as the leader with acks=all: (error, its offset,
+        pending); with ``pending``, ``on_done(error)`` follows as for :meth:`append`.  The producer's epoch
+        and the coordinator's epoch are checked against the log's producers first."""
+        h = self.hosted.get(tp)
+        if h is None:
+            return STORAGE if self._offline(tp) else errors.NOT_LEADER_OR_FOLLOWER, -1, False
+        with h.cond:
+            if not h.repl.is_leader or h.log.closed:
+                return STORAGE if h.log.failed else errors.NOT_LEADER_OR_FOLLOWER, -1, False
+            code = h.repl.check_produce(-1)
+            epoch = h.repl.leader_epoch
+            base = h.log.log_end_offset
+            try:
+                if code == errors.NONE:
+                    code = h.log.producers().check_marker(producer_id, producer_epoch, coordinator_epoch)
+                if code != errors.NONE:
+                    return code, -1, False
+                data = marker_batch(base, epoch, producer_id, producer_epoch, commit, coordinator_epoch, now_ms())
+                h.log.append_batch_as_leader(data, 1, now_ms(), epoch, now_ms())
+            except KafkaStorageError:
+                return STORAGE, -1, False
+            self._appended(h)
+            self._wait_for_hw(h, tp, base, epoch, timeout_ms, on_done, inline=False)
+        return errors.NONE, base, True
 
     def produce(self, req: pb.ProduceRequest) -> pb.ProduceResponse:
-        """A client's Produce: the core's checks, the append, and for acks=all the purgatory's answer
-        (this request thread waits for it; the purgatory answers by the request's timeout)."""
+        """A client's Produce: the core's checks, the append, and for acks=all the purgatory's answer (this
+        request thread waits for it; the purgatory answers by the request's timeout)."""
         tp = (req.topic, req.partition)
         h = self.hosted.get(tp)
         code = produce_rules.request_error(req.acks, h is not None and h.repl.is_leader)

@@ -163,7 +163,7 @@ class LeaderFetcher(threading.Thread):
     def _position(self, h: "Hosted", epoch: int) -> PartitionFetch:
         """With ``h.cond`` held: where this follower fetches from and what it has."""
         return PartitionFetch(h.log.log_end_offset, h.log.epoch_cache.latest_epoch, epoch, self.rm.fetch_max_bytes,
-                              h.repl.high_watermark)
+                              h.repl.high_watermark, h.log.log_start_offset)
 
     def _apply(self, tp: TP, h: "Hosted", epoch: int, fetch_offset: int, a: pb.FetchPartitionResponse) -> bool:
         """With ``h.cond`` held: replication.roles' step for one partition's answer (to a fetch from

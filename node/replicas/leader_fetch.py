@@ -222,7 +222,8 @@ class LeaderFetchHandler:
                 if follower:
                     hw = h.repl.high_watermark
                     out = h.repl.on_follower_fetch(req.replica_id, fp.fetch_offset, fp.last_fetched_epoch,
-                                                   fp.current_leader_epoch, h.log, now_ms())
+                                                   fp.current_leader_epoch, h.log, now_ms(),
+                                                   log_start_offset=fp.log_start_offset)
                     self._log_events(out.events)
                     self._wake(h, acked)  # the HW may have moved: acks=all waiters now done
                     hw_moved = hw_moved or h.repl.high_watermark != hw
@@ -261,7 +262,8 @@ class LeaderFetchHandler:
                 answers.append(a)
         for pf, h in f.idle:
             # news since the follower last listed it: records, a new HW, the leadership gone or a newer epoch
-            if has_news(pf, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader) or long_poll.answer_error(
+            if has_news(pf, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader,
+                        h.log.log_start_offset) or long_poll.answer_error(
                     _position(pf.fetch_offset, pf.current_leader_epoch, h)) != errors.NONE:
                 a = self._read_answer(fetch_message((h.repl.topic, h.repl.partition), pf), h, follower)
                 if a is not None:
@@ -277,7 +279,7 @@ class LeaderFetchHandler:
             if code != errors.NONE:
                 return self._error(fp, code)
             hw = h.repl.high_watermark
-            if follower and not has_news(partition_fetch(fp), h.log.log_end_offset, hw, True):
+            if follower and not has_news(partition_fetch(fp), h.log.log_end_offset, hw, True, h.log.log_start_offset):
                 return None  # nothing new for this follower: left out of the answer (KIP-227)
             try:
                 data = h.log.read(fp.fetch_offset, fp.max_bytes or 1 << 20, None if follower else hw)

@@ -182,6 +182,11 @@ class LogDirManager:
                 self.core.lost(tp, placement.dirs[-1] if placement.dirs[-1] in self.core.offline else None)
         return None, why
 
+    def where(self, tp: TP) -> str | None:
+        """The directory ``tp``'s log is in (None: none here)."""
+        with self._lock:
+            return self.core.placed.get(tp)
+
     def removed(self, tp: TP) -> None:
         with self._lock:
             self.core.removed(tp)

@@ -32,9 +32,9 @@ from node.replicas.housekeeping import CleanerSettings, HousekeepingMixin
 from node.replicas.log_settings import LogSettingsMixin
 from node.replicas.alter_isr import AlterIsrSender
 from node.replicas.appends import AppendsMixin
+from node.replicas.delete_records import DeleteRecordsMixin
 from node.replicas.hosted import AckWaiter, Appended, ConsumerRead, Hosted
 from node.replicas.leader_fetch import LeaderFetchHandler
-from node.replicas.producer_state import ProducerStates
 from node.replicas.purgatory import Purgatory
 from node.replicas.log_dir_manager import LogDirManager
 from node.storage import PartitionLog
@@ -55,15 +55,18 @@ STORAGE = errors.KAFKA_STORAGE_ERROR
 __all__ = ["Appended", "CleanerSettings", "Hosted", "ReplicaManager"]
 
 
-class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
+class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRecordsMixin):
     def __init__(self, broker_id: int, log_dir: Path | list[Path], settings: ReplicaSettings, events: EventLog,
                  broker_epoch: Callable[[], int], endpoint_of: Callable[[int], str | None],
                  controller_endpoint: Callable[[], str | None], fetch_wait_ms: int, segment_bytes: int,
                  checkpoint_interval_ms: int, topic_config: Callable[[str], dict] = lambda t: {},
                  cleaner: "CleanerSettings | None" = None, log_defaults: Callable[[str], Any] | None = None,
                  retention_check_interval_ms: int = 300_000, fetch_max_bytes: int = 1 << 20,
-                 on_dir_failure: Callable[[DirFailure], None] | None = None):
+                 on_dir_failure: Callable[[DirFailure], None] | None = None,
+                 shutting_down: Callable[[], bool] = lambda: False):
         self.broker_id = broker_id
+        # whether this broker is shutting down (from the stop signal on): it then follows without fetching
+        self.shutting_down = shutting_down
         dirs = [Path(log_dir)] if isinstance(log_dir, (str, Path)) else [Path(d) for d in log_dir]
         self.log_dir = dirs[0]
         # after a log directory failed and its replicas went offline: the broker's ZooKeeper notification or halt
@@ -84,13 +87,8 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
         # (topic, partition, is_leader, leader_epoch) after each role change: the group coordinator's hook
         self.on_leadership: Callable[[str, int, bool, int], None] | None = None
         self.fetchers: dict[int, LeaderFetcher] = {}  # one per leader broker, as Kafka's fetcher threads
-        # set when the broker begins to stop (before its controlled shutdown): a partition it now follows
-        # gets no fetcher, as Kafka 2.8's makeFollowers skips "the adding-fetcher step" when shutting down,
-        # so a leader never takes a stopping broker back into its ISR
-        self.shutting_down = False
         self._lock = threading.Lock()
         self._data = threading.Condition()  # notified on every append or HW move: wakes long polls
-        self._producers: dict[TP, tuple[int, ProducerStates]] = {}  # idempotent producers, per leader epoch
         self._stopping = threading.Event()
         self._alter_isr = AlterIsrSender(broker_id, broker_epoch, controller_endpoint, events.emit,
                                          self.log_events, self._wake, self._notify, self._stopping)
@@ -210,7 +208,8 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
             return STORAGE
         self._unassign(tp, h)
         with h.cond:
-            change = roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas, p.zk_version)
+            change = roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas, p.zk_version,
+                                           shutting_down=self.shutting_down())
             self._apply_role(h, change)
         self._announce_role(tp, h, change)
         return errors.NONE
@@ -227,7 +226,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
         """After the lock: wake long polls, tell the group coordinator, and fetch from the new leader."""
         self._notify()
         self._role_changed(tp[0], tp[1], change.is_leader, change.leader_epoch)
-        if change.fetch_from is not None and not self.shutting_down:
+        if change.fetch_from is not None:
             leader, epoch = change.fetch_from
             with self._lock:
                 f = self.fetchers.get(leader)
@@ -271,6 +270,11 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
         with self._lock:
             h = self.hosted.pop(tp, None)
         if h is None:
+            if delete:   # stopped already (a reassignment's StopReplica, then its deletion): the files go now
+                d = self.dirs.where(tp)
+                if d is not None:
+                    shutil.rmtree(Path(d) / f"{tp[0]}-{tp[1]}", ignore_errors=True)
+                    self.dirs.removed(tp)
             return errors.NONE
         self._unassign(tp, h)
         with h.cond:
@@ -316,7 +320,6 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
             h.cond.notify_all()
         for w in waiters:
             self._purgatory.complete(w, STORAGE)
-        self._producers.pop(tp, None)
         self._notify()
         self._role_changed(tp[0], tp[1], False, h.repl.leader_epoch)
 
@@ -373,13 +376,14 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
         return None if h is None else h.cond
 
     def consumer_read(self, tp: TP, offset: int, max_bytes: int, current_leader_epoch: int = -1,
-                      last_fetched_epoch: int = -1) -> ConsumerRead:
+                      last_fetched_epoch: int = -1, read_committed: bool = False) -> ConsumerRead:
         """One partition of a consumer's fetch, as the leader answers it (the Kafka listener's path, with no
         protobuf copies of the records): the replication core's checks first (the current leader epoch's
         fencing, the last fetched epoch's divergence: no records then), then whole batches from ``offset``
         below the high watermark, at most ``max_bytes`` but the first batch, left in the segment files
         (``node.storage.file_records``: the listener sends them with sendfile).  NOT_LEADER_OR_FOLLOWER off
-        the leader, OFFSET_OUT_OF_RANGE outside the log."""
+        the leader, OFFSET_OUT_OF_RANGE outside the log.  With ``read_committed`` (isolation level 1) the
+        read stops at the last stable offset and comes with the aborted transactions below it."""
         h = self.hosted.get(tp)
         if h is None or not h.repl.is_leader:
             return ConsumerRead(STORAGE if h is None and self._offline(tp) else errors.NOT_LEADER_OR_FOLLOWER)
@@ -388,15 +392,19 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
                 return ConsumerRead(STORAGE if h.log.failed else errors.NOT_LEADER_OR_FOLLOWER)
             code, diverging = h.repl.check_consumer_fetch(offset, last_fetched_epoch, current_leader_epoch, h.log)
             hw, start, epoch = h.repl.high_watermark, h.log.log_start_offset, h.repl.leader_epoch
-            if code != errors.NONE or diverging is not None:
-                return ConsumerRead(code, hw, start, epoch, b"", diverging)
+            lso = -1
             try:
-                return ConsumerRead(errors.NONE, hw, start, epoch,
-                                    h.log.read_file_records(offset, max_bytes or 1 << 20, hw))
+                lso = h.log.last_stable_offset(hw)
+                if code != errors.NONE or diverging is not None:
+                    return ConsumerRead(code, hw, start, epoch, b"", diverging, lso)
+                bound = lso if read_committed else hw
+                records = h.log.read_file_records(offset, max_bytes or 1 << 20, bound)
+                aborted = h.log.aborted_transactions(offset, bound) if read_committed else None
             except OffsetOutOfRangeError:
-                return ConsumerRead(errors.OFFSET_OUT_OF_RANGE, hw, start, epoch)
+                return ConsumerRead(errors.OFFSET_OUT_OF_RANGE, hw, start, epoch, last_stable_offset=lso)
             except KafkaStorageError:
                 return ConsumerRead(STORAGE, hw, start, epoch)
+            return ConsumerRead(errors.NONE, hw, start, epoch, records, None, lso, aborted)
 
     def end_offset_for_epoch(self, tp: TP, leader_only: bool) -> tuple[int, int, Callable[[int], tuple[int, int]]]:
         """For OffsetForLeaderEpoch: (error, current leader epoch, the replica's ``epoch -> (largest epoch
@@ -461,9 +469,9 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
         wait for a busy partition lock runs on ``executor``."""
         return await self._fetches.fetch_async(req, executor)
 
-    def list_offsets(self, req: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
-        """Kafka's ListOffsets for consumers: -1 latest (the HW, what a consumer can
-        read up to), -2 earliest (the log start offset). Only the leader answers."""
+    def list_offsets(self, req: pb.ListOffsetsRequest, read_committed: bool = False) -> pb.ListOffsetsResponse:
+        """Kafka's ListOffsets for consumers: -1 latest (the HW, what a consumer can read up to; the last stable
+        offset for read_committed), -2 earliest (the log start offset). Only the leader answers."""
         out = []
         for tp in req.partitions:
             h = self.hosted.get((tp.topic, tp.partition))
@@ -476,7 +484,9 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin):
                 r.error_code = errors.INVALID_REQUEST
             else:
                 with h.cond:
-                    r.offset = h.repl.high_watermark if req.timestamp == -1 else h.log.log_start_offset
+                    hw = h.repl.high_watermark
+                    latest = h.log.last_stable_offset(hw) if read_committed else hw
+                    r.offset = latest if req.timestamp == -1 else h.log.log_start_offset
                     r.leader_epoch = h.repl.leader_epoch
             out.append(r)
         return pb.ListOffsetsResponse(partitions=out)

@@ -42,6 +42,10 @@ from node.dynamic_config import DynamicBrokerConfig
 from node.shells.config_listener import ConfigChangeListener
 from node.shells.controller_shell import ControllerShell
 from node.shells.coordinator_shell import CoordinatorShell
+from node.shells.txn_shell import TxnShell
+from node.server.txn_door import TxnDoor
+from transactions.config import TRANSACTION_STATE_TOPIC
+from zk.producer_ids import ProducerIds
 from node.server.groups_servicer import GroupsServicer
 from node.server.rpc_server import AioServer
 from node.net.links import DIRECT, LinkMap, LinkMapError
@@ -79,6 +83,17 @@ def group_config(cfg: ClusterConfig, planted: frozenset[str] = frozenset()):
         offsets_retention_ms=g("offsets.retention.minutes") * 60_000,
         offsets_retention_check_interval_ms=g("offsets.retention.check.interval.ms"),
         commit_timeout_ms=g("offsets.commit.timeout.ms"))
+
+def txn_config(cfg: ClusterConfig):
+    from transactions.config import TxnConfig
+    g = cfg.get
+    return TxnConfig(
+        transactional_id_expiration_ms=g("transactional.id.expiration.ms"),
+        max_timeout_ms=g("transaction.max.timeout.ms"),
+        abort_timed_out_interval_ms=g("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+        remove_expired_interval_ms=g("transaction.remove.expired.transaction.cleanup.interval.ms"),
+        request_timeout_ms=g("request.timeout.ms"))
+
 
 STATE_FILE = "cluster.json"
 
@@ -153,11 +168,20 @@ class Broker:
             cleaner=CleanerSettings(g("log.cleaner.enable"), g("log.cleaner.backoff.ms"),
                                     g("log.cleaner.min.cleanable.ratio.percent") / 100),
             log_defaults=self.dynamic.lookup, retention_check_interval_ms=g("log.retention.check.interval.ms"),
-            fetch_max_bytes=g("replica.fetch.max.bytes"), on_dir_failure=self._on_dir_failure)
+            fetch_max_bytes=g("replica.fetch.max.bytes"), on_dir_failure=self._on_dir_failure,
+            shutting_down=lambda: self.stopping.is_set())   # Kafka's isShuttingDown, from the stop signal on
         self.groups = CoordinatorShell(broker_id, self.replicas, self.events, group_config(cfg, planted_bugs),
                                        num_partitions=self._offsets_partitions,
                                        load_buffer_bytes=g("offsets.load.buffer.size"))
-        self.replicas.on_leadership = self.groups.on_leadership
+        self.producer_ids = ProducerIds(self.zk, broker_id)
+        self.txns = TxnShell(broker_id, self.replicas, self.state, self.events, txn_config(cfg),
+                             num_partitions=self._txn_partitions, new_producer_id=self.producer_ids.next_id,
+                             endpoint_of=self._endpoint_of, load_buffer_bytes=g("transaction.state.log.load.buffer.size"))
+
+        def on_leadership(topic: str, partition: int, is_leader: bool, leader_epoch: int) -> None:
+            self.groups.on_leadership(topic, partition, is_leader, leader_epoch)
+            self.txns.on_leadership(topic, partition, is_leader, leader_epoch)
+        self.replicas.on_leadership = on_leadership
         self.config_changes = ConfigChangeListener(self.zk, self.events.emit, self._topic_config_changed,
                                                    self._broker_config_changed)
         self.zk.add_state_listener(self.config_changes.on_session_state)
@@ -167,23 +191,29 @@ class Broker:
         pool = futures.ThreadPoolExecutor(max_workers=2048, thread_name_prefix="grpc")
         self.server = AioServer(pool, maximum_concurrent_rpcs=4096)
         self.server.add(pbg.add_BrokerServicer_to_server,
-                        BrokerServicer(self.state, self.events, self.controller, self.replicas, pool))
+                        BrokerServicer(self.state, self.events, self.controller, self.replicas, pool,
+                                       on_offsets_marker=self.groups.txn_marker_written,
+                                       marker_timeout_ms=g("request.timeout.ms")))
         lazy = None if g("kafkasim.offsets.topic.eager.create") else self._create_offsets_topic
         groups_servicer = GroupsServicer(self.state, self.groups, pool, lazy)
         self.server.add(gpbg.add_GroupsServicer_to_server, groups_servicer)
         self._offsets_creating = threading.Lock()  # one lazy creation at a time
         self._offsets_created = False
         self.cluster_id = cluster_id_for(zk_connect)   # also written to /cluster/id when absent (start())
+        self._txn_topic_creating = threading.Lock()
+        self._txn_topic_created = False
+        txn_door = TxnDoor(self.state, self.txns, pool, self._create_txn_topic, self._offsets_partitions)
         # the Kafka-protocol listeners: real clients, the same cores (listener/); one per name in `listeners`,
         # each answering with the brokers' endpoints advertised for its name
         context = ListenerContext(
-            broker_id, self.state, self.replicas, groups_servicer.door, self.zk, endpoint_of=self._kafka_endpoint_of,
+            broker_id, self.state, self.replicas, groups_servicer.door, txn_door, self.producer_ids.next_id, self.zk,
+            endpoint_of=self._kafka_endpoint_of,
             rack_of=lambda b: self._spec_of(b).rack if self._spec_of(b) else None,
             cluster_id=self.cluster_id, pool=pool, message_max_bytes=g("message.max.bytes"),
             num_partitions=g("num.partitions"), default_replication_factor=g("default.replication.factor"),
             delete_topic_enable=g("delete.topic.enable"), auto_create_topics=g("auto.create.topics.enable"),
             topic_config=self._topic_config, broker_config=self.dynamic,
-            is_controller=lambda: self.controller.is_active)
+            is_controller=lambda: self.controller.is_active, controller=self.controller)
         limits = Limits(max_request_bytes=g("socket.request.max.bytes"), idle_ms=g("connections.max.idle.ms"),
                         partial_frame_ms=g("request.timeout.ms"), max_connections=g("max.connections"),
                         max_per_ip=g("max.connections.per.ip"),
@@ -226,6 +256,51 @@ class Broker:
                 self._offsets_creating.release()
 
         threading.Thread(target=create, daemon=True, name="offsets-topic-create").start()
+
+    def _create_txn_topic(self) -> None:
+        """Kafka's lazy creation of __transaction_state on a transactional FindCoordinator (compacted, with
+        transaction.state.log.min.isr and its segment size), off the caller's thread."""
+        if self._txn_topic_created or not self._txn_topic_creating.acquire(blocking=False):
+            return
+        g = self.cfg.get
+
+        def create() -> None:
+            try:
+                a, why = self.state.internal_topic_to_create(
+                    TRANSACTION_STATE_TOPIC, g("transaction.state.log.num.partitions"),
+                    g("transaction.state.log.replication.factor"), random.randrange,
+                    config=self._txn_topic_config(),
+                    factor_key="transaction.state.log.replication.factor")
+                if a is None:
+                    if why != "exists":
+                        self.events.emit("transaction_topic_not_created", reason=why)
+                    return
+                try:
+                    self.zk.create_topic_znode(a)
+                except NodeExists:
+                    self._txn_topic_created = True
+                    return
+                self._txn_topic_created = True
+                self.events.emit("transaction_topic_create_requested", partitions=len(a.partitions),
+                                 replication_factor=len(a.partitions[0]), topic_id=a.topic_id)
+            except Exception as e:  # ZooKeeper unreachable: the next FindCoordinator tries again
+                self.events.emit("transaction_topic_not_created", reason=repr(e))
+            finally:
+                self._txn_topic_creating.release()
+
+        threading.Thread(target=create, daemon=True, name="txn-topic-create").start()
+
+    def _txn_topic_config(self) -> dict:
+        """Kafka's TransactionStateManager.transactionTopicConfigs: compacted, uncompressed, no unclean election,
+        transaction.state.log.min.isr and its segment size."""
+        return {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                "segment.bytes": self.cfg.get("transaction.state.log.segment.bytes"),
+                "min.insync.replicas": self.cfg.get("transaction.state.log.min.isr"),
+                "unclean.leader.election.enable": False}
+
+    def _txn_partitions(self) -> int:
+        return self.state.topic_partitions.get(TRANSACTION_STATE_TOPIC) or self.cfg.get("transaction.state.log.num.partitions")
+
 
     def _on_dir_failure(self, failure: DirFailure) -> None:
         """After a log directory went offline and its replicas stopped being served (the replica manager's
@@ -273,6 +348,8 @@ class Broker:
         base = {}
         if topic == zk_paths.OFFSETS_TOPIC:  # Kafka's offsets topic: compacted, its own segment size
             base = {"cleanup.policy": "compact", "segment.bytes": self.cfg.get("offsets.topic.segment.bytes")}
+        elif topic == TRANSACTION_STATE_TOPIC:   # Kafka's transactionTopicConfigs
+            base = self._txn_topic_config()
         try:
             overrides = self.zk.read_topic_config(topic)  # retried across a lost connection
         except (ZkError, ValueError) as e:
@@ -288,6 +365,8 @@ class Broker:
         base = {}
         if topic == zk_paths.OFFSETS_TOPIC:
             base = {"cleanup.policy": "compact", "segment.bytes": self.cfg.get("offsets.topic.segment.bytes")}
+        elif topic == TRANSACTION_STATE_TOPIC:
+            base = self._txn_topic_config()
         done = self.replicas.reconfigure_topic(topic, base | dict(config))
         self.controller.config_changed()
         return len(done)
@@ -442,7 +521,6 @@ class Broker:
         step = watchdog.enter if watchdog is not None else (lambda _name: None)
         self.zk.fail_fast()
         self.events.emit("broker_stopping", controller=self.controller.is_active)
-        self.replicas.shutting_down = True   # Kafka's isShuttingDown, set before the controlled shutdown
         if self.cfg.get("controlled.shutdown.enable"):
             step("controlled_shutdown")
             self._controlled_shutdown()
@@ -455,6 +533,7 @@ class Broker:
         self.server.stop(grace=0.2)
         step("groups_close")
         self.groups.close()
+        self.txns.close()
         step("replicas_close")
         self.replicas.close()
         step("zk_session_close")

@@ -9,6 +9,7 @@ from kafkacommon import errors
 from node.net import wire
 from replication.broker_state import BrokerState, Outcome
 from node.events import EventLog
+from node.server.txn_markers import write_txn_markers
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 
@@ -19,7 +20,10 @@ if TYPE_CHECKING:
 
 class BrokerServicer(pbg.BrokerServicer):
     def __init__(self, state: BrokerState, events: EventLog, controller: "ControllerShell",
-                 replicas: "ReplicaManager | None" = None, pool: Any = None):
+                 replicas: "ReplicaManager | None" = None, pool: Any = None,
+                 on_offsets_marker: Any = None, marker_timeout_ms: int = 30_000):
+        self.on_offsets_marker = on_offsets_marker     # the group coordinator, for markers on offsets partitions
+        self.marker_timeout_ms = marker_timeout_ms
         self.state = state
         self.pool = pool   # where a fetch waits for a busy partition lock (None: the loop's default executor)
         self.replicas = replicas
@@ -101,6 +105,13 @@ class BrokerServicer(pbg.BrokerServicer):
         if self.replicas is None:
             return pb.ListOffsetsResponse()
         return self.replicas.list_offsets(request)
+
+    def WriteTxnMarkers(self, request, context):
+        """A transaction coordinator's markers, written here as the partitions' leader (node/server/txn_markers.py)."""
+        if self.replicas is None:
+            return pb.WriteTxnMarkersResponse()
+        return write_txn_markers(request, self.replicas, self.events.emit, self.on_offsets_marker,
+                                 self.marker_timeout_ms)
 
     def ControlledShutdown(self, request, context):
         if not self.controller.is_active:

@@ -22,8 +22,10 @@ from kafkacommon import errors
 from node.net import wire
 from node.net.channel import BrokerChannel
 from controller.redo import RedoQueue
-from node.shells.controller_events import (AlterIsr, ControlledShutdown, ElectLeaders, Event, LeaderAndIsrAnswer, Request,
-                                          event_name)
+from node.shells.controller_events import (
+    AlterIsr, AlterReassignments, ControlledShutdown, ElectLeaders, ElectLeadersRequest, Event, LeaderAndIsrAnswer,
+    ListReassignments, Request, event_name,
+)
 from node.events import EventLog
 from proto import kafkasim_pb2 as pb
 from zk.client import CONNECTION_ERRORS, ControllerMovedError, ZkClient
@@ -64,14 +66,20 @@ class ControllerShell:
             Event.BROKER_CHANGE: h.broker_change, Event.TOPIC_CHANGE: h.topic_change,
             Event.TOPIC_DELETION: h.topic_deletion, Event.PARTITION_MODIFICATIONS: h.partition_modifications,
             Event.CONFIG_CHANGE: h.config_change, Event.EXPIRE: self._on_expire,
+            Event.REASSIGNMENT_ISR_CHANGE: h.reassignment_isr_change,
+            Event.ZK_PARTITION_REASSIGNMENT: h.zk_partition_reassignment,
             Event.REGISTER_AND_REELECT: self._on_register_and_reelect, Event.TICK: self._handle_tick,
-            Event.SHUTDOWN: self._on_shutdown}
-        self._events[Event.LOG_DIR_EVENT] = h.log_dir_event
+            Event.LOG_DIR_EVENT: h.log_dir_event, Event.SHUTDOWN: self._on_shutdown}
         self._requests: dict[type, Callable[[Any], None]] = {
             ElectLeaders: self._on_elect_leaders, ControlledShutdown: self._on_controlled_shutdown,
-            AlterIsr: self._on_alter_isr}
-        self._requests[LeaderAndIsrAnswer] = lambda r: self._run_steps(
-            self.handlers.leader_and_isr_response(r.broker_id, r.broker_epoch, r.errors))
+            AlterIsr: self._on_alter_isr,
+            ElectLeadersRequest: lambda r: r.future.set_result(self._run_steps(
+                self.handlers.elect_leaders_request(r.tps, r.election_type))),
+            AlterReassignments: lambda r: r.future.set_result(self._run_steps(
+                self.handlers.alter_reassignments(r.requested))),
+            ListReassignments: lambda r: r.future.set_result(self._run_steps(self.handlers.list_reassignments(r.tps))),
+            LeaderAndIsrAnswer: lambda r: self._run_steps(
+                self.handlers.leader_and_isr_response(r.broker_id, r.broker_epoch, r.errors))}
         zkc = self.zk
         self._io: dict[type, Callable[[Any], Any]] = {  # the handlers' commands, carried out here
             handlers.ReadController: lambda c: zkc.read_controller(watch=self._controller_watch),
@@ -86,6 +94,10 @@ class ControllerShell:
             handlers.WriteStates: lambda c: zkc.write_states(c.fence, list(c.writes)),
             handlers.DeleteTopic: lambda c: zkc.delete_topic(c.fence, c.assignment),
             handlers.DropDeletionMarker: lambda c: zkc.delete_deletion_marker(c.fence, c.topic),
+            handlers.WriteAssignment: lambda c: zkc.write_topic_assignment(c.fence, c.assignment),
+            handlers.ReadZkReassignment: lambda c: zkc.read_zk_reassignment(
+                watch=self._zk_reassignment_watch if c.watch else None),
+            handlers.WriteZkReassignment: lambda c: zkc.write_zk_reassignment(c.fence, c.partitions),
             handlers.Send: lambda c: self._send(c.requests),
             handlers.CloseChannels: lambda c: self._close_channels(drain=True),
             handlers.Emit: lambda c: self.events.emit(c.name, **c.fields),
@@ -130,6 +142,26 @@ class ControllerShell:
         req = ElectLeaders(tps)
         self.enqueue(req)
         return req.future.result(timeout=timeout_s)
+
+    def request(self, req: Request, timeout_s: float) -> Any:
+        """Enqueue a request (a Kafka admin request: ElectLeadersRequest, AlterReassignments, ListReassignments)
+        and wait for its answer (its ``dropped`` answer when a session expiry drains the queue)."""
+        self.enqueue(req)
+        return req.future.result(timeout=timeout_s)
+
+    def elect_leaders_request(self, tps: list[tuple[str, int]], election_type: int,
+                              timeout_s: float) -> dict[tuple[str, int], tuple[int, str | None, int]]:
+        """The Kafka ElectLeaders request: {tp: (error, message, the new leader or -1)}."""
+        answer = self.request(ElectLeadersRequest(list(tps), election_type), timeout_s)
+        return answer if answer is not None else {tp: (errors.NOT_CONTROLLER, None, -1) for tp in tps}
+
+    def alter_reassignments(self, requested: dict, timeout_s: float) -> tuple[int, dict]:
+        """AlterPartitionReassignments: (top-level error, {tp: (error, message)})."""
+        return self.request(AlterReassignments(dict(requested)), timeout_s)
+
+    def list_reassignments(self, tps: list[tuple[str, int]] | None, timeout_s: float) -> tuple[int, dict]:
+        """ListPartitionReassignments: (top-level error, {tp: (replicas, adding, removing)})."""
+        return self.request(ListReassignments(tps), timeout_s)
 
     def controlled_shutdown(self, broker_id: int, broker_epoch: int,
                             timeout_s: float = 10.0) -> tuple[int, list[tuple[str, int]]]:
@@ -269,6 +301,9 @@ class ControllerShell:
 
     def _deletion_watch(self, _event: Any) -> None:
         self.enqueue(Event.TOPIC_DELETION)
+
+    def _zk_reassignment_watch(self, _event: Any) -> None:
+        self.enqueue(Event.ZK_PARTITION_REASSIGNMENT)
 
     def _topic_data_watch(self, event: Any) -> None:
         """A topic znode changed or went (Kafka's PartitionModificationsHandler): re-armed by the next read."""

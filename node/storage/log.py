@@ -39,6 +39,7 @@ from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT,
 from .epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from .log_loader import RecoveryReport, complete_swaps, load_segments
 from .retention import SegmentInfo, should_roll
+from .txn_log import TxnLog
 from .segment import CLEANED_SUFFIX, DEFAULT_INDEX_INTERVAL_BYTES, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 
 __all__ = ["DELETED_SUFFIX", "InvalidAppendError", "LeaderEpochCache", "OffsetOutOfRangeError", "PartitionLog",
@@ -147,6 +148,10 @@ class PartitionLog:
         self._lso_path = self.dir / LOG_START_OFFSET_CHECKPOINT
         stored = read_checkpoint(self._lso_path, lambda f: int(f[0]))
         self._log_start = min(max([self._segments[0].base_offset] + stored), self.log_end_offset)
+        # the earliest epoch entry may not have been flushed before a crash: Kafka's Log trims it at load
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
+        # the producers and the aborted transactions (.snapshot, .txnindex): built when first needed
+        self.txn = TxnLog(self.dir, [seg.base_offset for seg in self._segments], self.log_end_offset)
 
     # ------------------------------------------------------------ state
 
@@ -167,6 +172,9 @@ class PartitionLog:
     def _set_log_start(self, offset: int) -> None:
         self._log_start = offset
         write_checkpoint(self._lso_path, [str(offset)])
+        # Kafka 2.8's maybeIncrementLogStartOffset: the epoch cache forgets what lies before the log start
+        # (OffsetForLeaderEpoch then answers as Kafka does for an epoch older than the log)
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -196,6 +204,28 @@ class PartitionLog:
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """:meth:`LeaderEpochCache.end_offset_for` against the current LEO."""
         return self.epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    # ------------------------------------------------------------ producers and transactions
+
+    @_io("producer state load")
+    def producers(self):
+        """The producers of this log (replication/producer_state.py's ProducerStates), built from the newest
+        snapshot and the log after it the first time they are needed (node/storage/txn_log.py)."""
+        self._check_open()
+        return self.txn.ensure(self.read, self.log_start_offset, self.log_end_offset, self._segment_base_of)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO: the HW, or the first offset of the earliest undecided (or not yet replicated) transaction."""
+        return self.producers().last_stable_offset(high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list:
+        """The aborted transactions (AbortedTxn) a read of [fetch_offset, upper_bound) overlaps."""
+        self.producers()     # an index entry a crash left unwritten is written by the rebuild
+        return self.txn.aborted_between(fetch_offset, upper_bound)
+
+    def _segment_base_of(self, offset: int) -> int:
+        bases = [s.base_offset for s in self._segments]
+        return bases[max(bisect_right(bases, offset) - 1, 0)]
 
     # ------------------------------------------------------------ appends
 
@@ -239,11 +269,13 @@ class PartitionLog:
             self._roll(base_offset, now_ms)
             active = self._segments[-1]
         active.append(data, base_offset, last_offset, max_ts)
+        self.txn.on_append(data, active.base_offset)
         self._unflushed += last_offset - base_offset + 1
         if self._unflushed >= self.flush_messages:   # Kafka: unflushedMessages >= flush.messages
             self.flush(now_ms)
 
     def _roll(self, base_offset: int, now_ms: int | None) -> None:
+        self.txn.on_roll(base_offset)
         self._segments[-1].seal()
         seg = LogSegment.create(self.dir, base_offset, self.index_interval_bytes)
         seg.created_ms = now_ms
@@ -253,14 +285,16 @@ class PartitionLog:
     @_io("append")
     def append_as_leader(self, records: Sequence[RecordInput], leader_epoch: int,
                          now_ms: int, max_batch_bytes: int | None = None, *, compression: int = 0,
-                         log_append_time: bool = False) -> tuple[int, int]:
+                         log_append_time: bool = False, producer: tuple[int, int] | None = None) -> tuple[int, int]:
         """Append ``(key, value)`` or ``(key, value, timestamp_ms)`` records as one batch.
 
         Offsets are assigned from the LEO; a missing or None timestamp becomes ``now_ms``
         (every timestamp does with ``log_append_time``, and the batch says LogAppendTime); the
         records are compressed with ``compression`` (the topic's compression.type).
         A batch larger than ``max_batch_bytes`` (max.message.bytes) raises RecordTooLargeError
-        and changes nothing.  Returns (base offset, last offset).
+        and changes nothing.  ``producer`` (id, epoch) writes a transactional batch (base sequence 0,
+        as Kafka's group coordinator writes a transactional offset commit).  Returns (base offset,
+        last offset).
         """
         self._check_open()
         if not records:
@@ -275,7 +309,12 @@ class PartitionLog:
             ts = rec[2] if len(rec) > 2 else None  # type: ignore[misc]
             rows.append((rec[0], rec[1], now_ms if ts is None or log_append_time else ts))
         base = self.log_end_offset
-        data = encode_batch(base, leader_epoch, rows, compression=compression, timestamp_type=int(log_append_time))
+        if producer is None:
+            data = encode_batch(base, leader_epoch, rows, compression=compression, timestamp_type=int(log_append_time))
+        else:
+            data = encode_batch(base, leader_epoch, rows, compression=compression, timestamp_type=int(log_append_time),
+                                producer_id=producer[0], producer_epoch=producer[1], base_sequence=0,
+                                transactional=True)
         if max_batch_bytes is not None and len(data) > max_batch_bytes:
             raise RecordTooLargeError(f"a batch of {len(data)} bytes is larger than max.message.bytes "
                                       f"({max_batch_bytes})")
@@ -419,6 +458,7 @@ class PartitionLog:
                 active.seal()
                 self._segments.append(LogSegment.create(self.dir, target, self.index_interval_bytes))
         self.epoch_cache.truncate_from_end(min(offset, self.log_end_offset))
+        self.txn.truncate(self.log_end_offset)
         if self._log_start > self.log_end_offset:  # Kafka: logStartOffset = min(target, logStartOffset)
             self._set_log_start(self.log_end_offset)
         if self._cleaner_state is not None and self._cleaner_state.first_dirty_offset > self.log_end_offset:
@@ -435,6 +475,7 @@ class PartitionLog:
             dropped += sum(h.record_count for _, h in seg.iter_headers(seg.base_offset))
             seg.delete()
         self._segments = [LogSegment.create(self.dir, offset, self.index_interval_bytes)]
+        self.txn.reset(offset)
         self.epoch_cache.clear()
         self._set_log_start(offset)
         if self._cleaner_state is not None:
@@ -480,6 +521,7 @@ class PartitionLog:
                 seg.delete()
         if self._segments[0].base_offset > self._log_start:
             self._set_log_start(self._segments[0].base_offset)
+        self.txn.on_segments_deleted([seg.base_offset for seg in doomed], self.log_start_offset)
         return [seg.base_offset for seg in doomed]
 
     def _batch_start_or_gap(self, offset: int) -> int:
@@ -523,6 +565,7 @@ class PartitionLog:
             seg.delete()
         new.change_file_suffix("")
         self._segments[i:j] = [new]
+        self.txn.on_segments_replaced([seg.base_offset for seg in old], new.base_offset)
         self.set_cleaner_state(replace(state, pending_swap=None))
 
     @_io("flush")
@@ -560,6 +603,7 @@ class PartitionLog:
             self.close_handles()
             return
         try:
+            self.txn.close(self.log_end_offset)   # the producers' snapshot at the LEO (Kafka's close)
             for seg in self._segments:
                 seg.close()
             while self.pending_deletes:
