@@ -199,7 +199,12 @@ class Side:
             self.proxy.clear(f"b{broker_id}->zk1")
 
     def elect_preferred(self, partitions: list[tuple[str, int]] | None) -> dict[str, Any]:
-        raise NotImplementedError
+        """``kafka-leader-election.sh --election-type preferred``: ElectLeaders at the controller."""
+        r = self.probe(self.zk().read_controller()).elect_preferred(partitions)
+        return {"error": errors.name(r["error_code"]) if r["error_code"] else None,
+                "partitions": {f"{t['topic']}/{p['partition_id']}": (errors.name(p["error_code"]) if p["error_code"]
+                                                                     else None)
+                               for t in r["replica_election_results"] for p in t["partition_result"]}}
 
     def stop(self) -> None:
         """Every broker, the proxy, ZooKeeper (the transaction log stays on disk)."""
@@ -273,22 +278,6 @@ class KafkasimSide(Side):
     def running(self, broker_id: int) -> bool:
         return process_state(self.cluster.pids.get(broker_id)) != "dead"
 
-    def elect_preferred(self, partitions: list[tuple[str, int]] | None) -> dict[str, Any]:
-        """``kafkasim leader-election --preferred``: the controller's ElectLeaders over gRPC (kafkasim's Kafka
-        listener has no ElectLeaders, docs/deviations.md)."""
-        import grpc
-
-        from proto import kafkasim_pb2 as pb
-        from proto import kafkasim_pb2_grpc as pbg
-        view = self.cluster.view()
-        b = view.brokers[view.controller_id]
-        tps = [pb.TopicPartition(topic=t, partition=p) for t, p in partitions or ()]
-        with grpc.insecure_channel(f"{b['host']}:{b['port']}") as ch:
-            resp = pbg.BrokerStub(ch).ElectLeaders(pb.ElectLeadersRequest(partitions=tps, preferred=True), timeout=30)
-        return {"error": errors.name(resp.error_code) if resp.error_code else None,
-                "partitions": {f"{e.topic}/{e.partition}": (errors.name(e.error_code) if e.error_code else None)
-                               for e in resp.partition_errors}}
-
     def stop(self) -> None:
         try:
             self.cluster.down(timeout=30)
@@ -360,14 +349,6 @@ class KafkaSide(Side):
 
     def running(self, broker_id: int) -> bool:
         return self.ref.is_running(broker_id)
-
-    def elect_preferred(self, partitions: list[tuple[str, int]] | None) -> dict[str, Any]:
-        """``kafka-leader-election.sh --election-type preferred``: ElectLeaders at the controller."""
-        r = self.probe(self.zk().read_controller()).elect_preferred(partitions)
-        return {"error": errors.name(r["error_code"]) if r["error_code"] else None,
-                "partitions": {f"{t['topic']}/{p['partition_id']}": (errors.name(p["error_code"]) if p["error_code"]
-                                                                     else None)
-                               for t in r["replica_election_results"] for p in t["partition_result"]}}
 
     def stop(self) -> None:
         try:
