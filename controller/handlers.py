@@ -455,9 +455,13 @@ class ControllerHandlers:
         if current is None:
             return
         yield from self.execute(self.core.reassignment_update(tp, full or current))
+        removing = (self.core.current_reassignment(tp) or ((), (), ()))[2]
         plan, complete = self.core.reassignment_progress(tp)
         yield from self.execute(plan)
         if complete and self.core.active:
+            for r in removing:   # B4: one replica after the other, each write landed before the next
+                if self.core.active:
+                    yield from self.execute(self.core.reassignment_remove(tp, r))
             yield from self.execute(self.core.reassignment_finish(tp))
             if tp[0] in self.core.deletion_deferred and not any(t == tp[0] for t, _ in self.core.reassigning()):
                 yield Later("topic_deletion")   # resumeDeletionForTopics
