@@ -25,6 +25,7 @@ Streams (each compared entry by entry; an entry is its phase and its value):
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -227,7 +228,10 @@ def zk_entries(obs: dict[str, Any], labels: Labels) -> list[Entry]:
 
 
 def phase_starts(obs: dict[str, Any]) -> list[tuple[float, int]]:
-    return sorted((s["start_ms"], s["index"]) for s in obs["steps"] if "start_ms" in s)
+    """Each step's start, to the millisecond below: ZooKeeper stamps a transaction with whole milliseconds, so
+    a write the step makes in its first millisecond is stamped below its fractional start (the cluster is
+    quiet for ``settle.ms`` before a step starts, so nothing of the phase before falls there)."""
+    return sorted((math.floor(s["start_ms"]), s["index"]) for s in obs["steps"] if "start_ms" in s)
 
 
 def phase_of(time_ms: float, starts: list[tuple[float, int]]) -> int:

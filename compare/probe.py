@@ -23,7 +23,8 @@ from listener.protocol import REQUESTS, RESPONSES, build
 #: the version of each API a probe speaks: what both Kafka 2.8.2 and kafkasim's listener take
 VERSIONS = {"Produce": (0, 8), "ListOffsets": (2, 6), "Metadata": (3, 9), "OffsetFetch": (9, 7),
             "FindCoordinator": (10, 3), "DescribeGroups": (15, 5), "CreateTopics": (19, 5), "DeleteTopics": (20, 4),
-            "CreatePartitions": (37, 1), "ElectLeaders": (43, 2), "IncrementalAlterConfigs": (44, 0)}
+            "CreatePartitions": (37, 1), "ElectLeaders": (43, 2), "IncrementalAlterConfigs": (44, 0),
+            "AlterPartitionReassignments": (45, 0)}
 #: IncrementalAlterConfigs' resource types
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 CLIENT_ID = "kafkasim-compare"
@@ -135,6 +136,15 @@ class Probe:
             "resource_type": resource_type, "resource_name": name,
             "configs": [{"name": k, "config_operation": 0, "value": v} for k, v in sorted(configs.items())]}],
             "validate_only": False})
+
+    def alter_reassignments(self, targets: dict[tuple[str, int], list[int]], timeout_ms: int = 30_000) -> dict[str, Any]:
+        """AlterPartitionReassignments: each partition to its target replicas."""
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (t, p), r in sorted(targets.items()):
+            by_topic.setdefault(t, []).append({"partition_index": p, "replicas": list(r)})
+        return self.call("AlterPartitionReassignments", {
+            "timeout_ms": timeout_ms, "topics": [{"name": t, "partitions": ps} for t, ps in sorted(by_topic.items())]},
+            timeout_s=timeout_ms / 1000 + 5)
 
     def elect_preferred(self, partitions: list[tuple[str, int]] | None, timeout_ms: int = 30_000) -> dict[str, Any]:
         """ElectLeaders (preferred) for ``partitions``, or every partition (None), as kafka-leader-election.sh."""

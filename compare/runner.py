@@ -342,6 +342,29 @@ class SideRun:
             self.side.wait_leaders(a["topic"])
         return {"errors": codes}
 
+    def _reassign(self, a: dict) -> Any:
+        """AlterPartitionReassignments at the controller, or (``via zookeeper``) /admin/reassign_partitions as
+        kafka-reassign-partitions.sh --zookeeper writes it; then wait until the partition has its target
+        replicas and nothing left to add or remove."""
+        tp, target = (a["topic"], a["partition"]), tuple(a["replicas"])
+        out: dict[str, Any] = {}
+        if a["zookeeper"]:
+            self.side.zk().request_reassignment({tp: target})
+        else:
+            r = self.side.probe(self._controller_or(None)).alter_reassignments({tp: list(target)})
+            out = {"error": _err(r["error_code"]), "partitions": {
+                f"{t['name']}/{p['partition_index']}": _err(p["error_code"]) for t in r["responses"]
+                for p in t["partitions"]}}
+
+        def done() -> bool:
+            t = self.side.zk().read_snapshot().topics.get(tp[0])
+            return t is not None and t.partitions.get(tp[1]) == target and not t.reassigning(tp[1])
+        try:
+            wait_for(done, 90, f"{tp[0]}/{tp[1]} to be reassigned to {list(target)}")
+        except TimeoutError:
+            out["timed_out"] = True
+        return out
+
     def _config(self, a: dict) -> Any:
         """IncrementalAlterConfigs (SET): a topic's at the controller, a broker's at that broker, the brokers'
         cluster-wide default (``brokers``) at the controller."""

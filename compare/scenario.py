@@ -51,6 +51,7 @@ GRAMMAR: dict[str, str] = {
     "delete": r"delete topic (?P<topic>[\w.-]+)(?: via (?P<via>\S+))?",
     "elect": r"elect preferred(?P<partitions>(?: [\w.-]+/\d+)*)",
     "partitions": r"add partitions to (?P<topic>[\w.-]+) count (?P<count>\d+)",
+    "reassign": r"reassign (?P<topic>[\w.-]+)/(?P<partition>\d+) to (?P<replicas>\d+(?:,\d+)*)(?P<zookeeper> via zookeeper)?",
     "config": r"alter config (?P<entity>topic [\w.-]+|broker \d+|brokers)(?P<configs>(?: [\w.]+=\S+)+)",
     "produce": (r"produce (?P<count>\d+) to (?P<topic>[\w.-]+)(?: partition (?P<partition>\d+))?"
                 r"(?: acks=(?P<acks>all|1|0))?"),
@@ -146,6 +147,9 @@ def _args(kind: str, m: re.Match[str], where: str) -> dict[str, Any]:
             key, _, value = item.strip().partition("=")
             configs[key] = value
         args["configs"] = configs
+    if kind == "reassign":
+        args["replicas"] = [int(b) for b in args["replicas"].split(",")]
+        args["zookeeper"] = "zookeeper" in args   # /admin/reassign_partitions, as the ZooKeeper-era tool writes it
     if kind == "config":
         args["configs"] = dict(item.partition("=")[::2] for item in args["configs"].split())
     if kind == "elect":

@@ -29,6 +29,10 @@ BASE = {"name": "t", "cluster": {"brokers": 3, "controller": 1},
     ("elect preferred events/0 events/1", "elect", {"partitions": [("events", 0), ("events", 1)]}),
     ("elect preferred", "elect", {"partitions": []}),
     ("add partitions to events count 4", "partitions", {"topic": "events", "count": 4}),
+    ("reassign events/0 to 2,3,1", "reassign", {"topic": "events", "partition": 0, "replicas": [2, 3, 1],
+                                                 "zookeeper": False}),
+    ("reassign events/1 to 3,4 via zookeeper", "reassign", {"topic": "events", "partition": 1, "replicas": [3, 4],
+                                                             "zookeeper": True}),
     ("alter config topic events retention.ms=60000 min.insync.replicas=2", "config",
      {"entity": "topic events", "configs": {"retention.ms": "60000", "min.insync.replicas": "2"}}),
     ("alter config broker 2 log.retention.ms=1000", "config", {"entity": "broker 2", "configs": {"log.retention.ms": "1000"}}),
@@ -268,3 +272,10 @@ def test_a_java_members_rebalance_lines_become_the_same_events_as_a_librdkafka_m
         ("joined", {"generation": 2}), ("assigned", []), ("lost", ["t/0"]), ("joined", {"generation": 3}),
         ("poll_error", "WakeupException")]
     assert m.assignment == set() and m.generation == 3
+
+
+def test_a_write_in_a_steps_first_millisecond_belongs_to_that_step() -> None:
+    """ZooKeeper's transaction times are whole milliseconds; a step's start is not."""
+    from compare.normalize import phase_of, phase_starts
+    starts = phase_starts({"steps": [{"index": 1, "start_ms": 1000.2}, {"index": 2, "start_ms": 2000.7}]})
+    assert [phase_of(t, starts) for t in (999, 1000, 1999, 2000)] == [0, 1, 1, 2]
