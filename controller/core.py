@@ -22,11 +22,13 @@ import dataclasses
 from typing import Callable, Iterable, Mapping
 
 from controller import election
+from controller.failover import FailoverSteps
 from controller.elect_request import LeaderElectionRequests
 from controller.log_dirs import LogDirFailures
 from controller.reassignment import ReassignmentSteps
 from controller.plan import (  # re-exported: the shells and the simulator take them from here
-    Command, ControllerSettings, LeaderAndIsrCmd, PartitionView, Plan, StateChange, StopReplicaCmd, UpdateMetadataCmd,
+    TP, Command, ControllerSettings, LeaderAndIsrCmd, PartitionView, Plan, StateChange, StateMap, StopReplicaCmd,
+    UpdateMetadataCmd,
 )
 from kafkacommon.assignment import assign_replicas
 from kafkacommon.metadata import BrokerRegistration, LeaderAndIsr, TopicAssignment
@@ -36,8 +38,6 @@ from kafkacommon.errors import (  # the Kafka error codes the core answers with 
 )
 from kafkacommon.event import Event
 
-TP = tuple[str, int]
-StateMap = dict[TP, tuple[LeaderAndIsr, int]]
 __all__ = ["Command", "ControllerCore", "ControllerSettings", "LeaderAndIsrCmd", "PartitionView", "Plan", "StateChange",
            "StopReplicaCmd", "UpdateMetadataCmd"]
 
@@ -48,7 +48,7 @@ def _boolean(value: object) -> bool | None:
     return True if text == "true" else False if text == "false" else None
 
 
-class ControllerCore(ReassignmentSteps, LeaderElectionRequests, LogDirFailures):
+class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, LogDirFailures):
     def __init__(self, settings: ControllerSettings, rng: Callable[[int], int] | None = None):
         self.settings = settings
         self._rng = rng or (lambda n: 0)
@@ -64,6 +64,9 @@ class ControllerCore(ReassignmentSteps, LeaderElectionRequests, LogDirFailures):
         self._next_imbalance_ms = 0
         self._next_resend_ms = 0
         self._offsets_deadline_ms = 0
+        self._failover_dead: list[int] = []   # the failover's steps (controller/failover.py)
+        self._failover_elect = False
+        self._failover_now_ms = 0
         self.zk_reassigning: dict[TP, tuple[int, ...]] = {}   # those /admin/reassign_partitions asked for
         self.resumable: list[TP] = []     # reassignments a broker's start-up lets go on (the handler takes them)
         self.deletion_deferred: set[str] = set()   # topics whose deletion waits for their reassignment
@@ -73,9 +76,13 @@ class ControllerCore(ReassignmentSteps, LeaderElectionRequests, LogDirFailures):
     def on_failover(self, epoch: int, epoch_zk_version: int, brokers: Mapping[int, BrokerRegistration],
                     topics: Mapping[str, TopicAssignment], states: StateMap, now_ms: int,
                     broker_configs: Mapping[str, Mapping[str, str]] | None = None) -> Plan:
-        """This broker won the election: load the context and decide (Kafka's onControllerFailover).
-        ``topics`` carry their config overrides; ``broker_configs`` are this broker's dynamic configs
-        (``<default>`` and its id), whose ``unclean.leader.election.enable`` is the default here."""
+        """This broker won the election: load the context (Kafka's onControllerFailover).  ``topics`` carry
+        their config overrides; ``broker_configs`` are this broker's dynamic configs (``<default>`` and its
+        id), whose ``unclean.leader.election.enable`` is the default here.
+
+        The plan returned writes nothing: it tells every live broker the whole state as it is (Kafka sends
+        UpdateMetadata, then LeaderAndIsr with the unchanged states, before its state machines decide
+        anything).  The decisions come after it, one plan at a time, from :meth:`failover_next`."""
         self.active = True
         self.epoch, self.epoch_zk_version = epoch, epoch_zk_version
         self.live = dict(brokers)
@@ -88,15 +95,15 @@ class ControllerCore(ReassignmentSteps, LeaderElectionRequests, LogDirFailures):
         plan.events.append(Event("controller_context_loaded", {
             "epoch": epoch, "live_brokers": sorted(self.live), "topics": len(self.topics),
             "partitions": sum(len(a.partitions) for a in self.topics.values())}))
-        self._reconcile(plan)
+        self._begin_failover_steps(now_ms)
         self._offsets_deadline_ms = now_ms + self.settings.offsets_create_grace_ms
-        self._maybe_create_offsets_topic(plan, now_ms)
         self._next_imbalance_ms = now_ms + 5_000  # Kafka: the first check runs 5 s after failover
         self._next_resend_ms = now_ms + self.settings.metadata_resend_interval_ms
         return plan
 
     def on_resign(self) -> None:
         self.active = False
+        self._failover_dead, self._failover_elect = [], False
         self.live.clear()
         self.topics.clear()
         self.states.clear()

@@ -97,3 +97,21 @@ class LeaderElectionRequests:
                     "leader_epoch": new.leader_epoch}))
             answers[tp] = (NONE, None, new.leader)
         return plan, answers
+
+    def preferred_results(self, tps: Iterable[TP] | None, moved: set[TP]) -> dict[TP, int]:
+        """Kafka 2.8's ElectLeaders (preferred) answer for each partition asked (None: every partition): NONE
+        when its leader moved, ELECTION_NOT_NEEDED when the preferred replica already leads it,
+        PREFERRED_LEADER_NOT_AVAILABLE when it could not (not live, or not in the ISR),
+        UNKNOWN_TOPIC_OR_PARTITION for a partition the controller does not know."""
+        out: dict[TP, int] = {}
+        for tp in (sorted(self.states) if tps is None else tps):
+            cur, replicas = self.states.get(tp), self._replicas(tp)
+            if tp in moved:
+                out[tp] = NONE
+            elif cur is None or not replicas:
+                out[tp] = UNKNOWN_TOPIC_OR_PARTITION
+            elif cur[0].leader == replicas[0]:
+                out[tp] = ELECTION_NOT_NEEDED
+            else:
+                out[tp] = PREFERRED_LEADER_NOT_AVAILABLE
+        return out

@@ -282,15 +282,26 @@ class ControllerHandlers:
         self.failovers += 1
         plan = self.core.on_failover(epoch, version, snap.brokers, snap.topics, states, (yield Clock()),
                                      snap.broker_configs)
-        t2 = yield MonoNs()
-        written = yield from self.execute(plan)
+        decide_ns = (yield MonoNs()) - t1
+        written = yield from self.execute(plan)   # the whole state to every broker, before any decision
+        write_ms = self.last_write_ms
+        acted = Plan()
+        while self.core.active:   # then the decisions, one plan after the other, as Kafka's state machines
+            t = yield MonoNs()
+            step = self.core.failover_next()
+            decide_ns += (yield MonoNs()) - t
+            if step is None:
+                break
+            written += yield from self.execute(step)
+            write_ms += self.last_write_ms
+            acted.writes.extend(step.writes)
         t3 = yield MonoNs()
         yield self._emit("controller_failover_done", epoch=epoch, load_ms=round((t1 - t0) / 1e6, 3),
-                         decide_ms=round((t2 - t1) / 1e6, 3), write_ms=round(self.last_write_ms, 3),
+                         decide_ms=round(decide_ns / 1e6, 3), write_ms=round(write_ms, 3),
                          zk_round_trips=round_trips, partitions=len(states), states_from_cache=from_cache,
                          states_written=written, total_ms=round((t3 - t0) / 1e6, 3))
         if from_cache and self.core.active:
-            yield from self.verify_states(plan)
+            yield from self.verify_states(acted)
         if self.core.active:   # initializePartitionReassignments: the znode's first (it supplants), then the rest
             resumed = yield from self.zk_partition_reassignment()
             for tp in self.core.reassigning():
@@ -399,7 +410,7 @@ class ControllerHandlers:
             return {tp: errors.NOT_CONTROLLER for tp in (tps or [])} or {("", -1): errors.NOT_CONTROLLER}
         plan = self.core.elect_preferred(tps, reason="preferred_admin")
         yield from self.execute(plan)
-        return {(w.topic, w.partition): errors.NONE for w in plan.writes}
+        return self.core.preferred_results(tps, {(w.topic, w.partition) for w in plan.writes})
 
     def elect_leaders_request(self, tps: list, election_type: int) -> Steps:
         """The Kafka ElectLeaders request (processReplicaLeaderElection) -> {tp: (error, message, new leader)}."""
@@ -444,9 +455,13 @@ class ControllerHandlers:
         if current is None:
             return
         yield from self.execute(self.core.reassignment_update(tp, full or current))
+        removing = (self.core.current_reassignment(tp) or ((), (), ()))[2]
         plan, complete = self.core.reassignment_progress(tp)
         yield from self.execute(plan)
         if complete and self.core.active:
+            for r in removing:   # B4: one replica after the other, each write landed before the next
+                if self.core.active:
+                    yield from self.execute(self.core.reassignment_remove(tp, r))
             yield from self.execute(self.core.reassignment_finish(tp))
             if tp[0] in self.core.deletion_deferred and not any(t == tp[0] for t, _ in self.core.reassigning()):
                 yield Later("topic_deletion")   # resumeDeletionForTopics

@@ -10,6 +10,7 @@ from kafkacommon.event import Event
 from kafkacommon.metadata import BrokerRegistration, LeaderAndIsr, TopicAssignment
 
 TP = tuple[str, int]
+StateMap = dict[TP, tuple[LeaderAndIsr, int]]
 
 
 @dataclass(frozen=True)

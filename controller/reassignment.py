@@ -17,8 +17,9 @@ epoch:
   the ISR through AlterIsr once they have caught up;
 * **B** (once TRS is within the ISR): RS = TRS in the controller's context; the leader is moved into TRS if
   it is not there or not online (the first online target replica in the ISR: live, and not on an offline
-  log directory) and the epoch bumped; the removed replicas leave the ISR (one leader epoch per replica, as
-  removeReplicasFromIsr) and get StopReplica, then StopReplica with deletion; then
+  log directory) and the epoch bumped, one write; then (:meth:`ReassignmentSteps.reassignment_remove`) each
+  removed replica in turn leaves the ISR (a write and a leader epoch of its own, as removeReplicasFromIsr)
+  and gets StopReplica, then StopReplica with deletion; then
   (:meth:`ReassignmentSteps.reassignment_finish`) the topic znode takes RS = TRS with no adding or removing
   replicas, and ``/admin/reassign_partitions`` forgets the partition.
 
@@ -208,7 +209,6 @@ class ReassignmentSteps:
             plan.writes.append(StateChange(tp[0], tp[1], new, ver, "reassignment", state))
             plan.new_replicas[tp] = a.adding.get(tp[1], ())
             return plan, False
-        removing = a.removing.get(tp[1], ())
         completed = with_partition(a, tp[1], (target, (), ()))
         plan.topic_updates.append(completed)
         live = self._live_ids() - self.offline_brokers(tp)   # type: ignore[attr-defined]  # isReplicaOnline
@@ -221,12 +221,18 @@ class ReassignmentSteps:
                 new = state
             else:
                 new = new._replace(leader=leader)
-        reason = "reassignment_completed"
-        if removing:
-            self._remove_replicas(plan, tp, list(removing), new, reason, ver, state)
-        elif new != state:
-            plan.writes.append(StateChange(tp[0], tp[1], new, ver, reason, state))
+        if new != state:   # B3, a write of its own; the removed replicas leave after it (reassignment_remove)
+            plan.writes.append(StateChange(tp[0], tp[1], new, ver, "reassignment_completed", state))
         return plan, True
+
+    def reassignment_remove(self, tp: TP, replica: int) -> Plan:
+        """B4 for one removed replica (Kafka's OfflineReplica then NonExistentReplica, one replica at a time):
+        out of the ISR if it is there (a write of its own, the leader epoch + 1, as removeReplicasFromIsr),
+        StopReplica, then StopReplica with deletion."""
+        plan = Plan()
+        if self.active:
+            self._remove_replicas(plan, tp, [replica], None, "reassignment_removed_replica")
+        return plan
 
     def reassignment_finish(self, tp: TP) -> Plan:
         """B6-B8: the topic znode takes RS = TRS with no adding or removing replicas; every broker's metadata

@@ -30,7 +30,9 @@ class LeaderAndIsr(NamedTuple):
 
 @dataclass(frozen=True)
 class BrokerRegistration:
-    """A live broker as ``/brokers/ids/<id>`` records it: where its controller and peers reach it."""
+    """A live broker as ``/brokers/ids/<id>`` records it: where its controller and peers reach it
+    (``host``:``port``, its gRPC address) and where Kafka clients and tools reach it (``listeners``,
+    its advertised Kafka listeners, which the znode's ``endpoints`` name as Kafka's do)."""
 
     broker_id: int
     host: str
@@ -38,6 +40,9 @@ class BrokerRegistration:
     timestamp_ms: int
     rack: str | None = None
     epoch: int = -1  # the znode's czxid; not part of the JSON
+    # (listener name, host, port) of each advertised Kafka listener, and each name's security protocol
+    listeners: tuple[tuple[str, str, int], ...] = ()
+    protocols: tuple[tuple[str, str], ...] = ()
 
     def endpoint(self) -> str:
         return f"{self.host}:{self.port}"

@@ -50,7 +50,8 @@ from replication import produce
 UNKNOWN_OFFSET = -1
 
 # AlterIsr answers after which the leader must not propose again until it learns a
-# newer partition state (LeaderAndIsr / UpdateMetadata / become_*):
+# newer partition state (LeaderAndIsr / UpdateMetadata / become_*); the change stays pending
+# meanwhile (Kafka 2.8's Partition keeps its PendingExpandIsr / PendingShrinkIsr state):
 #   FENCED_LEADER_EPOCH: our leader epoch is over - we are no longer the leader of this
 #     epoch (possibly not the leader at all); a LeaderAndIsr is on its way.
 #   INVALID_UPDATE_VERSION: our zkVersion is stale - the ISR changed without us seeing it.
@@ -491,7 +492,8 @@ class PartitionReplication:
                             leader_epoch: int | None = None, *, proposal: AlterIsrProposal | None = None,
                             log: LogView | None = None, now_ms: int | None = None) -> AlterIsrOutcome:
         """The controller's answer to the pending proposal (pass ``proposal`` to guard against a late
-        answer to an older one).  Any answer clears the pending change; see ISR_CHANGE_GIVE_UP.
+        answer to an older one).  A success or a transient error clears the pending change; after a give-up
+        error (ISR_CHANGE_GIVE_UP) it stays pending, as in Kafka 2.8, until a newer state settles it.
         """
         out = AlterIsrOutcome()
         pending = self._pending
@@ -513,6 +515,9 @@ class PartitionReplication:
             out.events += self._commit_isr(tuple(isr), zk_version, log, now_ms)
             return out
         if error_code in ISR_CHANGE_GIVE_UP:
+            # Kafka 2.8 gives up but leaves the change pending (Partition.handleAlterIsrResponse): a pending
+            # expand's member still counts for the HW, and nothing more is proposed until a newer state
+            self._pending = pending
             self._isr_change_blocked = True
             out.fenced = error_code == errors.FENCED_LEADER_EPOCH
         elif error_code == errors.INELIGIBLE_REPLICA and now_ms is not None:

@@ -53,13 +53,15 @@ def handlers(zombie: bool = False) -> h.ControllerHandlers:
     return h.ControllerHandlers(ControllerCore(settings), 1, zombie=zombie)
 
 
-def test_a_won_election_loads_the_context_writes_fenced_then_sends_then_logs() -> None:
+def test_a_won_election_loads_the_context_sends_it_then_writes_fenced_then_sends_then_logs() -> None:
     ctl, world = handlers(), World()
     h.run(ctl.elect(), world.do)
     kinds = [type(c).__name__ for c in world.done if not isinstance(c, (h.Emit, h.Clock, h.MonoNs))]
-    # after acting: /admin/reassign_partitions read (its watch armed), then the deletions resumed
+    # Kafka's onControllerFailover: the log dir event notifications read (and deleted), UpdateMetadata (and the
+    # unchanged states) to every broker before deciding, then the decisions; after acting,
+    # /admin/reassign_partitions read (its watch armed), then the deletions resumed
     assert kinds == ["ReadController", "TryElect", "ReadSnapshot", "ReadLogDirEvents", "CachedStates", "ReadStates",
-                     "WriteStates", "Send", "ReadZkReassignment", "Later"]
+                     "Send", "WriteStates", "Send", "ReadZkReassignment", "Later"]
     write = next(c for c in world.done if isinstance(c, h.WriteStates))
     assert write.fence == 3 and [(w.topic, w.partition, w.state.leader) for w in write.writes] == [("t", 0, 1)]
     names = world.emitted()   # the core's own events (controller_context_loaded, ...) come between

@@ -180,8 +180,23 @@ class ZkClient(ConfigStore):
 
     @until_connected
     def ensure_persistent_paths(self) -> None:
-        for p in paths.PERSISTENT_PATHS:
+        for p in paths.PERSISTENT_PATHS + paths.KAFKA_PERSISTENT_PATHS:
             self.kz.ensure_path(p)
+        try:   # a Kafka 2.8 controller creates it at its failover; nothing reads it here
+            self.kz.create(paths.FEATURE, codecs.encode_feature_znode())
+        except NodeExistsError:
+            pass
+
+    @until_connected
+    def ensure_cluster_id(self, cluster_id: str) -> str:
+        """/cluster/id: create it with ``cluster_id`` when absent (Kafka's getOrGenerateClusterId); the id it
+        holds."""
+        try:
+            self.kz.create(paths.CLUSTER_ID, codecs.encode_cluster_id(cluster_id), makepath=True)
+            return cluster_id
+        except NodeExistsError:
+            data, _ = self.kz.get(paths.CLUSTER_ID)
+            return codecs.decode_cluster_id(data)
 
     # ------------------------------------------------------------ generic
 

@@ -81,32 +81,73 @@ def decode_controller_epoch(data: bytes | None) -> int:
 
 # ------------------------------------------------------------------ /brokers/ids/<id>
 
+#: the extra field holding kafkasim's gRPC address (Kafka reads only the fields it knows, so it ignores it)
+GRPC_KEY = "kafkasim_grpc"
+
+
 def encode_broker(reg: BrokerRegistration) -> bytes:
-    # JSON v5, the IBP >= 2.7 layout, with one PLAINTEXT listener (gRPC here).
-    return _dump({
+    """JSON v5, as Kafka 2.8 (IBP >= 2.7) writes it (``BrokerIdZNode.encode``): ``endpoints`` are the Kafka
+    listeners, ``host``/``port`` the first PLAINTEXT one (null and -1 without one), ``rack`` only when set;
+    plus kafkasim's gRPC address under ``kafkasim_grpc``, where its controller and peers reach the broker."""
+    protocols = dict(reg.protocols)
+    plain = next(((h, p) for name, h, p in reg.listeners if protocols.get(name, name) == "PLAINTEXT"), (None, -1))
+    obj: dict[str, Any] = {
         "version": 5,
-        "host": reg.host,
-        "port": reg.port,
+        "host": plain[0],
+        "port": plain[1],
         "jmx_port": -1,
         "timestamp": str(reg.timestamp_ms),
-        "endpoints": [f"PLAINTEXT://{reg.host}:{reg.port}"],
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-        "rack": reg.rack,
+        "endpoints": [f"{name}://{h}:{p}" for name, h, p in reg.listeners],
+        "listener_security_protocol_map": {name: protocols.get(name, name) for name, _, _ in reg.listeners},
         "features": {},
-    })
+        GRPC_KEY: f"{reg.host}:{reg.port}",
+    }
+    if reg.rack is not None:
+        obj["rack"] = reg.rack
+    return _dump(obj)
+
+
+def _endpoint(kind: str, text: Any) -> tuple[str, str, int]:
+    """``NAME://host:port`` -> (name, host, port)."""
+    name, sep, rest = str(text).partition("://")
+    host, _, port = rest.rpartition(":")
+    if not sep or not name or not port.isdigit():
+        raise CodecError(f"{kind}: bad endpoint {text!r}")
+    return name, host.strip("[]"), int(port)
 
 
 def decode_broker(broker_id: int, data: bytes | None, czxid: int = -1) -> BrokerRegistration:
+    """A registration as kafkasim writes it (the gRPC address in ``kafkasim_grpc``) or as Kafka does
+    (no gRPC address: ``host``/``port`` stand in)."""
     kind = f"/brokers/ids/{broker_id}"
     obj = _load(kind, data)
     ts = obj.get("timestamp", "0")
+    grpc = obj.get(GRPC_KEY)
+    if grpc is not None:
+        if not isinstance(grpc, str):
+            raise CodecError(f"{kind}: field {GRPC_KEY!r} has type {type(grpc).__name__}")
+        host, _, p = grpc.rpartition(":")
+        if not p.isascii() or not p.isdigit():
+            raise CodecError(f"{kind}: field {GRPC_KEY!r} is not host:port: {grpc!r}")
+        port = int(p)
+    elif obj.get("host", "") is None:   # Kafka's registration with no PLAINTEXT listener: null, -1
+        host, port = "", _field(kind, obj, "port", int)
+    else:
+        host, port = _field(kind, obj, "host", str), _field(kind, obj, "port", int)
+    raw = obj.get("endpoints") or []
+    protocols = obj.get("listener_security_protocol_map") or {}
+    if not isinstance(raw, list) or not isinstance(protocols, dict):
+        raise CodecError(f"{kind}: bad endpoints or listener_security_protocol_map")
+    listeners = tuple(_endpoint(kind, e) for e in raw)
     return BrokerRegistration(
         broker_id=broker_id,
-        host=_field(kind, obj, "host", str),
-        port=_field(kind, obj, "port", int),
+        host=host,
+        port=port,
         timestamp_ms=int(ts) if _digits(str(ts)) else 0,
         rack=obj.get("rack"),
         epoch=czxid,
+        listeners=listeners,
+        protocols=tuple((str(k), str(v)) for k, v in protocols.items()),
     )
 
 
@@ -247,6 +288,22 @@ def decode_producer_id_block(data: bytes) -> int:
     if not isinstance(end, (str, int)) or not str(end).lstrip("-").isdigit():
         raise CodecError(f"/latest_producer_id_block: bad block_end {end!r}")
     return int(end)
+
+
+# ------------------------------------------------------------------ /cluster/id and /feature
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    """/cluster/id as Kafka writes it (ClusterIdZNode: the version is a string)."""
+    return _dump({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes | None) -> str:
+    return _field("/cluster/id", _load("/cluster/id", data), "id", str)
+
+
+def encode_feature_znode() -> bytes:
+    """/feature as a Kafka 2.8 controller (IBP >= 2.7) creates it: versioning enabled, no finalized features."""
+    return _dump({"features": {}, "version": 1, "status": 1})
 
 
 # ------------------------------------------------------------------ /config/<type>/<name> and /config/changes

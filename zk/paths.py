@@ -15,6 +15,9 @@ CONFIG = "/config"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_BROKERS = "/config/brokers"
 CONFIG_CHANGES = "/config/changes"
+CONFIG_CLIENTS = "/config/clients"           # quota entities (kafkasim has no quotas: created empty, never read)
+CONFIG_USERS = "/config/users"
+CONFIG_IPS = "/config/ips"
 CONFIG_CHANGE_PREFIX = "config_change_"     # sequential children of /config/changes
 DEFAULT_ENTITY = "<default>"                 # Kafka's ConfigEntityName.Default: the cluster-wide broker configs
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"   # Kafka's LogDirEventNotificationZNode
@@ -26,6 +29,15 @@ PERSISTENT_PATHS = (BROKERS, BROKER_IDS, TOPICS, ISR_CHANGE_NOTIFICATION, ADMIN,
 
 OFFSETS_TOPIC = "__consumer_offsets"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"  # Kafka's ProducerIdManager (ZooKeeper mode)
+CONSUMERS = "/consumers"                          # the old (ZooKeeper) consumers' path
+BROKER_SEQID = "/brokers/seqid"                   # broker id generation
+CLUSTER_ID = "/cluster/id"
+FEATURE = "/feature"                              # KIP-584's feature versioning (IBP >= 2.7)
+
+#: The rest of Kafka 2.8's top-level paths (``ZkData.PersistentZkPaths``: every ``ConfigType``'s
+#: ``/config/<type>`` among them), created empty at start-up as Kafka does, though kafkasim reads none of them:
+#: tools that look for them find them.
+KAFKA_PERSISTENT_PATHS = (CONSUMERS, BROKER_SEQID, PRODUCER_ID_BLOCK, CONFIG_CLIENTS, CONFIG_USERS, CONFIG_IPS)
 
 
 def broker(broker_id: int) -> str:

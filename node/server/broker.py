@@ -49,6 +49,7 @@ from zk.producer_ids import ProducerIds
 from node.server.groups_servicer import GroupsServicer
 from node.server.rpc_server import AioServer
 from node.net.links import DIRECT, LinkMap, LinkMapError
+from node.listeners import parse_protocol_map
 from node.events import EventLog
 from node.replicas.replica_manager import CleanerSettings, ReplicaManager
 from replication.partition import ReplicaSettings
@@ -198,6 +199,7 @@ class Broker:
         self.server.add(gpbg.add_GroupsServicer_to_server, groups_servicer)
         self._offsets_creating = threading.Lock()  # one lazy creation at a time
         self._offsets_created = False
+        self.cluster_id = cluster_id_for(zk_connect)   # also written to /cluster/id when absent (start())
         self._txn_topic_creating = threading.Lock()
         self._txn_topic_created = False
         txn_door = TxnDoor(self.state, self.txns, pool, self._create_txn_topic, self._offsets_partitions)
@@ -207,7 +209,7 @@ class Broker:
             broker_id, self.state, self.replicas, groups_servicer.door, txn_door, self.producer_ids.next_id, self.zk,
             endpoint_of=self._kafka_endpoint_of,
             rack_of=lambda b: self._spec_of(b).rack if self._spec_of(b) else None,
-            cluster_id=cluster_id_for(zk_connect), pool=pool, message_max_bytes=g("message.max.bytes"),
+            cluster_id=self.cluster_id, pool=pool, message_max_bytes=g("message.max.bytes"),
             num_partitions=g("num.partitions"), default_replication_factor=g("default.replication.factor"),
             delete_topic_enable=g("delete.topic.enable"), auto_create_topics=g("auto.create.topics.enable"),
             topic_config=self._topic_config, broker_config=self.dynamic,
@@ -222,6 +224,7 @@ class Broker:
                            self._kafka_endpoint_of, listener=name)), host, port, limits, self.events.emit, quotas)
                        for name, host, port in self.spec.kafka_listeners]
         self.kafka = self.kafkas[0]
+        self._kafka_error: str | None = None   # why the Kafka listener could not start (then none is registered)
         self.stopping = threading.Event()
 
     def _create_offsets_topic(self) -> None:
@@ -399,6 +402,7 @@ class Broker:
                          kafka_listener=None if kafka_error else f"{self.kafka.host}:{self.kafka.port}")
         if kafka_error:
             self.events.emit("kafka_listener_failed", host=self.kafka.host, port=self.kafka.port, error=kafka_error)
+        self._kafka_error = kafka_error
         self.zk.start()
         self._ensure_persistent_paths()
         for entity in (zk_paths.DEFAULT_ENTITY, str(self.broker_id)):   # Kafka's dynamicConfig.initialize
@@ -413,14 +417,23 @@ class Broker:
         deadline = time.monotonic() + max(30.0, 3 * self.cfg.session_timeout_ms / 1000.0)
         while True:
             try:
-                return self.zk.ensure_persistent_paths()
+                self.zk.ensure_persistent_paths()
+                stored = self.zk.ensure_cluster_id(self.cluster_id)
+                if stored != self.cluster_id:   # a chroot another cluster (a Kafka) set up first
+                    self.events.emit("cluster_id_differs", stored=stored, served=self.cluster_id)
+                return
             except CONNECTION_ERRORS:
                 if time.monotonic() >= deadline or self.stopping.wait(0.1):
                     raise
 
     def _register(self) -> None:
+        # endpoints: the advertised Kafka listeners (what Kafka's tools reading ZooKeeper dial), when they
+        # listen; host/port: the gRPC address, written beside them for kafkasim's own readers (zk/codecs.py)
+        listeners = () if self._kafka_error else self.spec.advertised_endpoints
+        protocols = parse_protocol_map(self.cfg.get("listener.security.protocol.map"))
         reg = BrokerRegistration(self.broker_id, self.spec.host, self.spec.port, int(time.time() * 1000),
-                                 self.spec.rack)
+                                 self.spec.rack, listeners=tuple(listeners),
+                                 protocols=tuple((name, protocols.get(name, name)) for name, _, _ in listeners))
         wait_s = 2 * self.cfg.session_timeout_ms / 1000.0 + 5
         predecessor = self.session_file.dead_predecessor_session()
         self.events.emit("broker_registering", predecessor_session=f"0x{predecessor:x}" if predecessor else None)
