@@ -60,7 +60,8 @@ def test_sigkill_of_the_controller_elects_a_new_one_after_the_session_timeout(ma
     detected = time.monotonic() - t0
     assert detected >= SESSION_MS / 1000 * 0.9, "a crash cannot be detected before the session expires"
     after = wait_for(lambda: (v := cluster.view()) and all(
-        old not in s["isr"] for s in offsets_partitions(v).values()) and v, MARGIN_S, "dead broker out of ISRs")
+        old not in s["isr"] and s["leader"] in s["isr"] for s in offsets_partitions(v).values()) and v, MARGIN_S,
+        "dead broker out of ISRs and every leader elected")   # Kafka's order: leader -1 first, then elected
     assert old not in after.brokers
     _check_failover(before, after, old, led_bump=2)
     change = wait_for(lambda: events(cluster, type_="controller_context_loaded", epoch=after.controller_epoch),
@@ -79,7 +80,8 @@ def test_sigterm_of_the_controller_hands_over_without_the_session_timeout(make_c
                      5.0, "a new controller well before the 20 s session timeout")
     cluster.wait_exit(old, timeout=10)
     after = wait_for(lambda: (v := cluster.view()) and all(
-        old not in s["isr"] for s in offsets_partitions(v).values()) and v, 5.0, "dead broker out of ISRs")
+        old not in s["isr"] and s["leader"] in s["isr"] for s in offsets_partitions(v).values()) and v, 5.0,
+        "dead broker out of ISRs and every leader elected")
     _check_failover(before, after, old)
     resigned = events(cluster, broker=old, type_="controller_resigned")
     assert resigned and resigned[0]["epoch"] == before.controller_epoch
