@@ -1,6 +1,6 @@
 """The cluster.yaml keys: each key's type, allowed values, default and Kafka 2.8's default (:class:`KeySpec`),
 the top-level table (:data:`SCHEMA`) and a ``brokers`` entry's (:data:`BROKER_SCHEMA`), and the Markdown that
-docs/configuration.md shows (:func:`describe_schema`).  node/config.py parses and checks a file against them."""
+docs/config.md shows (:func:`describe_schema`).  node/config.py parses and checks a file against them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
