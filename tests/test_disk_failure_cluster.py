@@ -227,7 +227,8 @@ def test_a_full_directory_goes_offline_the_coordinator_moves_and_nothing_acknowl
     # the member drains the topic, committing on the new coordinator.  Up to each high watermark: a batch
     # acknowledged KAFKA_STORAGE_ERROR by a leader whose directory failed after appending it may have been
     # replicated, and is then in the log twice once the producer retried it (at least once, as in Kafka)
-    ends = high_watermarks()
+    # (KAFKA_STORAGE_ERROR, retriable, until the client's metadata names the partitions' new leaders)
+    ends = wait_for(high_watermarks, 30, "every partition's high watermark from its live leader")
     wait_for(lambda: drained(ends), 90, "the member to drain the topic")
 
     def commit_positions() -> bool:
