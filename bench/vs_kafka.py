@@ -55,6 +55,7 @@ from bench.vs_controller import controller_failover  # noqa: E402
 from bench.vs_coordinator import coordinator_failovers  # noqa: E402
 from bench.vs_sides import Side, launch_until_ready, make_side, wait_isr_whole, write_cluster_yaml  # noqa: E402
 from bench.vs_throughput import workloads  # noqa: E402
+from util.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper  # noqa: E402
 
 KINDS = ("kafkasim", "kafka")
@@ -132,6 +133,19 @@ def run_round(r: int, work: Path, zk: EmbeddedZooKeeper, a: argparse.Namespace, 
                     for k, v in w.items():
                         add(k, kind, v)
         both("start, memory and throughput", throughput)
+    if "start" in a.only and "controller" not in a.only:
+        # the controller block starts a cluster at each --partitions count; without it, start ones of their own
+        for n in [n for n in a.partitions if n != 50]:
+            def start(kind: str, n: int = n) -> None:
+                with Run(work, zk, kind, n, {"controlled.shutdown.enable": False}) as run:
+                    start_sample(run)
+                    add(f"rss ready {n}", kind, {"mb": run.rss_mb(), "load": os.getloadavg()[0]})
+                    loaded = wait_for(run.side.coordinators_loaded_ms, 300, "every coordinator loaded", interval=0.5)
+                    add(f"loaded {n}", kind, {"s": loaded / 1000, "load": os.getloadavg()[0]})
+                    if kind == "kafkasim":
+                        add(f"start stages {n}", kind, {**run.side.start_stages(run.side.launch_mono_ns),
+                                                        "ready": run.start_s * 1000})
+            both(f"start at {n} partitions", start)
     if "coordinator" in a.only:
         def coordinator(kind: str) -> None:
             with Run(work, zk, kind, 50, COORDINATOR) as run:
@@ -200,6 +214,8 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
     ge = lambda g: (lambda x: x >= g)   # noqa: E731
     for n in sorted({50, *a.partitions}):
         row(f"cluster start until ready, {n} partitions", f"start {n}", lambda r: r["s"], "s", "<= 0.5x", le(0.5))
+        row("  (until every offsets partition's coordinator loaded)", f"loaded {n}", lambda r: r["s"], "s", None,
+            None)
     row("memory per broker (RSS), after ready", "rss ready", lambda r: med(r["mb"]), "MB", "<= 0.3x", le(0.3))
     row("memory per broker (RSS), after the workload", "rss after workload", lambda r: med(r["mb"]), "MB",
         "<= 0.3x", le(0.3))
@@ -246,6 +262,7 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
     failover_runs(res)
     clean_failover(res)
     controller_stages(res, a)
+    start_stages(res, a)
     profiles(res)
     for kind in KINDS:
         for f in res.get(f"{kind}|failed", []):
@@ -307,6 +324,18 @@ def controller_stages(res: dict[str, list], a: argparse.Namespace) -> None:
         print("\nkafkasim's controller failover from its event logs (medians): the old broker closing its ZooKeeper "
               "session (from the signal; SIGKILL: none), then the next controller's own load, decide, write, total:")
         print("\n".join(lines))
+
+
+def start_stages(res: dict[str, list], a: argparse.Namespace) -> None:
+    """Where kafkasim's start went, from its event logs (the start-only clusters of --only start)."""
+    for n in a.partitions:
+        runs = res.get(f"kafkasim|start stages {n}", [])
+        if not runs:
+            continue
+        print(f"\nkafkasim's start at {n} offsets partitions, ms from the launch of its brokers (medians of {len(runs)}; "
+              f"Kafka 2.8.2's median start beside it: {fmt(med([r['s'] for r in res.get(f'kafka|start {n}', [])]), 's')}):")
+        for stage in runs[0]:
+            print(f"  {stage:<58} {fmt(med([r.get(stage) for r in runs]), 'ms'):>12}")
 
 
 def profiles(res: dict[str, list]) -> None:
