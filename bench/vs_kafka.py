@@ -14,7 +14,10 @@ noisy machine; the load average is printed beside each figure.
 
   start         launch of the brokers -> ready (bench/vs_sides.py's Readiness: registered, a controller,
                 every listener's Metadata whole, __consumer_offsets led, a coordinator answering), at 50
-                offsets partitions (every cluster of the run counts) and at each --partitions count.
+                offsets partitions (every cluster of the run counts) and at each --partitions count (the
+                controller block's clusters, or, without it, start-only clusters of their own); these also
+                give the time until every offsets partition's coordinator had loaded (kafkasim's events,
+                Kafka's server.log) and kafkasim's start stages from its event logs.
   memory        each broker's RSS right after ready, and after the produce/consume workloads.
   controller    the controller gets SIGTERM (controlled shutdown off) or SIGKILL, at each --partitions count
                 of __consumer_offsets; time from the signal until ZooKeeper shows a live leader for every
