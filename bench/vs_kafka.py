@@ -74,16 +74,33 @@ COORDINATOR = {"controlled.shutdown.enable": True, "controlled.shutdown.retry.ba
 class Run:
     """One cluster of one side: its start, its measurements, its stop."""
 
-    def __init__(self, work: Path, zk: EmbeddedZooKeeper, kind: str, partitions: int, settings: dict[str, Any]):
+    def __init__(self, work: Path, zk: EmbeddedZooKeeper, kind: str, partitions: int, settings: dict[str, Any],
+                 profile: bool = False):
         cfg = write_cluster_yaml(work, zk.connect_string, 3,
                                  {**BASE, "offsets.topic.num.partitions": partitions, **settings})
         self.side: Side = make_side(kind, cfg)
         self.kind, self.partitions = kind, partitions
+        self.profile = profile      # py-spy on each broker from its launch until ready (bench/vs_profile.py)
+        self.spies: dict[int, Any] = {}
+        self.start_profiles: dict[int, dict] = {}
+
+    def _attach(self) -> None:
+        from bench.vs_profile import PySpy
+        for b in self.side.ids:
+            pid = self.side.pid(b)
+            if pid is not None:
+                self.spies[b] = PySpy(pid, rate=100).__enter__()
 
     def __enter__(self) -> "Run":
         la = os.getloadavg()[0]
         try:
-            self.start_s = launch_until_ready(self.side)
+            self.start_s = launch_until_ready(self.side, on_launched=self._attach if self.profile else None)
+            if self.spies:
+                from bench.vs_profile import top
+                for b, spy in self.spies.items():
+                    spy.__exit__()
+                    self.start_profiles[b] = {"broker": b, **top(spy.samples)}
+                self.spies.clear()
             self.start_load = la
             wait_isr_whole(self.side, 120)
         except BaseException:
@@ -92,6 +109,9 @@ class Run:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        for spy in self.spies.values():   # a start that failed: its profilers stop too
+            spy.__exit__()
+        self.spies.clear()
         try:
             self.side.down()
         finally:
@@ -140,8 +160,11 @@ def run_round(r: int, work: Path, zk: EmbeddedZooKeeper, a: argparse.Namespace, 
         # the controller block starts a cluster at each --partitions count; without it, start ones of their own
         for n in [n for n in a.partitions if n != 50]:
             def start(kind: str, n: int = n) -> None:
-                with Run(work, zk, kind, n, {"controlled.shutdown.enable": False}) as run:
+                with Run(work, zk, kind, n, {"controlled.shutdown.enable": False},
+                         profile=a.profile and kind == "kafkasim") as run:
                     start_sample(run)
+                    for prof in run.start_profiles.values():
+                        add(f"start profile {n}", kind, prof)
                     add(f"rss ready {n}", kind, {"mb": run.rss_mb(), "load": os.getloadavg()[0]})
                     loaded = wait_for(run.side.coordinators_loaded_ms, 300, "every coordinator loaded", interval=0.5)
                     add(f"loaded {n}", kind, {"s": loaded / 1000, "load": os.getloadavg()[0]})
@@ -339,6 +362,11 @@ def start_stages(res: dict[str, list], a: argparse.Namespace) -> None:
               f"Kafka 2.8.2's median start beside it: {fmt(med([r['s'] for r in res.get(f'kafka|start {n}', [])]), 's')}):")
         for stage in runs[0]:
             print(f"  {stage:<58} {fmt(med([r.get(stage) for r in runs]), 'ms'):>12}")
+        for prof in res.get(f"kafkasim|start profile {n}", []):
+            print(f"  broker {prof['broker']}, py-spy from its launch until ready, {prof['samples']} samples; share "
+                  f"of samples on the stack / at its top:")
+            for (pt, ft), (ps, fs) in zip(prof["total"][:10], prof["self"][:10]):
+                print(f"    {pt:5.1f}%  {ft[:62]:<62}  {ps:5.1f}%  {fs[:60]}")
 
 
 def profiles(res: dict[str, list]) -> None:
@@ -427,8 +455,9 @@ def main() -> None:
     ap.add_argument("--fetch-mb", type=int, default=200, help="MB the consumer reads")
     ap.add_argument("--warmup-rounds", type=int, default=150, help="ZooKeeper warm-up (bench/common.py)")
     ap.add_argument("--profile", action="store_true",
-                    help="sample kafkasim's partition leader with py-spy during each throughput workload "
-                         "(pip install py-spy) and print where its time goes")
+                    help="sample kafkasim's partition leader with py-spy during each throughput workload, and "
+                         "kafkasim's brokers from their launch until ready in --only start's own clusters "
+                         "(pip install py-spy), and print where their time goes")
     ap.add_argument("--json", type=Path, help="write the raw figures here")
     ap.add_argument("--quick", action="store_true", help="1 round, 1 failover, 50,000 records, 300 requests, 50 MB")
     a = ap.parse_args()

@@ -511,11 +511,14 @@ def _read(s: socket.socket, n: int) -> bytes:
     return buf
 
 
-def launch_until_ready(side: Side, timeout: float = 300.0) -> float:
-    """Start every broker of ``side`` and wait until :class:`Readiness` holds; seconds from the launch."""
+def launch_until_ready(side: Side, timeout: float = 300.0, on_launched: Any = None) -> float:
+    """Start every broker of ``side`` and wait until :class:`Readiness` holds; seconds from the launch.
+    ``on_launched()`` is called once the brokers' processes exist (a profiler attaching to them)."""
     t0 = time.monotonic()
     side.launch_mono_ns, side.launch_wall_ms = time.monotonic_ns(), time.time() * 1000.0
     side.launch()
+    if on_launched is not None:
+        on_launched()
     probe = Readiness(side)
     dead: list[int] = []
 
