@@ -134,6 +134,7 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
         self._forget_offline(new + dead + bounced)
         plan.full_sync = set(new) | set(bounced)
         plan.metadata_to_all = True
+        plan.brokers_started = bool(new or bounced)
         # A bounced broker is handled as a failure then a start-up: it lost its
         # replica state, so it leaves leaderships and ISRs first; then, live
         # again, it can be elected where it is the only ISR member left.
@@ -444,6 +445,10 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
                 if mine and plan.new_replicas:
                     mine = tuple(v._replace(is_new=True) if b in plan.new_replicas.get((v.topic, v.partition), ())
                                  else v for v in mine)
+                if mine and plan.brokers_started:
+                    # Kafka's onBrokerStartup: the existing brokers learn the new live set first, with no
+                    # partition states, before the LeaderAndIsr that follows (which may open many logs)
+                    cmds.append(UpdateMetadataCmd((), live_regs))
                 if mine:
                     cmds.append(LeaderAndIsrCmd(mine, leaders))
                 if plan.resend_metadata:

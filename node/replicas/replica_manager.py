@@ -455,6 +455,11 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
                                             isr=list(h.repl.isr) if h.repl.is_leader else []))
         return out
 
+    def led_with_followers(self) -> set[TP]:
+        """The partitions this broker leads that have another replica: those a controlled shutdown moves away."""
+        return {tp for tp, h in list(self.hosted.items())
+                if not h.log.closed and h.repl.is_leader and len(h.repl.replicas) > 1}
+
     def parked_fetches(self) -> dict[int, int]:
         """Followers' fetches now long-polling here (so a test can tell that a paused follower's
         last request has been answered before it appends what that follower must not get)."""
