@@ -118,7 +118,51 @@ def bench_replay(records: int) -> dict:
 
 # ---------------------------------------------------------------------- commit throughput
 
-def bench_commit(zk: EmbeddedZooKeeper, work: Path, seconds: float, threads: int = 8, per_request: int = 10) -> dict:
+def commit_rdkafka(bootstrap: str, seconds: float, threads: int, per_request: int) -> dict:
+    """The same commits through the Kafka listener: a confluent-kafka Consumer per thread (one group each, no
+    subscription: generation -1, as a simple consumer's), synchronous commits of ``per_request`` offsets.
+    Then the floor of that path: the same consumers fetching the same offsets back (OffsetFetch: the same
+    listener, door and core, no write and no replication), for as long."""
+    from confluent_kafka import Consumer as CConsumer, TopicPartition
+    consumers = [CConsumer({"bootstrap.servers": bootstrap, "group.id": f"bench-rd-{i}", "enable.auto.commit": False,
+                            "client.id": f"bench-rd-{i}"}) for i in range(threads)]
+    tps = [TopicPartition("t", p) for p in range(per_request)]
+    codes: dict[str, int] = {}
+
+    def loop(call) -> tuple[float, int, int]:
+        counts, failed = [0] * threads, [0] * threads
+        stop = threading.Event()
+
+        def run(i: int) -> None:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                try:
+                    call(consumers[i], n)
+                    counts[i] += 1
+                except Exception as e:   # a failed call is counted with its error
+                    failed[i] += 1
+                    name = f"{type(e).__name__} {e}"[:100]
+                    codes[name] = codes.get(name, 0) + 1
+        took = _timed(run, threads, seconds, stop)
+        return took, sum(counts), sum(failed)
+
+    try:
+        for i, k in enumerate(consumers):   # every coordinator found and loaded before the clock starts
+            wait_for(lambda k=k: k.committed([TopicPartition("t", 0)], timeout=10) is not None, 30,
+                     f"the coordinator of bench-rd-{i}")
+        took, done, failed = loop(lambda k, n: k.commit(
+            offsets=[TopicPartition("t", p, n) for p in range(per_request)], asynchronous=False))
+        ftook, fdone, ffailed = loop(lambda k, n: k.committed(tps, timeout=10))
+    finally:
+        for k in consumers:
+            k.close()
+    return {"requests_per_s": done / took, "offsets_per_s": done * per_request / took,
+            "errors": failed + ffailed, "error_codes": codes, "offset_fetch_requests_per_s": fdone / ftook}
+
+
+def bench_commit(zk: EmbeddedZooKeeper, work: Path, seconds: float, threads: int = 8, per_request: int = 10,
+                 rdkafka: bool = True) -> dict:
     # a 6 s session: on this contended host a 1 s session can expire mid-run and move coordinators
     c = make_cluster(zk, work, partitions=50, **{"zookeeper.session.timeout.ms": 6000})
     try:
@@ -157,6 +201,9 @@ def bench_commit(zk: EmbeddedZooKeeper, work: Path, seconds: float, threads: int
                   "offsets_per_s": requests * per_request / ours,
                   "errors": sum(errors_seen), "error_codes": codes}
         cc.close()
+        if rdkafka:
+            result["rdkafka"] = commit_rdkafka(",".join(f"{h}:{p}" for h, p in (b.kafka_advertised for b in c.cfg.brokers)),
+                                               seconds, threads, per_request)
     finally:
         c.down()
     # the ZooKeeper design: one znode per (group, topic, partition), one synchronous setData per offset
@@ -184,6 +231,8 @@ def bench_commit(zk: EmbeddedZooKeeper, work: Path, seconds: float, threads: int
     finally:
         zkc.stop()
     result["ratio"] = result["offsets_per_s"] / result["zookeeper_offsets_per_s"]
+    if "rdkafka" in result:
+        result["rdkafka"]["ratio"] = result["rdkafka"]["offsets_per_s"] / result["zookeeper_offsets_per_s"]
     return result
 
 
@@ -266,6 +315,8 @@ def main() -> None:
                     help="committing threads (one group each), and as many kazoo threads for the ZooKeeper design")
     ap.add_argument("--quick", action="store_true", help="100k records, 2 runs, 2 s")
     ap.add_argument("--only", choices=["replay", "commit", "failover"])
+    ap.add_argument("--per-request", type=int, nargs="+", default=[10, 100], help="offsets per commit request")
+    ap.add_argument("--no-rdkafka", action="store_true", help="commit throughput through kafkasim's client only")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.quick:
@@ -279,8 +330,9 @@ def main() -> None:
             zk.start()
             try:
                 if a.only in (None, "commit"):
-                    res["commit"] = [bench_commit(zk, Path(tmp), a.seconds, threads=th, per_request=n)
-                                     for n in (10, 100) for th in a.threads]
+                    res["commit"] = [bench_commit(zk, Path(tmp), a.seconds, threads=th, per_request=n,
+                                                  rdkafka=not a.no_rdkafka)
+                                     for n in a.per_request for th in a.threads]
                 if a.only in (None, "failover"):
                     for sig in (signal.SIGTERM, signal.SIGKILL):
                         res[f"failover {sig.name}"] = [one_failover(zk, Path(tmp), sig) for _ in range(a.runs)]
@@ -303,11 +355,21 @@ def main() -> None:
               f"{r['requests_per_s']:.0f} requests/s, {r['offsets_per_s']:.0f} offsets/s (RF 3, acks=all; "
               f"{r['errors']} errors {r['error_codes'] or ''}); ZooKeeper znodes: "
               f"{r['zookeeper_offsets_per_s']:.0f} offsets/s ({r['ratio']:.1f}x)")
+        if "rdkafka" in r:
+            x = r["rdkafka"]
+            print(f"  librdkafka through the Kafka listener: {x['requests_per_s']:.0f} requests/s, "
+                  f"{x['offsets_per_s']:.0f} offsets/s ({x['errors']} errors {x['error_codes'] or ''}; {x['ratio']:.1f}x); "
+                  f"floor, OffsetFetch of the same offsets (no write): {x['offset_fetch_requests_per_s']:.0f} requests/s "
+                  f"= {x['offset_fetch_requests_per_s'] * r['per_request'] / r['zookeeper_offsets_per_s']:.1f}x the "
+                  f"ZooKeeper design's offsets/s")
     for n in sorted({r["per_request"] for r in res.get("commit", [])}):
         rs = [r for r in res["commit"] if r["per_request"] == n]
-        ours, theirs = max(r["offsets_per_s"] for r in rs), max(r["zookeeper_offsets_per_s"] for r in rs)
-        print(f"commit peak, {n} partitions per request: {ours:.0f} against {theirs:.0f} offsets/s -> "
-              f"{ours / theirs:.1f}x (goal >= 10x: {'met' if ours >= 10 * theirs else 'MISSED'})")
+        theirs = max(r["zookeeper_offsets_per_s"] for r in rs)
+        for name, ours in (("kafkasim client", max(r["offsets_per_s"] for r in rs)),
+                           ("librdkafka", max((r["rdkafka"]["offsets_per_s"] for r in rs if "rdkafka" in r), default=None))):
+            if ours is not None:
+                print(f"commit peak, {n} partitions per request, {name}: {ours:.0f} against {theirs:.0f} offsets/s -> "
+                      f"{ours / theirs:.1f}x (goal >= 10x: {'met' if ours >= 10 * theirs else 'MISSED'})")
     for sig in ("SIGTERM", "SIGKILL"):
         runs = res.get(f"failover {sig}")
         if not runs:
