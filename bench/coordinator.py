@@ -1,7 +1,7 @@
 """Group coordinator: replay rate, commit throughput against ZooKeeper znodes, failover stages.
 
     python bench/coordinator.py [--records 1000000] [--runs 5] [--quick] [--json] [--only replay|commit|failover]
-                                [--threads 8 32] [--per-request 10 100] [--no-rdkafka]
+                                [--threads 8 32] [--per-request 10 100] [--no-rdkafka] [--signals SIGTERM SIGKILL]
 
 replay     1M offset-commit records (10k keys: 100 groups x 100 partitions,
            each committed 100 times, 100 offsets per batch as one commit
@@ -349,6 +349,8 @@ def main() -> None:
     ap.add_argument("--only", choices=["replay", "commit", "failover"])
     ap.add_argument("--per-request", type=int, nargs="+", default=[10, 100], help="offsets per commit request")
     ap.add_argument("--no-rdkafka", action="store_true", help="commit throughput through kafkasim's client only")
+    ap.add_argument("--signals", nargs="+", choices=["SIGTERM", "SIGKILL"], default=["SIGTERM", "SIGKILL"],
+                    help="the failovers' signals")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.quick:
@@ -366,7 +368,7 @@ def main() -> None:
                                                   rdkafka=not a.no_rdkafka)
                                      for n in a.per_request for th in a.threads]
                 if a.only in (None, "failover"):
-                    for sig in (signal.SIGTERM, signal.SIGKILL):
+                    for sig in (getattr(signal, name) for name in a.signals):
                         res[f"failover {sig.name}"] = [one_failover(zk, Path(tmp), sig) for _ in range(a.runs)]
             finally:
                 zk.stop()
