@@ -46,11 +46,8 @@ class BrokerServicer(pbg.BrokerServicer):
                 if self.replicas is not None else None
             out = self.state.leader_and_isr(wire.header_from_pb(request.header), parts, offline)
             if self.replicas is not None:
-                # a replica whose log could not be opened or written is offline now (Kafka's makeLeaders).
-                # Followers first: becoming one writes nothing, while becoming a leader writes (and fsyncs) its
-                # leader epoch checkpoint; a follower that waited for every new leader's fsync would hold back
-                # each acks=all append to the partitions it follows (the first commit after a coordinator move)
-                out.partition_errors.update(self.replicas.apply_leader_and_isrs(out.became_follower + out.became_leader))
+                # a replica whose log could not be opened or written is offline now (Kafka's makeLeaders)
+                out.partition_errors.update(self.replicas.apply_leader_and_isrs(out.became_leader + out.became_follower))
             self._log(out)  # under the lock: the log's order is the order the requests applied in
         return pb.LeaderAndIsrResponse(error_code=out.error, partition_errors=self._perrors(out))
 
