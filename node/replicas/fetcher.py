@@ -3,11 +3,18 @@
 The thread never dies of an exception: an I/O error in a partition's log (KafkaStorageError) takes its log
 directory offline, and the failure handler takes the partition off this fetcher; anything unexpected is
 logged as ``fetcher_error`` and the loop backs off and goes on.
+
+A partition whose answer is an error (the leader has not taken it up yet: NOT_LEADER_OR_FOLLOWER,
+UNKNOWN_LEADER_EPOCH) is left out of the requests for ``BACKOFF_S``, while the others go on fetching at
+once, as Kafka's AbstractFetcherThread delays only its partitions with errors: a new leader processing a
+LeaderAndIsr of many partitions one by one would otherwise hold back the partitions it leads already
+(their HW, so their acks=all appends) by a backoff per partition it has not reached.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING
 
 import grpc
@@ -29,6 +36,7 @@ if TYPE_CHECKING:
 
 TP = tuple[str, int]
 log = logging.getLogger(__name__)
+BACKOFF_S = 0.05   # after an error: the whole fetch's, or one partition's
 
 
 class LeaderFetcher(threading.Thread):
@@ -45,6 +53,8 @@ class LeaderFetcher(threading.Thread):
         self._cut = False
         self._session = FollowerSession()  # only this thread uses it
         self._state: dict[TP, tuple["Hosted", PartitionFetch]] = {}  # each partition's position (this thread)
+        # partitions whose last answer was an error: (fetch again from, the assignment that failed) (this thread)
+        self._delayed: dict[TP, tuple[float, "Hosted", int]] = {}
 
     def assign(self, tp: TP, h: "Hosted", leader_epoch: int) -> None:
         with self._lock:
@@ -74,7 +84,7 @@ class LeaderFetcher(threading.Thread):
                         self._cut, stub, target = False, None, None
                 endpoint = self.rm.endpoint_of(self.leader)
                 if not parts or endpoint is None:
-                    self._stop_event.wait(0.05)
+                    self._stop_event.wait(BACKOFF_S)
                     continue
                 if endpoint != target or stub is None:
                     with self._lock:
@@ -90,7 +100,7 @@ class LeaderFetcher(threading.Thread):
                     self._session.reset()
                     fetched = False
                 if not fetched:
-                    self._stop_event.wait(0.05)  # back off after an error
+                    self._stop_event.wait(BACKOFF_S)  # back off after an error
         finally:
             with self._lock:
                 if self._channel is not None:
@@ -102,8 +112,14 @@ class LeaderFetcher(threading.Thread):
         state = self._state
         for tp in [tp for tp in state if tp not in parts]:
             del state[tp]
+        now = time.monotonic()
         current: dict[TP, PartitionFetch] = {}
         for tp, (h, epoch) in parts.items():
+            delay = self._delayed.get(tp)
+            if delay is not None:
+                if delay[0] > now and delay[1] is h and delay[2] == epoch:
+                    continue     # its last answer was an error: not before its backoff (unless given again)
+                del self._delayed[tp]
             known = state.get(tp)
             if known is None or known[0] is not h or known[1].current_leader_epoch != epoch:
                 # a partition new to this fetcher (or given again): read its position; after that only
@@ -115,6 +131,8 @@ class LeaderFetcher(threading.Thread):
             current[tp] = known[1]
         if not current:
             return False
+        for tp in [tp for tp in self._delayed if tp not in parts]:
+            del self._delayed[tp]
         session = self._session
         session_id, session_epoch, listed, forgotten = session.request(current)
         with self._lock:
@@ -152,7 +170,8 @@ class LeaderFetcher(threading.Thread):
                     state.pop(tp, None)
                     continue
                 try:
-                    ok = self._apply(tp, h, epoch, current[tp].fetch_offset, a) and ok
+                    if not self._apply(tp, h, epoch, current[tp].fetch_offset, a):
+                        self._delayed[tp] = (time.monotonic() + BACKOFF_S, h, epoch)   # this one backs off
                 except KafkaStorageError:   # its log directory is offline: the failure handler unassigns it
                     state.pop(tp, None)
                     ok = False

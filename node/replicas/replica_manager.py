@@ -19,6 +19,7 @@ import logging
 import shutil
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -49,6 +50,7 @@ from replication.partition import PartitionReplication, ReplicaSettings
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
+MAKE_LEADERS_TOGETHER = 16   # hosted replicas of one LeaderAndIsr taking up leadership side by side
 STORAGE = errors.KAFKA_STORAGE_ERROR
 
 
@@ -161,14 +163,47 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         return h
 
     def apply_leader_and_isrs(self, parts: Iterable[PartitionInfo]) -> dict[TP, int]:
-        """One LeaderAndIsr request's partitions, in order, reading each topic's config once; returns the
-        partitions that failed: KAFKA_STORAGE_ERROR (the replica is offline now)."""
+        """One LeaderAndIsr request's partitions, reading each topic's config once; returns the partitions that
+        failed: KAFKA_STORAGE_ERROR (the replica is offline now).
+
+        In request order within each of these steps: first the replicas hosted here that now follow (or
+        only see their ISR change), which writes nothing, so the partitions they follow are fetched at once
+        (a new leader's acks=all appends wait for those fetches); then the new replicas that lead; then the
+        hosted replicas that now lead, side by side, each with the same steps under its own lock; last the
+        new replicas that follow.  Each new leader writes and fsyncs its leader epoch checkpoint (Kafka's
+        makeLeader), and the filesystem commits fsyncs that come together in one journal commit, so a
+        request moving many leaders here (a controlled shutdown elsewhere) costs about one fsync's wait, not
+        one per partition, and each partition's lock, which the other ISR members' fetches take too, is
+        held for about one."""
         configs: dict[str, dict] = {}
         failed = {}
+        hosted_followers: list[PartitionInfo] = []
+        new_leaders: list[PartitionInfo] = []
+        together: list[PartitionInfo] = []
+        new_followers: list[PartitionInfo] = []
         for p in parts:
+            h = self.hosted.get((p.topic, p.partition))
+            leads = roles.leader_and_isr_action(h.repl if h is not None else None, self.broker_id, p.leader,
+                                                p.leader_epoch) == roles.LEADER
+            if h is not None:
+                (together if leads else hosted_followers).append(p)
+            else:
+                (new_leaders if leads else new_followers).append(p)
+
+        def apply(p: PartitionInfo) -> None:
             code = self.apply_leader_and_isr(p, configs)
             if code != errors.NONE:
                 failed[(p.topic, p.partition)] = code
+        for p in hosted_followers + new_leaders:
+            apply(p)
+        if len(together) > 1:
+            with ThreadPoolExecutor(max_workers=min(MAKE_LEADERS_TOGETHER, len(together)),
+                                    thread_name_prefix="make-leader") as pool:
+                list(pool.map(apply, together))
+        elif together:
+            apply(together[0])
+        for p in new_followers:
+            apply(p)
         return failed
 
     def apply_leader_and_isr(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> int:
