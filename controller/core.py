@@ -153,8 +153,10 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
         Led partitions (RF > 1) elect the first replica that is live, in the
         ISR and not shutting down, with the ISR minus shutting-down brokers;
         followed partitions drop the broker from the ISR and get StopReplica.
-        A partition with nobody else to lead stays with the broker and is
-        reported back, so the broker can retry.
+        A replicated partition with nobody else to lead stays with the broker
+        and is reported back, so the broker can retry; an RF-1 partition is
+        left alone and not reported (Kafka acts on, and reports, only
+        partitions with more than one replica).
         """
         plan = Plan()
         if not self.active:
@@ -176,10 +178,12 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
             state, ver = self.states[tp]
             if state.controller_epoch > self.epoch:
                 continue
+            if len(replicas) <= 1:
+                continue
             if state.leader == broker_id:
                 off = offline.get(tp) if offline else None
                 new = election.controlled_shutdown(state, replicas, eligible - off if off else eligible,
-                                                   self.shutting_down, self.epoch) if len(replicas) > 1 else None
+                                                   self.shutting_down, self.epoch)
                 if new is None:
                     remaining.append(tp)
                     continue
