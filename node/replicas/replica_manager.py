@@ -50,6 +50,7 @@ from replication.partition import PartitionReplication, ReplicaSettings
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
+INITIAL_TASK_DELAY_S = 30.0  # Kafka's LogManager.InitialTaskDelayMs
 MAKE_LEADERS_TOGETHER = 16   # hosted replicas of one LeaderAndIsr taking up leadership side by side
 STORAGE = errors.KAFKA_STORAGE_ERROR
 
@@ -110,8 +111,12 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         if cleaner is not None and cleaner.enable:
             self._tasks.append(threading.Thread(target=self._every, args=(cleaner.backoff_ms / 1000, self.clean_logs),
                                                 daemon=True, name="log-cleaner"))
-        self._tasks.append(threading.Thread(target=self._every, args=(retention_check_interval_ms / 1000,
-                                                                      self.retain_logs), daemon=True, name="retention"))
+        # Kafka's LogManager runs retention first InitialTaskDelayMs (30 s) after start, then every interval;
+        # an interval shorter than that runs first after one interval (docs/deviations.md)
+        retention_s = retention_check_interval_ms / 1000
+        self._tasks.append(threading.Thread(target=self._every, args=(retention_s, self.retain_logs,
+                                                                      min(INITIAL_TASK_DELAY_S, retention_s)),
+                                            daemon=True, name="retention"))
         started, flusher_ran = now_ms(), threading.Event()
         self._tasks.append(threading.Thread(target=self._every, args=(1.0, lambda: self.purge_and_flush(
             started, flusher_ran)), daemon=True, name="log-flusher"))
@@ -552,8 +557,10 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         """Every online directory's HW checkpoint (a failed write takes that directory offline)."""
         self.dirs.checkpoint_hws({tp: h.repl.high_watermark for tp, h in list(self.hosted.items())})
 
-    def _every(self, interval_s: float, fn: Callable[[], None]) -> None:
-        while not self._stopping.wait(interval_s):
+    def _every(self, interval_s: float, fn: Callable[[], None], first_s: float | None = None) -> None:
+        wait = interval_s if first_s is None else first_s
+        while not self._stopping.wait(wait):
+            wait = interval_s
             try:
                 fn()
             except Exception:
