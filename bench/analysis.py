@@ -45,6 +45,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Self
@@ -141,13 +142,25 @@ class CpuClock:
         self.threads = ThreadCpu(self.pid)
         self.split0 = self.threads.sample()
         self.c = _tree_cpu_s(self.pid) if self.pid else 0.0
+        # the JVM's threads read every second: a thread that ends keeps its last reading
+        self._done = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
         return self
+
+    def _sample(self) -> None:
+        while not self._done.wait(1.0):
+            self.threads.sample()
 
     def __exit__(self, *exc: object) -> None:
         self.wall = time.monotonic() - self.t
+        self._done.set()
+        self._sampler.join()
         self.cpu = (_tree_cpu_s(self.pid) - self.c) if self.pid else None
         # the JVM's CPU by kind of thread (planning, tasks, JIT, GC, other: bench.spark_profile)
         self.split = ThreadCpu.since(self.split0, self.threads.sample())
+        if self.cpu is not None:   # the JVM's child processes (Python workers: the segments' decoder)
+            self.split["workers"] = round(max(0.0, self.cpu - sum(self.split.values())), 1)
 
 
 def history_files(run: Path) -> list[str]:

@@ -73,7 +73,7 @@ class ThreadCpu:
 
 
 def format_threads(cpu: dict[str, float]) -> str:
-    return ", ".join(f"{k} {cpu[k]:.1f}" for k in KINDS)
+    return ", ".join(f"{k} {v:.1f}" for k, v in cpu.items())
 
 
 def steps(event_log: Path, since_ms: int | None = None) -> dict[str, Any]:
