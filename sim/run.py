@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,7 +90,7 @@ class _History:
     """judge/history.py's writer (the same lines, the same rules) on the run's virtual clock, keeping
     the lines it wrote for the checkers."""
 
-    def __init__(self, path: Path, clock) -> None:
+    def __init__(self, path: Path | None, clock) -> None:
         self.w = HistoryWriter(path, clock=clock)
         self.lines: list[dict[str, Any]] = []
 
@@ -145,12 +144,8 @@ class SimRun:
         if self.out is not None:
             self.out.mkdir(parents=True, exist_ok=True)
         self.cluster = SimCluster(w, self.cfg)
-        if self.out is None:   # a sweep's run: the history is kept in memory only
-            self._tmp = tempfile.TemporaryDirectory(prefix="kafkasim-sim-")
-            hpath = Path(self._tmp.name) / "history.jsonl"
-        else:
-            hpath = self.out / "history.jsonl"
-        self.history = _History(hpath, self.cluster.clock)
+        # a sweep's run (no --out): the history is kept in memory only
+        self.history = _History(self.out / "history.jsonl" if self.out is not None else None, self.cluster.clock)
         if self.opts.controller is not None:   # pinned: it starts alone and wins the first election
             self.cluster.start(only=self.opts.controller)
             self._wait(lambda: self.cluster.zk_view()[1] == self.opts.controller, 20_000)
@@ -314,8 +309,6 @@ class SimRun:
 
     def _analyse(self) -> SimResult:
         self.history.close()
-        if self.out is None:
-            self._tmp.cleanup()
         ops = self.history.lines
         events = self.cluster.merged_events()
         result = check(ops, events, unclean_election=self.cfg.unclean_leader_election,

@@ -3,6 +3,7 @@ seed whose run raises as a crashed seed and goes on (docs/simulation.md, "Seeds 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -49,12 +50,13 @@ def _second_process(events: list[dict]) -> list[dict]:
 
 def test_seed_110_shrunk_a_restarted_follower_ignores_its_dead_predecessors_fetch() -> None:
     """`sim shrink 110`: broker 2 (leader of events/1, and controller) paused at 3.0 s until 7.255 s; broker 1
-    killed at 3.227 s, back at 3.359 s.  When broker 2 resumed it answered the fetch broker 1's first process
+    killed at 3.227 s, back at 3.359 s (since the simulated followers fetch from each leader broker in one
+    session, as Kafka's, the same interleaving comes with the pause at 2.95 s and the kill at 3.01-3.142 s).  When broker 2 resumed it answered the fetch broker 1's first process
     had sent it.  The simulated network used to deliver that answer to the restarted broker 1, whose dead
     replica manager then cut the shared log from 28 to 20 (``log_truncated``, reason above_leader_log_end,
     leader 2 epoch 0) and logged its HW 19 -> 20 after 27: ``hw-regression``.  A real process's answer goes to
     a closed connection.  (The old ZooKeeper session's expiry reached the new process the same way.)"""
-    faults = [Fault(0, 3000, 7255, "pause", "broker:2", 2419671056), Fault(1, 3227, 3359, "kill", "broker:1", 1316516484)]
+    faults = [Fault(0, 2950, 7255, "pause", "broker:2", 2419671056), Fault(1, 3010, 3142, "kill", "broker:1", 1316516484)]
     r = SimRun(SimOptions(seed=110, duration_s=10.3, schedule=faults)).run()
     assert r.verdict == "valid", r.results["checks"]["anomalies"]
     mine = _second_process(_events(r, 1))
@@ -83,8 +85,13 @@ def test_seed_2665_a_member_whose_offset_fetch_timed_out_fetches_again_and_the_g
     for their partitions' committed offsets; the controller-kill fault took broker 1 down 0.3 ms later.  The
     fetches timed out (coordinator lost) and the simulated members, assigned partitions with no position,
     polled nothing until the run ended.  Kafka's consumer fetches the committed offsets of partitions without
-    a position again on every poll (refreshCommittedOffsetsIfNeeded), and so does the simulated member now."""
-    r = SimRun(SimOptions(seed=2665, brokers=3, groups=1, duration_s=30.0)).run()
+    a position again on every poll (refreshCommittedOffsetsIfNeeded), and so does the simulated member now.
+    (Since followers fetch from each leader broker in one session, as Kafka's, the answer to those fetches
+    comes 2 ms sooner: the controller kill is moved 2 ms earlier, to 25.006 s, to come between them again.)"""
+    faults = SimRun(SimOptions(seed=2665)).faults
+    assert [(f.kind, f.target, f.at_ms) for f in faults][-1] == ("kill", "controller", 25008)
+    faults[-1] = replace(faults[-1], at_ms=25006)
+    r = SimRun(SimOptions(seed=2665, brokers=3, groups=1, duration_s=30.0, schedule=faults)).run()
     assert r.verdict == "valid", r.results["checks"]["anomalies"]
     fetches = [h for h in r.history if h["f"] == "fetch-committed" and h["type"] != "invoke" and not h.get("final")]
     timed_out = {h["process"] for h in fetches if h.get("error") == "DEADLINE_EXCEEDED"}
