@@ -35,6 +35,17 @@ def isr_update_is_newer(repl: PartitionReplication | None, leader_epoch: int, zk
     return repl is not None and repl.leader_epoch == leader_epoch and zk_version > repl.zk_version
 
 
+def isr_update(repl: PartitionReplication | None, leader_epoch: int, zk_version: int, isr: Iterable[int],
+               log: LogView | None, now_ms: int, newer_only: bool = False) -> list[Event] | None:
+    """A partition state for the role this replica has already: a LeaderAndIsr's (:data:`ISR`), or, with
+    ``newer_only``, UpdateMetadata's, applied only when :func:`isr_update_is_newer`.  -> the core's events (the
+    shell logs them, then wakes what waits on the partition: the HW may have moved), or None when nothing was
+    applied (the replica is not hosted, or the state is not newer)."""
+    if repl is None or (newer_only and not isr_update_is_newer(repl, leader_epoch, zk_version)):
+        return None
+    return repl.apply_isr_update(list(isr), zk_version, leader_epoch, log=log, now_ms=now_ms)
+
+
 @dataclass
 class RoleChange:
     """What the shell carries out, in this order: ``epoch_start`` into the log's leader epoch cache, stop

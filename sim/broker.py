@@ -26,6 +26,7 @@ from sim.coordinators import SimCoordinators
 from sim.log import SimLog
 from sim.replicas import SimReplicaManager
 from sim.zkdoor import CONNECTION_ERRORS, ZkDoor
+from zk.exceptions import ZkConnectionLost
 from kafkacommon.metadata import BrokerRegistration
 from zk.paths import OFFSETS_TOPIC
 
@@ -146,7 +147,6 @@ class SimBroker:
             planted_elect_outside_isr="elect-outside-isr" in bugs)
         self.controller = SimController(self, self.zk, settings, zombie="zombie-controller" in bugs)
         self.configs = SimConfigListener(self)
-        self._controller_started = False
         self._register()
         self.world.on_node(self.node, self.cfg.session_timeout_ms / 3, self._ping)
         self.world.on_node(self.node, self.cfg.replica_lag_time_max_ms / 2, self._shrink_check)
@@ -172,7 +172,9 @@ class SimBroker:
                 files.truncate(last.path, max(0, last.size_bytes - torn_bytes))
                 files.fsync(last.path)
 
-    def _register(self) -> None:
+    def _try_register(self) -> bool:
+        """Connect (a new session when there is none) and register this broker; False when ZooKeeper cannot be
+        reached, or an old session of this broker still holds its znode (it waits for that to expire)."""
         zk = self.zk
         try:
             if zk.session_id is None or zk.expired:
@@ -181,23 +183,29 @@ class SimBroker:
             zk.ensure_persistent_paths()
             epoch = zk.register_broker(BrokerRegistration(self.id, "sim", 9000 + self.id, self.now()))
         except CONNECTION_ERRORS:
-            self.world.on_node(self.node, REGISTER_RETRY_MS, self._register)
-            return
-        if epoch is None:       # an old session still holds the znode: wait for it to expire
-            self.world.on_node(self.node, REGISTER_RETRY_MS, self._register)
-            return
+            return False
+        if epoch is None:
+            return False
         self.state.broker_epoch = epoch
         self.emit("broker_registered", broker_epoch=epoch, session_id=f"0x{zk.session_id:x}")
         self.configs.process()   # every notification present (a new session's watch too)
-        if not self._controller_started:
-            self._controller_started = True
-            self.controller.start()
-        else:
-            self.controller.reelect()
+        return True
+
+    def _register(self) -> None:
+        """At start: register (retried every 100 ms until it can), then the controller's startup."""
+        if not self._try_register():
+            self.world.on_node(self.node, REGISTER_RETRY_MS, self._register)
+            return
+        self.controller.start()
+
+    def register_again(self) -> None:
+        """The controller's register-and-re-elect event, after the session expired (controller/redo.py's
+        ``RegisterBroker``): a connection error when it cannot yet, so the event is redone on a tick."""
+        if not self._try_register():
+            raise ZkConnectionLost(f"broker {self.id} could not register yet")
 
     def _on_session_expired(self) -> None:
         self.controller.on_session_expired()
-        self._register()
 
     def _ping(self) -> None:
         self.zk.ping()

@@ -146,15 +146,15 @@ class SimReplicaManager:
             self.wake(h)
 
     def update_isr_if_newer(self, p: PartitionInfo) -> None:
-        h = self.hosted.get((p.topic, p.partition))
-        if roles.isr_update_is_newer(h.repl if h is not None else None, p.leader_epoch, p.zk_version):
-            self.update_isr(p)
+        self.update_isr(p, newer_only=True)
 
-    def update_isr(self, p: PartitionInfo) -> None:
+    def update_isr(self, p: PartitionInfo, newer_only: bool = False) -> None:
+        """replication.roles' ISR update, then what waits on the partition is woken."""
         h = self.hosted.get((p.topic, p.partition))
-        if h is not None:
-            self.log_events(h.repl.apply_isr_update(list(p.isr), p.zk_version, p.leader_epoch, log=h.log,
-                                                    now_ms=self.now()))
+        events = None if h is None else roles.isr_update(h.repl, p.leader_epoch, p.zk_version, p.isr, h.log,
+                                                         self.now(), newer_only)
+        if events is not None:
+            self.log_events(events)
             self.wake(h)
 
     def stop_replica(self, tp: TP) -> None:

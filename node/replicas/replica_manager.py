@@ -214,18 +214,20 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
 
     def update_isr_if_newer(self, p: PartitionInfo) -> None:
         """From UpdateMetadata: a newer ISR of the same leader epoch (e.g. after an AlterIsr)."""
-        h = self.hosted.get((p.topic, p.partition))
-        if roles.isr_update_is_newer(h.repl if h is not None else None, p.leader_epoch, p.zk_version):
-            self.update_isr(p)
+        self.update_isr(p, newer_only=True)
 
-    def update_isr(self, p: PartitionInfo) -> None:
+    def update_isr(self, p: PartitionInfo, newer_only: bool = False) -> None:
+        """replication.roles' ISR update (a LeaderAndIsr of the same role, or UpdateMetadata's newer ISR)."""
         h = self.hosted.get((p.topic, p.partition))
-        if h is not None:
-            with h.cond:
-                self.log_events(h.repl.apply_isr_update(list(p.isr), p.zk_version, p.leader_epoch,
-                                                         log=h.log, now_ms=now_ms()))
-                self._wake(h)
-            self._notify()
+        if h is None:
+            return
+        with h.cond:
+            events = roles.isr_update(h.repl, p.leader_epoch, p.zk_version, p.isr, h.log, now_ms(), newer_only)
+            if events is None:
+                return
+            self.log_events(events)
+            self._wake(h)
+        self._notify()
 
     def stop_replica(self, tp: TP, delete: bool) -> None:
         with self._lock:
