@@ -63,3 +63,31 @@ APP_CHECKERS: dict[str, Checker] = {c.name: c for c in (
             check_app_output),
 )}
 APP_KINDS: tuple[str, ...] = tuple(k for c in APP_CHECKERS.values() for k in c.kinds)
+
+
+@dataclass(frozen=True)
+class Invariant:
+    """A rule that holds at every instant of a run (judge/invariants.py), checked while a simulated run goes."""
+    name: str
+    kinds: tuple[str, ...]
+    description: str
+
+
+#: The invariants, named once.  Where an invariant reports a kind an end-of-run checker reports too
+#: (``lost-write``, ``unclean-election``, ``multiple-controllers``), that checker is the one it is counted under.
+INVARIANTS: dict[str, Invariant] = {i.name: i for i in (
+    Invariant("one-controller-per-epoch", ("multiple-controllers",), "two brokers elected for one controller epoch"),
+    Invariant("leader-in-isr", ("leader-not-in-isr", "unclean-election"),
+              "a leader outside its ISR, or elected from outside the previous ISR (unclean elections off)"),
+    Invariant("hw-within-isr", ("hw-above-isr-leo",),
+              "a leader's high watermark above the log end of a member of its ISR"),
+    Invariant("no-acknowledged-record-lost", ("lost-write",),
+              "a broker became leader without a record a producer had acknowledged"),
+    Invariant("one-coordinator-per-epoch", ("multiple-coordinators",),
+              "two brokers loaded one offsets partition in the same leader epoch"),
+)}
+
+
+def kinds_of(name: str) -> tuple[str, ...]:
+    """The anomaly kinds of a checker or an invariant, by its name."""
+    return CHECKERS[name].kinds if name in CHECKERS else INVARIANTS[name].kinds

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from sim.broker import SimBroker, SimConfig
 from sim.zk_model import ZkModel
@@ -47,11 +47,14 @@ class SimCluster:
                                cfg.zk_tick_ms)
         self.brokers = {i: SimBroker(self, i) for i in range(1, cfg.brokers + 1)}
         self._observer: ZkDoor | None = None
+        self.on_emit: Callable[[dict[str, Any]], None] | None = None   # each event as logged (sim/invariants.py)
 
     def emit(self, broker: int, type_: str, fields: dict[str, Any]) -> None:
         ns = self.clock()
-        self.events.setdefault(broker, []).append(
-            {"ts_ms": round(WALL_BASE_MS + ns / 1e6, 3), "mono_ns": ns, "broker": broker, "type": type_, **fields})
+        e = {"ts_ms": round(WALL_BASE_MS + ns / 1e6, 3), "mono_ns": ns, "broker": broker, "type": type_, **fields}
+        self.events.setdefault(broker, []).append(e)
+        if self.on_emit is not None:
+            self.on_emit(e)
 
     def start(self, only: int | None = None) -> None:
         """Start every broker not running yet (``only``: just that one), in id order."""

@@ -14,6 +14,8 @@ rebuilt from the batches the scan kept; the leader epoch cache (node.storage's
 """
 from __future__ import annotations
 
+import bisect
+
 from kafkacommon.record_batch import decode_batch, encode_batch, peek_header
 from node.storage.log import LeaderEpochCache
 from sim.disk import SimDisk
@@ -105,20 +107,22 @@ class SimLog:
     # ------------------------------------------------------------------ reads
 
     def read(self, offset: int, max_records: int = 1000) -> list[tuple[int, Records]]:
-        """Whole batches from ``offset`` as [(epoch, records)], at most about ``max_records``."""
+        """The batches from the one holding ``offset``, as they were appended, as [(epoch, records)]: whole
+        batches (at least one) while they come to at most about ``max_records``.  A follower copies the leader's
+        batches as they are, as Kafka's does, so a truncation to a leader's epoch boundary cuts the follower's
+        log where the leader's batches end (a batch regrouped on the way would be cut whole, below it)."""
         out: list[tuple[int, Records]] = []
-        i = offset
-        end = min(len(self.records), offset + max_records)
-        while i < end:
-            epoch = self.records[i][0]
-            j = i
-            batch = []
-            while j < end and self.records[j][0] == epoch:
-                batch.append(self.records[j][1:])
-                j += 1
-            out.append((epoch, batch))
-            i = j
+        i = bisect.bisect_right(self.batch_last, offset)
+        n = 0
+        while i < len(self.batch_last) and (not out or n + self.batch_last[i] - self._base(i) <= max_records):
+            base, end = self._base(i), self.batch_last[i]
+            out.append((self.records[base][0], [r[1:] for r in self.records[max(base, offset):end]]))
+            n += end - base
+            i += 1
         return out
+
+    def _base(self, batch: int) -> int:
+        return self.batch_last[batch - 1] if batch else 0
 
     def read_bytes(self, offset: int) -> tuple[bytes, int, int]:
         """The coordinator load's read: every whole batch from the one holding ``offset``."""

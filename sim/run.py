@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from judge.check_model import Anomaly, CheckResult
 from judge.checkers import check
 from judge.history import HistoryWriter
 from chaos.schedule import Fault
@@ -31,6 +32,7 @@ from sim.broker import SimConfig
 from sim.clients import SimMember, SimProducer
 from sim.cluster import SimCluster
 from sim.faults import DEFAULT_KINDS, Active, Nemesis, check_kinds, make_schedule
+from sim.invariants import InvariantViolation, Monitor
 from sim.world import World
 
 TOPIC = "events"
@@ -65,6 +67,11 @@ class SimOptions:
     config: dict[str, Any] = field(default_factory=dict)
     assignments: dict[str, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
     controller: int | None = None
+    # judge/invariants.py's invariants checked while the run goes (sim/invariants.py): after every ``every``-th
+    # simulated event; the first violation stops the run.  ``invariants_full``: every partition at each check.
+    invariants: bool = True
+    invariants_every: int = 1
+    invariants_full: bool = False
 
     def group_ids(self) -> list[str]:
         return [f"g{i}" for i in range(1, self.groups + 1)]
@@ -146,6 +153,18 @@ class SimRun:
         self.cluster = SimCluster(w, self.cfg)
         # a sweep's run (no --out): the history is kept in memory only
         self.history = _History(self.out / "history.jsonl" if self.out is not None else None, self.cluster.clock)
+        self.monitor = Monitor(self, self.opts.invariants_every, self.opts.invariants_full) \
+            if self.opts.invariants else None
+        try:
+            self._run()
+            if self.monitor is not None:
+                self.monitor.check()    # what the last steps logged
+        except InvariantViolation as stop:
+            return self._analyse(stop)
+        return self._analyse()
+
+    def _run(self) -> None:
+        w = self.world
         if self.opts.controller is not None:   # pinned: it starts alone and wins the first election
             self.cluster.start(only=self.opts.controller)
             self._wait(lambda: self.cluster.zk_view()[1] == self.opts.controller, 20_000)
@@ -173,7 +192,6 @@ class SimRun:
             w.at(t0 + f.at_ms, self._start_fault, nemesis, f, t0)
         w.run_until(t0 + self.opts.duration_s * 1000)
         self._end_phase(nemesis)
-        return self._analyse()
 
     def _start_fault(self, nemesis: Nemesis, f: Fault, t0: float) -> None:
         act = nemesis.start(f)
@@ -307,12 +325,17 @@ class SimRun:
 
     # ------------------------------------------------------------------ judging
 
-    def _analyse(self) -> SimResult:
+    def _analyse(self, stop: InvariantViolation | None = None) -> SimResult:
         self.history.close()
         ops = self.history.lines
         events = self.cluster.merged_events()
-        result = check(ops, events, unclean_election=self.cfg.unclean_leader_election,
-                       offsets_partitions=self.cfg.offsets_partitions)
+        if stop is None:
+            result = check(ops, events, unclean_election=self.cfg.unclean_leader_election,
+                           offsets_partitions=self.cfg.offsets_partitions)
+        else:   # the run stopped at the step that broke an invariant: that is the verdict
+            v = stop.violation
+            result = CheckResult(anomalies=[Anomaly(v.kind, v.message, [], stop.step["events"],
+                                                    {**v.details, "stopped_at": stop.step})])
         rows = failover_timeline(ops, events, offsets_partitions=self.cfg.offsets_partitions)
         verdict, code = result.verdict, result.exit_code
         notes = list(self.end_errors)
@@ -336,6 +359,9 @@ class SimRun:
                     "by_outcome": counts},
             "faults": len(self.faults), "drained": self.drained, "workload_errors": notes,
             "simulated_ms": round(self.world.now_ms, 3), "steps": self.world.steps,
+            "invariants": None if self.monitor is None else {
+                "every": self.monitor.every, "full": self.monitor.full, "checks": self.monitor.checks,
+                "stopped_at": None if stop is None else stop.step},
         }
         digest = hashlib.sha256(json.dumps(ops, separators=(",", ":")).encode()
                                 + json.dumps(events, separators=(",", ":"), default=str).encode()).hexdigest()

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
-from judge.registry import CHECKERS
+from judge.registry import CHECKERS, INVARIANTS, kinds_of
 from chaos.schedule import Fault
 from sim.faults import shorter
 from sim.run import SimOptions, SimResult, SimRun
@@ -39,8 +39,8 @@ MOVES_MS = (-1000, 1000, -250, 250)
 
 
 def checker_of(kinds: list[str]) -> str | None:
-    """The first checker (in the registry's order) reporting one of ``kinds``."""
-    for name, c in CHECKERS.items():
+    """The first checker (in the registry's order), else invariant, reporting one of ``kinds``."""
+    for name, c in [*CHECKERS.items(), *INVARIANTS.items()]:
         if set(c.kinds) & set(kinds):
             return name
     return None
@@ -202,7 +202,7 @@ def shrink(opts: SimOptions, *, budget: int = 150,
     checker = checker_of(base.kinds)
     if checker is None:
         return None
-    s = ShrinkSearch(opts, base, set(CHECKERS[checker].kinds), budget, on_attempt)
+    s = ShrinkSearch(opts, base, set(kinds_of(checker)), budget, on_attempt)
     s.drops()
     if s.faults:
         s.merges()

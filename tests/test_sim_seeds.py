@@ -101,6 +101,25 @@ def test_seed_2665_a_member_whose_offset_fetch_timed_out_fetches_again_and_the_g
         assert any(h["process"] == proc and h["type"] == "ok" for h in fetches[last_fail:])
 
 
+def test_seed_1134_a_follower_truncates_at_the_leaders_batch_boundary_not_below_the_hw() -> None:
+    """Seed 1134, found by the invariants checked at every step (``hw-above-isr-leo``, healed before the end):
+    broker 3, an ISR member of events/2, truncated to the new leader's epoch-2 end (offset 70) and its log
+    ended at 51, under the leader's HW of 70.  The simulated leader sent records regrouped by epoch, so the
+    follower held offsets 51..89 as one batch and a truncation cuts a batch whole.  Kafka's follower copies
+    the leader's batches as they are, so a leader's epoch boundary is one of the follower's batch boundaries;
+    the simulated leader now sends its batches as appended."""
+    r = SimRun(SimOptions(seed=1134)).run()
+    assert r.verdict == "valid", r.results["checks"]["anomalies"]
+    assert r.results["invariants"]["stopped_at"] is None
+    cut = [e for e in r.events if e["type"] == "log_truncated" and e["topic"] == "events"]
+    assert cut, "the interleaving: a follower of events truncated"
+    for e in cut:   # the HW it then had is never cut below the offset it truncated to
+        after = [x for x in r.events if x["type"] == "hw_changed" and x.get("reason") == "truncated"
+                 and (x["broker"], x["topic"], x["partition"]) == (e["broker"], e["topic"], e["partition"])
+                 and e["mono_ns"] < x["mono_ns"] <= e["mono_ns"] + 1000]
+        assert all(x["new"] >= e["to_offset"] for x in after), (e, after)
+
+
 class _Planted(SimRun):
     """A run that raises in seed 3 (the sweep's own SimRun, replaced by monkeypatch)."""
 
