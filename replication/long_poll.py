@@ -98,8 +98,7 @@ def ends_wait(pf: PartitionFetch, repl: PartitionReplication, log: LogView, foll
     return (log.log_end_offset if follower else repl.high_watermark) > pf.fetch_offset
 
 
-@dataclass(eq=False)
-class Part:
+class Part(NamedTuple):
     """One partition of a fetch: its name, the shell's handle on the replica, and what the fetcher said."""
     tp: TP
     handle: Any
@@ -176,14 +175,17 @@ class LeaderFetch:
         """The partitions the fetch waits on (pending and idle)."""
         return self.pending + self.idle
 
-    def waits(self, state_of) -> bool:
+    def waits(self, state_of, arriving: bool = False) -> bool:
         """Whether the fetch is (still) held: :func:`waits` over its pending and idle partitions.
-        ``state_of(handle)`` -> (repl, log), or None for a replica no longer hosted (which ends the wait)."""
+        ``state_of(handle)`` -> (repl, log), or None for a replica no longer hosted (which ends the wait).
+        ``arriving``: asked right after steps 1 and 2, with nothing changed since: the idle partitions are then
+        known to wait (``on_idle_follower_fetch`` took only partitions led in the fetch's epoch, at the log end),
+        and only the pending ones are asked."""
         if self.urgent:
             return False
         follower = self.follower
-        seen = False
-        for parts in (self.pending, self.idle):
+        seen = bool(arriving and self.idle)
+        for parts in ((self.pending,) if arriving else (self.pending, self.idle)):
             for part in parts:
                 st = state_of(part.handle)
                 if st is None or ends_wait(part.fetch, st[0], st[1], follower):

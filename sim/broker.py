@@ -51,6 +51,7 @@ class SimConfig:
     initial_rebalance_delay_ms: int = 500
     min_session_timeout_ms: int = 500
     commit_timeout_ms: int = 5000
+    metadata_resend_interval_ms: int = 2000   # kafkasim.controller.metadata.resend.interval.ms (0: never, as Kafka)
     bugs: frozenset[str] = frozenset()
 
 
@@ -144,6 +145,7 @@ class SimBroker:
             offsets_replication_factor=min(self.cfg.offsets_replication_factor, self.cfg.brokers),
             unclean_leader_election=self.cfg.unclean_leader_election, auto_leader_rebalance=False,
             expected_brokers=self.cfg.brokers, offsets_eager_create=self.cfg.offsets_eager_create,
+            metadata_resend_interval_ms=self.cfg.metadata_resend_interval_ms,
             planted_elect_outside_isr="elect-outside-isr" in bugs)
         self.controller = SimController(self, self.zk, settings, zombie="zombie-controller" in bugs)
         self.configs = SimConfigListener(self)

@@ -87,6 +87,23 @@ class SimCluster:
                  for tp, (st, _ver) in states.items()}
         return brokers, controller, parts
 
+    def topic_states(self, topic: str) -> dict[int, dict]:
+        """One topic's partitions as zk_view has them ({p: {leader, isr, replicas}}), reading only that topic's
+        znodes ({} when ZooKeeper cannot be reached or the topic is not there)."""
+        if not self.world.nodes["zk1"].up:
+            return {}
+        try:
+            d = self._door()
+            got = d.read_topic(topic)
+            if got is None:
+                return {}
+            a = got[0]
+            states = d.read_states([(topic, p) for p in sorted(a.partitions)])
+        except (NoNode, *CONNECTION_ERRORS):
+            return {}
+        return {p: {"leader": st.leader, "isr": list(st.isr), "replicas": list(a.partitions[p])}
+                for (_t, p), (st, _ver) in states.items()}
+
     def expire_session(self, broker_id: int) -> None:
         b = self.brokers[broker_id]
         sid = b.zk.session_id if b.zk is not None else None

@@ -189,7 +189,7 @@ class SimLeaderFetches:
         for h, proposal in f.proposals:
             rm.b.log(Event("isr_change_proposed", proposal.fields()))
             rm.send_alter_isr(h, proposal)
-        if not f.waits(self._state):
+        if not f.waits(self._state, arriving=True):
             self._answer(Parked(f, reply))
             return
         p = Parked(f, reply)
