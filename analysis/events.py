@@ -34,7 +34,8 @@ EVENT_DDL = ("topic STRING, partition INT, reason STRING, leader INT, leader_epo
              "controller_epoch INT, zk_version INT, previous_leader INT, previous_isr ARRAY<INT>, "
              "mono_ns_written BIGINT, epoch INT, request_controller_epoch INT, write_ms DOUBLE, old_isr ARRAY<INT>, "
              "old BIGINT, new BIGINT, decreased BOOLEAN, records BIGINT, replayed BIGINT, duration_ms DOUBLE, "
-             "groups INT, partitions INT, dead ARRAY<INT>, bounced ARRAY<INT>, broker_id INT, log_start_offset BIGINT")
+             "groups INT, partitions INT, dead ARRAY<INT>, bounced ARRAY<INT>, broker_id INT, log_start_offset BIGINT, "
+             "replicas ARRAY<STRING>")
 # group_generation / group_state_changed: ``members`` as its JSON text (the member ids, or a count)
 GROUP_DDL = ("`group` STRING, generation INT, `to` STRING, reason STRING, leader STRING, protocol STRING, "
              "members STRING")

@@ -132,9 +132,10 @@ def _run_arrays(inputs) -> DataFrame:
     """Per run: the controller log, broker changes, controlled-shutdown requests, clean stops (``broker_stopping``)
     and the offsets topic's size."""
     types = ["controller_elected", "controller_resigned", "broker_change", "controlled_shutdown_requested",
-             "broker_stopping", "topic_created"]
+             "broker_stopping", "topic_created", "replicas_offline"]
     ev = inputs.parsed_events().where(F.col("type").isin(types)).select(
-        "run", "broker", "mono_ns", "type", F.struct("dead", "bounced", "broker_id", "topic", "partitions").alias("e"))
+        "run", "broker", "mono_ns", "type",
+        F.struct("dead", "bounced", "broker_id", "topic", "partitions", "replicas").alias("e"))
     t = F.col("type")
     offsets_created = (t == "topic_created") & (F.col("e.topic") == OFFSETS_TOPIC) & F.col("e.partitions").isNotNull()
     return ev.groupBy("run").agg(
@@ -146,6 +147,9 @@ def _run_arrays(inputs) -> DataFrame:
         ).alias("_bc"),
         F.collect_list(F.when(t == "controlled_shutdown_requested", F.struct(
             F.col("mono_ns").alias("t"), F.col("e.broker_id").alias("broker_id")))).alias("_csr"),
+        F.collect_list(F.when(t == "replicas_offline", F.struct(   # a log directory failed (a disk fault)
+            F.col("mono_ns").alias("t"), F.col("e.broker_id").alias("broker_id"),
+            F.coalesce(F.col("e.replicas"), F.array().cast("array<string>")).alias("replicas")))).alias("_ro"),
         F.collect_list(F.when(t == "broker_stopping", F.struct(
             F.col("mono_ns").alias("t"), F.col("broker").alias("broker")))).alias("_stops"),
         F.min_by(F.when(offsets_created, F.col("e.partitions")), F.when(offsets_created, F.col("mono_ns")))
@@ -225,7 +229,7 @@ def _controller_at(rows: DataFrame) -> DataFrame:
     return rows.withColumn("controller", F.when(el.isNotNull() & ~gone, el["broker"])).drop("_el")
 
 
-_ARRAYS = ("_ctl", "_bc", "_csr", "_stops", "_all")
+_ARRAYS = ("_ctl", "_bc", "_csr", "_ro", "_stops", "_all")
 
 
 def _or_empty(df: DataFrame, cols: tuple[str, ...]) -> DataFrame:
@@ -358,6 +362,7 @@ def _fault_group_rows(faults: DataFrame, groups: DataFrame, partitions: DataFram
     rows = rows.withColumn("old_leader", at["leader"])
     rows = rows.where(F.col("old_leader").isNotNull() & F.array_contains("brokers", F.col("old_leader")))
     rows = rows.withColumn("_lead_end", _end_for(F.col("old_leader")))
+    rows = rows.withColumn("_offsets_name", F.concat(F.lit(OFFSETS_TOPIC + "-"), F.col("partition").cast("string")))
     old, end, t0 = F.col("old_leader"), F.col("_lead_end"), F.col("time_ns")
 
     bc = _first(F.col("_bc"), lambda e: (e["t"] > t0) & _before(e["t"], end)
@@ -366,12 +371,14 @@ def _fault_group_rows(faults: DataFrame, groups: DataFrame, partitions: DataFram
                  _first(F.col("_csr"), lambda e: (e["t"] > t0) & _before(e["t"], end) & (e["broker_id"] == old),
                         lambda e: e["t"]))
     ce = F.when(F.array_contains("brokers", F.col("controller")), _election_after(end, F.col("controller"))["t"])
+    ro = _first(F.col("_ro"), lambda e: (e["t"] > t0) & _before(e["t"], end) & (e["broker_id"] == old)
+                & F.array_contains(e["replicas"], F.col("_offsets_name")), lambda e: e["t"])
     # the partition's first change of leader after T: the fault's election if it is a failover after the detection
     change = _first(F.col("_st"), lambda s: (s["landed"] > t0) & _before(s["landed"], end) & (s["leader"] >= 0)
                     & (s["leader"] != old))
     rows = (rows.withColumn("_ce", ce)
             .withColumn("_detect", F.least(_cand(bc, "broker_change"), _cand(csr, "controlled_shutdown_requested"),
-                                           _cand(F.col("_ce"), "controller_elected")))
+                                           _cand(ro, "replicas_offline"), _cand(F.col("_ce"), "controller_elected")))
             .withColumn("_chg", change))
     chg = F.col("_chg")
     rows = rows.withColumn("_el", F.when(
@@ -407,11 +414,15 @@ def _unattributed_rows(inputs, taken: DataFrame, groups: DataFrame, per_run: Dat
     bc = _first(F.col("_bc"), lambda e: inside(e["t"]) & (_hit(e["dead"], old) | _hit(e["bounced"], old)),
                 lambda e: e["t"], last=True)
     csr = _first(F.col("_csr"), lambda e: inside(e["t"]) & (e["broker_id"] == old), lambda e: e["t"], last=True)
+    moves = moves.withColumn("_offsets_name", F.concat(F.lit(OFFSETS_TOPIC + "-"), F.col("partition").cast("string")))
+    ro = _first(F.col("_ro"), lambda e: inside(e["t"]) & (e["broker_id"] == old)
+                & F.array_contains(e["replicas"], F.col("_offsets_name")), lambda e: e["t"], last=True)
     ce = _first(F.col("_ctl"), lambda e: e["elected"] & inside(e["t"]) & (e["broker"] != old), lambda e: e["t"],
                 last=True)
     end_mark = F.coalesce(F.col("_end_ns"), F.col("_stop_ns"))
     moves = (moves.withColumn("_detect", F.greatest(_cand(bc, "broker_change"),
                                                     _cand(csr, "controlled_shutdown_requested"),
+                                                    _cand(ro, "replicas_offline"),
                                                     _cand(ce, "controller_elected")))
              .withColumn("time_ns", F.coalesce(F.col("_detect.t"), landed))
              .withColumn("_el", F.struct(landed.alias("landed"), F.col("mono").alias("mono"),

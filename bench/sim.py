@@ -102,13 +102,20 @@ def sweep_rate(seeds: int, jobs: int) -> tuple[float, float, dict]:
 #: the fault kinds a bug's sweep draws when not the default mix (elect-outside-isr needs a partition's
 #: followers gone while its leader dies: pauses and kills)
 BUG_KINDS = {"elect-outside-isr": ("pause", "kill")}
+#: the transaction bugs' sweeps: the transactional workload (tests/test_sim_txn.py's options), 20 s runs
+TXN_BASE = dict(duration_s=20.0, groups=0, transactions=2,
+                faults=("kill", "pause", "partition", "expire-session", "slow-disk"))
+BUG_OPTIONS = {"lso-from-hw": TXN_BASE,
+               "marker-before-prepare": dict(TXN_BASE, txn_crash_every_ms=(2000, 6000))}
 
 
 def bug_hunt(bug: str, max_seeds: int) -> tuple[int | None, int | None, int | None, float]:
     """(seeds until found, faults in that seed's run, faults after shrinking, wall s); 12 s runs, 3 offsets
-    partitions, as tests/test_sim_bugs.py's."""
+    partitions, as tests/test_sim_bugs.py's (the transaction bugs: BUG_OPTIONS, tests/test_sim_txn.py's)."""
     t0 = time.perf_counter()
     base = SimOptions(seed=1, bugs=(bug,), duration_s=12.0, offsets_partitions=3)
+    if bug in BUG_OPTIONS:
+        base = SimOptions(seed=1, bugs=(bug,), **BUG_OPTIONS[bug])
     if bug in BUG_KINDS:
         base = replace(base, faults=BUG_KINDS[bug])
     for seed in range(1, max_seeds + 1):

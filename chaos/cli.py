@@ -74,8 +74,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     ops = read_history(run / "history.jsonl")
     events = read_run_events(run / "cluster")
     app = load_app(run)   # a run of the user's application (workload.command)
-    result = check(ops, events, app=app)
+    from chaos.txn_run import load_txn
+    txn = load_txn(run)   # a run of a transactional workload (workload.transactions)
+    result = check(ops, events, app=app, txn=txn)
     print(format_table(failover_timeline(ops, events, observed_groups=[app["group"]] if app else ())))
+    if txn is not None:
+        import yaml
+        from judge.txn_timeline import format_txn_table, txn_failover_timeline
+        cfg = yaml.safe_load((run / "cluster.yaml").read_text()) if (run / "cluster.yaml").exists() else {}
+        print(format_txn_table(txn_failover_timeline(ops, events, cfg.get("transaction.state.log.num.partitions", 50))))
     if args.json:
         print(json.dumps(result.to_json(), indent=2, default=str))
     for a in result.anomalies:

@@ -38,6 +38,7 @@ FAST_DEFAULTS: dict[str, Any] = {
     "zookeeper.embedded.tick.time.ms": 100,
     "zookeeper.session.timeout.ms": 3000,
     "offsets.topic.num.partitions": 10,
+    "transaction.state.log.num.partitions": 10,
     "replica.lag.time.max.ms": 3000,
     "group.initial.rebalance.delay.ms": 500,
     "group.min.session.timeout.ms": 500,
@@ -172,5 +173,7 @@ def cluster_view(cluster: Cluster, last: View | None = None, apps: list[int] | N
              for t, topic in v.topics.items() for p, s in topic["partitions"].items()}
     n = len(v.topics.get(OFFSETS_TOPIC, {}).get("partitions", {})) or cluster.cfg.get("offsets.topic.num.partitions")
     zk = len(cluster.zk_embedded.servers) if cluster.zk_embedded else 0
+    txn = len(v.topics.get("__transaction_state", {}).get("partitions", {})) or \
+        cluster.cfg.get("transaction.state.log.num.partitions")
     return View([b.id for b in cluster.cfg.brokers], set(v.brokers), list(range(1, zk + 1)), v.controller_id,
-                parts, n, apps=list(apps or []))
+                parts, n, apps=list(apps or []), txn_partitions=txn)

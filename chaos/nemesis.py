@@ -5,8 +5,17 @@ shows it then (the controller, the coordinator of a group, a partition's
 leader...).  Process faults signal the broker or ZooKeeper server processes;
 network faults set rules on the fault proxy's links; ``expire-session``
 closes a broker's ZooKeeper session with its own credentials; ``truncate``
-kills a broker and cuts the tail of one of its segments before it restarts.
-Each start and each heal is a nemesis operation in the history.
+kills a broker and cuts the tail of one of its segments before it restarts;
+``disk-full`` fills, and ``disk-error`` fails the writes of, the filesystem of
+the broker's log directory holding the target's partition (``coordinator:<g>``,
+``leader:``/``followers:``), or of every one of its directories for any other
+target (chaos/disks.py).  A disk fault heals by freeing or repairing the
+filesystem and restarting the broker: in Kafka 2.8 an offline log directory
+stays offline until the broker restarts.
+``reassign`` moves a partition's leader replica to a broker outside its replicas through the controller's
+AlterPartitionReassignments (on its own Kafka listener); the controller carries it on (its heal does nothing).
+``reassign-failover`` does the same while the new replica's broker is paused, then SIGKILLs the controller
+mid-reassignment (its heal starts it again).  Each start and each heal is a nemesis operation in the history.
 """
 from __future__ import annotations
 
@@ -18,8 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from chaos.schedule import Fault
-from chaos.scenario import NETWORK_KINDS
-from chaos.targets import View, is_app_node, nemesis_value, resolve
+from chaos import disks as disk_faults
+from chaos.scenario import DISK_KINDS, NETWORK_KINDS
+from chaos.targets import View, is_app_node, nemesis_value, parse_target, resolve, target_partition
 from launcher.cluster import Cluster
 from node.server.session_file import SessionFile
 from zk.client import expire_session
@@ -119,11 +129,15 @@ class Active:
     flows: list[tuple[str, str]] = field(default_factory=list)   # (src, dst) node pairs with rules set
     detail: dict[str, Any] = field(default_factory=dict)
     skipped: str | None = None
+    view: View | None = None
+    failed: dict[int, list[Any]] = field(default_factory=dict)   # broker -> the filesystems a disk fault hit
 
 
 class Nemesis:
     def __init__(self, cluster: Cluster, net: ProxyNet | NetnsNet | None, history: Any,
-                 view: Callable[[], View], session_timeout_ms: int, apps: AppProcesses | None = None):
+                 view: Callable[[], View], session_timeout_ms: int, apps: AppProcesses | None = None,
+                 disks: Any = None):
+        self.disks = disks                # chaos.disks.RunDisks: the brokers' log directories, with disk faults
         self.cluster = cluster
         self.apps = apps
         self.net = net
@@ -140,6 +154,7 @@ class Nemesis:
         view = self.view()
         nodes = resolve(fault.target, view, rng)
         act = Active(fault, nodes)
+        act.view = view
         if not nodes:
             act.skipped = f"{fault.target} resolved to nobody"
         elif fault.kind in NETWORK_KINDS:
@@ -223,7 +238,7 @@ class Nemesis:
             self.cluster.wait_exit(b, 10)
             self.down.add(f"b{b}")
             segments = []
-            for d in sorted(p for p in self.cluster.cfg.broker(b).log_dir.iterdir() if p.is_dir()):
+            for d in sorted(p for base in self.cluster.cfg.broker(b).log_dirs for p in base.iterdir() if p.is_dir()):
                 logs = sorted(d.glob("*.log"))
                 if logs and logs[-1].stat().st_size > 0:
                     segments.append(logs[-1])
@@ -236,6 +251,102 @@ class Nemesis:
             os.truncate(seg, size - cut)
             act.detail["truncated"] = {"file": str(seg.relative_to(self.cluster.run_dir)), "bytes": cut,
                                        "size_before": size}
+
+    def _reassign(self, act: Active, rng: random.Random, failover: bool = False) -> None:
+        """AlterPartitionReassignments, sent to the controller's Kafka listener, for the target's partition: its
+        leader's replica replaced by a live broker outside its replicas (drawn from the fault's seed).  With
+        ``failover`` (``reassign-failover``): that broker is paused first (unless it is the controller's), so
+        the new replica cannot catch up and the reassignment cannot complete; the controller is SIGKILLed once
+        it has answered, and the broker resumed: the next controller must find the reassignment in the topic
+        znode and finish it.  The
+        detail says what was asked, the answer and (failover) the controller killed."""
+        topic, p = parse_target(act.fault.target).arg.rsplit("/", 1)
+        view = self.view()
+        part, ctl = view.partitions.get((topic, int(p))), view.controller
+        spare = sorted(b for b in view.live if part is not None and b not in part["replicas"])
+        if part is None or part["leader"] < 0 or not spare or ctl is None:
+            act.skipped = f"no leader or controller, or no live broker outside the replicas of {topic}/{p}"
+            return
+        new = rng.choice(spare)
+        target = [new if r == part["leader"] else r for r in part["replicas"]]
+        act.detail.update(topic=topic, partition=int(p), replicas=list(part["replicas"]), to=target, controller=ctl)
+        paused = failover and new != ctl   # (a new replica on the controller's broker dies with it)
+        if paused:
+            self._signal_broker(new, signal.SIGSTOP)
+        try:
+            act.detail["error"] = self._alter_reassignment(ctl, topic, int(p), target)
+            if failover:
+                self._signal_broker(ctl, signal.SIGKILL)
+                self.cluster.wait_exit(ctl, 10)
+                self.down.add(f"b{ctl}")
+                act.nodes = [f"b{ctl}"]   # what the heal starts again
+        finally:
+            if paused:
+                self._signal_broker(new, signal.SIGCONT)
+
+    def _reassign_failover(self, act: Active, rng: random.Random) -> None:
+        self._reassign(act, rng, failover=True)
+
+    def _alter_reassignment(self, broker: int, topic: str, partition: int, replicas: list[int]) -> str | None:
+        """One AlterPartitionReassignments v0 on ``broker``'s Kafka listener (not through the proxy) -> the error's
+        name, or None."""
+        import socket
+        import struct
+        from kafka.protocol.admin.topics import AlterPartitionReassignmentsRequest as Req
+        from kafka.protocol.admin.topics import AlterPartitionReassignmentsResponse as Resp
+        req = Req(version=0, timeout_ms=30000, topics=[Req.ReassignableTopic(name=topic, partitions=[
+            Req.ReassignableTopic.ReassignablePartition(partition_index=partition, replicas=replicas)])])
+        req.with_header(correlation_id=1, client_id="kafkasim-nemesis")
+        data = bytes(req.encode(header=True))
+        try:
+            with socket.create_connection(self.cluster.cfg.broker(broker).kafka_advertised, timeout=30) as sock:
+                sock.sendall(struct.pack(">i", len(data)) + data)
+                size = struct.unpack(">i", _read(sock, 4))[0]
+                r = Resp.decode(_read(sock, size), version=0, header=True)
+        except OSError as e:
+            return f"{type(e).__name__}: {e}"
+        codes = [r.error_code] + [x.error_code for t in r.responses for x in t.partitions]
+        bad = [c for c in codes if c != 0]
+        return f"error code {bad[0]}" if bad else None
+
+    def _disk_full(self, act: Active, rng: random.Random) -> None:
+        self._disk_fault(act, lambda fs: disk_faults.fill(fs.target))
+
+    def _disk_error(self, act: Active, rng: random.Random) -> None:
+        self._disk_fault(act, lambda fs: fs.fail_writes())
+
+    def _disk_fault(self, act: Active, do: Callable[[Any], Any]) -> None:
+        if self.disks is None:
+            act.skipped = "the run mounted no filesystems for the log directories"
+            return
+        view = act.view
+        tp = target_partition(act.fault.target, view.offsets_partitions) if view is not None else None
+        hit = []
+        for b in self._brokers(act.nodes):
+            act.failed[b] = self.disks.holding(b, tp)
+            for fs in act.failed[b]:
+                do(fs)
+                hit.append(str(fs.target.relative_to(self.cluster.run_dir)))
+        act.detail["dirs"] = hit
+
+    def _heal_disks(self, act: Active) -> None:
+        """Free or repair each filesystem and restart its broker (stopped first if it still runs: an offline
+        directory stays offline until then; a broker that lost every directory has halted already)."""
+        for b, filesystems in sorted(act.failed.items()):
+            try:
+                self.cluster.signal_broker(b, signal.SIGTERM)
+            except RuntimeError:
+                pass   # halted (every directory offline) or already down
+            else:
+                try:
+                    self.cluster.wait_exit(b, 30)
+                except TimeoutError:
+                    self._signal_broker(b, signal.SIGKILL)
+                    self.cluster.wait_exit(b, 10)
+            for fs in filesystems:
+                fs.repair()
+            self.cluster.start_broker(b)
+            self.down.discard(f"b{b}")
 
     def _network(self, act: Active) -> None:
         f = act.fault
@@ -276,10 +387,12 @@ class Nemesis:
                     self.net.unblock(src, dst)
                 else:
                     self.net.shape(src, dst, 0, 0, 0)
-        elif kind in ("kill", "terminate", "truncate"):
+        elif kind in ("kill", "terminate", "truncate", "reassign-failover"):
             self._restart(act.nodes)
         elif kind == "pause":
             self._resume(act.nodes)
+        elif kind in DISK_KINDS:
+            self._heal_disks(act)
         self._record(act, "heal")
 
     def _restart(self, nodes: list[str]) -> None:
@@ -309,3 +422,13 @@ class Nemesis:
         self._restart(sorted(self.down))
         if self.net is not None:
             self.net.heal_all()
+
+
+def _read(sock, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        out += chunk
+    return out

@@ -9,6 +9,9 @@ The run directory holds everything needed to understand the run afterwards::
       cluster/events/broker-<id>.jsonl               the brokers' event logs
       cluster/logs/, cluster/data/, proxy/           process logs, partition logs, proxy log
 
+With disk faults, each broker's log directories (``cluster.log.dirs`` of them) are filesystems of their
+own, mounted before the brokers start and unmounted at the end, whatever happened (chaos/disks.py).
+
 Order of a run: ZooKeeper, the proxy with one link per (source, destination),
 the brokers (each dialling its peers and ZooKeeper through its links), the
 topics, the workloads; then the schedule's faults, one after another.  At the
@@ -40,6 +43,7 @@ from chaos.nemesis import Active, Links, Nemesis, NetnsNet, ProxyNet
 from chaos.progress import Progress
 from chaos.realclients import RealMemberWorker, RealProducerWorker
 from chaos.realjava import JavaMemberWorker, JavaProducerWorker
+from chaos.disks import RunDisks
 from chaos.apps import app_results, format_app, load_app
 from chaos.fabric import FAST_DEFAULTS, Fabric, broker_entries, cluster_view, start_first, start_proxied
 from chaos.proxy import ProxyProcess
@@ -96,10 +100,12 @@ class ChaosRun:
         self.proxy: ProxyProcess | None = None
         self.fabric: Fabric | None = None
         self.apps = None             # chaos.apps.AppRun with a command: workload (the user's application)
+        self.txns = None             # chaos.txn_run.TxnRun with a transactions: workload
         self.links = Links()
         self.net: ProxyNet | NetnsNet | None = None
         self.netns = None            # chaos.netns.NetnsNetwork in network: netns mode
         self.history: HistoryWriter | None = None
+        self.disks: RunDisks | None = None     # with disk faults: a filesystem per log directory
         self._last_view: View | None = None
         self._marked: set[str] = set()
         self.end_errors: list[str] = []
@@ -122,6 +128,8 @@ class ChaosRun:
             **FAST_DEFAULTS,
             "zookeeper.embedded.servers": s.zookeeper_servers,
             "offsets.topic.replication.factor": min(3, s.brokers),
+            "transaction.state.log.replication.factor": min(3, s.brokers),
+            "transaction.state.log.min.isr": min(2, s.brokers),
         }
         offsets = next((t for t in s.topics if t.name == OFFSETS_TOPIC), None)
         if offsets is not None:   # the scenario pins its assignment: the run creates it (_create_topics)
@@ -129,14 +137,34 @@ class ChaosRun:
                         "offsets.topic.replication.factor": offsets.replication_factor})
         doc.update(s.cluster_config)
         doc["brokers"] = broker_entries(s.brokers, self._kafka_clients())
+        if s.log_dirs > 1 or s.disk_fault_kinds():
+            for entry in doc["brokers"]:
+                entry["log.dirs"] = ",".join(str(d) for d in self._log_dirs(entry["id"]))
         path = self.out / "cluster.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         return path
 
+    def _log_dirs(self, broker: int) -> list[Path]:
+        base = (self.out / "cluster" / "data" / f"broker-{broker}").resolve()
+        return [base / f"d{i}" for i in range(self.scenario.log_dirs)]
+
+    def _mount_disks(self) -> None:
+        """With disk faults: a filesystem per log directory (ext4 when one may fail its writes, else tmpfs)."""
+        s = self.scenario
+        kinds = s.disk_fault_kinds()
+        if not kinds:
+            return
+        self.disks = RunDisks({b: self._log_dirs(b) for b in range(1, s.brokers + 1)}, s.disk_size_mb << 20,
+                              "disk-error" in kinds, self.out / "disks")
+        self.disks.mount()
+
     def _start_cluster(self, config_path: Path) -> None:
         if self.target == "compose":
+            if self.scenario.disk_fault_kinds():
+                raise RuntimeError("disk faults: not with --target compose (they mount filesystems on this machine)")
             self._start_cluster_compose(config_path)
             return
+        self._mount_disks()
         if self.scenario.network == "netns":
             self._start_cluster_netns(config_path)
             return
@@ -151,8 +179,10 @@ class ChaosRun:
         self.kafka_bootstrap = self.fabric.kafka_bootstrap
 
     def _kafka_clients(self) -> bool:
-        """Real Kafka clients (or the user's application) reach the brokers' Kafka listeners."""
-        return self.scenario.client != "kafkasim" or self.scenario.command is not None
+        """Real Kafka clients (the user's application, the transactional pipelines) reach the brokers' Kafka
+        listeners."""
+        s = self.scenario
+        return s.client != "kafkasim" or s.command is not None or s.transactions is not None
 
     def _up(self, c: Cluster) -> None:
         """Start the brokers; with ``cluster.controller`` that broker first, alone until it is the controller."""
@@ -273,8 +303,15 @@ class ChaosRun:
             self.apps = AppRun(s.command, self.out, self.kafka_bootstrap, self.history, procs, cluster,
                                next(t.partitions for t in s.topics if t.name == s.command.input))
             self.apps.start()
+        if s.transactions is not None:   # the pipelines: started before our producers write their input
+            from chaos.txn_run import TxnRun
+            parts = {t.name: t.partitions for t in s.topics}
+            self.txns = TxnRun(s.transactions, self.out, self.kafka_bootstrap, self.history, procs,
+                               parts[s.transactions.input], parts[s.transactions.output], self.seed)
+            self.txns.start()
         nemesis = Nemesis(self.cluster, self.net, self.history, self.view,
-                          self.cluster.cfg.session_timeout_ms, self.apps.processes if self.apps else None)
+                          self.cluster.cfg.session_timeout_ms, self.apps.processes if self.apps else None,
+                          disks=self.disks)
         progress = Progress(self.stream, self.duration_s, len(self.faults), self.history.counts,
                             enabled=self.show_progress)
         for w in workers:
@@ -309,6 +346,10 @@ class ChaosRun:
             if self.apps is not None:
                 t = s.command.input
                 self.apps.end(cluster, self._log_ends(cluster, t, next(x.partitions for x in s.topics if x.name == t)))
+            if self.txns is not None:
+                progress.phase("draining transactions")
+                t = s.transactions.input
+                self.txns.end(cluster, self._log_ends(cluster, t, next(x.partitions for x in s.topics if x.name == t)))
             stop_members.set()       # members leave their groups; probes make their final fetch
             for w in members + probes:
                 w.join(timeout=30)
@@ -318,6 +359,9 @@ class ChaosRun:
             stop_members.set()
             if self.apps is not None:
                 self.apps.stop()
+            if self.txns is not None:
+                self.txns.stop()
+                workers += [w for w in self.txns.workers() if w.name not in self.txns.stuck]
             for w in workers:
                 w.join(timeout=30)
             progress.stop()
@@ -441,6 +485,9 @@ class ChaosRun:
             self.proxy.stop()
         if self.netns is not None:
             self.netns.down()
+        if self.disks is not None:
+            for problem in self.disks.unmount_all():
+                self.end_errors.append(f"unmounting a log directory failed: {problem}")
         if self.history is not None:
             self.history.close()
 
@@ -456,7 +503,13 @@ class ChaosRun:
         app = load_app(self.out) if self.scenario.command is not None else None
         if self.scenario.command is not None and app is None:
             app = {"group": self.scenario.command.group, "input": self.scenario.command.input, "output": None}
-        result = check(ops, events, unclean_election=unclean, offsets_partitions=n_offsets, app=app)
+        txn = None
+        if self.scenario.transactions is not None:
+            from chaos.txn_run import load_txn
+            txn = load_txn(self.out) or {"input": self.scenario.transactions.input,
+                                         "output": self.scenario.transactions.output,
+                                         "group": self.scenario.transactions.group}
+        result = check(ops, events, unclean_election=unclean, offsets_partitions=n_offsets, app=app, txn=txn)
         rows = failover_timeline(ops, events, offsets_partitions=n_offsets,
                                  observed_groups=[app["group"]] if app else ())
         counts: dict[str, int] = {}
@@ -484,6 +537,12 @@ class ChaosRun:
         }
         if app is not None:
             results["app"] = app_results(app, result)
+        if txn is not None:
+            from chaos.txn_run import txn_results
+            from judge.txn_timeline import format_txn_table, txn_failover_timeline, txn_summary
+            txn_rows = txn_failover_timeline(ops, events, self.cluster.cfg.get("transaction.state.log.num.partitions"))
+            results["transactions"] = txn_results(txn, result)
+            results["txn_timeline"], results["txn_timeline_summary"] = txn_rows, txn_summary(txn_rows)
         (self.out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
         self.say("")
         self.say(format_table(rows))
@@ -497,6 +556,10 @@ class ChaosRun:
             self.say(f"workload error: {n}")
         if app is not None:
             self.say(format_app(results["app"]))
+        if txn is not None:
+            self.say("\ntransaction coordinators:\n" + format_txn_table(results["txn_timeline"]))
+            t = results["transactions"]
+            self.say(f"transactions: {t['commits']} committed, drained: {t['drained']}, zombies: {t['zombies']}")
         self.say(f"verdict: {verdict.upper()}  (results in {self.out / 'results.json'})")
         return RunResult(self.out, verdict, code, results)
 

@@ -16,9 +16,12 @@ from typing import Any, Mapping
 import yaml
 
 from chaos.targets import OFFSETS_TOPIC, TargetError, parse_target
+from chaos.txn_scenario import TxnSpec, parse_transactions
 
-FAULT_KINDS = ("kill", "terminate", "pause", "expire-session", "partition", "latency", "loss", "truncate")
+FAULT_KINDS = ("kill", "terminate", "pause", "expire-session", "partition", "latency", "loss", "truncate",
+               "disk-full", "disk-error", "reassign", "reassign-failover")
 NETWORK_KINDS = ("partition", "latency", "loss")
+DISK_KINDS = ("disk-full", "disk-error")   # each broker's log directories are filesystems of their own (chaos/disks.py)
 CLIENTS = ("kafkasim", "confluent-kafka", "kafka-python", "java")   # workload.client: who the producers and members are
 DIRECTIONS = ("both", "to", "from")  # to: target -> peer blocked; from: peer -> target blocked
 
@@ -140,6 +143,14 @@ class Scenario:
     controller: int | None = None
     # workload.command: the user's application (None: only our own workloads)
     command: CommandSpec | None = None
+    # workload.transactions: exactly-once consume-transform-produce pipelines (chaos/txn_scenario.py)
+    transactions: TxnSpec | None = None
+    log_dirs: int = 1          # cluster.log.dirs: data directories per broker
+    disk_size_mb: int = 64     # cluster.disk.size.mb: with disk faults, each directory's filesystem
+
+    def disk_fault_kinds(self) -> set[str]:
+        """The disk fault kinds the scenario may start (its mix's or its schedule's)."""
+        return ({m.kind for m in self.faults} | {d["kind"] for d in self.schedule or ()}) & set(DISK_KINDS)
 
     def with_duration(self, duration_s: float) -> "Scenario":
         from dataclasses import replace
@@ -217,7 +228,9 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     zk_servers = c.get("zookeeper.servers", int, 1, choices=(1, 3))
     config = c.get("config", dict, {})
     controller = c.get("controller", int, None, lo=1, hi=brokers)
-    c.done(("brokers", "zookeeper.servers", "config", "controller"))
+    log_dirs = c.get("log.dirs", int, 1, lo=1, hi=4)
+    disk_size_mb = c.get("disk.size.mb", int, 64, lo=4, hi=4096)
+    c.done(("brokers", "zookeeper.servers", "config", "controller", "log.dirs", "disk.size.mb"))
     for k in ("brokers", "run.dir", "zookeeper.connect", "zookeeper.embedded.servers"):
         if k in config:
             raise ScenarioError(f"{source}: cluster.config.{k}: set by the chaos runner "
@@ -278,7 +291,14 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     pb.done(("groups", "interval.ms"))
     client = w.get("client", str, "kafkasim", choices=CLIENTS)
     command = _command(w.get("command", dict, None), source, topic_names)
-    w.done(("producers", "groups", "probes", "client", "command"))
+    raw_txn = w.get("transactions", dict, None)
+    transactions = None if raw_txn is None else parse_transactions(
+        _Reader(raw_txn, "workload.transactions", source), source, topic_names,
+        {g.id for g in groups} | ({command.group} if command else set()), lambda rd, k: rd.range(k, None))
+    w.done(("producers", "groups", "probes", "client", "command", "transactions"))
+    if transactions is not None and producers.count and producers.topic != transactions.input:
+        raise ScenarioError(f"{source}: workload.producers.topic: {producers.topic!r}, but the pipelines read "
+                            f"{transactions.input!r} (our producers write their input)")
     if command is not None:
         if network != "proxy":
             raise ScenarioError(f"{source}: workload.command: needs network: proxy")
@@ -304,6 +324,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     quiet = f.get("quiet.end.ms", int, 3000, lo=0)
     faults = []
     group_ids = {g.id for g in groups} | ({command.group} if command else set())
+    txn_ids = set(transactions.transactional_ids()) if transactions else set()
     apps = command.instances if command else 0
     for i, m in enumerate(f.get("mix", list, [])):
         where = f"faults.mix[{i}]"
@@ -328,7 +349,9 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
                 raise ScenarioError(f"{source}: {where}.{key}: group {t.arg!r} is not a workload group")
             if t.kind in ("leader", "followers") and t.arg.split("/")[0] not in topic_names | {"__consumer_offsets"}:
                 raise ScenarioError(f"{source}: {where}.{key}: topic {t.arg.split('/')[0]!r} is not in topics")
+            _check_txn_target(t, txn_ids, f"{source}: {where}.{key}")
             _check_app_target(t, kind, apps, f"{source}: {where}.{key}")
+            _check_reassign_target(t, kind, key, f"{source}: {where}.{key}")
         if kind not in NETWORK_KINDS and (spec.peer != "rest" or spec.direction != "both"):
             raise ScenarioError(f"{source}: {where}: peer/direction only apply to network faults")
         if kind == "latency" and spec.latency_ms == 0 and spec.jitter_ms == 0:
@@ -341,12 +364,18 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     if raw_schedule is not None:
         if faults:
             raise ScenarioError(f"{source}: faults.schedule: give either a mix or a schedule, not both")
-        schedule = tuple(_scheduled(i, d, source, group_ids, topic_names, apps) for i, d in enumerate(raw_schedule))
+        schedule = tuple(_scheduled(i, d, source, group_ids, topic_names, apps, txn_ids)
+                         for i, d in enumerate(raw_schedule))
     f.done(("start.after.ms", "interval.ms", "quiet.end.ms", "mix", "schedule"))
     r.done(("name", "description", "duration.s", "network", "cluster", "topics", "workload", "faults"))
+    kinds = {m.kind for m in faults} | {d["kind"] for d in schedule or ()}
+    if kinds & set(DISK_KINDS) and network != "proxy":
+        raise ScenarioError(f"{source}: faults: disk faults need network: proxy (the brokers' directories are "
+                            f"mounted on this machine)")
     return Scenario(name, description, source, float(duration_s), brokers, zk_servers, dict(config), tuple(topics),
                     producers, tuple(groups), probes, tuple(faults), start, interval, quiet, network, client,
-                    dict(data) if isinstance(data, Mapping) else {}, schedule, controller, command)
+                    dict(data) if isinstance(data, Mapping) else {}, schedule, controller, command, transactions,
+                    log_dirs, disk_size_mb)
 
 
 def _topic(tr: _Reader, brokers: int) -> TopicSpec:
@@ -379,7 +408,7 @@ def _topic(tr: _Reader, brokers: int) -> TopicSpec:
 
 
 def _scheduled(i: int, d: Any, source: str, group_ids: set[str], topic_names: set[str],
-               apps: int = 0) -> dict[str, Any]:
+               apps: int = 0, txn_ids: set[str] = frozenset()) -> dict[str, Any]:
     """One fault of ``faults.schedule``: {at.ms, heal.at.ms, kind, target, seed, peer, direction, latency.ms,
     jitter.ms, loss, truncate.bytes} -> chaos/schedule.py's Fault fields."""
     where = f"faults.schedule[{i}]"
@@ -414,11 +443,25 @@ def _scheduled(i: int, d: Any, source: str, group_ids: set[str], topic_names: se
             raise ScenarioError(f"{source}: {where}.{key}: group {t.arg!r} is not a workload group")
         if t.kind in ("leader", "followers") and t.arg.split("/")[0] not in topic_names | {"__consumer_offsets"}:
             raise ScenarioError(f"{source}: {where}.{key}: topic {t.arg.split('/')[0]!r} is not in topics")
+        _check_txn_target(t, txn_ids, f"{source}: {where}.{key}")
         _check_app_target(t, kind, apps, f"{source}: {where}.{key}")
+        _check_reassign_target(t, kind, key, f"{source}: {where}.{key}")
     return out
 
 
+def _check_txn_target(t: Any, txn_ids: set[str], where: str) -> None:
+    if t.kind == "txn-coordinator" and t.arg not in txn_ids:
+        known = ", ".join(sorted(txn_ids)) or "none: the workload has no transactions"
+        raise ScenarioError(f"{where}: {t.arg!r} is not a pipeline's transactional id ({known})")
+
+
 APP_KINDS = ("kill", "terminate", "pause")   # what a fault can do to the user's application processes
+
+
+def _check_reassign_target(t: Any, kind: str, key: str, where: str) -> None:
+    """A ``reassign`` fault names its partition by its leader: ``leader:<topic>/<p>``."""
+    if kind in ("reassign", "reassign-failover") and key == "target" and t.kind != "leader":
+        raise ScenarioError(f"{where}: a reassign fault's target is leader:<topic>/<partition>")
 
 
 def _check_app_target(t: Any, kind: str, apps: int, where: str) -> None:

@@ -2,7 +2,7 @@
 
 Nodes are strings: ``b<id>`` for brokers, ``zk<n>`` for ZooKeeper servers and
 ``client`` for the workload's clients.  A target names a role
-(``coordinator:g1``, ``controller``, ``leader:events/0``...) and resolves,
+(``coordinator:g1``, ``txn-coordinator:eos-0``, ``controller``, ``leader:events/0``...) and resolves,
 against what the cluster looks like at that moment (:class:`View`), to a set
 of nodes.  Randomness (``random``, ``minority``, ``majority``) comes from the
 ``rng`` passed in, seeded per fault by the schedule, so a run's choices can be
@@ -17,6 +17,7 @@ from typing import Any, Protocol, Sequence, TypeVar
 from kafkacommon.hashing import partition_for
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TXN_TOPIC = "__transaction_state"
 
 _T = TypeVar("_T")
 
@@ -29,7 +30,8 @@ class Rng(Protocol):
     def sample(self, population: Sequence[_T], k: int) -> list[_T]: ...
 
 _ROLE = re.compile(r"^(controller|random|minority|majority|zookeeper|app|rest|brokers|servers|clients)$"
-                   r"|^(coordinator):(.+)$|^(leader|followers):([^/]+)/(\d+)$|^(broker):(\d+)$|^(zookeeper):(\d+)$"
+                   r"|^(coordinator):(.+)$|^(txn-coordinator):(.+)$|^(leader|followers):([^/]+)/(\d+)$"
+                   r"|^(broker):(\d+)$|^(zookeeper):(\d+)$"
                    r"|^(app):(\d+)$")
 SETS = ("rest", "brokers", "servers", "clients")  # only as the other side of a network fault
 
@@ -50,7 +52,8 @@ class Target:
 def parse_target(text: str, allow_sets: bool = False) -> Target:
     m = _ROLE.match(text.strip())
     if not m:
-        raise TargetError(f"unknown target {text!r}: expected controller, coordinator:<group>, leader:<topic>/<p>, "
+        raise TargetError(f"unknown target {text!r}: expected controller, coordinator:<group>, "
+                          f"txn-coordinator:<transactional id>, leader:<topic>/<p>, "
                           f"followers:<topic>/<p>, broker:<id>, zookeeper[:<n>], app[:<n>], random, minority or majority")
     g = [x for x in m.groups() if x is not None]
     if g[0] in SETS and not allow_sets:
@@ -72,6 +75,7 @@ class View:
     partitions: dict[tuple[str, int], dict] = field(default_factory=dict)  # leader, isr, replicas
     offsets_partitions: int = 50
     apps: list[int] = field(default_factory=list)        # the user's application processes (1-based), if any
+    txn_partitions: int = 50                             # __transaction_state's partitions
 
 
 def broker_node(b: int) -> str:
@@ -95,6 +99,9 @@ def resolve(target: Target | str, view: View, rng: Rng, exclude: frozenset[str] 
         return [broker_node(view.controller)] if view.controller is not None else []
     if t.kind == "coordinator":
         st = view.partitions.get((OFFSETS_TOPIC, partition_for(t.arg, view.offsets_partitions)))
+        return [broker_node(st["leader"])] if st and st["leader"] >= 0 else []
+    if t.kind == "txn-coordinator":
+        st = view.partitions.get((TXN_TOPIC, partition_for(t.arg, view.txn_partitions)))
         return [broker_node(st["leader"])] if st and st["leader"] >= 0 else []
     if t.kind in ("leader", "followers"):
         topic, p = t.arg.split("/")
@@ -128,6 +135,18 @@ def resolve(target: Target | str, view: View, rng: Rng, exclude: frozenset[str] 
     if t.kind == "clients":
         return ["client"]
     raise TargetError(f"cannot resolve {t}")
+
+
+def target_partition(target: Target | str, offsets_partitions: int) -> tuple[str, int] | None:
+    """The partition a role target is about (a disk fault fails the log directory holding it): the group's
+    offsets partition for ``coordinator:<g>``, the partition of ``leader:``/``followers:``; None otherwise."""
+    t = parse_target(target, allow_sets=True) if isinstance(target, str) else target
+    if t.kind == "coordinator":
+        return OFFSETS_TOPIC, partition_for(t.arg, offsets_partitions)
+    if t.kind in ("leader", "followers"):
+        topic, p = t.arg.split("/")
+        return topic, int(p)
+    return None
 
 
 def node_json(node: str) -> int | str:

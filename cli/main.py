@@ -14,6 +14,8 @@
     kafkasim ui [--port 8080] [--host H] [--read-only] [--replay RUN_DIR]   the web view (docs/ui.md)
     kafkasim reference up|down|status    real Kafka 2.8.2 brokers beside kafkasim (docs/reference.md)
     kafkasim reference tool NAME ARGS    one of Kafka 2.8.2's tools (kafka-topics, ...) from the jar cache
+    kafkasim conformance [--filter API]  the same requests to Kafka 2.8.2 and kafkasim, compared (docs/conformance.md)
+    kafkasim compare SCENARIO|all        a scenario on Kafka 2.8.2 and on kafkasim, compared (docs/compare.md)
 """
 from __future__ import annotations
 
@@ -350,6 +352,10 @@ def build_parser() -> argparse.ArgumentParser:
     analysis_main.add_parsers(sub)
     from reference import cli as reference_cli   # Kafka 2.8.2 itself (docs/reference.md)
     reference_cli.add_parsers(sub)
+    from conformance import cli as conformance_cli   # Kafka 2.8.2 and kafkasim, answer by answer
+    conformance_cli.add_parsers(sub)
+    from compare import cli as compare_cli       # Kafka 2.8.2 beside kafkasim, compared (docs/compare.md)
+    compare_cli.add_parsers(sub)
 
     u = with_config(sub.add_parser("ui", help="the web view of a live cluster or of a finished run (docs/ui.md)"))
     u.add_argument("--port", type=int, default=8080)

@@ -146,7 +146,7 @@ class PartitionFetcher:
         pos = self.positions[tp]
         try:
             for _, batch in iter_batches(a.records):
-                for rec in batch.records:
+                for rec in () if batch.is_control else batch.records:   # markers are not records to consumers
                     if rec.offset < pos or rec.offset >= a.high_watermark:
                         continue
                     out.append(ConsumerRecord(tp[0], tp[1], rec.offset, rec.timestamp_ms, rec.key, rec.value,

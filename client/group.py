@@ -5,17 +5,18 @@
     member.commit()                     # commits the positions reached
     member.close()                      # LeaveGroup
 
-* **Discovery.** FindCoordinator against any broker, retried with tenacity's
-  exponential backoff while the answer is COORDINATOR_NOT_AVAILABLE or the
-  broker is unreachable.
+* **Discovery.** FindCoordinator against any broker, retried while the answer
+  is COORDINATOR_NOT_AVAILABLE or the broker is unreachable (:func:`backoff_s`).
 * **Join and sync.** JoinGroup (first with no member id: MEMBER_ID_REQUIRED
   hands one back), the leader runs the chosen assignor over the members'
   subscriptions, SyncGroup gives everyone their assignment.  Eager protocols
   revoke everything before joining; cooperative-sticky revokes only what
   moves, and rejoins once when it gave something up.
 * **Errors, as Kafka's client handles them.** NOT_COORDINATOR,
-  COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS: rediscover the
-  coordinator and retry.  REBALANCE_IN_PROGRESS: rejoin.  ILLEGAL_GENERATION,
+  COORDINATOR_NOT_AVAILABLE, or the coordinator's connection failing: forget
+  the coordinator (Kafka's markCoordinatorUnknown) and look for the new one at
+  once; COORDINATOR_LOAD_IN_PROGRESS: keep it and retry soon (it is loading the
+  group).  REBALANCE_IN_PROGRESS: rejoin.  ILLEGAL_GENERATION,
   UNKNOWN_MEMBER_ID: reset (a new member id) and rejoin.  FENCED_INSTANCE_ID
   and protocol errors are fatal (:class:`GroupError`).
 * **Liveness.** A background thread heartbeats every
@@ -29,10 +30,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable, Iterable, Protocol
 
 import grpc
-from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception_type, stop_after_delay
 
 from client.consumer import ConsumerRecord, PartitionFetcher
 from client.metadata import ClientError, ClusterClient
@@ -58,12 +60,41 @@ class CommitFailedError(GroupError):
     """The commit cannot succeed in this generation (a rebalance happened); rejoin and retry."""
 
 
-class _Retry(Exception):
-    """Internal: a retriable coordinator error."""
+class RetriableGroupError(Exception):
+    """A retriable coordinator error (its code), retried inside the member's calls."""
 
     def __init__(self, code: int) -> None:
         super().__init__(errors.name(code))
         self.code = code
+
+
+#: the longest wait between two attempts (Kafka's retry.backoff.ms, 100 ms)
+MAX_BACKOFF_S = 0.1
+#: while the coordinator moves or loads, the next attempt waits this share of the time spent so far, at least
+#: ``MIN_POLL_S``: so the first attempt after the move or the load comes at most ~5% late (2 ms at first)
+POLL_FRACTION = 0.05
+MIN_POLL_S = 0.002
+
+
+def backoff_s(state: RetryCallState) -> float:
+    """The wait before the next attempt of a call that failed (tenacity's ``wait``).
+
+    * The coordinator answered NOT_COORDINATOR, or its connection failed: the first retry goes at once (it
+      starts with a FindCoordinator): the client learns of a move from the old coordinator's answer or the
+      closed connection, as Kafka's clients do, not from a sleep.
+    * Then, and for COORDINATOR_NOT_AVAILABLE (no coordinator yet) and COORDINATOR_LOAD_IN_PROGRESS (the new
+      coordinator is loading the group): a short poll, a share of the time waited so far, so a load of 2 ms
+      costs 2 ms and one of 2 s at most 100 ms more.
+    * Anything else (REBALANCE_IN_PROGRESS, an unreachable broker again): exponential, 10 ms to 100 ms.
+    """
+    exc = state.outcome.exception() if state.outcome is not None else None
+    code = exc.code if isinstance(exc, RetriableGroupError) else None
+    if state.attempt_number == 1 and (isinstance(exc, grpc.RpcError) or code == errors.NOT_COORDINATOR):
+        return 0.0
+    if code in COORDINATOR_ERRORS:
+        waited = (state.outcome_timestamp or time.monotonic()) - state.start_time
+        return min(MAX_BACKOFF_S, max(MIN_POLL_S, waited * POLL_FRACTION))
+    return min(MAX_BACKOFF_S, 0.01 * 2 ** (state.attempt_number - 1))
 
 
 class RebalanceListener(Protocol):
@@ -111,8 +142,7 @@ class GroupMember:
     # ------------------------------------------------------------------ coordinator
 
     def _retrying(self) -> Retrying:
-        return Retrying(retry=retry_if_exception_type((_Retry, grpc.RpcError)),
-                        wait=wait_exponential(multiplier=0.01, max=0.1),  # Kafka: retry.backoff.ms 100
+        return Retrying(retry=retry_if_exception_type((RetriableGroupError, grpc.RpcError)), wait=backoff_s,
                         stop=stop_after_delay(self.retry_timeout_s), reraise=True)
 
     def find_coordinator(self) -> tuple[int, str]:
@@ -130,12 +160,12 @@ class GroupMember:
                     return r.node_id, self.cluster.address(r.node_id, f"{r.host}:{r.port}")
                 if r.error_code == errors.INVALID_GROUP_ID:
                     raise GroupError("FindCoordinator", r.error_code)
-                last = _Retry(r.error_code)
+                last = RetriableGroupError(r.error_code)
             try:
                 self.cluster.refresh()
             except ClientError:
                 pass
-            raise last if last is not None else _Retry(errors.COORDINATOR_NOT_AVAILABLE)
+            raise last if last is not None else RetriableGroupError(errors.COORDINATOR_NOT_AVAILABLE)
 
         self.coordinator = self._retrying()(once)
         self.on_op("find_coordinator", "ok", {"coordinator": self.coordinator[0]})
@@ -148,7 +178,7 @@ class GroupMember:
         return self.cluster.groups_stub(self.coordinator[1])
 
     def _call(self, name: str, request, error_of: Callable, timeout_s: float):
-        """One RPC to the coordinator; coordinator errors forget it and raise _Retry."""
+        """One RPC to the coordinator; coordinator errors raise RetriableGroupError, and forget it unless it is loading."""
         stub = self._stub()
         self._answered.node = self.coordinator[0] if self.coordinator else None
         try:
@@ -158,8 +188,9 @@ class GroupMember:
             raise
         code = error_of(r)
         if code in COORDINATOR_ERRORS:
-            self.coordinator = None
-            raise _Retry(code)
+            if code != errors.COORDINATOR_LOAD_IN_PROGRESS:   # Kafka's clients keep a loading coordinator
+                self.coordinator = None
+            raise RetriableGroupError(code)
         return r
 
     # ------------------------------------------------------------------ join / sync
@@ -213,7 +244,7 @@ class GroupMember:
         self.on_op("sync", "invoke", {"generation": join.generation_id, "member": join.member_id})
         try:
             r = self._call("SyncGroup", sync_req, lambda r: r.error_code, self.rebalance_timeout_ms / 1000 + 30)
-        except (_Retry, grpc.RpcError) as e:
+        except (RetriableGroupError, grpc.RpcError) as e:
             self.on_op("sync", "fail", {"error": str(e)})
             return  # rejoin (the coordinator moved)
         self.on_op("sync", "ok" if r.error_code == errors.NONE else "fail",
@@ -252,7 +283,7 @@ class GroupMember:
         self.on_op("join", "invoke", {"member": self.state.member_id})
         try:
             r = self._call("JoinGroup", req, lambda r: r.error_code, self.rebalance_timeout_ms / 1000 + 30)
-        except (_Retry, grpc.RpcError) as e:
+        except (RetriableGroupError, grpc.RpcError) as e:
             self.on_op("join", "fail", {"error": str(e)})
             raise
         self.on_op("join", "ok" if r.error_code == errors.NONE else "fail",
@@ -263,7 +294,7 @@ class GroupMember:
             self.state.member_id = r.member_id
             return None
         if r.error_code == errors.REBALANCE_IN_PROGRESS:
-            raise _Retry(r.error_code)
+            raise RetriableGroupError(r.error_code)
         if r.error_code != errors.NONE:
             self._handle_group_error("JoinGroup", r.error_code)
             return None
@@ -321,7 +352,7 @@ class GroupMember:
                                                              group_instance_id=self.group_instance_id or ""),
                            lambda r: r.error_code, 5)
             code = r.error_code
-        except _Retry as e:
+        except RetriableGroupError as e:
             code = e.code
         except grpc.RpcError:
             code = errors.NOT_COORDINATOR
@@ -379,7 +410,7 @@ class GroupMember:
 
         try:
             r = self._retrying()(lambda: self._call("OffsetCommit", req, first_error, 30))
-        except (_Retry, grpc.RpcError) as e:
+        except (RetriableGroupError, grpc.RpcError) as e:
             self.on_op("commit", "info", {"error": str(e)})
             raise ClientError(f"commit for group {self.group_id} failed: {e}") from None
         result = {(x.topic, x.partition): x.error_code for x in r.partitions}
@@ -403,7 +434,7 @@ class GroupMember:
         self.on_op("fetch_committed", "invoke", asked)
         try:
             r = self._retrying()(lambda: self._call("OffsetFetch", req, lambda r: r.error_code, 10))
-        except (_Retry, grpc.RpcError) as e:
+        except (RetriableGroupError, grpc.RpcError) as e:
             self.on_op("fetch_committed", "fail", {"error": str(e)})
             raise ClientError(f"OffsetFetch for group {self.group_id} failed: {e}") from None
         if r.error_code != errors.NONE:

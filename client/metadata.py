@@ -49,6 +49,17 @@ class Metadata:
         return sorted({t for t, _ in self.partitions})
 
 
+#: a client's channels reconnect as Kafka's clients do (reconnect.backoff.ms 50 ms, growing to
+#: reconnect.backoff.max.ms 1 s), each with a connection of its own.  gRPC's default, 1 s growing by 1.6x to
+#: 120 s and shared by every channel of the process to that address, left a channel to a broker that had been
+#: down failing fast with UNAVAILABLE for seconds after it was back (e.g. when it becomes a group's coordinator).
+CHANNEL_OPTIONS = (
+    ("grpc.use_local_subchannel_pool", 1),
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
+
+
 class ClusterClient:
     """Bootstrap list, metadata cache and one gRPC channel per broker endpoint."""
 
@@ -70,7 +81,7 @@ class ClusterClient:
         with self._lock:
             ch = self._channels.get(endpoint)
             if ch is None:
-                ch = self._channels[endpoint] = grpc.insecure_channel(endpoint)
+                ch = self._channels[endpoint] = grpc.insecure_channel(endpoint, options=CHANNEL_OPTIONS)
             return ch
 
     def broker_stub(self, endpoint: str) -> pbg.BrokerStub:

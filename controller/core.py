@@ -18,11 +18,17 @@ leave ISRs.  After a BADVERSION the shell re-reads the states and calls
 from __future__ import annotations
 
 import base64
+import dataclasses
 from typing import Callable, Iterable, Mapping
 
 from controller import election
+from controller.failover import FailoverSteps
+from controller.elect_request import LeaderElectionRequests
+from controller.log_dirs import LogDirFailures
+from controller.reassignment import ReassignmentSteps
 from controller.plan import (  # re-exported: the shells and the simulator take them from here
-    Command, ControllerSettings, LeaderAndIsrCmd, PartitionView, Plan, StateChange, StopReplicaCmd, UpdateMetadataCmd,
+    TP, Command, ControllerSettings, LeaderAndIsrCmd, PartitionView, Plan, StateChange, StateMap, StopReplicaCmd,
+    UpdateMetadataCmd,
 )
 from kafkacommon.assignment import assign_replicas
 from kafkacommon.metadata import BrokerRegistration, LeaderAndIsr, TopicAssignment
@@ -32,8 +38,6 @@ from kafkacommon.errors import (  # the Kafka error codes the core answers with 
 )
 from kafkacommon.event import Event
 
-TP = tuple[str, int]
-StateMap = dict[TP, tuple[LeaderAndIsr, int]]
 __all__ = ["Command", "ControllerCore", "ControllerSettings", "LeaderAndIsrCmd", "PartitionView", "Plan", "StateChange",
            "StopReplicaCmd", "UpdateMetadataCmd"]
 
@@ -44,9 +48,7 @@ def _boolean(value: object) -> bool | None:
     return True if text == "true" else False if text == "false" else None
 
 
-
-
-class ControllerCore:
+class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, LogDirFailures):
     def __init__(self, settings: ControllerSettings, rng: Callable[[int], int] | None = None):
         self.settings = settings
         self._rng = rng or (lambda n: 0)
@@ -55,21 +57,32 @@ class ControllerCore:
         self.epoch_zk_version = -1
         self.live: dict[int, BrokerRegistration] = {}
         self.shutting_down: set[int] = set()
+        self.offline_replicas: dict[int, set[TP]] = {}   # replicas on offline log dirs (controller/log_dirs.py)
         self.topics: dict[str, TopicAssignment] = {}
         self.states: StateMap = {}
         self.broker_configs: dict[str, Mapping[str, str]] = {}   # this broker's dynamic configs ("<default>", id)
         self._next_imbalance_ms = 0
         self._next_resend_ms = 0
         self._offsets_deadline_ms = 0
+        self._failover_dead: list[int] = []   # the failover's steps (controller/failover.py)
+        self._failover_elect = False
+        self._failover_now_ms = 0
+        self.zk_reassigning: dict[TP, tuple[int, ...]] = {}   # those /admin/reassign_partitions asked for
+        self.resumable: list[TP] = []     # reassignments a broker's start-up lets go on (the handler takes them)
+        self.deletion_deferred: set[str] = set()   # topics whose deletion waits for their reassignment
 
     # ------------------------------------------------------------------ lifecycle
 
     def on_failover(self, epoch: int, epoch_zk_version: int, brokers: Mapping[int, BrokerRegistration],
                     topics: Mapping[str, TopicAssignment], states: StateMap, now_ms: int,
                     broker_configs: Mapping[str, Mapping[str, str]] | None = None) -> Plan:
-        """This broker won the election: load the context and decide (Kafka's onControllerFailover).
-        ``topics`` carry their config overrides; ``broker_configs`` are this broker's dynamic configs
-        (``<default>`` and its id), whose ``unclean.leader.election.enable`` is the default here."""
+        """This broker won the election: load the context (Kafka's onControllerFailover).  ``topics`` carry
+        their config overrides; ``broker_configs`` are this broker's dynamic configs (``<default>`` and its
+        id), whose ``unclean.leader.election.enable`` is the default here.
+
+        The plan returned writes nothing: it tells every live broker the whole state as it is (Kafka sends
+        UpdateMetadata, then LeaderAndIsr with the unchanged states, before its state machines decide
+        anything).  The decisions come after it, one plan at a time, from :meth:`failover_next`."""
         self.active = True
         self.epoch, self.epoch_zk_version = epoch, epoch_zk_version
         self.live = dict(brokers)
@@ -77,23 +90,28 @@ class ControllerCore:
         self.broker_configs = dict(broker_configs or {})
         self.states = dict(states)
         self.shutting_down.clear()
+        self.offline_replicas.clear()
         plan = Plan(full_sync=set(self.live), metadata_to_all=True)
         plan.events.append(Event("controller_context_loaded", {
             "epoch": epoch, "live_brokers": sorted(self.live), "topics": len(self.topics),
             "partitions": sum(len(a.partitions) for a in self.topics.values())}))
-        self._reconcile(plan)
+        self._begin_failover_steps(now_ms)
         self._offsets_deadline_ms = now_ms + self.settings.offsets_create_grace_ms
-        self._maybe_create_offsets_topic(plan, now_ms)
         self._next_imbalance_ms = now_ms + 5_000  # Kafka: the first check runs 5 s after failover
         self._next_resend_ms = now_ms + self.settings.metadata_resend_interval_ms
         return plan
 
     def on_resign(self) -> None:
         self.active = False
+        self._failover_dead, self._failover_elect = [], False
         self.live.clear()
         self.topics.clear()
         self.states.clear()
         self.shutting_down.clear()
+        self.zk_reassigning.clear()
+        self.resumable.clear()
+        self.deletion_deferred.clear()
+        self.offline_replicas.clear()
 
     # ------------------------------------------------------------------ events
 
@@ -113,6 +131,7 @@ class ControllerCore:
             "epochs": {str(b): brokers[b].epoch for b in new + bounced}}))
         self.live = dict(brokers)
         self.shutting_down -= set(dead) | set(bounced)
+        self._forget_offline(new + dead + bounced)
         plan.full_sync = set(new) | set(bounced)
         plan.metadata_to_all = True
         # A bounced broker is handled as a failure then a start-up: it lost its
@@ -122,6 +141,9 @@ class ControllerCore:
             self._reconcile(plan, excluded=set(bounced))
         self._reconcile(plan)
         self._maybe_create_offsets_topic(plan)
+        started = set(new) | set(bounced)
+        # onBrokerStartup: reassignments whose target replicas include a started broker go on
+        self.resumable = [tp for tp in self.reassigning() if started & set(self.topics[tp[0]].target(tp[1]))]
         return plan
 
     def on_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, Plan, list[TP]]:
@@ -143,6 +165,7 @@ class ControllerCore:
             return STALE_BROKER_EPOCH, plan, []
         self.shutting_down.add(broker_id)
         eligible = set(self.live) - self.shutting_down
+        offline = self._offline_by_partition() if self.offline_replicas else None
         remaining: list[TP] = []
         stopped: list[TP] = []
         for tp in sorted(self.states):
@@ -153,8 +176,9 @@ class ControllerCore:
             if state.controller_epoch > self.epoch:
                 continue
             if state.leader == broker_id:
-                new = election.controlled_shutdown(state, replicas, eligible, self.shutting_down, self.epoch) \
-                    if len(replicas) > 1 else None
+                off = offline.get(tp) if offline else None
+                new = election.controlled_shutdown(state, replicas, eligible - off if off else eligible,
+                                                   self.shutting_down, self.epoch) if len(replicas) > 1 else None
                 if new is None:
                     remaining.append(tp)
                     continue
@@ -241,6 +265,14 @@ class ControllerCore:
             return plan
         for topic in sorted(set(requested)):
             a = self.topics.get(topic)
+            if a is not None and any(a.reassigning(p) for p in a.partitions):
+                # Kafka marks it ineligible for deletion: it is deleted once its reassignment completes
+                if topic not in self.deletion_deferred:
+                    self.deletion_deferred.add(topic)
+                    plan.observed.append(Event("topic_deletion_deferred", {
+                        "topic": topic, "reason": "topic reassignment in progress"}))
+                continue
+            self.deletion_deferred.discard(topic)
             if not self.settings.delete_topic_enable or topic == self.settings.offsets_topic or a is None:
                 plan.markers_to_drop.append(topic)
                 plan.observed.append(Event("topic_deletion_refused", {"topic": topic, "reason": (
@@ -278,7 +310,7 @@ class ControllerCore:
                     "topic": t, "partitions": sorted(more), "replicas": {str(p): list(r) for p, r in sorted(more.items())},
                     "partition_count": len(cur.partitions) + len(more)}))
             if more or dict(cur.config) != dict(new.config):
-                self.topics[t] = TopicAssignment(t, {**cur.partitions, **more}, cur.topic_id, new.config)
+                self.topics[t] = dataclasses.replace(cur, partitions={**cur.partitions, **more}, config=new.config)
         self._reconcile(plan)
         return plan
 
@@ -305,7 +337,8 @@ class ControllerCore:
                 plan.events.append(Event("election_aborted", {
                     "topic": tp[0], "partition": tp[1], "state_controller_epoch": state.controller_epoch}))
                 continue
-            new = election.preferred(state, replicas, live, self.epoch)
+            off = self._offline_by_partition().get(tp) if self.offline_replicas else None
+            new = election.preferred(state, replicas, live - off if off else live, self.epoch)
             if new is not None:
                 self._write(plan, tp, new, ver, reason, state)
         return plan
@@ -330,6 +363,8 @@ class ControllerCore:
     def imbalanced_partitions(self) -> list[TP]:
         """Kafka's checkAndTriggerAutoLeaderRebalance: per preferred broker, above the threshold."""
         by_pref: dict[int, list[TP]] = {}
+        if self.reassigning():   # Kafka: only while no partition is being reassigned
+            return []
         for tp in sorted(self.states):
             replicas = self._replicas(tp)
             if replicas:
@@ -349,6 +384,8 @@ class ControllerCore:
     def commit(self, plan: Plan, versions: Mapping[TP, int]) -> dict[int, list[Command]]:
         """The plan's writes landed with these zkVersions: apply them and return the requests."""
         for a in plan.topic_creates:
+            self.topics[a.topic] = a
+        for a in plan.assignment_writes + plan.topic_updates:   # a reassignment's steps (before the views)
             self.topics[a.topic] = a
         deleted_views: list[PartitionView] = []
         deleted_by: dict[int, list[TP]] = {}
@@ -374,11 +411,11 @@ class ControllerCore:
         live_regs = tuple(self.live[b] for b in sorted(self.live))
         requests: dict[int, list[Command]] = {}
         changed_views = [self._view(tp, tp in new_tps) for tp in changed]
-        need_all = bool(plan.full_sync & set(self.live)) or plan.resend_metadata
+        need_all = bool((plan.full_sync | plan.query_replicas) & set(self.live)) or plan.resend_metadata
         by_tp = {(v.topic, v.partition): v for v in changed_views}
         all_views = [by_tp.get(tp) or self._view(tp) for tp in sorted(self.states)] if need_all else []
         changed_by = self._by_replica(changed_views)
-        all_by = self._by_replica(all_views) if plan.full_sync else {}
+        all_by = self._by_replica(all_views) if plan.full_sync or plan.query_replicas else {}
         leaders = tuple(self.live[b] for b in sorted({v.state.leader for v in changed_views} & set(self.live)))
         for b in sorted(self.live):
             cmds: list[Command] = []
@@ -390,6 +427,13 @@ class ControllerCore:
                 if mine:
                     all_leaders = tuple(self.live[x] for x in sorted({v.state.leader for v in mine} & set(self.live)))
                     cmds.append(LeaderAndIsrCmd(mine, all_leaders))
+            elif b in plan.query_replicas:
+                # every replica the broker hosts, as they are (Kafka's onBrokerLogDirFailure): its answer tells
+                # which are on an offline log directory (controller/log_dirs.py)
+                mine = tuple(all_by.get(b, ()))
+                if mine:
+                    cmds.append(LeaderAndIsrCmd(mine, tuple(self.live[x] for x in sorted(
+                        {v.state.leader for v in mine} & set(self.live)))))
             else:
                 mine = tuple(changed_by.get(b, ())) if plan.leader_and_isr else ()
                 if mine and b in plan.stop_replicas:
@@ -397,6 +441,9 @@ class ControllerCore:
                     # that removed it from the ISR (it would follow again in the new epoch)
                     stopping = set(plan.stop_replicas[b])
                     mine = tuple(v for v in mine if (v.topic, v.partition) not in stopping)
+                if mine and plan.new_replicas:
+                    mine = tuple(v._replace(is_new=True) if b in plan.new_replicas.get((v.topic, v.partition), ())
+                                 else v for v in mine)
                 if mine:
                     cmds.append(LeaderAndIsrCmd(mine, leaders))
                 if plan.resend_metadata:
@@ -407,6 +454,8 @@ class ControllerCore:
                 cmds.append(UpdateMetadataCmd(tuple(deleted_views), live_regs))
             if b in plan.stop_replicas:
                 cmds.append(StopReplicaCmd(tuple(plan.stop_replicas[b])))
+            if b in plan.delete_replicas:
+                cmds.append(StopReplicaCmd(tuple(plan.delete_replicas[b]), delete=True))
             if b in deleted_by:
                 cmds.append(StopReplicaCmd(tuple(deleted_by[b]), delete=True))
             if cmds:
@@ -460,6 +509,7 @@ class ControllerCore:
                    for w in plan.writes}
         writes = plan.writes
         states = self.states
+        offline_on = self._offline_by_partition() if self.offline_replicas else None   # (replicas on failed dirs)
         for topic in sorted(self.topics):
             unclean_allowed = self._unclean(topic)
             # The rules' outcome depends on a state only through (leader, isr, replicas), and a cluster has
@@ -481,17 +531,19 @@ class ControllerCore:
                         writes.append(StateChange(topic, p, new, None, "new_partition", None))
                     continue
                 state, ver = cur
-                if state.leader in alive and alive.issuperset(state.isr):
+                off = offline_on.get(tp) if offline_on else None
+                here_alive, here_live = (alive - off, live - off) if off else (alive, live)
+                if state.leader in here_alive and here_alive.issuperset(state.isr):
                     continue  # healthy: nothing to decide (the common case: checked without building sets)
                 if state.controller_epoch > epoch:
                     plan.events.append(Event("election_aborted", {
                         "topic": topic, "partition": p, "state_controller_epoch": state.controller_epoch}))
                     continue
-                key = (state.leader, state.isr, replicas if type(replicas) is tuple else tuple(replicas))
+                key = (state.leader, state.isr, replicas if type(replicas) is tuple else tuple(replicas), off)
                 shape = shapes.get(key)
                 if shape is None:
-                    shape = shapes[key] = self._decide_shape(state.leader, state.isr, replicas, alive, live,
-                                                             unclean_allowed)
+                    shape = shapes[key] = self._decide_shape(state.leader, state.isr, replicas, here_alive,
+                                                             here_live, unclean_allowed)
                 reason, template, offline = shape
                 new = None if template is None else LeaderAndIsr(
                     template.leader, state.leader_epoch + template.leader_epoch, template.isr, epoch)

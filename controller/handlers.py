@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, NamedTuple
 
+from controller import redo
 from controller.core import ControllerCore, Plan
 from kafkacommon import errors
 from zk.exceptions import ControllerMovedError, StateVersionConflict
@@ -76,6 +77,19 @@ class ReadDeletionRequests:
 
 
 @dataclass(frozen=True)
+class ReadLogDirEvents:
+    """-> [(sequence, broker id or None)] of /log_dir_event_notification's children; arms its watch
+    (LOG_DIR_EVENT)."""
+
+
+@dataclass(frozen=True)
+class DeleteLogDirEvents:
+    """Delete these notifications, each in a multi fenced by the controller epoch (one gone is no error)."""
+    fence: int
+    sequences: tuple
+
+
+@dataclass(frozen=True)
 class CreateTopic:
     fence: int
     assignment: Any
@@ -98,6 +112,27 @@ class DeleteTopic:
 class DropDeletionMarker:
     fence: int
     topic: str
+
+
+@dataclass(frozen=True)
+class WriteAssignment:
+    """/brokers/topics/<t> rewritten with a reassignment's replicas (any version), fenced."""
+    fence: int
+    assignment: Any
+
+
+@dataclass(frozen=True)
+class ReadZkReassignment:
+    """-> /admin/reassign_partitions as {(topic, partition): replicas}, or None when absent; arms an exists-watch
+    on it (ZK_PARTITION_REASSIGNMENT) when ``watch``."""
+    watch: bool = True
+
+
+@dataclass(frozen=True)
+class WriteZkReassignment:
+    """/admin/reassign_partitions set to ``partitions`` (deleted when empty), fenced."""
+    fence: int
+    partitions: dict
 
 
 @dataclass(frozen=True)
@@ -229,6 +264,11 @@ class ControllerHandlers:
         snap = yield ReadSnapshot()
         if snap.epoch_zk_version != version:
             raise ControllerMovedError(f"epoch moved to {snap.controller_epoch} while loading")
+        # Kafka's onControllerFailover deletes the log dir event notifications left (and arms their watch): the
+        # answers to its LeaderAndIsr tell the new controller which replicas are offline
+        pending = yield ReadLogDirEvents()
+        if pending:
+            yield DeleteLogDirEvents(version, tuple(seq for seq, _b in pending))
         wanted = [(t, p) for t, a in snap.topics.items() for p in a.partitions]
         cache = yield CachedStates()
         from_cache = bool(wanted) and all(tp in cache for tp in wanted)
@@ -242,15 +282,31 @@ class ControllerHandlers:
         self.failovers += 1
         plan = self.core.on_failover(epoch, version, snap.brokers, snap.topics, states, (yield Clock()),
                                      snap.broker_configs)
-        t2 = yield MonoNs()
-        written = yield from self.execute(plan)
+        decide_ns = (yield MonoNs()) - t1
+        written = yield from self.execute(plan)   # the whole state to every broker, before any decision
+        write_ms = self.last_write_ms
+        acted = Plan()
+        while self.core.active:   # then the decisions, one plan after the other, as Kafka's state machines
+            t = yield MonoNs()
+            step = self.core.failover_next()
+            decide_ns += (yield MonoNs()) - t
+            if step is None:
+                break
+            written += yield from self.execute(step)
+            write_ms += self.last_write_ms
+            acted.writes.extend(step.writes)
         t3 = yield MonoNs()
         yield self._emit("controller_failover_done", epoch=epoch, load_ms=round((t1 - t0) / 1e6, 3),
-                         decide_ms=round((t2 - t1) / 1e6, 3), write_ms=round(self.last_write_ms, 3),
+                         decide_ms=round(decide_ns / 1e6, 3), write_ms=round(write_ms, 3),
                          zk_round_trips=round_trips, partitions=len(states), states_from_cache=from_cache,
                          states_written=written, total_ms=round((t3 - t0) / 1e6, 3))
         if from_cache and self.core.active:
-            yield from self.verify_states(plan)
+            yield from self.verify_states(acted)
+        if self.core.active:   # initializePartitionReassignments: the znode's first (it supplants), then the rest
+            resumed = yield from self.zk_partition_reassignment()
+            for tp in self.core.reassigning():
+                if tp not in resumed:
+                    yield from self.reassign(tp)
         if self.core.active:
             yield Later("topic_deletion")   # resume deletions requested before (and arm the watch)
 
@@ -282,6 +338,9 @@ class ControllerHandlers:
     def broker_change(self) -> Steps:
         if self.core.active:
             yield from self.execute(self.core.on_broker_change((yield ReadBrokers())))
+            resumable, self.core.resumable = self.core.resumable, []
+            for tp in resumable:   # onBrokerStartup: a target replica's broker started
+                yield from self.reassign(tp)
 
     def topic_change(self) -> Steps:
         """A topic was created (/brokers/topics' children), a topic's assignment changed (its znode: Kafka's
@@ -299,6 +358,24 @@ class ControllerHandlers:
             requested = yield ReadDeletionRequests()
             if requested:
                 yield from self.execute(self.core.on_topic_deletion(requested))
+
+    def log_dir_event(self) -> Steps:
+        """/log_dir_event_notification changed (Kafka's processLogDirEventNotification): ask the brokers that
+        wrote a notification which replicas they lost (controller/log_dirs.py), then delete what was read."""
+        if not self.core.active:
+            return
+        pending = yield ReadLogDirEvents()
+        if not pending:
+            return
+        yield from self.execute(self.core.on_log_dir_event(b for _seq, b in pending if b is not None))
+        if self.core.active:
+            yield DeleteLogDirEvents(self.fence(), tuple(seq for seq, _b in pending))
+
+    def leader_and_isr_response(self, broker_id: int, broker_epoch: int, errors_by_tp: dict) -> Steps:
+        """A broker's answer to a LeaderAndIsr (Kafka's LeaderAndIsrResponseReceived): replicas on offline log
+        directories leave their leaderships and ISRs."""
+        if self.core.active:
+            yield from self.execute(self.core.on_leader_and_isr_response(broker_id, broker_epoch, errors_by_tp))
 
     def expire(self) -> Steps:
         """Kafka's Expire (after the shell dropped its queued work): resign (unless a zombie); the shell then
@@ -333,7 +410,87 @@ class ControllerHandlers:
             return {tp: errors.NOT_CONTROLLER for tp in (tps or [])} or {("", -1): errors.NOT_CONTROLLER}
         plan = self.core.elect_preferred(tps, reason="preferred_admin")
         yield from self.execute(plan)
-        return {(w.topic, w.partition): errors.NONE for w in plan.writes}
+        return self.core.preferred_results(tps, {(w.topic, w.partition) for w in plan.writes})
+
+    def elect_leaders_request(self, tps: list, election_type: int) -> Steps:
+        """The Kafka ElectLeaders request (processReplicaLeaderElection) -> {tp: (error, message, new leader)}."""
+        if not self.core.active:
+            return {tp: (errors.NOT_CONTROLLER, None, -1) for tp in tps}
+        plan, answers = self.core.elect_leaders_on_request(tps, election_type)
+        yield from self.execute(plan)
+        if not self.core.active:   # fenced while writing: ControllerMovedException, as Kafka's ApiError has it
+            answers = {tp: (errors.NOT_CONTROLLER, None, -1) if a[0] == errors.NONE else a for tp, a in answers.items()}
+        return answers
+
+    # ------------------------------------------------------------------ partition reassignment
+
+    def alter_reassignments(self, requested: dict) -> Steps:
+        """AlterPartitionReassignments (processApiPartitionReassignment): {tp: target replicas or None (cancel)}
+        -> (top-level error, {tp: (error, message)})."""
+        if not self.core.active:
+            return errors.NOT_CONTROLLER, {}
+        refused, started = self.core.on_alter_reassignments(requested)
+        # the latest reassignment takes precedence over one /admin/reassign_partitions asked for
+        yield from self.execute(self.core.forget_zk_reassignments(started))
+        results = dict(refused)
+        for tp, full in started.items():
+            if not self.core.active:
+                results[tp] = (errors.NOT_CONTROLLER, None)
+                continue
+            yield from self.reassign(tp, full)
+            results[tp] = (errors.NONE, None) if self.core.active else (errors.NOT_CONTROLLER, None)
+        return errors.NONE, {tp: results[tp] for tp in requested}
+
+    def list_reassignments(self, tps: list | None) -> Steps:
+        """ListPartitionReassignments -> (top-level error, {tp: (replicas, adding, removing)})."""
+        if not self.core.active:
+            return errors.NOT_CONTROLLER, {}
+        return errors.NONE, self.core.list_reassignments(tps)
+        yield  # a generator, as every handler
+
+    def reassign(self, tp: tuple, full: tuple | None = None) -> Steps:
+        """Kafka's onPartitionReassignment for one partition (``full``: its new (RS, AR, RR); None: the current
+        one, resumed): phase U, then A, or B with its last write (controller/reassignment.py)."""
+        current = self.core.current_reassignment(tp)
+        if current is None:
+            return
+        yield from self.execute(self.core.reassignment_update(tp, full or current))
+        removing = (self.core.current_reassignment(tp) or ((), (), ()))[2]
+        plan, complete = self.core.reassignment_progress(tp)
+        yield from self.execute(plan)
+        if complete and self.core.active:
+            for r in removing:   # B4: one replica after the other, each write landed before the next
+                if self.core.active:
+                    yield from self.execute(self.core.reassignment_remove(tp, r))
+            yield from self.execute(self.core.reassignment_finish(tp))
+            if tp[0] in self.core.deletion_deferred and not any(t == tp[0] for t, _ in self.core.reassigning()):
+                yield Later("topic_deletion")   # resumeDeletionForTopics
+
+    def reassignment_isr_change(self) -> Steps:
+        """An ISR changed through AlterIsr (processAlterIsr's maybeCompleteReassignment): each reassignment whose
+        target replicas are all in the ISR now completes."""
+        for tp in self.core.reassigning() if self.core.active else ():
+            a, cur = self.core.topics[tp[0]], self.core.states.get(tp)
+            if cur is not None and set(a.target(tp[1])) <= set(cur[0].isr):
+                yield from self.reassign(tp)
+
+    def zk_partition_reassignment(self) -> Steps:
+        """/admin/reassign_partitions appeared (or the controller took over): its reassignments start; those
+        that cannot are taken out of it -> the partitions started."""
+        if not self.core.active:
+            return set()
+        asked = yield ReadZkReassignment()
+        if not asked:
+            return set()
+        started, failed = self.core.on_zk_reassignment(asked)
+        if failed:
+            yield self._emit("reassignment_refused", controller_epoch=self.core.epoch, source="zookeeper",
+                             partitions=[f"{t}-{p}" for t, p in failed])
+            rest = {tp: r for tp, r in asked.items() if tp not in failed}
+            yield from self.execute(Plan(zk_reassignment=rest))
+        for tp, full in started.items():
+            yield from self.reassign(tp, full)
+        return set(started)
 
     def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Steps:
         code, plan, remaining = self.core.on_controlled_shutdown(broker_id, broker_epoch)
@@ -357,6 +514,9 @@ class ControllerHandlers:
                     yield from self.execute(retry)
                 if not self.core.active:
                     code = errors.NOT_CONTROLLER
+                elif any(self.core.topics[w.topic].reassigning(w.partition) for w in plan.writes
+                         if results.get((w.topic, w.partition)) == errors.NONE and w.topic in self.core.topics):
+                    yield Later(redo.REASSIGNMENT_ISR_CHANGE)   # after the answer, as Kafka's processAlterIsr
         except ControllerMovedError as e:
             yield from self.fenced(str(e))
             code = errors.NOT_CONTROLLER
@@ -391,6 +551,10 @@ class ControllerHandlers:
                 if self.zombie:  # the planted bug: no fencing at all, not even the states' zkVersions
                     writes = [w._replace(zk_version=-1) if w.zk_version is not None else w for w in writes]
                 versions = yield WriteStates(self.fence(), tuple(writes))
+                for a in plan.assignment_writes:
+                    yield WriteAssignment(self.fence(), a)
+                if plan.zk_reassignment is not None:
+                    yield WriteZkReassignment(self.fence(), plan.zk_reassignment)
                 for a in plan.topic_deletes:
                     yield DeleteTopic(self.fence(), a)
                 for topic in plan.markers_to_drop:

@@ -10,6 +10,7 @@ from kafkacommon.event import Event
 from kafkacommon.metadata import BrokerRegistration, LeaderAndIsr, TopicAssignment
 
 TP = tuple[str, int]
+StateMap = dict[TP, tuple[LeaderAndIsr, int]]
 
 
 @dataclass(frozen=True)
@@ -88,14 +89,27 @@ class Plan:
     resend_metadata: bool = False                      # periodic full UpdateMetadata to all
     stop_replicas: dict[int, list[TP]] = field(default_factory=dict)  # StopReplica(delete=false), after LeaderAndIsr
     leader_and_isr: bool = True  # False for AlterIsr changes: the leader learns from the response
+    query_replicas: set[int] = field(default_factory=set)   # LeaderAndIsr for all their replicas (log dir events)
     topic_deletes: list[TopicAssignment] = field(default_factory=list)  # delete these topics' znodes
     markers_to_drop: list[str] = field(default_factory=list)            # deletion requests refused
+    # a reassignment's steps (controller/reassignment.py): topic znodes rewritten (fenced, any version; after
+    # the states), the context's assignments changed without a write (applied before the requests are built),
+    # StopReplica(delete=true) after stop_replicas, and /admin/reassign_partitions' new content ({}: delete it)
+    assignment_writes: list[TopicAssignment] = field(default_factory=list)
+    topic_updates: list[TopicAssignment] = field(default_factory=list)
+    delete_replicas: dict[int, list[TP]] = field(default_factory=dict)
+    zk_reassignment: dict[TP, tuple[int, ...]] | None = None
+    # a reassignment's adding replicas, told with isNew (Kafka's updateLeaderEpochAndSendRequest): a broker with
+    # an offline log directory may create their logs in an online one
+    new_replicas: dict[TP, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def has_writes(self) -> bool:
-        return bool(self.topic_creates or self.writes or self.topic_deletes or self.markers_to_drop)
+        return bool(self.topic_creates or self.writes or self.topic_deletes or self.markers_to_drop
+                    or self.assignment_writes or self.zk_reassignment is not None)
 
     @property
     def empty(self) -> bool:
         return not (self.has_writes or self.events or self.observed or self.full_sync or self.metadata_to_all
-                    or self.resend_metadata)
+                    or self.resend_metadata or self.topic_updates or self.stop_replicas or self.delete_replicas
+                    or self.query_replicas)

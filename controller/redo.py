@@ -38,6 +38,9 @@ TOPIC_CHANGE = "topic_change"
 TOPIC_DELETION = "topic_deletion"
 PARTITION_MODIFICATIONS = "partition_modifications"   # a topic znode changed (partitions added)
 CONFIG_CHANGE = "config_change"                       # a topic's or this broker's config changed
+REASSIGNMENT_ISR_CHANGE = "reassignment_isr_change"   # an ISR grew: reassignments may complete
+ZK_PARTITION_REASSIGNMENT = "zk_partition_reassignment"   # /admin/reassign_partitions appeared
+LOG_DIR_EVENT = "log_dir_event"                       # /log_dir_event_notification changed (controller/log_dirs.py)
 EXPIRE = "expire"
 REGISTER_AND_REELECT = "register_and_reelect"
 TICK = "tick"
@@ -46,7 +49,8 @@ SHUTDOWN = "shutdown"
 #: Events that only re-read ZooKeeper and decide again, so a connection lost halfway through one
 #: is safe to redo once the connection is back.
 REDO_ON_CONNECTION_LOSS = frozenset({STARTUP, CONTROLLER_CHANGE, BROKER_CHANGE, TOPIC_CHANGE, TOPIC_DELETION,
-                                     PARTITION_MODIFICATIONS, CONFIG_CHANGE, REGISTER_AND_REELECT})
+                                     PARTITION_MODIFICATIONS, CONFIG_CHANGE, REGISTER_AND_REELECT,
+                                     REASSIGNMENT_ISR_CHANGE, ZK_PARTITION_REASSIGNMENT, LOG_DIR_EVENT})
 
 
 def redone_after_connection_loss(event: str) -> bool:
@@ -98,7 +102,7 @@ class ControllerEvents:
     """The controller's event thread without its thread: what each event runs, and how it is guarded.
 
     ``run(event, do)`` an event by its name; ``request(name, steps, do)`` a broker's request (AlterIsr,
-    ControlledShutdown, ElectLeaders: a lost connection is raised to the caller, who asks again, and not
+    ControlledShutdown, ElectLeaders, the admin requests, a LeaderAndIsr's answer: a lost connection is raised to the caller, who asks again, and not
     redone); ``tick(connected, do)`` the periodic tick; ``expire(do)`` the session's expiry, which returns the
     event to run next.  ``do`` carries out one of :mod:`controller.handlers`' commands (or
     :class:`RegisterBroker`) with the shell's I/O.  Exceptions other than ZooKeeper's fencing and connection
@@ -111,7 +115,8 @@ class ControllerEvents:
             STARTUP: h.elect, CONTROLLER_CHANGE: h.controller_change, BROKER_CHANGE: h.broker_change,
             TOPIC_CHANGE: h.topic_change, TOPIC_DELETION: h.topic_deletion,
             PARTITION_MODIFICATIONS: h.partition_modifications, CONFIG_CHANGE: h.config_change,
-            REGISTER_AND_REELECT: self._register_and_reelect, SHUTDOWN: h.shutdown}
+            REASSIGNMENT_ISR_CHANGE: h.reassignment_isr_change, ZK_PARTITION_REASSIGNMENT: h.zk_partition_reassignment,
+            LOG_DIR_EVENT: h.log_dir_event, REGISTER_AND_REELECT: self._register_and_reelect, SHUTDOWN: h.shutdown}
 
     def _register_and_reelect(self) -> handlers.Steps:
         yield RegisterBroker()

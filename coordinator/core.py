@@ -101,12 +101,15 @@ from typing import Callable
 
 from coordinator import records as rec
 from coordinator.config import GroupConfig
-from coordinator.group import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupMetadata
+from coordinator.group import (
+    COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupMetadata,
+)
 from coordinator.membership import NEW_MEMBER_JOIN_TIMEOUT_MS, MembershipManager
 from coordinator.messages import (
     DeleteGroupsRequest, DeleteGroupsResponse, DescribedGroup, DescribeGroupsRequest, DescribeGroupsResponse,
     HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListGroupsResponse,
-    OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, SyncGroupRequest,
+    TxnOffsetCommitRequest,
 )
 from coordinator.offsets import OffsetsManager
 from coordinator.registry import GroupRegistry
@@ -124,6 +127,8 @@ class AppendCmd:
     records: list[tuple[bytes, bytes | None]]   # (key bytes, value bytes or None = tombstone)
     acks: int                          # -1 (all) for commits/group records, 0 for expiry tombstones
     timeout_ms: int
+    producer: tuple[int, int] | None = None   # (id, epoch): a transactional batch (TxnOffsetCommit)
+    base_offset: int | None = None            # where the shell appended it (it sets this once it knows)
 
 
 @dataclass
@@ -162,12 +167,14 @@ class PartitionCoordinator:
         self._orphans: dict[int, Callable[[Result], None] | None] = {}
         self._draining = False
         self.last_replayed_offset: int | None = None
+        self._early_markers: list[tuple[int, bool, int]] = []      # markers written while loading
 
     def _reset(self) -> None:
         self.groups.clear()
         self.offsets.clear()
         self.timers.clear()
         self._appends = {}
+        self._early_markers = []
 
     # ------------------------------------------------------------------ the API
 
@@ -212,6 +219,42 @@ class PartitionCoordinator:
             out.respond(handle, req.error_response(code))
         return self._run(out)
 
+    def txn_offset_commit(self, handle: object, req: TxnOffsetCommitRequest, now_ms: int) -> Output:
+        """handleTxnCommitOffsets: the group is created if need be; doTxnCommitOffsets' checks; the offsets are
+        written as the producer's transactional batch, pending until its marker."""
+        error = self._status_error(req.group_id, allow_empty=True)
+        if error is not None:
+            return self._answer(handle, req.error_response(error))
+        out = Result(self.partition, now_ms)
+        group = self.groups.get(req.group_id) or self.groups.create(out, req.group_id, "txn_commit")
+        code = self.membership.validate_txn_commit(group, req)
+        if code is None:
+            out.extend(self.offsets.commit(handle, req, now_ms))
+        else:
+            out.respond(handle, req.error_response(code))
+        return self._run(out)
+
+    def complete_txn(self, producer_id: int, commit: bool, offset: int, now_ms: int) -> Output:
+        """The marker ending ``producer_id``'s transaction was written to this partition at ``offset``
+        (GroupMetadataManager.handleTxnCompletion): its pending offsets are committed or discarded.  While
+        loading it waits for the load's end (the load may have read it, or not)."""
+        out = Result(self.partition, now_ms)
+        if self.status == "loading":
+            self._early_markers.append((producer_id, commit, offset))
+        elif self.status == "active":
+            self._complete_txn(out, producer_id, commit, offset)
+        return self._run(out)
+
+    def _complete_txn(self, out: Result, producer_id: int, commit: bool, offset: int | None) -> None:
+        groups = self.offsets.open_producers_groups(producer_id)
+        done = self.offsets.replay_marker(producer_id, commit, offset)
+        if groups:
+            out.event("txn_offsets_completed", producer_id=producer_id, commit=commit, groups=groups, offsets=done)
+
+    def replay_marker(self, producer_id: int, commit: bool, offset: int | None = None) -> None:
+        """A marker read from the log during a load (the same rule as the live path's)."""
+        self.offsets.replay_marker(producer_id, commit, offset)
+
     def offset_fetch(self, handle: object, req: OffsetFetchRequest, now_ms: int) -> Output:
         error = self._status_error(req.group_id, allow_empty=True)
         if error is not None:
@@ -253,6 +296,39 @@ class PartitionCoordinator:
         for group in eligible:
             self._cleanup_group(out, group, self.offsets.remove_all(group.group_id), "deleted")
         out.respond(handle, DeleteGroupsResponse(list(results.items())))
+        return self._run(out)
+
+    def offset_delete(self, handle: object, req: OffsetDeleteRequest, now_ms: int) -> Output:
+        """handleDeleteOffsets: an Empty group's offsets go; a consumer group that is rebalancing or Stable loses
+        only those of topics it is not subscribed to (GROUP_SUBSCRIBED_TO_TOPIC; an unknown subscription counts
+        as every topic); any other group answers NON_EMPTY_GROUP.  Tombstones are written (acks=0) and replay
+        removes the offsets; an Empty group left with none dies."""
+        error = self._status_error(req.group_id, allow_empty=False)
+        if error is not None:
+            return self._answer(handle, req.error_response(error))
+        out = Result(self.partition, now_ms)
+        group = self.groups.get(req.group_id)
+        results: dict[tuple[str, int], int] = {}
+        if group is None or group.is_(DEAD):
+            return self._answer(handle, req.error_response(errors.GROUP_ID_NOT_FOUND))
+        if group.is_(EMPTY):
+            eligible = list(req.partitions)
+        elif group.state in (PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE) \
+                and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            topics = group.subscribed_topics
+            subscribed = [tp for tp in req.partitions if topics is None or tp[0] in topics]
+            results = {tp: errors.GROUP_SUBSCRIBED_TO_TOPIC for tp in subscribed}
+            eligible = [tp for tp in req.partitions if tp not in results]
+        else:
+            return self._answer(handle, req.error_response(errors.NON_EMPTY_GROUP))
+        if eligible:
+            removed = self.offsets.remove(group.group_id, eligible)
+            out.event("offsets_deleted", group=group.group_id, partitions=[f"{t}-{p}" for t, p in removed],
+                      requested=len(eligible), generation=group.generation)
+            self._cleanup_group(out, group, removed, "offsets_deleted")
+            results.update({tp: errors.NONE for tp in eligible})
+        out.respond(handle, OffsetDeleteResponse(errors.NONE, [(t, p, results[(t, p)]) for t, p in req.partitions
+                                                               if (t, p) in results]))
         return self._run(out)
 
     def _status_error(self, group_id: str | None, allow_empty: bool) -> int | None:
@@ -313,7 +389,8 @@ class PartitionCoordinator:
             write = out.writes.pop(0)
             append_id = self._next_append_id
             self._next_append_id += 1
-            cmd = AppendCmd(append_id, rec.encode_records(write.records), write.acks, self.config.commit_timeout_ms)
+            cmd = AppendCmd(append_id, rec.encode_records(write.records), write.acks, self.config.commit_timeout_ms,
+                            write.producer)
             appends.append(cmd)
             entry = _Append(cmd, write)
             self._appends[append_id] = entry
@@ -336,8 +413,9 @@ class PartitionCoordinator:
                     # the records' own objects: decoding their bytes gives the same (records'
                     # round-trip tests), and the replay path (the load) decodes the bytes
                     write = entry.write
-                    for key, value in write.records:
-                        self._apply(key, value, write)
+                    base = entry.cmd.base_offset
+                    for i, (key, value) in enumerate(write.records):
+                        self._apply(key, value, write, None if base is None else base + i)
                     if write.on_done is not None:
                         write.on_done(out, errors.NONE)
                         self._flush(out, appends)
@@ -371,32 +449,35 @@ class PartitionCoordinator:
 
     # ------------------------------------------------------------------ replay & durable view
 
-    def replay(self, key: bytes, value: bytes | None, offset: int | None = None) -> None:
+    def replay(self, key: bytes, value: bytes | None, offset: int | None = None,
+               producer_id: int | None = None) -> None:
         """Apply one __consumer_offsets record to the durable state (the last record per key wins).
 
         Used for every record of the log during a load, and by the write path
-        for its own records once they are committed.  Raises RecordFormatError
-        for bytes that are not a valid record.
+        for its own records once they are committed.  ``producer_id``: a record
+        of that producer's transactional batch (pending until its marker).
+        Raises RecordFormatError for bytes that are not a valid record.
         """
         k, v = rec.decode_record(key, value)
         # the write path runs the same code (_apply, with its write)
         if type(k) is rec.OffsetKey:
-            self.offsets.replay(k, v, None)  # type: ignore[arg-type]
+            self.offsets.replay(k, v, None, offset, producer_id)  # type: ignore[arg-type]
         else:
             self.groups.replay(k, v)  # type: ignore[arg-type]
         if offset is not None:
             self.last_replayed_offset = offset
 
-    def _apply(self, k: rec.Key, v: rec.Value | None, write: Write | None) -> None:
+    def _apply(self, k: rec.Key, v: rec.Value | None, write: Write | None, offset: int | None = None) -> None:
         if isinstance(k, rec.OffsetKey):
-            self.offsets.replay(k, v, write)  # type: ignore[arg-type]
+            producer = write.producer if write is not None else None
+            self.offsets.replay(k, v, write, offset, producer[0] if producer else None)  # type: ignore[arg-type]
         else:
             self.groups.replay(k, v)  # type: ignore[arg-type]
 
     def durable_view(self) -> dict:
         """Everything the records define, canonically ordered: {"offsets": {(group, topic, partition):
         OffsetValue}, "groups": {group: GroupValue}}."""
-        return {"offsets": self.offsets.view(), "groups": self.groups.stored()}
+        return {"offsets": self.offsets.view(), "groups": self.groups.stored(), "txn_offsets": self.offsets.txn_view()}
 
     def group_ids(self) -> list[str]:
         return self.groups.ids()
@@ -417,10 +498,15 @@ class PartitionCoordinator:
         out.event("partition_loading")
         return self._run(out)
 
-    def finish_load(self, now_ms: int) -> Output:
-        """Every record replayed: build the groups (Stable with members, else Empty) and own the partition."""
+    def finish_load(self, now_ms: int, end_offset: int | None = None) -> Output:
+        """Every record replayed (the log up to ``end_offset``): build the groups (Stable with members, else
+        Empty) and own the partition; markers written meanwhile past what the load read apply now."""
         out = Result(self.partition, now_ms)
         self.status = "active"
+        early, self._early_markers = self._early_markers, []
+        for producer_id, commit, offset in early:
+            if end_offset is None or offset >= end_offset:
+                self._complete_txn(out, producer_id, commit, offset)
         for group in self.groups.load(now_ms, self.offsets.group_ids()):
             out.event("group_loaded", group=group.group_id, state=group.state, generation=group.generation,
                       protocol_type=group.protocol_type, protocol=group.protocol_name, leader=group.leader_id,

@@ -65,9 +65,10 @@ class Coordinatorship:
         load-to-hw, the partition's last HW checkpoint (``checkpointed_hw()``)."""
         return checkpointed_hw() if self.planted_load_to_hw else None
 
-    def finish_load(self, slot: Slot, now_ms: int) -> Output:
-        """Every record replayed (or the read failed: as Kafka, the partition becomes owned anyway)."""
-        return slot.core.finish_load(now_ms)
+    def finish_load(self, slot: Slot, now_ms: int, end_offset: int | None = None) -> Output:
+        """Every record replayed, up to ``end_offset`` (or the read failed: as Kafka, the partition becomes
+        owned anyway)."""
+        return slot.core.finish_load(now_ms, end_offset)
 
     def release(self, partition: int, epoch: int) -> Slot | None:
         """Leadership lost: the slot to unload (no longer routed to), or None (an older epoch, or none here)."""

@@ -3,7 +3,11 @@
 The broker's coordinator shell and the simulator both call :func:`replay_log`:
 read the partition from its log start to its LEO in chunks, keep the last
 record per key, then replay those records in log order through
-``core.replay``.  Undecodable records are skipped and counted, never fatal; a
+``core.replay``.  Transactional offset commits are held per producer until
+their marker (a control batch): a COMMIT makes them records like the others
+(each where it is the latest of its key), an ABORT drops them; those of
+transactions still open are replayed as pending (``core.replay`` with their
+producer).  Undecodable records are skipped and counted, never fatal; a
 corrupt batch ends the read where it is.
 """
 from __future__ import annotations
@@ -41,6 +45,7 @@ def replay_log(core: PartitionCoordinator, read: Callable[[int], tuple[bytes, in
     stats = LoadStats()
     lock = lock if lock is not None else contextlib.nullcontext()
     latest: dict[bytes, tuple[int, bytes | None]] = {}  # key bytes -> (offset, value): last one wins
+    pending: dict[int, dict[bytes, tuple[int, bytes | None]]] = {}   # producer id -> its open transaction's
     offset = 0
     while stopping is None or not stopping():
         if end_offset is not None and offset >= end_offset:
@@ -54,7 +59,7 @@ def replay_log(core: PartitionCoordinator, read: Callable[[int], tuple[bytes, in
             break
         stats.bytes += len(data)
         try:
-            nxt, count = scan_latest(data, latest)
+            nxt, count = scan_latest(data, latest, pending)
             stats.read += count
             if nxt is None:  # no whole batch (the log always returns its first batch whole): stop
                 stats.errors.append((offset, f"offsets partition {core.partition}: no whole batch at offset {offset}"))
@@ -67,13 +72,16 @@ def replay_log(core: PartitionCoordinator, read: Callable[[int], tuple[bytes, in
             break
     if end_offset is not None:
         latest = {k: v for k, v in latest.items() if v[0] < end_offset}
+    open_txns = [(key, off, value, pid) for pid, records in pending.items() for key, (off, value) in records.items()
+                 if end_offset is None or off < end_offset]
     with lock:
-        for key, (off, value) in sorted(latest.items(), key=lambda kv: kv[1][0]):
+        for key, off, value, pid in ([(k, o, v, None) for k, (o, v) in sorted(latest.items(), key=lambda kv: kv[1][0])]
+                                     + sorted(open_txns, key=lambda t: t[1])):
             if key is None:  # invalid in a compacted topic: Kafka's load would fail on it
                 stats.skipped += 1
                 continue
             try:
-                core.replay(key, value, off)
+                core.replay(key, value, off, pid)
                 stats.records += 1
             except RecordFormatError as e:
                 stats.skipped += 1

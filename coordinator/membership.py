@@ -22,6 +22,7 @@ from coordinator.group import (
 from coordinator.messages import (
     HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
     LeaveGroupRequest, LeaveGroupResponse, OffsetCommitRequest, SyncGroupRequest, SyncGroupResponse,
+    TxnOffsetCommitRequest,
 )
 from coordinator.registry import GroupRegistry
 from coordinator.result import Result, map_group_append_error
@@ -599,3 +600,16 @@ class MembershipManager:
             self._schedule_heartbeat(group, member, member.session_timeout_ms, now_ms)
             return None
         return errors.REBALANCE_IN_PROGRESS   # CompletingRebalance: a new generation, no assignment yet
+
+    def validate_txn_commit(self, group: GroupMetadata, req: TxnOffsetCommitRequest) -> int | None:
+        """doTxnCommitOffsets' checks: None when the offsets are to be written, else the error for every
+        partition (the member and the generation are checked only when given)."""
+        if group.is_(DEAD):
+            return errors.COORDINATOR_NOT_AVAILABLE
+        if group.is_static_member_fenced(req.member_id, req.group_instance_id):
+            return errors.FENCED_INSTANCE_ID
+        if req.member_id and not group.has(req.member_id):
+            return errors.UNKNOWN_MEMBER_ID
+        if req.generation_id >= 0 and req.generation_id != group.generation:
+            return errors.ILLEGAL_GENERATION
+        return None

@@ -152,6 +152,23 @@ class OffsetCommitResponse:
     partitions: list[tuple[str, int, int]]   # (topic, partition, error code), in request order
 
 
+@dataclass
+class TxnOffsetCommitRequest:
+    """TxnOffsetCommit: a transactional producer's offsets for a group, held pending until its transaction's
+    marker commits or discards them."""
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+    offsets: list[CommitOffset] = field(default_factory=list)
+
+    def error_response(self, code: int) -> "OffsetCommitResponse":
+        return OffsetCommitResponse([(o.topic, o.partition, code) for o in self.offsets])
+
+
 # ---------------------------------------------------------------- OffsetFetch
 
 @dataclass
@@ -245,6 +262,23 @@ class DeleteGroupsRequest:
 @dataclass
 class DeleteGroupsResponse:
     results: list[tuple[str, int]]   # (group id, error code), in request order
+
+
+# ---------------------------------------------------------------- OffsetDelete
+
+@dataclass
+class OffsetDeleteRequest:
+    group_id: str
+    partitions: list[tuple[str, int]]    # (topic, partition), the metadata cache knowing each
+
+    def error_response(self, code: int) -> "OffsetDeleteResponse":
+        return OffsetDeleteResponse(code, [])
+
+
+@dataclass
+class OffsetDeleteResponse:
+    error_code: int                                   # a group-level error: no partitions then
+    partitions: list[tuple[str, int, int]] = field(default_factory=list)   # (topic, partition, error code)
 
 
 # ---------------------------------------------------------------- FindCoordinator (the broker's, not a core's)

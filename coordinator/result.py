@@ -30,6 +30,7 @@ class Write:
     acks: int
     on_done: Callable[["Result", int], None] | None = None   # (result, 0 = replayed | the append's error)
     on_orphan: Callable[["Result"], None] | None = None       # the partition was unloaded before it was done
+    producer: tuple[int, int] | None = None                   # (id, epoch): a transactional batch (TxnOffsetCommit)
 
 
 class Result:
@@ -49,8 +50,9 @@ class Result:
 
     def write(self, records: list[tuple[Key, Value | None]], acks: int,
               on_done: Callable[["Result", int], None] | None = None,
-              on_orphan: Callable[["Result"], None] | None = None) -> Write:
-        w = Write(records, acks, on_done, on_orphan)
+              on_orphan: Callable[["Result"], None] | None = None,
+              producer: tuple[int, int] | None = None) -> Write:
+        w = Write(records, acks, on_done, on_orphan, producer)
         self.writes.append(w)
         return w
 

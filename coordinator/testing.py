@@ -6,7 +6,11 @@ core's appends.  By default an acks=-1 append completes at once with error 0
 (or the next code queued in ``fail_next``); with ``auto_complete=False`` they
 wait in ``pending`` until :meth:`complete` resolves them.  acks=0 appends are
 always written.  ``log()`` is what the partition's log holds: the records of
-every successful append, in the order the core emitted them.
+every successful append, in the order the core emitted them.  Appends get log
+offsets in emission order (``AppendCmd.base_offset``, as the shell sets them);
+:meth:`Driver.marker` writes a transaction marker to the log and tells the
+core, as the broker's WriteTxnMarkers does.  ``entries()`` is the log with each
+record's producer (None: not transactional) and the markers.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from coordinator.group import DEAD, STABLE
 from coordinator.messages import (
     CommitOffset, DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest,
     LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest,
+    TxnOffsetCommitRequest,
 )
 from kafkacommon.event import Event
 
@@ -36,6 +41,9 @@ class Driver:
         self.outcome: dict[int, int] = {}        # append id -> error code, once resolved
         self.pending: dict[int, AppendCmd] = {}
         self.base_log: list[tuple[bytes, bytes | None]] = []   # records loaded from a previous leader
+        self.base_entries: list[tuple] = []                    # the same, with producers and markers
+        self.markers: dict[int, tuple[int, bool]] = {}         # log offset -> (producer id, commit)
+        self.next_offset = 0
         self.responses: dict[int, list[object]] = {}
         self.events: list[Event] = []   # as the core returned them
         self._handles = itertools.count(1)
@@ -54,6 +62,8 @@ class Driver:
         self.events.extend(out.events)
         for cmd in out.appends:
             self.emitted.append(cmd)
+            cmd.base_offset = self.next_offset
+            self.next_offset += len(cmd.records)
             if cmd.acks == 0:
                 self.outcome[cmd.append_id] = 0
                 self.apply(self.core.on_append_done(cmd.append_id, 0, self.now))
@@ -76,6 +86,30 @@ class Driver:
     def complete_all(self, code: int = 0) -> None:
         while self.pending:
             self.complete(None, code)
+
+    def marker(self, producer_id: int, commit: bool) -> None:
+        """A transaction marker for ``producer_id`` written to the partition (WriteTxnMarkers)."""
+        offset = self.next_offset
+        self.next_offset += 1
+        self.markers[offset] = (producer_id, commit)
+        self.apply(self.core.complete_txn(producer_id, commit, offset, self.now))
+
+    def entries(self) -> list[tuple]:
+        """The log in offset order: ("record", offset, key, value, producer id or None) for every record of a
+        successful append, ("marker", offset, producer id, commit) for every marker."""
+        out = list(self.base_entries)
+        for cmd in self.emitted:
+            if self.outcome.get(cmd.append_id) == 0:
+                pid = cmd.producer[0] if cmd.producer else None
+                out += [("record", cmd.base_offset + i, k, v, pid) for i, (k, v) in enumerate(cmd.records)]
+        out += [("marker", off, pid, commit) for off, (pid, commit) in self.markers.items()]
+        return sorted(out, key=lambda e: e[1])
+
+    def applied_entries(self) -> list[tuple]:
+        """:meth:`entries` up to the first append still pending: what the core has replayed so far."""
+        first = min((cmd.base_offset for cmd in self.emitted if self.outcome.get(cmd.append_id) is None),
+                    default=None)
+        return [e for e in self.entries() if first is None or e[1] < first]
 
     def log(self) -> list[tuple[bytes, bytes | None]]:
         return self.base_log + [r for cmd in self.emitted if self.outcome.get(cmd.append_id) == 0
@@ -141,6 +175,12 @@ class Driver:
     def leave(self, group: str, *members: tuple[str, str | None]) -> int:
         return self.call(PartitionCoordinator.leave_group, LeaveGroupRequest(group, list(members)))
 
+    def txn_commit(self, group: str, producer_id: int, offsets: dict[tuple[str, int], int], epoch: int = 0,
+                   generation: int = -1, member_id: str = "", txn_id: str = "t") -> int:
+        return self.call(PartitionCoordinator.txn_offset_commit, TxnOffsetCommitRequest(
+            txn_id, group, producer_id, epoch, generation, member_id, None,
+            [CommitOffset(t, p, o) for (t, p), o in offsets.items()]))
+
     def commit(self, group: str, offsets: dict[tuple[str, int], int] | list[CommitOffset], generation: int = -1,
                member_id: str = "", *, instance: str | None = None, retention_ms: int = -1) -> int:
         if isinstance(offsets, dict):
@@ -163,15 +203,27 @@ class Driver:
     # ------------------------------------------------------------------ a reloaded copy
 
     def reloaded(self, now_ms: int | None = None, config: GroupConfig | None = None,
-                 log: list[tuple[bytes, bytes | None]] | None = None) -> "Driver":
+                 log: list[tuple[bytes, bytes | None]] | None = None, entries: list[tuple] | None = None) -> "Driver":
         """A new coordinator (driver) that loads this one's log (or ``log``), as after a failover."""
         other = Driver(config or self.core.config, self.core.partition, self.auto_complete,
                        self.now if now_ms is None else now_ms, load=False)
         other.apply(other.core.begin_load(other.now))
-        other.base_log = self.log() if log is None else list(log)
-        for offset, (key, value) in enumerate(other.base_log):
-            other.core.replay(key, value, offset)
-        other.apply(other.core.finish_load(other.now))
+        if log is None:
+            other.base_entries = self.entries() if entries is None else list(entries)
+            other.base_log = [(e[2], e[3]) for e in other.base_entries if e[0] == "record"]
+            other.next_offset = self.next_offset
+            for e in other.base_entries:
+                if e[0] == "record":
+                    other.core.replay(e[2], e[3], e[1], e[4])
+                else:
+                    other.core.replay_marker(e[2], e[3], e[1])
+        else:
+            other.base_log = list(log)
+            other.base_entries = [("record", i, k, v, None) for i, (k, v) in enumerate(log)]
+            other.next_offset = len(log)
+            for offset, (key, value) in enumerate(other.base_log):
+                other.core.replay(key, value, offset)
+        other.apply(other.core.finish_load(other.now, other.next_offset))
         return other
 
 

@@ -21,7 +21,7 @@ from judge.checks_cluster import check_controllers, check_hw, check_unclean_elec
 from judge.checks_groups import (check_commit_order, check_fenced_generations, check_lost_commits,
                                  check_split_coordinator)
 from judge.checks_log import check_lost_writes, check_offsets, check_unseen
-from judge.registry import APP_CHECKERS, CHECKERS
+from judge.registry import APP_CHECKERS, CHECKERS, TXN_CHECKERS
 
 __all__ = ["Anomaly", "CheckResult", "check", "check_commit_order", "check_controllers", "check_fenced_generations",
            "check_hw", "check_lost_commits", "check_lost_writes", "check_offsets", "check_split_coordinator",
@@ -30,7 +30,8 @@ __all__ = ["Anomaly", "CheckResult", "check", "check_commit_order", "check_contr
 
 def check(ops: "History | Iterable[dict[str, Any]]", events: "Events | Iterable[dict[str, Any]] | None", *,
           unclean_election: bool = False, final_reads_required: bool = True,
-          offsets_partitions: int | None = None, app: Mapping[str, Any] | None = None) -> CheckResult:
+          offsets_partitions: int | None = None, app: Mapping[str, Any] | None = None,
+          txn: Mapping[str, Any] | None = None) -> CheckResult:
     """Run every checker over a run's history and merged event logs.
 
     ``unclean_election``: the cluster allowed unclean elections (the
@@ -38,7 +39,9 @@ def check(ops: "History | Iterable[dict[str, Any]]", events: "Events | Iterable[
     a partition with acknowledged sends but no final read makes the verdict
     unknown.  ``offsets_partitions``: the number of ``__consumer_offsets``
     partitions, when the events have no ``topic_created`` line for it.  ``app``: what the run observed of
-    the user's application (chaos/apps.py's ``app.json``); the checkers of ``APP_CHECKERS`` run with it."""
+    the user's application (chaos/apps.py's ``app.json``); the checkers of ``APP_CHECKERS`` run with it.
+    ``txn``: what the run saw of its transactional workload (chaos/txn_run.py's ``txn.json``); the checkers of
+    ``TXN_CHECKERS`` run with it."""
     try:
         h = as_history(ops)
     except (ValueError, KeyError, TypeError) as e:
@@ -49,6 +52,8 @@ def check(ops: "History | Iterable[dict[str, Any]]", events: "Events | Iterable[
     results = [c.check(h, ev, **options) for c in CHECKERS.values()]
     if app is not None:
         results += [c.check(h, ev, app=app, **options) for c in APP_CHECKERS.values()]
+    if txn is not None:
+        results += [c.check(h, ev, txn=txn, **options) for c in TXN_CHECKERS.values()]
     out = CheckResult.merge(results)
     out.stats["history"] = {"lines": len(h.lines), "operations": len(h.ops),
                             "open": sum(1 for op in h.ops if op.type == "open")}

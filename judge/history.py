@@ -28,7 +28,8 @@ from typing import Any, Callable
 from judge.check_model import COMPLETION_TYPES, NEMESIS
 from util.jsonlines import JsonLinesWriter, read_json_lines
 
-CLIENT_FS = frozenset({"send", "poll", "commit", "fetch-committed", "join", "sync", "heartbeat", "leave"})
+CLIENT_FS = frozenset({"send", "poll", "commit", "fetch-committed", "join", "sync", "heartbeat", "leave",
+                       "init-txn", "txn", "end-txn"})
 # Fields the writer owns; ``extra`` may not set them.
 _RESERVED = frozenset({"index", "type", "process", "time", "f", "value", "error", "node", "group"})
 

@@ -17,6 +17,7 @@ from judge.checks_cluster import check_controllers, check_hw, check_unclean_elec
 from judge.checks_groups import (check_commit_order, check_fenced_generations, check_lost_commits,
                                  check_split_coordinator)
 from judge.checks_log import check_lost_writes, check_offsets, check_unseen
+from judge.checks_txn import check_exactly_once, check_read_committed, check_txn_offsets, check_zombies
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,29 @@ INVARIANTS: dict[str, Invariant] = {i.name: i for i in (
 )}
 
 
+#: The checkers of a transactional workload (``workload.transactions``, judge/checks_txn.py): they also read
+#: what the runner saw at its end (the ``txn`` option: the topics, the group, its final offsets, whether it
+#: drained), and judge nothing without it.  ``judge.checkers.check`` runs them after ``CHECKERS`` when given
+#: ``txn``.  The Spark analysis does not run them.
+TXN_CHECKERS: dict[str, Checker] = {c.name: c for c in (
+    Checker("read-committed", ("txn-read-aborted", "txn-read-uncommitted"),
+            "a read_committed consumer saw a record of a transaction that did not commit, or saw one before its "
+            "transaction asked to commit", check_read_committed),
+    Checker("exactly-once", ("txn-duplicate-output", "txn-lost-input"),
+            "an input record in the committed output twice, or (drained) not at all", check_exactly_once),
+    Checker("txn-offsets", ("txn-offsets-ahead", "txn-offsets-behind"),
+            "the group's committed offsets and the committed output disagree: the offsets moved without their "
+            "transaction's records, or the records without their offsets", check_txn_offsets),
+    Checker("zombie", ("zombie-write-committed",),
+            "a pipeline fenced by a newer one with its transactional id got a transaction committed",
+            check_zombies),
+)}
+TXN_KINDS: tuple[str, ...] = tuple(k for c in TXN_CHECKERS.values() for k in c.kinds)
+
+
 def kinds_of(name: str) -> tuple[str, ...]:
-    """The anomaly kinds of a checker or an invariant, by its name."""
-    return CHECKERS[name].kinds if name in CHECKERS else INVARIANTS[name].kinds
+    """The anomaly kinds of a checker (a transactional one too) or an invariant, by its name."""
+    for table in (CHECKERS, TXN_CHECKERS, INVARIANTS):
+        if name in table:
+            return table[name].kinds
+    raise KeyError(name)

@@ -16,7 +16,9 @@ stages are always in order: detect <= elect <= load <= first commit.
     first, after T, of a ``broker_change`` with L in ``dead`` or ``bounced``
     (L lost its session, or restarted); a ``controlled_shutdown_requested``
     with ``broker_id`` L, for a ``terminate`` fault only (no other fault makes
-    a broker shut down); or, when the same fault hit the controller of time T,
+    a broker shut down); a ``replicas_offline`` with ``broker_id`` L whose
+    ``replicas`` list P (the log directory holding L's replica of P failed:
+    a disk fault); or, when the same fault hit the controller of time T,
     a ``controller_elected`` by another broker (the new controller learns by
     winning). ``detect_by`` names which.
 ``elect_ms``
@@ -119,7 +121,7 @@ ROW_FIELDS = (
 _INF = math.inf
 
 
-def _ms(t_ns: int | None, t0_ns: int) -> float | None:
+def ms_since(t_ns: int | None, t0_ns: int) -> float | None:
     return None if t_ns is None else round((t_ns - t0_ns) / 1e6, 3)
 
 
@@ -127,7 +129,7 @@ def _is_broker(node: Any) -> bool:
     return isinstance(node, int) and not isinstance(node, bool)
 
 
-def _first(items: Iterable[dict], pred: Callable[[dict], bool]) -> dict | None:
+def first_of(items: Iterable[dict], pred: Callable[[dict], bool]) -> dict | None:
     for item in items:
         if pred(item):
             return item
@@ -151,7 +153,7 @@ class _Fault:
         return broker in self.brokers or self.zk
 
 
-class _History:
+class TimelineHistory:
     """Fault starts (with their heals), client completions, and the run's groups."""
 
     def __init__(self, ops: Sequence[dict]) -> None:
@@ -194,7 +196,7 @@ class _History:
         for pos, op in starts:
             value = op["value"]
             nodes = tuple(value.get("nodes") or ())
-            heal = _first((h for p, h in heals if p > pos),
+            heal = first_of((h for p, h in heals if p > pos),
                           lambda h: h["value"].get("fault") == value.get("fault"))
             self.faults.append(_Fault(
                 id=value.get("fault"), kind=value.get("kind", op.get("f")), target=value.get("target"),
@@ -205,16 +207,19 @@ class _History:
 
 # ----------------------------------------------------------------- the events
 
-class _Events:
+class TimelineEvents:
     """The events this report reads, indexed; partition states carry their landing time as ``_landed``."""
 
-    def __init__(self, events: Iterable[dict]) -> None:
+    def __init__(self, events: Iterable[dict], topic: str = OFFSETS_TOPIC, load_event: str = "coordinator_loaded") -> None:
+        """``topic``: whose partitions' states are kept (the offsets topic, or ``__transaction_state`` for the
+        transaction coordinators); ``load_event``: the coordinator's load events kept in ``loads``."""
         evs = sorted(events, key=lambda e: e["mono_ns"])  # stable: ties keep their merged order
         self.offsets_partitions: int | None = None
         self.states: dict[int, list[dict]] = {}
         self.controller_log: list[tuple[int, str, int]] = []
         self.broker_changes: list[dict] = []
         self.shutdown_requests: list[dict] = []
+        self.offline_replicas: list[dict] = []      # replicas_offline: a log directory failed
         self.stops: list[tuple[int, int]] = []      # (mono_ns, broker): a clean stop (SIGTERM) began
         self.loads: list[dict] = []
         pending: dict[int, list[dict]] = {}
@@ -224,7 +229,7 @@ class _Events:
             if t == "partition_state_written":
                 s = dict(e, _landed=e["mono_ns"])
                 pending.setdefault(e["broker"], []).append(s)
-                if e.get("topic") == OFFSETS_TOPIC:
+                if e.get("topic") == topic:
                     states.append(s)
             elif t == "partition_states_written":
                 written = e.get("mono_ns_written")
@@ -241,9 +246,11 @@ class _Events:
                 self.broker_changes.append(e)
             elif t == "controlled_shutdown_requested":
                 self.shutdown_requests.append(e)
+            elif t == "replicas_offline":
+                self.offline_replicas.append(e)
             elif t == "broker_stopping":
                 self.stops.append((e["mono_ns"], e["broker"]))
-            elif t == "coordinator_loaded":
+            elif t == load_event:
                 self.loads.append(e)
         for s in sorted(states, key=lambda s: s["_landed"]):
             self.states.setdefault(s["partition"], []).append(s)
@@ -279,15 +286,18 @@ class _Events:
 def _blank_row(fault: _Fault) -> dict:
     row: dict[str, Any] = dict.fromkeys(ROW_FIELDS)
     row.update(fault=fault.id, cause=CAUSE_FAULT, kind=fault.kind, target=fault.target, nodes=list(fault.nodes),
-               time_ns=fault.time, heal_ms=_ms(fault.heal, fault.time), moved=False)
+               time_ns=fault.time, heal_ms=ms_since(fault.heal, fault.time), moved=False)
     return row
 
 
-def _detections(ev: _Events, old: int, lo: int, hi: float, *, shutdown: bool, elected_not_by: int | None,
-                hi_inclusive: bool = False) -> list[tuple[int, str]]:
+def detections(ev: TimelineEvents, old: int, lo: int, hi: float, *, shutdown: bool, elected_not_by: int | None,
+               hi_inclusive: bool = False, partition: int | None = None,
+               topic: str = OFFSETS_TOPIC) -> list[tuple[int, str]]:
     """The ways the controller learned that ``old`` was gone, in (lo, hi): ``broker_change`` (``old`` dead or
     bounced: it lost its session or restarted), ``controlled_shutdown_requested`` (only with ``shutdown``: a
-    SIGTERM), ``controller_elected`` by another broker than ``elected_not_by`` (the new controller learns by
+    SIGTERM), ``replicas_offline`` of ``old`` listing ``topic``'s ``partition`` (the offsets topic's unless
+    told; its log directory failed),
+    ``controller_elected`` by another broker than ``elected_not_by`` (the new controller learns by
     winning; None: not looked for).  ``hi_inclusive`` makes it (lo, hi]."""
     def inside(t: int) -> bool:
         return lo < t and (t <= hi if hi_inclusive else t < hi)
@@ -297,20 +307,24 @@ def _detections(ev: _Events, old: int, lo: int, hi: float, *, shutdown: bool, el
     if shutdown:
         found += [(e["mono_ns"], "controlled_shutdown_requested") for e in ev.shutdown_requests
                   if inside(e["mono_ns"]) and e.get("broker_id") == old]
+    if partition is not None:
+        name = f"{topic}-{partition}"
+        found += [(e["mono_ns"], "replicas_offline") for e in ev.offline_replicas
+                  if inside(e["mono_ns"]) and e.get("broker_id") == old and name in (e.get("replicas") or ())]
     if elected_not_by is not None:
         found += [(t, "controller_elected") for t, what, broker in ev.controller_log
                   if inside(t) and what == "elected" and broker != elected_not_by]
     return found
 
 
-def _is_failover(s: dict, old: int | None) -> bool:
+def is_failover(s: dict, old: int | None) -> bool:
     return s.get("leader", -1) >= 0 and s.get("leader") != old and s.get("reason") not in NOT_FAILOVER_REASONS
 
 
-def _load_after(ev: _Events, elected: dict) -> dict | None:
+def _load_after(ev: TimelineEvents, elected: dict) -> dict | None:
     """The new leader's ``coordinator_loaded`` for the partition, at or after its election landed."""
     new, epoch = elected["leader"], elected.get("leader_epoch")
-    return _first(ev.loads, lambda e: e["mono_ns"] >= elected["_landed"] and e["broker"] == new
+    return first_of(ev.loads, lambda e: e["mono_ns"] >= elected["_landed"] and e["broker"] == new
                   and e.get("partition") == elected["partition"]
                   and (epoch is None or e.get("leader_epoch") is None or e["leader_epoch"] >= epoch))
 
@@ -331,7 +345,7 @@ def _observed_commit(mine: list[dict], floor: int) -> dict | None:
 
 
 def _after_stages(row: dict, group: str, t0: int, detect_ns: int | None, elected: dict | None,
-                  loaded: dict | None, any_end: float, hist: _History, observed: bool = False) -> None:
+                  loaded: dict | None, any_end: float, hist: TimelineHistory, observed: bool = False) -> None:
     """Fills the move's stages, the first commit (after every earlier stage: the stages are in order) and the
     unavailability window (from t0).  ``observed``: the group's commits are not in the history, only seen by
     fetches (:func:`_observed_commit`)."""
@@ -340,19 +354,19 @@ def _after_stages(row: dict, group: str, t0: int, detect_ns: int | None, elected
         floor = max(floor, detect_ns)
     if elected is not None:
         floor = max(floor, elected["_landed"])
-        row.update(moved=True, new_leader=elected["leader"], elect_ms=_ms(elected["_landed"], t0),
+        row.update(moved=True, new_leader=elected["leader"], elect_ms=ms_since(elected["_landed"], t0),
                    elect_reason=elected.get("reason"))
     if loaded is not None:
         floor = max(floor, loaded["mono_ns"])
-        row.update(load_ms=_ms(loaded["mono_ns"], t0), load_duration_ms=loaded.get("duration_ms"),
+        row.update(load_ms=ms_since(loaded["mono_ns"], t0), load_duration_ms=loaded.get("duration_ms"),
                    records_replayed=loaded.get("replayed"), records=loaded.get("records"))
 
     mine = [c for c in hist.completions if c["group"] == group]
     if observed:
         commit = _observed_commit(mine, floor)
     else:
-        commit = _first(mine, lambda c: c["time"] > floor and c["type"] == "ok" and c["f"] == "commit")
-    row["first_commit_ms"] = _ms(commit["time"], t0) if commit else None
+        commit = first_of(mine, lambda c: c["time"] > floor and c["type"] == "ok" and c["f"] == "commit")
+    row["first_commit_ms"] = ms_since(commit["time"], t0) if commit else None
 
     failed_at = next((i for i, c in enumerate(mine) if t0 < c["time"] < any_end
                       and c["type"] in ("fail", "info") and c["f"] in FAILED_OPS), None)
@@ -360,14 +374,14 @@ def _after_stages(row: dict, group: str, t0: int, detect_ns: int | None, elected
         row["unavailable_ms"] = 0.0
     else:
         failed = mine[failed_at]
-        back = _first(mine[failed_at + 1:], lambda c: c["type"] == "ok" and c["f"] in RECOVERED_OPS)
-        row.update(unavailable_from_ms=_ms(failed["time"], t0),
-                   unavailable_to_ms=_ms(back["time"], t0) if back else None,
-                   unavailable_ms=_ms(back["time"], failed["time"]) if back else None)
+        back = first_of(mine[failed_at + 1:], lambda c: c["type"] == "ok" and c["f"] in RECOVERED_OPS)
+        row.update(unavailable_from_ms=ms_since(failed["time"], t0),
+                   unavailable_to_ms=ms_since(back["time"], t0) if back else None,
+                   unavailable_ms=ms_since(back["time"], failed["time"]) if back else None)
 
 
 def _group_row(fault: _Fault, group: str, partition: int, old: int, controller: int | None,
-               lead_end: float, any_end: float, ev: _Events, hist: _History,
+               lead_end: float, any_end: float, ev: TimelineEvents, hist: TimelineHistory,
                observed: bool = False) -> tuple[dict, dict | None]:
     """The row, and the state whose move it took (None: it took none)."""
     t0 = fault.time
@@ -375,18 +389,18 @@ def _group_row(fault: _Fault, group: str, partition: int, old: int, controller: 
     row.update(group=group, partition=partition, old_leader=old)
 
     # detect: the first way the controller could have learned that this fault took `old` away
-    found = _detections(ev, old, t0, lead_end, shutdown=fault.kind in SHUTDOWN_KINDS,
+    found = detections(ev, old, t0, lead_end, shutdown=fault.kind in SHUTDOWN_KINDS,
                         elected_not_by=controller if controller is not None and controller in fault.brokers
-                        else None)
+                        else None, partition=partition)
     elected = loaded = None
     detect_ns = None
     if found:
         detect_ns, by = min(found)
-        row.update(detect_ms=_ms(detect_ns, t0), detect_by=by)
+        row.update(detect_ms=ms_since(detect_ns, t0), detect_by=by)
         # elect: the partition's first change of leader after T, if it is a failover and follows the detection
-        change = _first(ev.states.get(partition, ()), lambda s: t0 < s["_landed"] < lead_end
+        change = first_of(ev.states.get(partition, ()), lambda s: t0 < s["_landed"] < lead_end
                         and s.get("leader", -1) >= 0 and s.get("leader") != old)
-        if change is not None and change["_landed"] >= detect_ns and _is_failover(change, old):
+        if change is not None and change["_landed"] >= detect_ns and is_failover(change, old):
             elected = change
             loaded = _load_after(ev, elected)
     _after_stages(row, group, t0, detect_ns, elected, loaded, any_end, hist, observed)
@@ -394,7 +408,7 @@ def _group_row(fault: _Fault, group: str, partition: int, old: int, controller: 
 
 
 def _unattributed_rows(groups: Sequence[str], n: int, taken: set[int], faults: Sequence[_Fault],
-                       ev: _Events, hist: _History, observed: frozenset[str] = frozenset()) -> list[dict]:
+                       ev: TimelineEvents, hist: TimelineHistory, observed: frozenset[str] = frozenset()) -> list[dict]:
     """A row per (leader move of a group's offsets partition that no fault row took, group): ``cause`` is
     ``end phase`` when it landed after the run's end phase began, else ``none in schedule``.  Its time origin
     is the controller's last detection of the old leader before the move (else the move itself)."""
@@ -407,9 +421,9 @@ def _unattributed_rows(groups: Sequence[str], n: int, taken: set[int], faults: S
         old, since = None, None
         for s in ev.states.get(p, ()):
             leader = s.get("leader", -1)
-            if old is not None and id(s) not in taken and _is_failover(s, old):
-                found = _detections(ev, old, since, s["_landed"], shutdown=True, elected_not_by=old,
-                                    hi_inclusive=True)
+            if old is not None and id(s) not in taken and is_failover(s, old):
+                found = detections(ev, old, since, s["_landed"], shutdown=True, elected_not_by=old,
+                                   hi_inclusive=True, partition=p)
                 detect_ns, by = max(found) if found else (None, None)
                 t0 = detect_ns if detect_ns is not None else s["_landed"]
                 any_end = min((f.time for f in faults if f.time > t0), default=_INF)
@@ -417,7 +431,7 @@ def _unattributed_rows(groups: Sequence[str], n: int, taken: set[int], faults: S
                     row: dict[str, Any] = dict.fromkeys(ROW_FIELDS)
                     row.update(cause=CAUSE_END if end is not None and s["_landed"] > end else CAUSE_NONE,
                                nodes=[], time_ns=t0, group=g, partition=p, old_leader=old,
-                               detect_ms=_ms(detect_ns, t0), detect_by=by)
+                               detect_ms=ms_since(detect_ns, t0), detect_by=by)
                     _after_stages(row, g, t0, detect_ns, s, _load_after(ev, s), any_end, hist, g in observed)
                     rows.append(row)
             if leader >= 0 and leader != old:
@@ -446,8 +460,8 @@ def failover_timeline(ops: Sequence[dict], events: Iterable[dict], *,
     ``observed_groups``: groups whose commits the history does not have, only fetches of their committed
     offsets (a chaos run's user application); their first commit is the first change those fetches saw.
     """
-    hist = _History(ops)
-    ev = _Events(events)
+    hist = TimelineHistory(ops)
+    ev = TimelineEvents(events)
     observed = frozenset(observed_groups)
     n = offsets_partitions if offsets_partitions is not None else ev.offsets_partitions
     if hist.groups and not n:
@@ -477,7 +491,7 @@ def failover_timeline(ops: Sequence[dict], events: Iterable[dict], *,
             won = ev.election_after(t0, end_for(controller), not_by=controller)
             if won:
                 row.update(moved=True, new_controller=won["broker"],
-                           controller_failover_ms=_ms(won["mono_ns"], t0))
+                           controller_failover_ms=ms_since(won["mono_ns"], t0))
             rows.append(row)
         for group in groups:
             p = partition_for(group, n)

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from kafkacommon.record_batch import HEADER_SIZE, CorruptBatchError, decode_batch, validate_batch
+from kafkacommon.control import read_marker
+from kafkacommon.record_batch import (
+    CONTROL_FLAG_MASK, HEADER_SIZE, TRANSACTIONAL_FLAG_MASK, CorruptBatchError, decode_batch, validate_batch,
+)
 from kafkacommon.varint import decode_varint
 
 
@@ -121,11 +124,18 @@ def _whole(mv: memoryview, pos: int, n: int) -> bool:
     return length >= 0 and pos + 12 + length <= n
 
 
-def scan_latest(buf: bytes | memoryview, latest: dict[bytes | None, tuple[int, bytes | None]]
+def scan_latest(buf: bytes | memoryview, latest: dict[bytes | None, tuple[int, bytes | None]],
+                pending: dict[int, dict[bytes | None, tuple[int, bytes | None]]] | None = None
                 ) -> tuple[int | None, int]:
     """Put every record of the whole batches in ``buf`` into ``latest`` (key -> (offset,
     value), the last one winning); return (next offset after the last batch, or None if
-    there was none, and the number of records read)."""
+    there was none, and the number of records read).
+
+    With ``pending``, transactions are followed as Kafka's coordinator load does: a
+    transactional batch's records go to ``pending[producer id]`` instead, and its
+    producer's marker (a control batch) moves them into ``latest`` (COMMIT; each only
+    where it is later than what ``latest`` holds) or drops them (ABORT); what is still
+    pending at the end belongs to transactions not decided yet."""
     raw = bytes(buf)
     mv = memoryview(raw)
     pos, n, nxt, count = 0, len(raw), None, 0
@@ -133,6 +143,23 @@ def scan_latest(buf: bytes | memoryview, latest: dict[bytes | None, tuple[int, b
         header = validate_batch(mv, pos)
         end = pos + header.size_bytes
         done = None
+        if pending is not None and header.attributes & (TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK):
+            batch, _ = decode_batch(mv, pos)
+            if batch.is_control:
+                marker = read_marker(batch)
+                txn = pending.pop(batch.producer_id, None)
+                if marker is not None and marker.commit and txn:
+                    for key, (off, value) in txn.items():
+                        if key not in latest or latest[key][0] < off:
+                            latest[key] = (off, value)
+            else:
+                records = pending.setdefault(batch.producer_id, {})
+                for r in batch.records:
+                    records[r.key] = (r.offset, r.value)
+            count += header.record_count
+            nxt = header.base_offset + header.last_offset_delta + 1
+            pos = end
+            continue
         if header.attributes == 0 and header.record_count >= 0:
             try:
                 done = _fast_records(raw, pos, end, header.base_offset, header.record_count, latest)

@@ -30,7 +30,9 @@ class LeaderAndIsr(NamedTuple):
 
 @dataclass(frozen=True)
 class BrokerRegistration:
-    """A live broker as ``/brokers/ids/<id>`` records it: where its controller and peers reach it."""
+    """A live broker as ``/brokers/ids/<id>`` records it: where its controller and peers reach it
+    (``host``:``port``, its gRPC address) and where Kafka clients and tools reach it (``listeners``,
+    its advertised Kafka listeners, which the znode's ``endpoints`` name as Kafka's do)."""
 
     broker_id: int
     host: str
@@ -38,6 +40,9 @@ class BrokerRegistration:
     timestamp_ms: int
     rack: str | None = None
     epoch: int = -1  # the znode's czxid; not part of the JSON
+    # (listener name, host, port) of each advertised Kafka listener, and each name's security protocol
+    listeners: tuple[tuple[str, str, int], ...] = ()
+    protocols: tuple[tuple[str, str], ...] = ()
 
     def endpoint(self) -> str:
         return f"{self.host}:{self.port}"
@@ -51,3 +56,21 @@ class TopicAssignment:
     partitions: Mapping[int, tuple[int, ...]]  # partition -> replicas in assignment order
     topic_id: str = ""
     config: Mapping[str, Any] = field(default_factory=dict)  # topic-level overrides (kafkasim keeps them here)
+    # a reassignment under way (Kafka 2.8's ReplicaAssignment): per partition, the replicas being added (in
+    # ``partitions`` already) and those being removed; a partition in neither is not being reassigned
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def reassigning(self, partition: int) -> bool:
+        """Whether ``partition`` is being reassigned (Kafka's ``isBeingReassigned``)."""
+        return bool(self.adding.get(partition) or self.removing.get(partition))
+
+    def target(self, partition: int) -> tuple[int, ...]:
+        """The replicas ``partition`` is being reassigned to (its replicas when it is not): TRS."""
+        gone = self.removing.get(partition, ())
+        return tuple(r for r in self.partitions.get(partition, ()) if r not in gone)
+
+    def origin(self, partition: int) -> tuple[int, ...]:
+        """The replicas ``partition`` had before its reassignment (its replicas when it is not): ORS."""
+        new = self.adding.get(partition, ())
+        return tuple(r for r in self.partitions.get(partition, ()) if r not in new)

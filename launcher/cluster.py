@@ -186,7 +186,8 @@ class Cluster:
                                                   timeout=timeout_s)
         if resp.error_code:
             raise RuntimeError(errors.name(resp.error_code))
-        return len(resp.partition_errors)
+        # one answer per partition, as Kafka's: NONE where it moved, ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE
+        return sum(1 for e in resp.partition_errors if e.error_code == errors.NONE)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -86,7 +86,8 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         body, v = req.body, req.api_version
         names = [t.name for t in body.topics]
         if not ctx.is_controller():
-            return dict(throttle_time_ms=0, topics=[dict(name=n, error_code=errors.NOT_CONTROLLER, error_message=None,
+            # Kafka 2.8.2 answers an empty message here (conformance CreateTopics.*.not_controller)
+            return dict(throttle_time_ms=0, topics=[dict(name=n, error_code=errors.NOT_CONTROLLER, error_message="",
                                                           num_partitions=-1, replication_factor=-1, configs=[])
                                                      for n in names])
         deadline = time.monotonic() + max(body.timeout_ms, 0) / 1000

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from listener import admin, configs, data, groups, meta, producers
+from listener import admin, configs, controller_admin, data, delete_records, groups, logdirs, meta, producers, txns
 from listener.context import ListenerContext
 from listener.limits import Limits, Quotas
 from listener.protocol import SUPPORTED
@@ -12,7 +12,8 @@ from listener.server import Dispatcher, KafkaListener
 
 def make_dispatcher(ctx: ListenerContext, emit: Callable[..., Any]) -> Dispatcher:
     table = {**meta.handlers(ctx), **data.handlers(ctx), **groups.handlers(ctx), **producers.handlers(ctx),
-             **configs.handlers(ctx), **admin.handlers(ctx)}
+             **configs.handlers(ctx), **admin.handlers(ctx), **controller_admin.handlers(ctx),
+             **delete_records.handlers(ctx), **txns.handlers(ctx), **logdirs.handlers(ctx)}
     missing = set(SUPPORTED) - set(table)
     if missing:  # advertise exactly what is implemented
         raise RuntimeError(f"APIs advertised without a handler: {sorted(missing)}")

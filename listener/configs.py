@@ -114,18 +114,19 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                 raise ResourceError(errors.INVALID_REQUEST, f"kafkasim describes TOPIC and BROKER resources, "
                                                             f"not type {r.resource_type}")
         except ResourceError as e:
-            return dict(error_code=e.code, error_message=e.message, configs=[])
+            # Kafka 2.8.2 answers an empty message, never a null one (conformance DescribeConfigs.*)
+            return dict(error_code=e.code, error_message=e.message or "", configs=[])
         except IO_ERRORS as e:
             code, msg = io_error(e)
-            return dict(error_code=code, error_message=msg, configs=[])
-        return dict(error_code=errors.NONE, error_message=None, configs=configs)
+            return dict(error_code=code, error_message=msg or "", configs=[])
+        return dict(error_code=errors.NONE, error_message="", configs=configs)
 
     async def describe_configs(req: Request, conn: Connection) -> dict[str, Any]:
         v = req.api_version
         synonyms = bool(req.body.include_synonyms) if v >= 1 else False
         docs = bool(req.body.include_documentation) if v >= 3 else False
         results = []
-        for r in req.body.resources:
+        for r in req.body.resources or []:
             res = await ctx.blocking(describe_one, r, synonyms, docs)
             results.append(dict(resource_type=r.resource_type, resource_name=r.resource_name, **res))
         return dict(throttle_time_ms=0, results=results)
@@ -214,7 +215,7 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
 
     async def alter_configs(req: Request, conn: Connection) -> dict[str, Any]:
         out = []
-        for r in req.body.resources:
+        for r in req.body.resources or []:
             code, msg = await ctx.blocking(alter_one, r, bool(req.body.validate_only))
             out.append(dict(error_code=code, error_message=msg, resource_type=r.resource_type,
                             resource_name=r.resource_name))
@@ -222,7 +223,7 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
 
     async def incremental_alter_configs(req: Request, conn: Connection) -> dict[str, Any]:
         out = []
-        for r in req.body.resources:
+        for r in req.body.resources or []:
             code, msg = await ctx.blocking(incremental_one, r, bool(req.body.validate_only))
             out.append(dict(error_code=code, error_message=msg, resource_type=r.resource_type,
                             resource_name=r.resource_name))

@@ -15,6 +15,8 @@ class ListenerContext:
     state: Any                      # replication.broker_state.BrokerState: metadata cache, live brokers, controller
     replicas: Any                   # node.replicas.replica_manager.ReplicaManager: produce, fetch, offsets
     groups: Any                     # node.server.groups_servicer.GroupsDoor: the group coordinator's typed door
+    txns: Any                       # node.server.txn_door.TxnDoor: the transaction coordinator's door
+    producer_ids: Callable[[], int]  # the next producer id (a block at a time from ZooKeeper; may block)
     zk: Any                         # zk.client.ZkClient: topic administration (as kafka-topics.sh does it)
     endpoint_of: Callable[[int], tuple[str, int] | None]   # a broker's advertised Kafka listener
     rack_of: Callable[[int], str | None]
@@ -28,6 +30,8 @@ class ListenerContext:
     topic_config: Callable[[str], dict] = lambda topic: {}   # a topic's config overrides (ZooKeeper)
     broker_config: Any = None       # node.dynamic_config.DynamicBrokerConfig: the broker's defaults and dynamic configs
     is_controller: Callable[[], bool] = lambda: False   # this broker is the active controller
+    # node.shells.controller_shell.ControllerShell: the requests the controller serves (ElectLeaders, reassignments)
+    controller: Any = None
 
     async def blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the pool, awaited on the listener's loop."""

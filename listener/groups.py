@@ -82,15 +82,22 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
 
     async def offset_commit(req: Request, conn: Connection) -> dict[str, Any]:
         b, v = req.body, req.api_version
+        # Kafka 2.8's handleOffsetCommitRequest: a partition its metadata cache lacks gets
+        # UNKNOWN_TOPIC_OR_PARTITION and is not committed; the group sees only the others (conformance
+        # OffsetCommit.*.unknown_topic)
+        unknown = [(t.name, p.partition_index) for t in b.topics for p in t.partitions
+                   if (t.name, p.partition_index) not in ctx.state.metadata]
         offsets = [m.CommitOffset(t.name, p.partition_index, p.committed_offset,
                                   p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata or "")
-                   for t in b.topics for p in t.partitions]
-        r = await door.offset_commit(m.OffsetCommitRequest(
-            group_id=b.group_id, generation_id=b.generation_id_or_member_epoch, member_id=b.member_id or "",
-            group_instance_id=(b.group_instance_id or None) if v >= 7 else None,
-            retention_time_ms=b.retention_time_ms if v <= 4 else -1, offsets=offsets))
-        return dict(throttle_time_ms=0, topics=_by_topic(
-            [(t, dict(partition_index=p, error_code=code)) for t, p, code in r.partitions]))
+                   for t in b.topics for p in t.partitions if (t.name, p.partition_index) in ctx.state.metadata]
+        rows = [(t, dict(partition_index=p, error_code=errors.UNKNOWN_TOPIC_OR_PARTITION)) for t, p in unknown]
+        if offsets or not unknown:
+            r = await door.offset_commit(m.OffsetCommitRequest(
+                group_id=b.group_id, generation_id=b.generation_id_or_member_epoch, member_id=b.member_id or "",
+                group_instance_id=(b.group_instance_id or None) if v >= 7 else None,
+                retention_time_ms=b.retention_time_ms if v <= 4 else -1, offsets=offsets))
+            rows = [(t, dict(partition_index=p, error_code=code)) for t, p, code in r.partitions] + rows
+        return dict(throttle_time_ms=0, topics=_by_topic(rows))
 
     async def offset_fetch(req: Request, conn: Connection) -> dict[str, Any]:
         b, v = req.body, req.api_version
@@ -126,5 +133,19 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         r = await door.delete_groups(m.DeleteGroupsRequest(group_ids=list(req.body.groups_names)))
         return dict(throttle_time_ms=0, results=[dict(group_id=g, error_code=c) for g, c in r.results])
 
+    async def offset_delete(req: Request, conn: Connection) -> dict[str, Any]:
+        """OffsetDelete: a partition the metadata cache does not know answers UNKNOWN_TOPIC_OR_PARTITION (as
+        KafkaApis does before the coordinator); a group-level error answers no partitions."""
+        b = req.body
+        wanted = list(dict.fromkeys((t.name, p.partition_index) for t in b.topics or [] for p in t.partitions or []))
+        known = [tp for tp in wanted if tp in ctx.state.metadata]
+        r = await door.offset_delete(m.OffsetDeleteRequest(group_id=b.group_id, partitions=known))
+        if r.error_code != errors.NONE:
+            return dict(error_code=r.error_code, throttle_time_ms=0, topics=[])
+        codes = {(t, p): c for t, p, c in r.partitions}
+        rows = [(t, dict(partition_index=p, error_code=codes.get((t, p), errors.UNKNOWN_TOPIC_OR_PARTITION)))
+                for t, p in wanted]
+        return dict(error_code=errors.NONE, throttle_time_ms=0, topics=_by_topic(rows))
+
     return {11: join_group, 14: sync_group, 12: heartbeat, 13: leave_group, 8: offset_commit, 9: offset_fetch,
-            15: describe_groups, 16: list_groups, 42: delete_groups}
+            15: describe_groups, 16: list_groups, 42: delete_groups, 47: offset_delete}

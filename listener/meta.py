@@ -31,10 +31,16 @@ def response_version(req: Request, values: dict[str, Any]) -> int:
 
 def handlers(ctx: ListenerContext) -> dict[int, Any]:
     async def api_versions(req: Request, conn: Connection) -> dict[str, Any]:
+        if req.body is None:
+            # above our maximum: error 35 and, as Kafka 2.8's ApiVersionsRequest.getErrorResponse, only
+            # ApiVersions' own range (the client retries with a version in it), in a v0 body
+            lo, hi = SUPPORTED[API_VERSIONS]
+            return dict(error_code=UNSUPPORTED_VERSION,
+                        api_keys=[dict(api_key=API_VERSIONS, min_version=lo, max_version=hi)])
         keys = [dict(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SUPPORTED.items())]
-        if req.body is None:  # above our maximum: error 35 and the ranges, in a v0 body
-            return dict(error_code=UNSUPPORTED_VERSION, api_keys=keys)
-        return dict(error_code=errors.NONE, api_keys=keys, throttle_time_ms=0)
+        # v3's finalized features: none, in epoch 0 (Kafka 2.8's controller writes an empty /feature znode at
+        # inter.broker.protocol.version 2.8, version 0: its brokers' FinalizedFeatureCache has epoch 0)
+        return dict(error_code=errors.NONE, api_keys=keys, throttle_time_ms=0, finalized_features_epoch=0)
 
     async def metadata(req: Request, conn: Connection) -> dict[str, Any]:
         v, body, state = req.api_version, req.body, ctx.state
@@ -102,15 +108,21 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         return True
 
     async def find_coordinator(req: Request, conn: Connection) -> dict[str, Any]:
-        if req.body.key_type != 0:  # transactions are not supported
-            return dict(throttle_time_ms=0, error_code=errors.COORDINATOR_NOT_AVAILABLE,
-                        error_message="kafkasim has no transaction coordinator", node_id=-1, host="", port=-1)
-        r = ctx.groups.find_coordinator(FindCoordinatorRequest(req.body.key))
+        # Kafka 2.8 answers every FindCoordinator with its error's message: Errors.message(), "NONE" for none
+        key_type = req.body.key_type if req.api_version >= 1 else 0
+        if key_type == 1:   # a transactional id: its __transaction_state partition's leader
+            r = ctx.txns.find_coordinator(req.body.key)
+        elif key_type == 0:
+            r = ctx.groups.find_coordinator(FindCoordinatorRequest(req.body.key))
+        else:
+            return dict(throttle_time_ms=0, error_code=errors.INVALID_REQUEST,
+                        error_message=errors.message(errors.INVALID_REQUEST), node_id=-1, host="", port=-1)
         ep = ctx.endpoint_of(r.node_id) if r.error_code == errors.NONE else None
         if ep is None:
             code = r.error_code or errors.COORDINATOR_NOT_AVAILABLE
-            return dict(throttle_time_ms=0, error_code=code, error_message=None, node_id=-1, host="", port=-1)
-        return dict(throttle_time_ms=0, error_code=errors.NONE, error_message=None, node_id=r.node_id,
+            return dict(throttle_time_ms=0, error_code=code, error_message=errors.message(code), node_id=-1, host="",
+                        port=-1)
+        return dict(throttle_time_ms=0, error_code=errors.NONE, error_message="NONE", node_id=r.node_id,
                     host=ep[0], port=ep[1])
 
     return {18: api_versions, 3: metadata, 10: find_coordinator}

@@ -1,50 +1,41 @@
-"""InitProducerId on the Kafka listener: producer ids for idempotent producers.
+"""InitProducerId on the Kafka listener: producer ids for idempotent and transactional producers.
 
-As Kafka 2.8 does in ZooKeeper mode, each broker claims blocks of 1,000 ids from
-/latest_producer_id_block (a conditional update, so no two brokers hand out the
-same id) and gives a producer without a transactional id a fresh id with epoch 0.
-Transactions are not supported: a transactional id is refused.
+Without a transactional id, a producer gets a fresh id (from the broker's block of ids claimed in ZooKeeper,
+zk/producer_ids.py) and epoch 0, as Kafka 2.8 does.  With one, the request goes to the transaction
+coordinator of the id (node/server/txn_door.py; NOT_COORDINATOR elsewhere), which bumps the epoch, fences
+an older producer, and may answer CONCURRENT_TRANSACTIONS while it aborts an open transaction.  A producer
+id without an epoch (or the other way round) is INVALID_REQUEST; before v4 PRODUCER_FENCED is answered as
+INVALID_PRODUCER_EPOCH, as Kafka does for older clients.
 """
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from listener.context import ListenerContext
 from listener.protocol import Request
 from listener.server import Connection
 from kafkacommon import errors
-
-BLOCK_SIZE = 1000
-
-
-class ProducerIds:
-    def __init__(self, zk: Any, broker_id: int) -> None:
-        self.zk = zk
-        self.broker_id = broker_id
-        self._lock = threading.Lock()
-        self._next, self._end = 0, -1
-
-    def next_id(self) -> int:
-        with self._lock:
-            if self._next > self._end:
-                self._next, self._end = self.zk.allocate_producer_id_block(self.broker_id, BLOCK_SIZE)
-            pid = self._next
-            self._next += 1
-            return pid
+from transactions.messages import InitProducerIdRequest
 
 
 def handlers(ctx: ListenerContext) -> dict[int, Any]:
-    ids = ProducerIds(ctx.zk, ctx.broker_id)
-
     async def init_producer_id(req: Request, conn: Connection) -> dict[str, Any]:
-        if req.body.transactional_id is not None:
+        body, v = req.body, req.api_version
+        pid, epoch = (body.producer_id, body.producer_epoch) if v >= 3 else (-1, -1)
+        if (pid == -1) != (epoch == -1):
             return dict(throttle_time_ms=0, error_code=errors.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
+        if body.transactional_id is not None:
+            r = await ctx.txns.init_producer_id(InitProducerIdRequest(body.transactional_id,
+                                                                      body.transaction_timeout_ms, pid, epoch))
+            code = r.error_code
+            if v < 4 and code == errors.PRODUCER_FENCED:
+                code = errors.INVALID_PRODUCER_EPOCH
+            return dict(throttle_time_ms=0, error_code=code, producer_id=r.producer_id, producer_epoch=r.producer_epoch)
         try:
-            pid = await ctx.blocking(ids.next_id)
+            new = await ctx.blocking(ctx.producer_ids)
         except Exception:  # ZooKeeper unreachable: the client retries
             return dict(throttle_time_ms=0, error_code=errors.COORDINATOR_NOT_AVAILABLE, producer_id=-1,
                         producer_epoch=-1)
-        return dict(throttle_time_ms=0, error_code=errors.NONE, producer_id=pid, producer_epoch=0)
+        return dict(throttle_time_ms=0, error_code=errors.NONE, producer_id=new, producer_epoch=0)
 
     return {22: init_producer_id}

@@ -62,13 +62,23 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     18: (0, 3),   # ApiVersions
     19: (2, 7),   # CreateTopics
     20: (1, 6),   # DeleteTopics
-    22: (0, 4),   # InitProducerId (idempotent producers; no transactions)
+    21: (0, 2),   # DeleteRecords (the leader moves its log start offset; waits for the low watermark)
+    22: (0, 4),   # InitProducerId (idempotent and transactional producers)
     23: (0, 4),   # OffsetForLeaderEpoch (consumers validating positions after a leader change)
+    24: (0, 3),   # AddPartitionsToTxn
+    25: (0, 3),   # AddOffsetsToTxn
+    26: (0, 3),   # EndTxn
+    28: (0, 3),   # TxnOffsetCommit
     32: (1, 4),   # DescribeConfigs (topics, this broker, the cluster-wide broker defaults)
     33: (0, 2),   # AlterConfigs
+    35: (1, 2),   # DescribeLogDirs (Kafka 2.8: 0-2; v0, the same as v1, is not in kafka-python's specs)
     37: (0, 3),   # CreatePartitions (the controller)
     42: (0, 2),   # DeleteGroups
+    43: (0, 2),   # ElectLeaders (the controller: preferred and unclean)
     44: (0, 1),   # IncrementalAlterConfigs
+    45: (0, 0),   # AlterPartitionReassignments (the controller)
+    46: (0, 0),   # ListPartitionReassignments (the controller)
+    47: (0, 0),   # OffsetDelete
 }
 API_VERSIONS = 18
 
@@ -148,7 +158,33 @@ def parse_request(frame: bytes) -> Request:
     except Exception as e:  # any decoding failure of the generated codec: the request is garbage
         raise BadRequest(f"{api_name(api_key)} v{version} does not decode: {e!r}", api_key, version,
                          correlation_id, _client_id(frame)) from None
+    null = _null_where_not_nullable(msg, version)
+    if null is not None:   # Kafka's generated reader refuses it: the request does not parse
+        raise BadRequest(f"{api_name(api_key)} v{version}: non-nullable field {null} was serialized as null",
+                         api_key, version, correlation_id, msg.header.client_id)
     return Request(api_key, version, correlation_id, msg.header.client_id, msg)
+
+
+def _null_where_not_nullable(obj: Any, version: int, path: str = "") -> str | None:
+    """The first string or array field (by its path) that decoded as null where ``version`` does not allow it
+    (kafka-python's decoder takes a null length anywhere), else None."""
+    for name, f in type(obj)._struct.fields.items():
+        if not f.for_version_q(version) or f.tagged_field_q(version):
+            continue
+        value = getattr(obj, name, None)
+        if value is None:
+            if (f.is_array() or f.type_str in ("string", "bytes")) and not f.nullable_for_version_q(version):
+                return path + name
+        elif f.is_struct_array():
+            for i, item in enumerate(value):
+                found = _null_where_not_nullable(item, version, f"{path}{name}[{i}].")
+                if found is not None:
+                    return found
+        elif f.is_struct():
+            found = _null_where_not_nullable(value, version, f"{path}{name}.")
+            if found is not None:
+                return found
+    return None
 
 
 def _client_id(frame: bytes) -> str | None:

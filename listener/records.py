@@ -3,8 +3,11 @@
 Kafka's rules for a Produce v3+ partition payload (LogValidator, for clients):
 exactly one batch of magic 2, whole, its CRC-32C right, no larger than
 ``max.message.bytes``, a known compression codec (zstd only from Produce
-v7), no control batch, at least one record, ``lastOffsetDelta + 1 ==
+v7), no control batch (markers are the partition leader's, from
+WriteTxnMarkers), at least one record, ``lastOffsetDelta + 1 ==
 recordCount``, and records that decode with offset deltas 0, 1, 2, ...
+A transactional batch is taken as any other; its producer is checked by the
+partition's producer state (replication/producer_state.py).
 The batch is then stored byte for byte but for its base offset and
 partition leader epoch, which lie outside the CRC (``node.storage.log``).
 
@@ -55,6 +58,7 @@ class CheckedBatch:
     producer_id: int = -1
     producer_epoch: int = -1
     base_sequence: int = -1
+    transactional: bool = False
 
 
 def check_client_batch(data: bytes | memoryview | None, max_message_bytes: int, produce_version: int,
@@ -87,9 +91,7 @@ def check_client_batch(data: bytes | memoryview | None, max_message_bytes: int, 
         raise BatchRejected(UNSUPPORTED_COMPRESSION_TYPE, f"compression codec {codec} is not supported"
                                                           + (" before Produce v7" if codec == _ZSTD else ""))
     if attrs & _CONTROL:
-        raise BatchRejected(INVALID_RECORD, "clients may not send control batches")
-    if attrs & _TRANSACTIONAL:
-        raise BatchRejected(INVALID_RECORD, "transactional batches are not supported")
+        raise BatchRejected(INVALID_RECORD, "Clients are not allowed to write control records")
     if header.record_count <= 0:
         raise BatchRejected(INVALID_RECORD, f"invalid record count {header.record_count}")
     if header.last_offset_delta + 1 != header.record_count:
@@ -99,7 +101,7 @@ def check_client_batch(data: bytes | memoryview | None, max_message_bytes: int, 
     pid, epoch, seq = struct.unpack_from(">qhi", data, 43)
     if pid >= 0 and seq < 0:
         raise BatchRejected(INVALID_RECORD, f"producer {pid} sent a batch without a sequence")
-    return CheckedBatch(data, header.record_count, header.max_timestamp, pid, epoch, seq)
+    return CheckedBatch(data, header.record_count, header.max_timestamp, pid, epoch, seq, bool(attrs & _TRANSACTIONAL))
 
 
 def walk_records(data: bytes, codec: int, record_count: int, decompressed_limit: int) -> None:

@@ -18,8 +18,8 @@ from typing import Any, Mapping
 import yaml
 
 from listener.limits import LimitError, parse_overrides
+from node.config_keys import BROKER_SCHEMA, REQUIRED_BROKER_KEYS, SCHEMA, KeySpec, describe_schema
 from node.listeners import Endpoint, check_advertised, parse_listeners, parse_protocol_map
-from kafkacommon.topic_config import describe_topic_configs
 
 __all__ = ["ConfigError", "KeySpec", "BrokerSpec", "ClusterConfig", "SCHEMA", "BROKER_SCHEMA",
            "parse_config", "load_config", "default_config", "describe_schema"]
@@ -44,147 +44,7 @@ def _fail(source: str, problems: list[tuple[str, str]]) -> None:
     raise ConfigError(msg, source=source, problems=problems)
 
 
-@dataclass(frozen=True)
-class KeySpec:
-    name: str
-    type: type                 # int, bool or str
-    default: Any
-    doc: str
-    kafka_default: Any = None  # Kafka 2.8's default where it differs from ours, else None
-    nullable: bool = False
-    min: int | None = None
-    max: int | None = None
-    choices: tuple | None = None
-    extension: bool = False    # kafkasim-only key, not in Kafka
-
-    @property
-    def types(self) -> tuple[type, ...]:
-        return (self.type, type(None)) if self.nullable else (self.type,)
-
-    @property
-    def type_name(self) -> str:
-        return self.type.__name__ + (" or null" if self.nullable else "")
-
-    @property
-    def allowed(self) -> str:
-        if self.type is not int:
-            return "true, false" if self.type is bool else "non-empty"
-        if self.choices is not None:
-            return " or ".join(str(c) for c in self.choices)
-        if self.min is not None and self.max is not None:
-            return f"{self.min}..{self.max}"
-        if self.min is not None:
-            return "> 0" if self.min == 1 else f">= {self.min}"
-        return ""
-
-
-def _k(name, type_, default, doc, min=1, **kw) -> KeySpec:
-    """Table helper: ints are > 0 unless told otherwise."""
-    return KeySpec(name, type_, default, doc, min=min if type_ is int else None, **kw)
-
-
-_TABLE = (
-    _k("run.dir", str, "run", "Directory for data, logs and pid files; relative to the config file", extension=True),
-    _k("zookeeper.connect", str, None, "External ZooKeeper `host:port[,...][/chroot]`; null = embedded", nullable=True),
-    _k("zookeeper.embedded.servers", int, 1, "Size of the embedded ZooKeeper ensemble", choices=(1, 3), extension=True),
-    _k("zookeeper.embedded.tick.time.ms", int, 200, "tickTime of the embedded ZooKeeper", extension=True),
-    _k("zookeeper.embedded.port", int, None, "Embedded ZooKeeper client port; null = any free port", nullable=True,
-       max=65535, extension=True),
-    _k("zookeeper.session.timeout.ms", int, 6000, "Brokers' ZooKeeper session timeout", kafka_default=18000),
-    _k("zookeeper.connection.timeout.ms", int, None, "Max wait to connect; null = session timeout", nullable=True),
-    _k("offsets.topic.num.partitions", int, 50, "Partitions of `__consumer_offsets`"),
-    _k("offsets.topic.replication.factor", int, 3, "Replication factor of `__consumer_offsets` (<= broker count)"),
-    _k("offsets.topic.segment.bytes", int, 104857600, "Segment size of `__consumer_offsets`"),
-    _k("offsets.commit.timeout.ms", int, 5000, "Max wait for an offset commit to be replicated"),
-    _k("offsets.commit.required.acks", int, -1, "Acks required for an offset commit", choices=(-1, 1)),
-    _k("offsets.retention.minutes", int, 10080, "How long committed offsets of an empty group are kept"),
-    _k("offsets.retention.check.interval.ms", int, 600000, "How often stale offsets are looked for"),
-    _k("offsets.load.buffer.size", int, 5242880, "Read batch size when loading offsets into the cache"),
-    _k("offset.metadata.max.bytes", int, 4096, "Max size of the metadata string of an offset commit"),
-    _k("controller.socket.timeout.ms", int, 5000, "Timeout of controller-to-broker requests", kafka_default=30000),
-    _k("controlled.shutdown.enable", bool, True, "Brokers ask the controller to move leadership away before stopping"),
-    _k("controlled.shutdown.max.retries", int, 3, "Controlled shutdown attempts before an unclean shutdown", min=0),
-    _k("controlled.shutdown.retry.backoff.ms", int, 500, "Backoff between those attempts", kafka_default=5000),
-    _k("auto.leader.rebalance.enable", bool, True, "Controller moves leadership back to preferred replicas"),
-    _k("leader.imbalance.check.interval.seconds", int, 30, "How often leader imbalance is checked", kafka_default=300),
-    _k("leader.imbalance.per.broker.percentage", int, 10, "Imbalance (%) that triggers a rebalance", min=0, max=100),
-    _k("delete.topic.enable", bool, True, "Topic deletion is allowed"),
-    _k("replica.lag.time.max.ms", int, 10000, "A follower behind this long leaves the ISR", kafka_default=30000),
-    _k("replica.fetch.wait.max.ms", int, 500, "Max wait of a follower fetch (<= replica.lag.time.max.ms)"),
-    _k("replica.fetch.max.bytes", int, 1048576, "Bytes per partition a follower fetch asks for"),
-    _k("replica.high.watermark.checkpoint.interval.ms", int, 5000, "How often high watermarks are checkpointed"),
-    _k("min.insync.replicas", int, 1, "Min ISR size for acks=all writes"),
-    _k("default.replication.factor", int, 1, "Replication factor of `topics --create` without "
-       "--replication-factor (<= broker count)"),
-    _k("num.partitions", int, 1, "Partitions of `topics --create` without --partitions"),
-    _k("unclean.leader.election.enable", bool, False, "An out-of-sync replica may become leader"),
-    _k("log.segment.bytes", int, 1073741824, "Max size of a log segment (topic: `segment.bytes`)", min=14),
-    _k("log.roll.ms", int, 604800000, "A non-empty segment rolls on age past this (topic: `segment.ms`; Kafka's "
-       "log.roll.hours 168)"),
-    _k("log.index.interval.bytes", int, 4096, "Bytes between offset index entries (topic: `index.interval.bytes`)",
-       min=0),
-    _k("log.retention.ms", int, 604800000, "Segments older than this are deleted (topic: `retention.ms`; "
-       "Kafka's log.retention.hours 168); -1 = no limit", min=-1),
-    _k("log.retention.bytes", int, -1, "Oldest segments are deleted while a log is larger (topic: "
-       "`retention.bytes`); -1 = no limit", min=-1),
-    _k("log.retention.check.interval.ms", int, 300000, "How often brokers apply retention"),
-    _k("message.max.bytes", int, 1048588, "Largest batch a produce may append (topic: `max.message.bytes`)",
-       min=0),
-    _k("auto.create.topics.enable", bool, True, "Metadata from a Kafka client for an unknown topic creates it "
-       "(num.partitions, default.replication.factor)"),
-    _k("listener.security.protocol.map", str, "PLAINTEXT:PLAINTEXT", "Each listener name's security protocol, "
-       "`NAME:PLAINTEXT[,...]` (kafkasim speaks PLAINTEXT only); names the brokers' `listeners` use",
-       kafka_default="PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
-    _k("socket.request.max.bytes", int, 104857600, "Largest request frame the Kafka listener reads; a larger "
-       "size prefix closes the connection", min=1),
-    _k("connections.max.idle.ms", int, 600000, "A Kafka-listener connection with no reads, writes or requests in "
-       "progress for this long is closed", min=1),
-    _k("max.connections", int, 2147483647, "Kafka-listener connections of the broker; at the limit it accepts no "
-       "more until one closes", min=1),
-    _k("max.connections.per.ip", int, 2147483647, "Kafka-listener connections from one address; one more is closed "
-       "at once (0 needs max.connections.per.ip.overrides)", min=0),
-    _k("max.connections.per.ip.overrides", str, None, "Per-address limits, `host:count[,...]` (names resolved at the "
-       "broker's start); null = none", kafka_default="", nullable=True),
-    _k("queued.max.requests", int, 500, "Requests read and not yet taken up, over the broker's Kafka listeners; at "
-       "the limit no connection is read from", min=1),
-    _k("request.timeout.ms", int, 30000, "A request frame still not whole this long after its first bytes is "
-       "dropped with its connection (kafkasim's rule: docs/deviations.md)", min=1),
-    _k("log.cleaner.enable", bool, True, "Run the log cleaner (needed by compacted `__consumer_offsets`)"),
-    _k("log.cleaner.delete.retention.ms", int, 86400000, "How long tombstones are kept in compacted logs"),
-    _k("log.cleaner.backoff.ms", int, 5000, "Pause between log cleaner passes", kafka_default=15000),
-    _k("log.cleaner.min.cleanable.ratio.percent", int, 50, "Dirty share (%) of a compacted log that makes it "
-       "cleanable (Kafka's log.cleaner.min.cleanable.ratio 0.5, as a percentage)", min=0, max=100, extension=True),
-    _k("group.min.session.timeout.ms", int, 6000, "Min session timeout a consumer may ask for"),
-    _k("group.max.session.timeout.ms", int, 1800000, "Max session timeout a consumer may ask for"),
-    _k("group.initial.rebalance.delay.ms", int, 3000, "Delay of the first rebalance of an empty group", min=0),
-    _k("group.max.size", int, 2147483647, "Max members of one consumer group"),
-    _k("kafkasim.offsets.topic.eager.create", bool, True, "true: the controller creates __consumer_offsets at "
-       "start-up (the lab's way); false: Kafka's way, the first FindCoordinator creates it", extension=True),
-    _k("kafkasim.controller.metadata.resend.interval.ms", int, 2000, "Controller re-sends UpdateMetadata to all live "
-       "brokers this often; 0 = never", min=0, extension=True),
-    _k("kafkasim.isr.kip841.enable", bool, False, "Kafka 3.3's KIP-841 ISR eligibility: the controller answers "
-       "INELIGIBLE_REPLICA to an AlterIsr adding a broker that is shutting down or not registered, and a leader "
-       "stops counting such a follower for the HW; false = Kafka 2.8's rules", extension=True),
-    _k("kafkasim.offsets.topic.create.grace.ms", int, 3000, "The controller creates __consumer_offsets once "
-       "every listed broker has registered, or after this long with at least its replication factor", min=0,
-       extension=True),
-)
-SCHEMA: Mapping[str, KeySpec] = MappingProxyType({spec.name: spec for spec in _TABLE})
-
-BROKER_SCHEMA: Mapping[str, KeySpec] = MappingProxyType({spec.name: spec for spec in (
-    _k("id", int, None, "broker.id: required, unique", min=0),
-    _k("host", str, "127.0.0.1", "Host the broker listens on and advertises"),
-    _k("port", int, None, "Listener port: required, unique per host", max=65535),
-    _k("rack", str, None, "broker.rack; null = no rack", nullable=True),
-    _k("log.dirs", str, None, "The broker's one data directory; null = `<run.dir>/data/broker-<id>`", nullable=True),
-    _k("listeners", str, None, "The Kafka-protocol listeners, `NAME://host:port[,...]` (names from "
-       "listener.security.protocol.map); null = `PLAINTEXT://<host>:<port + 10000>` (port - 10000 above 55535)",
-       nullable=True),
-    _k("advertised.listeners", str, None, "What Metadata and FindCoordinator tell a client that came in on a "
-       "listener, `NAME://host:port[,...]` (names from `listeners`); null = `listeners`", nullable=True),
-)})
 KAFKA_PORT_OFFSET = 10000  # the default Kafka listener is on the gRPC port + 10000 (19091 -> 29091), or - 10000
-_REQUIRED_BROKER_KEYS = ("id", "port")
 _TOP_KNOWN = tuple(SCHEMA) + ("brokers",)
 _UNDERSCORED = {name.replace(".", "_"): name for name in SCHEMA}
 #: Kafka keys kafkasim does not implement: an error naming them, never accepted and ignored
@@ -254,11 +114,21 @@ class BrokerSpec:
     host: str
     port: int
     rack: str | None
-    log_dir: Path
+    log_dir: Path                                    # the first of ``log_dirs`` (where zk-session.json lives)
     listeners: tuple[Endpoint, ...] | None = None    # the Kafka listeners' (name, bind host, port); None: default
     advertised: tuple[Endpoint, ...] | None = None   # what clients are told, per listener name; None: ``listeners``
     listeners_raw: str | None = None            # as given (to_yaml writes it back)
     advertised_raw: str | None = None
+    log_dirs: tuple[Path, ...] = ()                  # every data directory, in log.dirs' order; () = (log_dir,)
+
+    def __post_init__(self) -> None:
+        if not self.log_dirs:
+            object.__setattr__(self, "log_dirs", (self.log_dir,))
+
+    @property
+    def log_dirs_raw(self) -> str:
+        """``log.dirs`` as cluster.yaml writes it back."""
+        return ",".join(str(d) for d in self.log_dirs)
 
     @property
     def kafka_listeners(self) -> tuple[Endpoint, ...]:
@@ -382,8 +252,8 @@ class ClusterConfig:
             entry: dict[str, Any] = {"id": b.id, "host": b.host, "port": b.port}
             if b.rack is not None:
                 entry["rack"] = b.rack
-            if b.log_dir != self.run_dir / "data" / f"broker-{b.id}":
-                entry["log.dirs"] = str(b.log_dir)
+            if b.log_dirs != (self.run_dir / "data" / f"broker-{b.id}",):
+                entry["log.dirs"] = b.log_dirs_raw
             if b.listeners_raw is not None:
                 entry["listeners"] = b.listeners_raw
             if b.advertised_raw is not None:
@@ -418,12 +288,19 @@ def _parse_brokers(value: Any, run_dir: Path, base: Path, problems: list,
                 problems.append((f"{where}.{key}", err))
             else:
                 vals[key] = val
-        for key in _REQUIRED_BROKER_KEYS:
+        for key in REQUIRED_BROKER_KEYS:
             if key not in entry:
                 problems.append((f"{where}.{key}", "required"))
         log_dirs = vals.get("log.dirs")
-        if log_dirs is not None and "," in log_dirs:
-            problems.append((f"{where}.log.dirs", "kafkasim supports exactly one directory per broker"))
+        dirs: tuple[Path, ...] = ()
+        if log_dirs is not None:
+            parts = [d.strip() for d in log_dirs.split(",")]
+            if any(not d for d in parts):
+                problems.append((f"{where}.log.dirs", f"{log_dirs!r} has an empty directory (comma-separated paths)"))
+            else:
+                dirs = tuple(_abspath(base, d) for d in parts)
+                if len(set(dirs)) != len(dirs):
+                    problems.append((f"{where}.log.dirs", f"{log_dirs!r} lists a directory twice"))
         parsed: dict[str, tuple[Endpoint, ...] | None] = {}
         for key in ("listeners", "advertised.listeners"):
             try:
@@ -435,10 +312,10 @@ def _parse_brokers(value: Any, run_dir: Path, base: Path, problems: list,
             problems.append((f"{where}.advertised.listeners", why))
         if len(problems) > before:
             continue
-        log_dir = _abspath(base, log_dirs) if log_dirs else run_dir / "data" / f"broker-{vals['id']}"
+        dirs = dirs or (run_dir / "data" / f"broker-{vals['id']}",)
         out.append((i, BrokerSpec(vals["id"], vals.get("host", "127.0.0.1"), vals["port"], vals.get("rack"),
-                                  log_dir, parsed["listeners"], parsed["advertised.listeners"],
-                                  vals.get("listeners"), vals.get("advertised.listeners"))))
+                                  dirs[0], parsed["listeners"], parsed["advertised.listeners"],
+                                  vals.get("listeners"), vals.get("advertised.listeners"), dirs)))
     return out
 
 
@@ -451,12 +328,13 @@ def _check_combinations(s: Mapping[str, Any], brokers: list[tuple[int, BrokerSpe
     addrs: dict[tuple[str, int], str] = {}   # host:port -> the key that took it (gRPC port or Kafka listener)
     dirs: dict[Path, int] = {}
     for i, b in brokers:
+        used = [d for d in b.log_dirs if d in dirs]
         if b.id in ids:
             problems.append((f"brokers[{i}].id", f"duplicate broker id {b.id} (also brokers[{ids[b.id]}].id)"))
         if (b.host, b.port) in addrs:
             problems.append((f"brokers[{i}].port", f"{b.host}:{b.port} is also used by {addrs[b.host, b.port]}"))
-        if b.log_dir in dirs:
-            problems.append((f"brokers[{i}].log.dirs", f"{b.log_dir} is also used by brokers[{dirs[b.log_dir]}]"))
+        if used:
+            problems.append((f"brokers[{i}].log.dirs", f"{used[0]} is also used by brokers[{dirs[used[0]]}]"))
         ids.setdefault(b.id, i)
         addrs.setdefault((b.host, b.port), f"brokers[{i}]")
         for _, host, port in b.kafka_listeners:
@@ -464,7 +342,8 @@ def _check_combinations(s: Mapping[str, Any], brokers: list[tuple[int, BrokerSpe
             if kafka in addrs:
                 problems.append((f"brokers[{i}].listeners", f"{host}:{port} is also used by {addrs[kafka]}"))
             addrs.setdefault(kafka, f"brokers[{i}].listeners")
-        dirs.setdefault(b.log_dir, i)
+        for d in b.log_dirs:
+            dirs.setdefault(d, i)
     if s["zookeeper.connect"] is None:
         tick, session = s["zookeeper.embedded.tick.time.ms"], s["zookeeper.session.timeout.ms"]
         if session < 2 * tick:
@@ -515,7 +394,7 @@ def parse_config(data: Mapping[str, Any] | None, source: str = "<config>",
             problems.append((key, err))
         else:
             settings[key] = value
-    for spec in _TABLE:
+    for spec in SCHEMA.values():
         settings.setdefault(spec.name, spec.default)
     if settings["zookeeper.connect"] is not None:
         if (err := _check_zk_connect(settings["zookeeper.connect"])) is not None:
@@ -584,35 +463,15 @@ def load_config(path: str | Path) -> ClusterConfig:
 
 
 def default_config(brokers: int = 3, base_port: int = 19091, run_dir: str | Path = "run") -> ClusterConfig:
-    """The lab cluster (as in cluster.yaml); offsets.topic.replication.factor is capped at ``brokers``."""
+    """The lab cluster (as in cluster.yaml); the internal topics' replication factors (and the transaction log's
+    min ISR) are capped at ``brokers``."""
     if isinstance(brokers, bool) or not isinstance(brokers, int) or brokers < 1:
         _fail("<config>", [("brokers", f"default_config needs at least 1 broker, got {brokers!r}")])
     data: dict[str, Any] = {"run.dir": str(run_dir)}
     if brokers < SCHEMA["offsets.topic.replication.factor"].default:
         data["offsets.topic.replication.factor"] = brokers
+    if brokers < SCHEMA["transaction.state.log.replication.factor"].default:
+        data["transaction.state.log.replication.factor"] = brokers
+        data["transaction.state.log.min.isr"] = min(brokers, SCHEMA["transaction.state.log.min.isr"].default)
     data["brokers"] = [{"id": i, "host": "127.0.0.1", "port": base_port + i - 1} for i in range(1, brokers + 1)]
     return parse_config(data)
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "`null`"
-    return f"`{str(value).lower()}`" if isinstance(value, bool) else f"`{value}`"
-
-
-def describe_schema() -> str:
-    """Markdown tables of every top-level key and every broker-entry key."""
-    lines = ["| Key | Type | Allowed | Default | Kafka 2.8 default | Meaning |", "|---|---|---|---|---|---|"]
-    for s in _TABLE:
-        kafka = "n/a (kafkasim)" if s.extension else "same" if s.kafka_default is None else _fmt(s.kafka_default)
-        lines.append(f"| `{s.name}` | {s.type_name} | {s.allowed} | {_fmt(s.default)} | {kafka} | {s.doc} |")
-    lines += ["", "Each entry of the required `brokers` list (at least one):", "",
-              "| Key | Type | Allowed | Default | Meaning |", "|---|---|---|---|---|"]
-    for s in BROKER_SCHEMA.values():
-        default = "required" if s.name in _REQUIRED_BROKER_KEYS else _fmt(s.default)
-        lines.append(f"| `{s.name}` | {s.type_name} | {s.allowed} | {default} | {s.doc} |")
-    lines += ["", "Topic configs (Kafka 2.8's 26: `kafkasim topics --create --topic T --config KEY=VALUE`, CreateTopics, "
-              "and on a live topic AlterConfigs and IncrementalAlterConfigs, e.g. `kafka-configs --alter`); the default "
-              "is the broker key named (its dynamic value first, docs/kafka-listener.md), else Kafka's:", "",
-              describe_topic_configs().rstrip("\n")]
-    return "\n".join(lines) + "\n"

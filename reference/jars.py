@@ -7,6 +7,10 @@ from the machine's own configuration (``~/.m2/settings.xml`` or its defaults: Ma
 
 The cache is ``$KAFKASIM_CACHE/kafka-2.8.2`` (default ``~/.cache/kafkasim/kafka-2.8.2``).  A complete
 cache holds a manifest, written last, naming the pom it came from and every jar with its size.
+
+Kafka Streams 2.8.2 has a pom and a cache of its own (``reference/streams/pom.xml``,
+``kafka-streams-2.8.2`` beside the main cache: :func:`ensure_streams_jars`), so that only what needs Streams
+fetches it and the brokers' class path stays the distribution's.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -39,29 +44,43 @@ _MISSING = re.compile(r"Could not find artifact|could not be resolved|Failure to
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+@dataclass(frozen=True)
+class JarSet:
+    """A pom, the cache directory it fills (beside the main one) and the jars a complete cache must hold."""
+    name: str
+    pom: Path
+    required: tuple[str, ...]
+
+
+MAIN = JarSet(f"kafka-{KAFKA_VERSION}", POM, REQUIRED)
+STREAMS = JarSet(f"kafka-streams-{KAFKA_VERSION}", Path(__file__).resolve().parent / "streams" / "pom.xml",
+                 (f"kafka-streams-{KAFKA_VERSION}.jar",))
+
+
 class JarsUnavailable(RuntimeError):
     """Maven is missing, cannot reach its repository, or the repository lacks an artifact; says which."""
 
 
-def cache_dir() -> Path:
-    """Where the jars live: ``$KAFKASIM_CACHE/kafka-2.8.2`` or ``~/.cache/kafkasim/kafka-2.8.2``."""
+def cache_dir(jar_set: JarSet = MAIN) -> Path:
+    """Where the jars live: ``$KAFKASIM_CACHE/kafka-2.8.2`` or ``~/.cache/kafkasim/kafka-2.8.2`` (Streams':
+    ``kafka-streams-2.8.2`` beside it)."""
     base = os.environ.get(CACHE_ENV)
     root = Path(base).expanduser() if base else Path.home() / ".cache" / "kafkasim"
-    return root.resolve() / f"kafka-{KAFKA_VERSION}"
+    return root.resolve() / jar_set.name
 
 
 def pom_digest(pom: Path = POM) -> str:
     return hashlib.sha256(pom.read_bytes()).hexdigest()
 
 
-def is_complete(cache: Path, pom: Path = POM) -> bool:
+def is_complete(cache: Path, pom: Path = POM, required: Sequence[str] = REQUIRED) -> bool:
     """The manifest is there, names this pom, and every jar it lists is present with its size."""
     try:
         manifest = json.loads((cache / MANIFEST).read_text())
         if manifest.get("pom_sha256") != pom_digest(pom):
             return False
         jars = manifest["jars"]
-        return (all(name in jars for name in REQUIRED)
+        return (all(name in jars for name in required)
                 and all((cache / name).stat().st_size == size for name, size in jars.items()))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
@@ -79,7 +98,13 @@ def find_mvn() -> str:
     return found
 
 
-def ensure_jars(cache: Path | None = None, *, mvn_args: Sequence[str] = (), quiet: bool = False) -> Path:
+def ensure_streams_jars(quiet: bool = False) -> Path:
+    """Kafka Streams' cache (beside the main one), complete: fetched with Maven first when needed."""
+    return ensure_jars(cache_dir(STREAMS), quiet=quiet, jar_set=STREAMS)
+
+
+def ensure_jars(cache: Path | None = None, *, mvn_args: Sequence[str] = (), quiet: bool = False,
+                jar_set: JarSet = MAIN) -> Path:
     """The cache directory, complete: fetched with Maven first when missing or incomplete.
 
     Idempotent, and fast when complete (one manifest read and a stat per jar).  Concurrent callers (two
@@ -87,33 +112,33 @@ def ensure_jars(cache: Path | None = None, *, mvn_args: Sequence[str] = (), quie
     their own and renamed into place, so no caller ever sees half a cache.  ``mvn_args`` go to Maven
     before the goal (tests point it at another settings file).  Raises :class:`JarsUnavailable`.
     """
-    cache = Path(cache).resolve() if cache is not None else cache_dir()
-    if is_complete(cache):
+    cache = Path(cache).resolve() if cache is not None else cache_dir(jar_set)
+    if is_complete(cache, jar_set.pom, jar_set.required):
         return cache
     cache.parent.mkdir(parents=True, exist_ok=True)
     with open(cache.parent / f".{cache.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if is_complete(cache):          # another caller fetched it while we waited
+        if is_complete(cache, jar_set.pom, jar_set.required):   # another caller fetched it while we waited
             return cache
         staging = cache.parent / f".{cache.name}.partial-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         if not quiet:
             print(f"fetching Kafka {KAFKA_VERSION}'s jars with Maven into {cache} (first use)", file=sys.stderr)
-        _run_mvn(staging, mvn_args)
+        _run_mvn(staging, mvn_args, jar_set.pom)
         jars = {p.name: p.stat().st_size for p in sorted(staging.glob("*.jar"))}
-        missing = [name for name in REQUIRED if name not in jars]
+        missing = [name for name in jar_set.required if name not in jars]
         if missing:
             shutil.rmtree(staging, ignore_errors=True)
             raise JarsUnavailable(f"Maven finished but did not copy {', '.join(missing)} into the cache")
-        (staging / MANIFEST).write_text(json.dumps({"kafka": KAFKA_VERSION, "pom_sha256": pom_digest(),
+        (staging / MANIFEST).write_text(json.dumps({"kafka": KAFKA_VERSION, "pom_sha256": pom_digest(jar_set.pom),
                                                     "jars": jars}, indent=1))
         shutil.rmtree(cache, ignore_errors=True)
         staging.rename(cache)
     return cache
 
 
-def _run_mvn(out: Path, mvn_args: Sequence[str]) -> None:
-    cmd = [find_mvn(), "-q", "-B", "-Dstyle.color=never", *mvn_args, "-f", str(POM), COPY_GOAL,
+def _run_mvn(out: Path, mvn_args: Sequence[str], pom: Path = POM) -> None:
+    cmd = [find_mvn(), "-q", "-B", "-Dstyle.color=never", *mvn_args, "-f", str(pom), COPY_GOAL,
            f"-Dkafkasim.cache={out}"]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)

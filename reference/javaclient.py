@@ -10,7 +10,11 @@ hash of the sources, the cache's pom and the JDK (``$KAFKASIM_CACHE/java-<hash>`
 * :class:`JavaProducer`: a ``KafkaProducer`` that sends what it is told and reports each send's outcome from
   its callback (``java/JavaProducer.java``);
 * :class:`JavaMember`: a ``KafkaConsumer`` in a group that polls, commits synchronously and fetches committed
-  offsets when told, and reports its rebalances (``java/JavaMember.java``).
+  offsets when told, and reports its rebalances (``java/JavaMember.java``);
+* :class:`JavaEosPipeline`: exactly-once consume-transform-produce with the Java client, a transactional
+  producer and ``sendOffsetsToTransaction`` (``java/JavaEosPipeline.java``);
+* :class:`JavaStreamsApp`: a Kafka Streams 2.8.2 application with ``processing.guarantee=exactly_once``
+  (``streams/EosStreamsApp.java``, compiled against Kafka Streams' own cache, reference/jars.py).
 
 :func:`tool_command` is a tool's plain command line (``kafkasim reference tool NAME ARGS``).
 """
@@ -31,10 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from reference.jars import KAFKA_VERSION, MANIFEST, cache_dir, classpath, ensure_jars
+from reference.jars import KAFKA_VERSION, MANIFEST, cache_dir, classpath, ensure_jars, ensure_streams_jars
 from zk.server import find_java
 
 JAVA_SOURCES = Path(__file__).resolve().parent / "java"
+STREAMS_SOURCES = Path(__file__).resolve().parent / "streams"
 TOOLS_LOG4J = Path(__file__).resolve().parent / "tools-log4j.properties"
 #: a client or a tool is a short-lived JVM: a small heap, the serial collector, and C1 only (it starts faster)
 CLIENT_JVM_FLAGS = ("-Xms32m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
@@ -81,8 +86,8 @@ class JavaExited(RuntimeError):
 
 # ------------------------------------------------------------------------------------ compiling
 
-def sources() -> list[Path]:
-    return sorted(JAVA_SOURCES.glob("*.java"))
+def sources(folder: Path = JAVA_SOURCES) -> list[Path]:
+    return sorted(folder.glob("*.java"))
 
 
 def _jdk() -> tuple[str, str]:
@@ -92,23 +97,33 @@ def _jdk() -> tuple[str, str]:
     return javac, os.path.realpath(javac)
 
 
-def sources_digest(jars: Path | None = None) -> str:
-    """What the compiled classes depend on: the sources, the cache's manifest (the jars) and the JDK."""
+def sources_digest(jars: Path | None = None, folder: Path = JAVA_SOURCES, extra: Iterable[Path] = ()) -> str:
+    """What the compiled classes depend on: the sources, the caches' manifests (the jars) and the JDK."""
     h = hashlib.sha256()
-    for src in sources():
+    for src in sources(folder):
         h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
-    manifest = (jars or cache_dir()) / MANIFEST
-    h.update(manifest.read_bytes() if manifest.exists() else b"")
+    for cache in [jars or cache_dir(), *extra]:
+        manifest = cache / MANIFEST
+        h.update(manifest.read_bytes() if manifest.exists() else b"")
     h.update(_jdk()[1].encode())
     return h.hexdigest()[:16]
 
 
-def compiled(jars: Path | None = None) -> Path:
+def compiled_streams() -> Path:
+    """The compiled Kafka Streams programs (``streams/*.java``, against both caches), compiled when needed."""
+    jars = ensure_jars(quiet=True)
+    streams = ensure_streams_jars(quiet=True)
+    return compiled(jars, folder=STREAMS_SOURCES, extra=(streams,), prefix="java-streams")
+
+
+def compiled(jars: Path | None = None, folder: Path = JAVA_SOURCES, extra: Iterable[Path] = (),
+             prefix: str = "java") -> Path:
     """The directory of the compiled classes, compiled first when needed (under a lock, into a staging
     directory renamed into place: a concurrent caller never sees half of it)."""
     jars = ensure_jars(jars, quiet=True)
+    extra = list(extra)
     javac, _ = _jdk()
-    out = jars.parent / f"java-{sources_digest(jars)}"
+    out = jars.parent / f"{prefix}-{sources_digest(jars, folder, extra)}"
     if (out / ".complete").exists():
         return out
     with open(jars.parent / f".{out.name}.lock", "w") as lock:
@@ -118,26 +133,30 @@ def compiled(jars: Path | None = None) -> Path:
         staging = jars.parent / f".{out.name}.partial-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
-        done = subprocess.run([javac, "-nowarn", "-encoding", "UTF-8", "-d", str(staging), "-cp", classpath(jars),
-                               *map(str, sources())], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        cp = os.pathsep.join([classpath(jars), *map(classpath, extra)])
+        done = subprocess.run([javac, "-nowarn", "-encoding", "UTF-8", "-d", str(staging), "-cp", cp,
+                               *map(str, sources(folder))], capture_output=True, text=True, stdin=subprocess.DEVNULL,
                               timeout=300)
         if done.returncode != 0:
             shutil.rmtree(staging, ignore_errors=True)
-            raise JavaUnavailable(f"javac failed on {JAVA_SOURCES}: {(done.stderr or done.stdout).strip()[-2000:]}")
+            raise JavaUnavailable(f"javac failed on {folder}: {(done.stderr or done.stdout).strip()[-2000:]}")
         (staging / ".complete").write_text(json.dumps({"kafka": KAFKA_VERSION,
-                                                       "sources": [s.name for s in sources()]}))
+                                                       "sources": [s.name for s in sources(folder)]}))
         shutil.rmtree(out, ignore_errors=True)
         staging.rename(out)
     return out
 
 
 def java_command(main: str, *args: str, heap_mb: int = DEFAULT_HEAP_MB, ours: bool = True,
-                 jvm_flags: Iterable[str] = ()) -> list[str]:
-    """``java`` running ``main`` with the cache's jars (and, when ``ours``, the compiled programs) on the
-    class path, logging WARN and above on stderr as Kafka's tools do."""
+                 jvm_flags: Iterable[str] = (), streams: bool = False) -> list[str]:
+    """``java`` running ``main`` with the cache's jars (and, when ``ours``, the compiled programs; with
+    ``streams``, the Kafka Streams programs and Streams' cache) on the class path, logging WARN and above
+    on stderr as Kafka's tools do."""
     jars = ensure_jars(quiet=True)
     cp = classpath(jars)
-    if ours:
+    if streams:
+        cp = os.pathsep.join([str(compiled_streams()), classpath(ensure_streams_jars(quiet=True)), cp])
+    elif ours:
         cp = f"{compiled(jars)}{os.pathsep}{cp}"
     return [find_java(), f"-Xmx{heap_mb}m", *CLIENT_JVM_FLAGS, *jvm_flags,
             f"-Dlog4j.configuration=file:{TOOLS_LOG4J}", "-cp", cp, main, *args]
@@ -171,12 +190,13 @@ class JavaProcess:
 
     def __init__(self, main: str, args: Iterable[str], *, heap_mb: int = DEFAULT_HEAP_MB,
                  on_line: Callable[[dict], None] | None = None, start_timeout: float = 60.0,
-                 jvm_flags: Iterable[str] = ()) -> None:
+                 jvm_flags: Iterable[str] = (), streams: bool = False) -> None:
         self.main = main
         self.on_line = on_line
         self.lines: queue.Queue[dict | None] = queue.Queue()
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=200)
-        self.proc = subprocess.Popen(java_command(main, *args, heap_mb=heap_mb, jvm_flags=jvm_flags),
+        self.proc = subprocess.Popen(java_command(main, *args, heap_mb=heap_mb, jvm_flags=jvm_flags,
+                                                  streams=streams),
                                      stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
                                      start_new_session=True)
@@ -199,7 +219,8 @@ class JavaProcess:
             except ValueError:
                 self.stderr_tail.append(f"(stdout) {line}")
                 continue
-            if self.on_line is not None and "id" in msg:   # a send's outcome; answers to commands stay queued
+            if self.on_line is not None and ("id" in msg or self.stream_lines(msg)):
+                # a send's outcome (a pipeline's progress); answers to commands stay queued
                 try:
                     self.on_line(msg)
                 except Exception as e:  # a bug in the callback must not stop the reading
@@ -207,6 +228,10 @@ class JavaProcess:
                 continue
             self.lines.put(msg)
         self.lines.put(None)
+
+    def stream_lines(self, msg: dict) -> bool:
+        """Whether ``msg`` is one of the lines this program reports as they come (to ``on_line``)."""
+        return False
 
     def _read_stderr(self) -> None:
         assert self.proc.stderr is not None
@@ -423,3 +448,62 @@ class JavaMember(JavaProcess):
         msg, _ = self.expect(lambda m: "fetched" in m or "fetch_failed" in m, self.api_timeout_s + 30,
                              "the committed offsets")
         return msg
+
+
+class JavaEosPipeline(JavaProcess):
+    """The Java client's exactly-once consume-transform-produce (``java/JavaEosPipeline.java``): read_committed
+    from ``source`` in ``group``, each poll's records (value prefixed ``out-``, same key and partition number)
+    and offsets in one transaction of ``transactional_id``, running on its own.  Its reports
+    (``{"committed": n, "records", "offsets"}``, ``{"aborted": ...}``, ``{"fatal": ...}``) go to ``on_line``
+    as they come, and are kept in ``reports``."""
+
+    def __init__(self, bootstrap: str, transactional_id: str, group: str, source: str, sink: str,
+                 configs: Mapping[str, Any] | None = None, on_line: Callable[[dict], None] | None = None,
+                 heap_mb: int = DEFAULT_HEAP_MB) -> None:
+        self.reports: list[dict] = []
+        self._user_line = on_line
+        super().__init__("JavaEosPipeline", [bootstrap, transactional_id, group, source, sink,
+                                             *_configs(configs or {})], heap_mb=heap_mb, on_line=self._report,
+                         start_timeout=120.0)
+
+    def stream_lines(self, msg: dict) -> bool:
+        return any(k in msg for k in ("begin", "produced", "committing", "committed", "aborted", "aborting",
+                                      "abort_done", "fatal"))
+
+    def _report(self, msg: dict) -> None:
+        self.reports.append(msg)
+        if self._user_line is not None:
+            self._user_line(msg)
+
+    @property
+    def commits(self) -> int:
+        return sum(1 for m in self.reports if "committed" in m)
+
+    def stop(self, timeout: float = 60.0) -> bool:
+        """Stop the loop and close both clients."""
+        try:
+            self.send("stop")
+        except JavaExited:
+            pass
+        return self.close(timeout)
+
+
+class JavaStreamsApp(JavaProcess):
+    """A Kafka Streams 2.8.2 application with ``processing.guarantee=exactly_once``
+    (``streams/EosStreamsApp.java``): ``source`` to ``sink``, each value prefixed ``out-``.  Its state changes
+    and thread errors (``{"state", "from"}``, ``{"thread_error"}``) are kept in ``reports``."""
+
+    def __init__(self, bootstrap: str, application_id: str, source: str, sink: str, state_dir: str | Path,
+                 configs: Mapping[str, Any] | None = None, heap_mb: int = 384) -> None:
+        self.reports: list[dict] = []
+        super().__init__("EosStreamsApp", [bootstrap, application_id, source, sink, str(state_dir),
+                                           *_configs(configs or {})], heap_mb=heap_mb, on_line=self.reports.append,
+                         start_timeout=180.0, streams=True)
+
+    def stream_lines(self, msg: dict) -> bool:
+        return "state" in msg or "thread_error" in msg
+
+    @property
+    def state(self) -> str | None:
+        states = [m["state"] for m in self.reports if "state" in m]
+        return states[-1] if states else None

@@ -94,6 +94,7 @@ class ReferenceCluster:
         self.ports: dict[int, dict[str, int]] = {}   # broker id -> listener name -> port
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._log_marks: dict[int, int] = {}          # broker id -> server.log's size when we last started it
+        self._stopped: set[int] = set()               # brokers we killed or stopped on purpose (not an exit to report)
         self._zk: ZkClient | None = None
         self._load_state()
 
@@ -262,6 +263,7 @@ class ReferenceCluster:
                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(d))
         self._procs[broker_id] = proc
         self.pids[broker_id] = proc.pid
+        self._stopped.discard(broker_id)
         self._save_state()
         if wait:
             self._wait(lambda: self.started(broker_id), timeout, f"reference broker {broker_id} to start", 0.05)
@@ -296,6 +298,8 @@ class ReferenceCluster:
         if not self.is_running(broker_id):
             raise RuntimeError(f"reference broker {broker_id} is not running")
         pid = self.pids[broker_id]
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            self._stopped.add(broker_id)
         os.kill(pid, sig)
         return pid
 
@@ -384,9 +388,9 @@ class ReferenceCluster:
         return value
 
     def check_alive(self) -> None:
-        """Raise, with the end of its log, when a broker we started has exited."""
+        """Raise, with the end of its log, when a broker we started has exited (not one we killed or stopped)."""
         for b in self.cfg.brokers:
-            if b.id in self.pids and not self.is_running(b.id):
+            if b.id in self.pids and b.id not in self._stopped and not self.is_running(b.id):
                 out = self.broker_dir(b.id) / "logs" / "kafka.out"
                 server = self.broker_dir(b.id) / "logs" / "server.log"
                 tail = "".join(p.read_text(errors="replace")[-1500:] for p in (out, server) if p.exists())

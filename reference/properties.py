@@ -24,6 +24,11 @@ SAME: frozenset[str] = frozenset({
     "offsets.topic.num.partitions", "offsets.topic.replication.factor", "offsets.topic.segment.bytes",
     "offsets.commit.timeout.ms", "offsets.commit.required.acks", "offsets.retention.minutes",
     "offsets.retention.check.interval.ms", "offsets.load.buffer.size", "offset.metadata.max.bytes",
+    "transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr", "transaction.state.log.segment.bytes", "transaction.state.log.load.buffer.size",
+    "transaction.max.timeout.ms", "transactional.id.expiration.ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
     "controller.socket.timeout.ms", "controlled.shutdown.enable", "controlled.shutdown.max.retries",
     "controlled.shutdown.retry.backoff.ms", "auto.leader.rebalance.enable",
     "leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage", "delete.topic.enable",
@@ -106,11 +111,6 @@ def cluster_properties(cfg: ClusterConfig) -> dict[str, str]:
         elif key not in LAUNCHER:
             raise TranslationError(key, "no translation to a Kafka 2.8.2 key (add it to reference/properties.py)",
                                    cfg.source)
-    # the transaction log's defaults (3 replicas, min ISR 2) do not fit fewer than 3 brokers, where a
-    # transactional producer would never find its coordinator; kafkasim has no transaction coordinator
-    n = len(cfg.brokers)
-    out["transaction.state.log.replication.factor"] = str(min(3, n))
-    out["transaction.state.log.min.isr"] = str(min(2, n))
     return out
 
 

@@ -4,7 +4,9 @@ Implements Kafka's broker-side fencing of controller requests:
 - a request whose broker epoch (not -1) is below ours -> STALE_BROKER_EPOCH;
 - a controller epoch below the latest one seen -> STALE_CONTROLLER_EPOCH
   (an equal epoch is accepted);
-- LeaderAndIsr applies a partition only when its leader epoch is higher than
+- LeaderAndIsr answers KAFKA_STORAGE_ERROR for a replica in an offline log
+  directory before any other check (replication/log_dirs.py); it applies a
+  partition only when its leader epoch is higher than
   ours (Kafka 2.8's becomeLeaderOrFollower: every controller change of a
   partition's leader or ISR bumps the epoch; AlterIsr results come back in
   the AlterIsr answer and UpdateMetadata); otherwise that partition gets
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from kafkacommon import errors
 from kafkacommon.assignment import assign_replicas
@@ -41,6 +43,7 @@ class PartitionInfo:
     replicas: tuple[int, ...]
     zk_version: int
     controller_epoch: int
+    is_new: bool = False     # LeaderAndIsr's isNew: a replica the controller just created (a new partition)
 
 
 @dataclass(frozen=True)
@@ -78,20 +81,22 @@ class BrokerState:
     # ------------------------------------------------------------------ the offsets topic, lazily
 
     def internal_topic_to_create(self, topic: str, partitions: int, replication_factor: int,
-                                 rng: Callable[[int], int]) -> tuple[TopicAssignment | None, str]:
-        """Kafka's FindCoordinator on a missing offsets topic (``KafkaApis.createInternalTopic``): create it,
-        compacted, over the live brokers of this broker's metadata cache, if there are at least its replication
-        factor of them.  (assignment to write, or None and why not)."""
+                                 rng: Callable[[int], int], config: dict | None = None,
+                                 factor_key: str = "offsets.topic.replication.factor"
+                                 ) -> tuple[TopicAssignment | None, str]:
+        """Kafka's FindCoordinator on a missing internal topic (``KafkaApis.createInternalTopic``): create it,
+        compacted (or with ``config``), over the live brokers of this broker's metadata cache, if there are at
+        least its replication factor of them.  (assignment to write, or None and why not)."""
         if topic in self.topic_partitions:
             return None, "exists"
         live = sorted(self.live_brokers)
         if len(live) < replication_factor:
-            return None, (f"{len(live)} live brokers, fewer than offsets.topic.replication.factor "
-                          f"{replication_factor}")
+            return None, f"{len(live)} live brokers, fewer than {factor_key} {replication_factor}"
         n = len(live)
         assignment = assign_replicas(partitions, replication_factor, live, start_index=rng(n), shift=rng(n))
         topic_id = base64.urlsafe_b64encode(bytes(rng(256) for _ in range(16))).rstrip(b"=").decode()
-        return TopicAssignment(topic, assignment, topic_id=topic_id, config={"cleanup.policy": "compact"}), ""
+        return TopicAssignment(topic, assignment, topic_id=topic_id,
+                               config=config if config is not None else {"cleanup.policy": "compact"}), ""
 
     # ------------------------------------------------------------------ fencing
 
@@ -113,13 +118,21 @@ class BrokerState:
 
     # ------------------------------------------------------------------ requests
 
-    def leader_and_isr(self, h: Header, parts: Iterable[PartitionInfo]) -> Outcome:
+    def leader_and_isr(self, h: Header, parts: Iterable[PartitionInfo],
+                       storage_errors: Mapping[TP, int] | None = None) -> Outcome:
+        """``storage_errors``: this broker's offline replicas (replication/log_dirs.py), answered with their
+        error (KAFKA_STORAGE_ERROR) and left out, before any other check (Kafka's HostedPartition.Offline)."""
         out = Outcome()
         if not self._fence("LeaderAndIsr", h, out):
             return out
         stale = 0
+        offline = []
         for p in parts:
             tp = (p.topic, p.partition)
+            if storage_errors and tp in storage_errors:
+                out.partition_errors[tp] = storage_errors[tp]
+                offline.append(f"{tp[0]}-{tp[1]}")
+                continue
             if self.broker_id not in p.replicas:
                 out.partition_errors[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -145,6 +158,9 @@ class BrokerState:
         if stale:
             out.events.append(Event("leader_and_isr_unchanged", {"partitions": stale,
                                                             "controller_epoch": h.controller_epoch}))
+        if offline:
+            out.events.append(Event("leader_and_isr_offline_replicas", {"replicas": offline,
+                                                                        "controller_epoch": h.controller_epoch}))
         return out
 
     def update_metadata(self, h: Header, parts: Iterable[PartitionInfo],

@@ -46,6 +46,7 @@ class PartitionFetch(NamedTuple):
     current_leader_epoch: int
     max_bytes: int
     follower_high_watermark: int
+    log_start_offset: int = -1     # the follower's own (-1: not known): the leader's low watermark counts it
 
 
 def readable(fetch_offset: int, log_end_offset: int, high_watermark: int, is_leader: bool, follower: bool) -> bool:
@@ -55,11 +56,15 @@ def readable(fetch_offset: int, log_end_offset: int, high_watermark: int, is_lea
     return (log_end_offset if follower else high_watermark) > fetch_offset or not is_leader
 
 
-def has_news(pf: PartitionFetch, log_end_offset: int, high_watermark: int, is_leader: bool) -> bool:
+def has_news(pf: PartitionFetch, log_end_offset: int, high_watermark: int, is_leader: bool,
+             log_start_offset: int = -1) -> bool:
     """Whether a partition of a follower's session goes into the answer (KIP-227): the log end is not
-    where the follower fetches from (records to send), the HW is not the one it has, or this broker
-    no longer leads the partition.  Otherwise it is left out, for the follower has it all."""
-    return log_end_offset != pf.fetch_offset or high_watermark != pf.follower_high_watermark or not is_leader
+    where the follower fetches from (records to send), the HW is not the one it has, this broker
+    no longer leads the partition, or its log start offset (``log_start_offset``) is past the follower's
+    (DeleteRecords moved it: Kafka's session answers a partition whose log start moved).  Otherwise it is
+    left out, for the follower has it all."""
+    return (log_end_offset != pf.fetch_offset or high_watermark != pf.follower_high_watermark or not is_leader
+            or 0 <= pf.log_start_offset < log_start_offset)
 
 
 @dataclass

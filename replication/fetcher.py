@@ -98,6 +98,11 @@ class FetcherState:
         self._state.pop(tp, None)
         return False
 
+    def forget(self, tp: TP) -> None:
+        """A partition whose answer could not be applied (its log directory went offline): read afresh if it is
+        given again."""
+        self._state.pop(tp, None)
+
     def moved(self, tp: TP, handle: Any, epoch: int, pf: PartitionFetch) -> None:
         """The partition's position after its answer was applied."""
         self._state[tp] = (handle, epoch, pf)

@@ -78,15 +78,19 @@ def position(pf: PartitionFetch, repl: PartitionReplication, log: LogView) -> Po
 
 
 def answer_code(pf: PartitionFetch, repl: PartitionReplication, log: LogView, follower: bool,
-                replica_open: bool = True) -> int | None:
-    """A parked (or waited-for) partition's answer once the wait ended: an error code (NOT_LEADER_OR_FOLLOWER when
-    the replica was stopped, ``replica_open`` False, or :func:`answer_error`'s), NONE (read its records), or None:
-    nothing new for a follower (KIP-227: the partition is left out of the answer)."""
-    if not replica_open or not repl.is_leader:
+                replica_open: bool = True, replica_failed: bool = False) -> int | None:
+    """A parked (or waited-for) partition's answer once the wait ended: an error code (when the replica was
+    stopped, ``replica_open`` False: KAFKA_STORAGE_ERROR if its log directory failed, ``replica_failed``, else
+    NOT_LEADER_OR_FOLLOWER; or :func:`answer_error`'s), NONE (read its records), or None: nothing new for a
+    follower (KIP-227: the partition is left out of the answer; a log start offset moved past the follower's is
+    news)."""
+    if not replica_open:
+        return errors.KAFKA_STORAGE_ERROR if replica_failed else errors.NOT_LEADER_OR_FOLLOWER
+    if not repl.is_leader:
         return errors.NOT_LEADER_OR_FOLLOWER
     if 0 <= pf.current_leader_epoch < repl.leader_epoch:
         return errors.FENCED_LEADER_EPOCH
-    if follower and not has_news(pf, log.log_end_offset, repl.high_watermark, True):
+    if follower and not has_news(pf, log.log_end_offset, repl.high_watermark, True, log.log_start_offset):
         return None
     return errors.NONE
 
@@ -148,9 +152,10 @@ class LeaderFetch:
             return True
         return False
 
-    def not_leader(self, part: Part) -> FetchOutcome:
-        """A listed partition this broker does not lead (or host): NOT_LEADER_OR_FOLLOWER at once."""
-        out = FetchOutcome(error=errors.NOT_LEADER_OR_FOLLOWER)
+    def not_leader(self, part: Part, offline: bool = False) -> FetchOutcome:
+        """A listed partition this broker does not lead (or host): NOT_LEADER_OR_FOLLOWER at once, or
+        KAFKA_STORAGE_ERROR when it is not hosted because its log directory failed (``offline``)."""
+        out = FetchOutcome(error=errors.KAFKA_STORAGE_ERROR if offline else errors.NOT_LEADER_OR_FOLLOWER)
         self.answered.append((Part(part.tp, None, part.fetch), out))   # answered with no state of the replica
         return out
 
@@ -161,7 +166,8 @@ class LeaderFetch:
         hw = repl.high_watermark
         pf = part.fetch
         out = repl.on_follower_fetch(follower_id, pf.fetch_offset, pf.last_fetched_epoch, pf.current_leader_epoch,
-                                     log, now_ms)
+                                     log, now_ms, log_start_offset=pf.log_start_offset if pf.log_start_offset >= 0
+                                     else None)
         self.hw_moved = self.hw_moved or repl.high_watermark != hw
         if out.alter_isr is not None:
             self.proposals.append((part.handle, out.alter_isr))
@@ -205,9 +211,9 @@ class LeaderFetch:
         return True
 
     def answer(self, part: Part, repl: PartitionReplication | None, log: LogView | None,
-               replica_open: bool = True) -> int | None:
+               replica_open: bool = True, replica_failed: bool = False) -> int | None:
         """After the wait, one of :meth:`parts` (in their order): its :func:`answer_code` (``repl`` None: the
-        replica is no longer hosted, NOT_LEADER_OR_FOLLOWER); None leaves it out of the answer."""
+        replica is no longer hosted, as ``replica_open`` False); None leaves it out of the answer."""
         if repl is None or log is None:
-            return errors.NOT_LEADER_OR_FOLLOWER
-        return answer_code(part.fetch, repl, log, self.follower, replica_open)
+            return errors.KAFKA_STORAGE_ERROR if replica_failed else errors.NOT_LEADER_OR_FOLLOWER
+        return answer_code(part.fetch, repl, log, self.follower, replica_open, replica_failed)

@@ -50,7 +50,8 @@ from replication import produce
 UNKNOWN_OFFSET = -1
 
 # AlterIsr answers after which the leader must not propose again until it learns a
-# newer partition state (LeaderAndIsr / UpdateMetadata / become_*):
+# newer partition state (LeaderAndIsr / UpdateMetadata / become_*); the change stays pending
+# meanwhile (Kafka 2.8's Partition keeps its PendingExpandIsr / PendingShrinkIsr state):
 #   FENCED_LEADER_EPOCH: our leader epoch is over - we are no longer the leader of this
 #     epoch (possibly not the leader at all); a LeaderAndIsr is on its way.
 #   INVALID_UPDATE_VERSION: our zkVersion is stale - the ISR changed without us seeing it.
@@ -136,6 +137,7 @@ class RemoteReplica:
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = UNKNOWN_OFFSET
     last_fetch_ms: int = 0
+    log_start_offset: int = UNKNOWN_OFFSET   # as its last fetch said (the low watermark's input)
 
 
 def divergence(last_fetched_epoch: int | None, fetch_offset: int, log: LogView) -> tuple[int, tuple[int, int] | None]:
@@ -331,8 +333,10 @@ class PartitionReplication:
         return divergence(last_fetched_epoch, fetch_offset, log)
 
     def on_follower_fetch(self, follower_id: int, fetch_offset: int, last_fetched_epoch: int | None,
-                          current_leader_epoch: int | None, log: LogView, now_ms: int) -> FetchOutcome:
-        """Handle one partition of a follower fetch: errors, divergence, then the follower's state.
+                          current_leader_epoch: int | None, log: LogView, now_ms: int,
+                          log_start_offset: int | None = None) -> FetchOutcome:
+        """Handle one partition of a follower fetch: errors, divergence, then the follower's state
+        (``log_start_offset``: the follower's own, which the low watermark counts; None: not sent).
 
         On success ``read_offset`` is where to read from (up to the LEO) and ``high_watermark``
         is the HW to send, taken after this fetch moved it.
@@ -357,6 +361,8 @@ class PartitionReplication:
                                        replicas=list(self.replicas)))
             return out
         self._update_follower(rep, fetch_offset, leo, now_ms)
+        if log_start_offset is not None:
+            rep.log_start_offset = log_start_offset
         out.read_offset = fetch_offset
         out.alter_isr = self._maybe_expand_isr(follower_id, rep, now_ms)
         out.events += self._maybe_increment_hw(leo, now_ms)
@@ -444,6 +450,16 @@ class PartitionReplication:
         old, self._hw = self._hw, candidate
         return [self._hw_event(old, candidate, reason="leader")]
 
+    def low_watermark(self, log: LogView) -> int:
+        """Kafka 2.8's Partition.lowWatermarkIfLeader: the smallest log start offset of this replica and of every
+        follower on a registered broker (as its last fetch said; -1 until it has fetched since this broker became
+        leader).  DeleteRecords waits for it to reach the offset asked for."""
+        low = log.log_start_offset
+        for r, rep in self.remotes.items():
+            if (self._live is None or r in self._live) and rep.log_start_offset < low:
+                low = rep.log_start_offset
+        return low
+
     def _hw_event(self, old: int, new: int, reason: str) -> Event:
         return self._ev("hw_changed", old=old, new=new, reason=reason, decreased=new < old)
 
@@ -476,7 +492,8 @@ class PartitionReplication:
                             leader_epoch: int | None = None, *, proposal: AlterIsrProposal | None = None,
                             log: LogView | None = None, now_ms: int | None = None) -> AlterIsrOutcome:
         """The controller's answer to the pending proposal (pass ``proposal`` to guard against a late
-        answer to an older one).  Any answer clears the pending change; see ISR_CHANGE_GIVE_UP.
+        answer to an older one).  A success or a transient error clears the pending change; after a give-up
+        error (ISR_CHANGE_GIVE_UP) it stays pending, as in Kafka 2.8, until a newer state settles it.
         """
         out = AlterIsrOutcome()
         pending = self._pending
@@ -498,6 +515,9 @@ class PartitionReplication:
             out.events += self._commit_isr(tuple(isr), zk_version, log, now_ms)
             return out
         if error_code in ISR_CHANGE_GIVE_UP:
+            # Kafka 2.8 gives up but leaves the change pending (Partition.handleAlterIsrResponse): a pending
+            # expand's member still counts for the HW, and nothing more is proposed until a newer state
+            self._pending = pending
             self._isr_change_blocked = True
             out.fenced = error_code == errors.FENCED_LEADER_EPOCH
         elif error_code == errors.INELIGIBLE_REPLICA and now_ms is not None:

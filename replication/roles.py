@@ -72,11 +72,20 @@ def become_leader(repl: PartitionReplication, log: LogView, latest_cached_epoch:
 
 
 def become_follower(repl: PartitionReplication, leader: int, leader_epoch: int, isr: Iterable[int],
-                    replicas: Iterable[int], zk_version: int) -> RoleChange:
-    """Kafka's makeFollower: the core forgets the leader's state; fetch from the leader if there is one."""
+                    replicas: Iterable[int], zk_version: int, shutting_down: bool = False) -> RoleChange:
+    """Kafka's makeFollower: the core forgets the leader's state; fetch from the leader if there is one, unless
+    this broker is shutting down (``shutting_down``: Kafka's ReplicaManager.makeFollowers skips "the
+    adding-fetcher step of the become-follower state change ... since it is shutting down").  A broker that
+    handed its leaderships over in its controlled shutdown and then fetched from the new leaders would count
+    there as a caught-up replica: once it is gone, its log end would hold each new leader's HW (and every
+    acks=all append, offset commits included) for ``replica.lag.time.max.ms``."""
     change = RoleChange(False, leader_epoch)
     change.events = repl.become_follower(leader, leader_epoch, list(isr), list(replicas), zk_version)
-    change.fetch_from = (leader, leader_epoch) if leader >= 0 else None
+    change.fetch_from = (leader, leader_epoch) if leader >= 0 and not shutting_down else None
+    if leader >= 0 and shutting_down:
+        change.events.append(Event("follower_fetch_skipped", {"topic": repl.topic, "partition": repl.partition,
+                                                              "leader": leader, "leader_epoch": leader_epoch,
+                                                              "reason": "shutting_down"}))
     return change
 
 

@@ -2,11 +2,16 @@
 
 ``BrokerState`` fences the controller's requests, ``SimReplicaManager`` runs
 ``PartitionReplication``, ``SimCoordinators`` runs ``PartitionCoordinator``,
-``SimController`` runs ``ControllerCore``.  A crash drops everything in memory
+``SimController`` runs ``ControllerCore``, ``SimTxnCoordinators`` runs
+``TxnCoordinator``.  A crash drops everything in memory
 (a new incarnation of the node: its timers and in-flight messages are gone);
 the disk (a ``SimDisk`` holding the logs' files, and the HW checkpoint) stays,
 with the crash's losses, and a restart recovers the logs and registers again,
 as node/server/broker.py does.
+
+With ``log_dirs`` > 1 each directory is a ``SimDisk`` of its own, placed and failed by the real rules
+(``replication.log_dirs.LogDirs``): an I/O error (a ``disk-full`` or ``disk-error`` fault) takes a directory
+offline with its replicas, then the broker writes the ZooKeeper notification, or halts when none is left.
 """
 from __future__ import annotations
 
@@ -19,12 +24,15 @@ from kafkacommon import errors
 from kafkacommon.event import Event
 from kafkacommon.hashing import partition_for
 from replication.broker_state import BrokerState
+from replication.log_dirs import LogDirs
 from sim.configs import SimConfigListener
 from sim.controller import SimController
 from sim.disk import SimDisk
 from sim.coordinators import SimCoordinators
 from sim.log import SimLog
 from sim.replicas import SimReplicaManager
+from sim.txn_coordinators import SimTxnCoordinators, write_txn_markers
+from transactions.config import TRANSACTION_STATE_TOPIC, TxnConfig
 from sim.zkdoor import CONNECTION_ERRORS, ZkDoor
 from zk.exceptions import ZkConnectionLost
 from kafkacommon.metadata import BrokerRegistration
@@ -52,15 +60,27 @@ class SimConfig:
     min_session_timeout_ms: int = 500
     commit_timeout_ms: int = 5000
     metadata_resend_interval_ms: int = 2000   # kafkasim.controller.metadata.resend.interval.ms (0: never, as Kafka)
+    txn_partitions: int = 10             # transaction.state.log.num.partitions (chaos runs' fast default)
     bugs: frozenset[str] = frozenset()
+    log_dirs: int = 1                   # data directories per broker, each a disk of its own
 
 
 @dataclass
 class Disk:
-    """What a broker keeps across crashes: its simulated disk, the logs on it, and its HW checkpoint."""
-    files: SimDisk = field(default_factory=SimDisk)
+    """What a broker keeps across crashes: its simulated disks (one per log directory), the logs on them,
+    and its HW checkpoint."""
+    dirs: list[SimDisk] = field(default_factory=lambda: [SimDisk()])
     logs: dict[TP, SimLog] = field(default_factory=dict)
     hw: dict[TP, int] = field(default_factory=dict)
+
+    @property
+    def files(self) -> SimDisk:
+        """The first directory's disk."""
+        return self.dirs[0]
+
+    def name(self, disk: SimDisk) -> str:
+        """A directory's name, as log_dir_failed reports it: ``d0``, ``d1``..."""
+        return f"d{next(i for i, d in enumerate(self.dirs) if d is disk)}"
 
     @property
     def slow_ms(self) -> float:
@@ -75,7 +95,7 @@ class SimBroker:
         self.cfg: SimConfig = cluster.cfg
         self.id = broker_id
         self.node = f"b{broker_id}"
-        self.disk = Disk()
+        self.disk = Disk([SimDisk() for _ in range(max(1, self.cfg.log_dirs))])
         self.running = False
         self.zk: ZkDoor | None = None
 
@@ -94,11 +114,51 @@ class SimBroker:
         for e in events:
             self.cluster.emit(self.id, e.name, e.fields)
 
-    def disk_log(self, tp: TP) -> SimLog:
+    def disk_log(self, tp: TP, is_new: bool = False) -> SimLog | None:
+        """The replica's log, created where the rules place it; None: it is offline (its directory failed,
+        or a directory is offline and it is not new)."""
         log = self.disk.logs.get(tp)
-        if log is None:
-            log = self.disk.logs[tp] = SimLog(self.disk.files, *tp)
-        return log
+        if log is not None:
+            return None if self.dirs.is_offline(tp) else log
+        placement = self.dirs.placement(tp, is_new)
+        for d in placement.dirs:
+            try:
+                log = SimLog(self.disk.dirs[int(d[1:])], *tp)
+            except OSError as e:
+                self.dir_failed(d, "create", e)
+                continue
+            self.dirs.created(tp, d)
+            self.disk.logs[tp] = log
+            return log
+        if not self.dirs.is_offline(tp) and self.dirs.offline:
+            self.dirs.lost(tp)
+        return None
+
+    def dir_of(self, log: SimLog) -> str:
+        return self.disk.name(log.disk)
+
+    def dir_failed(self, d: str, what: str, e: OSError) -> None:
+        """An I/O error in log directory ``d`` (replication.log_dirs' rules): its replicas go offline; then
+        the ZooKeeper notification, or a halt when no directory is left."""
+        failure = self.dirs.fail(d, f"{type(e).__name__}: {e}", what)
+        if not failure.first:
+            return
+        self.log(*failure.events)
+        for tp in failure.partitions:
+            self.replicas.take_offline(tp)
+        if failure.halt:
+            self.emit("broker_halted", reason=f"every log directory is offline (the last: {d})", exit_code=1)
+            self.crash()
+        else:
+            self._notify_dir_failure(d)
+
+    def _notify_dir_failure(self, d: str) -> None:
+        try:
+            path = self.zk.propagate_log_dir_event(self.id)
+        except CONNECTION_ERRORS:
+            self.world.on_node(self.node, REGISTER_RETRY_MS, self._notify_dir_failure, d)
+            return
+        self.emit("log_dir_event_notified", dir=d, path=path)
 
     def disk_wrote(self, log: SimLog) -> None:
         pass   # the page cache has it; fsync comes with the periodic flush
@@ -130,16 +190,31 @@ class SimBroker:
                                 check_commit_generation="fenced-generation-commit" not in bugs)
         self.coordinators = SimCoordinators(self, group_cfg, self._member_suffix,
                                             load_to_hw="load-to-hw" in bugs)
-        self.replicas.on_role = self.coordinators.on_role
+        self.replicas.on_role = self._on_role
         self.emit("broker_starting", host="sim", port=9000 + self.id, pid=0, planted_bugs=sorted(bugs),
                   kafka_listener=None)
+        self.dirs = LogDirs([f"d{i}" for i in range(len(self.disk.dirs))])   # offline ones come back on restart
         for tp, log in sorted(self.disk.logs.items()):
-            cut, dropped = log.recover()
+            self.dirs.found(tp, self.dir_of(log))
+        for tp, log in sorted(self.disk.logs.items()):
+            if self.dirs.is_offline(tp):
+                continue
+            try:
+                cut, dropped = log.recover()
+            except OSError as e:   # Kafka's loadLogs: the directory is offline from the start
+                self.dirs.fail(self.dir_of(log), f"{type(e).__name__}: {e}", "log recovery")
+                continue
             if cut:
                 self.emit("log_recovered", topic=tp[0], partition=tp[1], truncated_bytes=cut,
                           dropped_batches=dropped, log_end_offset=log.log_end_offset)
+        if not self.dirs.online():   # Kafka's createAndValidateLogDirs / loadLogs: none left, halt
+            self.emit("broker_halted", reason="no log directory is online at start-up", exit_code=1)
+            self.crash()
+            return
         self.zk = ZkDoor(self.cluster.zk, self.node, self.cfg.session_timeout_ms)
         self.zk.on_expired = self._on_session_expired
+        self.txn_coordinators = SimTxnCoordinators(self, TxnConfig(
+            planted_marker_before_prepare="marker-before-prepare" in bugs))
         settings = ControllerSettings(
             broker_id=self.id, offsets_partitions=self.cfg.offsets_partitions,
             offsets_replication_factor=min(self.cfg.offsets_replication_factor, self.cfg.brokers),
@@ -155,6 +230,10 @@ class SimBroker:
         self.world.on_node(self.node, HW_CHECKPOINT_MS, self._checkpoint)
         self.world.on_node(self.node, FSYNC_MS, self._fsync)
 
+    def _on_role(self, topic: str, partition: int, is_leader: bool, epoch: int) -> None:
+        self.coordinators.on_role(topic, partition, is_leader, epoch)
+        self.txn_coordinators.on_role(topic, partition, is_leader, epoch)
+
     def _member_suffix(self) -> str:
         return "%032x" % self.world.rng.getrandbits(128)
 
@@ -166,7 +245,8 @@ class SimBroker:
             self.zk.abandon()
         files = self.disk.files
         if lose_unsynced:
-            files.crash(0.0)
+            for disk in self.disk.dirs:
+                disk.crash(0.0)
         if torn_bytes:
             # the torn tail (as chaos's truncate fault cuts a real segment): the largest log's last bytes
             last = max(self.disk.logs.values(), key=lambda lg: lg.size_bytes, default=None)
@@ -218,23 +298,45 @@ class SimBroker:
         self.world.on_node(self.node, self.cfg.replica_lag_time_max_ms / 2, self._shrink_check)
 
     def _checkpoint(self) -> None:
-        for tp, h in self.replicas.hosted.items():
-            self.disk.hw[tp] = h.repl.high_watermark
-        self.world.on_node(self.node, HW_CHECKPOINT_MS, self._checkpoint)
+        for i, disk in enumerate(self.disk.dirs):   # one replication-offset-checkpoint per online directory
+            d = f"d{i}"
+            if d in self.dirs.offline:
+                continue
+            hws = {tp: h.repl.high_watermark for tp, h in self.replicas.hosted.items() if self.dir_of(h.log) == d}
+            try:
+                disk.write("replication-offset-checkpoint", repr(sorted(hws.items())).encode())
+            except OSError as e:
+                self.dir_failed(d, "high watermark checkpoint write", e)
+                continue
+            self.disk.hw.update(hws)
+        if self.running:
+            self.world.on_node(self.node, HW_CHECKPOINT_MS, self._checkpoint)
 
     def _fsync(self) -> None:
-        for log in self.disk.logs.values():
-            log.fsync()
-        self.world.on_node(self.node, FSYNC_MS, self._fsync)
+        for tp, log in sorted(self.disk.logs.items()):
+            if self.dirs.is_offline(tp):
+                continue
+            try:
+                log.fsync()
+            except OSError as e:
+                self.dir_failed(self.dir_of(log), "flush", e)
+        if self.running:
+            self.world.on_node(self.node, FSYNC_MS, self._fsync)
 
     # ------------------------------------------------------------------ requests (from the network)
 
     def handle_controller_request(self, msg: tuple, reply: Callable[[Any], None]) -> None:
         kind, header = msg[0], msg[1]
         if kind == "LeaderAndIsr":
-            out = self.state.leader_and_isr(header, msg[2])
+            out = self.state.leader_and_isr(header, msg[2], self.dirs.leader_and_isr_errors(
+                [(p.topic, p.partition) for p in msg[2]]))
             for p in out.became_leader + out.became_follower:
-                self.replicas.apply_leader_and_isr(p)
+                code = self.replicas.apply_leader_and_isr(p)
+                if code:
+                    out.partition_errors[(p.topic, p.partition)] = code
+            self.log(*out.events)
+            reply((out.error, dict(out.partition_errors)))   # the controller reads the per-partition errors
+            return
         elif kind == "UpdateMetadata":
             out = self.state.update_metadata(header, msg[2], msg[3])
             if out.error == errors.NONE:
@@ -245,6 +347,11 @@ class SimBroker:
             out = self.state.stop_replica(header, msg[2], -1, msg[3])
             for tp in out.stopped:
                 self.replicas.stop_replica(tp)
+                if msg[3]:   # deleted (a reassignment removed this replica): its log and HW go
+                    log = self.disk.logs.pop(tp, None)
+                    if log is not None:
+                        self.disk.files.delete(log.path)
+                    self.disk.hw.pop(tp, None)
         self.log(*out.events)
         reply(out.error)
 
@@ -267,12 +374,42 @@ class SimBroker:
         self._produce(req, reply)
 
     def _produce(self, req: Any, reply: Callable[[Any], None]) -> None:
-        tp, records, acks, timeout_ms = req
-        self.replicas.append(tp, records, acks, timeout_ms, lambda code, base: reply((code, base)))
+        tp, records, acks, timeout_ms, *producer = req      # producer: a ProducerBatch (idempotent, transactional)
+        self.replicas.append(tp, records, acks, timeout_ms, lambda code, base: reply((code, base)),
+                             producer[0] if producer else None)
 
     def handle_consume(self, req: Any, reply: Callable[[Any], None]) -> None:
         tp, offset = req
         reply(self.replicas.read_committed(tp, offset))
+
+    def handle_fetch_isolated(self, req: Any, reply: Callable[[Any], None]) -> None:
+        """A consumer's Fetch with an isolation level: (tp, offset, read_committed) -> SimReplicaManager's
+        ``read_isolated``."""
+        tp, offset, read_committed = req
+        reply(self.replicas.read_isolated(tp, offset, read_committed))
+
+    def handle_txn(self, req: Any, reply: Callable[[Any], None]) -> None:
+        """(an API of SimTxnCoordinators, its request), as the Kafka listener's transactional APIs: an
+        AddOffsetsToTxn gets the group's __consumer_offsets partition here (node/server/txn_door.py)."""
+        api, body = req
+        if api is SimTxnCoordinators.add_offsets:
+            from dataclasses import replace
+            n = self.state.topic_partitions.get(OFFSETS_TOPIC, 0) or self.cfg.offsets_partitions
+            body = replace(body, offsets_partition=partition_for(body.group_id, n))
+        api(self.txn_coordinators, body, reply)
+
+    def handle_write_txn_markers(self, body: Any, reply: Callable[[Any], None]) -> None:
+        write_txn_markers(self, body, reply, self.txn_coordinators.config.request_timeout_ms)
+
+    def handle_find_txn_coordinator(self, txn_id: str, reply: Callable[[Any], None]) -> None:
+        """FindCoordinator with key type 1 (node/server/txn_door.py's rule, without the lazy creation of
+        __transaction_state: a simulated run creates it)."""
+        n = self.state.topic_partitions.get(TRANSACTION_STATE_TOPIC, 0)
+        info = self.state.metadata.get((TRANSACTION_STATE_TOPIC, partition_for(txn_id, n))) if n else None
+        if info is None or info.leader < 0 or info.leader not in self.state.live_brokers:
+            reply((errors.COORDINATOR_NOT_AVAILABLE, -1))
+        else:
+            reply((errors.NONE, info.leader))
 
     def handle_group(self, req: Any, reply: Callable[[Any], None]) -> None:
         """(an API of SimCoordinators, e.g. ``SimCoordinators.join_group``, its request): to this broker's

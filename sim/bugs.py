@@ -1,5 +1,6 @@
-"""The planted bugs a simulated run can switch on: the chaos runs' three (node/server/bugs.py) and
-three subtler ones that need a rare interleaving.  Each is a switch in the code the broker runs
+"""The planted bugs a simulated run can switch on: the chaos runs' three (node/server/bugs.py), three
+subtler ones that need a rare interleaving, and two in transactions (found with a transactional workload,
+``SimOptions.transactions``).  Each is a switch in the code the broker runs
 (a core's setting, or the shell's), never a copy of the rule with a twist."""
 from __future__ import annotations
 
@@ -16,7 +17,17 @@ SUBTLE = {
                          "live replica anyway, as a clean election (controller.core, "
                          "ControllerSettings.planted_elect_outside_isr)",
 }
-BUGS = {**real.BUGS, **SUBTLE}
+TXN = {
+    "marker-before-prepare": "the transaction coordinator sends an EndTxn's markers as it appends the "
+                             "PrepareCommit/PrepareAbort record, not once the record is replicated: a coordinator "
+                             "failover that loses the record leaves markers written for a transaction its "
+                             "successor does not know was ending (transactions.core, "
+                             "TxnConfig.planted_marker_before_prepare)",
+    "lso-from-hw": "a read_committed fetch reads up to the high watermark instead of the last stable offset, so "
+                   "it returns records of transactions still open (sim/log.py's SimLog.last_stable_offset, "
+                   "the replica manager's switch)",
+}
+BUGS = {**real.BUGS, **SUBTLE, **TXN}
 
 
 def check(names: tuple[str, ...]) -> tuple[str, ...]:

@@ -18,6 +18,9 @@ EXIT_ERROR = 3
 SWEEP_TRACEBACKS = 3   # crashed seeds whose whole traceback a sweep prints (--out keeps all)
 
 
+TXN_ZOMBIES_MS = (4000, 8000)
+TXN_CRASHES_MS = (2000, 6000)
+
 def _options(args: argparse.Namespace, seed: int):
     from sim import bugs, scenario
     from sim.faults import FaultError, check_kinds
@@ -34,8 +37,15 @@ def _options(args: argparse.Namespace, seed: int):
     seed = 1 if seed is None else seed
     kinds = tuple(k for k in (args.faults or "").split(",") if k) if args.faults is not None else None
     try:
+        if args.log_dirs < 1:
+            raise ValueError(f"--log-dirs {args.log_dirs}: at least 1")
         opts = SimOptions(seed=seed, brokers=args.brokers, groups=args.groups, duration_s=args.duration,
-                          bugs=bugs.check(tuple(args.plant_bug or ())))
+                          bugs=bugs.check(tuple(args.plant_bug or ())), transactions=args.transactions,
+                          zombie_every_ms=TXN_ZOMBIES_MS if args.txn_zombies else None,
+                          txn_crash_every_ms=TXN_CRASHES_MS if args.txn_crashes else None,
+                          config={"log_dirs": args.log_dirs} if args.log_dirs != 1 else {})
+        if args.transactions < 0 or ((args.txn_zombies or args.txn_crashes) and not args.transactions):
+            raise ValueError("--transactions N (N >= 1) with --txn-zombies or --txn-crashes")
         if kinds is not None:
             opts = replace(opts, faults=check_kinds(kinds))
     except (ValueError, FaultError) as e:
@@ -65,6 +75,12 @@ def _say_run(opts, result, out: Path | None) -> None:
     if inv is not None:
         print(f"invariants: checked after every {'' if inv['every'] == 1 else str(inv['every']) + ' '}"
               f"simulated event{'s' if inv['every'] > 1 else ''} ({inv['checks']} checks)")
+    if "txn_timeline" in result.results:
+        from judge.txn_timeline import format_txn_table
+        t = result.results["transactions"]
+        print("\ntransaction coordinators:\n" + format_txn_table(result.results["txn_timeline"]))
+        print(f"transactions: {t['commits']} committed, drained: {t['drained']}, zombies: {t['zombies']}, "
+              f"crashes: {t['crashes']}")
     for a in result.results["checks"]["anomalies"]:
         print(f"ANOMALY {a['kind']}: {a['message']}")
         stop = a.get("details", {}).get("stopped_at")
@@ -242,6 +258,11 @@ def _flags(args: argparse.Namespace) -> str:
         out += " --no-invariants"
     elif getattr(args, "invariants_every", 1) != 1:
         out += f" --invariants-every {args.invariants_every}"
+    if args.log_dirs != 1:
+        out += f" --log-dirs {args.log_dirs}"
+    if args.transactions:
+        out += f" --transactions {args.transactions}"
+    out += " --txn-zombies" * bool(args.txn_zombies) + " --txn-crashes" * bool(args.txn_crashes)
     return out + "".join(f" --plant-bug {b}" for b in args.plant_bug or ())
 
 
@@ -318,6 +339,15 @@ def add_parsers(sub) -> None:
                        help="do not check the invariants while the run goes (only the checkers at its end)")
         p.add_argument("--invariants-every", type=int, default=1, metavar="N",
                        help="check the invariants after every N simulated events (default 1: every one)")
+        p.add_argument("--log-dirs", type=int, default=1, help="log directories per broker, each a disk of its own "
+                       "(a disk fault takes one offline; with 1, the broker halts)")
+        p.add_argument("--transactions", type=int, default=0, metavar="N",
+                       help="N exactly-once pipelines (transactional ids eos-0..) reading events, writing txn-out")
+        p.add_argument("--txn-zombies", action="store_true",
+                       help=f"now and then a pipeline freezes before a commit while its successor takes over "
+                            f"(every {TXN_ZOMBIES_MS[0]}-{TXN_ZOMBIES_MS[1]} ms)")
+        p.add_argument("--txn-crashes", action="store_true",
+                       help=f"now and then a pipeline process dies (every {TXN_CRASHES_MS[0]}-{TXN_CRASHES_MS[1]} ms)")
 
     r = ss.add_parser("run", help="one simulated run; exit 0 valid, 1 invalid, 2 unknown")
     common(r)

@@ -141,6 +141,44 @@ class SimCluster:
         validate(config)
         self._door().change_entity_config(f"topics/{name}", {k: str(v) for k, v in config.items()})
 
+    # ------------------------------------------------------------------ admin requests to the controller
+
+    def _controller(self):
+        """The active controller's SimController (a request to any other broker gets NOT_CONTROLLER)."""
+        for b in self.brokers.values():
+            if b.running and getattr(b, "controller", None) is not None and b.controller.core.active:
+                return b.controller
+        return None
+
+    def alter_reassignments(self, requested: dict) -> tuple[int, dict]:
+        """AlterPartitionReassignments to the controller ({(topic, p): target replicas or None to cancel}) ->
+        (top-level error, {(topic, p): (error, message)}), as the Kafka listener's handler gets it."""
+        from kafkacommon.errors import NOT_CONTROLLER
+        ctl = self._controller()
+        if ctl is None:
+            return NOT_CONTROLLER, {}
+        return ctl.request("alter_reassignments", ctl.handlers.alter_reassignments(requested), (NOT_CONTROLLER, {}))
+
+    def list_reassignments(self, tps: list | None = None) -> tuple[int, dict]:
+        from kafkacommon.errors import NOT_CONTROLLER
+        ctl = self._controller()
+        if ctl is None:
+            return NOT_CONTROLLER, {}
+        return ctl.request("list_reassignments", ctl.handlers.list_reassignments(tps), (NOT_CONTROLLER, {}))
+
+    def elect_leaders(self, tps: list, election_type: int) -> dict:
+        """ElectLeaders (0: preferred, 1: unclean) to the controller -> {(topic, p): (error, message, leader)}."""
+        from kafkacommon.errors import NOT_CONTROLLER
+        ctl = self._controller()
+        if ctl is None:
+            return {tp: (NOT_CONTROLLER, None, -1) for tp in tps}
+        return ctl.request("elect_leaders_request", ctl.handlers.elect_leaders_request(list(tps), election_type),
+                           {tp: (NOT_CONTROLLER, None, -1) for tp in tps})
+
+    def request_zk_reassignment(self, partitions: dict) -> None:
+        """The ZooKeeper-era kafka-reassign-partitions: /admin/reassign_partitions, which the controller watches."""
+        self._door().request_reassignment(partitions)
+
     # ------------------------------------------------------------------ output
 
     def write_events(self, run_dir: Path) -> None:

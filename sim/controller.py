@@ -30,8 +30,9 @@ class SimChannel:
     """node/net/channel.py's BrokerChannel: one broker's requests in order, each retried until it is
     answered or the channel closes (the broker is gone, or this controller resigned)."""
 
-    def __init__(self, world, src: str, target) -> None:
+    def __init__(self, world, src: str, target, on_answer=lambda msg, answer: None) -> None:
         self.world, self.src, self.target = world, src, target
+        self.on_answer = on_answer    # (request, answer): the controller's LeaderAndIsrResponseReceived
         self.queue: list = []
         self.busy = False
         self.closed = False
@@ -55,7 +56,8 @@ class SimChannel:
         if answer is None:
             self.world.on_node(self.src, RETRY_BACKOFF_MS, self._next)
             return
-        self.queue.pop(0)
+        msg = self.queue.pop(0)
+        self.on_answer(msg, answer)
         self._next()
 
     def close(self) -> None:
@@ -66,7 +68,7 @@ class SimChannel:
 def _info(v) -> PartitionInfo:
     s = v.state
     return PartitionInfo(v.topic, v.partition, s.leader, s.leader_epoch, tuple(s.isr), tuple(v.replicas),
-                         v.zk_version, s.controller_epoch)
+                         v.zk_version, s.controller_epoch, v.is_new)
 
 
 class SimController:
@@ -98,6 +100,10 @@ class SimController:
             handlers.WriteStates: lambda c: zk.write_states(c.fence, c.writes),
             handlers.DeleteTopic: self._unsupported,
             handlers.DropDeletionMarker: self._unsupported,
+            handlers.WriteAssignment: lambda c: zk.write_topic_assignment(c.fence, c.assignment),
+            handlers.ReadZkReassignment: lambda c: zk.read_zk_reassignment(
+                watch=self._on(redo.ZK_PARTITION_REASSIGNMENT) if c.watch else None),
+            handlers.WriteZkReassignment: lambda c: zk.write_zk_reassignment(c.fence, c.partitions),
             handlers.Send: lambda c: self._send(c.requests),
             handlers.CloseChannels: lambda c: self._close_channels(),
             handlers.Emit: lambda c: self.b.emit(c.name, **c.fields),
@@ -105,6 +111,8 @@ class SimController:
             handlers.MonoNs: lambda c: self.b.mono_ns(),
             handlers.Later: lambda c: self.world.on_node(self.b.node, 0.0, self._guard, c.event),
             redo.RegisterBroker: lambda c: self.b.register_again(),
+            handlers.ReadLogDirEvents: lambda c: zk.read_log_dir_events(watch=self._on(redo.LOG_DIR_EVENT)),
+            handlers.DeleteLogDirEvents: lambda c: zk.delete_log_dir_events(c.fence, list(c.sequences)),
         }
 
     @property
@@ -150,12 +158,31 @@ class SimController:
         if self.core.active:
             self._guard(redo.CONFIG_CHANGE)
 
+    def _answered(self, bid: int, msg: tuple, answer: Any) -> None:
+        """A broker's answer to one of our requests: a LeaderAndIsr's is an event (controller/log_dirs.py)."""
+        if msg[0] != "LeaderAndIsr" or not isinstance(answer, tuple) or answer[0] != 0:
+            return
+        by_tp = {(p.topic, p.partition): 0 for p in msg[2]}
+        by_tp.update(answer[1])
+        if self.core.response_matters(bid, by_tp):
+            try:   # a request (controller/redo.py): not redone; a later answer or a failover tells again
+                self.events.request("leader_and_isr_response",
+                                    self.handlers.leader_and_isr_response(bid, msg[1].broker_epoch, by_tp), self._do)
+            except CONNECTION_ERRORS:
+                pass
+
     def on_session_expired(self) -> None:
         """Kafka's Expire (controller/redo.py): nothing cut short is redone; resign (unless a zombie); then
         register anew and re-elect, one event (redone on a tick while ZooKeeper cannot take it)."""
         self._guard(self.events.expire(self._do))
 
     # ------------------------------------------------------------------ requests from brokers
+
+    def request(self, name: str, steps: Any, fenced: Any) -> Any:
+        """An admin request to this controller (the handlers' ``alter_reassignments``, ``elect_leaders_request``,
+        ...) carried out now, guarded as the broker's event thread guards it (controller/redo.py) -> its answer
+        (``fenced`` when the controller was fenced meanwhile); a lost connection raises (the request fails)."""
+        return self.events.request(name, steps, self._do, fenced=fenced)
 
     def handle_alter_isr(self, payload: Any, reply) -> None:
         broker_id, broker_epoch, items = payload
@@ -183,7 +210,8 @@ class SimController:
                 continue
             ch = self.channels.get(bid)
             if ch is None:
-                ch = self.channels[bid] = SimChannel(self.world, self.b.node, target)
+                ch = self.channels[bid] = SimChannel(self.world, self.b.node, target,
+                                                     lambda msg, answer, bid=bid: self._answered(bid, msg, answer))
             header = Header(self.b.id, self.core.epoch, reg.epoch)
             for cmd in cmds:
                 if isinstance(cmd, LeaderAndIsrCmd):

@@ -20,6 +20,7 @@ from coordinator.core import GroupConfig, Output, PartitionCoordinator
 from coordinator.leadership import Coordinatorship, Slot, start_appends
 from coordinator.load import replay_log
 from kafkacommon import errors
+from sim.log import ProducerBatch
 from zk.paths import OFFSETS_TOPIC
 
 LOAD_BASE_MS = 1.0
@@ -107,6 +108,20 @@ class SimCoordinators:
     def offset_commit(self, req: m.OffsetCommitRequest, reply: Callable[[m.OffsetCommitResponse], None]) -> None:
         self._request(PartitionCoordinator.offset_commit, req, reply)
 
+    def txn_offset_commit(self, req: m.TxnOffsetCommitRequest,
+                          reply: Callable[[m.OffsetCommitResponse], None]) -> None:
+        self._request(PartitionCoordinator.txn_offset_commit, req, reply)
+
+    def txn_marker_written(self, partition: int, producer_id: int, commit: bool, offset: int) -> None:
+        """A transaction marker written to offsets partition ``partition`` as its leader here (WriteTxnMarkers):
+        the core commits or discards the producer's pending offsets (a partition not loaded here reads the
+        marker from the log when it loads)."""
+        slot = self.slots.get(partition)
+        if slot is None:
+            return
+        self._dispatch(slot, slot.core.complete_txn(producer_id, commit, offset, self.now()))
+        self._arm()
+
     def offset_fetch(self, req: m.OffsetFetchRequest, reply: Callable[[m.OffsetFetchResponse], None]) -> None:
         self._request(PartitionCoordinator.offset_fetch, req, reply)
 
@@ -125,14 +140,17 @@ class SimCoordinators:
         def append(cmd) -> int | None:
             st = {"sync": True, "code": None}
 
-            def done(code: int, _base: int, s=slot, a=cmd.append_id, st=st) -> None:
+            def done(code: int, base: int, s=slot, a=cmd.append_id, st=st, c=cmd) -> None:
+                if base >= 0:
+                    c.base_offset = base   # as the broker's on_appended: where the records went
                 if st["sync"]:
                     st["code"] = code      # answered at once: start_appends feeds it back, in order
                 else:
                     self._append_done(s, a, code)
 
+            producer = None if cmd.producer is None else ProducerBatch(cmd.producer[0], cmd.producer[1], -1, True)
             self.b.replicas.append((OFFSETS_TOPIC, slot.core.partition), list(cmd.records), cmd.acks,
-                                   cmd.timeout_ms, done)
+                                   cmd.timeout_ms, done, producer)
             st["sync"] = False
             return st["code"]
 

@@ -18,6 +18,13 @@ file and its unsynced length), which the simulator draws from its seed.
 Latency: ``latency_ms(op, nbytes)`` is what an operation costs, for the scheduler to apply;
 ``slow(factor, extra_ms)`` turns the disk slow (a fault) and ``heal()`` back.
 
+Failures (the ``disk-full`` and ``disk-error`` faults): ``fill()`` leaves no free byte, so every call that
+would grow a file (append, a longer write, a new file) raises ``OSError(ENOSPC)``, while reads, truncations,
+deletions and fsyncs of what was written still work, as on a full filesystem; ``fail_writes()`` is a
+filesystem the kernel took read-only after an I/O error: every call that changes anything raises
+``OSError(EROFS)``.  ``repair()`` ends both.  The broker treats any such error as its real log does
+(an offline log directory).
+
 Recovery of a log file after a crash must use the project's own rule: Kafka's LogSegment.recover,
 :func:`kafkacommon.batch_scan.scan_for_recovery` (pure: every whole, valid, in-order batch from the
 start, stopping at the first torn or corrupt one).  :meth:`SimDisk.recover_log` applies it and cuts
@@ -25,6 +32,7 @@ the file there, as node/storage/segment.py's ``LogSegment.recover`` does on a re
 """
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 from typing import Callable
 
@@ -72,6 +80,25 @@ class SimDisk:
         self._factor = 1.0
         self._extra_ms = 0.0
         self.crashes = 0
+        self.full = False        # the disk-full fault: nothing may grow
+        self.failing = False     # the disk-error fault: nothing may change
+
+    # ------------------------------------------------------------ failures
+
+    def fill(self) -> None:
+        self.full = True
+
+    def fail_writes(self) -> None:
+        self.failing = True
+
+    def repair(self) -> None:
+        self.full = self.failing = False
+
+    def _may(self, op: str, grows: bool, path: str) -> None:
+        if self.failing:
+            raise OSError(errno.EROFS, f"Read-only file system: {op} {path}")
+        if self.full and grows:
+            raise OSError(errno.ENOSPC, f"No space left on device: {op} {path}")
 
     # ------------------------------------------------------------ files
 
@@ -90,10 +117,13 @@ class SimDisk:
 
     def create(self, path: str) -> None:
         """An empty file (an existing one is left as it is)."""
+        if path not in self._files:
+            self._may("create", True, path)
         self._files.setdefault(path, _File())
 
     def append(self, path: str, data: bytes) -> int:
         """Append ``data`` (creating the file); returns the position it starts at."""
+        self._may("append", bool(data) or path not in self._files, path)
         f = self._files.setdefault(path, _File())
         position = len(f.data)
         f.data += data
@@ -102,6 +132,7 @@ class SimDisk:
     def write(self, path: str, data: bytes) -> None:
         """Replace the whole content (creating the file).  Content that only extends the current one
         is an append; anything else is an overwrite, lost by a crash before the next fsync."""
+        self._may("write", path not in self._files or len(data) > len(self._files[path].data), path)
         f = self._files.setdefault(path, _File())
         if len(data) >= len(f.data) and data[:len(f.data)] == f.data:
             f.data += data[len(f.data):]
@@ -120,6 +151,7 @@ class SimDisk:
     def truncate(self, path: str, size: int) -> None:
         """Cut the file to ``size`` bytes (extending is not allowed); durable at the next fsync."""
         f = self._file(path)
+        self._may("truncate", False, path)
         if size < 0 or size > len(f.data):
             raise DiskError(f"truncate of {path} to {size}: the file has {len(f.data)} bytes")
         del f.data[size:]
@@ -129,6 +161,7 @@ class SimDisk:
     def fsync(self, path: str) -> int:
         """Make the file's content durable; returns how many bytes that wrote."""
         f = self._file(path)
+        self._may("fsync", False, path)
         written = f.unsynced
         f.durable = bytes(f.data)
         f.dirty_overwrite = False
@@ -136,11 +169,13 @@ class SimDisk:
 
     def rename(self, src: str, dst: str) -> None:
         """Atomic and durable at once (replacing ``dst``)."""
+        self._may("rename", False, src)
         self._files[dst] = self._file(src)
         del self._files[src]
 
     def delete(self, path: str) -> None:
         self._file(path)
+        self._may("delete", False, path)
         del self._files[path]
 
     def _file(self, path: str) -> _File:

@@ -14,11 +14,14 @@ kind                      start                                                h
 ``expire-session``        expire the broker's ZooKeeper session                 (nothing)
 ``slow-disk``             the broker's appends take ``latency_ms`` longer        back to normal
 ``clock-jump``            the broker's clock leaps ``latency_ms`` ahead         back
+``disk-full``             fill the log directory (a ``SimDisk``) holding the    free it, restart the broker
+                          target's partition (every one, for other targets)     (offline until a restart)
+``disk-error``            fail its writes (EROFS), as ``disk-full`` chooses     repair it, restart the broker
 ========================  ====================================================  =============================
 
 Targets resolve when the fault starts, against ZooKeeper's view then
 (chaos/targets.py's ``resolve``, unchanged): ``controller``,
-``coordinator:<group>``, ``leader:<topic>/<p>``, ``followers:...``, ``broker:<id>``,
+``coordinator:<group>``, ``txn-coordinator:<transactional id>``, ``leader:<topic>/<p>``, ``followers:...``, ``broker:<id>``,
 ``random``.  Each fault's own choices come from ``random.Random(fault.seed)``, so a
 schedule with a fault removed still resolves the others the same way when the
 cluster looks the same (what ``sim shrink`` relies on).
@@ -29,11 +32,13 @@ import random
 from dataclasses import dataclass, field, replace
 
 from chaos.schedule import Fault
-from chaos.targets import View, nemesis_value, resolve
+from chaos.targets import View, nemesis_value, resolve, target_partition
 
-KINDS = ("kill", "power-loss", "truncate", "pause", "partition", "expire-session", "slow-disk", "clock-jump")
+KINDS = ("kill", "power-loss", "truncate", "pause", "partition", "expire-session", "slow-disk", "clock-jump",
+         "disk-full", "disk-error")
+DISK_KINDS = ("disk-full", "disk-error")
 #: kinds ``kafkasim chaos run`` has too (a shrunk schedule of only these runs there as well)
-CHAOS_KINDS = frozenset({"kill", "truncate", "pause", "partition", "expire-session"})
+CHAOS_KINDS = frozenset({"kill", "truncate", "pause", "partition", "expire-session", "disk-full", "disk-error"})
 DEFAULT_KINDS = ("kill", "pause", "partition", "expire-session")
 TARGETS = {
     "kill": ("coordinator:{g}", "controller", "leader:{t}/0", "random"),
@@ -44,6 +49,8 @@ TARGETS = {
     "expire-session": ("coordinator:{g}", "controller", "random"),
     "slow-disk": ("coordinator:{g}", "leader:{t}/0", "random"),
     "clock-jump": ("coordinator:{g}", "controller", "random"),
+    "disk-full": ("coordinator:{g}", "leader:{t}/0", "random"),
+    "disk-error": ("coordinator:{g}", "leader:{t}/0", "random"),
 }
 PEERS = ("brokers", "zookeeper", "clients", "rest")
 
@@ -62,16 +69,19 @@ def check_kinds(kinds: tuple[str, ...]) -> tuple[str, ...]:
 def make_schedule(rng: random.Random, kinds: tuple[str, ...], duration_ms: int, groups: list[str], topic: str,
                   *, start_ms: int = 3000, gap_ms: tuple[int, int] = (1000, 4000),
                   length_ms: tuple[int, int] = (500, 6000), quiet_end_ms: int = 2000,
-                  overlap: float = 0.35) -> list[Fault]:
+                  overlap: float = 0.35, txn_ids: list[str] = ()) -> list[Fault]:
     """Faults one after another; with probability ``overlap`` the next one starts before this one heals
-    (chaos schedules never overlap: the interleavings that need two faults at once are the simulator's)."""
+    (chaos schedules never overlap: the interleavings that need two faults at once are the simulator's).
+    With ``txn_ids`` (a transactional workload) every kind may also aim at ``txn-coordinator:<id>``."""
     out: list[Fault] = []
     if not kinds:
         return out
     t = start_ms
     while t < duration_ms - quiet_end_ms:
         kind = rng.choice(kinds)
-        target = rng.choice(TARGETS[kind]).format(g=rng.choice(groups) if groups else "g0", t=topic)
+        targets = TARGETS[kind] + (("txn-coordinator:{x}",) * 2 if txn_ids else ())
+        target = rng.choice(targets).format(g=rng.choice(groups) if groups else "g0", t=topic,
+                                            x=rng.choice(txn_ids) if txn_ids else "")
         heal = min(t + rng.randint(*length_ms), duration_ms)
         peer = rng.choice(PEERS) if kind == "partition" else None
         direction = rng.choice(("both", "both", "to", "from")) if kind == "partition" else None
@@ -94,6 +104,7 @@ class Active:
     peers: list[str] = field(default_factory=list)
     skipped: str | None = None
     links: list[tuple[str, str]] = field(default_factory=list)
+    disks: list[tuple[int, int]] = field(default_factory=list)   # (broker, log directory) a disk fault failed
 
 
 class Nemesis:
@@ -107,7 +118,8 @@ class Nemesis:
     def view(self) -> View:
         c = self.cluster
         live, controller, parts = c.zk_view()
-        return View(sorted(c.brokers), set(live), [1], controller, parts, c.cfg.offsets_partitions)
+        return View(sorted(c.brokers), set(live), [1], controller, parts, c.cfg.offsets_partitions,
+                    txn_partitions=c.cfg.txn_partitions)
 
     def _record(self, act: Active, phase: str) -> None:
         value = nemesis_value(act.fault, phase, act.nodes, act.peers, act.skipped)
@@ -152,8 +164,23 @@ class Nemesis:
         elif f.kind == "clock-jump":
             for n in nodes:
                 self.world.node(n).clock_skew_ms += float(f.latency_ms or 0)
+        elif f.kind in DISK_KINDS:
+            act.disks = self._fail_disks(f, nodes)
         self._record(act, "start")
         return act
+
+    def _fail_disks(self, f: Fault, nodes: list[str]) -> list[tuple[int, int]]:
+        """(broker, directory index) failed: the directory holding the target's partition, or every one."""
+        tp = target_partition(f.target, self.cluster.cfg.offsets_partitions)
+        out = []
+        for n in nodes:
+            b = self.cluster.brokers[int(n[1:])]
+            log = b.disk.logs.get(tp) if tp is not None else None
+            idx = [b.disk.dirs.index(log.disk)] if log is not None else list(range(len(b.disk.dirs)))
+            for i in idx:
+                (b.disk.dirs[i].fill if f.kind == "disk-full" else b.disk.dirs[i].fail_writes)()
+                out.append((b.id, i))
+        return out
 
     def heal(self, act: Active) -> None:
         f = act.fault
@@ -174,6 +201,14 @@ class Nemesis:
                     self.cluster.brokers[int(n[1:])].disk.files.heal()
             elif f.kind == "clock-jump":
                 pass   # a clock that leapt ahead does not come back (monotonic time)
+            elif f.kind in DISK_KINDS:   # in 2.8 an offline log directory stays offline until the broker restarts
+                for bid in sorted({b for b, _ in act.disks}):
+                    b = self.cluster.brokers[bid]
+                    for i in (i for x, i in act.disks if x == bid):
+                        b.disk.dirs[i].repair()
+                    if b.running:
+                        b.crash()
+                    b.start()
         self._record(act, "heal")
 
 

@@ -68,7 +68,8 @@ class SimFetcher:
     def _position(self, tp: TP, h: Any, epoch: int) -> PartitionFetch | None:
         if self.rm.hosted.get(tp) is not h or h.fetching_from != (self.leader, epoch):
             return None
-        return PartitionFetch(h.log.log_end_offset, h.log.latest_epoch, epoch, FETCH_MAX_RECORDS, h.repl.high_watermark)
+        return PartitionFetch(h.log.log_end_offset, h.log.latest_epoch, epoch, FETCH_MAX_RECORDS, h.repl.high_watermark,
+                              h.log.log_start_offset)
 
     def _fetch(self) -> None:
         self._scheduled = False
@@ -105,8 +106,14 @@ class SimFetcher:
             h, epoch = entry
             if not self.core.still_fetching(req, tp, h.fetching_from, self.leader, self.rm.hosted.get(tp) is h):
                 continue
-            ok = self._apply(tp, h, epoch, req.current[tp].fetch_offset, code, hw, diverging, batches,
-                             leader_leo) and ok
+            try:
+                ok = self._apply(tp, h, epoch, req.current[tp].fetch_offset, code, hw, diverging, batches,
+                                 leader_leo) and ok
+            except OSError as e:   # its directory goes offline, and the replica with it: no more fetches of it
+                self.core.forget(tp)
+                self.rm.b.dir_failed(self.rm.b.dir_of(h.log), "follower append", e)
+                ok = False
+                continue
             self.core.moved(tp, h, epoch, self._position(tp, h, epoch))
         if ok:
             self._fetch()     # at once, as the fetcher thread's loop
@@ -116,7 +123,7 @@ class SimFetcher:
     def _apply(self, tp: TP, h: Any, epoch: int, fetch_offset: int, code: int, hw: int,
                diverging: tuple[int, int] | None, batches: list, leader_leo: int) -> bool:
         """replication.roles' step for one partition's answer, on this log (the simulated leader's log starts
-        at 0, so it never answers a follower below its log start)."""
+        at 0, so it never answers a follower below its log start); an OSError of the disk is the caller's."""
         step = roles.follower_fetch_answer(code, diverging, None, h.log, h.repl,
                                            leader_leo if code == errors.OFFSET_OUT_OF_RANGE else None,
                                            fetch_offset=fetch_offset)
@@ -181,7 +188,7 @@ class SimLeaderFetches:
         for part in parts:
             h = part.handle
             if h is None or not h.repl.is_leader:
-                f.not_leader(part)
+                f.not_leader(part, h is None and rm.b.dirs.is_offline(part.tp))
                 continue
             out = f.record(part, follower, h.repl, h.log, now)
             rm.log_events(out.events)
@@ -226,7 +233,7 @@ class SimLeaderFetches:
                for part, o in f.answered]
         for part in f.parts():
             st = self._state(part.handle)
-            code = f.answer(part, *(st or (None, None)))
+            code = f.answer(part, *(st or (None, None)), replica_failed=part.handle is not None and part.handle.failed)
             if code is None:
                 continue
             if code != errors.NONE:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from kafkacommon import errors
+from kafkacommon.control import marker_record
 from kafkacommon.event import Event
 from kafkacommon.topic_config import log_config
 from replication.broker_state import PartitionInfo
@@ -19,7 +20,7 @@ from replication import roles
 from replication.partition import PartitionReplication, ReplicaSettings
 from sim import rpc
 from sim.fetching import SimFetcher, SimLeaderFetches
-from sim.log import SimLog
+from sim.log import ProducerBatch, SimLog
 
 TP = tuple[str, int]
 ALTER_ISR_TIMEOUT_MS = 2000.0
@@ -31,6 +32,7 @@ class Hosted:
     repl: PartitionReplication
     fetching_from: tuple[int, int] | None = None     # (leader, leader epoch) while following
     open: bool = True                                 # False once stopped (no longer hosted)
+    failed: bool = False                              # its log directory failed (taken offline)
     waiters: list = field(default_factory=list)      # [Waiter] acks=all appends
     parked: list = field(default_factory=list)       # [sim.fetching.Parked] fetches in their long poll
 
@@ -51,6 +53,7 @@ class SimReplicaManager:
                                         min_insync_replicas=broker.cfg.min_insync_replicas,
                                         planted_hw_ignores_lagging_isr="hw-ignores-lagging-isr" in broker.cfg.bugs)
         self.hosted: dict[TP, Hosted] = {}
+        self.lso_from_hw = "lso-from-hw" in broker.cfg.bugs     # sim/bugs.py: the LSO is the high watermark
         self.topic_configs: dict[str, dict] = {}     # each hosted topic's overrides, read when first hosted
         self.live: frozenset[int] | None = None
         self.on_role: Callable[[str, int, bool, int], None] = lambda t, p, leader, epoch: None
@@ -65,10 +68,12 @@ class SimReplicaManager:
 
     # ------------------------------------------------------------------ roles
 
-    def _host(self, tp: TP) -> Hosted:
+    def _host(self, tp: TP, is_new: bool = False) -> Hosted | None:
         h = self.hosted.get(tp)
         if h is None:
-            log = self.b.disk_log(tp)
+            log = self.b.disk_log(tp, is_new)
+            if log is None:
+                return None   # offline (replication.log_dirs)
             hw = min(self.b.hw_checkpoint().get(tp, 0), log.log_end_offset)
             if tp[0] not in self.topic_configs:
                 self.topic_configs[tp[0]] = self.b.read_topic_config(tp[0])
@@ -92,27 +97,44 @@ class SimReplicaManager:
             h.repl.settings = settings
         return len(done)
 
-    def apply_leader_and_isr(self, p: PartitionInfo) -> None:
+    def apply_leader_and_isr(self, p: PartitionInfo) -> int:
+        """NONE, or KAFKA_STORAGE_ERROR when the replica's log is offline or could not be created."""
         h = self.hosted.get((p.topic, p.partition))
         action = roles.leader_and_isr_action(h.repl if h is not None else None, self.b.id, p.leader, p.leader_epoch)
         if action == roles.ISR:
             self.update_isr(p)
-        elif action == roles.LEADER:
-            self.become_leader(p)
+            return errors.NONE
+        tp = (p.topic, p.partition)
+        h = self._host(tp, p.is_new)
+        if h is None:
+            return errors.KAFKA_STORAGE_ERROR
+        if action == roles.LEADER:
+            self._change_role(tp, h, roles.become_leader(h.repl, h.log, h.log.epoch_cache.latest_epoch,
+                                                         p.leader_epoch, p.isr, p.replicas, p.zk_version, self.live,
+                                                         self.now()))
         else:
-            self.become_follower(p)
+            self._change_role(tp, h, roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas,
+                                                           p.zk_version))
+        return errors.NONE
 
-    def become_leader(self, p: PartitionInfo) -> None:
-        tp = (p.topic, p.partition)
-        h = self._host(tp)
-        self._change_role(tp, h, roles.become_leader(h.repl, h.log, h.log.epoch_cache.latest_epoch, p.leader_epoch,
-                                                     p.isr, p.replicas, p.zk_version, self.live, self.now()))
+    def take_offline(self, tp: TP) -> None:
+        """A replica of a failed log directory: served no more; its acks=all waits and parked fetches answered
+        KAFKA_STORAGE_ERROR; the coordinator unloads it (as the broker's replica manager)."""
+        h = self.hosted.pop(tp, None)
+        if h is None:
+            return
+        h.fetching_from = None
+        h.open, h.failed = False, True
+        self._unassign(tp)
+        waiters, h.waiters = h.waiters, []
+        for w in waiters:
+            w.done(errors.KAFKA_STORAGE_ERROR)
+        self.fetches.wake(h)   # its parked fetches: KAFKA_STORAGE_ERROR now
+        self.on_role(tp[0], tp[1], False, h.repl.leader_epoch)
 
-    def become_follower(self, p: PartitionInfo) -> None:
-        tp = (p.topic, p.partition)
-        h = self._host(tp)
-        self._change_role(tp, h, roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas,
-                                                       p.zk_version))
+    def missing(self, tp: TP) -> int:
+        """The error for a replica not hosted here: KAFKA_STORAGE_ERROR when it is offline."""
+        return errors.KAFKA_STORAGE_ERROR if self.b.dirs.is_offline(tp) else errors.NOT_LEADER_OR_FOLLOWER
 
     def _change_role(self, tp: TP, h: Hosted, change: roles.RoleChange) -> None:
         """Carry out replication.roles' RoleChange: the epoch cache, the log lines, the waiters and parked
@@ -171,27 +193,79 @@ class SimReplicaManager:
     # ------------------------------------------------------------------ leader: appends and waits
 
     def append(self, tp: TP, records: list[tuple[bytes | None, bytes | None]], acks: int, timeout_ms: float,
-               done: Callable[[int, int], None]) -> None:
-        """Append as leader; ``done(error, base offset)`` now (acks 0/1, errors) or once the HW covers it."""
+               done: Callable[[int, int], None], producer: ProducerBatch | None = None) -> None:
+        """Append as leader; ``done(error, base offset)`` now (acks 0/1, errors) or once the HW covers it.
+        ``producer``: the batch's producer fields, checked first as the real log does
+        (replication/producer_state.py): a client's batch (with a sequence) for its epoch and sequence, a
+        duplicate answered with its first offsets; a coordinator's transactional batch for its epoch only."""
         h = self.hosted.get(tp)
         if h is None:
-            done(errors.NOT_LEADER_OR_FOLLOWER, -1)
+            done(self.missing(tp), -1)
             return
         code = h.repl.check_produce(acks, self.now())
         if code != errors.NONE:
             done(code, -1)
             return
+        if producer is not None:
+            ps = h.log.producers
+            if producer.base_sequence >= 0:
+                verdict = ps.check(producer.producer_id, producer.producer_epoch, producer.base_sequence,
+                                   len(records), producer.transactional)
+                code, dup = verdict.error, verdict.duplicate
+            else:
+                code, dup = ps.check_epoch(producer.producer_id, producer.producer_epoch), None
+            if code != errors.NONE:
+                done(code, -1)
+                return
+            if dup is not None:
+                self._await(h, dup.last_offset + 1, h.repl.leader_epoch, acks, timeout_ms,
+                            lambda c, b=dup.first_offset: done(c, b if c == errors.NONE else -1))
+                return
+        self._leader_append(h, records, producer, acks, timeout_ms, done)
+
+    def append_marker(self, tp: TP, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                      timeout_ms: float, done: Callable[[int, int], None]) -> None:
+        """A transaction marker (WriteTxnMarkers) as the leader, acks=all: the producer's epoch and the
+        coordinator's epoch checked first (node/replicas/appends.py's ``append_marker``)."""
+        h = self.hosted.get(tp)
+        if h is None:
+            done(errors.NOT_LEADER_OR_FOLLOWER, -1)
+            return
+        code = h.repl.check_produce(-1, self.now())
+        if code == errors.NONE:
+            code = h.log.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        if code != errors.NONE:
+            done(code, -1)
+            return
+        self._leader_append(h, [marker_record(commit, coordinator_epoch)],
+                            ProducerBatch(producer_id, producer_epoch, -1, True, True), -1, timeout_ms, done)
+
+    def _leader_append(self, h: Hosted, records: list, producer: ProducerBatch | None, acks: int,
+                       timeout_ms: float, done: Callable[[int, int], None]) -> None:
         epoch = h.repl.leader_epoch
-        base = h.log.append(epoch, records, self.now())
+        try:
+            base = h.log.append(epoch, records, self.now(), producer)
+        except OSError as e:
+            self.b.dir_failed(self.b.dir_of(h.log), "append", e)
+            done(errors.KAFKA_STORAGE_ERROR, -1)
+            return
         self.b.disk_wrote(h.log)
         self.log_events(h.repl.on_leader_append(h.log, self.now()))
-        if acks != -1:
-            done(errors.NONE, base)
-        else:
-            w = Waiter(h.log.log_end_offset, epoch, self.world.now_ms + timeout_ms, lambda c: done(c, base))
-            h.waiters.append(w)
-            self.world.on_node(self.b.node, timeout_ms, self._expire, h, w)
+        self._await(h, h.log.log_end_offset, epoch, acks, timeout_ms, lambda c: done(c, base if c == errors.NONE
+                                                                                        else -1), woke=False)
         self.wake(h)
+
+    def _await(self, h: Hosted, required_offset: int, epoch: int, acks: int, timeout_ms: float,
+               done: Callable[[int], None], woke: bool = True) -> None:
+        """acks 0/1: done at once; acks=all: once the HW covers ``required_offset`` (or the wait ends)."""
+        if acks != -1:
+            done(errors.NONE)
+            return
+        w = Waiter(required_offset, epoch, self.world.now_ms + timeout_ms, done)
+        h.waiters.append(w)
+        self.world.on_node(self.b.node, timeout_ms, self._expire, h, w)
+        if woke:
+            self.wake(h)
 
     def _expire(self, h: Hosted, w: Waiter) -> None:
         if w in h.waiters:
@@ -273,7 +347,27 @@ class SimReplicaManager:
         """A consumer's read (replica id -1): (error, HW, [(offset, key, value)]) up to the HW."""
         h = self.hosted.get(tp)
         if h is None or not h.repl.is_leader:
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, []
+            return (self.missing(tp) if h is None else errors.NOT_LEADER_OR_FOLLOWER), -1, []
         hw = h.repl.high_watermark
         end = min(hw, offset + max_records)
         return errors.NONE, hw, [(o, h.log.records[o][1], h.log.records[o][2]) for o in range(max(offset, 0), end)]
+
+    def read_isolated(self, tp: TP, offset: int, read_committed: bool, max_records: int = 500) -> tuple:
+        """A consumer's Fetch with its isolation level: (error, HW, last stable offset, [(offset, key, value,
+        producer id, control)], [(producer id, first offset)] of the aborted transactions in the range).
+        read_committed reads up to the last stable offset, as the real broker (node/replicas/replica_manager.py)."""
+        h = self.hosted.get(tp)
+        if h is None or not h.repl.is_leader:
+            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, [], []
+        hw = h.repl.high_watermark
+        lso = h.log.last_stable_offset(hw, self.lso_from_hw)
+        upto = lso if read_committed else hw
+        start = max(offset, 0)
+        end = min(upto, start + max_records)
+        out = []
+        for o in range(start, end):
+            meta = h.log.meta_at(o)
+            out.append((o, h.log.records[o][1], h.log.records[o][2], -1 if meta is None else meta.producer_id,
+                        meta is not None and meta.control))
+        aborted = h.log.aborted_between(start, end) if read_committed and end > start else []
+        return errors.NONE, hw, lso, out, aborted

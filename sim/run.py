@@ -26,6 +26,7 @@ from judge.checkers import check
 from judge.history import HistoryWriter
 from chaos.schedule import Fault
 from judge.timeline import END_PHASE, STOP_PHASE, failover_timeline, summarize
+from judge.txn_timeline import txn_failover_timeline, txn_summary
 from kafkacommon import errors
 from sim import rpc
 from sim.broker import SimConfig
@@ -33,6 +34,8 @@ from sim.clients import SimMember, SimProducer
 from sim.cluster import SimCluster
 from sim.faults import DEFAULT_KINDS, Active, Nemesis, check_kinds, make_schedule
 from sim.invariants import InvariantViolation, Monitor
+from sim.txn_workload import OUTPUT, TRANSACTIONAL_ID, SimTxnWorkload
+from transactions.config import TRANSACTION_STATE_TOPIC
 from sim.world import World
 
 TOPIC = "events"
@@ -76,6 +79,15 @@ class SimOptions:
     # plane's load (sim/scale.py's clusters); and whether judge/'s checkers read the run at its end
     extra_topics: dict[str, int] = field(default_factory=dict)
     judge: bool = True
+    # the transactional workload (sim/txn_workload.py): this many exactly-once pipelines (0: none) reading the
+    # producers' topic and writing txn-out, faults aimed at their transaction coordinators too
+    transactions: int = 0
+    txn_max_records: int = 10
+    txn_timeout_ms: int = 10_000
+    txn_readers: int = 1
+    zombie_every_ms: tuple[int, int] | None = None
+    zombie_ms: int = 2000
+    txn_crash_every_ms: tuple[int, int] | None = None
 
     def group_ids(self) -> list[str]:
         return [f"g{i}" for i in range(1, self.groups + 1)]
@@ -133,12 +145,14 @@ class SimRun:
                              offsets_partitions=opts.offsets_partitions, bugs=frozenset(opts.bugs),
                              offsets_eager_create=OFFSETS not in opts.assignments, **opts.config)
         self.partitions = {TOPIC: opts.partitions}
+        txn_ids = [f"{TRANSACTIONAL_ID}-{i}" for i in range(opts.transactions)]
         if opts.schedule is not None:
             self.faults = list(opts.schedule)
         else:
             self.faults = make_schedule(random.Random(f"kafkasim-sim-schedule:{opts.seed}"),
                                         check_kinds(tuple(opts.faults)), int(opts.duration_s * 1000),
-                                        opts.group_ids(), TOPIC)
+                                        opts.group_ids(), TOPIC, txn_ids=txn_ids)
+        self.txns: SimTxnWorkload | None = None
         self._next_process = 0
         self.active: list[Active] = []
         self.end_errors: list[str] = []
@@ -181,6 +195,16 @@ class SimRun:
         self._wait(lambda: self.cluster.zk_view()[1] is not None and self._offsets_led(), 20_000)
         self.cluster.create_topic(TOPIC, self.opts.partitions, 3, pinned.get(TOPIC))
         self._wait(lambda: self._led(TOPIC), 10_000)
+        if self.opts.transactions:
+            # as a broker creates __transaction_state on the first FindCoordinator of a transactional id
+            self.cluster.create_topic(TRANSACTION_STATE_TOPIC, self.cfg.txn_partitions, 3, config={
+                "cleanup.policy": "compact", "min.insync.replicas": str(min(2, self.opts.brokers))})
+            self.cluster.create_topic(OUTPUT, self.opts.partitions, 3)
+            self._wait(lambda: self._led(TRANSACTION_STATE_TOPIC) and self._led(OUTPUT), 10_000)
+            self.txns = SimTxnWorkload(self, TOPIC, self.opts.partitions, self.opts.transactions,
+                                       max_records=self.opts.txn_max_records, timeout_ms=self.opts.txn_timeout_ms,
+                                       readers=self.opts.txn_readers, zombie_every_ms=self.opts.zombie_every_ms,
+                                       zombie_ms=self.opts.zombie_ms, crash_every_ms=self.opts.txn_crash_every_ms)
         for name, n in sorted(self.opts.extra_topics.items()):
             self.partitions[name] = n
             self.cluster.create_topic(name, n, 3)
@@ -195,6 +219,8 @@ class SimRun:
                         for g in self.opts.group_ids() for slot in range(self.opts.members)]
         for c in self.producers + self.members:
             c.start()
+        if self.txns is not None:
+            self.txns.start()
         nemesis = Nemesis(self)
         for f in self.faults:
             w.at(t0 + f.at_ms, self._start_fault, nemesis, f, t0)
@@ -245,6 +271,8 @@ class SimRun:
             p.stopped = True
         for mbr in self.members:
             mbr.stall_every_ms = None
+        if self.txns is not None:
+            self.txns.quiesce()
         for act in list(self.active):
             self._heal(nemesis, act)
         for b in self.cluster.brokers.values():
@@ -260,6 +288,8 @@ class SimRun:
         ends = self._final_reads()
         self.drained = {g: self._wait(lambda g=g: self._drained(g, ends), DRAIN_MS, 200.0)
                         for g in self.opts.group_ids()}
+        if self.txns is not None:
+            self.txns.end(ends, self._wait)
         for mbr in self.members:
             mbr.stopped = True
             mbr.stalled = False
@@ -335,12 +365,13 @@ class SimRun:
         self.history.close()
         ops = self.history.lines
         events = self.cluster.merged_events()
+        txn = self.txns.txn() if self.txns is not None else None
         if stop is None and not self.opts.judge:
             result = CheckResult(unknowns=["the end-of-run checkers were not run (judge off); the invariants were"
                                            if self.monitor is not None else "nothing was checked (judge off)"])
         elif stop is None:
             result = check(ops, events, unclean_election=self.cfg.unclean_leader_election,
-                           offsets_partitions=self.cfg.offsets_partitions)
+                           offsets_partitions=self.cfg.offsets_partitions, txn=txn)
         else:   # the run stopped at the step that broke an invariant: that is the verdict
             v = stop.violation
             result = CheckResult(anomalies=[Anomaly(v.kind, v.message, [], stop.step["events"],
@@ -372,6 +403,14 @@ class SimRun:
                 "every": self.monitor.every, "full": self.monitor.full, "checks": self.monitor.checks,
                 "stopped_at": None if stop is None else stop.step},
         }
+        if txn is not None:
+            txn_rows = txn_failover_timeline(ops, events, self.cfg.txn_partitions)
+            results["transactions"] = {k: txn.get(k) for k in ("drained", "commits", "zombies", "crashes",
+                                                               "instances", "final_committed")}
+            results["txn_timeline"], results["txn_timeline_summary"] = txn_rows, txn_summary(txn_rows)
+            if not txn.get("final_reads_ok", True) and verdict == "valid":
+                verdict, code = "unknown", 2
+                results["verdict"], results["exit_code"] = verdict, code
         digest = hashlib.sha256(json.dumps(ops, separators=(",", ":")).encode()
                                 + json.dumps(events, separators=(",", ":"), default=str).encode()).hexdigest()
         results["digest"] = digest

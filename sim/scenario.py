@@ -18,6 +18,7 @@ naming it.  A fault's ``id`` defaults to its position, its ``seed`` to 0.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,11 @@ from sim.faults import KINDS
 from sim.run import SimOptions
 
 KEYS = {"seed", "brokers", "groups", "members", "duration.s", "planted_bugs", "partitions", "producers", "rate",
-        "faults", "offsets_partitions"}
+        "faults", "offsets_partitions", "log_dirs"}
+# the transactional workload's options (SimOptions' fields of the same names), in the simulator's own form only
+TXN_KEYS = ("transactions", "txn_max_records", "txn_timeout_ms", "txn_readers", "zombie_every_ms", "zombie_ms",
+            "txn_crash_every_ms")
+KEYS |= set(TXN_KEYS)
 FAULT_KEYS = {"id", "at_ms", "heal_at_ms", "kind", "target", "seed", "peer", "direction", "latency_ms",
               "truncate_bytes"}
 
@@ -136,7 +141,8 @@ def from_chaos(doc: dict, seed: int | None, source: str) -> SimOptions:
         stall_every_ms=(g0.stall_interval_ms.lo, g0.stall_interval_ms.hi) if g0 and g0.stall_interval_ms else None,
         stall_ms=g0.stall_ms if g0 else 0, schedule=[Fault(**d) for d in sc.schedule],
         offsets_partitions=offsets.partitions if offsets else int(sc.cluster_config.get("offsets.topic.num.partitions", 10)),
-        config=config, assignments=assignments, controller=sc.controller)
+        config={**config, **({"log_dirs": sc.log_dirs} if sc.log_dirs != 1 else {})}, assignments=assignments,
+        controller=sc.controller)
 
 
 def parse(doc: Any, seed: int | None = None, source: str = "<scenario>") -> SimOptions:
@@ -158,6 +164,21 @@ def parse(doc: Any, seed: int | None = None, source: str = "<scenario>") -> SimO
                       partitions=int(doc.get("partitions", 3)), producers=int(doc.get("producers", 1)),
                       rate=float(doc.get("rate", 20.0)), schedule=faults,
                       offsets_partitions=int(doc.get("offsets_partitions", 10)))
+    log_dirs = doc.get("log_dirs", 1)
+    if isinstance(log_dirs, bool) or not isinstance(log_dirs, int) or log_dirs < 1:
+        raise SimScenarioError(f"log_dirs: an int >= 1, got {log_dirs!r}")
+    if log_dirs != 1:
+        opts.config["log_dirs"] = log_dirs
+    txn = {k: doc[k] for k in TXN_KEYS if k in doc}
+    for k in ("zombie_every_ms", "txn_crash_every_ms"):
+        if txn.get(k) is not None:
+            if not (isinstance(txn[k], list) and len(txn[k]) == 2 and all(isinstance(x, int) for x in txn[k])):
+                raise SimScenarioError(f"{k}: [lo, hi] in ms, or null")
+            txn[k] = tuple(txn[k])
+    for k in ("transactions", "txn_max_records", "txn_timeout_ms", "txn_readers", "zombie_ms"):
+        if k in txn and (not isinstance(txn[k], int) or txn[k] < 0):
+            raise SimScenarioError(f"{k}: an int >= 0")
+    opts = replace(opts, **txn)
     if opts.brokers < 1 or opts.groups < 0 or opts.duration_s <= 0:
         raise SimScenarioError("brokers >= 1, groups >= 0 and duration.s > 0")
     return opts
@@ -172,11 +193,12 @@ def load(path: Path | str, seed: int | None = None) -> SimOptions:
 
 
 def dump(opts: SimOptions, faults: list[Fault], comment: str = "") -> str:
-    """The chaos scenario form when every fault's kind is a chaos run's, else the simulator's own."""
+    """The chaos scenario form when every fault's kind is a chaos run's (and there is no transactional
+    workload), else the simulator's own."""
     from sim.faults import CHAOS_KINDS
     from sim.run import TOPIC
     head = "".join(f"# {line}\n" for line in comment.splitlines()) if comment else ""
-    if all(f.kind in CHAOS_KINDS for f in faults):
+    if all(f.kind in CHAOS_KINDS for f in faults) and not opts.transactions:
         group: dict[str, Any] = {"topic": TOPIC, "members": opts.members, "commit.interval.ms": opts.commit_interval_ms,
                                  "session.timeout.ms": opts.session_timeout_ms,
                                  "heartbeat.interval.ms": opts.heartbeat_interval_ms}
@@ -195,7 +217,8 @@ def dump(opts: SimOptions, faults: list[Fault], comment: str = "") -> str:
             "name": f"sim-{opts.seed}", "description": f"simulated seed {opts.seed}, shrunk",
             "duration.s": opts.duration_s,
             "cluster": {"brokers": opts.brokers, **({"config": {"offsets.topic.num.partitions": opts.offsets_partitions}}
-                                                   if opts.offsets_partitions != 10 else {})},
+                                                   if opts.offsets_partitions != 10 else {}),
+                        **({"log.dirs": opts.config["log_dirs"]} if opts.config.get("log_dirs", 1) != 1 else {})},
             "topics": [{"name": TOPIC, "partitions": opts.partitions, "replication.factor": min(3, opts.brokers)}],
             "workload": {"producers": {"count": opts.producers, "topic": TOPIC, "rate": opts.rate},
                          "groups": [{"id": f"g{i}", **group} for i in range(1, opts.groups + 1)]},
@@ -213,5 +236,10 @@ def dump(opts: SimOptions, faults: list[Fault], comment: str = "") -> str:
            "members": opts.members, "duration.s": opts.duration_s,
            "planted_bugs": list(opts.bugs), "partitions": opts.partitions,
            "producers": opts.producers, "rate": opts.rate, "offsets_partitions": opts.offsets_partitions,
-           "faults": [f.to_json() for f in faults]}
+           **({"log_dirs": opts.config["log_dirs"]} if opts.config.get("log_dirs", 1) != 1 else {})}
+    if opts.transactions:
+        for k in TXN_KEYS:
+            v = getattr(opts, k)
+            doc[k] = list(v) if isinstance(v, tuple) else v
+    doc["faults"] = [f.to_json() for f in faults]
     return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)

@@ -26,7 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
-from judge.registry import CHECKERS, INVARIANTS, kinds_of
+from judge.registry import CHECKERS, INVARIANTS, TXN_CHECKERS, kinds_of
+
+# the checkers a shrink keeps failing: the registry's, then the transactional workload's
+ALL_CHECKERS = {**CHECKERS, **TXN_CHECKERS}
 from chaos.schedule import Fault
 from sim.faults import shorter
 from sim.run import SimOptions, SimResult, SimRun
@@ -39,8 +42,9 @@ MOVES_MS = (-1000, 1000, -250, 250)
 
 
 def checker_of(kinds: list[str]) -> str | None:
-    """The first checker (in the registry's order), else invariant, reporting one of ``kinds``."""
-    for name, c in [*CHECKERS.items(), *INVARIANTS.items()]:
+    """The first checker (in the registry's order, the transactional ones after), else invariant, reporting one
+    of ``kinds``."""
+    for name, c in [*ALL_CHECKERS.items(), *INVARIANTS.items()]:
         if set(c.kinds) & set(kinds):
             return name
     return None

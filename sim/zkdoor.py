@@ -28,7 +28,7 @@ from zk import rules
 from zk.client import StateWrite
 from zk.rules import ControllerMovedError, StateVersionConflict
 from kafkacommon.metadata import BrokerRegistration, TopicAssignment
-from sim.zk_model import Check, Create, SetData
+from sim.zk_model import Check, Create, Delete, SetData
 
 ZK_NODE = "zk1"
 
@@ -195,6 +195,27 @@ class ZkDoor:
         (_data, stat) = self._op("get", path)
         return stat.czxid if stat.ephemeral_owner == self.session_id else None
 
+    def allocate_producer_id_block(self, broker_id: int, size: int = 1000) -> tuple[int, int]:
+        """zk/config_store.py's claim of the next ``size`` producer ids: a conditional update of
+        /latest_producer_id_block (Kafka's ProducerIdManager in ZooKeeper mode)."""
+        while True:
+            try:
+                data, stat = self._op("get", paths.PRODUCER_ID_BLOCK)
+            except NoNode:
+                try:
+                    self._op("create", paths.PRODUCER_ID_BLOCK, codecs.encode_producer_id_block(broker_id, 0, size - 1))
+                    return 0, size - 1
+                except NodeExists:
+                    continue
+            start = codecs.decode_producer_id_block(data) + 1 if data else 0
+            try:
+                self._op("set", paths.PRODUCER_ID_BLOCK, codecs.encode_producer_id_block(broker_id, start,
+                                                                                        start + size - 1),
+                         version=stat.version)
+                return start, start + size - 1
+            except BadVersion:
+                continue
+
     def read_brokers(self, watch: Callable[[Any], None] | None = None) -> dict[int, BrokerRegistration]:
         ids = self._op("get_children", paths.BROKER_IDS, watch=self._watch("child", paths.BROKER_IDS, watch))
         out = {}
@@ -317,6 +338,32 @@ class ZkDoor:
         exists = self._op("exists", paths.config_topic(a.topic)) is not None
         self._fenced_multi(fence_version, rules.topic_create_ops(a, exists))
 
+    def write_topic_assignment(self, fence_version: int, a: TopicAssignment) -> None:
+        self._fenced_multi(fence_version, [rules.topic_assignment_op(a)])
+
+    def read_zk_reassignment(self, watch: Callable[[Any], None] | None = None) -> dict | None:
+        path = paths.REASSIGN_PARTITIONS
+        if self._op("exists", path, watch=self._watch("data", path, watch)) is None:
+            return None
+        try:
+            data, _s = self._op("get", path)
+            return codecs.decode_reassignment(data)
+        except NoNode:
+            return None
+        except codecs.CodecError:
+            return {}
+
+    def write_zk_reassignment(self, fence_version: int, partitions: dict) -> None:
+        ops = rules.zk_reassignment_ops(partitions, self._op("exists", paths.REASSIGN_PARTITIONS) is not None)
+        if ops:
+            try:
+                self._fenced_multi(fence_version, ops)
+            except NoNode:
+                pass
+
+    def request_reassignment(self, partitions: dict) -> None:
+        self._op("create", paths.REASSIGN_PARTITIONS, codecs.encode_reassignment(partitions))
+
     # ------------------------------------------------------------------ admin and configs (zk/config_store.py's)
 
     def create_topic_znode(self, a: TopicAssignment) -> None:
@@ -372,6 +419,38 @@ class ZkDoor:
         except NoNode:
             pass
 
+    # ------------------------------------------------------------------ log directory failures
+
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        """zk.client.ZkClient.propagate_log_dir_event: the persistent sequential notification."""
+        return self._op("create", paths.LOG_DIR_EVENT_NOTIFICATION + "/" + paths.LOG_DIR_EVENT_PREFIX,
+                        codecs.encode_log_dir_event(broker_id), sequence=True)
+
+    def read_log_dir_events(self, watch: Callable[[Any], None] | None = None) -> list[tuple[str, int | None]]:
+        try:
+            names = self._op("get_children", paths.LOG_DIR_EVENT_NOTIFICATION,
+                             watch=self._watch("child", paths.LOG_DIR_EVENT_NOTIFICATION, watch))
+        except NoNode:
+            return []
+        out: list[tuple[str, int | None]] = []
+        for seq in sorted(paths.log_dir_event_sequence(n) for n in names if n.startswith(paths.LOG_DIR_EVENT_PREFIX)):
+            try:
+                d, _s = self._op("get", paths.log_dir_event(seq))
+            except NoNode:
+                continue
+            try:
+                out.append((seq, codecs.decode_log_dir_event(d)))
+            except codecs.CodecError:
+                out.append((seq, None))
+        return out
+
+    def delete_log_dir_events(self, fence_version: int, sequences: list[str]) -> None:
+        for ops in rules.log_dir_event_delete_ops(fence_version, sequences):
+            results = self._op("multi", [_model_op(op) for op in ops])
+            error = rules.multi_failure(results, [op[1] for op in ops[1:]], fence_version)
+            if error is not None and not isinstance(error, NoNode):
+                raise error
+
 
 def _model_op(op: tuple) -> Any:
     """zk/rules.py's op tuple as the model's multi op."""
@@ -379,6 +458,8 @@ def _model_op(op: tuple) -> Any:
         return Create(op[1], op[2], ephemeral=op[3])
     if op[0] == "set":
         return SetData(op[1], op[2], op[3])
+    if op[0] == "delete":
+        return Delete(op[1], op[2])
     return Check(op[1], op[2])
 
 

@@ -78,6 +78,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.timeout(SHARED_SETUP_TIMEOUT_S))
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On an xdist worker under ``--dist loadgroup``, xdist names each test's group in its node id (a suffix
+    ``@group``).  If that stops working (pytest 9.2 broke it), tests of one module scatter over the workers,
+    each starting the module's cluster, and tests that follow one another race: fail the run at once."""
+    if getattr(session.config.option, "loadgroup", False):
+        ungrouped = [i.nodeid for i in session.items if "@" not in i.nodeid]
+        if ungrouped:
+            raise pytest.UsageError(f"pytest-xdist did not group {ungrouped[0]} (and {len(ungrouped) - 1} "
+                                    "more): use the pytest and pytest-xdist versions pyproject.toml pins")
+
+
 @pytest.fixture(autouse=True)
 def _unit_tests_start_no_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """A test with no tier mark may not start a process: the unit tier stays fast and self-contained."""
@@ -109,6 +121,8 @@ def write_cluster_yaml(path: Path, connect: str, brokers: int, **settings: Any) 
         "zookeeper.session.timeout.ms": 3000,
         "offsets.topic.num.partitions": 50,
         "offsets.topic.replication.factor": min(3, brokers),
+        "transaction.state.log.replication.factor": min(3, brokers),
+        "transaction.state.log.min.isr": min(2, brokers),
         "controller.socket.timeout.ms": 3000,
         "controlled.shutdown.retry.backoff.ms": 50,
         # every broker registers before the offsets topic is placed, however slow a start under load

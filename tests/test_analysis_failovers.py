@@ -72,10 +72,31 @@ def random_run(seed: int) -> Run:
         end = rnd.randint(1000, 20_000)
         r.end_phase("end", end)
         r.end_phase("stop", end + rnd.randint(0, 2000))
+    # drawn last, so the draws above (and the seeds' kinds of rows) stay as they were: log directories failing,
+    # the controller listing the replicas it lost (a disk fault's detection when P2 is listed)
+    for _ in range(rnd.randint(0, 2)):
+        r.ev(rnd.randint(1000, 20_000), 3, "replicas_offline", controller_epoch=1, broker_id=rnd.randint(1, 3),
+             led=[], replicas=[f"__consumer_offsets-{rnd.choice((2, 3))}"])
     return r
 
 
-RUNS = {"issue30": issue30_run(), "issue30-unmarked": issue30_run(marks=False),
+def disk_run() -> Run:
+    """A disk fault on g1's coordinator detected by ``replicas_offline``, and a later move detected the same way
+    that no fault explains."""
+    r = base_run(groups=("g1", "g5"))
+    r.fault(0, "disk-full", "coordinator:g1", [1], 1000, heal_ms=6000)
+    r.ev(1050, 3, "replicas_offline", controller_epoch=1, broker_id=1, replicas=["__consumer_offsets-0"], led=[])
+    r.ev(1060, 3, "replicas_offline", controller_epoch=1, broker_id=1, replicas=["__consumer_offsets-2"], led=[])
+    r.states(1061, 3, 1062, (2, 2, "offline_election", 1))
+    r.ev(1070, 2, "coordinator_loaded", partition=2, leader_epoch=1, records=3, replayed=3, skipped_records=0,
+         bytes=10, end_offset=3, groups=2, duration_ms=1.0)
+    r.client("g1", "commit", 1080, 1090, node=2)
+    r.ev(9000, 3, "replicas_offline", controller_epoch=1, broker_id=2, replicas=["__consumer_offsets-2"], led=[])
+    r.states(9001, 3, 9002, (2, 3, "offline_election", 2))
+    return r
+
+
+RUNS = {"issue30": issue30_run(), "issue30-unmarked": issue30_run(marks=False), "disk": disk_run(),
         # few runs (Spark reads each run apart): seeds whose rows have every kind (the test below)
         **{f"random-{seed}": random_run(seed) for seed in (0, 1, 2, 3, 5, 15, 108)}}
 
@@ -108,6 +129,7 @@ def test_the_random_runs_have_every_kind_of_row():
     assert any(row["group"] is None and row["moved"] for row in rows)                 # a controller failover
     assert any(row["load_ms"] is not None and row["first_commit_ms"] is not None for row in rows)
     assert any(row["unavailable_from_ms"] is not None for row in rows)
+    assert any(row["detect_by"] == "replicas_offline" for row in rows)               # a log directory failed
 
 
 @pytest.mark.parametrize("name", list(RUNS))

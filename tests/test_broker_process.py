@@ -115,3 +115,26 @@ def test_a_broker_whose_zookeeper_died_still_exits_promptly_on_sigterm(tmp_path)
                 p.kill()
                 p.wait()
         zk.stop()
+
+
+def test_the_registration_names_the_kafka_listeners_and_keeps_the_grpc_address_for_kafkasim(make_cluster):
+    """/brokers/ids/<id> is Kafka's version-5 JSON: a tool reading ZooKeeper dials ``endpoints`` and reaches the
+    Kafka listener; kafkasim's own readers (the codec, the launcher's view) still find the gRPC address."""
+    import json
+
+    from confluent_kafka.admin import AdminClient
+
+    from zk import paths
+
+    cluster = make_cluster(brokers=1, **{"offsets.topic.num.partitions": 1})
+    spec = cluster.cfg.broker(1)
+    data, _ = cluster.zk().get(paths.broker(1))
+    reg = json.loads(data)
+    host, port = spec.kafka_advertised
+    assert reg["endpoints"] == [f"PLAINTEXT://{host}:{port}"]
+    assert (reg["host"], reg["port"], reg["listener_security_protocol_map"]) == (host, port, {"PLAINTEXT": "PLAINTEXT"})
+    assert reg["kafkasim_grpc"] == f"{spec.host}:{spec.port}" and "rack" not in reg
+    address = reg["endpoints"][0].partition("://")[2]
+    md = AdminClient({"bootstrap.servers": address, "log_level": 0}).list_topics(timeout=10)
+    assert sorted(md.brokers) == [1]
+    assert cluster.view().brokers[1]["port"] == spec.port   # the launcher (status, chaos, ui) reads gRPC

@@ -25,8 +25,12 @@ SHORT_S = 10.0
 SCENARIOS = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
 # the real-client scenarios run in tests/test_chaos_real_clients.py, longer (their clients need it); fidelity
 # runs in full in tests/test_sim_fidelity.py (its faults are scripted past a 10 s form); the user-application
-# pair (app-consumer-buggy must come out invalid) in tests/test_chaos_app.py
-SHORT_FORM = [n for n in SCENARIOS if not n.startswith(("coordinator-failover-", "app-consumer-")) and n != "fidelity"]
+# pair (app-consumer-buggy must come out invalid) in tests/test_chaos_app.py; controller-reassign below, with
+# its own checks; disk-full-coordinator runs below with one fault of each of its kinds
+# (test_disk_faults_move_the_coordinator_...); the transactional ones in tests/test_chaos_txn_runs.py, longer
+# (a zombie needs one), with these checks too
+SHORT_FORM = [n for n in SCENARIOS if not n.startswith(("coordinator-failover-", "app-consumer-", "txn-"))
+              and n not in ("fidelity", "controller-reassign", "disk-full-coordinator")]
 
 
 def run(scenario, tmp_path, seed=1, duration=SHORT_S, bugs=()):
@@ -124,6 +128,30 @@ def test_a_coordinator_that_accepts_fenced_generations_is_caught(short_chaos_res
     assert kinds <= {"fenced-generation-commit", "commit-went-backwards"}, kinds
 
 
+def test_a_controller_killed_mid_reassignment_loses_no_write_and_the_new_one_completes_it(tmp_path):
+    """scenarios/controller-reassign.yaml: a partition's reassignment (AlterPartitionReassignments) while the new
+    replica's broker is paused, then a SIGKILL of the controller once it has answered, twice.  No acknowledged
+    write is lost (the run is valid), and each reassignment is completed on its target replicas by the next
+    controller (a newer controller epoch), which found it in the topic znode's adding and removing replicas."""
+    from node.events import read_events
+    r, printed = run(load_scenario(SCENARIO_DIR / "controller-reassign.yaml"), tmp_path, duration=24.0)
+    assert r.verdict == "valid", printed + json.dumps(r.results["checks"], default=str)[:4000]
+    starts = [op["value"] for op in history(r) if op["process"] == "nemesis" and op["value"].get("phase") == "start"]
+    assert [v["kind"] for v in starts] == ["reassign-failover"] * 2, starts
+    assert all(v["error"] is None and v["nodes"] == [v["controller"]] for v in starts), starts   # it was killed
+    events = [e for f in sorted((r.out / "cluster" / "events").glob("broker-*.jsonl")) for e in read_events(f)
+              if e.get("topic") == "events" and e["type"] in ("reassignment_started", "reassignment_completed")]
+    for v in starts:
+        mine = [e for e in events if e["partition"] == v["partition"]]
+        started = [e for e in mine if e["type"] == "reassignment_started"]
+        completed = [e for e in mine if e["type"] == "reassignment_completed"]
+        assert len(started) == 1 and started[0]["broker"] == v["controller"], mine
+        assert started[0]["replicas"][:len(v["to"])] == v["to"], mine
+        assert len(completed) == 1 and completed[0]["replicas"] == v["to"], mine
+        assert completed[0]["broker"] != v["controller"], mine
+        assert completed[0]["controller_epoch"] > started[0]["controller_epoch"], mine
+
+
 def kafkasim(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, timeout=60)
 
@@ -149,3 +177,28 @@ def test_chaos_run_refuses_bad_input_with_exit_3(tmp_path):
     assert r.returncode == 3 and "unknown planted bug 'everything'" in r.stderr
     r = kafkasim("chaos", "run", "no-such-scenario")
     assert r.returncode == 3 and "no scenario 'no-such-scenario'" in r.stderr
+
+
+def test_disk_faults_move_the_coordinator_and_every_mount_is_undone(tmp_path):
+    """disk-full and disk-error on the log directory holding g1's coordinator partition: each row of the failover
+    timeline has the disk fault as its cause, detected by the replicas it took offline, the coordinator moved and
+    loaded elsewhere; nothing acknowledged is lost (the verdict); the run's filesystems are all unmounted."""
+    scenario = tailored("disk-full-coordinator", **{"duration.s": 14, "faults": {"schedule": [
+        {"at.ms": 3000, "heal.at.ms": 6000, "kind": "disk-full", "target": "coordinator:g1"},
+        {"at.ms": 8000, "heal.at.ms": 11000, "kind": "disk-error", "target": "coordinator:g1"}]}})
+    r, printed = run(scenario, tmp_path, duration=14)
+    assert r.verdict == "valid" and r.exit_code == 0, printed
+    assert "verdict: VALID" in printed and json.loads((r.out / "results.json").read_text())["verdict"] == "valid"
+    rows = [row for row in r.results["timeline"] if row["cause"] == "fault" and row["group"] == "g1"]
+    assert [row["kind"] for row in rows] == ["disk-full", "disk-error"], printed
+    for row in rows:
+        assert row["moved"] and row["detect_by"] == "replicas_offline" and row["load_ms"] is not None, row
+        assert row["new_leader"] != row["old_leader"] and row["first_commit_ms"] is not None, row
+    starts = [op for op in history(r) if op["process"] == "nemesis" and op["value"]["phase"] == "start"]
+    assert all(len(op["value"]["dirs"]) == 1 for op in starts), starts   # the one directory holding the partition
+    with open("/proc/self/mounts") as f:
+        assert str(r.out.resolve()) not in f.read()
+    events = [json.loads(line) for p in (r.out / "cluster" / "events").glob("*.jsonl")
+              for line in p.read_text().splitlines()]
+    assert not [e for e in events if e["type"] in ("thread_died", "fetcher_error")]
+    assert len([e for e in events if e["type"] == "log_dir_failed"]) == 2

@@ -79,6 +79,8 @@ def test_a_schedule_keeps_to_its_bounds():
     (with_("cluster", {"config": {"brokers": []}}), "cluster.config.brokers"),
     (with_("workload/producers/topic", "nope"), "workload.producers.topic"),
     (with_("workload/client", "kafka-go"), "workload.client"),
+    (with_("faults/mix/0", {"kind": "reassign", "target": "controller"}), "faults.mix[0].target"),
+    (with_("faults/mix/0", {"kind": "reassign-failover", "target": "coordinator:g1"}), "faults.mix[0].target"),
 ])
 def test_scenario_errors_name_the_key(doc, key):
     with pytest.raises(ScenarioError) as e:
@@ -171,3 +173,82 @@ def test_link_maps_rewrite_addresses_and_keep_the_chroot(tmp_path):
     (tmp_path / "bad.json").write_text('{"brokers": {"x": "1"}, "zk": 1}')
     with pytest.raises(LinkMapError, match="unknown key 'zk'"):
         LinkMap.load(tmp_path / "bad.json")
+
+
+TXN_BASE = {
+    "name": "t",
+    "topics": [{"name": "tx-in", "partitions": 2}, {"name": "tx-out", "partitions": 2}],
+    "workload": {"producers": {"count": 1, "topic": "tx-in"}, "groups": [],
+                 "transactions": {"input": "tx-in", "output": "tx-out", "group": "eos", "pipelines": 2,
+                                  "zombie.interval.ms": [8000, 12000]}},
+    "faults": {"mix": [{"kind": "kill", "target": "txn-coordinator:eos-1"}]},
+}
+
+
+def txn_with(path: str, value) -> dict:
+    import copy
+    doc = copy.deepcopy(TXN_BASE)
+    node = doc
+    *keys, last = path.split("/")
+    for k in keys:
+        node = node[int(k)] if isinstance(node, list) else node[k]
+    node[last] = value
+    return doc
+
+
+def test_a_transactional_workload_parses_with_its_defaults():
+    s = parse_scenario(TXN_BASE)
+    t = s.transactions
+    assert (t.input, t.output, t.group, t.client, t.max_records, t.readers) == ("tx-in", "tx-out", "eos",
+                                                                              "confluent-kafka", 20, 1)
+    assert t.transactional_ids() == ["eos-0", "eos-1"] and t.zombie_ms == 3000
+    assert parse_scenario(BASE).transactions is None
+    for name in ("txn-coordinator-kill-librdkafka", "txn-coordinator-kill-java"):
+        assert load_scenario(f"scenarios/{name}.yaml").transactions is not None
+
+
+@pytest.mark.parametrize("doc, key", [
+    (txn_with("workload/transactions/output", "tx-in"), "workload.transactions.output"),
+    (txn_with("workload/transactions/input", "nope"), "workload.transactions.input"),
+    (txn_with("workload/transactions/client", "kafkajs"), "workload.transactions.client"),
+    (txn_with("workload/transactions/pipelines", 9), "workload.transactions.pipelines"),
+    (txn_with("workload/transactions/transactionl.id", "x"), "workload.transactions.transactionl.id"),
+    (txn_with("workload/transactions/client", "java"), "workload.transactions.zombie.interval.ms"),
+    (txn_with("workload/producers/topic", "tx-out"), "workload.producers.topic"),
+    (txn_with("faults/mix/0/target", "txn-coordinator:eos-2"), "faults.mix[0].target"),
+])
+def test_transactional_scenario_errors_name_the_key(doc, key):
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario(doc, "s.yaml")
+    assert f"s.yaml: {key}" in str(e.value)
+
+
+def test_a_txn_coordinator_target_resolves_to_the_leader_of_its_transaction_state_partition():
+    v = view()
+    v.txn_partitions = 10
+    v.partitions[("__transaction_state", partition_for("eos-0", 10))] = {"leader": 2, "isr": [2], "replicas": [2]}
+    assert resolve("txn-coordinator:eos-0", v, random.Random(0)) == ["b2"]
+    assert resolve("txn-coordinator:eos-9", v, random.Random(0)) == [] or partition_for("eos-9", 10) == \
+        partition_for("eos-0", 10)
+
+
+def test_disk_faults_give_each_broker_log_directories_of_their_own():
+    doc = with_("faults/mix", [{"kind": "disk-full", "target": "coordinator:g1"},
+                               {"kind": "disk-error", "target": "leader:events/0"}])
+    doc["cluster"] = {"log.dirs": 2, "disk.size.mb": 16}
+    sc = parse_scenario(doc)
+    assert (sc.log_dirs, sc.disk_size_mb, sc.disk_fault_kinds()) == (2, 16, {"disk-full", "disk-error"})
+    assert parse_scenario(BASE).disk_fault_kinds() == set() and parse_scenario(BASE).log_dirs == 1
+    for key, value in (("log.dirs", 0), ("log.dirs", 5), ("disk.size.mb", 1)):
+        bad = dict(doc, cluster={key: value})
+        with pytest.raises(ScenarioError, match=f"cluster.{key}"):
+            parse_scenario(bad)
+    with pytest.raises(ScenarioError, match="disk faults need network: proxy"):
+        parse_scenario(dict(doc, network="netns"))
+
+
+def test_a_disk_fault_fails_the_directory_holding_its_targets_partition():
+    from chaos.targets import target_partition
+    assert target_partition("coordinator:g1", 50) == ("__consumer_offsets", partition_for("g1", 50))
+    assert target_partition("leader:events/2", 50) == ("events", 2)
+    assert target_partition("random", 50) is None and target_partition("controller", 50) is None

@@ -157,6 +157,27 @@ def test_sigterm_is_detected_by_the_controlled_shutdown_request():
     assert (g1["unavailable_ms"], g1["unavailable_from_ms"], g1["unavailable_to_ms"]) == (35.0, 25.0, 60.0)
 
 
+def test_a_full_disk_is_detected_by_the_replicas_it_takes_offline():
+    """The coordinator's log directory fails: the controller learns it from the broker's LeaderAndIsr answer
+    (``replicas_offline`` for its replica of P), not from a broker change: the broker stays registered."""
+    r = base_run()
+    r.fault(0, "disk-full", "coordinator:g1", [1], 1000, heal_ms=6000)
+    r.ev(1040, 1, "log_dir_failed", dir="/d/0", error="OSError: [Errno 28] No space left on device",
+         during="append", replicas=[f"{OFFSETS}-2"], online_dirs=["/d/1"], offline_dirs=["/d/0"], halting=False)
+    r.ev(1050, 3, "replicas_offline", controller_epoch=1, broker_id=1, replicas=[f"{OFFSETS}-0"], led=[])
+    r.ev(1060, 3, "replicas_offline", controller_epoch=1, broker_id=1, replicas=[f"{OFFSETS}-2"],
+         led=[f"{OFFSETS}-2"])
+    r.states(1061, 3, 1062, (2, 2, "offline_election", 1))
+    r.ev(1070, 2, "coordinator_loaded", partition=2, leader_epoch=1, records=3, replayed=3, skipped_records=0,
+         bytes=10, end_offset=3, groups=2, duration_ms=1.0)
+    r.client("g1", "commit", 1020, 1030, "fail", error="NOT_COORDINATOR", node=1)
+    r.client("g1", "commit", 1080, 1090, node=2)
+    g1 = next(row for row in r.timeline() if row["group"] == "g1")
+    assert (g1["cause"], g1["kind"], g1["moved"], g1["new_leader"]) == ("fault", "disk-full", True, 2)
+    assert (g1["detect_ms"], g1["detect_by"], g1["elect_ms"], g1["load_ms"]) == (60.0, "replicas_offline", 62.0, 70.0)
+    assert (g1["first_commit_ms"], g1["unavailable_ms"]) == (90.0, 60.0)
+
+
 def test_a_pause_shorter_than_the_session_moves_nothing_and_does_not_inherit_a_later_kill():
     r = base_run()
     r.fault(0, "pause", "coordinator:g1", [1], 1000, heal_ms=1800)
@@ -399,8 +420,11 @@ def random_runs(draw):
     state_times: set[int] = set()
 
     def detection(at: int, b: int) -> None:
-        kind = draw(st.sampled_from(("bc", "csr", "elected", "stopping")))
-        if kind == "bc":
+        kind = draw(st.sampled_from(("bc", "csr", "elected", "stopping", "ro")))
+        if kind == "ro":   # a log directory failed: the controller lists the replicas it lost
+            r.ev(at, 3, "replicas_offline", controller_epoch=1, broker_id=b, led=[],
+                 replicas=[f"{OFFSETS}-{draw(st.sampled_from((2, 3)))}"])
+        elif kind == "bc":
             r.ev(at, 3, "broker_change", controller_epoch=1, new=[], dead=[b], bounced=[], epochs={})
         elif kind == "csr":
             r.ev(at, 3, "controlled_shutdown_requested", controller_epoch=1, broker_id=b, broker_epoch=1,

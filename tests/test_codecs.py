@@ -33,12 +33,24 @@ def test_controller_epoch_is_a_plain_integer_string():
     assert encode_controller_epoch(17) == b"17"
 
 
-def test_broker_registration_layout_is_json_v5():
-    reg = BrokerRegistration(2, "10.0.0.2", 9092, 1_617_183_932_000, rack="r1", epoch=12345)
+def test_broker_registration_layout_is_kafkas_json_v5_with_the_grpc_address_beside_it():
+    reg = BrokerRegistration(2, "10.0.0.2", 9092, 1_617_183_932_000, rack="r1", epoch=12345,
+                             listeners=(("PLAINTEXT", "10.0.0.2", 19092), ("EXTERNAL", "lab.example", 29092)),
+                             protocols=(("PLAINTEXT", "PLAINTEXT"), ("EXTERNAL", "PLAINTEXT")))
+    # Kafka's BrokerIdZNode.encode: endpoints are the Kafka listeners, host/port the first PLAINTEXT one
     assert json.loads(encode_broker(reg)) == {
-        "version": 5, "host": "10.0.0.2", "port": 9092, "jmx_port": -1, "timestamp": "1617183932000",
-        "endpoints": ["PLAINTEXT://10.0.0.2:9092"], "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-        "rack": "r1", "features": {}}
+        "version": 5, "host": "10.0.0.2", "port": 19092, "jmx_port": -1, "timestamp": "1617183932000",
+        "endpoints": ["PLAINTEXT://10.0.0.2:19092", "EXTERNAL://lab.example:29092"],
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT", "EXTERNAL": "PLAINTEXT"},
+        "rack": "r1", "features": {}, "kafkasim_grpc": "10.0.0.2:9092"}
+    assert decode_broker(2, encode_broker(reg), 12345) == reg
+
+
+def test_a_broker_without_rack_or_kafka_listener_writes_no_rack_a_null_host_and_port_minus_one():
+    obj = json.loads(encode_broker(BrokerRegistration(2, "h", 1, 0)))
+    assert "rack" not in obj
+    assert (obj["host"], obj["port"], obj["endpoints"], obj["listener_security_protocol_map"]) == (None, -1, [], {})
+    assert decode_broker(2, encode_broker(BrokerRegistration(2, "h", 1, 0))) == BrokerRegistration(2, "h", 1, 0)
 
 
 def test_broker_epoch_is_not_written_to_the_znode():
@@ -84,7 +96,8 @@ def test_decodes_a_kafka_broker_znode_without_rack():
     raw = (b'{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"endpoints":["PLAINTEXT://kafka1:9092"],'
            b'"jmx_port":-1,"features":{},"host":"kafka1","timestamp":"1617183932000","port":9092,"version":5}')
     assert decode_broker(1, raw, czxid=4294967321) == \
-        BrokerRegistration(1, "kafka1", 9092, 1617183932000, rack=None, epoch=4294967321)
+        BrokerRegistration(1, "kafka1", 9092, 1617183932000, rack=None, epoch=4294967321,
+                           listeners=(("PLAINTEXT", "kafka1", 9092),), protocols=(("PLAINTEXT", "PLAINTEXT"),))
 
 
 def test_decodes_older_topic_versions_without_topic_id_or_config():

@@ -309,10 +309,18 @@ def test_duplicate_log_dirs():
     fails(data, "brokers[1].log.dirs")
 
 
-def test_log_dirs_list_rejected():
+def test_log_dirs_list():
+    """Kafka's comma-separated log.dirs: every directory, in order; the first is ``log_dir``."""
     data = cfg()
+    data["brokers"][0]["log.dirs"] = "/a, /b,/c"
+    b = parse_config(data).brokers[0]
+    assert b.log_dirs == (Path("/a"), Path("/b"), Path("/c")) and b.log_dir == Path("/a")
+    for bad in ("/a,,/b", "/a,/a", "/a,"):
+        data["brokers"][0]["log.dirs"] = bad
+        fails(data, "brokers[0].log.dirs")
     data["brokers"][0]["log.dirs"] = "/a,/b"
-    fails(data, "brokers[0].log.dirs")
+    data["brokers"][1]["log.dirs"] = "/c,/b"   # a directory shared by two brokers
+    fails(data, "brokers[1].log.dirs")
 
 
 def test_session_timeout_below_two_ticks_when_embedded():
@@ -425,7 +433,7 @@ min.insync.replicas: 2
 brokers:
   - {id: 1, port: 19091, rack: a}
   - {id: 2, port: 19092, rack: b, log.dirs: disks/two}
-  - {id: 3, host: localhost, port: 19093}
+  - {id: 3, host: localhost, port: 19093, log.dirs: "d/3a,d/3b"}
 """)
     c = load_config(src)
     other = tmp_path / "elsewhere"
@@ -434,6 +442,7 @@ brokers:
     assert again == c
     assert again.run_dir == tmp_path / "rel" / "run"
     assert again.broker(2).log_dir == tmp_path / "disks" / "two"
+    assert again.broker(3).log_dirs == (tmp_path / "d" / "3a", tmp_path / "d" / "3b")
     assert dict(again.settings) == dict(c.settings)
 
 

@@ -57,14 +57,25 @@ def apply(core: ControllerCore, plan: Plan):
     return core.commit(plan, versions_for(plan))
 
 
+def failover(core: ControllerCore, *args, **kwargs) -> Plan:
+    """A failover as the handlers carry it out: on_failover's plan (the whole state to every broker), each
+    dead broker's replicas taken offline, then the elections.  Every plan but the last is applied; the last
+    (the elections) is returned, not applied."""
+    plan = core.on_failover(*args, **kwargs)
+    while True:
+        apply(core, plan)
+        plan = core.failover_next()
+        if not core.failover_pending:
+            return plan
+
+
 def started(topics: dict[str, dict[int, tuple[int, ...]]], states: dict, live: dict[int, BrokerRegistration],
             epoch: int = EPOCH, configs: dict[str, dict] | None = None, **overrides) -> ControllerCore:
     """A core that has failed over onto this context and committed its plan."""
     settings = {**NO_OFFSETS_TOPIC, **overrides}
     core = make_core(**settings)
     assignments = {t: TopicAssignment(t, parts, config=(configs or {}).get(t, {})) for t, parts in topics.items()}
-    plan = core.on_failover(epoch, 10, live, assignments, states, now_ms=0)
-    apply(core, plan)
+    apply(core, failover(core, epoch, 10, live, assignments, states, now_ms=0))
     return core
 
 
@@ -87,7 +98,11 @@ def event(plan: Plan, name: str) -> list[dict]:
 
 def test_fresh_cluster_creates_the_offsets_topic_and_elects_the_first_replica_of_each_partition():
     core = make_core()  # 50 partitions, RF 3
-    plan = core.on_failover(1, 1, brokers(1, 2, 3), {}, {}, now_ms=0)
+    first = core.on_failover(1, 1, brokers(1, 2, 3), {}, {}, now_ms=0)
+    assert first.writes == [] and first.topic_creates == [] and first.full_sync == {1, 2, 3}
+    apply(core, first)
+    plan = core.failover_next()
+    assert core.failover_next() is None
 
     assert len(plan.topic_creates) == 1
     topic = plan.topic_creates[0]
@@ -106,18 +121,17 @@ def test_fresh_cluster_creates_the_offsets_topic_and_elects_the_first_replica_of
         assert w.state == LeaderAndIsr(replicas[0], 0, replicas, 1), \
             "leader = first replica, ISR = every replica in assignment order, epoch 0, controller epoch 1"
     assert event(plan, "topic_created") == [{"topic": OFFSETS, "partitions": 50, "replication_factor": 3}]
-    assert plan.full_sync == {1, 2, 3}
 
 
 def test_the_rng_chooses_the_offsets_topic_start_index_and_shift():
     core = ControllerCore(ControllerSettings(broker_id=1), rng=lambda n: 1 if n == 3 else 0)
-    plan = core.on_failover(1, 1, brokers(1, 2, 3), {}, {}, now_ms=0)
+    plan = failover(core, 1, 1, brokers(1, 2, 3), {}, {}, now_ms=0)
     assert dict(plan.topic_creates[0].partitions) == assign_replicas(50, 3, [1, 2, 3], start_index=1, shift=1)
 
 
 def test_no_offsets_topic_with_fewer_live_brokers_than_its_replication_factor():
     core = make_core()
-    plan = core.on_failover(1, 1, brokers(1, 2), {}, {}, now_ms=0)
+    plan = failover(core, 1, 1, brokers(1, 2), {}, {}, now_ms=0)
     assert plan.topic_creates == [] and plan.writes == []
     assert event(plan, "topic_created") == []
 
@@ -125,14 +139,14 @@ def test_no_offsets_topic_with_fewer_live_brokers_than_its_replication_factor():
 def test_lazy_offsets_topic_is_left_to_the_first_find_coordinator():
     """kafkasim.offsets.topic.eager.create: false: Kafka's controller never creates __consumer_offsets."""
     core = make_core(offsets_eager_create=False)
-    plan = core.on_failover(1, 1, brokers(1, 2, 3), {}, {}, now_ms=0)
+    plan = failover(core, 1, 1, brokers(1, 2, 3), {}, {}, now_ms=0)
     assert plan.topic_creates == [] and plan.writes == [] and event(plan, "topic_created") == []
     assert core.on_tick(60_000).topic_creates == []  # nor after the grace period
 
 
 def test_offsets_topic_is_created_once_a_third_broker_registers():
     core = make_core()
-    apply(core, core.on_failover(1, 1, brokers(1, 2), {}, {}, now_ms=0))
+    apply(core, failover(core, 1, 1, brokers(1, 2), {}, {}, now_ms=0))
 
     plan = core.on_broker_change(brokers(1, 2, 3))
     assert event(plan, "broker_change") == [{"new": [3], "dead": [], "bounced": [], "epochs": {"3": 103}}]
@@ -148,7 +162,7 @@ def test_offsets_topic_is_created_once_a_third_broker_registers():
 
 def test_new_partitions_are_sent_with_is_new_to_brokers_that_are_not_fully_synced():
     core = make_core(offsets_partitions=3)
-    apply(core, core.on_failover(1, 1, brokers(1, 2), {}, {}, now_ms=0))
+    apply(core, failover(core, 1, 1, brokers(1, 2), {}, {}, now_ms=0))
     requests = apply(core, core.on_broker_change(brokers(1, 2, 3)))
     lai = [c for c in requests[1] if isinstance(c, LeaderAndIsrCmd)]
     assert len(lai) == 1 and len(lai[0].partitions) == 3
@@ -167,7 +181,7 @@ def test_an_inactive_core_plans_nothing():
     core = make_core()
     assert core.on_broker_change(brokers(1, 2, 3)).empty
     assert core.on_tick(10**9).empty
-    apply(core, core.on_failover(1, 1, brokers(1, 2, 3), {}, {}, now_ms=0))
+    apply(core, failover(core, 1, 1, brokers(1, 2, 3), {}, {}, now_ms=0))
     core.on_resign()
     assert core.on_broker_change(brokers(1, 2)).empty
     assert core.elect_preferred().empty
@@ -204,6 +218,51 @@ def test_failover_alone_changes_no_state_when_every_leader_is_live():
                             FAILURE_STATES, now_ms=0)
     assert plan.writes == [] and plan.topic_creates == []
     assert plan.full_sync == {1, 2, 3, 4}
+
+
+def test_a_failover_takes_a_dead_brokers_replicas_offline_before_it_elects():
+    """Kafka 2.8's onControllerFailover: UpdateMetadata and the unchanged states to every live broker first
+    (no decision yet); then replicaStateMachine.startup takes the dead broker's replicas offline (out of the
+    ISR, leader -1 where it led, a new leader epoch); then partitionStateMachine.startup elects (a second new
+    epoch for a partition whose leader died).  Checked against Kafka 2.8.2 by `kafkasim compare controller-kill`."""
+    core = make_core(**NO_OFFSETS_TOPIC)
+    first = core.on_failover(EPOCH, 10, brokers(2, 3, 4), {"t": TopicAssignment("t", FAILURE_TOPIC)},
+                             FAILURE_STATES, now_ms=0)
+    assert first.writes == [] and first.full_sync == {2, 3, 4}
+    requests = apply(core, first)
+    assert all(isinstance(cmds[0], UpdateMetadataCmd) for cmds in requests.values())
+    offline = core.failover_next()
+    w = writes_by_tp(offline)
+    assert {tp: x.state for tp, x in w.items()} == {
+        ("t", 0): las(-1, 4, (2, 3)), ("t", 1): las(-1, 5, (2, 3)), ("t", 2): las(-1, 6, (2,)),
+        ("t", 3): las(2, 7, (2, 3))}, "the dead broker leaves every ISR it is in; where it led, leader -1"
+    assert {x.reason for x in w.values()} == {"offline_replica"}
+    apply(core, offline)
+    elect = core.failover_next()
+    assert {tp: x.state for tp, x in writes_by_tp(elect).items()} == {
+        ("t", 0): las(2, 5, (2, 3)), ("t", 1): las(3, 6, (2, 3)), ("t", 2): las(2, 7, (2,))}
+    assert {x.reason for x in elect.writes} == {"offline_election"}
+    apply(core, elect)
+    assert not core.failover_pending and core.failover_next() is None
+
+
+def test_a_failover_takes_each_dead_broker_offline_in_turn_and_a_last_isr_member_stays():
+    core = make_core(**NO_OFFSETS_TOPIC)
+    topics = {"t": TopicAssignment("t", {0: (1, 2, 3), 1: (1, 2, 3)})}
+    states = {("t", 0): (las(1, 3, (1, 2, 3)), 7), ("t", 1): (las(1, 3, (1,)), 7)}
+    apply(core, core.on_failover(EPOCH, 10, brokers(3), topics, states, now_ms=0))
+    one = core.failover_next()
+    assert {tp: x.state for tp, x in writes_by_tp(one).items()} == {
+        ("t", 0): las(-1, 4, (2, 3)), ("t", 1): las(-1, 4, (1,))}, "broker 1 first; the ISR is never emptied"
+    apply(core, one)
+    two = core.failover_next()
+    assert {tp: x.state for tp, x in writes_by_tp(two).items()} == {("t", 0): las(-1, 5, (3,))}
+    apply(core, two)
+    elect = core.failover_next()
+    assert {tp: x.state for tp, x in writes_by_tp(elect).items()} == {("t", 0): las(3, 6, (3,))}, \
+        "t-1 stays offline, as it was written: nobody in its ISR is alive"
+    assert event(elect, "partition_offline") == [
+        {"topic": "t", "partition": 1, "reason": "no live replica in the ISR", "isr": [1]}]
 
 
 def test_dead_leader_partitions_elect_the_first_live_isr_replica_in_assignment_order():
@@ -402,7 +461,7 @@ def test_states_written_by_a_newer_controller_are_not_touched():
               ("t", 2): (las(1, 3, (1, 2)), 4)}
     core = make_core(**NO_OFFSETS_TOPIC)
     topics = {"t": TopicAssignment("t", {0: (1, 2), 1: (2, 1), 2: (1, 2)})}
-    plan = core.on_failover(EPOCH, 10, brokers(2, 3), topics, states, now_ms=0)
+    plan = failover(core, EPOCH, 10, brokers(2, 3), topics, states, now_ms=0)
     assert set(writes_by_tp(plan)) == {("t", 2)}, "only the state our epoch may change"
     assert event(plan, "election_aborted") == [
         {"topic": "t", "partition": 0, "state_controller_epoch": EPOCH + 2},
@@ -427,6 +486,21 @@ PREFERRED_STATES = {
     ("t", 2): (las(2, 5, (2, 3, 1)), 6),  # already led by the head
     ("t", 3): (las(1, 5, (1, 2)), 6),     # head 3 not in ISR -> stays
 }
+
+
+def test_a_preferred_election_answers_each_partition_asked_as_kafka_does():
+    """Kafka 2.8's ElectLeaders (preferred): NONE where the leader moved, ELECTION_NOT_NEEDED where the preferred
+    replica leads already, PREFERRED_LEADER_NOT_AVAILABLE where it cannot (checked against Kafka 2.8.2 by
+    `kafkasim compare preferred-api`)."""
+    core = started({"t": PREFERRED_TOPIC}, PREFERRED_STATES, brokers(1, 2, 3))
+    plan = core.elect_preferred(None, reason="preferred_admin")
+    moved = {(w.topic, w.partition) for w in plan.writes}
+    apply(core, plan)
+    assert core.preferred_results(None, moved) == {
+        ("t", 0): errors.NONE, ("t", 1): errors.PREFERRED_LEADER_NOT_AVAILABLE, ("t", 2): errors.ELECTION_NOT_NEEDED,
+        ("t", 3): errors.PREFERRED_LEADER_NOT_AVAILABLE}
+    assert core.preferred_results([("t", 0), ("nope", 0)], set()) == {
+        ("t", 0): errors.ELECTION_NOT_NEEDED, ("nope", 0): errors.UNKNOWN_TOPIC_OR_PARTITION}
 
 
 def test_preferred_election_moves_leadership_to_a_live_in_sync_assignment_head():
@@ -519,7 +593,7 @@ def test_no_auto_rebalance_when_disabled():
 
 def test_metadata_resend_only_once_the_interval_has_passed():
     core = make_core(**NO_OFFSETS_TOPIC, metadata_resend_interval_ms=2_000, auto_leader_rebalance=False)
-    apply(core, core.on_failover(1, 1, brokers(1, 2), {}, {}, now_ms=10_000))
+    apply(core, failover(core, 1, 1, brokers(1, 2), {}, {}, now_ms=10_000))
     assert not core.on_tick(11_999).resend_metadata
     assert core.on_tick(12_000).resend_metadata
     assert not core.on_tick(12_001).resend_metadata
@@ -529,7 +603,7 @@ def test_metadata_resend_only_once_the_interval_has_passed():
 
 def test_no_metadata_resend_when_the_interval_is_zero():
     core = make_core(**NO_OFFSETS_TOPIC, metadata_resend_interval_ms=0)
-    apply(core, core.on_failover(1, 1, brokers(1, 2), {}, {}, now_ms=0))
+    apply(core, failover(core, 1, 1, brokers(1, 2), {}, {}, now_ms=0))
     assert not any(core.on_tick(t).resend_metadata for t in (0, 1, 2_000, 10**9))
 
 
@@ -657,6 +731,8 @@ class SimCluster:
         self.nodes = {b: self._node(b) for b in ALL_BROKERS}
         topics = {t: TopicAssignment(t, parts, config=PROP_CONFIGS.get(t, {})) for t, parts in PROP_TOPICS.items()}
         self.run(self.core.on_failover(1, 1, dict(self.regs), topics, {}, now_ms=0))
+        while (plan := self.core.failover_next()) is not None:
+            self.run(plan)
 
     def _node(self, b: int) -> BrokerState:
         s = BrokerState(b)
@@ -821,7 +897,8 @@ def test_decisions_made_once_per_shape_equal_the_rules_applied_to_each_partition
     parts, states, live, unclean = case
     core = make_core(**NO_OFFSETS_TOPIC)
     topics = {OFFSETS: TopicAssignment(OFFSETS, parts, config={"unclean.leader.election.enable": unclean})}
-    plan = core.on_failover(EPOCH, 10, brokers(*sorted(live)), topics, states, now_ms=0)
+    core.on_failover(EPOCH, 10, brokers(*sorted(live)), topics, states, now_ms=0)   # the context only
+    plan = core.reload_states(states)   # the rules over it (what a failover's elections and a broker change run)
     want_writes, want_events = decided_one_by_one(states, parts, live, EPOCH, unclean)
     assert [(w.partition, w.state, w.reason) for w in plan.writes] == want_writes
     assert all(w.zk_version == states[(OFFSETS, w.partition)][1] for w in plan.writes)

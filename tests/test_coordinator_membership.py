@@ -621,7 +621,7 @@ def test_unload_answers_parked_requests_and_orphaned_appends():
     assert (r.error_code, r.member_id) == (errors.NOT_COORDINATOR, "client-uuid3")
     assert d.core.status == "unloaded" and d.core.group_ids() == [] and d.core.next_deadline_ms() is None
     d.complete()                                       # the group record completes after the unload
-    assert d.core.durable_view() == {"offsets": {}, "groups": {}}
+    assert d.core.durable_view() == {"offsets": {}, "groups": {}, "txn_offsets": {}}
     assert d.response(d.join("g")).error_code == errors.NOT_COORDINATOR
     assert any(e["to"] == DEAD for e in d.events_named("group_state_changed"))
 

@@ -257,7 +257,7 @@ def test_empty_consumer_group_expires_from_when_it_became_empty():
     assert d.core.group_ids() == []
     keys = [decode_record(k, v) for k, v in d.emitted[-1].records]
     assert keys == [(OffsetKey("g", "t", 0), None), (GroupMetadataKey("g"), None)]
-    assert d.core.durable_view() == {"offsets": {}, "groups": {}}
+    assert d.core.durable_view() == {"offsets": {}, "groups": {}, "txn_offsets": {}}
 
 
 def test_stable_consumer_group_expires_only_unsubscribed_topics():
@@ -348,3 +348,43 @@ def test_the_planted_generation_bug_accepts_a_fenced_commit():
     gen, ids = form(d)
     assert codes(d, d.commit("g", {("t", 0): 1}, gen - 1, "a-stale-member")) == [0]
     assert fetched(d) == {("t", 0): (1, 0)}
+
+
+# ------------------------------------------------------------------ OffsetDelete
+
+def test_offset_delete_as_kafka_2_8s_handle_delete_offsets():
+    from coordinator.core import PartitionCoordinator
+    from coordinator.messages import OffsetDeleteRequest
+
+    def delete(group: str, *tps: tuple[str, int]):
+        return d.response(d.call(PartitionCoordinator.offset_delete, OffsetDeleteRequest(group, list(tps))))
+    d = Driver(cfg(), load=False)
+    assert delete("g", ("t", 0)).error_code == errors.NOT_COORDINATOR
+    d.apply(d.core.begin_load(0))
+    d.apply(d.core.finish_load(0))
+    assert delete("", ("t", 0)).error_code == errors.INVALID_GROUP_ID
+    assert delete("absent", ("t", 0)).error_code == errors.GROUP_ID_NOT_FOUND
+    # a consumer group, Stable, subscribed to t: t's offsets stay (GROUP_SUBSCRIBED_TO_TOPIC), u's go
+    sub = (("range", encode_subscription(["t"])),)
+    gen, ids = form(d, "live", n=2, protocols=[sub, sub])
+    d.commit("live", {("t", 0): 5, ("u", 0): 7, ("u", 1): 8}, gen, ids[0])
+    before = len(d.emitted)
+    r = delete("live", ("t", 0), ("u", 0), ("u", 3))
+    assert (r.error_code, r.partitions) == (0, [("t", 0, errors.GROUP_SUBSCRIBED_TO_TOPIC), ("u", 0, 0), ("u", 3, 0)])
+    (tomb,) = d.emitted[before:]
+    assert tomb.acks == 0 and [decode_record(k, v) for k, v in tomb.records] == [(OffsetKey("live", "u", 0), None)]
+    assert fetched(d, "live") == {("t", 0): (5, 0), ("u", 1): (8, 0)}
+    assert d.events_named("offsets_deleted") == [{"partition": 0, "group": "live", "partitions": ["u-0"],
+                                                  "requested": 2, "generation": gen}]
+    # a group of another protocol type (Kafka Connect's), not Empty: NON_EMPTY_GROUP
+    d.join("connect", protocol_type="connect")
+    d.advance(0)
+    assert delete("connect", ("u", 0)).error_code == errors.NON_EMPTY_GROUP
+    # an Empty group: every offset asked for goes; left with none, it dies (and its metadata is tombstoned)
+    d.leave("live", (ids[0], None), (ids[1], None))
+    assert state(d, "live") == EMPTY
+    assert delete("live", ("t", 0), ("u", 1)).partitions == [("t", 0, 0), ("u", 1, 0)]
+    assert fetched(d, "live") == {} and "live" not in d.core.group_ids()
+    assert [decode_record(k, v) for k, v in d.emitted[-1].records][-1] == (GroupMetadataKey("live"), None)
+    # the tombstones are records: a new coordinator replaying the log has none of those offsets either
+    assert d.reloaded().core.durable_view()["offsets"] == {}

@@ -44,11 +44,15 @@ heartbeat_all_a = st.tuples(st.just("heartbeat_all"), group_i)
 rejoin_all_a = st.tuples(st.just("rejoin_all"), group_i, st.integers(0, len(PROTOCOLS) - 1))
 resolve_all_a = st.tuples(st.just("resolve_all"), st.sampled_from(APPEND_ERRORS))
 healthy_a = st.tuples(st.just("healthy"), st.sampled_from([1000, 4000, 20000]))   # live clients, working log
+# transactional producers 7 and 8: offsets for a group, then the marker that decides them
+txn_commit_a = st.tuples(st.just("txn_commit"), group_i, st.sampled_from([7, 8]), st.integers(0, 99),
+                         st.booleans())
+marker_a = st.tuples(st.just("marker"), st.sampled_from([7, 8]), st.booleans())
 
 actions = st.one_of(
     join_a, join_a, join_a, sync_a, heartbeat_a, leave_a, commit_a, commit_a, fetch_a, admin_a,
     advance_a, advance_a, advance_a, long_advance_a, resolve_a, sync_all_a, sync_all_a, sync_all_a, heartbeat_all_a,
-    heartbeat_all_a, rejoin_all_a, resolve_all_a, resolve_all_a, healthy_a, healthy_a,
+    heartbeat_all_a, rejoin_all_a, resolve_all_a, resolve_all_a, healthy_a, healthy_a, txn_commit_a, marker_a, marker_a,
 )
 
 
@@ -122,6 +126,17 @@ class Clients:
                                   retention_ms=-1 if offset % 5 else 3600000)
             else:
                 handle = d.commit(GROUPS[g], offsets)
+        elif kind == "txn_commit":
+            _, g, pid, offset, as_member = action
+            who = (g, 0)
+            handle = d.txn_commit(GROUPS[g], pid, {("t", 0): offset, ("t", 1): offset + 1},
+                                  generation=self.generation.get(who, -1) if as_member else -1,
+                                  member_id=self.member.get(who, "") if as_member else "")
+        elif kind == "marker":
+            while d.pending:         # the transaction coordinator writes markers once TxnOffsetCommit answered
+                d.complete(None, 0)
+                self.learn()
+            d.marker(action[1], action[2])
         elif kind == "fetch":
             _, g, stable = action
             handle = d.fetch(GROUPS[g], None, stable)
@@ -184,7 +199,7 @@ def check_counts(d: Driver) -> None:
 
 
 def check_reload(d: Driver) -> None:
-    fresh = d.reloaded(log=d.applied_log())   # = d.log() once nothing is pending
+    fresh = d.reloaded(entries=d.applied_entries())   # = d.entries() once nothing is pending
     view = d.core.durable_view()
     assert fresh.core.durable_view() == view
     for group_id, value in view["groups"].items():

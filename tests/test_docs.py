@@ -42,7 +42,8 @@ def test_every_event_the_code_emits_is_documented():
     # Event: kafkacommon.event, the cores' events; .event: a coordinator Result's (with the result first in helpers)
     pattern = re.compile(r'(?:\.emit|\.event|_event|_ev|Event)\((?:\w+, )?"([a-z_]+)"')
     names = set()
-    for package in ("node", "controller", "coordinator", "replication", "zk", "listener", "launcher", "ui"):
+    for package in ("node", "controller", "coordinator", "transactions", "replication", "zk", "listener", "launcher",
+                    "ui"):
         for path in (ROOT / package).rglob("*.py"):
             for m in pattern.finditer(path.read_text()):
                 names.add(m.group(1))

@@ -83,12 +83,15 @@ def test_the_follower_lists_everything_first_then_only_what_changed():
 
 # ---------------------------------------------------------------------- a leader answering a session
 
-def fetch(rm: ReplicaManager, session_id: int, epoch: int, listed: dict, forgotten=()) -> pb.FetchResponse:
-    """Follower 2's fetch, without waiting: listed = {tp: (fetch offset, the follower's HW)}."""
+def fetch(rm: ReplicaManager, session_id: int, epoch: int, listed: dict, forgotten=(),
+          log_start: int = 0) -> pb.FetchResponse:
+    """Follower 2's fetch, without waiting: listed = {tp: (fetch offset, the follower's HW)}, each with the
+    follower's log start offset ``log_start``."""
     return rm.fetch(pb.FetchRequest(
         replica_id=2, replica_epoch=7, max_wait_ms=0, session_id=session_id, session_epoch=epoch,
         partitions=[pb.FetchPartition(topic=t, partition=p, fetch_offset=off, last_fetched_epoch=0 if off else -1,
-                                      current_leader_epoch=0, max_bytes=1 << 20, follower_high_watermark=hw)
+                                      current_leader_epoch=0, max_bytes=1 << 20, follower_high_watermark=hw,
+                                      log_start_offset=log_start)
                     for (t, p), (off, hw) in listed.items()],
         forgotten=[pb.TopicPartition(topic=t, partition=p) for t, p in forgotten]))
 
@@ -178,3 +181,34 @@ def test_a_session_partition_has_news_for_records_a_new_hw_or_a_lost_leadership(
     pf = PartitionFetch(10, 3, 4, 1 << 20, 8)
     assert not has_news(pf, 10, 8, True), "at the log end with the leader's HW: left out"
     assert has_news(pf, 11, 8, True) and has_news(pf, 10, 9, True) and has_news(pf, 10, 8, False)
+    # the leader's log start offset past the follower's (DeleteRecords moved it): news; behind it or unknown: none
+    moved = PartitionFetch(10, 3, 4, 1 << 20, 8, log_start_offset=2)
+    assert has_news(moved, 10, 8, True, log_start_offset=5) and not has_news(moved, 10, 8, True, log_start_offset=2)
+    assert not has_news(moved, 10, 8, True, log_start_offset=1) and not has_news(pf, 10, 8, True, log_start_offset=5)
+
+
+def test_delete_records_on_the_leader_and_the_low_watermark_through_the_session(tmp_path: Path):
+    """DeleteRecords on a leader's ReplicaManager (real logs): the checks in Kafka 2.8's order, the log start
+    offset moved, and the low watermark reached once the follower's fetch (in its session) reports its own."""
+    configs = {"t": {}, "c": {"cleanup.policy": "compact"}}
+    rm = manager(tmp_path, lambda t: configs[t])
+    try:
+        rm.apply_leader_and_isrs([info("t", 0, 1), info("t", 1, 2), info("c", 0, 1)])
+        for _ in range(4):
+            rm.append(A, [(b"k", b"v", None)], 1, 1000, lambda e: None)
+        sid = fetch(rm, NO_SESSION, FULL_EPOCH, {A: (4, 0)}).session_id   # the follower has all 4: HW 4
+        assert rm.hosted[A].repl.high_watermark == 4
+        assert rm.delete_records(("t", 1), 0)[0] == errors.NOT_LEADER_OR_FOLLOWER
+        assert rm.delete_records(("c", 0), 0)[0] == errors.POLICY_VIOLATION
+        assert rm.delete_records(("__consumer_offsets", 0), 0)[0] == errors.INVALID_TOPIC_EXCEPTION
+        assert rm.delete_records(A, 5)[0] == errors.OFFSET_OUT_OF_RANGE and rm.delete_records(A, -2)[0] == 1
+        code, start, low = rm.delete_records(A, 3)
+        assert (code, start, rm.log_start_offset(A)) == (errors.NONE, 3, 3) and low == 0   # follower: 0 still
+        # the session answers the moved log start (nothing else changed), the follower takes it and says so
+        got = answered(fetch(rm, sid, 1, {}))
+        assert set(got) == {A} and got[A].log_start_offset == 3
+        fetch(rm, sid, 2, {A: (4, 4)}, log_start=3)
+        assert rm.low_watermark(A) == (errors.NONE, 3)
+        assert rm.delete_records(A, -1)[:2] == (errors.NONE, 4)   # -1: up to the high watermark
+    finally:
+        rm.close()

@@ -24,10 +24,12 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from coordinator import messages as m
 from listener.app import make_dispatcher
 from listener.context import ListenerContext
-from listener.protocol import REQUESTS, RESPONSES, SUPPORTED, BadRequest, api_name
+from listener.protocol import REQUESTS, RESPONSES, SUPPORTED, BadRequest, api_name, parse_request
 from listener.records import (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE,
                               BatchRejected, check_client_batch)
 from listener.limits import Limits
+from transactions.messages import AddPartitionsToTxnResponse, InitProducerIdResponse, TxnErrorResponse
+from zk.producer_ids import ProducerIds
 from listener.server import Connection, KafkaListener
 from node.replicas.hosted import ConsumerRead
 from replication.broker_state import PartitionInfo
@@ -42,7 +44,7 @@ class FakeReplicas:
     def __init__(self) -> None:
         self.appended: list[bytes] = []
 
-    def append_batch(self, tp, batch, count, max_ts, acks, timeout_ms, on_done, producer=None):
+    def append_batch(self, tp, batch, count, max_ts, acks, timeout_ms, on_done, producer=None, transactional=False):
         base = sum(int.from_bytes(b[57:61], "big") for b in self.appended)
         self.appended.append(batch)
         return 0, base, base + count - 1, False, -1   # error, base, last, pending, log_append_time
@@ -53,13 +55,16 @@ class FakeReplicas:
     def log_start_offset(self, tp):
         return 0
 
+    def describe_log_dirs(self, partitions=None):
+        return [("/d", 0, [])]
+
 
 def make_ctx() -> ListenerContext:
     state = SimpleNamespace(live_brokers={1: ("127.0.0.1", 1, 1)}, controller_id=1, topic_partitions={"t": 1},
                             metadata={("t", 0): PartitionInfo("t", 0, 1, 4, (1,), (1,), 0, 1)})
     from node.config import default_config
     from node.dynamic_config import DynamicBrokerConfig
-    return ListenerContext(1, state, FakeReplicas(), groups=None, zk=None,
+    return ListenerContext(1, state, FakeReplicas(), groups=None, txns=None, producer_ids=lambda: 0, zk=None,
                            endpoint_of=lambda b: ("127.0.0.1", 9092) if b == 1 else None, rack_of=lambda b: None,
                            cluster_id="test-cluster", pool=ThreadPoolExecutor(4), auto_create_topics=False,
                            broker_config=DynamicBrokerConfig(default_config(), 1))
@@ -100,6 +105,8 @@ def test_api_versions_lists_exactly_the_supported_ranges(version: int) -> None:
     r = ApiVersionsResponse.decode(out, version=version, header=True, framed=True)
     assert r.error_code == 0
     assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys} == SUPPORTED
+    if version >= 3:   # Kafka 2.8.2 (conformance ApiVersions.v3.advertised): no finalized features, epoch 0
+        assert r.finalized_features_epoch == 0 and list(r.finalized_features) == []
 
 
 def test_api_versions_above_the_maximum_answers_error_35_in_a_v0_body() -> None:
@@ -108,7 +115,8 @@ def test_api_versions_above_the_maximum_answers_error_35_in_a_v0_body() -> None:
     assert size == len(out) - 4 and corr == 9   # response header v0: no tagged fields
     r = ApiVersionsResponse.decode(out[8:], version=0)
     assert r.error_code == 35
-    assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys} == SUPPORTED
+    # Kafka 2.8.2 (conformance ApiVersions.v4.unsupported_version): only ApiVersions' own range
+    assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys} == {18: SUPPORTED[18]}
 
 
 def test_metadata_v0_and_v11() -> None:
@@ -149,7 +157,7 @@ def test_unsupported_versions_close_the_connection(api_key: int, version: int) -
     assert (fields["client_id"], fields["correlation_id"], fields["error"]) == ("x", 5, "INVALID_REQUEST")
 
 
-@pytest.mark.parametrize("api_key", [17, 21, 24, 26, 57, 999, -1])
+@pytest.mark.parametrize("api_key", [17, 27, 29, 34, 57, 999, -1])
 def test_unknown_or_unimplemented_apis_close_the_connection(api_key: int) -> None:
     with pytest.raises(BadRequest, match="unsupported API key"):
         handle(struct.pack(">hhih", api_key, 0, 5, 1) + b"x")
@@ -350,6 +358,9 @@ class FakeGroups:
     async def offset_commit(self, r):
         return m.OffsetCommitResponse(partitions=[("t", 0, 0)])
 
+    async def txn_offset_commit(self, r):
+        return m.OffsetCommitResponse(partitions=[(o.topic, o.partition, 0) for o in r.offsets])
+
     async def offset_fetch(self, r):
         return m.OffsetFetchResponse(error_code=0, partitions=[m.FetchedOffset("t", 0, 5, -1, "", 0)])
 
@@ -363,12 +374,51 @@ class FakeGroups:
     async def delete_groups(self, r):
         return m.DeleteGroupsResponse(results=[("g", 69)])
 
+    async def offset_delete(self, r):
+        # the unknown partition (t-5) is answered by the listener itself
+        return m.OffsetDeleteResponse(0, [(t, p, 86) for t, p in r.partitions])   # GROUP_SUBSCRIBED_TO_TOPIC
+
+
+class FakeController:
+    """The controller shell's admin requests, answering with one of everything."""
+
+    def elect_leaders_request(self, tps, election_type, timeout_s):
+        return {tp: (84, None, -1) if election_type == 0 else (83, "none live", -1) for tp in tps}
+
+    def alter_reassignments(self, requested, timeout_s):
+        return 0, {tp: (0, None) if r else (39, "Empty replica list") for tp, r in requested.items()}
+
+    def list_reassignments(self, tps, timeout_s):
+        return 0, {("t", 0): ((2, 1), (2,), (1,))}
+
+
+class FakeTxns:
+    """The TxnDoor's methods: every partition known, every answer NONE (or a fenced producer)."""
+
+    def find_coordinator(self, key):
+        return m.FindCoordinatorResponse(error_code=0, node_id=1, host="ignored", port=1)
+
+    async def init_producer_id(self, r):
+        return InitProducerIdResponse(0, 77, 3)
+
+    async def add_partitions(self, r):
+        return AddPartitionsToTxnResponse(tuple((tp, 0) for tp in r.partitions))
+
+    async def add_offsets(self, r):
+        return TxnErrorResponse(90)         # PRODUCER_FENCED: INVALID_PRODUCER_EPOCH before v2
+
+    async def end_txn(self, r):
+        return TxnErrorResponse(0)
+
 
 class FetchReplicas(FakeReplicas):
-    def consumer_read(self, tp, offset, max_bytes, current_leader_epoch=-1, last_fetched_epoch=-1):
+    def delete_records(self, tp, offset):
+        return 0, offset, offset   # error, requested offset, low watermark (reached at once)
+
+    def consumer_read(self, tp, offset, max_bytes, current_leader_epoch=-1, last_fetched_epoch=-1, committed=False):
         return ConsumerRead(0, 3, 0, 4, batch(3))    # error, high watermark, log start, leader epoch, records
 
-    def list_offsets(self, req):
+    def list_offsets(self, req, committed=False):
         return pb.ListOffsetsResponse(partitions=[pb.ListOffsetsPartition(
             topic=p.topic, partition=p.partition, offset=3, leader_epoch=4) for p in req.partitions])
 
@@ -384,6 +434,12 @@ class FetchReplicas(FakeReplicas):
             later = [i for i, (e, _) in enumerate(starts) if e > epoch][0]
             return (starts[later - 1][0] if later else epoch), starts[later][1]
         return 0, 4, lookup
+
+    def describe_log_dirs(self, partitions=None):
+        """Two directories: /d/0 offline, /d/1 with t-0 (and t-1, not asked for)."""
+        rows = [(0, 1234, 0), (1, 99, -1)]
+        return [("/d/0", 56, []),
+                ("/d/1", 0, [("t", [r for r in rows if partitions is None or ("t", r[0]) in partitions])])]
 
 
 def sample_request(api: int, v: int):
@@ -416,12 +472,26 @@ def sample_request(api: int, v: int):
         req.groups_names = ["g"]
     elif api == 22:
         req.transactional_id = None
+    elif api == 24:
+        req.v3_and_below_transactional_id = "tx"
+        req.v3_and_below_topics = [R.AddPartitionsToTxnTopic(name="t", partitions=[0])]
+    elif api in (25, 26):
+        req.transactional_id = "tx"
+        if api == 25:
+            req.group_id = "g"
+    elif api == 28:
+        req.transactional_id, req.group_id = "tx", "g"
+        req.topics = [R.TxnOffsetCommitRequestTopic(name="t", partitions=[
+            R.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=5),
+            R.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(partition_index=9, committed_offset=5)])]
     elif api == 23:
         req.topics = [R.OffsetForLeaderTopic(topic="t", partitions=[R.OffsetForLeaderTopic.OffsetForLeaderPartition(
             partition=0, current_leader_epoch=4, leader_epoch=2)])]
     elif api == 32:
         req.resources = [R.DescribeConfigsResource(resource_type=2, resource_name="t", configuration_keys=None),
                          R.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)]
+    elif api == 35:
+        req.topics = [R.DescribableLogDirTopic(topic="t", partitions=[0])]
     elif api == 33:
         req.resources = [R.AlterConfigsResource(resource_type=2, resource_name="t", configs=[
             R.AlterConfigsResource.AlterableConfig(name="retention.ms", value="1000")])]
@@ -430,6 +500,24 @@ def sample_request(api: int, v: int):
             R.AlterConfigsResource.AlterableConfig(name="retention.ms", config_operation=0, value="1000")])]
     elif api == 37:
         req.topics, req.timeout_ms = [R.CreatePartitionsTopic(name="t", count=2, assignments=None)], 1000
+    elif api == 21:
+        req.topics, req.timeout_ms = [R.DeleteRecordsTopic(name="t", partitions=[
+            R.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=2)])], 1000
+    elif api == 43:
+        req.topic_partitions, req.timeout_ms = [R.TopicPartitions(topic="t", partitions=[0])], 1000
+        if v >= 1:
+            req.election_type = 1
+    elif api == 45:
+        req.topics, req.timeout_ms = [R.ReassignableTopic(name="t", partitions=[
+            R.ReassignableTopic.ReassignablePartition(partition_index=0, replicas=[2, 1]),
+            R.ReassignableTopic.ReassignablePartition(partition_index=1, replicas=None)])], 1000
+    elif api == 46:
+        req.topics, req.timeout_ms = None, 1000
+    elif api == 47:
+        req.group_id = "g"
+        req.topics = [R.OffsetDeleteRequestTopic(name="t", partitions=[
+            R.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(partition_index=0),
+            R.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(partition_index=5)])]
     return req
 
 
@@ -439,12 +527,15 @@ ALL_VERSIONS = [(k, v) for k, (lo, hi) in sorted(SUPPORTED.items()) for v in ran
 @pytest.mark.parametrize("api,version", ALL_VERSIONS, ids=[f"{api_name(k)}-v{v}" for k, v in ALL_VERSIONS])
 def test_every_advertised_version_is_answered_in_that_version(api: int, version: int) -> None:
     ctx = make_ctx()
-    ctx.groups, ctx.replicas = FakeGroups(), FetchReplicas()
+    ctx.groups, ctx.replicas, ctx.txns = FakeGroups(), FetchReplicas(), FakeTxns()
+    if api in (43, 45, 46):
+        ctx.controller, ctx.is_controller = FakeController(), lambda: True
     written: list = []
     ctx.zk = SimpleNamespace(allocate_producer_id_block=lambda broker, size: (5000, 5000 + size - 1),
                              read_entity_config=lambda path: {"cleanup.policy": "compact"} if path == "topics/t" else {},
                              change_entity_config=lambda path, config: written.append((path, config)),
                              exists=lambda path: object())
+    ctx.producer_ids = ProducerIds(ctx.zk, 1).next_id
     ctx.topic_config = lambda topic: {"cleanup.policy": "compact"}
     from node.config import default_config, parse_config
     from node.dynamic_config import DynamicBrokerConfig
@@ -468,6 +559,14 @@ def test_every_advertised_version_is_answered_in_that_version(api: int, version:
         assert r.groups[0].members[0].client_host == "/h"
     elif api == 22:
         assert (r.error_code, r.producer_id, r.producer_epoch) == (0, 5000, 0)
+    elif api == 24:
+        (t,) = r.results_by_topic_v3_and_below
+        assert [(x.partition_index, x.partition_error_code) for x in t.results_by_partition] == [(0, 0)]
+    elif api == 25:
+        assert r.error_code == (47 if version < 2 else 90)
+    elif api == 28:
+        got = {(t.name, x.partition_index): x.error_code for t in r.topics for x in t.partitions}
+        assert got == {("t", 0): 0, ("t", 9): 3}     # partition 9 is not in the metadata cache
     elif api == 23:
         p = r.topics[0].partitions[0]
         assert (p.error_code, p.end_offset, p.leader_epoch if version >= 1 else 1) == (0, 10, 1)
@@ -484,6 +583,51 @@ def test_every_advertised_version_is_answered_in_that_version(api: int, version:
                             else {"retention.ms": "1000"})]
     elif api == 37:
         assert [(x.name, x.error_code) for x in r.results] == [("t", 41)]   # NOT_CONTROLLER: not the controller
+    elif api == 21:
+        assert [(t.name, p.partition_index, p.low_watermark, p.error_code)
+                for t in r.topics for p in t.partitions] == [("t", 0, 2, 0)]
+    elif api == 43:
+        got = [(t.topic, p.partition_id, p.error_code, p.error_message)
+               for t in r.replica_election_results for p in t.partition_result]
+        assert got == ([("t", 0, 83, "none live")] if version >= 1 else [("t", 0, 84, None)])
+    elif api == 45:
+        assert r.error_code == 0 and [(t.name, p.partition_index, p.error_code) for t in r.responses
+                                      for p in t.partitions] == [("t", 0, 0), ("t", 1, 39)]
+    elif api == 46:
+        (p,) = r.topics[0].partitions
+        assert (r.topics[0].name, p.replicas, p.adding_replicas, p.removing_replicas) == ("t", [2, 1], [2], [1])
+    elif api == 47:
+        assert r.error_code == 0 and [(t.name, p.partition_index, p.error_code) for t in r.topics
+                                      for p in t.partitions] == [("t", 0, 86), ("t", 5, 3)]
+    elif api == 10 and version >= 1:   # Kafka 2.8.2 (conformance FindCoordinator.group): Errors.NONE.message()
+        assert (r.error_code, r.error_message) == (0, "NONE")
+    elif api == 35:
+        offline, online = r.results
+        assert (offline.log_dir, offline.error_code, offline.topics) == ("/d/0", 56, [])
+        (t,) = online.topics
+        assert (online.error_code, t.name, [(p.partition_index, p.partition_size, p.offset_lag, p.is_future_key)
+                                            for p in t.partitions]) == (0, "t", [(0, 1234, 0, False)])
+
+
+def test_controller_admin_answers_carry_kafkas_messages() -> None:
+    """As Kafka 2.8.2 answers (conformance AlterPartitionReassignments.*, ListPartitionReassignments.*): the
+    reassignment APIs' top-level message is '' for NONE and the error's default message otherwise.  An unknown
+    election type is INVALID_REQUEST for each partition (Kafka 2.8.2: UNKNOWN_SERVER_ERROR, docs/deviations.md)."""
+    def ask(api: int, version: int, controller: bool, **fields):
+        ctx = make_ctx()
+        ctx.controller, ctx.is_controller = FakeController(), (lambda: controller)
+        req = sample_request(api, version)
+        for k, v in fields.items():
+            setattr(req, k, v)
+        out = asyncio.run(make_dispatcher(ctx, lambda *a, **k: None).handle(frame(req, 9), CONN))
+        return RESPONSES[api].decode(out, version=version, header=True, framed=True)
+    r = ask(43, 2, True, election_type=5)
+    assert r.error_code == 0 and [(p.error_code, p.error_message) for t in r.replica_election_results
+                                  for p in t.partition_result] == [(42, "Unknown election type 5")]
+    assert (ask(45, 0, True).error_message, ask(46, 0, True).error_message) == ("", "")
+    for api in (45, 46):
+        r = ask(api, 0, False)
+        assert (r.error_code, r.error_message) == (41, "This is not the correct controller for this cluster.")
 
 
 @pytest.mark.parametrize("version", range(0, 5))
@@ -594,7 +738,7 @@ def test_fetch_from_a_real_log_passes_its_batches_through(tmp_path, version: int
         assert bytes(fetch(0, 10).records) == log[:sizes[0]]              # the first batch always goes
         assert bytes(fetch(1, sizes[1] + 10).records) == log[sizes[0]:sizes[0] + sizes[1]]
         p = fetch(7, 1 << 20)
-        assert (p.error_code, p.high_watermark, bytes(p.records)) == (1, 6, b"")   # OFFSET_OUT_OF_RANGE
+        assert (p.error_code, p.high_watermark, bytes(p.records)) == (1, -1, b"")  # OFFSET_OUT_OF_RANGE: as Kafka 2.8.2, offsets unknown
     finally:
         rm.close()
 
@@ -641,3 +785,82 @@ def test_many_connections_are_served_at_once(listener) -> None:
     finally:
         for s in socks:
             s.close()
+
+
+# ---------------------------------------------------------------- as Kafka 2.8.2 answers (kafkasim conformance)
+
+def _dispatch(replicas, groups=None, topics_on_ctx=None):
+    ctx = make_ctx()
+    ctx.replicas = replicas
+    ctx.groups = groups or FakeGroups()
+    return make_dispatcher(ctx, lambda *a, **k: None)
+
+
+def test_offset_commit_to_an_unknown_topic_is_unknown_topic_or_partition_and_not_committed() -> None:
+    seen = []
+
+    class Groups(FakeGroups):
+        async def offset_commit(self, r):
+            seen.append([(o.topic, o.partition) for o in r.offsets])
+            return m.OffsetCommitResponse(partitions=[(o.topic, o.partition, 0) for o in r.offsets])
+
+    R = REQUESTS[8]
+    req = R(version=7, group_id="g", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+            topics=[R.OffsetCommitRequestTopic(name=n, partitions=[R.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata="")])
+                for n in ("t", "nope")])
+    d = _dispatch(FakeReplicas(), Groups())
+    r = RESPONSES[8].decode(asyncio.run(d.handle(frame(req), CONN)), version=7, header=True, framed=True)
+    got = {t.name: t.partitions[0].error_code for t in r.topics}
+    assert got == {"t": 0, "nope": 3} and seen == [[("t", 0)]]
+    only_unknown = R(version=7, group_id="g", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                     topics=[req.topics[1]])
+    r = RESPONSES[8].decode(asyncio.run(d.handle(frame(only_unknown), CONN)), version=7, header=True, framed=True)
+    assert [(t.name, t.partitions[0].error_code) for t in r.topics] == [("nope", 3)] and len(seen) == 1
+
+
+def test_fetch_out_of_range_answers_every_offset_unknown() -> None:
+    class OutOfRange(FetchReplicas):
+        def consumer_read(self, tp, offset, max_bytes, current_leader_epoch=-1, last_fetched_epoch=-1,
+                          read_committed=False):
+            return ConsumerRead(1, 3, 0, 4, b"")
+
+    R = REQUESTS[1]
+    req = R(version=11, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+            session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+            topics=[R.FetchTopic(topic="t", partitions=[R.FetchTopic.FetchPartition(
+                partition=0, current_leader_epoch=-1, fetch_offset=100, log_start_offset=-1,
+                partition_max_bytes=1 << 20)])])
+    out = asyncio.run(_dispatch(OutOfRange()).handle(frame(req), CONN))
+    (p,) = RESPONSES[1].decode(out, version=11, header=True, framed=True).responses[0].partitions
+    assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset) == (1, -1, -1, -1)
+
+
+def test_produce_over_max_message_bytes_has_no_error_message() -> None:
+    class Small(FakeReplicas):
+        def topic_setting(self, tp, key, default):
+            return 50 if key == "max.message.bytes" else default
+
+    req = ProduceRequest(version=9, transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+        ProduceRequest.TopicProduceData(name="t", partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=batch(3))])])
+    out = asyncio.run(_dispatch(Small()).handle(frame(req), CONN))
+    p = ProduceResponse.decode(out, version=9, header=True, framed=True).responses[0].partition_responses[0]
+    assert (p.error_code, p.error_message) == (MESSAGE_TOO_LARGE, None)
+
+
+def test_a_null_where_the_version_allows_none_closes_the_connection() -> None:
+    """kafka-python decodes a null length anywhere; Kafka's reader refuses a null non-nullable string or array
+    (the request does not parse: the connection closes), nested ones too, and takes a nullable one."""
+    # DescribeGroups v5 (flexible): groups a null compact array; OffsetForLeaderEpoch v0: topics a null array
+    for data, field in ((b"\x00\x0f\x00\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", "groups"),
+                        (b"\x00\x17\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\xff\xff\xff\xff", "topics")):
+        with pytest.raises(BadRequest, match=f"non-nullable field {field} was serialized as null"):
+            parse_request(data)
+    # JoinGroup v1: protocols[0].name null (a string of length -1)
+    body = (struct.pack(">h", 1) + b"g" + struct.pack(">iih", 6000, 6000, 0) + struct.pack(">h", 8) + b"consumer"
+            + struct.pack(">ihi", 1, -1, 0))
+    with pytest.raises(BadRequest, match=r"protocols\[0\]\.name"):
+        parse_request(struct.pack(">hhih", 11, 1, 5, 1) + b"x" + body)
+    # Metadata v1's topics may be null (every topic): it parses
+    assert parse_request(struct.pack(">hhih", 3, 1, 5, 1) + b"x" + b"\xff\xff\xff\xff").body.topics is None

@@ -25,9 +25,10 @@ from node.replicas.hosted import ConsumerRead
 from replication.broker_state import PartitionInfo
 from zk.admin import TopicError
 from proto import kafkasim_pb2 as pb
-from tests.test_listener_codec import (ALL_VERSIONS, FakeGroups, FakeReplicas, batch, frame, make_ctx, reseal,
+from tests.test_listener_codec import (ALL_VERSIONS, FakeGroups, FakeReplicas, FakeTxns, batch, frame, make_ctx, reseal,
                                        sample_request)
 from tests.test_listener_payloads import payload as PAYLOAD
+from zk.producer_ids import ProducerIds
 
 
 def fuzz(n: int) -> settings:
@@ -45,12 +46,15 @@ CONN = Connection(("127.0.0.1", 1))
 class FuzzReplicas(FakeReplicas):
     """Fetch answers at once (a fuzzed min_bytes / max_wait_ms must not long-poll the suite)."""
 
-    def consumer_read(self, tp, offset, max_bytes, current_leader_epoch=-1, last_fetched_epoch=-1):
+    def consumer_read(self, tp, offset, max_bytes, current_leader_epoch=-1, last_fetched_epoch=-1, committed=False):
         return ConsumerRead(NOT_LEADER_OR_FOLLOWER)
 
-    def list_offsets(self, req):
+    def list_offsets(self, req, committed=False):
         return pb.ListOffsetsResponse(partitions=[pb.ListOffsetsPartition(
             topic=p.topic, partition=p.partition, offset=3, leader_epoch=4) for p in req.partitions])
+
+    def delete_records(self, tp, offset):
+        return NOT_LEADER_OR_FOLLOWER, -1, -1
 
 
 class FuzzZk:
@@ -70,7 +74,8 @@ class FuzzZk:
 
 EVENTS: list[dict] = []
 CTX = make_ctx()
-CTX.groups, CTX.replicas, CTX.zk = FakeGroups(), FuzzReplicas(), FuzzZk()
+CTX.groups, CTX.replicas, CTX.zk, CTX.txns = FakeGroups(), FuzzReplicas(), FuzzZk(), FakeTxns()
+CTX.producer_ids = ProducerIds(CTX.zk, 1).next_id
 DISPATCH = make_dispatcher(CTX, lambda type_, **f: EVENTS.append(f))
 
 
@@ -368,7 +373,7 @@ class PayloadReplicas(FuzzReplicas):
         super().__init__()
         self.payloads = payloads
 
-    def consumer_read(self, tp, offset, max_bytes, current_leader_epoch=-1, last_fetched_epoch=-1):
+    def consumer_read(self, tp, offset, max_bytes, current_leader_epoch=-1, last_fetched_epoch=-1, committed=False):
         return ConsumerRead(0, 1, 0, 4, self.payloads[tp[1]])
 
 

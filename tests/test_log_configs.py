@@ -168,3 +168,14 @@ def test_the_flusher_runs_once_30_s_after_the_start_and_deleted_files_go_after_t
         assert rm.purge_and_flush(now_ms(), ran) == (0, 0)
     finally:
         rm.close()
+
+
+def test_a_refused_list_value_names_the_item_kafka_refuses() -> None:
+    """Kafka 2.8.2's ValidList names the first refused item, not the list (kafkasim conformance
+    CreateTopics.*.invalid_config)."""
+    import pytest as _pytest
+    from kafkacommon.topic_config import TOPIC_KEYS, ConfigValueError
+    with _pytest.raises(ConfigValueError) as e:
+        TOPIC_KEYS["cleanup.policy"].parse("compact,bogus")
+    assert str(e.value) == ("Invalid value bogus for configuration cleanup.policy: "
+                            "String must be one of: compact, delete")

@@ -1,9 +1,9 @@
-"""Idempotent producers' per-partition state (node/replicas/producer_state.py), sans-IO."""
+"""Idempotent producers' per-partition state (replication/producer_state.py), sans-IO."""
 from __future__ import annotations
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from node.replicas.producer_state import (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, ProducerStates,
+from replication.producer_state import (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, ProducerStates,
                                  last_sequence)
 
 
@@ -54,7 +54,7 @@ def test_a_new_leader_rebuilds_the_table_from_batches() -> None:
         return bytes(raw)
     log = batch(9, 0, 0, 2, 0) + batch(-1, -1, -1, 1, 2) + batch(9, 0, 2, 3, 3)
     s = ProducerStates()
-    assert s.replay_batches(log) == 6
+    assert s.append_batches(log) == (6, [])
     assert s.check(9, 0, 2, 3).duplicate.first_offset == 3
     assert s.check(9, 0, 5, 1).error == 0
 

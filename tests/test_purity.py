@@ -33,7 +33,7 @@ BANNED = frozenset({
 })
 BANNED_NAMES = frozenset({"open"})
 
-CORE_PACKAGES = ("kafkacommon", "replication", "controller", "coordinator")
+CORE_PACKAGES = ("kafkacommon", "replication", "controller", "coordinator", "transactions")
 CORE_MODULES = ("zk/codecs.py", "zk/paths.py", "zk/exceptions.py",
                 "sim/zk_model.py", "sim/zk_ops.py", "sim/zk_watchers.py", "sim/javahash.py", "sim/disk.py")
 

@@ -76,7 +76,7 @@ def test_one_brokers_properties() -> None:
     assert props["inter.broker.listener.name"] == "PLAINTEXT"
     assert (props["log.dirs"], props["broker.rack"]) == ("/data/b7", "r1")
     assert props["zookeeper.connect"] == "127.0.0.1:2181/x/kafka-reference"
-    assert props["transaction.state.log.replication.factor"] == "1"
+    assert props["transaction.state.log.replication.factor"] == "1"      # default_config(1) caps it
     assert (props["num.io.threads"], props["auto.create.topics.enable"]) == ("2", "false")
     text = render(props)
     assert "broker.id=7\n" in text and text.startswith("# generated")

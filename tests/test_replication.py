@@ -107,8 +107,9 @@ def test_hw_counts_a_non_isr_replica_caught_up_within_the_lag():
     p, log = make_leader(isr=(1,), replicas=(1, 2))
     assert p.high_watermark == 10
     out = fetch(p, log, 2, 10, T0 + 1)
-    assert out.alter_isr is not None  # keep 2 out of the ISR for this test: the controller refuses
-    p.on_alter_isr_result(errors.INVALID_UPDATE_VERSION)
+    assert out.alter_isr is not None  # keep 2 out of the ISR for this test: the controller refuses, and a
+    p.on_alter_isr_result(errors.INVALID_UPDATE_VERSION)    # newer state without 2 settles the pending expand
+    p.apply_isr_update((1,), ZK + 1, EPOCH)
     log.append(5)
     p.on_leader_append(log, T0 + 2)
     assert p.high_watermark == 10  # 2 caught up at T0+1, within the lag, LEO 10
@@ -522,16 +523,24 @@ def test_alter_isr_success_applies_the_isr():
 
 @pytest.mark.parametrize("error", [errors.FENCED_LEADER_EPOCH, errors.INVALID_UPDATE_VERSION,
                                    errors.STALE_BROKER_EPOCH, errors.NOT_CONTROLLER])
-def test_alter_isr_errors_clear_the_pending_change(error):
+def test_alter_isr_errors_keep_the_change_pending_after_a_give_up_and_clear_it_otherwise(error):
+    """Kafka 2.8.2's Partition.handleAlterIsrResponse: after FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION or
+    UNKNOWN_TOPIC_OR_PARTITION it gives up and the ISR state stays pending (a pending expand's member still
+    counts for the HW); other errors are retried."""
     p, log, prop = _with_expand_pending()
     out = p.on_alter_isr_result(error, proposal=prop)
-    assert p.pending_isr_change is None and p.isr == (1, 2) and p.zk_version == ZK and not out.applied
+    assert p.isr == (1, 2) and p.zk_version == ZK and not out.applied
     assert out.fenced == (error == errors.FENCED_LEADER_EPOCH)
     assert out.retry == (error not in ISR_CHANGE_GIVE_UP)
+    if error in ISR_CHANGE_GIVE_UP:
+        assert p.pending_isr_change == prop and p.maximal_isr == (1, 2, 3)
+    else:
+        assert p.pending_isr_change is None
     again = fetch(p, log, 3, 10, T0 + 1).alter_isr
     if error in ISR_CHANGE_GIVE_UP:  # stale state: wait for a newer one before proposing again
         assert again is None
         p.apply_isr_update((1, 2), ZK + 1, EPOCH)
+        assert p.pending_isr_change is None
         again = fetch(p, log, 3, 10, T0 + 2).alter_isr
         assert again is not None and again.zk_version == ZK + 1
     else:
@@ -716,3 +725,22 @@ def test_a_follower_that_is_gone_stops_holding_the_hw_back():
     assert p.high_watermark == 10, "still registered: it may yet join"
     p.set_live_brokers({1, 2}, log, T0 + 4)
     assert p.high_watermark == 15
+
+
+def test_the_low_watermark_is_the_smallest_log_start_over_the_registered_replicas():
+    """Kafka 2.8's Partition.lowWatermarkIfLeader: the leader's log start offset and each follower's (as its last
+    fetch said; unknown, -1, until it fetches) on a registered broker; a follower whose broker is gone does not
+    count.  DeleteRecords waits for it."""
+    p, log = make_leader()
+    log.start = 6
+    assert p.low_watermark(log) == -1                      # the followers have not said yet
+    p.on_follower_fetch(2, 10, None, EPOCH, log, T0 + 1, log_start_offset=6)
+    p.on_follower_fetch(3, 10, None, EPOCH, log, T0 + 1, log_start_offset=2)
+    assert p.low_watermark(log) == 2
+    p.on_follower_fetch(3, 10, None, EPOCH, log, T0 + 2, log_start_offset=6)
+    assert p.low_watermark(log) == 6
+    p.on_follower_fetch(3, 10, None, EPOCH, log, T0 + 3)   # not sent: the last value stays
+    assert p.remotes[3].log_start_offset == 6
+    p.on_follower_fetch(2, 10, None, EPOCH, log, T0 + 4, log_start_offset=1)
+    p.set_live_brokers({1, 3})                             # broker 2 unregistered: it no longer holds it back
+    assert p.low_watermark(log) == 6

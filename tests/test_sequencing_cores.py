@@ -53,12 +53,15 @@ def handlers(zombie: bool = False) -> h.ControllerHandlers:
     return h.ControllerHandlers(ControllerCore(settings), 1, zombie=zombie)
 
 
-def test_a_won_election_loads_the_context_writes_fenced_then_sends_then_logs() -> None:
+def test_a_won_election_loads_the_context_sends_it_then_writes_fenced_then_sends_then_logs() -> None:
     ctl, world = handlers(), World()
     h.run(ctl.elect(), world.do)
     kinds = [type(c).__name__ for c in world.done if not isinstance(c, (h.Emit, h.Clock, h.MonoNs))]
-    assert kinds == ["ReadController", "TryElect", "ReadSnapshot", "CachedStates", "ReadStates",
-                     "WriteStates", "Send", "Later"]
+    # Kafka's onControllerFailover: the log dir event notifications read (and deleted), UpdateMetadata (and the
+    # unchanged states) to every broker before deciding, then the decisions; after acting,
+    # /admin/reassign_partitions read (its watch armed), then the deletions resumed
+    assert kinds == ["ReadController", "TryElect", "ReadSnapshot", "ReadLogDirEvents", "CachedStates", "ReadStates",
+                     "Send", "WriteStates", "Send", "ReadZkReassignment", "Later"]
     write = next(c for c in world.done if isinstance(c, h.WriteStates))
     assert write.fence == 3 and [(w.topic, w.partition, w.state.leader) for w in write.writes] == [("t", 0, 1)]
     names = world.emitted()   # the core's own events (controller_context_loaded, ...) come between
@@ -123,6 +126,11 @@ def test_a_leader_and_isr_is_an_isr_update_a_leadership_or_a_followership() -> N
     change = roles.become_follower(repl, 2, 4, (1, 2), (1, 2), 6)
     assert not change.is_leader and change.fetch_from == (2, 4) and change.events[0][0] == "leadership_lost"
     assert roles.become_follower(repl, -1, 5, (1,), (1, 2), 7).fetch_from is None
+    # a broker shutting down follows without fetching (Kafka's makeFollowers skips adding the fetcher)
+    change = roles.become_follower(repl, 2, 6, (2,), (1, 2), 8, shutting_down=True)
+    assert not change.is_leader and change.fetch_from is None and change.leader_epoch == 6
+    assert ("follower_fetch_skipped", {"topic": "t", "partition": 0, "leader": 2, "leader_epoch": 6,
+                                       "reason": "shutting_down"}) in change.events
 
 
 def test_a_followers_fetch_answer_resets_backs_off_truncates_or_appends() -> None:

@@ -137,3 +137,23 @@ def test_the_sim_command_runs_replays_and_refuses_bad_arguments(tmp_path: Path, 
     bad.write_text("seed: 1\nfaults: [{at_ms: 1, heal_at_ms: 2, kind: kill, target: controller, colour: red}]\n")
     assert main(["sim", "run", "--scenario", str(bad)]) == 3
     assert "faults[0].colour: unknown key" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["disk-full", "disk-error"])
+def test_a_disk_fault_on_the_coordinators_directory_moves_it_or_halts_a_broker_with_one(tmp_path: Path,
+                                                                                        kind: str) -> None:
+    """The simulator runs the log directory rules and the controller's events through the same cores: with two
+    directories per broker the failed one's replicas go offline and the controller moves their leaderships (the
+    timeline's ``replicas_offline`` detection); with one, the broker halts and its session takes it away."""
+    from chaos.schedule import Fault
+    for dirs, detected_by in ((2, "replicas_offline"), (1, "broker_change")):
+        opts = SimOptions(seed=3, duration_s=14.0, offsets_partitions=3, config={"log_dirs": dirs},
+                          schedule=[Fault(0, 3000, 8000, kind, "coordinator:g1", 7)])
+        r = SimRun(opts, tmp_path / f"{kind}-{dirs}").run()
+        assert r.verdict == "valid", r.results["checks"]
+        (row,) = [row for row in r.results["timeline"] if row["cause"] == "fault" and row["group"] == "g1"]
+        assert row["moved"] and row["detect_by"] == detected_by and row["load_ms"] is not None, row
+        failed = [e for e in r.events if e["type"] == "log_dir_failed"]
+        assert len(failed) == 1 and failed[0]["halting"] == (dirs == 1)
+        assert bool([e for e in r.events if e["type"] == "broker_halted"]) == (dirs == 1)
+        assert bool([e for e in r.events if e["type"] == "log_dir_event_handled"]) == (dirs == 2)

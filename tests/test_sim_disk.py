@@ -124,3 +124,27 @@ def test_latency_hook_and_a_slow_disk():
         d.latency_ms("format")
     with pytest.raises(DiskError):
         d.slow(factor=0.5)
+
+
+def test_a_full_disk_refuses_growth_and_a_failing_one_any_change_until_repaired():
+    import errno
+    d = SimDisk()
+    d.append("a", b"12345")
+    d.fill()
+    for call in (lambda: d.append("a", b"x"), lambda: d.create("b"), lambda: d.write("a", b"123456")):
+        with pytest.raises(OSError) as e:
+            call()
+        assert e.value.errno == errno.ENOSPC
+    d.truncate("a", 2)           # a full filesystem still lets you cut, sync and delete
+    assert d.fsync("a") >= 0 and d.read("a") == b"12"
+    d.repair()
+    d.fail_writes()
+    for call in (lambda: d.append("a", b"x"), lambda: d.truncate("a", 1), lambda: d.fsync("a"),
+                 lambda: d.delete("a"), lambda: d.rename("a", "c")):
+        with pytest.raises(OSError) as e:
+            call()
+        assert e.value.errno == errno.EROFS
+    assert d.read("a") == b"12"  # reads go on
+    d.repair()
+    d.append("a", b"3")
+    assert d.read("a") == b"123"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 
 import pytest
+import yaml
 
 from chaos.scenario import SCENARIO_DIR, ScenarioError, load_scenario, parse_scenario
 from sim import scenario as sim_scenario
@@ -112,6 +113,21 @@ def test_a_groups_member_settings_reach_the_simulator_and_differing_groups_are_r
     doc["workload"]["groups"][1]["session.timeout.ms"] = 5000
     with pytest.raises(sim_scenario.SimScenarioError, match=r"workload\.groups\[1\]: the simulator's groups share"):
         sim_scenario.parse(doc)
+
+
+def test_a_chaos_scenarios_log_dirs_and_disk_faults_reach_the_simulator_and_round_trip() -> None:
+    from chaos.schedule import Fault
+    doc = {"name": "x", "topics": [{"name": "events"}], "cluster": {"log.dirs": 2},
+           "workload": {"producers": {"count": 0}},
+           "faults": {"schedule": [{"at.ms": 1000, "heal.at.ms": 2000, "kind": "disk-full", "target": "random"}]}}
+    opts = sim_scenario.parse(doc)
+    assert opts.config == {"log_dirs": 2} and [f.kind for f in opts.schedule] == ["disk-full"]
+    again = sim_scenario.parse(yaml.safe_load(sim_scenario.dump(opts, opts.schedule)))   # the chaos form
+    assert again.config == {"log_dirs": 2}
+    own = sim_scenario.dump(opts, [Fault(0, 1000, 2000, "slow-disk", "random", 1, latency_ms=50)])   # the sim's form
+    assert sim_scenario.parse(yaml.safe_load(own)).config == {"log_dirs": 2}
+    with pytest.raises(sim_scenario.SimScenarioError, match="log_dirs"):
+        sim_scenario.parse({"log_dirs": 0})
 
 
 @pytest.mark.chaos

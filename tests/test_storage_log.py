@@ -428,6 +428,37 @@ def test_epoch_entries_beyond_a_recovered_leo_are_dropped_at_open(tmp_path):
     assert log.log_end_offset == 3 and log.epoch_cache.entries == [(1, 0)]
 
 
+
+def test_epoch_cache_truncate_from_start_keeps_the_epoch_of_the_new_first_record():
+    """Kafka 2.8's truncateFromStart: entries at or below the new start go; the newest of them starts there."""
+    cache = LeaderEpochCache()
+    for e, o in [(1, 0), (3, 5), (4, 9)]:
+        cache.assign(e, o)
+    cache.truncate_from_start(7)
+    assert cache.entries == [(3, 7), (4, 9)]
+    cache.truncate_from_start(9)                 # exactly an entry's start: only older ones go
+    assert cache.entries == [(4, 9)]
+    cache.truncate_from_start(2)                 # below the first entry: nothing to do
+    assert cache.entries == [(4, 9)]
+    assert cache.end_offset_for(3, 20) == (3, 9)   # an epoch older than the log: Kafka answers the same
+
+
+def test_moving_the_log_start_trims_the_epoch_cache_on_disk_and_at_load(tmp_path):
+    log = open_log(tmp_path)
+    log.append_as_leader([(None, b"a")] * 3, 1, NOW)
+    log.append_as_leader([(None, b"b")] * 3, 2, NOW)
+    log.append_as_leader([(None, b"c")] * 3, 5, NOW)
+    assert log.maybe_increment_log_start_offset(4)          # DeleteRecords' before-offset 4
+    assert log.epoch_cache.entries == [(2, 4), (5, 6)]
+    assert (log.dir / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n2\n2 4\n5 6\n"
+    assert log.end_offset_for_epoch(1) == (1, 4)              # below every epoch left: the first entry's start
+    log.close()
+    # a crash before the cache's flush: the load trims it against the log start checkpoint itself
+    (log.dir / LEADER_EPOCH_CHECKPOINT).write_text("0\n3\n1 0\n2 3\n5 6\n")
+    log = open_log(tmp_path)
+    assert log.log_start_offset == 4 and log.epoch_cache.entries == [(2, 4), (5, 6)]
+
+
 # ---------------------------------------------------------------- checkpoint files
 
 def test_replication_offset_checkpoint_round_trip_and_format(tmp_path):

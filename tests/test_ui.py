@@ -455,3 +455,72 @@ def test_replay_of_a_chaos_run_marks_its_timeline_and_derives_the_same_stages(sh
         page.close()
     finally:
         ui.close()
+
+
+@pytest.mark.cluster
+def test_replay_of_a_simulated_transactional_run_shows_each_transactional_ids_state_and_coordinator(browser, tmp_path):
+    """A simulated run with two exactly-once pipelines: the page's Transactions table shows, at the run's end,
+    each transactional id in the state its coordinator last logged, and that coordinator."""
+    from sim.run import SimOptions, SimRun
+
+    run = tmp_path / "run"
+    assert SimRun(SimOptions(seed=3, duration_s=8.0, groups=0, transactions=2, faults=()), run).run().verdict == "valid"
+    events = sorted(read_run_events(run / "cluster"), key=lambda e: e["mono_ns"])
+    last = {e["transactional_id"]: (e["broker"], e["to"]) for e in events if e["type"] == "txn_state_changed"}
+    assert set(last) == {"eos-0", "eos-1"}
+    ui = UiServer("--replay", str(run))
+    try:
+        page = open_page(browser, ui.url)
+        wait_page(page, "() => document.body.dataset.t !== undefined")
+        t = events[-1]["mono_ns"]
+        page.evaluate("(t) => window.seekTo(t)", t)
+        wait_page(page, "(t) => document.body.dataset.t === String(t)", t)
+        for tid, (broker, state) in last.items():
+            row = f'#transactions tr[data-txn="{tid}"]'
+            assert page.get_attribute(row, "data-state") == state
+            assert page.get_attribute(row, "data-coordinator") == str(broker)
+            assert page.locator(row + " .tc").inner_text().startswith(str(broker))
+        page.close()
+    finally:
+        ui.close()
+
+
+@pytest.mark.cluster   # the ui server's process (no broker)
+def test_replay_shows_an_offline_log_directory_on_its_broker_until_it_restarts(tmp_path, browser, shots):
+    """A run's event logs with a log directory failing on broker 2, then broker 2 restarting: the page shows the
+    directory offline on broker 2's row from the failure to the restart, and not before or after."""
+    ev_dir = tmp_path / "events"
+    ev_dir.mkdir()
+    t0 = 5_000_000_000_000
+
+    def line(ms: float, broker: int, type_: str, **fields) -> str:
+        return json.dumps({"ts_ms": 1.7e12 + ms, "mono_ns": t0 + int(ms * 1e6), "broker": broker, "type": type_,
+                           **fields}) + "\n"
+    logs: dict[int, list[str]] = {b: [line(10 * b, b, "broker_starting", host="127.0.0.1", port=1, pid=100 + b)]
+                                  for b in (1, 2, 3)}
+    logs[1].append(line(100, 1, "controller_elected", epoch=1, epoch_zk_version=1, elect_ms=1.0))
+    logs[2].append(line(2000, 2, "log_dir_failed", dir="/data/b2/d0", during="append",
+                        error="OSError: [Errno 28] No space left on device", replicas=["__consumer_offsets-2"],
+                        online_dirs=["/data/b2/d1"], offline_dirs=["/data/b2/d0"], halting=False))
+    logs[2].append(line(6000, 2, "broker_starting", host="127.0.0.1", port=1, pid=202))
+    logs[2].append(line(8000, 2, "broker_registered", broker_epoch=50, session_id="0x2", replaced_predecessor=None))
+    for b, lines in logs.items():
+        (ev_dir / f"broker-{b}.jsonl").write_text("".join(lines))
+    ui = UiServer("--replay", str(tmp_path))
+    try:
+        page = open_page(browser, ui.url)
+        wait_page(page, "() => document.body.dataset.t !== undefined")
+
+        def offline_at(ms: float) -> list[str]:
+            t = t0 + int(ms * 1e6)
+            page.evaluate("(t) => window.seekTo(t)", t)
+            wait_page(page, "(t) => document.body.dataset.t === String(t)", t)
+            return page.eval_on_selector_all(
+                ".offline-dirs", "els => els.map(e => e.closest('tr').dataset.broker + ' ' + e.textContent)")
+        assert offline_at(1000) == []
+        assert offline_at(3000) == ["2 offline: /data/b2/d0"]
+        page.screenshot(path=str(shots / "ui-offline-log-dir.png"))
+        assert offline_at(7000) == []
+        page.close()
+    finally:
+        ui.close()

@@ -126,3 +126,67 @@ def test_an_observation_that_finds_nothing_new_sends_the_page_nothing():
     patch = s.take_patch()
     assert patch["groups"][0]["offsets"] == {"t-0": 6}
     assert [b["status"] for b in patch["brokers"]] == ["paused", "up", "up"]
+
+
+def test_transactional_ids_follow_their_coordinators_and_states():
+    s = ClusterState(N)
+    start(s)
+    s.apply(written(5, 7, 2, [2, 3, 1], topic="__transaction_state"))
+    s.apply(ev(6, 2, "txn_coordinator_load_started", partition=7, coordinator_epoch=0))
+    s.apply(ev(7, 2, "txn_coordinator_loaded", partition=7, coordinator_epoch=0, records=0, replayed=0,
+               skipped_records=0, bytes=0, end_offset=0, transactions=0, duration_ms=1.5))
+    s.take_patch()
+    s.apply(ev(8, 2, "txn_state_changed", partition=7, transactional_id="eos-0", **{"from": None, "to": "Empty"},
+               producer_id=1000, producer_epoch=0, partitions=[], reason="init_producer_id"))
+    s.apply(ev(9, 2, "txn_state_changed", partition=7, transactional_id="eos-0", **{"from": "Empty", "to": "Ongoing"},
+               producer_id=1000, producer_epoch=0, partitions=[["out", 0]], reason="add_partitions"))
+    [row] = s.take_patch()["transactions"]
+    assert row == dict(row, transactional_id="eos-0", partition=7, coordinator=2, coordinator_state="loaded",
+                       state="Ongoing", producer_id=1000, producer_epoch=0, partitions=["out-0"], commits=0)
+    for t, to in ((10, "PrepareCommit"), (11, "CompleteCommit")):
+        s.apply(ev(t, 2, "txn_state_changed", partition=7, transactional_id="eos-0", **{"from": None, "to": to},
+                   producer_id=1000, producer_epoch=0, partitions=[], reason="end_txn"))
+    assert s.snapshot()["transactions"][0]["commits"] == 1
+    # the coordinator dies: the partition moves, the new leader loads it and finds the id as it was
+    s.apply(written(20, 7, 3, [3, 1], epoch=1, topic="__transaction_state", reason="offline_election"))
+    row = s.take_patch()["transactions"][0]
+    assert (row["coordinator"], row["coordinator_state"]) == (3, None)
+    s.apply(ev(21, 3, "txn_coordinator_load_started", partition=7, coordinator_epoch=1))
+    s.apply(ev(22, 3, "txn_loaded", partition=7, transactional_id="eos-0", state="CompleteCommit",
+               producer_id=1000, producer_epoch=0, partitions=[]))
+    s.apply(ev(23, 3, "txn_coordinator_loaded", partition=7, coordinator_epoch=1, records=3, replayed=1,
+               skipped_records=0, bytes=90, end_offset=3, transactions=1, duration_ms=2.0))
+    row = s.snapshot()["transactions"][0]
+    assert (row["coordinator"], row["coordinator_state"], row["state"], row["reason"]) == (3, "loaded",
+                                                                                          "CompleteCommit", "loaded")
+
+
+def test_an_offline_log_directory_shows_on_its_broker_until_it_restarts_and_detects_the_failover():
+    s = ClusterState(N)
+    start(s)
+    g = "g"
+    p = partition_for(g, N)
+    old = 1 + p % 3
+    s.apply(ev(5, old, "group_created", partition=p, group=g, reason="join"))
+    s.apply({"index": 0, "type": "info", "process": "nemesis", "time": 10_000_000, "f": "disk-full",
+             "value": {"fault": 0, "phase": "start", "kind": "disk-full", "target": f"coordinator:{g}",
+                       "nodes": [old]}})
+    assert s.brokers[old]["disk_fault"] == "disk-full" and s.brokers[old]["status"] == "up"
+    s.take_patch()
+    s.apply(ev(20, old, "log_dir_failed", dir="/d/0", error="OSError: [Errno 28] No space left on device",
+               during="append", replicas=[f"__consumer_offsets-{p}"], online_dirs=["/d/1"], offline_dirs=["/d/0"],
+               halting=False))
+    patch = s.take_patch()
+    assert [b["offline_dirs"] for b in patch["brokers"] if b["id"] == old] == [["/d/0"]]
+    s.apply(ev(25, 1, "replicas_offline", controller_epoch=1, broker_id=old, replicas=["x-0"], led=[]))
+    assert s.failovers[-1]["detect_ms"] is None   # not the group's partition
+    s.apply(ev(30, 1, "replicas_offline", controller_epoch=1, broker_id=old, replicas=[f"__consumer_offsets-{p}"],
+               led=[f"__consumer_offsets-{p}"]))
+    row = s.failovers[-1]
+    assert (row["group"], row["detect_ms"], row["detect_by"]) == (g, 20.0, "replicas_offline")
+    s.apply(ev(40, old, "broker_starting", host="127.0.0.1", port=1, pid=999))
+    assert s.brokers[old]["offline_dirs"] == []
+    s.apply(ev(50, old, "log_dir_failed", dir="/d/0", error="e", during="append", replicas=[], online_dirs=[],
+               offline_dirs=["/d/0"], halting=True))
+    s.apply(ev(51, old, "broker_halted", reason="every log directory is offline", exit_code=1))
+    assert s.brokers[old]["status"] == "dead"

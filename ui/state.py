@@ -3,7 +3,8 @@
 ``ClusterState.apply(event)`` takes one event (a broker's event-log line, a
 ``ui_action`` line of the UI's own log, a chaos history line, or one of the
 live observations the server makes: ``ui_zk``, ``ui_procs``, ``ui_replicas``,
-``ui_group``) and changes the state; nothing here does I/O or reads a clock.
+``ui_group``) and changes the state (transactional ids: ui/txn_state.py); nothing here does
+I/O or reads a clock.
 Live and replay run the same code: replay feeds a finished run's lines in
 ``mono_ns`` order up to the chosen instant, live feeds them as they are written.
 
@@ -15,10 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from kafkacommon.hashing import partition_for
+from ui.txn_state import TXN_TOPIC, TxnStateMixin
 
 OFFSETS_TOPIC = "__consumer_offsets"
 #: ``ui_action`` / history faults that take a broker away: they open failover rows.
-FAULT_ACTIONS = frozenset({"kill", "terminate", "pause", "expire-session", "truncate"})
+FAULT_ACTIONS = frozenset({"kill", "terminate", "pause", "expire-session", "truncate", "disk-full", "disk-error"})
 NOT_FAILOVER = frozenset({"preferred_admin", "auto_rebalance"})
 #: How many recent events, controllers and failovers the state keeps.
 KEEP_FAILOVERS = 200
@@ -28,7 +30,7 @@ def _ms(t_ns: int, t0_ns: int) -> float:
     return round((t_ns - t0_ns) / 1e6, 1)
 
 
-class ClusterState:
+class ClusterState(TxnStateMixin):
     def __init__(self, offsets_partitions: int = 50) -> None:
         self.n_offsets = offsets_partitions
         self.t_ns = 0
@@ -41,6 +43,7 @@ class ClusterState:
         self.faults: list[dict[str, Any]] = []
         self.failovers: list[dict[str, Any]] = []
         self.dirty: set[str] = set()
+        self._txn_init()          # transactional ids and their coordinators (ui/txn_state.py)
 
     # ------------------------------------------------------------------ helpers
 
@@ -48,7 +51,7 @@ class ClusterState:
         br = self.brokers.get(b)
         if br is None:
             br = self.brokers[b] = {"id": b, "status": "unknown", "broker_epoch": None, "session": None,
-                                    "registered": None, "pid": None}
+                                    "registered": None, "pid": None, "offline_dirs": []}
         self.dirty.add("brokers")
         return br
 
@@ -111,7 +114,7 @@ class ClusterState:
     # broker lifecycle
     def _on_broker_starting(self, e: dict, t: int) -> None:
         br = self._broker(e["broker"])
-        br.update(status="up", pid=e.get("pid"), registered=False)
+        br.update(status="up", pid=e.get("pid"), registered=False, offline_dirs=[])   # back online on a restart
 
     def _on_broker_registered(self, e: dict, t: int) -> None:
         self._broker(e["broker"]).update(broker_epoch=e.get("broker_epoch"), session=e.get("session_id"),
@@ -162,12 +165,27 @@ class ClusterState:
     def _on_controlled_shutdown_requested(self, e: dict, t: int) -> None:
         self._detect(e.get("broker_id"), t, "controlled_shutdown")
 
+    # log directories
+    def _on_log_dir_failed(self, e: dict, t: int) -> None:
+        br = self._broker(e["broker"])
+        if e.get("dir") not in br["offline_dirs"]:
+            br["offline_dirs"] = br["offline_dirs"] + [e.get("dir")]
+
+    def _on_broker_halted(self, e: dict, t: int) -> None:
+        self._broker(e["broker"]).update(status="dead")   # its session (and registration) lives on until it expires
+
+    def _on_replicas_offline(self, e: dict, t: int) -> None:
+        offsets = {int(r.rpartition("-")[2]) for r in e.get("replicas", []) if r.startswith(OFFSETS_TOPIC + "-")}
+        self._detect(e.get("broker_id"), t, "replicas_offline", partitions=offsets)
+
     # partition state
     def _on_partition_state_written(self, e: dict, t: int) -> None:
         st = self._partition(e["topic"], e["partition"])
         st.update(leader=e["leader"], leader_epoch=e["leader_epoch"], isr=list(e["isr"]),
                   zk_version=e.get("zk_version", st["zk_version"]))
         self._add_replica(st, e["leader"], *e["isr"])
+        if e["topic"] == TXN_TOPIC:
+            self.txn_partition_state(e)
         if e["topic"] == OFFSETS_TOPIC:
             c = self._coordinator(e["partition"])
             if c["broker"] != e["leader"]:
@@ -352,6 +370,8 @@ class ClusterState:
                     br = self._broker(b)
                     if op.get("f") in ("kill", "truncate"):
                         br["status"] = "dead"
+                    elif op.get("f") in ("disk-full", "disk-error"):
+                        br["disk_fault"] = op.get("f")
                     elif op.get("f") == "pause":
                         br["status"] = "paused"
                 self._fault({"id": v.get("fault"), "kind": op.get("f"), "brokers": brokers, "mono_ns": t,
@@ -360,6 +380,10 @@ class ClusterState:
                 for n in v.get("nodes", []):
                     if isinstance(n, int) and self.brokers.get(n, {}).get("status") == "paused":
                         self._broker(n)["status"] = "up"
+            elif v.get("phase") == "heal" and v.get("kind") in ("disk-full", "disk-error"):
+                for n in v.get("nodes", []):
+                    if isinstance(n, int) and n in self.brokers:
+                        self._broker(n).pop("disk_fault", None)
             return
         g = op.get("group")
         if not g or op.get("type") != "ok":
@@ -402,9 +426,10 @@ class ClusterState:
     def _open_rows(self, stage: str) -> list[dict[str, Any]]:
         return [r for r in self.failovers if stage in r and r[stage] is None]
 
-    def _detect(self, b: int | None, t: int, by: str) -> None:
+    def _detect(self, b: int | None, t: int, by: str, partitions: set[int] | None = None) -> None:
         for row in self._open_rows("detect_ms"):
-            if row["group"] is not None and row["old_leader"] == b:
+            if row["group"] is not None and row["old_leader"] == b and (partitions is None
+                                                                         or row["partition"] in partitions):
                 row.update(detect_ms=_ms(t, row["t0"]), detect_by=by)
                 self.dirty.add("failovers")
 
@@ -437,6 +462,7 @@ class ClusterState:
                     self.partitions.items(), key=lambda kv: (kv[1]["topic"], kv[1]["partition"]))],
                 "coordinators": [self.coordinators[p] for p in sorted(self.coordinators)],
                 "groups": [self.groups[g] for g in sorted(self.groups)],
+                "transactions": self.txns_json(),
                 "faults": self.faults[-200:], "failovers": self._failover_json()}
 
     def take_patch(self) -> dict[str, Any] | None:
@@ -459,6 +485,9 @@ class ClusterState:
         groups = [self.groups[k[2:]] for k in d if k.startswith("g:")]
         if groups:
             patch["groups"] = groups
+        txns = self.txns_json(k[2:] for k in d if k.startswith("t:"))
+        if txns:
+            patch["transactions"] = txns
         if "faults" in d:
             patch["faults"] = self.faults[-200:]
         if "failovers" in d:

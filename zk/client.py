@@ -180,8 +180,23 @@ class ZkClient(ConfigStore):
 
     @until_connected
     def ensure_persistent_paths(self) -> None:
-        for p in paths.PERSISTENT_PATHS:
+        for p in paths.PERSISTENT_PATHS + paths.KAFKA_PERSISTENT_PATHS:
             self.kz.ensure_path(p)
+        try:   # a Kafka 2.8 controller creates it at its failover; nothing reads it here
+            self.kz.create(paths.FEATURE, codecs.encode_feature_znode())
+        except NodeExistsError:
+            pass
+
+    @until_connected
+    def ensure_cluster_id(self, cluster_id: str) -> str:
+        """/cluster/id: create it with ``cluster_id`` when absent (Kafka's getOrGenerateClusterId); the id it
+        holds."""
+        try:
+            self.kz.create(paths.CLUSTER_ID, codecs.encode_cluster_id(cluster_id), makepath=True)
+            return cluster_id
+        except NodeExistsError:
+            data, _ = self.kz.get(paths.CLUSTER_ID)
+            return codecs.decode_cluster_id(data)
 
     # ------------------------------------------------------------ generic
 
@@ -488,6 +503,45 @@ class ZkClient(ConfigStore):
         results = multi_write(self.kz, (paths.CONTROLLER_EPOCH, epoch_zk_version),
                               [(DELETE, paths.delete_topic(topic), None, -1)])
         self._raise_multi_failure(results, [paths.delete_topic(topic)], epoch_zk_version)
+
+    # ------------------------------------------------------------ log directory failures (KIP-112)
+
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        """A broker's side: ``/log_dir_event_notification/log_dir_event_<seq>`` (persistent sequential,
+        Kafka 2.8's ``{"version":1,"broker":<id>,"event":1}``): the controller asks this broker which of its
+        replicas are offline.  Returns the path created.  Not retried here: a retried create may make
+        a second notification, which is harmless (the controller asks again); the caller retries."""
+        return self.kz.create(paths.LOG_DIR_EVENT_NOTIFICATION + "/" + paths.LOG_DIR_EVENT_PREFIX,
+                              codecs.encode_log_dir_event(broker_id), sequence=True)
+
+    @until_connected
+    def read_log_dir_events(self, watch: Callable[[WatchEvent], None] | None = None) -> list[tuple[str, int | None]]:
+        """The controller's side: every notification as (sequence number, broker id or None when its data
+        does not decode), in sequence order; arms the children watch."""
+        try:
+            names = self.kz.get_children(paths.LOG_DIR_EVENT_NOTIFICATION, watch=watcher(watch))
+        except NoNodeError:
+            return []
+        seqs = sorted(paths.log_dir_event_sequence(n) for n in names if n.startswith(paths.LOG_DIR_EVENT_PREFIX))
+        out: list[tuple[str, int | None]] = []
+        for seq, res in zip(seqs, self.read_many([(GET_DATA, paths.log_dir_event(s)) for s in seqs])):
+            if isinstance(res, Exception):
+                continue   # deleted meanwhile
+            try:
+                out.append((seq, codecs.decode_log_dir_event(res[0])))
+            except codecs.CodecError:
+                out.append((seq, None))
+        return out
+
+    def delete_log_dir_events(self, epoch_zk_version: int, sequences: Sequence[str]) -> None:
+        """Delete processed notifications, each in a multi fenced by the controller epoch; one already gone
+        is no error (Kafka's deleteLogDirEventNotifications).  A failed fence raises ControllerMovedError."""
+        for ops in rules.log_dir_event_delete_ops(epoch_zk_version, sequences):
+            results = multi_write(self.kz, (ops[0][1], ops[0][2]), [(DELETE, op[1], None, op[2]) for op in ops[1:]])
+            error = rules.multi_failure([translate(r) if isinstance(r, Exception) else r for r in results],
+                                        [op[1] for op in ops[1:]], epoch_zk_version)
+            if error is not None and not isinstance(error, NoNode):
+                raise error
 
     def create_topic(self, epoch_zk_version: int, assignment: TopicAssignment) -> None:
         """Create /config/topics/<t> (set when left over), /brokers/topics/<t> and its partitions/<p>

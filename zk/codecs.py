@@ -81,32 +81,73 @@ def decode_controller_epoch(data: bytes | None) -> int:
 
 # ------------------------------------------------------------------ /brokers/ids/<id>
 
+#: the extra field holding kafkasim's gRPC address (Kafka reads only the fields it knows, so it ignores it)
+GRPC_KEY = "kafkasim_grpc"
+
+
 def encode_broker(reg: BrokerRegistration) -> bytes:
-    # JSON v5, the IBP >= 2.7 layout, with one PLAINTEXT listener (gRPC here).
-    return _dump({
+    """JSON v5, as Kafka 2.8 (IBP >= 2.7) writes it (``BrokerIdZNode.encode``): ``endpoints`` are the Kafka
+    listeners, ``host``/``port`` the first PLAINTEXT one (null and -1 without one), ``rack`` only when set;
+    plus kafkasim's gRPC address under ``kafkasim_grpc``, where its controller and peers reach the broker."""
+    protocols = dict(reg.protocols)
+    plain = next(((h, p) for name, h, p in reg.listeners if protocols.get(name, name) == "PLAINTEXT"), (None, -1))
+    obj: dict[str, Any] = {
         "version": 5,
-        "host": reg.host,
-        "port": reg.port,
+        "host": plain[0],
+        "port": plain[1],
         "jmx_port": -1,
         "timestamp": str(reg.timestamp_ms),
-        "endpoints": [f"PLAINTEXT://{reg.host}:{reg.port}"],
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-        "rack": reg.rack,
+        "endpoints": [f"{name}://{h}:{p}" for name, h, p in reg.listeners],
+        "listener_security_protocol_map": {name: protocols.get(name, name) for name, _, _ in reg.listeners},
         "features": {},
-    })
+        GRPC_KEY: f"{reg.host}:{reg.port}",
+    }
+    if reg.rack is not None:
+        obj["rack"] = reg.rack
+    return _dump(obj)
+
+
+def _endpoint(kind: str, text: Any) -> tuple[str, str, int]:
+    """``NAME://host:port`` -> (name, host, port)."""
+    name, sep, rest = str(text).partition("://")
+    host, _, port = rest.rpartition(":")
+    if not sep or not name or not port.isdigit():
+        raise CodecError(f"{kind}: bad endpoint {text!r}")
+    return name, host.strip("[]"), int(port)
 
 
 def decode_broker(broker_id: int, data: bytes | None, czxid: int = -1) -> BrokerRegistration:
+    """A registration as kafkasim writes it (the gRPC address in ``kafkasim_grpc``) or as Kafka does
+    (no gRPC address: ``host``/``port`` stand in)."""
     kind = f"/brokers/ids/{broker_id}"
     obj = _load(kind, data)
     ts = obj.get("timestamp", "0")
+    grpc = obj.get(GRPC_KEY)
+    if grpc is not None:
+        if not isinstance(grpc, str):
+            raise CodecError(f"{kind}: field {GRPC_KEY!r} has type {type(grpc).__name__}")
+        host, _, p = grpc.rpartition(":")
+        if not p.isascii() or not p.isdigit():
+            raise CodecError(f"{kind}: field {GRPC_KEY!r} is not host:port: {grpc!r}")
+        port = int(p)
+    elif obj.get("host", "") is None:   # Kafka's registration with no PLAINTEXT listener: null, -1
+        host, port = "", _field(kind, obj, "port", int)
+    else:
+        host, port = _field(kind, obj, "host", str), _field(kind, obj, "port", int)
+    raw = obj.get("endpoints") or []
+    protocols = obj.get("listener_security_protocol_map") or {}
+    if not isinstance(raw, list) or not isinstance(protocols, dict):
+        raise CodecError(f"{kind}: bad endpoints or listener_security_protocol_map")
+    listeners = tuple(_endpoint(kind, e) for e in raw)
     return BrokerRegistration(
         broker_id=broker_id,
-        host=_field(kind, obj, "host", str),
-        port=_field(kind, obj, "port", int),
+        host=host,
+        port=port,
         timestamp_ms=int(ts) if _digits(str(ts)) else 0,
         rack=obj.get("rack"),
         epoch=czxid,
+        listeners=listeners,
+        protocols=tuple((str(k), str(v)) for k, v in protocols.items()),
     )
 
 
@@ -117,8 +158,8 @@ def encode_topic(a: TopicAssignment) -> bytes:
         "version": 3,
         "topic_id": a.topic_id,
         "partitions": {str(p): list(r) for p, r in sorted(a.partitions.items())},
-        "adding_replicas": {},
-        "removing_replicas": {},
+        "adding_replicas": {str(p): list(r) for p, r in sorted(a.adding.items()) if r},
+        "removing_replicas": {str(p): list(r) for p, r in sorted(a.removing.items()) if r},
     })
 
 
@@ -139,13 +180,52 @@ def decode_topic(topic: str, data: bytes | None) -> TopicAssignment:
     for p, replicas in raw.items():
         t = tuple(replicas)
         parts[int(p)] = shared.setdefault(t, t)
-    return TopicAssignment(topic, parts, str(obj.get("topic_id", "")))
+    return TopicAssignment(topic, parts, str(obj.get("topic_id", "")),
+                           adding=_replica_lists(kind, obj, "adding_replicas"),
+                           removing=_replica_lists(kind, obj, "removing_replicas"))
+
+
+def _replica_lists(kind: str, obj: Mapping[str, Any], name: str) -> dict[int, tuple[int, ...]]:
+    """A topic znode's ``adding_replicas`` or ``removing_replicas`` (absent or null: none), empty lists left out."""
+    raw = obj.get(name) or {}
+    if not isinstance(raw, dict):
+        raise CodecError(f"{kind}: field {name!r} has type {type(raw).__name__}")
+    out: dict[int, tuple[int, ...]] = {}
+    for p, replicas in raw.items():
+        if not (isinstance(p, str) and _digits(p)) or type(replicas) is not list \
+                or any(type(r) is not int for r in replicas):
+            raise CodecError(f"{kind}: bad {name} entry {p!r}: {replicas!r}")
+        if replicas:
+            out[int(p)] = tuple(replicas)
+    return out
 
 
 def topic_reassigning(topic: str, data: bytes | None) -> bool:
     """Whether /brokers/topics/<t> names adding or removing replicas (Kafka 2.8's isBeingReassigned)."""
     obj = _load(f"/brokers/topics/{topic}", data)
     return any(bool(obj.get(k)) for k in ("adding_replicas", "removing_replicas"))
+
+
+# ------------------------------------------------------------------ /admin/reassign_partitions
+
+def encode_reassignment(partitions: Mapping[tuple[str, int], tuple[int, ...]]) -> bytes:
+    """Kafka's ReassignPartitionsZNode (version 1): each partition's target replicas."""
+    return _dump({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                               for (t, p), r in sorted(partitions.items())]})
+
+
+def decode_reassignment(data: bytes | None) -> dict[tuple[str, int], tuple[int, ...]]:
+    """/admin/reassign_partitions: {(topic, partition): target replicas}."""
+    kind = "/admin/reassign_partitions"
+    obj = _load(kind, data)
+    out: dict[tuple[str, int], tuple[int, ...]] = {}
+    for entry in _field(kind, obj, "partitions", list):
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str) \
+                or type(entry.get("partition")) is not int or type(entry.get("replicas")) is not list \
+                or any(type(r) is not int for r in entry["replicas"]):
+            raise CodecError(f"{kind}: bad entry {entry!r}")
+        out[(entry["topic"], entry["partition"])] = tuple(entry["replicas"])
+    return out
 
 
 # ------------------------------------------------------------------ partition state
@@ -210,6 +290,22 @@ def decode_producer_id_block(data: bytes) -> int:
     return int(end)
 
 
+# ------------------------------------------------------------------ /cluster/id and /feature
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    """/cluster/id as Kafka writes it (ClusterIdZNode: the version is a string)."""
+    return _dump({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes | None) -> str:
+    return _field("/cluster/id", _load("/cluster/id", data), "id", str)
+
+
+def encode_feature_znode() -> bytes:
+    """/feature as a Kafka 2.8 controller (IBP >= 2.7) creates it: versioning enabled, no finalized features."""
+    return _dump({"features": {}, "version": 1, "status": 1})
+
+
 # ------------------------------------------------------------------ /config/<type>/<name> and /config/changes
 
 def encode_entity_config(config: Mapping[str, Any]) -> bytes:
@@ -247,3 +343,19 @@ def decode_config_change(path: str, data: bytes | None) -> str:
     if obj.get("version") != 2:
         raise CodecError(f"{path}: unsupported change notification version {obj.get('version')!r}")
     return _field(path, obj, "entity_path", str)
+
+
+# ------------------------------------------------------------------ /log_dir_event_notification/log_dir_event_<seq>
+
+LOG_DIR_FAILURE_EVENT = 1   # Kafka's LogDirEventNotificationSequenceZNode.LogDirFailureEvent
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """Kafka 2.8's ``{"version":1,"broker":<id>,"event":1}`` (keys in its order)."""
+    return _dump({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes | None) -> int:
+    """The broker id of a log directory event notification."""
+    obj = _load("log dir event notification", data)
+    return _field("log dir event notification", obj, "broker", int)

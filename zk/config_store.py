@@ -14,7 +14,7 @@ from typing import Any, Callable
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kafkacommon.metadata import TopicAssignment
-from zk import codecs, paths
+from zk import codecs, paths, rules
 from zk.batch import GET_DATA
 from zk.errors import NoNode, translate_errors
 from zk.retry import until_connected
@@ -27,6 +27,7 @@ class ConfigStore:
 
     kz: Any
     read_many: Callable[..., list]
+    fenced_multi: Callable[..., list]
 
     def create_topic_znode(self, assignment: TopicAssignment, config: dict[str, Any] | None = None) -> None:
         """Admin side (kafka-topics.sh, Kafka's AdminZkClient.createTopicWithAssignment): write the topic's
@@ -63,6 +64,41 @@ class ConfigStore:
         with it (BadVersion when another change came first); the controller's partition-modification watch
         elects the new partitions' leaders."""
         self.kz.set(paths.topic(assignment.topic), codecs.encode_topic(assignment), version=version)
+
+    def write_topic_assignment(self, epoch_zk_version: int, assignment: TopicAssignment) -> None:
+        """Controller side (a reassignment's steps): /brokers/topics/<t> with the assignment's replicas, adding and
+        removing replicas, at any version, fenced by the controller epoch (Kafka's setTopicAssignmentRaw)."""
+        self.fenced_multi(epoch_zk_version, lambda tx: _add_ops(tx, [rules.topic_assignment_op(assignment)]))
+
+    @until_connected
+    def read_zk_reassignment(self, watch: Callable[[WatchEvent], None] | None = None
+                             ) -> dict[tuple[str, int], tuple[int, ...]] | None:
+        """/admin/reassign_partitions (the ZooKeeper-era tools' reassignments), arming an exists-watch: None when
+        absent; {} when it does not decode (Kafka ignores it then: "invalid json")."""
+        if self.kz.exists(paths.REASSIGN_PARTITIONS, watch=watcher(watch)) is None:
+            return None
+        try:
+            data, _ = self.kz.get(paths.REASSIGN_PARTITIONS)
+            return codecs.decode_reassignment(data)
+        except NoNodeError:
+            return None
+        except codecs.CodecError:
+            return {}
+
+    def write_zk_reassignment(self, epoch_zk_version: int, partitions: dict[tuple[str, int], tuple[int, ...]]) -> None:
+        """Controller side: /admin/reassign_partitions set to ``partitions``, or deleted when there are none,
+        fenced (Kafka's setOrCreatePartitionReassignment and deletePartitionReassignment)."""
+        ops = rules.zk_reassignment_ops(partitions, self.kz.exists(paths.REASSIGN_PARTITIONS) is not None)
+        if ops:
+            try:
+                self.fenced_multi(epoch_zk_version, lambda tx: _add_ops(tx, ops))
+            except NoNode:   # deleted meanwhile
+                pass
+
+    def request_reassignment(self, partitions: dict[tuple[str, int], tuple[int, ...]]) -> None:
+        """Admin side, as the ZooKeeper-era kafka-reassign-partitions does: create /admin/reassign_partitions
+        (NodeExists while one is under way)."""
+        self.kz.create(paths.REASSIGN_PARTITIONS, codecs.encode_reassignment(partitions))
 
     @until_connected
     def read_entity_config(self, entity_path: str) -> dict[str, str]:
@@ -153,3 +189,16 @@ class ConfigStore:
         if isinstance(config_r, Exception):
             raise config_r
         return codecs.decode_entity_config(paths.config_topic(topic), config_r[0])
+
+
+def _add_ops(tx: Any, ops: list) -> None:
+    """zk/rules.py's ops into a kazoo transaction."""
+    for op in ops:
+        if op[0] == "set":
+            tx.set_data(op[1], op[2], op[3])
+        elif op[0] == "create":
+            tx.create(op[1], op[2], ephemeral=op[3])
+        elif op[0] == "delete":
+            tx.delete(op[1], op[2])
+        else:
+            tx.check(op[1], op[2])

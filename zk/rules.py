@@ -4,7 +4,8 @@ and what their results mean.  ``ZkClient`` (zk/client.py, over kazoo) and the si
 so the rules exist once.
 
 An op is a plain tuple: ``("create", path, data, ephemeral)``, ``("set", path, data, version)``,
-``("check", path, version)``; each primitive layer turns it into its own transaction call.
+``("check", path, version)``, ``("delete", path, version)``; each primitive layer turns it into its own
+transaction call.
 """
 from __future__ import annotations
 
@@ -69,6 +70,27 @@ def topic_create_ops(a: Any, config_exists: bool = False) -> list[Op]:
                      ("create", paths.topic(a.topic), codecs.encode_topic(a), False),
                      ("create", paths.partitions(a.topic), b"", False)]
     return ops + [("create", paths.partition(a.topic, p), b"", False) for p in sorted(a.partitions)]
+
+
+def topic_assignment_op(a: Any) -> Op:
+    """A reassignment's write of /brokers/topics/<t> (its replicas, adding and removing replicas), at any version:
+    the controller epoch's check fences it (Kafka's setTopicAssignmentRaw)."""
+    return ("set", paths.topic(a.topic), codecs.encode_topic(a), -1)
+
+
+def zk_reassignment_ops(partitions: Any, exists: bool) -> list[Op]:
+    """/admin/reassign_partitions set to ``partitions`` (created when absent), or deleted when there are none."""
+    path = paths.REASSIGN_PARTITIONS
+    if not partitions:
+        return [("delete", path, -1)] if exists else []
+    data = codecs.encode_reassignment(partitions)
+    return [("set", path, data, -1) if exists else ("create", path, data, False)]
+
+
+def log_dir_event_delete_ops(epoch_zk_version: int, sequences: Sequence[str]) -> list[list[Op]]:
+    """Kafka's deleteLogDirEventNotifications: one fenced multi per notification (the fence, then the
+    delete at any version); a notification already gone is no error (its result is not looked at)."""
+    return [[fence_op(epoch_zk_version), ("delete", paths.log_dir_event(seq), -1)] for seq in sequences]
 
 
 def multi_failure(results: Sequence[Any], op_paths: Sequence[str], epoch_zk_version: int) -> BaseException | None:

@@ -39,7 +39,7 @@ def header_from_pb(h: pb.ControllerHeader) -> Header:
 
 def partitions_from_pb(parts: Iterable[pb.PartitionState]) -> list[PartitionInfo]:
     return [PartitionInfo(p.topic, p.partition, p.leader, p.leader_epoch, tuple(p.isr), tuple(p.replicas),
-                          p.zk_version, p.controller_epoch) for p in parts]
+                          p.zk_version, p.controller_epoch, p.is_new) for p in parts]
 
 
 def info_to_pb(p: PartitionInfo) -> pb.PartitionState:
@@ -51,11 +51,12 @@ def info_to_pb(p: PartitionInfo) -> pb.PartitionState:
 def partition_fetch(fp) -> PartitionFetch:
     """From a ``FetchPartition`` message."""
     return PartitionFetch(fp.fetch_offset, fp.last_fetched_epoch, fp.current_leader_epoch, fp.max_bytes,
-                          fp.follower_high_watermark)
+                          fp.follower_high_watermark, fp.log_start_offset)
 
 
 def fetch_message(tp: TP, pf: PartitionFetch) -> pb.FetchPartition:
     """The ``FetchPartition`` message of ``pf`` (the inverse of :func:`partition_fetch`)."""
     return pb.FetchPartition(topic=tp[0], partition=tp[1], fetch_offset=pf.fetch_offset,
                              last_fetched_epoch=pf.last_fetched_epoch, current_leader_epoch=pf.current_leader_epoch,
-                             max_bytes=pf.max_bytes, follower_high_watermark=pf.follower_high_watermark)
+                             max_bytes=pf.max_bytes, follower_high_watermark=pf.follower_high_watermark,
+                             log_start_offset=pf.log_start_offset)

@@ -1,6 +1,12 @@
-"""A follower's fetcher: one thread per leader broker, long-polling it for every partition followed there."""
+"""A follower's fetcher: one thread per leader broker, long-polling it for every partition followed there.
+
+The thread never dies of an exception: an I/O error in a partition's log (KafkaStorageError) takes its log
+directory offline, and the failure handler takes the partition off this fetcher; anything unexpected is
+logged as ``fetcher_error`` and the loop backs off and goes on.
+"""
 from __future__ import annotations
 
+import logging
 import threading
 from typing import TYPE_CHECKING
 
@@ -9,6 +15,7 @@ import grpc
 from kafkacommon import errors
 from kafkacommon.record_batch import CorruptBatchError
 from node.clock import now_ms
+from node.storage.errors import KafkaStorageError
 from node.storage.log import InvalidAppendError
 from node.net.wire import fetch_message
 from node.net.peers import peer_channel
@@ -22,6 +29,7 @@ if TYPE_CHECKING:
     from node.replicas.hosted import FetcherOwner, Hosted
 
 TP = tuple[str, int]
+log = logging.getLogger(__name__)
 
 
 class LeaderFetcher(threading.Thread):
@@ -74,7 +82,14 @@ class LeaderFetcher(threading.Thread):
                             self._channel.close()
                         self._channel = peer_channel(endpoint)
                         stub, target = pbg.BrokerStub(self._channel), endpoint
-                if not self._fetch_once(stub, parts):
+                try:
+                    fetched = self._fetch_once(stub, parts)
+                except Exception as e:   # a bug, not a fault: say so, and keep fetching the other partitions
+                    log.exception("fetcher from broker %d", self.leader)
+                    self.rm.events.emit("fetcher_error", leader=self.leader, error=f"{type(e).__name__}: {e}")
+                    self._core.failed()
+                    fetched = False
+                if not fetched:
                     self._stop_event.wait(BACKOFF_MS / 1000)  # back off after an error
         finally:
             with self._lock:
@@ -119,7 +134,12 @@ class LeaderFetcher(threading.Thread):
                                                                         not h.log.closed):
                     continue
                 epoch = req.parts[tp][1]
-                ok = self._apply(tp, h, epoch, req.current[tp].fetch_offset, a) and ok
+                try:
+                    ok = self._apply(tp, h, epoch, req.current[tp].fetch_offset, a) and ok
+                except KafkaStorageError:   # its log directory is offline: the failure handler unassigns it
+                    core.forget(tp)
+                    ok = False
+                    continue
                 core.moved(tp, h, epoch, self._position(h, epoch))
         return ok
 
@@ -134,7 +154,7 @@ class LeaderFetcher(threading.Thread):
     def _position(self, h: "Hosted", epoch: int) -> PartitionFetch:
         """With ``h.cond`` held: where this follower fetches from and what it has."""
         return PartitionFetch(h.log.log_end_offset, h.log.epoch_cache.latest_epoch, epoch, self.rm.fetch_max_bytes,
-                              h.repl.high_watermark)
+                              h.repl.high_watermark, h.log.log_start_offset)
 
     def _apply(self, tp: TP, h: "Hosted", epoch: int, fetch_offset: int, a: pb.FetchPartitionResponse) -> bool:
         """With ``h.cond`` held: replication.roles' step for one partition's answer (to a fetch from

@@ -56,6 +56,8 @@ class ConsumerRead(NamedTuple):
     leader_epoch: int = -1
     records: Any = b""                                 # bytes, or node.storage.file_records.FileRecords
     diverging: tuple[int, int] | None = None           # (epoch, end offset): the consumer must truncate
+    last_stable_offset: int = -1
+    aborted: list | None = None                        # read_committed: the AbortedTxn entries it overlaps
 
 
 @dataclass

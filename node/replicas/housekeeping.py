@@ -4,7 +4,9 @@
 Kafka's LogCleaner and LogManager.cleanupLogs, as shells: each pass takes a
 partition's lock, asks a pure rule what to do (``node.storage.cleaner`` for
 compaction, ``node.storage.retention.retention_decision`` for retention) and
-carries it out, then logs an event.
+carries it out, then logs an event.  An I/O error takes the partition's log directory offline
+(``on_io_error``, Kafka's LogCleaner and cleanupLogs report to the LogDirFailureChannel) and the
+pass goes on with the other partitions.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from node.clock import now_ms
 from node.replicas.log_settings import flusher_due
 from node.storage.cleaner import CleanResult, clean
+from node.storage.errors import KafkaStorageError
 from node.storage.retention import retention_decision
 
 if TYPE_CHECKING:
@@ -35,6 +38,7 @@ class HousekeepingMixin:
     hosted: dict[tuple[str, int], "Hosted"]
     cleaner: "CleanerSettings | None"
     events: Any
+    dirs: Any   # node.replicas.log_dir_manager.LogDirManager: report(dir, what, error)
 
     def clean_logs(self) -> list[CleanResult]:
         """One pass of the log cleaner over every compacted partition hosted here, never past
@@ -48,11 +52,17 @@ class HousekeepingMixin:
                 if h.log.closed:
                     continue
                 t0 = time.monotonic_ns()
-                r = clean(h.log, now_ms=now_ms(), delete_retention_ms=lc.delete_retention_ms,
-                          min_cleanable_ratio=lc.min_cleanable_dirty_ratio,
-                          upper_bound_offset=h.repl.high_watermark,
-                          min_compaction_lag_ms=lc.min_compaction_lag_ms,
-                          max_compaction_lag_ms=lc.max_compaction_lag_ms)
+                try:
+                    r = clean(h.log, now_ms=now_ms(), delete_retention_ms=lc.delete_retention_ms,
+                              min_cleanable_ratio=lc.min_cleanable_dirty_ratio,
+                              upper_bound_offset=h.repl.high_watermark,
+                              min_compaction_lag_ms=lc.min_compaction_lag_ms,
+                              max_compaction_lag_ms=lc.max_compaction_lag_ms)
+                except KafkaStorageError:
+                    continue   # its directory is offline now
+                except OSError as e:   # the cleaner's own files (its .cleaned segment)
+                    self.dirs.report(h.log.parent_dir, "log cleaning", e)
+                    continue
             if r.segments_cleaned:
                 done.append(r)
                 self.events.emit("log_cleaned", topic=t, partition=p, segments=r.segments_cleaned,
@@ -74,13 +84,16 @@ class HousekeepingMixin:
                 if h.log.closed:
                     continue
                 now = now_ms()
-                d = retention_decision(h.log.segment_infos(), log_start_offset=h.log.log_start_offset,
-                                       log_end_offset=h.log.log_end_offset, high_watermark=h.repl.high_watermark,
-                                       now_ms=now, retention_ms=lc.retention_ms, retention_bytes=lc.retention_bytes,
-                                       delete_policy=lc.delete)
-                if not d.count:
-                    continue
-                deleted = h.log.delete_oldest_segments(d.count, now)
+                try:
+                    d = retention_decision(h.log.segment_infos(), log_start_offset=h.log.log_start_offset,
+                                           log_end_offset=h.log.log_end_offset, high_watermark=h.repl.high_watermark,
+                                           now_ms=now, retention_ms=lc.retention_ms,
+                                           retention_bytes=lc.retention_bytes, delete_policy=lc.delete)
+                    if not d.count:
+                        continue
+                    deleted = h.log.delete_oldest_segments(d.count, now)
+                except KafkaStorageError:
+                    continue   # its directory is offline now
                 start = h.log.log_start_offset
             total += len(deleted)
             self.events.emit("log_segments_deleted", topic=t, partition=p, segments=deleted, reasons=list(d.reasons),
@@ -98,11 +111,17 @@ class HousekeepingMixin:
             with h.cond:
                 if h.log.closed:
                     continue
-                gone = h.log.purge_deleted(now) if h.log.pending_deletes else []
+                try:   # an I/O error: the log reported its directory, which is offline now
+                    gone = h.log.purge_deleted(now) if h.log.pending_deletes else []
+                except KafkaStorageError:
+                    continue
                 last = h.log.last_flush_ms if h.log.last_flush_ms is not None else started_ms
                 if flush_now and h.log.unflushed and now - last >= h.log_config.flush_ms:
-                    h.log.flush(now)
-                    flushed += 1
+                    try:
+                        h.log.flush(now)
+                        flushed += 1
+                    except KafkaStorageError:
+                        pass
             if gone:
                 removed += len(gone)
                 self.events.emit("log_segment_files_deleted", topic=t, partition=p, segments=gone)

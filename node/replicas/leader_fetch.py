@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from kafkacommon import errors
 from node.clock import now_ms
+from node.storage.errors import KafkaStorageError
 from node.storage.log import OffsetOutOfRangeError
 from node.replicas.purgatory import run_callbacks
 from node.net.wire import fetch_message, partition_fetch
@@ -45,14 +46,17 @@ class LeaderFetchHandler:
     fetches wait on; ``stopping``: set when the broker stops; ``log_events``, ``wake`` (with a
     partition's lock held: the acks=all waiters the HW now covers, into the list it is given, whose
     callbacks this handler runs once the lock is let go) and ``send_alter_isr``: the replica
-    manager's.
+    manager's; ``offline``: whether a partition this broker does not host is offline (its log
+    directory failed): it answers KAFKA_STORAGE_ERROR.
     """
 
     def __init__(self, hosted: Mapping[TP, "Hosted"], sessions: LeaderSessions, sessions_lock: threading.Lock,
                  data: threading.Condition, stopping: threading.Event,
                  log_events: Callable[[list[Event]], None], wake: Callable[["Hosted", list], None],
-                 send_alter_isr: Callable[["Hosted", AlterIsrProposal], None]) -> None:
+                 send_alter_isr: Callable[["Hosted", AlterIsrProposal], None],
+                 offline: Callable[[TP], bool] = lambda tp: False) -> None:
         self.hosted = hosted
+        self._offline = offline
         self.sessions = sessions
         self._sessions_lock = sessions_lock
         self._data = data
@@ -205,7 +209,7 @@ class LeaderFetchHandler:
         for part in listed:
             h = part.handle
             if h is None or not h.repl.is_leader:
-                f.not_leader(part)
+                f.not_leader(part, h is None and self._offline(part.tp))
                 continue
             with h.cond:
                 if follower:
@@ -239,7 +243,7 @@ class LeaderFetchHandler:
                 answers.append(self._error(fp, errors.NOT_LEADER_OR_FOLLOWER))
                 continue
             with h.cond:
-                code = core.answer(part, h.repl, h.log, not h.log.closed)
+                code = core.answer(part, h.repl, h.log, not h.log.closed, h.log.failed)
                 if code is not None:
                     answers.append(self._read(fp, h, core.follower) if code == errors.NONE else self._error(fp, code))
         return pb.FetchResponse(error_code=errors.NONE, partitions=answers, session_id=core.session_id)
@@ -258,6 +262,8 @@ class LeaderFetchHandler:
             data = h.log.read(fp.fetch_offset, fp.max_bytes or 1 << 20, None if follower else hw)
         except OffsetOutOfRangeError:
             return self._error(fp, errors.OFFSET_OUT_OF_RANGE, h)
+        except KafkaStorageError:
+            return self._error(fp, errors.KAFKA_STORAGE_ERROR)
         return pb.FetchPartitionResponse(
             topic=fp.topic, partition=fp.partition, error_code=errors.NONE, high_watermark=hw,
             log_start_offset=h.log.log_start_offset, log_end_offset=h.log.log_end_offset,

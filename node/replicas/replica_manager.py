@@ -7,6 +7,11 @@ broker a leader or a follower of a partition; a follower runs a fetcher
 thread that long-polls the leader; the leader's Fetch handler feeds the
 core, which moves the high watermark and proposes ISR changes, which go to
 the controller as AlterIsr requests.
+
+The logs live in the directories of ``log.dirs`` (``node.replicas.log_dir_manager``).  An I/O
+error in one takes it offline: its replicas leave ``hosted`` and answer KAFKA_STORAGE_ERROR
+(Kafka's ``HostedPartition.Offline``), then ``on_dir_failure`` (the broker) notifies the
+controller or halts.
 """
 from __future__ import annotations
 
@@ -26,37 +31,46 @@ from node.replicas.fetcher import LeaderFetcher
 from node.replicas.housekeeping import CleanerSettings, HousekeepingMixin
 from node.replicas.log_settings import LogSettingsMixin
 from node.replicas.alter_isr import AlterIsrSender
+from node.replicas.appends import AppendsMixin
+from node.replicas.delete_records import DeleteRecordsMixin
 from node.replicas.hosted import AckWaiter, Appended, ConsumerRead, Hosted
 from node.replicas.leader_fetch import LeaderFetchHandler
-from node.replicas.producer_state import ProducerStates
 from node.replicas.purgatory import Purgatory
-from node.storage import OffsetCheckpointFile, PartitionLog
-from node.storage.log import OffsetOutOfRangeError, RecordTooLargeError
-from node.storage.validator import TimestampOutOfRange, leader_codec, prepare_batch
+from node.replicas.log_dir_manager import LogDirManager
+from node.storage import PartitionLog
+from node.storage.errors import KafkaStorageError
+from node.storage.log import OffsetOutOfRangeError
 from proto import kafkasim_pb2 as pb
-from replication import produce as produce_rules
 from replication import roles
 from replication.fetch_session import LeaderSessions
+from replication.log_dirs import DirFailure
 from replication.partition import PartitionReplication, ReplicaSettings
 
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
-HW_CHECKPOINT = "replication-offset-checkpoint"
+STORAGE = errors.KAFKA_STORAGE_ERROR
 
 
 __all__ = ["Appended", "CleanerSettings", "Hosted", "ReplicaManager"]
 
 
-class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
-    def __init__(self, broker_id: int, log_dir: Path, settings: ReplicaSettings, events: EventLog,
+class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRecordsMixin):
+    def __init__(self, broker_id: int, log_dir: Path | list[Path], settings: ReplicaSettings, events: EventLog,
                  broker_epoch: Callable[[], int], endpoint_of: Callable[[int], str | None],
                  controller_endpoint: Callable[[], str | None], fetch_wait_ms: int, segment_bytes: int,
                  checkpoint_interval_ms: int, topic_config: Callable[[str], dict] = lambda t: {},
                  cleaner: "CleanerSettings | None" = None, log_defaults: Callable[[str], Any] | None = None,
-                 retention_check_interval_ms: int = 300_000, fetch_max_bytes: int = 1 << 20):
+                 retention_check_interval_ms: int = 300_000, fetch_max_bytes: int = 1 << 20,
+                 on_dir_failure: Callable[[DirFailure], None] | None = None,
+                 shutting_down: Callable[[], bool] = lambda: False):
         self.broker_id = broker_id
-        self.log_dir = log_dir
+        # whether this broker is shutting down (from the stop signal on): it then follows without fetching
+        self.shutting_down = shutting_down
+        dirs = [Path(log_dir)] if isinstance(log_dir, (str, Path)) else [Path(d) for d in log_dir]
+        self.log_dir = dirs[0]
+        # after a log directory failed and its replicas went offline: the broker's ZooKeeper notification or halt
+        self.on_dir_failure = on_dir_failure
         self.settings = settings
         self.events = events
         self.broker_epoch = broker_epoch  # () -> this broker's epoch
@@ -75,17 +89,15 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
         self.fetchers: dict[int, LeaderFetcher] = {}  # one per leader broker, as Kafka's fetcher threads
         self._lock = threading.Lock()
         self._data = threading.Condition()  # notified on every append or HW move: wakes long polls
-        self._producers: dict[TP, tuple[int, ProducerStates]] = {}  # idempotent producers, per leader epoch
         self._stopping = threading.Event()
         self._alter_isr = AlterIsrSender(broker_id, broker_epoch, controller_endpoint, events.emit,
                                          self.log_events, self._wake, self._notify, self._stopping)
         self._purgatory = Purgatory(self._waiter_outcome)
         self._fetches = LeaderFetchHandler(  # the leader's Fetch handler, with its fetch sessions (KIP-227)
             self.hosted, LeaderSessions(first_id=time.time_ns() // 1_000_000), self._lock, self._data,
-            self._stopping, self.log_events, self._wake, self._alter_isr.send)
-        self._checkpoint = OffsetCheckpointFile(log_dir / HW_CHECKPOINT)
-        log_dir.mkdir(parents=True, exist_ok=True)
-        self._hw_at_start = self._checkpoint.read()
+            self._stopping, self.log_events, self._wake, self._alter_isr.send, offline=self._offline)
+        self.dirs = LogDirManager(dirs, events.emit, self._dir_failed)
+        self._hw_at_start = self.dirs.hw_at_start
         self._tasks = [threading.Thread(target=self._every, args=(settings.replica_lag_time_max_ms / 2000,
                                                                   self._shrink_isrs), daemon=True,
                                         name="isr-shrink"),
@@ -103,17 +115,19 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
             started, flusher_ran)), daemon=True, name="log-flusher"))
         for t in self._tasks:
             t.start()
+        self.dirs.start()
 
     # ------------------------------------------------------------------ roles (from LeaderAndIsr)
 
-    def _host(self, tp: TP, configs: dict[str, dict] | None = None) -> Hosted:
+    def _host(self, tp: TP, configs: dict[str, dict] | None = None, is_new: bool = False) -> Hosted | None:
         """The hosted replica, opening its log first if needed. Roles are applied one
         LeaderAndIsr at a time, so the log and the topic's config (a ZooKeeper read) are
         loaded outside the partitions lock, which only guards the insertion.
 
         ``configs`` memoises the topic configs over one LeaderAndIsr request: a
         broker taking 1,000 partitions of one topic reads and decodes its
-        znode once, not once per partition."""
+        znode once, not once per partition.  None: the replica is offline (its log directory is, or no
+        directory could take its log; ``replication.log_dirs``' placement)."""
         h = self.hosted.get(tp)
         if h is not None:
             return h
@@ -123,8 +137,13 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
             overrides = configs[tp[0]] = self._topic_config(tp[0])
         lc = self.resolve_log_config(tp[0], overrides)
         settings = replace(self.settings, min_insync_replicas=lc.min_insync_replicas)
-        plog = PartitionLog(self.log_dir, tp[0], tp[1], segment_bytes=lc.segment_bytes, segment_ms=lc.max_segment_ms,
-                            index_interval_bytes=lc.index_interval_bytes)
+        plog, why = self.dirs.open_in(tp, is_new, lambda d: PartitionLog(
+            d, tp[0], tp[1], segment_bytes=lc.segment_bytes, segment_ms=lc.max_segment_ms,
+            index_interval_bytes=lc.index_interval_bytes, on_io_error=self.dirs.report))
+        if plog is None:
+            self.events.emit("replica_offline", topic=tp[0], partition=tp[1], reason=why)
+            return None
+        assert isinstance(plog, PartitionLog)
         if plog.recovery.truncated_bytes:
             self.events.emit("log_recovered", topic=tp[0], partition=tp[1],
                              truncated_bytes=plog.recovery.truncated_bytes,
@@ -141,47 +160,64 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
             plog.close()
         return h
 
-    def apply_leader_and_isrs(self, parts: Iterable[PartitionInfo]) -> None:
-        """One LeaderAndIsr request's partitions, in order, reading each topic's config once."""
+    def apply_leader_and_isrs(self, parts: Iterable[PartitionInfo]) -> dict[TP, int]:
+        """One LeaderAndIsr request's partitions, in order, reading each topic's config once; returns the
+        partitions that failed: KAFKA_STORAGE_ERROR (the replica is offline now)."""
         configs: dict[str, dict] = {}
+        failed = {}
         for p in parts:
-            self.apply_leader_and_isr(p, configs)
+            code = self.apply_leader_and_isr(p, configs)
+            if code != errors.NONE:
+                failed[(p.topic, p.partition)] = code
+        return failed
 
-    def apply_leader_and_isr(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> None:
-        """A LeaderAndIsr for this replica: a new role, or (same leader epoch) a newer ISR."""
+    def apply_leader_and_isr(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> int:
+        """A LeaderAndIsr for this replica: a new role, or (same leader epoch) a newer ISR.  Returns NONE, or
+        KAFKA_STORAGE_ERROR when its log could not be opened or written (Kafka's makeLeaders/makeFollowers)."""
         h = self.hosted.get((p.topic, p.partition))
         action = roles.leader_and_isr_action(h.repl if h is not None else None, self.broker_id, p.leader,
                                              p.leader_epoch)
-        if action == roles.ISR:
-            self.update_isr(p)
-        elif action == roles.LEADER:
-            self.become_leader(p, configs)
-        else:
-            self.become_follower(p, configs)
+        try:
+            if action == roles.ISR:
+                self.update_isr(p)
+            elif action == roles.LEADER:
+                return self.become_leader(p, configs)
+            else:
+                return self.become_follower(p, configs)
+        except KafkaStorageError:
+            return STORAGE
+        return errors.NONE
 
-    def become_leader(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> None:
+    def become_leader(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> int:
         tp = (p.topic, p.partition)
-        h = self._host(tp, configs)
+        h = self._host(tp, configs, p.is_new)
+        if h is None:
+            return STORAGE
         self._unassign(tp, h)
         with h.cond:
             change = roles.become_leader(h.repl, h.log, h.log.epoch_cache.latest_epoch, p.leader_epoch, p.isr,
                                          p.replicas, p.zk_version, self._live, now_ms())
             self._apply_role(h, change)
         self._announce_role(tp, h, change)
+        return errors.NONE
 
-    def become_follower(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> None:
+    def become_follower(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> int:
         tp = (p.topic, p.partition)
-        h = self._host(tp, configs)
+        h = self._host(tp, configs, p.is_new)
+        if h is None:
+            return STORAGE
         self._unassign(tp, h)
         with h.cond:
-            change = roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas, p.zk_version)
+            change = roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas, p.zk_version,
+                                           shutting_down=self.shutting_down())
             self._apply_role(h, change)
         self._announce_role(tp, h, change)
+        return errors.NONE
 
     def _apply_role(self, h: Hosted, change: roles.RoleChange) -> None:
         """With ``h.cond`` held: replication.roles' RoleChange, to the log, the fetch state and the waiters."""
         if change.epoch_start is not None:
-            h.log.epoch_cache.assign(*change.epoch_start)
+            h.log.assign_epoch(*change.epoch_start)
         h.fetching_from = change.fetch_from
         self.log_events(change.events)
         self._wake(h)
@@ -229,7 +265,51 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
             self._wake(h)
         self._notify()
 
-    def stop_replica(self, tp: TP, delete: bool) -> None:
+    def stop_replica(self, tp: TP, delete: bool) -> int:
+        """StopReplica: NONE, or KAFKA_STORAGE_ERROR for an offline replica (Kafka's stopReplicas)."""
+        if self._offline(tp):
+            return STORAGE
+        with self._lock:
+            h = self.hosted.pop(tp, None)
+        if h is None:
+            if delete:   # stopped already (a reassignment's StopReplica, then its deletion): the files go now
+                d = self.dirs.where(tp)
+                if d is not None:
+                    shutil.rmtree(Path(d) / f"{tp[0]}-{tp[1]}", ignore_errors=True)
+                    self.dirs.removed(tp)
+            return errors.NONE
+        self._unassign(tp, h)
+        with h.cond:
+            h.fetching_from = None
+            try:
+                h.log.close()
+            except KafkaStorageError:
+                pass   # its directory is offline now
+            self._wake(h)
+        if delete:
+            shutil.rmtree(h.log.dir, ignore_errors=True)
+            self.dirs.removed(tp)
+        self._role_changed(tp[0], tp[1], False, h.repl.leader_epoch)
+        return errors.NONE
+
+    # ------------------------------------------------------------------ offline log directories
+
+    def _offline(self, tp: TP) -> bool:
+        return self.dirs.is_offline(tp)
+
+    def _dir_failed(self, failure: DirFailure) -> None:
+        """The log-dir-failure-handler thread, once per directory that went offline (Kafka's
+        handleLogDirFailure): its replicas stop being served, then the broker is told."""
+        self.log_events(failure.events)
+        for tp in failure.partitions:
+            self._take_offline(tp)
+        if self.on_dir_failure is not None:
+            self.on_dir_failure(failure)
+
+    def _take_offline(self, tp: TP) -> None:
+        """A replica of a failed directory: out of ``hosted`` and its fetcher, its files closed unflushed, its
+        acks=all waiters answered KAFKA_STORAGE_ERROR, long polls woken; the group coordinator unloads it
+        (docs/deviations.md)."""
         with self._lock:
             h = self.hosted.pop(tp, None)
         if h is None:
@@ -237,10 +317,12 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
         self._unassign(tp, h)
         with h.cond:
             h.fetching_from = None
-            h.log.close()
-            self._wake(h)
-        if delete:
-            shutil.rmtree(h.log.dir, ignore_errors=True)
+            waiters, h.waiters = h.waiters, []
+            h.log.close_handles()
+            h.cond.notify_all()
+        for w in waiters:
+            self._purgatory.complete(w, STORAGE)
+        self._notify()
         self._role_changed(tp[0], tp[1], False, h.repl.leader_epoch)
 
     def _role_changed(self, topic: str, partition: int, is_leader: bool, leader_epoch: int) -> None:
@@ -280,135 +362,6 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
         """With ``h.cond`` held: the core's answer for an acks=all waiter (None: it still waits)."""
         return h.repl.check_acks_all(w.required, w.leader_epoch, replica_open=not h.log.closed)
 
-    # ------------------------------------------------------------------ produce
-
-    def append(self, tp: TP, records: list[tuple[bytes | None, bytes | None, int | None]], acks: int,
-               timeout_ms: int, on_done: Callable[[int], None]) -> tuple[int, int, int] | None:
-        """Append as the leader without blocking (the group coordinator's write path).
-
-        Returns ``(error, base_offset, last_offset)`` when the outcome is known
-        at once (an error, or acks 0/1); otherwise returns None and calls
-        ``on_done(error)`` from another thread once the HW covers the records,
-        the leadership is lost (NOT_LEADER_OR_FOLLOWER) or the timeout passes
-        (REQUEST_TIMED_OUT).
-        """
-        code, base, last, _epoch, waiting = self._append(tp, records, acks, timeout_ms, on_done)
-        return None if waiting else (code, base, last)
-
-    def _append(self, tp: TP, records: list[tuple[bytes | None, bytes | None, int | None]], acks: int,
-                timeout_ms: int, on_done: Callable[[int], None],
-                inline: bool = False) -> tuple[int, int, int, int, bool]:
-        """The one append path (produce and the group coordinator): (error, base offset, last offset,
-        leader epoch, waiting).  ``waiting``: an acks=all append now in the purgatory, which calls
-        ``on_done(error)`` once the core says it is done or the timeout passes (``inline``: see
-        ``AckWaiter``)."""
-        h = self.hosted.get(tp)
-        if h is None:
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, False
-        with h.cond:
-            code, base, last, epoch = self._leader_append(h, records, acks)
-            if code != errors.NONE or acks != -1:
-                return code, base, last, epoch, False
-            w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done, inline)
-            h.waiters.append(w)
-            self._purgatory.watch(h, w)
-            self._wake(h)  # the HW may already cover it
-        return errors.NONE, base, last, epoch, True
-
-    def _leader_append(self, h: Hosted, records: list[tuple[bytes | None, bytes | None, int | None]],
-                       acks: int) -> tuple[int, int, int, int]:
-        """With ``h.cond`` held: the produce checks, then the append as leader, which wakes
-        followers' long polls (and acks=all waiters, for a lone ISR moves the HW at once).
-        Returns (error, base offset, last offset, leader epoch); nothing is appended on error."""
-        if not h.repl.is_leader or h.log.closed:
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1
-        code = h.repl.check_produce(acks)
-        if code != errors.NONE:
-            return code, -1, -1, -1
-        epoch = h.repl.leader_epoch
-        try:
-            lc = h.log_config
-            base, last = h.log.append_as_leader(records, epoch, now_ms(), lc.max_message_bytes,
-                                                compression=leader_codec(lc), log_append_time=lc.log_append_time)
-        except RecordTooLargeError:
-            return errors.MESSAGE_TOO_LARGE, -1, -1, -1
-        self.log_events(h.repl.on_leader_append(h.log, now_ms()))
-        self._wake(h)
-        self._notify()
-        return errors.NONE, base, last, epoch
-
-    def append_batch(self, tp: TP, batch: bytes, record_count: int, max_timestamp: int, acks: int,
-                     timeout_ms: int, on_done: Callable[[int], None],
-                     producer: tuple[int, int, int] | None = None) -> Appended:
-        """A real client's checked record batch (the Kafka listener), appended as the leader as it
-        arrived, but for what its topic's configs change (node/storage/validator.py: LogAppendTime,
-        compression.type; message.timestamp.difference.max.ms refuses it with INVALID_TIMESTAMP).
-        Returns :class:`Appended`: with ``pending`` (acks=all),
-        ``on_done(error)`` is called from another thread once the HW covers it, the leadership is
-        lost or ``timeout_ms`` passes, as :meth:`append` does.  ``producer`` (id, epoch, first
-        sequence) of an idempotent batch is checked first (node/replicas/producer_state.py): a duplicate is
-        answered with its first offsets, not appended again."""
-        h = self.hosted.get(tp)
-        if h is None:
-            return Appended(errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False)
-        stamp = -1
-        with h.cond:
-            if not h.repl.is_leader or h.log.closed:
-                return Appended(errors.NOT_LEADER_OR_FOLLOWER, -1, -1, False)
-            code = h.repl.check_produce(acks)
-            if code != errors.NONE:
-                return Appended(code, -1, -1, False)
-            epoch = h.repl.leader_epoch
-            verdict = states = None
-            if producer is not None and producer[0] >= 0:
-                states = self._producer_states(tp, h)
-                verdict = states.check(producer[0], producer[1], producer[2], record_count)
-                if verdict.error:
-                    return Appended(verdict.error, -1, -1, False)
-            if verdict is not None and verdict.duplicate is not None:
-                base, last = verdict.duplicate.first_offset, verdict.duplicate.last_offset
-            else:
-                now = now_ms()
-                try:
-                    ready = prepare_batch(batch, h.log_config, now)
-                    stamp = ready.log_append_time
-                    base, last = h.log.append_batch_as_leader(ready.data, record_count, ready.max_timestamp, epoch,
-                                                              now, h.log_config.max_message_bytes)
-                except TimestampOutOfRange as e:
-                    self.events.emit("produce_refused", topic=tp[0], partition=tp[1], error="INVALID_TIMESTAMP",
-                                     reason=str(e))
-                    return Appended(errors.INVALID_TIMESTAMP, -1, -1, False)
-                except RecordTooLargeError:
-                    return Appended(errors.MESSAGE_TOO_LARGE, -1, -1, False)
-                if states is not None:
-                    states.record(producer[0], producer[1], producer[2], record_count, base)
-                self.log_events(h.repl.on_leader_append(h.log, now_ms()))
-                self._wake(h)
-                self._notify()
-            if acks != -1:
-                return Appended(errors.NONE, base, last, False, stamp)
-            w = AckWaiter(tp, last + 1, epoch, time.monotonic() + max(timeout_ms, 1) / 1000, on_done,
-                          inline=True)   # the listener's callback hands the outcome to its event loop
-            h.waiters.append(w)
-            self._purgatory.watch(h, w)
-            self._wake(h)  # the HW may already cover it
-        return Appended(errors.NONE, base, last, True, stamp)
-
-    def _producer_states(self, tp: TP, h: Hosted) -> ProducerStates:
-        """With ``h.cond`` held: this leadership's producer table, rebuilt from the log's batch headers
-        the first time an idempotent producer writes in this leader epoch."""
-        got = self._producers.get(tp)
-        if got is not None and got[0] == h.repl.leader_epoch:
-            return got[1]
-        states, offset = ProducerStates(), h.log.log_start_offset
-        while offset < h.log.log_end_offset:
-            data = h.log.read(offset, 1 << 20)
-            if not data:
-                break
-            offset = states.replay_batches(data) or h.log.log_end_offset
-        self._producers[tp] = (h.repl.leader_epoch, states)
-        return states
-
     def log_start_offset(self, tp: TP) -> int:
         h = self.hosted.get(tp)
         return -1 if h is None or h.log.closed else h.log.log_start_offset
@@ -425,28 +378,35 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
         return None if h is None else h.cond
 
     def consumer_read(self, tp: TP, offset: int, max_bytes: int, current_leader_epoch: int = -1,
-                      last_fetched_epoch: int = -1) -> ConsumerRead:
+                      last_fetched_epoch: int = -1, read_committed: bool = False) -> ConsumerRead:
         """One partition of a consumer's fetch, as the leader answers it (the Kafka listener's path, with no
         protobuf copies of the records): the replication core's checks first (the current leader epoch's
         fencing, the last fetched epoch's divergence: no records then), then whole batches from ``offset``
         below the high watermark, at most ``max_bytes`` but the first batch, left in the segment files
         (``node.storage.file_records``: the listener sends them with sendfile).  NOT_LEADER_OR_FOLLOWER off
-        the leader, OFFSET_OUT_OF_RANGE outside the log."""
+        the leader, OFFSET_OUT_OF_RANGE outside the log.  With ``read_committed`` (isolation level 1) the
+        read stops at the last stable offset and comes with the aborted transactions below it."""
         h = self.hosted.get(tp)
         if h is None or not h.repl.is_leader:
-            return ConsumerRead(errors.NOT_LEADER_OR_FOLLOWER)
+            return ConsumerRead(STORAGE if h is None and self._offline(tp) else errors.NOT_LEADER_OR_FOLLOWER)
         with h.cond:
             if h.log.closed:
-                return ConsumerRead(errors.NOT_LEADER_OR_FOLLOWER)
+                return ConsumerRead(STORAGE if h.log.failed else errors.NOT_LEADER_OR_FOLLOWER)
             code, diverging = h.repl.check_consumer_fetch(offset, last_fetched_epoch, current_leader_epoch, h.log)
             hw, start, epoch = h.repl.high_watermark, h.log.log_start_offset, h.repl.leader_epoch
-            if code != errors.NONE or diverging is not None:
-                return ConsumerRead(code, hw, start, epoch, b"", diverging)
+            lso = -1
             try:
-                return ConsumerRead(errors.NONE, hw, start, epoch,
-                                    h.log.read_file_records(offset, max_bytes or 1 << 20, hw))
+                lso = h.log.last_stable_offset(hw)
+                if code != errors.NONE or diverging is not None:
+                    return ConsumerRead(code, hw, start, epoch, b"", diverging, lso)
+                bound = lso if read_committed else hw
+                records = h.log.read_file_records(offset, max_bytes or 1 << 20, bound)
+                aborted = h.log.aborted_transactions(offset, bound) if read_committed else None
             except OffsetOutOfRangeError:
-                return ConsumerRead(errors.OFFSET_OUT_OF_RANGE, hw, start, epoch)
+                return ConsumerRead(errors.OFFSET_OUT_OF_RANGE, hw, start, epoch, last_stable_offset=lso)
+            except KafkaStorageError:
+                return ConsumerRead(STORAGE, hw, start, epoch)
+            return ConsumerRead(errors.NONE, hw, start, epoch, records, None, lso, aborted)
 
     def end_offset_for_epoch(self, tp: TP, leader_only: bool) -> tuple[int, int, Callable[[int], tuple[int, int]]]:
         """For OffsetForLeaderEpoch: (error, current leader epoch, the replica's ``epoch -> (largest epoch
@@ -454,7 +414,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
         ``leader_only`` and this broker does not lead the partition (or no longer hosts it)."""
         h = self.hosted.get(tp)
         if h is None or h.log.closed or (leader_only and not h.repl.is_leader):
-            return errors.NOT_LEADER_OR_FOLLOWER, -1, lambda e: (-1, -1)
+            return STORAGE if self._offline(tp) else errors.NOT_LEADER_OR_FOLLOWER, -1, lambda e: (-1, -1)
 
         def lookup(epoch: int) -> tuple[int, int]:
             with h.cond:
@@ -474,7 +434,14 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
             start, end = h.log.log_start_offset, h.log.log_end_offset
             if offset >= end:
                 return b"", start, end
-            return bytes(h.log.read(max(offset, start), max_bytes)), start, end
+            try:
+                return bytes(h.log.read(max(offset, start), max_bytes)), start, end
+            except KafkaStorageError:
+                return None
+
+    def describe_log_dirs(self, partitions: set[TP] | None = None) -> list:
+        """DescribeLogDirs (``node.replicas.log_dir_manager.LogDirManager.describe_logs``)."""
+        return self.dirs.describe_logs(self.hosted, partitions)
 
     def replica_statuses(self) -> list[pb.ReplicaStatus]:
         out = []
@@ -504,49 +471,27 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
         wait for a busy partition lock runs on ``executor``."""
         return await self._fetches.fetch_async(req, executor)
 
-    def list_offsets(self, req: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
-        """Kafka's ListOffsets for consumers: -1 latest (the HW, what a consumer can
-        read up to), -2 earliest (the log start offset). Only the leader answers."""
+    def list_offsets(self, req: pb.ListOffsetsRequest, read_committed: bool = False) -> pb.ListOffsetsResponse:
+        """Kafka's ListOffsets for consumers: -1 latest (the HW, what a consumer can read up to; the last stable
+        offset for read_committed), -2 earliest (the log start offset). Only the leader answers."""
         out = []
         for tp in req.partitions:
             h = self.hosted.get((tp.topic, tp.partition))
             r = pb.ListOffsetsPartition(topic=tp.topic, partition=tp.partition, offset=-1, leader_epoch=-1)
-            if h is None or not h.repl.is_leader:
+            if h is None and self._offline((tp.topic, tp.partition)):
+                r.error_code = STORAGE
+            elif h is None or not h.repl.is_leader:
                 r.error_code = errors.NOT_LEADER_OR_FOLLOWER
             elif req.timestamp not in (-1, -2):
                 r.error_code = errors.INVALID_REQUEST
             else:
                 with h.cond:
-                    r.offset = h.repl.high_watermark if req.timestamp == -1 else h.log.log_start_offset
+                    hw = h.repl.high_watermark
+                    latest = h.log.last_stable_offset(hw) if read_committed else hw
+                    r.offset = latest if req.timestamp == -1 else h.log.log_start_offset
                     r.leader_epoch = h.repl.leader_epoch
             out.append(r)
         return pb.ListOffsetsResponse(partitions=out)
-
-    def produce(self, req: pb.ProduceRequest) -> pb.ProduceResponse:
-        """A client's Produce: the core's checks, the append, and for acks=all the purgatory's answer
-        (this request thread waits for it; the purgatory answers by the request's timeout)."""
-        tp = (req.topic, req.partition)
-        h = self.hosted.get(tp)
-        code = produce_rules.request_error(req.acks, h is not None and h.repl.is_leader)
-        if code != errors.NONE:
-            return pb.ProduceResponse(error_code=code, base_offset=-1, last_offset=-1)
-        records = [(None if r.key_null else r.key, None if r.value_null else r.value,
-                    None if r.timestamp_ms < 0 else r.timestamp_ms) for r in req.records]
-        if not records:
-            return pb.ProduceResponse(error_code=errors.NONE, base_offset=-1, last_offset=-1)
-        done, outcome = threading.Event(), []
-
-        def on_done(result: int) -> None:
-            outcome.append(result)
-            done.set()
-
-        code, base, last, epoch, waiting = self._append(tp, records, req.acks, req.timeout_ms, on_done, inline=True)
-        if code != errors.NONE:
-            return pb.ProduceResponse(error_code=code, base_offset=-1, last_offset=-1)
-        if waiting:
-            done.wait(max(req.timeout_ms, 1) / 1000 + 5)  # a bound in case the broker stops meanwhile
-            code = outcome[0] if outcome else errors.REQUEST_TIMED_OUT
-        return pb.ProduceResponse(error_code=code, base_offset=base, last_offset=last, leader_epoch=epoch)
 
     # ------------------------------------------------------------------ ISR changes
 
@@ -562,13 +507,12 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
     # ------------------------------------------------------------------ housekeeping
 
     def checkpointed_hw(self, tp: TP) -> int:
-        """The partition's HW in the last HW checkpoint (0 when it has none)."""
-        return self._checkpoint.read().get(tp, 0)
+        """The partition's HW in the last HW checkpoint of its log directory (0 when it has none)."""
+        return self.dirs.checkpointed_hw(tp)
 
     def checkpoint_hws(self) -> None:
-        hws = {tp: h.repl.high_watermark for tp, h in list(self.hosted.items())}
-        if hws:
-            self._checkpoint.write(hws)
+        """Every online directory's HW checkpoint (a failed write takes that directory offline)."""
+        self.dirs.checkpoint_hws({tp: h.repl.high_watermark for tp, h in list(self.hosted.items())})
 
     def _every(self, interval_s: float, fn: Callable[[], None]) -> None:
         while not self._stopping.wait(interval_s):
@@ -584,6 +528,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
     def close(self) -> None:
         self._stopping.set()
         self._purgatory.stop()
+        self.dirs.stop()
         with self._lock:
             fetchers = list(self.fetchers.values())
         for f in fetchers:
@@ -594,5 +539,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin):
         finally:
             for h in list(self.hosted.values()):
                 with h.cond:
-                    h.log.flush()
-                    h.log.close()
+                    try:
+                        h.log.close()   # flushes, or (an I/O error) only closes: its directory is offline
+                    except KafkaStorageError:
+                        pass

@@ -7,6 +7,11 @@ SIGTERM (or SIGINT) stops it cleanly: it resigns as controller, closes its
 ZooKeeper session so that its ephemeral znodes go at once, and exits 0.  Every
 step of the stop is bounded, even with ZooKeeper gone; past the bound a
 watchdog (node/server/shutdown.py) logs ``shutdown_timed_out`` and exits 3.
+
+A log directory that fails (an I/O error) goes offline; the broker then writes
+Kafka's log directory event notification, or, when no directory is left online,
+halts with status 1 as Kafka 2.8 does (``broker_halted``): no controlled shutdown,
+no session close, so its registration goes when its ZooKeeper session expires.
 """
 from __future__ import annotations
 
@@ -37,9 +42,14 @@ from node.dynamic_config import DynamicBrokerConfig
 from node.shells.config_listener import ConfigChangeListener
 from node.shells.controller_shell import ControllerShell
 from node.shells.coordinator_shell import CoordinatorShell
+from node.shells.txn_shell import TxnShell
+from node.server.txn_door import TxnDoor
+from transactions.config import TRANSACTION_STATE_TOPIC
+from zk.producer_ids import ProducerIds
 from node.server.groups_servicer import GroupsServicer
 from node.server.rpc_server import AioServer
 from node.net.links import DIRECT, LinkMap, LinkMapError
+from node.listeners import parse_protocol_map
 from node.events import EventLog
 from node.replicas.replica_manager import CleanerSettings, ReplicaManager
 from replication.partition import ReplicaSettings
@@ -54,6 +64,7 @@ from zk.client import ZkClient
 from zk import paths as zk_paths
 from kafkacommon.metadata import BrokerRegistration
 from zk.errors import CONNECTION_ERRORS, ZkError
+from replication.log_dirs import DirFailure
 
 log = logging.getLogger("kafkasim.broker")
 
@@ -72,6 +83,17 @@ def group_config(cfg: ClusterConfig, planted: frozenset[str] = frozenset()):
         offsets_retention_ms=g("offsets.retention.minutes") * 60_000,
         offsets_retention_check_interval_ms=g("offsets.retention.check.interval.ms"),
         commit_timeout_ms=g("offsets.commit.timeout.ms"))
+
+def txn_config(cfg: ClusterConfig):
+    from transactions.config import TxnConfig
+    g = cfg.get
+    return TxnConfig(
+        transactional_id_expiration_ms=g("transactional.id.expiration.ms"),
+        max_timeout_ms=g("transaction.max.timeout.ms"),
+        abort_timed_out_interval_ms=g("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+        remove_expired_interval_ms=g("transaction.remove.expired.transaction.cleanup.interval.ms"),
+        request_timeout_ms=g("request.timeout.ms"))
+
 
 STATE_FILE = "cluster.json"
 
@@ -136,7 +158,7 @@ class Broker:
         g = cfg.get
         self.dynamic = DynamicBrokerConfig(cfg, broker_id)   # /config/brokers/<id> and <default> over cluster.yaml
         self.replicas = ReplicaManager(
-            broker_id, self.spec.log_dir,
+            broker_id, list(self.spec.log_dirs),
             replica_settings(cfg), self.events,
             broker_epoch=lambda: self.state.broker_epoch, endpoint_of=self._endpoint_of,
             controller_endpoint=lambda: self._endpoint_of(self.state.controller_id),
@@ -146,11 +168,20 @@ class Broker:
             cleaner=CleanerSettings(g("log.cleaner.enable"), g("log.cleaner.backoff.ms"),
                                     g("log.cleaner.min.cleanable.ratio.percent") / 100),
             log_defaults=self.dynamic.lookup, retention_check_interval_ms=g("log.retention.check.interval.ms"),
-            fetch_max_bytes=g("replica.fetch.max.bytes"))
+            fetch_max_bytes=g("replica.fetch.max.bytes"), on_dir_failure=self._on_dir_failure,
+            shutting_down=lambda: self.stopping.is_set())   # Kafka's isShuttingDown, from the stop signal on
         self.groups = CoordinatorShell(broker_id, self.replicas, self.events, group_config(cfg, planted_bugs),
                                        num_partitions=self._offsets_partitions,
                                        load_buffer_bytes=g("offsets.load.buffer.size"))
-        self.replicas.on_leadership = self.groups.on_leadership
+        self.producer_ids = ProducerIds(self.zk, broker_id)
+        self.txns = TxnShell(broker_id, self.replicas, self.state, self.events, txn_config(cfg),
+                             num_partitions=self._txn_partitions, new_producer_id=self.producer_ids.next_id,
+                             endpoint_of=self._endpoint_of, load_buffer_bytes=g("transaction.state.log.load.buffer.size"))
+
+        def on_leadership(topic: str, partition: int, is_leader: bool, leader_epoch: int) -> None:
+            self.groups.on_leadership(topic, partition, is_leader, leader_epoch)
+            self.txns.on_leadership(topic, partition, is_leader, leader_epoch)
+        self.replicas.on_leadership = on_leadership
         self.config_changes = ConfigChangeListener(self.zk, self.events.emit, self._topic_config_changed,
                                                    self._broker_config_changed)
         self.zk.add_state_listener(self.config_changes.on_session_state)
@@ -160,22 +191,29 @@ class Broker:
         pool = futures.ThreadPoolExecutor(max_workers=2048, thread_name_prefix="grpc")
         self.server = AioServer(pool, maximum_concurrent_rpcs=4096)
         self.server.add(pbg.add_BrokerServicer_to_server,
-                        BrokerServicer(self.state, self.events, self.controller, self.replicas, pool))
+                        BrokerServicer(self.state, self.events, self.controller, self.replicas, pool,
+                                       on_offsets_marker=self.groups.txn_marker_written,
+                                       marker_timeout_ms=g("request.timeout.ms")))
         lazy = None if g("kafkasim.offsets.topic.eager.create") else self._create_offsets_topic
         groups_servicer = GroupsServicer(self.state, self.groups, pool, lazy)
         self.server.add(gpbg.add_GroupsServicer_to_server, groups_servicer)
         self._offsets_creating = threading.Lock()  # one lazy creation at a time
         self._offsets_created = False
+        self.cluster_id = cluster_id_for(zk_connect)   # also written to /cluster/id when absent (start())
+        self._txn_topic_creating = threading.Lock()
+        self._txn_topic_created = False
+        txn_door = TxnDoor(self.state, self.txns, pool, self._create_txn_topic, self._offsets_partitions)
         # the Kafka-protocol listeners: real clients, the same cores (listener/); one per name in `listeners`,
         # each answering with the brokers' endpoints advertised for its name
         context = ListenerContext(
-            broker_id, self.state, self.replicas, groups_servicer.door, self.zk, endpoint_of=self._kafka_endpoint_of,
+            broker_id, self.state, self.replicas, groups_servicer.door, txn_door, self.producer_ids.next_id, self.zk,
+            endpoint_of=self._kafka_endpoint_of,
             rack_of=lambda b: self._spec_of(b).rack if self._spec_of(b) else None,
-            cluster_id=cluster_id_for(zk_connect), pool=pool, message_max_bytes=g("message.max.bytes"),
+            cluster_id=self.cluster_id, pool=pool, message_max_bytes=g("message.max.bytes"),
             num_partitions=g("num.partitions"), default_replication_factor=g("default.replication.factor"),
             delete_topic_enable=g("delete.topic.enable"), auto_create_topics=g("auto.create.topics.enable"),
             topic_config=self._topic_config, broker_config=self.dynamic,
-            is_controller=lambda: self.controller.is_active)
+            is_controller=lambda: self.controller.is_active, controller=self.controller)
         limits = Limits(max_request_bytes=g("socket.request.max.bytes"), idle_ms=g("connections.max.idle.ms"),
                         partial_frame_ms=g("request.timeout.ms"), max_connections=g("max.connections"),
                         max_per_ip=g("max.connections.per.ip"),
@@ -186,6 +224,7 @@ class Broker:
                            self._kafka_endpoint_of, listener=name)), host, port, limits, self.events.emit, quotas)
                        for name, host, port in self.spec.kafka_listeners]
         self.kafka = self.kafkas[0]
+        self._kafka_error: str | None = None   # why the Kafka listener could not start (then none is registered)
         self.stopping = threading.Event()
 
     def _create_offsets_topic(self) -> None:
@@ -218,6 +257,74 @@ class Broker:
 
         threading.Thread(target=create, daemon=True, name="offsets-topic-create").start()
 
+    def _create_txn_topic(self) -> None:
+        """Kafka's lazy creation of __transaction_state on a transactional FindCoordinator (compacted, with
+        transaction.state.log.min.isr and its segment size), off the caller's thread."""
+        if self._txn_topic_created or not self._txn_topic_creating.acquire(blocking=False):
+            return
+        g = self.cfg.get
+
+        def create() -> None:
+            try:
+                a, why = self.state.internal_topic_to_create(
+                    TRANSACTION_STATE_TOPIC, g("transaction.state.log.num.partitions"),
+                    g("transaction.state.log.replication.factor"), random.randrange,
+                    config=self._txn_topic_config(),
+                    factor_key="transaction.state.log.replication.factor")
+                if a is None:
+                    if why != "exists":
+                        self.events.emit("transaction_topic_not_created", reason=why)
+                    return
+                try:
+                    self.zk.create_topic_znode(a)
+                except NodeExists:
+                    self._txn_topic_created = True
+                    return
+                self._txn_topic_created = True
+                self.events.emit("transaction_topic_create_requested", partitions=len(a.partitions),
+                                 replication_factor=len(a.partitions[0]), topic_id=a.topic_id)
+            except Exception as e:  # ZooKeeper unreachable: the next FindCoordinator tries again
+                self.events.emit("transaction_topic_not_created", reason=repr(e))
+            finally:
+                self._txn_topic_creating.release()
+
+        threading.Thread(target=create, daemon=True, name="txn-topic-create").start()
+
+    def _txn_topic_config(self) -> dict:
+        """Kafka's TransactionStateManager.transactionTopicConfigs: compacted, uncompressed, no unclean election,
+        transaction.state.log.min.isr and its segment size."""
+        return {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                "segment.bytes": self.cfg.get("transaction.state.log.segment.bytes"),
+                "min.insync.replicas": self.cfg.get("transaction.state.log.min.isr"),
+                "unclean.leader.election.enable": False}
+
+    def _txn_partitions(self) -> int:
+        return self.state.topic_partitions.get(TRANSACTION_STATE_TOPIC) or self.cfg.get("transaction.state.log.num.partitions")
+
+
+    def _on_dir_failure(self, failure: DirFailure) -> None:
+        """After a log directory went offline and its replicas stopped being served (the replica manager's
+        log-dir-failure-handler thread): halt when none is left (Kafka's LogManager.handleLogDirFailure:
+        Exit.halt(1), before anything is written to ZooKeeper), else write the notification
+        (KafkaZkClient.propagateLogDirEvent), retried while ZooKeeper is unreachable."""
+        if failure.halt:
+            self.events.emit("broker_halted", reason=f"every log directory is offline (the last: {failure.dir})",
+                             exit_code=1)
+            self.events.close()
+            logging.shutdown()
+            os._exit(1)
+        while not self.stopping.is_set():
+            try:
+                path = self.zk.propagate_log_dir_event(self.broker_id)
+            except CONNECTION_ERRORS:
+                self.stopping.wait(0.1)
+                continue
+            except ZkError as e:
+                self.events.emit("log_dir_event_not_notified", dir=failure.dir, error=f"{type(e).__name__}: {e}")
+                return
+            self.events.emit("log_dir_event_notified", dir=failure.dir, path=path)
+            return
+
     def _endpoint_of(self, broker_id: int) -> str | None:
         b = self.state.live_brokers.get(broker_id)
         return self.links.dial(broker_id, f"{b[0]}:{b[1]}") if b else None
@@ -241,6 +348,8 @@ class Broker:
         base = {}
         if topic == zk_paths.OFFSETS_TOPIC:  # Kafka's offsets topic: compacted, its own segment size
             base = {"cleanup.policy": "compact", "segment.bytes": self.cfg.get("offsets.topic.segment.bytes")}
+        elif topic == TRANSACTION_STATE_TOPIC:   # Kafka's transactionTopicConfigs
+            base = self._txn_topic_config()
         try:
             overrides = self.zk.read_topic_config(topic)  # retried across a lost connection
         except (ZkError, ValueError) as e:
@@ -256,6 +365,8 @@ class Broker:
         base = {}
         if topic == zk_paths.OFFSETS_TOPIC:
             base = {"cleanup.policy": "compact", "segment.bytes": self.cfg.get("offsets.topic.segment.bytes")}
+        elif topic == TRANSACTION_STATE_TOPIC:
+            base = self._txn_topic_config()
         done = self.replicas.reconfigure_topic(topic, base | dict(config))
         self.controller.config_changed()
         return len(done)
@@ -291,6 +402,7 @@ class Broker:
                          kafka_listener=None if kafka_error else f"{self.kafka.host}:{self.kafka.port}")
         if kafka_error:
             self.events.emit("kafka_listener_failed", host=self.kafka.host, port=self.kafka.port, error=kafka_error)
+        self._kafka_error = kafka_error
         self.zk.start()
         self._ensure_persistent_paths()
         for entity in (zk_paths.DEFAULT_ENTITY, str(self.broker_id)):   # Kafka's dynamicConfig.initialize
@@ -305,14 +417,23 @@ class Broker:
         deadline = time.monotonic() + max(30.0, 3 * self.cfg.session_timeout_ms / 1000.0)
         while True:
             try:
-                return self.zk.ensure_persistent_paths()
+                self.zk.ensure_persistent_paths()
+                stored = self.zk.ensure_cluster_id(self.cluster_id)
+                if stored != self.cluster_id:   # a chroot another cluster (a Kafka) set up first
+                    self.events.emit("cluster_id_differs", stored=stored, served=self.cluster_id)
+                return
             except CONNECTION_ERRORS:
                 if time.monotonic() >= deadline or self.stopping.wait(0.1):
                     raise
 
     def _register(self) -> None:
+        # endpoints: the advertised Kafka listeners (what Kafka's tools reading ZooKeeper dial), when they
+        # listen; host/port: the gRPC address, written beside them for kafkasim's own readers (zk/codecs.py)
+        listeners = () if self._kafka_error else self.spec.advertised_endpoints
+        protocols = parse_protocol_map(self.cfg.get("listener.security.protocol.map"))
         reg = BrokerRegistration(self.broker_id, self.spec.host, self.spec.port, int(time.time() * 1000),
-                                 self.spec.rack)
+                                 self.spec.rack, listeners=tuple(listeners),
+                                 protocols=tuple((name, protocols.get(name, name)) for name, _, _ in listeners))
         wait_s = 2 * self.cfg.session_timeout_ms / 1000.0 + 5
         predecessor = self.session_file.dead_predecessor_session()
         self.events.emit("broker_registering", predecessor_session=f"0x{predecessor:x}" if predecessor else None)
@@ -326,7 +447,11 @@ class Broker:
         else:
             raise RuntimeError(f"broker {self.broker_id}: could not register in ZooKeeper")
         self.state.broker_epoch = epoch
-        self.session_file.record(self.zk.session_id, self.zk.session_password)
+        try:
+            self.session_file.record(self.zk.session_id, self.zk.session_password)
+        except OSError as e:   # its log directory is full or failing: only a fast restart's proof is lost
+            self.events.emit("session_file_not_written", path=str(self.session_file.path),
+                             error=f"{type(e).__name__}: {e}")
         self.events.emit("broker_registered", broker_epoch=epoch, session_id=f"0x{self.zk.session_id:x}",
                          replaced_predecessor=f"0x{predecessor:x}" if predecessor else None)
 
@@ -408,6 +533,7 @@ class Broker:
         self.server.stop(grace=0.2)
         step("groups_close")
         self.groups.close()
+        self.txns.close()
         step("replicas_close")
         self.replicas.close()
         step("zk_session_close")
@@ -452,6 +578,16 @@ def main(argv: list[str] | None = None) -> int:
     stop_signals = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     broker = Broker(cfg, args.id, connect, links, planted_bugs)
+    default_hook = threading.excepthook
+
+    def thread_died(hook_args: threading.ExceptHookArgs) -> None:
+        """No thread may die of an exception unseen: each such death is a bug, and the event says so."""
+        thread = hook_args.thread.name if hook_args.thread is not None else "?"
+        broker.events.emit("thread_died", thread=thread,
+                           error=f"{hook_args.exc_type.__name__}: {hook_args.exc_value}")
+        default_hook(hook_args)
+
+    threading.excepthook = thread_died
     try:
         broker.start()
     except Exception as e:  # say why, and exit even though gRPC/kazoo threads may be running

@@ -109,6 +109,9 @@ class GroupsDoor:
     async def offset_commit(self, req: m.OffsetCommitRequest) -> m.OffsetCommitResponse:
         return await self._ask(self.shell.offset_commit, req, self._commit_wait_s())
 
+    async def txn_offset_commit(self, req: m.TxnOffsetCommitRequest) -> m.OffsetCommitResponse:
+        return await self._ask(self.shell.txn_offset_commit, req, self._commit_wait_s())
+
     async def offset_fetch(self, req: m.OffsetFetchRequest) -> m.OffsetFetchResponse:
         return await self._ask(self.shell.offset_fetch, req, 5)
 
@@ -130,6 +133,10 @@ class GroupsDoor:
             r = await self._ask(self.shell.delete_groups, m.DeleteGroupsRequest([gid]), self._commit_wait_s())
             results.extend(r.results)
         return m.DeleteGroupsResponse(results)
+
+
+    async def offset_delete(self, req: m.OffsetDeleteRequest) -> m.OffsetDeleteResponse:
+        return await self._ask(self.shell.offset_delete, req, self._commit_wait_s())
 
 
 class GroupsServicer(gpbg.GroupsServicer):

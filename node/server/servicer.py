@@ -9,6 +9,7 @@ from kafkacommon import errors
 from node.net import wire
 from replication.broker_state import BrokerState, Outcome
 from node.events import EventLog
+from node.server.txn_markers import write_txn_markers
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 
@@ -19,7 +20,10 @@ if TYPE_CHECKING:
 
 class BrokerServicer(pbg.BrokerServicer):
     def __init__(self, state: BrokerState, events: EventLog, controller: "ControllerShell",
-                 replicas: "ReplicaManager | None" = None, pool: Any = None):
+                 replicas: "ReplicaManager | None" = None, pool: Any = None,
+                 on_offsets_marker: Any = None, marker_timeout_ms: int = 30_000):
+        self.on_offsets_marker = on_offsets_marker     # the group coordinator, for markers on offsets partitions
+        self.marker_timeout_ms = marker_timeout_ms
         self.state = state
         self.pool = pool   # where a fetch waits for a busy partition lock (None: the loop's default executor)
         self.replicas = replicas
@@ -37,10 +41,13 @@ class BrokerServicer(pbg.BrokerServicer):
 
     def LeaderAndIsr(self, request, context):
         with self._lock:
-            out = self.state.leader_and_isr(wire.header_from_pb(request.header),
-                                            wire.partitions_from_pb(request.partitions))
+            parts = wire.partitions_from_pb(request.partitions)
+            offline = self.replicas.dirs.leader_and_isr_errors([(p.topic, p.partition) for p in parts]) \
+                if self.replicas is not None else None
+            out = self.state.leader_and_isr(wire.header_from_pb(request.header), parts, offline)
             if self.replicas is not None:
-                self.replicas.apply_leader_and_isrs(out.became_leader + out.became_follower)
+                # a replica whose log could not be opened or written is offline now (Kafka's makeLeaders)
+                out.partition_errors.update(self.replicas.apply_leader_and_isrs(out.became_leader + out.became_follower))
             self._log(out)  # under the lock: the log's order is the order the requests applied in
         return pb.LeaderAndIsrResponse(error_code=out.error, partition_errors=self._perrors(out))
 
@@ -63,7 +70,9 @@ class BrokerServicer(pbg.BrokerServicer):
                                           request.delete_partitions)
             if self.replicas is not None:
                 for tp in out.stopped:
-                    self.replicas.stop_replica(tp, request.delete_partitions)
+                    code = self.replicas.stop_replica(tp, request.delete_partitions)
+                    if code != errors.NONE:
+                        out.partition_errors[tp] = code
         self._log(out)
         return pb.StopReplicaResponse(error_code=out.error, partition_errors=self._perrors(out))
 
@@ -96,6 +105,13 @@ class BrokerServicer(pbg.BrokerServicer):
         if self.replicas is None:
             return pb.ListOffsetsResponse()
         return self.replicas.list_offsets(request)
+
+    def WriteTxnMarkers(self, request, context):
+        """A transaction coordinator's markers, written here as the partitions' leader (node/server/txn_markers.py)."""
+        if self.replicas is None:
+            return pb.WriteTxnMarkersResponse()
+        return write_txn_markers(request, self.replicas, self.events.emit, self.on_offsets_marker,
+                                 self.marker_timeout_ms)
 
     def ControlledShutdown(self, request, context):
         if not self.controller.is_active:

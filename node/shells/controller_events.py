@@ -25,6 +25,9 @@ class Event(str, Enum):
     TOPIC_DELETION = redo.TOPIC_DELETION
     PARTITION_MODIFICATIONS = redo.PARTITION_MODIFICATIONS
     CONFIG_CHANGE = redo.CONFIG_CHANGE
+    REASSIGNMENT_ISR_CHANGE = redo.REASSIGNMENT_ISR_CHANGE
+    ZK_PARTITION_REASSIGNMENT = redo.ZK_PARTITION_REASSIGNMENT
+    LOG_DIR_EVENT = redo.LOG_DIR_EVENT
     EXPIRE = redo.EXPIRE
     REGISTER_AND_REELECT = redo.REGISTER_AND_REELECT
     TICK = redo.TICK
@@ -72,3 +75,43 @@ class AlterIsr(Request):
     items: list = field(default_factory=list)
     kind: ClassVar[str] = "alter_isr"
     dropped: ClassVar[Any] = (errors.NOT_CONTROLLER, {})
+
+
+@dataclass
+class ElectLeadersRequest(Request):
+    """The Kafka ElectLeaders request: a preferred (0) or unclean (1) election of ``tps``."""
+
+    tps: list[tuple[str, int]] = field(default_factory=list)
+    election_type: int = 0
+    kind: ClassVar[str] = "elect_leaders_request"
+    dropped: ClassVar[Any] = None   # the caller answers NOT_CONTROLLER for every partition
+
+
+@dataclass
+class AlterReassignments(Request):
+    """AlterPartitionReassignments: {tp: target replicas, or None to cancel}."""
+
+    requested: dict = field(default_factory=dict)
+    kind: ClassVar[str] = "alter_reassignments"
+    dropped: ClassVar[Any] = (errors.NOT_CONTROLLER, {})
+
+
+@dataclass
+class ListReassignments(Request):
+    """ListPartitionReassignments: of ``tps`` (None: every one under way)."""
+
+    tps: list[tuple[str, int]] | None = None
+    kind: ClassVar[str] = "list_reassignments"
+    dropped: ClassVar[Any] = (errors.NOT_CONTROLLER, {})
+
+
+@dataclass
+class LeaderAndIsrAnswer(Request):
+    """A broker's answer to one of this controller's LeaderAndIsr (Kafka's LeaderAndIsrResponseReceived):
+    every partition of the request with its error.  Nobody waits on it; a session expiry drops it."""
+
+    broker_id: int = -1
+    broker_epoch: int = -1
+    errors: dict = field(default_factory=dict)
+    kind: ClassVar[str] = "leader_and_isr_response"
+    dropped: ClassVar[Any] = None

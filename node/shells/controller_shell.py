@@ -22,7 +22,10 @@ from kafkacommon import errors
 from node.net import wire
 from node.net.channel import BrokerChannel
 from controller.redo import ControllerEvents, RegisterBroker
-from node.shells.controller_events import AlterIsr, ControlledShutdown, ElectLeaders, Event, Request, event_name
+from node.shells.controller_events import (
+    AlterIsr, AlterReassignments, ControlledShutdown, ElectLeaders, ElectLeadersRequest, Event, LeaderAndIsrAnswer,
+    ListReassignments, Request, event_name,
+)
 from node.events import EventLog
 from proto import kafkasim_pb2 as pb
 from zk.client import CONNECTION_ERRORS, ZkClient
@@ -62,10 +65,14 @@ class ControllerShell:
         self._watched_topics: set[str] = set()   # topic znodes with our data watch armed (partition changes)
         self._watchers: dict[Event, Callable[[Any], None]] = {}
         h = self.handlers
-        self._requests: dict[type, Callable[[Any], Any]] = {
+        self._requests: dict[type, Callable[[Any], Any]] = {   # each request's handler (its steps)
             ElectLeaders: lambda r: h.elect_leaders(r.tps),
             ControlledShutdown: lambda r: h.controlled_shutdown(r.broker_id, r.broker_epoch),
-            AlterIsr: lambda r: h.alter_isr(r.broker_id, r.broker_epoch, r.items)}
+            AlterIsr: lambda r: h.alter_isr(r.broker_id, r.broker_epoch, r.items),
+            ElectLeadersRequest: lambda r: h.elect_leaders_request(r.tps, r.election_type),
+            AlterReassignments: lambda r: h.alter_reassignments(r.requested),
+            ListReassignments: lambda r: h.list_reassignments(r.tps),
+            LeaderAndIsrAnswer: lambda r: h.leader_and_isr_response(r.broker_id, r.broker_epoch, r.errors)}
         zkc = self.zk
         self._io: dict[type, Callable[[Any], Any]] = {  # the handlers' commands, carried out here
             handlers.ReadController: lambda c: zkc.read_controller(watch=self._on(Event.CONTROLLER_CHANGE)),
@@ -80,6 +87,10 @@ class ControllerShell:
             handlers.WriteStates: lambda c: zkc.write_states(c.fence, list(c.writes)),
             handlers.DeleteTopic: lambda c: zkc.delete_topic(c.fence, c.assignment),
             handlers.DropDeletionMarker: lambda c: zkc.delete_deletion_marker(c.fence, c.topic),
+            handlers.WriteAssignment: lambda c: zkc.write_topic_assignment(c.fence, c.assignment),
+            handlers.ReadZkReassignment: lambda c: zkc.read_zk_reassignment(
+                watch=self._on(Event.ZK_PARTITION_REASSIGNMENT) if c.watch else None),
+            handlers.WriteZkReassignment: lambda c: zkc.write_zk_reassignment(c.fence, c.partitions),
             handlers.Send: lambda c: self._send(c.requests),
             handlers.CloseChannels: lambda c: self._close_channels(drain=True),
             handlers.Emit: lambda c: self.events.emit(c.name, **c.fields),
@@ -87,6 +98,8 @@ class ControllerShell:
             handlers.MonoNs: lambda c: time.monotonic_ns(),
             handlers.Later: lambda c: self.enqueue(Event(c.event)),
             RegisterBroker: lambda c: self._register_broker(),
+            handlers.ReadLogDirEvents: lambda c: zkc.read_log_dir_events(watch=self._on(Event.LOG_DIR_EVENT)),
+            handlers.DeleteLogDirEvents: lambda c: zkc.delete_log_dir_events(c.fence, list(c.sequences)),
         }
 
     @property
@@ -123,6 +136,26 @@ class ControllerShell:
         req = ElectLeaders(tps)
         self.enqueue(req)
         return req.future.result(timeout=timeout_s)
+
+    def request(self, req: Request, timeout_s: float) -> Any:
+        """Enqueue a request (a Kafka admin request: ElectLeadersRequest, AlterReassignments, ListReassignments)
+        and wait for its answer (its ``dropped`` answer when a session expiry drains the queue)."""
+        self.enqueue(req)
+        return req.future.result(timeout=timeout_s)
+
+    def elect_leaders_request(self, tps: list[tuple[str, int]], election_type: int,
+                              timeout_s: float) -> dict[tuple[str, int], tuple[int, str | None, int]]:
+        """The Kafka ElectLeaders request: {tp: (error, message, the new leader or -1)}."""
+        answer = self.request(ElectLeadersRequest(list(tps), election_type), timeout_s)
+        return answer if answer is not None else {tp: (errors.NOT_CONTROLLER, None, -1) for tp in tps}
+
+    def alter_reassignments(self, requested: dict, timeout_s: float) -> tuple[int, dict]:
+        """AlterPartitionReassignments: (top-level error, {tp: (error, message)})."""
+        return self.request(AlterReassignments(dict(requested)), timeout_s)
+
+    def list_reassignments(self, tps: list[tuple[str, int]] | None, timeout_s: float) -> tuple[int, dict]:
+        """ListPartitionReassignments: (top-level error, {tp: (replicas, adding, removing)})."""
+        return self.request(ListReassignments(tps), timeout_s)
 
     def controlled_shutdown(self, broker_id: int, broker_epoch: int,
                             timeout_s: float = 10.0) -> tuple[int, list[tuple[str, int]]]:
@@ -252,6 +285,12 @@ class ControllerShell:
                 ch.send(wire.command_to_pb(cmd, header))
 
     def _on_response(self, broker_id: int, kind: str, request: Any, response: Any) -> None:
+        if kind == "LeaderAndIsr" and response.error_code == errors.NONE:
+            # every partition of the request with its error (NONE unless listed): Kafka's LeaderAndIsrResponse
+            by_tp = {(p.topic, p.partition): errors.NONE for p in request.partitions}
+            by_tp.update({(e.topic, e.partition): e.error_code for e in response.partition_errors})
+            if self.core.response_matters(broker_id, by_tp):
+                self.enqueue(LeaderAndIsrAnswer(broker_id, request.header.broker_epoch, by_tp))
         if response.error_code != errors.NONE:
             self.events.emit("controller_request_failed", request=kind, target=broker_id,
                              error=errors.name(response.error_code),

@@ -39,8 +39,9 @@ from coordinator.messages import (
     DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse, HeartbeatRequest,
     HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
     ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
-    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
+    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TxnOffsetCommitRequest,
 )
+from coordinator.messages import OffsetDeleteRequest, OffsetDeleteResponse
 from kafkacommon import errors
 from kafkacommon.hashing import partition_for
 from node.events import EventLog
@@ -127,7 +128,7 @@ class CoordinatorShell:
                                end_offset=self.coordinatorship.load_end_offset(lambda: self.replicas.checkpointed_hw(tp)))
         finally:  # as Kafka: the partition becomes owned even when its load failed
             with lock:
-                out = self.coordinatorship.finish_load(slot, self.clock())
+                out = self.coordinatorship.finish_load(slot, self.clock(), stats.end_offset)
             self._dispatch(slot, out)
         self.events.emit("coordinator_loaded", partition=p, leader_epoch=epoch, records=stats.read,
                          replayed=stats.records,
@@ -167,6 +168,23 @@ class CoordinatorShell:
     def offset_commit(self, req: OffsetCommitRequest, block: bool = True) -> Future[OffsetCommitResponse] | None:
         return self._request(req.group_id, PartitionCoordinator.offset_commit, req, block)
 
+    def txn_offset_commit(self, req: TxnOffsetCommitRequest,
+                          block: bool = True) -> Future[OffsetCommitResponse] | None:
+        return self._request(req.group_id, PartitionCoordinator.txn_offset_commit, req, block)
+
+    def txn_marker_written(self, partition: int, producer_id: int, commit: bool, offset: int) -> None:
+        """A transaction marker was written to offsets partition ``partition`` (WriteTxnMarkers, on this
+        broker as its leader): the core commits or discards the producer's pending offsets."""
+        slot = self._slots.get(partition)
+        if slot is None:
+            return      # not loaded here: whoever loads the partition reads the marker from the log
+        with slot.io:
+            if self._slots.get(partition) is not slot:
+                return
+            out = slot.core.complete_txn(producer_id, commit, offset, self.clock())
+            self._start_appends(slot, out)
+        self._finish(out)
+
     def offset_fetch(self, req: OffsetFetchRequest, block: bool = True) -> Future[OffsetFetchResponse] | None:
         return self._request(req.group_id, PartitionCoordinator.offset_fetch, req, block)
 
@@ -190,6 +208,9 @@ class CoordinatorShell:
         parts = [self._request(g, PartitionCoordinator.delete_groups, DeleteGroupsRequest([g]), True)
                  for g in req.group_ids]
         return _gathered(parts, lambda rs: DeleteGroupsResponse([x for r in rs for x in r.results]))
+
+    def offset_delete(self, req: OffsetDeleteRequest, block: bool = True) -> Future[OffsetDeleteResponse] | None:
+        return self._request(req.group_id, PartitionCoordinator.offset_delete, req, block)
 
     def list_groups(self, req: ListGroupsRequest) -> ListGroupsResponse:
         """Every core answers for its groups (it may block on their locks); COORDINATOR_LOAD_IN_PROGRESS while
@@ -273,7 +294,9 @@ class CoordinatorShell:
         def append(cmd) -> int | None:
             records = [(k, v, None) for k, v in cmd.records]
             done = self.replicas.append((OFFSETS_TOPIC, slot.core.partition), records, cmd.acks, cmd.timeout_ms,
-                                        on_done=lambda code, s=slot, a=cmd.append_id: self._append_done(s, a, code))
+                                        on_done=lambda code, s=slot, a=cmd.append_id: self._append_done(s, a, code),
+                                        producer=cmd.producer,
+                                        on_appended=lambda base, c=cmd: setattr(c, "base_offset", base))
             return None if done is None else done[0]
         start_appends(slot.core, out, append, self.clock)
 

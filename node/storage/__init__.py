@@ -3,8 +3,8 @@
 * :mod:`.segment` — :class:`LogSegment`: ``.log`` + sparse ``.index`` / ``.timeindex``.
 * :mod:`.checkpoint` — atomic text checkpoints (``leader-epoch-checkpoint``,
   ``replication-offset-checkpoint``).
-* :mod:`.log` — :class:`PartitionLog` (segments, rolling, recovery, truncation) and
-  :class:`LeaderEpochCache`.
+* :mod:`.log` — :class:`PartitionLog` (segments, rolling, truncation, retention, flushes) and
+  :class:`LeaderEpochCache` (:mod:`.epoch_cache`); :mod:`.log_loader` opens a log's directory (recovery).
 * :mod:`.cleaner` — log compaction (:func:`clean`, :func:`dirty_ratio`) for
   ``cleanup.policy=compact`` topics, with its ``cleaner-offset-checkpoint``.
 

@@ -42,6 +42,10 @@ Rules of a pass (after Kafka 2.8's ``Cleaner.doClean``):
 7. **Checkpoint.** The new first dirty offset and stamps go to
    ``cleaner-offset-checkpoint`` after every group is swapped in; a crash before that
    only makes the next pass redo work (tombstones then live longer, never shorter).
+8. **Transactions.** Transactional batches and markers (control batches) are kept whole and never
+   enter the offset map, so an aborted (or undecided) transactional record never makes an older record
+   of its key go.  Kafka's cleaner removes aborted transactional data and, later, markers; this one keeps
+   them (docs/deviations.md).
 """
 from __future__ import annotations
 
@@ -166,6 +170,8 @@ def _build_offset_map(segments: Sequence[LogSegment], start: int, bound: int,
         if seg.next_offset <= start:
             continue
         for _raw, batch in _segment_batches(seg, max(start, seg.base_offset)):
+            if batch.is_transactional or batch.is_control:
+                continue                  # rule 8: a transaction's records never supersede others
             records = [r for r in batch.records if r.offset >= start and r.key is not None]
             if max_map_keys is not None and offset_map:
                 new_keys = {r.key for r in records if r.key not in offset_map}
@@ -214,8 +220,12 @@ class _Pass:
         self.counts = _Counts()
 
     def keep_mask(self, batch: RecordBatch) -> list[bool]:
-        mask = []
         counts = self.counts
+        if batch.is_transactional or batch.is_control:     # rule 8: kept as they are
+            counts.read += len(batch.records)
+            counts.kept += len(batch.records)
+            return [True] * len(batch.records)
+        mask = []
         for rec in batch.records:
             counts.read += 1
             keep = True

@@ -84,6 +84,17 @@ class LeaderEpochCache:
             self._entries = keep
             self._flush()
 
+    def truncate_from_start(self, offset: int) -> None:
+        """The log start offset moved to ``offset`` (DeleteRecords, retention, a load): Kafka 2.8's
+        ``truncateFromStart``.  Every entry starting at or below ``offset`` goes; the newest of them comes
+        back starting at ``offset`` (its epoch still covers the log's first records).  An entry starting
+        exactly at ``offset`` is kept as it is."""
+        gone = [e for e in self._entries if e[1] <= offset]
+        if not gone or gone == [(gone[-1][0], offset)]:
+            return
+        self._entries = [(gone[-1][0], offset)] + self._entries[len(gone):]
+        self._flush()
+
     def clear(self) -> None:
         """Remove every entry."""
         if self._entries:

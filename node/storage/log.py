@@ -9,42 +9,64 @@ Compaction (:mod:`.cleaner`) rewrites non-active segments without renumbering, s
 cleaned log has offset gaps: inside batches, between batches and between segments.
 Reads skip them (a read at a removed offset returns the next batch that remains).
 The cleaner swaps segments in through :meth:`PartitionLog.replace_segments`; opening
-a log deletes ``.cleaned`` leftovers and completes an interrupted ``.swap``.
+a log (:mod:`.log_loader`) deletes ``.cleaned`` leftovers and completes an interrupted ``.swap``.
 
 Time never comes from a clock here: callers pass ``now_ms``.
+
+An I/O error (any ``OSError``) in a method that touches the files is Kafka's
+``maybeHandleIOException``: the log reports its directory to ``on_io_error`` (the broker's
+log directory failure channel) and raises :class:`KafkaStorageError`.  The log is unusable
+from then on: its directory is offline until the broker restarts.
 """
 from __future__ import annotations
 
+import functools
 import os
 import random
 from bisect import bisect_right
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from kafkacommon.batch_scan import scan_headers
 from kafkacommon.record_batch import encode_batch
 
-from .errors import StorageError
+from .errors import KafkaStorageError, StorageError
 from .file_records import FileRecords
 from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT,
                          CleanerCheckpointFile, CleanerState, LeaderEpochCheckpointFile, read_checkpoint,
                          write_checkpoint)
 from .epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
+from .log_loader import RecoveryReport, complete_swaps, load_segments
 from .retention import SegmentInfo, should_roll
-from .segment import (CLEANED_SUFFIX, DEFAULT_INDEX_INTERVAL_BYTES, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
-                      TIME_INDEX_SUFFIX, LogSegment, fsync_dir, parse_segment_base)
+from .txn_log import TxnLog
+from .segment import CLEANED_SUFFIX, DEFAULT_INDEX_INTERVAL_BYTES, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 
-__all__ = ["InvalidAppendError", "LeaderEpochCache", "OffsetOutOfRangeError", "PartitionLog", "RecordTooLargeError",
-           "RecoveryReport", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET"]
+__all__ = ["DELETED_SUFFIX", "InvalidAppendError", "LeaderEpochCache", "OffsetOutOfRangeError", "PartitionLog",
+           "RecordTooLargeError", "RecoveryReport", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET"]
 
 DEFAULT_SEGMENT_BYTES = 1 << 30
 DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-DELETED_SUFFIX = ".deleted"   # a segment retention deleted, waiting out file.delete.delay.ms
 _INT32_MAX = (1 << 31) - 1
 
 RecordInput = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int | None]
+#: ``on_io_error(log dir, what was being done, the error)``: the broker's log directory failure channel
+IoErrorHook = Callable[[str, str, OSError], None]
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _io(what: str) -> Callable[[_F], _F]:
+    """A PartitionLog method whose OSError takes the log's directory offline (Kafka's maybeHandleIOException)."""
+    def wrap(method: _F) -> _F:
+        @functools.wraps(method)
+        def guarded(self: "PartitionLog", *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as e:
+                raise self._io_failed(what, e) from e
+        return guarded  # type: ignore[return-value]
+    return wrap
 
 
 class OffsetOutOfRangeError(StorageError):
@@ -59,27 +81,42 @@ class RecordTooLargeError(StorageError):
     """A batch larger than max.message.bytes (Kafka's RecordTooLargeException, MESSAGE_TOO_LARGE)."""
 
 
-@dataclass(frozen=True)
-class RecoveryReport:
-    """What opening the log found: bytes and batches cut from torn/corrupt tails, and the LEO."""
-
-    truncated_bytes: int
-    dropped_batches: int
-    log_end_offset: int
-
-
 class PartitionLog:
     """The on-disk log of one partition replica; opens (recovering) or creates it."""
 
     def __init__(self, log_dir: Path | str, topic: str, partition: int, *,
                  segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                  index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-                 segment_ms: int = DEFAULT_SEGMENT_MS) -> None:
+                 segment_ms: int = DEFAULT_SEGMENT_MS, on_io_error: IoErrorHook | None = None) -> None:
         if not topic or "/" in topic or partition < 0:
             raise ValueError(f"bad partition name {topic!r}-{partition}")
         if segment_bytes <= 0:
             raise ValueError("segment_bytes must be positive")
         self.topic, self.partition = topic, partition
+        self.parent_dir = str(Path(log_dir))    # the log directory this log lives in (Kafka's parentDir)
+        self._on_io_error = on_io_error
+        self._failed: KafkaStorageError | None = None
+        try:
+            self._open(log_dir, segment_bytes, index_interval_bytes, segment_ms)
+        except OSError as e:
+            raise self._io_failed("open", e) from e
+
+    def _io_failed(self, what: str, e: OSError) -> KafkaStorageError:
+        """An I/O error: report the directory (once per log) and return the error to raise."""
+        err = KafkaStorageError(self.parent_dir, f"{what} of {self.topic}-{self.partition} in {self.parent_dir} "
+                                                 f"failed: {type(e).__name__}: {e}")
+        if self._failed is None:
+            self._failed = err
+            if self._on_io_error is not None:
+                self._on_io_error(self.parent_dir, what, e)
+        return err
+
+    @property
+    def failed(self) -> bool:
+        """Whether an I/O error hit this log (its directory is offline)."""
+        return self._failed is not None
+
+    def _open(self, log_dir: Path | str, segment_bytes: int, index_interval_bytes: int, segment_ms: int) -> None:
         self.segment_bytes = segment_bytes
         self.segment_ms = segment_ms
         self.index_interval_bytes = index_interval_bytes
@@ -92,13 +129,16 @@ class PartitionLog:
         self.last_flush_ms: int | None = None      # when the log was last fsynced (flush.ms), if known
         self.pending_deletes: list[tuple[int, LogSegment]] = []   # (due ms, segment renamed .deleted)
         self._rng = random.Random()
-        self.dir = Path(log_dir) / f"{topic}-{partition}"
+        self.dir = Path(log_dir) / f"{self.topic}-{self.partition}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._closed = False
         self._cleaner_file = CleanerCheckpointFile(self.dir / CLEANER_OFFSET_CHECKPOINT)
         self._cleaner_state = self._cleaner_file.read()
-        swapped = self._complete_swaps()
-        self._segments = self._load_segments(swapped)
+        pending = self._cleaner_state.pending_swap if self._cleaner_state else None
+        swapped = complete_swaps(self.dir, self.index_interval_bytes, pending)
+        if pending is not None and self._cleaner_state is not None:
+            self.set_cleaner_state(replace(self._cleaner_state, pending_swap=None))
+        self._segments, self.recovery = load_segments(self.dir, swapped, self.index_interval_bytes)
         self.epoch_cache = LeaderEpochCache(LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT))
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         if self._cleaner_state is not None and self._cleaner_state.first_dirty_offset > self.log_end_offset:
@@ -108,79 +148,10 @@ class PartitionLog:
         self._lso_path = self.dir / LOG_START_OFFSET_CHECKPOINT
         stored = read_checkpoint(self._lso_path, lambda f: int(f[0]))
         self._log_start = min(max([self._segments[0].base_offset] + stored), self.log_end_offset)
-
-    def _complete_swaps(self) -> set[int]:
-        """Undo an unfinished clean (``.cleaned`` files) and finish an interrupted swap.
-
-        A ``<base>.log.swap`` file is a whole cleaned segment (it is renamed from
-        ``.cleaned`` only after being flushed): it replaces every segment whose base
-        offset lies in [base, end), ``end`` coming from the pending-swap entry the
-        cleaner wrote before the rename (or, failing that, the swap segment's own
-        next offset, Kafka's rule).  Returns the base offsets swapped in.
-        """
-        names = os.listdir(self.dir)
-        for name in names:   # segments retention had deleted, still waiting out file.delete.delay.ms
-            if name.endswith(DELETED_SUFFIX):
-                (self.dir / name).unlink()
-        names = [n for n in names if not n.endswith(DELETED_SUFFIX)]
-        swaps = sorted(b for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)
-                       and (b := parse_segment_base(n[:-len(SWAP_SUFFIX)])) is not None)
-        for name in names:
-            stem = name.split(".")[0]
-            if name.endswith(CLEANED_SUFFIX) or (name.endswith(SWAP_SUFFIX) and stem.isdigit()
-                                                  and int(stem) not in swaps):
-                (self.dir / name).unlink()
-        pending = self._cleaner_state.pending_swap if self._cleaner_state else None
-        for base in swaps:
-            if pending is not None and pending[0] == base:
-                end = pending[1]
-            else:
-                seg = LogSegment.open(self.dir, base, self.index_interval_bytes, recover=True,
-                                      file_suffix=SWAP_SUFFIX)
-                end = max(seg.next_offset, base + 1)
-                seg.close()
-            for name in os.listdir(self.dir):
-                old = parse_segment_base(name)
-                if old is not None and base <= old < end:
-                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                        (self.dir / f"{name[:20]}{suffix}").unlink(missing_ok=True)
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
-                src = self.dir / f"{base:020d}{suffix}{SWAP_SUFFIX}"
-                if src.exists():
-                    os.replace(src, self.dir / f"{base:020d}{suffix}")
-            fsync_dir(self.dir)
-        if pending is not None and self._cleaner_state is not None:
-            self.set_cleaner_state(replace(self._cleaner_state, pending_swap=None))
-        return set(swaps)
-
-    def _load_segments(self, swapped: set[int]) -> list[LogSegment]:
-        bases: list[int] = []
-        for name in os.listdir(self.dir):
-            base = parse_segment_base(name)
-            if base is not None:
-                bases.append(base)
-            elif name.endswith(".tmp"):
-                (self.dir / name).unlink()  # an interrupted checkpoint write
-        bases.sort()
-        for name in os.listdir(self.dir):  # indexes left behind by a deleted segment
-            stem = name.split(".")[0]
-            if name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and stem.isdigit() and int(stem) not in bases:
-                (self.dir / name).unlink()
-        if not bases:
-            self.recovery = RecoveryReport(0, 0, 0)
-            return [LogSegment.create(self.dir, 0, self.index_interval_bytes)]
-        segments = [LogSegment.open(self.dir, b, self.index_interval_bytes, recover=b in swapped)
-                    for b in bases[:-1]]
-        segments.append(LogSegment.open(self.dir, bases[-1], self.index_interval_bytes, recover=True))
-        for prev, seg in zip(segments, segments[1:]):
-            if prev.next_offset > seg.base_offset:
-                raise StorageError(f"{prev} overlaps {seg} in {self.dir}")
-        recovered = [s for s in segments if s.recovery is not None]
-        self.recovery = RecoveryReport(
-            truncated_bytes=sum(s.recovery[1] for s in recovered if s.recovery),
-            dropped_batches=sum(s.last_dropped_batches for s in recovered),
-            log_end_offset=segments[-1].next_offset)
-        return segments
+        # the earliest epoch entry may not have been flushed before a crash: Kafka's Log trims it at load
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
+        # the producers and the aborted transactions (.snapshot, .txnindex): built when first needed
+        self.txn = TxnLog(self.dir, [seg.base_offset for seg in self._segments], self.log_end_offset)
 
     # ------------------------------------------------------------ state
 
@@ -197,9 +168,13 @@ class PartitionLog:
         """The first offset readable: the first segment's base offset, or above it after retention moved it."""
         return max(self._log_start, self._segments[0].base_offset)
 
+    @_io("log start offset checkpoint write")
     def _set_log_start(self, offset: int) -> None:
         self._log_start = offset
         write_checkpoint(self._lso_path, [str(offset)])
+        # Kafka 2.8's maybeIncrementLogStartOffset: the epoch cache forgets what lies before the log start
+        # (OffsetForLeaderEpoch then answers as Kafka does for an epoch older than the log)
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -215,14 +190,42 @@ class PartitionLog:
         """The log cleaner's persisted state (``cleaner-offset-checkpoint``), None if never cleaned."""
         return self._cleaner_state
 
+    @_io("cleaner checkpoint write")
     def set_cleaner_state(self, state: CleanerState) -> None:
         """Persist the log cleaner's state (atomically, next to the segments)."""
         self._cleaner_file.write(state)
         self._cleaner_state = state
 
+    @_io("leader epoch checkpoint write")
+    def assign_epoch(self, epoch: int, start_offset: int) -> bool:
+        """:meth:`LeaderEpochCache.assign` (its checkpoint written), an I/O error taking the directory offline."""
+        return self.epoch_cache.assign(epoch, start_offset)
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """:meth:`LeaderEpochCache.end_offset_for` against the current LEO."""
         return self.epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    # ------------------------------------------------------------ producers and transactions
+
+    @_io("producer state load")
+    def producers(self):
+        """The producers of this log (replication/producer_state.py's ProducerStates), built from the newest
+        snapshot and the log after it the first time they are needed (node/storage/txn_log.py)."""
+        self._check_open()
+        return self.txn.ensure(self.read, self.log_start_offset, self.log_end_offset, self._segment_base_of)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO: the HW, or the first offset of the earliest undecided (or not yet replicated) transaction."""
+        return self.producers().last_stable_offset(high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list:
+        """The aborted transactions (AbortedTxn) a read of [fetch_offset, upper_bound) overlaps."""
+        self.producers()     # an index entry a crash left unwritten is written by the rebuild
+        return self.txn.aborted_between(fetch_offset, upper_bound)
+
+    def _segment_base_of(self, offset: int) -> int:
+        bases = [s.base_offset for s in self._segments]
+        return bases[max(bisect_right(bases, offset) - 1, 0)]
 
     # ------------------------------------------------------------ appends
 
@@ -231,9 +234,12 @@ class PartitionLog:
         return self._closed
 
     def _check_open(self) -> None:
+        if self._failed is not None:   # its directory is offline: nothing more is read or written
+            raise KafkaStorageError(self.parent_dir, str(self._failed))
         if self._closed:
             raise StorageError(f"log {self.dir} is closed")
 
+    @_io("configure")
     def configure(self, *, segment_bytes: int, segment_ms: int, index_interval_bytes: int, segment_jitter_ms: int,
                   max_index_bytes: int, flush_messages: int, file_delete_delay_ms: int) -> None:
         """Take a topic's (new) configs: the next append rolls, indexes and flushes by them (Kafka's
@@ -263,27 +269,32 @@ class PartitionLog:
             self._roll(base_offset, now_ms)
             active = self._segments[-1]
         active.append(data, base_offset, last_offset, max_ts)
+        self.txn.on_append(data, active.base_offset)
         self._unflushed += last_offset - base_offset + 1
         if self._unflushed >= self.flush_messages:   # Kafka: unflushedMessages >= flush.messages
             self.flush(now_ms)
 
     def _roll(self, base_offset: int, now_ms: int | None) -> None:
+        self.txn.on_roll(base_offset)
         self._segments[-1].seal()
         seg = LogSegment.create(self.dir, base_offset, self.index_interval_bytes)
         seg.created_ms = now_ms
         seg.roll_jitter_ms = self._jitter()
         self._segments.append(seg)
 
+    @_io("append")
     def append_as_leader(self, records: Sequence[RecordInput], leader_epoch: int,
                          now_ms: int, max_batch_bytes: int | None = None, *, compression: int = 0,
-                         log_append_time: bool = False) -> tuple[int, int]:
+                         log_append_time: bool = False, producer: tuple[int, int] | None = None) -> tuple[int, int]:
         """Append ``(key, value)`` or ``(key, value, timestamp_ms)`` records as one batch.
 
         Offsets are assigned from the LEO; a missing or None timestamp becomes ``now_ms``
         (every timestamp does with ``log_append_time``, and the batch says LogAppendTime); the
         records are compressed with ``compression`` (the topic's compression.type).
         A batch larger than ``max_batch_bytes`` (max.message.bytes) raises RecordTooLargeError
-        and changes nothing.  Returns (base offset, last offset).
+        and changes nothing.  ``producer`` (id, epoch) writes a transactional batch (base sequence 0,
+        as Kafka's group coordinator writes a transactional offset commit).  Returns (base offset,
+        last offset).
         """
         self._check_open()
         if not records:
@@ -298,7 +309,12 @@ class PartitionLog:
             ts = rec[2] if len(rec) > 2 else None  # type: ignore[misc]
             rows.append((rec[0], rec[1], now_ms if ts is None or log_append_time else ts))
         base = self.log_end_offset
-        data = encode_batch(base, leader_epoch, rows, compression=compression, timestamp_type=int(log_append_time))
+        if producer is None:
+            data = encode_batch(base, leader_epoch, rows, compression=compression, timestamp_type=int(log_append_time))
+        else:
+            data = encode_batch(base, leader_epoch, rows, compression=compression, timestamp_type=int(log_append_time),
+                                producer_id=producer[0], producer_epoch=producer[1], base_sequence=0,
+                                transactional=True)
         if max_batch_bytes is not None and len(data) > max_batch_bytes:
             raise RecordTooLargeError(f"a batch of {len(data)} bytes is larger than max.message.bytes "
                                       f"({max_batch_bytes})")
@@ -307,6 +323,7 @@ class PartitionLog:
         self._append(data, base, last, max(r[2] for r in rows), now_ms)
         return base, last
 
+    @_io("append")
     def append_batch_as_leader(self, batch: bytes, record_count: int, max_timestamp: int,
                                leader_epoch: int, now_ms: int, max_batch_bytes: int | None = None) -> tuple[int, int]:
         """Append a client's record batch, already checked (listener/records.py), as it arrived:
@@ -332,6 +349,7 @@ class PartitionLog:
         self._append(data, base, last, max_timestamp, now_ms)   # written as is: no second copy
         return base, last
 
+    @_io("follower append")
     def append_as_follower(self, batch_bytes: bytes | memoryview, *, allow_gaps: bool = False,
                            now_ms: int | None = None) -> tuple[int, int] | None:
         """Append whole batches fetched from the leader; return (first, last) offset or None if empty.
@@ -367,6 +385,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------ reads
 
+    @_io("read")
     def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
         """Whole batches from the batch containing ``start_offset``, across segments.
 
@@ -377,6 +396,7 @@ class PartitionLog:
         """
         return b"".join(self._pieces(start_offset, max_bytes, max_offset, lambda seg: seg.read_slice))
 
+    @_io("read")
     def read_file_records(self, start_offset: int, max_bytes: int, max_offset: int | None = None) -> FileRecords:
         """What :meth:`read` returns, left in the segment files (``node.storage.file_records``): a
         consumer fetch's bytes, which the listener sends with sendfile."""
@@ -408,6 +428,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------ truncation, flush, close
 
+    @_io("truncate")
     def truncate_to(self, offset: int) -> int:
         """Remove everything from the batch containing ``offset`` on; return records removed.
 
@@ -437,12 +458,14 @@ class PartitionLog:
                 active.seal()
                 self._segments.append(LogSegment.create(self.dir, target, self.index_interval_bytes))
         self.epoch_cache.truncate_from_end(min(offset, self.log_end_offset))
+        self.txn.truncate(self.log_end_offset)
         if self._log_start > self.log_end_offset:  # Kafka: logStartOffset = min(target, logStartOffset)
             self._set_log_start(self.log_end_offset)
         if self._cleaner_state is not None and self._cleaner_state.first_dirty_offset > self.log_end_offset:
             self.set_cleaner_state(self._cleaner_state.truncated(self.log_end_offset))
         return dropped
 
+    @_io("truncate")
     def truncate_fully_and_start_at(self, offset: int) -> int:
         """Delete every segment and start empty at ``offset`` (a follower behind its leader's log
         start offset, as Kafka's ``truncateFullyAndStartAt``); return the records removed."""
@@ -452,6 +475,7 @@ class PartitionLog:
             dropped += sum(h.record_count for _, h in seg.iter_headers(seg.base_offset))
             seg.delete()
         self._segments = [LogSegment.create(self.dir, offset, self.index_interval_bytes)]
+        self.txn.reset(offset)
         self.epoch_cache.clear()
         self._set_log_start(offset)
         if self._cleaner_state is not None:
@@ -460,12 +484,14 @@ class PartitionLog:
 
     # ------------------------------------------------------------ retention support
 
+    @_io("retention scan")
     def segment_infos(self) -> list[SegmentInfo]:
         """Each segment's base offset, size and largest timestamp (the file's mtime when it has no
         timestamp, as Kafka's ``largestTimestamp``), oldest first: the input of retention's rule."""
         return [SegmentInfo(s.base_offset, s.size, s.max_timestamp if s.max_timestamp >= 0
                             else int(os.stat(s.log_path).st_mtime * 1000)) for s in self._segments]
 
+    @_io("log start offset checkpoint write")
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """Move the log start offset up to ``offset`` (never past the LEO); True if it moved."""
         self._check_open()
@@ -475,6 +501,7 @@ class PartitionLog:
         self._set_log_start(offset)
         return True
 
+    @_io("segment deletion")
     def delete_oldest_segments(self, count: int, now_ms: int | None = None) -> list[int]:
         """Delete the ``count`` oldest segments (rolling an empty one at the LEO first when that is
         all of them) and move the log start offset to the first remaining; return their base offsets."""
@@ -494,6 +521,7 @@ class PartitionLog:
                 seg.delete()
         if self._segments[0].base_offset > self._log_start:
             self._set_log_start(self._segments[0].base_offset)
+        self.txn.on_segments_deleted([seg.base_offset for seg in doomed], self.log_start_offset)
         return [seg.base_offset for seg in doomed]
 
     def _batch_start_or_gap(self, offset: int) -> int:
@@ -505,6 +533,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------ compaction support
 
+    @_io("cleaner segment swap")
     def replace_segments(self, old: Sequence[LogSegment], new: LogSegment) -> None:
         """Swap ``new`` in for ``old``, a run of consecutive non-active segments (Kafka's replaceSegments).
 
@@ -536,8 +565,10 @@ class PartitionLog:
             seg.delete()
         new.change_file_suffix("")
         self._segments[i:j] = [new]
+        self.txn.on_segments_replaced([seg.base_offset for seg in old], new.base_offset)
         self.set_cleaner_state(replace(state, pending_swap=None))
 
+    @_io("flush")
     def flush(self, now_ms: int | None = None) -> None:
         """fsync the active segment (older ones were fsynced when rolled)."""
         self._check_open()
@@ -551,9 +582,11 @@ class PartitionLog:
         """Records appended since the last fsync."""
         return self._unflushed
 
+    @_io("delayed segment deletion")
     def purge_deleted(self, now_ms: int) -> list[int]:
         """Remove the files of retention-deleted segments whose ``file.delete.delay.ms`` has passed
         (-> their base offsets)."""
+        self._check_open()
         due = [seg for t, seg in self.pending_deletes if t <= now_ms]
         self.pending_deletes = [(t, seg) for t, seg in self.pending_deletes if t > now_ms]
         for seg in due:
@@ -561,13 +594,33 @@ class PartitionLog:
         return [seg.base_offset for seg in due]
 
     def close(self) -> None:
-        """Flush and close every segment (idempotent); deleted segments waiting out their delay go now."""
+        """Flush and close every segment (idempotent); deleted segments waiting out their delay go now.  A log
+        an I/O error hit only closes its files (Kafka's closeHandlers): nothing more is written to an offline
+        directory (its ``.deleted`` files go when the log is next opened)."""
         if self._closed:
             return
-        for seg in self._segments:
-            seg.close()
-        for _t, seg in self.pending_deletes:
-            seg.delete()
+        if self._failed is not None:
+            self.close_handles()
+            return
+        try:
+            self.txn.close(self.log_end_offset)   # the producers' snapshot at the LEO (Kafka's close)
+            for seg in self._segments:
+                seg.close()
+            while self.pending_deletes:
+                self.pending_deletes[0][1].delete()
+                del self.pending_deletes[0]
+        except OSError as e:
+            self.close_handles()
+            raise self._io_failed("close", e) from e
+        self._closed = True
+
+    def close_handles(self) -> None:
+        """Close every file without flushing (an offline directory's logs)."""
+        for seg in self._segments + [seg for _t, seg in self.pending_deletes]:
+            try:
+                seg.close_handles()
+            except OSError:
+                pass
         self.pending_deletes = []
         self._closed = True
 

@@ -24,6 +24,7 @@ it into place with :meth:`LogSegment.change_file_suffix`.
 """
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -40,6 +41,7 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
+DELETED_SUFFIX = ".deleted"   # a segment retention deleted, waiting out file.delete.delay.ms
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 _INDEX_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -180,6 +182,11 @@ class LogSegment:
         self.flush()
         self._close_fds()
 
+    def close_handles(self) -> None:
+        """Close the files without flushing (idempotent): a segment on an offline directory."""
+        if not self._closed:
+            self._close_fds()
+
     def _close_fds(self) -> None:
         for fd in (self._log_fd, self._idx_fd, self._tidx_fd):
             os.close(fd)
@@ -275,7 +282,10 @@ class LogSegment:
         position = self._size
         if position == 0:
             self._first_ts = max_timestamp
-        os.pwrite(self._log_fd, batch_bytes, position)
+        written = os.pwrite(self._log_fd, batch_bytes, position)
+        if written != len(batch_bytes):   # a short write: the device filled up part way
+            raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (a short write to {self.log_path.name}: "
+                                        f"{written} of {len(batch_bytes)} bytes)")
         self._size += len(batch_bytes)
         self._recent[base_offset] = position
         if len(self._recent) > _RECENT_BATCHES:

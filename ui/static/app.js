@@ -7,9 +7,9 @@
 "use strict";
 const $ = (s) => document.querySelector(s);
 const S = { brokers: [], controller: { id: null, epoch: 0 }, controllers: [], parts: new Map(), coords: new Map(),
-            groups: new Map(), failovers: [], events: [] };
+            groups: new Map(), txns: new Map(), failovers: [], events: [] };
 const dirty = { brokers: false, controllers: false, parts: new Set(), groups: new Set(), failovers: false,
-                events: [], all: false };
+                txns: false, events: [], all: false };
 let CFG = {}, frame = 0, shownAt = null;   // shownAt: the replay instant loaded and not yet drawn
 // the controls' token: in the page when it is served on loopback (ui/guard.py), else typed in by the user
 const PAGE_TOKEN = document.querySelector('meta[name="kafkasim-token"]')?.content ?? null;
@@ -32,6 +32,7 @@ function load(snap) {   // a whole state (first message, a reconnect, a replay i
   S.parts = new Map(snap.partitions.map((p) => [p.key, p]));
   S.coords = new Map(snap.coordinators.map((c) => [c.partition, c]));
   S.groups = new Map(snap.groups.map((g) => [g.group, g]));
+  S.txns = new Map((snap.transactions || []).map((t) => [t.transactional_id, t]));
   S.failovers = snap.failovers; S.events = (snap.events || []).slice(-KEEP_EVENTS);
   for (const [k, tr] of rows) if (!S.parts.has(k)) dropRow(k, tr);
   for (const [t, tt] of topicTables) if (!tt.chunks.size) { tt.div.remove(); topicTables.delete(t); }
@@ -49,6 +50,7 @@ function applyPatch(p) {
     S.coords.set(c.partition, c); dirty.parts.add("__consumer_offsets-" + c.partition);
   }
   for (const g of p.groups || []) { S.groups.set(g.group, g); dirty.groups.add(g.group); }
+  for (const t of p.transactions || []) { S.txns.set(t.transactional_id, t); dirty.txns = true; }
   if (p.failovers) { S.failovers = p.failovers; dirty.failovers = true; }
 }
 function onBatch(b) {
@@ -74,6 +76,7 @@ function render() {
   for (const k of keys) { drawPartition(k); n++; }
   if (n) drawSummary();
   for (const g of all ? S.groups.keys() : dirty.groups) drawGroup(g);
+  if (all || dirty.txns) drawTxns();
   if (all || dirty.failovers) drawFailovers();
   const added = evAdd(dirty.events);
   if (all || added) drawEventWindow(added);
@@ -82,7 +85,7 @@ function render() {
     for (const e of dirty.events) if (e.seen_ms) window.__lat.push([e.ts_ms, e.seen_ms, shown, e.type, e.__sent, e.__arrived]);
     bounded(window.__lat, 20000);
   }
-  dirty.brokers = dirty.controllers = dirty.failovers = false;
+  dirty.brokers = dirty.controllers = dirty.failovers = dirty.txns = false;
   dirty.parts.clear(); dirty.groups.clear(); dirty.events = [];
   if (window.__render) { window.__render.push(performance.now() - r0); bounded(window.__render, 5000); }
   if (shownAt !== null) { document.body.dataset.t = shownAt; shownAt = null; }   // the replay instant now drawn
@@ -99,7 +102,10 @@ function drawBrokers() {
                   ["expire-session", "expire session"]].map(([a, label]) =>
       `<button data-action="${a}" data-broker="${id}" title="${a} broker ${id}">${label}</button>`).join(" ");
     return `<tr data-broker="${id}" data-status="${esc(b.status)}" class="${esc(b.status)}"><td>${id}</td>` +
-      `<td class="st">${esc(b.status)}${b.pid ? " <small>pid " + b.pid + "</small>" : ""}</td>` +
+      `<td class="st">${esc(b.status)}${b.pid ? " <small>pid " + b.pid + "</small>" : ""}` +
+      ((b.offline_dirs || []).length ? `<div class="offline-dirs" title="log directories offline until the broker ` +
+        `restarts (KAFKA_STORAGE_ERROR)">offline: ${b.offline_dirs.map((d) => `<code>${esc(d)}</code>`).join(" ")}</div>`
+        : "") + (b.disk_fault ? ` <span class="disk-fault">${esc(b.disk_fault)}</span>` : "") + `</td>` +
       `<td>${b.registered === true ? "registered" : b.registered === false ? "not registered" : "–"}</td>` +
       `<td>${esc(b.broker_epoch)}</td><td><small>${esc(b.session)}</small></td>` +
       `<td>${b.controller ? '<span class="ctrl-badge">controller</span>' : ""}</td>` +
@@ -295,6 +301,19 @@ function drawGroup(name) {
     `<div>${esc(tp)}: ${esc(o)}${g.lag[tp] != null ? " (" + g.lag[tp] + ")" : ""}</div>`).join(""));
 }
 
+// each transactional id: its coordinator (the leader of its __transaction_state partition, and whether it has
+// loaded it), its state, producer id and epoch, the partitions of its open transaction, what it completed
+function drawTxns() {
+  setHtml($("#transactions tbody"), [...S.txns.keys()].sort().map((id) => {
+    const t = S.txns.get(id);
+    const coord = t.coordinator == null ? "–" : `${esc(t.coordinator)}${t.coordinator_state ? " (" + esc(t.coordinator_state) + ")" : ""}`;
+    return `<tr data-txn="${esc(id)}" data-state="${esc(t.state ?? "")}" data-coordinator="${esc(t.coordinator ?? "")}">` +
+      `<td>${esc(id)}</td><td class="tc">${coord}</td><td>${esc(t.partition)}</td><td class="ts">${esc(t.state)}</td>` +
+      `<td>${esc(t.producer_id)}</td><td>${esc(t.producer_epoch)}</td>` +
+      `<td>${(t.partitions || []).map(esc).join(", ") || "–"}</td><td>${esc(t.commits)}</td><td>${esc(t.aborts)}</td></tr>`;
+  }).join(""));
+}
+
 function ms(v) { return v == null ? "–" : v.toFixed(0) + " ms"; }
 function drawFailovers() {
   setHtml($("#failovers tbody"), S.failovers.slice(-50).reverse().map((r) =>
@@ -317,8 +336,10 @@ function readFilters() {
 }
 function matches(e, f) {
   if (f.b && String(e.broker) !== f.b && String(e.target) !== f.b) return false;
-  if (f.p && `${e.topic ?? "__consumer_offsets"}-${e.partition}` !== f.p) return false;
-  if (f.g && e.group !== f.g) return false;
+  // a coordinator's event without a topic is of its partition: __transaction_state's for the transaction ones
+  const own = String(e.type).startsWith("txn_") ? "__transaction_state" : "__consumer_offsets";
+  if (f.p && `${e.topic ?? own}-${e.partition}` !== f.p) return false;
+  if (f.g && e.group !== f.g && e.transactional_id !== f.g) return false;
   if (f.k && !String(e.type).includes(f.k) && !String(e.action || "").includes(f.k)) return false;
   return true;
 }
