@@ -9,12 +9,12 @@ partitions, the leader epoch moves past the one the fetch named, or ``max_wait_m
 HW alone does not end a follower's wait: the follower learns it on its next fetch.
 
 The follower's position is recorded once, when the fetch arrives (it may move the HW, complete
-acks=all waiters and expand the ISR); the answer is read when the wait ends, each partition's error from :func:`answer_error`.  Both the broker's
-fetch handler (node/replicas/leader_fetch.py: one fetch of many partitions, a fetch session's
-unlisted partitions included) and the simulator's (sim/replicas.py: one partition per fetch) ask
-:func:`waits` when the fetch arrives and again on every append, HW move or role change, and
-:func:`deadline_ms` when to give up waiting; a follower's answer then leaves out the partitions
-without news (``replication.fetch_session.has_news``).
+acks=all waiters and expand the ISR); the answer is read when the wait ends, each partition's error
+from :func:`answer_code`.  Both the broker's fetch handler (node/replicas/leader_fetch.py) and the
+simulator's (sim/fetching.py) take a fetch of many partitions (a fetch session's unlisted partitions
+included) through :class:`LeaderFetch`, which asks whether it waits when it arrives and again on every
+append, HW move or role change; a follower's answer then leaves out the partitions without news
+(``replication.fetch_session.has_news``).
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ TXN = SimOptions(seed=1, duration_s=20.0, groups=0, transactions=2, faults=KINDS
 # bug -> (options, the first failing seed of a sweep from 1, the kinds it may report)
 CASES = {
     "lso-from-hw": (replace(TXN, txn_crash_every_ms=None), 1, {"txn-read-uncommitted", "txn-read-aborted"}),
-    "marker-before-prepare": (TXN, 66, {"txn-duplicate-output", "txn-lost-input", "txn-offsets-ahead",
+    "marker-before-prepare": (TXN, 190, {"txn-duplicate-output", "txn-lost-input", "txn-offsets-ahead",
                                         "txn-offsets-behind"}),
 }
 
