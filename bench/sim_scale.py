@@ -7,8 +7,9 @@ Each size is one simulated run of ``sim/scale.py``'s scenario (``partitions-per-
 with no traffic per broker, three replicas each; ``groups-per-broker`` one-member groups per broker committing
 every 5 s; the controller killed at 10 s, the coordinator of ``g1`` at 25 s, each back 8 s later), in a process
 of its own so that its peak memory is its own.  Invariants are checked at every step; the end-of-run checkers
-are not run (minutes at 100 brokers).  Printed per size: wall time, peak RSS, simulated events (world steps),
-the cost per event, and its ratio to the smallest size of the same run (the same-run baseline); then, per
+are not run (minutes at 100 brokers).  Printed per size: wall time, CPU time, peak RSS, simulated events (world
+steps), the CPU cost per event (wall time on a shared machine is mostly its load) and its ratio to the smallest
+size of the same run (the same-run baseline); then, per
 size, the failover stages in simulated time:
 
 * the controller failover: the kill to the new controller's election (its ZooKeeper session expiring is the
@@ -53,9 +54,9 @@ def one(brokers: int, ppb: int, gpb: int, duration_s: float) -> dict:
     from sim.scale import Scale, options
 
     s = Scale(brokers=brokers, partitions_per_broker=ppb, groups_per_broker=gpb, duration_s=duration_s)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     r = SimRun(options(s)).run()
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     res = r.results
     kills = sorted((h for h in r.history if h.get("process") == "nemesis" and h.get("f") == "kill"
@@ -77,16 +78,16 @@ def one(brokers: int, ppb: int, gpb: int, duration_s: float) -> dict:
     coord["groups"] = len(coord_rows)
     inv = res.get("invariants") or {}
     return {"brokers": brokers, "partitions": s.partitions, "groups": s.groups, "verdict": res["verdict"],
-            "anomalies": [a["kind"] for a in res["checks"]["anomalies"]][:5], "wall_s": round(wall, 1),
+            "anomalies": [a["kind"] for a in res["checks"]["anomalies"]][:5], "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
             "rss_mb": round(rss_mb), "steps": res["steps"], "simulated_ms": res["simulated_ms"],
             "invariant_checks": inv.get("checks"), "controller": ctl, "coordinator": coord}
 
 
 def _row(fig: dict, base_us: float | None) -> str:
-    us = fig["wall_s"] / fig["steps"] * 1e6
+    us = fig["cpu_s"] / fig["steps"] * 1e6
     ratio = f"{us / base_us:.2f}x" if base_us else "1.00x"
     return (f"{fig['brokers']:>7} {fig['partitions']:>10,} {fig['groups']:>7,} {fig['wall_s']:>9.1f} "
-            f"{fig['rss_mb']:>8,} {fig['steps']:>11,} {us:>9.1f} {ratio:>7}  {fig['verdict']}"
+            f"{fig['cpu_s']:>8.1f} {fig['rss_mb']:>8,} {fig['steps']:>11,} {us:>9.1f} {ratio:>7}  {fig['verdict']}"
             + (f" {fig['anomalies']}" if fig["anomalies"] else ""))
 
 
@@ -115,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups-per-broker", type=int, default=100)
     ap.add_argument("--duration", type=float, default=40.0, help="simulated seconds of each run")
     ap.add_argument("--timeout", type=float, default=3600.0, help="wall seconds a size may take")
+    ap.add_argument("--base-us", type=float, default=None, help="the CPU us per event to give ratios against "
+                    "(a smallest size measured by another run; default: this run's first size)")
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)   # a child: one size, JSON out
     args = ap.parse_args(argv)
     if args.one is not None:
@@ -123,10 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(x) for x in args.brokers.split(",") if x.strip()]
     print(f"sim scale: {args.partitions_per_broker} partitions and {args.groups_per_broker} groups per broker, "
           f"{args.duration:g} simulated s, invariants at every step; load average {os.getloadavg()[0]:.1f}")
-    print(f"{'brokers':>7} {'partitions':>10} {'groups':>7} {'wall s':>9} {'RSS MB':>8} {'events':>11} "
-          f"{'us/event':>9} {'ratio':>7}  verdict")
+    print(f"{'brokers':>7} {'partitions':>10} {'groups':>7} {'wall s':>9} {'CPU s':>8} {'RSS MB':>8} {'events':>11} "
+          f"{'CPU us/ev':>9} {'ratio':>7}  verdict")
     figs: list[dict] = []
-    base_us = None
+    base_us = args.base_us
     for n in sizes:
         cmd = [sys.executable, "-m", "bench.sim_scale", "--one", str(n),
                "--partitions-per-broker", str(args.partitions_per_broker),
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         figs.append(fig)
         print(_row(fig, base_us), flush=True)
         if base_us is None:
-            base_us = fig["wall_s"] / fig["steps"] * 1e6
+            base_us = fig["cpu_s"] / fig["steps"] * 1e6
     print()
     for fig in figs:
         print(_failovers(fig))
