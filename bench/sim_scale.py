@@ -32,6 +32,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -55,7 +56,18 @@ def one(brokers: int, ppb: int, gpb: int, duration_s: float) -> dict:
 
     s = Scale(brokers=brokers, partitions_per_broker=ppb, groups_per_broker=gpb, duration_s=duration_s)
     t0, c0 = time.perf_counter(), time.process_time()
-    r = SimRun(options(s)).run()
+    run = SimRun(options(s))
+    stop = threading.Event()
+
+    def progress() -> None:   # where the run is, every minute (the parent shows the last line on a timeout)
+        while not stop.wait(60.0):
+            print(f"progress: {time.perf_counter() - t0:.0f} wall s, {time.process_time() - c0:.0f} CPU s, "
+                  f"{run.world.now_ms / 1000:.1f} simulated s, {run.world.steps:,} events, "
+                  f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB", file=sys.stderr, flush=True)
+
+    threading.Thread(target=progress, daemon=True).start()
+    r = run.run()
+    stop.set()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     res = r.results
@@ -136,8 +148,10 @@ def main(argv: list[str] | None = None) -> int:
                "--groups-per-broker", str(args.groups_per_broker), "--duration", str(args.duration)]
         try:
             out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            print(f"{n:>7} did not finish within {args.timeout:g} wall s")
+        except subprocess.TimeoutExpired as e:
+            err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+            last = [ln for ln in err.splitlines() if ln.startswith("progress:")]
+            print(f"{n:>7} did not finish within {args.timeout:g} wall s" + (f"; {last[-1]}" if last else ""))
             break
         if out.returncode != 0:
             print(f"{n:>7} failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
