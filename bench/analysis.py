@@ -27,6 +27,11 @@ For each size (client operations of one synthetic run, ``analysis.synthetic``):
   pipeline   ``analysis.main.run([run], master, out)`` (every table, the checkers, the report), and
              the seconds of each of its steps
 
+The profile (issue 49; ``--no-profile`` leaves it out): for the floor and the pipeline, the JVM's CPU seconds by
+kind of thread (the driver's planning on py4j's threads, tasks, JIT, GC, other), and the pipeline's Spark jobs,
+stages and task seconds by step, from Spark's event log (``bench.spark_profile``); ``--small`` prints the same
+for its fresh processes.
+
 Rows are history lines plus event-log lines.  Besides wall time, the CPU seconds of the Spark JVM
 (driver and executors, in local mode) and its Python workers are reported (from /proc): on a shared
 machine the wall time depends on the neighbours, the CPU time much less; with local[2] the wall time
@@ -40,6 +45,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Self
@@ -49,6 +55,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from analysis import synthetic
+from bench.spark_profile import ThreadCpu, format_steps, format_threads, newest_log, steps
 
 GOAL_OPS = 10_000_000
 GOAL_LARGE, GOAL_MANY, GOAL_SMALL = 2.0, 1.5, 2.5
@@ -131,12 +138,29 @@ class CpuClock:
 
     def __enter__(self) -> Self:
         self.t = time.monotonic()
+        self.epoch_ms = int(time.time() * 1000)
+        self.threads = ThreadCpu(self.pid)
+        self.split0 = self.threads.sample()
         self.c = _tree_cpu_s(self.pid) if self.pid else 0.0
+        # the JVM's threads read every second: a thread that ends keeps its last reading
+        self._done = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
         return self
+
+    def _sample(self) -> None:
+        while not self._done.wait(1.0):
+            self.threads.sample()
 
     def __exit__(self, *exc: object) -> None:
         self.wall = time.monotonic() - self.t
+        self._done.set()
+        self._sampler.join()
         self.cpu = (_tree_cpu_s(self.pid) - self.c) if self.pid else None
+        # the JVM's CPU by kind of thread (planning, tasks, JIT, GC, other: bench.spark_profile)
+        self.split = ThreadCpu.since(self.split0, self.threads.sample())
+        if self.cpu is not None:   # the JVM's child processes (Python workers: the segments' decoder)
+            self.split["workers"] = round(max(0.0, self.cpu - sum(self.split.values())), 1)
 
 
 def history_files(run: Path) -> list[str]:
@@ -145,7 +169,7 @@ def history_files(run: Path) -> list[str]:
 
 
 def bench_size(spark, master: str, run: Path, gen: dict, out_root: Path,
-               parse_floor: bool = True) -> dict[str, Any]:
+               parse_floor: bool = True, event_dir: Path | None = None) -> dict[str, Any]:
     rows = gen["history_lines"] + gen["event_lines"]
     # the floor: read the same lines and count them
     with CpuClock(spark) as base:
@@ -155,7 +179,7 @@ def bench_size(spark, master: str, run: Path, gen: dict, out_root: Path,
     if n_hist != gen["history_lines"] or n_ev != gen["event_lines"]:
         raise SystemExit(f"{run}: Spark read {n_hist} history and {n_ev} event lines, expected "
                          f"{gen['history_lines']} and {gen['event_lines']}")
-    floor_s = floor_cpu = None
+    floor_s = floor_cpu = floor_split = None
     if parse_floor:
         # the work every table and checker stands on: parse each history line (HISTORY_DDL) and pair each
         # invoke with its completion (one shuffle), into a sink that writes nothing
@@ -165,6 +189,7 @@ def bench_size(spark, master: str, run: Path, gen: dict, out_root: Path,
             lines = read_history(spark, {run.name: str(run)})
             paired_rows(lines).write.format("noop").mode("overwrite").save()
         floor_s, floor_cpu = round(fl.wall, 2), None if fl.cpu is None else round(fl.cpu, 1)
+        floor_split = fl.split
     floor_load = round(os.getloadavg()[0], 1)
     out = out_root / run.name
     if out.exists():
@@ -179,6 +204,9 @@ def bench_size(spark, master: str, run: Path, gen: dict, out_root: Path,
     with CpuClock(spark) as clock:
         summary = pipeline_run([str(run)], master, str(out))
     result["pipeline"] = "analysis.main.run"
+    result["cpu_split"] = {"parse_pair": floor_split, "pipeline": clock.split}
+    if event_dir is not None and (log := newest_log(event_dir)) is not None:
+        result["profile"] = steps(log, since_ms=clock.epoch_ms)
     result["seconds"] = summary["seconds"]
     result["summary"] = _small(summary)
     wall = clock.wall
@@ -229,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=None, help="generator processes (default: the cores)")
     ap.add_argument("--no-parse-floor", action="store_true",
                     help="skip the second floor: parse the history and pair its operations, writing nothing")
+    ap.add_argument("--no-profile", action="store_true",
+                    help="no Spark event log, so no per-step profile of the pipeline's jobs")
     ap.add_argument("--many", type=int, default=0, metavar="R",
                     help="also analyse R runs of size/R operations each as one dataset (goal many)")
     ap.add_argument("--small", metavar="RUN", help="only the small-run goal: this run directory, fresh processes")
@@ -253,12 +283,17 @@ def main(argv: list[str] | None = None) -> int:
               f"{gen['generate_s']} s = {gen['generate_lines_per_s']:,} lines/s)", flush=True)
         gens.append((size, run, gen))
     from analysis.spark import session
+    event_dir = None
+    if not a.no_profile:   # Spark's event log, for the profile printed per size (one JSON line per task)
+        event_dir = Path(os.environ.setdefault("KAFKASIM_SPARK_EVENT_LOG", str(workdir / "eventlog")))
+        event_dir.mkdir(parents=True, exist_ok=True)
     t = time.monotonic()
     spark = session(a.master, app="kafkasim-bench-analysis")
     print(f"Spark session {a.master}: {time.monotonic() - t:.1f} s (not counted below)", flush=True)
     results = []
     for size, run, gen in gens:
-        r = bench_size(spark, a.master, run, gen, workdir / "out", parse_floor=not a.no_parse_floor)
+        r = bench_size(spark, a.master, run, gen, workdir / "out", parse_floor=not a.no_parse_floor,
+                       event_dir=event_dir)
         r.update(size=size, generate_s=gen["generate_s"], generate_lines_per_s=gen["generate_lines_per_s"])
         results.append(r)
         goal = ""
@@ -287,6 +322,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['load_avg']}), same JVM = {m['vs_one_run']}x in wall time, {m['vs_one_run_cpu']}x in CPU "
                   f"seconds (goal <= {GOAL_MANY}x for 1,000 runs of 10k)", flush=True)
         print("    steps (s): " + ", ".join(f"{k} {v}" for k, v in r["seconds"].items()), flush=True)
+        # the profile (issue 49): the JVM's CPU by kind of thread, and the pipeline's Spark jobs by step
+        for name, sp in r["cpu_split"].items():
+            if sp is not None:
+                print(f"    JVM CPU s of {name}: {format_threads(sp)}", flush=True)
+        if "profile" in r:
+            print("    the pipeline's " + "\n    ".join(format_steps(r["profile"], top=16)), flush=True)
         if "many" in r:
             print(f"    steps of the {a.many} runs (s): " + ", ".join(f"{k} {v}" for k, v in r["many"]["seconds"].items()),
                   flush=True)

@@ -22,6 +22,8 @@ import threading
 import time
 from pathlib import Path
 
+from bench.spark_profile import KINDS, ThreadCpu, format_steps, newest_log, steps
+
 ROOT = Path(__file__).resolve().parent.parent
 
 TRIVIAL = r"""
@@ -90,9 +92,12 @@ def _children(pid: int) -> set[int]:
     return found
 
 
-def timed(cmd: list[str], env: dict[str, str], log: Path) -> tuple[float, float, int]:
-    """Wall seconds, CPU seconds of the process tree, exit code."""
+def timed(cmd: list[str], env: dict[str, str], log: Path,
+          split: dict[str, float] | None = None) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds of the process tree, exit code.  ``split``, when given, gets the tree's CPU
+    seconds by kind: the JVM's threads (``bench.spark_profile.KINDS``) and ``python`` (every other process)."""
     seen: dict[int, float] = {}
+    jvms: dict[int, ThreadCpu] = {}
     t = time.monotonic()
     with open(log, "w") as out:
         p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -100,7 +105,14 @@ def timed(cmd: list[str], env: dict[str, str], log: Path) -> tuple[float, float,
 
         def sample() -> None:
             while not done.is_set():
-                seen.update(_cpu_of(_children(p.pid) | set(seen)))
+                tree = _children(p.pid) | set(seen)
+                seen.update(_cpu_of(tree))
+                if split is not None:
+                    for pid in tree - set(jvms):
+                        if _comm(pid) == "java":
+                            jvms[pid] = ThreadCpu(pid)
+                    for jvm in jvms.values():
+                        jvm.sample()
                 done.wait(0.2)
 
         th = threading.Thread(target=sample, daemon=True)
@@ -109,7 +121,21 @@ def timed(cmd: list[str], env: dict[str, str], log: Path) -> tuple[float, float,
         wall = time.monotonic() - t
         done.set()
         th.join()
+    if split is not None:
+        split.update(dict.fromkeys(KINDS, 0.0))
+        for jvm in jvms.values():
+            for k, v in jvm.sample().items():
+                split[k] += v
+        split["python"] = sum(c for pid, c in seen.items() if pid not in jvms)
+        split.update({k: round(v, 1) for k, v in split.items()})
     return wall, sum(seen.values()), rc
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _jobs(event_dir: Path) -> tuple[int, int]:
@@ -134,9 +160,11 @@ def bench_small(run: Path, workdir: Path, repeat: int, goal: float) -> dict:
     events.mkdir(parents=True)
     env = dict(os.environ, KAFKASIM_TIMES="1", PYTHONPATH=str(ROOT))
     base, full, cpu_b, cpu_f, jobs, floor, cpu_fl = [], [], [], [], [], [], []
+    split_fl: dict[str, float] = {}
+    split_f: dict[str, float] = {}
     for i in range(repeat):
         w, c, rc = timed([sys.executable, "-c", FLOOR, str(run), str(work / "floor-out")], env,
-                         work / f"floor-{i}.log")
+                         work / f"floor-{i}.log", split_fl)
         assert rc == 0, (work / f"floor-{i}.log").read_text()[-2000:]
         floor.append(w)
         cpu_fl.append(c)
@@ -146,7 +174,7 @@ def bench_small(run: Path, workdir: Path, repeat: int, goal: float) -> dict:
         cpu_b.append(c)
         envf = dict(env, KAFKASIM_SPARK_EVENT_LOG=str(events))
         w, c, rc = timed([sys.executable, "-m", "cli.main", "analyze", str(run), "--out", str(work / "out")],
-                         envf, work / f"analyze-{i}.log")
+                         envf, work / f"analyze-{i}.log", split_f)
         assert rc == 0, (work / f"analyze-{i}.log").read_text()[-2000:]
         full.append(w)
         cpu_f.append(c)
@@ -167,5 +195,15 @@ def bench_small(run: Path, workdir: Path, repeat: int, goal: float) -> dict:
     print(f"  floor: the inputs parsed and kept, and the analysis' tables written as plain projections of them, "
           f"nothing computed: {fl:.1f} s ({statistics.median(cpu_fl):.1f} CPU s) = {res['floor_ratio']}x the "
           f"baseline; the analysis is {f / fl:.2f}x this floor", flush=True)
+    # the profile (issue 49): where the last pass's CPU went, by kind of thread, and its Spark jobs by step
+    res["cpu_split"] = {"floor": split_fl, "analyze": split_f}
+    print("  CPU s of the last pass by kind (the JVM's threads; python: the driver and any Python workers):", flush=True)
+    for name, sp in (("floor", split_fl), ("analyze", split_f)):
+        print(f"    {name:<8} " + ", ".join(f"{k} {sp.get(k, 0.0):.1f}" for k in (*KINDS, "python")), flush=True)
+    log = newest_log(events)
+    if log is not None:
+        prof = steps(log)
+        res["profile"] = prof
+        print("  the last analyze's " + "\n  ".join(format_steps(prof)), flush=True)
     (workdir / "bench-analysis-small.json").write_text(json.dumps(res, indent=1) + "\n")
     return res

@@ -14,7 +14,10 @@ noisy machine; the load average is printed beside each figure.
 
   start         launch of the brokers -> ready (bench/vs_sides.py's Readiness: registered, a controller,
                 every listener's Metadata whole, __consumer_offsets led, a coordinator answering), at 50
-                offsets partitions (every cluster of the run counts) and at each --partitions count.
+                offsets partitions (every cluster of the run counts) and at each --partitions count (the
+                controller block's clusters, or, without it, start-only clusters of their own); these also
+                give the time until every offsets partition's coordinator had loaded (kafkasim's events,
+                Kafka's server.log) and kafkasim's start stages from its event logs.
   memory        each broker's RSS right after ready, and after the produce/consume workloads.
   controller    the controller gets SIGTERM (controlled shutdown off) or SIGKILL, at each --partitions count
                 of __consumer_offsets; time from the signal until ZooKeeper shows a live leader for every
@@ -55,6 +58,7 @@ from bench.vs_controller import controller_failover  # noqa: E402
 from bench.vs_coordinator import coordinator_failovers  # noqa: E402
 from bench.vs_sides import Side, launch_until_ready, make_side, wait_isr_whole, write_cluster_yaml  # noqa: E402
 from bench.vs_throughput import workloads  # noqa: E402
+from util.waiting import wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper  # noqa: E402
 
 KINDS = ("kafkasim", "kafka")
@@ -70,16 +74,33 @@ COORDINATOR = {"controlled.shutdown.enable": True, "controlled.shutdown.retry.ba
 class Run:
     """One cluster of one side: its start, its measurements, its stop."""
 
-    def __init__(self, work: Path, zk: EmbeddedZooKeeper, kind: str, partitions: int, settings: dict[str, Any]):
+    def __init__(self, work: Path, zk: EmbeddedZooKeeper, kind: str, partitions: int, settings: dict[str, Any],
+                 profile: bool = False):
         cfg = write_cluster_yaml(work, zk.connect_string, 3,
                                  {**BASE, "offsets.topic.num.partitions": partitions, **settings})
         self.side: Side = make_side(kind, cfg)
         self.kind, self.partitions = kind, partitions
+        self.profile = profile      # py-spy on each broker from its launch until ready (bench/vs_profile.py)
+        self.spies: dict[int, Any] = {}
+        self.start_profiles: dict[int, dict] = {}
+
+    def _attach(self) -> None:
+        from bench.vs_profile import PySpy
+        for b in self.side.ids:
+            pid = self.side.pid(b)
+            if pid is not None:
+                self.spies[b] = PySpy(pid, rate=100).__enter__()
 
     def __enter__(self) -> "Run":
         la = os.getloadavg()[0]
         try:
-            self.start_s = launch_until_ready(self.side)
+            self.start_s = launch_until_ready(self.side, on_launched=self._attach if self.profile else None)
+            if self.spies:
+                from bench.vs_profile import top
+                for b, spy in self.spies.items():
+                    spy.__exit__()
+                    self.start_profiles[b] = {"broker": b, **top(spy.samples)}
+                self.spies.clear()
             self.start_load = la
             wait_isr_whole(self.side, 120)
         except BaseException:
@@ -88,6 +109,9 @@ class Run:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        for spy in self.spies.values():   # a start that failed: its profilers stop too
+            spy.__exit__()
+        self.spies.clear()
         try:
             self.side.down()
         finally:
@@ -132,6 +156,22 @@ def run_round(r: int, work: Path, zk: EmbeddedZooKeeper, a: argparse.Namespace, 
                     for k, v in w.items():
                         add(k, kind, v)
         both("start, memory and throughput", throughput)
+    if "start" in a.only and "controller" not in a.only:
+        # the controller block starts a cluster at each --partitions count; without it, start ones of their own
+        for n in [n for n in a.partitions if n != 50]:
+            def start(kind: str, n: int = n) -> None:
+                with Run(work, zk, kind, n, {"controlled.shutdown.enable": False},
+                         profile=a.profile and kind == "kafkasim") as run:
+                    start_sample(run)
+                    for prof in run.start_profiles.values():
+                        add(f"start profile {n}", kind, prof)
+                    add(f"rss ready {n}", kind, {"mb": run.rss_mb(), "load": os.getloadavg()[0]})
+                    loaded = wait_for(run.side.coordinators_loaded_ms, 300, "every coordinator loaded", interval=0.5)
+                    add(f"loaded {n}", kind, {"s": loaded / 1000, "load": os.getloadavg()[0]})
+                    if kind == "kafkasim":
+                        add(f"start stages {n}", kind, {**run.side.start_stages(run.side.launch_mono_ns),
+                                                        "ready": run.start_s * 1000})
+            both(f"start at {n} partitions", start)
     if "coordinator" in a.only:
         def coordinator(kind: str) -> None:
             with Run(work, zk, kind, 50, COORDINATOR) as run:
@@ -200,6 +240,8 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
     ge = lambda g: (lambda x: x >= g)   # noqa: E731
     for n in sorted({50, *a.partitions}):
         row(f"cluster start until ready, {n} partitions", f"start {n}", lambda r: r["s"], "s", "<= 0.5x", le(0.5))
+        row("  (until every offsets partition's coordinator loaded)", f"loaded {n}", lambda r: r["s"], "s", None,
+            None)
     row("memory per broker (RSS), after ready", "rss ready", lambda r: med(r["mb"]), "MB", "<= 0.3x", le(0.3))
     row("memory per broker (RSS), after the workload", "rss after workload", lambda r: med(r["mb"]), "MB",
         "<= 0.3x", le(0.3))
@@ -246,6 +288,7 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
     failover_runs(res)
     clean_failover(res)
     controller_stages(res, a)
+    start_stages(res, a)
     profiles(res)
     for kind in KINDS:
         for f in res.get(f"{kind}|failed", []):
@@ -307,6 +350,23 @@ def controller_stages(res: dict[str, list], a: argparse.Namespace) -> None:
         print("\nkafkasim's controller failover from its event logs (medians): the old broker closing its ZooKeeper "
               "session (from the signal; SIGKILL: none), then the next controller's own load, decide, write, total:")
         print("\n".join(lines))
+
+
+def start_stages(res: dict[str, list], a: argparse.Namespace) -> None:
+    """Where kafkasim's start went, from its event logs (the start-only clusters of --only start)."""
+    for n in a.partitions:
+        runs = res.get(f"kafkasim|start stages {n}", [])
+        if not runs:
+            continue
+        print(f"\nkafkasim's start at {n} offsets partitions, ms from the launch of its brokers (medians of {len(runs)}; "
+              f"Kafka 2.8.2's median start beside it: {fmt(med([r['s'] for r in res.get(f'kafka|start {n}', [])]), 's')}):")
+        for stage in runs[0]:
+            print(f"  {stage:<58} {fmt(med([r.get(stage) for r in runs]), 'ms'):>12}")
+        for prof in res.get(f"kafkasim|start profile {n}", []):
+            print(f"  broker {prof['broker']}, py-spy from its launch until ready, {prof['samples']} samples; share "
+                  f"of samples on the stack / at its top:")
+            for (pt, ft), (ps, fs) in zip(prof["total"][:10], prof["self"][:10]):
+                print(f"    {pt:5.1f}%  {ft[:62]:<62}  {ps:5.1f}%  {fs[:60]}")
 
 
 def profiles(res: dict[str, list]) -> None:
@@ -395,8 +455,9 @@ def main() -> None:
     ap.add_argument("--fetch-mb", type=int, default=200, help="MB the consumer reads")
     ap.add_argument("--warmup-rounds", type=int, default=150, help="ZooKeeper warm-up (bench/common.py)")
     ap.add_argument("--profile", action="store_true",
-                    help="sample kafkasim's partition leader with py-spy during each throughput workload "
-                         "(pip install py-spy) and print where its time goes")
+                    help="sample kafkasim's partition leader with py-spy during each throughput workload, and "
+                         "kafkasim's brokers from their launch until ready in --only start's own clusters "
+                         "(pip install py-spy), and print where their time goes")
     ap.add_argument("--json", type=Path, help="write the raw figures here")
     ap.add_argument("--quick", action="store_true", help="1 round, 1 failover, 50,000 records, 300 requests, 50 MB")
     a = ap.parse_args()

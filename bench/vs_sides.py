@@ -73,6 +73,8 @@ class Side:
         self.cfg_path = cfg_path
         self.cfg: ClusterConfig = load_config(cfg_path)
         self.ids = [b.id for b in self.cfg.brokers]
+        self.launch_mono_ns = 0          # when launch_until_ready launched the brokers (monotonic ns, wall ms)
+        self.launch_wall_ms = 0.0
         self._observer: ZkClient | None = None
 
     # --- what subclasses provide
@@ -120,6 +122,11 @@ class Side:
         raise NotImplementedError
 
     def down(self) -> None:
+        raise NotImplementedError
+
+    def coordinators_loaded_ms(self) -> float | None:
+        """ms from the launch until every offsets partition's coordinator had loaded (its last load done), None
+        while some have not: a start's end for the groups of every partition, not only the readiness probe's."""
         raise NotImplementedError
 
     def log_files(self, broker_id: int) -> list[Path]:
@@ -232,6 +239,54 @@ class KafkasimSide(Side):
                 # logged once the follower's whole LeaderAndIsr request is applied: an upper bound
                 "followers": None if None in followers or not followers else max(followers)}
 
+    def coordinators_loaded_ms(self) -> float | None:
+        n = self.cfg.get("offsets.topic.num.partitions")
+        last: dict[int, int] = {}
+        for e in self.events():
+            if e["type"] == "coordinator_loaded" and e["mono_ns"] >= self.launch_mono_ns:
+                last[e["partition"]] = e["mono_ns"]
+        return (max(last.values()) - self.launch_mono_ns) / 1e6 if len(last) == n else None
+
+    def start_stages(self, mono0_ns: int) -> dict[str, float | None]:
+        """Where a start's time went, from the event logs: ms from the launch (``mono0_ns``) to each stage, for
+        the stages every broker goes through the last broker's time, for per-partition ones the first and last."""
+        ev = [e for e in self.events() if e["mono_ns"] >= mono0_ns]
+
+        def ms(e: dict | None) -> float | None:
+            return None if e is None else round((e["mono_ns"] - mono0_ns) / 1e6, 1)
+
+        def last_per_broker(type_: str) -> float | None:
+            firsts = {}
+            for e in ev:
+                if e["type"] == type_:
+                    firsts.setdefault(e["broker"], e)
+            return max(ms(e) for e in firsts.values()) if len(firsts) == len(self.ids) else None
+
+        def first(type_: str, **match: Any) -> dict | None:
+            return next((e for e in ev if e["type"] == type_ and all(e.get(k) == v for k, v in match.items())), None)
+
+        def span(type_: str, **match: Any) -> tuple[float | None, float | None]:
+            these = [e for e in ev if e["type"] == type_ and all(e.get(k) == v for k, v in match.items())]
+            return (ms(these[0]), ms(these[-1])) if these else (None, None)
+        created = first("topic_created", topic=OFFSETS)
+        # the plan's states are written (and logged) before its topic_created
+        written = next((e for e in reversed(ev) if e["type"] == "partition_states_written" and created is not None
+                        and e["broker"] == created["broker"] and e["mono_ns"] <= created["mono_ns"]), None)
+        leaders, followers = span("became_leader", topic=OFFSETS), span("became_follower", topic=OFFSETS)
+        loads, loaded = span("coordinator_load_started"), span("coordinator_loaded")
+        return {"every broker starting (its process up, first event)": last_per_broker("broker_starting"),
+                "every broker registered": last_per_broker("broker_registered"),
+                "controller elected": ms(first("controller_elected")),
+                "controller failover done": ms(first("controller_failover_done")),
+                "offsets topic created (decided)": ms(created),
+                "offsets partition states written to ZooKeeper": None if written is None
+                else round((written["mono_ns_written"] - mono0_ns) / 1e6, 1),
+                "  (their write)": None if written is None else written["write_ms"],
+                "first became_leader (LeaderAndIsr applied)": leaders[0],
+                "last became_leader": leaders[1], "last became_follower": followers[1],
+                "first coordinator load started": loads[0], "last coordinator load started": loads[1],
+                "last coordinator loaded": loaded[1]}
+
     def controller_stages(self, old: int, mono0_ns: int) -> dict[str, float | None]:
         """From the event logs, ms: the old broker closing its ZooKeeper session (from the signal), and the next
         controller's own failover stages (controller_failover_done)."""
@@ -318,6 +373,19 @@ class KafkaSide(Side):
             if t is not None:
                 out[m.group(1)] = t - (int(m.group(2)) - int(m.group(3)))
         return out
+
+    def coordinators_loaded_ms(self) -> float | None:
+        n = self.cfg.get("offsets.topic.num.partitions")
+        rx = re.compile(r"Finished loading offsets and group metadata from (\S+) in ")
+        last: dict[str, float] = {}
+        for b in self.ids:
+            path = self.ref.broker_dir(b) / "logs" / "server.log"
+            for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
+                m = rx.search(line)
+                t = _wall_ms_of_log_line(line) if m else None
+                if t is not None and t >= self.launch_wall_ms - 1.0:
+                    last[m.group(1)] = max(t, last.get(m.group(1), t))
+        return max(last.values()) - self.launch_wall_ms if len(last) == n else None
 
     def coordinator_stages(self, old: int, new: int, partition: int, wall0_ms: float, mono0_ns: int,
                            elected: float) -> dict[str, float | None]:
@@ -443,10 +511,14 @@ def _read(s: socket.socket, n: int) -> bytes:
     return buf
 
 
-def launch_until_ready(side: Side, timeout: float = 300.0) -> float:
-    """Start every broker of ``side`` and wait until :class:`Readiness` holds; seconds from the launch."""
+def launch_until_ready(side: Side, timeout: float = 300.0, on_launched: Any = None) -> float:
+    """Start every broker of ``side`` and wait until :class:`Readiness` holds; seconds from the launch.
+    ``on_launched()`` is called once the brokers' processes exist (a profiler attaching to them)."""
     t0 = time.monotonic()
+    side.launch_mono_ns, side.launch_wall_ms = time.monotonic_ns(), time.time() * 1000.0
     side.launch()
+    if on_launched is not None:
+        on_launched()
     probe = Readiness(side)
     dead: list[int] = []
 

@@ -187,8 +187,11 @@ class JavaPipeline(Worker):
         self._open: dict | None = None
         self._lock = threading.Lock()
 
-    def _start(self, f: str, value: dict) -> None:
-        self._open = self.history.invoke(self.process, f, value)
+    def _start(self, f: str, value: dict, client_ns: int | None = None) -> None:
+        # the reader thread may take a line late (a loaded machine): the JVM's own stamp of the moment it asked
+        # (System.nanoTime, the history's monotonic clock) goes with the invoke as ``client_time``
+        extra = {"client_time": client_ns} if isinstance(client_ns, int) else {}
+        self._open = self.history.invoke(self.process, f, value, **extra)
 
     def _end(self, type_: str, value: dict | None = None, error: str | None = None) -> None:
         if self._open is not None:
@@ -203,7 +206,7 @@ class JavaPipeline(Worker):
             elif "produced" in m:
                 self._end("ok", {**base, "seq": m["produced"], "inputs": m.get("inputs"), "offsets": m.get("offsets")})
             elif "committing" in m:
-                self._start("end-txn", {**base, "seq": m["committing"], "commit": True})
+                self._start("end-txn", {**base, "seq": m["committing"], "commit": True}, m.get("ns"))
             elif "committed" in m:
                 self.commits += 1
                 self._end("ok")
@@ -211,7 +214,7 @@ class JavaPipeline(Worker):
                 unknown = m.get("stage") == "commit" and m["aborted"] == "TimeoutException"
                 self._end("info" if unknown else "fail", error=m["aborted"])
             elif "aborting" in m:
-                self._start("end-txn", {**base, "seq": m["aborting"], "commit": False})
+                self._start("end-txn", {**base, "seq": m["aborting"], "commit": False}, m.get("ns"))
             elif "abort_done" in m:
                 self._end("ok")
             elif "fatal" in m:

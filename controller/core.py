@@ -134,6 +134,7 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
         self._forget_offline(new + dead + bounced)
         plan.full_sync = set(new) | set(bounced)
         plan.metadata_to_all = True
+        plan.brokers_started = bool(new or bounced)
         # A bounced broker is handled as a failure then a start-up: it lost its
         # replica state, so it leaves leaderships and ISRs first; then, live
         # again, it can be elected where it is the only ISR member left.
@@ -152,8 +153,10 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
         Led partitions (RF > 1) elect the first replica that is live, in the
         ISR and not shutting down, with the ISR minus shutting-down brokers;
         followed partitions drop the broker from the ISR and get StopReplica.
-        A partition with nobody else to lead stays with the broker and is
-        reported back, so the broker can retry.
+        A replicated partition with nobody else to lead stays with the broker
+        and is reported back, so the broker can retry; an RF-1 partition is
+        left alone and not reported (Kafka acts on, and reports, only
+        partitions with more than one replica).
         """
         plan = Plan()
         if not self.active:
@@ -175,10 +178,12 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
             state, ver = self.states[tp]
             if state.controller_epoch > self.epoch:
                 continue
+            if len(replicas) <= 1:
+                continue
             if state.leader == broker_id:
                 off = offline.get(tp) if offline else None
                 new = election.controlled_shutdown(state, replicas, eligible - off if off else eligible,
-                                                   self.shutting_down, self.epoch) if len(replicas) > 1 else None
+                                                   self.shutting_down, self.epoch)
                 if new is None:
                     remaining.append(tp)
                     continue
@@ -444,6 +449,10 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
                 if mine and plan.new_replicas:
                     mine = tuple(v._replace(is_new=True) if b in plan.new_replicas.get((v.topic, v.partition), ())
                                  else v for v in mine)
+                if mine and plan.brokers_started:
+                    # Kafka's onBrokerStartup: the existing brokers learn the new live set first, with no
+                    # partition states, before the LeaderAndIsr that follows (which may open many logs)
+                    cmds.append(UpdateMetadataCmd((), live_regs))
                 if mine:
                     cmds.append(LeaderAndIsrCmd(mine, leaders))
                 if plan.resend_metadata:

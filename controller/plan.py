@@ -86,6 +86,9 @@ class Plan:
     observed: list[Event] = field(default_factory=list)   # observations: log when decided
     full_sync: set[int] = field(default_factory=set)   # brokers to send the full state to
     metadata_to_all: bool = False                      # tell everyone about changed partitions/brokers
+    # brokers started (onBrokerStartup): the others get an UpdateMetadata of the live brokers before any
+    # LeaderAndIsr of the same plan (Kafka sends it first, with no partition states)
+    brokers_started: bool = False
     resend_metadata: bool = False                      # periodic full UpdateMetadata to all
     stop_replicas: dict[int, list[TP]] = field(default_factory=dict)  # StopReplica(delete=false), after LeaderAndIsr
     leader_and_isr: bool = True  # False for AlterIsr changes: the leader learns from the response

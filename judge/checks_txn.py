@@ -118,6 +118,14 @@ def _inputs(h: Any, topic: str) -> list[tuple[Op, tuple[str, int, int, Any]]]:
     return out
 
 
+def asked_at(invoke: Mapping[str, Any]) -> int:
+    """When an EndTxn was asked for: the invoke's ``time``, or the client's own earlier stamp of it
+    (``client_time``, same monotonic clock) when the runner wrote the line late."""
+    t = invoke["time"]
+    c = invoke.get("client_time")
+    return min(t, c) if isinstance(c, int) and not isinstance(c, bool) else t
+
+
 def check_read_committed(ops: Any, events: Any = None, *, txn: Mapping[str, Any] | None = None,
                          **_: Any) -> CheckResult:
     """``txn-read-aborted``: a read_committed read returned a record of a transaction that did not commit (its
@@ -138,7 +146,7 @@ def check_read_committed(ops: Any, events: Any = None, *, txn: Mapping[str, Any]
                 continue
             r.count("records_judged")
             read_at = op.done["time"]
-            if t_.commit is None or read_at < t_.commit.invoke["time"]:
+            if t_.commit is None or read_at < asked_at(t_.commit.invoke):
                 when = "it never asked to commit" if t_.commit is None else "before it asked to commit"
                 r.add("txn-read-uncommitted", f"read_committed read {val!r} at {t}/{p} offset {o}, of transaction "
                       f"{parsed[1]}, {when}", [op.done, t_.commit.invoke if t_.commit else None],

@@ -233,6 +233,8 @@ def encode_response(req: Request, values: dict[str, Any], version: int | None = 
     :func:`joined`."""
     v = req.api_version if version is None else version
     cls = RESPONSES[req.api_key]
+    if req.api_key not in _BLOB_APIS:   # no byte field to park: walking a large answer (Metadata) costs for nothing
+        return _encode(cls, values, v, req.correlation_id)
     blobs: list[bytes | memoryview] = []
     parked = _park_blobs(values, blobs)
     if not blobs:
@@ -256,6 +258,9 @@ def stays_in_file(value: Any) -> bool:
 
 
 _BLOB_MIN = 1 << 15
+#: the responses with byte fields that can be large: Fetch's records (and records left in their files), and the
+#: group APIs' member metadata and assignments (JoinGroup, SyncGroup, DescribeGroups)
+_BLOB_APIS = frozenset({1, 11, 14, 15})
 _HOLDER = 16        # a placeholder's length
 
 

@@ -191,6 +191,7 @@ class KafkaListener:
             return
 
         async def close() -> None:
+            await self._write_ready()
             for t in self._tasks:
                 t.cancel()
             if self._sock is not None:
@@ -203,6 +204,17 @@ class KafkaListener:
             pass
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout_s)
+
+    async def _write_ready(self, bound_s: float = 0.1) -> None:
+        """Before the connections close: answers already decided (a parked JoinGroup answered NOT_COORDINATOR by
+        the coordinator's unload, from its thread) get written.  Their wake-ups are queued on this loop ahead of
+        the stop, and a request's handler then needs a few steps of the loop to write its answer: so the loop runs
+        a few steps, and more while a connection has a handled request it has not written, within ``bound_s``."""
+        deadline = time.monotonic() + bound_s
+        steps = 0
+        while time.monotonic() < deadline and (steps < 8 or any(st.handled > st.written for st in self._conns.values())):
+            await asyncio.sleep(0)
+            steps += 1
 
     async def _accept(self) -> None:
         """Kafka's acceptor: at ``max.connections`` it accepts nothing (clients wait in the backlog) until a
@@ -369,6 +381,7 @@ class KafkaListener:
                     await write_pieces(writer, out)
                 else:
                     writer.write(out)
+                st.written += 1
                 await writer.drain()   # returns at once unless the client reads slower than we write
                 st.last_io = time.monotonic()
         except ConnectionError:
@@ -386,7 +399,7 @@ class _ConnState:
     whole, the requests in progress."""
 
     __slots__ = ("conn", "opened", "last_io", "frame_started", "partial_bytes", "pending", "pending_bytes",
-                 "closing")
+                 "closing", "handled", "written")
 
     def __init__(self, conn: Connection, now: float) -> None:
         self.conn = conn
@@ -396,6 +409,8 @@ class _ConnState:
         self.pending = 0
         self.pending_bytes = 0
         self.closing = False
+        self.handled = 0     # requests whose handling ended (answered, failed or cancelled)
+        self.written = 0     # answers written
 
     def expired(self, now: float, limits: Limits) -> tuple[str, float, int] | None:
         """(reason, ms since, the bound) when the connection is to be closed, else None."""
@@ -427,6 +442,8 @@ def _finished(queued: _Queued, st: _ConnState, size: int, task: asyncio.Task) ->
     """A request's task ended (answered, failed or cancelled)."""
     st.pending -= 1
     st.pending_bytes -= size
+    if not task.cancelled() and task.exception() is None and task.result() is not None:
+        st.handled += 1
     queued.leave()
 
 

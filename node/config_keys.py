@@ -107,7 +107,8 @@ TABLE = (
        "Kafka's log.retention.hours 168); -1 = no limit", min=-1),
     _k("log.retention.bytes", int, -1, "Oldest segments are deleted while a log is larger (topic: "
        "`retention.bytes`); -1 = no limit", min=-1),
-    _k("log.retention.check.interval.ms", int, 300000, "How often brokers apply retention"),
+    _k("log.retention.check.interval.ms", int, 300000, "How often brokers apply retention (the first pass 30 s after "
+       "start, as Kafka, or after one interval when that is shorter)"),
     _k("message.max.bytes", int, 1048588, "Largest batch a produce may append (topic: `max.message.bytes`)",
        min=0),
     _k("auto.create.topics.enable", bool, True, "Metadata from a Kafka client for an unknown topic creates it "

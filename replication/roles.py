@@ -11,7 +11,7 @@ through :func:`follower_fetched`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from kafkacommon import errors
 from kafkacommon.event import Event
@@ -28,6 +28,31 @@ def leader_and_isr_action(repl: PartitionReplication | None, broker_id: int, lea
     if repl is not None and repl.leader_epoch == leader_epoch and repl.leader_id == leader:
         return ISR
     return LEADER if leader == broker_id else FOLLOWER
+
+
+def leader_and_isr_order(parts: Iterable[Any], repl_of: Callable[[Any], PartitionReplication | None],
+                         broker_id: int) -> tuple[list[Any], list[Any], list[Any]]:
+    """The order one LeaderAndIsr request's partitions (``PartitionInfo``) are taken up in, as three steps, in
+    request order within each: (the replicas hosted here that now follow or only see their ISR change, then
+    the new replicas that lead; the hosted replicas that now lead, which a shell may take up side by side; the
+    new replicas that follow).  ``repl_of(p)``: the hosted replica's state, None when it is new.
+
+    A hosted replica becoming a follower writes nothing, so the partitions it follows are fetched at once (a
+    new leader's acks=all appends, a moved coordinator's first commit, wait on those fetches); each new
+    leader writes and fsyncs its leader epoch checkpoint.  Kafka 2.8 runs makeLeaders before makeFollowers,
+    one partition after the other (this order when every replica is new): a listed deviation."""
+    first: list[Any] = []
+    new_leaders: list[Any] = []
+    together: list[Any] = []
+    last: list[Any] = []
+    for p in parts:
+        repl = repl_of(p)
+        leads = leader_and_isr_action(repl, broker_id, p.leader, p.leader_epoch) == LEADER
+        if repl is not None:
+            (together if leads else first).append(p)
+        else:
+            (new_leaders if leads else last).append(p)
+    return first + new_leaders, together, last
 
 
 def isr_update_is_newer(repl: PartitionReplication | None, leader_epoch: int, zk_version: int) -> bool:

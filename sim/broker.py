@@ -25,6 +25,7 @@ from kafkacommon.event import Event
 from kafkacommon.hashing import partition_for
 from replication.broker_state import BrokerState
 from replication.log_dirs import LogDirs
+from replication import roles
 from sim.configs import SimConfigListener
 from sim.controller import SimController
 from sim.disk import SimDisk
@@ -330,7 +331,11 @@ class SimBroker:
         if kind == "LeaderAndIsr":
             out = self.state.leader_and_isr(header, msg[2], self.dirs.leader_and_isr_errors(
                 [(p.topic, p.partition) for p in msg[2]]))
-            for p in out.became_leader + out.became_follower:
+            first, together, last = roles.leader_and_isr_order(
+                out.became_leader + out.became_follower,
+                lambda p: h.repl if (h := self.replicas.hosted.get((p.topic, p.partition))) is not None else None,
+                self.id)
+            for p in first + together + last:   # the broker's order (it takes up ``together`` side by side)
                 code = self.replicas.apply_leader_and_isr(p)
                 if code:
                     out.partition_errors[(p.topic, p.partition)] = code

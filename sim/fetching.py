@@ -76,8 +76,11 @@ class SimFetcher:
         if self.in_flight is not None or not self.parts:
             return
         target = self.rm.b.cluster.brokers.get(self.leader)
-        req = self.core.request(self.parts, self._position) if target is not None else None
+        req = self.core.request(self.parts, self._position, self.world.now_ms) if target is not None else None
         if req is None:
+            wait = self.core.ready_in_ms(self.world.now_ms) if target is not None else None
+            if wait is not None:    # every partition is backing off: until the first may go again
+                self._soon(wait)
             return
         self.in_flight = req
         self._seq += 1
@@ -107,8 +110,9 @@ class SimFetcher:
             if not self.core.still_fetching(req, tp, h.fetching_from, self.leader, self.rm.hosted.get(tp) is h):
                 continue
             try:
-                ok = self._apply(tp, h, epoch, req.current[tp].fetch_offset, code, hw, diverging, batches,
-                                 leader_leo) and ok
+                if not self._apply(tp, h, epoch, req.current[tp].fetch_offset, code, hw, diverging, batches,
+                                   leader_leo):
+                    self.core.backoff(tp, h, epoch, self.world.now_ms)   # this one backs off, the others go on
             except OSError as e:   # its directory goes offline, and the replica with it: no more fetches of it
                 self.core.forget(tp)
                 self.rm.b.dir_failed(self.rm.b.dir_of(h.log), "follower append", e)

@@ -93,6 +93,23 @@ def test_reading_an_aborted_or_uncommitted_record():
     assert "txn-read-uncommitted" in kinds(h2)
 
 
+def test_a_commit_written_late_counts_from_the_clients_own_stamp():
+    """A Java pipeline's lines reach the runner late on a loaded machine: the EndTxn's invoke carries the JVM's
+    own stamp (``client_time``), and a read between the ask and the late line is not past the LSO."""
+    def late_commit(client_time) -> H:
+        h = clean()
+        base = {"transactional_id": "t", "instance": 0, "seq": 1}
+        h.op("txn", {**base, "inputs": [["in", 0, 1, "b"]], "offsets": {"in/0": 2}})
+        asked = next(h._t)                         # the client asked here, before the read
+        h.read([out("b", 1)])
+        extra = {} if client_time is None else {"client_time": client_time(asked)}
+        h.op("end-txn", {**base, "commit": True}, **extra)    # the runner writes the invoke after the read
+        return h
+    assert "txn-read-uncommitted" not in kinds(late_commit(lambda asked: asked))
+    assert "txn-read-uncommitted" in kinds(late_commit(None))
+    assert "txn-read-uncommitted" in kinds(late_commit(lambda asked: asked + 100))   # later than written: not used
+
+
 def test_duplicates_and_lost_inputs():
     h = clean()
     h.read([out("a", 0), out("a", 5)], final=True)

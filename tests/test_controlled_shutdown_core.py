@@ -26,8 +26,9 @@ def test_led_partitions_move_and_followed_ones_drop_the_broker():
     # StopReplica to the broker
     assert w[(T, 1)].state == las(2, 5, (2, 3)) and w[(T, 2)].state == las(3, 5, (3, 2))
     assert plan.stop_replicas == {1: [(T, 1), (T, 2)]}
-    # RF 1: nobody else can lead, so it stays and is reported back
-    assert (T, 3) not in w and remaining == [(T, 3)]
+    # RF 1: nobody else can lead; Kafka's doControlledShutdown acts on and reports only partitions with more
+    # than one replica, so it stays and is not reported (the broker does not retry for it)
+    assert (T, 3) not in w and remaining == []
     requests = apply(core, plan)
     assert StopReplicaCmd(((T, 1), (T, 2))) in requests[1]
     assert state_of(core, (T, 0)).leader == 2
@@ -58,6 +59,12 @@ def test_a_shutting_down_broker_keeps_what_it_could_not_hand_over_until_it_is_go
     # once it dies, its RF-1 partition goes offline (no other replica), and nothing else changes
     plan = core.on_broker_change(brokers(2, 3, 4))
     assert [(c.topic, c.partition, c.state.leader) for c in plan.writes] == [(T, 3, -1)]
+
+
+def test_a_replicated_partition_nobody_else_can_lead_is_reported_back():
+    core = started({T: {0: (1, 2)}}, {(T, 0): (las(1, 4, (1,)), 7)}, brokers(1, 2))    # ISR: broker 1 only
+    code, plan, remaining = core.on_controlled_shutdown(1, 101)
+    assert code == NONE and plan.writes == [] and remaining == [(T, 0)]
 
 
 def test_errors_follow_kafka():

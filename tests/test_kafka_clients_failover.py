@@ -13,6 +13,7 @@ import pytest
 
 from launcher.cluster import Cluster
 from util.waiting import wait_for
+from tests.helpers import events
 from tests.test_kafka_clients import bootstrap, create_topic, kafka_cluster, kafka_events
 
 pytestmark = pytest.mark.timeout(300)
@@ -224,3 +225,28 @@ def test_coordinator_sigkill_then_sigterm_loses_no_acknowledged_commit(cluster: 
             t.join(20)
         cc.close()
     assert all(m.consumed > 0 for m in members)
+
+
+def test_coordinator_sigterm_answers_parked_join_not_coordinator_before_closing(cluster: Cluster) -> None:
+    """A controlled shutdown of a group's coordinator, on the wire (conformance/unload_wire.py): the parked
+    JoinGroup is answered NOT_COORDINATOR before its connection closes, as Kafka 2.8.2 answers it (its
+    LeaderAndIsr unloads the partition before the socket server stops); the other connections get only
+    their usual answers or NOT_COORDINATOR, then the close."""
+    import signal
+    from conformance.unload_wire import NOT_COORDINATOR, REBALANCE_IN_PROGRESS, probe
+    listeners = {b.id: b.kafka_advertised for b in cluster.cfg.brokers}
+    p = probe(listeners, cluster.signal_broker, signal.SIGTERM, cluster.cfg.get("offsets.topic.num.partitions"),
+              prefix="unload-wire")
+    try:
+        assert [a.error for a in p.answers["B"]] == [NOT_COORDINATOR, "closed"], p.describe()
+        for conn, usual in (("heartbeat", REBALANCE_IN_PROGRESS), ("commit", 0)):
+            errs = [a.error for a in p.answers[conn]]
+            assert errs[-1] == "closed" and set(errs[:-1]) <= {usual, NOT_COORDINATOR}, p.describe()
+        assert p.answers["findcoordinator"][-1].error == "closed", p.describe()
+        handover = events(cluster, p.coordinator, "controlled_shutdown_handover")
+        assert handover and handover[-1]["settled"], handover
+    finally:
+        cluster.wait_exit(p.coordinator, timeout=30)
+        cluster.start_broker(p.coordinator)
+        cluster.wait_ready(90)
+

@@ -44,7 +44,7 @@ def test_the_deadline_is_max_wait_later_and_never_in_the_past():
 # ---------------------------------------------------------------------- LeaderFetch and FetcherState: the steps
 
 from replication.fetch_session import PartitionFetch  # noqa: E402
-from replication.fetcher import FetcherState, retry_at_once  # noqa: E402
+from replication.fetcher import BACKOFF_MS, FetcherState, retry_at_once  # noqa: E402
 from replication.long_poll import LeaderFetch, Part  # noqa: E402
 from replication.partition import PartitionReplication  # noqa: E402
 
@@ -103,16 +103,35 @@ def test_a_fetchers_requests_list_what_changed_and_start_over_after_a_failure() 
     core = FetcherState()
     pos = {("t", 0): PartitionFetch(0, -1, 3, 100, 0), ("t", 1): PartitionFetch(4, 2, 3, 100, 4)}
     parts = {("t", 0): ("h0", 3), ("t", 1): ("h1", 3)}
-    r1 = core.request(parts, lambda tp, h, e: pos[tp])
+    r1 = core.request(parts, lambda tp, h, e: pos[tp], 0)
     assert (r1.session_id, r1.session_epoch, len(r1.listed)) == (0, 0, 2)      # a full request
     assert core.answered(r1, errors.NONE, 77)
     assert core.still_fetching(r1, ("t", 0), ("L", 3), "L")
     core.moved(("t", 0), "h0", 3, PartitionFetch(2, 3, 3, 100, 2))
-    r2 = core.request(parts, lambda tp, h, e: pos[tp])
+    r2 = core.request(parts, lambda tp, h, e: pos[tp], 0)
     assert (r2.session_id, r2.session_epoch, [tp for tp, _ in r2.listed]) == (77, 1, [("t", 0)])
     assert not core.still_fetching(r2, ("t", 1), ("M", 4), "L")   # the role moved: forgotten, read again
     core.failed()
-    r3 = core.request(parts, lambda tp, h, e: pos[tp])
+    r3 = core.request(parts, lambda tp, h, e: pos[tp], 0)
     assert (r3.session_id, len(r3.listed)) == (0, 2)
     assert not core.answered(r3, errors.FETCH_SESSION_ID_NOT_FOUND, 0)
     assert retry_at_once(errors.FETCH_SESSION_ID_NOT_FOUND) and not retry_at_once(errors.NOT_LEADER_OR_FOLLOWER)
+
+
+def test_a_partition_whose_answer_is_an_error_backs_off_alone() -> None:
+    """Kafka's AbstractFetcherThread delays only its partitions with errors: the others go on at once."""
+    core = FetcherState()
+    pos = {("t", 0): PartitionFetch(0, -1, 3, 100, 0), ("t", 1): PartitionFetch(4, 2, 3, 100, 4)}
+    parts = {("t", 0): ("h0", 3), ("t", 1): ("h1", 3)}
+    r1 = core.request(parts, lambda tp, h, e: pos[tp], 1000)
+    assert core.answered(r1, errors.NONE, 77)
+    core.backoff(("t", 1), "h1", 3, 1000)              # (t, 1)'s leader has not taken it up yet
+    assert core.ready_in_ms(1000) == BACKOFF_MS
+    r2 = core.request(parts, lambda tp, h, e: pos[tp], 1010)
+    assert set(r2.current) == {("t", 0)} and ("t", 1) in r2.forgotten   # left out, the other fetched at once
+    assert core.request({("t", 1): ("h1", 3)}, lambda tp, h, e: pos[tp], 1020) is None   # nothing else to fetch
+    assert core.ready_in_ms(1020) == BACKOFF_MS - 20
+    assert ("t", 1) in core.request(parts, lambda tp, h, e: pos[tp], 1000 + BACKOFF_MS).current   # backoff over
+    core.backoff(("t", 1), "h1", 3, 2000)
+    assert ("t", 1) in core.request({("t", 1): ("h1", 4)}, lambda tp, h, e: pos[tp], 2001).current  # given again
+    assert core.ready_in_ms(2001) is None

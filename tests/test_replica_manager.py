@@ -164,3 +164,27 @@ def test_becoming_leader_puts_the_new_epoch_in_the_epoch_cache_at_the_log_end(tm
         assert h.log.end_offset_for_epoch(2) == (0, 3)
     finally:
         rm.close()
+
+
+def test_periodic_tasks_wait_their_first_delay_then_their_interval(tmp_path):
+    """Kafka's LogManager runs retention first InitialTaskDelayMs (30 s) after start, then every
+    log.retention.check.interval.ms: the schedule of the task loop, without waiting it out."""
+    rm = manager(tmp_path, lambda t: {})
+    try:
+        waits: list[float] = []
+        runs: list[int] = []
+
+        class Stopping:     # answers "not stopped" three times, then stops the loop
+            def wait(self, s: float) -> bool:
+                waits.append(s)
+                return len(waits) > 3
+        real, rm._stopping = rm._stopping, Stopping()
+        try:
+            rm._every(300.0, lambda: runs.append(1), min(30.0, 300.0))
+        finally:
+            rm._stopping = real
+        assert waits == [30.0, 300.0, 300.0, 300.0] and len(runs) == 3
+        retention = next(t for t in rm._tasks if t.name == "retention")    # the default interval, 300 s
+        assert retention._args[0] == 300.0 and retention._args[2] == 30.0
+    finally:
+        rm.close()

@@ -63,6 +63,6 @@ def test_the_bound_comes_from_the_config(tmp_path):
     path.write_text(yaml.safe_dump(doc))
     cfg = load_config(path)
     assert controlled_shutdown_budget_s(cfg) == pytest.approx(3 * 1.05)
-    assert stop_deadline_s(cfg) == pytest.approx(3 * 1.05 + 2 * 2.0 + 12.0)
+    assert stop_deadline_s(cfg) == pytest.approx(3 * 1.05 + 2 * 2.0 + 13.0)   # 13: 5 + 2 + 1 (handover) + 5
     path.write_text(yaml.safe_dump(doc | {"controlled.shutdown.enable": False}))
-    assert stop_deadline_s(load_config(path)) == pytest.approx(2 * 2.0 + 12.0)
+    assert stop_deadline_s(load_config(path)) == pytest.approx(2 * 2.0 + 13.0)

@@ -3,7 +3,8 @@ transaction coordinators (sim/txn_workload.py), judged by judge/checks_txn.py's 
 timeline, the same run byte for byte on a replay; and the two planted transaction bugs are caught.
 
 The seeds are the first a sweep from seed 1 found with each bug's options (bench/RESULTS.md has the
-sweeps); each bug's seed passes without it."""
+sweeps; marker-before-prepare's was re-found after the controller's start-up order changed, see CASES);
+each bug's seed passes without it."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -21,13 +22,18 @@ TXN = SimOptions(seed=1, duration_s=20.0, groups=0, transactions=2, faults=KINDS
 # bug -> (options, the first failing seed of a sweep from 1, the kinds it may report)
 CASES = {
     "lso-from-hw": (replace(TXN, txn_crash_every_ms=None), 1, {"txn-read-uncommitted", "txn-read-aborted"}),
-    "marker-before-prepare": (TXN, 190, {"txn-duplicate-output", "txn-lost-input", "txn-offsets-ahead",
-                                        "txn-offsets-behind"}),
+    # 66 at first; 856 after the controller's start-up UpdateMetadata came first (Kafka's onBrokerStartup), 190
+    # after followers fetched in one session and copied the leader's batches; with both, and a fetcher backing
+    # off only its partitions with errors, seeds 1-740 catch nothing and 741 does
+    "marker-before-prepare": (TXN, 741, {"txn-duplicate-output", "txn-lost-input", "txn-offsets-ahead",
+                                         "txn-offsets-behind"}),
 }
 
 
 def test_pipelines_with_zombies_and_crashes_commit_exactly_once_through_txn_coordinator_faults() -> None:
-    opts = replace(TXN, seed=3, zombie_every_ms=(4000, 8000))
+    # seed 2: since the controller's start-up UpdateMetadata comes first (Kafka's onBrokerStartup), seed 3's
+    # run has no zombie commit left; 2, 4, 6, 7 and 8 have
+    opts = replace(TXN, seed=2, zombie_every_ms=(4000, 8000))
     a = SimRun(opts).run()
     assert a.verdict == "valid", a.results["checks"]["anomalies"][:3]
     checks = a.results["checks"]

@@ -3,11 +3,16 @@
 The thread never dies of an exception: an I/O error in a partition's log (KafkaStorageError) takes its log
 directory offline, and the failure handler takes the partition off this fetcher; anything unexpected is
 logged as ``fetcher_error`` and the loop backs off and goes on.
+
+A partition whose answer is an error (the leader has not taken it up yet: NOT_LEADER_OR_FOLLOWER,
+UNKNOWN_LEADER_EPOCH) is left out of the requests for ``replication.fetcher.BACKOFF_MS`` while the others go
+on fetching at once (the core's rule, as Kafka's AbstractFetcherThread delays only its partitions with errors).
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING
 
 import grpc
@@ -30,6 +35,11 @@ if TYPE_CHECKING:
 
 TP = tuple[str, int]
 log = logging.getLogger(__name__)
+
+
+def _mono_ms() -> float:
+    """The backoffs' clock: monotonic, so a wall-clock step cannot stretch or cut one."""
+    return time.monotonic() * 1000
 
 
 class LeaderFetcher(threading.Thread):
@@ -89,19 +99,23 @@ class LeaderFetcher(threading.Thread):
                     self.rm.events.emit("fetcher_error", leader=self.leader, error=f"{type(e).__name__}: {e}")
                     self._core.failed()
                     fetched = False
-                if not fetched:
+                if fetched is False:
                     self._stop_event.wait(BACKOFF_MS / 1000)  # back off after an error
+                elif fetched is not True:   # every partition is backing off: until the first may go again
+                    self._stop_event.wait(fetched / 1000)
         finally:
             with self._lock:
                 if self._channel is not None:
                     self._channel.close()
 
-    def _fetch_once(self, stub: pbg.BrokerStub, parts: dict[TP, tuple["Hosted", int]]) -> bool:
-        """One Fetch in this fetcher's session, as ``replication.fetcher``'s loop says.  False: back off."""
+    def _fetch_once(self, stub: pbg.BrokerStub, parts: dict[TP, tuple["Hosted", int]]) -> bool | float:
+        """One Fetch in this fetcher's session, as ``replication.fetcher``'s loop says.  False: back off; a
+        number: nothing to fetch before that many ms (every partition is backing off)."""
         core = self._core
-        req = core.request(parts, self._read_position)
+        req = core.request(parts, self._read_position, _mono_ms())
         if req is None:
-            return False
+            wait = core.ready_in_ms(_mono_ms())
+            return False if wait is None else max(wait, 1.0)
         with self._lock:
             if self._cut:
                 return True  # a new partition arrived meanwhile: rebuild the request on a new channel
@@ -135,7 +149,8 @@ class LeaderFetcher(threading.Thread):
                     continue
                 epoch = req.parts[tp][1]
                 try:
-                    ok = self._apply(tp, h, epoch, req.current[tp].fetch_offset, a) and ok
+                    if not self._apply(tp, h, epoch, req.current[tp].fetch_offset, a):
+                        core.backoff(tp, h, epoch, _mono_ms())   # this one backs off, the others go on
                 except KafkaStorageError:   # its log directory is offline: the failure handler unassigns it
                     core.forget(tp)
                     ok = False

@@ -19,6 +19,7 @@ import logging
 import shutil
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -49,6 +50,8 @@ from replication.partition import PartitionReplication, ReplicaSettings
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
+INITIAL_TASK_DELAY_S = 30.0  # Kafka's LogManager.InitialTaskDelayMs
+MAKE_LEADERS_TOGETHER = 16   # hosted replicas of one LeaderAndIsr taking up leadership side by side
 STORAGE = errors.KAFKA_STORAGE_ERROR
 
 
@@ -108,8 +111,12 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         if cleaner is not None and cleaner.enable:
             self._tasks.append(threading.Thread(target=self._every, args=(cleaner.backoff_ms / 1000, self.clean_logs),
                                                 daemon=True, name="log-cleaner"))
-        self._tasks.append(threading.Thread(target=self._every, args=(retention_check_interval_ms / 1000,
-                                                                      self.retain_logs), daemon=True, name="retention"))
+        # Kafka's LogManager runs retention first InitialTaskDelayMs (30 s) after start, then every interval;
+        # an interval shorter than that runs first after one interval (docs/deviations.md)
+        retention_s = retention_check_interval_ms / 1000
+        self._tasks.append(threading.Thread(target=self._every, args=(retention_s, self.retain_logs,
+                                                                      min(INITIAL_TASK_DELAY_S, retention_s)),
+                                            daemon=True, name="retention"))
         started, flusher_ran = now_ms(), threading.Event()
         self._tasks.append(threading.Thread(target=self._every, args=(1.0, lambda: self.purge_and_flush(
             started, flusher_ran)), daemon=True, name="log-flusher"))
@@ -161,14 +168,35 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         return h
 
     def apply_leader_and_isrs(self, parts: Iterable[PartitionInfo]) -> dict[TP, int]:
-        """One LeaderAndIsr request's partitions, in order, reading each topic's config once; returns the
-        partitions that failed: KAFKA_STORAGE_ERROR (the replica is offline now)."""
+        """One LeaderAndIsr request's partitions, reading each topic's config once; returns the partitions that
+        failed: KAFKA_STORAGE_ERROR (the replica is offline now).
+
+        In ``replication.roles.leader_and_isr_order``'s steps (the simulator's too); the hosted replicas
+        that now lead are taken up side by side, each with the same steps under its own lock.  Each new leader writes and fsyncs its leader epoch checkpoint (Kafka's
+        makeLeader), and the filesystem commits fsyncs that come together in one journal commit, so a
+        request moving many leaders here (a controlled shutdown elsewhere) costs about one fsync's wait, not
+        one per partition, and each partition's lock, which the other ISR members' fetches take too, is
+        held for about one."""
         configs: dict[str, dict] = {}
         failed = {}
-        for p in parts:
+        first, together, last = roles.leader_and_isr_order(
+            parts, lambda p: h.repl if (h := self.hosted.get((p.topic, p.partition))) is not None else None,
+            self.broker_id)
+
+        def apply(p: PartitionInfo) -> None:
             code = self.apply_leader_and_isr(p, configs)
             if code != errors.NONE:
                 failed[(p.topic, p.partition)] = code
+        for p in first:
+            apply(p)
+        if len(together) > 1:
+            with ThreadPoolExecutor(max_workers=min(MAKE_LEADERS_TOGETHER, len(together)),
+                                    thread_name_prefix="make-leader") as pool:
+                list(pool.map(apply, together))
+        elif together:
+            apply(together[0])
+        for p in last:
+            apply(p)
         return failed
 
     def apply_leader_and_isr(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> int:
@@ -457,6 +485,11 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
                                             isr=list(h.repl.isr) if h.repl.is_leader else []))
         return out
 
+    def led_with_followers(self) -> set[TP]:
+        """The partitions this broker leads that have another replica: those a controlled shutdown moves away."""
+        return {tp for tp, h in list(self.hosted.items())
+                if not h.log.closed and h.repl.is_leader and len(h.repl.replicas) > 1}
+
     def parked_fetches(self) -> dict[int, int]:
         """Followers' fetches now long-polling here (so a test can tell that a paused follower's
         last request has been answered before it appends what that follower must not get)."""
@@ -514,8 +547,10 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         """Every online directory's HW checkpoint (a failed write takes that directory offline)."""
         self.dirs.checkpoint_hws({tp: h.repl.high_watermark for tp, h in list(self.hosted.items())})
 
-    def _every(self, interval_s: float, fn: Callable[[], None]) -> None:
-        while not self._stopping.wait(interval_s):
+    def _every(self, interval_s: float, fn: Callable[[], None], first_s: float | None = None) -> None:
+        wait = interval_s if first_s is None else first_s
+        while not self._stopping.wait(wait):
+            wait = interval_s
             try:
                 fn()
             except Exception:

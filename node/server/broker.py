@@ -55,7 +55,7 @@ from node.replicas.replica_manager import CleanerSettings, ReplicaManager
 from replication.partition import ReplicaSettings
 from node.server.servicer import BrokerServicer
 from node.server.session_file import SessionFile
-from node.server.shutdown import ShutdownWatchdog, controlled_shutdown_budget_s, stop_deadline_s
+from node.server.shutdown import ShutdownWatchdog, await_handover, controlled_shutdown_budget_s, stop_deadline_s
 from node.net.peers import peer_channel
 from proto import kafkasim_pb2 as pb
 from proto import groups_pb2_grpc as gpbg
@@ -455,9 +455,10 @@ class Broker:
         self.events.emit("broker_registered", broker_epoch=epoch, session_id=f"0x{self.zk.session_id:x}",
                          replaced_predecessor=f"0x{predecessor:x}" if predecessor else None)
 
-    def _controlled_shutdown(self) -> None:
+    def _controlled_shutdown(self) -> set[tuple[str, int]] | None:
         """Kafka's controlled shutdown: ask the controller to move our leaderships away and take
-        us out of ISRs, retrying while some remain; then shut down whatever the answer.
+        us out of ISRs, retrying while some remain; then shut down whatever the answer.  Returns the partitions
+        the controller's last answer left here, None when no answer was NONE.
 
         Bounded: ``controlled.shutdown.max.retries`` attempts within their budget (node/server/shutdown.py).
         The controller is found through ZooKeeper, and only a controller connected to it can write
@@ -491,6 +492,11 @@ class Broker:
         self.events.emit("controlled_shutdown_done", attempts=made, succeeded=code == errors.NONE and not remaining,
                          error=errors.name(code), remaining=[f"{t}-{p}" for t, p in remaining], gave_up=gave_up,
                          duration_ms=round((time.monotonic_ns() - t0) / 1e6, 3))
+        return set(remaining) if code == errors.NONE else None
+
+    def _released(self, moved: set[tuple[str, int]]) -> bool:
+        return (self.groups.released({p for t, p in moved if t == zk_paths.OFFSETS_TOPIC})
+                and self.txns.released({p for t, p in moved if t == TRANSACTION_STATE_TOPIC}))
 
     def _ask_controller_to_shut_down(self, timeout_s: float) -> tuple[int, list[tuple[str, int]]]:
         if self.controller.is_active:
@@ -523,7 +529,12 @@ class Broker:
         self.events.emit("broker_stopping", controller=self.controller.is_active)
         if self.cfg.get("controlled.shutdown.enable"):
             step("controlled_shutdown")
-            self._controlled_shutdown()
+            led = self.replicas.led_with_followers()
+            remaining = self._controlled_shutdown()
+            moved = led - remaining if remaining is not None else set()
+            if moved:
+                step("controlled_shutdown_handover")
+                await_handover(moved, self.replicas.led_with_followers, self._released, self.events)
         step("controller_shutdown")
         self.config_changes.stop()
         self.controller.shutdown()

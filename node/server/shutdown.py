@@ -26,9 +26,12 @@ log = logging.getLogger(__name__)
 
 #: The exit status of a broker whose stop the watchdog cut short (0 = a clean stop, 1 = start-up failed).
 EXIT_SHUTDOWN_TIMED_OUT = 3
-#: The stop's steps that wait a fixed time at most: the controller thread's join (ControllerShell.shutdown)
-#: and the gRPC server's stop (Broker.stop).
-FIXED_STEPS_S = 5.0 + 2.0
+#: How long a stop waits, after a controlled shutdown succeeded, for the controller's LeaderAndIsr to be applied
+#: here and its coordinator unloads done before the Kafka listeners close (:func:`await_handover`).
+HANDOVER_WAIT_S = 1.0
+#: The stop's steps that wait a fixed time at most: the controller thread's join (ControllerShell.shutdown),
+#: the gRPC server's stop (Broker.stop) and the wait for the controlled shutdown's handover.
+FIXED_STEPS_S = 5.0 + 2.0 + HANDOVER_WAIT_S
 #: Slack for the steps that only touch local files and threads (groups, replica logs, the event log).
 SLACK_S = 5.0
 
@@ -112,3 +115,29 @@ class ShutdownWatchdog:
             sys.stdout.flush()
             sys.stderr.flush()
             self._exit(EXIT_SHUTDOWN_TIMED_OUT)
+
+
+def await_handover(moved: set[tuple[str, int]], leads: Callable[[], set[tuple[str, int]]],
+                   released: Callable[[set[tuple[str, int]]], bool], events: EventLog,
+                   timeout_s: float = HANDOVER_WAIT_S, clock: Callable[[], float] = time.monotonic) -> bool:
+    """After a successful controlled shutdown: wait until none of ``moved`` (the partitions this broker led, with
+    other replicas, when it asked) is led here any more (``leads()``: the controller's LeaderAndIsr applied) and
+    ``released(moved)`` (the group and transaction coordinators unloaded them, their parked requests answered),
+    at most ``timeout_s``; logs ``controlled_shutdown_handover``.  The Kafka listeners close after it, so their
+    clients get those answers, and NOT_COORDINATOR / NOT_LEADER_OR_FOLLOWER for what they send meanwhile, before
+    their connections close: what Kafka 2.8.2 shows on the wire, where the LeaderAndIsr is handled while
+    KafkaServer.shutdown() stops its dynamic config manager, before it stops the socket server
+    (docs/kafka-listener.md)."""
+    t0 = clock()
+    done = threading.Event()
+    while True:
+        still = moved & leads()
+        if not still and released(moved):
+            break
+        if clock() - t0 >= timeout_s:
+            break
+        done.wait(0.002)   # polling the replica manager and the shells (no event to wait on across both)
+    settled = not (moved & leads()) and released(moved)
+    events.emit("controlled_shutdown_handover", moved=len(moved), settled=settled,
+                waited_ms=round((clock() - t0) * 1000, 3))
+    return settled

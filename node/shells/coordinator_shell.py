@@ -108,6 +108,14 @@ class CoordinatorShell:
                     self._unload(p, epoch)
             except Exception:
                 log.exception("%s of offsets partition %d failed", kind, p)
+            finally:
+                self._jobs.task_done()
+
+    def released(self, partitions: set[int]) -> bool:
+        """None of ``partitions`` is coordinated here any more, and no load or unload is queued or under way
+        (an unload's parked joins and syncs have been answered): what a stop waits for before it closes the
+        Kafka listeners."""
+        return self._jobs.unfinished_tasks == 0 and not partitions & set(self._slots)
 
     def _load(self, p: int, epoch: int) -> None:
         lock = threading.Lock()

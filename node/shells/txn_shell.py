@@ -87,6 +87,12 @@ class TxnShell:
                 self._load(p, epoch) if kind == "load" else self._unload(p, epoch)
             except Exception:
                 log.exception("%s of transaction state partition %d failed", kind, p)
+            finally:
+                self._jobs.task_done()
+
+    def released(self, partitions: set[int]) -> bool:
+        """None of ``partitions`` is coordinated here any more, and no load or unload is queued or under way."""
+        return self._jobs.unfinished_tasks == 0 and not partitions & set(self._slots)
 
     def _load(self, p: int, epoch: int) -> None:
         lock = threading.Lock()

@@ -88,8 +88,8 @@ def load_segments(directory: Path, swapped: set[int],
         stem = name.split(".")[0]
         if name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and stem.isdigit() and int(stem) not in bases:
             (directory / name).unlink()
-    if not bases:
-        return [LogSegment.create(directory, 0, index_interval_bytes)], RecoveryReport(0, 0, 0)
+    if not bases:   # a new log: its first, empty segment (no directory fsync: nothing in it to lose, as Kafka 2.8)
+        return [LogSegment.create(directory, 0, index_interval_bytes, sync_dir=False)], RecoveryReport(0, 0, 0)
     segments = [LogSegment.open(directory, b, index_interval_bytes, recover=b in swapped) for b in bases[:-1]]
     segments.append(LogSegment.open(directory, bases[-1], index_interval_bytes, recover=True))
     for prev, seg in zip(segments, segments[1:]):

@@ -117,10 +117,12 @@ class LogSegment:
     @classmethod
     def create(cls, directory: Path, base_offset: int,
                index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES, *,
-               file_suffix: str = "") -> "LogSegment":
+               file_suffix: str = "", sync_dir: bool = True) -> "LogSegment":
         """Create a new empty segment; fails if its .log file already exists.
 
-        ``file_suffix`` (e.g. ``.cleaned``) is appended to all three file names.
+        ``file_suffix`` (e.g. ``.cleaned``) is appended to all three file names.  ``sync_dir``: fsync the
+        directory, so the new names survive a power loss (a new log's first segment skips it: if its names are
+        lost, so is the empty log, and the broker creates it again; Kafka 2.8 fsyncs no directory).
         """
         path = Path(directory) / (segment_file_name(base_offset, LOG_SUFFIX) + file_suffix)
         if path.exists():
@@ -128,7 +130,8 @@ class LogSegment:
         seg = cls(Path(directory), base_offset, index_interval_bytes, file_suffix)
         os.ftruncate(seg._idx_fd, 0)
         os.ftruncate(seg._tidx_fd, 0)
-        fsync_dir(seg.directory)
+        if sync_dir:
+            fsync_dir(seg.directory)
         return seg
 
     @classmethod

@@ -9,7 +9,8 @@
 //        sink.partitions=N are the program's own
 //
 // stdin: "stop" (or its end) stops the loop, closes both clients and exits.
-// stdout, one JSON object a line:
+// stdout, one JSON object a line, each with "ns": System.nanoTime() when it was written (CLOCK_MONOTONIC on
+// Linux, the clock of the chaos history's "time"), so a reader that takes the line late knows when it happened:
 //   {"ready": true}                                      once both clients are built and initTransactions returned
 //   {"begin": SEQ}                                       a transaction begins
 //   {"produced": SEQ, "inputs": [[t, p, o, v]], "offsets": {"t/p": o}}   its records sent, its offsets too
@@ -53,8 +54,10 @@ public class JavaEosPipeline {
     static final ObjectMapper JSON = new ObjectMapper();
 
     static synchronized void emit(Map<String, Object> m) {
+        Map<String, Object> line = new LinkedHashMap<>(m);
+        line.put("ns", System.nanoTime());
         try {
-            System.out.println(JSON.writeValueAsString(m));
+            System.out.println(JSON.writeValueAsString(line));
             System.out.flush();
         } catch (Exception e) {
             throw new RuntimeException(e);
