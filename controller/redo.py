@@ -156,7 +156,8 @@ class ControllerEvents:
             handlers.run(self.handlers.fenced(str(e)), do)
             return _FENCED
         except CONNECTION_ERRORS as e:
-            do(handlers.Emit("controller_error", {"event": name, "error": repr(e), "redo": self.redo.cut_short(name)}))
+            # controller_error's fields (its "event" is the controller event cut short, docs/events.md)
+            do(handlers.Emit("controller_error", dict(event=name, error=repr(e), redo=self.redo.cut_short(name))))
             if request:
                 raise
         return None
