@@ -28,23 +28,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from controller import handlers
+from controller.event_names import (  # noqa: F401 (the shells name the events as redo.X)
+    STARTUP, CONTROLLER_CHANGE, BROKER_CHANGE, TOPIC_CHANGE, TOPIC_DELETION, PARTITION_MODIFICATIONS,
+    CONFIG_CHANGE, REASSIGNMENT_ISR_CHANGE, ZK_PARTITION_REASSIGNMENT, LOG_DIR_EVENT, EXPIRE,
+    REGISTER_AND_REELECT, TICK, SHUTDOWN)
 from zk.exceptions import CONNECTION_ERRORS, ControllerMovedError
-
-# the controller's events, by the names both shells (and the controller_error log line) use
-STARTUP = "startup"
-CONTROLLER_CHANGE = "controller_change"
-BROKER_CHANGE = "broker_change"
-TOPIC_CHANGE = "topic_change"
-TOPIC_DELETION = "topic_deletion"
-PARTITION_MODIFICATIONS = "partition_modifications"   # a topic znode changed (partitions added)
-CONFIG_CHANGE = "config_change"                       # a topic's or this broker's config changed
-REASSIGNMENT_ISR_CHANGE = "reassignment_isr_change"   # an ISR grew: reassignments may complete
-ZK_PARTITION_REASSIGNMENT = "zk_partition_reassignment"   # /admin/reassign_partitions appeared
-LOG_DIR_EVENT = "log_dir_event"                       # /log_dir_event_notification changed (controller/log_dirs.py)
-EXPIRE = "expire"
-REGISTER_AND_REELECT = "register_and_reelect"
-TICK = "tick"
-SHUTDOWN = "shutdown"
 
 #: Events that only re-read ZooKeeper and decide again, so a connection lost halfway through one
 #: is safe to redo once the connection is back.
