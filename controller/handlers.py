@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, NamedTuple
 
-from controller import redo
+from controller.event_names import REASSIGNMENT_ISR_CHANGE
 from controller.core import ControllerCore, Plan
 from kafkacommon import errors
 from zk.exceptions import ControllerMovedError, StateVersionConflict
@@ -516,7 +516,7 @@ class ControllerHandlers:
                     code = errors.NOT_CONTROLLER
                 elif any(self.core.topics[w.topic].reassigning(w.partition) for w in plan.writes
                          if results.get((w.topic, w.partition)) == errors.NONE and w.topic in self.core.topics):
-                    yield Later(redo.REASSIGNMENT_ISR_CHANGE)   # after the answer, as Kafka's processAlterIsr
+                    yield Later(REASSIGNMENT_ISR_CHANGE)   # after the answer, as Kafka's processAlterIsr
         except ControllerMovedError as e:
             yield from self.fenced(str(e))
             code = errors.NOT_CONTROLLER

@@ -13,27 +13,26 @@ Two losses, two answers:
   work; the controller resigns, the broker registers anew and re-elects, which decides
   everything again (``controller.handlers.ControllerHandlers.expire`` and ``reelect``).
 
-Both shells keep one :class:`RedoQueue`: the broker's event thread
-(node/shells/controller_shell.py) and the simulator's controller (sim/controller.py) report each
-event cut short and, on every tick, run what :meth:`RedoQueue.due` hands back.
+Both shells run their events through one :class:`ControllerEvents`, which holds the sequencing the event
+thread adds around :mod:`controller.handlers`: which handler an event runs, the guard around it (a fenced
+controller resigns; a lost connection logs ``controller_error`` and leaves the event in a :class:`RedoQueue`),
+the order of a tick (the events due again first, in their order, then the core's timers), and the session's
+expiry (nothing redone, the resignation, then the broker's registration and the re-election as one event).
+The broker's event thread (node/shells/controller_shell.py) and the simulator's controller
+(sim/controller.py) only decide when an event is taken (a queue and a thread, or the simulated clock) and
+carry out the commands with their own I/O.
 """
 from __future__ import annotations
 
-# the controller's events, by the names both shells (and the controller_error log line) use
-STARTUP = "startup"
-CONTROLLER_CHANGE = "controller_change"
-BROKER_CHANGE = "broker_change"
-TOPIC_CHANGE = "topic_change"
-TOPIC_DELETION = "topic_deletion"
-PARTITION_MODIFICATIONS = "partition_modifications"   # a topic znode changed (partitions added)
-CONFIG_CHANGE = "config_change"                       # a topic's or this broker's config changed
-REASSIGNMENT_ISR_CHANGE = "reassignment_isr_change"   # an ISR grew: reassignments may complete
-ZK_PARTITION_REASSIGNMENT = "zk_partition_reassignment"   # /admin/reassign_partitions appeared
-LOG_DIR_EVENT = "log_dir_event"                       # /log_dir_event_notification changed (controller/log_dirs.py)
-EXPIRE = "expire"
-REGISTER_AND_REELECT = "register_and_reelect"
-TICK = "tick"
-SHUTDOWN = "shutdown"
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from controller import handlers
+from controller.event_names import (  # noqa: F401 (the shells name the events as redo.X)
+    STARTUP, CONTROLLER_CHANGE, BROKER_CHANGE, TOPIC_CHANGE, TOPIC_DELETION, PARTITION_MODIFICATIONS,
+    CONFIG_CHANGE, REASSIGNMENT_ISR_CHANGE, ZK_PARTITION_REASSIGNMENT, LOG_DIR_EVENT, EXPIRE,
+    REGISTER_AND_REELECT, TICK, SHUTDOWN)
+from zk.exceptions import CONNECTION_ERRORS, ControllerMovedError
 
 #: Events that only re-read ZooKeeper and decide again, so a connection lost halfway through one
 #: is safe to redo once the connection is back.
@@ -78,3 +77,78 @@ class RedoQueue:
         (register anew and re-elect, which decides everything again)."""
         self._pending.clear()
         return REGISTER_AND_REELECT
+
+
+@dataclass(frozen=True)
+class RegisterBroker:
+    """A command of :data:`REGISTER_AND_REELECT`: register this broker in ZooKeeper with its new session
+    (``/brokers/ids/<id>``, a new broker epoch).  The shell raises a connection error when it cannot (yet):
+    the event is then redone on a tick once the connection is back, as any event cut short."""
+
+
+class ControllerEvents:
+    """The controller's event thread without its thread: what each event runs, and how it is guarded.
+
+    ``run(event, do)`` an event by its name; ``request(name, steps, do)`` a broker's request (AlterIsr,
+    ControlledShutdown, ElectLeaders, the admin requests, a LeaderAndIsr's answer: a lost connection is raised to the caller, who asks again, and not
+    redone); ``tick(connected, do)`` the periodic tick; ``expire(do)`` the session's expiry, which returns the
+    event to run next.  ``do`` carries out one of :mod:`controller.handlers`' commands (or
+    :class:`RegisterBroker`) with the shell's I/O.  Exceptions other than ZooKeeper's fencing and connection
+    errors are the shell's to report."""
+
+    def __init__(self, h: handlers.ControllerHandlers) -> None:
+        self.handlers = h
+        self.redo = RedoQueue()
+        self._events: dict[str, Callable[[], Any]] = {
+            STARTUP: h.elect, CONTROLLER_CHANGE: h.controller_change, BROKER_CHANGE: h.broker_change,
+            TOPIC_CHANGE: h.topic_change, TOPIC_DELETION: h.topic_deletion,
+            PARTITION_MODIFICATIONS: h.partition_modifications, CONFIG_CHANGE: h.config_change,
+            REASSIGNMENT_ISR_CHANGE: h.reassignment_isr_change, ZK_PARTITION_REASSIGNMENT: h.zk_partition_reassignment,
+            LOG_DIR_EVENT: h.log_dir_event, REGISTER_AND_REELECT: self._register_and_reelect, SHUTDOWN: h.shutdown}
+
+    def _register_and_reelect(self) -> handlers.Steps:
+        yield RegisterBroker()
+        return (yield from self.handlers.reelect())
+
+    def run(self, event: str, do: Callable[[Any], Any]) -> Any:
+        """One event (by its name), guarded: -> what its handler returns (None when it was cut short or the
+        controller was fenced)."""
+        out = self._guarded(event, self._events[event](), do, request=False)
+        return None if out is _FENCED else out
+
+    def request(self, name: str, steps: handlers.Steps, do: Callable[[Any], Any], fenced: Any = None) -> Any:
+        """A broker's request (``name`` for the log line): its answer, or ``fenced`` when the controller was
+        fenced meanwhile (it resigned: the caller's NOT_CONTROLLER); a lost connection is logged and raised
+        to the shell (the caller gets the error and asks again)."""
+        out = self._guarded(name, steps, do, request=True)
+        return fenced if out is _FENCED else out
+
+    def tick(self, connected: Callable[[], bool], do: Callable[[Any], Any]) -> None:
+        """The periodic tick: the events a lost connection cut short, again, in order, once it is back; then
+        the core's timers (a lost connection cuts their writes short; the next tick does them)."""
+        for event in self.redo.due(connected()):
+            self.run(event, do)
+        self._guarded(TICK, self.handlers.tick(connected=connected()), do, request=False)
+
+    def expire(self, do: Callable[[Any], Any]) -> str:
+        """Kafka's Expire: nothing cut short is redone; the controller resigns (unless a zombie); -> the event
+        to run next (:data:`REGISTER_AND_REELECT`: the broker registers anew and re-elects)."""
+        follow_up = self.redo.session_expired()
+        handlers.run(self.handlers.expire(), do)
+        return follow_up
+
+    def _guarded(self, name: str, steps: handlers.Steps, do: Callable[[Any], Any], request: bool) -> Any:
+        try:
+            return handlers.run(steps, do)
+        except ControllerMovedError as e:
+            handlers.run(self.handlers.fenced(str(e)), do)
+            return _FENCED
+        except CONNECTION_ERRORS as e:
+            # controller_error's fields (its "event" is the controller event cut short, docs/events.md)
+            do(handlers.Emit("controller_error", dict(event=name, error=repr(e), redo=self.redo.cut_short(name))))
+            if request:
+                raise
+        return None
+
+
+_FENCED = object()

@@ -35,11 +35,14 @@ _RESERVED = frozenset({"index", "type", "process", "time", "f", "value", "error"
 
 
 class HistoryWriter:
-    """Thread-safe writer of ``history.jsonl`` (created, or truncated if it exists)."""
+    """Thread-safe writer of ``history.jsonl`` (created, or truncated if it exists).  ``path`` None: no file
+    (a simulated sweep's run keeps the lines it is returned, and encodes them once, at its end)."""
 
-    def __init__(self, path: Path | str, clock: Callable[[], int] = time.monotonic_ns) -> None:
-        self._out = JsonLinesWriter(path, truncate=True, ensure_ascii=False)  # a value not JSON: TypeError
-        self.path = self._out.path
+    def __init__(self, path: Path | str | None, clock: Callable[[], int] = time.monotonic_ns) -> None:
+        # a value not JSON: TypeError
+        self._out = JsonLinesWriter(path, truncate=True, ensure_ascii=False) if path is not None else None
+        self.path = self._out.path if self._out is not None else None
+        self._closed = False
         self._clock = clock
         self._lock = threading.Lock()
         self._next_index = 0
@@ -89,7 +92,7 @@ class HistoryWriter:
     def _write(self, op: dict[str, Any], opens: int | None = None,
                closes: dict[str, Any] | None = None) -> dict[str, Any]:
         with self._lock:
-            if self._out.closed:
+            if self._closed:
                 raise ValueError(f"history {self.path} is closed")
             if opens is not None and opens in self._open:
                 raise ValueError(f"process {opens} already has an open operation "
@@ -102,7 +105,8 @@ class HistoryWriter:
                 t = self._last_time  # keep index order = time order even if the clock misbehaves
             line_op = {"index": self._next_index, "type": op["type"], "process": op["process"], "time": t,
                        **{k: v for k, v in op.items() if k not in ("type", "process")}}
-            self._out.write(line_op)   # TypeError (nothing written, nothing counted): not JSON
+            if self._out is not None:
+                self._out.write(line_op)   # TypeError (nothing written, nothing counted): not JSON
             self._next_index += 1
             self._last_time = t
             if opens is not None:
@@ -127,7 +131,9 @@ class HistoryWriter:
 
     def close(self) -> None:
         with self._lock:
-            self._out.close()
+            self._closed = True
+            if self._out is not None:
+                self._out.close()
 
     def __enter__(self) -> "HistoryWriter":
         return self

@@ -65,6 +65,30 @@ APP_CHECKERS: dict[str, Checker] = {c.name: c for c in (
 )}
 APP_KINDS: tuple[str, ...] = tuple(k for c in APP_CHECKERS.values() for k in c.kinds)
 
+
+@dataclass(frozen=True)
+class Invariant:
+    """A rule that holds at every instant of a run (judge/invariants.py), checked while a simulated run goes."""
+    name: str
+    kinds: tuple[str, ...]
+    description: str
+
+
+#: The invariants, named once.  Where an invariant reports a kind an end-of-run checker reports too
+#: (``lost-write``, ``unclean-election``, ``multiple-controllers``), that checker is the one it is counted under.
+INVARIANTS: dict[str, Invariant] = {i.name: i for i in (
+    Invariant("one-controller-per-epoch", ("multiple-controllers",), "two brokers elected for one controller epoch"),
+    Invariant("leader-in-isr", ("leader-not-in-isr", "unclean-election"),
+              "a leader outside its ISR, or elected from outside the previous ISR (unclean elections off)"),
+    Invariant("hw-within-isr", ("hw-above-isr-leo",),
+              "a leader's high watermark above the log end of a member of its ISR"),
+    Invariant("no-acknowledged-record-lost", ("lost-write",),
+              "a broker became leader without a record a producer had acknowledged"),
+    Invariant("one-coordinator-per-epoch", ("multiple-coordinators",),
+              "two brokers loaded one offsets partition in the same leader epoch"),
+)}
+
+
 #: The checkers of a transactional workload (``workload.transactions``, judge/checks_txn.py): they also read
 #: what the runner saw at its end (the ``txn`` option: the topics, the group, its final offsets, whether it
 #: drained), and judge nothing without it.  ``judge.checkers.check`` runs them after ``CHECKERS`` when given
@@ -83,3 +107,11 @@ TXN_CHECKERS: dict[str, Checker] = {c.name: c for c in (
             check_zombies),
 )}
 TXN_KINDS: tuple[str, ...] = tuple(k for c in TXN_CHECKERS.values() for k in c.kinds)
+
+
+def kinds_of(name: str) -> tuple[str, ...]:
+    """The anomaly kinds of a checker (a transactional one too) or an invariant, by its name."""
+    for table in (CHECKERS, TXN_CHECKERS, INVARIANTS):
+        if name in table:
+            return table[name].kinds
+    raise KeyError(name)

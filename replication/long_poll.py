@@ -9,19 +9,23 @@ partitions, the leader epoch moves past the one the fetch named, or ``max_wait_m
 HW alone does not end a follower's wait: the follower learns it on its next fetch.
 
 The follower's position is recorded once, when the fetch arrives (it may move the HW, complete
-acks=all waiters and expand the ISR); the answer is read when the wait ends, each partition's error from :func:`answer_error`.  Both the broker's
-fetch handler (node/replicas/leader_fetch.py: one fetch of many partitions, a fetch session's
-unlisted partitions included) and the simulator's (sim/replicas.py: one partition per fetch) ask
-:func:`waits` when the fetch arrives and again on every append, HW move or role change, and
-:func:`deadline_ms` when to give up waiting; a follower's answer then leaves out the partitions
-without news (``replication.fetch_session.has_news``).
+acks=all waiters and expand the ISR); the answer is read when the wait ends, each partition's error
+from :func:`answer_code`.  Both the broker's fetch handler (node/replicas/leader_fetch.py) and the
+simulator's (sim/fetching.py) take a fetch of many partitions (a fetch session's unlisted partitions
+included) through :class:`LeaderFetch`, which asks whether it waits when it arrives and again on every
+append, HW move or role change; a follower's answer then leaves out the partitions without news
+(``replication.fetch_session.has_news``).
 """
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, Iterable, NamedTuple
 
 from kafkacommon import errors
-from replication.fetch_session import readable
+from replication.fetch_session import PartitionFetch, has_news, readable
+from replication.partition import AlterIsrProposal, FetchOutcome, LogView, PartitionReplication
+
+TP = tuple[str, int]
 
 
 class Position(NamedTuple):
@@ -65,3 +69,151 @@ def waits(urgent: bool, positions: Iterable[Position], follower: bool) -> bool:
 def deadline_ms(now_ms: float, max_wait_ms: float) -> float:
     """When a parked fetch is answered whatever it has (a negative ``max_wait_ms`` waits not at all)."""
     return now_ms + max(max_wait_ms, 0)
+
+
+def position(pf: PartitionFetch, repl: PartitionReplication, log: LogView) -> Position:
+    """A partition of a fetch as its wait sees it: what the fetcher said (``pf``) against the leader's state."""
+    return Position(pf.fetch_offset, pf.current_leader_epoch, log.log_end_offset, repl.high_watermark,
+                    repl.leader_epoch, repl.is_leader)
+
+
+def answer_code(pf: PartitionFetch, repl: PartitionReplication, log: LogView, follower: bool,
+                replica_open: bool = True, replica_failed: bool = False) -> int | None:
+    """A parked (or waited-for) partition's answer once the wait ended: an error code (when the replica was
+    stopped, ``replica_open`` False: KAFKA_STORAGE_ERROR if its log directory failed, ``replica_failed``, else
+    NOT_LEADER_OR_FOLLOWER; or :func:`answer_error`'s), NONE (read its records), or None: nothing new for a
+    follower (KIP-227: the partition is left out of the answer; a log start offset moved past the follower's is
+    news)."""
+    if not replica_open:
+        return errors.KAFKA_STORAGE_ERROR if replica_failed else errors.NOT_LEADER_OR_FOLLOWER
+    if not repl.is_leader:
+        return errors.NOT_LEADER_OR_FOLLOWER
+    if 0 <= pf.current_leader_epoch < repl.leader_epoch:
+        return errors.FENCED_LEADER_EPOCH
+    if follower and not has_news(pf, log.log_end_offset, repl.high_watermark, True, log.log_start_offset):
+        return None
+    return errors.NONE
+
+
+def ends_wait(pf: PartitionFetch, repl: PartitionReplication, log: LogView, follower: bool) -> bool:
+    """Whether one partition ends a fetch's wait: :func:`waits`' rule for it (readable, or an answer error)."""
+    if not repl.is_leader or 0 <= pf.current_leader_epoch < repl.leader_epoch:
+        return True
+    return (log.log_end_offset if follower else repl.high_watermark) > pf.fetch_offset
+
+
+class Part(NamedTuple):
+    """One partition of a fetch: its name, the shell's handle on the replica, and what the fetcher said."""
+    tp: TP
+    handle: Any
+    fetch: PartitionFetch
+
+
+@dataclass(eq=False)
+class LeaderFetch:
+    """One fetch at the leader from its arrival to its answer (Kafka 2.8's ``fetchMessages`` and its
+    ``DelayedFetch``), sans-IO: both the broker's fetch handler (node/replicas/leader_fetch.py) and the
+    simulator's (sim/fetching.py) take a fetch through it, in this order, doing only their own I/O (locks,
+    log lines, the AlterIsr sends, the wire) between the steps:
+
+    1. :meth:`unlisted` for each partition of the follower's session it did not list (a fetch at the offset
+       it last listed): one with nothing to record is *idle*; the others are then handled as listed;
+    2. :meth:`record` for each listed partition the broker hosts as leader (:meth:`not_leader` for the
+       others): the follower's position is recorded (the HW may move, an ISR expansion may be proposed), and
+       the partition is answered at once (an error, a diverging epoch, an unknown follower) or *pending*;
+    3. the shell sends :attr:`proposals`, completes the acks=all waits the HW now covers, and parks the fetch
+       while :meth:`waits` (until ``deadline_ms``), asking again on every append, HW move or role change of
+       its partitions;
+    4. :meth:`answer` for each of :meth:`parts`: its answer code (:func:`answer_code`; None: nothing new for
+       a follower, left out); the shell reads the records of those answered NONE.  The partitions answered
+       at once (:attr:`answered`) come first, then these in order.
+    """
+
+    follower: bool
+    deadline_ms: float
+    session_id: int = 0
+    answered: list[tuple[Part, FetchOutcome]] = field(default_factory=list)   # at once: errors, divergence
+    pending: list[Part] = field(default_factory=list)
+    idle: list[Part] = field(default_factory=list)        # a session's unlisted partitions with nothing to record
+    proposals: list[tuple[Any, AlterIsrProposal]] = field(default_factory=list)   # (handle, ISR expansion)
+    hw_moved: bool = False
+
+    @property
+    def urgent(self) -> bool:
+        """Some partition is answered already: Kafka answers the whole fetch at once."""
+        return bool(self.answered)
+
+    def unlisted(self, part: Part, follower_id: int, repl: PartitionReplication, log: LogView, now_ms: int) -> bool:
+        """A session partition the request did not list: True when it is idle (only the fetch time recorded,
+        ``PartitionReplication.on_idle_follower_fetch``); False: the caller records it as listed."""
+        if repl.on_idle_follower_fetch(follower_id, part.fetch.fetch_offset,
+                                       part.fetch.current_leader_epoch, log.log_end_offset, now_ms):
+            self.idle.append(part)
+            return True
+        return False
+
+    def not_leader(self, part: Part, offline: bool = False) -> FetchOutcome:
+        """A listed partition this broker does not lead (or host): NOT_LEADER_OR_FOLLOWER at once, or
+        KAFKA_STORAGE_ERROR when it is not hosted because its log directory failed (``offline``)."""
+        out = FetchOutcome(error=errors.KAFKA_STORAGE_ERROR if offline else errors.NOT_LEADER_OR_FOLLOWER)
+        self.answered.append((Part(part.tp, None, part.fetch), out))   # answered with no state of the replica
+        return out
+
+    def record(self, part: Part, follower_id: int, repl: PartitionReplication, log: LogView,
+               now_ms: int) -> FetchOutcome:
+        """A listed partition's arrival: the follower's position recorded (``on_follower_fetch``); -> its outcome,
+        whose events the shell logs (then it completes the acks=all waits: the HW may have moved)."""
+        hw = repl.high_watermark
+        pf = part.fetch
+        out = repl.on_follower_fetch(follower_id, pf.fetch_offset, pf.last_fetched_epoch, pf.current_leader_epoch,
+                                     log, now_ms, log_start_offset=pf.log_start_offset if pf.log_start_offset >= 0
+                                     else None)
+        self.hw_moved = self.hw_moved or repl.high_watermark != hw
+        if out.alter_isr is not None:
+            self.proposals.append((part.handle, out.alter_isr))
+        if out.error != errors.NONE or out.diverging_epoch is not None or out.read_offset is None:
+            self.answered.append((part, out))
+        else:
+            self.pending.append(part)
+        return out
+
+    def parts(self) -> list[Part]:
+        """The partitions the fetch waits on (pending and idle)."""
+        return self.pending + self.idle
+
+    def waits(self, state_of, arriving: bool = False) -> bool:
+        """Whether the fetch is (still) held: :func:`waits` over its pending and idle partitions.
+        ``state_of(handle)`` -> (repl, log), or None for a replica no longer hosted (which ends the wait).
+        ``arriving``: asked right after steps 1 and 2, with nothing changed since: the idle partitions are then
+        known to wait (``on_idle_follower_fetch`` took only partitions led in the fetch's epoch, at the log end),
+        and only the pending ones are asked."""
+        if self.urgent:
+            return False
+        follower = self.follower
+        seen = bool(arriving and self.idle)
+        for parts in ((self.pending,) if arriving else (self.pending, self.idle)):
+            for part in parts:
+                st = state_of(part.handle)
+                if st is None or ends_wait(part.fetch, st[0], st[1], follower):
+                    return False
+                seen = True
+        return seen
+
+    def still_waits(self, handle: Any, repl: PartitionReplication | None, log: LogView | None) -> bool:
+        """:meth:`waits` after a change of one replica only (an append, an HW move or a role change of
+        ``handle``; ``repl`` None: no longer hosted): the fetch waited, so no other partition became readable
+        or has an error meanwhile, and only ``handle``'s are asked again."""
+        follower = self.follower
+        for parts in (self.pending, self.idle):
+            for part in parts:
+                if part.handle is handle and (repl is None or ends_wait(part.fetch, repl, log, follower)):
+                    return False
+        return True
+
+    def answer(self, part: Part, repl: PartitionReplication | None, log: LogView | None,
+               replica_open: bool = True, replica_failed: bool = False) -> int | None:
+        """After the wait, one of :meth:`parts` (in their order): its :func:`answer_code` (``repl`` None: the
+        replica is no longer hosted, as ``replica_open`` False); None leaves it out of the answer."""
+        if repl is None or log is None:
+            return errors.KAFKA_STORAGE_ERROR if replica_failed else errors.NOT_LEADER_OR_FOLLOWER
+        return answer_code(part.fetch, repl, log, self.follower, replica_open, replica_failed)

@@ -11,7 +11,7 @@ through :func:`follower_fetched`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from kafkacommon import errors
 from kafkacommon.event import Event
@@ -30,9 +30,45 @@ def leader_and_isr_action(repl: PartitionReplication | None, broker_id: int, lea
     return LEADER if leader == broker_id else FOLLOWER
 
 
+def leader_and_isr_order(parts: Iterable[Any], repl_of: Callable[[Any], PartitionReplication | None],
+                         broker_id: int) -> tuple[list[Any], list[Any], list[Any]]:
+    """The order one LeaderAndIsr request's partitions (``PartitionInfo``) are taken up in, as three steps, in
+    request order within each: (the replicas hosted here that now follow or only see their ISR change, then
+    the new replicas that lead; the hosted replicas that now lead, which a shell may take up side by side; the
+    new replicas that follow).  ``repl_of(p)``: the hosted replica's state, None when it is new.
+
+    A hosted replica becoming a follower writes nothing, so the partitions it follows are fetched at once (a
+    new leader's acks=all appends, a moved coordinator's first commit, wait on those fetches); each new
+    leader writes and fsyncs its leader epoch checkpoint.  Kafka 2.8 runs makeLeaders before makeFollowers,
+    one partition after the other (this order when every replica is new): a listed deviation."""
+    first: list[Any] = []
+    new_leaders: list[Any] = []
+    together: list[Any] = []
+    last: list[Any] = []
+    for p in parts:
+        repl = repl_of(p)
+        leads = leader_and_isr_action(repl, broker_id, p.leader, p.leader_epoch) == LEADER
+        if repl is not None:
+            (together if leads else first).append(p)
+        else:
+            (new_leaders if leads else last).append(p)
+    return first + new_leaders, together, last
+
+
 def isr_update_is_newer(repl: PartitionReplication | None, leader_epoch: int, zk_version: int) -> bool:
     """UpdateMetadata's partition state: applied only as a newer ISR of the same leader epoch (after an AlterIsr)."""
     return repl is not None and repl.leader_epoch == leader_epoch and zk_version > repl.zk_version
+
+
+def isr_update(repl: PartitionReplication | None, leader_epoch: int, zk_version: int, isr: Iterable[int],
+               log: LogView | None, now_ms: int, newer_only: bool = False) -> list[Event] | None:
+    """A partition state for the role this replica has already: a LeaderAndIsr's (:data:`ISR`), or, with
+    ``newer_only``, UpdateMetadata's, applied only when :func:`isr_update_is_newer`.  -> the core's events (the
+    shell logs them, then wakes what waits on the partition: the HW may have moved), or None when nothing was
+    applied (the replica is not hosted, or the state is not newer)."""
+    if repl is None or (newer_only and not isr_update_is_newer(repl, leader_epoch, zk_version)):
+        return None
+    return repl.apply_isr_update(list(isr), zk_version, leader_epoch, log=log, now_ms=now_ms)
 
 
 @dataclass

@@ -25,6 +25,7 @@ from kafkacommon.event import Event
 from kafkacommon.hashing import partition_for
 from replication.broker_state import BrokerState
 from replication.log_dirs import LogDirs
+from replication import roles
 from sim.configs import SimConfigListener
 from sim.controller import SimController
 from sim.disk import SimDisk
@@ -34,6 +35,7 @@ from sim.replicas import SimReplicaManager
 from sim.txn_coordinators import SimTxnCoordinators, write_txn_markers
 from transactions.config import TRANSACTION_STATE_TOPIC, TxnConfig
 from sim.zkdoor import CONNECTION_ERRORS, ZkDoor
+from zk.exceptions import ZkConnectionLost
 from kafkacommon.metadata import BrokerRegistration
 from zk.paths import OFFSETS_TOPIC
 
@@ -58,6 +60,7 @@ class SimConfig:
     initial_rebalance_delay_ms: int = 500
     min_session_timeout_ms: int = 500
     commit_timeout_ms: int = 5000
+    metadata_resend_interval_ms: int = 2000   # kafkasim.controller.metadata.resend.interval.ms (0: never, as Kafka)
     txn_partitions: int = 10             # transaction.state.log.num.partitions (chaos runs' fast default)
     bugs: frozenset[str] = frozenset()
     log_dirs: int = 1                   # data directories per broker, each a disk of its own
@@ -218,10 +221,10 @@ class SimBroker:
             offsets_replication_factor=min(self.cfg.offsets_replication_factor, self.cfg.brokers),
             unclean_leader_election=self.cfg.unclean_leader_election, auto_leader_rebalance=False,
             expected_brokers=self.cfg.brokers, offsets_eager_create=self.cfg.offsets_eager_create,
+            metadata_resend_interval_ms=self.cfg.metadata_resend_interval_ms,
             planted_elect_outside_isr="elect-outside-isr" in bugs)
         self.controller = SimController(self, self.zk, settings, zombie="zombie-controller" in bugs)
         self.configs = SimConfigListener(self)
-        self._controller_started = False
         self._register()
         self.world.on_node(self.node, self.cfg.session_timeout_ms / 3, self._ping)
         self.world.on_node(self.node, self.cfg.replica_lag_time_max_ms / 2, self._shrink_check)
@@ -252,7 +255,9 @@ class SimBroker:
                 files.truncate(last.path, max(0, last.size_bytes - torn_bytes))
                 files.fsync(last.path)
 
-    def _register(self) -> None:
+    def _try_register(self) -> bool:
+        """Connect (a new session when there is none) and register this broker; False when ZooKeeper cannot be
+        reached, or an old session of this broker still holds its znode (it waits for that to expire)."""
         zk = self.zk
         try:
             if zk.session_id is None or zk.expired:
@@ -261,23 +266,29 @@ class SimBroker:
             zk.ensure_persistent_paths()
             epoch = zk.register_broker(BrokerRegistration(self.id, "sim", 9000 + self.id, self.now()))
         except CONNECTION_ERRORS:
-            self.world.on_node(self.node, REGISTER_RETRY_MS, self._register)
-            return
-        if epoch is None:       # an old session still holds the znode: wait for it to expire
-            self.world.on_node(self.node, REGISTER_RETRY_MS, self._register)
-            return
+            return False
+        if epoch is None:
+            return False
         self.state.broker_epoch = epoch
         self.emit("broker_registered", broker_epoch=epoch, session_id=f"0x{zk.session_id:x}")
         self.configs.process()   # every notification present (a new session's watch too)
-        if not self._controller_started:
-            self._controller_started = True
-            self.controller.start()
-        else:
-            self.controller.reelect()
+        return True
+
+    def _register(self) -> None:
+        """At start: register (retried every 100 ms until it can), then the controller's startup."""
+        if not self._try_register():
+            self.world.on_node(self.node, REGISTER_RETRY_MS, self._register)
+            return
+        self.controller.start()
+
+    def register_again(self) -> None:
+        """The controller's register-and-re-elect event, after the session expired (controller/redo.py's
+        ``RegisterBroker``): a connection error when it cannot yet, so the event is redone on a tick."""
+        if not self._try_register():
+            raise ZkConnectionLost(f"broker {self.id} could not register yet")
 
     def _on_session_expired(self) -> None:
         self.controller.on_session_expired()
-        self._register()
 
     def _ping(self) -> None:
         self.zk.ping()
@@ -320,7 +331,11 @@ class SimBroker:
         if kind == "LeaderAndIsr":
             out = self.state.leader_and_isr(header, msg[2], self.dirs.leader_and_isr_errors(
                 [(p.topic, p.partition) for p in msg[2]]))
-            for p in out.became_leader + out.became_follower:
+            first, together, last = roles.leader_and_isr_order(
+                out.became_leader + out.became_follower,
+                lambda p: h.repl if (h := self.replicas.hosted.get((p.topic, p.partition))) is not None else None,
+                self.id)
+            for p in first + together + last:   # the broker's order (it takes up ``together`` side by side)
                 code = self.replicas.apply_leader_and_isr(p)
                 if code:
                     out.partition_errors[(p.topic, p.partition)] = code

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -32,7 +33,7 @@ def _options(args: argparse.Namespace, seed: int):
                 opts = replace(opts, bugs=bugs.check(tuple(args.plant_bug)))
             except ValueError as e:
                 raise SystemExit(f"error: {e}")
-        return opts
+        return _invariant_options(args, opts)
     seed = 1 if seed is None else seed
     kinds = tuple(k for k in (args.faults or "").split(",") if k) if args.faults is not None else None
     try:
@@ -49,7 +50,14 @@ def _options(args: argparse.Namespace, seed: int):
             opts = replace(opts, faults=check_kinds(kinds))
     except (ValueError, FaultError) as e:
         raise SystemExit(f"error: {e}")
-    return opts
+    return _invariant_options(args, opts)
+
+
+def _invariant_options(args: argparse.Namespace, opts):
+    if getattr(args, "invariants_every", 1) < 1:
+        raise SystemExit("error: --invariants-every takes a whole number of steps, 1 or more")
+    return replace(opts, invariants=not getattr(args, "no_invariants", False),
+                   invariants_every=getattr(args, "invariants_every", 1))
 
 
 def _say_run(opts, result, out: Path | None) -> None:
@@ -63,6 +71,10 @@ def _say_run(opts, result, out: Path | None) -> None:
     print("faults:\n" + format_schedule(result.faults))
     print()
     print(format_table(result.results["timeline"]))
+    inv = result.results.get("invariants")
+    if inv is not None:
+        print(f"invariants: checked after every {'' if inv['every'] == 1 else str(inv['every']) + ' '}"
+              f"simulated event{'s' if inv['every'] > 1 else ''} ({inv['checks']} checks)")
     if "txn_timeline" in result.results:
         from judge.txn_timeline import format_txn_table
         t = result.results["transactions"]
@@ -71,6 +83,12 @@ def _say_run(opts, result, out: Path | None) -> None:
               f"crashes: {t['crashes']}")
     for a in result.results["checks"]["anomalies"]:
         print(f"ANOMALY {a['kind']}: {a['message']}")
+        stop = a.get("details", {}).get("stopped_at")
+        if stop is not None:
+            print(f"  the run stopped at step {stop['step_index']} ({stop['time_ms']:.3f} ms): {stop['step']}")
+            for e in stop["events"]:
+                fields = {k: v for k, v in e.items() if k not in ("mono_ns", "broker", "type")}
+                print(f"    broker {e.get('broker')}: {e.get('type')} {json.dumps(fields, default=str)}")
     for u in result.results["checks"]["unknowns"]:
         print(f"unknown: {u}")
     for n in result.results["workload_errors"]:
@@ -122,6 +140,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
             print(f"files: {mine[:16]} vs {theirs[:16]} in {args.check}: {'IDENTICAL' if same else 'DIFFERENT'}")
             if not same:
                 return 1
+        if args.digest:
+            same = result.digest == args.digest
+            print(f"digest: {result.digest} here, {args.digest} given: {'IDENTICAL' if same else 'DIFFERENT'}")
+            if not same:
+                return 1
     return result.exit_code
 
 
@@ -158,10 +181,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             elif o.verdict == CRASHED:
                 crashed.append(o)
             bar.update(task, advance=1, found=f"invalid: {len(failing)}  crashed: {len(crashed)}")
-        outcomes = sweep(base, seeds, jobs=args.jobs, on_done=done, stop_on_failure=args.stop_on_failure)
+        spark_info = None
+        if args.spark:
+            from sim.spark_sweep import spark_sweep, stop
+            try:
+                outcomes, spark_info = spark_sweep(args.spark, base, seeds, tasks=args.tasks, on_done=done)
+            finally:
+                stop()
+        else:
+            outcomes = sweep(base, seeds, jobs=args.jobs, on_done=done, stop_on_failure=args.stop_on_failure)
     wall = time.perf_counter() - t0
     counts = verdict_counts(outcomes)
-    t = Table(title=f"sweep of seeds {args.seeds} ({len(outcomes)} run, {wall:.1f} s wall, --jobs {args.jobs})")
+    how = f"on {args.spark}, {spark_info.tasks} tasks" if spark_info else f"--jobs {args.jobs}"
+    print(f"sweep of seeds {args.seeds}: {len(outcomes)} run, {wall:.1f} s wall, {how}, "
+          f"{len(outcomes) / wall * 60:.1f} seeds per minute")
+    t = Table(title="verdicts")
     for col in ("verdict", "seeds", "coordinator moves", "simulated s", "wall s"):
         t.add_column(col, justify="right" if col != "verdict" else "left")
     for v in counts:
@@ -171,10 +205,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     console.print(t)
     if failing:
         f = Table(title="failing seeds")
-        for col in ("seed", "anomalies", "faults"):
+        for col in ("seed", "anomalies", "faults", "first violation"):
             f.add_column(col)
         for o in sorted(failing, key=lambda o: o.seed):
-            f.add_row(str(o.seed), ", ".join(o.kinds), str(o.faults))
+            f.add_row(str(o.seed), ", ".join(o.kinds), str(o.faults), o.violation)
         console.print(f)
     if crashed:
         crashed.sort(key=lambda o: o.seed)
@@ -192,11 +226,24 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     first = min(failing + crashed, key=lambda o: o.seed, default=None)
     if first is not None:
         console.print(f"replay one: kafkasim sim run --seed {first.seed}{_flags(args)}")
+        if first.digest:
+            console.print(f"same bytes here as where it ran: kafkasim sim replay {first.seed} --digest {first.digest}"
+                          f"{_flags(args)}")
+    if spark_info is not None:
+        console.print(f"spark: application {spark_info.app_id}, {spark_info.tasks} tasks of up to "
+                      f"{spark_info.seeds_per_task} seeds, code {spark_info.code[:16]}, executors imported it from "
+                      f"{', '.join(spark_info.imported_from)}")
     if out is not None:
         write_outcomes(out, outcomes, {
-            "seeds": args.seeds, "jobs": args.jobs, "run": len(outcomes), "wall_s": round(wall, 3),
+            "seeds": args.seeds, "jobs": None if spark_info else args.jobs, "run": len(outcomes),
+            "wall_s": round(wall, 3), "seeds_per_minute": round(len(outcomes) / wall * 60, 1),
+            "spark": None if spark_info is None else {
+                "master": spark_info.master, "application": spark_info.app_id, "tasks": spark_info.tasks,
+                "seeds_per_task": spark_info.seeds_per_task, "code_sha256": spark_info.code,
+                "imported_from": list(spark_info.imported_from)},
             "options": _flags(args).strip(), "verdicts": counts,
-            "invalid": [{"seed": o.seed, "anomalies": list(o.kinds)} for o in sorted(failing, key=lambda o: o.seed)],
+            "invalid": [{"seed": o.seed, "anomalies": list(o.kinds), "first_violation": o.violation}
+                        for o in sorted(failing, key=lambda o: o.seed)],
             "crashed": [{"seed": o.seed, "error": o.error} for o in crashed]})
         print(f"outcomes: {out / 'outcomes.jsonl'}, summary: {out / 'summary.json'}")
     return 1 if failing or crashed else 0
@@ -207,6 +254,10 @@ def _flags(args: argparse.Namespace) -> str:
     out = f" --brokers {args.brokers} --groups {args.groups} --duration {args.duration:g}"
     if args.faults is not None:
         out += f" --faults '{args.faults}'"
+    if getattr(args, "no_invariants", False):
+        out += " --no-invariants"
+    elif getattr(args, "invariants_every", 1) != 1:
+        out += f" --invariants-every {args.invariants_every}"
     if args.log_dirs != 1:
         out += f" --log-dirs {args.log_dirs}"
     if args.transactions:
@@ -284,6 +335,10 @@ def add_parsers(sub) -> None:
                        help=f"comma-separated kinds ({', '.join(KINDS)}; default {','.join(DEFAULT_KINDS)}; "
                             "'' for none)")
         p.add_argument("--plant-bug", action="append", metavar="NAME", help="a planted bug (see docs/simulation.md)")
+        p.add_argument("--no-invariants", action="store_true",
+                       help="do not check the invariants while the run goes (only the checkers at its end)")
+        p.add_argument("--invariants-every", type=int, default=1, metavar="N",
+                       help="check the invariants after every N simulated events (default 1: every one)")
         p.add_argument("--log-dirs", type=int, default=1, help="log directories per broker, each a disk of its own "
                        "(a disk fault takes one offline; with 1, the broker halts)")
         p.add_argument("--transactions", type=int, default=0, metavar="N",
@@ -305,10 +360,17 @@ def add_parsers(sub) -> None:
     p.add_argument("--scenario", default=None)
     p.add_argument("--out", default=None)
     p.add_argument("--check", default=None, metavar="RUN_DIR", help="an earlier `sim run --out` of the same seed")
+    p.add_argument("--digest", default=None, metavar="HEX",
+                   help="the digest a sweep recorded for this seed (where it ran): compared with this run's")
     p.set_defaults(func=cmd_replay)
     w = ss.add_parser("sweep", help="many seeds, a table of verdicts and the failing seeds")
     w.add_argument("--seeds", required=True, help="A..B (inclusive)")
     w.add_argument("--jobs", type=int, default=1)
+    w.add_argument("--spark", default=None, metavar="MASTER",
+                   help="run the seeds as tasks on a Spark cluster (spark://HOST:PORT, or local[N]) instead of --jobs")
+    w.add_argument("--tasks", type=int, default=None,
+                   help="with --spark: how many tasks to cut the seeds into (default 4 per executor core, at most "
+                        "200 seeds a task)")
     w.add_argument("--no-progress", action="store_true")
     w.add_argument("--stop-on-failure", action="store_true", help="stop at the first failing (or crashed) seed")
     w.add_argument("--out", default=None, metavar="DIR",

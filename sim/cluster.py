@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from sim.broker import SimBroker, SimConfig
 from sim.zk_model import ZkModel
@@ -47,11 +47,14 @@ class SimCluster:
                                cfg.zk_tick_ms)
         self.brokers = {i: SimBroker(self, i) for i in range(1, cfg.brokers + 1)}
         self._observer: ZkDoor | None = None
+        self.on_emit: Callable[[dict[str, Any]], None] | None = None   # each event as logged (sim/invariants.py)
 
     def emit(self, broker: int, type_: str, fields: dict[str, Any]) -> None:
         ns = self.clock()
-        self.events.setdefault(broker, []).append(
-            {"ts_ms": round(WALL_BASE_MS + ns / 1e6, 3), "mono_ns": ns, "broker": broker, "type": type_, **fields})
+        e = {"ts_ms": round(WALL_BASE_MS + ns / 1e6, 3), "mono_ns": ns, "broker": broker, "type": type_, **fields}
+        self.events.setdefault(broker, []).append(e)
+        if self.on_emit is not None:
+            self.on_emit(e)
 
     def start(self, only: int | None = None) -> None:
         """Start every broker not running yet (``only``: just that one), in id order."""
@@ -83,6 +86,23 @@ class SimCluster:
         parts = {tp: {"leader": st.leader, "isr": list(st.isr), "replicas": list(topics[tp[0]].partitions[tp[1]])}
                  for tp, (st, _ver) in states.items()}
         return brokers, controller, parts
+
+    def topic_states(self, topic: str) -> dict[int, dict]:
+        """One topic's partitions as zk_view has them ({p: {leader, isr, replicas}}), reading only that topic's
+        znodes ({} when ZooKeeper cannot be reached or the topic is not there)."""
+        if not self.world.nodes["zk1"].up:
+            return {}
+        try:
+            d = self._door()
+            got = d.read_topic(topic)
+            if got is None:
+                return {}
+            a = got[0]
+            states = d.read_states([(topic, p) for p in sorted(a.partitions)])
+        except (NoNode, *CONNECTION_ERRORS):
+            return {}
+        return {p: {"leader": st.leader, "isr": list(st.isr), "replicas": list(a.partitions[p])}
+                for (_t, p), (st, _ver) in states.items()}
 
     def expire_session(self, broker_id: int) -> None:
         b = self.brokers[broker_id]
@@ -137,14 +157,14 @@ class SimCluster:
         ctl = self._controller()
         if ctl is None:
             return NOT_CONTROLLER, {}
-        return ctl.request(ctl.handlers.alter_reassignments(requested))
+        return ctl.request("alter_reassignments", ctl.handlers.alter_reassignments(requested), (NOT_CONTROLLER, {}))
 
     def list_reassignments(self, tps: list | None = None) -> tuple[int, dict]:
         from kafkacommon.errors import NOT_CONTROLLER
         ctl = self._controller()
         if ctl is None:
             return NOT_CONTROLLER, {}
-        return ctl.request(ctl.handlers.list_reassignments(tps))
+        return ctl.request("list_reassignments", ctl.handlers.list_reassignments(tps), (NOT_CONTROLLER, {}))
 
     def elect_leaders(self, tps: list, election_type: int) -> dict:
         """ElectLeaders (0: preferred, 1: unclean) to the controller -> {(topic, p): (error, message, leader)}."""
@@ -152,7 +172,8 @@ class SimCluster:
         ctl = self._controller()
         if ctl is None:
             return {tp: (NOT_CONTROLLER, None, -1) for tp in tps}
-        return ctl.request(ctl.handlers.elect_leaders_request(list(tps), election_type))
+        return ctl.request("elect_leaders_request", ctl.handlers.elect_leaders_request(list(tps), election_type),
+                           {tp: (NOT_CONTROLLER, None, -1) for tp in tps})
 
     def request_zk_reassignment(self, partitions: dict) -> None:
         """The ZooKeeper-era kafka-reassign-partitions: /admin/reassign_partitions, which the controller watches."""

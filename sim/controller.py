@@ -18,7 +18,8 @@ from controller import handlers, redo
 from controller.core import ControllerCore, ControllerSettings, LeaderAndIsrCmd, StopReplicaCmd, UpdateMetadataCmd
 from replication.broker_state import Header, PartitionInfo
 from sim import rpc
-from sim.zkdoor import CONNECTION_ERRORS, ControllerMovedError, ZkDoor
+from kafkacommon import errors
+from sim.zkdoor import CONNECTION_ERRORS, ZkDoor
 
 TICK_MS = 100.0
 SEND_TIMEOUT_MS = 1000.0     # a controller request's deadline (the socket timeout)
@@ -77,26 +78,31 @@ class SimController:
         self.zk = zk
         self.core = ControllerCore(settings, rng=self.world.rng.randrange)
         self.handlers = handlers.ControllerHandlers(self.core, broker.id, zombie=zombie)
-        self.redo = redo.RedoQueue()    # controller/redo.py: what a lost connection cut short, redone on a tick
+        # controller/redo.py: each event's handler, its guard, the tick's order, the session's expiry, and what a
+        # lost connection cut short (redone on a tick), as the broker's event thread runs them
+        self.events = redo.ControllerEvents(self.handlers)
+        self.redo = self.events.redo
         self.channels: dict[int, SimChannel] = {}
+        self._watchers: dict[str, Callable[[Any], None]] = {}
         self._io: dict[type, Callable[[Any], Any]] = {   # the handlers' commands, carried out here
-            handlers.ReadController: lambda c: zk.read_controller(watch=self._controller_watch),
+            handlers.ReadController: lambda c: zk.read_controller(watch=self._on(redo.CONTROLLER_CHANGE)),
             handlers.DeleteControllerIfOurs: lambda c: zk.delete_controller_if_ours(),
             handlers.TryElect: lambda c: zk.try_elect_controller(self.b.id, self.b.now()),
             handlers.ReadSnapshot: lambda c: handlers.Snapshot(*zk.read_context(
-                broker_watch=self._broker_watch if c.watch_brokers else None, topic_watch=self._topic_watch,
-                topic_data_watch=self._topic_data_watch, broker_id=self.b.id)),
+                broker_watch=self._on(redo.BROKER_CHANGE) if c.watch_brokers else None,
+                topic_watch=self._on(redo.TOPIC_CHANGE), topic_data_watch=self._on(redo.PARTITION_MODIFICATIONS),
+                broker_id=self.b.id)),
             handlers.CachedStates: lambda c: {},     # no metadata cache: a new controller reads the states
-            handlers.ReadBrokers: lambda c: zk.read_brokers(watch=self._broker_watch),
+            handlers.ReadBrokers: lambda c: zk.read_brokers(watch=self._on(redo.BROKER_CHANGE)),
             handlers.ReadStates: lambda c: zk.read_states(c.tps),
-            handlers.ReadDeletionRequests: lambda c: zk.read_deletion_requests(watch=self._deletion_watch),
+            handlers.ReadDeletionRequests: lambda c: zk.read_deletion_requests(watch=self._on(redo.TOPIC_DELETION)),
             handlers.CreateTopic: lambda c: zk.create_topic(c.fence, c.assignment),
             handlers.WriteStates: lambda c: zk.write_states(c.fence, c.writes),
             handlers.DeleteTopic: self._unsupported,
             handlers.DropDeletionMarker: self._unsupported,
             handlers.WriteAssignment: lambda c: zk.write_topic_assignment(c.fence, c.assignment),
             handlers.ReadZkReassignment: lambda c: zk.read_zk_reassignment(
-                watch=self._zk_reassignment_watch if c.watch else None),
+                watch=self._on(redo.ZK_PARTITION_REASSIGNMENT) if c.watch else None),
             handlers.WriteZkReassignment: lambda c: zk.write_zk_reassignment(c.fence, c.partitions),
             handlers.Send: lambda c: self._send(c.requests),
             handlers.CloseChannels: lambda c: self._close_channels(),
@@ -104,18 +110,10 @@ class SimController:
             handlers.Clock: lambda c: self.b.now(),
             handlers.MonoNs: lambda c: self.b.mono_ns(),
             handlers.Later: lambda c: self.world.on_node(self.b.node, 0.0, self._guard, c.event),
-            handlers.ReadLogDirEvents: lambda c: zk.read_log_dir_events(watch=self._log_dir_event_watch),
+            redo.RegisterBroker: lambda c: self.b.register_again(),
+            handlers.ReadLogDirEvents: lambda c: zk.read_log_dir_events(watch=self._on(redo.LOG_DIR_EVENT)),
             handlers.DeleteLogDirEvents: lambda c: zk.delete_log_dir_events(c.fence, list(c.sequences)),
         }
-        h = self.handlers
-        # the events, by controller/redo.py's names (the broker's Event values): each one handler's steps
-        self._events: dict[str, Callable[[], Any]] = {
-            redo.STARTUP: h.elect, redo.CONTROLLER_CHANGE: h.controller_change, redo.BROKER_CHANGE: h.broker_change,
-            redo.TOPIC_CHANGE: h.topic_change, redo.TOPIC_DELETION: h.topic_deletion,
-            redo.PARTITION_MODIFICATIONS: h.partition_modifications, redo.CONFIG_CHANGE: h.config_change,
-            redo.REGISTER_AND_REELECT: h.reelect, redo.REASSIGNMENT_ISR_CHANGE: h.reassignment_isr_change,
-            redo.ZK_PARTITION_REASSIGNMENT: h.zk_partition_reassignment, redo.LOG_DIR_EVENT: h.log_dir_event,
-            redo.TICK: lambda: h.tick(connected=self._connected())}
 
     @property
     def active_controller_id(self) -> int:
@@ -128,9 +126,6 @@ class SimController:
     def _do(self, cmd: Any) -> Any:
         return self._io[type(cmd)](cmd)
 
-    def _run(self, steps: Any) -> Any:
-        return handlers.run(steps, self._do)
-
     # ------------------------------------------------------------------ events
 
     def start(self) -> None:
@@ -141,48 +136,27 @@ class SimController:
         return self.zk.reachable() and not self.zk.expired
 
     def _guard(self, event: str) -> None:
-        """The event thread's guard around one event: a fenced controller resigns; a lost connection
-        leaves what controller/redo.py says to redo."""
-        try:
-            self._run(self._events[event]())
-        except ControllerMovedError as e:
-            self._run(self.handlers.fenced(str(e)))
-        except CONNECTION_ERRORS as e:
-            self.b.emit("controller_error", event=event, error=repr(e), redo=self.redo.cut_short(event))
+        """One event, handled at once (controller/redo.py's guard around it)."""
+        self.events.run(event, self._do)
 
     def _tick(self) -> None:
-        for event in self.redo.due(self._connected()):
-            self._guard(event)
-        self._guard(redo.TICK)    # the core's timers (a connection lost cuts its writes short)
+        self.events.tick(self._connected, self._do)   # what is due again, then the core's timers
         # a broker that is not the controller only retries cut-short work: it ticks less often
         self.world.on_node(self.b.node, TICK_MS if self.core.active or self.redo.pending else 5 * TICK_MS,
                            self._tick)
 
-    def _controller_watch(self, _ev: Any) -> None:
-        self._guard(redo.CONTROLLER_CHANGE)
-
-    def _broker_watch(self, _ev: Any) -> None:
-        self._guard(redo.BROKER_CHANGE)
-
-    def _topic_watch(self, _ev: Any) -> None:
-        self._guard(redo.TOPIC_CHANGE)
-
-    def _deletion_watch(self, _ev: Any) -> None:
-        self._guard(redo.TOPIC_DELETION)
-
-    def _topic_data_watch(self, _ev: Any) -> None:
-        self._guard(redo.PARTITION_MODIFICATIONS)
-
-    def _zk_reassignment_watch(self, _ev: Any) -> None:
-        self._guard(redo.ZK_PARTITION_REASSIGNMENT)
+    def _on(self, event: str) -> Callable[[Any], None]:
+        """A watch's callback: the event it fires, handled at once (one callable per event, made once, as a
+        client library keeps a path's watchers in a set)."""
+        cb = self._watchers.get(event)
+        if cb is None:
+            cb = self._watchers[event] = lambda _watched: self._guard(event)
+        return cb
 
     def config_changed(self) -> None:
         """The broker's config-change listener saw a change: the active controller reads the configs again."""
         if self.core.active:
             self._guard(redo.CONFIG_CHANGE)
-
-    def _log_dir_event_watch(self, _ev: Any) -> None:
-        self._guard(redo.LOG_DIR_EVENT)
 
     def _answered(self, bid: int, msg: tuple, answer: Any) -> None:
         """A broker's answer to one of our requests: a LeaderAndIsr's is an event (controller/log_dirs.py)."""
@@ -191,38 +165,30 @@ class SimController:
         by_tp = {(p.topic, p.partition): 0 for p in msg[2]}
         by_tp.update(answer[1])
         if self.core.response_matters(bid, by_tp):
-            try:
-                self._run(self.handlers.leader_and_isr_response(bid, msg[1].broker_epoch, by_tp))
-            except ControllerMovedError as e:
-                self._run(self.handlers.fenced(str(e)))
-            except CONNECTION_ERRORS as e:   # not redone (as a request): a later answer or failover tells again
-                self.b.emit("controller_error", event="leader_and_isr_response", error=repr(e), redo=False)
+            try:   # a request (controller/redo.py): not redone; a later answer or a failover tells again
+                self.events.request("leader_and_isr_response",
+                                    self.handlers.leader_and_isr_response(bid, msg[1].broker_epoch, by_tp), self._do)
+            except CONNECTION_ERRORS:
+                pass
 
     def on_session_expired(self) -> None:
-        """Kafka's Expire: nothing cut short is redone; resign (unless a zombie).  The broker then
-        registers again and calls :meth:`reelect` (controller/redo.py's follow-up event)."""
-        self.redo.session_expired()
-        self._run(self.handlers.expire())
-
-    def reelect(self) -> None:
-        """After the broker registered again (the session had expired)."""
-        self._guard(redo.REGISTER_AND_REELECT)
+        """Kafka's Expire (controller/redo.py): nothing cut short is redone; resign (unless a zombie); then
+        register anew and re-elect, one event (redone on a tick while ZooKeeper cannot take it)."""
+        self._guard(self.events.expire(self._do))
 
     # ------------------------------------------------------------------ requests from brokers
 
-    def request(self, steps: Any) -> Any:
+    def request(self, name: str, steps: Any, fenced: Any) -> Any:
         """An admin request to this controller (the handlers' ``alter_reassignments``, ``elect_leaders_request``,
-        ...) carried out now -> its answer; a lost connection raises (the caller's request fails)."""
-        try:
-            return self._run(steps)
-        except ControllerMovedError as e:
-            self._run(self.handlers.fenced(str(e)))
-            raise
+        ...) carried out now, guarded as the broker's event thread guards it (controller/redo.py) -> its answer
+        (``fenced`` when the controller was fenced meanwhile); a lost connection raises (the request fails)."""
+        return self.events.request(name, steps, self._do, fenced=fenced)
 
     def handle_alter_isr(self, payload: Any, reply) -> None:
         broker_id, broker_epoch, items = payload
         try:
-            answer = self._run(self.handlers.alter_isr(broker_id, broker_epoch, items))
+            answer = self.events.request("alter_isr", self.handlers.alter_isr(broker_id, broker_epoch, items),
+                                         self._do, fenced=(errors.NOT_CONTROLLER, {}))
         except CONNECTION_ERRORS:
             return   # no answer: the leader's request times out and it proposes again
         reply(answer)

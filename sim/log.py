@@ -168,34 +168,28 @@ class SimLog:
     # ------------------------------------------------------------------ reads
 
     def read(self, offset: int, max_records: int = 1000) -> list[Chunk]:
-        """Batches from ``offset`` as [(epoch, records, producer fields)], at most about ``max_records``: records
-        of no producer in runs of one epoch, a producer's batches whole (and with their producer fields)."""
+        """The batches from the one holding ``offset``, as they were appended, as [(epoch, records, producer
+        fields)]: whole batches (at least one) while they come to at most about ``max_records``.  A follower
+        copies the leader's batches as they are, as Kafka's does, so a truncation to a leader's epoch boundary
+        cuts the follower's log where the leader's batches end (a batch regrouped on the way would be cut whole,
+        below it), and a producer's batch keeps its producer fields (read from inside it, its sequences go on
+        from there)."""
         out: list[Chunk] = []
-        i = offset
-        end = min(len(self.records), offset + max_records)
-        b = bisect_right(self.batch_last, i)
-        while i < end:
-            meta, bend = self.batch_meta[b], self.batch_last[b]
-            if meta is not None:
-                if out and bend > end:
-                    break
-                first = self.batch_last[b - 1] if b else 0
-                if i > first and meta.base_sequence >= 0:   # read from inside the batch: its sequences go on
-                    meta = replace(meta, base_sequence=meta.base_sequence + i - first)
-                out.append((self.records[i][0], [r[1:] for r in self.records[i:bend]], meta))
-                i, b = bend, b + 1
-                continue
-            stop = min(bend, end)
-            epoch = self.records[i][0]
-            recs = [r[1:] for r in self.records[i:stop]]
-            if out and out[-1][2] is None and out[-1][0] == epoch:
-                out[-1][1].extend(recs)
-            else:
-                out.append((epoch, recs, None))
-            i = stop
-            if stop == bend:
-                b += 1
+        i = bisect_right(self.batch_last, offset)
+        n = 0
+        while i < len(self.batch_last) and (not out or n + self.batch_last[i] - self._base(i) <= max_records):
+            base, end = self._base(i), self.batch_last[i]
+            start = max(base, offset)
+            meta = self.batch_meta[i]
+            if meta is not None and start > base and meta.base_sequence >= 0:
+                meta = replace(meta, base_sequence=meta.base_sequence + start - base)
+            out.append((self.records[base][0], [r[1:] for r in self.records[start:end]], meta))
+            n += end - base
+            i += 1
         return out
+
+    def _base(self, batch: int) -> int:
+        return self.batch_last[batch - 1] if batch else 0
 
     def read_bytes(self, offset: int) -> tuple[bytes, int, int]:
         """The coordinator load's read: every whole batch from the one holding ``offset``."""

@@ -1,11 +1,10 @@
-"""A simulated broker's replicas: roles from LeaderAndIsr, follower fetches, produce, acks=all waits.
+"""A simulated broker's replicas: roles from LeaderAndIsr, produce, acks=all waits, ISR changes.
 
 Every decision is ``replication/``'s (``PartitionReplication``, the produce
-rules, ``replication.roles``: a LeaderAndIsr's role change, a follower's fetch
-answer); this module only moves messages and bytes,
-as node/replicas/ does with threads and gRPC.  Simplifications (docs/simulation.md):
-one fetch per partition instead of one fetch session per leader broker (its long poll is
-``replication.long_poll``'s rule, as the broker's).
+rules, ``replication.roles``: a LeaderAndIsr's role change); this module only
+moves messages and bytes, as node/replicas/ does with threads and gRPC.  The
+replica fetches, both sides, are sim/fetching.py's: a fetcher per leader broker
+with a fetch session, as the broker's.
 """
 from __future__ import annotations
 
@@ -17,15 +16,13 @@ from kafkacommon.control import marker_record
 from kafkacommon.event import Event
 from kafkacommon.topic_config import log_config
 from replication.broker_state import PartitionInfo
-from replication import long_poll, roles
+from replication import roles
 from replication.partition import PartitionReplication, ReplicaSettings
 from sim import rpc
+from sim.fetching import SimFetcher, SimLeaderFetches
 from sim.log import ProducerBatch, SimLog
 
 TP = tuple[str, int]
-FETCH_IDLE_MS = 50.0
-FETCH_TIMEOUT_MS = 2000.0
-FETCH_WAIT_MAX_MS = 500.0    # replica.fetch.wait.max.ms
 ALTER_ISR_TIMEOUT_MS = 2000.0
 
 
@@ -34,18 +31,10 @@ class Hosted:
     log: SimLog
     repl: PartitionReplication
     fetching_from: tuple[int, int] | None = None     # (leader, leader epoch) while following
-    # the (leader, leader epoch) an unanswered fetch went to: a new leader is fetched from at once, as Kafka's
-    # fetcher manager moves the partition to the new leader's fetcher thread (the old request is ignored)
-    fetch_in_flight: tuple[int, int] | None = None
+    open: bool = True                                 # False once stopped (no longer hosted)
+    failed: bool = False                              # its log directory failed (taken offline)
     waiters: list = field(default_factory=list)      # [Waiter] acks=all appends
-    parked: list = field(default_factory=list)       # [Parked] follower fetches in their long poll
-
-
-@dataclass(eq=False)
-class Parked:
-    req: tuple              # (follower, tp, fetch offset, last fetched epoch, current leader epoch, follower HW)
-    reply: Callable[[Any], None]
-    read_offset: int
+    parked: list = field(default_factory=list)       # [sim.fetching.Parked] fetches in their long poll
 
 
 @dataclass
@@ -68,6 +57,8 @@ class SimReplicaManager:
         self.topic_configs: dict[str, dict] = {}     # each hosted topic's overrides, read when first hosted
         self.live: frozenset[int] | None = None
         self.on_role: Callable[[str, int, bool, int], None] = lambda t, p, leader, epoch: None
+        self.fetchers: dict[int, SimFetcher] = {}     # one per leader broker, as the broker's fetcher threads
+        self.fetches = SimLeaderFetches(self)         # the leader's side of followers' fetches
 
     def log_events(self, events: list[Event]) -> None:
         self.b.log(*events)
@@ -133,31 +124,40 @@ class SimReplicaManager:
         if h is None:
             return
         h.fetching_from = None
+        h.open, h.failed = False, True
+        self._unassign(tp)
         waiters, h.waiters = h.waiters, []
         for w in waiters:
             w.done(errors.KAFKA_STORAGE_ERROR)
-        parked, h.parked = h.parked, []
-        for p in parked:
-            p.reply((errors.KAFKA_STORAGE_ERROR, -1, None, [], -1))
+        self.fetches.wake(h)   # its parked fetches: KAFKA_STORAGE_ERROR now
         self.on_role(tp[0], tp[1], False, h.repl.leader_epoch)
 
-    def _missing(self, tp: TP) -> int:
+    def missing(self, tp: TP) -> int:
         """The error for a replica not hosted here: KAFKA_STORAGE_ERROR when it is offline."""
         return errors.KAFKA_STORAGE_ERROR if self.b.dirs.is_offline(tp) else errors.NOT_LEADER_OR_FOLLOWER
 
     def _change_role(self, tp: TP, h: Hosted, change: roles.RoleChange) -> None:
         """Carry out replication.roles' RoleChange: the epoch cache, the log lines, the waiters and parked
         fetches (answered by the core's new role), the coordinator's hook, the fetches."""
+        self._unassign(tp)
         if change.epoch_start is not None:
             h.log.epoch_cache.assign(*change.epoch_start)
         self.log_events(change.events)
         if not change.is_leader:   # a leadership lost answers its acks=all waits first, then the parked fetches
             self._settle_waiters(h)
-        self._wake(h)   # parked fetches are answered by the new role now
         h.fetching_from = change.fetch_from
+        self.wake(h)   # parked fetches are answered by the new role now
         self.on_role(tp[0], tp[1], change.is_leader, change.leader_epoch)
-        if h.fetching_from is not None and h.fetch_in_flight != h.fetching_from:
-            self.world.on_node(self.b.node, 0.0, self._fetch, tp)
+        if change.fetch_from is not None:
+            leader, epoch = change.fetch_from
+            f = self.fetchers.get(leader)
+            if f is None:
+                f = self.fetchers[leader] = SimFetcher(self, leader)
+            f.assign(tp, h, epoch)
+
+    def _unassign(self, tp: TP) -> None:
+        for f in self.fetchers.values():
+            f.unassign(tp)
 
     def set_live_brokers(self, live: set[int]) -> None:
         if frozenset(live) == self.live:
@@ -165,29 +165,29 @@ class SimReplicaManager:
         self.live = frozenset(live)
         for h in self.hosted.values():
             self.log_events(h.repl.set_live_brokers(self.live, h.log, self.now()))
-            self._wake(h)
+            self.wake(h)
 
     def update_isr_if_newer(self, p: PartitionInfo) -> None:
-        h = self.hosted.get((p.topic, p.partition))
-        if roles.isr_update_is_newer(h.repl if h is not None else None, p.leader_epoch, p.zk_version):
-            self.update_isr(p)
+        self.update_isr(p, newer_only=True)
 
-    def update_isr(self, p: PartitionInfo) -> None:
+    def update_isr(self, p: PartitionInfo, newer_only: bool = False) -> None:
+        """replication.roles' ISR update, then what waits on the partition is woken."""
         h = self.hosted.get((p.topic, p.partition))
-        if h is not None:
-            self.log_events(h.repl.apply_isr_update(list(p.isr), p.zk_version, p.leader_epoch, log=h.log,
-                                                    now_ms=self.now()))
-            self._wake(h)
+        events = None if h is None else roles.isr_update(h.repl, p.leader_epoch, p.zk_version, p.isr, h.log,
+                                                         self.now(), newer_only)
+        if events is not None:
+            self.log_events(events)
+            self.wake(h)
 
     def stop_replica(self, tp: TP) -> None:
         h = self.hosted.pop(tp, None)
         if h is None:
             return
         h.fetching_from = None
+        h.open = False
+        self._unassign(tp)
         self._settle_waiters(h, replica_open=False)
-        parked, h.parked = h.parked, []
-        for p in parked:
-            p.reply((errors.NOT_LEADER_OR_FOLLOWER, -1, None, [], -1))
+        self.fetches.wake(h)   # its parked fetches: NOT_LEADER_OR_FOLLOWER now
         self.on_role(tp[0], tp[1], False, h.repl.leader_epoch)
 
     # ------------------------------------------------------------------ leader: appends and waits
@@ -200,7 +200,7 @@ class SimReplicaManager:
         duplicate answered with its first offsets; a coordinator's transactional batch for its epoch only."""
         h = self.hosted.get(tp)
         if h is None:
-            done(self._missing(tp), -1)
+            done(self.missing(tp), -1)
             return
         code = h.repl.check_produce(acks, self.now())
         if code != errors.NONE:
@@ -253,7 +253,7 @@ class SimReplicaManager:
         self.log_events(h.repl.on_leader_append(h.log, self.now()))
         self._await(h, h.log.log_end_offset, epoch, acks, timeout_ms, lambda c: done(c, base if c == errors.NONE
                                                                                         else -1), woke=False)
-        self._wake(h)
+        self.wake(h)
 
     def _await(self, h: Hosted, required_offset: int, epoch: int, acks: int, timeout_ms: float,
                done: Callable[[int], None], woke: bool = True) -> None:
@@ -265,7 +265,7 @@ class SimReplicaManager:
         h.waiters.append(w)
         self.world.on_node(self.b.node, timeout_ms, self._expire, h, w)
         if woke:
-            self._wake(h)
+            self.wake(h)
 
     def _expire(self, h: Hosted, w: Waiter) -> None:
         if w in h.waiters:
@@ -282,14 +282,11 @@ class SimReplicaManager:
             else:
                 w.done(code)
 
-    def _wake(self, h: Hosted) -> None:
-        """Answer the parked fetches again, and complete the acks=all waits the core now says are done."""
+    def wake(self, h: Hosted) -> None:
+        """Answer the parked fetches that no longer wait, and complete the acks=all waits the core now says are
+        done (after anything that may move the HW, the log end or the role)."""
         if h.parked:   # replication.long_poll: an append, a role change or a newer epoch ends a wait
-            done = [p for p in h.parked if not long_poll.waits(False, [self._position(h, p)], True)]
-            if done:
-                h.parked = [p for p in h.parked if p not in done]
-                for p in done:
-                    self._answer_parked(h, p)
+            self.fetches.wake(h)
         if not h.waiters:
             return
         keep = []
@@ -309,11 +306,11 @@ class SimReplicaManager:
             prop = h.repl.maybe_shrink_isr(h.log, self.now())
             if prop is not None:   # as the broker's _shrink_isrs: the HW moves only when the AlterIsr lands
                 self.b.log(Event("isr_change_proposed", prop.fields()))
-                self._send_alter_isr(h, prop)
+                self.send_alter_isr(h, prop)
 
     # ------------------------------------------------------------------ AlterIsr
 
-    def _send_alter_isr(self, h: Hosted, prop) -> None:
+    def send_alter_isr(self, h: Hosted, prop) -> None:
         ctl = self.b.state.controller_id
         target = self.b.cluster.brokers.get(ctl)
         if target is None:
@@ -338,115 +335,19 @@ class SimReplicaManager:
                                          state.leader_epoch if state is not None else None,
                                          proposal=prop, log=h.log, now_ms=self.now())
         self.log_events(out.events)
-        self._wake(h)
+        self.wake(h)
 
-    # ------------------------------------------------------------------ follower fetches
-
-    def _fetch(self, tp: TP) -> None:
-        h = self.hosted.get(tp)
-        if h is None or h.fetching_from is None or h.fetch_in_flight == h.fetching_from:
-            return
-        leader, epoch = h.fetching_from
-        target = self.b.cluster.brokers.get(leader)
-        if target is None:
-            return
-        h.fetch_in_flight = (leader, epoch)
-        offset = h.log.log_end_offset
-        req = (self.b.id, tp, offset, h.log.latest_epoch, epoch, h.repl.high_watermark)
-        rpc.call(self.world, self.b.node, target.node, target.handle_fetch, req,
-                 lambda ans: self._fetched(tp, h, leader, epoch, offset, ans), FETCH_TIMEOUT_MS)
-
-    def _fetched(self, tp: TP, h: Hosted, leader: int, epoch: int, offset: int, ans: Any) -> None:
-        if h.fetch_in_flight == (leader, epoch):
-            h.fetch_in_flight = None
-        if self.hosted.get(tp) is not h or h.fetching_from != (leader, epoch):
-            if self.hosted.get(tp) is h and h.fetching_from is not None:
-                self.world.on_node(self.b.node, 0.0, self._fetch, tp)
-            return
-        delay = FETCH_IDLE_MS
-        if ans is not None:
-            code, hw, diverging, batches, leader_leo = ans
-            # replication.roles' step (the simulated leader never answers OFFSET_OUT_OF_RANGE with its log start)
-            step = roles.follower_fetch_answer(code, diverging, None, h.log, h.repl,
-                                               leader_leo if code == errors.OFFSET_OUT_OF_RANGE else None,
-                                               fetch_offset=offset)
-            if step.kind == roles.STALE:
-                delay = 0.0
-            elif step.kind == roles.FAILED:
-                delay = FETCH_IDLE_MS * 2
-            else:   # a truncation, records, or a long poll's empty answer: fetch again at once
-                try:
-                    if step.kind == roles.TRUNCATE:
-                        dropped = h.log.truncate_to(step.offset)
-                        self.b.emit("log_truncated", topic=tp[0], partition=tp[1],
-                                    **step.truncated_fields(dropped, leader, epoch))
-                    elif batches:
-                        h.log.append_as_follower(batches, self.now())
-                        self.b.disk_wrote(h.log)
-                except OSError as e:   # its directory goes offline, and the replica with it: no more fetches
-                    self.b.dir_failed(self.b.dir_of(h.log), "follower append", e)
-                    return
-                delay = 0.0
-                self.log_events(roles.follower_moved(step, h.repl, h.log, hw)[0])
-        if delay:
-            self.world.on_node(self.b.node, delay, self._fetch, tp)
-        else:
-            self._fetch(tp)   # at once: the next fetch of a follower that got something
+    # ------------------------------------------------------------------ fetches
 
     def handle_fetch(self, req: Any, reply: Callable[[Any], None]) -> None:
-        """The leader's side of one partition's fetch: the follower's position recorded once, then
-        replication.long_poll's wait (up to replica.fetch.wait.max.ms), as the broker's fetch handler."""
-        follower, tp, offset, last_epoch, epoch, follower_hw = req
-        h = self.hosted.get(tp)
-        if h is None:
-            reply((self._missing(tp), -1, None, [], -1))
-            return
-        out = h.repl.on_follower_fetch(follower, offset, last_epoch, epoch, h.log, self.now())
-        self.log_events(out.events)
-        if out.alter_isr is not None:
-            self.b.log(Event("isr_change_proposed", out.alter_isr.fields()))
-            self._send_alter_isr(h, out.alter_isr)
-        self._wake(h)
-        if out.error != errors.NONE:   # with the leader's LEO: a follower above it truncates to it
-            reply((out.error, -1, None, [], out.leader_log_end_offset))
-            return
-        if out.diverging_epoch is not None:
-            reply((errors.NONE, out.high_watermark, out.diverging_epoch, [], -1))
-            return
-        if out.read_offset is None:   # nothing recorded (an unknown follower): empty records, no error
-            reply((errors.NONE, out.high_watermark, None, [], -1))
-            return
-        p = Parked(req, reply, out.read_offset)
-        if long_poll.waits(False, [self._position(h, p)], True):
-            h.parked.append(p)
-            now = self.world.now_ms
-            self.world.on_node(self.b.node, long_poll.deadline_ms(now, FETCH_WAIT_MAX_MS) - now, self._unpark, h, p)
-            return
-        self._answer_parked(h, p)
-
-    @staticmethod
-    def _position(h: Hosted, p: Parked) -> long_poll.Position:
-        return long_poll.Position(p.read_offset, p.req[4], h.log.log_end_offset, h.repl.high_watermark,
-                                  h.repl.leader_epoch, h.repl.is_leader)
-
-    def _answer_parked(self, h: Hosted, p: Parked) -> None:
-        """A fetch's answer once its wait ended (or at once): the records from its offset and the HW now."""
-        code = long_poll.answer_error(self._position(h, p))
-        if code != errors.NONE:
-            p.reply((code, -1, None, [], -1))
-            return
-        p.reply((errors.NONE, h.repl.high_watermark, None, h.log.read(p.read_offset, 500), -1))
-
-    def _unpark(self, h: Hosted, p: Parked) -> None:
-        if p in h.parked:
-            h.parked.remove(p)
-            self._answer_parked(h, p)
+        """A follower's fetch (sim/fetching.py's leader side)."""
+        self.fetches.handle_fetch(req, reply)
 
     def read_committed(self, tp: TP, offset: int, max_records: int = 500) -> tuple[int, int, list]:
         """A consumer's read (replica id -1): (error, HW, [(offset, key, value)]) up to the HW."""
         h = self.hosted.get(tp)
         if h is None or not h.repl.is_leader:
-            return (self._missing(tp) if h is None else errors.NOT_LEADER_OR_FOLLOWER), -1, []
+            return (self.missing(tp) if h is None else errors.NOT_LEADER_OR_FOLLOWER), -1, []
         hw = h.repl.high_watermark
         end = min(hw, offset + max_records)
         return errors.NONE, hw, [(o, h.log.records[o][1], h.log.records[o][2]) for o in range(max(offset, 0), end)]

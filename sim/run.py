@@ -17,11 +17,11 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from judge.check_model import Anomaly, CheckResult
 from judge.checkers import check
 from judge.history import HistoryWriter
 from chaos.schedule import Fault
@@ -33,6 +33,7 @@ from sim.broker import SimConfig
 from sim.clients import SimMember, SimProducer
 from sim.cluster import SimCluster
 from sim.faults import DEFAULT_KINDS, Active, Nemesis, check_kinds, make_schedule
+from sim.invariants import InvariantViolation, Monitor
 from sim.txn_workload import OUTPUT, TRANSACTIONAL_ID, SimTxnWorkload
 from transactions.config import TRANSACTION_STATE_TOPIC
 from sim.world import World
@@ -69,6 +70,15 @@ class SimOptions:
     config: dict[str, Any] = field(default_factory=dict)
     assignments: dict[str, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
     controller: int | None = None
+    # judge/invariants.py's invariants checked while the run goes (sim/invariants.py): after every ``every``-th
+    # simulated event; the first violation stops the run.  ``invariants_full``: every partition at each check.
+    invariants: bool = True
+    invariants_every: int = 1
+    invariants_full: bool = False
+    # topics beyond the workload's, with no traffic ({name: partitions}, replication factor 3): the control
+    # plane's load (sim/scale.py's clusters); and whether judge/'s checkers read the run at its end
+    extra_topics: dict[str, int] = field(default_factory=dict)
+    judge: bool = True
     # the transactional workload (sim/txn_workload.py): this many exactly-once pipelines (0: none) reading the
     # producers' topic and writing txn-out, faults aimed at their transaction coordinators too
     transactions: int = 0
@@ -103,7 +113,7 @@ class _History:
     """judge/history.py's writer (the same lines, the same rules) on the run's virtual clock, keeping
     the lines it wrote for the checkers."""
 
-    def __init__(self, path: Path, clock) -> None:
+    def __init__(self, path: Path | None, clock) -> None:
         self.w = HistoryWriter(path, clock=clock)
         self.lines: list[dict[str, Any]] = []
 
@@ -159,12 +169,20 @@ class SimRun:
         if self.out is not None:
             self.out.mkdir(parents=True, exist_ok=True)
         self.cluster = SimCluster(w, self.cfg)
-        if self.out is None:   # a sweep's run: the history is kept in memory only
-            self._tmp = tempfile.TemporaryDirectory(prefix="kafkasim-sim-")
-            hpath = Path(self._tmp.name) / "history.jsonl"
-        else:
-            hpath = self.out / "history.jsonl"
-        self.history = _History(hpath, self.cluster.clock)
+        # a sweep's run (no --out): the history is kept in memory only
+        self.history = _History(self.out / "history.jsonl" if self.out is not None else None, self.cluster.clock)
+        self.monitor = Monitor(self, self.opts.invariants_every, self.opts.invariants_full) \
+            if self.opts.invariants else None
+        try:
+            self._run()
+            if self.monitor is not None:
+                self.monitor.check()    # what the last steps logged
+        except InvariantViolation as stop:
+            return self._analyse(stop)
+        return self._analyse()
+
+    def _run(self) -> None:
+        w = self.world
         if self.opts.controller is not None:   # pinned: it starts alone and wins the first election
             self.cluster.start(only=self.opts.controller)
             self._wait(lambda: self.cluster.zk_view()[1] == self.opts.controller, 20_000)
@@ -187,6 +205,10 @@ class SimRun:
                                        max_records=self.opts.txn_max_records, timeout_ms=self.opts.txn_timeout_ms,
                                        readers=self.opts.txn_readers, zombie_every_ms=self.opts.zombie_every_ms,
                                        zombie_ms=self.opts.zombie_ms, crash_every_ms=self.opts.txn_crash_every_ms)
+        for name, n in sorted(self.opts.extra_topics.items()):
+            self.partitions[name] = n
+            self.cluster.create_topic(name, n, 3)
+            self._wait(lambda name=name: self._led(name), 120_000, 500.0)
         t0 = w.now_ms
         self.producers = [SimProducer(self, i, TOPIC, self.opts.rate) for i in range(self.opts.producers)]
         self.members = [SimMember(self, g, TOPIC, slot, stall_every_ms=self.opts.stall_every_ms,
@@ -204,7 +226,6 @@ class SimRun:
             w.at(t0 + f.at_ms, self._start_fault, nemesis, f, t0)
         w.run_until(t0 + self.opts.duration_s * 1000)
         self._end_phase(nemesis)
-        return self._analyse()
 
     def _start_fault(self, nemesis: Nemesis, f: Fault, t0: float) -> None:
         act = nemesis.start(f)
@@ -225,15 +246,13 @@ class SimRun:
         return cond()
 
     def _led(self, topic: str) -> bool:
-        _live, _c, parts = self.cluster.zk_view()
-        mine = [st for (t, _p), st in parts.items() if t == topic]
-        return bool(mine) and all(st["leader"] >= 0 for st in mine)
+        mine = self.cluster.topic_states(topic)
+        return len(mine) == self.partitions.get(topic, len(mine) or 1) and all(st["leader"] >= 0
+                                                                              for st in mine.values())
 
     def _settled(self) -> bool:
-        _live, _c, parts = self.cluster.zk_view()
-        for (t, p), st in parts.items():
-            if t != TOPIC:
-                continue
+        for p, st in self.cluster.topic_states(TOPIC).items():
+            t = TOPIC
             b = self.cluster.brokers.get(st["leader"])
             h = b.replicas.hosted.get((t, p)) if b is not None and b.running else None
             if set(st["isr"]) != set(st["replicas"]) or h is None or \
@@ -242,7 +261,8 @@ class SimRun:
         return True
 
     def _offsets_led(self) -> bool:
-        return self._led("__consumer_offsets")
+        mine = self.cluster.topic_states(OFFSETS)
+        return bool(mine) and all(st["leader"] >= 0 for st in mine.values())
 
     def _end_phase(self, nemesis: Nemesis) -> None:
         h = self.history
@@ -275,14 +295,14 @@ class SimRun:
             mbr.stalled = False
         # in-flight operations complete or time out
         self._wait(lambda: not self.history.w.open_ops(), 16_000, 100.0)
+        done: list[str] = []     # every group's final fetch at once (each its own process), as many clients
         for g in self.opts.group_ids():
             mbr = next(x for x in self.members if x.group == g)
             mbr.process = self.procs()
             mbr.stopped = False
-            done: list[bool] = []
-            mbr.committed_at_end(lambda done=done: done.append(True))
+            mbr.committed_at_end(lambda g=g: done.append(g))
             mbr.stopped = True
-            self._wait(lambda done=done: bool(done), 10_000)
+        self._wait(lambda: len(done) == len(self.opts.group_ids()), 10_000)
         h.nemesis(STOP_PHASE, {"phase": STOP_PHASE})
 
     def _drained(self, group: str, ends: dict[int, int]) -> bool:
@@ -307,8 +327,7 @@ class SimRun:
             state = {"offset": 0, "hw": None, "done": False, "error": None}
 
             def ask(p=p, state=state, got=got) -> None:
-                _live, _c, parts = self.cluster.zk_view()
-                leader = parts.get((TOPIC, p), {}).get("leader", -1)
+                leader = self.cluster.topic_states(TOPIC).get(p, {}).get("leader", -1)
                 b = self.cluster.brokers.get(leader)
                 if b is None or not b.running:
                     return
@@ -342,15 +361,21 @@ class SimRun:
 
     # ------------------------------------------------------------------ judging
 
-    def _analyse(self) -> SimResult:
+    def _analyse(self, stop: InvariantViolation | None = None) -> SimResult:
         self.history.close()
-        if self.out is None:
-            self._tmp.cleanup()
         ops = self.history.lines
         events = self.cluster.merged_events()
         txn = self.txns.txn() if self.txns is not None else None
-        result = check(ops, events, unclean_election=self.cfg.unclean_leader_election,
-                       offsets_partitions=self.cfg.offsets_partitions, txn=txn)
+        if stop is None and not self.opts.judge:
+            result = CheckResult(unknowns=["the end-of-run checkers were not run (judge off); the invariants were"
+                                           if self.monitor is not None else "nothing was checked (judge off)"])
+        elif stop is None:
+            result = check(ops, events, unclean_election=self.cfg.unclean_leader_election,
+                           offsets_partitions=self.cfg.offsets_partitions, txn=txn)
+        else:   # the run stopped at the step that broke an invariant: that is the verdict
+            v = stop.violation
+            result = CheckResult(anomalies=[Anomaly(v.kind, v.message, [], stop.step["events"],
+                                                    {**v.details, "stopped_at": stop.step})])
         rows = failover_timeline(ops, events, offsets_partitions=self.cfg.offsets_partitions)
         verdict, code = result.verdict, result.exit_code
         notes = list(self.end_errors)
@@ -374,6 +399,9 @@ class SimRun:
                     "by_outcome": counts},
             "faults": len(self.faults), "drained": self.drained, "workload_errors": notes,
             "simulated_ms": round(self.world.now_ms, 3), "steps": self.world.steps,
+            "invariants": None if self.monitor is None else {
+                "every": self.monitor.every, "full": self.monitor.full, "checks": self.monitor.checks,
+                "stopped_at": None if stop is None else stop.step},
         }
         if txn is not None:
             txn_rows = txn_failover_timeline(ops, events, self.cfg.txn_partitions)

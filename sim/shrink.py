@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
-from judge.registry import CHECKERS, TXN_CHECKERS
+from judge.registry import CHECKERS, INVARIANTS, TXN_CHECKERS, kinds_of
 
 # the checkers a shrink keeps failing: the registry's, then the transactional workload's
 ALL_CHECKERS = {**CHECKERS, **TXN_CHECKERS}
@@ -42,8 +42,9 @@ MOVES_MS = (-1000, 1000, -250, 250)
 
 
 def checker_of(kinds: list[str]) -> str | None:
-    """The first checker (in the registry's order) reporting one of ``kinds``."""
-    for name, c in ALL_CHECKERS.items():
+    """The first checker (in the registry's order, the transactional ones after), else invariant, reporting one
+    of ``kinds``."""
+    for name, c in [*ALL_CHECKERS.items(), *INVARIANTS.items()]:
         if set(c.kinds) & set(kinds):
             return name
     return None
@@ -205,7 +206,7 @@ def shrink(opts: SimOptions, *, budget: int = 150,
     checker = checker_of(base.kinds)
     if checker is None:
         return None
-    s = ShrinkSearch(opts, base, set(ALL_CHECKERS[checker].kinds), budget, on_attempt)
+    s = ShrinkSearch(opts, base, set(kinds_of(checker)), budget, on_attempt)
     s.drops()
     if s.faults:
         s.merges()

@@ -32,6 +32,7 @@ class Outcome:
     digest: str
     error: str = ""              # crashed: the exception, one line
     traceback: str = ""          # crashed: its whole traceback
+    violation: str = ""          # invalid: the first anomaly (an invariant's names the step that broke it)
 
     @property
     def failed(self) -> bool:
@@ -50,7 +51,19 @@ def run_seed(opts: SimOptions) -> Outcome:
         return _crashed(opts.seed, time.perf_counter() - t0, f"{type(e).__name__}: {e}", traceback.format_exc())
     moved = sum(1 for row in r.results["timeline"] if row.get("group") is not None and row.get("moved"))
     return Outcome(opts.seed, r.verdict, tuple(r.kinds), len(r.faults), moved, r.results["simulated_ms"],
-                   time.perf_counter() - t0, r.digest)
+                   time.perf_counter() - t0, r.digest, violation=first_violation(r.results))
+
+
+def first_violation(results: dict) -> str:
+    """An invalid run's first anomaly in one line: its kind, its message and, when an invariant stopped the
+    run, the step that broke it ("" for a run with none)."""
+    anomalies = results["checks"]["anomalies"]
+    if not anomalies:
+        return ""
+    a = anomalies[0]
+    stop = (a.get("details") or {}).get("stopped_at")
+    where = f" (step {stop['step_index']} at {stop['time_ms']:.3f} ms: {stop['step']})" if stop else ""
+    return f"{a['kind']}: {a['message']}{where}"
 
 
 def sweep(base: SimOptions, seeds: Iterable[int], jobs: int = 1,

@@ -48,6 +48,8 @@ class World:
         self.net = Network(self, base_latency_ms, jitter_ms)
         self.steps = 0
         self.deadlines: dict = {}      # sim/rpc.py's pending calls per (caller, incarnation, timeout)
+        self.current: tuple | None = None    # the step running now: (time, seq, fn, args)
+        self.after_step: Callable[[], None] | None = None   # called after every step (sim/invariants.py)
 
     # ------------------------------------------------------------------ nodes
 
@@ -89,11 +91,15 @@ class World:
 
     def run_until(self, t_end_ms: float) -> None:
         q = self._queue
+        pop = heapq.heappop
+        after = self.after_step
         while q and q[0][0] <= t_end_ms:
-            t, _seq, fn, args = heapq.heappop(q)
-            self.now_ms = t
+            step = self.current = pop(q)
+            self.now_ms = step[0]
             self.steps += 1
-            fn(*args)
+            step[2](*step[3])
+            if after is not None:
+                after()
         self.now_ms = max(self.now_ms, t_end_ms)
 
     # ------------------------------------------------------------------ node faults

@@ -10,21 +10,15 @@ same rows as the local run's.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
 from pathlib import Path
-from urllib.request import urlopen
 
-import pyspark
 import pytest
 
-from util.waiting import wait_for
-from zk.server import free_port
+from tests import spark_standalone
+from tests.spark_standalone import SPARK_HOME
 
 ROOT = Path(__file__).resolve().parent.parent
-SPARK_HOME = Path(pyspark.__file__).resolve().parent
 RUNS = ("planted", "gen-planted")
 
 
@@ -32,45 +26,8 @@ RUNS = ("planted", "gen-planted")
 def standalone(tmp_path_factory: pytest.TempPathFactory):
     """A standalone master and a worker (2 cores, 2 GiB), until the module's tests end: its ``url``, the
     master's ``state()`` (its JSON status page) and the ``env`` to submit with."""
-    base = tmp_path_factory.mktemp("spark-standalone")
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(base),
-           "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    port, ui = free_port(), free_port()
-    started: list[tuple[subprocess.Popen, Path]] = []
-
-    def start(name: str, *args: str) -> None:
-        log = base / f"{name}.log"
-        with log.open("wb") as out:
-            p = subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args], stdout=out,
-                                 stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        started.append((p, log))
-
-    def state() -> dict:
-        with urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as r:
-            return json.loads(r.read())
-
-    def up() -> bool:
-        for p, log in started:
-            if p.poll() is not None:
-                raise AssertionError(f"{log.name} exited {p.returncode}: {log.read_text()[-2000:]}")
-        return state()["aliveworkers"] == 1
-
-    try:
-        start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-              "--webui-port", str(ui))
-        start("worker", "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
-              "--cores", "2", "--memory", "2g", "--work-dir", str(base / "work"), "--webui-port", "0")
-        wait_for(up, 120, "the standalone worker to register with its master", interval=0.5)
-        yield {"url": f"spark://127.0.0.1:{port}", "state": state, "env": env}
-    finally:
-        for p, _log in reversed(started):
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-                try:
-                    p.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(p.pid, signal.SIGKILL)
-                    p.wait()
+    with spark_standalone.standalone(tmp_path_factory.mktemp("spark-standalone")) as cluster:
+        yield cluster
 
 
 def _rows(df, runs: list[str]) -> list[tuple]:

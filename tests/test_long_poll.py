@@ -39,3 +39,99 @@ def test_a_lost_leadership_or_a_newer_epoch_ends_the_wait_with_an_error():
 def test_the_deadline_is_max_wait_later_and_never_in_the_past():
     assert deadline_ms(1000, 500) == 1500
     assert deadline_ms(1000, -1) == 1000
+
+
+# ---------------------------------------------------------------------- LeaderFetch and FetcherState: the steps
+
+from replication.fetch_session import PartitionFetch  # noqa: E402
+from replication.fetcher import BACKOFF_MS, FetcherState, retry_at_once  # noqa: E402
+from replication.long_poll import LeaderFetch, Part  # noqa: E402
+from replication.partition import PartitionReplication  # noqa: E402
+
+
+class _Log:
+    def __init__(self, leo: int) -> None:
+        self.leo = leo
+
+    log_start_offset = 0
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.leo
+
+    def end_offset_for_epoch(self, epoch: int):
+        return epoch, self.leo
+
+
+def _leader(leo: int = 5):
+    repl, log = PartitionReplication("t", 0, 1), _Log(leo)
+    repl.become_leader(3, [1, 2], [1, 2], 0, log, 0)
+    return repl, log
+
+
+def test_a_leader_fetch_records_positions_parks_with_nothing_new_and_answers_what_changed() -> None:
+    repl, log = _leader()
+    f = LeaderFetch(True, 500.0)
+    part = Part(("t", 0), "h", PartitionFetch(5, 3, 3, 100, 0))
+    out = f.record(part, 2, repl, log, 10)
+    assert out.error == errors.NONE and f.pending == [part] and f.hw_moved   # the follower at the end moved the HW
+    state = {"h": (repl, log)}
+    assert f.waits(state.get)                       # nothing past offset 5: parked
+    assert f.still_waits("other", None, None)       # another replica's change does not end it
+    log.leo = 6                                     # an append
+    assert not f.still_waits("h", repl, log)
+    assert f.answer(part, repl, log) == errors.NONE
+    assert f.answer(part, None, None) == errors.NOT_LEADER_OR_FOLLOWER     # stopped meanwhile
+
+
+def test_a_leader_fetch_answers_at_once_an_unknown_or_stale_partition_and_leaves_out_an_idle_one() -> None:
+    repl, log = _leader()
+    f = LeaderFetch(True, 500.0)
+    f.not_leader(Part(("t", 9), None, PartitionFetch(0, -1, 1, 100, 0)))
+    stale = Part(("t", 0), "h", PartitionFetch(5, 3, 2, 100, 0))            # an older leader epoch
+    assert f.record(stale, 2, repl, log, 10).error == errors.FENCED_LEADER_EPOCH
+    assert f.urgent and not f.waits({"h": (repl, log)}.get)
+    idle_repl, idle_log = _leader()
+    f2 = LeaderFetch(True, 500.0)
+    at_end = Part(("t", 0), "h", PartitionFetch(5, 3, 3, 100, 5))
+    f2.record(at_end, 2, idle_repl, idle_log, 10)            # the follower's position known: HW 5 = LEO
+    assert f2.unlisted(at_end, 2, idle_repl, idle_log, 20)  # listed nothing new: only the fetch time recorded
+    assert f2.answer(at_end, idle_repl, idle_log) is None   # nothing new for it: left out of the answer
+
+
+def test_a_fetchers_requests_list_what_changed_and_start_over_after_a_failure() -> None:
+    core = FetcherState()
+    pos = {("t", 0): PartitionFetch(0, -1, 3, 100, 0), ("t", 1): PartitionFetch(4, 2, 3, 100, 4)}
+    parts = {("t", 0): ("h0", 3), ("t", 1): ("h1", 3)}
+    r1 = core.request(parts, lambda tp, h, e: pos[tp], 0)
+    assert (r1.session_id, r1.session_epoch, len(r1.listed)) == (0, 0, 2)      # a full request
+    assert core.answered(r1, errors.NONE, 77)
+    assert core.still_fetching(r1, ("t", 0), ("L", 3), "L")
+    core.moved(("t", 0), "h0", 3, PartitionFetch(2, 3, 3, 100, 2))
+    r2 = core.request(parts, lambda tp, h, e: pos[tp], 0)
+    assert (r2.session_id, r2.session_epoch, [tp for tp, _ in r2.listed]) == (77, 1, [("t", 0)])
+    assert not core.still_fetching(r2, ("t", 1), ("M", 4), "L")   # the role moved: forgotten, read again
+    core.failed()
+    r3 = core.request(parts, lambda tp, h, e: pos[tp], 0)
+    assert (r3.session_id, len(r3.listed)) == (0, 2)
+    assert not core.answered(r3, errors.FETCH_SESSION_ID_NOT_FOUND, 0)
+    assert retry_at_once(errors.FETCH_SESSION_ID_NOT_FOUND) and not retry_at_once(errors.NOT_LEADER_OR_FOLLOWER)
+
+
+def test_a_partition_whose_answer_is_an_error_backs_off_alone() -> None:
+    """Kafka's AbstractFetcherThread delays only its partitions with errors: the others go on at once."""
+    core = FetcherState()
+    pos = {("t", 0): PartitionFetch(0, -1, 3, 100, 0), ("t", 1): PartitionFetch(4, 2, 3, 100, 4)}
+    parts = {("t", 0): ("h0", 3), ("t", 1): ("h1", 3)}
+    r1 = core.request(parts, lambda tp, h, e: pos[tp], 1000)
+    assert core.answered(r1, errors.NONE, 77)
+    core.backoff(("t", 1), "h1", 3, 1000)              # (t, 1)'s leader has not taken it up yet
+    assert core.ready_in_ms(1000) == BACKOFF_MS
+    r2 = core.request(parts, lambda tp, h, e: pos[tp], 1010)
+    assert set(r2.current) == {("t", 0)} and ("t", 1) in r2.forgotten   # left out, the other fetched at once
+    assert core.request({("t", 1): ("h1", 3)}, lambda tp, h, e: pos[tp], 1020) is None   # nothing else to fetch
+    assert core.ready_in_ms(1020) == BACKOFF_MS - 20
+    assert ("t", 1) in core.request(parts, lambda tp, h, e: pos[tp], 1000 + BACKOFF_MS).current   # backoff over
+    core.backoff(("t", 1), "h1", 3, 2000)
+    assert ("t", 1) in core.request({("t", 1): ("h1", 4)}, lambda tp, h, e: pos[tp], 2001).current  # given again
+    assert core.ready_in_ms(2001) is None

@@ -10,7 +10,7 @@ import yaml
 
 import pytest
 
-from judge.registry import CHECKERS
+from judge.registry import kinds_of
 from chaos.scenario import parse_scenario
 from chaos.schedule import make_schedule
 from sim import scenario
@@ -25,7 +25,7 @@ CASES = {
     "commit-before-hw": (range(8, 10), None, {"split-coordinator", "lost-commit"}, 3),
     "fenced-generation-commit": (range(17, 19), None, {"fenced-generation", "commit-order"}, 3),
     "zombie-controller": (range(2, 4), None, {"controllers"}, 3),
-    "hw-ignores-lagging-isr": (range(29, 31), None, {"lost-write", "offsets", "hw"}, 3),
+    "hw-ignores-lagging-isr": (range(29, 31), None, {"lost-write", "offsets", "hw", "hw-within-isr"}, 3),
     "load-to-hw": (range(3, 5), None, {"lost-commit", "commit-order"}, 3),
     "elect-outside-isr": (range(70, 72), ("pause", "kill"), {"unclean-election", "lost-write", "offsets"}, 3),
 }
@@ -40,7 +40,7 @@ def test_a_sweep_finds_the_planted_bug_and_shrink_cuts_it_to_three_faults(bug: s
     s = shrink(replace(opts, seed=found[0].seed), budget=budget)
     assert s is not None and s.checker in checkers
     assert len(s.faults) <= 3 and len(s.faults) <= found[0].faults
-    assert set(s.result.kinds) & set(CHECKERS[s.checker].kinds)
+    assert set(s.result.kinds) & set(kinds_of(s.checker))
     # without the bug, the shrunk schedule passes: the bug, not the faults, made it fail
     assert SimRun(replace(s.opts, bugs=())).run().verdict == "valid"
     # printed as a scenario file: a chaos scenario (faults.schedule) when its kinds allow, read back the same

@@ -28,7 +28,7 @@ def test_a_power_loss_keeps_the_fsynced_batches_and_recovery_cuts_a_torn_one_as_
     assert len(torn) == size - 9
     assert log.recover() == (size - 9 - third_end, 1)
     assert log.log_end_offset == 5 and log.size_bytes == log.batch_ends[-1]
-    assert log.read(0) == [(1, recs(b"a", b"b", b"c"), None), (2, recs(b"d", b"e"), None)]
+    assert log.read(0) == [(1, recs(b"a", b"b"), None), (1, recs(b"c"), None), (2, recs(b"d", b"e"), None)]
     assert log.end_offset_for_epoch(1) == (1, 3) and log.latest_epoch == 2
     # the real broker's segment recovery cuts the same bytes at the same place
     (tmp_path / "00000000000000000000.log").write_bytes(torn)
@@ -52,9 +52,23 @@ def test_a_truncation_lost_by_a_power_loss_brings_back_the_old_batches_read_from
     assert log.read(0) == [(1, recs(b"a"), None), (2, recs(b"X", b"Y", b"Z"), None)]
     disk.crash(1.0)                                       # the file goes back to its durable content
     assert log.recover() == (0, 0)
-    assert log.log_end_offset == 3 and log.read(0) == [(1, recs(b"a", b"b", b"c"), None)]
+    assert log.log_end_offset == 3 and log.read(0) == [(1, recs(b"a"), None), (1, recs(b"b", b"c"), None)]
     assert log.latest_epoch == 1 and log.end_offset_for_epoch(1) == (1, 3)
     assert log.read_bytes(1)[0] == disk.read(log.path, log.batch_ends[0])
+
+
+def test_a_read_gives_whole_batches_as_appended_so_a_follower_copies_the_leaders_boundaries() -> None:
+    log = SimLog(SimDisk(), "t", 0)
+    log.append(1, recs(b"a", b"b"), 1000)
+    log.append(2, recs(b"c"), 1001)
+    log.append(2, recs(b"d", b"e", b"f"), 1002)
+    assert log.read(2) == [(2, recs(b"c"), None), (2, recs(b"d", b"e", b"f"), None)]
+    assert log.read(0, max_records=3) == [(1, recs(b"a", b"b"), None), (2, recs(b"c"), None)]    # whole batches
+    assert log.read(3, max_records=1) == [(2, recs(b"d", b"e", b"f"), None)]                    # at least one
+    follower = SimLog(SimDisk(), "t", 0)
+    follower.append_as_follower(log.read(0), 1003)
+    assert follower.batch_last == log.batch_last
+    assert follower.truncate_to(3) == 3 and follower.log_end_offset == 3    # at the leader's batch boundary
 
 
 def test_producer_batches_keep_their_fields_through_replication_and_the_log_knows_its_transactions() -> None:

@@ -3,6 +3,7 @@ seed whose run raises as a crashed seed and goes on (docs/simulation.md, "Seeds 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -53,18 +54,28 @@ def test_seed_110_shrunk_a_restarted_follower_ignores_its_dead_predecessors_fetc
     had sent it.  The simulated network used to deliver that answer to the restarted broker 1, whose dead
     replica manager then cut the shared log from 28 to 20 (``log_truncated``, reason above_leader_log_end,
     leader 2 epoch 0) and logged its HW 19 -> 20 after 27: ``hw-regression``.  A real process's answer goes to
-    a closed connection.  (The old ZooKeeper session's expiry reached the new process the same way.)"""
-    faults = [Fault(0, 3000, 7255, "pause", "broker:2", 2419671056), Fault(1, 3227, 3359, "kill", "broker:1", 1316516484)]
+    a closed connection.  (The old ZooKeeper session's expiry reached the new process the same way.)
+
+    The runs' timing has moved since (the same interleaving came with the pause at 2.95 s and the kill at
+    3.01 s once followers fetched in one session); since LeaderAndIsr takes up hosted followers first and a
+    fetcher backs off only its partitions with errors, the topic's replicas are placed otherwise and broker 2
+    leads events/2: the pause at 3.05 s and the same kill make the interleaving on events/2, and with the old
+    delivery (an answer to whichever incarnation is up) the restarted broker 1's log of events/2 is cut to 20
+    by leader 2 at 7.358 s (``hw-above-isr-leo``)."""
+    tp = ("events", 2)
+    faults = [Fault(0, 3050, 7255, "pause", "broker:2", 2419671056), Fault(1, 3227, 3359, "kill", "broker:1", 1316516484)]
     r = SimRun(SimOptions(seed=110, duration_s=10.3, schedule=faults)).run()
     assert r.verdict == "valid", r.results["checks"]["anomalies"]
+    assert [e["broker"] for e in r.events if e["type"] == "became_leader" and (e["topic"], e["partition"]) == tp
+            and e["mono_ns"] < 3_150 * 10**6] == [2]    # broker 2 led it when it was paused
     mine = _second_process(_events(r, 1))
-    # the schedule still makes the interleaving: broker 1 came back and followed events/1 past offset 20
+    # the schedule still makes the interleaving: broker 1 came back and followed events/2 past offset 20
     # before broker 2 resumed
     resumed_ns = 7_355 * 10**6   # the pause's heal: 100 ms of setup before the workload's time 0
-    assert any(e["type"] == "hw_changed" and e["topic"] == "events" and e["partition"] == 1 and e["new"] > 20
+    assert any(e["type"] == "hw_changed" and (e["topic"], e["partition"]) == tp and e["new"] > 20
                and e["mono_ns"] < resumed_ns for e in mine)
     assert not [e for e in mine if e["type"] == "log_truncated" and e.get("leader") == 2]
-    hws = [e["new"] for e in mine if e["type"] == "hw_changed" and (e["topic"], e["partition"]) == ("events", 1)]
+    hws = [e["new"] for e in mine if e["type"] == "hw_changed" and (e["topic"], e["partition"]) == tp]
     assert hws == sorted(hws)
     # one registration, no expiry of a session this process never had
     assert [e["type"] for e in mine if e["type"] in ("broker_registered", "zk_session_expired")] == ["broker_registered"]
@@ -88,9 +99,12 @@ def test_seed_2665_a_member_whose_offset_fetch_timed_out_fetches_again_and_the_g
     The seed's own faults no longer meet the members' fetches since the controller's failover follows Kafka's
     order (the whole state first, then each dead broker's replicas offline, then the elections: the run's
     timing moved), so the interleaving is rebuilt with an explicit fault: the coordinator, broker 3, killed
-    while both members, just synced, wait for their committed offsets (the fetches leave at 1,007.7 and
-    1,007.9 ms and are answered 1.5 ms later; 1,005 ms before the brokers' start-up UpdateMetadata came
-    first, as Kafka's onBrokerStartup sends it)."""
+    while both members, just synced, wait for their committed offsets (the fetches leave at 1,007.8 and
+    1,007.9 ms; the kill was at 1,005 ms before the brokers' start-up UpdateMetadata came first, as Kafka's
+    onBrokerStartup sends it, and at 1,004 ms on the branch where followers first fetched in one session;
+    with both, and a fetcher backing off only its partitions with errors, the fetches leave about when they
+    did after the first change: of the kills tried (1,000, 1,002, 1,004-1,008, 1,010 ms) those at 1,007 and
+    1,008 ms catch both, and 1,008 falls between their leaving and their answers)."""
     r = SimRun(SimOptions(seed=2665, brokers=3, groups=1, duration_s=30.0)).run()
     assert r.verdict == "valid", r.results["checks"]["anomalies"]
     r = SimRun(SimOptions(seed=2665, brokers=3, groups=1, duration_s=30.0,
@@ -104,6 +118,25 @@ def test_seed_2665_a_member_whose_offset_fetch_timed_out_fetches_again_and_the_g
         last_fail = max(i for i, h in enumerate(mine) if h["type"] == "fail")
         again = mine[last_fail + 1]   # the next fetch: at the next poll, not at the next rebalance seconds later
         assert again["type"] == "ok" and again["time"] - mine[last_fail]["time"] < 1e9, (mine[last_fail], again)
+
+
+def test_seed_1134_a_follower_truncates_at_the_leaders_batch_boundary_not_below_the_hw() -> None:
+    """Seed 1134, found by the invariants checked at every step (``hw-above-isr-leo``, healed before the end):
+    broker 3, an ISR member of events/2, truncated to the new leader's epoch-2 end (offset 70) and its log
+    ended at 51, under the leader's HW of 70.  The simulated leader sent records regrouped by epoch, so the
+    follower held offsets 51..89 as one batch and a truncation cuts a batch whole.  Kafka's follower copies
+    the leader's batches as they are, so a leader's epoch boundary is one of the follower's batch boundaries;
+    the simulated leader now sends its batches as appended."""
+    r = SimRun(SimOptions(seed=1134)).run()
+    assert r.verdict == "valid", r.results["checks"]["anomalies"]
+    assert r.results["invariants"]["stopped_at"] is None
+    cut = [e for e in r.events if e["type"] == "log_truncated" and e["topic"] == "events"]
+    assert cut, "the interleaving: a follower of events truncated"
+    for e in cut:   # the HW it then had is never cut below the offset it truncated to
+        after = [x for x in r.events if x["type"] == "hw_changed" and x.get("reason") == "truncated"
+                 and (x["broker"], x["topic"], x["partition"]) == (e["broker"], e["topic"], e["partition"])
+                 and e["mono_ns"] < x["mono_ns"] <= e["mono_ns"] + 1000]
+        assert all(x["new"] >= e["to_offset"] for x in after), (e, after)
 
 
 class _Planted(SimRun):

@@ -5,10 +5,8 @@ directory offline, and the failure handler takes the partition off this fetcher;
 logged as ``fetcher_error`` and the loop backs off and goes on.
 
 A partition whose answer is an error (the leader has not taken it up yet: NOT_LEADER_OR_FOLLOWER,
-UNKNOWN_LEADER_EPOCH) is left out of the requests for ``BACKOFF_S``, while the others go on fetching at
-once, as Kafka's AbstractFetcherThread delays only its partitions with errors: a new leader processing a
-LeaderAndIsr of many partitions one by one would otherwise hold back the partitions it leads already
-(their HW, so their acks=all appends) by a backoff per partition it has not reached.
+UNKNOWN_LEADER_EPOCH) is left out of the requests for ``replication.fetcher.BACKOFF_MS`` while the others go
+on fetching at once (the core's rule, as Kafka's AbstractFetcherThread delays only its partitions with errors).
 """
 from __future__ import annotations
 
@@ -28,7 +26,8 @@ from node.net.wire import fetch_message
 from node.net.peers import peer_channel
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
-from replication.fetch_session import FollowerSession, PartitionFetch
+from replication.fetch_session import PartitionFetch
+from replication.fetcher import BACKOFF_MS, FetcherState, retry_at_once
 from replication import roles
 
 if TYPE_CHECKING:
@@ -36,7 +35,11 @@ if TYPE_CHECKING:
 
 TP = tuple[str, int]
 log = logging.getLogger(__name__)
-BACKOFF_S = 0.05   # after an error: the whole fetch's, or one partition's
+
+
+def _mono_ms() -> float:
+    """The backoffs' clock: monotonic, so a wall-clock step cannot stretch or cut one."""
+    return time.monotonic() * 1000
 
 
 class LeaderFetcher(threading.Thread):
@@ -51,10 +54,7 @@ class LeaderFetcher(threading.Thread):
         self._channel: grpc.Channel | None = None  # only this thread opens it; assign() may close it
         self._polling: set[TP] | None = None  # the partitions of the long poll now parked at the leader
         self._cut = False
-        self._session = FollowerSession()  # only this thread uses it
-        self._state: dict[TP, tuple["Hosted", PartitionFetch]] = {}  # each partition's position (this thread)
-        # partitions whose last answer was an error: (fetch again from, the assignment that failed) (this thread)
-        self._delayed: dict[TP, tuple[float, "Hosted", int]] = {}
+        self._core = FetcherState()  # the fetch session and each partition's position (this thread only)
 
     def assign(self, tp: TP, h: "Hosted", leader_epoch: int) -> None:
         with self._lock:
@@ -84,7 +84,7 @@ class LeaderFetcher(threading.Thread):
                         self._cut, stub, target = False, None, None
                 endpoint = self.rm.endpoint_of(self.leader)
                 if not parts or endpoint is None:
-                    self._stop_event.wait(BACKOFF_S)
+                    self._stop_event.wait(0.05)
                     continue
                 if endpoint != target or stub is None:
                     with self._lock:
@@ -97,44 +97,25 @@ class LeaderFetcher(threading.Thread):
                 except Exception as e:   # a bug, not a fault: say so, and keep fetching the other partitions
                     log.exception("fetcher from broker %d", self.leader)
                     self.rm.events.emit("fetcher_error", leader=self.leader, error=f"{type(e).__name__}: {e}")
-                    self._session.reset()
+                    self._core.failed()
                     fetched = False
-                if not fetched:
-                    self._stop_event.wait(BACKOFF_S)  # back off after an error
+                if fetched is False:
+                    self._stop_event.wait(BACKOFF_MS / 1000)  # back off after an error
+                elif fetched is not True:   # every partition is backing off: until the first may go again
+                    self._stop_event.wait(fetched / 1000)
         finally:
             with self._lock:
                 if self._channel is not None:
                     self._channel.close()
 
-    def _fetch_once(self, stub: pbg.BrokerStub, parts: dict[TP, tuple["Hosted", int]]) -> bool:
-        """One Fetch in this fetcher's session (``replication.fetch_session``): every partition when the
-        session is new, else only those whose position changed.  False: back off (an error)."""
-        state = self._state
-        for tp in [tp for tp in state if tp not in parts]:
-            del state[tp]
-        now = time.monotonic()
-        current: dict[TP, PartitionFetch] = {}
-        for tp, (h, epoch) in parts.items():
-            delay = self._delayed.get(tp)
-            if delay is not None:
-                if delay[0] > now and delay[1] is h and delay[2] == epoch:
-                    continue     # its last answer was an error: not before its backoff (unless given again)
-                del self._delayed[tp]
-            known = state.get(tp)
-            if known is None or known[0] is not h or known[1].current_leader_epoch != epoch:
-                # a partition new to this fetcher (or given again): read its position; after that only
-                # this thread moves it (appends, truncations, HW updates), and _apply keeps it current
-                with h.cond:
-                    if h.log.closed or h.fetching_from != (self.leader, epoch):
-                        continue
-                    known = state[tp] = (h, self._position(h, epoch))
-            current[tp] = known[1]
-        if not current:
-            return False
-        for tp in [tp for tp in self._delayed if tp not in parts]:
-            del self._delayed[tp]
-        session = self._session
-        session_id, session_epoch, listed, forgotten = session.request(current)
+    def _fetch_once(self, stub: pbg.BrokerStub, parts: dict[TP, tuple["Hosted", int]]) -> bool | float:
+        """One Fetch in this fetcher's session, as ``replication.fetcher``'s loop says.  False: back off; a
+        number: nothing to fetch before that many ms (every partition is backing off)."""
+        core = self._core
+        req = core.request(parts, self._read_position, _mono_ms())
+        if req is None:
+            wait = core.ready_in_ms(_mono_ms())
+            return False if wait is None else max(wait, 1.0)
         with self._lock:
             if self._cut:
                 return True  # a new partition arrived meanwhile: rebuild the request on a new channel
@@ -142,42 +123,48 @@ class LeaderFetcher(threading.Thread):
         try:
             r = stub.Fetch(pb.FetchRequest(
                 replica_id=self.rm.broker_id, replica_epoch=self.rm.broker_epoch(), max_wait_ms=self.rm.fetch_wait_ms,
-                session_id=session_id, session_epoch=session_epoch,
-                partitions=[fetch_message(tp, current[tp]) for tp in listed],
-                forgotten=[pb.TopicPartition(topic=t, partition=p) for t, p in forgotten]),
+                session_id=req.session_id, session_epoch=req.session_epoch,
+                partitions=[fetch_message(tp, pf) for tp, pf in req.listed],
+                forgotten=[pb.TopicPartition(topic=t, partition=p) for t, p in req.forgotten]),
                 timeout=self.rm.fetch_wait_ms / 1000 + 5)
         except (grpc.RpcError, ValueError):  # ValueError: the channel was closed under us
-            session.reset()  # the leader may or may not have taken it: start over with a full request
+            core.failed()
             with self._lock:
                 return self._cut  # cut short on purpose: fetch again at once, no backoff
         finally:
             with self._lock:
                 self._polling = None
-        if r.error_code != errors.NONE:
-            session.reset()
-            # a session the leader no longer has (it restarted, or a request was lost): a full one at once
-            return r.error_code in (errors.FETCH_SESSION_ID_NOT_FOUND, errors.INVALID_FETCH_SESSION_EPOCH)
-        session.answered(r.session_id, {tp: current[tp] for tp in listed}, forgotten)
+        if not core.answered(req, r.error_code, r.session_id):
+            return retry_at_once(r.error_code)
         ok = True
         for a in r.partitions:
             tp = (a.topic, a.partition)
-            if tp not in current:
+            h = req.parts[tp][0] if tp in req.parts else None
+            if h is None:
                 continue
-            h, epoch = parts[tp]
             with h.cond:
                 # a role change since the request was sent makes this answer stale
-                if self._stop_event.is_set() or h.log.closed or h.fetching_from != (self.leader, epoch):
-                    state.pop(tp, None)
+                if self._stop_event.is_set() or not core.still_fetching(req, tp, h.fetching_from, self.leader,
+                                                                        not h.log.closed):
                     continue
+                epoch = req.parts[tp][1]
                 try:
-                    if not self._apply(tp, h, epoch, current[tp].fetch_offset, a):
-                        self._delayed[tp] = (time.monotonic() + BACKOFF_S, h, epoch)   # this one backs off
+                    if not self._apply(tp, h, epoch, req.current[tp].fetch_offset, a):
+                        core.backoff(tp, h, epoch, _mono_ms())   # this one backs off, the others go on
                 except KafkaStorageError:   # its log directory is offline: the failure handler unassigns it
-                    state.pop(tp, None)
+                    core.forget(tp)
                     ok = False
                     continue
-                state[tp] = (h, self._position(h, epoch))
+                core.moved(tp, h, epoch, self._position(h, epoch))
         return ok
+
+    def _read_position(self, tp: TP, h: "Hosted", epoch: int) -> PartitionFetch | None:
+        """A partition new to this fetcher (or given again): its position, or None when it is no longer
+        fetched from this leader; after that only this thread moves it (appends, truncations, HW updates)."""
+        with h.cond:
+            if h.log.closed or h.fetching_from != (self.leader, epoch):
+                return None
+            return self._position(h, epoch)
 
     def _position(self, h: "Hosted", epoch: int) -> PartitionFetch:
         """With ``h.cond`` held: where this follower fetches from and what it has."""

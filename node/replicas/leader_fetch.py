@@ -1,13 +1,13 @@
 """A leader's Fetch handler: followers' and consumers' fetches, long polls, fetch sessions.
 
 The shell around the replication cores for a Fetch request: it holds the
-locks, parks the long poll and moves the bytes.  Every rule is a core's:
-a follower's fetch and an idle session partition go to
-:class:`replication.partition.PartitionReplication`, the session's
-bookkeeping to :class:`replication.fetch_session.LeaderSessions`, and which
-whether a fetch is parked and when its wait ends to :mod:`replication.long_poll`, and which
-partitions go into the answer to :func:`replication.fetch_session.has_news`.  The replica
-manager hands it what it uses, explicitly.
+locks, parks the long poll and moves the bytes.  Every rule and every step's
+order is a core's: the session's bookkeeping is
+:class:`replication.fetch_session.LeaderSessions`', and a fetch goes from its
+arrival to its answer through :class:`replication.long_poll.LeaderFetch` (the
+positions recorded by :class:`replication.partition.PartitionReplication`, the
+wait, which partitions the answer carries), as the simulator's fetches do.
+The replica manager hands it what it uses, explicitly.
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ from node.replicas.purgatory import run_callbacks
 from node.net.wire import fetch_message, partition_fetch
 from proto import kafkasim_pb2 as pb
 from replication import long_poll
-from replication.fetch_session import LeaderSessions, PartitionFetch, has_news
+from replication.fetch_session import LeaderSessions
+from replication.long_poll import LeaderFetch, Part
 from replication.partition import AlterIsrProposal
 
 if TYPE_CHECKING:
@@ -177,120 +178,96 @@ class LeaderFetchHandler:
             waker.wake_threadsafe()
 
     def _begin(self, req: pb.FetchRequest) -> "_Fetch | pb.FetchResponse":
-        """A fetch's first part, which never waits: a follower's positions recorded (the HW
-        moved, acks=all waiters completed, ISR expansions sent), the partitions to answer."""
+        """A fetch's first part, which never waits (``replication.long_poll.LeaderFetch``'s steps 1 and 2): a
+        follower's positions recorded (the HW moved, acks=all waiters completed, ISR expansions to send),
+        the partitions to answer."""
         follower = req.replica_id >= 0
-        deadline = long_poll.deadline_ms(time.monotonic() * 1000, req.max_wait_ms) / 1000
-        listed = list(req.partitions)
-        idle: list[tuple[PartitionFetch, "Hosted"]] = []   # session partitions with nothing to record
-        session_id = 0
+        f = LeaderFetch(follower, long_poll.deadline_ms(time.monotonic() * 1000, req.max_wait_ms))
+        listed = [Part((fp.topic, fp.partition), self.hosted.get((fp.topic, fp.partition)), partition_fetch(fp))
+                  for fp in req.partitions]
         if follower:
             with self._sessions_lock:
-                code, session = self.sessions.open(
-                    req.replica_id, req.session_id, req.session_epoch,
-                    [((fp.topic, fp.partition), partition_fetch(fp)) for fp in listed],
-                    [(tp.topic, tp.partition) for tp in req.forgotten])
+                code, session = self.sessions.open(req.replica_id, req.session_id, req.session_epoch,
+                                                   [(part.tp, part.fetch) for part in listed],
+                                                   [(tp.topic, tp.partition) for tp in req.forgotten])
                 unlisted = [] if session is None else list(session.partitions.items())
             if code != errors.NONE:
                 return pb.FetchResponse(error_code=code)
             if session is not None:
-                session_id = session.id
-                mine = {(fp.topic, fp.partition) for fp in listed}
+                f.session_id = session.id
+                mine = {part.tp for part in listed}
                 now = now_ms()
                 for tp, pf in unlisted:
                     if tp in mine:
                         continue
-                    h = self.hosted.get(tp)
+                    part = Part(tp, self.hosted.get(tp), pf)
                     # no lock: an append racing this only makes the fetch look a moment older
-                    if h is not None and h.repl.on_idle_follower_fetch(
-                            req.replica_id, pf.fetch_offset, pf.current_leader_epoch, h.log.log_end_offset, now):
-                        idle.append((pf, h))
-                    else:
-                        listed.append(fetch_message(tp, pf))
-        answers: list[pb.FetchPartitionResponse] = []
-        pending: list[tuple[pb.FetchPartition, "Hosted"]] = []
-        proposals: list[tuple["Hosted", AlterIsrProposal]] = []
+                    if part.handle is None or not f.unlisted(part, req.replica_id, part.handle.repl, part.handle.log,
+                                                             now):
+                        listed.append(part)
         acked: list = []   # acks=all waiters this fetch's position completes
-        hw_moved = False
-        for fp in listed:
-            h = self.hosted.get((fp.topic, fp.partition))
+        for part in listed:
+            h = part.handle
             if h is None or not h.repl.is_leader:
-                offline = h is None and self._offline((fp.topic, fp.partition))
-                answers.append(self._error(fp, errors.KAFKA_STORAGE_ERROR if offline else errors.NOT_LEADER_OR_FOLLOWER))
+                f.not_leader(part, h is None and self._offline(part.tp))
                 continue
             with h.cond:
                 if follower:
-                    hw = h.repl.high_watermark
-                    out = h.repl.on_follower_fetch(req.replica_id, fp.fetch_offset, fp.last_fetched_epoch,
-                                                   fp.current_leader_epoch, h.log, now_ms(),
-                                                   log_start_offset=fp.log_start_offset)
+                    out = f.record(part, req.replica_id, h.repl, h.log, now_ms())
                     self._log_events(out.events)
                     self._wake(h, acked)  # the HW may have moved: acks=all waiters now done
-                    hw_moved = hw_moved or h.repl.high_watermark != hw
-                    if out.alter_isr is not None:
-                        proposals.append((h, out.alter_isr))
-                    if out.error != errors.NONE or out.diverging_epoch is not None or out.read_offset is None:
-                        a = self._error(fp, out.error, h)
-                        if out.diverging_epoch is not None:
-                            a.diverging_epoch, a.diverging_end_offset = out.diverging_epoch
-                        answers.append(a)
-                        continue
-                pending.append((fp, h))
-        # Kafka answers at once when any partition has an error or a diverging epoch (a follower
-        # must truncate before it fetches on); otherwise it long-polls while nothing is readable
-        return _Fetch(follower, deadline, session_id, answers, pending, idle, urgent=bool(answers),
-                      acked=acked, hw_moved=hw_moved, proposals=proposals)
+                else:
+                    f.pending.append(part)
+        return _Fetch(f, acked)
 
     def _begun(self, f: "_Fetch") -> None:
         """After the first part, outside every partition lock and before the long poll: the acks=all
         callbacks the positions completed, the wake-up of long polls when the HW moved (consumers'
         wait for it: Kafka completes their delayed fetches), the ISR expansions sent."""
         run_callbacks(f.acked)
-        if f.hw_moved:
+        if f.core.hw_moved:
             with self._data:
                 self._data.notify_all()
                 self.notify_async()
-        for h, proposal in f.proposals:
+        for h, proposal in f.core.proposals:
             self._send_alter_isr(h, proposal)
 
     def _finish(self, f: "_Fetch") -> pb.FetchResponse:
-        """A fetch's last part, after its long poll: the answers read."""
-        answers, follower = f.answers, f.follower
-        for fp, h in f.pending:
-            a = self._read_answer(fp, h, follower)
-            if a is not None:
-                answers.append(a)
-        for pf, h in f.idle:
-            # news since the follower last listed it: records, a new HW, the leadership gone or a newer epoch
-            if has_news(pf, h.log.log_end_offset, h.repl.high_watermark, h.repl.is_leader,
-                        h.log.log_start_offset) or long_poll.answer_error(
-                    _position(pf.fetch_offset, pf.current_leader_epoch, h)) != errors.NONE:
-                a = self._read_answer(fetch_message((h.repl.topic, h.repl.partition), pf), h, follower)
-                if a is not None:
-                    answers.append(a)
-        return pb.FetchResponse(error_code=errors.NONE, partitions=answers, session_id=f.session_id)
+        """A fetch's last part, after its long poll (``LeaderFetch.answers``): the answers read."""
+        core = f.core
+        answers = [self._answered(part, out) for part, out in core.answered]
+        for part in core.parts():
+            h = part.handle
+            fp = fetch_message(part.tp, part.fetch)
+            if h is None:
+                answers.append(self._error(fp, errors.NOT_LEADER_OR_FOLLOWER))
+                continue
+            with h.cond:
+                code = core.answer(part, h.repl, h.log, not h.log.closed, h.log.failed)
+                if code is not None:
+                    answers.append(self._read(fp, h, core.follower) if code == errors.NONE else self._error(fp, code))
+        return pb.FetchResponse(error_code=errors.NONE, partitions=answers, session_id=core.session_id)
 
-    def _read_answer(self, fp: pb.FetchPartition, h: "Hosted", follower: bool) -> pb.FetchPartitionResponse | None:
-        """One partition's answer after the long poll (None: nothing new for this follower)."""
-        with h.cond:
-            code = (errors.KAFKA_STORAGE_ERROR if h.log.failed else errors.NOT_LEADER_OR_FOLLOWER) if h.log.closed \
-                else long_poll.answer_error(
-                _position(fp.fetch_offset, fp.current_leader_epoch, h))
-            if code != errors.NONE:
-                return self._error(fp, code)
-            hw = h.repl.high_watermark
-            if follower and not has_news(partition_fetch(fp), h.log.log_end_offset, hw, True, h.log.log_start_offset):
-                return None  # nothing new for this follower: left out of the answer (KIP-227)
-            try:
-                data = h.log.read(fp.fetch_offset, fp.max_bytes or 1 << 20, None if follower else hw)
-            except OffsetOutOfRangeError:
-                return self._error(fp, errors.OFFSET_OUT_OF_RANGE, h)
-            except KafkaStorageError:
-                return self._error(fp, errors.KAFKA_STORAGE_ERROR)
-            return pb.FetchPartitionResponse(
-                topic=fp.topic, partition=fp.partition, error_code=errors.NONE, high_watermark=hw,
-                log_start_offset=h.log.log_start_offset, log_end_offset=h.log.log_end_offset,
-                records=bytes(data), diverging_epoch=-1, leader_epoch=h.repl.leader_epoch)
+    def _answered(self, part: Part, out) -> pb.FetchPartitionResponse:
+        """A partition answered when the fetch arrived: its error, or its diverging epoch."""
+        a = self._error(fetch_message(part.tp, part.fetch), out.error, part.handle)
+        if out.diverging_epoch is not None:
+            a.diverging_epoch, a.diverging_end_offset = out.diverging_epoch
+        return a
+
+    def _read(self, fp: pb.FetchPartition, h: "Hosted", follower: bool) -> pb.FetchPartitionResponse:
+        """With ``h.cond`` held: one partition's records from its fetch offset (up to the HW for a consumer)."""
+        hw = h.repl.high_watermark
+        try:
+            data = h.log.read(fp.fetch_offset, fp.max_bytes or 1 << 20, None if follower else hw)
+        except OffsetOutOfRangeError:
+            return self._error(fp, errors.OFFSET_OUT_OF_RANGE, h)
+        except KafkaStorageError:
+            return self._error(fp, errors.KAFKA_STORAGE_ERROR)
+        return pb.FetchPartitionResponse(
+            topic=fp.topic, partition=fp.partition, error_code=errors.NONE, high_watermark=hw,
+            log_start_offset=h.log.log_start_offset, log_end_offset=h.log.log_end_offset,
+            records=bytes(data), diverging_epoch=-1, leader_epoch=h.repl.leader_epoch)
 
     @staticmethod
     def _error(fp: pb.FetchPartition, code: int, h: "Hosted | None" = None) -> pb.FetchPartitionResponse:
@@ -302,30 +279,34 @@ class LeaderFetchHandler:
         return a
 
 
-def _position(fetch_offset: int, current_leader_epoch: int, h: "Hosted") -> long_poll.Position:
-    return long_poll.Position(fetch_offset, current_leader_epoch, h.log.log_end_offset, h.repl.high_watermark,
-                              h.repl.leader_epoch, h.repl.is_leader)
+def _wait_state(h: "Hosted | None"):
+    """``LeaderFetch.waits``' view of a replica."""
+    return None if h is None else (h.repl, h.log)
 
 
 @dataclass
 class _Fetch:
-    """A fetch between its first part and its answer."""
-    follower: bool
-    deadline: float                                   # time.monotonic() at max_wait_ms
-    session_id: int
-    answers: list[pb.FetchPartitionResponse]          # answered already (errors, diverging epochs)
-    pending: list[tuple[pb.FetchPartition, "Hosted"]]
-    idle: list[tuple[PartitionFetch, "Hosted"]]       # session partitions with nothing to record
-    urgent: bool
-    acked: list = field(default_factory=list)         # acks=all waiters the positions completed
-    hw_moved: bool = False
-    proposals: list = field(default_factory=list)     # (Hosted, AlterIsrProposal): ISR expansions
+    """A fetch between its first part and its answer: ``replication.long_poll.LeaderFetch`` and the acks=all
+    waiters its positions completed."""
+    core: LeaderFetch
+    acked: list = field(default_factory=list)
 
     def waits(self) -> bool:
         """Whether the long poll goes on (replication.long_poll's rule)."""
-        positions = [_position(fp.fetch_offset, fp.current_leader_epoch, h) for fp, h in self.pending]
-        positions += [_position(pf.fetch_offset, pf.current_leader_epoch, h) for pf, h in self.idle]
-        return long_poll.waits(self.urgent, positions, self.follower)
+        return self.core.waits(_wait_state)
+
+    @property
+    def deadline(self) -> float:
+        """time.monotonic() at max_wait_ms."""
+        return self.core.deadline_ms / 1000
+
+    @property
+    def pending(self) -> list:
+        return [(part.fetch, part.handle) for part in self.core.pending]
+
+    @property
+    def idle(self) -> list:
+        return [(part.fetch, part.handle) for part in self.core.idle]
 
 
 class _Waker:

@@ -171,35 +171,23 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         """One LeaderAndIsr request's partitions, reading each topic's config once; returns the partitions that
         failed: KAFKA_STORAGE_ERROR (the replica is offline now).
 
-        In request order within each of these steps: first the replicas hosted here that now follow (or
-        only see their ISR change), which writes nothing, so the partitions they follow are fetched at once
-        (a new leader's acks=all appends wait for those fetches); then the new replicas that lead; then the
-        hosted replicas that now lead, side by side, each with the same steps under its own lock; last the
-        new replicas that follow.  Each new leader writes and fsyncs its leader epoch checkpoint (Kafka's
+        In ``replication.roles.leader_and_isr_order``'s steps (the simulator's too); the hosted replicas
+        that now lead are taken up side by side, each with the same steps under its own lock.  Each new leader writes and fsyncs its leader epoch checkpoint (Kafka's
         makeLeader), and the filesystem commits fsyncs that come together in one journal commit, so a
         request moving many leaders here (a controlled shutdown elsewhere) costs about one fsync's wait, not
         one per partition, and each partition's lock, which the other ISR members' fetches take too, is
         held for about one."""
         configs: dict[str, dict] = {}
         failed = {}
-        hosted_followers: list[PartitionInfo] = []
-        new_leaders: list[PartitionInfo] = []
-        together: list[PartitionInfo] = []
-        new_followers: list[PartitionInfo] = []
-        for p in parts:
-            h = self.hosted.get((p.topic, p.partition))
-            leads = roles.leader_and_isr_action(h.repl if h is not None else None, self.broker_id, p.leader,
-                                                p.leader_epoch) == roles.LEADER
-            if h is not None:
-                (together if leads else hosted_followers).append(p)
-            else:
-                (new_leaders if leads else new_followers).append(p)
+        first, together, last = roles.leader_and_isr_order(
+            parts, lambda p: h.repl if (h := self.hosted.get((p.topic, p.partition))) is not None else None,
+            self.broker_id)
 
         def apply(p: PartitionInfo) -> None:
             code = self.apply_leader_and_isr(p, configs)
             if code != errors.NONE:
                 failed[(p.topic, p.partition)] = code
-        for p in hosted_followers + new_leaders:
+        for p in first:
             apply(p)
         if len(together) > 1:
             with ThreadPoolExecutor(max_workers=min(MAKE_LEADERS_TOGETHER, len(together)),
@@ -207,7 +195,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
                 list(pool.map(apply, together))
         elif together:
             apply(together[0])
-        for p in new_followers:
+        for p in last:
             apply(p)
         return failed
 
@@ -290,18 +278,20 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
 
     def update_isr_if_newer(self, p: PartitionInfo) -> None:
         """From UpdateMetadata: a newer ISR of the same leader epoch (e.g. after an AlterIsr)."""
-        h = self.hosted.get((p.topic, p.partition))
-        if roles.isr_update_is_newer(h.repl if h is not None else None, p.leader_epoch, p.zk_version):
-            self.update_isr(p)
+        self.update_isr(p, newer_only=True)
 
-    def update_isr(self, p: PartitionInfo) -> None:
+    def update_isr(self, p: PartitionInfo, newer_only: bool = False) -> None:
+        """replication.roles' ISR update (a LeaderAndIsr of the same role, or UpdateMetadata's newer ISR)."""
         h = self.hosted.get((p.topic, p.partition))
-        if h is not None:
-            with h.cond:
-                self.log_events(h.repl.apply_isr_update(list(p.isr), p.zk_version, p.leader_epoch,
-                                                         log=h.log, now_ms=now_ms()))
-                self._wake(h)
-            self._notify()
+        if h is None:
+            return
+        with h.cond:
+            events = roles.isr_update(h.repl, p.leader_epoch, p.zk_version, p.isr, h.log, now_ms(), newer_only)
+            if events is None:
+                return
+            self.log_events(events)
+            self._wake(h)
+        self._notify()
 
     def stop_replica(self, tp: TP, delete: bool) -> int:
         """StopReplica: NONE, or KAFKA_STORAGE_ERROR for an offline replica (Kafka's stopReplicas)."""

@@ -21,14 +21,14 @@ from controller.core import ControllerCore, ControllerSettings
 from kafkacommon import errors
 from node.net import wire
 from node.net.channel import BrokerChannel
-from controller.redo import RedoQueue
+from controller.redo import ControllerEvents, RegisterBroker
 from node.shells.controller_events import (
     AlterIsr, AlterReassignments, ControlledShutdown, ElectLeaders, ElectLeadersRequest, Event, LeaderAndIsrAnswer,
     ListReassignments, Request, event_name,
 )
 from node.events import EventLog
 from proto import kafkasim_pb2 as pb
-from zk.client import CONNECTION_ERRORS, ControllerMovedError, ZkClient
+from zk.client import CONNECTION_ERRORS, ZkClient
 
 log = logging.getLogger(__name__)
 
@@ -58,45 +58,38 @@ class ControllerShell:
         self._thread = threading.Thread(target=self._run, name="controller-event-thread", daemon=True)
         self._channels: dict[int, BrokerChannel] = {}
         self._stopped = threading.Event()
-        self.redo = RedoQueue()         # events a lost connection cut short, redone once it is back
+        # controller/redo.py: each event's handler, its guard, the tick's order, the session's expiry, and the
+        # events a lost connection cut short (redone once it is back), as the simulator's controller runs them
+        self.events_core = ControllerEvents(self.handlers)
+        self.redo = self.events_core.redo
         self._watched_topics: set[str] = set()   # topic znodes with our data watch armed (partition changes)
+        self._watchers: dict[Event, Callable[[Any], None]] = {}
         h = self.handlers
-        self._events: dict[Event, Callable[[], Any]] = {
-            Event.STARTUP: h.elect, Event.CONTROLLER_CHANGE: h.controller_change,
-            Event.BROKER_CHANGE: h.broker_change, Event.TOPIC_CHANGE: h.topic_change,
-            Event.TOPIC_DELETION: h.topic_deletion, Event.PARTITION_MODIFICATIONS: h.partition_modifications,
-            Event.CONFIG_CHANGE: h.config_change, Event.EXPIRE: self._on_expire,
-            Event.REASSIGNMENT_ISR_CHANGE: h.reassignment_isr_change,
-            Event.ZK_PARTITION_REASSIGNMENT: h.zk_partition_reassignment,
-            Event.REGISTER_AND_REELECT: self._on_register_and_reelect, Event.TICK: self._handle_tick,
-            Event.LOG_DIR_EVENT: h.log_dir_event, Event.SHUTDOWN: self._on_shutdown}
-        self._requests: dict[type, Callable[[Any], None]] = {
-            ElectLeaders: self._on_elect_leaders, ControlledShutdown: self._on_controlled_shutdown,
-            AlterIsr: self._on_alter_isr,
-            ElectLeadersRequest: lambda r: r.future.set_result(self._run_steps(
-                self.handlers.elect_leaders_request(r.tps, r.election_type))),
-            AlterReassignments: lambda r: r.future.set_result(self._run_steps(
-                self.handlers.alter_reassignments(r.requested))),
-            ListReassignments: lambda r: r.future.set_result(self._run_steps(self.handlers.list_reassignments(r.tps))),
-            LeaderAndIsrAnswer: lambda r: self._run_steps(
-                self.handlers.leader_and_isr_response(r.broker_id, r.broker_epoch, r.errors))}
+        self._requests: dict[type, Callable[[Any], Any]] = {   # each request's handler (its steps)
+            ElectLeaders: lambda r: h.elect_leaders(r.tps),
+            ControlledShutdown: lambda r: h.controlled_shutdown(r.broker_id, r.broker_epoch),
+            AlterIsr: lambda r: h.alter_isr(r.broker_id, r.broker_epoch, r.items),
+            ElectLeadersRequest: lambda r: h.elect_leaders_request(r.tps, r.election_type),
+            AlterReassignments: lambda r: h.alter_reassignments(r.requested),
+            ListReassignments: lambda r: h.list_reassignments(r.tps),
+            LeaderAndIsrAnswer: lambda r: h.leader_and_isr_response(r.broker_id, r.broker_epoch, r.errors)}
         zkc = self.zk
         self._io: dict[type, Callable[[Any], Any]] = {  # the handlers' commands, carried out here
-            handlers.ReadController: lambda c: zkc.read_controller(watch=self._controller_watch),
+            handlers.ReadController: lambda c: zkc.read_controller(watch=self._on(Event.CONTROLLER_CHANGE)),
             handlers.DeleteControllerIfOurs: lambda c: zkc.delete_controller_if_ours(),
             handlers.TryElect: lambda c: zkc.try_elect_controller(self.broker_id, int(time.time() * 1000)),
             handlers.ReadSnapshot: self._read_snapshot,
             handlers.CachedStates: lambda c: self._cached_states(),
-            handlers.ReadBrokers: lambda c: zkc.read_brokers(watch=self._broker_watch),
+            handlers.ReadBrokers: lambda c: zkc.read_brokers(watch=self._on(Event.BROKER_CHANGE)),
             handlers.ReadStates: lambda c: zkc.read_states(list(c.tps)),
-            handlers.ReadDeletionRequests: lambda c: zkc.read_deletion_requests(watch=self._deletion_watch),
+            handlers.ReadDeletionRequests: lambda c: zkc.read_deletion_requests(watch=self._on(Event.TOPIC_DELETION)),
             handlers.CreateTopic: lambda c: zkc.create_topic(c.fence, c.assignment),
             handlers.WriteStates: lambda c: zkc.write_states(c.fence, list(c.writes)),
             handlers.DeleteTopic: lambda c: zkc.delete_topic(c.fence, c.assignment),
             handlers.DropDeletionMarker: lambda c: zkc.delete_deletion_marker(c.fence, c.topic),
             handlers.WriteAssignment: lambda c: zkc.write_topic_assignment(c.fence, c.assignment),
             handlers.ReadZkReassignment: lambda c: zkc.read_zk_reassignment(
-                watch=self._zk_reassignment_watch if c.watch else None),
+                watch=self._on(Event.ZK_PARTITION_REASSIGNMENT) if c.watch else None),
             handlers.WriteZkReassignment: lambda c: zkc.write_zk_reassignment(c.fence, c.partitions),
             handlers.Send: lambda c: self._send(c.requests),
             handlers.CloseChannels: lambda c: self._close_channels(drain=True),
@@ -104,7 +97,8 @@ class ControllerShell:
             handlers.Clock: lambda c: self._clock_ms(),
             handlers.MonoNs: lambda c: time.monotonic_ns(),
             handlers.Later: lambda c: self.enqueue(Event(c.event)),
-            handlers.ReadLogDirEvents: lambda c: zkc.read_log_dir_events(watch=self._log_dir_event_watch),
+            RegisterBroker: lambda c: self._register_broker(),
+            handlers.ReadLogDirEvents: lambda c: zkc.read_log_dir_events(watch=self._on(Event.LOG_DIR_EVENT)),
             handlers.DeleteLogDirEvents: lambda c: zkc.delete_log_dir_events(c.fence, list(c.sequences)),
         }
 
@@ -208,74 +202,42 @@ class ControllerShell:
             kind = event_name(event)
             try:
                 self._handle(event)
-            except ControllerMovedError as e:
-                self._run_steps(self.handlers.fenced(str(e)))
-            except CONNECTION_ERRORS as e:
-                log.warning("controller event %s cut short by the ZooKeeper connection: %r", kind, e)
-                self.events.emit("controller_error", event=kind, error=repr(e), redo=self.redo.cut_short(kind))
-                if isinstance(event, Request):
-                    event.future.set_exception(e)
             except Exception as e:  # keep the event thread alive, and say what happened
                 log.exception("controller event %s failed", kind)
                 self.events.emit("controller_error", event=kind, error=repr(e))
-                if isinstance(event, Request):
+                if isinstance(event, Request) and not event.future.done():
                     event.future.set_exception(e)
             if event is Event.SHUTDOWN:
                 return
 
     def _handle(self, event: Event | Request) -> None:
+        core = self.events_core
         if isinstance(event, Request):
-            self._requests[type(event)](event)
+            try:
+                event.future.set_result(core.request(event.kind, self._requests[type(event)](event), self._do,
+                                                     fenced=event.dropped))
+            except CONNECTION_ERRORS as e:   # logged by the core; the caller gets the error and asks again
+                event.future.set_exception(e)
+        elif event is Event.TICK:
+            core.tick(lambda: self.zk.connected, self._do)
+        elif event is Event.EXPIRE:
+            self._drain()     # Kafka's Expire drops the queued work too
+            self.enqueue(Event(core.expire(self._do)))
         else:
-            handler = self._events[event]
-            steps = handler()
-            if steps is not None:   # one of the handlers' generators
-                self._run_steps(steps)
-
-    def _run_steps(self, steps: Any) -> Any:
-        """Carry out one of controller/handlers.py's handlers with this broker's I/O."""
-        return handlers.run(steps, self._do)
+            core.run(event.value, self._do)
+            if event is Event.SHUTDOWN:
+                self._stopped.set()
 
     def _do(self, cmd: Any) -> Any:
         return self._io[type(cmd)](cmd)
 
     def _read_snapshot(self, cmd: handlers.ReadSnapshot) -> handlers.Snapshot:
-        snap = self.zk.read_snapshot(broker_watch=self._broker_watch if cmd.watch_brokers else None,
-                                     topic_watch=self._topic_watch, with_states=False,
+        snap = self.zk.read_snapshot(broker_watch=self._on(Event.BROKER_CHANGE) if cmd.watch_brokers else None,
+                                     topic_watch=self._on(Event.TOPIC_CHANGE), with_states=False,
                                      topic_data_watch=self._topic_data_watch, watched=self._watched_topics,
                                      broker_id=self.broker_id)
         return handlers.Snapshot(snap.controller_epoch, snap.epoch_zk_version, snap.brokers, snap.topics,
                                  snap.round_trips, snap.broker_configs)
-
-    def _on_expire(self) -> None:
-        # Kafka's Expire: drop queued work (and work waiting to be redone), resign, then
-        # register anew and re-elect, which decides everything again.
-        self._drain()
-        follow_up = self.redo.session_expired()
-        self._run_steps(self.handlers.expire())
-        self.enqueue(Event(follow_up))
-
-    def _on_register_and_reelect(self) -> None:
-        self._register_broker()
-        self._run_steps(self.handlers.reelect())
-
-    def _on_shutdown(self) -> None:
-        self._run_steps(self.handlers.shutdown())
-        self._stopped.set()
-
-    def _on_elect_leaders(self, req: ElectLeaders) -> None:
-        req.future.set_result(self._run_steps(self.handlers.elect_leaders(req.tps)))
-
-    def _on_controlled_shutdown(self, req: ControlledShutdown) -> None:
-        req.future.set_result(self._run_steps(self.handlers.controlled_shutdown(req.broker_id, req.broker_epoch)))
-
-    def _on_alter_isr(self, req: AlterIsr) -> None:
-        req.future.set_result(self._run_steps(self.handlers.alter_isr(req.broker_id, req.broker_epoch, req.items)))
-
-    def _handle_tick(self) -> None:
-        for name in self.redo.due(self.zk.connected):
-            self.enqueue(Event(name))
-        self._run_steps(self.handlers.tick(connected=self.zk.connected))
 
     def _drain(self) -> None:
         while True:
@@ -290,28 +252,18 @@ class ControllerShell:
 
     # ------------------------------------------------------------------ watches
 
-    def _controller_watch(self, _event: Any) -> None:
-        self.enqueue(Event.CONTROLLER_CHANGE)
-
-    def _broker_watch(self, _event: Any) -> None:
-        self.enqueue(Event.BROKER_CHANGE)
-
-    def _topic_watch(self, _event: Any) -> None:
-        self.enqueue(Event.TOPIC_CHANGE)
-
-    def _deletion_watch(self, _event: Any) -> None:
-        self.enqueue(Event.TOPIC_DELETION)
-
-    def _zk_reassignment_watch(self, _event: Any) -> None:
-        self.enqueue(Event.ZK_PARTITION_REASSIGNMENT)
+    def _on(self, event: Event) -> Callable[[Any], None]:
+        """A watch's callback (kazoo's thread): the event it fires, onto the queue.  One callable per event, made
+        once: kazoo keeps a path's watchers in a set, so the same one armed again is not called twice."""
+        cb = self._watchers.get(event)
+        if cb is None:
+            cb = self._watchers[event] = lambda _watched: self.enqueue(event)
+        return cb
 
     def _topic_data_watch(self, event: Any) -> None:
         """A topic znode changed or went (Kafka's PartitionModificationsHandler): re-armed by the next read."""
         self._watched_topics.discard(event.path.rsplit("/", 1)[-1])
         self.enqueue(Event.PARTITION_MODIFICATIONS)
-
-    def _log_dir_event_watch(self, _event: Any) -> None:
-        self.enqueue(Event.LOG_DIR_EVENT)
 
     # ------------------------------------------------------------------ requests to brokers
 
