@@ -172,8 +172,9 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         failed: KAFKA_STORAGE_ERROR (the replica is offline now).
 
         In ``replication.roles.leader_and_isr_order``'s steps (the simulator's too); the hosted replicas
-        that now lead are taken up side by side, each with the same steps under its own lock.  Each new leader writes and fsyncs its leader epoch checkpoint (Kafka's
-        makeLeader), and the filesystem commits fsyncs that come together in one journal commit, so a
+        that now lead are taken up side by side, each with the same steps under its own lock.  Each new
+        leader writes and fsyncs its leader epoch checkpoint (Kafka's makeLeader), and the filesystem
+        commits fsyncs that come together in one journal commit, so a
         request moving many leaders here (a controlled shutdown elsewhere) costs about one fsync's wait, not
         one per partition, and each partition's lock, which the other ISR members' fetches take too, is
         held for about one."""
