@@ -46,7 +46,8 @@ def test_a_sweep_on_a_standalone_cluster_and_a_failing_seed_replayed_here_to_the
     out = tmp_path / "sweep"
     env = {k: v for k, v in standalone["env"].items() if k != "PYTHONPATH"}   # the executors get the code shipped
     env["COLUMNS"] = "200"
-    # a planted bug whose violation heals before the end: seed 1 fails (an invariant stops it), the others pass
+    # a planted bug whose violation heals before the end: seeds 1 and 5 fail (an invariant stops each), the
+    # others pass
     p = subprocess.run([sys.executable, "-m", "cli.main", "sim", "sweep", "--seeds", "1..6", "--duration", "8",
                         "--plant-bug", "hw-ignores-lagging-isr", "--spark", standalone["url"], "--tasks", "3",
                         "--no-progress", "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -54,15 +55,17 @@ def test_a_sweep_on_a_standalone_cluster_and_a_failing_seed_replayed_here_to_the
     assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]      # 1: a seed failed
     assert f"on {standalone['url']}, 3 tasks" in p.stdout
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["run"] == 6 and summary["verdicts"] == {"invalid": 1, "valid": 5}
+    assert summary["run"] == 6 and summary["verdicts"] == {"invalid": 2, "valid": 4}
     spark = summary["spark"]
     assert spark["tasks"] == 3 and spark["imported_from"] and all(w.endswith("kafkasim_code.zip")
                                                                    for w in spark["imported_from"])
     assert spark["code_sha256"] == code_zip(tmp_path)[1]           # what ran there is this checkout
     apps = standalone["state"]()["completedapps"]
     assert [(a["name"], a["state"], a["cores"]) for a in apps] == [("kafkasim-sim-sweep", "FINISHED", 2)]
-    [bad] = summary["invalid"]
-    assert bad["seed"] == 1 and bad["anomalies"] == ["hw-above-isr-leo"]
+    invalid = {b["seed"]: b for b in summary["invalid"]}
+    assert sorted(invalid) == [1, 5] and invalid[5]["anomalies"] == ["hw-above-isr-leo"]
+    bad = invalid[1]
+    assert bad["anomalies"] == ["hw-above-isr-leo"]
     assert "hw-above-isr-leo" in bad["first_violation"] and ": SimBroker.handle_fetch)" in bad["first_violation"]
     lines = {o["seed"]: o for o in map(json.loads, (out / "outcomes.jsonl").read_text().splitlines())}
     assert sorted(lines) == [1, 2, 3, 4, 5, 6]
