@@ -31,7 +31,11 @@ the cores.  The waiter reads only the lines appended to the event logs
 
 The baseline, measured in the same run on the same ZooKeeper: three
 processes in kazoo's Election recipe, from the leader gone to the next
-leader's callback running (no state to load or write).
+leader's callback running (no state to load or write).  The floor, also in
+the same run: the same election, then the new leader writes as many state
+znodes as the cluster has partitions, twice, each time in one multi fenced
+by a version check (Kafka's failover order: leader -1 first, then the
+election), and no state to read or decide.
 """
 from __future__ import annotations
 
@@ -118,12 +122,29 @@ def controller_failover(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, s
         cluster.down()
 
 
-def kazoo_failover(zk: EmbeddedZooKeeper, workdir: Path, sig: signal.Signals) -> dict:
+def kazoo_failover(zk: EmbeddedZooKeeper, workdir: Path, sig: signal.Signals, writes: int = 0) -> dict:
+    """kazoo's Election among three processes: from the leader gone to the next leader's callback; with
+    ``writes``, to the next leader having written that many state znodes twice in two fenced multis (the
+    floor of a controller failover in Kafka's order, with no state to read and no decision to make)."""
     out = workdir / f"kazoo-{uuid.uuid4().hex[:8]}.log"
     out.touch()
     path = f"/bench-election-{uuid.uuid4().hex[:8]}"
+    if writes:
+        from kazoo.client import KazooClient
+        admin = KazooClient(hosts=zk.connect_string, timeout=10)
+        admin.start(timeout=10)
+        try:
+            admin.ensure_path(f"{path}-state")
+            for lo in range(0, writes, 500):
+                t = admin.transaction()
+                for i in range(lo, min(lo + 500, writes)):
+                    t.create(f"{path}-state/p{i}", b"{}")
+                t.commit()
+        finally:
+            admin.stop()
+            admin.close()
     procs = [subprocess.Popen([sys.executable, str(ROOT / "bench" / "kazoo_election_worker.py"),
-                               zk.connect_string, path, str(out), str(SESSION_MS)]) for _ in range(3)]
+                               zk.connect_string, path, str(out), str(SESSION_MS), str(writes)]) for _ in range(3)]
 
     def lines() -> list[list[str]]:
         return [ln.split() for ln in out.read_text().splitlines() if ln.strip()]
@@ -135,7 +156,11 @@ def kazoo_failover(zk: EmbeddedZooKeeper, workdir: Path, sig: signal.Signals) ->
         proc = next(p for p in procs if str(p.pid) == leader)
         t_signal = time.monotonic_ns()
         proc.send_signal(sig)
-        nxt = wait_for(lambda: [ln for ln in lines() if ln[0] == "elected" and ln[1] != leader],
+        if writes:
+            wait_for(lambda: any(ln[0] == "written" and ln[1] == leader for ln in lines()), 30,
+                     "the first leader's own writes")
+        done = "written" if writes else "elected"
+        nxt = wait_for(lambda: [ln for ln in lines() if ln[0] == done and ln[1] != leader],
                        SESSION_MS / 1000 * 3 + 20, "the next leader", interval=0.01)[0]
         if sig == signal.SIGTERM:
             gone = int(wait_for(lambda: [ln for ln in lines() if ln[0] == "gone"], 10, "leader gone")[0][2])
@@ -182,6 +207,9 @@ def main() -> None:
                 for i in range(runs):
                     results.setdefault(f"kazoo Election, {sig.name}", []).append(kazoo_failover(zk, workdir, sig))
                     for n in args.partitions:
+                        results.setdefault(f"floor: kazoo Election + two fenced multis of {n} writes, {sig.name}",
+                                           []).append(kazoo_failover(zk, workdir, sig, writes=n))
+                    for n in args.partitions:
                         results.setdefault(f"kafkasim controller, {n} partitions, {sig.name}", []).append(
                             controller_failover(zk, workdir, n, sig))
                         if sig == signal.SIGTERM and not args.no_controlled_shutdown:
@@ -207,6 +235,11 @@ def main() -> None:
                 for n in args.partitions}
         line = ", ".join(f"{n} partitions {m:.1f} ms ({m / base:.2f}x kazoo)" for n, m in meds.items())
         print(f"\n{sig}: kazoo Election median {base:.1f} ms; kafkasim {line}")
+        for n, m in meds.items():
+            floor = statistics.median(r["total"] for r in
+                                      results[f"floor: kazoo Election + two fenced multis of {n} writes, {sig}"])
+            print(f"{sig}: {n} partitions: floor (election + two fenced multis) {floor:.1f} ms = "
+                  f"{floor / base:.2f}x kazoo; kafkasim {m / floor:.2f}x the floor")
         if len(meds) >= 2:
             lo, hi = min(args.partitions), max(args.partitions)
             print(f"{sig}: {hi} vs {lo} partitions: {meds[hi] / meds[lo]:.2f}x (goal <= 2x)")

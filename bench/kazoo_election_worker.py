@@ -1,10 +1,16 @@
 """One contender in kazoo's Election recipe (the baseline for bench/controller_failover.py).
 
-    python bench/kazoo_election_worker.py CONNECT PATH OUT_FILE SESSION_MS
+    python bench/kazoo_election_worker.py CONNECT PATH OUT_FILE SESSION_MS [WRITES]
 
 When it becomes leader it appends "elected <id> <mono_ns>" to OUT_FILE and
 holds leadership until SIGTERM, which closes its session (like a clean
 broker shutdown) and appends "gone <id> <mono_ns>".
+
+With WRITES > 0 (the floor of a controller's failover in Kafka's order): once
+elected it writes WRITES partition-state znodes under PATH-state (the caller
+creates them) twice, each
+time in one multi fenced by a check of PATH-state's version (as a controller's
+writes are fenced by its epoch), then appends "written <id> <mono_ns>".
 """
 from __future__ import annotations
 
@@ -19,9 +25,11 @@ from kazoo.client import KazooClient
 
 def main() -> None:
     connect, path, out, session_ms = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    writes = int(sys.argv[5]) if len(sys.argv) > 5 else 0
     me = str(os.getpid())
     zk = KazooClient(hosts=connect, timeout=session_ms / 1000)
     zk.start(timeout=10)
+    state = f"{path}-state"    # with WRITES: created by the caller, PATH-state/p0 ... p<WRITES-1>
     stop = threading.Event()
 
     def on_term(*_):
@@ -37,6 +45,20 @@ def main() -> None:
     def lead() -> None:
         with open(out, "a") as f:
             f.write(f"elected {me} {time.monotonic_ns()}\n")
+        if writes:
+            fence = zk.get(state)[1].version
+            # Kafka's order: the dead replicas out of the ISR with leader -1, then the election
+            for data in (b'{"controller_epoch":2,"leader":-1,"version":1,"leader_epoch":1,"isr":[2]}',
+                         b'{"controller_epoch":2,"leader":2,"version":1,"leader_epoch":2,"isr":[2]}'):
+                t = zk.transaction()
+                t.check(state, fence)
+                for i in range(writes):
+                    t.set_data(f"{state}/p{i}", data)
+                results = t.commit()
+                if any(isinstance(r, Exception) for r in results):
+                    raise RuntimeError(f"the fenced multi failed: {results[:3]}")
+            with open(out, "a") as f:
+                f.write(f"written {me} {time.monotonic_ns()}\n")
         stop.wait()
 
     with open(out, "a") as f:
