@@ -1,14 +1,14 @@
 """One contender in kazoo's Election recipe (the baseline for bench/controller_failover.py).
 
-    python bench/kazoo_election_worker.py CONNECT PATH OUT_FILE SESSION_MS [WRITES]
+    python bench/kazoo_election_worker.py CONNECT PATH OUT_FILE SESSION_MS [WRITES [create]]
 
 When it becomes leader it appends "elected <id> <mono_ns>" to OUT_FILE and
 holds leadership until SIGTERM, which closes its session (like a clean
 broker shutdown) and appends "gone <id> <mono_ns>".
 
 With WRITES > 0 (the floor of a controller's failover in Kafka's order): once
-elected it writes WRITES partition-state znodes under PATH-state (the caller
-creates them) twice, each
+elected it writes WRITES partition-state znodes under PATH-state (made first by
+one run with "create", which exits) twice, each
 time in one multi fenced by a check of PATH-state's version (as a controller's
 writes are fenced by its epoch), then appends "written <id> <mono_ns>".
 """
@@ -29,7 +29,17 @@ def main() -> None:
     me = str(os.getpid())
     zk = KazooClient(hosts=connect, timeout=session_ms / 1000)
     zk.start(timeout=10)
-    state = f"{path}-state"    # with WRITES: created by the caller, PATH-state/p0 ... p<WRITES-1>
+    state = f"{path}-state"    # with WRITES: PATH-state/p0 ... p<WRITES-1>, made by a run with "create"
+    if len(sys.argv) > 6 and sys.argv[6] == "create":
+        zk.ensure_path(state)
+        for lo in range(0, writes, 500):
+            t = zk.transaction()
+            for i in range(lo, min(lo + 500, writes)):
+                t.create(f"{state}/p{i}", b"{}")
+            t.commit()
+        zk.stop()
+        zk.close()
+        return
     stop = threading.Event()
 
     def on_term(*_):
