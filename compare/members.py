@@ -34,22 +34,84 @@ JAVA_ASSIGNORS = {"range": "org.apache.kafka.clients.consumer.RangeAssignor",
                   "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"}
 
 
-class Member:
-    """One librdkafka consumer in ``group``, subscribed to ``topic``."""
+class _MemberThread:
+    """What both kinds of member share: the identity, the recorded events, and a thread that owns the consumer
+    and runs the queued commands (commit, close) between polls.  A kind supplies ``_poll_once``, ``_commit``
+    and ``_crashed`` (after its crash is recorded)."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, index: int, assignor: str, static: bool,
-                 record: Callable[[str, str, Any], None], session_timeout_ms: int = 6000) -> None:
-        from confluent_kafka import Consumer
+    COMMAND_TIMEOUT_S = 60.0
 
+    def _setup(self, group: str, topic: str, index: int, static: bool,
+               record: Callable[[str, str, Any], None]) -> None:
         self.group, self.topic, self.index, self.static = group, topic, index, static
         self.name = f"{group}/{index}"
         self.record = record                      # record(member, event, value)
         self.last_event = time.monotonic()
         self.assignment: set[tuple[str, int]] = set()
         self.generation: int | None = None
-        self.consumed: dict[tuple[str, int], int] = {}   # the next offset to read
         self.commands: queue.Queue[tuple[str, threading.Event, list]] = queue.Queue()
         self.closed = threading.Event()
+
+    def _start(self, thread_name: str) -> None:
+        self.thread = threading.Thread(target=self._run, daemon=True, name=thread_name)
+        self.thread.start()
+
+    def _event(self, event: str, value: Any) -> None:
+        self.last_event = time.monotonic()
+        self.record(self.name, event, value)
+
+    def _poll_once(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _commit(self) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _crashed(self) -> None:
+        pass
+
+    def _run(self) -> None:
+        try:
+            while True:
+                try:
+                    cmd, done, out = self.commands.get_nowait()
+                except queue.Empty:
+                    cmd = None
+                if cmd == "close":
+                    self.consumer.close()
+                    done.set()
+                    return
+                if cmd == "commit":
+                    out.append(self._commit())
+                    done.set()
+                self._poll_once()
+        except Exception as e:   # a member that breaks says so in its stream
+            self._event("crashed", f"{type(e).__name__}: {e}")
+            self._crashed()
+        finally:
+            self.closed.set()
+
+    def command(self, cmd: str, timeout_s: float | None = None) -> Any:
+        done, out = threading.Event(), []
+        self.commands.put((cmd, done, out))
+        wait_for(lambda: done.is_set() or self.closed.is_set(), timeout_s or self.COMMAND_TIMEOUT_S,
+                 f"member {self.name} to {cmd}")
+        return out[0] if out else None
+
+    def close(self) -> None:
+        if not self.closed.is_set():
+            self.command("close")
+        self.thread.join(10)
+
+
+class Member(_MemberThread):
+    """One librdkafka consumer in ``group``, subscribed to ``topic``."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, index: int, assignor: str, static: bool,
+                 record: Callable[[str, str, Any], None], session_timeout_ms: int = 6000) -> None:
+        from confluent_kafka import Consumer
+
+        self._setup(group, topic, index, static, record)
+        self.consumed: dict[tuple[str, int], int] = {}   # the next offset to read
         self.log = logging.getLogger(f"compare.member.{self.name}")
         self.log.propagate = False
         self.log.setLevel(logging.DEBUG)
@@ -63,14 +125,9 @@ class Member:
             conf["group.instance.id"] = f"{group}-m{index}"
         self.consumer = Consumer(conf)
         self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
-        self.thread = threading.Thread(target=self._run, daemon=True, name=f"member-{self.name}")
-        self.thread.start()
+        self._start(f"member-{self.name}")
 
     # ------------------------------------------------------------------ what it sees
-
-    def _event(self, event: str, value: Any) -> None:
-        self.last_event = time.monotonic()
-        self.record(self.name, event, value)
 
     def _log_line(self, line: str) -> None:
         m = _JOIN.search(line)
@@ -100,27 +157,10 @@ class Member:
 
     # ------------------------------------------------------------------ its thread
 
-    def _run(self) -> None:
-        try:
-            while True:
-                try:
-                    cmd, done, out = self.commands.get_nowait()
-                except queue.Empty:
-                    cmd = None
-                if cmd == "close":
-                    self.consumer.close()
-                    done.set()
-                    return
-                if cmd == "commit":
-                    out.append(self._commit())
-                    done.set()
-                msg = self.consumer.poll(0.1)
-                if msg is not None and msg.error() is None:
-                    self.consumed[(msg.topic(), msg.partition())] = msg.offset() + 1
-        except Exception as e:   # a member that breaks says so in its stream
-            self._event("crashed", f"{type(e).__name__}: {e}")
-        finally:
-            self.closed.set()
+    def _poll_once(self) -> None:
+        msg = self.consumer.poll(0.1)
+        if msg is not None and msg.error() is None:
+            self.consumed[(msg.topic(), msg.partition())] = msg.offset() + 1
 
     def _commit(self) -> Any:
         """Read every assigned partition up to its high watermark, then commit what was read (sync)."""
@@ -144,16 +184,6 @@ class Member:
         self._event("committed", {f"{tp.topic}/{tp.partition}": tp.offset for tp in offsets})
         return None
 
-    def command(self, cmd: str, timeout_s: float = 60.0) -> Any:
-        done, out = threading.Event(), []
-        self.commands.put((cmd, done, out))
-        wait_for(lambda: done.is_set() or self.closed.is_set(), timeout_s, f"member {self.name} to {cmd}")
-        return out[0] if out else None
-
-    def close(self) -> None:
-        if not self.closed.is_set():
-            self.command("close")
-        self.thread.join(10)
 
 
 class _Lines(logging.Handler):
@@ -165,22 +195,17 @@ class _Lines(logging.Handler):
         self.fn(record.getMessage())
 
 
-class JavaGroupMember:
+class JavaGroupMember(_MemberThread):
     """One Java consumer (Kafka 2.8.2's ``KafkaConsumer``) in ``group``, with :class:`Member`'s interface: a
     thread that polls it and runs the queued commands between polls."""
+
+    COMMAND_TIMEOUT_S = 90.0
 
     def __init__(self, bootstrap: str, group: str, topic: str, index: int, assignor: str, static: bool,
                  record: Callable[[str, str, Any], None], session_timeout_ms: int = 6000) -> None:
         from reference.javaclient import JavaMember
 
-        self.group, self.topic, self.index, self.static = group, topic, index, static
-        self.name = f"{group}/{index}"
-        self.record = record
-        self.last_event = time.monotonic()
-        self.assignment: set[tuple[str, int]] = set()
-        self.generation: int | None = None
-        self.commands: queue.Queue[tuple[str, threading.Event, list]] = queue.Queue()
-        self.closed = threading.Event()
+        self._setup(group, topic, index, static, record)
         configs: dict[str, Any] = {
             "client.id": f"m{index}", "partition.assignment.strategy": JAVA_ASSIGNORS[assignor],
             "auto.offset.reset": "earliest", "session.timeout.ms": session_timeout_ms,
@@ -189,12 +214,7 @@ class JavaGroupMember:
         if static:
             configs["group.instance.id"] = f"{group}-m{index}"
         self.consumer = JavaMember(bootstrap, group, topic, configs)
-        self.thread = threading.Thread(target=self._run, daemon=True, name=f"java-member-{self.name}")
-        self.thread.start()
-
-    def _event(self, event: str, value: Any) -> None:
-        self.last_event = time.monotonic()
-        self.record(self.name, event, value)
+        self._start(f"java-member-{self.name}")
 
     def _seen(self, msgs: Iterable[dict]) -> None:
         for m in msgs:
@@ -220,26 +240,11 @@ class JavaGroupMember:
         self._seen(events + [msg])
         return len(msg.get("polled", []))
 
-    def _run(self) -> None:
-        try:
-            while True:
-                try:
-                    cmd, done, out = self.commands.get_nowait()
-                except queue.Empty:
-                    cmd = None
-                if cmd == "close":
-                    self.consumer.close()
-                    done.set()
-                    return
-                if cmd == "commit":
-                    out.append(self._commit())
-                    done.set()
-                self._poll()
-        except Exception as e:   # a member that breaks says so in its stream
-            self._event("crashed", f"{type(e).__name__}: {e}")
-            self.consumer.kill()
-        finally:
-            self.closed.set()
+    def _poll_once(self) -> None:
+        self._poll()
+
+    def _crashed(self) -> None:
+        self.consumer.kill()
 
     def _commit(self) -> Any:
         """Read what there is (until two polls in a row bring nothing), then commit the positions (sync)."""
@@ -256,16 +261,6 @@ class JavaGroupMember:
         self._event("committed", msg["committed"])
         return None
 
-    def command(self, cmd: str, timeout_s: float = 90.0) -> Any:
-        done, out = threading.Event(), []
-        self.commands.put((cmd, done, out))
-        wait_for(lambda: done.is_set() or self.closed.is_set(), timeout_s, f"member {self.name} to {cmd}")
-        return out[0] if out else None
-
-    def close(self) -> None:
-        if not self.closed.is_set():
-            self.command("close")
-        self.thread.join(10)
 
 
 def _tp(name: str) -> tuple[str, int]:
