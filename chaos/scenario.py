@@ -522,30 +522,39 @@ def _command(data: Any, source: str, topic_names: set[str]) -> CommandSpec | Non
     return spec
 
 
-def load_scenario(path: Path | str) -> Scenario:
-    path = Path(path)
+def read_yaml(path: Path) -> Any:
+    """A scenario file's YAML; ScenarioError naming the file when it cannot be read or parsed."""
     try:
-        data = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except OSError as e:
         raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
     except yaml.YAMLError as e:
         raise ScenarioError(f"{path}: not valid YAML: {e}") from None
-    return parse_scenario(data, str(path))
+
+
+def load_scenario(path: Path | str) -> Scenario:
+    path = Path(path)
+    return parse_scenario(read_yaml(path), str(path))
 
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 
 
-def find_scenario(name_or_path: str) -> Path:
-    """A path, or the name of a file in scenarios/ (with or without .yaml)."""
+def find_in(directory: Path, name_or_path: str, what: str = "scenario") -> Path:
+    """A path, or the name of a file in ``directory`` (with or without .yaml)."""
     p = Path(name_or_path)
     if p.exists():
         return p
-    for cand in (SCENARIO_DIR / name_or_path, SCENARIO_DIR / f"{name_or_path}.yaml"):
+    for cand in (directory / name_or_path, directory / f"{name_or_path}.yaml"):
         if cand.exists():
             return cand
-    known = ", ".join(sorted(q.stem for q in SCENARIO_DIR.glob("*.yaml")))
-    raise ScenarioError(f"no scenario {name_or_path!r} (a file, or one of: {known})")
+    known = ", ".join(sorted(q.stem for q in directory.glob("*.yaml")))
+    raise ScenarioError(f"no {what} {name_or_path!r} (a file, or one of: {known})")
+
+
+def find_scenario(name_or_path: str) -> Path:
+    """A path, or the name of a file in scenarios/ (with or without .yaml)."""
+    return find_in(SCENARIO_DIR, name_or_path)
 
 
 def list_scenarios() -> list[Scenario]:

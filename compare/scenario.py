@@ -26,9 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
-from chaos.scenario import Scenario, ScenarioError, parse_scenario
+from chaos.scenario import Scenario, ScenarioError, find_in, parse_scenario, read_yaml
 from chaos.targets import TargetError, parse_target
 
 ASSIGNORS = ("range", "roundrobin", "cooperative-sticky")   # librdkafka's
@@ -224,25 +222,12 @@ def parse_compare(data: Any, source: str = "<scenario>") -> CompareScenario:
 
 def load_compare(path: Path | str) -> CompareScenario:
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise ScenarioError(f"{path}: not valid YAML: {e}") from None
-    return parse_compare(data, str(path))
+    return parse_compare(read_yaml(path), str(path))
 
 
 def find_compare(name_or_path: str) -> Path:
     """A path, or the name of a file in scenarios/compare/ (with or without .yaml)."""
-    p = Path(name_or_path)
-    if p.exists():
-        return p
-    for cand in (SCENARIO_DIR / name_or_path, SCENARIO_DIR / f"{name_or_path}.yaml"):
-        if cand.exists():
-            return cand
-    known = ", ".join(sorted(q.stem for q in SCENARIO_DIR.glob("*.yaml")))
-    raise ScenarioError(f"no compare scenario {name_or_path!r} (a file, or one of: {known})")
+    return find_in(SCENARIO_DIR, name_or_path, "compare scenario")
 
 
 def list_compare() -> list[Path]:
