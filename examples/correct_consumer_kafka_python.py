@@ -3,7 +3,10 @@
 
 Same environment (``KAFKA_BOOTSTRAP_SERVERS``, ``KAFKA_GROUP_ID``, ``KAFKA_INPUT_TOPIC``, and
 ``KAFKA_OUTPUT_TOPIC`` or ``KAFKA_OUTPUT_FILE``).  A commit that fails (the coordinator moved, a
-rebalance) is not fatal: the positions are committed again after the next batch.
+rebalance) is not fatal: the positions are committed again after the next batch.  Nor is a poll that fails
+with a retriable error: kafka-python 3 raises a connection error from ``poll`` when the group's coordinator
+dies under it (its connection reset while the consumer looks for the coordinator again); the next poll
+carries on from the same positions.
 """
 import os
 import signal
@@ -35,7 +38,13 @@ producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all") if output_topi
 out = open(output_file, "a", encoding="utf-8") if output_file else None
 
 while running:
-    batches = consumer.poll(timeout_ms=200, max_records=200)
+    try:
+        batches = consumer.poll(timeout_ms=200, max_records=200)
+    except KafkaError as e:
+        if not e.retriable:
+            raise
+        print(f"poll failed: {e!r}", flush=True)
+        continue
     records = [m for batch in batches.values() for m in batch]
     if not records:
         continue
