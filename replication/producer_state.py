@@ -143,6 +143,15 @@ class ProducerStates:
                                                      f"transaction from offset {e.txn_first_offset} is open")
         return Verdict()
 
+    def check_batch(self, pid: int, epoch: int, first_seq: int, record_count: int, transactional: bool = False,
+                    *, from_coordinator: bool = False) -> Verdict:
+        """Any data batch before a leader appends it, by its origin (Kafka's AppendOrigin): a client's
+        (:meth:`check`: epoch, sequence, duplicates), or a coordinator's (a transactional offset commit, which
+        has no sequence: :meth:`check_epoch` only)."""
+        if from_coordinator:
+            return Verdict(self.check_epoch(pid, epoch))
+        return self.check(pid, epoch, first_seq, record_count, transactional)
+
     def check_epoch(self, pid: int, epoch: int) -> int:
         """A coordinator's data batch (a transactional offset commit): the epoch only."""
         e = self.producers.get(pid)

@@ -195,9 +195,8 @@ class SimReplicaManager:
     def append(self, tp: TP, records: list[tuple[bytes | None, bytes | None]], acks: int, timeout_ms: float,
                done: Callable[[int, int], None], producer: ProducerBatch | None = None) -> None:
         """Append as leader; ``done(error, base offset)`` now (acks 0/1, errors) or once the HW covers it.
-        ``producer``: the batch's producer fields, checked first as the real log does
-        (replication/producer_state.py): a client's batch (with a sequence) for its epoch and sequence, a
-        duplicate answered with its first offsets; a coordinator's transactional batch for its epoch only."""
+        ``producer``: the batch's producer fields, checked first as the broker does
+        (replication/producer_state.py ``check_batch``): a duplicate is answered with its first offsets."""
         h = self.hosted.get(tp)
         if h is None:
             done(self.missing(tp), -1)
@@ -207,13 +206,11 @@ class SimReplicaManager:
             done(code, -1)
             return
         if producer is not None:
-            ps = h.log.producers
-            if producer.base_sequence >= 0:
-                verdict = ps.check(producer.producer_id, producer.producer_epoch, producer.base_sequence,
-                                   len(records), producer.transactional)
-                code, dup = verdict.error, verdict.duplicate
-            else:
-                code, dup = ps.check_epoch(producer.producer_id, producer.producer_epoch), None
+            # the simulator's clients always send a sequence; its coordinators never do
+            verdict = h.log.producers.check_batch(producer.producer_id, producer.producer_epoch,
+                                                  producer.base_sequence, len(records), producer.transactional,
+                                                  from_coordinator=producer.base_sequence < 0)
+            code, dup = verdict.error, verdict.duplicate
             if code != errors.NONE:
                 done(code, -1)
                 return

@@ -33,6 +33,18 @@ def test_epochs_and_unknown_producers() -> None:
     assert s.check(-1, -1, -1, 9).error == 0                             # not idempotent: no check
 
 
+def test_a_batch_is_checked_by_its_origin() -> None:
+    """check_batch, the one entry both the broker and the simulator use: a client's batch for its sequence, a
+    coordinator's (a transactional offset commit, no sequence) for its epoch only."""
+    s = ProducerStates()
+    s.record(4, 3, 0, 2, 0)
+    assert s.check_batch(4, 3, 9, 1).error == OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert s.check_batch(4, 3, -1, 1, True, from_coordinator=True).error == 0
+    assert s.check_batch(4, 2, -1, 1, True, from_coordinator=True).error == INVALID_PRODUCER_EPOCH
+    assert s.check_batch(4, 3, 0, 2).duplicate.first_offset == 0
+    assert s.check_batch(5, 0, -1, 1, from_coordinator=False).error == OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
 def test_sequences_wrap() -> None:
     s = ProducerStates()
     top = 2**31 - 1

@@ -99,7 +99,8 @@ class AppendsMixin:
         epoch = h.repl.leader_epoch
         try:
             if producer is not None:
-                code = h.log.producers().check_epoch(*producer)
+                code = h.log.producers().check_batch(producer[0], producer[1], -1, len(records), True,
+                                                     from_coordinator=True).error
                 if code != errors.NONE:
                     return code, -1, -1, -1
             lc = h.log_config
@@ -152,7 +153,8 @@ class AppendsMixin:
         verdict = None
         stamp = -1
         if producer is not None and producer[0] >= 0:
-            verdict = h.log.producers().check(producer[0], producer[1], producer[2], record_count, transactional)
+            verdict = h.log.producers().check_batch(producer[0], producer[1], producer[2], record_count,
+                                                    transactional, from_coordinator=False)
             if verdict.error:
                 return Appended(verdict.error, -1, -1, False)
         if verdict is not None and verdict.duplicate is not None:
