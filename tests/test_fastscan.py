@@ -50,3 +50,18 @@ def test_a_corrupt_batch_raises_like_the_reference_decoder():
         decode_batch(bytes(buf))
     with pytest.raises(CorruptBatchError):
         scan_latest(bytes(buf), {})
+
+
+def test_a_batch_with_a_valid_crc_but_bytes_left_over_fails_as_the_reference_does():
+    """The compiled reader refuses it, the reference decoder names why, and the earlier batch alone is read."""
+    from kafkacommon.record_batch import ATTRIBUTES_OFFSET, crc32c
+    good = encode_batch(0, 1, [(b"k", b"v", 1)])
+    bad = bytearray(encode_batch(1, 1, [(b"key", b"value", 1)] * 3))
+    bad[57:61] = (2).to_bytes(4, "big")          # the header says 2 records; 3 follow
+    bad[17:21] = crc32c(bytes(bad[ATTRIBUTES_OFFSET:])).to_bytes(4, "big")
+    with pytest.raises(CorruptBatchError):
+        decode_batch(bytes(bad))
+    latest: dict = {}
+    with pytest.raises(CorruptBatchError):
+        scan_latest(good + bytes(bad), latest)
+    assert latest == {b"k": (0, b"v")}
