@@ -162,6 +162,12 @@ def test_three_sides_reads_a_compare_run_and_compares_the_simulator_with_it(tmp_
     assert [p.real for p in r.pairs] == ["kafka"] and r.unlisted() == 0 and r.pairs[0].diffs == []
     assert "SAME: " in r.text and json.loads((out / "fidelity.json").read_text())["pairs"][0]["unlisted"] == 0
     assert (out / "sim" / "observations.json").exists()
+    # with --kafkasim the simulator is compared with each real side, each pair on its own
+    d2 = tmp_path / "runs" / s.name / "kafkasim"
+    d2.mkdir()
+    (d2 / "observations.json").write_text(json.dumps(SimCompareRun(s, seed=2).run()))
+    r2 = three_sides(s, tmp_path / "out2", seed=1, from_dir=tmp_path / "runs", kafkasim=True)
+    assert [p.row()["pair"] for p in r2.pairs] == ["sim vs kafka", "sim vs kafkasim"] and r2.unlisted() == 0
     # a real side whose controller did not move: the simulator's failover is a difference, unlisted
     moved = dict(real, zk=[w for w in real["zk"] if not (w["path"] == "/controller" and w["data"] and '"brokerid":3' in w["data"])])
     pair = compare_with_sim(s, "kafka", moved, real)
