@@ -106,10 +106,13 @@ def sim_config(scenario: Any) -> SimConfig:
         else:
             raise SimCompareError(f"{scenario.name}: cluster.config.{key}: {value!r} is not honoured by the simulator")
     if offsets is None:
-        raise SimCompareError(f"{scenario.name}: topics: the simulator needs {OFFSETS_TOPIC} pinned (its replicas "
-                              f"given), as every compare scenario pins it")
-    if offsets is not None:
-        fields["offsets_replication_factor"] = offsets.replication_factor
+        raise SimCompareError(f"{scenario.name}: topics: the simulator needs {OFFSETS_TOPIC} among them, pinned, as "
+                              f"every compare scenario has it")
+    unpinned = [t.name for t in base.topics if t.replicas is None]
+    if unpinned:
+        raise SimCompareError(f"{scenario.name}: topics: {unpinned[0]} has no replicas given: the simulator's "
+                              f"placement, drawn from its seed, would not be Kafka's")
+    fields["offsets_replication_factor"] = offsets.replication_factor
     return SimConfig(brokers=base.brokers, advertised_port_base=ADVERTISED_PORT_BASE, kafka_paths=True, **fields)
 
 
