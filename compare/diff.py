@@ -114,14 +114,18 @@ class Difference:
     def phase(self) -> int:
         return min(e.phase for e in (self.kafka, self.kafkasim) if e is not None)
 
-    def text(self) -> str:
+    def text(self, names: tuple[str, str] = (KAFKA, KAFKASIM)) -> str:
+        """The difference; ``names`` label the two sides (``sim fidelity --compare`` compares the simulator's
+        entries, in the second place, with either real side's)."""
         def side(e: Entry | None) -> str:
             return e.text() if e is not None else "(nothing more)"
         agreed = f"after {self.before.text()}" if self.before else "at its first entry"
         head = f"{self.stream}, entry {self.index + 1} ({agreed})"
         if self.known:
             head += f"\n  listed: {self.known.why} (docs/deviations.md: {self.known.where})"
-        return f"{head}\n  kafka:    {side(self.kafka)}\n  kafkasim: {side(self.kafkasim)}"
+        width = max(len(n) for n in names) + 1
+        return (f"{head}\n  {names[0] + ':':<{width}} {side(self.kafka)}"
+                f"\n  {names[1] + ':':<{width}} {side(self.kafkasim)}")
 
 
 def streams(entries: Iterable[Entry]) -> dict[str, list[Entry]]:
@@ -153,25 +157,27 @@ def unlisted(diffs: list[Difference]) -> list[Difference]:
     return [d for d in diffs if d.known is None]
 
 
-def report(diffs: list[Difference], kafka: list[Entry], kafkasim: list[Entry], title: str = "") -> str:
-    """The first difference with both sides' values, every other, then a summary."""
+def report(diffs: list[Difference], kafka: list[Entry], kafkasim: list[Entry], title: str = "",
+           sides: tuple[str, str] = ("Kafka 2.8.2", KAFKASIM), labels: tuple[str, str] = (KAFKA, KAFKASIM)) -> str:
+    """The first difference with both sides' values, every other, then a summary (``sides``: the two sides'
+    names in the header, ``labels`` in each difference)."""
     a, b = streams(kafka), streams(kafkasim)
     names = list(a) + [s for s in b if s not in a]
     lines = [title] if title else []
-    lines.append(f"compared {len(names)} streams ({len(kafka)} entries from Kafka 2.8.2, {len(kafkasim)} from "
-                 f"kafkasim); controllers relabelled by first appearance, random placements by replica index")
+    lines.append(f"compared {len(names)} streams ({len(kafka)} entries from {sides[0]}, {len(kafkasim)} from "
+                 f"{sides[1]}); controllers relabelled by first appearance, random placements by replica index")
     for what, why in IGNORED.items():
         lines.append(f"  ignored: {what}: {why}")
     bad = unlisted(diffs)
     if diffs:
         first = bad[0] if bad else diffs[0]
         lines.append("first difference:" if bad else "first (listed) difference:")
-        lines.append("  " + first.text().replace("\n", "\n  "))
+        lines.append("  " + first.text(labels).replace("\n", "\n  "))
         rest = [d for d in diffs if d is not first]
         if rest:
             lines.append("others:")
             for d in rest:
-                lines.append("  " + d.text().replace("\n", "\n  "))
+                lines.append("  " + d.text(labels).replace("\n", "\n  "))
     lines.append(summary_line(diffs, len(names)))
     return "\n".join(lines)
 

@@ -64,6 +64,13 @@ class SimConfig:
     txn_partitions: int = 10             # transaction.state.log.num.partitions (chaos runs' fast default)
     bugs: frozenset[str] = frozenset()
     log_dirs: int = 1                   # data directories per broker, each a disk of its own
+    # a Kafka listener to advertise in /brokers/ids/<id> (PLAINTEXT://127.0.0.1:<this + id>), as a real broker
+    # does; 0: none (the simulator has no Kafka listener).  sim/compare_run.py sets it, so that the registration
+    # compares with Kafka 2.8.2's
+    advertised_port_base: int = 0
+    # the paths a real broker's start-up adds for Kafka's tools (/consumers, /brokers/seqid, /config/clients...,
+    # /feature, /cluster/id: zk/client.py); off in the simulator's own runs (their seeds replay as they were)
+    kafka_paths: bool = False
 
 
 @dataclass
@@ -263,8 +270,8 @@ class SimBroker:
             if zk.session_id is None or zk.expired:
                 zk.connect()
                 self.emit("broker_registering", predecessor_session=None)
-            zk.ensure_persistent_paths()
-            epoch = zk.register_broker(BrokerRegistration(self.id, "sim", 9000 + self.id, self.now()))
+            zk.ensure_persistent_paths(self.cfg.kafka_paths)
+            epoch = zk.register_broker(self._registration())
         except CONNECTION_ERRORS:
             return False
         if epoch is None:
@@ -273,6 +280,14 @@ class SimBroker:
         self.emit("broker_registered", broker_epoch=epoch, session_id=f"0x{zk.session_id:x}")
         self.configs.process()   # every notification present (a new session's watch too)
         return True
+
+    def _registration(self) -> BrokerRegistration:
+        base = self.cfg.advertised_port_base
+        if not base:
+            return BrokerRegistration(self.id, "sim", 9000 + self.id, self.now())
+        return BrokerRegistration(self.id, "sim", 9000 + self.id, self.now(),
+                                  listeners=(("PLAINTEXT", "127.0.0.1", base + self.id),),
+                                  protocols=(("PLAINTEXT", "PLAINTEXT"),))
 
     def _register(self) -> None:
         """At start: register (retried every 100 ms until it can), then the controller's startup."""

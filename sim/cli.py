@@ -304,6 +304,14 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     if out.exists() and any(out.iterdir()):
         print(f"error: {out} already exists and is not empty; choose another --out", file=sys.stderr)
         return EXIT_ERROR
+    if (args.scenario is None) == (args.compare is None):
+        print("error: give a chaos scenario or --compare SCENARIO (one of them)", file=sys.stderr)
+        return EXIT_ERROR
+    if args.compare is not None:
+        return _fidelity_compare(args, out)
+    if args.from_dir or args.kafkasim:
+        print("error: --from and --kafkasim go with --compare", file=sys.stderr)
+        return EXIT_ERROR
     try:
         path = find_scenario(args.scenario)
         real, sim, verdicts = run_both(path, out, seed=args.seed, stream=sys.stdout,
@@ -317,6 +325,32 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     diffs = compare(real, sim)
     print(report(real, sim, diffs))
     return 1 if diffs else 0
+
+
+def _fidelity_compare(args: argparse.Namespace, out: Path) -> int:
+    """A compare scenario on Kafka 2.8.2 (and kafkasim with --kafkasim) and in the simulator: exit 0 when the
+    simulator's ZooKeeper streams have no unlisted difference from each real side's, 1 when one has, 3 on a
+    scenario the simulator cannot run."""
+    from chaos.scenario import ScenarioError
+    from compare.scenario import find_compare, load_compare
+    from sim.compare_fidelity import three_sides
+    from sim.compare_run import SimCompareError
+
+    if args.real or args.sim:
+        print("error: --real and --sim go with a chaos scenario, not --compare", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        scenario = load_compare(find_compare(args.compare))
+        result = three_sides(scenario, out, seed=args.seed, from_dir=Path(args.from_dir) if args.from_dir else None,
+                             kafkasim=args.kafkasim, say=lambda t: print(t, flush=True))
+    except (ScenarioError, SimCompareError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    for side, o in result.observations.items():
+        if o.get("error"):
+            print(f"{side}: aborted: {o['error']}")
+    print(result.text)
+    return 1 if result.unlisted() or any(o.get("error") for o in result.observations.values()) else 0
 
 
 def add_parsers(sub) -> None:
@@ -386,9 +420,19 @@ def add_parsers(sub) -> None:
     k.set_defaults(func=cmd_shrink)
     fd = ss.add_parser("fidelity", help="a scenario on real processes and in the simulator: the same controllers, "
                                         "leaders, ISRs and coordinator moves? (exit 0 same, 1 different)")
-    fd.add_argument("scenario", help="a scenario file or a name in scenarios/ (e.g. fidelity)")
+    fd.add_argument("scenario", nargs="?", default=None,
+                    help="a chaos scenario file or a name in scenarios/ (e.g. fidelity); or use --compare")
+    fd.add_argument("--compare", default=None, metavar="SCENARIO",
+                    help="instead: a compare scenario (a file or a name in scenarios/compare/) on Kafka 2.8.2 and in "
+                         "the simulator, their ZooKeeper streams compared (docs/simulation.md)")
+    fd.add_argument("--from", dest="from_dir", default=None, metavar="DIR",
+                    help="with --compare: read the real sides from this 'kafkasim compare --out DIR' run instead of "
+                         "running them")
+    fd.add_argument("--kafkasim", action="store_true",
+                    help="with --compare: kafkasim's processes as well (a third side; doubles a run's cost)")
     fd.add_argument("--seed", type=int, default=1)
-    fd.add_argument("--out", required=True, help="a new directory: real/ and sim/ run directories go there")
+    fd.add_argument("--out", required=True, help="a new directory: real/ and sim/ run directories go there "
+                                                 "(with --compare: kafka/, kafkasim/, sim/ and report.txt)")
     fd.add_argument("--real", default=None, metavar="RUN_DIR", help="compare this chaos run instead of running one")
     fd.add_argument("--sim", default=None, metavar="RUN_DIR", help="compare this simulated run instead of running one")
     fd.set_defaults(func=cmd_fidelity)

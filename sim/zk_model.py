@@ -50,7 +50,7 @@ deletions, which hashes the server's full paths.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from sim.javahash import JavaHashSet
 from sim.zk_ops import Check, Create, Delete, Op, SetData, parent_of, validate
@@ -178,6 +178,10 @@ class ZkModel:
         self._next_session = FIRST_SESSION_ID
         self._data_watches: dict[str, set[int]] = {}
         self._child_watches: dict[str, set[int]] = {}
+        # called with (zxid, path, data or None for a delete, created) for each znode a committed transaction
+        # changed, in the transaction's order (a multi's path once, with its last value): the simulator's
+        # transaction log (sim/compare_run.py records a run as compare/runner.py reads a real side's).  None: off
+        self.on_write: Callable[[int, str, bytes | None, bool], None] | None = None
 
     # ------------------------------------------------------------ sessions
 
@@ -475,6 +479,8 @@ class ZkModel:
 
     def _apply(self, view: _View) -> list[WatchEvent]:
         """Make the view's changes real and fire the watches they trigger, in order."""
+        if self.on_write is not None:
+            self._report(view)
         for path, node in view.changed.items():
             if node is None:
                 self.nodes.pop(path, None)
@@ -501,6 +507,17 @@ class ZkModel:
                 events += sorted(fired, key=lambda e: e.session_id)
             events += self._fire(self._child_watches, parent_of(path)[0], CHILD)
         return events
+
+    def _report(self, view: _View) -> None:
+        """``on_write`` for each znode the view created, set or deleted (a parent's changed child list and
+        counters are not a write, as ZooKeeper's log has none), once per znode with its value at the end."""
+        seen: set[str] = set()
+        for _kind, path in view.triggers:
+            if path in seen:
+                continue
+            seen.add(path)
+            node = view.changed.get(path)
+            self.on_write(self.zxid, path, None if node is None else node.data, path not in self.nodes)
 
     @staticmethod
     def _fire(table: dict[str, set[int]], path: str, kind: str, skip: set[int] | None = None) -> list[WatchEvent]:

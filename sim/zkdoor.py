@@ -31,6 +31,7 @@ from kafkacommon.metadata import BrokerRegistration, TopicAssignment
 from sim.zk_model import Check, Create, Delete, SetData
 
 ZK_NODE = "zk1"
+SIM_CLUSTER_ID = "c2ltdWxhdGVkLWNsdXN0ZXI"   # /cluster/id's id in a simulated cluster (22 characters, as Kafka's)
 
 __all__ = ["CONNECTION_ERRORS", "SimZooKeeper", "ZkDoor", "ControllerMovedError", "StateVersionConflict", "StateWrite"]
 
@@ -181,9 +182,19 @@ class ZkDoor:
 
     # ------------------------------------------------------------------ brokers
 
-    def ensure_persistent_paths(self) -> None:
-        for p in paths.PERSISTENT_PATHS:
+    def ensure_persistent_paths(self, kafka_paths: bool = False) -> None:
+        """The persistent paths; with ``kafka_paths`` also what zk/client.py's ``ensure_persistent_paths`` and
+        ``ensure_cluster_id`` add for Kafka's tools (its other paths, /feature, /cluster/id), as a real broker's
+        start-up writes them."""
+        for p in paths.PERSISTENT_PATHS + (paths.KAFKA_PERSISTENT_PATHS if kafka_paths else ()):
             self._op("ensure_path", p)
+        if kafka_paths:
+            for path, data in ((paths.FEATURE, codecs.encode_feature_znode()),
+                               (paths.CLUSTER_ID, codecs.encode_cluster_id(SIM_CLUSTER_ID))):
+                try:
+                    self._op("create", path, data, makepath=True)
+                except NodeExists:
+                    pass
 
     def register_broker(self, reg: BrokerRegistration) -> int | None:
         """Create /brokers/ids/<id>; its czxid (the broker epoch), or None while an old session holds it."""
