@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -34,9 +36,15 @@ def offsets_suffix(s: dict[str, Any]) -> str:
 
 
 def watch(cluster, topic: str | None, interval_s: float, describe, out=sys.stdout) -> int:
-    """Redraw the describe output in place until interrupted (live demos)."""
+    """Redraw the describe output in place until interrupted (live demos).
+
+    Ctrl-C (SIGINT) ends it after the redraw in hand: it only sets a flag, so it never lands inside a
+    ZooKeeper or gRPC call (an interrupt raised there could leave a client's threads behind and the process
+    hanging at exit)."""
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
-        while True:
+        while not stop.is_set():
             view = cluster.view()
             add_offsets(view)
             out.write("\x1b[H\x1b[2J")
@@ -44,9 +52,10 @@ def watch(cluster, topic: str | None, interval_s: float, describe, out=sys.stdou
                   file=out)
             describe(view, topic, out)
             out.flush()
-            time.sleep(interval_s)  # the refresh period of a display loop
-    except KeyboardInterrupt:
-        return 0
+            stop.wait(interval_s)  # the refresh period of a display loop, cut short by Ctrl-C
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return 0
 
 
 # ---------------------------------------------------------------------- produce / consume
