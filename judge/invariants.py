@@ -15,7 +15,12 @@ line) and asked about the cluster's live state through :class:`ClusterView`; eac
   ISR member has: Kafka's ``maybeIncrementLeaderHW`` takes the minimum over the maximal ISR); a member whose
   log lost records to a crash (``log_recovered`` with bytes cut: a torn tail, a power loss) is excused until it
   reaches the HW again, Kafka keeping acknowledged records in the ISR's memory, not on its disks;
-* ``lost-write``: a broker that became leader without a record a producer had acknowledged (acks=all);
+* ``lost-write``: a broker that became leader without a record a producer had acknowledged (acks=all), at the
+  partition's current leader epoch.  A broker paused across its ZooKeeper session's expiry can take up, when it
+  resumes, a LeaderAndIsr sent to it before it was replaced, and become leader at a leader epoch ZooKeeper has
+  already superseded, as Kafka 2.8 does (docs/chaos.md, "Zombie leaders"): such a fenced leader is not judged
+  here.  It cannot acknowledge what its ISR's other members do not fetch from it; what it did acknowledge alone
+  is judged by the end-of-run ``lost-write`` and ``lost-commit`` checkers;
 * ``multiple-coordinators``: two brokers loading one group's offsets partition in the same leader epoch.
 
 Pure: no clock, no I/O.
@@ -67,6 +72,8 @@ class Invariants:
         self._coordinators: dict[tuple[int, int], int] = {}   # (offsets partition, leader epoch) -> broker
         self._acked: dict[TP, dict[int, Any]] = {}          # acknowledged records: tp -> {offset: value}
         self._excused: set[tuple[int, TP]] = set()          # (broker, tp) whose log lost records to a crash
+        self._written_epoch: dict[TP, int] = {}             # the latest leader epoch written to ZooKeeper
+        self.fenced_leaders = 0                             # became_leader events at a superseded leader epoch
 
     # ------------------------------------------------------------------ feeding
 
@@ -113,6 +120,11 @@ class Invariants:
 
     def _state_written(self, e: dict[str, Any]) -> Violation | None:
         leader, isr = e.get("leader"), e.get("isr") or []
+        epoch = e.get("leader_epoch")
+        if isinstance(epoch, int):
+            key = (e.get("topic"), e.get("partition"))
+            fresh = e.get("reason") == "new_partition"       # a topic created again starts from epoch 0
+            self._written_epoch[key] = epoch if fresh else max(epoch, self._written_epoch.get(key, epoch))
         tp = f"{e.get('topic')}/{e.get('partition')}"
         if isinstance(leader, int) and leader >= 0 and leader not in isr:
             return Violation("leader-not-in-isr", f"{tp}: leader {leader} written with ISR {list(isr)} "
@@ -146,6 +158,10 @@ class Invariants:
                              "leader": broker, "isr": list(isr)})
         acked = self._acked.get(tp)
         if not acked:
+            return None
+        epoch = e.get("leader_epoch")
+        if isinstance(epoch, int) and epoch < self._written_epoch.get(tp, epoch):
+            self.fenced_leaders += 1       # a zombie: a stale LeaderAndIsr, the partition has moved on
             return None
         end = self.view.log_end(broker, tp) or 0
         for offset in sorted(acked):

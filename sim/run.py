@@ -401,6 +401,7 @@ class SimRun:
             "simulated_ms": round(self.world.now_ms, 3), "steps": self.world.steps,
             "invariants": None if self.monitor is None else {
                 "every": self.monitor.every, "full": self.monitor.full, "checks": self.monitor.checks,
+                "fenced_leaders": self.monitor.inv.fenced_leaders,
                 "stopped_at": None if stop is None else stop.step},
         }
         if txn is not None:

@@ -89,6 +89,24 @@ def test_a_new_leader_has_every_acknowledged_record() -> None:
     assert "has 'x' there" in inv.event(became).message
 
 
+def test_a_leader_at_a_superseded_leader_epoch_is_not_judged_but_one_at_the_current_epoch_is() -> None:
+    """A broker that takes up a stale LeaderAndIsr after a pause (docs/chaos.md, "Zombie leaders")."""
+    view = View()
+    inv = Invariants(view)
+    inv.history({"f": "send", "type": "ok", "value": {"topic": "t", "partition": 0, "offset": 0, "value": "a"}})
+    view.logs[(1, TP)] = []
+    written = {"type": "partition_state_written", "topic": "t", "partition": 0, "leader": 2, "leader_epoch": 3,
+               "isr": [2]}
+    assert inv.event(written) is None
+    zombie = {"type": "became_leader", "broker": 1, "topic": "t", "partition": 0, "leader_epoch": 2, "isr": [2, 1]}
+    assert inv.event(zombie) is None and inv.fenced_leaders == 1
+    current = dict(zombie, leader_epoch=3, isr=[1])
+    assert inv.event(current).kind == "lost-write"
+    # a topic created again starts its epochs over: epoch 0 is current then
+    assert inv.event(dict(written, leader_epoch=0, reason="new_partition", leader=1, isr=[1])) is None
+    assert inv.event(dict(zombie, leader_epoch=0, isr=[1])).kind == "lost-write"
+
+
 # a run whose planted bug breaks an invariant for a while and heals before the end: the high watermark counts
 # only the followers caught up within the lag, so it passes a lagging ISR member's log end until it catches up
 TRANSIENT = SimOptions(seed=1, bugs=("hw-ignores-lagging-isr",), duration_s=12.0, offsets_partitions=3)
