@@ -143,11 +143,11 @@ def kazoo_failover(zk: EmbeddedZooKeeper, workdir: Path, sig: signal.Signals, wr
                  30, "three contenders and a leader")
         leader = next(ln[1] for ln in lines() if ln[0] == "elected")
         proc = next(p for p in procs if str(p.pid) == leader)
-        t_signal = time.monotonic_ns()
-        proc.send_signal(sig)
-        if writes:
+        if writes:   # the first leader done with its own writes before it is stopped
             wait_for(lambda: any(ln[0] == "written" and ln[1] == leader for ln in lines()), 30,
                      "the first leader's own writes")
+        t_signal = time.monotonic_ns()
+        proc.send_signal(sig)
         done = "written" if writes else "elected"
         nxt = wait_for(lambda: [ln for ln in lines() if ln[0] == done and ln[1] != leader],
                        SESSION_MS / 1000 * 3 + 20, "the next leader", interval=0.01)[0]
