@@ -133,7 +133,11 @@ class SimController:
         self.world.on_node(self.b.node, TICK_MS, self._tick)
 
     def _connected(self) -> bool:
-        return self.zk.reachable() and not self.zk.expired
+        """kazoo's CONNECTED, as the broker's tick asks it: ZooKeeper is reachable.  An expired session is no
+        reason to wait: kazoo (Kafka 2.8's ZooKeeperClient.reinitialize too) opens a new session by itself once
+        the server answers; the door opens it when the register-and-re-elect event, waiting for the connection,
+        is redone (waiting for the old session to come back would wait forever, the broker never registered)."""
+        return self.zk.reachable()
 
     def _guard(self, event: str) -> None:
         """One event, handled at once (controller/redo.py's guard around it)."""
