@@ -134,9 +134,10 @@ class SimController:
 
     def _connected(self) -> bool:
         """kazoo's CONNECTED, as the broker's tick asks it: ZooKeeper is reachable.  An expired session is no
-        reason to wait: kazoo (Kafka 2.8's ZooKeeperClient.reinitialize too) opens a new session by itself once
-        the server answers; the door opens it when the register-and-re-elect event, waiting for the connection,
-        is redone (waiting for the old session to come back would wait forever, the broker never registered)."""
+        reason to wait: kazoo (and Kafka 2.8's ZooKeeperClient.reinitialize) opens a new session by itself once
+        the server answers; here the door opens it when the register-and-re-elect event, cut short while
+        ZooKeeper was unreachable, is redone.  (Counting an expired door as no connection waited forever: the
+        door stays expired until that very event runs.)"""
         return self.zk.reachable()
 
     def _guard(self, event: str) -> None:
