@@ -155,6 +155,47 @@ def test_seed_1134_a_follower_truncates_at_the_leaders_batch_boundary_not_below_
         assert all(x["new"] >= e["to_offset"] for x in after), (e, after)
 
 
+# the shrunk schedules: (seed, duration s, faults, the broker, the heal after which it must register again, ms)
+_UNREGISTERED = {
+    28045: (24.7, [Fault(0, 16650, 21386, "pause", "broker:3", 1840283653),
+                   Fault(1, 19949, 21747, "partition", "broker:3", 668171435, peer="zookeeper", direction="from")],
+            3, 21747),
+    72479: (11.3, [Fault(0, 2120, 7935, "pause", "broker:2", 1704875991),
+                   Fault(1, 7189, 8253, "partition", "broker:2", 1624964694, peer="zookeeper", direction="to")],
+            2, 8253),
+}
+
+
+@pytest.mark.parametrize("seed", sorted(_UNREGISTERED))
+def test_seeds_shrunk_a_broker_whose_session_expired_while_zookeeper_was_unreachable_registers_again(seed) -> None:
+    """Seeds 4776, 28045, 40641, 42401, 74466 (``unseen-message``, not-drained) and 17922, 72479 (``lost-commit``)
+    of the 100,000-seed sweep: a broker learnt its session had expired (resuming from a pause) while it could
+    not reach ZooKeeper; the register-and-re-elect event that follows an expiry (controller/redo.py) was cut
+    short and waited to be redone on a tick "once the connection is back", but the simulated controller
+    counted an expired session as no connection, and only that event opens the new session: the broker never
+    registered again.  Unregistered, it got no LeaderAndIsr: its partitions stayed offline or led at stale
+    epochs (40641's ``__consumer_offsets`` leaders), the group never drained, and the final committed-offset
+    fetch could reach it, still the group's coordinator at a stale epoch, and read offsets older than completed
+    commits (72479's and 17922's ``lost-commit``).  Kafka's ZooKeeperClient opens a new session by itself
+    (reinitialize, retried until it has one) and registerBroker waits for the connection.
+
+    `sim shrink 28045`: broker 3 paused 16.65..21.386 s (its session expires meanwhile) and cut off from
+    ZooKeeper's answers 19.949..21.747 s; `sim shrink 72479`: broker 2 paused 2.12..7.935 s and its requests
+    to ZooKeeper cut 7.189..8.253 s.  Each finds the expiry on resuming and cannot register yet."""
+    duration_s, faults, broker, heal_ms = _UNREGISTERED[seed]
+    r = SimRun(SimOptions(seed=seed, duration_s=duration_s, schedule=faults)).run()
+    assert r.verdict == "valid", r.results["checks"]["anomalies"]
+    mine = [e for e in _events(r, broker)
+            if e["type"] in ("zk_session_expired", "controller_error", "broker_registered")]
+    expired = next(i for i, e in enumerate(mine) if e["type"] == "zk_session_expired")
+    # the interleaving: the re-registration was cut short, to be redone...
+    cut = mine[expired + 1]
+    assert (cut["type"], cut.get("event"), cut.get("redo")) == ("controller_error", "register_and_reelect", True)
+    again = [e for e in mine[expired + 1:] if e["type"] == "broker_registered"]
+    # ...and it was, soon after ZooKeeper was reachable again (the heal; 100 ms of setup before time 0)
+    assert again and again[0]["mono_ns"] < (heal_ms + 100 + 1000) * 10**6, mine
+
+
 class _Planted(SimRun):
     """A run that raises in seed 3 (the sweep's own SimRun, replaced by monkeypatch)."""
 
