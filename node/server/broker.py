@@ -63,7 +63,7 @@ from proto import kafkasim_pb2_grpc as pbg
 from zk.client import ZkClient
 from zk import paths as zk_paths
 from kafkacommon.metadata import BrokerRegistration
-from zk.errors import CONNECTION_ERRORS, ZkError
+from zk.errors import CONNECTION_ERRORS, ZkConnectionLost, ZkError
 from replication.log_dirs import DirFailure
 
 log = logging.getLogger("kafkasim.broker")
@@ -444,8 +444,9 @@ class Broker:
             except CONNECTION_ERRORS:
                 if self.stopping.wait(0.1):
                     return
-        else:
-            raise RuntimeError(f"broker {self.broker_id}: could not register in ZooKeeper")
+        else:   # a connection error: the controller's register-and-re-elect is redone once ZooKeeper is back
+            raise ZkConnectionLost(f"broker {self.broker_id}: could not register in ZooKeeper "
+                                   f"(50 attempts, each waiting up to {wait_s:.0f} s for the connection)")
         self.state.broker_epoch = epoch
         try:
             self.session_file.record(self.zk.session_id, self.zk.session_password)
