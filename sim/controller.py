@@ -133,7 +133,10 @@ class SimController:
         self.world.on_node(self.b.node, TICK_MS, self._tick)
 
     def _connected(self) -> bool:
-        return self.zk.reachable() and not self.zk.expired
+        """kazoo's CONNECTED (sim/zkdoor.py): after the session's expiry, as soon as ZooKeeper answers again, so
+        the register-and-re-elect event a lost connection cut short is redone then (as the broker's kazoo
+        reconnects with a new session by itself and its event thread redoes it)."""
+        return self.zk.connected()
 
     def _guard(self, event: str) -> None:
         """One event, handled at once (controller/redo.py's guard around it)."""
