@@ -133,12 +133,10 @@ class SimController:
         self.world.on_node(self.b.node, TICK_MS, self._tick)
 
     def _connected(self) -> bool:
-        """kazoo's CONNECTED, as the broker's tick asks it: ZooKeeper is reachable.  An expired session is no
-        reason to wait: kazoo (and Kafka 2.8's ZooKeeperClient.reinitialize) opens a new session by itself once
-        the server answers; here the door opens it when the register-and-re-elect event, cut short while
-        ZooKeeper was unreachable, is redone.  (Counting an expired door as no connection waited forever: the
-        door stays expired until that very event runs.)"""
-        return self.zk.reachable()
+        """kazoo's CONNECTED (sim/zkdoor.py): after the session's expiry, as soon as ZooKeeper answers again, so
+        the register-and-re-elect event a lost connection cut short is redone then (as the broker's kazoo
+        reconnects with a new session by itself and its event thread redoes it)."""
+        return self.zk.connected()
 
     def _guard(self, event: str) -> None:
         """One event, handled at once (controller/redo.py's guard around it)."""

@@ -13,7 +13,13 @@ Sessions: the broker pings every third of its session timeout while it can
 reach the server (``touch``); the server expires sessions past their timeout
 (``ZkModel.expire_due``, run by :class:`SimZooKeeper` every tick), deleting
 their ephemerals.  The broker learns its session expired at its next
-successful contact, as kazoo's LOST state arrives on reconnection.
+successful contact, as kazoo's LOST state arrives on reconnection.  Once it
+has been told (its ``on_expired`` ran), the door is kazoo after LOST: it counts
+as connected again as soon as the server answers (:meth:`ZkDoor.connected`),
+for kazoo opens a new session by itself then, retrying for ever (as Kafka's
+``ZooKeeperClient.reinitialize`` does); the door opens that session at the
+broker's registration (:meth:`ZkDoor.connect`), the controller's
+register-and-re-elect event, which a lost connection left waiting.
 """
 from __future__ import annotations
 
@@ -74,11 +80,17 @@ class ZkDoor:
         self.session_id: int | None = None
         self.negotiated_ms = session_timeout_ms
         self.expired = False
+        self.reconnecting = False   # told the broker its session is lost: a new one opens when the server answers
         self._watches: dict[tuple[str, str], Callable[[Any], None]] = {}
         self._pending: list[Any] = []          # watch events the broker could not be sent yet
         self.on_expired: Callable[[], None] = lambda: None
 
     # ------------------------------------------------------------------ plumbing
+
+    def connected(self) -> bool:
+        """kazoo's CONNECTED: the server answers, and the session is alive or, once the broker was told it is
+        lost, a new one is to be had (kazoo reconnects by itself after LOST; here :meth:`connect` opens it)."""
+        return self.reachable() and (not self.expired or self.reconnecting)
 
     def reachable(self) -> bool:
         w = self.world
@@ -107,7 +119,12 @@ class ZkDoor:
         if not self.expired:
             self.expired = True
             self._watches.clear()
-            self.world.on_node(self.node, 0.0, self.on_expired)
+            self.world.on_node(self.node, 0.0, self._lost)
+
+    def _lost(self) -> None:
+        """kazoo's LOST reaches the broker: from now on the client is after a new session."""
+        self.reconnecting = True
+        self.on_expired()
 
     def notify(self, ev: Any) -> None:
         """A watch event for our session, from the server.  It reaches the broker after the link's latency
@@ -151,7 +168,7 @@ class ZkDoor:
         if not self.reachable():
             raise ZkConnectionLost("no connection to the simulated ZooKeeper")
         self.session_id, self.negotiated_ms = self.model.connect(self._now(), self.session_timeout_ms)
-        self.expired = False
+        self.expired = self.reconnecting = False
         self._watches.clear()
         self._pending.clear()
         self.server.doors[self.session_id] = self
@@ -177,6 +194,7 @@ class ZkDoor:
         if self.session_id is not None and self.server.doors.get(self.session_id) is self:
             del self.server.doors[self.session_id]
         self.session_id = None
+        self.reconnecting = False
         self._watches.clear()
         self._pending.clear()
 

@@ -196,6 +196,37 @@ def test_seeds_shrunk_a_broker_whose_session_expired_while_zookeeper_was_unreach
     assert again and again[0]["mono_ns"] < (heal_ms + 100 + 1000) * 10**6, mine
 
 
+def test_seed_17922_shrunk_a_broker_told_its_session_expired_while_cut_off_registers_once_zookeeper_answers() -> None:
+    """`sim shrink 17922` (``lost-commit``, found by a 100,000-seed sweep; seed 72479 the same): broker 2, the
+    coordinator of g1 (leader of __consumer_offsets/2 at leader epoch 3), paused at 16.2 s until 20.2 s, and
+    cut off from everyone, ZooKeeper too, from 19.9 s until 20.3 s.  It resumed to learn that its session had
+    expired; its register-and-re-elect could not reach ZooKeeper and waited to be redone "once the connection
+    is back", but the simulated ZooKeeper client counted an expired session as no connection, and only that
+    registration opens a new one: broker 2 never registered again.  Never a live broker, it got no
+    LeaderAndIsr, kept leading __consumer_offsets/2 at epoch 3 and g1's offsets of before the pause (its
+    appends all timed out: its ISR's other members followed the new leaders), and told clients, from its
+    stale metadata, that it was g1's coordinator: the run's final fetch-committed read 58 there, after a
+    commit of 60 acknowledged by broker 1 (leader at epoch 8).  kazoo (and Kafka's ZooKeeperClient) opens a
+    new session by itself once ZooKeeper answers; the simulated client now counts as connected then."""
+    faults = [Fault(0, 8958, 13016, "partition", "broker:1", 1458745199, peer="rest", direction="both"),
+              Fault(1, 16136, 20133, "pause", "broker:2", 3608994892),
+              Fault(2, 19754, 20155, "partition", "broker:2", 3495983906, peer="rest", direction="from")]
+    r = SimRun(SimOptions(seed=17922, duration_s=23.2, schedule=faults)).run()
+    assert r.verdict == "valid", r.results["checks"]["anomalies"]
+    mine = _events(r, 2)
+    expired = next(e for e in mine if e["type"] == "zk_session_expired")
+    after = [e for e in mine if e["mono_ns"] >= expired["mono_ns"]]
+    # the interleaving: broker 2 learned of the expiry while ZooKeeper could not be reached
+    assert any(e["type"] == "controller_error" and e["event"] == "register_and_reelect" and e["redo"] for e in after)
+    healed_ns = 20_255 * 10**6   # the partition's heal (100 ms of setup before the workload's time 0)
+    registered = next(e for e in after if e["type"] == "broker_registered")
+    assert healed_ns <= registered["mono_ns"] <= healed_ns + 500 * 10**6   # redone on a tick once ZooKeeper answers
+    # then the controller's LeaderAndIsr takes its offsets partition away, and g1 with it
+    assert any(e["type"] == "coordinator_unloaded" and e["partition"] == 2 and e["groups"] == 1
+               and e["mono_ns"] > registered["mono_ns"] for e in mine)
+
+
+
 class _Planted(SimRun):
     """A run that raises in seed 3 (the sweep's own SimRun, replaced by monkeypatch)."""
 
