@@ -156,12 +156,12 @@ class Invariants:
             return Violation("leader-not-in-isr", f"{tp[0]}/{tp[1]}: broker {broker} became leader (leader epoch "
                              f"{e.get('leader_epoch')}) with ISR {list(isr)}", {"topic": tp[0], "partition": tp[1],
                              "leader": broker, "isr": list(isr)})
-        acked = self._acked.get(tp)
-        if not acked:
-            return None
         epoch = e.get("leader_epoch")
         if isinstance(epoch, int) and epoch < self._written_epoch.get(tp, epoch):
             self.fenced_leaders += 1       # a zombie: a stale LeaderAndIsr, the partition has moved on
+            return None
+        acked = self._acked.get(tp)
+        if not acked:
             return None
         end = self.view.log_end(broker, tp) or 0
         for offset in sorted(acked):
