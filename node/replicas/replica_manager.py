@@ -96,6 +96,10 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         self._alter_isr = AlterIsrSender(broker_id, broker_epoch, controller_endpoint, events.emit,
                                          self.log_events, self._wake, self._notify, self._stopping)
         self._purgatory = Purgatory(self._waiter_outcome)
+        # the threads taking up a LeaderAndIsr's hosted new leaders side by side, kept from one request to the
+        # next: started afresh for each, they took a millisecond each to start on a busy machine, while the
+        # followers' fetches waited on the partitions they had not reached
+        self._make_leaders = ThreadPoolExecutor(max_workers=MAKE_LEADERS_TOGETHER, thread_name_prefix="make-leader")
         self._fetches = LeaderFetchHandler(  # the leader's Fetch handler, with its fetch sessions (KIP-227)
             self.hosted, LeaderSessions(first_id=time.time_ns() // 1_000_000), self._lock, self._data,
             self._stopping, self.log_events, self._wake, self._alter_isr.send, offline=self._offline)
@@ -191,9 +195,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         for p in first:
             apply(p)
         if len(together) > 1:
-            with ThreadPoolExecutor(max_workers=min(MAKE_LEADERS_TOGETHER, len(together)),
-                                    thread_name_prefix="make-leader") as pool:
-                list(pool.map(apply, together))
+            list(self._make_leaders.map(apply, together))
         elif together:
             apply(together[0])
         for p in last:
@@ -570,6 +572,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
     def close(self) -> None:
         self._stopping.set()
         self._purgatory.stop()
+        self._make_leaders.shutdown(wait=False)
         self.dirs.stop()
         with self._lock:
             fetchers = list(self.fetchers.values())
