@@ -58,6 +58,13 @@ STORAGE = errors.KAFKA_STORAGE_ERROR
 __all__ = ["Appended", "CleanerSettings", "Hosted", "ReplicaManager"]
 
 
+def _wait_at(barrier: threading.Barrier) -> None:
+    try:
+        barrier.wait(timeout=10)
+    except threading.BrokenBarrierError:
+        pass
+
+
 class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRecordsMixin):
     def __init__(self, broker_id: int, log_dir: Path | list[Path], settings: ReplicaSettings, events: EventLog,
                  broker_epoch: Callable[[], int], endpoint_of: Callable[[int], str | None],
@@ -96,10 +103,11 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         self._alter_isr = AlterIsrSender(broker_id, broker_epoch, controller_endpoint, events.emit,
                                          self.log_events, self._wake, self._notify, self._stopping)
         self._purgatory = Purgatory(self._waiter_outcome)
-        # the threads taking up a LeaderAndIsr's hosted new leaders side by side, kept from one request to the
-        # next: started afresh for each, they took a millisecond each to start on a busy machine, while the
-        # followers' fetches waited on the partitions they had not reached
+        # the threads taking up a LeaderAndIsr's hosted new leaders side by side, started with the broker's first
+        # LeaderAndIsr and kept: started afresh for each request, they took a millisecond each to start on a busy
+        # machine, while the followers' fetches waited on the partitions they had not reached
         self._make_leaders = ThreadPoolExecutor(max_workers=MAKE_LEADERS_TOGETHER, thread_name_prefix="make-leader")
+        self._make_leaders_started = False
         self._fetches = LeaderFetchHandler(  # the leader's Fetch handler, with its fetch sessions (KIP-227)
             self.hosted, LeaderSessions(first_id=time.time_ns() // 1_000_000), self._lock, self._data,
             self._stopping, self.log_events, self._wake, self._alter_isr.send, offline=self._offline)
@@ -182,6 +190,11 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         request moving many leaders here (a controlled shutdown elsewhere) costs about one fsync's wait, not
         one per partition, and each partition's lock, which the other ISR members' fetches take too, is
         held for about one."""
+        if not self._make_leaders_started:   # the broker's first LeaderAndIsr: start those threads meanwhile
+            self._make_leaders_started = True
+            started = threading.Barrier(MAKE_LEADERS_TOGETHER)   # each waits for the others: all of them start
+            for _ in range(MAKE_LEADERS_TOGETHER):
+                self._make_leaders.submit(_wait_at, started)
         configs: dict[str, dict] = {}
         failed = {}
         first, together, last = roles.leader_and_isr_order(
