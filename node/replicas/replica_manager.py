@@ -201,23 +201,31 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
             parts, lambda p: h.repl if (h := self.hosted.get((p.topic, p.partition))) is not None else None,
             self.broker_id)
 
-        def apply(p: PartitionInfo) -> None:
-            code = self.apply_leader_and_isr(p, configs)
+        def apply(p: PartitionInfo, fetches: list | None = None) -> None:
+            code = self.apply_leader_and_isr(p, configs, fetches)
             if code != errors.NONE:
                 failed[(p.topic, p.partition)] = code
+        # a step's new followers start fetching together once it is done (Kafka's makeFollowers adds the
+        # fetchers once for all of them): a fetcher's parked poll is cut short once, not once per partition
+        fetches: list = []
         for p in first:
-            apply(p)
+            apply(p, fetches)
+        self._start_fetching(fetches)
         if len(together) > 1:
             list(self._make_leaders.map(apply, together))
         elif together:
             apply(together[0])
+        fetches = []
         for p in last:
-            apply(p)
+            apply(p, fetches)
+        self._start_fetching(fetches)
         return failed
 
-    def apply_leader_and_isr(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> int:
+    def apply_leader_and_isr(self, p: PartitionInfo, configs: dict[str, dict] | None = None,
+                             fetches: list | None = None) -> int:
         """A LeaderAndIsr for this replica: a new role, or (same leader epoch) a newer ISR.  Returns NONE, or
-        KAFKA_STORAGE_ERROR when its log could not be opened or written (Kafka's makeLeaders/makeFollowers)."""
+        KAFKA_STORAGE_ERROR when its log could not be opened or written (Kafka's makeLeaders/makeFollowers).
+        ``fetches``: where a new follower's fetch goes for :meth:`_start_fetching` (None: it starts at once)."""
         h = self.hosted.get((p.topic, p.partition))
         action = roles.leader_and_isr_action(h.repl if h is not None else None, self.broker_id, p.leader,
                                              p.leader_epoch)
@@ -227,7 +235,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
             elif action == roles.LEADER:
                 return self.become_leader(p, configs)
             else:
-                return self.become_follower(p, configs)
+                return self.become_follower(p, configs, fetches)
         except KafkaStorageError:
             return STORAGE
         return errors.NONE
@@ -250,7 +258,8 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         self._announce_role(tp, h, change)
         return errors.NONE
 
-    def become_follower(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> int:
+    def become_follower(self, p: PartitionInfo, configs: dict[str, dict] | None = None,
+                        fetches: list | None = None) -> int:
         tp = (p.topic, p.partition)
         h = self._host(tp, configs, p.is_new)
         if h is None:
@@ -260,7 +269,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
             change = roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas, p.zk_version,
                                            shutting_down=self.shutting_down())
             self._apply_role(h, change)
-        self._announce_role(tp, h, change)
+        self._announce_role(tp, h, change, fetches)
         return errors.NONE
 
     def _apply_role(self, h: Hosted, change: roles.RoleChange, sync_dir: bool = True) -> None:
@@ -272,18 +281,31 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         self.log_events(change.events)
         self._wake(h)
 
-    def _announce_role(self, tp: TP, h: Hosted, change: roles.RoleChange) -> None:
-        """After the lock: wake long polls, tell the group coordinator, and fetch from the new leader."""
+    def _announce_role(self, tp: TP, h: Hosted, change: roles.RoleChange, fetches: list | None = None) -> None:
+        """After the lock: wake long polls, tell the group coordinator, and fetch from the new leader (now, or
+        with the rest of ``fetches``)."""
         self._notify()
         self._role_changed(tp[0], tp[1], change.is_leader, change.leader_epoch)
         if change.fetch_from is not None:
             leader, epoch = change.fetch_from
+            item = (leader, tp, h, epoch)
+            if fetches is None:
+                self._start_fetching([item])
+            else:
+                fetches.append(item)
+
+    def _start_fetching(self, fetches: list) -> None:
+        """Hand (leader, tp, hosted, leader epoch) items to each leader's fetcher, all of a leader's at once."""
+        by_leader: dict[int, list] = {}
+        for leader, tp, h, epoch in fetches:
+            by_leader.setdefault(leader, []).append((tp, h, epoch))
+        for leader, items in by_leader.items():
             with self._lock:
                 f = self.fetchers.get(leader)
                 if f is None or not f.is_alive():
                     f = self.fetchers[leader] = LeaderFetcher(self, leader)
                     f.start()
-                f.assign(tp, h, epoch)
+                f.assign_all(items)
 
     def set_live_brokers(self, live: set[int]) -> None:
         """From UpdateMetadata: leaders stop waiting for followers that are gone."""
