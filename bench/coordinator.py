@@ -451,7 +451,7 @@ def main() -> None:
                       "leader_request_applied", "follower_request_applied", "hw_after_load", "first_commit",
                       "after_load", "first_commit_commits_only", "after_load_commits_only", "after_ready_commits_only",
                       "load_ms"):
-            print(f"  {stage:<24} {summary([r[stage] for r in runs])}")
+            print(f"  {stage:<25} {summary([r[stage] for r in runs])}")
         print("  after the load (medians of each run's gaps): the new leader's request applied "
               f"{_med_gap(runs, 'leader_request_applied', 'loaded')}, the other ISR member's "
               f"{_med_gap(runs, 'follower_request_applied', 'loaded')}; the HW moved "
