@@ -205,3 +205,19 @@ class LeaderFetcher(threading.Thread):
         if log_start is not None:   # the retention pass deletes the segments wholly below it
             h.log.maybe_increment_log_start_offset(log_start)
         return True
+
+
+def assign_by_leader(owner: "FetcherOwner", fetchers: dict[int, LeaderFetcher], lock: threading.Lock,
+                     fetches: list[tuple[int, TP, "Hosted", int]]) -> None:
+    """(leader, tp, hosted, leader epoch) items to each leader's fetcher (started when it has none running), all
+    of a leader's at once: its parked poll is cut once."""
+    by_leader: dict[int, list[tuple[TP, "Hosted", int]]] = {}
+    for leader, tp, h, epoch in fetches:
+        by_leader.setdefault(leader, []).append((tp, h, epoch))
+    for leader, items in by_leader.items():
+        with lock:
+            f = fetchers.get(leader)
+            if f is None or not f.is_alive():
+                f = fetchers[leader] = LeaderFetcher(owner, leader)
+                f.start()
+            f.assign_all(items)

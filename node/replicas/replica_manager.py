@@ -19,7 +19,6 @@ import logging
 import shutil
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -28,7 +27,7 @@ from kafkacommon import errors
 from node.clock import now_ms
 from replication.broker_state import PartitionInfo
 from node.events import EventLog
-from node.replicas.fetcher import LeaderFetcher
+from node.replicas.fetcher import LeaderFetcher, assign_by_leader
 from node.replicas.housekeeping import CleanerSettings, HousekeepingMixin
 from node.replicas.log_settings import LogSettingsMixin
 from node.replicas.alter_isr import AlterIsrSender
@@ -37,6 +36,7 @@ from node.replicas.delete_records import DeleteRecordsMixin
 from node.replicas.hosted import AckWaiter, Appended, ConsumerRead, Hosted
 from node.replicas.leader_fetch import LeaderFetchHandler
 from node.replicas.purgatory import Purgatory
+from node.replicas.side_by_side import SideBySide
 from node.replicas.log_dir_manager import LogDirManager
 from node.storage import PartitionLog
 from node.storage.errors import KafkaStorageError
@@ -56,13 +56,6 @@ STORAGE = errors.KAFKA_STORAGE_ERROR
 
 
 __all__ = ["Appended", "CleanerSettings", "Hosted", "ReplicaManager"]
-
-
-def _wait_at(barrier: threading.Barrier) -> None:
-    try:
-        barrier.wait(timeout=10)
-    except threading.BrokenBarrierError:
-        pass
 
 
 class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRecordsMixin):
@@ -103,11 +96,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         self._alter_isr = AlterIsrSender(broker_id, broker_epoch, controller_endpoint, events.emit,
                                          self.log_events, self._wake, self._notify, self._stopping)
         self._purgatory = Purgatory(self._waiter_outcome)
-        # the threads taking up a LeaderAndIsr's hosted new leaders side by side, started with the broker's first
-        # LeaderAndIsr and kept: started afresh for each request, they took a millisecond each to start on a busy
-        # machine, while the followers' fetches waited on the partitions they had not reached
-        self._make_leaders = ThreadPoolExecutor(max_workers=MAKE_LEADERS_TOGETHER, thread_name_prefix="make-leader")
-        self._make_leaders_started = False
+        self._make_leaders = SideBySide(MAKE_LEADERS_TOGETHER)   # started with the first LeaderAndIsr
         self._fetches = LeaderFetchHandler(  # the leader's Fetch handler, with its fetch sessions (KIP-227)
             self.hosted, LeaderSessions(first_id=time.time_ns() // 1_000_000), self._lock, self._data,
             self._stopping, self.log_events, self._wake, self._alter_isr.send, offline=self._offline)
@@ -183,18 +172,11 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         """One LeaderAndIsr request's partitions, reading each topic's config once; returns the partitions that
         failed: KAFKA_STORAGE_ERROR (the replica is offline now).
 
-        In ``replication.roles.leader_and_isr_order``'s steps (the simulator's too); the hosted replicas
-        that now lead are taken up side by side, each with the same steps under its own lock.  Each new
-        leader writes and fsyncs its leader epoch checkpoint (Kafka's makeLeader), and the filesystem
-        commits fsyncs that come together in one journal commit, so a
-        request moving many leaders here (a controlled shutdown elsewhere) costs about one fsync's wait, not
-        one per partition, and each partition's lock, which the other ISR members' fetches take too, is
-        held for about one."""
-        if not self._make_leaders_started:   # the broker's first LeaderAndIsr: start those threads meanwhile
-            self._make_leaders_started = True
-            started = threading.Barrier(MAKE_LEADERS_TOGETHER)   # each waits for the others: all of them start
-            for _ in range(MAKE_LEADERS_TOGETHER):
-                self._make_leaders.submit(_wait_at, started)
+        In ``replication.roles.leader_and_isr_order``'s steps (the simulator's too); the hosted replicas that now
+        lead are taken up side by side (``node.replicas.side_by_side``), each with the same steps under its own
+        lock: the filesystem commits their epoch checkpoints' fsyncs together, so a request moving many leaders
+        here (a controlled shutdown elsewhere) costs about one fsync's wait, not one per partition."""
+        self._make_leaders.start()
         configs: dict[str, dict] = {}
         failed = {}
         first, together, last = roles.leader_and_isr_order(
@@ -208,17 +190,21 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         # a step's new followers start fetching together once it is done (Kafka's makeFollowers adds the
         # fetchers once for all of them): a fetcher's parked poll is cut short once, not once per partition
         fetches: list = []
-        for p in first:
-            apply(p, fetches)
-        self._start_fetching(fetches)
+        try:
+            for p in first:
+                apply(p, fetches)
+        finally:
+            self._start_fetching(fetches)
         if len(together) > 1:
-            list(self._make_leaders.map(apply, together))
+            self._make_leaders.run(apply, together)
         elif together:
             apply(together[0])
         fetches = []
-        for p in last:
-            apply(p, fetches)
-        self._start_fetching(fetches)
+        try:
+            for p in last:
+                apply(p, fetches)
+        finally:
+            self._start_fetching(fetches)
         return failed
 
     def apply_leader_and_isr(self, p: PartitionInfo, configs: dict[str, dict] | None = None,
@@ -296,16 +282,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
 
     def _start_fetching(self, fetches: list) -> None:
         """Hand (leader, tp, hosted, leader epoch) items to each leader's fetcher, all of a leader's at once."""
-        by_leader: dict[int, list] = {}
-        for leader, tp, h, epoch in fetches:
-            by_leader.setdefault(leader, []).append((tp, h, epoch))
-        for leader, items in by_leader.items():
-            with self._lock:
-                f = self.fetchers.get(leader)
-                if f is None or not f.is_alive():
-                    f = self.fetchers[leader] = LeaderFetcher(self, leader)
-                    f.start()
-                f.assign_all(items)
+        assign_by_leader(self, self.fetchers, self._lock, fetches)
 
     def set_live_brokers(self, live: set[int]) -> None:
         """From UpdateMetadata: leaders stop waiting for followers that are gone."""
@@ -607,7 +584,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
     def close(self) -> None:
         self._stopping.set()
         self._purgatory.stop()
-        self._make_leaders.shutdown(wait=False)
+        self._make_leaders.shutdown()
         self.dirs.stop()
         with self._lock:
             fetchers = list(self.fetchers.values())
