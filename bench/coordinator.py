@@ -30,7 +30,9 @@ failover   a group of 2 members committing after every poll, and a member of
            another group on the same offsets partition that only commits once it
            has its assignment; the broker coordinating them gets SIGTERM
            (controlled shutdown) or SIGKILL; per run, from the event logs and the
-           clients: process exit, new leader elected, load finished, first commit
+           clients: process exit, new leader elected, each ISR member's
+           LeaderAndIsr arrived and applied, the new leader taking the offsets
+           partition up, load finished, its HW moving after the load, first commit
            accepted by each kind of member (all from the signal).
 """
 from __future__ import annotations
@@ -334,7 +336,22 @@ def one_failover(zk: EmbeddedZooKeeper, work: Path, sig: signal.Signals) -> dict
             return (e["mono_ns"] - t0) / 1e6 if e else float("nan")
         ready = max((x for x in (rel(loaded), rel(led), rel(follows[0]) if follows else float("nan")) if x == x),
                     default=float("nan"))
-        return {"exit": rel(stopped) if sig == signal.SIGTERM else 0.0, "elected": rel(elected),
+        # the breakdown: when each ISR member's LeaderAndIsr arrived (its leader_and_isr_applied line's mono_ns
+        # minus its duration) and was applied, when the new leader took the offsets partition up (its load
+        # starts then), and when its HW first moved after the load (the other ISR member's fetch that acks)
+        other = follows[0]["broker"] if follows else None
+        applied = {b: _first(ev, t0, "leader_and_isr_applied", broker=b) for b in (new, other)}
+
+        def arrived(b):
+            e = applied.get(b)
+            return rel(e) - e["duration_ms"] if e else float("nan")
+        took_up = _first(ev, t0, "coordinator_load_started", partition=p, broker=new)
+        hw = _first(ev, loaded["mono_ns"] if loaded else t0, "hw_changed", topic="__consumer_offsets", partition=p,
+                    broker=new)
+        breakdown = {"lai_arrived_leader": arrived(new), "lai_arrived_follower": arrived(other),
+                     "leader_took_up": rel(took_up), "leader_request_applied": rel(applied.get(new)),
+                     "follower_request_applied": rel(applied.get(other)), "hw_after_load": rel(hw)}
+        return {**breakdown, "exit": rel(stopped) if sig == signal.SIGTERM else 0.0, "elected": rel(elected),
                 "loaded": rel(loaded), "first_commit": (first - t0) / 1e6,
                 "after_load": (first - t0) / 1e6 - rel(loaded),
                 "first_commit_commits_only": (first_only - t0) / 1e6,
@@ -347,6 +364,11 @@ def one_failover(zk: EmbeddedZooKeeper, work: Path, sig: signal.Signals) -> dict
         for m in members:
             m.close(leave=False)
         c.down()
+
+
+def _med_gap(runs: list[dict], later: str, earlier: str) -> str:
+    gaps = [r[later] - r[earlier] for r in runs if r[later] == r[later] and r[earlier] == r[earlier]]
+    return f"{statistics.median(gaps):+.1f} ms" if gaps else "n/a"
 
 
 def main() -> None:
@@ -425,9 +447,16 @@ def main() -> None:
         if not runs:
             continue
         print(f"coordinator failover after {sig} (ms from the signal):")
-        for stage in ("exit", "elected", "loaded", "leader_applied", "follower_applied", "first_commit", "after_load",
-                      "first_commit_commits_only", "after_load_commits_only", "after_ready_commits_only", "load_ms"):
-            print(f"  {stage:<13} {summary([r[stage] for r in runs])}")
+        for stage in ("exit", "elected", "lai_arrived_follower", "lai_arrived_leader", "leader_took_up", "loaded",
+                      "leader_request_applied", "follower_request_applied", "hw_after_load", "first_commit",
+                      "after_load", "first_commit_commits_only", "after_load_commits_only", "after_ready_commits_only",
+                      "load_ms"):
+            print(f"  {stage:<25} {summary([r[stage] for r in runs])}")
+        print("  after the load (medians of each run's gaps): the new leader's request applied "
+              f"{_med_gap(runs, 'leader_request_applied', 'loaded')}, the other ISR member's "
+              f"{_med_gap(runs, 'follower_request_applied', 'loaded')}; the HW moved "
+              f"{_med_gap(runs, 'hw_after_load', 'loaded')}, the first commit answered "
+              f"{_med_gap(runs, 'first_commit', 'hw_after_load')} after that")
     term = res.get("failover SIGTERM")
     if term:
         med = statistics.median(r["first_commit"] for r in term)

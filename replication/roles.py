@@ -75,7 +75,9 @@ def isr_update(repl: PartitionReplication | None, leader_epoch: int, zk_version:
 class RoleChange:
     """What the shell carries out, in this order: ``epoch_start`` into the log's leader epoch cache, stop
     fetching (or fetch from ``fetch_from``), log ``events``, wake what waits on the partition, tell the
-    role's listeners (the group coordinator), start fetching from ``fetch_from``."""
+    role's listeners (the group coordinator), start fetching from ``fetch_from`` (the broker starts one
+    :func:`leader_and_isr_order` step's new fetches together once the step is done, as Kafka's makeFollowers
+    adds its fetchers once for all its partitions)."""
     is_leader: bool
     leader_epoch: int
     events: list[Event] = field(default_factory=list)

@@ -57,13 +57,19 @@ class LeaderFetcher(threading.Thread):
         self._core = FetcherState()  # the fetch session and each partition's position (this thread only)
 
     def assign(self, tp: TP, h: "Hosted", leader_epoch: int) -> None:
+        self.assign_all([(tp, h, leader_epoch)])
+
+    def assign_all(self, items: list[tuple[TP, "Hosted", int]]) -> None:
+        """Fetch these (partition, hosted replica, leader epoch) from this leader from now on."""
         with self._lock:
-            self._parts[tp] = (h, leader_epoch)
+            for tp, h, leader_epoch in items:
+                self._parts[tp] = (h, leader_epoch)
             # A partition the parked long poll does not carry would wait up to replica.fetch.wait.max.ms
             # for its first fetch, and a new leader's HW (its acks=all writes, a coordinator's first
             # commit) with it: cut the poll short (closing the channel cancels it) so the next request
             # includes it at once.  Blocking calls on a kept channel are the fast path otherwise.
-            if self._polling is not None and tp not in self._polling and self._channel is not None:
+            if self._polling is not None and self._channel is not None and not self._cut \
+                    and any(tp not in self._polling for tp, _, _ in items):
                 self._cut = True
                 self._channel.close()
 
@@ -199,3 +205,19 @@ class LeaderFetcher(threading.Thread):
         if log_start is not None:   # the retention pass deletes the segments wholly below it
             h.log.maybe_increment_log_start_offset(log_start)
         return True
+
+
+def assign_by_leader(owner: "FetcherOwner", fetchers: dict[int, LeaderFetcher], lock: threading.Lock,
+                     fetches: list[tuple[int, TP, "Hosted", int]]) -> None:
+    """(leader, tp, hosted, leader epoch) items to each leader's fetcher (started when it has none running), all
+    of a leader's at once: its parked poll is cut once."""
+    by_leader: dict[int, list[tuple[TP, "Hosted", int]]] = {}
+    for leader, tp, h, epoch in fetches:
+        by_leader.setdefault(leader, []).append((tp, h, epoch))
+    for leader, items in by_leader.items():
+        with lock:
+            f = fetchers.get(leader)
+            if f is None or not f.is_alive():
+                f = fetchers[leader] = LeaderFetcher(owner, leader)
+                f.start()
+            f.assign_all(items)

@@ -19,7 +19,6 @@ import logging
 import shutil
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -28,7 +27,7 @@ from kafkacommon import errors
 from node.clock import now_ms
 from replication.broker_state import PartitionInfo
 from node.events import EventLog
-from node.replicas.fetcher import LeaderFetcher
+from node.replicas.fetcher import LeaderFetcher, assign_by_leader
 from node.replicas.housekeeping import CleanerSettings, HousekeepingMixin
 from node.replicas.log_settings import LogSettingsMixin
 from node.replicas.alter_isr import AlterIsrSender
@@ -37,6 +36,7 @@ from node.replicas.delete_records import DeleteRecordsMixin
 from node.replicas.hosted import AckWaiter, Appended, ConsumerRead, Hosted
 from node.replicas.leader_fetch import LeaderFetchHandler
 from node.replicas.purgatory import Purgatory
+from node.replicas.side_by_side import SideBySide
 from node.replicas.log_dir_manager import LogDirManager
 from node.storage import PartitionLog
 from node.storage.errors import KafkaStorageError
@@ -96,6 +96,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         self._alter_isr = AlterIsrSender(broker_id, broker_epoch, controller_endpoint, events.emit,
                                          self.log_events, self._wake, self._notify, self._stopping)
         self._purgatory = Purgatory(self._waiter_outcome)
+        self._make_leaders = SideBySide(MAKE_LEADERS_TOGETHER)   # started with the first LeaderAndIsr
         self._fetches = LeaderFetchHandler(  # the leader's Fetch handler, with its fetch sessions (KIP-227)
             self.hosted, LeaderSessions(first_id=time.time_ns() // 1_000_000), self._lock, self._data,
             self._stopping, self.log_events, self._wake, self._alter_isr.send, offline=self._offline)
@@ -171,38 +172,46 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         """One LeaderAndIsr request's partitions, reading each topic's config once; returns the partitions that
         failed: KAFKA_STORAGE_ERROR (the replica is offline now).
 
-        In ``replication.roles.leader_and_isr_order``'s steps (the simulator's too); the hosted replicas
-        that now lead are taken up side by side, each with the same steps under its own lock.  Each new
-        leader writes and fsyncs its leader epoch checkpoint (Kafka's makeLeader), and the filesystem
-        commits fsyncs that come together in one journal commit, so a
-        request moving many leaders here (a controlled shutdown elsewhere) costs about one fsync's wait, not
-        one per partition, and each partition's lock, which the other ISR members' fetches take too, is
-        held for about one."""
+        In ``replication.roles.leader_and_isr_order``'s steps (the simulator's too); the hosted replicas that now
+        lead are taken up side by side (``node.replicas.side_by_side``), each with the same steps under its own
+        lock: the filesystem commits their epoch checkpoints' fsyncs together, so a request moving many leaders
+        here (a controlled shutdown elsewhere) costs about one fsync's wait, not one per partition."""
+        self._make_leaders.start()
         configs: dict[str, dict] = {}
         failed = {}
         first, together, last = roles.leader_and_isr_order(
             parts, lambda p: h.repl if (h := self.hosted.get((p.topic, p.partition))) is not None else None,
             self.broker_id)
 
-        def apply(p: PartitionInfo) -> None:
-            code = self.apply_leader_and_isr(p, configs)
+        def apply(p: PartitionInfo, fetches: list | None = None) -> None:
+            code = self.apply_leader_and_isr(p, configs, fetches)
             if code != errors.NONE:
                 failed[(p.topic, p.partition)] = code
-        for p in first:
-            apply(p)
+        # a step's new followers start fetching together once it is done (Kafka's makeFollowers adds the
+        # fetchers once for all of them): a fetcher's parked poll is cut short once, not once per partition
+        fetches: list = []
+        try:
+            for p in first:
+                apply(p, fetches)
+        finally:
+            self._start_fetching(fetches)
         if len(together) > 1:
-            with ThreadPoolExecutor(max_workers=min(MAKE_LEADERS_TOGETHER, len(together)),
-                                    thread_name_prefix="make-leader") as pool:
-                list(pool.map(apply, together))
+            self._make_leaders.run(apply, together)
         elif together:
             apply(together[0])
-        for p in last:
-            apply(p)
+        fetches = []
+        try:
+            for p in last:
+                apply(p, fetches)
+        finally:
+            self._start_fetching(fetches)
         return failed
 
-    def apply_leader_and_isr(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> int:
+    def apply_leader_and_isr(self, p: PartitionInfo, configs: dict[str, dict] | None = None,
+                             fetches: list | None = None) -> int:
         """A LeaderAndIsr for this replica: a new role, or (same leader epoch) a newer ISR.  Returns NONE, or
-        KAFKA_STORAGE_ERROR when its log could not be opened or written (Kafka's makeLeaders/makeFollowers)."""
+        KAFKA_STORAGE_ERROR when its log could not be opened or written (Kafka's makeLeaders/makeFollowers).
+        ``fetches``: where a new follower's fetch goes for :meth:`_start_fetching` (None: it starts at once)."""
         h = self.hosted.get((p.topic, p.partition))
         action = roles.leader_and_isr_action(h.repl if h is not None else None, self.broker_id, p.leader,
                                              p.leader_epoch)
@@ -212,7 +221,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
             elif action == roles.LEADER:
                 return self.become_leader(p, configs)
             else:
-                return self.become_follower(p, configs)
+                return self.become_follower(p, configs, fetches)
         except KafkaStorageError:
             return STORAGE
         return errors.NONE
@@ -226,11 +235,17 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         with h.cond:
             change = roles.become_leader(h.repl, h.log, h.log.epoch_cache.latest_epoch, p.leader_epoch, p.isr,
                                          p.replicas, p.zk_version, self._live, now_ms())
-            self._apply_role(h, change)
+            self._apply_role(h, change, sync_dir=False)
+        if change.epoch_start is not None:
+            # the leader epoch checkpoint's rename made durable once the partition's lock is let go: Kafka's
+            # makeLeader fsyncs the file and renames it under the lock (and never fsyncs the directory), so
+            # the followers' fetches, which take this lock, wait for one fsync here, not two
+            h.log.sync_dir()
         self._announce_role(tp, h, change)
         return errors.NONE
 
-    def become_follower(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> int:
+    def become_follower(self, p: PartitionInfo, configs: dict[str, dict] | None = None,
+                        fetches: list | None = None) -> int:
         tp = (p.topic, p.partition)
         h = self._host(tp, configs, p.is_new)
         if h is None:
@@ -240,29 +255,34 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
             change = roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas, p.zk_version,
                                            shutting_down=self.shutting_down())
             self._apply_role(h, change)
-        self._announce_role(tp, h, change)
+        self._announce_role(tp, h, change, fetches)
         return errors.NONE
 
-    def _apply_role(self, h: Hosted, change: roles.RoleChange) -> None:
-        """With ``h.cond`` held: replication.roles' RoleChange, to the log, the fetch state and the waiters."""
+    def _apply_role(self, h: Hosted, change: roles.RoleChange, sync_dir: bool = True) -> None:
+        """With ``h.cond`` held: replication.roles' RoleChange, to the log, the fetch state and the waiters
+        (``sync_dir`` False: the caller fsyncs the log's directory once it has let go of the lock)."""
         if change.epoch_start is not None:
-            h.log.assign_epoch(*change.epoch_start)
+            h.log.assign_epoch(*change.epoch_start, sync_dir=sync_dir)
         h.fetching_from = change.fetch_from
         self.log_events(change.events)
         self._wake(h)
 
-    def _announce_role(self, tp: TP, h: Hosted, change: roles.RoleChange) -> None:
-        """After the lock: wake long polls, tell the group coordinator, and fetch from the new leader."""
+    def _announce_role(self, tp: TP, h: Hosted, change: roles.RoleChange, fetches: list | None = None) -> None:
+        """After the lock: wake long polls, tell the group coordinator, and fetch from the new leader (now, or
+        with the rest of ``fetches``)."""
         self._notify()
         self._role_changed(tp[0], tp[1], change.is_leader, change.leader_epoch)
         if change.fetch_from is not None:
             leader, epoch = change.fetch_from
-            with self._lock:
-                f = self.fetchers.get(leader)
-                if f is None or not f.is_alive():
-                    f = self.fetchers[leader] = LeaderFetcher(self, leader)
-                    f.start()
-                f.assign(tp, h, epoch)
+            item = (leader, tp, h, epoch)
+            if fetches is None:
+                self._start_fetching([item])
+            else:
+                fetches.append(item)
+
+    def _start_fetching(self, fetches: list) -> None:
+        """Hand (leader, tp, hosted, leader epoch) items to each leader's fetcher, all of a leader's at once."""
+        assign_by_leader(self, self.fetchers, self._lock, fetches)
 
     def set_live_brokers(self, live: set[int]) -> None:
         """From UpdateMetadata: leaders stop waiting for followers that are gone."""
@@ -564,6 +584,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
     def close(self) -> None:
         self._stopping.set()
         self._purgatory.stop()
+        self._make_leaders.shutdown()
         self.dirs.stop()
         with self._lock:
             fetchers = list(self.fetchers.values())

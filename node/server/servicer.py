@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from kafkacommon import errors
@@ -40,7 +41,9 @@ class BrokerServicer(pbg.BrokerServicer):
                 for (t, p), c in sorted(out.partition_errors.items()) if c != errors.NONE]
 
     def LeaderAndIsr(self, request, context):
+        received = time.monotonic()
         with self._lock:
+            locked = time.monotonic()
             parts = wire.partitions_from_pb(request.partitions)
             offline = self.replicas.dirs.leader_and_isr_errors([(p.topic, p.partition) for p in parts]) \
                 if self.replicas is not None else None
@@ -49,6 +52,11 @@ class BrokerServicer(pbg.BrokerServicer):
                 # a replica whose log could not be opened or written is offline now (Kafka's makeLeaders)
                 out.partition_errors.update(self.replicas.apply_leader_and_isrs(out.became_leader + out.became_follower))
             self._log(out)  # under the lock: the log's order is the order the requests applied in
+            if out.error == errors.NONE:
+                self.events.emit("leader_and_isr_applied", controller_epoch=request.header.controller_epoch,
+                                 partitions=len(parts), leaders=len(out.became_leader),
+                                 followers=len(out.became_follower), waited_ms=round((locked - received) * 1000, 3),
+                                 duration_ms=round((time.monotonic() - received) * 1000, 3))
         return pb.LeaderAndIsrResponse(error_code=out.error, partition_errors=self._perrors(out))
 
     def UpdateMetadata(self, request, context):

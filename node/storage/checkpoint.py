@@ -19,7 +19,8 @@ Three kinds are used:
   with the partition because callers lock per partition, not per directory.
 
 Writes go to ``<file>.tmp``, which is fsynced, renamed over the file, and then the
-directory is fsynced, so a reader sees either the old or the new content.  A missing
+directory is fsynced, so a reader sees either the old or the new content (with ``sync_dir=False`` the
+caller fsyncs the directory itself a moment later, e.g. once it has let go of a lock).  A missing
 file reads as empty; anything malformed raises :class:`CheckpointError` naming the
 file and the 1-based line number.
 """
@@ -51,8 +52,9 @@ class CheckpointError(StorageError):
         self.reason = reason
 
 
-def write_checkpoint(path: Path, entries: Iterable[str]) -> None:
-    """Atomically replace ``path`` with a version-0 checkpoint of the given entry lines."""
+def write_checkpoint(path: Path, entries: Iterable[str], sync_dir: bool = True) -> None:
+    """Atomically replace ``path`` with a version-0 checkpoint of the given entry lines; with ``sync_dir``
+    False the caller fsyncs the directory afterwards (the rename is durable only then)."""
     path = Path(path)
     lines = list(entries)
     for line in lines:
@@ -70,7 +72,13 @@ def write_checkpoint(path: Path, entries: Iterable[str]) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    if sync_dir:
+        fsync_directory(path.parent)
+
+
+def fsync_directory(directory: Path) -> None:
+    """fsync a directory: the renames in it so far are durable."""
+    dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
@@ -144,8 +152,8 @@ class LeaderEpochCheckpointFile:
             return epoch, start
         return read_checkpoint(self.path, parse)
 
-    def write(self, entries: Iterable[tuple[int, int]]) -> None:
-        write_checkpoint(self.path, (f"{epoch} {start}" for epoch, start in entries))
+    def write(self, entries: Iterable[tuple[int, int]], sync_dir: bool = True) -> None:
+        write_checkpoint(self.path, (f"{epoch} {start}" for epoch, start in entries), sync_dir)
 
 
 class OffsetCheckpointFile:
