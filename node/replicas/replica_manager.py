@@ -19,7 +19,7 @@ import logging
 import shutil
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait as wait_all
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -93,6 +93,9 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         self._lock = threading.Lock()
         self._data = threading.Condition()  # notified on every append or HW move: wakes long polls
         self._stopping = threading.Event()
+        # the threads that take up hosted leaderships side by side (apply_leader_and_isrs), made once: a pool
+        # made per request started up to 16 threads on every LeaderAndIsr, on the new controller's critical path
+        self._make_leaders = ThreadPoolExecutor(max_workers=MAKE_LEADERS_TOGETHER, thread_name_prefix="make-leader")
         self._alter_isr = AlterIsrSender(broker_id, broker_epoch, controller_endpoint, events.emit,
                                          self.log_events, self._wake, self._notify, self._stopping)
         self._purgatory = Purgatory(self._waiter_outcome)
@@ -191,9 +194,10 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         for p in first:
             apply(p)
         if len(together) > 1:
-            with ThreadPoolExecutor(max_workers=min(MAKE_LEADERS_TOGETHER, len(together)),
-                                    thread_name_prefix="make-leader") as pool:
-                list(pool.map(apply, together))
+            taken = [self._make_leaders.submit(apply, p) for p in together]
+            wait_all(taken)   # every one taken up before an error is raised, as a pool of its own waited
+            for f in taken:
+                f.result()
         elif together:
             apply(together[0])
         for p in last:
@@ -563,6 +567,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
 
     def close(self) -> None:
         self._stopping.set()
+        self._make_leaders.shutdown(wait=False)
         self._purgatory.stop()
         self.dirs.stop()
         with self._lock:
