@@ -19,7 +19,6 @@ from typing import Any, Callable
 from controller import handlers
 from controller.core import ControllerCore, ControllerSettings
 from kafkacommon import errors
-from node.net import wire
 from node.net.channel import BrokerChannel
 from controller.redo import ControllerEvents, RegisterBroker
 from node.shells.controller_events import (
@@ -282,7 +281,7 @@ class ControllerShell:
             header = pb.ControllerHeader(controller_id=self.broker_id, controller_epoch=self.core.epoch,
                                          broker_epoch=reg.epoch)
             for cmd in cmds:
-                ch.send(wire.command_to_pb(cmd, header))
+                ch.send_command(cmd, header)
 
     def _on_response(self, broker_id: int, kind: str, request: Any, response: Any) -> None:
         if kind == "LeaderAndIsr" and response.error_code == errors.NONE:
