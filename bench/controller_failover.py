@@ -17,7 +17,10 @@ the brokers' event logs, into:
     read        -> its read of /controller (absent) done: the election starts
   (old close answered: the old controller has the answer to its close)
   elect+write the winner's election, context load and every
-              partition-state write -> the failover's last fenced multi has landed
+              partition-state write -> the failover's last fenced multi has landed,
+              split into the winner's own stages (elect, load, decide, write:
+              its ZooKeeper writes) and what lies between them (its requests
+              queued, its event lines, hand-offs between its threads)
   total       the old controller gone -> every partition state written, the
               election's multi included (controlled shutdown off, so that the
               next controller does all the work)
@@ -126,6 +129,9 @@ def controller_failover(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, s
                "write": failover["write_ms"]}
         # detect, split: the old controller's close, ZooKeeper deleting /controller, the watch's notification and
         # the winner's event queue (-> its event thread takes the CONTROLLER_CHANGE up), then its /controller read
+        # the rest of elect+write: the winner's work between those stages (its requests queued, its event lines, the
+        # hand-offs between its threads)
+        out["between"] = out["elect_write"] - out["elect"] - out["load"] - out["decide"] - out["write"]
         if "event_mono_ns" in elected:   # (a tree before the field: no split)
             out["detect_notified"] = (elected["event_mono_ns"] - gone) / 1e6
             out["detect_read"] = (start_elect - elected["event_mono_ns"]) / 1e6
@@ -226,7 +232,7 @@ def main() -> None:
     for name, rs in results.items():
         print(f"\n{name}")
         for stage in ("detect", "detect_notified", "detect_read", "old_close_answered", "elect_write", "elect",
-                      "load", "decide", "write", "total", "controlled_shutdown", "failover_after_exit"):
+                      "load", "decide", "write", "between", "total", "controlled_shutdown", "failover_after_exit"):
             if any(stage in r for r in rs):
                 print(f"  {stage:<20} {summary([r[stage] for r in rs if stage in r])}")
         if "moved" in rs[0]:
