@@ -121,6 +121,8 @@ def controller_failover(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, s
         # as the floor's second multi
         writes = [e for e in evs if e["type"] == "partition_states_written" and e["epoch"] == epoch + 1
                   and e["broker"] == failover["broker"] and e["mono_ns"] <= failover["mono_ns"]]
+        if not writes:   # not this failover: another election came first (sessions expiring on a loaded machine)
+            return {"discarded": f"the failover of epoch {epoch + 1} wrote no state"}
         done = max(e["mono_ns_written"] for e in writes)
         out = {"detect": (start_elect - gone) / 1e6, "elect_write": (done - start_elect) / 1e6,
                "total": (done - gone) / 1e6, "states": sum(e["count"] for e in writes),
@@ -200,6 +202,7 @@ def main() -> None:
     signals = [signal.Signals[name] for name in args.signals]
     runs = 3 if args.quick else args.runs
     results: dict[str, list[dict]] = {}
+    discarded: list[tuple[int, str]] = []
     with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
         workdir = Path(tmp)
         zk = EmbeddedZooKeeper(workdir / "zookeeper", servers=1, tick_ms=TICK_MS)
@@ -220,8 +223,12 @@ def main() -> None:
                         results.setdefault(f"floor: kazoo Election + two fenced multis of {n} writes, {sig.name}",
                                            []).append(kazoo_failover(zk, workdir, sig, writes=n))
                     for n in args.partitions:
-                        results.setdefault(f"kafkasim controller, {n} partitions, {sig.name}", []).append(
-                            controller_failover(zk, workdir, n, sig))
+                        r = controller_failover(zk, workdir, n, sig)
+                        if "discarded" in r:   # said, and counted below
+                            print(f"  run discarded: {r['discarded']}", file=sys.stderr)
+                            discarded.append((n, r["discarded"]))
+                        else:
+                            results.setdefault(f"kafkasim controller, {n} partitions, {sig.name}", []).append(r)
                         if sig == signal.SIGTERM and not args.no_controlled_shutdown:
                             results.setdefault(f"controlled shutdown of the controller, {n} partitions", []).append(
                                 controlled_shutdown(zk, workdir, n))
@@ -229,6 +236,8 @@ def main() -> None:
         finally:
             zk.stop()
     print(f"\nController failover, 3 brokers, ZooKeeper tick {TICK_MS} ms, session timeout {SESSION_MS} ms")
+    for n, why in discarded:
+        print(f"discarded: a run at {n} partitions ({why})")
     for name, rs in results.items():
         print(f"\n{name}")
         for stage in ("detect", "detect_notified", "detect_read", "old_close_answered", "elect_write", "elect",
