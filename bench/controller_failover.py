@@ -10,11 +10,20 @@ the brokers' event logs, into:
 
   detection   the old controller gone (it starts closing its ZooKeeper
               session on SIGTERM; the kill itself on SIGKILL) -> the winner
-              starts its election
-  elect+write the winner's election multi, context load and every
-              partition-state write -> the fenced multi has landed
-  total       the old controller gone -> every partition state written
-              (controlled shutdown off, so that the next controller does all the work)
+              starts its election, split into
+    notified    -> the winner's event thread takes up the CONTROLLER_CHANGE (the
+                close reaching ZooKeeper, /controller deleted, the watch's
+                notification, kazoo's event thread, the controller's queue)
+    read        -> its read of /controller (absent) done: the election starts
+  (old close answered: the old controller has the answer to its close)
+  elect+write the winner's election, context load and every
+              partition-state write -> the failover's last fenced multi has landed,
+              split into the winner's own stages (elect, load, decide, write:
+              its ZooKeeper writes) and what lies between them (its requests
+              queued, its event lines, hand-offs between its threads)
+  total       the old controller gone -> every partition state written, the
+              election's multi included (controlled shutdown off, so that the
+              next controller does all the work)
 
 A third series keeps Kafka's default, controlled shutdown on: the stopping
 controller moves its own leaderships away and leaves every ISR before it
@@ -96,28 +105,42 @@ def controller_failover(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, s
         old, epoch = view.controller_id, view.controller_epoch
         # the waiter parses only new lines that name the event: re-reading every log each poll
         # would take a core from the brokers being measured (thousands of lines at 1,000 partitions)
-        tail = EventTail(cluster.run_dir, contains="partition_states_written")
+        tail = EventTail(cluster.run_dir, contains="controller_failover_done")
         tail.poll()
         t_signal = time.monotonic_ns()
         cluster.signal_broker(old, sig)
-        w = wait_for(lambda: tail.first(lambda e: e["type"] == "partition_states_written"
-                                        and e["epoch"] == epoch + 1),
-                     SESSION_MS / 1000 * 3 + 20, "the new controller's state writes", interval=0.01)
+        failover = wait_for(lambda: tail.first(lambda e: e["type"] == "controller_failover_done"
+                                               and e["epoch"] == epoch + 1),
+                            SESSION_MS / 1000 * 3 + 20, "the new controller's failover", interval=0.01)
         evs = events(cluster)
         elected = next(e for e in evs if e["type"] == "controller_elected" and e["epoch"] == epoch + 1)
-        if sig == signal.SIGTERM:
-            gone = next(e for e in evs if e["type"] == "zk_session_closing" and e["broker"] == old)["mono_ns"]
-        else:
-            gone = t_signal
+        gone_ev = next((e for e in evs if e["type"] == "zk_session_closing" and e["broker"] == old), None)
+        gone = gone_ev["mono_ns"] if sig == signal.SIGTERM else t_signal
         start_elect = elected["mono_ns"] - elected["elect_ms"] * 1e6
-        done = w["mono_ns_written"]
-        failover = wait_for(lambda: next((e for e in events(cluster) if e["type"] == "controller_failover_done"
-                                          and e["epoch"] == epoch + 1), None), 10, "the failover's own timings")
-        return {"detect": (start_elect - gone) / 1e6, "elect_write": (done - start_elect) / 1e6,
-                "total": (done - gone) / 1e6, "states": w["count"],
-                # the winner's own split of elect+write: its election multi, then load, decide and write
-                "elect": elected["elect_ms"], "load": failover["load_ms"], "decide": failover["decide_ms"],
-                "write": failover["write_ms"]}
+        # done: the failover's last state write landed (the election, after the dead replicas went offline),
+        # as the floor's second multi
+        writes = [e for e in evs if e["type"] == "partition_states_written" and e["epoch"] == epoch + 1
+                  and e["broker"] == failover["broker"] and e["mono_ns"] <= failover["mono_ns"]]
+        if not writes:   # not this failover: another election came first (sessions expiring on a loaded machine)
+            return {"discarded": f"the failover of epoch {epoch + 1} wrote no state"}
+        done = max(e["mono_ns_written"] for e in writes)
+        out = {"detect": (start_elect - gone) / 1e6, "elect_write": (done - start_elect) / 1e6,
+               "total": (done - gone) / 1e6, "states": sum(e["count"] for e in writes),
+               # the winner's own split of elect+write: its election multi, then load, decide and write
+               "elect": elected["elect_ms"], "load": failover["load_ms"], "decide": failover["decide_ms"],
+               "write": failover["write_ms"]}
+        # detect, split: the old controller's close, ZooKeeper deleting /controller, the watch's notification and
+        # the winner's event queue (-> its event thread takes the CONTROLLER_CHANGE up), then its /controller read
+        # the rest of elect+write: the winner's work between those stages (its requests queued, its event lines, the
+        # hand-offs between its threads)
+        out["between"] = out["elect_write"] - out["elect"] - out["load"] - out["decide"] - out["write"]
+        if "event_mono_ns" in elected:   # (a tree before the field: no split)
+            out["detect_notified"] = (elected["event_mono_ns"] - gone) / 1e6
+            out["detect_read"] = (start_elect - elected["event_mono_ns"]) / 1e6
+        stopped = next((e for e in evs if e["type"] == "broker_stopped" and e["broker"] == old), None)
+        if sig == signal.SIGTERM and stopped is not None:   # the close's answer reached the old controller
+            out["old_close_answered"] = (stopped["mono_ns"] - gone) / 1e6
+        return out
     finally:
         cluster.down()
 
@@ -179,6 +202,7 @@ def main() -> None:
     signals = [signal.Signals[name] for name in args.signals]
     runs = 3 if args.quick else args.runs
     results: dict[str, list[dict]] = {}
+    discarded: list[tuple[int, str]] = []
     with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
         workdir = Path(tmp)
         zk = EmbeddedZooKeeper(workdir / "zookeeper", servers=1, tick_ms=TICK_MS)
@@ -199,8 +223,12 @@ def main() -> None:
                         results.setdefault(f"floor: kazoo Election + two fenced multis of {n} writes, {sig.name}",
                                            []).append(kazoo_failover(zk, workdir, sig, writes=n))
                     for n in args.partitions:
-                        results.setdefault(f"kafkasim controller, {n} partitions, {sig.name}", []).append(
-                            controller_failover(zk, workdir, n, sig))
+                        r = controller_failover(zk, workdir, n, sig)
+                        if "discarded" in r:   # said, and counted below
+                            print(f"  run discarded: {r['discarded']}", file=sys.stderr)
+                            discarded.append((n, r["discarded"]))
+                        else:
+                            results.setdefault(f"kafkasim controller, {n} partitions, {sig.name}", []).append(r)
                         if sig == signal.SIGTERM and not args.no_controlled_shutdown:
                             results.setdefault(f"controlled shutdown of the controller, {n} partitions", []).append(
                                 controlled_shutdown(zk, workdir, n))
@@ -208,12 +236,14 @@ def main() -> None:
         finally:
             zk.stop()
     print(f"\nController failover, 3 brokers, ZooKeeper tick {TICK_MS} ms, session timeout {SESSION_MS} ms")
+    for n, why in discarded:
+        print(f"discarded: a run at {n} partitions ({why})")
     for name, rs in results.items():
         print(f"\n{name}")
-        for stage in ("detect", "elect_write", "elect", "load", "decide", "write", "total", "controlled_shutdown",
-                      "failover_after_exit"):
-            if stage in rs[0]:
-                print(f"  {stage:<20} {summary([r[stage] for r in rs])}")
+        for stage in ("detect", "detect_notified", "detect_read", "old_close_answered", "elect_write", "elect",
+                      "load", "decide", "write", "between", "total", "controlled_shutdown", "failover_after_exit"):
+            if any(stage in r for r in rs):
+                print(f"  {stage:<20} {summary([r[stage] for r in rs if stage in r])}")
         if "moved" in rs[0]:
             print(f"  leaderships moved    median {statistics.median(r['moved'] for r in rs):.0f}; "
                   f"all succeeded: {all(r['succeeded'] for r in rs)}; "

@@ -204,8 +204,15 @@ class ControllerHandlers:
 
     # ------------------------------------------------------------------ election
 
-    def elect(self) -> Steps:
-        current = yield ReadController()
+    def elect(self, absent: bool = False, event_ns: int | None = None) -> Steps:
+        """Kafka's elect(): /controller read (its watch armed), and the election when it is absent.  ``absent``:
+        the caller has just read it (watch armed) and found none, so the election starts at once (a second read
+        in the same instant is one more round trip on the failover's critical path, and answers the same: if
+        another broker has won meanwhile, the election multi fails and the winner is read).  ``event_ns``: when
+        the caller's event was taken up (``controller_elected``'s ``event_mono_ns``; default: now)."""
+        if event_ns is None:
+            event_ns = yield MonoNs()
+        current = None if absent else (yield ReadController())
         if current is not None:
             self.active_controller_id = current
             if current == self.broker_id and not self.core.active:
@@ -227,7 +234,7 @@ class ControllerHandlers:
         self.active_controller_id = self.broker_id
         t1 = yield MonoNs()
         yield self._emit("controller_elected", epoch=epoch, epoch_zk_version=version,
-                         elect_ms=round((t1 - t0) / 1e6, 3))
+                         elect_ms=round((t1 - t0) / 1e6, 3), event_mono_ns=event_ns)
         try:
             yield from self.failover(epoch, version)
         except ControllerMovedError:
@@ -243,11 +250,12 @@ class ControllerHandlers:
             raise
 
     def controller_change(self) -> Steps:
+        taken_up = yield MonoNs()
         current = yield ReadController()
         if self.core.active and current != self.broker_id and not self.zombie:
             yield from self.resign("controller znode changed" if current is not None else "controller znode deleted")
         if current is None:
-            yield from self.elect()
+            yield from self.elect(absent=True, event_ns=taken_up)
         else:
             self.active_controller_id = current
 

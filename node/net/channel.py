@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import grpc
 
+from node.net import wire
 from node.net.peers import peer_channel
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
@@ -42,6 +43,12 @@ class BrokerChannel:
     def send(self, request: Any) -> None:
         self._queue.put(request)
 
+    def send_command(self, cmd: Any, header: pb.ControllerHeader) -> None:
+        """A controller command (controller/plan.py's), turned into its request by this channel's thread, so
+        the controller's event thread only queues it (a 1,000-partition LeaderAndIsr takes milliseconds to
+        build, on a new controller's critical path between its ZooKeeper writes)."""
+        self._queue.put((cmd, header))
+
     def close(self, drain: bool = False) -> None:
         """Stop accepting work.  With ``drain``, requests already queued are still
         delivered (in the background, for up to DRAIN_S): a resigned controller's
@@ -61,6 +68,8 @@ class BrokerChannel:
                 request = self._queue.get()
                 if request is None:
                     break
+                if isinstance(request, tuple):
+                    request = wire.command_to_pb(*request)
                 self._deliver(request)
         finally:
             self._channel.close()

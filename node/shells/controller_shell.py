@@ -19,7 +19,6 @@ from typing import Any, Callable
 from controller import handlers
 from controller.core import ControllerCore, ControllerSettings
 from kafkacommon import errors
-from node.net import wire
 from node.net.channel import BrokerChannel
 from controller.redo import ControllerEvents, RegisterBroker
 from node.shells.controller_events import (
@@ -62,6 +61,9 @@ class ControllerShell:
         # events a lost connection cut short (redone once it is back), as the simulator's controller runs them
         self.events_core = ControllerEvents(self.handlers)
         self.redo = self.events_core.redo
+        # the event lines of the event being handled, stamped when its handler made them and written together
+        # before its next I/O (a failover's plan logs a line per partition between two ZooKeeper writes)
+        self._stamped: list[dict] = []
         self._watched_topics: set[str] = set()   # topic znodes with our data watch armed (partition changes)
         self._watchers: dict[Event, Callable[[Any], None]] = {}
         h = self.handlers
@@ -93,7 +95,6 @@ class ControllerShell:
             handlers.WriteZkReassignment: lambda c: zkc.write_zk_reassignment(c.fence, c.partitions),
             handlers.Send: lambda c: self._send(c.requests),
             handlers.CloseChannels: lambda c: self._close_channels(drain=True),
-            handlers.Emit: lambda c: self.events.emit(c.name, **c.fields),
             handlers.Clock: lambda c: self._clock_ms(),
             handlers.MonoNs: lambda c: time.monotonic_ns(),
             handlers.Later: lambda c: self.enqueue(Event(c.event)),
@@ -211,13 +212,22 @@ class ControllerShell:
                 return
 
     def _handle(self, event: Event | Request) -> None:
+        try:
+            self._handle_event(event)
+        finally:
+            self._write_events()
+
+    def _handle_event(self, event: Event | Request) -> None:
         core = self.events_core
         if isinstance(event, Request):
             try:
-                event.future.set_result(core.request(event.kind, self._requests[type(event)](event), self._do,
-                                                     fenced=event.dropped))
+                answer = core.request(event.kind, self._requests[type(event)](event), self._do, fenced=event.dropped)
             except CONNECTION_ERRORS as e:   # logged by the core; the caller gets the error and asks again
+                self._write_events()
                 event.future.set_exception(e)
+            else:
+                self._write_events()          # the request's lines before its answer
+                event.future.set_result(answer)
         elif event is Event.TICK:
             core.tick(lambda: self.zk.connected, self._do)
         elif event is Event.EXPIRE:
@@ -229,7 +239,18 @@ class ControllerShell:
                 self._stopped.set()
 
     def _do(self, cmd: Any) -> Any:
-        return self._io[type(cmd)](cmd)
+        kind = type(cmd)
+        if kind is handlers.Emit:
+            self._stamped.append(self.events.stamp(cmd.name, **cmd.fields))
+            return None
+        if self._stamped and kind is not handlers.MonoNs and kind is not handlers.Clock:
+            self._write_events()   # every line before the I/O that follows it
+        return self._io[kind](cmd)
+
+    def _write_events(self) -> None:
+        if self._stamped:
+            lines, self._stamped = self._stamped, []
+            self.events.write_stamped(lines)
 
     def _read_snapshot(self, cmd: handlers.ReadSnapshot) -> handlers.Snapshot:
         snap = self.zk.read_snapshot(broker_watch=self._on(Event.BROKER_CHANGE) if cmd.watch_brokers else None,
@@ -282,7 +303,7 @@ class ControllerShell:
             header = pb.ControllerHeader(controller_id=self.broker_id, controller_epoch=self.core.epoch,
                                          broker_epoch=reg.epoch)
             for cmd in cmds:
-                ch.send(wire.command_to_pb(cmd, header))
+                ch.send_command(cmd, header)
 
     def _on_response(self, broker_id: int, kind: str, request: Any, response: Any) -> None:
         if kind == "LeaderAndIsr" and response.error_code == errors.NONE:
