@@ -82,6 +82,7 @@ class ShutdownWatchdog:
 
     def enter(self, step: str) -> None:
         self.step = step
+        self.events.emit("shutdown_step", step=step, elapsed_ms=round((self._clock() - self._t0) * 1000, 3))
 
     def finish(self) -> bool:
         """Disarm.  If the watchdog fired, this waits until it has logged (and, for real, until the
