@@ -271,6 +271,7 @@ class ControllerShell:
         live = self.core.live
         for gone in set(self._channels) - set(live):
             self._channels.pop(gone).close()
+        built: dict[int, tuple[Any, Any]] = {}   # id(command) -> (it, its message without a header)
         for b, cmds in requests.items():
             reg = live[b]
             target = self._dial(b, reg.endpoint())
@@ -282,7 +283,15 @@ class ControllerShell:
             header = pb.ControllerHeader(controller_id=self.broker_id, controller_epoch=self.core.epoch,
                                          broker_epoch=reg.epoch)
             for cmd in cmds:
-                ch.send(wire.command_to_pb(cmd, header))
+                # the same command to many brokers (the metadata resend: every partition's state) is turned
+                # into a message once, and copied with each broker's header
+                done = built.get(id(cmd))
+                if done is None or done[0] is not cmd:
+                    done = built[id(cmd)] = (cmd, wire.command_to_pb(cmd, None))
+                msg = type(done[1])()
+                msg.CopyFrom(done[1])
+                msg.header.CopyFrom(header)
+                ch.send(msg)
 
     def _on_response(self, broker_id: int, kind: str, request: Any, response: Any) -> None:
         if kind == "LeaderAndIsr" and response.error_code == errors.NONE:
