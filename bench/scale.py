@@ -6,8 +6,8 @@ For each N, a fresh cluster of 5 real broker processes on its own real
 ZooKeeper, with Kafka's defaults for stopping (controlled shutdown on), and one
 topic of N partitions, replication factor 3 (besides the 50 partitions of
 ``__consumer_offsets``).  Once every broker has taken up every replica it
-holds, replica.lag.time.max.ms has passed since the last role change and every
-ISR in ZooKeeper is full:
+holds, replica.lag.time.max.ms has passed since the last role change, every
+ISR in ZooKeeper is full and no ISR event was logged for 5 s:
 
   idle CPU    no client; the five broker processes' CPU seconds
               (/proc/PID/stat utime + stime) over a fixed window, as % of one
@@ -58,6 +58,7 @@ from zk.server import EmbeddedZooKeeper, free_port  # noqa: E402
 BROKERS = 5
 RF = 3
 TOPIC = "scale"
+QUIET_S = 5.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -88,7 +89,7 @@ def settle(c: Cluster, partitions: int, timeout: float) -> tuple[float, bool]:
     """Create the topic, wait until every replica is taken up, let the start-up's ISR churn pass, then
     wait until every ISR is full.  -> (seconds to create, every ISR full)."""
     t0 = time.monotonic()
-    create_topic(c.zk, TOPIC, partitions, RF, {}, timeout_s=timeout)
+    create_topic(c.zk(), TOPIC, partitions, RF, {}, timeout_s=timeout)
     created = time.monotonic() - t0
     tail = EventTail(c.run_dir, contains='"topic":"' + TOPIC + '"')
     roles: set[tuple[int, int]] = set()
@@ -113,12 +114,25 @@ def settle(c: Cluster, partitions: int, timeout: float) -> tuple[float, bool]:
         wait_for(full, timeout, "every ISR full", interval=2.0)
     except WaitTimeout:
         return created, False
+    # then until the brokers have taken up the ISRs too: QUIET_S without an ISR event (start-up's shrinks and
+    # expansions reach the followers' caches with the next UpdateMetadata)
+    churn = EventTail(c.run_dir, contains="isr")
+    last = [time.monotonic()]
+
+    def quiet() -> bool:
+        if churn.poll():
+            last[0] = time.monotonic()
+        return time.monotonic() - last[0] >= QUIET_S
+    try:
+        wait_for(quiet, timeout, f"{QUIET_S:.0f} s without an ISR event", interval=0.5)
+    except WaitTimeout:
+        return created, False
     return created, True
 
 
 def py_spy(pid: int, out: Path, duration: float | None) -> subprocess.Popen | None:
-    cmd = ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", "50", "--nonblocking",
-           "--idle", "-o", str(out)]
+    cmd = ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", str(SPY_RATE), "--nonblocking",
+           "-o", str(out)]
     if duration:
         cmd += ["--duration", str(int(duration))]
     try:
@@ -127,36 +141,44 @@ def py_spy(pid: int, out: Path, duration: float | None) -> subprocess.Popen | No
         return None
 
 
-IDLE_LEAVES = ("wait (threading", "select (selectors", "poll (selectors", "_wait_once", "sigwait", "sleep",
-               "acquire", "_worker (concurrent", "get (queue")
+SPY_RATE = 100   # samples per second and thread
+#: Frames every busy stack of a thread shares (its start), left out of the inclusive list
+ROOT_FRAMES = ("Thread._bootstrap", "Thread.run (", "_worker (concurrent", "_WorkItem.run", "<module>", "_run_code",
+               "_run_module", "BaseEventLoop.run_forever", "BaseEventLoop._run_once", "Handle._run", "main (node")
+
+
+def _function(frame: str) -> str:
+    """py-spy's ``name (path:line)`` without the line: samples add up per function."""
+    name, _, where = frame.partition(" (")
+    return f"{name} ({where.rsplit(':', 1)[0]})" if where else name
 
 
 def top_stacks(raw: Path, n: int = 12) -> list[str]:
-    """From py-spy's collapsed stacks: the functions on the CPU most often (self), and those most
-    often anywhere on a busy stack (inclusive), as % of busy samples.  Waiting frames don't count."""
+    """From py-spy's collapsed stacks (only threads on the CPU are sampled): the functions most often
+    running (self) and most often anywhere on the stack (inclusive), as % of the samples, with the CPU
+    seconds the samples stand for."""
     if not raw.exists():
-        return ["(no profile)"]
+        return ["(no profile: is py-spy installed?)"]
     own: collections.Counter[str] = collections.Counter()
     incl: collections.Counter[str] = collections.Counter()
-    busy = total = 0
+    total = 0
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
-        frames = [f for f in stack.split(";") if f]
+        frames = [_function(f) for f in stack.split(";") if f]
+        if not frames:
+            continue
         k = int(count)
         total += k
-        if not frames or any(frames[-1].startswith(s) for s in IDLE_LEAVES) or "<idle>" in frames[-1]:
-            continue
-        busy += k
         own[frames[-1]] += k
         for f in set(frames):
             incl[f] += k
-    if not busy:
-        return ["(no busy samples)"]
-    out = [f"busy samples {busy} of {total}; self:"]
-    out += [f"    {100 * k / busy:5.1f}%  {f}" for f, k in own.most_common(n)]
+    if not total:
+        return ["(no samples on the CPU)"]
+    out = [f"{total} samples on the CPU ({total / SPY_RATE:.1f} CPU-s); self:"]
+    out += [f"    {100 * k / total:5.1f}%  {f}" for f, k in own.most_common(n)]
     out.append("  inclusive:")
-    out += [f"    {100 * k / busy:5.1f}%  {f}" for f, k in incl.most_common(n + 8)
-            if not f.startswith(("_bootstrap", "run (threading", "<module>", "main (node", "_run_module"))][:n]
+    out += [f"    {100 * k / total:5.1f}%  {f}" for f, k in incl.most_common(4 * n)
+            if not f.startswith(ROOT_FRAMES)][:2 * n]
     return out
 
 
@@ -166,11 +188,14 @@ def measure(work: Path, partitions: int, window: float, profile: bool) -> dict[s
     try:
         res["create_s"], res["isr_full"] = settle(c, partitions, timeout=300)
         pids = {b: c.pids[b] for b in sorted(c.pids)}
+        churn = EventTail(c.run_dir, contains="isr")
+        churn.poll()
         before = {b: cpu_seconds(p) for b, p in pids.items()}
         t0 = time.monotonic()
         time.sleep(window)  # the measurement window itself
         span = time.monotonic() - t0
         res["idle_cpu_pct"] = {b: 100 * (cpu_seconds(p) - before[b]) / span for b, p in pids.items()}
+        res["idle_isr_events"] = dict(collections.Counter(e["type"] for e in churn.poll()))
         view = c.view()
         old, epoch = view.controller_id, view.controller_epoch
         if profile:
@@ -252,6 +277,7 @@ def report(r: dict[str, Any]) -> None:
           f"every ISR full before measuring: {r['isr_full']}")
     print("idle CPU, % of a core: " + ", ".join(f"broker {b} {v:.1f}" for b, v in cpu.items())
           + f"; total {sum(cpu.values()):.1f}")
+    print(f"ISR events during the window: {r['idle_isr_events'] or 'none'}")
     if "idle_profile" in r:
         print(f"idle profile of broker {r['idle_profile']['broker']} (py-spy, 10 s):")
         print("\n".join("  " + ln for ln in r["idle_profile"]["top"]))
