@@ -1,6 +1,7 @@
 """Scale: idle CPU and the controller's SIGTERM failover of a 5-broker cluster at N partitions (issue 49).
 
-    python bench/scale.py [--partitions 1000 10000] [--window 20] [--no-profile] [--json FILE]
+    python bench/scale.py [--partitions 1000 10000] [--window 20] [--no-profile] [--profile-failover]
+                          [--json FILE]
 
 For each N, a fresh cluster of 5 real broker processes on its own real
 ZooKeeper, with Kafka's defaults for stopping (controlled shutdown on), and one
@@ -22,7 +23,7 @@ ISR in ZooKeeper is full and no ISR event was logged for 5 s:
               resigned -> each of the broker's stop steps (``shutdown_step``)
               -> session closing -> the next controller elected -> its load
               and failover), and the counts of ``shutdown_timed_out`` and
-              ``alter_isr_failed``.  With the profile on, py-spy samples the
+              ``alter_isr_failed``.  With --profile-failover, py-spy samples the
               stopping controller (non-blocking) from the signal to its exit.
 
 The figures are same-run ratios: N=10,000 against N=1,000 (the issue's goals:
@@ -182,7 +183,7 @@ def top_stacks(raw: Path, n: int = 12) -> list[str]:
     return out
 
 
-def measure(work: Path, partitions: int, window: float, profile: bool) -> dict[str, Any]:
+def measure(work: Path, partitions: int, window: float, profile: bool, profile_failover: bool) -> dict[str, Any]:
     zk, c = start(work, partitions)
     res: dict[str, Any] = {"partitions": partitions}
     try:
@@ -210,7 +211,7 @@ def measure(work: Path, partitions: int, window: float, profile: bool) -> dict[s
         tail.poll()
         spy_raw = work / f"failover-{partitions}.txt"
         c.signal_broker(old, signal.SIGTERM)
-        spy = py_spy(pids[old], spy_raw, None) if profile else None
+        spy = py_spy(pids[old], spy_raw, None) if profile_failover else None
         done = wait_for(lambda: tail.first(lambda e: e["type"] == "controller_failover_done"
                                            and e["epoch"] > epoch), 180, "the next controller's failover",
                         interval=0.05)
@@ -256,7 +257,10 @@ def stages(evs: list[dict], old: int, epoch: int, done: dict) -> dict[str, Any]:
         "broker_stopped": at("broker_stopped"),
         "elected": at("controller_elected", evs, epoch=epoch + 1),
         "failover_done": (done["mono_ns"] - sig) / 1e6,
-        "new_load_ms": done["load_ms"], "new_total_ms": done["total_ms"], "new_states_written": done["states_written"],
+        "cs_requested": at("controlled_shutdown_requested"),
+        "cs_states_written": at("partition_states_written"),
+        "new_load_ms": done["load_ms"], "new_decide_ms": done["decide_ms"], "new_write_ms": done["write_ms"],
+        "new_total_ms": done["total_ms"], "new_states_written": done["states_written"],
         "shutdown_timed_out": [e["step"] for e in evs if e["type"] == "shutdown_timed_out"],
         "alter_isr_failed": sum(e["type"] == "alter_isr_failed" for e in evs),
     }
@@ -282,14 +286,16 @@ def report(r: dict[str, Any]) -> None:
         print(f"idle profile of broker {r['idle_profile']['broker']} (py-spy, 10 s):")
         print("\n".join("  " + ln for ln in r["idle_profile"]["top"]))
     print("SIGTERM of the controller, from its signal_received:")
-    for k in ("controlled_shutdown_done", "controller_resigned"):
+    for k in ("cs_requested", "cs_states_written", "controlled_shutdown_done", "controller_resigned"):
         print(f"  {k:<28}{fmt_ms(r[k])}")
     for step, t in r["steps"].items():
         print(f"  step {step:<23}{fmt_ms(t)}")
     for k in ("zk_session_closing", "broker_stopped", "elected", "failover_done"):
         print(f"  {k:<28}{fmt_ms(r[k])}")
-    print(f"  the new controller: load {r['new_load_ms']:.1f} ms, failover {r['new_total_ms']:.1f} ms, "
-          f"{r['new_states_written']} states written")
+    print(f"  the new controller: load {r['new_load_ms']:.1f} ms, decide {r['new_decide_ms']:.1f} ms, write "
+          f"{r['new_write_ms']:.1f} ms, the rest (the requests to the brokers) "
+          f"{r['new_total_ms'] - r['new_load_ms'] - r['new_decide_ms'] - r['new_write_ms']:.1f} ms; failover "
+          f"{r['new_total_ms']:.1f} ms, {r['new_states_written']} states written")
     if "controlled_shutdown" in r:
         print(f"  controlled shutdown: {r['controlled_shutdown']}")
     print(f"  shutdown_timed_out: {r['shutdown_timed_out'] or 'none'}; alter_isr_failed events: {r['alter_isr_failed']}")
@@ -302,13 +308,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--window", type=float, default=20.0, help="idle CPU window, seconds (default 20)")
-    ap.add_argument("--no-profile", action="store_true", help="no py-spy profiles")
+    ap.add_argument("--no-profile", action="store_true", help="no py-spy profile of the idle cluster")
+    ap.add_argument("--profile-failover", action="store_true",
+                    help="py-spy on the stopping controller too (its figures then include py-spy's cost)")
     ap.add_argument("--json", type=Path, help="also write the raw figures here")
     a = ap.parse_args()
     results = []
     with tempfile.TemporaryDirectory(prefix="kafkasim-bench-scale-") as tmp:
         for n in a.partitions:
-            r = measure(Path(tmp), n, a.window, not a.no_profile)
+            r = measure(Path(tmp), n, a.window, not a.no_profile, a.profile_failover)
             report(r)
             results.append(r)
             sys.stdout.flush()
