@@ -55,6 +55,7 @@ class ControllerShell:
         # lost its session keeps acting, and its writes are not fenced by /controller_epoch.
         self.handlers = handlers.ControllerHandlers(self.core, broker_id, zombie=zombie)
         self._queue: "queue.Queue[Event | Request]" = queue.Queue()
+        self._pb_states: dict[Any, Any] = {}   # PartitionView -> its PartitionState message (wire.partitions_to_pb)
         self._thread = threading.Thread(target=self._run, name="controller-event-thread", daemon=True)
         self._channels: dict[int, BrokerChannel] = {}
         self._stopped = threading.Event()
@@ -292,11 +293,13 @@ class ControllerShell:
                 # into a message once, and copied with each broker's header
                 done = built.get(id(cmd))
                 if done is None or done[0] is not cmd:
-                    done = built[id(cmd)] = (cmd, wire.command_to_pb(cmd, None))
+                    done = built[id(cmd)] = (cmd, wire.command_to_pb(cmd, None, self._pb_states))
                 msg = type(done[1])()
                 msg.CopyFrom(done[1])
                 msg.header.CopyFrom(header)
                 ch.send(msg)
+        if len(self._pb_states) > 2 * len(self.core.states) + 1000:   # states long replaced: start afresh
+            self._pb_states.clear()
 
     def _on_response(self, broker_id: int, kind: str, request: Any, response: Any) -> None:
         if kind == "LeaderAndIsr" and response.error_code == errors.NONE:
