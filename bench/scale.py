@@ -259,6 +259,8 @@ def stages(evs: list[dict], old: int, epoch: int, done: dict) -> dict[str, Any]:
         "failover_done": (done["mono_ns"] - sig) / 1e6,
         "cs_requested": at("controlled_shutdown_requested"),
         "cs_states_written": at("partition_states_written"),
+        "cs_writes": [(e["count"], e["write_ms"]) for e in mine if e["type"] == "partition_states_written"
+                      and e["mono_ns"] >= sig],
         "new_load_ms": done["load_ms"], "new_decide_ms": done["decide_ms"], "new_write_ms": done["write_ms"],
         "new_total_ms": done["total_ms"], "new_states_written": done["states_written"],
         "shutdown_timed_out": [e["step"] for e in evs if e["type"] == "shutdown_timed_out"],
@@ -296,6 +298,7 @@ def report(r: dict[str, Any]) -> None:
           f"{r['new_write_ms']:.1f} ms, the rest (the requests to the brokers) "
           f"{r['new_total_ms'] - r['new_load_ms'] - r['new_decide_ms'] - r['new_write_ms']:.1f} ms; failover "
           f"{r['new_total_ms']:.1f} ms, {r['new_states_written']} states written")
+    print(f"  the stopping controller's state writes (count, ZooKeeper ms): {r['cs_writes']}")
     if "controlled_shutdown" in r:
         print(f"  controlled shutdown: {r['controlled_shutdown']}")
     print(f"  shutdown_timed_out: {r['shutdown_timed_out'] or 'none'}; alter_isr_failed events: {r['alter_isr_failed']}")
