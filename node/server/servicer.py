@@ -33,6 +33,8 @@ class BrokerServicer(pbg.BrokerServicer):
         # tp -> (the PartitionState bytes an UpdateMetadata last applied, the PartitionInfo it cached): see
         # UpdateMetadata
         self._applied: dict[tuple[str, int], tuple[bytes, Any]] = {}
+        self._cache_changes = 0   # requests that changed the metadata cache (LeaderAndIsr, UpdateMetadata with news)
+        self._last_update = (b"", -1)   # the last UpdateMetadata applied, without its header; _cache_changes then
 
     def _log(self, out: Outcome) -> None:
         self.events.log(*out.events)
@@ -44,6 +46,7 @@ class BrokerServicer(pbg.BrokerServicer):
 
     def LeaderAndIsr(self, request, context):
         with self._lock:
+            self._cache_changes += 1
             parts = wire.partitions_from_pb(request.partitions)
             offline = self.replicas.dirs.leader_and_isr_errors([(p.topic, p.partition) for p in parts]) \
                 if self.replicas is not None else None
@@ -58,12 +61,19 @@ class BrokerServicer(pbg.BrokerServicer):
         """Apply the partition states that are news.  A state this broker applied already, byte for byte, from
         an UpdateMetadata, and whose cache entry nothing replaced since, would change nothing (the same entry
         cached again, an ISR no newer than the replica's): the controller's periodic resend of every state
-        then costs a comparison per partition, not a decode and an apply."""
+        then costs a comparison per partition, not a decode and an apply; and the very request applied last
+        again, with no LeaderAndIsr or news between, one comparison of its bytes."""
         live = [(b.id, b.host, b.port, b.broker_epoch) for b in request.live_brokers]
         with self._lock:
             cached, applied = self.state.metadata, self._applied
+            body = type(request)()
+            body.CopyFrom(request)
+            body.ClearField("header")
+            whole = body.SerializeToString()
+            # the very request applied last, with nothing changed since: every state in it is applied already
+            same = whole == self._last_update[0] and self._last_update[1] == self._cache_changes
             news, raw = [], []
-            for m in request.partitions:
+            for m in () if same else request.partitions:
                 data = m.SerializeToString()
                 seen = applied.get((m.topic, m.partition))
                 if seen is None or seen[0] != data or cached.get((m.topic, m.partition)) is not seen[1]:
@@ -72,6 +82,8 @@ class BrokerServicer(pbg.BrokerServicer):
             parts = wire.partitions_from_pb(news)
             out = self.state.update_metadata(wire.header_from_pb(request.header), parts, live)
             if out.error == errors.NONE:
+                self._cache_changes += bool(parts)
+                self._last_update = (whole, self._cache_changes)
                 for p, data in zip(parts, raw):
                     tp = (p.topic, p.partition)
                     info = cached.get(tp)
