@@ -249,7 +249,14 @@ def stages(evs: list[dict], old: int, epoch: int, done: dict) -> dict[str, Any]:
                   and all(e.get(k) == v for k, v in match.items())), None)
         return None if e is None else (e["mono_ns"] - sig) / 1e6
 
+    def span(t: str) -> tuple[float, float, int] | None:
+        xs = [e["mono_ns"] for e in mine if e["type"] == t and e["mono_ns"] >= sig]
+        return None if not xs else ((xs[0] - sig) / 1e6, (xs[-1] - sig) / 1e6, len(xs))
+
     out: dict[str, Any] = {
+        # the stopping broker's own lines between the controller's decision and its end: (first, last, count)
+        "spans": {t: span(t) for t in ("partition_state_written", "replica_stopped", "became_follower",
+                                       "became_leader", "leadership_lost", "coordinator_unloaded")},
         "controlled_shutdown_done": at("controlled_shutdown_done"),
         "controller_resigned": at("controller_resigned"),
         "steps": {e["step"]: (e["mono_ns"] - sig) / 1e6 for e in mine if e["type"] == "shutdown_step"},
@@ -299,6 +306,9 @@ def report(r: dict[str, Any]) -> None:
           f"{r['new_total_ms'] - r['new_load_ms'] - r['new_decide_ms'] - r['new_write_ms']:.1f} ms; failover "
           f"{r['new_total_ms']:.1f} ms, {r['new_states_written']} states written")
     print(f"  the stopping controller's state writes (count, ZooKeeper ms): {r['cs_writes']}")
+    for t, sp in r["spans"].items():
+        if sp:
+            print(f"  its {t} lines: {sp[2]} from {sp[0]:.1f} to {sp[1]:.1f} ms")
     if "controlled_shutdown" in r:
         print(f"  controlled shutdown: {r['controlled_shutdown']}")
     print(f"  shutdown_timed_out: {r['shutdown_timed_out'] or 'none'}; alter_isr_failed events: {r['alter_isr_failed']}")
