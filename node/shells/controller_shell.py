@@ -55,6 +55,9 @@ class ControllerShell:
         # lost its session keeps acting, and its writes are not fenced by /controller_epoch.
         self.handlers = handlers.ControllerHandlers(self.core, broker_id, zombie=zombie)
         self._queue: "queue.Queue[Event | Request]" = queue.Queue()
+        # the lines an event's handler logged, written together before its next other command and when it ends
+        # (a plan's thousands of partition_state_written lines: one write, not one each)
+        self._lines: list[tuple[str, dict[str, Any]]] = []
         self._pb_states: dict[Any, Any] = {}   # PartitionView -> its PartitionState message (wire.partitions_to_pb)
         self._thread = threading.Thread(target=self._run, name="controller-event-thread", daemon=True)
         self._channels: dict[int, BrokerChannel] = {}
@@ -94,7 +97,7 @@ class ControllerShell:
             handlers.WriteZkReassignment: lambda c: zkc.write_zk_reassignment(c.fence, c.partitions),
             handlers.Send: lambda c: self._send(c.requests),
             handlers.CloseChannels: lambda c: self._close_channels(drain=True),
-            handlers.Emit: lambda c: self.events.emit(c.name, **c.fields),
+            handlers.Emit: lambda c: self._lines.append((c.name, c.fields)),
             handlers.Clock: lambda c: self._clock_ms(),
             handlers.MonoNs: lambda c: time.monotonic_ns(),
             handlers.Later: lambda c: self.enqueue(Event(c.event)),
@@ -207,7 +210,10 @@ class ControllerShell:
                     continue
             kind = event_name(event)
             try:
-                self._handle(event)
+                try:
+                    self._handle(event)
+                finally:
+                    self._write_lines()
             except Exception as e:  # keep the event thread alive, and say what happened
                 log.exception("controller event %s failed", kind)
                 self.events.emit("controller_error", event=kind, error=repr(e))
@@ -220,9 +226,11 @@ class ControllerShell:
         core = self.events_core
         if isinstance(event, Request):
             try:
-                event.future.set_result(core.request(event.kind, self._requests[type(event)](event), self._do,
-                                                     fenced=event.dropped))
+                answer = core.request(event.kind, self._requests[type(event)](event), self._do, fenced=event.dropped)
+                self._write_lines()   # the lines of what was done, before the caller hears of it
+                event.future.set_result(answer)
             except CONNECTION_ERRORS as e:   # logged by the core; the caller gets the error and asks again
+                self._write_lines()
                 event.future.set_exception(e)
         elif event is Event.TICK:
             core.tick(lambda: self.zk.connected, self._do)
@@ -235,7 +243,13 @@ class ControllerShell:
                 self._stopped.set()
 
     def _do(self, cmd: Any) -> Any:
+        if self._lines and type(cmd) is not handlers.Emit:
+            self._write_lines()
         return self._io[type(cmd)](cmd)
+
+    def _write_lines(self) -> None:
+        lines, self._lines = self._lines, []
+        self.events.emit_many(lines)
 
     def _read_snapshot(self, cmd: handlers.ReadSnapshot) -> handlers.Snapshot:
         snap = self.zk.read_snapshot(broker_watch=self._on(Event.BROKER_CHANGE) if cmd.watch_brokers else None,
