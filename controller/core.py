@@ -422,6 +422,8 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
         changed_by = self._by_replica(changed_views)
         all_by = self._by_replica(all_views) if plan.full_sync or plan.query_replicas else {}
         leaders = tuple(self.live[b] for b in sorted({v.state.leader for v in changed_views} & set(self.live)))
+        # one command for every broker that gets the whole metadata (a shell sends a command it has seen once)
+        everything = UpdateMetadataCmd(tuple(all_views), live_regs) if plan.resend_metadata else None
         for b in sorted(self.live):
             cmds: list[Command] = []
             if b in plan.full_sync:
@@ -455,8 +457,8 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
                     cmds.append(UpdateMetadataCmd((), live_regs))
                 if mine:
                     cmds.append(LeaderAndIsrCmd(mine, leaders))
-                if plan.resend_metadata:
-                    cmds.append(UpdateMetadataCmd(tuple(all_views), live_regs))
+                if everything is not None:
+                    cmds.append(everything)
                 elif changed_views or plan.metadata_to_all:
                     cmds.append(UpdateMetadataCmd(tuple(changed_views), live_regs))
             if deleted_views:

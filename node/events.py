@@ -44,10 +44,13 @@ class EventLog:
         if records:
             self._out.write_many(records)
 
+    def emit_many(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+        """``emit`` each (type, fields), in order, in one write to the file (the same lines, stamped now)."""
+        self.write_stamped([self.stamp(t, **fields) for t, fields in items])
+
     def log(self, *events: Event) -> None:
-        """Write the events a core returned, in order."""
-        for e in events:
-            self.emit(e.name, **e.fields)
+        """Write the events a core returned, in order (in one write)."""
+        self.emit_many([(e.name, e.fields) for e in events])
 
     def close(self) -> None:
         self._out.close()

@@ -1,7 +1,7 @@
 """node.events.EventTail: following a run's event logs, parsing only what was appended since the last poll."""
 from __future__ import annotations
 
-from node.events import EventLog, EventTail
+from node.events import EventLog, EventTail, read_events
 
 
 def test_each_poll_returns_only_new_complete_lines_in_time_order(tmp_path):
@@ -38,3 +38,16 @@ def test_contains_skips_other_lines_and_first_finds_a_match(tmp_path):
     assert tail.first(lambda e: e["epoch"] >= 7)["count"] == 1
     assert tail.first(lambda e: True) is None   # what a poll passed over is not returned again
     log.close()
+
+
+def test_emit_many_writes_its_lines_in_order_and_nothing_once_closed(tmp_path):
+    log = EventLog(tmp_path / "events" / "broker-1.jsonl", 1)
+    log.emit("first", n=0)
+    log.emit_many([("batch", {"n": i}) for i in range(1, 4)])
+    log.log()                                  # nothing to write
+    log.close()
+    log.emit_many([("late", {"n": 9})])        # closed: nothing lands
+    evs = read_events(tmp_path / "events" / "broker-1.jsonl")
+    assert [(e["type"], e["n"], e["broker"]) for e in evs] == [("first", 0, 1), ("batch", 1, 1), ("batch", 2, 1),
+                                                               ("batch", 3, 1)]
+    assert all(a["mono_ns"] <= b["mono_ns"] for a, b in zip(evs, evs[1:]))

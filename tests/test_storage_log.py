@@ -521,3 +521,20 @@ def test_malformed_offset_checkpoint_names_the_line(tmp_path):
         OffsetCheckpointFile(path).read()
     write_checkpoint(path, ["a b c"])
     assert read_checkpoint(path, lambda fields: fields) == [["a", "b", "c"]]
+
+
+def test_a_segment_fsyncs_only_what_was_written_since_its_last_fsync(tmp_path, monkeypatch):
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    seg = LogSegment.create(tmp_path, 0, sync_dir=False)
+    seg.flush()
+    assert synced == []                      # new and empty: nothing to make durable
+    seg.append(encode_batch(0, 0, [(None, b"v", NOW)]), 0, 0, NOW)
+    seg.flush()
+    assert len(synced) == 3                  # the log and both indexes
+    seg.close()
+    assert len(synced) == 3                  # nothing written since
+    reopened = LogSegment.open(tmp_path, 0)
+    reopened.close()
+    assert len(synced) == 6                  # opened: not known to be synced, so its close fsyncs

@@ -25,6 +25,28 @@ RETRY_BACKOFF_S = 0.05
 DRAIN_S = 1.0  # how long a resigned controller's channel keeps delivering what was already queued
 
 
+class SharedBuild:
+    """The messages of one send's commands, each built once for every broker it goes to (the metadata resend:
+    every partition's state to each broker), by the first channel thread that needs it, and copied with each
+    broker's header; ``states``: partition state messages kept from one send to the next
+    (:func:`wire.partitions_to_pb`'s cache)."""
+
+    def __init__(self, states: dict) -> None:
+        self.states = states
+        self._built: dict[int, tuple[Any, Any]] = {}   # id(command) -> (it, its message without a header)
+        self._lock = threading.Lock()
+
+    def build(self, cmd: Any, header: pb.ControllerHeader) -> Any:
+        with self._lock:
+            done = self._built.get(id(cmd))
+            if done is None or done[0] is not cmd:
+                done = self._built[id(cmd)] = (cmd, wire.command_to_pb(cmd, None, self.states))
+        msg = type(done[1])()
+        msg.CopyFrom(done[1])
+        msg.header.CopyFrom(header)
+        return msg
+
+
 class BrokerChannel:
     def __init__(self, broker_id: int, target: str, timeout_s: float,
                  on_response: Callable[[int, str, Any, Any], None]):
@@ -43,11 +65,12 @@ class BrokerChannel:
     def send(self, request: Any) -> None:
         self._queue.put(request)
 
-    def send_command(self, cmd: Any, header: pb.ControllerHeader) -> None:
+    def send_command(self, cmd: Any, header: pb.ControllerHeader, shared: "SharedBuild | None" = None) -> None:
         """A controller command (controller/plan.py's), turned into its request by this channel's thread, so
         the controller's event thread only queues it (a 1,000-partition LeaderAndIsr takes milliseconds to
-        build, on a new controller's critical path between its ZooKeeper writes)."""
-        self._queue.put((cmd, header))
+        build, on a new controller's critical path between its ZooKeeper writes).  ``shared``: the same
+        command sent to other brokers too is built once, by the first channel to need it."""
+        self._queue.put((cmd, header, shared))
 
     def close(self, drain: bool = False) -> None:
         """Stop accepting work.  With ``drain``, requests already queued are still
@@ -69,7 +92,8 @@ class BrokerChannel:
                 if request is None:
                     break
                 if isinstance(request, tuple):
-                    request = wire.command_to_pb(*request)
+                    cmd, header, shared = request
+                    request = wire.command_to_pb(cmd, header) if shared is None else shared.build(cmd, header)
                 self._deliver(request)
         finally:
             self._channel.close()

@@ -20,13 +20,30 @@ def broker_to_pb(b: BrokerRegistration) -> pb.BrokerEndpoint:
     return pb.BrokerEndpoint(id=b.broker_id, host=b.host, port=b.port, broker_epoch=b.epoch)
 
 
-def command_to_pb(cmd: Command, header: pb.ControllerHeader):
+def partitions_to_pb(views: Iterable[PartitionView], cache: dict | None = None) -> list[pb.PartitionState]:
+    """:func:`partition_to_pb` of each; with ``cache`` (view -> message), a view met before is not built again
+    (a controller tells every broker the same states: the whole metadata to each, and LeaderAndIsr)."""
+    if cache is None:
+        return [partition_to_pb(v) for v in views]
+    out = []
+    for v in views:
+        m = cache.get(v)
+        if m is None:
+            m = cache[v] = partition_to_pb(v)
+        out.append(m)
+    return out
+
+
+def command_to_pb(cmd: Command, header: pb.ControllerHeader | None, cache: dict | None = None):
+    """The request message of ``cmd``; ``cache``: see :func:`partitions_to_pb`."""
     if isinstance(cmd, LeaderAndIsrCmd):
-        return pb.LeaderAndIsrRequest(header=header, partitions=[partition_to_pb(v) for v in cmd.partitions],
-                                      live_leaders=[broker_to_pb(b) for b in cmd.live_leaders])
+        r = pb.LeaderAndIsrRequest(header=header, live_leaders=[broker_to_pb(b) for b in cmd.live_leaders])
+        r.partitions.extend(partitions_to_pb(cmd.partitions, cache))
+        return r
     if isinstance(cmd, UpdateMetadataCmd):
-        return pb.UpdateMetadataRequest(header=header, partitions=[partition_to_pb(v) for v in cmd.partitions],
-                                        live_brokers=[broker_to_pb(b) for b in cmd.live_brokers])
+        r = pb.UpdateMetadataRequest(header=header, live_brokers=[broker_to_pb(b) for b in cmd.live_brokers])
+        r.partitions.extend(partitions_to_pb(cmd.partitions, cache))
+        return r
     if isinstance(cmd, StopReplicaCmd):
         return pb.StopReplicaRequest(header=header, delete_partitions=cmd.delete, leader_epoch=-1,
                                      partitions=[pb.TopicPartition(topic=t, partition=p) for t, p in cmd.partitions])

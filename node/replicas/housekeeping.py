@@ -107,7 +107,12 @@ class HousekeepingMixin:
         removed = flushed = 0
         now = now_ms()
         flush_now = flusher_due(started_ms, now, flusher_ran)
-        for (t, p), h in sorted(list(self.hosted.items())):
+        # only the logs with work, picked without their locks (a deletion or an append racing this is
+        # seen a second later, as if it had come just after the pass): an idle broker's pass costs no lock
+        # per partition, and no sort of them all
+        busy = [(tp, h) for tp, h in list(self.hosted.items())
+                if h.log.pending_deletes or (flush_now and h.log.unflushed)]
+        for (t, p), h in sorted(busy, key=lambda item: item[0]):
             with h.cond:
                 if h.log.closed:
                     continue

@@ -117,9 +117,9 @@ class LeaderFetchHandler:
         if isinstance(f, pb.FetchResponse):
             return f
         self._begun(f)
-        if f.waits():
+        if not f.core.urgent:   # the long poll asks whether it still waits before it parks
             await self._park(req.replica_id, f)
-        held = self._hold([fp_h[1] for fp_h in f.pending] + [pf_h[1] for pf_h in f.idle])
+        held = self._hold([part.handle for part in f.core.parts() if part.handle is not None])
         if held is None:
             return await loop.run_in_executor(executor, self._finish, f)
         try:
@@ -129,14 +129,16 @@ class LeaderFetchHandler:
                 lock.release()
 
     def _partitions_of(self, req: pb.FetchRequest) -> list["Hosted"]:
-        """The hosted partitions a fetch's first part locks: those it lists and its session's."""
+        """The hosted partitions a fetch's first part locks: those it lists and its session's (in no particular
+        order: :meth:`_hold` never waits for a lock)."""
+        hosted = self.hosted
         tps = {(fp.topic, fp.partition) for fp in req.partitions}
         if req.replica_id >= 0:
             with self._sessions_lock:
                 session = self.sessions.get(req.replica_id)
                 if session is not None:
                     tps.update(session.partitions)
-        return [h for tp in sorted(tps) if (h := self.hosted.get(tp)) is not None]
+        return [h for tp in tps if (h := hosted.get(tp)) is not None]
 
     @staticmethod
     def _hold(parts: list["Hosted"]) -> list[Any] | None:
@@ -151,21 +153,26 @@ class LeaderFetchHandler:
         return held
 
     async def _park(self, replica_id: int, f: "_Fetch") -> None:
-        """The long poll as a coroutine: woken by :meth:`notify_async` on every append or HW move
-        (a future per wake-up, set from the notifying thread; a timer at the deadline)."""
+        """The long poll as a coroutine, if the fetch waits: woken by :meth:`notify_async` on every append or
+        HW move (a future per wake-up, set from the notifying thread; a timer at the deadline)."""
         loop = asyncio.get_running_loop()
         waker = _Waker(loop)
-        timer = loop.call_later(max(f.deadline - time.monotonic(), 0), waker.expire)
         with self._data:
+            if self._stopping.is_set() or not f.waits():
+                return
+            timer = loop.call_later(max(f.deadline - time.monotonic(), 0), waker.expire)
             self._parked[replica_id] = self._parked.get(replica_id, 0) + 1
             self._async_waiters.add(waker)
+            woken = waker.arm()
         try:
-            while not self._stopping.is_set() and not waker.expired:
+            while True:
+                await woken
+                if self._stopping.is_set() or waker.expired:
+                    break
                 with self._data:
                     if not f.waits():
                         break
                     woken = waker.arm()
-                await woken
         finally:
             timer.cancel()
             with self._data:
@@ -238,13 +245,13 @@ class LeaderFetchHandler:
         answers = [self._answered(part, out) for part, out in core.answered]
         for part in core.parts():
             h = part.handle
-            fp = fetch_message(part.tp, part.fetch)
             if h is None:
-                answers.append(self._error(fp, errors.NOT_LEADER_OR_FOLLOWER))
+                answers.append(self._error(fetch_message(part.tp, part.fetch), errors.NOT_LEADER_OR_FOLLOWER))
                 continue
             with h.cond:
                 code = core.answer(part, h.repl, h.log, not h.log.closed, h.log.failed)
-                if code is not None:
+                if code is not None:   # (None: nothing new, left out; most of an idle follower's session)
+                    fp = fetch_message(part.tp, part.fetch)
                     answers.append(self._read(fp, h, core.follower) if code == errors.NONE else self._error(fp, code))
         return pb.FetchResponse(error_code=errors.NONE, partitions=answers, session_id=core.session_id)
 

@@ -506,10 +506,12 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
                                             isr=list(h.repl.isr) if h.repl.is_leader else []))
         return out
 
-    def led_with_followers(self) -> set[TP]:
-        """The partitions this broker leads that have another replica: those a controlled shutdown moves away."""
-        return {tp for tp, h in list(self.hosted.items())
-                if not h.log.closed and h.repl.is_leader and len(h.repl.replicas) > 1}
+    def led_with_followers(self, among: Iterable[TP] | None = None) -> set[TP]:
+        """The partitions this broker leads that have another replica: those a controlled shutdown moves away
+        (only those ``among`` these, when given)."""
+        hosted = self.hosted
+        items = list(hosted.items()) if among is None else [(tp, h) for tp in among if (h := hosted.get(tp))]
+        return {tp for tp, h in items if not h.log.closed and h.repl.is_leader and len(h.repl.replicas) > 1}
 
     def parked_fetches(self) -> dict[int, int]:
         """Followers' fetches now long-polling here (so a test can tell that a paused follower's

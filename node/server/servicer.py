@@ -31,6 +31,11 @@ class BrokerServicer(pbg.BrokerServicer):
         self.events = events
         self.controller = controller
         self._lock = threading.Lock()  # requests from the controller apply one at a time
+        # tp -> (the PartitionState bytes an UpdateMetadata last applied, the PartitionInfo it cached): see
+        # UpdateMetadata
+        self._applied: dict[tuple[str, int], tuple[bytes, Any]] = {}
+        self._cache_changes = 0   # requests that changed the metadata cache (LeaderAndIsr, UpdateMetadata with news)
+        self._last_update = (b"", -1)   # the last UpdateMetadata applied, without its header; _cache_changes then
 
     def _log(self, out: Outcome) -> None:
         self.events.log(*out.events)
@@ -44,6 +49,7 @@ class BrokerServicer(pbg.BrokerServicer):
         received = time.monotonic()
         with self._lock:
             locked = time.monotonic()
+            self._cache_changes += 1
             parts = wire.partitions_from_pb(request.partitions)
             offline = self.replicas.dirs.leader_and_isr_errors([(p.topic, p.partition) for p in parts]) \
                 if self.replicas is not None else None
@@ -60,10 +66,39 @@ class BrokerServicer(pbg.BrokerServicer):
         return pb.LeaderAndIsrResponse(error_code=out.error, partition_errors=self._perrors(out))
 
     def UpdateMetadata(self, request, context):
+        """Apply the partition states that are news.  A state this broker applied already, byte for byte, from
+        an UpdateMetadata, and whose cache entry nothing replaced since, would change nothing (the same entry
+        cached again, an ISR no newer than the replica's): the controller's periodic resend of every state
+        then costs a comparison per partition, not a decode and an apply; and the very request applied last
+        again, with no LeaderAndIsr or news between, one comparison of its bytes."""
         live = [(b.id, b.host, b.port, b.broker_epoch) for b in request.live_brokers]
         with self._lock:
-            parts = wire.partitions_from_pb(request.partitions)
+            cached, applied = self.state.metadata, self._applied
+            body = type(request)()
+            body.CopyFrom(request)
+            body.ClearField("header")
+            whole = body.SerializeToString()
+            # the very request applied last, with nothing changed since: every state in it is applied already
+            same = whole == self._last_update[0] and self._last_update[1] == self._cache_changes
+            news, raw = [], []
+            for m in () if same else request.partitions:
+                data = m.SerializeToString()
+                seen = applied.get((m.topic, m.partition))
+                if seen is None or seen[0] != data or cached.get((m.topic, m.partition)) is not seen[1]:
+                    news.append(m)
+                    raw.append(data)
+            parts = wire.partitions_from_pb(news)
             out = self.state.update_metadata(wire.header_from_pb(request.header), parts, live)
+            if out.error == errors.NONE:
+                self._cache_changes += bool(parts)
+                self._last_update = (whole, self._cache_changes)
+                for p, data in zip(parts, raw):
+                    tp = (p.topic, p.partition)
+                    info = cached.get(tp)
+                    if info is None:
+                        applied.pop(tp, None)
+                    else:
+                        applied[tp] = (data, info)
             if self.replicas is not None and out.error == errors.NONE:
                 for p in parts:
                     self.replicas.update_isr_if_newer(p)

@@ -82,6 +82,7 @@ class ShutdownWatchdog:
 
     def enter(self, step: str) -> None:
         self.step = step
+        self.events.emit("shutdown_step", step=step, elapsed_ms=round((self._clock() - self._t0) * 1000, 3))
 
     def finish(self) -> bool:
         """Disarm.  If the watchdog fired, this waits until it has logged (and, for real, until the
@@ -117,11 +118,11 @@ class ShutdownWatchdog:
             self._exit(EXIT_SHUTDOWN_TIMED_OUT)
 
 
-def await_handover(moved: set[tuple[str, int]], leads: Callable[[], set[tuple[str, int]]],
+def await_handover(moved: set[tuple[str, int]], leads: Callable[[set[tuple[str, int]]], set[tuple[str, int]]],
                    released: Callable[[set[tuple[str, int]]], bool], events: EventLog,
                    timeout_s: float = HANDOVER_WAIT_S, clock: Callable[[], float] = time.monotonic) -> bool:
     """After a successful controlled shutdown: wait until none of ``moved`` (the partitions this broker led, with
-    other replicas, when it asked) is led here any more (``leads()``: the controller's LeaderAndIsr applied) and
+    other replicas, when it asked) is led here any more (``leads(moved)``: the controller's LeaderAndIsr applied) and
     ``released(moved)`` (the group and transaction coordinators unloaded them, their parked requests answered),
     at most ``timeout_s``; logs ``controlled_shutdown_handover``.  The Kafka listeners close after it, so their
     clients get those answers, and NOT_COORDINATOR / NOT_LEADER_OR_FOLLOWER for what they send meanwhile, before
@@ -130,14 +131,18 @@ def await_handover(moved: set[tuple[str, int]], leads: Callable[[], set[tuple[st
     (docs/kafka-listener.md)."""
     t0 = clock()
     done = threading.Event()
+    still = set(moved)
     while True:
-        still = moved & leads()
+        # ``leads(tps)``: those of ``tps`` still led here.  Each poll asks only about the partitions not handed
+        # over yet (asking about every hosted partition every 2 ms, at thousands of partitions, took the
+        # interpreter from the LeaderAndIsr being waited for)
+        still = leads(still) if still else still
         if not still and released(moved):
             break
         if clock() - t0 >= timeout_s:
             break
         done.wait(0.002)   # polling the replica manager and the shells (no event to wait on across both)
-    settled = not (moved & leads()) and released(moved)
+    settled = not leads(moved) and released(moved)
     events.emit("controlled_shutdown_handover", moved=len(moved), settled=settled,
                 waited_ms=round((clock() - t0) * 1000, 3))
     return settled

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from controller import handlers
 from controller.core import ControllerCore, ControllerSettings
 from kafkacommon import errors
-from node.net.channel import BrokerChannel
+from node.net.channel import BrokerChannel, SharedBuild
 from controller.redo import ControllerEvents, RegisterBroker
 from node.shells.controller_events import (
     AlterIsr, AlterReassignments, ControlledShutdown, ElectLeaders, ElectLeadersRequest, Event, LeaderAndIsrAnswer,
@@ -54,6 +54,7 @@ class ControllerShell:
         # lost its session keeps acting, and its writes are not fenced by /controller_epoch.
         self.handlers = handlers.ControllerHandlers(self.core, broker_id, zombie=zombie)
         self._queue: "queue.Queue[Event | Request]" = queue.Queue()
+        self._pb_states: dict[Any, Any] = {}   # PartitionView -> its PartitionState message (wire.partitions_to_pb)
         self._thread = threading.Thread(target=self._run, name="controller-event-thread", daemon=True)
         self._channels: dict[int, BrokerChannel] = {}
         self._stopped = threading.Event()
@@ -178,7 +179,12 @@ class ControllerShell:
             self.enqueue(Event.CONFIG_CHANGE)
 
     def shutdown(self) -> None:
+        """Stop the event thread after the event under way, dropping those still queued (their requests answered
+        NOT_CONTROLLER: the next controller takes them), as Kafka's ControllerEventManager.close clears its queue
+        before its ShutdownEventThread: a stopping controller with a backlog (AlterIsr after AlterIsr at 10,000
+        partitions) would otherwise work it off before it resigns, and its successor redo it."""
         if self._thread.is_alive():
+            self._drain()
             self.enqueue(Event.SHUTDOWN)
             self._thread.join(timeout=5)
         self._close_channels()
@@ -292,6 +298,7 @@ class ControllerShell:
         live = self.core.live
         for gone in set(self._channels) - set(live):
             self._channels.pop(gone).close()
+        shared = SharedBuild(self._pb_states) if len(requests) > 1 else None
         for b, cmds in requests.items():
             reg = live[b]
             target = self._dial(b, reg.endpoint())
@@ -303,7 +310,9 @@ class ControllerShell:
             header = pb.ControllerHeader(controller_id=self.broker_id, controller_epoch=self.core.epoch,
                                          broker_epoch=reg.epoch)
             for cmd in cmds:
-                ch.send_command(cmd, header)
+                ch.send_command(cmd, header, shared)
+        if len(self._pb_states) > 2 * len(self.core.states) + 1000:   # states long replaced: start afresh
+            self._pb_states.clear()
 
     def _on_response(self, broker_id: int, kind: str, request: Any, response: Any) -> None:
         if kind == "LeaderAndIsr" and response.error_code == errors.NONE:

@@ -105,6 +105,8 @@ class LogSegment:
         self.roll_jitter_ms = 0             # drawn at creation from segment.jitter.ms (Kafka's rollJitterMs)
         self.last_dropped_batches = 0
         self.recovery: tuple[int, int] | None = None  # (valid, truncated) of the last recover()
+        # written since the last fsync (or not known not to be: an existing segment opened here)
+        self._dirty = True
 
     def _set_paths(self) -> None:
         name = segment_file_name
@@ -128,6 +130,8 @@ class LogSegment:
         if path.exists():
             raise FileExistsError(path)
         seg = cls(Path(directory), base_offset, index_interval_bytes, file_suffix)
+        # a new segment holds nothing to fsync, unless index files were left behind and are cut here
+        seg._dirty = bool(os.fstat(seg._idx_fd).st_size or os.fstat(seg._tidx_fd).st_size)
         os.ftruncate(seg._idx_fd, 0)
         os.ftruncate(seg._tidx_fd, 0)
         if sync_dir:
@@ -174,9 +178,13 @@ class LogSegment:
         fsync_dir(self.directory)
 
     def flush(self) -> None:
-        """fsync the log and both index files."""
+        """fsync the log and both index files, unless nothing was written to them since their last fsync
+        (then it would make nothing more durable: an idle broker's close costs no fsync per segment)."""
+        if not self._dirty:
+            return
         for fd in (self._log_fd, self._idx_fd, self._tidx_fd):
             os.fsync(fd)
+        self._dirty = False
 
     def close(self) -> None:
         """Flush and close the files (idempotent)."""
@@ -207,6 +215,7 @@ class LogSegment:
         """Called when the segment stops being active: final time-index entry, then fsync."""
         if self._max_ts >= 0 and (not self._tidx or self._max_ts > self._tidx[-1][0]):
             entry = (self._max_ts, self._offset_of_max_ts - self.base_offset)
+            self._dirty = True
             os.pwrite(self._tidx_fd, _TIME_ENTRY.pack(*entry), len(self._tidx) * _TIME_ENTRY.size)
             self._tidx.append(entry)
         self.flush()
@@ -285,6 +294,7 @@ class LogSegment:
         position = self._size
         if position == 0:
             self._first_ts = max_timestamp
+        self._dirty = True
         written = os.pwrite(self._log_fd, batch_bytes, position)
         if written != len(batch_bytes):   # a short write: the device filled up part way
             raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (a short write to {self.log_path.name}: "
@@ -404,6 +414,7 @@ class LogSegment:
         removed = self._size - position
         self._recent.clear()
         self._first_ts = None
+        self._dirty = True
         os.ftruncate(self._log_fd, position)
         self._size = position
         keep = bisect_right(self._idx_positions, position - 1)
@@ -483,6 +494,7 @@ class LogSegment:
                     tidx_out += tidx
                 position, dropped = scan.valid_bytes, scan.dropped_batches
         truncated = self._size - position
+        self._dirty = True
         if truncated:
             os.ftruncate(self._log_fd, position)
             self._size = position

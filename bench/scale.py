@@ -1,0 +1,351 @@
+"""Scale: idle CPU and the controller's SIGTERM failover of a 5-broker cluster at N partitions (issue 49).
+
+    python bench/scale.py [--partitions 1000 10000] [--window 20] [--no-profile] [--profile-failover]
+                          [--json FILE]
+
+For each N, a fresh cluster of 5 real broker processes on its own real
+ZooKeeper, with Kafka's defaults for stopping (controlled shutdown on), and one
+topic of N partitions, replication factor 3 (besides the 50 partitions of
+``__consumer_offsets``).  Once every broker has taken up every replica it
+holds, replica.lag.time.max.ms has passed since the last role change, every
+ISR in ZooKeeper is full and no ISR event was logged for 5 s:
+
+  idle CPU    no client; the five broker processes' CPU seconds
+              (/proc/PID/stat utime + stime) over a fixed window, as % of one
+              core per broker and in total
+  profile     (unless --no-profile, after the window) py-spy samples one
+              broker for 10 s: the functions most often on the CPU
+  failover    SIGTERM of the controller, until the next controller has
+              elected every leader (its ``controller_failover_done``, every
+              partition led by a live broker in ZooKeeper), from the old
+              controller's ``signal_received``; then the stages from the
+              events' own clocks (signal -> controlled shutdown done ->
+              resigned -> each of the broker's stop steps (``shutdown_step``)
+              -> session closing -> the next controller elected -> its load
+              and failover), and the counts of ``shutdown_timed_out`` and
+              ``alter_isr_failed``.  With --profile-failover, py-spy samples the
+              stopping controller (non-blocking) from the signal to its exit.
+
+The figures are same-run ratios: N=10,000 against N=1,000 (the issue's goals:
+idle CPU <= 2x, the failover <= 5x, and no stop step running into its deadline).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from launcher.cluster import Cluster  # noqa: E402
+from node.config import load_config  # noqa: E402
+from node.events import EventTail, read_run_events  # noqa: E402
+from util.waiting import WaitTimeout, wait_for  # noqa: E402
+from zk.admin import create_topic  # noqa: E402
+from zk.server import EmbeddedZooKeeper, free_port  # noqa: E402
+
+BROKERS = 5
+RF = 3
+TOPIC = "scale"
+QUIET_S = 5.0
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK   # utime, stime (fields 14 and 15)
+
+
+def start(work: Path, partitions: int) -> tuple[EmbeddedZooKeeper, Cluster]:
+    d = work / f"n{partitions}-{uuid.uuid4().hex[:6]}"
+    d.mkdir()
+    zk = EmbeddedZooKeeper(d / "zookeeper", servers=1)
+    zk.start(timeout=60)
+    doc = {"run.dir": str(d / "run"), "zookeeper.connect": zk.connect_string, "auto.leader.rebalance.enable": False,
+           "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port()} for i in range(1, BROKERS + 1)]}
+    (d / "cluster.yaml").write_text(yaml.safe_dump(doc))
+    c = Cluster(load_config(d / "cluster.yaml"), d / "cluster.yaml")
+    try:
+        c.up(timeout=120)
+    except BaseException:
+        c.down()
+        zk.stop()
+        raise
+    return zk, c
+
+
+def settle(c: Cluster, partitions: int, timeout: float) -> tuple[float, bool]:
+    """Create the topic, wait until every replica is taken up, let the start-up's ISR churn pass, then
+    wait until every ISR is full.  -> (seconds to create, every ISR full)."""
+    t0 = time.monotonic()
+    create_topic(c.zk(), TOPIC, partitions, RF, {}, timeout_s=timeout)
+    created = time.monotonic() - t0
+    tail = EventTail(c.run_dir, contains='"topic":"' + TOPIC + '"')
+    roles: set[tuple[int, int]] = set()
+    last = [time.monotonic_ns()]
+
+    def taken_up() -> bool:
+        for e in tail.poll():
+            if e["type"] in ("became_leader", "became_follower"):
+                roles.add((e["broker"], e["partition"]))
+                last[0] = max(last[0], e["mono_ns"])
+        return len(roles) >= partitions * RF
+
+    wait_for(taken_up, timeout, f"{partitions * RF} replicas taken up", interval=0.5)
+    quiet_ns = last[0] + (c.cfg.get("replica.lag.time.max.ms") + 2000) * 1_000_000
+    time.sleep(max(0.0, (quiet_ns - time.monotonic_ns()) / 1e9))  # a fixed span, not a condition
+
+    def full() -> bool:
+        return all(sorted(s["isr"]) == sorted(s["replicas"])
+                   for t in c.view().topics.values() for s in t["partitions"].values())
+
+    try:
+        wait_for(full, timeout, "every ISR full", interval=2.0)
+    except WaitTimeout:
+        return created, False
+    # then until the brokers have taken up the ISRs too: QUIET_S without an ISR event (start-up's shrinks and
+    # expansions reach the followers' caches with the next UpdateMetadata)
+    churn = EventTail(c.run_dir, contains="isr")
+    last = [time.monotonic()]
+
+    def quiet() -> bool:
+        if churn.poll():
+            last[0] = time.monotonic()
+        return time.monotonic() - last[0] >= QUIET_S
+    try:
+        wait_for(quiet, timeout, f"{QUIET_S:.0f} s without an ISR event", interval=0.5)
+    except WaitTimeout:
+        return created, False
+    return created, True
+
+
+def py_spy(pid: int, out: Path, duration: float | None) -> subprocess.Popen | None:
+    cmd = ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", str(SPY_RATE), "--nonblocking",
+           "-o", str(out)]
+    if duration:
+        cmd += ["--duration", str(int(duration))]
+    try:
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except FileNotFoundError:
+        return None
+
+
+SPY_RATE = 100   # samples per second and thread
+#: Frames every busy stack of a thread shares (its start), left out of the inclusive list
+ROOT_FRAMES = ("Thread._bootstrap", "Thread.run (", "_worker (concurrent", "_WorkItem.run", "<module>", "_run_code",
+               "_run_module", "BaseEventLoop.run_forever", "BaseEventLoop._run_once", "Handle._run", "main (node")
+
+
+def _function(frame: str) -> str:
+    """py-spy's ``name (path:line)`` without the line: samples add up per function."""
+    name, _, where = frame.partition(" (")
+    return f"{name} ({where.rsplit(':', 1)[0]})" if where else name
+
+
+def top_stacks(raw: Path, n: int = 12) -> list[str]:
+    """From py-spy's collapsed stacks (only threads on the CPU are sampled): the functions most often
+    running (self) and most often anywhere on the stack (inclusive), as % of the samples, with the CPU
+    seconds the samples stand for."""
+    if not raw.exists():
+        return ["(no profile: is py-spy installed?)"]
+    own: collections.Counter[str] = collections.Counter()
+    incl: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = [_function(f) for f in stack.split(";") if f]
+        if not frames:
+            continue
+        k = int(count)
+        total += k
+        own[frames[-1]] += k
+        for f in set(frames):
+            incl[f] += k
+    if not total:
+        return ["(no samples on the CPU)"]
+    out = [f"{total} samples on the CPU ({total / SPY_RATE:.1f} CPU-s); self:"]
+    out += [f"    {100 * k / total:5.1f}%  {f}" for f, k in own.most_common(n)]
+    out.append("  inclusive:")
+    out += [f"    {100 * k / total:5.1f}%  {f}" for f, k in incl.most_common(4 * n)
+            if not f.startswith(ROOT_FRAMES)][:2 * n]
+    return out
+
+
+def measure(work: Path, partitions: int, window: float, profile: bool, profile_failover: bool) -> dict[str, Any]:
+    zk, c = start(work, partitions)
+    res: dict[str, Any] = {"partitions": partitions}
+    try:
+        res["create_s"], res["isr_full"] = settle(c, partitions, timeout=300)
+        pids = {b: c.pids[b] for b in sorted(c.pids)}
+        churn = EventTail(c.run_dir, contains="isr")
+        churn.poll()
+        before = {b: cpu_seconds(p) for b, p in pids.items()}
+        t0 = time.monotonic()
+        time.sleep(window)  # the measurement window itself
+        span = time.monotonic() - t0
+        res["idle_cpu_pct"] = {b: 100 * (cpu_seconds(p) - before[b]) / span for b, p in pids.items()}
+        res["idle_isr_events"] = dict(collections.Counter(e["type"] for e in churn.poll()))
+        view = c.view()
+        old, epoch = view.controller_id, view.controller_epoch
+        if profile:
+            other = next(b for b in pids if b != old)
+            raw = work / f"idle-{partitions}.txt"
+            p = py_spy(pids[other], raw, 10)
+            if p is not None:
+                p.wait(timeout=60)
+            res["idle_profile"] = {"broker": other, "top": top_stacks(raw)}
+        # the failover
+        tail = EventTail(c.run_dir, contains="controller_failover_done")
+        tail.poll()
+        spy_raw = work / f"failover-{partitions}.txt"
+        c.signal_broker(old, signal.SIGTERM)
+        spy = py_spy(pids[old], spy_raw, None) if profile_failover else None
+        done = wait_for(lambda: tail.first(lambda e: e["type"] == "controller_failover_done"
+                                           and e["epoch"] > epoch), 180, "the next controller's failover",
+                        interval=0.05)
+        try:
+            c.wait_exit(old, timeout=120)
+        except Exception:
+            pass
+        if spy is not None:
+            try:
+                spy.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                spy.kill()
+                spy.wait()
+            res["failover_profile"] = {"broker": old, "top": top_stacks(spy_raw)}
+
+        def all_led() -> bool:
+            v = c.view()
+            return all(s["leader"] >= 0 and s["leader"] != old and s["leader"] in v.brokers
+                       for t in v.topics.values() for s in t["partitions"].values())
+        wait_for(all_led, 60, "every partition led by a live broker", interval=1.0)
+        evs = read_run_events(c.run_dir)
+        res.update(stages(evs, old, epoch, done))
+    finally:
+        c.down(timeout=60)
+        zk.stop()
+    return res
+
+
+def stages(evs: list[dict], old: int, epoch: int, done: dict) -> dict[str, Any]:
+    mine = [e for e in evs if e["broker"] == old]
+    sig = next(e for e in mine if e["type"] == "signal_received")["mono_ns"]
+
+    def at(t: str, src: list[dict] = mine, **match: Any) -> float | None:
+        e = next((e for e in src if e["type"] == t and e["mono_ns"] >= sig
+                  and all(e.get(k) == v for k, v in match.items())), None)
+        return None if e is None else (e["mono_ns"] - sig) / 1e6
+
+    def span(t: str) -> tuple[float, float, int] | None:
+        xs = [e["mono_ns"] for e in mine if e["type"] == t and e["mono_ns"] >= sig]
+        return None if not xs else ((xs[0] - sig) / 1e6, (xs[-1] - sig) / 1e6, len(xs))
+
+    out: dict[str, Any] = {
+        # the stopping broker's own lines between the controller's decision and its end: (first, last, count)
+        "spans": {t: span(t) for t in ("partition_state_written", "replica_stopped", "became_follower",
+                                       "became_leader", "leadership_lost", "coordinator_unloaded")},
+        "controlled_shutdown_done": at("controlled_shutdown_done"),
+        "controller_resigned": at("controller_resigned"),
+        "steps": {e["step"]: (e["mono_ns"] - sig) / 1e6 for e in mine if e["type"] == "shutdown_step"},
+        "zk_session_closing": at("zk_session_closing"),
+        "broker_stopped": at("broker_stopped"),
+        "elected": at("controller_elected", evs, epoch=epoch + 1),
+        "failover_done": (done["mono_ns"] - sig) / 1e6,
+        "cs_requested": at("controlled_shutdown_requested"),
+        "cs_states_written": at("partition_states_written"),
+        "cs_writes": [(e["count"], e["write_ms"]) for e in mine if e["type"] == "partition_states_written"
+                      and e["mono_ns"] >= sig],
+        "new_load_ms": done["load_ms"], "new_decide_ms": done["decide_ms"], "new_write_ms": done["write_ms"],
+        "new_total_ms": done["total_ms"], "new_states_written": done["states_written"],
+        "shutdown_timed_out": [e["step"] for e in evs if e["type"] == "shutdown_timed_out"],
+        "alter_isr_failed": sum(e["type"] == "alter_isr_failed" for e in evs),
+    }
+    cs = next((e for e in mine if e["type"] == "controlled_shutdown_done"), None)
+    if cs is not None:
+        out["controlled_shutdown"] = {k: cs[k] for k in ("attempts", "succeeded", "duration_ms")}
+    return out
+
+
+def fmt_ms(v: float | None) -> str:
+    return "   n/a" if v is None else f"{v:9.1f} ms"
+
+
+def report(r: dict[str, Any]) -> None:
+    n = r["partitions"]
+    cpu = r["idle_cpu_pct"]
+    print(f"\n== {n} partitions (RF {RF}, {BROKERS} brokers): created in {r['create_s']:.1f} s, "
+          f"every ISR full before measuring: {r['isr_full']}")
+    print("idle CPU, % of a core: " + ", ".join(f"broker {b} {v:.1f}" for b, v in cpu.items())
+          + f"; total {sum(cpu.values()):.1f}")
+    print(f"ISR events during the window: {r['idle_isr_events'] or 'none'}")
+    if "idle_profile" in r:
+        print(f"idle profile of broker {r['idle_profile']['broker']} (py-spy, 10 s):")
+        print("\n".join("  " + ln for ln in r["idle_profile"]["top"]))
+    print("SIGTERM of the controller, from its signal_received:")
+    for k in ("cs_requested", "cs_states_written", "controlled_shutdown_done", "controller_resigned"):
+        print(f"  {k:<28}{fmt_ms(r[k])}")
+    for step, t in r["steps"].items():
+        print(f"  step {step:<23}{fmt_ms(t)}")
+    for k in ("zk_session_closing", "broker_stopped", "elected", "failover_done"):
+        print(f"  {k:<28}{fmt_ms(r[k])}")
+    print(f"  the new controller: load {r['new_load_ms']:.1f} ms, decide {r['new_decide_ms']:.1f} ms, write "
+          f"{r['new_write_ms']:.1f} ms, the rest (the requests to the brokers) "
+          f"{r['new_total_ms'] - r['new_load_ms'] - r['new_decide_ms'] - r['new_write_ms']:.1f} ms; failover "
+          f"{r['new_total_ms']:.1f} ms, {r['new_states_written']} states written")
+    print(f"  the stopping controller's state writes (count, ZooKeeper ms): {r['cs_writes']}")
+    for t, sp in r["spans"].items():
+        if sp:
+            print(f"  its {t} lines: {sp[2]} from {sp[0]:.1f} to {sp[1]:.1f} ms")
+    if "controlled_shutdown" in r:
+        print(f"  controlled shutdown: {r['controlled_shutdown']}")
+    print(f"  shutdown_timed_out: {r['shutdown_timed_out'] or 'none'}; alter_isr_failed events: {r['alter_isr_failed']}")
+    if "failover_profile" in r:
+        print(f"profile of the stopping controller, broker {r['failover_profile']['broker']} (py-spy, signal to exit):")
+        print("\n".join("  " + ln for ln in r["failover_profile"]["top"]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", type=int, nargs="+", default=[1000, 10000])
+    ap.add_argument("--window", type=float, default=20.0, help="idle CPU window, seconds (default 20)")
+    ap.add_argument("--no-profile", action="store_true", help="no py-spy profile of the idle cluster")
+    ap.add_argument("--profile-failover", action="store_true",
+                    help="py-spy on the stopping controller too (its figures then include py-spy's cost)")
+    ap.add_argument("--json", type=Path, help="also write the raw figures here")
+    a = ap.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="kafkasim-bench-scale-") as tmp:
+        for n in a.partitions:
+            r = measure(Path(tmp), n, a.window, not a.no_profile, a.profile_failover)
+            report(r)
+            results.append(r)
+            sys.stdout.flush()
+    if len(results) >= 2:
+        lo, hi = results[0], results[-1]
+        cpu_lo, cpu_hi = sum(lo["idle_cpu_pct"].values()), sum(hi["idle_cpu_pct"].values())
+        f_lo, f_hi = lo["failover_done"], hi["failover_done"]
+        print(f"\nidle CPU {hi['partitions']} vs {lo['partitions']} partitions: {cpu_hi:.1f}% vs {cpu_lo:.1f}% "
+              f"= {cpu_hi / cpu_lo:.2f}x (goal <= 2x: {'met' if cpu_hi <= 2 * cpu_lo else 'MISSED'})")
+        timed_out = hi["shutdown_timed_out"] + lo["shutdown_timed_out"]
+        print(f"SIGTERM failover {hi['partitions']} vs {lo['partitions']} partitions: {f_hi:.0f} ms vs {f_lo:.0f} ms "
+              f"= {f_hi / f_lo:.2f}x (goal <= 5x: {'met' if f_hi <= 5 * f_lo else 'MISSED'}); "
+              f"stop steps past their deadline: {timed_out or 'none'}")
+    if a.json:
+        a.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
