@@ -43,7 +43,17 @@ def consecutive_free_ports(n: int) -> list[int]:
 
 
 def write_config(d: Path, ports: list[int]) -> Path:
-    return write_embedded_cluster_yaml(d, ports, SESSION_MS)
+    """Each broker's Kafka listener on a port found free too: the default, the gRPC port + 10,000, lies in the
+    ephemeral range, where another test's client connection can hold it (a CI run's broker 2 once found 46134
+    taken, had no listener, and the demo's librdkafka member never reached its new coordinator)."""
+    import yaml
+
+    path = write_embedded_cluster_yaml(d, ports, SESSION_MS)
+    doc = yaml.safe_load(path.read_text())
+    for b in doc["brokers"]:
+        b["listeners"] = f"PLAINTEXT://127.0.0.1:{free_port()}"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
 
 
 def started_pids(run_dir: Path) -> dict[int, list[int]]:
