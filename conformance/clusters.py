@@ -10,6 +10,7 @@ leader.
 """
 from __future__ import annotations
 
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -50,8 +51,20 @@ def write_config(path: Path, zk_connect: str) -> Path:
     return path
 
 
+def fresh_dir(path: Path) -> Path:
+    """``path`` made empty: the clusters' files of an earlier run are removed first. Kafka refuses to start on
+    a data directory whose ``meta.properties`` names another cluster id, and every run's chroot is a new
+    cluster."""
+    path = Path(path)
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
 class Sides:
-    """``with Sides(dir) as (kafka, kafkasim):`` both clusters up, then down (every process stopped)."""
+    """``with Sides(dir) as (kafka, kafkasim):`` both clusters up in ``dir`` (emptied first), then down (every
+    process stopped)."""
 
     def __init__(self, workdir: Path, heap_mb: int = 512) -> None:
         self.dir = Path(workdir)
@@ -72,7 +85,7 @@ class Sides:
         self.down()
 
     def up(self) -> tuple[Side, Side]:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        fresh_dir(self.dir)
         self.zk = EmbeddedZooKeeper(self.dir / "zookeeper", servers=1, tick_ms=100)
         self.zk.start(timeout=60)
         tag = uuid.uuid4().hex[:8]

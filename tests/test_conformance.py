@@ -9,6 +9,7 @@ from typing import Iterator
 import pytest
 
 from conformance.cases import IGNORED, UNORDERED
+from conformance.clusters import fresh_dir
 from conformance.compare import compare, generic, matches
 from conformance.tables import all_cases
 from conformance.wire import decode_response, encode_request
@@ -67,6 +68,15 @@ def test_the_tables_have_300_cases_every_error_path_and_encode() -> None:
             return [stand_in(x) for x in v] if isinstance(v, list) else v
         frame = encode_request(c.api_key, c.version, stand_in(c.fields), 7)
         assert int.from_bytes(frame[:4], "big") == len(frame) - 4
+
+
+def test_a_second_run_starts_from_an_empty_clusters_directory(tmp_path: Path) -> None:
+    stale = tmp_path / "clusters" / "run" / "reference" / "broker-1" / "data"
+    stale.mkdir(parents=True)
+    (stale / "meta.properties").write_text("cluster.id=an-earlier-run\n")
+    d = fresh_dir(tmp_path / "clusters")
+    assert d.is_dir() and list(d.iterdir()) == []
+    assert fresh_dir(tmp_path / "new" / "clusters").is_dir()
 
 
 def test_api_versions_above_the_maximum_decodes_as_a_v0_body() -> None:
