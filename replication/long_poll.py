@@ -8,6 +8,12 @@ up to the log end for a follower, the HW for a consumer), the broker stops leadi
 partitions, the leader epoch moves past the one the fetch named, or ``max_wait_ms`` (``replica.fetch.wait.max.ms`` 500 for a follower) passes.  A moved
 HW alone does not end a follower's wait: the follower learns it on its next fetch.
 
+One deviation (docs/deviations.md, "A follower's fetch ahead of its leader waits"): a follower's fetch of a
+partition this broker hosts at a leader epoch below the one the fetch names (the controller's LeaderAndIsr
+reached the follower first) is parked too, until this broker reaches that epoch or the wait ends; only then is
+the follower's position recorded and the partition answered.  Kafka 2.8 answers it NOT_LEADER_OR_FOLLOWER or
+UNKNOWN_LEADER_EPOCH at once, and the follower leaves the partition out for ``replica.fetch.backoff.ms``.
+
 The follower's position is recorded once, when the fetch arrives (it may move the HW, complete
 acks=all waiters and expand the ISR); the answer is read when the wait ends, each partition's error
 from :func:`answer_code`.  Both the broker's fetch handler (node/replicas/leader_fetch.py) and the
@@ -95,6 +101,13 @@ def answer_code(pf: PartitionFetch, repl: PartitionReplication, log: LogView, fo
     return errors.NONE
 
 
+def ahead(pf: PartitionFetch, repl: PartitionReplication) -> bool:
+    """Whether a follower's fetch names a leader epoch this broker has not reached for the partition (it
+    will lead it, or learn who does, once the controller's LeaderAndIsr arrives here); never for a fetch
+    that names none (-1)."""
+    return repl.leader_epoch < pf.current_leader_epoch
+
+
 def ends_wait(pf: PartitionFetch, repl: PartitionReplication, log: LogView, follower: bool) -> bool:
     """Whether one partition ends a fetch's wait: :func:`waits`' rule for it (readable, or an answer error)."""
     if not repl.is_leader or 0 <= pf.current_leader_epoch < repl.leader_epoch:
@@ -120,13 +133,18 @@ class LeaderFetch:
        it last listed): one with nothing to record is *idle*; the others are then handled as listed;
     2. :meth:`record` for each listed partition the broker hosts as leader (:meth:`not_leader` for the
        others): the follower's position is recorded (the HW may move, an ISR expansion may be proposed), and
-       the partition is answered at once (an error, a diverging epoch, an unknown follower) or *pending*;
+       the partition is answered at once (an error, a diverging epoch, an unknown follower) or *pending*; but
+       first :meth:`waits_for_epoch` takes a hosted partition whose leader epoch the follower is ahead of
+       (*ahead*: nothing recorded yet);
     3. the shell sends :attr:`proposals`, completes the acks=all waits the HW now covers, and parks the fetch
        while :meth:`waits` (until ``deadline_ms``), asking again on every append, HW move or role change of
        its partitions;
     4. :meth:`answer` for each of :meth:`parts`: its answer code (:func:`answer_code`; None: nothing new for
        a follower, left out); the shell reads the records of those answered NONE.  The partitions answered
-       at once (:attr:`answered`) come first, then these in order.
+       at once (:attr:`answered`) come first, then these in order; then the *ahead* ones, each through
+       :meth:`record_late` (its position recorded now; its outcome answered as step 2's: an error, a diverging
+       epoch, or its records), after which the shell sends the new :attr:`proposals` and completes the acks=all
+       waits, as after step 2.
     """
 
     follower: bool
@@ -135,6 +153,7 @@ class LeaderFetch:
     answered: list[tuple[Part, FetchOutcome]] = field(default_factory=list)   # at once: errors, divergence
     pending: list[Part] = field(default_factory=list)
     idle: list[Part] = field(default_factory=list)        # a session's unlisted partitions with nothing to record
+    ahead: list[Part] = field(default_factory=list)       # hosted at a leader epoch below the one the fetch names
     proposals: list[tuple[Any, AlterIsrProposal]] = field(default_factory=list)   # (handle, ISR expansion)
     hw_moved: bool = False
 
@@ -159,10 +178,37 @@ class LeaderFetch:
         self.answered.append((Part(part.tp, None, part.fetch), out))   # answered with no state of the replica
         return out
 
+    def waits_for_epoch(self, part: Part, repl: PartitionReplication) -> bool:
+        """A listed partition this broker hosts (as leader or not), before :meth:`record` or :meth:`not_leader`:
+        True when a follower's fetch names a leader epoch above this broker's for it (:func:`ahead`); it is then
+        *ahead*, parked with nothing recorded until this broker reaches that epoch (the deviation in this
+        module's doc)."""
+        if self.follower and ahead(part.fetch, repl):
+            self.ahead.append(part)
+            return True
+        return False
+
     def record(self, part: Part, follower_id: int, repl: PartitionReplication, log: LogView,
                now_ms: int) -> FetchOutcome:
         """A listed partition's arrival: the follower's position recorded (``on_follower_fetch``); -> its outcome,
         whose events the shell logs (then it completes the acks=all waits: the HW may have moved)."""
+        out = self._record(part, follower_id, repl, log, now_ms)
+        if out.error != errors.NONE or out.diverging_epoch is not None or out.read_offset is None:
+            self.answered.append((part, out))
+        else:
+            self.pending.append(part)
+        return out
+
+    def record_late(self, part: Part, follower_id: int, repl: PartitionReplication, log: LogView,
+                    now_ms: int) -> FetchOutcome:
+        """An *ahead* partition once the wait ended: its position recorded now, as :meth:`record` does on
+        arrival (an error if this broker still has not reached the fetch's epoch: UNKNOWN_LEADER_EPOCH, or
+        NOT_LEADER_OR_FOLLOWER as Kafka answers).  Its outcome is its answer: an error or a diverging epoch,
+        else its records from ``read_offset`` (none when the follower is at the log end)."""
+        return self._record(part, follower_id, repl, log, now_ms)
+
+    def _record(self, part: Part, follower_id: int, repl: PartitionReplication, log: LogView,
+                now_ms: int) -> FetchOutcome:
         hw = repl.high_watermark
         pf = part.fetch
         out = repl.on_follower_fetch(follower_id, pf.fetch_offset, pf.last_fetched_epoch, pf.current_leader_epoch,
@@ -171,14 +217,11 @@ class LeaderFetch:
         self.hw_moved = self.hw_moved or repl.high_watermark != hw
         if out.alter_isr is not None:
             self.proposals.append((part.handle, out.alter_isr))
-        if out.error != errors.NONE or out.diverging_epoch is not None or out.read_offset is None:
-            self.answered.append((part, out))
-        else:
-            self.pending.append(part)
         return out
 
     def parts(self) -> list[Part]:
-        """The partitions the fetch waits on (pending and idle)."""
+        """The partitions the fetch waits on and answers through :meth:`answer` (pending and idle; the *ahead*
+        ones, which it waits on too, are answered through :meth:`record_late`)."""
         return self.pending + self.idle
 
     def waits(self, state_of, arriving: bool = False) -> bool:
@@ -190,7 +233,11 @@ class LeaderFetch:
         if self.urgent:
             return False
         follower = self.follower
-        seen = bool(arriving and self.idle)
+        for part in self.ahead:
+            st = state_of(part.handle)
+            if st is None or not ahead(part.fetch, st[0]):
+                return False
+        seen = bool(self.ahead) or bool(arriving and self.idle)
         for parts in ((self.pending,) if arriving else (self.pending, self.idle)):
             for part in parts:
                 st = state_of(part.handle)
@@ -208,6 +255,9 @@ class LeaderFetch:
             for part in parts:
                 if part.handle is handle and (repl is None or ends_wait(part.fetch, repl, log, follower)):
                     return False
+        for part in self.ahead:
+            if part.handle is handle and (repl is None or not ahead(part.fetch, repl)):
+                return False
         return True
 
     def answer(self, part: Part, repl: PartitionReplication | None, log: LogView | None,

@@ -151,6 +151,7 @@ class Parked:
     """A fetch in its long poll: ``LeaderFetch`` and where its answer goes."""
     core: LeaderFetch
     reply: Callable[[Any], None]
+    follower: int = -1
     done: bool = False
     hosted: list = field(default_factory=list)    # the Hosted it is parked on
 
@@ -191,23 +192,30 @@ class SimLeaderFetches:
                     parts.append(part)
         for part in parts:
             h = part.handle
+            if h is not None and f.waits_for_epoch(part, h.repl):
+                continue   # parked until this broker reaches the epoch the follower names
             if h is None or not h.repl.is_leader:
                 f.not_leader(part, h is None and rm.b.dirs.is_offline(part.tp))
                 continue
             out = f.record(part, follower, h.repl, h.log, now)
             rm.log_events(out.events)
             rm.wake(h)
-        for h, proposal in f.proposals:
-            rm.b.log(Event("isr_change_proposed", proposal.fields()))
-            rm.send_alter_isr(h, proposal)
+        self._propose(f)
         if not f.waits(self._state, arriving=True):
-            self._answer(Parked(f, reply))
+            self._answer(Parked(f, reply, follower))
             return
-        p = Parked(f, reply)
-        for part in f.parts():
+        p = Parked(f, reply, follower)
+        for part in f.parts() + f.ahead:
             part.handle.parked.append(p)
             p.hosted.append(part.handle)
         self.world.on_node(rm.b.node, f.deadline_ms - self.world.now_ms, self._expire, p)
+
+    def _propose(self, f: LeaderFetch) -> None:
+        """The ISR expansions the fetch's positions proposed, sent (each once)."""
+        proposals, f.proposals = f.proposals, []
+        for h, proposal in proposals:
+            self.rm.b.log(Event("isr_change_proposed", proposal.fields()))
+            self.rm.send_alter_isr(h, proposal)
 
     def wake(self, h: Any) -> None:
         """An append, an HW move or a role change of ``h``: the fetches parked on it that no longer wait."""
@@ -246,4 +254,22 @@ class SimLeaderFetches:
             h = part.handle
             out.append((part.tp, errors.NONE, h.repl.high_watermark, None,
                         h.log.read(part.fetch.fetch_offset, part.fetch.max_bytes), -1))
+        woken = []
+        for part in f.ahead:   # the follower's position recorded now (LeaderFetch.record_late)
+            h = part.handle
+            if self._state(h) is None or self.rm.hosted.get(part.tp) is not h:
+                out.append((part.tp, errors.KAFKA_STORAGE_ERROR if h.failed else errors.NOT_LEADER_OR_FOLLOWER,
+                            -1, None, [], -1))
+                continue
+            o = f.record_late(part, p.follower, h.repl, h.log, self.rm.now())
+            self.rm.log_events(o.events)
+            woken.append(h)
+            if o.error != errors.NONE or o.diverging_epoch is not None or o.read_offset is None:
+                out.append((part.tp, o.error, o.high_watermark, o.diverging_epoch, [], o.leader_log_end_offset))
+            else:
+                out.append((part.tp, errors.NONE, h.repl.high_watermark, None,
+                            h.log.read(o.read_offset, part.fetch.max_bytes), -1))
         p.reply((errors.NONE, f.session_id, out))
+        for h in woken:   # the HW may have moved: acks=all waits done, other fetches woken
+            self.rm.wake(h)
+        self._propose(f)

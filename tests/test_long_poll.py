@@ -99,6 +99,39 @@ def test_a_leader_fetch_answers_at_once_an_unknown_or_stale_partition_and_leaves
     assert f2.answer(at_end, idle_repl, idle_log) is None   # nothing new for it: left out of the answer
 
 
+def test_a_fetch_ahead_of_this_brokers_epoch_waits_for_its_leadership_then_records_the_position() -> None:
+    # broker 1 follows at epoch 3; the controller made it leader at 4, and the follower (2) heard first
+    repl, log = PartitionReplication("t", 0, 1), _Log(5)
+    repl.become_follower(3, 3, [1, 2, 3], [1, 2, 3], 0)
+    f = LeaderFetch(True, 500.0)
+    part = Part(("t", 0), "h", PartitionFetch(5, 3, 4, 100, 0))
+    assert f.waits_for_epoch(part, repl) and f.ahead == [part] and not f.urgent
+    state = {"h": (repl, log)}
+    assert f.waits(state.get, arriving=True) and f.waits(state.get)
+    assert f.still_waits("h", repl, log)              # a change of it that is not the new epoch: still waits
+    repl.become_leader(4, [1, 2], [1, 2, 3], 1, log, 20)
+    assert not f.still_waits("h", repl, log) and not f.waits(state.get)
+    out = f.record_late(part, 2, repl, log, 30)       # recorded once it leads: no error, nothing new to read
+    assert out.error == errors.NONE and out.read_offset == 5 and repl.remotes[2].log_end_offset == 5
+
+
+def test_a_fetch_ahead_answers_as_kafka_does_when_the_epoch_never_comes_or_another_leader_is_named() -> None:
+    repl, log = PartitionReplication("t", 0, 1), _Log(5)
+    repl.become_follower(3, 3, [1, 2, 3], [1, 2, 3], 0)
+    f = LeaderFetch(True, 500.0)
+    part = Part(("t", 0), "h", PartitionFetch(5, 3, 4, 100, 0))
+    assert f.waits_for_epoch(part, repl)
+    assert f.record_late(part, 2, repl, log, 500).error == errors.UNKNOWN_LEADER_EPOCH   # the deadline came first
+    repl.become_follower(3, 5, [2, 3], [1, 2, 3], 1)   # epoch 5 names broker 3: the wait ends, fenced
+    assert not f.waits({"h": (repl, log)}.get)
+    assert f.record_late(part, 2, repl, log, 510).error == errors.FENCED_LEADER_EPOCH
+    same = Part(("t", 0), "h", PartitionFetch(5, 3, 5, 100, 0))
+    assert not LeaderFetch(True, 500.0).waits_for_epoch(same, repl)       # not ahead: answered as before
+    assert not LeaderFetch(False, 500.0).waits_for_epoch(part, repl)      # a consumer's fetch never waits so
+    no_epoch = Part(("t", 0), "h", PartitionFetch(5, 3, -1, 100, 0))
+    assert not LeaderFetch(True, 500.0).waits_for_epoch(no_epoch, repl)
+
+
 def test_a_fetchers_requests_list_what_changed_and_start_over_after_a_failure() -> None:
     core = FetcherState()
     pos = {("t", 0): PartitionFetch(0, -1, 3, 100, 0), ("t", 1): PartitionFetch(4, 2, 3, 100, 4)}

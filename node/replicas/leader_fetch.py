@@ -97,7 +97,7 @@ class LeaderFetchHandler:
                     self._data.wait(remaining)
             finally:
                 self._parked[req.replica_id] -= 1
-        return self._finish(f)
+        return self._complete(f)
 
     async def fetch_async(self, req: pb.FetchRequest, executor: Executor | None = None) -> pb.FetchResponse:
         """:meth:`fetch` for a handler on an event loop (the broker's gRPC loop): the same answer,
@@ -119,14 +119,16 @@ class LeaderFetchHandler:
         self._begun(f)
         if not f.core.urgent:   # the long poll asks whether it still waits before it parks
             await self._park(req.replica_id, f)
-        held = self._hold([part.handle for part in f.core.parts() if part.handle is not None])
+        held = self._hold([part.handle for part in f.core.parts() + f.core.ahead if part.handle is not None])
         if held is None:
-            return await loop.run_in_executor(executor, self._finish, f)
+            return await loop.run_in_executor(executor, self._complete, f)
         try:
-            return self._finish(f)
+            answer = self._finish(f)
         finally:
             for lock in held:
                 lock.release()
+        self._begun(f)   # what the ahead partitions' positions did
+        return answer
 
     def _partitions_of(self, req: pb.FetchRequest) -> list["Hosted"]:
         """The hosted partitions a fetch's first part locks: those it lists and its session's (in no particular
@@ -190,6 +192,7 @@ class LeaderFetchHandler:
         the partitions to answer."""
         follower = req.replica_id >= 0
         f = LeaderFetch(follower, long_poll.deadline_ms(time.monotonic() * 1000, req.max_wait_ms))
+        waits_for_epoch = f.waits_for_epoch
         listed = [Part((fp.topic, fp.partition), self.hosted.get((fp.topic, fp.partition)), partition_fetch(fp))
                   for fp in req.partitions]
         if follower:
@@ -215,6 +218,8 @@ class LeaderFetchHandler:
         acked: list = []   # acks=all waiters this fetch's position completes
         for part in listed:
             h = part.handle
+            if follower and h is not None and waits_for_epoch(part, h.repl):
+                continue   # parked until this broker reaches the epoch the follower names
             if h is None or not h.repl.is_leader:
                 f.not_leader(part, h is None and self._offline(part.tp))
                 continue
@@ -225,19 +230,30 @@ class LeaderFetchHandler:
                     self._wake(h, acked)  # the HW may have moved: acks=all waiters now done
                 else:
                     f.pending.append(part)
-        return _Fetch(f, acked)
+        return _Fetch(f, acked, req.replica_id)
 
     def _begun(self, f: "_Fetch") -> None:
-        """After the first part, outside every partition lock and before the long poll: the acks=all
-        callbacks the positions completed, the wake-up of long polls when the HW moved (consumers'
-        wait for it: Kafka completes their delayed fetches), the ISR expansions sent."""
-        run_callbacks(f.acked)
-        if f.core.hw_moved:
+        """After the first part (and again after the answer's, for the *ahead* partitions' positions), outside
+        every partition lock: the acks=all callbacks the positions completed, the wake-up of long polls when
+        the HW moved (consumers' wait for it: Kafka completes their delayed fetches), the ISR expansions sent;
+        each once."""
+        core = f.core
+        acked, f.acked = f.acked, []
+        run_callbacks(acked)
+        if core.hw_moved:
+            core.hw_moved = False
             with self._data:
                 self._data.notify_all()
                 self.notify_async()
-        for h, proposal in f.core.proposals:
+        proposals, core.proposals = core.proposals, []
+        for h, proposal in proposals:
             self._send_alter_isr(h, proposal)
+
+    def _complete(self, f: "_Fetch") -> pb.FetchResponse:
+        """:meth:`_finish`, then what its *ahead* partitions' positions did (:meth:`_begun`)."""
+        answer = self._finish(f)
+        self._begun(f)
+        return answer
 
     def _finish(self, f: "_Fetch") -> pb.FetchResponse:
         """A fetch's last part, after its long poll (``LeaderFetch.answers``): the answers read."""
@@ -253,7 +269,24 @@ class LeaderFetchHandler:
                 if code is not None:   # (None: nothing new, left out; most of an idle follower's session)
                     fp = fetch_message(part.tp, part.fetch)
                     answers.append(self._read(fp, h, core.follower) if code == errors.NONE else self._error(fp, code))
+        for part in core.ahead:
+            answers.append(self._late(f, part))
         return pb.FetchResponse(error_code=errors.NONE, partitions=answers, session_id=core.session_id)
+
+    def _late(self, f: "_Fetch", part: Part) -> pb.FetchPartitionResponse:
+        """An *ahead* partition after the wait (``LeaderFetch.record_late``): the follower's position recorded
+        now, and the partition answered as on arrival (the acks=all waiters it completes go to ``f.acked``)."""
+        h = part.handle
+        fp = fetch_message(part.tp, part.fetch)
+        with h.cond:
+            if h.log.closed or self.hosted.get(part.tp) is not h:
+                return self._error(fp, errors.KAFKA_STORAGE_ERROR if h.log.failed else errors.NOT_LEADER_OR_FOLLOWER)
+            out = f.core.record_late(part, f.replica_id, h.repl, h.log, now_ms())
+            self._log_events(out.events)
+            self._wake(h, f.acked)
+            if out.error != errors.NONE or out.diverging_epoch is not None or out.read_offset is None:
+                return self._answered(part, out)
+            return self._read(fp, h, True)
 
     def _answered(self, part: Part, out) -> pb.FetchPartitionResponse:
         """A partition answered when the fetch arrived: its error, or its diverging epoch."""
@@ -297,6 +330,7 @@ class _Fetch:
     waiters its positions completed."""
     core: LeaderFetch
     acked: list = field(default_factory=list)
+    replica_id: int = -1
 
     def waits(self) -> bool:
         """Whether the long poll goes on (replication.long_poll's rule)."""
