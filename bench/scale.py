@@ -1,7 +1,7 @@
 """Scale: idle CPU and the controller's SIGTERM failover of a 5-broker cluster at N partitions (issue 49).
 
     python bench/scale.py [--partitions 1000 10000] [--window 20] [--no-profile] [--profile-failover]
-                          [--json FILE]
+                          [--only idle] [--json FILE]
 
 For each N, a fresh cluster of 5 real broker processes on its own real
 ZooKeeper, with Kafka's defaults for stopping (controlled shutdown on), and one
@@ -25,6 +25,7 @@ ISR in ZooKeeper is full and no ISR event was logged for 5 s:
               and failover), and the counts of ``shutdown_timed_out`` and
               ``alter_isr_failed``.  With --profile-failover, py-spy samples the
               stopping controller (non-blocking) from the signal to its exit.
+              ``--only idle`` measures the idle CPU (and its profile) only.
 
 The figures are same-run ratios: N=10,000 against N=1,000 (the issue's goals:
 idle CPU <= 2x, the failover <= 5x, and no stop step running into its deadline).
@@ -183,7 +184,8 @@ def top_stacks(raw: Path, n: int = 12) -> list[str]:
     return out
 
 
-def measure(work: Path, partitions: int, window: float, profile: bool, profile_failover: bool) -> dict[str, Any]:
+def measure(work: Path, partitions: int, window: float, profile: bool, profile_failover: bool,
+            failover: bool = True) -> dict[str, Any]:
     zk, c = start(work, partitions)
     res: dict[str, Any] = {"partitions": partitions}
     try:
@@ -206,6 +208,8 @@ def measure(work: Path, partitions: int, window: float, profile: bool, profile_f
             if p is not None:
                 p.wait(timeout=60)
             res["idle_profile"] = {"broker": other, "top": top_stacks(raw)}
+        if not failover:
+            return res
         # the failover
         tail = EventTail(c.run_dir, contains="controller_failover_done")
         tail.poll()
@@ -294,6 +298,8 @@ def report(r: dict[str, Any]) -> None:
     if "idle_profile" in r:
         print(f"idle profile of broker {r['idle_profile']['broker']} (py-spy, 10 s):")
         print("\n".join("  " + ln for ln in r["idle_profile"]["top"]))
+    if "failover_done" not in r:
+        return
     print("SIGTERM of the controller, from its signal_received:")
     for k in ("cs_requested", "cs_states_written", "controlled_shutdown_done", "controller_resigned"):
         print(f"  {k:<28}{fmt_ms(r[k])}")
@@ -324,21 +330,23 @@ def main() -> None:
     ap.add_argument("--no-profile", action="store_true", help="no py-spy profile of the idle cluster")
     ap.add_argument("--profile-failover", action="store_true",
                     help="py-spy on the stopping controller too (its figures then include py-spy's cost)")
+    ap.add_argument("--only", choices=["idle"], help="idle: measure the idle CPU only, no failover")
     ap.add_argument("--json", type=Path, help="also write the raw figures here")
     a = ap.parse_args()
     results = []
     with tempfile.TemporaryDirectory(prefix="kafkasim-bench-scale-") as tmp:
         for n in a.partitions:
-            r = measure(Path(tmp), n, a.window, not a.no_profile, a.profile_failover)
+            r = measure(Path(tmp), n, a.window, not a.no_profile, a.profile_failover, a.only != "idle")
             report(r)
             results.append(r)
             sys.stdout.flush()
     if len(results) >= 2:
         lo, hi = results[0], results[-1]
         cpu_lo, cpu_hi = sum(lo["idle_cpu_pct"].values()), sum(hi["idle_cpu_pct"].values())
-        f_lo, f_hi = lo["failover_done"], hi["failover_done"]
         print(f"\nidle CPU {hi['partitions']} vs {lo['partitions']} partitions: {cpu_hi:.1f}% vs {cpu_lo:.1f}% "
               f"= {cpu_hi / cpu_lo:.2f}x (goal <= 2x: {'met' if cpu_hi <= 2 * cpu_lo else 'MISSED'})")
+    if len(results) >= 2 and a.only != "idle":
+        f_lo, f_hi = lo["failover_done"], hi["failover_done"]
         timed_out = hi["shutdown_timed_out"] + lo["shutdown_timed_out"]
         print(f"SIGTERM failover {hi['partitions']} vs {lo['partitions']} partitions: {f_hi:.0f} ms vs {f_lo:.0f} ms "
               f"= {f_hi / f_lo:.2f}x (goal <= 5x: {'met' if f_hi <= 5 * f_lo else 'MISSED'}); "
