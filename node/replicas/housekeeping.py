@@ -92,6 +92,7 @@ class HousekeepingMixin:
                     if not d.count:
                         continue
                     deleted = h.log.delete_oldest_segments(d.count, now)
+                    h.repl.touch()   # the log start may have moved: followers' sessions look at it again
                 except KafkaStorageError:
                     continue   # its directory is offline now
                 start = h.log.log_start_offset
