@@ -489,10 +489,13 @@ class PartitionReplication:
 
     def out_of_sync_replicas(self, log: LogView, now_ms: int) -> tuple[int, ...]:
         """ISR followers whose LEO differs from the leader's and who have not caught up within the lag."""
-        leo, lag = log.log_end_offset, self.settings.replica_lag_time_max_ms
-        return tuple(r for r in self._isr if r != self.local_broker_id and r in self.remotes
-                     and self.remotes[r].log_end_offset != leo
-                     and now_ms - self.remotes[r].last_caught_up_ms > lag)
+        lag, remotes = self.settings.replica_lag_time_max_ms, self.remotes
+        late = [r for r in self._isr if r != self.local_broker_id and r in remotes
+                and now_ms - remotes[r].last_caught_up_ms > lag]
+        if not late:    # (the periodic check at idle: the log end is not even read)
+            return ()
+        leo = log.log_end_offset
+        return tuple(r for r in late if remotes[r].log_end_offset != leo)
 
     def maybe_shrink_isr(self, log: LogView, now_ms: int) -> AlterIsrProposal | None:
         """The periodic shrink check (Kafka runs it every lag/2)."""
