@@ -13,7 +13,9 @@ ISR in ZooKeeper is full and no ISR event was logged for 5 s:
   idle CPU    no client; the five broker processes' CPU seconds
               (/proc/PID/stat utime + stime) over a fixed window, as % of one
               core per broker and in total
-  profile     (unless --no-profile, after the window) py-spy samples one
+  threads     one broker's (not the controller's) CPU by thread over the same
+              window (/proc/PID/task), each named by py-spy dump
+  profile     (unless --no-profile, after the window) py-spy samples that
               broker for 10 s: the functions most often on the CPU
   failover    SIGTERM of the controller, until the next controller has
               elected every leader (its ``controller_failover_done``, every
@@ -67,6 +69,47 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK   # utime, stime (fields 14 and 15)
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of each of the process's threads (/proc/PID/task/TID/stat)."""
+    out: dict[int, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out[int(task.name)] = cpu_seconds_of(task / "stat")
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def cpu_seconds_of(stat: Path) -> float:
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """OS thread id -> the Python thread's name, and where its stack is rooted (py-spy dump)."""
+    try:
+        r = subprocess.run(["py-spy", "dump", "--json", "--nonblocking", "--pid", str(pid)], capture_output=True,
+                           text=True, timeout=60)
+        threads = json.loads(r.stdout)
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return {}
+    out = {}
+    for t in threads:
+        frames = [f["name"] for f in t.get("frames", []) if not f["name"].startswith(ROOT_FRAMES)]
+        out[t["os_thread_id"]] = f"{t['thread_name']} ({frames[-1] if frames else '?'})"
+    return out
+
+
+def by_thread(pid: int, before: dict[int, float], span: float, n: int = 8) -> list[str]:
+    """The threads that used the most CPU over the window, in % of a core."""
+    after = thread_cpu(pid)
+    names = thread_names(pid)
+    used = collections.Counter()
+    for tid, v in after.items():
+        used[names.get(tid, f"thread {tid}")] += 100 * (v - before.get(tid, 0.0)) / span
+    return [f"    {v:5.2f}%  {name}" for name, v in used.most_common(n) if v > 0]
 
 
 def start(work: Path, partitions: int) -> tuple[EmbeddedZooKeeper, Cluster]:
@@ -193,16 +236,19 @@ def measure(work: Path, partitions: int, window: float, profile: bool, profile_f
         pids = {b: c.pids[b] for b in sorted(c.pids)}
         churn = EventTail(c.run_dir, contains="isr")
         churn.poll()
+        view = c.view()
+        other = next(b for b in pids if b != view.controller_id)   # the broker profiled: not the controller
+        threads_before = thread_cpu(pids[other])
         before = {b: cpu_seconds(p) for b, p in pids.items()}
         t0 = time.monotonic()
         time.sleep(window)  # the measurement window itself
         span = time.monotonic() - t0
         res["idle_cpu_pct"] = {b: 100 * (cpu_seconds(p) - before[b]) / span for b, p in pids.items()}
+        res["idle_threads"] = {"broker": other, "top": by_thread(pids[other], threads_before, span)}
         res["idle_isr_events"] = dict(collections.Counter(e["type"] for e in churn.poll()))
         view = c.view()
         old, epoch = view.controller_id, view.controller_epoch
         if profile:
-            other = next(b for b in pids if b != old)
             raw = work / f"idle-{partitions}.txt"
             p = py_spy(pids[other], raw, 10)
             if p is not None:
@@ -295,6 +341,8 @@ def report(r: dict[str, Any]) -> None:
     print("idle CPU, % of a core: " + ", ".join(f"broker {b} {v:.1f}" for b, v in cpu.items())
           + f"; total {sum(cpu.values()):.1f}")
     print(f"ISR events during the window: {r['idle_isr_events'] or 'none'}")
+    print(f"idle CPU of broker {r['idle_threads']['broker']} by thread, % of a core (/proc, the same window):")
+    print("\n".join(r["idle_threads"]["top"]))
     if "idle_profile" in r:
         print(f"idle profile of broker {r['idle_profile']['broker']} (py-spy, 10 s):")
         print("\n".join("  " + ln for ln in r["idle_profile"]["top"]))

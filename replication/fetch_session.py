@@ -18,7 +18,10 @@ without a session (a consumer's).
 An idle follower of 1,000 partitions therefore sends a request of a few
 entries, and the leader does for each partition it did not list only the
 bookkeeping a fetch at the log end needs
-(``replication.partition.PartitionReplication.on_idle_follower_fetch``).
+(``replication.partition.PartitionReplication.on_idle_follower_fetch``), and
+for one with nothing new not even that: it is bound to the session's fetch
+clock until something touches it (``replication.remote_replica``,
+``replication.long_poll.LeaderFetch``).
 
 Both sides here are plain objects, and so are the rules of which partitions
 a parked fetch waits for (:func:`readable`) and which go into an answer
