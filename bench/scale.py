@@ -252,7 +252,11 @@ def measure(work: Path, partitions: int, window: float, profile: bool, profile_f
             raw = work / f"idle-{partitions}.txt"
             p = py_spy(pids[other], raw, 10)
             if p is not None:
-                p.wait(timeout=60)
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:   # a loaded machine: no profile rather than no figures
+                    p.kill()
+                    p.wait()
             res["idle_profile"] = {"broker": other, "top": top_stacks(raw)}
         if not failover:
             return res
