@@ -8,8 +8,8 @@ them into every idle partition on every fetch, the partition's :class:`RemoteRep
 session's :class:`FetchClock`, which each fetch stamps once, and reads both times from it while it
 stays bound: an idle fetch then costs nothing per idle partition.  The first change that may make the
 partition not idle (an append, an HW move, a role, leader epoch or ISR change, a log start move, the
-replica's stop: its :meth:`RemoteReplica.touch`) writes the times the clock gives into the replica
-(*unbinds* it) and puts the partition in the clock's inbox, so that the session's next fetch, and the
+replica's stop: its :meth:`RemoteReplica.touch`), or a fetch of it otherwise than idle, writes the
+times the clock gives into the replica (*unbinds* it) and puts the partition in the clock's inbox, so that the session's next fetch, and the
 fetch now parked, look at it again (``replication.long_poll.LeaderFetch``).  What the times read is the
 same as with a write per fetch; only when they are written differs.
 """
@@ -131,18 +131,17 @@ class RemoteReplica:
         self._clock, self._key = clock, key
 
     def unbind(self) -> None:
-        """Write the fetch times the clock gives now and stop reading them from it."""
+        """Write the fetch times the clock gives now, stop reading them from it, and tell the session (its
+        inbox): a fetch of it still parked (even one of a session replaced since) looks at the partition
+        again, as its session's next fetch does."""
         c = self._clock
         if c is None:
             return
+        c.inbox.append(self._key)   # first: the session's fetch arriving meanwhile visits it (under its lock)
         self._caught_up_ms = self.last_caught_up_ms
         self._fetch_ms = c.last_fetch_ms
         self._clock = None     # last: a reader meanwhile reads the same times through the clock
 
     def touch(self) -> None:
-        """Something changed that may make the partition not idle: unbind, and tell the session (its inbox)."""
-        c = self._clock
-        if c is None:
-            return
-        c.inbox.append(self._key)   # first: the session's fetch arriving meanwhile visits it (under its lock)
+        """Something changed that may make the partition not idle: :meth:`unbind`."""
         self.unbind()
