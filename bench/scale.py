@@ -1,19 +1,22 @@
 """Scale: idle CPU and the controller's SIGTERM failover of a 5-broker cluster at N partitions (issue 49).
 
     python bench/scale.py [--partitions 1000 10000] [--window 20] [--no-profile] [--profile-failover]
-                          [--json FILE]
+                          [--only idle] [--json FILE]
 
 For each N, a fresh cluster of 5 real broker processes on its own real
 ZooKeeper, with Kafka's defaults for stopping (controlled shutdown on), and one
 topic of N partitions, replication factor 3 (besides the 50 partitions of
 ``__consumer_offsets``).  Once every broker has taken up every replica it
 holds, replica.lag.time.max.ms has passed since the last role change, every
-ISR in ZooKeeper is full and no ISR event was logged for 5 s:
+ISR in ZooKeeper is full, no ISR event was logged for 5 s, and the log flusher's one
+pass (30 s after the start) is over:
 
   idle CPU    no client; the five broker processes' CPU seconds
               (/proc/PID/stat utime + stime) over a fixed window, as % of one
               core per broker and in total
-  profile     (unless --no-profile, after the window) py-spy samples one
+  threads     one broker's (not the controller's) CPU by thread over the same
+              window (/proc/PID/task), each named by py-spy dump
+  profile     (unless --no-profile, after the window) py-spy samples that
               broker for 10 s: the functions most often on the CPU
   failover    SIGTERM of the controller, until the next controller has
               elected every leader (its ``controller_failover_done``, every
@@ -25,6 +28,7 @@ ISR in ZooKeeper is full and no ISR event was logged for 5 s:
               and failover), and the counts of ``shutdown_timed_out`` and
               ``alter_isr_failed``.  With --profile-failover, py-spy samples the
               stopping controller (non-blocking) from the signal to its exit.
+              ``--only idle`` measures the idle CPU (and its profile) only.
 
 The figures are same-run ratios: N=10,000 against N=1,000 (the issue's goals:
 idle CPU <= 2x, the failover <= 5x, and no stop step running into its deadline).
@@ -60,12 +64,54 @@ BROKERS = 5
 RF = 3
 TOPIC = "scale"
 QUIET_S = 5.0
+FLUSHER_FIRST_S = 30.0   # node.replicas.log_settings.flusher_due: the log flusher's only pass
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK   # utime, stime (fields 14 and 15)
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of each of the process's threads (/proc/PID/task/TID/stat)."""
+    out: dict[int, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out[int(task.name)] = cpu_seconds_of(task / "stat")
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def cpu_seconds_of(stat: Path) -> float:
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """OS thread id -> the Python thread's name, and where its stack is rooted (py-spy dump)."""
+    try:
+        r = subprocess.run(["py-spy", "dump", "--json", "--nonblocking", "--pid", str(pid)], capture_output=True,
+                           text=True, timeout=60)
+        threads = json.loads(r.stdout)
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return {}
+    out = {}
+    for t in threads:
+        frames = [f["name"] for f in t.get("frames", []) if not f["name"].startswith(ROOT_FRAMES)]
+        out[t["os_thread_id"]] = f"{t['thread_name']} ({frames[-1] if frames else '?'})"
+    return out
+
+
+def by_thread(pid: int, before: dict[int, float], span: float, n: int = 8) -> list[str]:
+    """The threads that used the most CPU over the window, in % of a core."""
+    after = thread_cpu(pid)
+    names = thread_names(pid)
+    used = collections.Counter()
+    for tid, v in after.items():
+        used[names.get(tid, f"thread {tid}")] += 100 * (v - before.get(tid, 0.0)) / span
+    return [f"    {v:5.2f}%  {name}" for name, v in used.most_common(n) if v > 0]
 
 
 def start(work: Path, partitions: int) -> tuple[EmbeddedZooKeeper, Cluster]:
@@ -183,29 +229,43 @@ def top_stacks(raw: Path, n: int = 12) -> list[str]:
     return out
 
 
-def measure(work: Path, partitions: int, window: float, profile: bool, profile_failover: bool) -> dict[str, Any]:
+def measure(work: Path, partitions: int, window: float, profile: bool, profile_failover: bool,
+            failover: bool = True) -> dict[str, Any]:
     zk, c = start(work, partitions)
+    up = time.monotonic()
     res: dict[str, Any] = {"partitions": partitions}
     try:
         res["create_s"], res["isr_full"] = settle(c, partitions, timeout=300)
+        # the log flusher's one pass, 30 s after each broker's start (it fsyncs every log written to: a
+        # start-up task, not idling), is over before the window opens
+        time.sleep(max(0.0, up + FLUSHER_FIRST_S + 2 - time.monotonic()))   # a fixed span, not a condition
         pids = {b: c.pids[b] for b in sorted(c.pids)}
         churn = EventTail(c.run_dir, contains="isr")
         churn.poll()
+        view = c.view()
+        other = next(b for b in pids if b != view.controller_id)   # the broker profiled: not the controller
+        threads_before = thread_cpu(pids[other])
         before = {b: cpu_seconds(p) for b, p in pids.items()}
         t0 = time.monotonic()
         time.sleep(window)  # the measurement window itself
         span = time.monotonic() - t0
         res["idle_cpu_pct"] = {b: 100 * (cpu_seconds(p) - before[b]) / span for b, p in pids.items()}
+        res["idle_threads"] = {"broker": other, "top": by_thread(pids[other], threads_before, span)}
         res["idle_isr_events"] = dict(collections.Counter(e["type"] for e in churn.poll()))
         view = c.view()
         old, epoch = view.controller_id, view.controller_epoch
         if profile:
-            other = next(b for b in pids if b != old)
             raw = work / f"idle-{partitions}.txt"
             p = py_spy(pids[other], raw, 10)
             if p is not None:
-                p.wait(timeout=60)
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:   # a loaded machine: no profile rather than no figures
+                    p.kill()
+                    p.wait()
             res["idle_profile"] = {"broker": other, "top": top_stacks(raw)}
+        if not failover:
+            return res
         # the failover
         tail = EventTail(c.run_dir, contains="controller_failover_done")
         tail.poll()
@@ -291,9 +351,13 @@ def report(r: dict[str, Any]) -> None:
     print("idle CPU, % of a core: " + ", ".join(f"broker {b} {v:.1f}" for b, v in cpu.items())
           + f"; total {sum(cpu.values()):.1f}")
     print(f"ISR events during the window: {r['idle_isr_events'] or 'none'}")
+    print(f"idle CPU of broker {r['idle_threads']['broker']} by thread, % of a core (/proc, the same window):")
+    print("\n".join(r["idle_threads"]["top"]))
     if "idle_profile" in r:
         print(f"idle profile of broker {r['idle_profile']['broker']} (py-spy, 10 s):")
         print("\n".join("  " + ln for ln in r["idle_profile"]["top"]))
+    if "failover_done" not in r:
+        return
     print("SIGTERM of the controller, from its signal_received:")
     for k in ("cs_requested", "cs_states_written", "controlled_shutdown_done", "controller_resigned"):
         print(f"  {k:<28}{fmt_ms(r[k])}")
@@ -324,21 +388,23 @@ def main() -> None:
     ap.add_argument("--no-profile", action="store_true", help="no py-spy profile of the idle cluster")
     ap.add_argument("--profile-failover", action="store_true",
                     help="py-spy on the stopping controller too (its figures then include py-spy's cost)")
+    ap.add_argument("--only", choices=["idle"], help="idle: measure the idle CPU only, no failover")
     ap.add_argument("--json", type=Path, help="also write the raw figures here")
     a = ap.parse_args()
     results = []
     with tempfile.TemporaryDirectory(prefix="kafkasim-bench-scale-") as tmp:
         for n in a.partitions:
-            r = measure(Path(tmp), n, a.window, not a.no_profile, a.profile_failover)
+            r = measure(Path(tmp), n, a.window, not a.no_profile, a.profile_failover, a.only != "idle")
             report(r)
             results.append(r)
             sys.stdout.flush()
     if len(results) >= 2:
         lo, hi = results[0], results[-1]
         cpu_lo, cpu_hi = sum(lo["idle_cpu_pct"].values()), sum(hi["idle_cpu_pct"].values())
-        f_lo, f_hi = lo["failover_done"], hi["failover_done"]
         print(f"\nidle CPU {hi['partitions']} vs {lo['partitions']} partitions: {cpu_hi:.1f}% vs {cpu_lo:.1f}% "
               f"= {cpu_hi / cpu_lo:.2f}x (goal <= 2x: {'met' if cpu_hi <= 2 * cpu_lo else 'MISSED'})")
+    if len(results) >= 2 and a.only != "idle":
+        f_lo, f_hi = lo["failover_done"], hi["failover_done"]
         timed_out = hi["shutdown_timed_out"] + lo["shutdown_timed_out"]
         print(f"SIGTERM failover {hi['partitions']} vs {lo['partitions']} partitions: {f_hi:.0f} ms vs {f_lo:.0f} ms "
               f"= {f_hi / f_lo:.2f}x (goal <= 5x: {'met' if f_hi <= 5 * f_lo else 'MISSED'}); "

@@ -18,7 +18,10 @@ without a session (a consumer's).
 An idle follower of 1,000 partitions therefore sends a request of a few
 entries, and the leader does for each partition it did not list only the
 bookkeeping a fetch at the log end needs
-(``replication.partition.PartitionReplication.on_idle_follower_fetch``).
+(``replication.partition.PartitionReplication.on_idle_follower_fetch``), and
+for one with nothing new not even that: it is bound to the session's fetch
+clock until something touches it (``replication.remote_replica``,
+``replication.long_poll.LeaderFetch``).
 
 Both sides here are plain objects, and so are the rules of which partitions
 a parked fetch waits for (:func:`readable`) and which go into an answer
@@ -27,10 +30,11 @@ calls, and ``node/net/wire.py`` the wire messages.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, Iterable, NamedTuple
 
 from kafkacommon import errors
+from replication.remote_replica import FetchClock
 
 TP = tuple[str, int]
 NO_SESSION = 0
@@ -69,10 +73,45 @@ def has_news(pf: PartitionFetch, log_end_offset: int, high_watermark: int, is_le
 
 @dataclass
 class LeaderSession:
+    """One follower's session at the leader.  Besides the partitions and where it fetches them, what makes
+    an idle fetch cost only its partitions that changed (``replication.long_poll.LeaderFetch``): the
+    session's :class:`~replication.remote_replica.FetchClock`, the partitions bound to it (``bound``:
+    tp -> (its place in ``partitions``, the fetch's part); written only by the session's fetches, each
+    a new dict), the others to look at on the next fetch (``dirty``), and each partition's place in
+    ``partitions`` (``order``: answers keep the session's order)."""
     id: int
     replica_id: int
     epoch: int                               # the epoch the next incremental request must carry
     partitions: dict[TP, PartitionFetch]
+    clock: FetchClock = field(default_factory=FetchClock)
+    bound: dict[TP, tuple[int, Any]] = field(default_factory=dict)
+    dirty: set[TP] = field(default_factory=set)
+    order: dict[TP, int] = field(default_factory=dict)
+    _next_order: int = 0
+
+    def __post_init__(self) -> None:
+        self.dirty = set(self.partitions)
+        self._place(self.partitions)
+
+    def _place(self, tps: Iterable[TP]) -> None:
+        order, n = self.order, self._next_order
+        for tp in tps:
+            if tp not in order:
+                order[tp] = n
+                n += 1
+        self._next_order = n
+
+    def update(self, listed: Iterable[tuple[TP, PartitionFetch]], forgotten: Iterable[TP]) -> None:
+        """An incremental request's partitions: the forgotten ones go, the listed ones are set (a new one
+        at the end, as a dict keeps them)."""
+        parts, order, dirty = self.partitions, self.order, self.dirty
+        for tp in forgotten:
+            if parts.pop(tp, None) is not None:
+                order.pop(tp, None)
+            dirty.discard(tp)
+        listed = list(listed)
+        parts.update(listed)
+        self._place(tp for tp, _pf in listed)
 
 
 class LeaderSessions:
@@ -106,9 +145,7 @@ class LeaderSessions:
             del self._by_replica[replica_id]  # the follower starts over with a full request
             return errors.INVALID_FETCH_SESSION_EPOCH, None
         s.epoch += 1
-        for tp in forgotten:
-            s.partitions.pop(tp, None)
-        s.partitions.update(listed)
+        s.update(listed, forgotten)
         return errors.NONE, s
 
     def get(self, replica_id: int) -> LeaderSession | None:

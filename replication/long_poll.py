@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, NamedTuple
 
 from kafkacommon import errors
-from replication.fetch_session import PartitionFetch, has_news, readable
+from replication.fetch_session import LeaderSession, PartitionFetch, has_news, readable
 from replication.partition import AlterIsrProposal, FetchOutcome, LogView, PartitionReplication
 
 TP = tuple[str, int]
@@ -129,8 +129,12 @@ class LeaderFetch:
     simulator's (sim/fetching.py) take a fetch through it, in this order, doing only their own I/O (locks,
     log lines, the AlterIsr sends, the wire) between the steps:
 
+    0. with a fetch session: :meth:`open_session`, then ``PartitionReplication.release_follower`` for each
+       partition it returns (listed or forgotten: fetched otherwise than idle from now on), then
+       :meth:`stamp`, which gives the session's unlisted partitions to look at (below);
     1. :meth:`unlisted` for each partition of the follower's session it did not list (a fetch at the offset
-       it last listed): one with nothing to record is *idle*; the others are then handled as listed;
+       it last listed; with a session only those :meth:`stamp` gave): one with nothing to record is *idle*;
+       the others are then handled as listed;
     2. :meth:`record` for each listed partition the broker hosts as leader (:meth:`not_leader` for the
        others): the follower's position is recorded (the HW may move, an ISR expansion may be proposed), and
        the partition is answered at once (an error, a diverging epoch, an unknown follower) or *pending*; but
@@ -145,6 +149,13 @@ class LeaderFetch:
        :meth:`record_late` (its position recorded now; its outcome answered as step 2's: an error, a diverging
        epoch, or its records), after which the shell sends the new :attr:`proposals` and completes the acks=all
        waits, as after step 2.
+
+    An idle fetch costs only the session's partitions that changed (issue 49): an idle partition with
+    nothing new for the follower is *bound* to the session's fetch clock (``replication.remote_replica``),
+    which :meth:`stamp` moves once for all of them, and is not looked at again (not recorded, not asked in
+    the wait, left out of the answer) until something touches it: then the session's clock names it, and
+    this fetch (if it still waits) and the session's next one look at it as before.  What each step
+    decides is the same as looking at every partition of the session.
     """
 
     follower: bool
@@ -156,20 +167,77 @@ class LeaderFetch:
     ahead: list[Part] = field(default_factory=list)       # hosted at a leader epoch below the one the fetch names
     proposals: list[tuple[Any, AlterIsrProposal]] = field(default_factory=list)   # (handle, ISR expansion)
     hw_moved: bool = False
+    session: LeaderSession | None = None
+    # with a session: its partitions bound at this fetch (idle, nothing new: not looked at unless touched),
+    # tp -> (place in the session, part); those touched since; each idle one's place in the session
+    _bound: dict[TP, tuple[int, Part]] = field(default_factory=dict)
+    _touched: dict[TP, tuple[int, Part]] = field(default_factory=dict)
+    _idle_at: list[int] = field(default_factory=list)
+    _listed: frozenset = frozenset()
+    _may_bind: bool = False
+    _gen: int = -1
+    _pos: int = 0
 
     @property
     def urgent(self) -> bool:
         """Some partition is answered already: Kafka answers the whole fetch at once."""
         return bool(self.answered)
 
+    def open_session(self, session: LeaderSession, listed: list[TP], forgotten: Iterable[TP]) -> list[TP]:
+        """Step 0, after ``LeaderSessions.open`` took the request: -> the partitions whose follower state the
+        shell releases (``PartitionReplication.release_follower``, under each one's lock) before :meth:`stamp`:
+        those the request lists or forgets, which the session's clock no longer stands for."""
+        self.session = session
+        self._bound = bound = dict(session.bound)      # a new dict: a fetch still parked keeps its own
+        release = list(listed) + list(forgotten)
+        for tp in release:
+            bound.pop(tp, None)
+        self._listed = frozenset(listed)
+        parts = session.partitions
+        session.dirty.update(tp for tp in listed if tp in parts)
+        return release
+
+    def stamp(self, now_ms: int) -> list[tuple[TP, PartitionFetch]]:
+        """Step 0's end: the session's fetch at ``now_ms`` stamped on its clock (every partition bound to it is
+        fetched idle now); -> the unlisted partitions to give :meth:`unlisted`, in the session's order: those
+        not bound, and those touched since the session's last fetch."""
+        s = self.session
+        assert s is not None, "stamp follows open_session"
+        clock = s.clock
+        self._may_bind = clock.stamp(now_ms)
+        touched = clock.drain()
+        self._gen, self._pos = clock.gen, 0
+        bound, parts, dirty = self._bound, s.partitions, s.dirty
+        for tp in touched:
+            if bound.pop(tp, None) is not None and tp in parts:
+                dirty.add(tp)
+        s.bound = bound
+        listed, order = self._listed, s.order
+        visit = sorted((order[tp], tp) for tp in dirty if tp in parts and tp not in listed)
+        return [(tp, parts[tp]) for _o, tp in visit]
+
     def unlisted(self, part: Part, follower_id: int, repl: PartitionReplication, log: LogView, now_ms: int) -> bool:
         """A session partition the request did not list: True when it is idle (only the fetch time recorded,
-        ``PartitionReplication.on_idle_follower_fetch``); False: the caller records it as listed."""
-        if repl.on_idle_follower_fetch(follower_id, part.fetch.fetch_offset,
-                                       part.fetch.current_leader_epoch, log.log_end_offset, now_ms):
+        ``PartitionReplication.on_idle_follower_fetch``; with nothing new for the follower either, it is bound
+        to the session's clock from now on); False: the caller records it as listed."""
+        if not repl.on_idle_follower_fetch(follower_id, part.fetch.fetch_offset, part.fetch.current_leader_epoch,
+                                           log.log_end_offset, now_ms):
+            return False
+        s = self.session
+        if s is None:
             self.idle.append(part)
+            self._idle_at.append(len(self._idle_at))
             return True
-        return False
+        at = s.order[part.tp]
+        if self._may_bind and not has_news(part.fetch, log.log_end_offset, repl.high_watermark, True,
+                                           log.log_start_offset):
+            repl.bind_idle(follower_id, s.clock, part.tp)
+            self._bound[part.tp] = (at, part)
+            s.dirty.discard(part.tp)
+        else:
+            self.idle.append(part)
+            self._idle_at.append(at)
+        return True
 
     def not_leader(self, part: Part, offline: bool = False) -> FetchOutcome:
         """A listed partition this broker does not lead (or host): NOT_LEADER_OR_FOLLOWER at once, or
@@ -219,17 +287,47 @@ class LeaderFetch:
             self.proposals.append((part.handle, out.alter_isr))
         return out
 
+    def _pull(self) -> None:
+        """The bound partitions touched since this fetch arrived (its session's clock names them) join the
+        ones this fetch looks at; all of them once the clock was drained since (another fetch of the session
+        arrived while this one waited)."""
+        s = self.session
+        if s is None or not self._bound or self._gen < 0:
+            return
+        new = s.clock.since(self._gen, self._pos)
+        touched, bound = self._touched, self._bound
+        if new is None:
+            self._gen = -1
+            for tp, entry in bound.items():
+                touched.setdefault(tp, entry)
+            return
+        self._pos += len(new)
+        for tp in new:
+            entry = bound.get(tp)
+            if entry is not None:
+                touched.setdefault(tp, entry)
+
+    def _looked_at(self) -> list[Part]:
+        """The idle partitions this fetch looks at (those given to :meth:`unlisted` and the bound ones touched),
+        in the session's order."""
+        if not self._touched:
+            return self.idle
+        merged = sorted([(at, i, part) for i, (at, part) in enumerate(zip(self._idle_at, self.idle))]
+                        + [(at, -1, part) for at, part in self._touched.values()], key=lambda e: (e[0], e[1]))
+        return [part for _at, _i, part in merged]
+
     def parts(self) -> list[Part]:
-        """The partitions the fetch waits on and answers through :meth:`answer` (pending and idle; the *ahead*
-        ones, which it waits on too, are answered through :meth:`record_late`)."""
-        return self.pending + self.idle
+        """The partitions the fetch waits on and answers through :meth:`answer` (pending and idle; of the bound
+        ones, those touched; the *ahead* ones, which it waits on too, are answered through :meth:`record_late`)."""
+        self._pull()
+        return self.pending + self._looked_at()
 
     def waits(self, state_of, arriving: bool = False) -> bool:
         """Whether the fetch is (still) held: :func:`waits` over its pending and idle partitions.
         ``state_of(handle)`` -> (repl, log), or None for a replica no longer hosted (which ends the wait).
         ``arriving``: asked right after steps 1 and 2, with nothing changed since: the idle partitions are then
         known to wait (``on_idle_follower_fetch`` took only partitions led in the fetch's epoch, at the log end),
-        and only the pending ones are asked."""
+        and only the pending ones are asked.  A bound partition not touched since the fetch arrived waits."""
         if self.urgent:
             return False
         follower = self.follower
@@ -237,8 +335,13 @@ class LeaderFetch:
             st = state_of(part.handle)
             if st is None or not ahead(part.fetch, st[0]):
                 return False
-        seen = bool(self.ahead) or bool(arriving and self.idle)
-        for parts in ((self.pending,) if arriving else (self.pending, self.idle)):
+        seen = bool(self.ahead) or bool(self._bound) or bool(arriving and self.idle)
+        if arriving:
+            groups: tuple = (self.pending,)
+        else:
+            self._pull()
+            groups = (self.pending, self.idle, [part for _at, part in self._touched.values()])
+        for parts in groups:
             for part in parts:
                 st = state_of(part.handle)
                 if st is None or ends_wait(part.fetch, st[0], st[1], follower):
@@ -246,12 +349,18 @@ class LeaderFetch:
                 seen = True
         return seen
 
+    def touches(self, handle: Any) -> bool:
+        """Whether one of this fetch's bound partitions, ``handle``'s, was touched since it arrived."""
+        self._pull()
+        return any(part.handle is handle for _at, part in self._touched.values())
+
     def still_waits(self, handle: Any, repl: PartitionReplication | None, log: LogView | None) -> bool:
         """:meth:`waits` after a change of one replica only (an append, an HW move or a role change of
         ``handle``; ``repl`` None: no longer hosted): the fetch waited, so no other partition became readable
         or has an error meanwhile, and only ``handle``'s are asked again."""
         follower = self.follower
-        for parts in (self.pending, self.idle):
+        self._pull()
+        for parts in (self.pending, self.idle, [part for _at, part in self._touched.values()]):
             for part in parts:
                 if part.handle is handle and (repl is None or ends_wait(part.fetch, repl, log, follower)):
                     return False

@@ -46,6 +46,7 @@ from kafkacommon import errors
 from kafkacommon.errors import OFFSET_OUT_OF_RANGE
 from kafkacommon.event import Event
 from replication import produce
+from replication.remote_replica import FetchClock, RemoteReplica
 
 UNKNOWN_OFFSET = -1
 
@@ -127,17 +128,6 @@ class AlterIsrOutcome:
     retry: bool = False      # transient failure: the change will be proposed again
     fenced: bool = False     # FENCED_LEADER_EPOCH: wait for LeaderAndIsr
     events: list[Event] = field(default_factory=list)
-
-
-@dataclass
-class RemoteReplica:
-    """The leader's view of one follower."""
-
-    log_end_offset: int = UNKNOWN_OFFSET
-    last_caught_up_ms: int = 0
-    last_fetch_leader_leo: int = UNKNOWN_OFFSET
-    last_fetch_ms: int = 0
-    log_start_offset: int = UNKNOWN_OFFSET   # as its last fetch said (the low watermark's input)
 
 
 def divergence(last_fetched_epoch: int | None, fetch_offset: int, log: LogView) -> tuple[int, tuple[int, int] | None]:
@@ -232,7 +222,7 @@ class PartitionReplication:
             "leader_epoch_start_offset": self.leader_epoch_start_offset,
             "pending_isr_change": self._pending.fields() if self._pending else None,
             "isr_change_blocked": self._isr_change_blocked,
-            "remotes": {r: vars(s).copy() for r, s in sorted(self.remotes.items())},
+            "remotes": {r: s.state() for r, s in sorted(self.remotes.items())},
         }
 
     # ------------------------------------------------------------------ role changes
@@ -265,6 +255,7 @@ class PartitionReplication:
         events: list[Event] = []
         if self._hw > leo:
             events.append(self._hw_event(self._hw, leo, reason="capped_at_leo"))
+            self.touch()
             self._hw = leo
         return events + self._maybe_increment_hw(leo, now_ms)
 
@@ -281,6 +272,7 @@ class PartitionReplication:
         return [self._ev("leadership_lost", leader=leader, leader_epoch=leader_epoch)] if was_leader else []
 
     def _set_state(self, leader_epoch: int, isr: Iterable[int], replicas: Iterable[int], zk_version: int) -> None:
+        self.touch()   # before the remotes go or are reset: the sessions fetching them look again
         if leader_epoch != self._leader_epoch:
             self._ineligible.clear()
         self._leader_epoch = leader_epoch
@@ -306,6 +298,7 @@ class PartitionReplication:
     def _commit_isr(self, isr: tuple[int, ...], zk_version: int, log: LogView | None,
                     now_ms: int | None) -> list[Event]:
         old, settled = self._isr, self._pending
+        self.touch()
         self._isr, self._zk_version = isr, zk_version
         self._pending = None
         self._isr_change_blocked = False
@@ -387,6 +380,27 @@ class PartitionReplication:
         self._update_follower(rep, fetch_offset, leader_leo, now_ms)
         return True
 
+    def bind_idle(self, follower_id: int, clock: FetchClock, key: object) -> None:
+        """Right after :meth:`on_idle_follower_fetch` returned True at a fetch ``clock`` stamped (and allowed
+        binding at): the follower's fetch times are read from ``clock`` until :meth:`touch`
+        (``replication.remote_replica``)."""
+        self.remotes[follower_id].bind(clock, key)
+
+    def release_follower(self, follower_id: int) -> None:
+        """Before the follower's session fetches this partition otherwise than idle (it lists it, or forgot it):
+        its fetch times written from its clock, which it no longer reads."""
+        rep = self.remotes.get(follower_id)
+        if rep is not None:
+            rep.unbind()
+
+    def touch(self) -> None:
+        """Something changed that may end a follower's idleness here (the shells call it on every change of the
+        log a fetch reads: an append, a truncation, a log start move, the replica's stop; this class on its own
+        HW, role, leader epoch and ISR changes): every follower whose fetch times its session's clock gives is
+        unbound and its session told (``replication.remote_replica``)."""
+        for rep in self.remotes.values():
+            rep.touch()
+
     @staticmethod
     def _update_follower(rep: RemoteReplica, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
         if fetch_offset >= leader_leo:
@@ -447,6 +461,7 @@ class PartitionReplication:
                 candidate = min(candidate, rep.log_end_offset)
         if candidate <= self._hw:
             return []
+        self.touch()
         old, self._hw = self._hw, candidate
         return [self._hw_event(old, candidate, reason="leader")]
 
@@ -469,14 +484,18 @@ class PartitionReplication:
         Also the call to make whenever the HW should be re-evaluated (e.g. after
         maybe_shrink_isr: time passing can drop a lagging non-ISR replica from the HW set).
         """
+        self.touch()
         return self._maybe_increment_hw(log.log_end_offset, now_ms) if self.is_leader else []
 
     def out_of_sync_replicas(self, log: LogView, now_ms: int) -> tuple[int, ...]:
         """ISR followers whose LEO differs from the leader's and who have not caught up within the lag."""
-        leo, lag = log.log_end_offset, self.settings.replica_lag_time_max_ms
-        return tuple(r for r in self._isr if r != self.local_broker_id and r in self.remotes
-                     and self.remotes[r].log_end_offset != leo
-                     and now_ms - self.remotes[r].last_caught_up_ms > lag)
+        lag, remotes = self.settings.replica_lag_time_max_ms, self.remotes
+        late = [r for r in self._isr if r != self.local_broker_id and r in remotes
+                and now_ms - remotes[r].last_caught_up_ms > lag]
+        if not late:    # (the periodic check at idle: the log end is not even read)
+            return ()
+        leo = log.log_end_offset
+        return tuple(r for r in late if remotes[r].log_end_offset != leo)
 
     def maybe_shrink_isr(self, log: LogView, now_ms: int) -> AlterIsrProposal | None:
         """The periodic shrink check (Kafka runs it every lag/2)."""
@@ -563,6 +582,7 @@ class PartitionReplication:
         new = max(0, min(leader_hw, log.log_end_offset))
         if new == self._hw:
             return []
+        self.touch()
         old, self._hw = self._hw, new
         return [self._hw_event(old, new, reason="follower")]
 
@@ -570,6 +590,7 @@ class PartitionReplication:
         """The local log was truncated to ``new_log_end_offset``: the HW cannot stay above it."""
         if self._hw <= new_log_end_offset:
             return []
+        self.touch()
         old, self._hw = self._hw, max(0, new_log_end_offset)
         return [self._hw_event(old, self._hw, reason="truncated")]
 

@@ -151,6 +151,7 @@ class Parked:
     """A fetch in its long poll: ``LeaderFetch`` and where its answer goes."""
     core: LeaderFetch
     reply: Callable[[Any], None]
+    seq: int = 0                                  # the order it parked in
     follower: int = -1
     done: bool = False
     hosted: list = field(default_factory=list)    # the Hosted it is parked on
@@ -164,6 +165,8 @@ class SimLeaderFetches:
         self.world = rm.world
         # ids from the virtual clock, as the broker's from its clock: a restarted broker's cannot match old ones
         self.sessions = LeaderSessions(first_id=int(self.world.now_ms * 1000) + 1)
+        self.session_parked: list[Parked] = []   # parked fetches of a session, in the order they parked
+        self._seq = 0
 
     @staticmethod
     def _state(h: Any):
@@ -181,11 +184,12 @@ class SimLeaderFetches:
         f = LeaderFetch(True, self.world.now_ms + max_wait_ms, session.id if session is not None else 0)
         parts = [Part(tp, hosted.get(tp), pf) for tp, pf in listed]
         if session is not None:
-            mine = {tp for tp, _pf in listed} if listed else ()
+            for tp in f.open_session(session, [tp for tp, _pf in listed], forgotten):
+                h = hosted.get(tp)
+                if h is not None:
+                    h.repl.release_follower(follower)
             unlisted = f.unlisted
-            for tp, pf in session.partitions.items():
-                if tp in mine:
-                    continue
+            for tp, pf in f.stamp(now):
                 h = hosted.get(tp)
                 part = Part(tp, h, pf)
                 if h is None or not unlisted(part, follower, h.repl, h.log, now):
@@ -202,12 +206,15 @@ class SimLeaderFetches:
             rm.wake(h)
         self._propose(f)
         if not f.waits(self._state, arriving=True):
-            self._answer(Parked(f, reply, follower))
+            self._answer(Parked(f, reply, follower=follower))
             return
-        p = Parked(f, reply, follower)
+        self._seq += 1
+        p = Parked(f, reply, self._seq, follower)
         for part in f.parts() + f.ahead:
             part.handle.parked.append(p)
             p.hosted.append(part.handle)
+        if f.session is not None:
+            self.session_parked.append(p)   # its partitions bound to the session's clock: asked once touched
         self.world.on_node(rm.b.node, f.deadline_ms - self.world.now_ms, self._expire, p)
 
     def _propose(self, f: LeaderFetch) -> None:
@@ -218,16 +225,20 @@ class SimLeaderFetches:
             self.rm.send_alter_isr(h, proposal)
 
     def wake(self, h: Any) -> None:
-        """An append, an HW move or a role change of ``h``: the fetches parked on it that no longer wait."""
-        if not h.parked:
+        """An append, an HW move or a role change of ``h``: the fetches parked on it (or on its session's clock,
+        ``replication.remote_replica``) that no longer wait, in the order they parked."""
+        h.repl.touch()
+        touching = [p for p in self.session_parked if not p.done and p.core.touches(h) and p not in h.parked]
+        if not h.parked and not touching:
             return
         parked, h.parked = h.parked, []
         st = self._state(h) or (None, None)
-        for p in parked:
+        for p in sorted(parked + touching, key=lambda p: p.seq) if touching else parked:
             if p.done:
                 continue
             if p.core.still_waits(h, *st):
-                h.parked.append(p)
+                if p in parked:
+                    h.parked.append(p)
             else:
                 self._answer(p)
 
@@ -240,6 +251,8 @@ class SimLeaderFetches:
         for h in p.hosted:
             if p in h.parked:
                 h.parked.remove(p)
+        if p in self.session_parked:
+            self.session_parked.remove(p)
         f = p.core
         out = [(part.tp, o.error, o.high_watermark, o.diverging_epoch, [], o.leader_log_end_offset)
                for part, o in f.answered]

@@ -282,8 +282,7 @@ class SimReplicaManager:
     def wake(self, h: Hosted) -> None:
         """Answer the parked fetches that no longer wait, and complete the acks=all waits the core now says are
         done (after anything that may move the HW, the log end or the role)."""
-        if h.parked:   # replication.long_poll: an append, a role change or a newer epoch ends a wait
-            self.fetches.wake(h)
+        self.fetches.wake(h)   # replication.long_poll: an append, a role change or a newer epoch ends a wait
         if not h.waiters:
             return
         keep = []

@@ -168,3 +168,131 @@ def test_a_partition_whose_answer_is_an_error_backs_off_alone() -> None:
     core.backoff(("t", 1), "h1", 3, 2000)
     assert ("t", 1) in core.request({("t", 1): ("h1", 4)}, lambda tp, h, e: pos[tp], 2001).current  # given again
     assert core.ready_in_ms(2001) is None
+
+
+# ---------------------------------------------------------------------- a session's idle partitions (issue 49)
+
+from replication.fetch_session import LeaderSessions  # noqa: E402
+
+
+def _same(handle):
+    return handle     # the test's handle on a replica is its (repl, log)
+
+
+class _Idle:
+    """Leader replicas of ``n`` partitions, all caught up by follower 2 (ISR 1, 2), and a session of follower 2
+    that lists them once; ``fetch`` then takes a request through LeaderFetch as the shells do."""
+
+    def __init__(self, n: int = 4, leo: int = 5) -> None:
+        self.state = {}
+        for p in range(n):
+            repl, log = PartitionReplication("t", p, 1), _Log(leo)
+            repl.become_leader(3, [1, 2], [1, 2], 0, log, 0)
+            self.state[("t", p)] = (repl, log)
+        self.sessions = LeaderSessions(first_id=7)
+        self.pf = {tp: PartitionFetch(leo, 3, 3, 100, 0) for tp in self.state}
+        f, _ = self.fetch(0, 0, list(self.pf.items()), 10)           # positions recorded: HW 5
+        self.pf = {tp: PartitionFetch(leo, 3, 3, 100, leo) for tp in self.state}
+        self.fetch(f.session_id, 1, list(self.pf.items()), 20)         # the follower has the HW now
+        self.sid, self.epoch = f.session_id, 2
+
+    def fetch(self, sid, epoch, listed, now, forgotten=()):
+        code, session = self.sessions.open(2, sid, epoch, listed, forgotten)
+        assert code == errors.NONE
+        f = LeaderFetch(True, now + 500.0, session.id)
+        parts = [Part(tp, self.state[tp], pf) for tp, pf in listed]
+        looked = []
+        for tp in f.open_session(session, [tp for tp, _ in listed], forgotten):
+            self.state[tp][0].release_follower(2)
+        for tp, pf in f.stamp(now):
+            looked.append(tp)
+            part = Part(tp, self.state[tp], pf)
+            if not f.unlisted(part, 2, *self.state[tp], now):
+                parts.append(part)
+        for part in parts:
+            f.record(part, 2, *self.state[part.tp], now)
+        return f, looked
+
+    def idle(self, now, listed=()):
+        f, looked = self.fetch(self.sid, self.epoch, list(listed), now)
+        self.epoch += 1
+        return f, looked
+
+
+def test_an_idle_sessions_partitions_are_bound_to_its_clock_and_read_the_times_a_write_per_fetch_would():
+    s = _Idle()
+    twin = _Idle()                        # the same fetches, each idle one recorded partition by partition
+    f, looked = s.idle(1000)
+    assert looked == list(s.state)        # each looked at once, then bound: nothing new for the follower
+    for t in (1000, 1500, 2000):
+        for tp, (repl, log) in twin.state.items():
+            assert repl.on_idle_follower_fetch(2, 5, 3, log.log_end_offset, t)
+    for now in (1500, 2000):
+        f, looked = s.idle(now)
+        assert looked == [] and f.waits(_same, arriving=True) and f.waits(_same)
+        assert f.parts() == [] and f.idle == []
+    for tp, (repl, _log) in s.state.items():
+        assert repl.remotes[2] == twin.state[tp][0].remotes[2]
+        assert repl.remotes[2].last_caught_up_ms == 2000 == repl.remotes[2].last_fetch_ms
+        assert repl.snapshot() == twin.state[tp][0].snapshot()
+
+
+def test_a_touched_idle_partition_ends_the_wait_it_must_and_the_next_fetch_looks_at_it():
+    s = _Idle()
+    s.idle(1000)
+    f, _ = s.idle(1500)                   # parked, every partition bound
+    repl, log = s.state[("t", 1)]
+    log.leo = 6                           # an append ...
+    repl.on_leader_append(log, 1600)      # ... touches it: the fetch now has records to send
+    assert not f.waits(_same)
+    assert [p.tp for p in f.parts()] == [("t", 1)] and f.answer(f.parts()[0], repl, log) == errors.NONE
+    h1, h2 = s.state[("t", 1)], s.state[("t", 2)]
+    assert not f.still_waits(h1, repl, log) and f.touches(h1) and not f.touches(h2) and f.still_waits(h2, *h2)
+    assert repl.remotes[2].last_fetch_ms == 1500 and not repl.remotes[2].bound   # written back, unbound
+    f2, looked = s.idle(2000)
+    assert looked == [("t", 1)] and [p.tp for p in f2.pending] == [("t", 1)]    # behind the log end now
+    assert repl.remotes[2].last_caught_up_ms == 1500    # caught up as of the fetch before the append
+
+
+def test_a_newer_leader_epoch_ends_the_wait_with_an_error_and_an_isr_update_alone_does_not():
+    s = _Idle()
+    s.idle(1000)
+    f, _ = s.idle(1500)
+    repl, log = s.state[("t", 2)]
+    repl.become_leader(4, [1, 2], [1, 2], 1, log, 1600)      # a newer leader epoch here
+    assert not f.waits(_same) and f.answer(f.parts()[0], repl, log) == errors.FENCED_LEADER_EPOCH
+    f, _ = s.idle(1700, [(("t", 2), PartitionFetch(5, 3, 4, 100, 5))])
+    repl0, log0 = s.state[("t", 0)]
+    f, _ = s.idle(1800)
+    repl0.apply_isr_update([1, 2], 5, 3)      # an ISR update alone: looked at, still waiting, nothing new
+    assert f.waits(_same) and [f.answer(p, *s.state[p.tp]) for p in f.parts()] == [None]
+
+
+def test_a_clock_stepping_back_binds_nothing_and_forgotten_partitions_keep_their_last_fetch():
+    s = _Idle()
+    s.idle(5000)
+    f, looked = s.idle(4000)              # the wall clock stepped back: bound ones read the peak, as max() does
+    assert looked == []
+    repl, _ = s.state[("t", 0)]
+    assert repl.remotes[2].last_caught_up_ms == 5000 and repl.remotes[2].last_fetch_ms == 4000
+    s.state[("t", 3)][1].leo = 6
+    s.state[("t", 3)][0].touch()
+    f, looked = s.idle(4500)              # still below the peak: looked at, recorded, not bound again
+    assert looked == [("t", 3)] and not s.state[("t", 3)][0].remotes[2].bound
+    f, looked = s.fetch(s.sid, s.epoch, [], 6000, forgotten=[("t", 0)])
+    s.epoch += 1
+    assert repl.remotes[2].last_fetch_ms == 4500 and not repl.remotes[2].bound   # not fetched at 6000
+    assert s.state[("t", 1)][0].remotes[2].last_fetch_ms == 6000
+
+
+def test_the_shrink_check_sees_an_idle_followers_times_from_the_clock():
+    s = _Idle()
+    s.idle(1000)
+    repl, log = s.state[("t", 0)]
+    lag = repl.settings.replica_lag_time_max_ms
+    assert repl.maybe_shrink_isr(log, 1000 + lag) is None
+    s.idle(1000 + lag)                    # fetched idle again: still caught up
+    log.leo = 6
+    repl.on_leader_append(log, 1000 + lag)
+    assert repl.maybe_shrink_isr(log, 1000 + 2 * lag) is None        # caught up at 1000 + lag: not past the lag
+    assert repl.maybe_shrink_isr(log, 1001 + 2 * lag).changed == (2,)

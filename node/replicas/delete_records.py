@@ -55,6 +55,7 @@ class DeleteRecordsMixin:
             before = h.log.log_start_offset
             try:
                 moved = h.log.maybe_increment_log_start_offset(requested)
+                h.repl.touch()   # a follower's session answers a partition whose log start moved
             except KafkaStorageError:   # the checkpoint's write failed: the directory is offline now
                 return errors.KAFKA_STORAGE_ERROR, -1, INVALID_LOW_WATERMARK
             low = h.repl.low_watermark(h.log)

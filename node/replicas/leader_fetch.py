@@ -131,15 +131,19 @@ class LeaderFetchHandler:
         return answer
 
     def _partitions_of(self, req: pb.FetchRequest) -> list["Hosted"]:
-        """The hosted partitions a fetch's first part locks: those it lists and its session's (in no particular
-        order: :meth:`_hold` never waits for a lock)."""
+        """The hosted partitions a fetch's first part locks: those it lists or forgets and, of its session's,
+        those it will look at (not bound to the session's clock, or touched since: ``LeaderSession.dirty`` and
+        its clock's inbox; in no particular order: :meth:`_hold` never waits for a lock, and a partition
+        touched after this is locked when it is looked at)."""
         hosted = self.hosted
         tps = {(fp.topic, fp.partition) for fp in req.partitions}
         if req.replica_id >= 0:
+            tps.update((tp.topic, tp.partition) for tp in req.forgotten)
             with self._sessions_lock:
                 session = self.sessions.get(req.replica_id)
                 if session is not None:
-                    tps.update(session.partitions)
+                    tps.update(list(session.dirty))
+                    tps.update(list(session.clock.inbox))
         return [h for tp in tps if (h := hosted.get(tp)) is not None]
 
     @staticmethod
@@ -200,21 +204,25 @@ class LeaderFetchHandler:
                 code, session = self.sessions.open(req.replica_id, req.session_id, req.session_epoch,
                                                    [(part.tp, part.fetch) for part in listed],
                                                    [(tp.topic, tp.partition) for tp in req.forgotten])
-                unlisted = [] if session is None else list(session.partitions.items())
             if code != errors.NONE:
                 return pb.FetchResponse(error_code=code)
             if session is not None:
                 f.session_id = session.id
-                mine = {part.tp for part in listed}
+                for tp in f.open_session(session, [part.tp for part in listed],
+                                         [(tp.topic, tp.partition) for tp in req.forgotten]):
+                    h = self.hosted.get(tp)
+                    if h is not None:
+                        with h.cond:
+                            h.repl.release_follower(req.replica_id)
                 now = now_ms()
-                for tp, pf in unlisted:
-                    if tp in mine:
-                        continue
+                for tp, pf in f.stamp(now):
                     part = Part(tp, self.hosted.get(tp), pf)
-                    # no lock: an append racing this only makes the fetch look a moment older
-                    if part.handle is None or not f.unlisted(part, req.replica_id, part.handle.repl, part.handle.log,
-                                                             now):
+                    if part.handle is None:
                         listed.append(part)
+                        continue
+                    with part.handle.cond:
+                        if not f.unlisted(part, req.replica_id, part.handle.repl, part.handle.log, now):
+                            listed.append(part)
         acked: list = []   # acks=all waiters this fetch's position completes
         for part in listed:
             h = part.handle

@@ -368,6 +368,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
             h.fetching_from = None
             waiters, h.waiters = h.waiters, []
             h.log.close_handles()
+            h.repl.touch()
             h.cond.notify_all()
         for w in waiters:
             self._purgatory.complete(w, STORAGE)
@@ -392,7 +393,9 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         """Called with ``h.cond`` held after anything that may move the HW or the role:
         wakes blocked produce requests and completes acks=all waiters that are done: their
         callbacks go to the purgatory's thread, or (those that only signal: ``AckWaiter.inline``) into
-        ``done`` for the caller to run (``purgatory.run_callbacks``) once it has let go of the lock."""
+        ``done`` for the caller to run (``purgatory.run_callbacks``) once it has let go of the lock.
+        Followers' sessions that left the partition idle look at it again (``PartitionReplication.touch``)."""
+        h.repl.touch()
         h.cond.notify_all()
         if h.waiters:
             keep = []
