@@ -1,0 +1,53 @@
+"""Idle CPU for bench/vs_kafka.py: what a cluster costs doing nothing, at a partition count, on either side.
+
+A topic of ``partitions`` partitions (RF 3) is created through the Kafka protocol (confluent-kafka's
+AdminClient) on a ready cluster; once every ISR of it is whole and ``settle_s`` more seconds have passed (the
+creation's own work over: logs opened, LeaderAndIsr applied, the JVM's compilation of it), no client runs and
+the three broker processes' CPU seconds (/proc/PID/stat utime + stime, every thread: Kafka's JIT and GC too)
+are read over ``window_s``: % of one core, per broker and their sum (bench/scale.py measures kafkasim's 5-broker
+cluster the same way).
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from bench.scale import cpu_seconds
+from bench.vs_coordinator import create_topic
+from bench.vs_sides import Side
+
+TOPIC = "vs-idle"
+
+
+def idle_cpu(side: Side, partitions: int, window_s: float, settle_s: float = 10.0) -> dict[str, Any]:
+    t0 = time.monotonic()
+    create_topic(side, TOPIC, partitions, 3, timeout=900)
+    created = time.monotonic() - t0
+    time.sleep(settle_s)   # a fixed span after the creation, not a condition: the measured window comes after it
+    pids = {b: side.pid(b) for b in side.ids}
+    missing = [b for b, p in pids.items() if p is None]
+    if missing:
+        raise RuntimeError(f"{side.name} broker(s) {missing} exited after the topic's creation")
+    la = os.getloadavg()[0]
+    before = {b: cpu_seconds(p) for b, p in pids.items()}
+    t = time.monotonic()
+    time.sleep(window_s)   # the measurement window itself
+    span = time.monotonic() - t
+    pct = {b: 100 * (cpu_seconds(p) - before[b]) / span for b, p in pids.items()}
+    return {"partitions": partitions, "create_s": created, "cpu_pct": pct, "total_pct": sum(pct.values()),
+            "load": (la + os.getloadavg()[0]) / 2, "rss_mb": [(side.rss_kb(b) or 0) / 1024 for b in side.ids]}
+
+
+def idle_scale(res: dict[str, list], partitions: list[int], names: dict[str, str]) -> None:
+    """Each side's idle CPU at its largest partition count over its smallest (issue 49's scale row: <= 2x)."""
+    if len(partitions) < 2:
+        return
+    lo, hi = min(partitions), max(partitions)
+    for kind, name in names.items():
+        a = [r["total_pct"] for r in res.get(f"{kind}|idle {lo}", [])]
+        b = [r["total_pct"] for r in res.get(f"{kind}|idle {hi}", [])]
+        if a and b:
+            x, y = sorted(a)[len(a) // 2], sorted(b)[len(b) // 2]
+            print(f"idle CPU on {name}, {hi:,} vs {lo:,} partitions: {y:.1f}% vs {x:.1f}% of a core = "
+                  f"{y / x:.2f}x" if x else f"idle CPU on {name}: {x:.1f}% at {lo:,} partitions")
