@@ -5,7 +5,9 @@ commit ``per_request`` offsets of one topic per request (10 by default: issue 49
 ``__consumer_offsets`` and the topic, acks=all as every commit is appended, synchronously, for ``seconds``; the
 loop is bench/commit_load.py's, the one bench/coordinator.py times kafkasim's listener with.  Beside it, the
 floor of the same path on the same side: the same consumers fetching the same offsets back (OffsetFetch: no
-write, no replication).  Each is run once unmeasured first (up to 5 s).
+write, no replication), a commit's mean time (threads / requests/s), and an acks=all produce of one record to
+the same topic (p50 of 200, librdkafka: the same replicas' append without the coordinator).  Each commit
+loop is run once unmeasured first (up to 5 s).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any
 from bench.commit_load import commit_rdkafka
 from bench.vs_coordinator import create_topic
 from bench.vs_sides import Side
+from bench.vs_throughput import produce_latency
 
 TOPIC = "vs-commits"
 
@@ -31,5 +34,10 @@ def commit_throughput(side: Side, seconds: float, threads: list[int], per_reques
                        fetch_floor=False)
         la = os.getloadavg()[0]
         r = commit_rdkafka(side.bootstrap, seconds, n, per_request, topic=TOPIC, group_prefix=f"vs-commits-{n}")
-        out.append({**r, "threads": n, "per_request": per_request, "load": (la + os.getloadavg()[0]) / 2})
+        out.append({**r, "threads": n, "per_request": per_request, "load": (la + os.getloadavg()[0]) / 2,
+                    "commit_ms": n / r["requests_per_s"] if r["requests_per_s"] else None})
+    # what an acks=all append of the same replicas costs outside the coordinator, on the same cluster
+    lat = produce_latency(side, TOPIC, 200)
+    for x in out:
+        x["produce_p50_ms"] = lat["p50_ms"]
     return out

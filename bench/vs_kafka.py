@@ -1,8 +1,11 @@
 """kafkasim beside Kafka 2.8.2, in one run, with the same settings: each figure, its same-run ratio, the goal.
 
     python bench/vs_kafka.py [--rounds 3] [--coordinator-runs 3] [--partitions 50 1000]
-                             [--only start memory controller coordinator throughput]
-                             [--records 200000] [--requests 1000] [--fetch-mb 200] [--json PATH] [--quick]
+                             [--only start memory controller coordinator throughput commits replay idle]
+                             [--records 200000] [--requests 1000] [--fetch-mb 200]
+                             [--commit-seconds 10] [--commit-threads 8] [--per-request 10]
+                             [--replay-records 1000000] [--replay-moves 2]
+                             [--idle-partitions 1000 10000] [--idle-window 20] [--json PATH] [--quick]
 
 Both sides run from one cluster.yaml per cluster (bench/vs_sides.py): kafkasim reads it, and
 reference/properties.py translates it into each Kafka 2.8.2 broker's server.properties, so the settings are
@@ -28,11 +31,27 @@ noisy machine; the load average is printed beside each figure.
                 (bench/vs_coordinator.py).
   throughput    librdkafka: produce records/s (acks=all, 100-byte records), the acks=all p50 of one record,
                 consume MB/s (bench/vs_throughput.py).
+  commits       librdkafka: OffsetCommit throughput, --per-request offsets a request (10: issue 49's small
+                commits), RF 3, acks=all, --commit-threads consumers with a group each committing synchronously
+                for --commit-seconds (after an unmeasured pass), and beside it the same consumers' OffsetFetch
+                of those offsets (no write: the path's floor) (bench/vs_commits.py, bench/commit_load.py).
+  replay        a new coordinator's load of one offsets partition holding --replay-records commit records:
+                its leader gets SIGTERM (controlled shutdown) --replay-moves times; the load's own time from
+                Kafka's server.log ("Finished loading offsets and group metadata from ... in T milliseconds
+                ..., of which S milliseconds was spent in the scheduler": T - S) and kafkasim's
+                coordinator_loaded event; records/s (bench/vs_replay.py).
+  idle          no client: the 3 brokers' CPU (/proc utime + stime) over --idle-window s once a topic of each
+                --idle-partitions count (RF 3) is created, and each side's largest count over its smallest
+                (issue 49's scale row) (bench/vs_idle.py).  Not in the default run: only with --only idle.
+The commits, replay and idle blocks' clusters have a 6 s ZooKeeper session (LONG_SESSION; they time no
+failover), the others 1 s.
 
 Goals (kafkasim / Kafka 2.8.2, same run; issue 46): control-plane latencies <= 1.0x, cluster start <= 0.5x,
 memory per broker <= 0.3x, produce throughput >= 0.3x, acks=all p50 <= 1.5x, consume throughput >= 0.5x.
 Issue 49's clean coordinator failover: kafkasim's client's first commit <= the new coordinator's load + 10 ms
-(median), librdkafka's <= 1.5x kafkasim's client's.
+(median), librdkafka's <= 1.5x kafkasim's client's.  Issue 49's commits, replay and idle paths are printed
+beside Kafka 2.8.2 without a goal (issue 49's goals for them are against kafkasim's own baselines:
+bench/coordinator.py, bench/scale.py).
 """
 from __future__ import annotations
 
@@ -72,6 +91,9 @@ DEFAULT_BLOCKS = BLOCKS[:-1]
 #: every cluster's settings (the rest are both sides' shared defaults, written by reference/properties.py)
 BASE = {"zookeeper.session.timeout.ms": 1000, "offsets.topic.replication.factor": 3,
         "auto.leader.rebalance.enable": False}
+#: the commits, replay and idle blocks' clusters: a 1 s session expires on this shared machine while a JVM starts
+#: or a 10,000-partition topic is created, and those blocks time no failover
+LONG_SESSION = {"zookeeper.session.timeout.ms": 6000}
 COORDINATOR = {"controlled.shutdown.enable": True, "controlled.shutdown.retry.backoff.ms": 50,
                "group.initial.rebalance.delay.ms": 100, "group.min.session.timeout.ms": 1000}
 
@@ -197,14 +219,14 @@ def run_round(r: int, work: Path, zk: EmbeddedZooKeeper, a: argparse.Namespace, 
                 both(f"controller failover {sig.name} at {n} partitions", controller)
     if "commits" in a.only:
         def commits(kind: str) -> None:
-            with Run(work, zk, kind, 50, {"controlled.shutdown.enable": True}) as run:
+            with Run(work, zk, kind, 50, {"controlled.shutdown.enable": True, **LONG_SESSION}) as run:
                 start_sample(run)
                 for x in commit_throughput(run.side, a.commit_seconds, a.commit_threads, a.per_request):
                     add(f"commits {x['threads']}", kind, x)
         both("commit throughput", commits)
     if "replay" in a.only:
         def replay(kind: str) -> None:
-            with Run(work, zk, kind, 50, COORDINATOR) as run:
+            with Run(work, zk, kind, 50, {**COORDINATOR, **LONG_SESSION}) as run:
                 start_sample(run)
                 for x in offsets_replay(run.side, a.replay_records, a.replay_moves):
                     add("replay", kind, x)
@@ -212,7 +234,7 @@ def run_round(r: int, work: Path, zk: EmbeddedZooKeeper, a: argparse.Namespace, 
     if "idle" in a.only:
         for n in a.idle_partitions:
             def idle(kind: str, n: int = n) -> None:
-                with Run(work, zk, kind, 50, {"controlled.shutdown.enable": False}) as run:
+                with Run(work, zk, kind, 50, {"controlled.shutdown.enable": False, **LONG_SESSION}) as run:
                     add(f"idle {n}", kind, idle_cpu(run.side, n, a.idle_window))
             both(f"idle CPU at {n} partitions", idle)
 
@@ -306,8 +328,12 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
     for th in a.commit_threads:
         row(f"commits, librdkafka, {a.per_request} offsets each, {th} threads: offsets/s", f"commits {th}",
             lambda r: r["offsets_per_s"], "/s", None, None)
+        row("  (a commit's mean time: threads / requests/s)", f"commits {th}", lambda r: r.get("commit_ms"), "ms",
+            None, None)
         row("  (the same consumers' OffsetFetch, no write: requests/s)", f"commits {th}",
             lambda r: r.get("offset_fetch_requests_per_s"), "/s", None, None)
+        row("  (an acks=all produce of one record to the same topic, p50)", f"commits {th}",
+            lambda r: r.get("produce_p50_ms"), "ms", None, None)
     row("coordinator load (replay) of one offsets partition: records/s", "replay", lambda r: r["records_per_s"],
         "/s", None, None)
     row("  (the load itself)", "replay", lambda r: r["load_ms"], "ms", None, None)
