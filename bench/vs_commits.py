@@ -35,7 +35,7 @@ def commit_throughput(side: Side, seconds: float, threads: list[int], per_reques
         la = os.getloadavg()[0]
         r = commit_rdkafka(side.bootstrap, seconds, n, per_request, topic=TOPIC, group_prefix=f"vs-commits-{n}")
         out.append({**r, "threads": n, "per_request": per_request, "load": (la + os.getloadavg()[0]) / 2,
-                    "commit_ms": n / r["requests_per_s"] if r["requests_per_s"] else None})
+                    "commit_ms": 1000 * n / r["requests_per_s"] if r["requests_per_s"] else None})
     # what an acks=all append of the same replicas costs outside the coordinator, on the same cluster
     lat = produce_latency(side, TOPIC, 200)
     for x in out:
