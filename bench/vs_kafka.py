@@ -266,7 +266,7 @@ def fmt(x: float | None, unit: str) -> str:
         return f"{x:,.0f}/s"
     if unit == "%":
         return f"{x:.1f}%"
-    return f"{x:g}"
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:g}"
 
 
 def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
