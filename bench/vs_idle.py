@@ -1,7 +1,8 @@
 """Idle CPU for bench/vs_kafka.py: what a cluster costs doing nothing, at a partition count, on either side.
 
 A topic of ``partitions`` partitions (RF 3) is created through the Kafka protocol (confluent-kafka's
-AdminClient) on a ready cluster; once every ISR of it is whole and ``settle_s`` more seconds have passed (the
+AdminClient) on a ready cluster; once every broker holds a log directory for each partition, every ISR of it
+is whole in ZooKeeper (``create_s`` until then) and ``settle_s`` more seconds have passed (the
 creation's own work over: logs opened, LeaderAndIsr applied, the JVM's compilation of it), no client runs and
 the three broker processes' CPU seconds (/proc/PID/stat utime + stime, every thread: Kafka's JIT and GC too)
 are read over ``window_s``: % of one core, per broker and their sum (bench/scale.py measures kafkasim's 5-broker
@@ -11,19 +12,36 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from bench.scale import cpu_seconds
-from bench.vs_coordinator import create_topic
-from bench.vs_sides import Side
+from bench.vs_sides import KafkaSide, Side, isr_whole
+from util.waiting import wait_for
 
 TOPIC = "vs-idle"
 
 
+def data_dir(side: Side, broker_id: int) -> Path:
+    return (side.ref.broker_dir(broker_id) / "data" if isinstance(side, KafkaSide)
+            else side.cfg.broker(broker_id).log_dir)
+
+
+def logs_made(side: Side, partitions: int) -> bool:
+    """Every broker holds a log directory for each of the topic's partitions (RF 3 on 3 brokers: all of them)."""
+    return all(sum(1 for d in data_dir(side, b).iterdir() if d.name.startswith(f"{TOPIC}-")) >= partitions
+               for b in side.ids)
+
+
 def idle_cpu(side: Side, partitions: int, window_s: float, settle_s: float = 10.0) -> dict[str, Any]:
+    from confluent_kafka.admin import AdminClient, NewTopic
     t0 = time.monotonic()
-    # Kafka 2.8.2's controller answered a 1,000-partition CreateTopics after more than librdkafka's 30 s at load 33
-    create_topic(side, TOPIC, partitions, 3, timeout=900, request_timeout=600)
+    # answered once the topic's znode is written (operation_timeout 0): Kafka 2.8.2 otherwise holds the answer
+    # until the creation has reached every broker, past librdkafka's 60 s socket timeout at 10,000 partitions
+    admin = AdminClient({"bootstrap.servers": side.bootstrap, "log_level": 0})
+    admin.create_topics([NewTopic(TOPIC, partitions, 3)], operation_timeout=0, request_timeout=120)[TOPIC].result(180)
+    wait_for(lambda: logs_made(side, partitions) and isr_whole(side, (TOPIC,)), 1200,
+             f"{partitions} partitions' logs on every broker and every ISR whole", interval=1.0)
     created = time.monotonic() - t0
     time.sleep(settle_s)   # a fixed span after the creation, not a condition: the measured window comes after it
     pids = {b: side.pid(b) for b in side.ids}
