@@ -40,8 +40,13 @@ def idle_cpu(side: Side, partitions: int, window_s: float, settle_s: float = 10.
     # until the creation has reached every broker, past librdkafka's 60 s socket timeout at 10,000 partitions
     admin = AdminClient({"bootstrap.servers": side.bootstrap, "log_level": 0})
     admin.create_topics([NewTopic(TOPIC, partitions, 3)], operation_timeout=0, request_timeout=120)[TOPIC].result(180)
-    wait_for(lambda: logs_made(side, partitions) and isr_whole(side, (TOPIC,)), 1200,
-             f"{partitions} partitions' logs on every broker and every ISR whole", interval=1.0)
+    def made() -> bool:
+        gone = [b for b in side.ids if side.pid(b) is None]
+        if gone:   # kafkasim at 10,000 partitions on 3 brokers: "Too many open files" under a 20,000 limit
+            raise RuntimeError(f"{side.name} broker(s) {gone} exited while the topic was created:\n"
+                               + "".join(side.log_tail(b, 600) for b in gone))
+        return logs_made(side, partitions) and isr_whole(side, (TOPIC,))
+    wait_for(made, 1200, f"{partitions} partitions' logs on every broker and every ISR whole", interval=1.0)
     created = time.monotonic() - t0
     time.sleep(settle_s)   # a fixed span after the creation, not a condition: the measured window comes after it
     pids = {b: side.pid(b) for b in side.ids}
