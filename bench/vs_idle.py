@@ -17,7 +17,6 @@ from typing import Any
 
 from bench.scale import cpu_seconds
 from bench.vs_sides import KafkaSide, Side, isr_whole
-from util.waiting import wait_for
 
 TOPIC = "vs-idle"
 
@@ -46,7 +45,12 @@ def idle_cpu(side: Side, partitions: int, window_s: float, settle_s: float = 10.
             raise RuntimeError(f"{side.name} broker(s) {gone} exited while the topic was created:\n"
                                + "".join(side.log_tail(b, 600) for b in gone))
         return logs_made(side, partitions) and isr_whole(side, (TOPIC,))
-    wait_for(made, 1200, f"{partitions} partitions' logs on every broker and every ISR whole", interval=1.0)
+    deadline = time.monotonic() + 1200
+    while not made():   # a poll of its own: util.waiting.wait_for would take the exit for "not yet"
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{side.name}: {partitions} partitions' logs on every broker and every ISR whole "
+                               "not reached in 1,200 s")
+        time.sleep(1.0)
     created = time.monotonic() - t0
     time.sleep(settle_s)   # a fixed span after the creation, not a condition: the measured window comes after it
     pids = {b: side.pid(b) for b in side.ids}
