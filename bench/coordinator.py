@@ -50,6 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.commit_load import commit_rdkafka, timed  # noqa: E402
 from bench.common import TICK_MS, make_cluster, summary  # noqa: E402
 from client.admin import GroupAdmin  # noqa: E402
 from client.group import GroupMember  # noqa: E402
@@ -139,49 +140,6 @@ def bench_replay(records: int) -> dict:
 
 # ---------------------------------------------------------------------- commit throughput
 
-def commit_rdkafka(bootstrap: str, seconds: float, threads: int, per_request: int) -> dict:
-    """The same commits through the Kafka listener: a confluent-kafka Consumer per thread (one group each, no
-    subscription: generation -1, as a simple consumer's), synchronous commits of ``per_request`` offsets.
-    Then the floor of that path: the same consumers fetching the same offsets back (OffsetFetch: the same
-    listener, door and core, no write and no replication), for as long."""
-    from confluent_kafka import Consumer as CConsumer, TopicPartition
-    consumers = [CConsumer({"bootstrap.servers": bootstrap, "group.id": f"bench-rd-{i}", "enable.auto.commit": False,
-                            "client.id": f"bench-rd-{i}"}) for i in range(threads)]
-    tps = [TopicPartition("t", p) for p in range(per_request)]
-    codes: dict[str, int] = {}
-
-    def loop(call) -> tuple[float, int, int]:
-        counts, failed = [0] * threads, [0] * threads
-        stop = threading.Event()
-
-        def run(i: int) -> None:
-            n = 0
-            while not stop.is_set():
-                n += 1
-                try:
-                    call(consumers[i], n)
-                    counts[i] += 1
-                except Exception as e:   # a failed call is counted with its error
-                    failed[i] += 1
-                    name = f"{type(e).__name__} {e}"[:100]
-                    codes[name] = codes.get(name, 0) + 1
-        took = _timed(run, threads, seconds, stop)
-        return took, sum(counts), sum(failed)
-
-    try:
-        for i, k in enumerate(consumers):   # every coordinator found and loaded before the clock starts
-            wait_for(lambda k=k: k.committed([TopicPartition("t", 0)], timeout=10) is not None, 30,
-                     f"the coordinator of bench-rd-{i}")
-        took, done, failed = loop(lambda k, n: k.commit(
-            offsets=[TopicPartition("t", p, n) for p in range(per_request)], asynchronous=False))
-        ftook, fdone, ffailed = loop(lambda k, n: k.committed(tps, timeout=10))
-    finally:
-        for k in consumers:
-            k.close()
-    return {"requests_per_s": done / took, "offsets_per_s": done * per_request / took,
-            "errors": failed + ffailed, "error_codes": codes, "offset_fetch_requests_per_s": fdone / ftook}
-
-
 def bench_commit(zk: EmbeddedZooKeeper, work: Path, seconds: float, threads: int = 8, per_request: int = 10,
                  rdkafka: bool = True) -> dict:
     # a 6 s session: on this contended host a 1 s session can expire mid-run and move coordinators
@@ -216,7 +174,7 @@ def bench_commit(zk: EmbeddedZooKeeper, work: Path, seconds: float, threads: int
                 else:
                     counts[i] += 1
 
-        ours = _timed(run, threads, seconds, stop)
+        ours = timed(run, threads, seconds, stop)
         requests = sum(counts)
         result = {"per_request": per_request, "threads": threads, "requests_per_s": requests / ours,
                   "offsets_per_s": requests * per_request / ours,
@@ -245,7 +203,7 @@ def bench_commit(zk: EmbeddedZooKeeper, work: Path, seconds: float, threads: int
                     zkc.set(f"/bench-consumers/bench-{i}/offsets/t/{p}", str(n).encode())
                 zcounts[i] += 1
 
-        zs = _timed(zrun, threads, seconds, stop)
+        zs = timed(zrun, threads, seconds, stop)
         result["zookeeper_offsets_per_s"] = sum(zcounts) * per_request / zs
         result["zookeeper_requests_per_s"] = sum(zcounts) / zs
         zkc.delete("/bench-consumers", recursive=True)
@@ -255,18 +213,6 @@ def bench_commit(zk: EmbeddedZooKeeper, work: Path, seconds: float, threads: int
     if "rdkafka" in result:
         result["rdkafka"]["ratio"] = result["rdkafka"]["offsets_per_s"] / result["zookeeper_offsets_per_s"]
     return result
-
-
-def _timed(fn, threads: int, seconds: float, stop: threading.Event) -> float:
-    ts = [threading.Thread(target=fn, args=(i,), daemon=True) for i in range(threads)]
-    t0 = time.perf_counter()
-    for t in ts:
-        t.start()
-    stop.wait(seconds)  # the measurement window
-    stop.set()
-    for t in ts:
-        t.join(30)
-    return time.perf_counter() - t0
 
 
 # ---------------------------------------------------------------------- failover stages

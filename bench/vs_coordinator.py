@@ -43,12 +43,13 @@ HEARTBEAT_MS = 500
 
 
 def create_topic(side: Side, topic: str, partitions: int, rf: int, config: dict[str, str] | None = None,
-                 timeout: float = 60) -> None:
+                 timeout: float = 60, request_timeout: float = 30) -> None:
     """CreateTopics through the Kafka protocol (confluent-kafka's AdminClient), then wait until every
     partition's ISR is whole in ZooKeeper."""
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": side.bootstrap, "log_level": 0})
-    fut = admin.create_topics([NewTopic(topic, partitions, rf, config=config or {})], request_timeout=30)[topic]
+    fut = admin.create_topics([NewTopic(topic, partitions, rf, config=config or {})],
+                              request_timeout=request_timeout)[topic]
     fut.result(timeout)
     wait_for(lambda: isr_whole(side, (topic,)), timeout, f"{topic}'s ISR whole", interval=0.1)
 

@@ -1,8 +1,11 @@
 """kafkasim beside Kafka 2.8.2, in one run, with the same settings: each figure, its same-run ratio, the goal.
 
     python bench/vs_kafka.py [--rounds 3] [--coordinator-runs 3] [--partitions 50 1000]
-                             [--only start memory controller coordinator throughput]
-                             [--records 200000] [--requests 1000] [--fetch-mb 200] [--json PATH] [--quick]
+                             [--only start memory controller coordinator throughput commits replay idle]
+                             [--records 200000] [--requests 1000] [--fetch-mb 200]
+                             [--commit-seconds 10] [--commit-threads 8] [--per-request 10]
+                             [--replay-records 1000000] [--replay-moves 2]
+                             [--idle-partitions 1000 10000] [--idle-window 20] [--json PATH] [--quick]
 
 Both sides run from one cluster.yaml per cluster (bench/vs_sides.py): kafkasim reads it, and
 reference/properties.py translates it into each Kafka 2.8.2 broker's server.properties, so the settings are
@@ -28,11 +31,27 @@ noisy machine; the load average is printed beside each figure.
                 (bench/vs_coordinator.py).
   throughput    librdkafka: produce records/s (acks=all, 100-byte records), the acks=all p50 of one record,
                 consume MB/s (bench/vs_throughput.py).
+  commits       librdkafka: OffsetCommit throughput, --per-request offsets a request (10: issue 49's small
+                commits), RF 3, acks=all, --commit-threads consumers with a group each committing synchronously
+                for --commit-seconds (after an unmeasured pass), and beside it the same consumers' OffsetFetch
+                of those offsets (no write: the path's floor) (bench/vs_commits.py, bench/commit_load.py).
+  replay        a new coordinator's load of one offsets partition holding --replay-records commit records:
+                its leader gets SIGTERM (controlled shutdown) --replay-moves times; the load's own time from
+                Kafka's server.log ("Finished loading offsets and group metadata from ... in T milliseconds
+                ..., of which S milliseconds was spent in the scheduler": T - S) and kafkasim's
+                coordinator_loaded event; records/s (bench/vs_replay.py).
+  idle          no client: the 3 brokers' CPU (/proc utime + stime) over --idle-window s once a topic of each
+                --idle-partitions count (RF 3) is created, and each side's largest count over its smallest
+                (issue 49's scale row) (bench/vs_idle.py).  Not in the default run: only with --only idle.
+The commits, replay and idle blocks' clusters have a 6 s ZooKeeper session (LONG_SESSION; they time no
+failover), the others 1 s.
 
 Goals (kafkasim / Kafka 2.8.2, same run; issue 46): control-plane latencies <= 1.0x, cluster start <= 0.5x,
 memory per broker <= 0.3x, produce throughput >= 0.3x, acks=all p50 <= 1.5x, consume throughput >= 0.5x.
 Issue 49's clean coordinator failover: kafkasim's client's first commit <= the new coordinator's load + 10 ms
-(median), librdkafka's <= 1.5x kafkasim's client's.
+(median), librdkafka's <= 1.5x kafkasim's client's.  Issue 49's commits, replay and idle paths are printed
+beside Kafka 2.8.2 without a goal (issue 49's goals for them are against kafkasim's own baselines:
+bench/coordinator.py, bench/scale.py).
 """
 from __future__ import annotations
 
@@ -54,8 +73,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.common import TICK_MS, warm_zookeeper  # noqa: E402
+from bench.vs_commits import commit_throughput  # noqa: E402
 from bench.vs_controller import controller_failover  # noqa: E402
 from bench.vs_coordinator import coordinator_failovers  # noqa: E402
+from bench.vs_idle import idle_cpu, idle_scale  # noqa: E402
+from bench.vs_replay import offsets_replay  # noqa: E402
 from bench.vs_sides import Side, launch_until_ready, make_side, wait_isr_whole, write_cluster_yaml  # noqa: E402
 from bench.vs_throughput import workloads  # noqa: E402
 from util.waiting import wait_for  # noqa: E402
@@ -63,10 +85,15 @@ from zk.server import EmbeddedZooKeeper  # noqa: E402
 
 KINDS = ("kafkasim", "kafka")
 NAMES = {"kafkasim": "kafkasim", "kafka": "Kafka 2.8.2"}
-BLOCKS = ("start", "memory", "controller", "coordinator", "throughput")
+BLOCKS = ("start", "memory", "controller", "coordinator", "throughput", "commits", "replay", "idle")
+#: what runs without --only (idle starts 10,000-partition clusters: only when asked)
+DEFAULT_BLOCKS = BLOCKS[:-1]
 #: every cluster's settings (the rest are both sides' shared defaults, written by reference/properties.py)
 BASE = {"zookeeper.session.timeout.ms": 1000, "offsets.topic.replication.factor": 3,
         "auto.leader.rebalance.enable": False}
+#: the commits, replay and idle blocks' clusters: a 1 s session expires on this shared machine while a JVM starts
+#: or a 10,000-partition topic is created, and those blocks time no failover
+LONG_SESSION = {"zookeeper.session.timeout.ms": 6000}
 COORDINATOR = {"controlled.shutdown.enable": True, "controlled.shutdown.retry.backoff.ms": 50,
                "group.initial.rebalance.delay.ms": 100, "group.min.session.timeout.ms": 1000}
 
@@ -190,6 +217,26 @@ def run_round(r: int, work: Path, zk: EmbeddedZooKeeper, a: argparse.Namespace, 
                             add(f"rss ready {n}", kind, {"mb": run.rss_mb(), "load": os.getloadavg()[0]})
                         add(f"controller {sig.name} {n}", kind, controller_failover(run.side, sig))
                 both(f"controller failover {sig.name} at {n} partitions", controller)
+    if "commits" in a.only:
+        def commits(kind: str) -> None:
+            with Run(work, zk, kind, 50, {"controlled.shutdown.enable": True, **LONG_SESSION}) as run:
+                start_sample(run)
+                for x in commit_throughput(run.side, a.commit_seconds, a.commit_threads, a.per_request):
+                    add(f"commits {x['threads']}", kind, x)
+        both("commit throughput", commits)
+    if "replay" in a.only:
+        def replay(kind: str) -> None:
+            with Run(work, zk, kind, 50, {**COORDINATOR, **LONG_SESSION}) as run:
+                start_sample(run)
+                for x in offsets_replay(run.side, a.replay_records, a.replay_moves):
+                    add("replay", kind, x)
+        both("coordinator load (replay)", replay)
+    if "idle" in a.only:
+        for n in a.idle_partitions:
+            def idle(kind: str, n: int = n) -> None:
+                with Run(work, zk, kind, 50, {"controlled.shutdown.enable": False, **LONG_SESSION}) as run:
+                    add(f"idle {n}", kind, idle_cpu(run.side, n, a.idle_window))
+            both(f"idle CPU at {n} partitions", idle)
 
 
 # ---------------------------------------------------------------------- the report
@@ -217,7 +264,9 @@ def fmt(x: float | None, unit: str) -> str:
         return f"{x:,.1f} MB/s"
     if unit == "/s":
         return f"{x:,.0f}/s"
-    return f"{x:g}"
+    if unit == "%":
+        return f"{x:.1f}%"
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:g}"
 
 
 def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
@@ -276,6 +325,25 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
     row("acks=all p50, one record, librdkafka", "latency", lambda r: r["p50_ms"], "ms", "<= 1.5x", le(1.5))
     row("  (acks=all p99)", "latency", lambda r: r["p99_ms"], "ms", None, None)
     row("consume, librdkafka, 1,000-byte records", "consume", lambda r: r["mb_per_s"], "MB/s", ">= 0.5x", ge(0.5))
+    for th in a.commit_threads:
+        row(f"commits, librdkafka, {a.per_request} offsets each, {th} threads: offsets/s", f"commits {th}",
+            lambda r: r["offsets_per_s"], "/s", None, None)
+        row("  (a commit's mean time: threads / requests/s)", f"commits {th}", lambda r: r.get("commit_ms"), "ms",
+            None, None)
+        row("  (the same consumers' OffsetFetch, no write: requests/s)", f"commits {th}",
+            lambda r: r.get("offset_fetch_requests_per_s"), "/s", None, None)
+        row("  (an acks=all produce of one record to the same topic, p50)", f"commits {th}",
+            lambda r: r.get("produce_p50_ms"), "ms", None, None)
+    row("coordinator load (replay) of one offsets partition: records/s", "replay", lambda r: r["records_per_s"],
+        "/s", None, None)
+    row("  (the load itself)", "replay", lambda r: r["load_ms"], "ms", None, None)
+    row("  (commit records in the partition)", "replay", lambda r: r["records"], "", None, None)
+    row("  (filling it, librdkafka, 100 offsets a commit: records/s)", "replay", lambda r: r["fill_records_per_s"],
+        "/s", None, None)
+    for n in a.idle_partitions:
+        row(f"idle CPU of the 3 brokers, {n:,}-partition topic (RF 3), % of a core", f"idle {n}",
+            lambda r: r["total_pct"], "%", None, None)
+        row("  (the topic's creation until every ISR whole)", f"idle {n}", lambda r: r["create_s"], "s", None, None)
     print(f"\nkafkasim beside Kafka 2.8.2: 3 brokers each, the same cluster.yaml, ZooKeeper tick {TICK_MS} ms; "
           f"medians over {a.rounds} round(s); load = median 1-min load average at the measurements")
     print(f"{'figure':<66} {'kafkasim':>13} {'Kafka 2.8.2':>13} {'ratio':>7}  {'goal':<8} {'':<6} "
@@ -285,6 +353,7 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
         print(f"{x['figure']:<66} {fmt(x['kafkasim'], x['unit']):>13} {fmt(x['kafka'], x['unit']):>13} "
               f"{ratio:>7}  {x['goal'] or '':<8} {x['verdict']:<6} {x['n'][0]:>2}/{x['n'][1]:<2}  "
               f"{x['load'][0]} / {x['load'][1]}")
+    idle_scale(res, a.idle_partitions, NAMES)
     failover_runs(res)
     clean_failover(res)
     controller_stages(res, a)
@@ -446,20 +515,29 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--coordinator-runs", type=int, default=3, help="failovers per signal per round and side")
     ap.add_argument("--partitions", type=int, nargs="+", default=[50, 1000])
-    ap.add_argument("--only", nargs="+", choices=BLOCKS, default=list(BLOCKS))
+    ap.add_argument("--only", nargs="+", choices=BLOCKS, default=list(DEFAULT_BLOCKS),
+                    help="blocks to run (default: all but idle)")
     ap.add_argument("--controller-signals", nargs="+", default=["SIGTERM", "SIGKILL"], choices=["SIGTERM", "SIGKILL"])
     ap.add_argument("--coordinator-signals", nargs="+", default=["SIGTERM", "SIGKILL"],
                     choices=["SIGTERM", "SIGKILL"])
     ap.add_argument("--records", type=int, default=200_000, help="records for the produce throughput")
     ap.add_argument("--requests", type=int, default=1000, help="single-record requests for the acks=all p50")
     ap.add_argument("--fetch-mb", type=int, default=200, help="MB the consumer reads")
+    ap.add_argument("--commit-seconds", type=float, default=10.0, help="each commit throughput window")
+    ap.add_argument("--commit-threads", type=int, nargs="+", default=[8], help="committing consumers (a group each)")
+    ap.add_argument("--per-request", type=int, default=10, help="offsets per commit request")
+    ap.add_argument("--replay-records", type=int, default=1_000_000, help="commit records in the loaded partition")
+    ap.add_argument("--replay-moves", type=int, default=2, help="loads per round and side")
+    ap.add_argument("--idle-partitions", type=int, nargs="+", default=[1000, 10_000])
+    ap.add_argument("--idle-window", type=float, default=20.0, help="seconds of idle CPU measured")
     ap.add_argument("--warmup-rounds", type=int, default=150, help="ZooKeeper warm-up (bench/common.py)")
     ap.add_argument("--profile", action="store_true",
                     help="sample kafkasim's partition leader with py-spy during each throughput workload, and "
                          "kafkasim's brokers from their launch until ready in --only start's own clusters "
                          "(pip install py-spy), and print where their time goes")
     ap.add_argument("--json", type=Path, help="write the raw figures here")
-    ap.add_argument("--quick", action="store_true", help="1 round, 1 failover, 50,000 records, 300 requests, 50 MB")
+    ap.add_argument("--quick", action="store_true", help="1 round, 1 failover, 50,000 records, 300 requests, 50 MB, "
+                    "3 s of commits, 100,000 records replayed once, 10 s of idle CPU")
     a = ap.parse_args()
     if a.profile:
         from bench.vs_profile import available
@@ -467,6 +545,7 @@ def main() -> None:
             ap.error("--profile needs py-spy: pip install py-spy")
     if a.quick:
         a.rounds, a.coordinator_runs, a.records, a.requests, a.fetch_mb = 1, 1, 50_000, 300, 50
+        a.commit_seconds, a.replay_records, a.replay_moves, a.idle_window = 3.0, 100_000, 1, 10.0
     a.controller_signals = [signal.Signals[s] for s in a.controller_signals]
     a.coordinator_signals = [signal.Signals[s] for s in a.coordinator_signals]
     res: dict[str, list] = {}

@@ -17,7 +17,6 @@ import socket
 import struct
 import time
 import uuid
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from launcher.cluster import Cluster
 from node.config import ClusterConfig, load_config
 from node.events import read_run_events
 from reference.kafka import ReferenceCluster, rss_kb
+from reference.serverlog import offsets_loaded, wall_ms
 from util.procs import process_state
 from util.waiting import wait_for
 from zk import paths
@@ -52,16 +52,6 @@ def write_cluster_yaml(workdir: Path, zk_connect: str, brokers: int, settings: d
     path = d / "cluster.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
-
-
-def _wall_ms_of_log_line(line: str) -> float | None:
-    """The wall-clock instant (ms since the epoch) of a log4j line ``[2026-11-29 00:19:52,123] ...``."""
-    if not line.startswith("[") or len(line) < 25:
-        return None
-    try:
-        return datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp() * 1000.0
-    except ValueError:
-        return None
 
 
 class Side:
@@ -354,37 +344,31 @@ class KafkaSide(Side):
         out = []
         for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
             if rx.search(line):
-                t = _wall_ms_of_log_line(line)
+                t = wall_ms(line)
                 if t is not None:
                     out.append(t)
         return out
+
+    def offsets_loads(self, broker_id: int) -> list[dict[str, Any]]:
+        """Every finished offsets load in ``broker_id``'s server.log (reference.serverlog.offsets_loaded)."""
+        path = self.ref.broker_dir(broker_id) / "logs" / "server.log"
+        lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+        return [r for r in map(offsets_loaded, lines) if r is not None and r["wall_ms"] is not None]
 
     def load_starts(self, broker_id: int) -> dict[str, float]:
         """Per offsets partition (``__consumer_offsets-N``), the wall-clock ms its last load started on
         ``broker_id``: a load's "Finished loading ... in T milliseconds ..., of which S milliseconds was spent in
         the scheduler" line less T - S (2.8.2 logs its start at DEBUG only)."""
-        rx = re.compile(r"Finished loading offsets and group metadata from (\S+) in (\d+) milliseconds "
-                        r"for epoch \d+, of which (\d+) milliseconds")
-        path = self.ref.broker_dir(broker_id) / "logs" / "server.log"
-        out = {}
-        for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
-            m = rx.search(line)
-            t = _wall_ms_of_log_line(line) if m else None
-            if t is not None:
-                out[m.group(1)] = t - (int(m.group(2)) - int(m.group(3)))
-        return out
+        return {r["partition"]: r["wall_ms"] - r["load_ms"] for r in self.offsets_loads(broker_id)}
 
     def coordinators_loaded_ms(self) -> float | None:
         n = self.cfg.get("offsets.topic.num.partitions")
-        rx = re.compile(r"Finished loading offsets and group metadata from (\S+) in ")
         last: dict[str, float] = {}
         for b in self.ids:
-            path = self.ref.broker_dir(b) / "logs" / "server.log"
-            for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
-                m = rx.search(line)
-                t = _wall_ms_of_log_line(line) if m else None
-                if t is not None and t >= self.launch_wall_ms - 1.0:
-                    last[m.group(1)] = max(t, last.get(m.group(1), t))
+            for r in self.offsets_loads(b):
+                t = r["wall_ms"]
+                if t >= self.launch_wall_ms - 1.0:
+                    last[r["partition"]] = max(t, last.get(r["partition"], t))
         return max(last.values()) - self.launch_wall_ms if len(last) == n else None
 
     def coordinator_stages(self, old: int, new: int, partition: int, wall0_ms: float, mono0_ns: int,

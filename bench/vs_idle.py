@@ -1,0 +1,81 @@
+"""Idle CPU for bench/vs_kafka.py: what a cluster costs doing nothing, at a partition count, on either side.
+
+A topic of ``partitions`` partitions (RF 3) is created through the Kafka protocol (confluent-kafka's
+AdminClient) on a ready cluster; once every broker holds a log directory for each partition, every ISR of it
+is whole in ZooKeeper (``create_s`` until then) and ``settle_s`` more seconds have passed (the
+creation's own work over: logs opened, LeaderAndIsr applied, the JVM's compilation of it), no client runs and
+the three broker processes' CPU seconds (/proc/PID/stat utime + stime, every thread: Kafka's JIT and GC too)
+are read over ``window_s``: % of one core, per broker and their sum (bench/scale.py measures kafkasim's 5-broker
+cluster the same way).
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.scale import cpu_seconds
+from bench.vs_sides import KafkaSide, Side, isr_whole
+
+TOPIC = "vs-idle"
+
+
+def data_dir(side: Side, broker_id: int) -> Path:
+    return (side.ref.broker_dir(broker_id) / "data" if isinstance(side, KafkaSide)
+            else side.cfg.broker(broker_id).log_dir)
+
+
+def logs_made(side: Side, partitions: int) -> bool:
+    """Every broker holds a log directory for each of the topic's partitions (RF 3 on 3 brokers: all of them)."""
+    return all(sum(1 for d in data_dir(side, b).iterdir() if d.name.startswith(f"{TOPIC}-")) >= partitions
+               for b in side.ids)
+
+
+def idle_cpu(side: Side, partitions: int, window_s: float, settle_s: float = 10.0) -> dict[str, Any]:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    t0 = time.monotonic()
+    # answered once the topic's znode is written (operation_timeout 0): Kafka 2.8.2 otherwise holds the answer
+    # until the creation has reached every broker, past librdkafka's 60 s socket timeout at 10,000 partitions
+    admin = AdminClient({"bootstrap.servers": side.bootstrap, "log_level": 0})
+    admin.create_topics([NewTopic(TOPIC, partitions, 3)], operation_timeout=0, request_timeout=120)[TOPIC].result(180)
+    def made() -> bool:
+        gone = [b for b in side.ids if side.pid(b) is None]
+        if gone:   # kafkasim at 10,000 partitions on 3 brokers: "Too many open files" under a 20,000 limit
+            raise RuntimeError(f"{side.name} broker(s) {gone} exited while the topic was created:\n"
+                               + "".join(side.log_tail(b, 600) for b in gone))
+        return logs_made(side, partitions) and isr_whole(side, (TOPIC,))
+    deadline = time.monotonic() + 1200
+    while not made():   # a poll of its own: util.waiting.wait_for would take the exit for "not yet"
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{side.name}: {partitions} partitions' logs on every broker and every ISR whole "
+                               "not reached in 1,200 s")
+        time.sleep(1.0)
+    created = time.monotonic() - t0
+    time.sleep(settle_s)   # a fixed span after the creation, not a condition: the measured window comes after it
+    pids = {b: side.pid(b) for b in side.ids}
+    missing = [b for b, p in pids.items() if p is None]
+    if missing:
+        raise RuntimeError(f"{side.name} broker(s) {missing} exited after the topic's creation")
+    la = os.getloadavg()[0]
+    before = {b: cpu_seconds(p) for b, p in pids.items()}
+    t = time.monotonic()
+    time.sleep(window_s)   # the measurement window itself
+    span = time.monotonic() - t
+    pct = {b: 100 * (cpu_seconds(p) - before[b]) / span for b, p in pids.items()}
+    return {"partitions": partitions, "create_s": created, "cpu_pct": pct, "total_pct": sum(pct.values()),
+            "load": (la + os.getloadavg()[0]) / 2, "rss_mb": [(side.rss_kb(b) or 0) / 1024 for b in side.ids]}
+
+
+def idle_scale(res: dict[str, list], partitions: list[int], names: dict[str, str]) -> None:
+    """Each side's idle CPU at its largest partition count over its smallest (issue 49's scale row: <= 2x)."""
+    if len(partitions) < 2:
+        return
+    lo, hi = min(partitions), max(partitions)
+    for kind, name in names.items():
+        a = [r["total_pct"] for r in res.get(f"{kind}|idle {lo}", [])]
+        b = [r["total_pct"] for r in res.get(f"{kind}|idle {hi}", [])]
+        if a and b:
+            x, y = sorted(a)[len(a) // 2], sorted(b)[len(b) // 2]
+            print(f"idle CPU on {name}, {hi:,} vs {lo:,} partitions: {y:.1f}% vs {x:.1f}% of a core = "
+                  f"{y / x:.2f}x" if x else f"idle CPU on {name}: {x:.1f}% at {lo:,} partitions")
