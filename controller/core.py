@@ -425,6 +425,7 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
         # one command for every broker that gets the whole metadata (a shell sends a command it has seen once)
         everything = UpdateMetadataCmd(tuple(all_views), live_regs) if plan.resend_metadata else None
         full = UpdateMetadataCmd(tuple(all_views), live_regs) if plan.full_sync else None
+        changed_md = UpdateMetadataCmd(tuple(changed_views), live_regs)
         for b in sorted(self.live):
             cmds: list[Command] = []
             if b in plan.full_sync:
@@ -461,7 +462,7 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
                 if everything is not None:
                     cmds.append(everything)
                 elif changed_views or plan.metadata_to_all:
-                    cmds.append(UpdateMetadataCmd(tuple(changed_views), live_regs))
+                    cmds.append(changed_md)
             if deleted_views:
                 cmds.append(UpdateMetadataCmd(tuple(deleted_views), live_regs))
             if b in plan.stop_replicas:
