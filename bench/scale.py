@@ -1,7 +1,7 @@
 """Scale: idle CPU and the controller's SIGTERM failover of a 5-broker cluster at N partitions (issue 49).
 
     python bench/scale.py [--partitions 1000 10000] [--window 20] [--no-profile] [--profile-failover]
-                          [--only idle] [--json FILE]
+                          [--only idle|failover] [--json FILE]
 
 For each N, a fresh cluster of 5 real broker processes on its own real
 ZooKeeper, with Kafka's defaults for stopping (controlled shutdown on), and one
@@ -247,10 +247,12 @@ def measure(work: Path, partitions: int, window: float, profile: bool, profile_f
         threads_before = thread_cpu(pids[other])
         before = {b: cpu_seconds(p) for b, p in pids.items()}
         t0 = time.monotonic()
-        time.sleep(window)  # the measurement window itself
+        time.sleep(window)  # the measurement window itself (none with --only failover)
         span = time.monotonic() - t0
-        res["idle_cpu_pct"] = {b: 100 * (cpu_seconds(p) - before[b]) / span for b, p in pids.items()}
-        res["idle_threads"] = {"broker": other, "top": by_thread(pids[other], threads_before, span)}
+        res["idle_cpu_pct"] = {b: 100 * (cpu_seconds(p) - before[b]) / span if window else 0.0
+                               for b, p in pids.items()}
+        res["idle_threads"] = {"broker": other,
+                               "top": by_thread(pids[other], threads_before, span) if window else []}
         res["idle_isr_events"] = dict(collections.Counter(e["type"] for e in churn.poll()))
         view = c.view()
         old, epoch = view.controller_id, view.controller_epoch
@@ -272,9 +274,25 @@ def measure(work: Path, partitions: int, window: float, profile: bool, profile_f
         spy_raw = work / f"failover-{partitions}.txt"
         c.signal_broker(old, signal.SIGTERM)
         spy = py_spy(pids[old], spy_raw, None) if profile_failover else None
+        # and the others, until the next controller is done (one of them)
+        others = {b: py_spy(p, work / f"failover-{partitions}-b{b}.txt", None) for b, p in pids.items()
+                  if b != old} if profile_failover else {}
         done = wait_for(lambda: tail.first(lambda e: e["type"] == "controller_failover_done"
                                            and e["epoch"] > epoch), 180, "the next controller's failover",
                         interval=0.05)
+        for p in others.values():
+            if p is not None:
+                p.send_signal(signal.SIGINT)   # py-spy writes what it sampled
+        for b, p in others.items():
+            if p is not None:
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        if done["broker"] in others:
+            res["new_controller_profile"] = {"broker": done["broker"],
+                                             "top": top_stacks(work / f"failover-{partitions}-b{done['broker']}.txt")}
         try:
             c.wait_exit(old, timeout=120)
         except Exception:
@@ -376,6 +394,10 @@ def report(r: dict[str, Any]) -> None:
     if "controlled_shutdown" in r:
         print(f"  controlled shutdown: {r['controlled_shutdown']}")
     print(f"  shutdown_timed_out: {r['shutdown_timed_out'] or 'none'}; alter_isr_failed events: {r['alter_isr_failed']}")
+    if "new_controller_profile" in r:
+        print(f"profile of the next controller, broker {r['new_controller_profile']['broker']} (py-spy, signal to "
+              "its controller_failover_done):")
+        print("\n".join("  " + ln for ln in r["new_controller_profile"]["top"]))
     if "failover_profile" in r:
         print(f"profile of the stopping controller, broker {r['failover_profile']['broker']} (py-spy, signal to exit):")
         print("\n".join("  " + ln for ln in r["failover_profile"]["top"]))
@@ -388,9 +410,13 @@ def main() -> None:
     ap.add_argument("--no-profile", action="store_true", help="no py-spy profile of the idle cluster")
     ap.add_argument("--profile-failover", action="store_true",
                     help="py-spy on the stopping controller too (its figures then include py-spy's cost)")
-    ap.add_argument("--only", choices=["idle"], help="idle: measure the idle CPU only, no failover")
+    ap.add_argument("--only", choices=["idle", "failover"],
+                    help="idle: measure the idle CPU only, no failover; failover: only the SIGTERM failover, no "
+                         "idle CPU window and no idle profile")
     ap.add_argument("--json", type=Path, help="also write the raw figures here")
     a = ap.parse_args()
+    if a.only == "failover":
+        a.window, a.no_profile = 0.0, True
     results = []
     with tempfile.TemporaryDirectory(prefix="kafkasim-bench-scale-") as tmp:
         for n in a.partitions:
@@ -401,8 +427,9 @@ def main() -> None:
     if len(results) >= 2:
         lo, hi = results[0], results[-1]
         cpu_lo, cpu_hi = sum(lo["idle_cpu_pct"].values()), sum(hi["idle_cpu_pct"].values())
-        print(f"\nidle CPU {hi['partitions']} vs {lo['partitions']} partitions: {cpu_hi:.1f}% vs {cpu_lo:.1f}% "
-              f"= {cpu_hi / cpu_lo:.2f}x (goal <= 2x: {'met' if cpu_hi <= 2 * cpu_lo else 'MISSED'})")
+        if cpu_lo:
+            print(f"\nidle CPU {hi['partitions']} vs {lo['partitions']} partitions: {cpu_hi:.1f}% vs {cpu_lo:.1f}% "
+                  f"= {cpu_hi / cpu_lo:.2f}x (goal <= 2x: {'met' if cpu_hi <= 2 * cpu_lo else 'MISSED'})")
     if len(results) >= 2 and a.only != "idle":
         f_lo, f_hi = lo["failover_done"], hi["failover_done"]
         timed_out = hi["shutdown_timed_out"] + lo["shutdown_timed_out"]

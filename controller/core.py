@@ -424,12 +424,14 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
         leaders = tuple(self.live[b] for b in sorted({v.state.leader for v in changed_views} & set(self.live)))
         # one command for every broker that gets the whole metadata (a shell sends a command it has seen once)
         everything = UpdateMetadataCmd(tuple(all_views), live_regs) if plan.resend_metadata else None
+        full = UpdateMetadataCmd(tuple(all_views), live_regs) if plan.full_sync else None
+        changed_md = UpdateMetadataCmd(tuple(changed_views), live_regs)
         for b in sorted(self.live):
             cmds: list[Command] = []
             if b in plan.full_sync:
                 # Kafka's onBrokerStartup / onControllerFailover order: the full UpdateMetadata first, so the
                 # broker's metadata cache (live brokers, controller id) is filled before it opens its logs
-                cmds.append(UpdateMetadataCmd(tuple(all_views), live_regs))
+                cmds.append(full)
                 mine = tuple(all_by.get(b, ()))
                 if mine:
                     all_leaders = tuple(self.live[x] for x in sorted({v.state.leader for v in mine} & set(self.live)))
@@ -460,7 +462,7 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
                 if everything is not None:
                     cmds.append(everything)
                 elif changed_views or plan.metadata_to_all:
-                    cmds.append(UpdateMetadataCmd(tuple(changed_views), live_regs))
+                    cmds.append(changed_md)
             if deleted_views:
                 cmds.append(UpdateMetadataCmd(tuple(deleted_views), live_regs))
             if b in plan.stop_replicas:

@@ -25,8 +25,8 @@ class JsonLinesWriter:
                  ensure_ascii: bool = True) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._dumps_options: dict[str, Any] = {"separators": (",", ":"), "default": default,
-                                               "ensure_ascii": ensure_ascii}
+        # one encoder for every line (json.dumps with options makes a new one per call)
+        self._encode = json.JSONEncoder(separators=(",", ":"), default=default, ensure_ascii=ensure_ascii).encode
         self._lock = threading.Lock()
         self._f = open(self.path, "w" if truncate else "a", buffering=1, encoding="utf-8")
 
@@ -36,7 +36,7 @@ class JsonLinesWriter:
 
     def write(self, obj: dict[str, Any]) -> bool:
         """Write ``obj`` as one line; False (nothing written) once the writer is closed."""
-        line = json.dumps(obj, **self._dumps_options) + "\n"
+        line = self._encode(obj) + "\n"
         with self._lock:
             if self._f.closed:
                 return False
@@ -46,7 +46,8 @@ class JsonLinesWriter:
     def write_many(self, objs: list[dict[str, Any]]) -> bool:
         """Write each of ``objs`` as one line, all of them handed to the OS in one write; False (nothing
         written) once the writer is closed."""
-        text = "".join(json.dumps(obj, **self._dumps_options) + "\n" for obj in objs)
+        encode = self._encode
+        text = "".join([encode(obj) + "\n" for obj in objs])
         with self._lock:
             if self._f.closed:
                 return False

@@ -10,7 +10,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import grpc
 
@@ -26,25 +26,31 @@ DRAIN_S = 1.0  # how long a resigned controller's channel keeps delivering what 
 
 
 class SharedBuild:
-    """The messages of one send's commands, each built once for every broker it goes to (the metadata resend:
-    every partition's state to each broker), by the first channel thread that needs it, and copied with each
-    broker's header; ``states``: partition state messages kept from one send to the next
-    (:func:`wire.partitions_to_pb`'s cache)."""
+    """The requests of one send's commands, each encoded once for every broker it goes to (the metadata resend:
+    every partition's state to each broker), by the first channel thread that needs it, and prefixed with each
+    broker's header (:func:`wire.command_body`); ``states``: partition states encoded, kept from one send to
+    the next (view -> bytes)."""
 
     def __init__(self, states: dict) -> None:
         self.states = states
-        self._built: dict[int, tuple[Any, Any]] = {}   # id(command) -> (it, its message without a header)
+        self._built: dict[int, tuple[Any, bytes]] = {}   # id(command) -> (it, its request without a header)
         self._lock = threading.Lock()
 
-    def build(self, cmd: Any, header: pb.ControllerHeader) -> Any:
+    def build(self, cmd: Any, header: pb.ControllerHeader) -> bytes:
         with self._lock:
             done = self._built.get(id(cmd))
             if done is None or done[0] is not cmd:
-                done = self._built[id(cmd)] = (cmd, wire.command_to_pb(cmd, None, self.states))
-        msg = type(done[1])()
-        msg.CopyFrom(done[1])
-        msg.header.CopyFrom(header)
-        return msg
+                done = self._built[id(cmd)] = (cmd, wire.command_body(cmd, self.states))
+        return wire.header_bytes(cmd, header) + done[1]
+
+
+class Sent(NamedTuple):
+    """What :class:`BrokerChannel`'s ``on_response`` is told of a command's request (sent encoded): its header
+    and the command's partitions (PartitionView for LeaderAndIsr and UpdateMetadata, (topic, partition) for
+    StopReplica)."""
+
+    header: pb.ControllerHeader
+    partitions: tuple
 
 
 class BrokerChannel:
@@ -59,6 +65,11 @@ class BrokerChannel:
         self._drain_until: float | None = None
         self._channel = peer_channel(target)
         self._stub = pbg.BrokerStub(self._channel)
+        # the same methods taking requests already encoded (a command's request: see SharedBuild)
+        service = pb.DESCRIPTOR.services_by_name["Broker"].full_name
+        self._raw = {kind: self._channel.unary_unary(f"/{service}/{kind}", request_serializer=None,
+                                                     response_deserializer=getattr(pb, kind + "Response").FromString)
+                     for kind, _ in wire.COMMAND_KINDS.values()}
         self._thread = threading.Thread(target=self._run, name=f"controller-send-{broker_id}", daemon=True)
         self._thread.start()
 
@@ -93,18 +104,25 @@ class BrokerChannel:
                     break
                 if isinstance(request, tuple):
                     cmd, header, shared = request
-                    request = wire.command_to_pb(cmd, header) if shared is None else shared.build(cmd, header)
-                self._deliver(request)
+                    kind = wire.COMMAND_KINDS[type(cmd)][0]
+                    data = (wire.header_bytes(cmd, header) + wire.command_body(cmd) if shared is None
+                            else shared.build(cmd, header))
+                    self._deliver(kind, self._raw[kind], data, Sent(header, cmd.partitions))
+                else:
+                    self._deliver(*self._method(request), request, request)
         finally:
             self._channel.close()
 
-    def _deliver(self, request: Any) -> None:
+    def _method(self, request: Any) -> tuple[str, Any]:
         if isinstance(request, pb.LeaderAndIsrRequest):
-            kind, call = "LeaderAndIsr", self._stub.LeaderAndIsr
-        elif isinstance(request, pb.UpdateMetadataRequest):
-            kind, call = "UpdateMetadata", self._stub.UpdateMetadata
-        else:
-            kind, call = "StopReplica", self._stub.StopReplica
+            return "LeaderAndIsr", self._stub.LeaderAndIsr
+        if isinstance(request, pb.UpdateMetadataRequest):
+            return "UpdateMetadata", self._stub.UpdateMetadata
+        return "StopReplica", self._stub.StopReplica
+
+    def _deliver(self, kind: str, call: Any, request: Any, sent: Any) -> None:
+        """``request`` (a message, or its encoding for a raw call) until delivered; ``sent``: what
+        ``on_response`` is given of it (the message, or a :class:`Sent`)."""
         while not self._stopped():
             try:
                 response = call(request, timeout=self.timeout_s)
@@ -114,5 +132,5 @@ class BrokerChannel:
                     continue
                 log.warning("%s to broker %d failed: %s", kind, self.broker_id, e)
                 return
-            self._on_response(self.broker_id, kind, request, response)
+            self._on_response(self.broker_id, kind, sent, response)
             return

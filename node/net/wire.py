@@ -34,6 +34,68 @@ def partitions_to_pb(views: Iterable[PartitionView], cache: dict | None = None) 
     return out
 
 
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _field_key(*messages) -> bytes:
+    """The key of the ``partitions`` field (number, length-delimited) that ``messages`` all share."""
+    numbers = {m.DESCRIPTOR.fields_by_name["partitions"].number for m in messages}
+    if len(numbers) != 1:
+        raise AssertionError(f"the requests' partitions fields differ: {numbers}")
+    return _varint(numbers.pop() << 3 | 2)
+
+
+#: LeaderAndIsrRequest's and UpdateMetadataRequest's ``partitions`` key: a message's encoding is its fields'
+#: encodings one after the other (a repeated field's elements each with its key), so a request's partitions
+#: can be encoded once each and joined, for every request and broker they go to
+_PARTITIONS_KEY = _field_key(pb.LeaderAndIsrRequest, pb.UpdateMetadataRequest)
+
+
+def partition_field(v: PartitionView) -> bytes:
+    """``v`` encoded as one element of either request's ``partitions``."""
+    m = partition_to_pb(v).SerializeToString()
+    return _PARTITIONS_KEY + _varint(len(m)) + m
+
+
+def command_body(cmd: Command, cache: dict | None = None) -> bytes:
+    """The encoding of ``cmd``'s request without its header (``cache``: view -> :func:`partition_field`, kept
+    from one request to the next: a controller tells every broker the same states).  The request of one broker
+    is :func:`header_bytes` + this, which parses as the message :func:`command_to_pb` builds."""
+    if isinstance(cmd, (LeaderAndIsrCmd, UpdateMetadataCmd)):
+        if isinstance(cmd, LeaderAndIsrCmd):
+            head = pb.LeaderAndIsrRequest(live_leaders=[broker_to_pb(b) for b in cmd.live_leaders])
+        else:
+            head = pb.UpdateMetadataRequest(live_brokers=[broker_to_pb(b) for b in cmd.live_brokers])
+        if cache is None:
+            parts = [partition_field(v) for v in cmd.partitions]
+        else:
+            parts = []
+            for v in cmd.partitions:
+                f = cache.get(v)
+                if f is None:
+                    f = cache[v] = partition_field(v)
+                parts.append(f)
+        return head.SerializeToString() + b"".join(parts)
+    return command_to_pb(cmd, None).SerializeToString()
+
+
+def header_bytes(cmd: Command, header: pb.ControllerHeader) -> bytes:
+    """``cmd``'s request with only its header, encoded (see :func:`command_body`)."""
+    return type(COMMAND_KINDS[type(cmd)][1])(header=header).SerializeToString()
+
+
+#: command type -> (the Broker service's method, an empty request message of it)
+COMMAND_KINDS = {LeaderAndIsrCmd: ("LeaderAndIsr", pb.LeaderAndIsrRequest()),
+                 UpdateMetadataCmd: ("UpdateMetadata", pb.UpdateMetadataRequest()),
+                 StopReplicaCmd: ("StopReplica", pb.StopReplicaRequest())}
+
+
 def command_to_pb(cmd: Command, header: pb.ControllerHeader | None, cache: dict | None = None):
     """The request message of ``cmd``; ``cache``: see :func:`partitions_to_pb`."""
     if isinstance(cmd, LeaderAndIsrCmd):

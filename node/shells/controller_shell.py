@@ -54,7 +54,7 @@ class ControllerShell:
         # lost its session keeps acting, and its writes are not fenced by /controller_epoch.
         self.handlers = handlers.ControllerHandlers(self.core, broker_id, zombie=zombie)
         self._queue: "queue.Queue[Event | Request]" = queue.Queue()
-        self._pb_states: dict[Any, Any] = {}   # PartitionView -> its PartitionState message (wire.partitions_to_pb)
+        self._pb_states: dict[Any, Any] = {}   # PartitionView -> its state encoded (wire.partition_field)
         self._thread = threading.Thread(target=self._run, name="controller-event-thread", daemon=True)
         self._channels: dict[int, BrokerChannel] = {}
         self._stopped = threading.Event()
