@@ -68,6 +68,7 @@ sys.path.insert(0, str(ROOT))
 from launcher.cluster import Cluster  # noqa: E402
 from node.events import EventTail, read_run_events  # noqa: E402
 from util.waiting import wait_for  # noqa: E402
+from zk.errors import SessionExpired, ZkConnectionLost  # noqa: E402
 from zk.server import EmbeddedZooKeeper  # noqa: E402
 from bench.common import SESSION_MS, TICK_MS, make_cluster, summary, warm_zookeeper  # noqa: E402
 
@@ -212,6 +213,19 @@ def kazoo_failover(zk: EmbeddedZooKeeper, workdir: Path, sig: signal.Signals, wr
             p.wait()
 
 
+def retried(run, tries: int = 3) -> dict:
+    """``run()`` on a fresh cluster, again when a ZooKeeper session expired on the way (1 s sessions expire on a
+    loaded machine): said on stderr, and the run is not counted."""
+    for attempt in range(1, tries + 1):
+        try:
+            return run()
+        except (SessionExpired, ZkConnectionLost) as e:
+            print(f"  run retried ({attempt}/{tries}): {e!r}", file=sys.stderr)
+            if attempt == tries:
+                raise
+    raise AssertionError("unreachable")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=20)
@@ -250,7 +264,7 @@ def main() -> None:
                         results.setdefault(f"floor: kazoo Election + two fenced multis of {n} writes, {sig.name}",
                                            []).append(kazoo_failover(zk, workdir, sig, writes=n))
                     for n in args.partitions:
-                        r = controller_failover(zk, workdir, n, sig)
+                        r = retried(lambda: controller_failover(zk, workdir, n, sig))
                         if "discarded" in r:   # said, and counted below
                             print(f"  run discarded: {r['discarded']}", file=sys.stderr)
                             discarded.append((n, r["discarded"]))
