@@ -255,7 +255,7 @@ def main() -> None:
                       f"state writes in {took:.1f} s", file=sys.stderr)
             for i in range(args.warmup_runs):  # untimed: the rest of ZooKeeper's paths (sessions, watches)
                 for n in args.partitions:
-                    controller_failover(zk, workdir, n, signals[0])
+                    retried(lambda: controller_failover(zk, workdir, n, signals[0]))
                 print(f"  warm-up failover {i + 1}/{args.warmup_runs} done (not counted)", file=sys.stderr)
             for sig in signals:
                 for i in range(runs):
