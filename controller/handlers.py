@@ -219,7 +219,6 @@ class ControllerHandlers:
         self.orphan_suspected = False   # /controller may be ours while we do not act: re-checked on ticks
         self.failovers = 0
         self.last_write_ms = 0.0
-        self._held: dict | None = None   # a failover's requests, sent after its last write
 
     def _emit(self, name: str, **fields: Any) -> Emit:
         return Emit(name, fields)
@@ -320,27 +319,18 @@ class ControllerHandlers:
         plan = self.core.on_failover(epoch, version, snap.brokers, snap.topics, states, (yield Clock()),
                                      snap.broker_configs)
         decide_ns = (yield MonoNs()) - t1
-        # Every request of the failover's plans is held until its last write has landed, then sent, each broker's
-        # in the plans' order (docs/deviations.md): the brokers taking them up while the controller waits for its
-        # multis (its own broker in its own process) made those multis several times slower.
-        self._held = {}
-        try:
-            written = yield from self.execute(plan)   # the whole state to every broker, before any decision
-            write_ms = self.last_write_ms
-            acted = Plan()
-            while self.core.active:   # then the decisions, one plan after the other, as Kafka's state machines
-                t = yield MonoNs()
-                step = self.core.failover_next()
-                decide_ns += (yield MonoNs()) - t
-                if step is None:
-                    break
-                written += yield from self.execute(step)
-                write_ms += self.last_write_ms
-                acted.writes.extend(step.writes)
-        finally:
-            held, self._held = self._held, None
-        if held and self.core.active:   # none after a fenced write: this controller resigned
-            yield Send(held)
+        written = yield from self.execute(plan)   # the whole state to every broker, before any decision
+        write_ms = self.last_write_ms
+        acted = Plan()
+        while self.core.active:   # then the decisions, one plan after the other, as Kafka's state machines
+            t = yield MonoNs()
+            step = self.core.failover_next()
+            decide_ns += (yield MonoNs()) - t
+            if step is None:
+                break
+            written += yield from self.execute(step)
+            write_ms += self.last_write_ms
+            acted.writes.extend(step.writes)
         t3 = yield MonoNs()
         yield self._emit("controller_failover_done", epoch=epoch, load_ms=round((t1 - t0) / 1e6, 3),
                          decide_ms=round(decide_ns / 1e6, 3), write_ms=round(write_ms, 3),
@@ -621,11 +611,7 @@ class ControllerHandlers:
             write_ms = ((yield MonoNs()) - t0) / 1e6
             self.last_write_ms = write_ms
         requests = self.core.commit(plan, versions)
-        if self._held is None:
-            yield Send(requests)  # first: brokers learn their new roles before we write the log lines
-        else:   # a failover's: sent after its last write
-            for b, cmds in requests.items():
-                self._held.setdefault(b, []).extend(cmds)
+        yield Send(requests)  # first: brokers learn their new roles before we write the log lines
         for w in plan.writes:
             s = w.state
             yield self._emit("partition_state_written", topic=w.topic, partition=w.partition, reason=w.reason,
