@@ -147,6 +147,7 @@ def test_the_snapshots_first_round_trip_goes_out_behind_the_election_multi(new_c
     finally:
         del c.kz._call
     assert calls == ["Transaction", "_MultiRead", "GetChildren", "GetChildren", "GetChildren"], calls
+    assert sent[0].log_dirs.get(timeout=5) == []   # answered (kazoo sends a queued request per loop turn)
     other.propagate_log_dir_event(2)
     snap, again = count_round_trips(c, lambda: c.read_snapshot(with_states=False, log_dir_watch=fired.append,
                                                                first=sent[0]))
