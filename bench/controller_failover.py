@@ -24,6 +24,9 @@ the brokers' event logs, into:
   total       the old controller gone -> every partition state written, the
               election's multi included (controlled shutdown off, so that the
               next controller does all the work)
+  applied     the old controller gone -> the last LeaderAndIsr of the new
+              epoch taken up by its broker (``leader_and_isr_applied``, once
+              no new one came for 0.3 s): when the brokers act on the failover
 
 A third series keeps Kafka's default, controlled shutdown on: the stopping
 controller moves its own leaderships away and leaves every ISR before it
@@ -65,6 +68,7 @@ sys.path.insert(0, str(ROOT))
 from launcher.cluster import Cluster  # noqa: E402
 from node.events import EventTail, read_run_events  # noqa: E402
 from util.waiting import wait_for  # noqa: E402
+from zk.errors import SessionExpired, ZkConnectionLost  # noqa: E402
 from zk.server import EmbeddedZooKeeper  # noqa: E402
 from bench.common import SESSION_MS, TICK_MS, make_cluster, summary, warm_zookeeper  # noqa: E402
 
@@ -107,11 +111,14 @@ def controller_failover(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, s
         # would take a core from the brokers being measured (thousands of lines at 1,000 partitions)
         tail = EventTail(cluster.run_dir, contains="controller_failover_done")
         tail.poll()
+        applied_tail = EventTail(cluster.run_dir, contains="leader_and_isr_applied")
+        applied_tail.poll()
         t_signal = time.monotonic_ns()
         cluster.signal_broker(old, sig)
         failover = wait_for(lambda: tail.first(lambda e: e["type"] == "controller_failover_done"
                                                and e["epoch"] == epoch + 1),
                             SESSION_MS / 1000 * 3 + 20, "the new controller's failover", interval=0.01)
+        applied = applied_settled(applied_tail, epoch + 1)
         evs = events(cluster)
         elected = next(e for e in evs if e["type"] == "controller_elected" and e["epoch"] == epoch + 1)
         gone_ev = next((e for e in evs if e["type"] == "zk_session_closing" and e["broker"] == old), None)
@@ -137,12 +144,33 @@ def controller_failover(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, s
         if "event_mono_ns" in elected:   # (a tree before the field: no split)
             out["detect_notified"] = (elected["event_mono_ns"] - gone) / 1e6
             out["detect_read"] = (start_elect - elected["event_mono_ns"]) / 1e6
+        if applied:   # the brokers' side: every LeaderAndIsr of the new epoch taken up by its broker
+            out["applied"] = (max(e["mono_ns"] for e in applied) - gone) / 1e6
         stopped = next((e for e in evs if e["type"] == "broker_stopped" and e["broker"] == old), None)
         if sig == signal.SIGTERM and stopped is not None:   # the close's answer reached the old controller
             out["old_close_answered"] = (stopped["mono_ns"] - gone) / 1e6
         return out
     finally:
         cluster.down()
+
+
+def applied_settled(tail: EventTail, epoch: int, quiet_s: float = 0.3, timeout_s: float = 10.0) -> list[dict]:
+    """The live brokers' ``leader_and_isr_applied`` lines of ``epoch``, once none has come for ``quiet_s``."""
+    seen: list[dict] = []
+    last = [time.monotonic()]
+
+    def quiet() -> bool:
+        new = [e for e in tail.poll() if e["type"] == "leader_and_isr_applied" and e["controller_epoch"] == epoch]
+        if new:
+            seen.extend(new)
+            last[0] = time.monotonic()
+        return bool(seen) and time.monotonic() - last[0] >= quiet_s
+
+    try:
+        wait_for(quiet, timeout_s, "the brokers' LeaderAndIsr lines to settle", interval=0.02)
+    except Exception:  # noqa: BLE001 - reported without the stage
+        return []
+    return seen
 
 
 def kazoo_failover(zk: EmbeddedZooKeeper, workdir: Path, sig: signal.Signals, writes: int = 0) -> dict:
@@ -185,6 +213,19 @@ def kazoo_failover(zk: EmbeddedZooKeeper, workdir: Path, sig: signal.Signals, wr
             p.wait()
 
 
+def retried(run, tries: int = 3) -> dict:
+    """``run()`` on a fresh cluster, again when a ZooKeeper session expired on the way (1 s sessions expire on a
+    loaded machine): said on stderr, and the run is not counted."""
+    for attempt in range(1, tries + 1):
+        try:
+            return run()
+        except (SessionExpired, ZkConnectionLost) as e:
+            print(f"  run retried ({attempt}/{tries}): {e!r}", file=sys.stderr)
+            if attempt == tries:
+                raise
+    raise AssertionError("unreachable")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=20)
@@ -214,7 +255,7 @@ def main() -> None:
                       f"state writes in {took:.1f} s", file=sys.stderr)
             for i in range(args.warmup_runs):  # untimed: the rest of ZooKeeper's paths (sessions, watches)
                 for n in args.partitions:
-                    controller_failover(zk, workdir, n, signals[0])
+                    retried(lambda: controller_failover(zk, workdir, n, signals[0]))
                 print(f"  warm-up failover {i + 1}/{args.warmup_runs} done (not counted)", file=sys.stderr)
             for sig in signals:
                 for i in range(runs):
@@ -223,7 +264,7 @@ def main() -> None:
                         results.setdefault(f"floor: kazoo Election + two fenced multis of {n} writes, {sig.name}",
                                            []).append(kazoo_failover(zk, workdir, sig, writes=n))
                     for n in args.partitions:
-                        r = controller_failover(zk, workdir, n, sig)
+                        r = retried(lambda: controller_failover(zk, workdir, n, sig))
                         if "discarded" in r:   # said, and counted below
                             print(f"  run discarded: {r['discarded']}", file=sys.stderr)
                             discarded.append((n, r["discarded"]))
@@ -241,7 +282,8 @@ def main() -> None:
     for name, rs in results.items():
         print(f"\n{name}")
         for stage in ("detect", "detect_notified", "detect_read", "old_close_answered", "elect_write", "elect",
-                      "load", "decide", "write", "between", "total", "controlled_shutdown", "failover_after_exit"):
+                      "load", "decide", "write", "between", "total", "applied", "controlled_shutdown",
+                      "failover_after_exit"):
             if any(stage in r for r in rs):
                 print(f"  {stage:<20} {summary([r[stage] for r in rs if stage in r])}")
         if "moved" in rs[0]:

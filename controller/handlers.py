@@ -29,13 +29,25 @@ class ReadController:
 
 
 @dataclass(frozen=True)
+class ReadControllerAndEpoch:
+    """-> (the broker id in /controller or None, (epoch, zkVersion) of /controller_epoch or None when it is
+    missing), one round trip; arms the /controller watch (CONTROLLER_CHANGE)."""
+
+
+@dataclass(frozen=True)
 class DeleteControllerIfOurs:
     """-> whether this session's /controller was deleted."""
 
 
 @dataclass(frozen=True)
 class TryElect:
-    """The election multi (zk/rules.py's election_ops) -> (won, epoch, epoch zkVersion)."""
+    """The election multi (zk/rules.py's election_ops) -> (won, epoch, epoch zkVersion).  ``epoch``: the
+    (epoch, zkVersion) of /controller_epoch read with /controller (None: read it first, created when missing).
+    ``then``: the :class:`ReadSnapshot` a won election makes next: the shell may send its first round trip
+    right behind the multi (ZooKeeper answers a session's requests in order, so those reads see the multi's
+    outcome), whether the election is won or not (its watches are then armed either way)."""
+    epoch: tuple | None = None
+    then: Any = None
 
 
 class Snapshot(NamedTuple):
@@ -45,14 +57,23 @@ class Snapshot(NamedTuple):
     topics: dict          # {name: TopicAssignment}, each with its config overrides (/config/topics/<t>)
     round_trips: int      # ZooKeeper round trips it took (reported in controller_failover_done)
     broker_configs: dict = {}   # this broker's dynamic configs: {"<default>": {...}, "<id>": {...}}
+    log_dir_events: tuple = ()  # with ``log_dir_events``: the log dir event notifications' sequence numbers
 
 
 @dataclass(frozen=True)
 class ReadSnapshot:
     """-> :class:`Snapshot` (no partition states); arms the /brokers/topics watch (TOPIC_CHANGE), a data watch
     on every topic znode not watched yet (PARTITION_MODIFICATIONS) and, with ``watch_brokers``, the
-    /brokers/ids one (BROKER_CHANGE)."""
+    /brokers/ids one (BROKER_CHANGE).  ``log_dir_events``: also list /log_dir_event_notification's children
+    in the first round trip, arming its watch (LOG_DIR_EVENT)."""
     watch_brokers: bool = True
+    log_dir_events: bool = False
+
+
+#: a new controller's context: Kafka's onControllerFailover registers the broker, topic and log dir event watches
+#: and reads the log dir event notifications (to delete them) before it loads the context; here they share the
+#: context's first round trip
+FAILOVER_LOAD = ReadSnapshot(watch_brokers=True, log_dir_events=True)
 
 
 @dataclass(frozen=True)
@@ -204,15 +225,21 @@ class ControllerHandlers:
 
     # ------------------------------------------------------------------ election
 
-    def elect(self, absent: bool = False, event_ns: int | None = None) -> Steps:
-        """Kafka's elect(): /controller read (its watch armed), and the election when it is absent.  ``absent``:
-        the caller has just read it (watch armed) and found none, so the election starts at once (a second read
-        in the same instant is one more round trip on the failover's critical path, and answers the same: if
-        another broker has won meanwhile, the election multi fails and the winner is read).  ``event_ns``: when
-        the caller's event was taken up (``controller_elected``'s ``event_mono_ns``; default: now)."""
+    def elect(self, absent: bool = False, event_ns: int | None = None, epoch: tuple | None = None) -> Steps:
+        """Kafka's elect(): /controller read (its watch armed), and the election when it is absent.  /controller_epoch
+        is read in the same round trip (Kafka reads it after /controller, in registerControllerAndIncrement-
+        ControllerEpoch; pipelined, ZooKeeper sees the same order).  ``absent``: the caller has just read both
+        (watch armed) and found no /controller, so the election starts at once with the ``epoch`` it read (a
+        second read in the same instant is one more round trip on the failover's critical path, and answers the
+        same: if another broker has won meanwhile, the election multi fails and the winner is read).
+        ``event_ns``: when the caller's event was taken up (``controller_elected``'s ``event_mono_ns``; default:
+        now)."""
         if event_ns is None:
             event_ns = yield MonoNs()
-        current = None if absent else (yield ReadController())
+        if absent:
+            current = None
+        else:
+            current, epoch = yield ReadControllerAndEpoch()
         if current is not None:
             self.active_controller_id = current
             if current == self.broker_id and not self.core.active:
@@ -225,7 +252,8 @@ class ControllerHandlers:
                 self.orphan_suspected = False
             return
         t0 = yield MonoNs()
-        won, epoch, version = yield TryElect()
+        # the context's first reads go out behind the multi (FAILOVER_LOAD, read by failover())
+        won, epoch, version = yield TryElect(epoch, then=FAILOVER_LOAD)
         if not won:
             winner = yield ReadController()
             self.active_controller_id = -1 if winner is None else winner
@@ -251,11 +279,11 @@ class ControllerHandlers:
 
     def controller_change(self) -> Steps:
         taken_up = yield MonoNs()
-        current = yield ReadController()
+        current, epoch = yield ReadControllerAndEpoch()
         if self.core.active and current != self.broker_id and not self.zombie:
             yield from self.resign("controller znode changed" if current is not None else "controller znode deleted")
         if current is None:
-            yield from self.elect(absent=True, event_ns=taken_up)
+            yield from self.elect(absent=True, event_ns=taken_up, epoch=epoch)
         else:
             self.active_controller_id = current
 
@@ -269,14 +297,14 @@ class ControllerHandlers:
         acting, :meth:`verify_states` reads every state again and reconciles any difference.
         """
         t0 = yield MonoNs()
-        snap = yield ReadSnapshot()
+        snap = yield FAILOVER_LOAD
         if snap.epoch_zk_version != version:
             raise ControllerMovedError(f"epoch moved to {snap.controller_epoch} while loading")
-        # Kafka's onControllerFailover deletes the log dir event notifications left (and arms their watch): the
-        # answers to its LeaderAndIsr tell the new controller which replicas are offline
-        pending = yield ReadLogDirEvents()
-        if pending:
-            yield DeleteLogDirEvents(version, tuple(seq for seq, _b in pending))
+        # Kafka's onControllerFailover deletes the log dir event notifications left (their watch armed, in the
+        # snapshot's first round trip here): the answers to its LeaderAndIsr tell the new controller which
+        # replicas are offline
+        if snap.log_dir_events:
+            yield DeleteLogDirEvents(version, tuple(snap.log_dir_events))
         wanted = [(t, p) for t, a in snap.topics.items() for p in a.partitions]
         cache = yield CachedStates()
         from_cache = bool(wanted) and all(tp in cache for tp in wanted)

@@ -87,11 +87,14 @@ class SimController:
         self._io: dict[type, Callable[[Any], Any]] = {   # the handlers' commands, carried out here
             handlers.ReadController: lambda c: zk.read_controller(watch=self._on(redo.CONTROLLER_CHANGE)),
             handlers.DeleteControllerIfOurs: lambda c: zk.delete_controller_if_ours(),
-            handlers.TryElect: lambda c: zk.try_elect_controller(self.b.id, self.b.now()),
+            handlers.ReadControllerAndEpoch: lambda c: zk.read_controller_with_epoch(
+                watch=self._on(redo.CONTROLLER_CHANGE)),
+            handlers.TryElect: lambda c: zk.try_elect_controller(
+                self.b.id, self.b.now(), epoch=c.epoch,
+                then=None if c.then is None else lambda: zk.snapshot_requests(**self._snapshot_watches(c.then))),
             handlers.ReadSnapshot: lambda c: handlers.Snapshot(*zk.read_context(
-                broker_watch=self._on(redo.BROKER_CHANGE) if c.watch_brokers else None,
-                topic_watch=self._on(redo.TOPIC_CHANGE), topic_data_watch=self._on(redo.PARTITION_MODIFICATIONS),
-                broker_id=self.b.id)),
+                topic_data_watch=self._on(redo.PARTITION_MODIFICATIONS), broker_id=self.b.id,
+                **self._snapshot_watches(c))),
             handlers.CachedStates: lambda c: {},     # no metadata cache: a new controller reads the states
             handlers.ReadBrokers: lambda c: zk.read_brokers(watch=self._on(redo.BROKER_CHANGE)),
             handlers.ReadStates: lambda c: zk.read_states(c.tps),
@@ -114,6 +117,11 @@ class SimController:
             handlers.ReadLogDirEvents: lambda c: zk.read_log_dir_events(watch=self._on(redo.LOG_DIR_EVENT)),
             handlers.DeleteLogDirEvents: lambda c: zk.delete_log_dir_events(c.fence, list(c.sequences)),
         }
+
+    def _snapshot_watches(self, c: handlers.ReadSnapshot) -> dict[str, Any]:
+        return dict(broker_watch=self._on(redo.BROKER_CHANGE) if c.watch_brokers else None,
+                    topic_watch=self._on(redo.TOPIC_CHANGE),
+                    log_dir_watch=self._on(redo.LOG_DIR_EVENT) if c.log_dir_events else None)
 
     @property
     def active_controller_id(self) -> int:

@@ -268,6 +268,16 @@ class ZkDoor:
             return None
         return codecs.decode_controller(data).broker_id
 
+    def read_controller_with_epoch(self, watch: Callable[[Any], None] | None = None
+                                   ) -> tuple[int | None, tuple[int, int] | None]:
+        """zk.client's: /controller (its watch armed), then /controller_epoch's (epoch, zkVersion) or None."""
+        controller = self.read_controller(watch)
+        try:
+            data, stat = self._op("get", paths.CONTROLLER_EPOCH)
+        except NoNode:
+            return controller, None
+        return controller, (codecs.decode_controller_epoch(data), stat.version)
+
     def read_controller_epoch(self) -> tuple[int, int]:
         try:
             data, stat = self._op("get", paths.CONTROLLER_EPOCH)
@@ -279,11 +289,15 @@ class ZkDoor:
             data, stat = self._op("get", paths.CONTROLLER_EPOCH)
         return codecs.decode_controller_epoch(data), stat.version
 
-    def try_elect_controller(self, broker_id: int, timestamp_ms: int) -> tuple[bool, int, int]:
-        """zk.client.ZkClient.try_elect_controller, over the model (the ops and their reading: zk/rules.py)."""
-        epoch, version = self.read_controller_epoch()
+    def try_elect_controller(self, broker_id: int, timestamp_ms: int, epoch: tuple[int, int] | None = None,
+                             then: Callable[[], Any] | None = None) -> tuple[bool, int, int]:
+        """zk.client.ZkClient.try_elect_controller, over the model (the ops and their reading: zk/rules.py);
+        ``then()`` right after the multi, as the real door sends its requests right behind it."""
+        epoch, version = self.read_controller_epoch() if epoch is None else epoch
         results = self._op("multi", [_model_op(op) for op in rules.election_ops(broker_id, timestamp_ms, epoch,
                                                                                  version)])
+        if then is not None:
+            then()
         if not any(isinstance(r, Exception) for r in results):
             return True, epoch + 1, version + 1
         try:
@@ -310,19 +324,41 @@ class ZkDoor:
 
     def read_snapshot(self, broker_watch=None, topic_watch=None) -> tuple[int, int, dict, dict, dict]:
         """(controller epoch, its zkVersion, brokers, topics, states)."""
-        epoch, version, brokers, topics, _rt, _bc = self.read_context(broker_watch, topic_watch)
+        epoch, version, brokers, topics, _rt, _bc, _ld = self.read_context(broker_watch, topic_watch)
         states = self.read_states([(t, p) for t, a in topics.items() for p in a.partitions])
         return epoch, version, brokers, topics, states
 
+    def snapshot_requests(self, broker_watch=None, topic_watch=None, log_dir_watch=None) -> None:
+        """zk.client's snapshot_requests, the snapshot's first round trip sent behind the election multi: its
+        children read with their watches armed (a lost election's too); :meth:`read_context` reads again at its
+        own instant (the model has no round trip to save)."""
+        for path, cb in ((paths.BROKER_IDS, broker_watch), (paths.TOPICS, topic_watch),
+                         (paths.LOG_DIR_EVENT_NOTIFICATION, log_dir_watch)):
+            if cb is not None:
+                try:
+                    self._op("get_children", path, watch=self._watch("child", path, cb))
+                except NoNode:
+                    pass
+
     def read_context(self, broker_watch=None, topic_watch=None, topic_data_watch=None,
-                     broker_id: int | None = None) -> tuple[int, int, dict, dict, int, dict]:
+                     broker_id: int | None = None, log_dir_watch=None) -> tuple[int, int, dict, dict, int, dict, tuple]:
         """A new controller's context but the states: (controller epoch, its zkVersion, brokers, topics with
-        their configs, round trips, this broker's dynamic configs), as zk.client's read_snapshot(with_states=
+        their configs, round trips, this broker's dynamic configs, the log dir event notifications' sequence
+        numbers when ``log_dir_watch`` is given, its watch armed), as zk.client's read_snapshot(with_states=
         False) reads and counts them; ``topic_data_watch`` is armed on every topic znode (the door keeps one
         callback per znode, so arming it again replaces it)."""
         data, stat = self._op("get", paths.CONTROLLER_EPOCH)
         brokers = self.read_brokers(broker_watch)
         names = self._op("get_children", paths.TOPICS, watch=self._watch("child", paths.TOPICS, topic_watch))
+        log_dirs: tuple = ()
+        if log_dir_watch is not None:
+            try:
+                children = self._op("get_children", paths.LOG_DIR_EVENT_NOTIFICATION,
+                                    watch=self._watch("child", paths.LOG_DIR_EVENT_NOTIFICATION, log_dir_watch))
+            except NoNode:
+                children = []
+            log_dirs = tuple(sorted(paths.log_dir_event_sequence(n) for n in children
+                                    if n.startswith(paths.LOG_DIR_EVENT_PREFIX)))
         topics = {}
         for t in sorted(names):
             try:
@@ -332,7 +368,7 @@ class ZkDoor:
             topics[t] = dataclasses.replace(codecs.decode_topic(t, d), config=self.read_entity_config(f"topics/{t}"))
         entities = [] if broker_id is None else [paths.DEFAULT_ENTITY, str(broker_id)]
         broker_configs = {e: self.read_entity_config(f"brokers/{e}") for e in entities}
-        return codecs.decode_controller_epoch(data), stat.version, brokers, topics, 2, broker_configs
+        return codecs.decode_controller_epoch(data), stat.version, brokers, topics, 2, broker_configs, log_dirs
 
     def read_deletion_requests(self, watch: Callable[[Any], None] | None = None) -> list[str]:
         return sorted(self._op("get_children", paths.DELETE_TOPICS,

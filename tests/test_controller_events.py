@@ -68,6 +68,8 @@ class _Io:
             raise ZkConnectionLost("down")
         if isinstance(cmd, h.ReadController):
             return 2                                  # someone else is the controller
+        if isinstance(cmd, h.ReadControllerAndEpoch):
+            return 2, (4, 4)
         if isinstance(cmd, h.ReadBrokers):
             return {1: BrokerRegistration(1, "127.0.0.1", 9001, 0, epoch=5)}
         if isinstance(cmd, h.WriteStates) and self.fence:
@@ -92,10 +94,10 @@ def test_an_event_cut_short_is_logged_and_redone_before_the_tick_once_the_connec
     assert errs == [{"event": redo.STARTUP, "error": "ZkConnectionLost('down')", "redo": True}]
     io.done.clear()
     ev.tick(lambda: io.up, io.do)                 # still down: nothing redone, the tick's timers only
-    assert "ReadController" not in io.names() and ev.redo.pending == (redo.STARTUP,)
+    assert "ReadControllerAndEpoch" not in io.names() and ev.redo.pending == (redo.STARTUP,)
     io.up, io.done = True, []
     ev.tick(lambda: io.up, io.do)
-    assert io.names()[0] == "ReadController" and ev.redo.pending == ()   # the election again, then the tick
+    assert io.names()[0] == "ReadControllerAndEpoch" and ev.redo.pending == ()   # the election again, then the tick
 
 
 def test_an_expiry_drops_what_waited_and_registers_before_it_reelects() -> None:
@@ -107,7 +109,7 @@ def test_an_expiry_drops_what_waited_and_registers_before_it_reelects() -> None:
     assert ev.expire(io.do) == redo.REGISTER_AND_REELECT and ev.redo.pending == ()
     io.done.clear()
     ev.run(redo.REGISTER_AND_REELECT, io.do)
-    assert io.names()[:2] == ["RegisterBroker", "ReadController"]
+    assert io.names()[:2] == ["RegisterBroker", "ReadControllerAndEpoch"]
     io.up, io.done = False, []                    # the registration cannot be made yet: redone on a tick
     ev.run(redo.REGISTER_AND_REELECT, io.do)
     assert ev.redo.pending == (redo.REGISTER_AND_REELECT,)

@@ -20,20 +20,23 @@ TOPICS = {"t": TopicAssignment("t", {0: (1, 2)})}
 class World:
     """Scripted answers to the handlers' commands, and what they asked for, in order."""
 
-    def __init__(self, controller=None, fence_write: bool = False) -> None:
+    def __init__(self, controller=None, fence_write: bool = False, log_dir_events: tuple = ()) -> None:
         self.controller = controller
         self.fence_write = fence_write
+        self.log_dir_events = log_dir_events
         self.done: list = []
 
     def do(self, cmd):
         self.done.append(cmd)
         if isinstance(cmd, h.ReadController):
             return self.controller
+        if isinstance(cmd, h.ReadControllerAndEpoch):
+            return self.controller, (6, 2)
         if isinstance(cmd, h.TryElect):
             self.controller = 1
             return True, 7, 3
         if isinstance(cmd, h.ReadSnapshot):
-            return h.Snapshot(6, 3, dict(LIVE), dict(TOPICS), 2)
+            return h.Snapshot(6, 3, dict(LIVE), dict(TOPICS), 2, log_dir_events=self.log_dir_events)
         if isinstance(cmd, (h.CachedStates, h.ReadStates)):
             return {}
         if isinstance(cmd, h.WriteStates):
@@ -57,11 +60,15 @@ def test_a_won_election_loads_the_context_sends_it_then_writes_fenced_then_sends
     ctl, world = handlers(), World()
     h.run(ctl.elect(), world.do)
     kinds = [type(c).__name__ for c in world.done if not isinstance(c, (h.Emit, h.Clock, h.MonoNs))]
-    # Kafka's onControllerFailover: the log dir event notifications read (and deleted), UpdateMetadata (and the
-    # unchanged states) to every broker before deciding, then the decisions; after acting,
-    # /admin/reassign_partitions read (its watch armed), then the deletions resumed
-    assert kinds == ["ReadController", "TryElect", "ReadSnapshot", "ReadLogDirEvents", "CachedStates", "ReadStates",
+    # Kafka's onControllerFailover: the log dir event notifications read (with the context, in its first round
+    # trip, which goes out behind the election multi), UpdateMetadata (and the unchanged states) to every broker
+    # before deciding, then the decisions; after acting, /admin/reassign_partitions read (its watch armed), then
+    # the deletions resumed
+    assert kinds == ["ReadControllerAndEpoch", "TryElect", "ReadSnapshot", "CachedStates", "ReadStates",
                      "Send", "WriteStates", "Send", "ReadZkReassignment", "Later"]
+    elect = next(c for c in world.done if isinstance(c, h.TryElect))
+    load = next(c for c in world.done if isinstance(c, h.ReadSnapshot))
+    assert elect == h.TryElect((6, 2), then=load) and load.log_dir_events and load.watch_brokers
     write = next(c for c in world.done if isinstance(c, h.WriteStates))
     assert write.fence == 3 and [(w.topic, w.partition, w.state.leader) for w in write.writes] == [("t", 0, 1)]
     names = world.emitted()   # the core's own events (controller_context_loaded, ...) come between
@@ -74,9 +81,18 @@ def test_a_deleted_controller_znode_is_read_once_before_the_election() -> None:
     ctl, world = handlers(), World()
     h.run(ctl.controller_change(), world.do)
     kinds = [type(c).__name__ for c in world.done if not isinstance(c, (h.Emit, h.Clock, h.MonoNs))]
-    assert kinds[:3] == ["ReadController", "TryElect", "ReadSnapshot"] and ctl.core.active
+    assert kinds[:3] == ["ReadControllerAndEpoch", "TryElect", "ReadSnapshot"] and ctl.core.active
+    assert next(c for c in world.done if isinstance(c, h.TryElect)).epoch == (6, 2)   # read with /controller
     elected = next(c for c in world.done if isinstance(c, h.Emit) and c.name == "controller_elected")
     assert elected.fields["event_mono_ns"] == 0   # the instant the event was taken up (World's clock)
+
+
+def test_the_log_dir_notifications_read_with_the_context_are_deleted_fenced() -> None:
+    ctl, world = handlers(), World(log_dir_events=("0000000003", "0000000004"))
+    h.run(ctl.elect(), world.do)
+    kinds = [type(c).__name__ for c in world.done if not isinstance(c, (h.Emit, h.Clock, h.MonoNs))]
+    assert kinds[:4] == ["ReadControllerAndEpoch", "TryElect", "ReadSnapshot", "DeleteLogDirEvents"]
+    assert h.DeleteLogDirEvents(3, ("0000000003", "0000000004")) in world.done and ctl.core.active
 
 
 def test_a_fenced_write_resigns_and_a_zombie_writes_unfenced() -> None:
@@ -96,7 +112,7 @@ def test_someone_elses_controller_is_followed_and_our_orphan_deleted() -> None:
     ctl, world = handlers(), World(controller=2)
     h.run(ctl.elect(), world.do)
     io = [c for c in world.done if not isinstance(c, (h.Clock, h.MonoNs))]   # the clocks are not I/O
-    assert ctl.active_controller_id == 2 and not ctl.core.active and io == [h.ReadController()]
+    assert ctl.active_controller_id == 2 and not ctl.core.active and io == [h.ReadControllerAndEpoch()]
     ctl, world = handlers(), World(controller=1)      # /controller says us, but we do not act (KAFKA-13407)
     h.run(ctl.elect(), world.do)
     io = [c for c in world.done if not isinstance(c, (h.Clock, h.MonoNs))]

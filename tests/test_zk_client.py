@@ -103,6 +103,64 @@ def test_after_the_winner_closes_its_session_the_second_wins_with_epoch_two(new_
     assert second.read_controller_epoch() == (2, 2)
 
 
+def test_controller_and_epoch_are_read_in_one_pipelined_round_trip_and_the_watch_fires(new_client):
+    first, second = new_client(), new_client()
+    assert second.read_controller_with_epoch() == (None, None), "no /controller_epoch yet"
+    assert first.try_elect_controller(1, 1)[0]
+    fired: list[WatchEvent] = []
+    (found, calls) = count_round_trips(second, lambda: second.read_controller_with_epoch(watch=fired.append))
+    assert found == (1, (1, 1)) and calls == ["Exists", "GetData", "GetData"]
+    first.stop()
+    wait_for(lambda: fired, 5, "the /controller watch")
+    assert fired[0].type == "DELETED" and second.read_controller_with_epoch() == (None, (1, 1))
+
+
+def test_an_election_with_the_epoch_read_before_it_loses_when_the_epoch_moved(new_client):
+    first, second = new_client(), new_client()
+    _none, epoch = second.read_controller_with_epoch()
+    assert epoch is None and second.read_controller_epoch() == (0, 0)
+    assert first.try_elect_controller(1, 1)[0]
+    first.stop()
+    assert not second.try_elect_controller(2, 2, epoch=(0, 0))[0], "BADVERSION: the epoch moved"
+    assert second.read_controller_with_epoch() == (None, (1, 1)), "the failed multi left nothing"
+    assert second.try_elect_controller(2, 3, epoch=(1, 1)) == (True, 2, 2)
+
+
+def test_the_snapshots_first_round_trip_goes_out_behind_the_election_multi(new_client):
+    c, other = new_client(), new_client()
+    c.ensure_persistent_paths()
+    c.register_broker(reg(1), wait_s=1)
+    assert c.read_controller_epoch() == (0, 0)
+    sent = []
+    fired: list[WatchEvent] = []
+    calls: list[str] = []
+    original = c.kz._call
+
+    def counting(request, async_object):
+        calls.append(type(request).__name__)
+        return original(request, async_object)
+
+    c.kz._call = counting
+    try:
+        assert c.try_elect_controller(1, 1, epoch=(0, 0),
+                                      then=lambda: sent.append(c.snapshot_requests(log_dir_watch=fired.append)))
+    finally:
+        del c.kz._call
+    assert calls == ["Transaction", "_MultiRead", "GetChildren", "GetChildren", "GetChildren"], calls
+    assert sent[0].log_dirs.get(timeout=5) == []   # answered (kazoo sends a queued request per loop turn)
+    other.propagate_log_dir_event(2)
+    snap, again = count_round_trips(c, lambda: c.read_snapshot(with_states=False, log_dir_watch=fired.append,
+                                                               first=sent[0]))
+    assert (snap.controller_epoch, snap.epoch_zk_version) == (1, 1), "read after the multi, in ZooKeeper's order"
+    assert snap.log_dir_events == [] and list(snap.brokers) == [1]
+    assert snap.round_trips == 1 and again == ["_MultiRead"], "only the second round trip is sent"
+    wait_for(lambda: fired, 5, "the log dir notifications' watch, armed behind the multi")
+    snap, again = count_round_trips(c, lambda: c.read_snapshot(with_states=False, log_dir_watch=fired.append,
+                                                               first=sent[0]))
+    assert len(snap.log_dir_events) == 1 and snap.round_trips == 2 and len(again) == 5, "used once"
+    assert snap.requests == 5
+
+
 def test_controller_epoch_starts_at_zero(new_client):
     c = new_client()
     assert c.read_controller_epoch() == (0, 0)

@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from kafkacommon.metadata import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from zk import codecs, paths, rules
 from zk import retry
 from zk.bounded import BoundedHandler
 from zk.config_store import ConfigStore
+from zk.election import ControllerElection
 from zk.errors import CONNECTION_ERRORS, NoNode, ZkError, translate, translate_errors, translated
 from zk.stat import Stat, WatchEvent, watcher
 from zk.batch import CREATE, DELETE, GET_DATA, SET_DATA, multi_read, multi_read_async, multi_write
@@ -62,6 +63,7 @@ class ClusterSnapshot:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # "<default>" and the reader's id
     round_trips: int = 0      # waits for ZooKeeper, one after the other
     requests: int = 0         # requests sent (several may share a round trip)
+    log_dir_events: list[str] | None = None   # the log dir event notifications' sequence numbers, when asked
 
 
 @dataclass(frozen=True)
@@ -74,8 +76,20 @@ class StateWrite:
     zk_version: int | None
 
 
+@dataclass
+class SnapshotRequests:
+    """:meth:`ZkClient.read_snapshot`'s first round trip, sent: its pending answers (kazoo's async results)."""
+
+    epoch: Any
+    broker_ids: Any
+    topics: Any
+    log_dirs: Any
+    watches: tuple
+    used: bool = False
+
+
 @translate_errors
-class ZkClient(ConfigStore):
+class ZkClient(ControllerElection, ConfigStore):
     """Every public method raises zk/errors.py's exceptions, never kazoo's."""
 
     def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int | None = None):
@@ -279,88 +293,31 @@ class ZkClient(ConfigStore):
             out[bid] = codecs.decode_broker(bid, data, stat.czxid)
         return out
 
-    # ------------------------------------------------------------ controller election
-
-    @until_connected
-    def read_controller(self, watch: Callable[[WatchEvent], None] | None = None) -> int | None:
-        """The active controller's broker id (None when absent); sets a watch when given."""
-        stat = self.kz.exists(paths.CONTROLLER, watch=watcher(watch))
-        if stat is None:
-            return None
-        try:
-            data, _ = self.kz.get(paths.CONTROLLER)
-        except NoNodeError:
-            return None
-        return codecs.decode_controller(data).broker_id
-
-    @until_connected
-    def read_controller_and_epoch(self) -> tuple[int | None, int]:
-        """(active controller id or None, controller epoch), read together in one multiRead."""
-        ctl, epoch = self.read_many([(GET_DATA, paths.CONTROLLER), (GET_DATA, paths.CONTROLLER_EPOCH)])
-        controller = None if isinstance(ctl, Exception) else codecs.decode_controller(ctl[0]).broker_id
-        return controller, 0 if isinstance(epoch, Exception) else codecs.decode_controller_epoch(epoch[0])
-
-    def delete_controller_if_ours(self) -> bool:
-        """Delete /controller when our session owns it (an orphan: we are not acting on it)."""
-        try:
-            _, stat = self.kz.get(paths.CONTROLLER)
-        except NoNodeError:
-            return False
-        if stat.ephemeralOwner != self.session_id:
-            return False
-        try:
-            self.kz.delete(paths.CONTROLLER, version=stat.version)
-        except (NoNodeError, BadVersionError):
-            return False
-        return True
-
-    @until_connected
-    def read_controller_epoch(self) -> tuple[int, int]:
-        """(epoch, zkVersion) of /controller_epoch, creating it with 0 when missing."""
-        try:
-            data, stat = self.kz.get(paths.CONTROLLER_EPOCH)
-        except NoNodeError:
-            try:
-                self.kz.create(paths.CONTROLLER_EPOCH, codecs.encode_controller_epoch(0))
-            except NodeExistsError:
-                pass
-            data, stat = self.kz.get(paths.CONTROLLER_EPOCH)
-        return codecs.decode_controller_epoch(data), stat.version
-
-    def try_elect_controller(self, broker_id: int, timestamp_ms: int) -> tuple[bool, int, int]:
-        """Kafka's registerControllerAndIncrementControllerEpoch.
-
-        One multi: create the ephemeral /controller and set /controller_epoch to
-        epoch+1 at its zkVersion.  Returns (won, epoch, epoch_zk_version); when
-        lost, epoch is the current one as read.
-        """
-        epoch, version = self.read_controller_epoch()
-        new_epoch = epoch + 1
-        tx = self.kz.transaction()
-        for op in rules.election_ops(broker_id, timestamp_ms, epoch, version):
-            if op[0] == "create":
-                tx.create(op[1], op[2], ephemeral=op[3])
-            else:
-                tx.set_data(op[1], op[2], op[3])
-        results = tx.commit()
-        if not any(isinstance(r, Exception) for r in results):
-            return True, new_epoch, version + 1
-        try:
-            cdata, _ = self.kz.get(paths.CONTROLLER)
-            edata, estat = self.kz.get(paths.CONTROLLER_EPOCH)
-        except NoNodeError:
-            return False, epoch, version
-        if rules.won_after_failure(broker_id, new_epoch, cdata, edata):
-            return True, new_epoch, estat.version
-        return False, codecs.decode_controller_epoch(edata), estat.version
-
     # ------------------------------------------------------------ controller state
+
+    def snapshot_requests(self, broker_watch: Callable[[WatchEvent], None] | None = None,
+                          topic_watch: Callable[[WatchEvent], None] | None = None,
+                          log_dir_watch: Callable[[WatchEvent], None] | None = None) -> "SnapshotRequests":
+        """The snapshot's first round trip, sent and not waited for: /controller_epoch, the children of
+        /brokers/ids and /brokers/topics (their watches armed when given) and, with ``log_dir_watch``, those of
+        /log_dir_event_notification (its watch armed).  Hand it to :meth:`read_snapshot` (``first``), which
+        waits for the answers; sent right behind the election multi (``try_elect_controller``'s ``then``), it
+        shares the multi's round trip."""
+        return SnapshotRequests(
+            multi_read_async(self.kz, [(GET_DATA, paths.CONTROLLER_EPOCH)]),
+            self.kz.get_children_async(paths.BROKER_IDS, watch=watcher(broker_watch)),
+            self.kz.get_children_async(paths.TOPICS, watch=watcher(topic_watch)),
+            None if log_dir_watch is None else
+            self.kz.get_children_async(paths.LOG_DIR_EVENT_NOTIFICATION, watch=watcher(log_dir_watch)),
+            (broker_watch, topic_watch, log_dir_watch))
 
     @until_connected
     def read_snapshot(self, broker_watch: Callable[[WatchEvent], None] | None = None,
                       topic_watch: Callable[[WatchEvent], None] | None = None,
                       with_states: bool = True, topic_data_watch: Callable[[WatchEvent], None] | None = None,
-                      watched: set[str] | None = None, broker_id: int | None = None) -> ClusterSnapshot:
+                      watched: set[str] | None = None, broker_id: int | None = None,
+                      log_dir_watch: Callable[[WatchEvent], None] | None = None,
+                      first: "SnapshotRequests | None" = None) -> ClusterSnapshot:
         """The controller's context in a constant number of round trips, whatever the partition count.
 
         Each topic comes with its config overrides (``/config/topics/<t>``), read in the same multiRead.
@@ -369,17 +326,32 @@ class ZkClient(ConfigStore):
         partition-modification watch), in the same round trip as the reads; each topic is added to
         ``watched`` before its watch is armed (the watch's callback takes it out again).  ``broker_id``: also read
         the dynamic broker configs (``/config/brokers/<default>`` and ``/config/brokers/<id>``).
+        ``log_dir_watch``: also list the log dir event notifications (``log_dir_events``, their sequence
+        numbers), in the first round trip, arming its watch.  ``first``: that round trip, already sent
+        (:meth:`snapshot_requests`, with the same watches); used once (a retry after a lost connection sends it
+        again), and not counted in ``round_trips`` (it shared an earlier request's).
         """
-        # three requests in one round trip (watches need the regular API; children come back with them)
-        epoch_r = multi_read_async(self.kz, [(GET_DATA, paths.CONTROLLER_EPOCH)])
-        ids_r = self.kz.get_children_async(paths.BROKER_IDS, watch=watcher(broker_watch))
-        topics_r = self.kz.get_children_async(paths.TOPICS, watch=watcher(topic_watch))
-        first = epoch_r.get()[0]   # bounded waits (zk/bounded.py)
-        broker_ids = ids_r.get()
-        topics = topics_r.get()
-        if isinstance(first, Exception):
+        # three or four requests in one round trip (watches need the regular API; children come back with them)
+        watches = (broker_watch, topic_watch, log_dir_watch)
+        sent = first is not None and not first.used and first.watches == watches
+        if sent:
+            first.used = True
+        else:
+            first = self.snapshot_requests(broker_watch, topic_watch, log_dir_watch)
+        epoch_r = first.epoch.get()[0]   # bounded waits (zk/bounded.py)
+        broker_ids = first.broker_ids.get()
+        topics = first.topics.get()
+        try:
+            log_dirs = None if first.log_dirs is None else first.log_dirs.get()
+        except NoNodeError:
+            log_dirs = []
+        if isinstance(epoch_r, Exception):
             raise ControllerMovedError("/controller_epoch is missing")
-        snap = ClusterSnapshot(codecs.decode_controller_epoch(first[0]), first[1].version, round_trips=1, requests=3)
+        snap = ClusterSnapshot(codecs.decode_controller_epoch(epoch_r[0]), epoch_r[1].version,
+                               round_trips=0 if sent else 1, requests=0 if sent else 3 + (log_dirs is not None))
+        if log_dirs is not None:
+            snap.log_dir_events = sorted(paths.log_dir_event_sequence(n) for n in log_dirs
+                                         if n.startswith(paths.LOG_DIR_EVENT_PREFIX))
         ids = sorted(int(i) for i in broker_ids if i.isdigit())
         topics = sorted(topics)
         watched = set() if watched is None else watched

@@ -65,6 +65,8 @@ class ControllerShell:
         # the event lines of the event being handled, stamped when its handler made them and written together
         # before its next I/O (a failover's plan logs a line per partition between two ZooKeeper writes)
         self._stamped: list[dict] = []
+        # a won election's snapshot, its first round trip sent behind the election multi (TryElect's ``then``)
+        self._prefetched: tuple[handlers.ReadSnapshot, Any] | None = None
         self._watched_topics: set[str] = set()   # topic znodes with our data watch armed (partition changes)
         self._watchers: dict[Event, Callable[[Any], None]] = {}
         h = self.handlers
@@ -80,7 +82,9 @@ class ControllerShell:
         self._io: dict[type, Callable[[Any], Any]] = {  # the handlers' commands, carried out here
             handlers.ReadController: lambda c: zkc.read_controller(watch=self._on(Event.CONTROLLER_CHANGE)),
             handlers.DeleteControllerIfOurs: lambda c: zkc.delete_controller_if_ours(),
-            handlers.TryElect: lambda c: zkc.try_elect_controller(self.broker_id, int(time.time() * 1000)),
+            handlers.ReadControllerAndEpoch: lambda c: zkc.read_controller_with_epoch(
+                watch=self._on(Event.CONTROLLER_CHANGE)),
+            handlers.TryElect: self._try_elect,
             handlers.ReadSnapshot: self._read_snapshot,
             handlers.CachedStates: lambda c: self._cached_states(),
             handlers.ReadBrokers: lambda c: zkc.read_brokers(watch=self._on(Event.BROKER_CHANGE)),
@@ -249,8 +253,12 @@ class ControllerShell:
         if kind is handlers.Emit:
             self._stamped.append(self.events.stamp(cmd.name, **cmd.fields))
             return None
-        if self._stamped and kind is not handlers.MonoNs and kind is not handlers.Clock:
+        if kind is handlers.MonoNs or kind is handlers.Clock:
+            return self._io[kind](cmd)
+        if self._stamped:
             self._write_events()   # every line before the I/O that follows it
+        if self._prefetched is not None and kind is not handlers.ReadSnapshot:
+            self._prefetched = None   # a prefetch is only for the ReadSnapshot that follows the election
         return self._io[kind](cmd)
 
     def _write_events(self) -> None:
@@ -258,13 +266,30 @@ class ControllerShell:
             lines, self._stamped = self._stamped, []
             self.events.write_stamped(lines)
 
+    def _snapshot_watches(self, cmd: handlers.ReadSnapshot) -> dict[str, Any]:
+        return dict(broker_watch=self._on(Event.BROKER_CHANGE) if cmd.watch_brokers else None,
+                    topic_watch=self._on(Event.TOPIC_CHANGE),
+                    log_dir_watch=self._on(Event.LOG_DIR_EVENT) if cmd.log_dir_events else None)
+
+    def _try_elect(self, cmd: handlers.TryElect) -> tuple[bool, int, int]:
+        """The election multi; a ``then`` snapshot's first round trip goes right behind it (kept for the
+        ReadSnapshot that follows, dropped by any other command)."""
+        self._prefetched = None
+
+        def then() -> None:
+            self._prefetched = (cmd.then, self.zk.snapshot_requests(**self._snapshot_watches(cmd.then)))
+
+        return self.zk.try_elect_controller(self.broker_id, int(time.time() * 1000), epoch=cmd.epoch,
+                                            then=then if cmd.then is not None else None)
+
     def _read_snapshot(self, cmd: handlers.ReadSnapshot) -> handlers.Snapshot:
-        snap = self.zk.read_snapshot(broker_watch=self._on(Event.BROKER_CHANGE) if cmd.watch_brokers else None,
-                                     topic_watch=self._on(Event.TOPIC_CHANGE), with_states=False,
-                                     topic_data_watch=self._topic_data_watch, watched=self._watched_topics,
-                                     broker_id=self.broker_id)
+        sent, self._prefetched = self._prefetched, None
+        snap = self.zk.read_snapshot(with_states=False, topic_data_watch=self._topic_data_watch,
+                                     watched=self._watched_topics, broker_id=self.broker_id,
+                                     first=sent[1] if sent is not None and sent[0] == cmd else None,
+                                     **self._snapshot_watches(cmd))
         return handlers.Snapshot(snap.controller_epoch, snap.epoch_zk_version, snap.brokers, snap.topics,
-                                 snap.round_trips, snap.broker_configs)
+                                 snap.round_trips, snap.broker_configs, tuple(snap.log_dir_events or ()))
 
     def _drain(self) -> None:
         while True:
