@@ -101,6 +101,12 @@ def answer_code(pf: PartitionFetch, repl: PartitionReplication, log: LogView, fo
     return errors.NONE
 
 
+def reads(out: FetchOutcome) -> bool:
+    """Whether a partition whose follower position was recorded is answered with its records from
+    ``read_offset``; otherwise with its error or its diverging epoch (an unknown follower: empty)."""
+    return out.error == errors.NONE and out.diverging_epoch is None and out.read_offset is not None
+
+
 def ahead(pf: PartitionFetch, repl: PartitionReplication) -> bool:
     """Whether a follower's fetch names a leader epoch this broker has not reached for the partition (it
     will lead it, or learn who does, once the controller's LeaderAndIsr arrives here); never for a fetch
@@ -261,18 +267,18 @@ class LeaderFetch:
         """A listed partition's arrival: the follower's position recorded (``on_follower_fetch``); -> its outcome,
         whose events the shell logs (then it completes the acks=all waits: the HW may have moved)."""
         out = self._record(part, follower_id, repl, log, now_ms)
-        if out.error != errors.NONE or out.diverging_epoch is not None or out.read_offset is None:
-            self.answered.append((part, out))
-        else:
+        if reads(out):
             self.pending.append(part)
+        else:
+            self.answered.append((part, out))
         return out
 
     def record_late(self, part: Part, follower_id: int, repl: PartitionReplication, log: LogView,
                     now_ms: int) -> FetchOutcome:
         """An *ahead* partition once the wait ended: its position recorded now, as :meth:`record` does on
         arrival (an error if this broker still has not reached the fetch's epoch: UNKNOWN_LEADER_EPOCH, or
-        NOT_LEADER_OR_FOLLOWER as Kafka answers).  Its outcome is its answer: an error or a diverging epoch,
-        else its records from ``read_offset`` (none when the follower is at the log end)."""
+        NOT_LEADER_OR_FOLLOWER as Kafka answers).  Its outcome is its answer: its records from ``read_offset``
+        when :func:`reads` (none when the follower is at the log end), else its error or diverging epoch."""
         return self._record(part, follower_id, repl, log, now_ms)
 
     def _record(self, part: Part, follower_id: int, repl: PartitionReplication, log: LogView,

@@ -22,7 +22,7 @@ from kafkacommon.event import Event
 from replication import roles
 from replication.fetch_session import LeaderSessions, PartitionFetch
 from replication.fetcher import BACKOFF_MS, FetcherState, FetchRequest, retry_at_once
-from replication.long_poll import LeaderFetch, Part
+from replication.long_poll import LeaderFetch, Part, reads
 from sim import rpc
 
 TP = tuple[str, int]
@@ -277,11 +277,11 @@ class SimLeaderFetches:
             o = f.record_late(part, p.follower, h.repl, h.log, self.rm.now())
             self.rm.log_events(o.events)
             woken.append(h)
-            if o.error != errors.NONE or o.diverging_epoch is not None or o.read_offset is None:
-                out.append((part.tp, o.error, o.high_watermark, o.diverging_epoch, [], o.leader_log_end_offset))
-            else:
+            if reads(o):
                 out.append((part.tp, errors.NONE, h.repl.high_watermark, None,
                             h.log.read(o.read_offset, part.fetch.max_bytes), -1))
+            else:
+                out.append((part.tp, o.error, o.high_watermark, o.diverging_epoch, [], o.leader_log_end_offset))
         p.reply((errors.NONE, f.session_id, out))
         for h in woken:   # the HW may have moved: acks=all waits done, other fetches woken
             self.rm.wake(h)

@@ -292,9 +292,7 @@ class LeaderFetchHandler:
             out = f.core.record_late(part, f.replica_id, h.repl, h.log, now_ms())
             self._log_events(out.events)
             self._wake(h, f.acked)
-            if out.error != errors.NONE or out.diverging_epoch is not None or out.read_offset is None:
-                return self._answered(part, out)
-            return self._read(fp, h, True)
+            return self._read(fp, h, True) if long_poll.reads(out) else self._answered(part, out)
 
     def _answered(self, part: Part, out) -> pb.FetchPartitionResponse:
         """A partition answered when the fetch arrived: its error, or its diverging epoch."""
