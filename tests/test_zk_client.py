@@ -135,7 +135,7 @@ def test_the_snapshots_first_round_trip_goes_out_behind_the_election_multi(new_c
     fired: list[WatchEvent] = []
     won, calls = count_round_trips(c, lambda: c.try_elect_controller(
         1, 1, epoch=(0, 0), then=lambda: sent.append(c.snapshot_requests(log_dir_watch=fired.append))))
-    assert won
+    assert won == (True, 1, 1), won
     assert calls == ["Transaction", "_MultiRead", "GetChildren", "GetChildren", "GetChildren"], calls
     assert sent[0].log_dirs.get(timeout=5) == []   # answered (kazoo sends a queued request per loop turn)
     other.propagate_log_dir_event(2)
