@@ -169,7 +169,8 @@ def write_run(run: Path, ops: int, seed: int, plant: Iterable[str] = (), *, jobs
     if check:
         from judge.checkers import check as run_checks
         from judge.history import read_history
-        from judge.timeline import failover_timeline, summarize
+        from judge.timeline import failover_timeline
+        from judge.timeline_summary import summarize
         from node.events import read_run_events
         ops_l = [op for f in (sorted(hist.glob("part-*.jsonl")) if split else [hist]) for op in read_history(f)]
         events = read_run_events(run / "cluster")

@@ -63,7 +63,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Run the checkers and the timeline again on a finished run directory."""
     from judge.checkers import check
     from judge.history import read_history
-    from judge.timeline import failover_timeline, format_table
+    from judge.timeline import failover_timeline
+    from judge.timeline_summary import format_table
     from node.events import read_run_events
 
     run = Path(args.run)

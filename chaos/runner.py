@@ -51,7 +51,8 @@ from chaos.scenario import Scenario
 from chaos.schedule import (Fault, format_schedule, make_schedule, schedule_document, schedule_rng_seed,
                             write_schedule)
 from chaos.targets import OFFSETS_TOPIC, View
-from judge.timeline import END_PHASE, STOP_PHASE, failover_timeline, format_table, summarize
+from judge.timeline import END_PHASE, STOP_PHASE, failover_timeline
+from judge.timeline_summary import format_table, summarize
 from chaos.workload import MemberWorker, ProbeWorker, Processes, ProducerWorker, final_read
 from client.admin import GroupAdmin
 from client.metadata import ClusterClient

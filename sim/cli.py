@@ -62,7 +62,7 @@ def _invariant_options(args: argparse.Namespace, opts):
 
 def _say_run(opts, result, out: Path | None) -> None:
     from chaos.schedule import format_schedule
-    from judge.timeline import format_table
+    from judge.timeline_summary import format_table
 
     print(f"sim run  seed {opts.seed}  {opts.brokers} brokers  {opts.groups} groups  {opts.duration_s:g}s simulated"
           + (f"  -> {out}" if out else ""))

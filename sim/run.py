@@ -25,7 +25,8 @@ from judge.check_model import Anomaly, CheckResult
 from judge.checkers import check
 from judge.history import HistoryWriter
 from chaos.schedule import Fault
-from judge.timeline import END_PHASE, STOP_PHASE, failover_timeline, summarize
+from judge.timeline import END_PHASE, STOP_PHASE, failover_timeline
+from judge.timeline_summary import summarize
 from judge.txn_timeline import txn_failover_timeline, txn_summary
 from kafkacommon import errors
 from sim import rpc

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from judge.timeline import ROW_FIELDS, failover_timeline, format_table, summarize
+from judge.timeline import ROW_FIELDS, failover_timeline
+from judge.timeline_summary import format_table, summarize
 from kafkacommon.hashing import partition_for
 
 BASE_NS = 5_000_000_000_000
