@@ -168,23 +168,50 @@ def parse_request(frame: bytes) -> Request:
 def _null_where_not_nullable(obj: Any, version: int, path: str = "") -> str | None:
     """The first string or array field (by its path) that decoded as null where ``version`` does not allow it
     (kafka-python's decoder takes a null length anywhere), else None."""
-    for name, f in type(obj)._struct.fields.items():
-        if not f.for_version_q(version) or f.tagged_field_q(version):
-            continue
+    return _first_null(obj, _null_checks(type(obj), version), path)
+
+
+def _first_null(obj: Any, checks: tuple, path: str) -> str | None:
+    for name, refuse_null, array, nested in checks:
         value = getattr(obj, name, None)
         if value is None:
-            if (f.is_array() or f.type_str in ("string", "bytes")) and not f.nullable_for_version_q(version):
+            if refuse_null:
                 return path + name
-        elif f.is_struct_array():
-            for i, item in enumerate(value):
-                found = _null_where_not_nullable(item, version, f"{path}{name}[{i}].")
+        elif nested is not None:
+            if array:
+                for i, item in enumerate(value):
+                    found = _first_null(item, nested, f"{path}{name}[{i}].")
+                    if found is not None:
+                        return found
+            else:
+                found = _first_null(value, nested, f"{path}{name}.")
                 if found is not None:
                     return found
-        elif f.is_struct():
-            found = _null_where_not_nullable(value, version, f"{path}{name}.")
-            if found is not None:
-                return found
     return None
+
+
+_CHECKS: dict[tuple[type, int], tuple] = {}
+
+
+def _null_checks(cls: type, version: int) -> tuple:
+    """What :func:`_first_null` looks at in a ``cls`` of ``version``, in field order, worked out once per class
+    and version: (field, null refused, an array, the nested struct's checks or None when nothing in it can be
+    refused).  A field that can be neither refused nor hold a refusal is left out."""
+    key = (cls, version)
+    checks = _CHECKS.get(key)
+    if checks is None:
+        rows = []
+        for name, f in cls._struct.fields.items():
+            if not f.for_version_q(version) or f.tagged_field_q(version):
+                continue
+            refuse_null = (f.is_array() or f.type_str in ("string", "bytes")) and not f.nullable_for_version_q(version)
+            nested = None
+            if f.is_struct_array() or f.is_struct():
+                nested = _null_checks(f.data_class, version) or None
+            if refuse_null or nested is not None:
+                rows.append((name, refuse_null, f.is_struct_array(), nested))
+        checks = _CHECKS[key] = tuple(rows)
+    return checks
 
 
 def _client_id(frame: bytes) -> str | None:
