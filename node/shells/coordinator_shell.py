@@ -28,6 +28,7 @@ import queue
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from coordinator import load
@@ -80,6 +81,8 @@ class CoordinatorShell:
         self.coordinatorship = Coordinatorship(config, new_member_suffix)   # slot.io: the core's lock
         self._slots = self.coordinatorship.slots
         self._jobs: queue.Queue = queue.Queue()
+        # appends' outcomes whose thread found the core's lock or its partition's taken (see _acked)
+        self._completions = ThreadPoolExecutor(max_workers=1, thread_name_prefix="group-completions")
         self._timer = threading.Condition()
         self._stopping = threading.Event()
         self._threads = [threading.Thread(target=self._loader, name="group-loader", daemon=True),
@@ -301,11 +304,34 @@ class CoordinatorShell:
         def append(cmd) -> int | None:
             records = [(k, v, None) for k, v in cmd.records]
             done = self.replicas.append((OFFSETS_TOPIC, slot.core.partition), records, cmd.acks, cmd.timeout_ms,
-                                        on_done=lambda code, s=slot, a=cmd.append_id: self._append_done(s, a, code),
-                                        producer=cmd.producer,
+                                        on_done=lambda code, s=slot, a=cmd.append_id: self._acked(s, a, code),
+                                        producer=cmd.producer, inline=True,
                                         on_appended=lambda base, c=cmd: setattr(c, "base_offset", base))
             return None if done is None else done[0]
         start_appends(slot.core, out, append, self.clock)
+
+    def _acked(self, slot: Slot, append_id: int, code: int) -> None:
+        """An append's outcome, on the thread that knew it (the follower's Fetch that moved the HW, or the
+        purgatory's): taken up there when the core's lock and its partition's are free at once, as Kafka's
+        request handler completes a DelayedProduce and runs the coordinator's callback; else handed to this
+        shell's completion thread, so that a Fetch never waits for a load or a cleaner pass."""
+        if not slot.io.acquire(blocking=False):
+            self._completions.submit(self._append_done, slot, append_id, code)
+            return
+        try:
+            partition_lock = self.replicas.partition_lock((OFFSETS_TOPIC, slot.core.partition))
+            if partition_lock is not None and not partition_lock.acquire(blocking=False):
+                self._completions.submit(self._append_done, slot, append_id, code)
+                return
+            try:
+                out = slot.core.on_append_done(append_id, code, self.clock())
+                self._start_appends(slot, out)
+            finally:
+                if partition_lock is not None:
+                    partition_lock.release()
+        finally:
+            slot.io.release()
+        self._finish(out)
 
     def _append_done(self, slot: Slot, append_id: int, code: int) -> None:
         with slot.io:
@@ -350,6 +376,7 @@ class CoordinatorShell:
     def close(self) -> None:
         self._stopping.set()
         self._poke()
+        self._completions.shutdown(wait=False)
         for p in list(self._slots):
             slot = self._slots.pop(p)
             with slot.io:
