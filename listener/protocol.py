@@ -228,19 +228,33 @@ def _client_id(frame: bytes) -> str | None:
 def build(cls: type, values: dict[str, Any], version: int | None = None) -> Any:
     """A generated data class from a dict of its fields (snake_case), nested dicts and lists
     of dicts becoming the nested structs.  Unknown field names raise ValueError."""
-    fields = cls._struct.fields
+    nested = _nested_fields(cls)
     kwargs: dict[str, Any] = {}
     for name, value in values.items():
-        f = fields.get(name)
-        if f is None:
+        kind = nested.get(name)
+        if kind is None:
             raise ValueError(f"{cls.__name__} has no field {name!r}")
-        if value is not None and (f.is_struct() or f.is_struct_array()):
-            sub = f.data_class
-            value = [build(sub, x) for x in value] if f.is_struct_array() else build(sub, value)
+        if value is not None and kind is not _PLAIN:
+            sub, array = kind
+            value = [build(sub, x) for x in value] if array else build(sub, value)
         kwargs[name] = value
     if version is not None:
         return cls(version=version, **kwargs)
     return cls(**kwargs)
+
+
+_PLAIN = ()   # a field that is not a struct
+_NESTED: dict[type, dict[str, Any]] = {}
+
+
+def _nested_fields(cls: type) -> dict[str, Any]:
+    """Each field of ``cls``: ``_PLAIN``, or (the nested struct's class, an array of them), worked out once."""
+    kinds = _NESTED.get(cls)
+    if kinds is None:
+        kinds = _NESTED[cls] = {
+            name: (f.data_class, f.is_struct_array()) if f.is_struct() or f.is_struct_array() else _PLAIN
+            for name, f in cls._struct.fields.items()}
+    return kinds
 
 
 def encode_response(req: Request, values: dict[str, Any], version: int | None = None) -> bytes | list:
