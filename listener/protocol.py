@@ -168,23 +168,50 @@ def parse_request(frame: bytes) -> Request:
 def _null_where_not_nullable(obj: Any, version: int, path: str = "") -> str | None:
     """The first string or array field (by its path) that decoded as null where ``version`` does not allow it
     (kafka-python's decoder takes a null length anywhere), else None."""
-    for name, f in type(obj)._struct.fields.items():
-        if not f.for_version_q(version) or f.tagged_field_q(version):
-            continue
+    return _first_null(obj, _null_checks(type(obj), version), path)
+
+
+def _first_null(obj: Any, checks: tuple, path: str) -> str | None:
+    for name, refuse_null, array, nested in checks:
         value = getattr(obj, name, None)
         if value is None:
-            if (f.is_array() or f.type_str in ("string", "bytes")) and not f.nullable_for_version_q(version):
+            if refuse_null:
                 return path + name
-        elif f.is_struct_array():
-            for i, item in enumerate(value):
-                found = _null_where_not_nullable(item, version, f"{path}{name}[{i}].")
+        elif nested is not None:
+            if array:
+                for i, item in enumerate(value):
+                    found = _first_null(item, nested, f"{path}{name}[{i}].")
+                    if found is not None:
+                        return found
+            else:
+                found = _first_null(value, nested, f"{path}{name}.")
                 if found is not None:
                     return found
-        elif f.is_struct():
-            found = _null_where_not_nullable(value, version, f"{path}{name}.")
-            if found is not None:
-                return found
     return None
+
+
+_CHECKS: dict[tuple[type, int], tuple] = {}
+
+
+def _null_checks(cls: type, version: int) -> tuple:
+    """What :func:`_first_null` looks at in a ``cls`` of ``version``, in field order, worked out once per class
+    and version: (field, null refused, an array, the nested struct's checks or None when nothing in it can be
+    refused).  A field that can be neither refused nor hold a refusal is left out."""
+    key = (cls, version)
+    checks = _CHECKS.get(key)
+    if checks is None:
+        rows = []
+        for name, f in cls._struct.fields.items():
+            if not f.for_version_q(version) or f.tagged_field_q(version):
+                continue
+            refuse_null = (f.is_array() or f.type_str in ("string", "bytes")) and not f.nullable_for_version_q(version)
+            nested = None
+            if f.is_struct_array() or f.is_struct():
+                nested = _null_checks(f.data_class, version) or None
+            if refuse_null or nested is not None:
+                rows.append((name, refuse_null, f.is_struct_array(), nested))
+        checks = _CHECKS[key] = tuple(rows)
+    return checks
 
 
 def _client_id(frame: bytes) -> str | None:
@@ -201,19 +228,33 @@ def _client_id(frame: bytes) -> str | None:
 def build(cls: type, values: dict[str, Any], version: int | None = None) -> Any:
     """A generated data class from a dict of its fields (snake_case), nested dicts and lists
     of dicts becoming the nested structs.  Unknown field names raise ValueError."""
-    fields = cls._struct.fields
+    nested = _nested_fields(cls)
     kwargs: dict[str, Any] = {}
     for name, value in values.items():
-        f = fields.get(name)
-        if f is None:
+        kind = nested.get(name)
+        if kind is None:
             raise ValueError(f"{cls.__name__} has no field {name!r}")
-        if value is not None and (f.is_struct() or f.is_struct_array()):
-            sub = f.data_class
-            value = [build(sub, x) for x in value] if f.is_struct_array() else build(sub, value)
+        if value is not None and kind is not _PLAIN:
+            sub, array = kind
+            value = [build(sub, x) for x in value] if array else build(sub, value)
         kwargs[name] = value
     if version is not None:
         return cls(version=version, **kwargs)
     return cls(**kwargs)
+
+
+_PLAIN = ()   # a field that is not a struct
+_NESTED: dict[type, dict[str, Any]] = {}
+
+
+def _nested_fields(cls: type) -> dict[str, Any]:
+    """Each field of ``cls``: ``_PLAIN``, or (the nested struct's class, an array of them), worked out once."""
+    kinds = _NESTED.get(cls)
+    if kinds is None:
+        kinds = _NESTED[cls] = {
+            name: (f.data_class, f.is_struct_array()) if f.is_struct() or f.is_struct_array() else _PLAIN
+            for name, f in cls._struct.fields.items()}
+    return kinds
 
 
 def encode_response(req: Request, values: dict[str, Any], version: int | None = None) -> bytes | list:

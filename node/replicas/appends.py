@@ -47,7 +47,7 @@ class AppendsMixin:
 
     def append(self, tp: TP, records: Records, acks: int, timeout_ms: int, on_done: Callable[[int], None],
                producer: tuple[int, int] | None = None,
-               on_appended: Callable[[int], None] | None = None) -> tuple[int, int, int] | None:
+               on_appended: Callable[[int], None] | None = None, inline: bool = False) -> tuple[int, int, int] | None:
         """Append as the leader without blocking (the coordinators' write paths).
 
         Returns ``(error, base_offset, last_offset)`` when the outcome is known at once (an error, or acks
@@ -55,8 +55,10 @@ class AppendsMixin:
         records, the leadership is lost (NOT_LEADER_OR_FOLLOWER) or the timeout passes (REQUEST_TIMED_OUT).
         ``producer`` (id, epoch) makes the batch transactional (a transactional offset commit);
         ``on_appended(base offset)`` is called, with the partition's lock held, once the records are in the log.
+        ``inline``: ``on_done`` never blocks (the group coordinator's tries its locks and hands on when they are
+        taken), so the follower's Fetch that moves the HW may call it on its own thread (``AckWaiter.inline``).
         """
-        code, base, last, _epoch, waiting = self._append(tp, records, acks, timeout_ms, on_done,
+        code, base, last, _epoch, waiting = self._append(tp, records, acks, timeout_ms, on_done, inline=inline,
                                                          producer=producer, on_appended=on_appended)
         return None if waiting else (code, base, last)
 

@@ -31,9 +31,9 @@ class AckWaiter:
     leader_epoch: int
     deadline: float
     on_done: Callable[[int], None]
-    # on_done only signals another thread (a produce request's): the follower's Fetch that moves the
-    # HW may call it itself; otherwise (the coordinator's appends, which take their core's lock) the
-    # purgatory thread calls it
+    # on_done does not block (it signals another thread, a produce request's, or the group coordinator's
+    # tries its locks): the follower's Fetch that moves the HW may call it itself; otherwise (the
+    # transaction coordinator's appends, which take their core's lock) the purgatory thread calls it
     inline: bool = False
 
 

@@ -17,12 +17,12 @@ started loading) get NOT_COORDINATOR, so clients rediscover the coordinator.
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 from typing import Any, Callable
 
 from coordinator import messages as m
 from kafkacommon import errors
-from node.shells.coordinator_shell import CoordinatorShell
+from node.shells.coordinator_shell import Answer, CoordinatorShell
 from proto import groups_pb2 as gpb
 from proto import groups_pb2_grpc as gpbg
 from zk.paths import OFFSETS_TOPIC
@@ -43,6 +43,24 @@ def client_host(peer: str) -> str:
     return "/" + host
 
 
+_NO_ANSWER = object()   # what a request's waiter holds when the shell did not answer in time
+
+
+def _pass_on(answered: Any, waiter: asyncio.Future) -> None:
+    """On the door's loop: the shell's answer (an :class:`Answer`, or ``_NO_ANSWER`` when none came in time) to
+    the request's waiter, unless the waiter is settled already (answered, timed out, or cancelled with its
+    request)."""
+    if waiter.done():
+        return
+    if answered is _NO_ANSWER:
+        waiter.set_result(_NO_ANSWER)
+        return
+    try:
+        waiter.set_result(answered.result())
+    except Exception as e:   # a shell's failure is the request's, as wrap_future passed it on
+        waiter.set_exception(e)
+
+
 class GroupsDoor:
     """Coroutines on a front end's event loop: a request is handed to its core on the loop when the core's
     lock and its partition's are free, else on a pool thread (a load or the log cleaner's pass over the
@@ -60,16 +78,24 @@ class GroupsDoor:
     def broker_id(self) -> int:
         return self.shell.broker_id
 
-    async def _ask(self, submit: Callable[..., Future | None], req: Any, timeout_s: float) -> Any:
+    async def _ask(self, submit: Callable[..., Answer | None], req: Any, timeout_s: float) -> Any:
         """``submit(req, block)`` (one of the shell's APIs) and its answer, or the request's NOT_COORDINATOR
-        answer when none comes in time."""
+        answer when none comes in time.  An answer given at once (a fetch, an error) is returned without a
+        wait; else the loop waits on one future of its own, set from the answering thread, and one timer."""
         fut = submit(req, False)
         if fut is None:
             fut = await asyncio.get_running_loop().run_in_executor(self.pool, submit, req, True)
+        if fut.done():
+            return fut.result()
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        fut.add_done_callback(lambda f: loop.is_closed() or loop.call_soon_threadsafe(_pass_on, f, waiter))
+        timer = loop.call_later(timeout_s + _EXTRA_WAIT_S, _pass_on, _NO_ANSWER, waiter)
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(fut), timeout_s + _EXTRA_WAIT_S)
-        except asyncio.TimeoutError:
-            return req.error_response(errors.NOT_COORDINATOR)
+            answer = await waiter
+        finally:
+            timer.cancel()
+        return req.error_response(errors.NOT_COORDINATOR) if answer is _NO_ANSWER else answer
 
     def _commit_wait_s(self) -> float:
         return self.shell.config.commit_timeout_ms / 1000

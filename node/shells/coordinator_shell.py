@@ -1,7 +1,7 @@
 """The group coordinator's I/O shell: one sans-IO core per __consumer_offsets partition led here.
 
 * **The door.** One method per group API (``join_group(request) ->
-  Future[JoinGroupResponse]``, ``offset_commit``, ...), taking and answering
+  Answer[JoinGroupResponse]``, ``offset_commit``, ...), taking and answering
   :mod:`coordinator.messages` types; both front ends (the gRPC servicer and
   the Kafka listener, through node/server/groups_servicer.py's ``GroupsDoor``)
   call them.  A group belongs to partition ``partition_for(group, n)``; the
@@ -28,7 +28,7 @@ import queue
 import threading
 import time
 import uuid
-from concurrent.futures import Future
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from coordinator import load
@@ -81,6 +81,8 @@ class CoordinatorShell:
         self.coordinatorship = Coordinatorship(config, new_member_suffix)   # slot.io: the core's lock
         self._slots = self.coordinatorship.slots
         self._jobs: queue.Queue = queue.Queue()
+        # appends' outcomes whose thread found the core's lock or its partition's taken (see _acked)
+        self._completions = ThreadPoolExecutor(max_workers=1, thread_name_prefix="group-completions")
         self._timer = threading.Condition()
         self._stopping = threading.Event()
         self._threads = [threading.Thread(target=self._loader, name="group-loader", daemon=True),
@@ -161,23 +163,23 @@ class CoordinatorShell:
     # at once (a load, or a log cleaner pass, holds them a while); else nothing is done and the answer is
     # None: call again where waiting is harmless.  The gRPC server's event loop calls with block=False.
 
-    def join_group(self, req: JoinGroupRequest, block: bool = True) -> Future[JoinGroupResponse] | None:
+    def join_group(self, req: JoinGroupRequest, block: bool = True) -> Answer[JoinGroupResponse] | None:
         return self._request(req.group_id, PartitionCoordinator.join_group, req, block)
 
-    def sync_group(self, req: SyncGroupRequest, block: bool = True) -> Future[SyncGroupResponse] | None:
+    def sync_group(self, req: SyncGroupRequest, block: bool = True) -> Answer[SyncGroupResponse] | None:
         return self._request(req.group_id, PartitionCoordinator.sync_group, req, block)
 
-    def heartbeat(self, req: HeartbeatRequest, block: bool = True) -> Future[HeartbeatResponse] | None:
+    def heartbeat(self, req: HeartbeatRequest, block: bool = True) -> Answer[HeartbeatResponse] | None:
         return self._request(req.group_id, PartitionCoordinator.heartbeat, req, block)
 
-    def leave_group(self, req: LeaveGroupRequest, block: bool = True) -> Future[LeaveGroupResponse] | None:
+    def leave_group(self, req: LeaveGroupRequest, block: bool = True) -> Answer[LeaveGroupResponse] | None:
         return self._request(req.group_id, PartitionCoordinator.leave_group, req, block)
 
-    def offset_commit(self, req: OffsetCommitRequest, block: bool = True) -> Future[OffsetCommitResponse] | None:
+    def offset_commit(self, req: OffsetCommitRequest, block: bool = True) -> Answer[OffsetCommitResponse] | None:
         return self._request(req.group_id, PartitionCoordinator.offset_commit, req, block)
 
     def txn_offset_commit(self, req: TxnOffsetCommitRequest,
-                          block: bool = True) -> Future[OffsetCommitResponse] | None:
+                          block: bool = True) -> Answer[OffsetCommitResponse] | None:
         return self._request(req.group_id, PartitionCoordinator.txn_offset_commit, req, block)
 
     def txn_marker_written(self, partition: int, producer_id: int, commit: bool, offset: int) -> None:
@@ -193,11 +195,11 @@ class CoordinatorShell:
             self._start_appends(slot, out)
         self._finish(out)
 
-    def offset_fetch(self, req: OffsetFetchRequest, block: bool = True) -> Future[OffsetFetchResponse] | None:
+    def offset_fetch(self, req: OffsetFetchRequest, block: bool = True) -> Answer[OffsetFetchResponse] | None:
         return self._request(req.group_id, PartitionCoordinator.offset_fetch, req, block)
 
     def describe_groups(self, req: DescribeGroupsRequest,
-                        block: bool = True) -> Future[DescribeGroupsResponse] | None:
+                        block: bool = True) -> Answer[DescribeGroupsResponse] | None:
         """Each group at its own core; with ``block=False``, a request for one group only."""
         if len(req.group_ids) == 1:
             return self._request(req.group_ids[0], PartitionCoordinator.describe_groups, req, block)
@@ -207,7 +209,7 @@ class CoordinatorShell:
                  for g in req.group_ids]
         return _gathered(parts, lambda rs: DescribeGroupsResponse([g for r in rs for g in r.groups]))
 
-    def delete_groups(self, req: DeleteGroupsRequest, block: bool = True) -> Future[DeleteGroupsResponse] | None:
+    def delete_groups(self, req: DeleteGroupsRequest, block: bool = True) -> Answer[DeleteGroupsResponse] | None:
         """Each group at its own core, one after the other; with ``block=False``, a request for one group only."""
         if len(req.group_ids) == 1:
             return self._request(req.group_ids[0], PartitionCoordinator.delete_groups, req, block)
@@ -217,7 +219,7 @@ class CoordinatorShell:
                  for g in req.group_ids]
         return _gathered(parts, lambda rs: DeleteGroupsResponse([x for r in rs for x in r.results]))
 
-    def offset_delete(self, req: OffsetDeleteRequest, block: bool = True) -> Future[OffsetDeleteResponse] | None:
+    def offset_delete(self, req: OffsetDeleteRequest, block: bool = True) -> Answer[OffsetDeleteResponse] | None:
         return self._request(req.group_id, PartitionCoordinator.offset_delete, req, block)
 
     def list_groups(self, req: ListGroupsRequest) -> ListGroupsResponse:
@@ -225,7 +227,7 @@ class CoordinatorShell:
         a partition loads."""
         code, groups = errors.NONE, []
         for slot in list(self._slots.values()):
-            fut: Future = Future()
+            fut = Answer()
             with slot.io:
                 out = PartitionCoordinator.list_groups(slot.core, fut, req, self.clock())
                 self._start_appends(slot, out)
@@ -243,9 +245,9 @@ class CoordinatorShell:
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions())
 
-    def _request(self, group_id: str, handler: Handler, req: Any, block: bool) -> Future | None:
+    def _request(self, group_id: str, handler: Handler, req: Any, block: bool) -> Answer | None:
         """``handler(core, future, req, now)`` on the group's core, its appends started; the future answers."""
-        fut: Future = Future()
+        fut = Answer()
         slot = self._slots.get(self.partition_of(group_id))
         if slot is None:
             fut.set_result(req.error_response(errors.NOT_COORDINATOR))
@@ -269,7 +271,7 @@ class CoordinatorShell:
             slot.io.release()
         return self._answered(fut, req, out)
 
-    def _take(self, slot: Slot, handler: Handler, fut: Future, req: Any) -> Output | None:
+    def _take(self, slot: Slot, handler: Handler, fut: Answer, req: Any) -> Output | None:
         """With ``slot.io`` (its lock) held: the core's handler takes ``req`` and its appends start; None when the
         slot was unloaded meanwhile."""
         if self._slots.get(slot.core.partition) is not slot:
@@ -278,7 +280,7 @@ class CoordinatorShell:
         self._start_appends(slot, out)
         return out
 
-    def _answered(self, fut: Future, req: Any, out: Output | None) -> Future:
+    def _answered(self, fut: Answer, req: Any, out: Output | None) -> Answer:
         """After the locks: log the core's events and answer what it answered at once."""
         if out is None:
             fut.set_result(req.error_response(errors.NOT_COORDINATOR))
@@ -302,11 +304,34 @@ class CoordinatorShell:
         def append(cmd) -> int | None:
             records = [(k, v, None) for k, v in cmd.records]
             done = self.replicas.append((OFFSETS_TOPIC, slot.core.partition), records, cmd.acks, cmd.timeout_ms,
-                                        on_done=lambda code, s=slot, a=cmd.append_id: self._append_done(s, a, code),
-                                        producer=cmd.producer,
+                                        on_done=lambda code, s=slot, a=cmd.append_id: self._acked(s, a, code),
+                                        producer=cmd.producer, inline=True,
                                         on_appended=lambda base, c=cmd: setattr(c, "base_offset", base))
             return None if done is None else done[0]
         start_appends(slot.core, out, append, self.clock)
+
+    def _acked(self, slot: Slot, append_id: int, code: int) -> None:
+        """An append's outcome, on the thread that knew it (the follower's Fetch that moved the HW, or the
+        purgatory's): taken up there when the core's lock and its partition's are free at once, as Kafka's
+        request handler completes a DelayedProduce and runs the coordinator's callback; else handed to this
+        shell's completion thread, so that a Fetch never waits for a load or a cleaner pass."""
+        if not slot.io.acquire(blocking=False):
+            self._completions.submit(self._append_done, slot, append_id, code)
+            return
+        try:
+            partition_lock = self.replicas.partition_lock((OFFSETS_TOPIC, slot.core.partition))
+            if partition_lock is not None and not partition_lock.acquire(blocking=False):
+                self._completions.submit(self._append_done, slot, append_id, code)
+                return
+            try:
+                out = slot.core.on_append_done(append_id, code, self.clock())
+                self._start_appends(slot, out)
+            finally:
+                if partition_lock is not None:
+                    partition_lock.release()
+        finally:
+            slot.io.release()
+        self._finish(out)
 
     def _append_done(self, slot: Slot, append_id: int, code: int) -> None:
         with slot.io:
@@ -317,7 +342,7 @@ class CoordinatorShell:
     def _finish(self, out: Output) -> None:
         self.events.log(*out.events)
         for handle, response in out.responses:
-            if isinstance(handle, Future) and not handle.done():
+            if isinstance(handle, Answer) and not handle.done():
                 handle.set_result(response)
 
     # ------------------------------------------------------------------ timers
@@ -351,6 +376,7 @@ class CoordinatorShell:
     def close(self) -> None:
         self._stopping.set()
         self._poke()
+        self._completions.shutdown(wait=False)
         for p in list(self._slots):
             slot = self._slots.pop(p)
             with slot.io:
@@ -358,17 +384,79 @@ class CoordinatorShell:
             self._finish(out)
 
 
-def _gathered(parts: list[Future], combine: Callable[[list[Any]], Any]) -> Future:
+class Answer:
+    """The future of one request's answer: the part of ``concurrent.futures.Future`` the doors and tests use
+    (``done``, ``result``, ``set_result``, ``set_exception``, ``add_done_callback``), without the Condition
+    (and its RLock) a ``Future`` makes for every request (issue 49: 3% of a broker's samples under commits).
+    Set from any thread, once; later sets are ignored, as ``_finish`` ignores an answered handle."""
+
+    __slots__ = ("_lock", "_done", "_value", "_error", "_callbacks", "_event")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._callbacks: list[Callable[["Answer"], None]] | None = None
+        self._event: threading.Event | None = None     # made by a blocking result() only
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, value: Any) -> None:
+        self._settle(value, None)
+
+    def set_exception(self, error: BaseException) -> None:
+        self._settle(None, error)
+
+    def _settle(self, value: Any, error: BaseException | None) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._value, self._error, self._done = value, error, True
+            callbacks, self._callbacks, event = self._callbacks, None, self._event
+        if event is not None:
+            event.set()
+        for fn in callbacks or ():
+            try:
+                fn(self)
+            except Exception:
+                log.exception("an answer's callback failed")
+
+    def add_done_callback(self, fn: Callable[["Answer"], None]) -> None:
+        """``fn(self)`` once the answer is set: at once (on this thread) if it is already."""
+        with self._lock:
+            if not self._done:
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(fn)
+                return
+        fn(self)
+
+    def result(self, timeout: float | None = None) -> Any:
+        if not self._done:
+            with self._lock:
+                if not self._done and self._event is None:
+                    self._event = threading.Event()
+                event = self._event
+            if event is not None and not event.wait(timeout):
+                raise TimeoutError("no answer in time")
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def _gathered(parts: list[Answer], combine: Callable[[list[Any]], Any]) -> Answer:
     """A future of ``combine(the parts' results, in order)`` once every part is done (a part's exception
     becomes its exception)."""
-    whole: Future = Future()
+    whole = Answer()
     if not parts:
         whole.set_result(combine([]))
         return whole
     left = [len(parts)]
     lock = threading.Lock()
 
-    def one_done(_: Future) -> None:
+    def one_done(_: Answer) -> None:
         with lock:
             left[0] -= 1
             if left[0]:
