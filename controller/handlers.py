@@ -349,8 +349,12 @@ class ControllerHandlers:
     def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Steps:
         code, plan, remaining = self.core.on_controlled_shutdown(broker_id, broker_epoch)
         if code == errors.NONE:
-            yield from self.execute(plan)
-            if not self.core.active:  # fenced while writing
+            # Kafka's doControlledShutdown: the led partitions' batch (written and sent), then the followed ones'
+            for batch in plan.controlled_shutdown_batches():
+                yield from self.execute(batch)
+                if not self.core.active:  # fenced while writing
+                    break
+            if not self.core.active:
                 code = errors.NOT_CONTROLLER
         return code, remaining
 

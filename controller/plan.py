@@ -116,3 +116,15 @@ class Plan:
         return not (self.has_writes or self.events or self.observed or self.full_sync or self.metadata_to_all
                     or self.resend_metadata or self.topic_updates or self.stop_replicas or self.delete_replicas
                     or self.query_replicas)
+
+    def controlled_shutdown_batches(self) -> list["Plan"]:
+        """A controlled shutdown's plan (``ControllerCore.on_controlled_shutdown``) as Kafka 2.8's
+        doControlledShutdown carries it out, in two batches: the partitions the broker led (their new leaders
+        elected and written, then their LeaderAndIsr and UpdateMetadata sent), then the partitions it followed
+        (StopReplica to it, their shrunk ISRs written and sent to the other replicas).  The first batch's
+        requests go out before the second's writes: the moved leaders (a group coordinator's offsets partition
+        among them) are taken up without waiting for the ISR shrinks.  Empty batches are left out."""
+        led = Plan(writes=[w for w in self.writes if w.reason == "controlled_shutdown"], observed=self.observed)
+        followed = Plan(writes=[w for w in self.writes if w.reason != "controlled_shutdown"],
+                        stop_replicas=self.stop_replicas)
+        return [p for p in (led, followed) if not p.empty]

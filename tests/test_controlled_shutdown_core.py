@@ -79,3 +79,23 @@ def test_a_newer_controllers_state_is_left_alone():
     core = started({T: {0: (1, 2)}}, {(T, 0): (las(1, 3, (1, 2), controller_epoch=EPOCH + 1), 2)}, brokers(1, 2))
     code, plan, remaining = core.on_controlled_shutdown(1, 101)
     assert code == NONE and plan.writes == [] and remaining == []
+
+
+def test_the_moved_leaders_are_a_batch_of_their_own_before_the_shrunk_isrs():
+    """Kafka's doControlledShutdown: the led partitions' new leaders are written and sent (handleStateChanges to
+    OnlinePartition), then StopReplica and the followed partitions' shrunk ISRs (OfflineReplica)."""
+    core = cluster()
+    _, plan, _ = core.on_controlled_shutdown(1, 101)
+    led, followed = plan.controlled_shutdown_batches()
+    assert [(w.topic, w.partition) for w in led.writes] == [(T, 0)] and not led.stop_replicas
+    assert [(w.topic, w.partition) for w in followed.writes] == [(T, 1), (T, 2)]
+    assert followed.stop_replicas == {1: [(T, 1), (T, 2)]} and followed.observed == []
+    assert [e.name for e in led.observed] == ["controlled_shutdown_requested"]
+    first = apply(core, led)
+    assert [(v.topic, v.partition) for c in first[1] if isinstance(c, LeaderAndIsrCmd) for v in c.partitions] == [(T, 0)]
+    assert not any(isinstance(c, StopReplicaCmd) for c in first[1])
+    second = apply(core, followed)
+    assert StopReplicaCmd(((T, 1), (T, 2))) in second[1]
+    assert not any(isinstance(c, LeaderAndIsrCmd) for c in second[1])
+    assert sorted((v.topic, v.partition) for c in second[3] if isinstance(c, LeaderAndIsrCmd)
+                  for v in c.partitions) == [(T, 1), (T, 2)]

@@ -52,6 +52,9 @@ class LeaderFetcher(threading.Thread):
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
         self._channel: grpc.Channel | None = None  # only this thread opens it; assign() may close it
+        # a second channel to the leader, connected in advance (this thread's only): the channel that replaces
+        # one closed to cut a poll short, so the next request does not wait for a new connection's handshake
+        self._spare: tuple[str, grpc.Channel] | None = None
         self._polling: set[TP] | None = None  # the partitions of the long poll now parked at the leader
         self._cut = False
         self._core = FetcherState()  # the fetch session and each partition's position (this thread only)
@@ -93,11 +96,13 @@ class LeaderFetcher(threading.Thread):
                     self._stop_event.wait(0.05)
                     continue
                 if endpoint != target or stub is None:
+                    channel = self._take_spare(endpoint)
                     with self._lock:
                         if self._channel is not None:
                             self._channel.close()
-                        self._channel = peer_channel(endpoint)
+                        self._channel = channel
                         stub, target = pbg.BrokerStub(self._channel), endpoint
+                    self._spare = (endpoint, _connecting(peer_channel(endpoint)))
                 try:
                     fetched = self._fetch_once(stub, parts)
                 except Exception as e:   # a bug, not a fault: say so, and keep fetching the other partitions
@@ -113,6 +118,16 @@ class LeaderFetcher(threading.Thread):
             with self._lock:
                 if self._channel is not None:
                     self._channel.close()
+            self._take_spare(None)
+
+    def _take_spare(self, endpoint: str | None) -> grpc.Channel:
+        """The spare channel if it dials ``endpoint`` (closed otherwise), else a new one; None: close it."""
+        spare, self._spare = self._spare, None
+        if spare is not None and spare[0] == endpoint:
+            return spare[1]
+        if spare is not None:
+            spare[1].close()
+        return peer_channel(endpoint) if endpoint is not None else None   # type: ignore[return-value]
 
     def _fetch_once(self, stub: pbg.BrokerStub, parts: dict[TP, tuple["Hosted", int]]) -> bool | float:
         """One Fetch in this fetcher's session, as ``replication.fetcher``'s loop says.  False: back off; a
@@ -205,6 +220,17 @@ class LeaderFetcher(threading.Thread):
         if log_start is not None:   # the retention pass deletes the segments wholly below it
             h.log.maybe_increment_log_start_offset(log_start)
         return True
+
+
+def _connecting(channel: grpc.Channel) -> grpc.Channel:
+    """``channel``, its connection started now (one attempt: nothing keeps retrying it while it is unused)."""
+    channel.subscribe(_ignore, try_to_connect=True)
+    channel.unsubscribe(_ignore)
+    return channel
+
+
+def _ignore(_state: grpc.ChannelConnectivity) -> None:
+    pass
 
 
 def assign_by_leader(owner: "FetcherOwner", fetchers: dict[int, LeaderFetcher], lock: threading.Lock,
