@@ -1,7 +1,7 @@
 """Scale: idle CPU and the controller's SIGTERM failover of a 5-broker cluster at N partitions (issue 49).
 
     python bench/scale.py [--partitions 1000 10000] [--window 20] [--no-profile] [--profile-failover]
-                          [--only idle|failover] [--json FILE]
+                          [--only idle|failover] [--json FILE] [--keep-events DIR]
 
 For each N, a fresh cluster of 5 real broker processes on its own real
 ZooKeeper, with Kafka's defaults for stopping (controlled shutdown on), and one
@@ -39,6 +39,7 @@ import argparse
 import collections
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -230,7 +231,7 @@ def top_stacks(raw: Path, n: int = 12) -> list[str]:
 
 
 def measure(work: Path, partitions: int, window: float, profile: bool, profile_failover: bool,
-            failover: bool = True) -> dict[str, Any]:
+            failover: bool = True, keep_events: Path | None = None) -> dict[str, Any]:
     zk, c = start(work, partitions)
     up = time.monotonic()
     res: dict[str, Any] = {"partitions": partitions}
@@ -311,6 +312,8 @@ def measure(work: Path, partitions: int, window: float, profile: bool, profile_f
                        for t in v.topics.values() for s in t["partitions"].values())
         wait_for(all_led, 60, "every partition led by a live broker", interval=1.0)
         evs = read_run_events(c.run_dir)
+        if keep_events is not None:   # the brokers' event logs, for a closer look
+            shutil.copytree(Path(c.run_dir) / "events", keep_events / f"events-{partitions}", dirs_exist_ok=True)
         res.update(stages(evs, old, epoch, done))
     finally:
         c.down(timeout=60)
@@ -351,6 +354,20 @@ def stages(evs: list[dict], old: int, epoch: int, done: dict) -> dict[str, Any]:
         "shutdown_timed_out": [e["step"] for e in evs if e["type"] == "shutdown_timed_out"],
         "alter_isr_failed": sum(e["type"] == "alter_isr_failed" for e in evs),
     }
+    # the next controller's requests: when each broker got its LeaderAndIsr and UpdateMetadata of the new epoch
+    # (arrival = the line's mono_ns minus its duration) and applied them, from the signal
+    nb = done["broker"]
+    out["new_controller"] = nb
+    out["new_requests"] = {b: [(e["type"], e.get("partitions"), (e["mono_ns"] - e["duration_ms"] * 1e6 - sig) / 1e6,
+                                (e["mono_ns"] - sig) / 1e6)
+                               for e in evs if e["broker"] == b and e.get("controller_epoch") == epoch + 1
+                               and e["type"] in ("leader_and_isr_applied", "update_metadata_applied")
+                               and e["mono_ns"] <= done["mono_ns"] + 5e9]
+                           for b in sorted({e["broker"] for e in evs}) if b != old}
+    el = next((e for e in evs if e["type"] == "controller_elected" and e.get("epoch") == epoch + 1), None)
+    if el is not None:
+        out["new_lines"] = collections.Counter(e["type"] for e in evs if e["broker"] == nb
+                                               and el["mono_ns"] <= e["mono_ns"] <= done["mono_ns"]).most_common(12)
     cs = next((e for e in mine if e["type"] == "controlled_shutdown_done"), None)
     if cs is not None:
         out["controlled_shutdown"] = {k: cs[k] for k in ("attempts", "succeeded", "duration_ms")}
@@ -393,6 +410,12 @@ def report(r: dict[str, Any]) -> None:
             print(f"  its {t} lines: {sp[2]} from {sp[0]:.1f} to {sp[1]:.1f} ms")
     if "controlled_shutdown" in r:
         print(f"  controlled shutdown: {r['controlled_shutdown']}")
+    print(f"  the new controller (broker {r['new_controller']})'s requests, each broker: (kind, partitions, "
+          "arrived, applied ms from the signal)")
+    for b, reqs in r["new_requests"].items():
+        print(f"    broker {b}: " + "; ".join(f"{k.split('_applied')[0]} {n} {a:.0f}-{d:.0f}" for k, n, a, d in reqs))
+    if r.get("new_lines"):
+        print(f"  its lines from elected to done: {r['new_lines']}")
     print(f"  shutdown_timed_out: {r['shutdown_timed_out'] or 'none'}; alter_isr_failed events: {r['alter_isr_failed']}")
     if "new_controller_profile" in r:
         print(f"profile of the next controller, broker {r['new_controller_profile']['broker']} (py-spy, signal to "
@@ -414,13 +437,16 @@ def main() -> None:
                     help="idle: measure the idle CPU only, no failover; failover: only the SIGTERM failover, no "
                          "idle CPU window and no idle profile")
     ap.add_argument("--json", type=Path, help="also write the raw figures here")
+    ap.add_argument("--keep-events", type=Path, metavar="DIR",
+                    help="copy each run's broker event logs to DIR/events-N")
     a = ap.parse_args()
     if a.only == "failover":
         a.window, a.no_profile = 0.0, True
     results = []
     with tempfile.TemporaryDirectory(prefix="kafkasim-bench-scale-") as tmp:
         for n in a.partitions:
-            r = measure(Path(tmp), n, a.window, not a.no_profile, a.profile_failover, a.only != "idle")
+            r = measure(Path(tmp), n, a.window, not a.no_profile, a.profile_failover, a.only != "idle",
+                        a.keep_events)
             report(r)
             results.append(r)
             sys.stdout.flush()

@@ -527,14 +527,60 @@ def test_a_segment_fsyncs_only_what_was_written_since_its_last_fsync(tmp_path, m
     synced: list[int] = []
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
-    seg = LogSegment.create(tmp_path, 0, sync_dir=False)
+    seg = LogSegment.create(tmp_path, 0, index_interval_bytes=0, sync_dir=False)
     seg.flush()
     assert synced == []                      # new and empty: nothing to make durable
     seg.append(encode_batch(0, 0, [(None, b"v", NOW)]), 0, 0, NOW)
     seg.flush()
-    assert len(synced) == 3                  # the log and both indexes
+    assert len(synced) == 1                  # the log: no index entry yet (none before the first batch)
+    seg.append(encode_batch(1, 0, [(None, b"w", NOW + 1)]), 1, 1, NOW + 1)
+    seg.flush()
+    assert len(synced) == 4                  # the log and both indexes (an entry in each)
     seg.close()
-    assert len(synced) == 3                  # nothing written since
+    assert len(synced) == 4                  # nothing written since
     reopened = LogSegment.open(tmp_path, 0)
     reopened.close()
-    assert len(synced) == 6                  # opened: not known to be synced, so its close fsyncs
+    assert len(synced) == 7                  # opened: not known to be synced, so its close fsyncs all three
+
+
+def _open_fds() -> set[str]:
+    return {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+            if os.path.exists(f"/proc/self/fd/{fd}")}
+
+
+def test_a_segment_opens_its_index_files_only_to_write_them(tmp_path):
+    seg = LogSegment.create(tmp_path, 0, index_interval_bytes=0, sync_dir=False)
+    names = {p: str(p) for p in (seg.log_path, seg.index_path, seg.time_index_path)}
+    assert all(p.exists() for p in names)    # the three files are there (empty), as Kafka's
+    held = _open_fds()
+    assert names[seg.log_path] in held and names[seg.index_path] not in held \
+        and names[seg.time_index_path] not in held
+    seg.append(encode_batch(0, 0, [(None, b"v", NOW)]), 0, 0, NOW)
+    assert names[seg.index_path] not in _open_fds()          # no entry for the first batch
+    seg.append(encode_batch(1, 0, [(None, b"w", NOW + 1)]), 1, 1, NOW + 1)
+    held = _open_fds()
+    assert names[seg.index_path] in held and names[seg.time_index_path] in held
+    assert seg.offset_index_entries() == [(1, seg.find_batch(1)[0])]
+    seg.close()
+    assert not {names[p] for p in names} & _open_fds()
+    with pytest.raises(OSError):
+        seg._index_fd()                      # a closed segment opens nothing again
+    reopened = LogSegment.open(tmp_path, 0)
+    assert names[seg.index_path] not in _open_fds()           # read, and closed again
+    assert reopened.offset_index_entries() == seg.offset_index_entries()
+    assert reopened.time_index_entries() == [(NOW + 1, 1)]
+    reopened.truncate_to(1)                  # cuts the entry: the index is opened to be cut
+    assert reopened.offset_index_entries() == [] and os.path.getsize(seg.index_path) == 0
+    reopened.close()
+    assert os.path.getsize(seg.time_index_path) == 0 and not {names[p] for p in names} & _open_fds()
+
+
+def test_a_new_segment_cuts_index_files_left_behind_and_fsyncs_them(tmp_path, monkeypatch):
+    (tmp_path / segment_file_name(0, ".index")).write_bytes(b"\0" * 8)
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    seg = LogSegment.create(tmp_path, 0, sync_dir=False)
+    assert os.path.getsize(seg.index_path) == 0
+    seg.close()
+    assert len(synced) == 2                  # the log and the index cut here (the time index was empty)

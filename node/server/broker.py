@@ -191,10 +191,10 @@ class Broker:
         threading.stack_size(1 << 20)
         pool = futures.ThreadPoolExecutor(max_workers=2048, thread_name_prefix="grpc")
         self.server = AioServer(pool, maximum_concurrent_rpcs=4096)
-        self.server.add(pbg.add_BrokerServicer_to_server,
-                        BrokerServicer(self.state, self.events, self.controller, self.replicas, pool,
+        self.servicer = BrokerServicer(self.state, self.events, self.controller, self.replicas, pool,
                                        on_offsets_marker=self.groups.txn_marker_written,
-                                       marker_timeout_ms=g("request.timeout.ms")))
+                                       marker_timeout_ms=g("request.timeout.ms"))
+        self.server.add(pbg.add_BrokerServicer_to_server, self.servicer)
         lazy = None if g("kafkasim.offsets.topic.eager.create") else self._create_offsets_topic
         groups_servicer = GroupsServicer(self.state, self.groups, pool, lazy)
         self.server.add(gpbg.add_GroupsServicer_to_server, groups_servicer)
@@ -381,7 +381,14 @@ class Broker:
         return n
 
     def _cached_states(self) -> dict:
-        """This broker's metadata cache as the controller core's (LeaderAndIsr, zkVersion) map."""
+        """This broker's metadata cache as the controller core's (LeaderAndIsr, zkVersion) map; empty (the new
+        controller reads the states from ZooKeeper, as Kafka's does) while a controller request is being applied
+        here: the cache is changing, and the requests queued behind that one (the UpdateMetadata after a
+        controlled shutdown's LeaderAndIsr) are not in it yet, so a failover deciding from it would write from
+        stale zkVersions, fail on BADVERSION and read every state anyway."""
+        servicer = getattr(self, "servicer", None)
+        if servicer is not None and servicer.applying():
+            return {}
         return dict(self.state.controller_view)
 
     def start(self) -> None:

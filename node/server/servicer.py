@@ -37,6 +37,10 @@ class BrokerServicer(pbg.BrokerServicer):
         self._cache_changes = 0   # requests that changed the metadata cache (LeaderAndIsr, UpdateMetadata with news)
         self._last_update = (b"", -1)   # the last UpdateMetadata applied, without its header; _cache_changes then
 
+    def applying(self) -> bool:
+        """Whether a controller request (LeaderAndIsr, UpdateMetadata, StopReplica) is being applied now."""
+        return self._lock.locked()
+
     def _log(self, out: Outcome) -> None:
         self.events.log(*out.events)
 

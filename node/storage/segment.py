@@ -18,6 +18,11 @@ binary-search the offset index and then scan batch headers forward.
 
 Durability is the caller's business: ``append`` only writes, ``flush`` fsyncs.
 
+The ``.log`` file is held open for the segment's life; an index file only once something is written to it
+(an entry, a truncation, a recovery): the indexes are kept in memory, so an idle segment holds one
+descriptor, not three, and closes one.  Kafka 2.8 holds none for an index either: it maps the file and
+closes it (``AbstractIndex``), an inactive segment's only on first use (``LazyIndex``).
+
 The log cleaner builds a replacement segment under temporary names (``file_suffix``
 ``.cleaned``, then ``.swap`` — e.g. ``00000000000000000000.log.cleaned``) and renames
 it into place with :meth:`LogSegment.change_file_suffix`.
@@ -84,10 +89,10 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.file_suffix = file_suffix
         self._set_paths()
-        flags = os.O_RDWR | os.O_CREAT
-        self._log_fd = os.open(self.log_path, flags, 0o644)
-        self._idx_fd = os.open(self.index_path, flags, 0o644)
-        self._tidx_fd = os.open(self.time_index_path, flags, 0o644)
+        self._log_fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        # the index files' descriptors, opened on first write (:meth:`_index_fd`, :meth:`_time_index_fd`)
+        self._idx_fd: int | None = None
+        self._tidx_fd: int | None = None
         self._size = os.fstat(self._log_fd).st_size
         self._idx_offsets: list[int] = []    # relative offsets, increasing
         self._idx_positions: list[int] = []  # batch start positions, increasing
@@ -107,6 +112,9 @@ class LogSegment:
         self.recovery: tuple[int, int] | None = None  # (valid, truncated) of the last recover()
         # written since the last fsync (or not known not to be: an existing segment opened here)
         self._dirty = True
+        # the index files are an existing segment's, not known to be fsynced: the next flush fsyncs them too,
+        # opened for it if nothing opened them before
+        self._sync_indexes = False
 
     def _set_paths(self) -> None:
         name = segment_file_name
@@ -130,10 +138,17 @@ class LogSegment:
         if path.exists():
             raise FileExistsError(path)
         seg = cls(Path(directory), base_offset, index_interval_bytes, file_suffix)
-        # a new segment holds nothing to fsync, unless index files were left behind and are cut here
-        seg._dirty = bool(os.fstat(seg._idx_fd).st_size or os.fstat(seg._tidx_fd).st_size)
-        os.ftruncate(seg._idx_fd, 0)
-        os.ftruncate(seg._tidx_fd, 0)
+        # a new segment holds nothing to fsync, unless index files were left behind and are cut here (their
+        # descriptors then stay open for the next flush); empty index files are created and closed
+        seg._dirty = False
+        for path, attr in ((seg.index_path, "_idx_fd"), (seg.time_index_path, "_tidx_fd")):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            if os.fstat(fd).st_size:
+                os.ftruncate(fd, 0)
+                setattr(seg, attr, fd)
+                seg._dirty = True
+            else:
+                os.close(fd)
         if sync_dir:
             fsync_dir(seg.directory)
         return seg
@@ -153,6 +168,7 @@ class LogSegment:
         if not path.exists():
             raise FileNotFoundError(path)
         seg = cls(Path(directory), base_offset, index_interval_bytes, file_suffix)
+        seg._sync_indexes = True
         if recover or not seg._load_indexes():
             seg.recover()
             return seg
@@ -182,8 +198,17 @@ class LogSegment:
         (then it would make nothing more durable: an idle broker's close costs no fsync per segment)."""
         if not self._dirty:
             return
-        for fd in (self._log_fd, self._idx_fd, self._tidx_fd):
-            os.fsync(fd)
+        os.fsync(self._log_fd)
+        for fd, path in ((self._idx_fd, self.index_path), (self._tidx_fd, self.time_index_path)):
+            if fd is not None:
+                os.fsync(fd)
+            elif self._sync_indexes:   # not opened here: written (if at all) before this segment was opened
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        self._sync_indexes = False
         self._dirty = False
 
     def close(self) -> None:
@@ -199,9 +224,29 @@ class LogSegment:
             self._close_fds()
 
     def _close_fds(self) -> None:
-        for fd in (self._log_fd, self._idx_fd, self._tidx_fd):
-            os.close(fd)
         self._closed = True
+        idx, tidx, self._idx_fd, self._tidx_fd = self._idx_fd, self._tidx_fd, None, None
+        os.close(self._log_fd)
+        for fd in (idx, tidx):
+            if fd is not None:
+                os.close(fd)
+
+    def _index_fd(self) -> int:
+        """The offset index file's descriptor, opened on first use."""
+        if self._idx_fd is None:
+            self._idx_fd = self._open_index(self.index_path)
+        return self._idx_fd
+
+    def _time_index_fd(self) -> int:
+        """The time index file's descriptor, opened on first use."""
+        if self._tidx_fd is None:
+            self._tidx_fd = self._open_index(self.time_index_path)
+        return self._tidx_fd
+
+    def _open_index(self, path: Path) -> int:
+        if self._closed:
+            raise OSError(errno.EBADF, f"{self} is closed")
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
 
     def delete(self) -> None:
         """Close the segment and remove its three files."""
@@ -216,7 +261,7 @@ class LogSegment:
         if self._max_ts >= 0 and (not self._tidx or self._max_ts > self._tidx[-1][0]):
             entry = (self._max_ts, self._offset_of_max_ts - self.base_offset)
             self._dirty = True
-            os.pwrite(self._tidx_fd, _TIME_ENTRY.pack(*entry), len(self._tidx) * _TIME_ENTRY.size)
+            os.pwrite(self._time_index_fd(), _TIME_ENTRY.pack(*entry), len(self._tidx) * _TIME_ENTRY.size)
             self._tidx.append(entry)
         self.flush()
 
@@ -306,9 +351,9 @@ class LogSegment:
         n_idx, n_tidx = len(self._idx_offsets), len(self._tidx)
         idx, tidx = self._index_point(position, base_offset, last_offset, max_timestamp, len(batch_bytes))
         if idx:
-            os.pwrite(self._idx_fd, idx, n_idx * _INDEX_ENTRY.size)
+            os.pwrite(self._index_fd(), idx, n_idx * _INDEX_ENTRY.size)
         if tidx:
-            os.pwrite(self._tidx_fd, tidx, n_tidx * _TIME_ENTRY.size)
+            os.pwrite(self._time_index_fd(), tidx, n_tidx * _TIME_ENTRY.size)
         return position
 
     # ------------------------------------------------------------ reading
@@ -419,17 +464,16 @@ class LogSegment:
         self._size = position
         keep = bisect_right(self._idx_positions, position - 1)
         del self._idx_offsets[keep:], self._idx_positions[keep:]
-        os.ftruncate(self._idx_fd, keep * _INDEX_ENTRY.size)
+        os.ftruncate(self._index_fd(), keep * _INDEX_ENTRY.size)
         first_dropped = found[1].base_offset - self.base_offset
         self._tidx = [e for e in self._tidx if e[1] < first_dropped]
-        os.ftruncate(self._tidx_fd, len(self._tidx) * _TIME_ENTRY.size)
+        os.ftruncate(self._time_index_fd(), len(self._tidx) * _TIME_ENTRY.size)
         self._reload_tail()
         return removed
 
     def _load_indexes(self) -> bool:
         """Read both index files; False if they fail the sanity checks."""
-        raw = os.pread(self._idx_fd, os.fstat(self._idx_fd).st_size, 0)
-        traw = os.pread(self._tidx_fd, os.fstat(self._tidx_fd).st_size, 0)
+        raw, traw = self._read_index(self.index_path), self._read_index(self.time_index_path)
         if len(raw) % _INDEX_ENTRY.size or len(traw) % _TIME_ENTRY.size:
             return False
         entries = list(_INDEX_ENTRY.iter_unpack(raw))
@@ -448,6 +492,14 @@ class LogSegment:
         self._idx_positions = [e[1] for e in entries]
         self._tidx = [(t, r) for t, r in tentries]
         return True
+
+    def _read_index(self, path: Path) -> bytes:
+        """An index file's bytes (created empty when missing), its descriptor closed again."""
+        fd = self._open_index(path)
+        try:
+            return os.pread(fd, os.fstat(fd).st_size, 0)
+        finally:
+            os.close(fd)
 
     def _reload_tail(self) -> None:
         """Recompute next offset, max timestamp and index spacing from the last index entry on."""
@@ -498,7 +550,7 @@ class LogSegment:
         if truncated:
             os.ftruncate(self._log_fd, position)
             self._size = position
-        for fd, data in ((self._idx_fd, idx_out), (self._tidx_fd, tidx_out)):
+        for fd, data in ((self._index_fd(), idx_out), (self._time_index_fd(), tidx_out)):
             os.ftruncate(fd, 0)
             if data:
                 os.pwrite(fd, bytes(data), 0)
