@@ -86,6 +86,22 @@ class SnapshotRequests:
     log_dirs: Any
     watches: tuple
     used: bool = False
+    context: "ContextRequests | None" = None   # the second round trip, sent on a guess of the names
+
+
+@dataclass
+class ContextRequests:
+    """:meth:`ZkClient.read_snapshot`'s second round trip, sent: the registrations of ``brokers``, the
+    assignments and configs of ``topics`` and this broker's dynamic configs (``entities``).  A topic not
+    watched yet is read on its own with its data watch (Kafka arms the partition-modification watch with the
+    topic's getData): ``gets``; the rest share one multiRead, ``reads``."""
+
+    brokers: tuple
+    topics: tuple
+    entities: tuple
+    reads: Any
+    gets: dict
+    newly_watched: tuple
 
 
 @translate_errors
@@ -297,19 +313,71 @@ class ZkClient(ControllerElection, ConfigStore):
 
     def snapshot_requests(self, broker_watch: Callable[[WatchEvent], None] | None = None,
                           topic_watch: Callable[[WatchEvent], None] | None = None,
-                          log_dir_watch: Callable[[WatchEvent], None] | None = None) -> "SnapshotRequests":
+                          log_dir_watch: Callable[[WatchEvent], None] | None = None,
+                          guess: tuple[Iterable[int], Iterable[str]] | None = None,
+                          topic_data_watch: Callable[[WatchEvent], None] | None = None,
+                          watched: set[str] | None = None, broker_id: int | None = None) -> "SnapshotRequests":
         """The snapshot's first round trip, sent and not waited for: /controller_epoch, the children of
         /brokers/ids and /brokers/topics (their watches armed when given) and, with ``log_dir_watch``, those of
         /log_dir_event_notification (its watch armed).  Hand it to :meth:`read_snapshot` (``first``), which
         waits for the answers; sent right behind the election multi (``try_elect_controller``'s ``then``), it
-        shares the multi's round trip."""
-        return SnapshotRequests(
+        shares the multi's round trip.
+
+        ``guess``: (broker ids, topics) the children are expected to name (the caller's metadata cache): the
+        second round trip goes out too, for those names, with :meth:`read_snapshot`'s ``topic_data_watch``,
+        ``watched`` and ``broker_id``, before the children have answered.  When the children name nothing
+        outside the guess, :meth:`read_snapshot` takes its answers and makes no round trip of its own; a name
+        guessed and absent is read for nothing (and its data watch is not armed: a getData on a missing znode
+        leaves none)."""
+        first = SnapshotRequests(
             multi_read_async(self.kz, [(GET_DATA, paths.CONTROLLER_EPOCH)]),
             self.kz.get_children_async(paths.BROKER_IDS, watch=watcher(broker_watch)),
             self.kz.get_children_async(paths.TOPICS, watch=watcher(topic_watch)),
             None if log_dir_watch is None else
             self.kz.get_children_async(paths.LOG_DIR_EVENT_NOTIFICATION, watch=watcher(log_dir_watch)),
             (broker_watch, topic_watch, log_dir_watch))
+        if guess is not None:
+            first.context = self._context_requests(sorted(set(guess[0])), sorted(set(guess[1])), topic_data_watch,
+                                                   watched, broker_id)
+        return first
+
+    def _context_requests(self, ids: list[int], topics: list[str],
+                          topic_data_watch: Callable[[WatchEvent], None] | None, watched: set[str] | None,
+                          broker_id: int | None) -> ContextRequests:
+        """The snapshot's second round trip, sent and not waited for (:class:`ContextRequests`).  Each topic not in
+        ``watched`` is added to it before its data watch is armed (the watch's callback takes it out again)."""
+        entities = () if broker_id is None else (paths.DEFAULT_ENTITY, str(broker_id))
+        new = tuple(t for t in topics if topic_data_watch is not None and t not in watched)
+        for t in new:
+            watched.add(t)
+        gets = {t: self.kz.get_async(paths.topic(t), watch=watcher(topic_data_watch)) for t in new}
+        reads = multi_read_async(self.kz, [(GET_DATA, paths.broker(b)) for b in ids]
+                                 + [(GET_DATA, paths.topic(t)) for t in topics if t not in gets]
+                                 + [(GET_DATA, paths.config_topic(t)) for t in topics]
+                                 + [(GET_DATA, paths.config_broker(e)) for e in entities])
+        return ContextRequests(tuple(ids), tuple(topics), entities, reads, gets, new)
+
+    def _context_answers(self, ctx: ContextRequests, watched: set[str] | None
+                         ) -> tuple[dict[int, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """Wait for :meth:`_context_requests`' answers -> per broker, topic, topic config and entity its (data,
+        Stat) or error.  A topic whose data watch was to be armed and that is missing is taken out of
+        ``watched`` again (no watch was left)."""
+        res = [translate(r) if isinstance(r, Exception) else (r[0], Stat.of(r[1])) for r in ctx.reads.get()]
+        n, in_reads = len(ctx.brokers), [t for t in ctx.topics if t not in ctx.gets]
+        brokers = dict(zip(ctx.brokers, res[:n]))
+        topics = dict(zip(in_reads, res[n:n + len(in_reads)]))
+        n += len(in_reads)
+        configs = dict(zip(ctx.topics, res[n:n + len(ctx.topics)]))
+        entities = dict(zip(ctx.entities, res[n + len(ctx.topics):]))
+        for t, pending in ctx.gets.items():
+            try:
+                data, stat = pending.get()
+                topics[t] = (data, Stat.of(stat))
+            except NoNodeError as e:
+                topics[t] = translate(e)
+                if watched is not None:
+                    watched.discard(t)
+        return brokers, topics, configs, entities
 
     @until_connected
     def read_snapshot(self, broker_watch: Callable[[WatchEvent], None] | None = None,
@@ -355,30 +423,30 @@ class ZkClient(ControllerElection, ConfigStore):
         ids = sorted(int(i) for i in broker_ids if i.isdigit())
         topics = sorted(topics)
         watched = set() if watched is None else watched
-        armed = []
-        for t in topics if topic_data_watch is not None else ():
-            if t not in watched:
-                watched.add(t)
-                armed.append(self.kz.exists_async(paths.topic(t), watch=watcher(topic_data_watch)))
-        entities = [] if broker_id is None else [paths.DEFAULT_ENTITY, str(broker_id)]
-        res = self.read_many([(GET_DATA, paths.broker(b)) for b in ids] + [(GET_DATA, paths.topic(t)) for t in topics]
-                             + [(GET_DATA, paths.config_topic(t)) for t in topics]
-                             + [(GET_DATA, paths.config_broker(e)) for e in entities])
-        for a in armed:
-            a.get()
-        n = len(ids)
-        for bid, r in zip(ids, res[:n]):
+        ctx = first.context if sent else None
+        if ctx is not None and set(ids) <= set(ctx.brokers) and set(topics) <= set(ctx.topics) \
+                and ctx.entities == (() if broker_id is None else (paths.DEFAULT_ENTITY, str(broker_id))):
+            answers = self._context_answers(ctx, watched)   # the guess held: no round trip of its own
+        else:
+            if ctx is not None:   # a name outside the guess: its answers only for the watches they armed
+                self._context_answers(ctx, watched)
+            answers = self._context_answers(self._context_requests(ids, topics, topic_data_watch, watched,
+                                                                   broker_id), watched)
+            snap.round_trips += 1
+            snap.requests += 1
+        brokers, topic_data, configs, entity_configs = answers
+        for bid in ids:
+            r = brokers[bid]
             if not isinstance(r, Exception):
                 snap.brokers[bid] = codecs.decode_broker(bid, r[0], r[1].czxid)
-        for t, r, c in zip(topics, res[n:n + len(topics)], res[n + len(topics):n + 2 * len(topics)]):
+        for t in topics:
+            r, c = topic_data[t], configs[t]
             if not isinstance(r, Exception):
                 config = {} if isinstance(c, Exception) else codecs.decode_entity_config(paths.config_topic(t), c[0])
                 snap.topics[t] = dataclasses.replace(codecs.decode_topic(t, r[0]), config=config)
-        for e, r in zip(entities, res[n + 2 * len(topics):]):
+        for e, r in entity_configs.items():
             snap.broker_configs[e] = {} if isinstance(r, Exception) else \
                 codecs.decode_entity_config(paths.config_broker(e), r[0])
-        snap.round_trips += 1
-        snap.requests += 1
         if with_states:
             snap.states = self.read_states([(t, p) for t, a in snap.topics.items() for p in a.partitions])
             snap.round_trips += 1
