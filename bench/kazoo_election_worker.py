@@ -1,6 +1,6 @@
 """One contender in kazoo's Election recipe (the baseline for bench/controller_failover.py).
 
-    python bench/kazoo_election_worker.py CONNECT PATH OUT_FILE SESSION_MS [WRITES [create]]
+    python bench/kazoo_election_worker.py CONNECT PATH OUT_FILE SESSION_MS [WRITES [ELECTED | create]]
 
 When it becomes leader it appends "elected <id> <mono_ns>" to OUT_FILE and
 holds leadership until SIGTERM, which closes its session (like a clean
@@ -8,9 +8,12 @@ broker shutdown) and appends "gone <id> <mono_ns>".
 
 With WRITES > 0 (the floor of a controller's failover in Kafka's order): once
 elected it writes WRITES partition-state znodes under PATH-state (made first by
-one run with "create", which exits) twice, each
-time in one multi fenced by a check of PATH-state's version (as a controller's
-writes are fenced by its epoch), then appends "written <id> <mono_ns>".
+one run with "create", which exits), then the first ELECTED of them again
+(default: WRITES), each time in one multi fenced by a check of PATH-state's
+version (as a controller's writes are fenced by its epoch), then appends
+"written <id> <mono_ns>".  That is a controller failover's order: every
+partition whose ISR held the dead broker leaves it (leader -1 where it led),
+then the partitions it led get a new leader.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from kazoo.client import KazooClient
 def main() -> None:
     connect, path, out, session_ms = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     writes = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+    elected = int(sys.argv[6]) if len(sys.argv) > 6 and sys.argv[6] != "create" else writes
     me = str(os.getpid())
     zk = KazooClient(hosts=connect, timeout=session_ms / 1000)
     zk.start(timeout=10)
@@ -58,11 +62,11 @@ def main() -> None:
         if writes:
             fence = zk.get(state)[1].version
             # Kafka's order: the dead replicas out of the ISR with leader -1, then the election
-            for data in (b'{"controller_epoch":2,"leader":-1,"version":1,"leader_epoch":1,"isr":[2]}',
-                         b'{"controller_epoch":2,"leader":2,"version":1,"leader_epoch":2,"isr":[2]}'):
+            for data, count in ((b'{"controller_epoch":2,"leader":-1,"version":1,"leader_epoch":1,"isr":[2]}', writes),
+                                (b'{"controller_epoch":2,"leader":2,"version":1,"leader_epoch":2,"isr":[2]}', elected)):
                 t = zk.transaction()
                 t.check(state, fence)
-                for i in range(writes):
+                for i in range(count):
                     t.set_data(f"{state}/p{i}", data)
                 results = t.commit()
                 if any(isinstance(r, Exception) for r in results):

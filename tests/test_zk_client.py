@@ -151,6 +151,49 @@ def test_the_snapshots_first_round_trip_goes_out_behind_the_election_multi(new_c
     assert snap.requests == 5
 
 
+def test_the_snapshots_second_round_trip_goes_out_on_a_guess_of_its_names(new_client):
+    c, other = new_client(), new_client()
+    version = elected(c)
+    c.ensure_persistent_paths()
+    for b in (1, 2):
+        c.register_broker(reg(b), wait_s=1)
+    with_topic(c, version, "a", 2)
+    with_topic(c, version, "b", 1)
+    fired: list[WatchEvent] = []
+    watched: set[str] = set()
+
+    def data_watch(e: WatchEvent) -> None:   # as the controller's: the topic is watched no more
+        if e.path is not None:   # (kazoo calls its watchers with no path once the session is closed)
+            watched.discard(e.path.rsplit("/", 1)[-1])
+            fired.append(e)
+    # the guess (a metadata cache): a dead broker and a deleted topic among the names, all the live ones in it
+    sent, calls = count_round_trips(c, lambda: c.snapshot_requests(
+        topic_watch=fired.append, guess=({1, 2, 3}, {"a", "b", "gone"}), topic_data_watch=data_watch,
+        watched=watched, broker_id=1))
+    assert calls == ["_MultiRead", "GetChildren", "GetChildren", "GetData", "GetData", "GetData", "_MultiRead"]
+    snap, again = count_round_trips(c, lambda: c.read_snapshot(
+        topic_watch=fired.append, with_states=False, topic_data_watch=data_watch, watched=watched, broker_id=1,
+        first=sent))
+    assert again == [] and snap.round_trips == 0, "the guess held: no round trip of its own"
+    assert sorted(snap.brokers) == [1, 2] and sorted(snap.topics) == ["a", "b"]
+    assert len(snap.topics["a"].partitions) == 2 and snap.broker_configs == {"<default>": {}, "1": {}}
+    assert watched == {"a", "b"}, "a missing topic's getData left no watch"
+    other.kz.create(paths.topic("gone"), b"{}")
+    other.kz.set(paths.topic("b"), other.kz.get(paths.topic("b"))[0])
+    wait_for(lambda: any(e.path == paths.topic("b") for e in fired), 5, "the topic's data watch, armed by the guess")
+    assert not any(e.path == paths.topic("gone") for e in fired), "ZooKeeper's events come in order"
+    other.kz.delete(paths.topic("gone"))
+    # a name outside the guess: the second round trip again, for the names the children gave
+    other.register_broker(reg(4), wait_s=1)
+    sent = c.snapshot_requests(guess=({1, 2}, {"a", "b"}), topic_data_watch=data_watch, watched=watched,
+                               broker_id=1)
+    assert watched == {"a", "b"}, "b's watch fired: armed again by the guess's getData"
+    snap, again = count_round_trips(c, lambda: c.read_snapshot(
+        with_states=False, topic_data_watch=data_watch, watched=watched, broker_id=1, first=sent))
+    assert sorted(snap.brokers) == [1, 2, 4] and snap.round_trips == 1
+    assert again == ["_MultiRead"], again
+
+
 def test_controller_epoch_starts_at_zero(new_client):
     c = new_client()
     assert c.read_controller_epoch() == (0, 0)

@@ -8,12 +8,11 @@ zk/errors.py's exceptions and zk/stat.py's types.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
@@ -23,10 +22,11 @@ from zk import codecs, paths, rules
 from zk import retry
 from zk.bounded import BoundedHandler
 from zk.config_store import ConfigStore
+from zk.context import ClusterSnapshot, ControllerContext
 from zk.election import ControllerElection
 from zk.errors import CONNECTION_ERRORS, NoNode, ZkError, translate, translate_errors, translated
 from zk.stat import Stat, WatchEvent, watcher
-from zk.batch import CREATE, DELETE, GET_DATA, SET_DATA, multi_read, multi_read_async, multi_write
+from zk.batch import CREATE, DELETE, GET_DATA, SET_DATA, multi_read, multi_write
 from zk.rules import ControllerMovedError, StateVersionConflict
 
 log = logging.getLogger(__name__)
@@ -51,21 +51,6 @@ def split_connect(connect: str) -> tuple[str, str]:
     return connect, ""
 
 
-@dataclass
-class ClusterSnapshot:
-    """Everything a new controller loads, read in a constant number of round trips."""
-
-    controller_epoch: int
-    epoch_zk_version: int
-    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
-    topics: dict[str, TopicAssignment] = field(default_factory=dict)
-    states: dict[TopicPartition, tuple[LeaderAndIsr, int]] = field(default_factory=dict)
-    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # "<default>" and the reader's id
-    round_trips: int = 0      # waits for ZooKeeper, one after the other
-    requests: int = 0         # requests sent (several may share a round trip)
-    log_dir_events: list[str] | None = None   # the log dir event notifications' sequence numbers, when asked
-
-
 @dataclass(frozen=True)
 class StateWrite:
     """One partition-state write: create when ``zk_version`` is None, else a conditional set."""
@@ -76,20 +61,8 @@ class StateWrite:
     zk_version: int | None
 
 
-@dataclass
-class SnapshotRequests:
-    """:meth:`ZkClient.read_snapshot`'s first round trip, sent: its pending answers (kazoo's async results)."""
-
-    epoch: Any
-    broker_ids: Any
-    topics: Any
-    log_dirs: Any
-    watches: tuple
-    used: bool = False
-
-
 @translate_errors
-class ZkClient(ControllerElection, ConfigStore):
+class ZkClient(ControllerElection, ControllerContext, ConfigStore):
     """Every public method raises zk/errors.py's exceptions, never kazoo's."""
 
     def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int | None = None):
@@ -294,104 +267,6 @@ class ZkClient(ControllerElection, ConfigStore):
         return out
 
     # ------------------------------------------------------------ controller state
-
-    def snapshot_requests(self, broker_watch: Callable[[WatchEvent], None] | None = None,
-                          topic_watch: Callable[[WatchEvent], None] | None = None,
-                          log_dir_watch: Callable[[WatchEvent], None] | None = None) -> "SnapshotRequests":
-        """The snapshot's first round trip, sent and not waited for: /controller_epoch, the children of
-        /brokers/ids and /brokers/topics (their watches armed when given) and, with ``log_dir_watch``, those of
-        /log_dir_event_notification (its watch armed).  Hand it to :meth:`read_snapshot` (``first``), which
-        waits for the answers; sent right behind the election multi (``try_elect_controller``'s ``then``), it
-        shares the multi's round trip."""
-        return SnapshotRequests(
-            multi_read_async(self.kz, [(GET_DATA, paths.CONTROLLER_EPOCH)]),
-            self.kz.get_children_async(paths.BROKER_IDS, watch=watcher(broker_watch)),
-            self.kz.get_children_async(paths.TOPICS, watch=watcher(topic_watch)),
-            None if log_dir_watch is None else
-            self.kz.get_children_async(paths.LOG_DIR_EVENT_NOTIFICATION, watch=watcher(log_dir_watch)),
-            (broker_watch, topic_watch, log_dir_watch))
-
-    @until_connected
-    def read_snapshot(self, broker_watch: Callable[[WatchEvent], None] | None = None,
-                      topic_watch: Callable[[WatchEvent], None] | None = None,
-                      with_states: bool = True, topic_data_watch: Callable[[WatchEvent], None] | None = None,
-                      watched: set[str] | None = None, broker_id: int | None = None,
-                      log_dir_watch: Callable[[WatchEvent], None] | None = None,
-                      first: "SnapshotRequests | None" = None) -> ClusterSnapshot:
-        """The controller's context in a constant number of round trips, whatever the partition count.
-
-        Each topic comes with its config overrides (``/config/topics/<t>``), read in the same multiRead.
-        ``with_states=False`` skips the partition states (the caller has them cached).
-        ``topic_data_watch``: armed on every topic znode not in ``watched`` (the controller's
-        partition-modification watch), in the same round trip as the reads; each topic is added to
-        ``watched`` before its watch is armed (the watch's callback takes it out again).  ``broker_id``: also read
-        the dynamic broker configs (``/config/brokers/<default>`` and ``/config/brokers/<id>``).
-        ``log_dir_watch``: also list the log dir event notifications (``log_dir_events``, their sequence
-        numbers), in the first round trip, arming its watch.  ``first``: that round trip, already sent
-        (:meth:`snapshot_requests`, with the same watches); used once (a retry after a lost connection sends it
-        again), and not counted in ``round_trips`` (it shared an earlier request's).
-        """
-        # three or four requests in one round trip (watches need the regular API; children come back with them)
-        watches = (broker_watch, topic_watch, log_dir_watch)
-        sent = first is not None and not first.used and first.watches == watches
-        if sent:
-            first.used = True
-        else:
-            first = self.snapshot_requests(broker_watch, topic_watch, log_dir_watch)
-        epoch_r = first.epoch.get()[0]   # bounded waits (zk/bounded.py)
-        broker_ids = first.broker_ids.get()
-        topics = first.topics.get()
-        try:
-            log_dirs = None if first.log_dirs is None else first.log_dirs.get()
-        except NoNodeError:
-            log_dirs = []
-        if isinstance(epoch_r, Exception):
-            raise ControllerMovedError("/controller_epoch is missing")
-        snap = ClusterSnapshot(codecs.decode_controller_epoch(epoch_r[0]), epoch_r[1].version,
-                               round_trips=0 if sent else 1, requests=0 if sent else 3 + (log_dirs is not None))
-        if log_dirs is not None:
-            snap.log_dir_events = sorted(paths.log_dir_event_sequence(n) for n in log_dirs
-                                         if n.startswith(paths.LOG_DIR_EVENT_PREFIX))
-        ids = sorted(int(i) for i in broker_ids if i.isdigit())
-        topics = sorted(topics)
-        watched = set() if watched is None else watched
-        armed = []
-        for t in topics if topic_data_watch is not None else ():
-            if t not in watched:
-                watched.add(t)
-                armed.append(self.kz.exists_async(paths.topic(t), watch=watcher(topic_data_watch)))
-        entities = [] if broker_id is None else [paths.DEFAULT_ENTITY, str(broker_id)]
-        res = self.read_many([(GET_DATA, paths.broker(b)) for b in ids] + [(GET_DATA, paths.topic(t)) for t in topics]
-                             + [(GET_DATA, paths.config_topic(t)) for t in topics]
-                             + [(GET_DATA, paths.config_broker(e)) for e in entities])
-        for a in armed:
-            a.get()
-        n = len(ids)
-        for bid, r in zip(ids, res[:n]):
-            if not isinstance(r, Exception):
-                snap.brokers[bid] = codecs.decode_broker(bid, r[0], r[1].czxid)
-        for t, r, c in zip(topics, res[n:n + len(topics)], res[n + len(topics):n + 2 * len(topics)]):
-            if not isinstance(r, Exception):
-                config = {} if isinstance(c, Exception) else codecs.decode_entity_config(paths.config_topic(t), c[0])
-                snap.topics[t] = dataclasses.replace(codecs.decode_topic(t, r[0]), config=config)
-        for e, r in zip(entities, res[n + 2 * len(topics):]):
-            snap.broker_configs[e] = {} if isinstance(r, Exception) else \
-                codecs.decode_entity_config(paths.config_broker(e), r[0])
-        snap.round_trips += 1
-        snap.requests += 1
-        if with_states:
-            snap.states = self.read_states([(t, p) for t, a in snap.topics.items() for p in a.partitions])
-            snap.round_trips += 1
-            snap.requests += 1
-        return snap
-
-    @until_connected
-    def read_states(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[LeaderAndIsr, int]]:
-        tps = list(tps)
-        res = self.read_many([(GET_DATA, paths.partition_state(t, p)) for t, p in tps])
-        found = [(tp, r) for tp, r in zip(tps, res) if not isinstance(r, Exception)]
-        states = codecs.decode_partition_states([(paths.partition_state(*tp), r[0]) for tp, r in found])
-        return {tp: (state, r[1].version) for (tp, r), state in zip(found, states)}
 
     def fenced_multi(self, epoch_zk_version: int, build: Callable[[Any], None]) -> list[Any]:
         """multi(check /controller_epoch @ epoch_zk_version, *ops added by build(tx)).

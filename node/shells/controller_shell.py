@@ -37,6 +37,7 @@ class ControllerShell:
     def __init__(self, broker_id: int, zk: ZkClient, settings: ControllerSettings, events: EventLog,
                  socket_timeout_s: float, register_broker: Callable[[], None],
                  cached_states: Callable[[], dict] = dict,
+                 cached_names: Callable[[], tuple[Any, Any]] = lambda: ((), ()),
                  dial: Callable[[int, str], str] = lambda broker_id, advertised: advertised,
                  seed: int | None = None, clock_ms: Callable[[], int] = lambda: int(time.monotonic() * 1000),
                  zombie: bool = False):
@@ -46,6 +47,7 @@ class ControllerShell:
         self.socket_timeout_s = socket_timeout_s
         self._register_broker = register_broker
         self._cached_states = cached_states
+        self._cached_names = cached_names   # (broker ids, topics) of this broker's metadata cache
         self._dial = dial
         self._clock_ms = clock_ms
         rng = random.Random(seed)
@@ -277,7 +279,12 @@ class ControllerShell:
         self._prefetched = None
 
         def then() -> None:
-            self._prefetched = (cmd.then, self.zk.snapshot_requests(**self._snapshot_watches(cmd.then)))
+            # the context's second round trip too, on the names this broker's metadata cache holds (the dead
+            # broker among them): read_snapshot makes it again only for a name outside them
+            names = self._cached_names()
+            self._prefetched = (cmd.then, self.zk.snapshot_requests(
+                **self._snapshot_watches(cmd.then), guess=names if names[0] else None,
+                topic_data_watch=self._topic_data_watch, watched=self._watched_topics, broker_id=self.broker_id))
 
         return self.zk.try_elect_controller(self.broker_id, int(time.time() * 1000), epoch=cmd.epoch,
                                             then=then if cmd.then is not None else None)
