@@ -15,7 +15,8 @@ pass (30 s after the start) is over:
               (/proc/PID/stat utime + stime) over a fixed window, as % of one
               core per broker and in total
   threads     one broker's (not the controller's) CPU by thread over the same
-              window (/proc/PID/task), each named by py-spy dump
+              window (/proc/PID/task), each named by py-spy dump; and the
+              controller's broker's the same way
   profile     (unless --no-profile, after the window) py-spy samples that
               broker for 10 s: the functions most often on the CPU
   failover    SIGTERM of the controller, until the next controller has
@@ -246,6 +247,8 @@ def measure(work: Path, partitions: int, window: float, profile: bool, profile_f
         view = c.view()
         other = next(b for b in pids if b != view.controller_id)   # the broker profiled: not the controller
         threads_before = thread_cpu(pids[other])
+        ctl = view.controller_id
+        ctl_before = thread_cpu(pids[ctl]) if ctl in pids else {}
         before = {b: cpu_seconds(p) for b, p in pids.items()}
         t0 = time.monotonic()
         time.sleep(window)  # the measurement window itself (none with --only failover)
@@ -254,6 +257,9 @@ def measure(work: Path, partitions: int, window: float, profile: bool, profile_f
                                for b, p in pids.items()}
         res["idle_threads"] = {"broker": other,
                                "top": by_thread(pids[other], threads_before, span) if window else []}
+        if ctl in pids:
+            res["idle_controller_threads"] = {"broker": ctl,
+                                              "top": by_thread(pids[ctl], ctl_before, span) if window else []}
         res["idle_isr_events"] = dict(collections.Counter(e["type"] for e in churn.poll()))
         view = c.view()
         old, epoch = view.controller_id, view.controller_epoch
@@ -388,6 +394,9 @@ def report(r: dict[str, Any]) -> None:
     print(f"ISR events during the window: {r['idle_isr_events'] or 'none'}")
     print(f"idle CPU of broker {r['idle_threads']['broker']} by thread, % of a core (/proc, the same window):")
     print("\n".join(r["idle_threads"]["top"]))
+    if r.get("idle_controller_threads"):
+        print(f"idle CPU of the controller, broker {r['idle_controller_threads']['broker']}, by thread, % of a core:")
+        print("\n".join(r["idle_controller_threads"]["top"]))
     if "idle_profile" in r:
         print(f"idle profile of broker {r['idle_profile']['broker']} (py-spy, 10 s):")
         print("\n".join("  " + ln for ln in r["idle_profile"]["top"]))

@@ -63,6 +63,7 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
         self.broker_configs: dict[str, Mapping[str, str]] = {}   # this broker's dynamic configs ("<default>", id)
         self._next_imbalance_ms = 0
         self._next_resend_ms = 0
+        self._views: dict[TP, PartitionView] = {}   # the last view built of each partition (see _kept_view)
         self._offsets_deadline_ms = 0
         self._failover_dead: list[int] = []   # the failover's steps (controller/failover.py)
         self._failover_elect = False
@@ -89,6 +90,7 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
         self.topics = dict(topics)
         self.broker_configs = dict(broker_configs or {})
         self.states = dict(states)
+        self._views.clear()
         self.shutting_down.clear()
         self.offline_replicas.clear()
         plan = Plan(full_sync=set(self.live), metadata_to_all=True)
@@ -107,6 +109,7 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
         self.live.clear()
         self.topics.clear()
         self.states.clear()
+        self._views.clear()
         self.shutting_down.clear()
         self.zk_reassigning.clear()
         self.resumable.clear()
@@ -398,6 +401,7 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
             for p, replicas in sorted(a.partitions.items()):
                 tp = (a.topic, p)
                 st = self.states.pop(tp, None)
+                self._views.pop(tp, None)
                 # Kafka's LeaderDuringDelete: leader -2 tells every broker the partition is gone
                 deleted_views.append(PartitionView(a.topic, p, LeaderAndIsr(-2, st[0].leader_epoch if st else 0,
                                                                              (), self.epoch), -1, replicas))
@@ -418,7 +422,7 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
         changed_views = [self._view(tp, tp in new_tps) for tp in changed]
         need_all = bool((plan.full_sync | plan.query_replicas) & set(self.live)) or plan.resend_metadata
         by_tp = {(v.topic, v.partition): v for v in changed_views}
-        all_views = [by_tp.get(tp) or self._view(tp) for tp in sorted(self.states)] if need_all else []
+        all_views = [by_tp.get(tp) or self._kept_view(tp) for tp in sorted(self.states)] if need_all else []
         changed_by = self._by_replica(changed_views)
         all_by = self._by_replica(all_views) if plan.full_sync or plan.query_replicas else {}
         leaders = tuple(self.live[b] for b in sorted({v.state.leader for v in changed_views} & set(self.live)))
@@ -506,6 +510,17 @@ class ControllerCore(FailoverSteps, ReassignmentSteps, LeaderElectionRequests, L
     def _view(self, tp: TP, is_new: bool = False) -> PartitionView:
         state, ver = self.states[tp]
         return PartitionView(tp[0], tp[1], state, ver, self._replicas(tp), is_new)
+
+    def _kept_view(self, tp: TP) -> PartitionView:
+        """:meth:`_view` (not new), the same object as last time while the partition's state, zkVersion and
+        replicas are: the periodic resend of every state builds nothing for the partitions that did not change
+        (views are immutable; an equal view is the same request)."""
+        state, ver = self.states[tp]
+        replicas = self._replicas(tp)
+        v = self._views.get(tp)
+        if v is None or v.state is not state or v.zk_version != ver or v.replicas != replicas:
+            v = self._views[tp] = PartitionView(tp[0], tp[1], state, ver, replicas, False)
+        return v
 
     def _write(self, plan: Plan, tp: TP, new: LeaderAndIsr, ver: int | None, reason: str,
                previous: LeaderAndIsr | None) -> None:

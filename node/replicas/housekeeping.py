@@ -46,7 +46,7 @@ class HousekeepingMixin:
         done = []
         # only the compacted logs are sorted (the same order): a pass over a broker of thousands of deleted-
         # policy logs costs them an attribute check each
-        compacted = [(tp, h) for tp, h in list(self.hosted.items()) if h.log_config.compact]
+        compacted = [(tp, h) for tp, h in self.hosted.copy().items() if h.log_config.compact]
         for (t, p), h in sorted(compacted, key=lambda item: item[0]):
             lc = h.log_config
             with h.cond:
@@ -111,8 +111,9 @@ class HousekeepingMixin:
         flush_now = flusher_due(started_ms, now, flusher_ran)
         # only the logs with work, picked without their locks (a deletion or an append racing this is
         # seen a second later, as if it had come just after the pass): an idle broker's pass costs no lock
-        # per partition, and no sort of them all
-        busy = [(tp, h) for tp, h in list(self.hosted.items())
+        # per partition, and no sort of them all; and no (partition, replica) pair of them all either, which
+        # the garbage collector would see survive into its oldest generation and then scan every live object for
+        busy = [(tp, h) for tp, h in self.hosted.copy().items()
                 if h.log.pending_deletes or (flush_now and h.log.unflushed)]
         for (t, p), h in sorted(busy, key=lambda item: item[0]):
             with h.cond:

@@ -571,7 +571,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
 
     def checkpoint_hws(self) -> None:
         """Every online directory's HW checkpoint (a failed write takes that directory offline)."""
-        self.dirs.checkpoint_hws({tp: h.repl.high_watermark for tp, h in list(self.hosted.items())})
+        self.dirs.checkpoint_hws({tp: h.repl.high_watermark for tp, h in self.hosted.copy().items()})
 
     def _every(self, interval_s: float, fn: Callable[[], None], first_s: float | None = None) -> None:
         wait = interval_s if first_s is None else first_s

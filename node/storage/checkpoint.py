@@ -57,10 +57,11 @@ def write_checkpoint(path: Path, entries: Iterable[str], sync_dir: bool = True) 
     False the caller fsyncs the directory afterwards (the rename is durable only then)."""
     path = Path(path)
     lines = list(entries)
-    for line in lines:
-        if "\n" in line:
-            raise ValueError(f"checkpoint entry contains a newline: {line!r}")
-    text = f"{CHECKPOINT_VERSION}\n{len(lines)}\n" + "".join(f"{line}\n" for line in lines)
+    body = "\n".join(lines)
+    if body.count("\n") != max(len(lines) - 1, 0):   # one entry holds a newline: name the first
+        bad = next(line for line in lines if "\n" in line)
+        raise ValueError(f"checkpoint entry contains a newline: {bad!r}")
+    text = f"{CHECKPOINT_VERSION}\n{len(lines)}\n" + body + ("\n" if lines else "")
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -179,10 +180,14 @@ class OffsetCheckpointFile:
 
     def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
         lines = []
-        for (topic, partition), offset in sorted(offsets.items()):
-            if not topic or any(c.isspace() for c in topic):
-                raise ValueError(f"topic name unusable in a checkpoint: {topic!r}")
-            lines.append(f"{topic} {partition} {offset}")
+        usable: set[str] = set()   # each topic checked once (a broker's thousands of partitions share a few)
+        for key in sorted(offsets):
+            topic, partition = key
+            if topic not in usable:
+                if not topic or any(c.isspace() for c in topic):
+                    raise ValueError(f"topic name unusable in a checkpoint: {topic!r}")
+                usable.add(topic)
+            lines.append(f"{topic} {partition} {offsets[key]}")
         write_checkpoint(self.path, lines)
 
 
