@@ -584,3 +584,20 @@ def test_a_new_segment_cuts_index_files_left_behind_and_fsyncs_them(tmp_path, mo
     assert os.path.getsize(seg.index_path) == 0
     seg.close()
     assert len(synced) == 2                  # the log and the index cut here (the time index was empty)
+
+
+def test_a_new_leader_epoch_fsyncs_its_checkpoint_file_and_not_the_directory(tmp_path, monkeypatch):
+    """Kafka 2.8.2's CheckpointFile.write: the new file fsynced and renamed over the old one, no directory fsync
+    (one fsync per new leader epoch on a failover's path, not two)."""
+    import node.storage.checkpoint as checkpoint
+    synced, dirs = [], []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    monkeypatch.setattr(checkpoint, "fsync_directory", lambda d: dirs.append(d))
+    path = tmp_path / LEADER_EPOCH_CHECKPOINT
+    cache = LeaderEpochCache(LeaderEpochCheckpointFile(path))
+    assert cache.assign(3, 10) and path.read_text() == "0\n1\n3 10\n"
+    assert len(synced) == 1 and dirs == []
+    assert cache.assign(4, 20) and path.read_text() == "0\n2\n3 10\n4 20\n"
+    assert len(synced) == 2 and dirs == []
+    assert not list(tmp_path.glob("*.tmp"))

@@ -235,12 +235,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         with h.cond:
             change = roles.become_leader(h.repl, h.log, h.log.epoch_cache.latest_epoch, p.leader_epoch, p.isr,
                                          p.replicas, p.zk_version, self._live, now_ms())
-            self._apply_role(h, change, sync_dir=False)
-        if change.epoch_start is not None:
-            # the leader epoch checkpoint's rename made durable once the partition's lock is let go: Kafka's
-            # makeLeader fsyncs the file and renames it under the lock (and never fsyncs the directory), so
-            # the followers' fetches, which take this lock, wait for one fsync here, not two
-            h.log.sync_dir()
+            self._apply_role(h, change)
         self._announce_role(tp, h, change)
         return errors.NONE
 
@@ -258,11 +253,11 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         self._announce_role(tp, h, change, fetches)
         return errors.NONE
 
-    def _apply_role(self, h: Hosted, change: roles.RoleChange, sync_dir: bool = True) -> None:
-        """With ``h.cond`` held: replication.roles' RoleChange, to the log, the fetch state and the waiters
-        (``sync_dir`` False: the caller fsyncs the log's directory once it has let go of the lock)."""
+    def _apply_role(self, h: Hosted, change: roles.RoleChange) -> None:
+        """With ``h.cond`` held: replication.roles' RoleChange, to the log, the fetch state and the waiters (a
+        new leader epoch's checkpoint written, fsynced and renamed under the lock, as Kafka's makeLeader)."""
         if change.epoch_start is not None:
-            h.log.assign_epoch(*change.epoch_start, sync_dir=sync_dir)
+            h.log.assign_epoch(*change.epoch_start)
         h.fetching_from = change.fetch_from
         self.log_events(change.events)
         self._wake(h)

@@ -20,7 +20,7 @@ Three kinds are used:
 
 Writes go to ``<file>.tmp``, which is fsynced, renamed over the file, and then the
 directory is fsynced, so a reader sees either the old or the new content (with ``sync_dir=False`` the
-caller fsyncs the directory itself a moment later, e.g. once it has let go of a lock).  A missing
+directory is not fsynced: the leader epoch checkpoint, as every checkpoint in Kafka 2.8.2).  A missing
 file reads as empty; anything malformed raises :class:`CheckpointError` naming the
 file and the 1-based line number.
 """
@@ -153,8 +153,10 @@ class LeaderEpochCheckpointFile:
             return epoch, start
         return read_checkpoint(self.path, parse)
 
-    def write(self, entries: Iterable[tuple[int, int]], sync_dir: bool = True) -> None:
-        write_checkpoint(self.path, (f"{epoch} {start}" for epoch, start in entries), sync_dir)
+    def write(self, entries: Iterable[tuple[int, int]]) -> None:
+        """As Kafka 2.8.2's ``CheckpointFile.write``: the new file fsynced and renamed over the old one, the
+        directory not fsynced (this one is written on every new leader epoch, on the failover's path)."""
+        write_checkpoint(self.path, (f"{epoch} {start}" for epoch, start in entries), sync_dir=False)
 
 
 class OffsetCheckpointFile:

@@ -34,13 +34,12 @@ class LeaderEpochCache:
         """The newest epoch, or -1 when the cache is empty."""
         return self._entries[-1][0] if self._entries else UNDEFINED_EPOCH
 
-    def _flush(self, sync_dir: bool = True) -> None:
+    def _flush(self) -> None:
         if self._checkpoint is not None:
-            self._checkpoint.write(self._entries, sync_dir)
+            self._checkpoint.write(self._entries)
 
-    def assign(self, epoch: int, start_offset: int, sync_dir: bool = True) -> bool:
-        """Record that ``epoch`` starts at ``start_offset``; True if the cache changed.  ``sync_dir`` False:
-        the checkpoint's directory is left for the caller to fsync (its rename is not durable until then).
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; True if the cache changed.
 
         Kafka 2.8's ``LeaderEpochFileCache.assign``: a negative epoch or offset raises ValueError;
         the latest epoch again at or above its start offset is a no-op; anything else first removes,
@@ -57,7 +56,7 @@ class LeaderEpochCache:
         while entries and (entries[-1][0] >= epoch or entries[-1][1] >= start_offset):
             entries.pop()
         entries.append((epoch, start_offset))
-        self._flush(sync_dir)
+        self._flush()
         return True
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:

@@ -40,7 +40,7 @@ from .epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCac
 from .log_loader import RecoveryReport, complete_swaps, load_segments
 from .retention import SegmentInfo, should_roll
 from .txn_log import TxnLog
-from .segment import CLEANED_SUFFIX, DEFAULT_INDEX_INTERVAL_BYTES, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment, fsync_dir
+from .segment import CLEANED_SUFFIX, DEFAULT_INDEX_INTERVAL_BYTES, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 
 __all__ = ["DELETED_SUFFIX", "InvalidAppendError", "LeaderEpochCache", "OffsetOutOfRangeError", "PartitionLog",
            "RecordTooLargeError", "RecoveryReport", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET"]
@@ -197,15 +197,9 @@ class PartitionLog:
         self._cleaner_state = state
 
     @_io("leader epoch checkpoint write")
-    def assign_epoch(self, epoch: int, start_offset: int, sync_dir: bool = True) -> bool:
-        """:meth:`LeaderEpochCache.assign` (its checkpoint written), an I/O error taking the directory offline.
-        ``sync_dir`` False: the caller calls :meth:`sync_dir` afterwards (the checkpoint's rename is durable then)."""
-        return self.epoch_cache.assign(epoch, start_offset, sync_dir)
-
-    @_io("log directory fsync")
-    def sync_dir(self) -> None:
-        """fsync the partition's directory: the renames in it so far (a checkpoint's) are durable."""
-        fsync_dir(self.dir)
+    def assign_epoch(self, epoch: int, start_offset: int) -> bool:
+        """:meth:`LeaderEpochCache.assign` (its checkpoint written), an I/O error taking the directory offline."""
+        return self.epoch_cache.assign(epoch, start_offset)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """:meth:`LeaderEpochCache.end_offset_for` against the current LEO."""
