@@ -653,7 +653,7 @@ def test_top_level_listeners_points_to_the_broker_entry():
 
 def test_kip841_is_a_named_key_off_by_default_and_reaches_both_cores():
     """Kafka 3.3's KIP-841 eligibility rules are opt-in: the default is Kafka 2.8's behaviour."""
-    from node.server.broker import controller_settings, replica_settings
+    from node.server.settings import controller_settings, replica_settings
     c = parse_config(cfg(), base_dir=Path("/tmp"))
     assert SCHEMA["kafkasim.isr.kip841.enable"].extension and c.get("kafkasim.isr.kip841.enable") is False
     assert not controller_settings(c, 1).kip841_enable and not replica_settings(c).kip841
