@@ -20,8 +20,10 @@ commit     OffsetCommit requests to a real 3-broker cluster (RF 3, acks=all),
            setData per offset), N kazoo threads sharing one client on the same
            ZooKeeper (its best arrangement here: a client per thread is slower,
            each one more Python I/O thread), timed in two windows as long as
-           ours, one before kafkasim's cluster starts and one after it is down;
-           its figure at each concurrency is the mean of the two (the window
+           ours, one before kafkasim's cluster starts and one after it is down
+           (after one untimed window at the highest concurrency first, which
+           warms the ZooKeeper JVM's JIT up: a cold first window was the
+           lowest); its figure at each concurrency is the mean of the two (the window
            after alone, the old figure, and the best window are printed beside
            it).  Throughput is each side's peak over the concurrencies, and the
            goal compares peak with peak.  Then the
@@ -358,6 +360,9 @@ def main() -> None:
             zk.start()
             try:
                 if a.only in (None, "commit"):
+                    # the ZooKeeper JVM's JIT warmed up on the same load, untimed, before its first window
+                    res["zookeeper_warm_up"] = {n: zookeeper_design(zk, a.seconds, max(a.threads), n)
+                                                for n in a.per_request}
                     res["commit"] = [bench_commit(zk, Path(tmp), a.seconds, threads=th, per_request=n,
                                                   rdkafka=not a.no_rdkafka)
                                      for n in a.per_request for th in a.threads]
@@ -401,6 +406,10 @@ def main() -> None:
         theirs = max(r["zookeeper_offsets_per_s"] for r in rs)
         old = max(r["zookeeper_after_offsets_per_s"] for r in rs)
         best = max(max(r["zookeeper_before_offsets_per_s"], r["zookeeper_after_offsets_per_s"]) for r in rs)
+        print(f"ZooKeeper design, {n} partitions per request: its warm-up window ({max(r['threads'] for r in rs)} "
+              f"threads, untimed) {res['zookeeper_warm_up'][n]:.0f} offsets/s, then each concurrency's windows before and "
+              f"after ours: " + ", ".join(f"{r['threads']} threads {r['zookeeper_before_offsets_per_s']:.0f} and "
+                                          f"{r['zookeeper_after_offsets_per_s']:.0f}" for r in rs))
         print(f"ZooKeeper design, {n} partitions per request: peak over the concurrencies of each one's mean of the "
               f"windows before and after ours, {theirs:.0f} offsets/s (the old figure, the window after ours alone: "
               f"{old:.0f}; the best single window: {best:.0f})")
