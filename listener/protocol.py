@@ -154,15 +154,46 @@ def parse_request(frame: bytes) -> Request:
         raise BadRequest(f"{api_name(api_key)} v{version} is not supported (v{lo}-v{hi})", api_key, version,
                          correlation_id, _client_id(frame))
     try:
-        msg = cls.decode(frame, version=version, header=True)
+        client_id, msg = _decode(cls, frame, version)
     except Exception as e:  # any decoding failure of the generated codec: the request is garbage
         raise BadRequest(f"{api_name(api_key)} v{version} does not decode: {e!r}", api_key, version,
                          correlation_id, _client_id(frame)) from None
     null = _null_where_not_nullable(msg, version)
     if null is not None:   # Kafka's generated reader refuses it: the request does not parse
         raise BadRequest(f"{api_name(api_key)} v{version}: non-nullable field {null} was serialized as null",
-                         api_key, version, correlation_id, msg.header.client_id)
-    return Request(api_key, version, correlation_id, msg.header.client_id, msg)
+                         api_key, version, correlation_id, client_id)
+    return Request(api_key, version, correlation_id, client_id, msg)
+
+
+_I16 = struct.Struct(">h")
+_BODY_DECODERS: dict[tuple[type, int], tuple[bool, Callable[[Any, int], tuple[Any, int]]]] = {}
+
+
+def _decode(cls: type, frame: bytes, version: int) -> tuple[str | None, Any]:
+    """(client id, body) of a request frame.  The header is read here in its usual shape (a client id that fits
+    in the frame and, in header v2, no tagged fields), and the body by the generated decoder of ``cls`` and
+    ``version`` from where the header ends: what kafka-python's ``decode(header=True)`` reads, without its copy
+    of the frame into a BytesIO for the header.  Any other header goes through kafka-python's own path (the
+    body's ``header`` is then set; the fast path leaves it None: the request's fields carry it)."""
+    entry = _BODY_DECODERS.get((cls, version))
+    if entry is None:
+        flexible = bool(cls.flexible_version_q(version))
+        entry = _BODY_DECODERS[(cls, version)] = (flexible, cls._struct.compiled_decode_from(
+            version, compact=flexible, tagged=flexible, data_class=cls[None]))
+    flexible, decode_body = entry
+    size = len(frame)
+    if size >= _HEAD.size + 2:
+        (n,) = _I16.unpack_from(frame, _HEAD.size)
+        pos = _HEAD.size + 2
+        if n < 0 or pos + n <= size:
+            client_id = None if n < 0 else str(frame[pos:pos + n], "utf-8")
+            pos += max(n, 0)
+            if not flexible or (pos < size and frame[pos] == 0):   # header v2: no tagged fields
+                body, _ = decode_body(memoryview(frame), pos + flexible)
+                body._header = None
+                return client_id, body
+    msg = cls.decode(frame, version=version, header=True)
+    return msg.header.client_id, msg
 
 
 def _null_where_not_nullable(obj: Any, version: int, path: str = "") -> str | None:

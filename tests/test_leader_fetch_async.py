@@ -7,6 +7,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from kafkacommon import errors
 from kafkacommon.record_batch import encode_batch
 from node.events import EventLog
 from node.replicas.replica_manager import ReplicaManager
@@ -123,5 +124,32 @@ def test_a_fetch_parked_on_the_loop_with_nothing_to_read_is_answered_at_max_wait
         answer = asyncio.run(scenario())
         assert answer.error_code == 0 and answer.partitions == []   # nothing new for the follower
         assert rm.parked_fetches() == {}
+    finally:
+        rm.close()
+
+
+def test_the_purgatory_times_out_a_waiter_the_hw_did_not_reach_and_never_one_it_completed(tmp_path):
+    """The purgatory's timer drops the waiters a follower's fetch completed (``AckWaiter.settled``) without
+    their partition's lock: each acks=all append gets exactly one outcome, NONE for the one the HW covered
+    and REQUEST_TIMED_OUT at its deadline for the one it did not."""
+    rm = manager(tmp_path)
+    outcomes: dict[str, list[int]] = {"acked": [], "late": []}
+    both = threading.Event()
+
+    def record(name: str):
+        def on_done(code: int) -> None:
+            outcomes[name].append(code)
+            if outcomes["acked"] and outcomes["late"]:
+                both.set()
+        return on_done
+
+    try:
+        assert rm.append(TP, [(None, b"a", None)], -1, 200, record("acked"), inline=True) is None
+        assert rm.fetch(fetch(2, 1)).error_code == 0           # follower 2 has offset 0: the HW moves to 1
+        assert rm.append(TP, [(None, b"b", None)], -1, 200, record("late"), inline=True) is None
+        assert both.wait(WAIT_S)                               # no fetch reaches offset 1: it times out
+        # the first waiter's deadline came before the second's: had the timer not dropped it, its second
+        # outcome would have come first
+        assert outcomes == {"acked": [errors.NONE], "late": [errors.REQUEST_TIMED_OUT]}
     finally:
         rm.close()

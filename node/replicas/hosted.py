@@ -35,6 +35,9 @@ class AckWaiter:
     # tries its locks): the follower's Fetch that moves the HW may call it itself; otherwise (the
     # transaction coordinator's appends, which take their core's lock) the purgatory thread calls it
     inline: bool = False
+    # set, under its partition's lock, once it has left ``Hosted.waiters`` with its outcome: the purgatory's
+    # timer then drops it without taking that lock again
+    settled: bool = False
 
 
 class Appended(NamedTuple):

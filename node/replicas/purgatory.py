@@ -56,12 +56,21 @@ class Purgatory(threading.Thread):
             self._stopped = True
             self._cond.notify()
 
+    def _drop_settled(self) -> None:
+        """With ``_cond`` held: the waiters at the head of the deadline heap that have their outcome already
+        leave it, whatever their deadline, so the thread sleeps until the next one that may expire (a waiter
+        completed by the HW is only read here, without its partition's lock)."""
+        while self._watched and self._watched[0][3].settled:
+            heapq.heappop(self._watched)
+
     def run(self) -> None:
         while True:
             with self._cond:
+                self._drop_settled()
                 while not self._done and not self._stopped and not (
                         self._watched and self._watched[0][0] <= time.monotonic()):
                     self._cond.wait(self._watched[0][0] - time.monotonic() if self._watched else None)
+                    self._drop_settled()
                 if self._stopped:
                     return
                 done, self._done = self._done, []
@@ -69,10 +78,13 @@ class Purgatory(threading.Thread):
                 while self._watched and self._watched[0][0] <= time.monotonic():
                     expired.append(heapq.heappop(self._watched))
             for _, _, h, w in expired:
+                if w.settled:
+                    continue  # completed already
                 with h.cond:
-                    if w not in h.waiters:
+                    if w.settled or w not in h.waiters:
                         continue  # completed already
                     h.waiters.remove(w)
+                    w.settled = True
                     code = self._outcome(h, w)
                 done.append((w, errors.REQUEST_TIMED_OUT if code is None else code))
             run_callbacks(done)

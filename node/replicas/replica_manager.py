@@ -362,6 +362,8 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         with h.cond:
             h.fetching_from = None
             waiters, h.waiters = h.waiters, []
+            for w in waiters:
+                w.settled = True
             h.log.close_handles()
             h.repl.touch()
             h.cond.notify_all()
@@ -398,7 +400,9 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
                 code = self._waiter_outcome(h, w)
                 if code is None:
                     keep.append(w)
-                elif done is not None and w.inline:
+                    continue
+                w.settled = True
+                if done is not None and w.inline:
                     done.append((w, code))
                 else:
                     self._purgatory.complete(w, code)
