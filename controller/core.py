@@ -324,9 +324,12 @@ class ControllerCore(Reconciler, FailoverSteps, ReassignmentSteps, LeaderElectio
         return plan
 
     def reload_states(self, states: StateMap) -> Plan:
-        """After a BADVERSION: take the re-read states and decide again."""
+        """After a BADVERSION, or a check of the cache a failover decided from: take the re-read states and
+        decide again.  The states that differ from the context's are sent to the brokers as they are now
+        (``Plan.resync``): the failover had sent the stale ones."""
+        resync = [tp for tp, st in states.items() if self.states.get(tp) != st]
         self.states.update(states)
-        plan = Plan(metadata_to_all=True)
+        plan = Plan(metadata_to_all=True, resync=resync)
         self._reconcile(plan)
         return plan
 
@@ -418,6 +421,9 @@ class ControllerCore(Reconciler, FailoverSteps, ReassignmentSteps, LeaderElectio
             changed[tp] = None
             if w.zk_version is None:
                 new_tps.add(tp)
+        for tp in plan.resync:   # re-read and found stale: sent as they are (a write of the plan comes first)
+            if tp in self.states:
+                changed[tp] = None
         live_regs = tuple(self.live[b] for b in sorted(self.live))
         requests: dict[int, list[Command]] = {}
         changed_views = [self._view(tp, tp in new_tps) for tp in changed]

@@ -105,6 +105,10 @@ class Plan:
     # a reassignment's adding replicas, told with isNew (Kafka's updateLeaderEpochAndSendRequest): a broker with
     # an offline log directory may create their logs in an online one
     new_replicas: dict[TP, tuple[int, ...]] = field(default_factory=dict)
+    # partitions whose state the controller read again and found other than it had (and had sent: a new
+    # controller decides from its broker's metadata cache): their state as read goes to their replicas and to
+    # every broker, as a failover reading them from ZooKeeper would have sent it
+    resync: list[TP] = field(default_factory=list)
 
     @property
     def has_writes(self) -> bool:
@@ -115,7 +119,7 @@ class Plan:
     def empty(self) -> bool:
         return not (self.has_writes or self.events or self.observed or self.full_sync or self.metadata_to_all
                     or self.resend_metadata or self.topic_updates or self.stop_replicas or self.delete_replicas
-                    or self.query_replicas)
+                    or self.query_replicas or self.resync)
 
     def controlled_shutdown_batches(self) -> list["Plan"]:
         """A controlled shutdown's plan (``ControllerCore.on_controlled_shutdown``) as Kafka 2.8's

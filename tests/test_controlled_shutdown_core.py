@@ -99,3 +99,20 @@ def test_the_moved_leaders_are_a_batch_of_their_own_before_the_shrunk_isrs():
     assert not any(isinstance(c, LeaderAndIsrCmd) for c in second[1])
     assert sorted((v.topic, v.partition) for c in second[3] if isinstance(c, LeaderAndIsrCmd)
                   for v in c.partitions) == [(T, 1), (T, 2)]
+
+
+def test_a_state_read_again_and_found_stale_is_sent_to_its_replicas_as_read():
+    """A new controller that decided from a stale cache (its broker missed the old controller's last requests,
+    e.g. a controlled shutdown's shrunk ISR) learns the state from ZooKeeper when it verifies the cache, and its
+    replicas learn it from it: the leader would otherwise keep the ISR of its older epoch and never propose
+    taking the stopped broker back in."""
+    core = cluster()   # (T, 1): leader 2, epoch 4, ISR (2, 3, 1) at zkVersion 7, as the cache had it
+    shrunk = las(2, 5, (2, 3), controller_epoch=EPOCH - 1)
+    plan = core.reload_states({(T, 1): (shrunk, 8)})
+    assert plan.writes == [] and plan.resync == [(T, 1)]
+    requests = apply(core, plan)
+    for b in (2, 3):
+        sent = [v for c in requests[b] if isinstance(c, LeaderAndIsrCmd) for v in c.partitions]
+        assert [((v.topic, v.partition), v.state, v.zk_version) for v in sent] == [((T, 1), shrunk, 8)]
+    # nothing re-read differs: nothing is sent again
+    assert core.reload_states({(T, 1): (shrunk, 8)}).resync == []
