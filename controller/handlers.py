@@ -429,6 +429,7 @@ class ControllerHandlers:
                                                 for p in self.core.topics[t].partitions))
                 retry = self.core.reload_states(states)
                 retry.full_sync |= plan.full_sync
+                retry.resync = list(dict.fromkeys(plan.resync + retry.resync))   # a refused retry's too
                 return (yield from self.execute(retry, depth + 1))
             write_ms = ((yield MonoNs()) - t0) / 1e6
             self.last_write_ms = write_ms
