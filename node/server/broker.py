@@ -336,8 +336,7 @@ class Broker:
         here: the cache is changing, and the requests queued behind that one (the UpdateMetadata after a
         controlled shutdown's LeaderAndIsr) are not in it yet, so a failover deciding from it would write from
         stale zkVersions, fail on BADVERSION and read every state anyway."""
-        servicer = getattr(self, "servicer", None)
-        if servicer is not None and servicer.applying():
+        if self.servicer.applying():   # set in __init__; the controller asks only once started
             return {}
         return dict(self.state.controller_view)
 
