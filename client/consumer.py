@@ -101,7 +101,9 @@ class PartitionFetcher:
     # ------------------------------------------------------------------ fetch
 
     def poll(self, max_wait_ms: int = 500) -> list[ConsumerRecord]:
-        """One round of fetches (one request per leader); returns records in offset order per partition."""
+        """One round of fetches (one request per leader, sent together, as Kafka's consumer sends its fetches
+        to every leader at once: a poll with nothing to read takes one long poll, not one per leader); returns
+        records in offset order per partition."""
         if not self.positions:
             return []
         self._resolve_unknown_positions()
@@ -115,12 +117,15 @@ class PartitionFetcher:
                 by_leader.setdefault(leader[1], []).append(tp)
         records: list[ConsumerRecord] = []
         wait = max_wait_ms if len(by_leader) <= 1 else min(max_wait_ms, 100)
+        sent = []
         for endpoint, tps in by_leader.items():
             req = pb.FetchRequest(replica_id=-1, max_wait_ms=wait, partitions=[
                 pb.FetchPartition(topic=t, partition=p, fetch_offset=self.positions[(t, p)], last_fetched_epoch=-1,
                                   current_leader_epoch=-1, max_bytes=self.max_bytes) for t, p in tps])
+            sent.append(self.cluster.broker_stub(endpoint).Fetch.future(req, timeout=wait / 1000 + 10))
+        for fut in sent:   # the answers in the leaders' order, as before
             try:
-                r = self.cluster.broker_stub(endpoint).Fetch(req, timeout=wait / 1000 + 10)
+                r = fut.result()
             except grpc.RpcError:
                 stale = True
                 continue
