@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import reduce
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -41,7 +40,7 @@ from analysis.checks_groups import (
 from analysis.checks_log import check_lost_writes, check_offsets, check_unseen, unknown_lost_writes, unknown_unseen
 from analysis.local_rows import local_rows
 from analysis.ops_tables import build_ops_tables
-from analysis.spark import adaptive_off, gathered
+from analysis.spark import adaptive_off, gathered, union_by_name
 from judge.registry import CHECKERS as REGISTRY
 from judge.registry import KINDS
 
@@ -99,7 +98,7 @@ def unknowns(ctx: Ctx) -> DataFrame:
         sub = F.col("sub") if "sub" in df.columns else F.lit(0)
         parts.append(df.select("run", (F.lit(i * 100) + sub).alias("order"), "reason"))
     malformed = _malformed(ctx)
-    rest = reduce(DataFrame.unionByName, parts).join(F.broadcast(malformed.select("run")), "run", "left_anti")
+    rest = union_by_name(parts).join(F.broadcast(malformed.select("run")), "run", "left_anti")
     return malformed.select("run", F.lit(0).alias("order"), "reason").unionByName(rest)
 
 
@@ -142,7 +141,7 @@ def plan_checks(inputs, tables: dict[str, DataFrame] | None = None, *, unclean_e
             if kinds is not None and not set(ks) & set(kinds):
                 continue
             parts.append(fn(ctx))
-        found = reduce(DataFrame.unionByName, parts) if parts else empty_anomalies(ctx.spark)
+        found = union_by_name(parts) if parts else empty_anomalies(ctx.spark)
         if kinds is not None:
             found = found.where(F.col("kind").isin(*kinds))
         result = gathered(found.join(_malformed(ctx).select("run"), "run", "left_anti").select(*ANOMALY_COLUMNS))

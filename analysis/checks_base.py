@@ -115,21 +115,19 @@ def event_evidence(*keys: Column) -> Column:
 def anomalies(df: DataFrame, kind: str, message: Column, *, ops: Column | None = None,
               events: Column | None = None, group: Column | None = None, topic: Column | None = None,
               partition: Column | None = None, **details: Column) -> DataFrame:
-    """Rows of the anomalies table from ``df`` (one per anomaly)."""
+    """Rows of the anomalies table from ``df`` (one per anomaly), in one projection (one DataFrame, one analysis
+    by the JVM: a checker's plans are large, and each DataFrame built on them is analysed whole)."""
     evs = events if events is not None else event_evidence()
     null = F.lit(None)
     d = {k: v for k, v in (("group", group), ("topic", topic), ("partition", partition)) if v is not None}
     d.update(details)
-    df = df.select("run", message.alias("_message"), (group if group is not None else null).alias("_group"),
-                   (topic if topic is not None else null).alias("_topic"),
-                   (partition if partition is not None else null).alias("_partition"),
-                   (ops if ops is not None else F.array().cast("array<long>")).alias("_ops"), evs.alias("_events"),
-                   *[v.alias(f"_d_{k}") for k, v in d.items()])
-    det = F.struct(*[F.col(f"_d_{k}").alias(k) for k in d], F.col("_events").alias("events"))
-    return df.select("run", F.lit(kind).alias("kind"), F.col("_message").alias("message"),
-                     F.col("_group").cast("string").alias("group"), F.col("_topic").cast("string").alias("topic"),
-                     F.col("_partition").cast("int").alias("partition"), F.col("_ops").cast("array<long>")
-                     .alias("op_indexes"), F.transform("_events", lambda e: e["type"]).alias("event_types"),
+    det = F.struct(*[v.alias(k) for k, v in d.items()], evs.alias("events"))
+    return df.select("run", F.lit(kind).alias("kind"), message.alias("message"),
+                     (group if group is not None else null).cast("string").alias("group"),
+                     (topic if topic is not None else null).cast("string").alias("topic"),
+                     (partition if partition is not None else null).cast("int").alias("partition"),
+                     (ops if ops is not None else F.array().cast("array<long>")).cast("array<long>")
+                     .alias("op_indexes"), F.transform(evs, lambda e: e["type"]).alias("event_types"),
                      F.to_json(det).alias("details"))
 
 

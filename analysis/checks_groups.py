@@ -31,6 +31,7 @@ from analysis.checks_base import (
 )
 from analysis.local_rows import local_rows
 from analysis.ops_tables import tp_partition, tp_topic
+from analysis.spark import union_by_name
 
 KEY = ["run", "group", "topic", "partition"]
 BIG = 2 ** 62   # the completion index of an open operation (it never completes)
@@ -288,7 +289,7 @@ def _coordinator_asof(ctx: Ctx, c: DataFrame) -> DataFrame:
             .select("run", "b", "p", F.col("h_ns").alias("mono_ns"), F.lit(2).alias("_k"),
                     F.when(F.col("h_reload"), "r").otherwise("h").alias("x"), F.col("h_epoch").alias("epoch"),
                     "h_type"))
-    facts = starts.unionByName(loaded).unionByName(unloads).unionByName(held).withColumn("_t", F.col("mono_ns"))
+    facts = union_by_name([starts, loaded, unloads, held]).withColumn("_t", F.col("mono_ns"))
     x = F.col("x")
     steps = ctx.cut(asof_steps(facts, ["run", "b", "p"], {
         "proc_ns": F.when(x == "s", F.col("mono_ns")), "m_all": F.when(x == "l", F.col("epoch")),
@@ -352,7 +353,7 @@ def check_split_coordinator(ctx: Ctx) -> DataFrame:
             "without loading it again", F.col("group"), F.col("b"), F.col("c_done"), F.col("p")), ops=ops,
         events=event_evidence(event_key(F.col("b"), F.col("unload_ns"), F.lit("coordinator_unloaded"))),
         group=F.col("group"), reason=F.col("reason"), broker=F.col("b"), partition=F.col("p"))
-    return no_load_rows.unionByName(deposed_rows).unionByName(unloaded_rows)
+    return union_by_name([no_load_rows, deposed_rows, unloaded_rows])
 
 
 def unknown_split_coordinator(ctx: Ctx) -> DataFrame:

@@ -18,7 +18,7 @@ from analysis.checks_base import Ctx, anomalies, evidence, fmt, lookup_offset, p
 from analysis.checks_groups import fetch_told, fetches
 from analysis.local_rows import local_rows
 from analysis.ops_tables import tp_topic
-from analysis.spark import spread
+from analysis.spark import spread, union_by_name
 
 TP = ["run", "topic", "partition"]
 
@@ -230,7 +230,7 @@ def consumed_topics(ctx: Ctx) -> DataFrame:
                     .select("run", "group", "topic"))
     from_polls = (ctx.observations.where((F.col("source") == "poll") & F.col("group").isNotNull())
                   .select("run", "group", "topic").distinct())
-    return from_syncs.unionByName(from_commits).unionByName(from_polls).where(F.col("topic").isNotNull()).distinct()
+    return union_by_name([from_syncs, from_commits, from_polls]).where(F.col("topic").isNotNull()).distinct()
 
 
 def final_lookup(ctx: Ctx) -> DataFrame:

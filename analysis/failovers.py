@@ -31,7 +31,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.checks_base import partition_for
-from analysis.spark import kept, spread
+from analysis.spark import kept, spread, union_by_name
 from analysis.tables import OFFSETS_TOPIC, state_writes
 from judge.timeline import CAUSE_END, CAUSE_FAULT, CAUSE_NONE, END_PHASE, STOP_PHASE
 from judge.timeline import ROW_FIELDS  # noqa: F401  (re-exported: the same rows as the runner's timeline)
@@ -217,16 +217,18 @@ def _election_after(end: Column, not_by: Column) -> Column:
                   & (e["broker"] != not_by), lambda e: F.struct(e["t"].alias("t"), e["broker"].alias("broker")))
 
 
-def _controller_at(rows: DataFrame) -> DataFrame:
-    """``rows`` with ``controller``: the controller at T, the last ``controller_elected`` at or before T, unless
-    its broker resigned since."""
+def _controller_at(rows: DataFrame, **extra: Column) -> DataFrame:
+    """``rows`` with ``extra`` columns (independent of it) and ``controller``: the controller at T, the last
+    ``controller_elected`` at or before T, unless its broker resigned since."""
     el = _first(F.col("_ctl"), lambda e: e["elected"] & (e["t"] <= F.col("time_ns")),
                 lambda e: F.struct(e["t"].alias("t"), e["broker"].alias("broker")), last=True)
-    rows = rows.withColumn("_el", el)   # a column of its own: read in the lambda below, not recomputed per element
+    # a column of its own: read in the lambda below, not recomputed per element
+    rows = rows.withColumns({**extra, "_el": el})
     el = F.col("_el")
     gone = F.exists(F.col("_ctl"), lambda e: ~e["elected"] & (e["broker"] == el["broker"]) & (e["t"] > el["t"])
                     & (e["t"] <= F.col("time_ns")))
-    return rows.withColumn("controller", F.when(el.isNotNull() & ~gone, el["broker"])).drop("_el")
+    return rows.select(*[c for c in rows.columns if c != "_el"],
+                       F.when(el.isNotNull() & ~gone, el["broker"]).alias("controller"))
 
 
 _ARRAYS = ("_ctl", "_bc", "_csr", "_ro", "_stops", "_all")
@@ -253,8 +255,8 @@ def _fault_rows(inputs, tables) -> tuple[DataFrame, DataFrame]:
     rows = (faults.where(F.size("brokers") > 0).repartition(parts, "run", "fault")
             .join(F.broadcast(per_run), "run", "left"))
     rows = _or_empty(rows, _ARRAYS)
-    return _controller_at(rows.withColumn("_any_end", _first(F.col("_all"), lambda g: g["t"] > F.col("time_ns"),
-                                                             lambda g: g["t"]))), per_run
+    return _controller_at(rows, _any_end=_first(F.col("_all"), lambda g: g["t"] > F.col("time_ns"),
+                                                 lambda g: g["t"])), per_run
 
 
 def _controller_rows(rows: DataFrame) -> DataFrame:
@@ -291,9 +293,9 @@ def _group_stages(rows: DataFrame, comp: DataFrame) -> DataFrame:
     commit = F.when(is_op & (F.col("type") == "ok") & (F.col("f") == "commit"), F.col("time"))
     failed = F.when(is_op & F.col("type").isin("fail", "info") & F.col("f").isin(*FAILED_OPS),
                     F.struct(F.col("time").alias("t"), F.col("_back").alias("back")))
-    merged = (ops.unionByName(probes("time_ns", 0)).unionByName(probes("_floor", 1))
-              .withColumn("_back", F.last(recovered, ignorenulls=True).over(after))
-              .withColumn("_commit_t", F.last(commit, ignorenulls=True).over(after))
+    merged = (union_by_name([ops, probes("time_ns", 0), probes("_floor", 1)])
+              .withColumns({"_back": F.last(recovered, ignorenulls=True).over(after),
+                            "_commit_t": F.last(commit, ignorenulls=True).over(after)})
               .withColumn("_failed", F.last(failed, ignorenulls=True).over(after)))
     # both probes of a row in one row, joined back once: a join per probe would read a window of its own (Spark
     # prunes each branch to the columns it reads, and the two would no longer match for reuse), and the group
@@ -361,8 +363,8 @@ def _fault_group_rows(faults: DataFrame, groups: DataFrame, partitions: DataFram
     at = _first(F.col("_st"), lambda s: s["landed"] <= F.col("time_ns"), last=True)
     rows = rows.withColumn("old_leader", at["leader"])
     rows = rows.where(F.col("old_leader").isNotNull() & F.array_contains("brokers", F.col("old_leader")))
-    rows = rows.withColumn("_lead_end", _end_for(F.col("old_leader")))
-    rows = rows.withColumn("_offsets_name", F.concat(F.lit(OFFSETS_TOPIC + "-"), F.col("partition").cast("string")))
+    rows = rows.withColumns({"_lead_end": _end_for(F.col("old_leader")),
+                             "_offsets_name": F.concat(F.lit(OFFSETS_TOPIC + "-"), F.col("partition").cast("string"))})
     old, end, t0 = F.col("old_leader"), F.col("_lead_end"), F.col("time_ns")
 
     bc = _first(F.col("_bc"), lambda e: (e["t"] > t0) & _before(e["t"], end)
@@ -377,9 +379,10 @@ def _fault_group_rows(faults: DataFrame, groups: DataFrame, partitions: DataFram
     change = _first(F.col("_st"), lambda s: (s["landed"] > t0) & _before(s["landed"], end) & (s["leader"] >= 0)
                     & (s["leader"] != old))
     rows = (rows.withColumn("_ce", ce)
-            .withColumn("_detect", F.least(_cand(bc, "broker_change"), _cand(csr, "controlled_shutdown_requested"),
-                                           _cand(ro, "replicas_offline"), _cand(F.col("_ce"), "controller_elected")))
-            .withColumn("_chg", change))
+            .withColumns({"_detect": F.least(_cand(bc, "broker_change"),
+                                             _cand(csr, "controlled_shutdown_requested"),
+                                             _cand(ro, "replicas_offline"), _cand(F.col("_ce"), "controller_elected")),
+                          "_chg": change}))
     chg = F.col("_chg")
     rows = rows.withColumn("_el", F.when(
         F.col("_detect").isNotNull() & (chg["landed"] >= F.col("_detect.t"))
@@ -406,7 +409,8 @@ def _unattributed_rows(inputs, taken: DataFrame, groups: DataFrame, per_run: Dat
     moves = moves.join(taken, ["run", "partition", "landed", "mono", "broker"], "left_anti")
     moves = (moves.join(F.broadcast(per_run), "run").where(F.col("_n").isNotNull())
              .join(F.broadcast(partitions.select("run", "partition", "_ld")), ["run", "partition"], "left")
-             .withColumn("_ld", F.coalesce("_ld", F.array())))
+             .withColumns({"_ld": F.coalesce("_ld", F.array()),
+                           "_offsets_name": F.concat(F.lit(OFFSETS_TOPIC + "-"), F.col("partition").cast("string"))}))
     old, since, landed = F.col("old_leader"), F.col("_since"), F.col("landed")
 
     def inside(t: Column) -> Column:
@@ -414,20 +418,19 @@ def _unattributed_rows(inputs, taken: DataFrame, groups: DataFrame, per_run: Dat
     bc = _first(F.col("_bc"), lambda e: inside(e["t"]) & (_hit(e["dead"], old) | _hit(e["bounced"], old)),
                 lambda e: e["t"], last=True)
     csr = _first(F.col("_csr"), lambda e: inside(e["t"]) & (e["broker_id"] == old), lambda e: e["t"], last=True)
-    moves = moves.withColumn("_offsets_name", F.concat(F.lit(OFFSETS_TOPIC + "-"), F.col("partition").cast("string")))
     ro = _first(F.col("_ro"), lambda e: inside(e["t"]) & (e["broker_id"] == old)
                 & F.array_contains(e["replicas"], F.col("_offsets_name")), lambda e: e["t"], last=True)
     ce = _first(F.col("_ctl"), lambda e: e["elected"] & inside(e["t"]) & (e["broker"] != old), lambda e: e["t"],
                 last=True)
     end_mark = F.coalesce(F.col("_end_ns"), F.col("_stop_ns"))
-    moves = (moves.withColumn("_detect", F.greatest(_cand(bc, "broker_change"),
-                                                    _cand(csr, "controlled_shutdown_requested"),
-                                                    _cand(ro, "replicas_offline"),
-                                                    _cand(ce, "controller_elected")))
-             .withColumn("time_ns", F.coalesce(F.col("_detect.t"), landed))
-             .withColumn("_el", F.struct(landed.alias("landed"), F.col("mono").alias("mono"),
-                                         F.col("broker").alias("broker"), F.col("leader").alias("leader"),
-                                         F.col("epoch").alias("epoch"), F.col("reason").alias("reason"))))
+    moves = (moves.withColumns({"_detect": F.greatest(_cand(bc, "broker_change"),
+                                                      _cand(csr, "controlled_shutdown_requested"),
+                                                      _cand(ro, "replicas_offline"),
+                                                      _cand(ce, "controller_elected")),
+                                "_el": F.struct(landed.alias("landed"), F.col("mono").alias("mono"),
+                                                F.col("broker").alias("broker"), F.col("leader").alias("leader"),
+                                                F.col("epoch").alias("epoch"), F.col("reason").alias("reason"))})
+             .withColumn("time_ns", F.coalesce(F.col("_detect.t"), landed)))
     rows = (moves.join(F.broadcast(groups), "run")
             .where(partition_for(F.col("group"), F.col("_n")) == F.col("partition")))
     cause = F.when(end_mark.isNotNull() & (landed > end_mark), F.lit(CAUSE_END)).otherwise(F.lit(CAUSE_NONE))

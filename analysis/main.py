@@ -120,22 +120,31 @@ def _write_paired(spark, rows, out: Path):
     return ops, rest
 
 
-def _counts(written: dict[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
-    """Rows per table and anomalies per kind, in one Spark job (one small aggregate per table, unioned)."""
-    from functools import reduce
+def _counts(spark, written: dict[str, Any], tables: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """Rows per table and anomalies per kind, in one Spark job: every written table's files (``tables/<name>``)
+    read in one scan with no columns, their rows counted per file and summed per table directory, and the
+    anomalies grouped by kind.  Three small plans (seven DataFrames), not an aggregate per table unioned one by one
+    (49 DataFrames, each analysed by the JVM with the whole union so far: bench/RESULTS.md, issue 49)."""
+    from urllib.parse import unquote, urlparse
 
-    from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
 
     from analysis.spark import gathered
 
-    parts = [df.agg(F.count(F.lit(1)).alias("n")).select(F.lit(name).alias("name"), F.lit(None).cast("string")
-                                                         .alias("kind"), "n") for name, df in written.items()]
-    parts.append(written["anomalies"].groupBy("kind").agg(F.count(F.lit(1)).alias("n"))
-                 .select(F.lit(None).cast("string").alias("name"), "kind", "n"))
-    got = gathered(reduce(DataFrame.unionByName, parts)).collect()
-    rows = {r["name"]: r["n"] for r in got if r["name"] is not None}
-    return {name: rows[name] for name in written}, {r["kind"]: r["n"] for r in got if r["name"] is None}
+    files = (spark.read.schema(StructType()).parquet(*[str(tables / name) for name in written])
+             .groupBy(F.input_file_name().alias("file")).agg(F.count(F.lit(1)).alias("n"))
+             .select("file", F.lit(None).cast("string").alias("kind"), "n"))
+    kinds = (written["anomalies"].groupBy("kind").agg(F.count(F.lit(1)).alias("n"))
+             .select(F.lit(None).cast("string").alias("file"), "kind", "n"))
+    rows = dict.fromkeys(written, 0)
+    anomalies: dict[str, int] = {}
+    for r in gathered(files.unionByName(kinds)).collect():
+        if r["file"] is not None:
+            rows[Path(unquote(urlparse(r["file"]).path)).parent.name] += r["n"]
+        else:
+            anomalies[r["kind"]] = r["n"]
+    return rows, anomalies
 
 
 def run(paths: list[str], master: str | None = DEFAULT_MASTER, out: str | Path = DEFAULT_OUT,
@@ -346,7 +355,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         shutil.rmtree(out / "work", ignore_errors=True)
 
     spark.sparkContext.setJobDescription("counts")
-    rows, anomalies = _counts(written)
+    rows, anomalies = _counts(spark, written, out / "tables")
     lap("count")
     spark.sparkContext.setJobDescription("report")
     report_path = write_report(written, out, written["verdicts"])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-from functools import reduce
 from typing import Any, Sequence
 
 from pyspark.sql import DataFrame, Window
@@ -14,7 +13,7 @@ from pyspark.sql import functions as F
 
 from analysis.local_rows import local_rows
 from analysis.runs import of_faults as _of_faults
-from analysis.spark import gathered
+from analysis.spark import gathered, union_by_name
 from kafkacommon.hashing import partition_for
 
 MAX_DETAIL_RUNS = 20        # runs with a section of their own
@@ -61,7 +60,7 @@ def collect_many(frames: dict[str, DataFrame]) -> dict[str, list[dict]]:
     parts = [df.select(F.lit(name).alias("_k"), F.to_json(F.struct(*df.columns), {"ignoreNullFields": "false"})
                        .alias("_j")) for name, df in frames.items()]
     if parts:
-        for r in gathered(reduce(DataFrame.unionByName, parts)).collect():
+        for r in gathered(union_by_name(parts)).collect():
             out[r["_k"]].append(json.loads(r["_j"]))
     return out
 

@@ -253,6 +253,24 @@ def gathered(df: DataFrame) -> DataFrame:
     return df.coalesce(1) if small_input(df.sparkSession) else df
 
 
+def union_by_name(frames: list[DataFrame]) -> DataFrame:
+    """``reduce(DataFrame.unionByName, frames)`` built as one DataFrame: one n-ary ``Union`` by name over the
+    frames' analysed plans, analysed once by the JVM.  The chain builds a DataFrame per part, and the JVM analyses
+    each with the whole union so far (the checkers' union holds their ten plans; ``DeduplicateRelations`` walks all
+    of it every time).  The plan node is Spark's own (``Dataset.unionByName`` builds it, two children at a time,
+    and the analyzer resolves its columns by name pairwise from the first child, as the chain did)."""
+    if len(frames) == 1:
+        return frames[0]
+    spark = frames[0].sparkSession
+    jvm = spark._jvm
+    plans = jvm.java.util.ArrayList()
+    for df in frames:
+        plans.add(df._jdf.queryExecution().analyzed())
+    children = jvm.scala.collection.JavaConverters.asScalaBuffer(plans).toList()
+    union = jvm.org.apache.spark.sql.catalyst.plans.logical.Union(children, True, False)
+    return DataFrame(jvm.org.apache.spark.sql.Dataset.ofRows(spark._jsparkSession, union), spark)
+
+
 def kept(df: DataFrame, otherwise: Callable[[DataFrame], DataFrame] | None = None) -> DataFrame:
     """``df`` computed once and kept for the steps that read it again (``release`` frees it).  For a small
     input (``small_input``) in local mode: an eager local checkpoint of one partition (one task for each stage

@@ -113,13 +113,14 @@ def state_writes(inputs) -> DataFrame:
     plan = F.when(F.col("type") == "partition_states_written", F.struct(F.col("mono_ns_written").alias("w")))
     ev = ev.withColumn("_plan", F.last(plan, ignorenulls=True).over(later_first))
     states = ev.where(F.col("type") == "partition_state_written")
-    return states.withColumn("landed_ns", F.coalesce(F.col("_plan.w"), F.col("mono_ns"))).drop("_plan", "_rank")
+    return states.select(*[c for c in states.columns if c not in ("_plan", "_rank")],
+                         F.coalesce(F.col("_plan.w"), F.col("mono_ns")).alias("landed_ns"))
 
 
 def leader_changes(inputs, states: DataFrame | None = None) -> DataFrame:
     s = state_writes(inputs) if states is None else states
-    return _select(s.withColumn("time_ns", F.col("landed_ns")).withColumn("controller", F.col("broker")),
-                   "leader_changes")
+    named = {"time_ns": F.col("landed_ns"), "controller": F.col("broker")}
+    return s.select(*[named[c].alias(c) if c in named else c for c in TABLE_COLUMNS["leader_changes"]])
 
 
 def isr_changes(inputs, states: DataFrame | None = None) -> DataFrame:
