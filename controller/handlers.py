@@ -37,6 +37,9 @@ class ControllerHandlers:
         self.orphan_suspected = False   # /controller may be ours while we do not act: re-checked on ticks
         self.failovers = 0
         self.last_write_ms = 0.0
+        # a failover decided from its broker's metadata cache, whose every state verify_states reads again
+        # right after it (the same event): until then a refused write re-reads only the states it was writing
+        self.unverified = False
 
     def _emit(self, name: str, **fields: Any) -> Emit:
         return Emit(name, fields)
@@ -134,6 +137,7 @@ class ControllerHandlers:
             round_trips += 1
         t1 = yield MonoNs()
         self.failovers += 1
+        self.unverified = from_cache
         plan = self.core.on_failover(epoch, version, snap.brokers, snap.topics, states, (yield Clock()),
                                      snap.broker_configs)
         decide_ns = (yield MonoNs()) - t1
@@ -168,6 +172,7 @@ class ControllerHandlers:
         """Read every partition state again; where the cache we decided from was stale, decide again."""
         written = {(w.topic, w.partition) for w in acted.writes}
         fresh = yield ReadStates(tuple(self.core.states))
+        self.unverified = False
         stale = {tp: st for tp, st in fresh.items() if tp not in written and st != self.core.states.get(tp)}
         missing = [tp for tp in self.core.states if tp not in fresh]
         yield self._emit("controller_cache_verified", epoch=self.core.epoch, partitions=len(fresh),
@@ -178,6 +183,7 @@ class ControllerHandlers:
     def resign(self, reason: str) -> Steps:
         epoch, was_active = self.core.epoch, self.core.active
         self.core.on_resign()
+        self.unverified = False
         yield CloseChannels()
         if was_active:
             yield self._emit("controller_resigned", epoch=epoch, reason=reason)
@@ -424,9 +430,14 @@ class ControllerHandlers:
             except StateVersionConflict as e:
                 if depth >= 3 or not retry_conflicts:
                     raise
-                yield self._emit("zk_write_conflict", path=e.path)
-                states = yield ReadStates(tuple((t, p) for t in self.core.topics
-                                                for p in self.core.topics[t].partitions))
+                own = tuple(dict.fromkeys((w.topic, w.partition) for w in plan.writes))
+                if not (self.unverified and depth == 0 and own):
+                    own = tuple((t, p) for t in self.core.topics for p in self.core.topics[t].partitions)
+                # (a failover's states from the cache: the plan's own partitions, as Kafka re-reads the states
+                # whose update failed; every other state is read by verify_states right after the failover, and
+                # one that differs is sent as read there; a second refusal reads them all)
+                yield self._emit("zk_write_conflict", path=e.path, states_read=len(own))
+                states = yield ReadStates(own)
                 retry = self.core.reload_states(states)
                 retry.full_sync |= plan.full_sync
                 retry.resync = list(dict.fromkeys(plan.resync + retry.resync))   # a refused retry's too

@@ -188,6 +188,21 @@ def test_a_malformed_state_among_many_raises_codec_error_naming_its_path(bad):
         decode_partition_states(items)
 
 
+def test_repeated_states_decode_once_each_and_in_place():
+    """Thousands of partitions share a few contents: each decodes once, every partition gets its own in order."""
+    a, b = LeaderAndIsr(1, 0, (1, 2, 3), 1), LeaderAndIsr(2, 4, (2, 3), 5)
+    items = [(f"/brokers/topics/t/partitions/{i}/state", encode_partition_state(a if i % 3 else b)) for i in range(9)]
+    assert decode_partition_states(items) == [a if i % 3 else b for i in range(9)]
+
+
+def test_a_malformed_state_repeated_raises_naming_its_first_path():
+    items = state_items(4)
+    items[1] = (items[1][0], b'{"leader":1}')
+    items[3] = (items[3][0], b'{"leader":1}')
+    with pytest.raises(CodecError, match="^/brokers/topics/t/partitions/1/state: "):
+        decode_partition_states(items)
+
+
 def test_a_state_znode_holding_two_json_objects_is_malformed_not_split_across_partitions():
     """The batch decoder joins every znode into one JSON array; a znode whose bytes hold two
     comma-separated objects must not shift its neighbours' states."""

@@ -337,6 +337,33 @@ def test_multi_read_of_nothing_sends_nothing(new_client):
     c = new_client()
     res, calls = count_round_trips(c, lambda: multi_read(c.kz, []))
     assert res == [] and calls == []
+    res, calls = count_round_trips(c, lambda: c.read_data([]))
+    assert res == [] and calls == []
+
+
+def test_read_data_gives_each_znodes_data_and_version_in_one_request(new_client):
+    c = new_client()
+    c.kz.create("/a", b"hello")
+    c.kz.set("/a", b"again")
+    c.kz.create("/empty", b"")
+    c.kz.create("/none", None)
+    res, calls = count_round_trips(c, lambda: c.read_data(["/a", "/missing", "/empty", "/none", "/a"]))
+    assert len(calls) == 1, "one request for every path"
+    assert res[0] == (b"again", 1) and res[4] == (b"again", 1)
+    assert isinstance(res[1], NoNode), "a missing znode's error, as a value, in its place"
+    assert res[2] == (b"", 0) and res[3] == (None, 0), "no data is None, as kazoo's getData has it"
+    assert c.get("/a")[1].version == 1 and c.read_many([(GET_DATA, "/a")])[0][0] == b"again", "the chroot holds"
+
+
+def test_read_states_skips_a_missing_state_and_keeps_the_others_versions(new_client):
+    c = new_client()
+    version = elected(c)
+    c.ensure_persistent_paths()
+    with_topic(c, version, "t", 3)
+    c.write_states(version, [StateWrite("t", 1, LeaderAndIsr(2, 1, (2, 3), 1), 0)])
+    states = c.read_states([("t", 0), ("t", 1), ("t", 2), ("t", 7), ("gone", 0)])
+    assert states == {("t", 0): (LeaderAndIsr(1, 0, (1, 2, 3), 1), 0), ("t", 1): (LeaderAndIsr(2, 1, (2, 3), 1), 1),
+                      ("t", 2): (LeaderAndIsr(1, 0, (1, 2, 3), 1), 0)}
 
 
 # ------------------------------------------------------------------ broker registration

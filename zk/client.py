@@ -26,7 +26,7 @@ from zk.context import ClusterSnapshot, ControllerContext
 from zk.election import ControllerElection
 from zk.errors import CONNECTION_ERRORS, NoNode, ZkError, translate, translate_errors, translated
 from zk.stat import Stat, WatchEvent, watcher
-from zk.batch import CREATE, DELETE, GET_DATA, SET_DATA, multi_read, multi_write
+from zk.batch import CREATE, DELETE, GET_DATA, SET_DATA, multi_read, multi_read_data, multi_write
 from zk.rules import ControllerMovedError, StateVersionConflict
 
 log = logging.getLogger(__name__)
@@ -208,6 +208,12 @@ class ZkClient(ControllerElection, ControllerContext, ConfigStore):
         the op's error (NoNode, ...) as a value."""
         return [translate(r) if isinstance(r, Exception) else (r[0], Stat.of(r[1])) if isinstance(r, tuple) else r
                 for r in multi_read(self.kz, ops)]
+
+    @until_connected
+    def read_data(self, paths_: Sequence[str]) -> list[Any]:
+        """getData of every path in one multiRead: per path ``(data, zkVersion)``, or the op's error (NoNode,
+        ...) as a value.  :meth:`read_many` without the stats, for the reads of every partition state."""
+        return [translate(r) if isinstance(r, Exception) else r for r in multi_read_data(self.kz, paths_)]
 
     # ------------------------------------------------------------ brokers
 

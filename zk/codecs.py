@@ -248,17 +248,19 @@ def encode_partition_state(s: LeaderAndIsr) -> bytes:
 
 
 def decode_partition_states(items: list[tuple[str, bytes | None]]) -> list[LeaderAndIsr]:
-    """Decode many partition states at once (one JSON parse); falls back to one at a time
-    so that a malformed znode is reported by path."""
+    """Decode many partition states at once: each distinct content once (one JSON parse for them all; a
+    cluster's states repeat, few leaders, ISRs and epochs for thousands of partitions); falls back to one at a
+    time so that a malformed znode is reported by path."""
+    distinct = list(dict.fromkeys(data for _, data in items))
     try:
-        objs = json.loads(b"[" + b",".join(d or b"null" for _, d in items) + b"]")
-        if len(objs) != len(items):  # a znode held more than one JSON value
+        objs = json.loads(b"[" + b",".join(d or b"null" for d in distinct) + b"]")
+        if len(objs) != len(distinct):  # a znode held more than one JSON value
             raise ValueError("misaligned")
-        return [LeaderAndIsr(o["leader"], o["leader_epoch"], tuple(o["isr"]), o["controller_epoch"])
-                if _is_state(o) else decode_partition_state(path, data)
-                for o, (path, data) in zip(objs, items)]
+        decoded = {d: LeaderAndIsr(o["leader"], o["leader_epoch"], tuple(o["isr"]), o["controller_epoch"])
+                   if _is_state(o) else None for o, d in zip(objs, distinct)}
     except (ValueError, TypeError, KeyError):
         return [decode_partition_state(path, data) for path, data in items]
+    return [decoded[data] or decode_partition_state(path, data) for path, data in items]
 
 
 def _is_state(o: Any) -> bool:

@@ -75,6 +75,7 @@ class ControllerContext:
 
     kz: Any
     read_many: Callable[..., list]
+    read_data: Callable[..., list]
 
     def snapshot_requests(self, broker_watch: Callable[[WatchEvent], None] | None = None,
                           topic_watch: Callable[[WatchEvent], None] | None = None,
@@ -232,8 +233,10 @@ class ControllerContext:
 
     @until_connected
     def read_states(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[LeaderAndIsr, int]]:
+        """The partition states that exist among ``tps``, with their zkVersions, in one multiRead."""
         tps = list(tps)
-        res = self.read_many([(GET_DATA, paths.partition_state(t, p)) for t, p in tps])
-        found = [(tp, r) for tp, r in zip(tps, res) if not isinstance(r, Exception)]
-        states = codecs.decode_partition_states([(paths.partition_state(*tp), r[0]) for tp, r in found])
-        return {tp: (state, r[1].version) for (tp, r), state in zip(found, states)}
+        state_paths = [paths.partition_state(t, p) for t, p in tps]
+        res = self.read_data(state_paths)
+        found = [(tp, path, r) for tp, path, r in zip(tps, state_paths, res) if not isinstance(r, Exception)]
+        states = codecs.decode_partition_states([(path, r[0]) for _tp, path, r in found])
+        return {tp: (state, r[1]) for (tp, _path, r), state in zip(found, states)}
