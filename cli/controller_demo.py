@@ -38,7 +38,11 @@ def failover(cluster: Cluster, sig: signal.Signals, lines: list[str], timeout: f
                     and v.controller_epoch > old_epoch and _settled(v, old) and v,
                     timeout, "a new controller that moved every leadership")
     cluster.wait_exit(old, timeout=10)
-    events = read_run_events(cluster.run_dir)
+    # ZooKeeper names the new controller before its broker has logged the failover: the report is read from the
+    # event lines, so it waits for the new controller's controller_failover_done (its election's line is before it)
+    events = wait_for(lambda: (ev := read_run_events(cluster.run_dir)) and _first(
+        ev, t0, "controller_failover_done", epoch=view.controller_epoch) and ev,
+        timeout, "the new controller's controller_failover_done event line")
     stopped = _first(events, t0, "zk_session_closing", broker=old)
     elected = _first(events, t0, "controller_elected", epoch=view.controller_epoch)
     written = _first(events, t0, "partition_states_written", epoch=view.controller_epoch)
