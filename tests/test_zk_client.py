@@ -239,6 +239,37 @@ def test_a_stale_partition_version_raises_state_version_conflict_naming_the_path
         assert read_state(c, "t", p) == (LeaderAndIsr(1, 0, (1, 2, 3), 1), 0), "the multi is atomic"
 
 
+def test_chunks_are_sent_together_and_a_refused_chunk_leaves_the_others_applied(new_client, monkeypatch):
+    import zk.client as zk_client
+    monkeypatch.setattr(zk_client, "MULTI_CHUNK", 2)
+    c = new_client()
+    version = elected(c)
+    with_topic(c, version, "t", 6)
+    moved = LeaderAndIsr(2, 1, (2, 3), 1)
+    writes = [StateWrite("t", p, moved, 5 if p == 2 else 0) for p in range(6)]   # t-2 is at version 0, not 5
+    order: list[str] = []
+    original = c.kz._call
+
+    def sending(request, async_object):   # every multi sent before the first answer is waited for
+        order.append("send")
+        wait = async_object.get
+        async_object.get = lambda *a, **k: (order.append("wait"), wait(*a, **k))[1]
+        return original(request, async_object)
+
+    c.kz._call = sending
+    try:
+        with pytest.raises(StateVersionConflict) as e:
+            c.write_states(version, writes)
+    finally:
+        del c.kz._call
+    assert order == ["send"] * 3 + ["wait"] * 3, "three chunks sent together, then their answers taken"
+    assert e.value.path == paths.partition_state("t", 2)
+    assert [read_state(c, "t", p) for p in range(6)] == [
+        (moved, 1), (moved, 1),                                                 # the first chunk applied
+        (LeaderAndIsr(1, 0, (1, 2, 3), 1), 0), (LeaderAndIsr(1, 0, (1, 2, 3), 1), 0),   # the refused one: atomic
+        (moved, 1), (moved, 1)], "the chunk after the refused one applied, as Kafka's other partitions' writes"
+
+
 def test_creating_an_existing_state_is_not_reported_as_a_version_conflict(new_client):
     c = new_client()
     version = elected(c)

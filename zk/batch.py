@@ -228,6 +228,13 @@ def multi_write(client: KazooClient, check: tuple[str, int] | None,
     op's is the real cause (the others are RolledBackError/RuntimeInconsistency),
     and index 0 of the returned list is the check's result when a check was given.
     """
+    return multi_write_async(client, check, ops).get(timeout=timeout)
+
+
+def multi_write_async(client: KazooClient, check: tuple[str, int] | None,
+                      ops: Sequence[tuple[int, str, bytes | None, int]]):
+    """:func:`multi_write` without waiting: kazoo's async result (``.get(timeout)``).  Multis sent one after
+    the other on a session are applied by ZooKeeper in the order sent, each atomic on its own."""
     chroot = client.chroot or ""
     header = _HEADER.pack
     parts: list[bytes] = []
@@ -247,7 +254,7 @@ def multi_write(client: KazooClient, check: tuple[str, int] | None,
     parts.append(header(-1, 1, -1))
     result = client.handler.async_result()
     client._call(_LeanMulti(b"".join(parts)), result)
-    return result.get(timeout=timeout)
+    return result
 
 
 def _buffer(data: bytes | None) -> bytes:
@@ -261,4 +268,5 @@ _OPEN_ACL = _INT.pack(1) + _INT.pack(31) + _string("world") + _string("anyone")
 
 __all__ = ["GET_DATA", "GET_CHILDREN", "CHECK", "SET_DATA", "CREATE", "DELETE", "multi_read", "multi_read_async",
            "multi_read_data", "multi_write",
+           "multi_write_async",
            "RolledBackError", "RuntimeInconsistency"]

@@ -26,7 +26,8 @@ from zk.context import ClusterSnapshot, ControllerContext
 from zk.election import ControllerElection
 from zk.errors import CONNECTION_ERRORS, NoNode, ZkError, translate, translate_errors, translated
 from zk.stat import Stat, WatchEvent, watcher
-from zk.batch import CREATE, DELETE, GET_DATA, SET_DATA, multi_read, multi_read_data, multi_write
+from zk.batch import (CREATE, DELETE, GET_DATA, SET_DATA, multi_read, multi_read_data, multi_write,
+                      multi_write_async)
 from zk.rules import ControllerMovedError, StateVersionConflict
 
 log = logging.getLogger(__name__)
@@ -295,20 +296,35 @@ class ZkClient(ControllerElection, ControllerContext, ConfigStore):
     def write_states(self, epoch_zk_version: int, writes: Sequence[StateWrite]) -> dict[TopicPartition, int]:
         """Write partition states in batched multis fenced by the controller epoch.
 
-        Returns the new zkVersion of each written state.  Each chunk of
-        MULTI_CHUNK writes is atomic; chunks are applied in order.
+        Returns the new zkVersion of each written state.  Each chunk of MULTI_CHUNK writes is atomic; the
+        chunks are sent together (pipelined, as Kafka's ZooKeeperClient sends its conditional setData calls
+        together) and applied in the order sent, each on its own: a chunk refused does not stop the ones after
+        it, as one partition's refused write in Kafka does not stop the others.  The error raised, once every
+        chunk has answered: ControllerMovedError if any chunk was fenced, else the first chunk's failure
+        (the caller re-reads the states, and finds the chunks that did apply).
         """
         out: dict[TopicPartition, int] = {}
+        sent = []
         for i in range(0, len(writes), MULTI_CHUNK):
             chunk = writes[i:i + MULTI_CHUNK]
             ops = [(CREATE, op[1], op[2], -1) if op[0] == "create" else (SET_DATA, op[1], op[2], op[3])
                    for op in rules.state_write_ops(chunk)]
             parents = self._missing_parents([w for w in chunk if w.zk_version is None])
             ops = [(CREATE, p, b"", -1) for p in parents] + ops
-            results = multi_write(self.kz, (paths.CONTROLLER_EPOCH, epoch_zk_version), ops)
-            self._raise_multi_failure(results, [op[1] for op in ops], epoch_zk_version)
-            for w, version in zip(chunk, results[1 + len(parents):]):
+            sent.append((chunk, len(parents), ops,
+                         multi_write_async(self.kz, (paths.CONTROLLER_EPOCH, epoch_zk_version), ops)))
+        failures: list[BaseException] = []
+        for chunk, n_parents, ops, pending in sent:
+            results = pending.get(timeout=30.0)
+            error = rules.multi_failure([translate(r) if isinstance(r, Exception) else r for r in results],
+                                        [op[1] for op in ops], epoch_zk_version)
+            if error is not None:
+                failures.append(error)
+                continue
+            for w, version in zip(chunk, results[1 + n_parents:]):
                 out[(w.topic, w.partition)] = version
+        if failures:
+            raise next((e for e in failures if isinstance(e, ControllerMovedError)), failures[0])
         return out
 
     def _missing_parents(self, creates: Sequence[StateWrite]) -> list[str]:
