@@ -257,10 +257,13 @@ class ControllerCore(Reconciler, FailoverSteps, ReassignmentSteps, LeaderElectio
     def on_alter_isr_conflict(self, plan: Plan, results: dict[TP, int],
                               states: StateMap) -> tuple[dict[TP, int], Plan]:
         """The AlterIsr plan's write met BADVERSION (our cached state was stale; a request's own change
-        cannot be re-derived): its changes answer INVALID_UPDATE_VERSION, the others keep their
-        answers, and the re-read ``states`` are decided again (the returned plan)."""
-        written = {(w.topic, w.partition) for w in plan.writes}
-        return ({tp: INVALID_UPDATE_VERSION if tp in written else c for tp, c in results.items()},
+        cannot be re-derived): its changes that the re-read ``states`` do not hold answer
+        INVALID_UPDATE_VERSION, the others keep their answers (a change in a multi that did apply answers
+        NONE, as each partition's write in Kafka is answered on its own), and the re-read states are decided
+        again (the returned plan)."""
+        refused = {(w.topic, w.partition) for w in plan.writes
+                   if (states.get((w.topic, w.partition)) or (None,))[0] != w.state}
+        return ({tp: INVALID_UPDATE_VERSION if tp in refused else c for tp, c in results.items()},
                 self.reload_states(states))
 
     def alter_isr_answer(self, results: dict[TP, int]) -> dict[TP, tuple[int, LeaderAndIsr | None, int]]:

@@ -110,3 +110,17 @@ def test_a_version_conflict_refuses_the_written_changes_and_decides_again_from_t
                                            (T, 1): (FENCED_LEADER_EPOCH, las(1, 4, (1, 2, 3)), 7)}
     assert c.alter_isr_answer({("gone", 0): UNKNOWN_TOPIC_OR_PARTITION}) == {
         ("gone", 0): (UNKNOWN_TOPIC_OR_PARTITION, None, -1)}
+
+
+def test_a_change_whose_multi_applied_answers_none_after_another_multi_was_refused():
+    """The states of one write go out in several multis, each applied on its own: after a refusal the re-read
+    states show which changes landed, and those answer NONE with their new state, as Kafka answers each
+    partition's write on its own; the refused one answers INVALID_UPDATE_VERSION."""
+    c = started({T: {0: (1, 2, 3), 1: (1, 2, 3)}}, {TP: (las(1, 4, (1, 2, 3)), 7),
+                                                     (T, 1): (las(1, 4, (1, 2, 3)), 7)}, brokers(1, 2, 3))
+    code, plan, results = c.on_alter_isr(1, 101, [(TP, 4, (1, 2), 7), ((T, 1), 4, (1, 3), 7)])
+    assert results == {TP: NONE, (T, 1): NONE} and len(plan.writes) == 2
+    applied = next(w.state for w in plan.writes if (w.topic, w.partition) == (T, 1))
+    results, _retry = c.on_alter_isr_conflict(plan, results, {TP: (las(1, 5, (1, 2)), 8), (T, 1): (applied, 8)})
+    assert results == {TP: INVALID_UPDATE_VERSION, (T, 1): NONE}
+    assert c.alter_isr_answer(results)[(T, 1)] == (NONE, applied, 8)
