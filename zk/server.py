@@ -86,17 +86,65 @@ def zookeeper_classpath() -> str:
 
 
 _handed_out: set[int] = set()
+_LOWEST_PORT = 10000
+_next_port: list[int] = []
+
+
+def _ephemeral_low() -> int:
+    """The lowest port of the kernel's ephemeral range (the local ports of outgoing connections)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _port_range() -> tuple[int, int]:
+    """[lo, hi): the ports below the ephemeral range, split between pytest-xdist's workers when run by one
+    (each worker's processes, its tests' clusters included, take their ports from their own share)."""
+    lo, hi = _LOWEST_PORT, _ephemeral_low()
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 0:
+        share = (hi - lo) // int(count)
+        lo += int(worker[2:]) % int(count) * share
+        hi = lo + share
+    return lo, hi
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A currently free TCP port on ``host``, never the same one twice in this process."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((host, 0))
-            port = s.getsockname()[1]
-        if port not in _handed_out:
+    """A currently free TCP port on ``host``, never the same one twice in this process.
+
+    Taken below the kernel's ephemeral range: a port from that range (``bind(0)``) can be taken as the local
+    port of any outgoing connection before its server binds it (a cluster's broker then failed to start with
+    EADDRINUSE).  Each process walks its share of the range from a start of its own (its pid), so that two
+    processes seldom try the same ports; a port something holds is skipped."""
+    lo, hi = _port_range()
+    if hi - lo < 100:   # no room below the ephemeral range: the kernel's choice
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((host, 0))
+                port = s.getsockname()[1]
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
+    if not _next_port:
+        _next_port.append(lo + (os.getpid() * 7919) % (hi - lo))
+    for _ in range(hi - lo):
+        port = _next_port[0]
+        _next_port[0] = port + 1 if port + 1 < hi else lo
+        if port not in _handed_out and _bindable(host, port):
             _handed_out.add(port)
             return port
+    raise OSError(f"no free TCP port on {host} in {lo}..{hi - 1}")
 
 
 def _poll(cond: Callable[[], bool], timeout: float, what: str) -> None:
