@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import shutil
 import signal
 import socket
@@ -87,7 +88,7 @@ def zookeeper_classpath() -> str:
 
 _handed_out: set[int] = set()
 _LOWEST_PORT = 10000
-_next_port: list[int] = []
+_pick = random.Random()   # seeded from the system's entropy: each process its own ports, seldom adjacent ones
 
 
 def _ephemeral_low() -> int:
@@ -125,8 +126,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
     Taken below the kernel's ephemeral range: a port from that range (``bind(0)``) can be taken as the local
     port of any outgoing connection before its server binds it (a cluster's broker then failed to start with
-    EADDRINUSE).  Each process walks its share of the range from a start of its own (its pid), so that two
-    processes seldom try the same ports; a port something holds is skipped."""
+    EADDRINUSE).  Each process picks at random in its share of the range, so that two processes seldom try the
+    same port and callers that take the ports next to one (``port + 1``) seldom meet another's; a port
+    something holds is skipped."""
     lo, hi = _port_range()
     if hi - lo < 100:   # no room below the ephemeral range: the kernel's choice
         while True:
@@ -136,11 +138,8 @@ def free_port(host: str = "127.0.0.1") -> int:
             if port not in _handed_out:
                 _handed_out.add(port)
                 return port
-    if not _next_port:
-        _next_port.append(lo + (os.getpid() * 7919) % (hi - lo))
-    for _ in range(hi - lo):
-        port = _next_port[0]
-        _next_port[0] = port + 1 if port + 1 < hi else lo
+    for _ in range(10 * (hi - lo)):
+        port = _pick.randrange(lo, hi)
         if port not in _handed_out and _bindable(host, port):
             _handed_out.add(port)
             return port

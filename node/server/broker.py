@@ -516,6 +516,9 @@ class Broker:
         if not closed:
             self.events.emit("zk_session_close_failed", error=error or "timed out",
                              duration_ms=round((time.monotonic_ns() - t0) / 1e6, 3))
+        # a controller request still being applied (its reads of ZooKeeper fail now that the session is closed)
+        # logs its last lines before broker_stopped, as Kafka's request handlers finish before it reports itself shut down
+        self.servicer.wait_applied(1.0)
         if watchdog is not None and not watchdog.finish():
             return  # it fired: the process is ending with its exit status
         self.events.emit("broker_stopped")

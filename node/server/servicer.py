@@ -41,6 +41,13 @@ class BrokerServicer(pbg.BrokerServicer):
         """Whether a controller request (LeaderAndIsr, UpdateMetadata, StopReplica) is being applied now."""
         return self._lock.locked()
 
+    def wait_applied(self, timeout_s: float) -> bool:
+        """Wait until no controller request is being applied (at most ``timeout_s``) -> whether none is."""
+        if not self._lock.acquire(timeout=timeout_s):
+            return False
+        self._lock.release()
+        return True
+
     def _log(self, out: Outcome) -> None:
         self.events.log(*out.events)
 
