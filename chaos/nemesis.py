@@ -255,7 +255,8 @@ class Nemesis:
     def _reassign(self, act: Active, rng: random.Random, failover: bool = False) -> None:
         """AlterPartitionReassignments, sent to the controller's Kafka listener, for the target's partition: its
         leader's replica replaced by a live broker outside its replicas (drawn from the fault's seed).  With
-        ``failover`` (``reassign-failover``): that broker is paused first (unless it is the controller's), so
+        ``failover`` (``reassign-failover``): a broker other than the controller's when there is one, and that
+        broker is paused first (the partition's leader instead when it is the controller's), so
         the new replica cannot catch up and the reassignment cannot complete; the controller is SIGKILLed once
         it has answered, and the broker resumed: the next controller must find the reassignment in the topic
         znode and finish it.  The
@@ -267,12 +268,17 @@ class Nemesis:
         if part is None or part["leader"] < 0 or not spare or ctl is None:
             act.skipped = f"no leader or controller, or no live broker outside the replicas of {topic}/{p}"
             return
+        if failover and len(spare) > 1:   # not the controller's broker: its new replica could catch up and the
+            spare = [b for b in spare if b != ctl]   # reassignment complete before the SIGKILL lands
         new = rng.choice(spare)
         target = [new if r == part["leader"] else r for r in part["replicas"]]
         act.detail.update(topic=topic, partition=int(p), replicas=list(part["replicas"]), to=target, controller=ctl)
-        paused = failover and new != ctl   # (a new replica on the controller's broker dies with it)
-        if paused:
-            self._signal_broker(new, signal.SIGSTOP)
+        # the new replica's broker paused, so that it cannot catch up; when it is the controller's own (the only
+        # spare), the partition's leader is paused instead: the new replica has nothing to fetch from until the
+        # controller is gone (its replica dies with it)
+        paused = (new if new != ctl else part["leader"]) if failover else None
+        if paused is not None:
+            self._signal_broker(paused, signal.SIGSTOP)
         try:
             act.detail["error"] = self._alter_reassignment(ctl, topic, int(p), target)
             if failover:
@@ -281,8 +287,8 @@ class Nemesis:
                 self.down.add(f"b{ctl}")
                 act.nodes = [f"b{ctl}"]   # what the heal starts again
         finally:
-            if paused:
-                self._signal_broker(new, signal.SIGCONT)
+            if paused is not None:
+                self._signal_broker(paused, signal.SIGCONT)
 
     def _reassign_failover(self, act: Active, rng: random.Random) -> None:
         self._reassign(act, rng, failover=True)
