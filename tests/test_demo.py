@@ -5,7 +5,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ from helpers import processes_mentioning, write_embedded_cluster_yaml
 
 from launcher.cluster import process_state
 from node.events import read_events
-from zk.server import free_port
+from zk.server import bindable, free_port
 
 pytestmark = pytest.mark.cluster  # the demo's cluster, through `kafkasim demo` subprocesses
 
@@ -25,19 +24,10 @@ SESSION_MS = 3000
 DEMO_TIMEOUT_S = 180
 
 
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def consecutive_free_ports(n: int) -> list[int]:
     for _ in range(200):
         base = free_port()
-        if base + n - 1 <= 65535 and all(_bindable(base + i) for i in range(1, n)):
+        if base + n - 1 <= 65535 and all(bindable("127.0.0.1", base + i) for i in range(1, n)):
             return [base + i for i in range(n)]
     raise RuntimeError(f"no {n} consecutive free ports")
 

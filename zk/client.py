@@ -316,8 +316,7 @@ class ZkClient(ControllerElection, ControllerContext, ConfigStore):
         failures: list[BaseException] = []
         for chunk, n_parents, ops, pending in sent:
             results = pending.get(timeout=30.0)
-            error = rules.multi_failure([translate(r) if isinstance(r, Exception) else r for r in results],
-                                        [op[1] for op in ops], epoch_zk_version)
+            error = self._multi_error(results, [op[1] for op in ops], epoch_zk_version)
             if error is not None:
                 failures.append(error)
                 continue
@@ -337,9 +336,13 @@ class ZkClient(ControllerElection, ControllerContext, ConfigStore):
         return [p for p, r in zip(wanted, found) if isinstance(r, NoNode)]
 
     @staticmethod
-    def _raise_multi_failure(results: list[Any], op_paths: list[str], epoch_zk_version: int) -> None:
-        error = rules.multi_failure([translate(r) if isinstance(r, Exception) else r for r in results], op_paths,
-                                    epoch_zk_version)
+    def _multi_error(results: list[Any], op_paths: list[str], epoch_zk_version: int) -> BaseException | None:
+        """A fenced multi's failure as zk/rules.py names it (None when it applied)."""
+        return rules.multi_failure([translate(r) if isinstance(r, Exception) else r for r in results], op_paths,
+                                   epoch_zk_version)
+
+    def _raise_multi_failure(self, results: list[Any], op_paths: list[str], epoch_zk_version: int) -> None:
+        error = self._multi_error(results, op_paths, epoch_zk_version)
         if error is not None:
             raise error
 

@@ -112,7 +112,8 @@ def _port_range() -> tuple[int, int]:
     return lo, hi
 
 
-def _bindable(host: str, port: int) -> bool:
+def bindable(host: str, port: int) -> bool:
+    """Whether a TCP socket can bind ``host``:``port`` now (nothing holds it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
             s.bind((host, port))
@@ -140,7 +141,7 @@ def free_port(host: str = "127.0.0.1") -> int:
                 return port
     for _ in range(10 * (hi - lo)):
         port = _pick.randrange(lo, hi)
-        if port not in _handed_out and _bindable(host, port):
+        if port not in _handed_out and bindable(host, port):
             _handed_out.add(port)
             return port
     raise OSError(f"no free TCP port on {host} in {lo}..{hi - 1}")
