@@ -275,6 +275,7 @@ class RealMemberWorker(Worker):
                           max_poll_interval_ms=max(10000, s.session_timeout_ms), request_timeout_ms=5000,
                           client_id=f"chaos-{s.id}-{self.slot}")
         c.subscribe([s.topic], listener=Listener())
+        c.partitions_for_topic(s.topic)   # its metadata before the first join (kafka-python's join race: docs/kafka-listener.md)
         return c
 
     def _poll(self) -> None:

@@ -34,6 +34,7 @@ signal.signal(signal.SIGTERM, stop)
 consumer = KafkaConsumer(input_topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                          auto_offset_reset="earliest", session_timeout_ms=session_ms,
                          heartbeat_interval_ms=max(100, session_ms // 6))
+consumer.partitions_for_topic(input_topic)   # the topic's metadata before the first join (docs/kafka-listener.md)
 producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all") if output_topic else None
 out = open(output_file, "a", encoding="utf-8") if output_file else None
 

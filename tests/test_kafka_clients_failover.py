@@ -85,6 +85,7 @@ class Member:
         c = KafkaConsumer("fo-t", bootstrap_servers=self.bs, group_id=self.group, client_id=self.client_id,
                           enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=6000,
                           heartbeat_interval_ms=300, request_timeout_ms=5000)
+        c.partitions_for_topic("fo-t")   # the topic's metadata before the first join: docs/kafka-listener.md
         try:
             while not self.stop.is_set():
                 got = c.poll(timeout_ms=50)

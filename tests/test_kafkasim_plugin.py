@@ -74,6 +74,7 @@ def test_kafka_python_consumer_rides_out_a_partitioned_coordinator(kafkasim):
     consumer = KafkaConsumer("payments", bootstrap_servers=kafkasim.bootstrap_servers, group_id="ledger",
                              enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=3000,
                              heartbeat_interval_ms=500, request_timeout_ms=5000)
+    consumer.partitions_for_topic("payments")   # the topic's metadata before the first join (docs/kafka-listener.md)
     seen: set[str] = set()
 
     def poll_and_commit() -> None:
