@@ -97,6 +97,31 @@ class _Relay:
             _pass_on(answered, waiter)
 
 
+class _FetchWake:
+    """Group commit (issue 49): the requests a loop hands to the shell without blocking leave the wake-up of the
+    followers' parked fetches for their appends to one call of the shell's ``wake_fetches``, made by the loop
+    after the callbacks already ready when the first of them came.  So the commits of every group handled in one
+    turn of the loop, on one offsets partition or many, reach the followers in one replication round (one fetch
+    answer each), as appends from many request threads share a follower's fetch in Kafka.  Each request still
+    waits for the HW to pass its own records."""
+
+    __slots__ = ("loop", "wake", "scheduled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, wake: Callable[[], None]) -> None:
+        self.loop = loop
+        self.wake = wake
+        self.scheduled = False
+
+    def soon(self) -> None:
+        if not self.scheduled:
+            self.scheduled = True
+            self.loop.call_soon(self._run)
+
+    def _run(self) -> None:
+        self.scheduled = False
+        self.wake()
+
+
 class _Deadlines:
     """The safety-net deadlines of one loop's waiting requests: a waiter not settled by its deadline gets
     ``_NO_ANSWER`` there, as a ``call_later`` per request would give it, but with one timer per timeout value
@@ -153,7 +178,7 @@ class GroupsDoor:
         self.pool = pool            # None: the event loop's default executor
         self.create_offsets_topic = create_offsets_topic  # lazy creation (returns at once), or None
         # each front end's loop: its answers' relay and its waiters' deadlines
-        self._on_loop: dict[asyncio.AbstractEventLoop, tuple[_Relay, _Deadlines]] = {}
+        self._on_loop: dict[asyncio.AbstractEventLoop, tuple[_Relay, _Deadlines, _FetchWake]] = {}
 
     @property
     def broker_id(self) -> int:
@@ -163,17 +188,19 @@ class GroupsDoor:
         """``submit(req, block)`` (one of the shell's APIs) and its answer, or the request's NOT_COORDINATOR
         answer when none comes in time.  An answer given at once (a fetch, an error) is returned without a
         wait; else the loop waits on one future of its own, set from the answering thread, and its deadline (``_Deadlines``)."""
-        fut = submit(req, False)
-        if fut is None:
-            fut = await asyncio.get_running_loop().run_in_executor(self.pool, submit, req, True)
-        if fut.done():
-            return fut.result()
         loop = asyncio.get_running_loop()
-        waiter = loop.create_future()
         on_loop = self._on_loop.get(loop)
         if on_loop is None:
-            on_loop = self._on_loop[loop] = (_Relay(loop), _Deadlines(loop))
-        relay, deadlines = on_loop
+            on_loop = self._on_loop[loop] = (_Relay(loop), _Deadlines(loop), _FetchWake(loop, self.shell.wake_fetches))
+        relay, deadlines, fetch_wake = on_loop
+        fut = submit(req, False)
+        if fut is None:
+            fut = await loop.run_in_executor(self.pool, submit, req, True)
+        else:   # its appends (if any) wake the followers' parked fetches once this turn of the loop is done
+            fetch_wake.soon()
+        if fut.done():
+            return fut.result()
+        waiter = loop.create_future()
         fut.add_done_callback(lambda f: relay.put(f, waiter))
         deadlines.add(timeout_s + _EXTRA_WAIT_S, waiter)
         answer = await waiter
