@@ -85,11 +85,18 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
         # Kafka 2.8's handleOffsetCommitRequest: a partition its metadata cache lacks gets
         # UNKNOWN_TOPIC_OR_PARTITION and is not committed; the group sees only the others (conformance
         # OffsetCommit.*.unknown_topic)
-        unknown = [(t.name, p.partition_index) for t in b.topics for p in t.partitions
-                   if (t.name, p.partition_index) not in ctx.state.metadata]
-        offsets = [m.CommitOffset(t.name, p.partition_index, p.committed_offset,
-                                  p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata or "")
-                   for t in b.topics for p in t.partitions if (t.name, p.partition_index) in ctx.state.metadata]
+        known = ctx.state.metadata
+        unknown: list[tuple[str, int]] = []
+        offsets: list[m.CommitOffset] = []
+        for t in b.topics:
+            name = t.name
+            for p in t.partitions:
+                if (name, p.partition_index) in known:
+                    offsets.append(m.CommitOffset(name, p.partition_index, p.committed_offset,
+                                                  p.committed_leader_epoch if v >= 6 else -1,
+                                                  p.committed_metadata or ""))
+                else:
+                    unknown.append((name, p.partition_index))
         rows = [(t, dict(partition_index=p, error_code=errors.UNKNOWN_TOPIC_OR_PARTITION)) for t, p in unknown]
         if offsets or not unknown:
             r = await door.offset_commit(m.OffsetCommitRequest(

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import kafka.errors as kerrors
 import kafka.protocol as _kp
 from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBufferPool
 
 from kafkacommon import errors
 
@@ -317,9 +318,43 @@ def encode_response(req: Request, values: dict[str, Any], version: int | None = 
 
 
 def _encode(cls: type, values: dict[str, Any], version: int, correlation_id: int) -> bytes:
+    """The framed response: its size, the response header and the body from kafka-python's generated encoder
+    for ``cls`` and ``version``.  The header (the correlation id, and in header v1 an empty tagged-field section)
+    is packed here, without the header object and its generic struct encoder that ``encode(header=True)`` goes
+    through; a class that encodes its own header (ApiVersions: always v0) or its own body keeps that path."""
     resp = build(cls, values, version)
-    resp.with_header(correlation_id=correlation_id)
-    return bytes(resp.encode(header=True, framed=True))
+    entry = _BODY_ENCODERS.get((cls, version))
+    if entry is None:
+        entry = _BODY_ENCODERS[(cls, version)] = _body_encoder(cls, version)
+    header_tags, encode_body = entry
+    if encode_body is None:
+        resp.with_header(correlation_id=correlation_id)
+        return bytes(resp.encode(header=True, framed=True))
+    with EncodeBufferPool.acquire() as out:
+        out.ensure(9)
+        _HEADER.pack_into(out.buf, 4, correlation_id)
+        if header_tags:
+            out.buf[8] = 0
+            out.pos = 9
+        else:
+            out.pos = 8
+        encode_body(resp, out)
+        _SIZE.pack_into(out.buf, 0, out.pos - 4)
+        return bytes(out.result())
+
+
+_HEADER = _SIZE = struct.Struct(">i")
+_BODY_ENCODERS: dict[tuple[type, int], tuple[bool, Callable[[Any, Any], None] | None]] = {}
+
+
+def _body_encoder(cls: type, version: int) -> tuple[bool, Callable[[Any, Any], None] | None]:
+    """(whether the response header carries tagged fields, the body's generated encoder), or (False, None) for a
+    class that overrides how it encodes (its header or its body): kafka-python's ``encode`` then does it all."""
+    if (cls.encode is not ApiMessage.encode or cls.encode_header is not ApiMessage.encode_header
+            or cls.encode_header_into is not ApiMessage.encode_header_into):
+        return False, None
+    flexible = bool(cls.flexible_version_q(version))
+    return flexible, cls._struct.compiled_encode_into(version, compact=flexible, tagged=flexible)
 
 
 def stays_in_file(value: Any) -> bool:

@@ -32,8 +32,12 @@ class InstantLog:
     def partition_lock(self, tp):
         return None
 
-    def append(self, tp, records, acks, timeout_ms, on_done, producer=None, on_appended=None, inline=False):
+    def append(self, tp, records, acks, timeout_ms, on_done, producer=None, on_appended=None, inline=False,
+               wake_later=False):
         return errors.NONE, 0   # (error, base offset): done already
+
+    def wake_fetches(self):
+        pass
 
 
 def group_in(partition: int) -> str:

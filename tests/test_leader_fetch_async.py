@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kafkacommon import errors
+from kafkacommon.batch_scan import iter_batches
 from kafkacommon.record_batch import encode_batch
 from node.events import EventLog
 from node.replicas.replica_manager import ReplicaManager
@@ -151,5 +152,43 @@ def test_the_purgatory_times_out_a_waiter_the_hw_did_not_reach_and_never_one_it_
         # the first waiter's deadline came before the second's: had the timer not dropped it, its second
         # outcome would have come first
         assert outcomes == {"acked": [errors.NONE], "late": [errors.REQUEST_TIMED_OUT]}
+    finally:
+        rm.close()
+
+
+def test_a_parked_follower_fetch_wakes_for_a_wake_later_append_only_at_wake_fetches(tmp_path):
+    """Group commit (issue 49): an append made with ``wake_later`` leaves the follower's parked fetch parked
+    until ``wake_fetches``; two appends before the loop runs again reach the follower in one answer."""
+    rm = manager(tmp_path)
+
+    async def turns(n: int = 10) -> None:   # the loop runs its ready callbacks n times (no timing involved)
+        for _ in range(n):
+            await asyncio.sleep(0)
+
+    async def scenario() -> tuple[pb.FetchResponse, pb.FetchResponse]:
+        parked = asyncio.ensure_future(rm.fetch_async(fetch(2, 0, max_wait_ms=600_000)))
+        await turns()
+        assert rm.parked_fetches() == {2: 1}
+        assert rm.append(TP, [(None, b"a", None)], 1, 1000, lambda e: None, wake_later=True) == (0, 0, 0)
+        await turns()
+        assert not parked.done()            # not woken by the append itself
+        rm.wake_fetches()
+        first = await asyncio.wait_for(parked, WAIT_S)
+        rm.wake_fetches()                   # nothing owed: a no-op
+        again = asyncio.ensure_future(rm.fetch_async(fetch(2, 1, max_wait_ms=600_000)))
+        await turns()
+        assert rm.parked_fetches() == {2: 1}
+        # two ordinary appends before the loop turns: one wake-up on its way, both records in its answer
+        assert rm.append(TP, [(None, b"b", None)], 1, 1000, lambda e: None) == (0, 1, 1)
+        assert rm.append(TP, [(None, b"c", None)], 1, 1000, lambda e: None) == (0, 2, 2)
+        return first, await asyncio.wait_for(again, WAIT_S)
+
+    try:
+        first, second = asyncio.run(scenario())
+        [p1] = first.partitions
+        assert p1.error_code == 0 and p1.records and p1.log_end_offset == 1
+        [p2] = second.partitions
+        assert p2.error_code == 0 and p2.log_end_offset == 3
+        assert [b.base_offset for _, b in iter_batches(p2.records)] == [1, 2]
     finally:
         rm.close()

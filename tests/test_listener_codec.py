@@ -864,3 +864,26 @@ def test_a_null_where_the_version_allows_none_closes_the_connection() -> None:
         parse_request(struct.pack(">hhih", 11, 1, 5, 1) + b"x" + body)
     # Metadata v1's topics may be null (every topic): it parses
     assert parse_request(struct.pack(">hhih", 3, 1, 5, 1) + b"x" + b"\xff\xff\xff\xff").body.topics is None
+
+
+
+def test_the_packed_response_header_is_kafka_pythons() -> None:
+    """listener.protocol packs the response header itself beside the generated body encoder: the frame is byte for
+    byte kafka-python's ``encode(header=True, framed=True)`` for every response and version (ApiVersions' v0
+    header included), its fields left at their defaults; OffsetCommit's also with topics and partitions."""
+    from listener.protocol import Request, build, encode_response
+    checked = 0
+    for cls in RESPONSES.values():
+        for version in range(cls.min_version, cls.max_version + 1):
+            values: dict = {}
+            if cls.API_KEY == 8:
+                values = dict(topics=[dict(name=n, partitions=[dict(partition_index=i, error_code=c)
+                                                               for i, c in ((0, 0), (3, 25))]) for n in ("t", "ü")])
+                if version >= 3:
+                    values["throttle_time_ms"] = 7
+            want = build(cls, values, version)
+            want.with_header(correlation_id=-12345)
+            got = encode_response(Request(cls.API_KEY, version, -12345, "c", None), values, version)
+            assert got == bytes(want.encode(header=True, framed=True)), (cls.__name__, version)
+            checked += 1
+    assert checked > 200

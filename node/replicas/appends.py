@@ -43,11 +43,13 @@ class AppendsMixin:
     _offline: Callable[[TP], bool]
     _wake: Callable[..., None]
     _notify: Callable[[], None]
+    _wake_owed: bool
     log_events: Callable[[list], None]
 
     def append(self, tp: TP, records: Records, acks: int, timeout_ms: int, on_done: Callable[[int], None],
                producer: tuple[int, int] | None = None,
-               on_appended: Callable[[int], None] | None = None, inline: bool = False) -> tuple[int, int, int] | None:
+               on_appended: Callable[[int], None] | None = None, inline: bool = False,
+               wake_later: bool = False) -> tuple[int, int, int] | None:
         """Append as the leader without blocking (the coordinators' write paths).
 
         Returns ``(error, base_offset, last_offset)`` when the outcome is known at once (an error, or acks
@@ -57,14 +59,19 @@ class AppendsMixin:
         ``on_appended(base offset)`` is called, with the partition's lock held, once the records are in the log.
         ``inline``: ``on_done`` never blocks (the group coordinator's tries its locks and hands on when they are
         taken), so the follower's Fetch that moves the HW may call it on its own thread (``AckWaiter.inline``).
+        ``wake_later``: the followers' parked fetches are not woken for these records now but by the caller's
+        :meth:`wake_fetches`, soon (the group coordinator's door calls it once per turn of its event loop, so the
+        appends of every request handled in that turn share one replication round: issue 49's group commit).
         """
         code, base, last, _epoch, waiting = self._append(tp, records, acks, timeout_ms, on_done, inline=inline,
-                                                         producer=producer, on_appended=on_appended)
+                                                         producer=producer, on_appended=on_appended,
+                                                         wake_later=wake_later)
         return None if waiting else (code, base, last)
 
     def _append(self, tp: TP, records: Records, acks: int, timeout_ms: int, on_done: Callable[[int], None],
                 inline: bool = False, producer: tuple[int, int] | None = None,
-                on_appended: Callable[[int], None] | None = None) -> tuple[int, int, int, int, bool]:
+                on_appended: Callable[[int], None] | None = None,
+                wake_later: bool = False) -> tuple[int, int, int, int, bool]:
         """The one append path (produce and the coordinators): (error, base offset, last offset, leader epoch,
         waiting).  ``waiting``: an acks=all append now in the purgatory, which calls ``on_done(error)`` once
         the core says it is done or the timeout passes (``inline``: see ``AckWaiter``)."""
@@ -72,7 +79,7 @@ class AppendsMixin:
         if h is None:
             return STORAGE if self._offline(tp) else errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, False
         with h.cond:
-            code, base, last, epoch = self._leader_append(h, records, acks, producer)
+            code, base, last, epoch = self._leader_append(h, records, acks, producer, wake_later)
             if code == errors.NONE and on_appended is not None:
                 on_appended(base)
             if code != errors.NONE or acks != -1:
@@ -89,7 +96,7 @@ class AppendsMixin:
         self._wake(h)  # the HW may already cover it
 
     def _leader_append(self, h: Hosted, records: Records, acks: int,
-                       producer: tuple[int, int] | None = None) -> tuple[int, int, int, int]:
+                       producer: tuple[int, int] | None = None, wake_later: bool = False) -> tuple[int, int, int, int]:
         """With ``h.cond`` held: the produce checks, then the append as leader, which wakes followers' long
         polls (and acks=all waiters, for a lone ISR moves the HW at once).  Returns (error, base offset, last
         offset, leader epoch); nothing is appended on error."""
@@ -113,14 +120,25 @@ class AppendsMixin:
             return errors.MESSAGE_TOO_LARGE, -1, -1, -1
         except KafkaStorageError:
             return STORAGE, -1, -1, -1
-        self._appended(h)
+        self._appended(h, wake_later)
         return errors.NONE, base, last, epoch
 
-    def _appended(self, h: Hosted) -> None:
-        """With ``h.cond`` held, after an append as leader: the core learns the new LEO; waiters wake."""
+    def _appended(self, h: Hosted, wake_later: bool = False) -> None:
+        """With ``h.cond`` held, after an append as leader: the core learns the new LEO; waiters wake (the
+        followers' parked fetches at the next :meth:`wake_fetches` with ``wake_later``)."""
         self.log_events(h.repl.on_leader_append(h.log, now_ms()))
         self._wake(h)
-        self._notify()
+        if wake_later:
+            self._wake_owed = True
+        else:
+            self._notify()
+
+    def wake_fetches(self) -> None:
+        """Wake the long polls for the records appended with ``wake_later`` since the last call (nothing when
+        there are none).  A wake-up covers every append made before it: the flag is cleared first."""
+        if self._wake_owed:
+            self._wake_owed = False
+            self._notify()
 
     def append_batch(self, tp: TP, batch: bytes, record_count: int, max_timestamp: int, acks: int,
                      timeout_ms: int, on_done: Callable[[int], None],

@@ -357,11 +357,14 @@ class _Fetch:
 
 
 class _Waker:
-    """Wakes one parked coroutine from any thread: the future it awaits now (``arm``) is set."""
+    """Wakes one parked coroutine from any thread: the future it awaits now (``arm``) is set.  Wake-ups asked
+    for while one is already on its way to the loop ride on that one (the woken poll reads whatever was appended
+    before it runs): one hand-off to the loop per wake-up, not one per append (issue 49)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._fut: asyncio.Future | None = None
+        self._waking = False   # a wake-up is on its way to the loop (set under ``data``; cleared on the loop)
         self.expired = False   # the long poll's max_wait_ms has passed
 
     def arm(self) -> asyncio.Future:
@@ -382,8 +385,14 @@ class _Waker:
 
     def wake_threadsafe(self) -> None:
         """From any thread, with ``data`` held."""
-        if self._fut is not None and not self._fut.done():
+        if self._fut is not None and not self._fut.done() and not self._waking:
+            self._waking = True
             try:
-                self.loop.call_soon_threadsafe(self.wake)
+                self.loop.call_soon_threadsafe(self._woken)
             except RuntimeError:   # the loop is closed: the broker is stopping
-                pass
+                self._waking = False
+
+    def _woken(self) -> None:
+        """On the loop: the wake-up asked for from another thread (the flag first, so a later append asks anew)."""
+        self._waking = False
+        self.wake()

@@ -17,6 +17,8 @@ started loading) get NOT_COORDINATOR, so clients rediscover the coordinator.
 from __future__ import annotations
 
 import asyncio
+import collections
+import threading
 from concurrent.futures import Executor
 from typing import Any, Callable
 
@@ -61,6 +63,108 @@ def _pass_on(answered: Any, waiter: asyncio.Future) -> None:
         waiter.set_exception(e)
 
 
+class _Relay:
+    """Hands the shell's answers (set on whichever thread learnt them: normally a follower's Fetch that moved the
+    HW) to their waiters on one loop: answers that come while a hand-off is already on its way to the loop ride
+    on it, so a replication round that completes several commits wakes the loop once (issue 49), not once per
+    answer.  Nothing is handed to a closed loop (the broker is stopping), as before."""
+
+    __slots__ = ("loop", "lock", "items", "scheduled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.lock = threading.Lock()
+        self.items: list[tuple[Answer, asyncio.Future]] = []
+        self.scheduled = False
+
+    def put(self, answered: Answer, waiter: asyncio.Future) -> None:
+        with self.lock:
+            self.items.append((answered, waiter))
+            if self.scheduled:
+                return
+            self.scheduled = True
+        if self.loop.is_closed():
+            return
+        try:
+            self.loop.call_soon_threadsafe(self._run)
+        except RuntimeError:   # closed meanwhile
+            pass
+
+    def _run(self) -> None:
+        with self.lock:
+            items, self.items, self.scheduled = self.items, [], False
+        for answered, waiter in items:
+            _pass_on(answered, waiter)
+
+
+class _FetchWake:
+    """Group commit (issue 49): the requests a loop hands to the shell without blocking leave the wake-up of the
+    followers' parked fetches for their appends to one call of the shell's ``wake_fetches``, made by the loop
+    after the callbacks already ready when the first of them came.  So the commits of every group handled in one
+    turn of the loop, on one offsets partition or many, reach the followers in one replication round (one fetch
+    answer each), as appends from many request threads share a follower's fetch in Kafka.  Each request still
+    waits for the HW to pass its own records."""
+
+    __slots__ = ("loop", "wake", "scheduled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, wake: Callable[[], None]) -> None:
+        self.loop = loop
+        self.wake = wake
+        self.scheduled = False
+
+    def soon(self) -> None:
+        if not self.scheduled:
+            self.scheduled = True
+            self.loop.call_soon(self._run)
+
+    def _run(self) -> None:
+        self.scheduled = False
+        self.wake()
+
+
+class _Deadlines:
+    """The safety-net deadlines of one loop's waiting requests: a waiter not settled by its deadline gets
+    ``_NO_ANSWER`` there, as a ``call_later`` per request would give it, but with one timer per timeout value
+    instead of a timer made and cancelled for every request (issue 49: ~5% of the Kafka listener's samples under
+    commits).  Waiters of one timeout value are queued in the order they came, so their deadlines are in order;
+    the timer is set for the first waiter still unsettled, and settled waiters (answered, or cancelled with their
+    request) leave the queue's head as new ones arrive and when the timer fires."""
+
+    __slots__ = ("loop", "queues", "timers")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.queues: dict[float, collections.deque] = {}
+        self.timers: dict[float, asyncio.TimerHandle] = {}
+
+    def add(self, timeout_s: float, waiter: asyncio.Future) -> None:
+        q = self.queues.get(timeout_s)
+        if q is None:
+            q = self.queues[timeout_s] = collections.deque()
+        while q and q[0][1].done():
+            q.popleft()
+        q.append((self.loop.time() + timeout_s, waiter))
+        if timeout_s not in self.timers:
+            self._arm(timeout_s, q)
+
+    def _arm(self, timeout_s: float, q: collections.deque) -> None:
+        while q and q[0][1].done():
+            q.popleft()
+        if q:
+            self.timers[timeout_s] = self.loop.call_at(q[0][0], self._fire, timeout_s)
+        else:
+            self.timers.pop(timeout_s, None)
+            del self.queues[timeout_s]
+
+    def _fire(self, timeout_s: float) -> None:
+        q = self.queues[timeout_s]
+        now = self.loop.time()
+        while q and (q[0][1].done() or q[0][0] <= now):
+            _, waiter = q.popleft()
+            _pass_on(_NO_ANSWER, waiter)
+        self._arm(timeout_s, q)
+
+
 class GroupsDoor:
     """Coroutines on a front end's event loop: a request is handed to its core on the loop when the core's
     lock and its partition's are free, else on a pool thread (a load or the log cleaner's pass over the
@@ -73,6 +177,8 @@ class GroupsDoor:
         self.shell = shell
         self.pool = pool            # None: the event loop's default executor
         self.create_offsets_topic = create_offsets_topic  # lazy creation (returns at once), or None
+        # each front end's loop: its answers' relay and its waiters' deadlines
+        self._on_loop: dict[asyncio.AbstractEventLoop, tuple[_Relay, _Deadlines, _FetchWake]] = {}
 
     @property
     def broker_id(self) -> int:
@@ -81,20 +187,23 @@ class GroupsDoor:
     async def _ask(self, submit: Callable[..., Answer | None], req: Any, timeout_s: float) -> Any:
         """``submit(req, block)`` (one of the shell's APIs) and its answer, or the request's NOT_COORDINATOR
         answer when none comes in time.  An answer given at once (a fetch, an error) is returned without a
-        wait; else the loop waits on one future of its own, set from the answering thread, and one timer."""
+        wait; else the loop waits on one future of its own, set from the answering thread, and its deadline (``_Deadlines``)."""
+        loop = asyncio.get_running_loop()
+        on_loop = self._on_loop.get(loop)
+        if on_loop is None:
+            on_loop = self._on_loop[loop] = (_Relay(loop), _Deadlines(loop), _FetchWake(loop, self.shell.wake_fetches))
+        relay, deadlines, fetch_wake = on_loop
         fut = submit(req, False)
         if fut is None:
-            fut = await asyncio.get_running_loop().run_in_executor(self.pool, submit, req, True)
+            fut = await loop.run_in_executor(self.pool, submit, req, True)
+        else:   # its appends (if any) wake the followers' parked fetches once this turn of the loop is done
+            fetch_wake.soon()
         if fut.done():
             return fut.result()
-        loop = asyncio.get_running_loop()
         waiter = loop.create_future()
-        fut.add_done_callback(lambda f: loop.is_closed() or loop.call_soon_threadsafe(_pass_on, f, waiter))
-        timer = loop.call_later(timeout_s + _EXTRA_WAIT_S, _pass_on, _NO_ANSWER, waiter)
-        try:
-            answer = await waiter
-        finally:
-            timer.cancel()
+        fut.add_done_callback(lambda f: relay.put(f, waiter))
+        deadlines.add(timeout_s + _EXTRA_WAIT_S, waiter)
+        answer = await waiter
         return req.error_response(errors.NOT_COORDINATOR) if answer is _NO_ANSWER else answer
 
     def _commit_wait_s(self) -> float:

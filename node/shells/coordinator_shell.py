@@ -162,6 +162,8 @@ class CoordinatorShell:
     # handed over only if that cannot block: when the core's lock and its offsets partition's are both free
     # at once (a load, or a log cleaner pass, holds them a while); else nothing is done and the answer is
     # None: call again where waiting is harmless.  The gRPC server's event loop calls with block=False.
+    # A request handed over with block=False leaves the wake-up of the followers' parked fetches for its appends
+    # to the caller's :meth:`wake_fetches` (the door calls it once per turn of its loop: group commit).
 
     def join_group(self, req: JoinGroupRequest, block: bool = True) -> Answer[JoinGroupResponse] | None:
         return self._request(req.group_id, PartitionCoordinator.join_group, req, block)
@@ -263,7 +265,7 @@ class CoordinatorShell:
             if partition_lock is not None and not partition_lock.acquire(blocking=False):
                 return None
             try:
-                out = self._take(slot, handler, fut, req)
+                out = self._take(slot, handler, fut, req, wake_later=True)
             finally:
                 if partition_lock is not None:
                     partition_lock.release()
@@ -271,13 +273,17 @@ class CoordinatorShell:
             slot.io.release()
         return self._answered(fut, req, out)
 
-    def _take(self, slot: Slot, handler: Handler, fut: Answer, req: Any) -> Output | None:
+    def wake_fetches(self) -> None:
+        """The followers' parked fetches woken for the appends of requests handed over with block=False."""
+        self.replicas.wake_fetches()
+
+    def _take(self, slot: Slot, handler: Handler, fut: Answer, req: Any, wake_later: bool = False) -> Output | None:
         """With ``slot.io`` (its lock) held: the core's handler takes ``req`` and its appends start; None when the
         slot was unloaded meanwhile."""
         if self._slots.get(slot.core.partition) is not slot:
             return None
         out = handler(slot.core, fut, req, self.clock())
-        self._start_appends(slot, out)
+        self._start_appends(slot, out, wake_later)
         return out
 
     def _answered(self, fut: Answer, req: Any, out: Output | None) -> Answer:
@@ -299,13 +305,14 @@ class CoordinatorShell:
                 self._start_appends(slot, out)
         self._finish(out)
 
-    def _start_appends(self, slot: Slot, out: Output) -> None:
-        """Called with the slot's lock held: coordinator.leadership.start_appends, to this broker's log."""
+    def _start_appends(self, slot: Slot, out: Output, wake_later: bool = False) -> None:
+        """Called with the slot's lock held: coordinator.leadership.start_appends, to this broker's log
+        (``wake_later``: see :meth:`wake_fetches`)."""
         def append(cmd) -> int | None:
             records = [(k, v, None) for k, v in cmd.records]
             done = self.replicas.append((OFFSETS_TOPIC, slot.core.partition), records, cmd.acks, cmd.timeout_ms,
                                         on_done=lambda code, s=slot, a=cmd.append_id: self._acked(s, a, code),
-                                        producer=cmd.producer, inline=True,
+                                        producer=cmd.producer, inline=True, wake_later=wake_later,
                                         on_appended=lambda base, c=cmd: setattr(c, "base_offset", base))
             return None if done is None else done[0]
         start_appends(slot.core, out, append, self.clock)

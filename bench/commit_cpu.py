@@ -1,0 +1,158 @@
+"""Commit CPU: what one OffsetCommit through the Kafka listener costs in CPU, a figure the machine's load does not
+set (issue 49: the wall-clock ratio of bench/coordinator.py swings with the load of a shared 2-core machine).
+
+    python bench/commit_cpu.py [--threads 128] [--seconds 10] [--per-request 10] [--runs 1] [--zookeeper-offsets-per-s N]
+
+A real 3-broker cluster (RF 3, acks=all, 50 offsets partitions), N librdkafka consumers (one group each,
+synchronous commits of ``--per-request`` offsets), 2 s of warm-up, then a measured window of ``--seconds``:
+- the brokers' CPU per commit (/proc: user + system of each broker process), and split by thread: each broker's
+  threads by name (read with ``py-spy dump`` when py-spy is installed; else by the OS thread name, which for the
+  Python threads is the interpreter's);
+- the client's CPU per commit (this process: librdkafka's threads and the Python threads driving them);
+- then the floor, for as long: the same consumers fetching the same offsets back (OffsetFetch: the same
+  listener, door and core, no write, no replication), its CPU per request.
+With ``--zookeeper-offsets-per-s`` (the old ZooKeeper design's figure from bench/coordinator.py's run), the CPU
+the issue's goal (10x that many offsets a second) would take at these costs, in cores, against the machine's.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import TICK_MS, make_cluster  # noqa: E402
+from util.waiting import wait_for  # noqa: E402
+from zk.admin import create_topic  # noqa: E402
+from zk.server import EmbeddedZooKeeper  # noqa: E402
+
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(stat_path: str) -> float:
+    fields = open(stat_path).read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / HZ
+
+
+def _threads(pid: int) -> dict[int, tuple[str, float]]:
+    """Each thread of ``pid``: (its OS name, its CPU seconds)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            text = open(f"/proc/{pid}/task/{tid}/stat").read()
+        except OSError:
+            continue
+        out[int(tid)] = (text[text.index("(") + 1:text.rindex(")")], _cpu_s(f"/proc/{pid}/task/{tid}/stat"))
+    return out
+
+
+def _python_names(pid: int) -> dict[int, str]:
+    """The Python threads' names by OS thread id, from ``py-spy dump`` (empty without py-spy)."""
+    if shutil.which("py-spy") is None:
+        return {}
+    try:
+        text = subprocess.run(["py-spy", "dump", "-p", str(pid), "--nonblocking"], capture_output=True, text=True,
+                              timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {int(m.group(1)): m.group(2) for m in re.finditer(r'Thread (\d+) \([^)]*\): "([^"]*)"', text)}
+
+
+def one_run(zk: EmbeddedZooKeeper, work: Path, threads: int, seconds: float, per_request: int) -> dict:
+    from confluent_kafka import Consumer, TopicPartition
+    c = make_cluster(zk, work, partitions=50, **{"zookeeper.session.timeout.ms": 6000})
+    try:
+        create_topic(c.zk(), "t", per_request, 3, {})
+        boot = ",".join(f"{h}:{p}" for h, p in (b.kafka_advertised for b in c.cfg.brokers))
+        consumers = [Consumer({"bootstrap.servers": boot, "group.id": f"cpu-{i}", "enable.auto.commit": False,
+                               "log_level": 0}) for i in range(threads)]
+        tps = [TopicPartition("t", p) for p in range(per_request)]
+        for i, k in enumerate(consumers):
+            wait_for(lambda k=k: k.committed([tps[0]], timeout=10) is not None, 30, f"the coordinator of cpu-{i}")
+        pids = dict(c.pids)
+
+        def window(call) -> dict:
+            counts = [0] * threads
+            stop = threading.Event()
+
+            def run(i: int) -> None:
+                n = 0
+                while not stop.is_set():
+                    n += 1
+                    call(consumers[i], n)
+                    counts[i] += 1
+            ts = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(threads)]
+            for t in ts:
+                t.start()
+            time.sleep(2)   # warm-up: every consumer in its loop
+            names = {b: _python_names(p) for b, p in pids.items()}
+            before = {b: _threads(p) for b, p in pids.items()}
+            mine0, n0, load0, t0 = os.times(), sum(counts), os.getloadavg()[0], time.perf_counter()
+            time.sleep(seconds)
+            after = {b: _threads(p) for b, p in pids.items()}
+            mine1, n1, load1, took = os.times(), sum(counts), os.getloadavg()[0], time.perf_counter() - t0
+            stop.set()
+            for t in ts:
+                t.join(30)
+            n = max(n1 - n0, 1)
+            by_thread: collections.Counter = collections.Counter()
+            for b in pids:
+                for tid, (comm, cpu1) in after[b].items():
+                    name = names[b].get(tid) or f"{comm} (OS name)"
+                    by_thread[re.sub(r"\d+", "N", name)] += cpu1 - before[b].get(tid, (comm, 0.0))[1]
+            brokers = sum(by_thread.values())
+            client = (mine1.user + mine1.system) - (mine0.user + mine0.system)
+            return {"requests_per_s": n / took, "brokers_ms": 1000 * brokers / n, "client_ms": 1000 * client / n,
+                    "threads_ms": {k: 1000 * v / n for k, v in by_thread.most_common()}, "load": (load0, load1)}
+
+        commit = window(lambda k, n: k.commit(offsets=[TopicPartition("t", p, n) for p in range(per_request)],
+                                              asynchronous=False))
+        floor = window(lambda k, n: k.committed(tps, timeout=10))
+        for k in consumers:
+            k.close()
+        return {"commit": commit, "floor": floor}
+    finally:
+        c.down()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=128)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--per-request", type=int, default=10)
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--zookeeper-offsets-per-s", type=float, default=None)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kafkasim-commit-cpu-") as tmp:
+        zk = EmbeddedZooKeeper(Path(tmp) / "zk", tick_ms=TICK_MS)
+        zk.start()
+        try:
+            for run in range(1, a.runs + 1):
+                r = one_run(zk, Path(tmp), a.threads, a.seconds, a.per_request)
+                for kind, w in (("commit", r["commit"]), ("floor (OffsetFetch)", r["floor"])):
+                    print(f"run {run} {kind}: {w['requests_per_s']:.0f} requests/s, brokers' CPU "
+                          f"{w['brokers_ms']:.3f} ms a request (all 3), client {w['client_ms']:.3f} ms; load "
+                          f"{w['load'][0]:.1f} / {w['load'][1]:.1f}")
+                    for name, ms in list(w["threads_ms"].items())[:6]:
+                        print(f"    {ms:.3f} ms  {name}")
+                if a.zookeeper_offsets_per_s:
+                    need = a.zookeeper_offsets_per_s * 10 / a.per_request   # requests/s for 10x its offsets/s
+                    for kind, w in (("commit", r["commit"]), ("floor", r["floor"])):
+                        cores = need * (w["brokers_ms"] + w["client_ms"]) / 1000
+                        print(f"run {run} 10x {a.zookeeper_offsets_per_s:.0f} offsets/s = {need:.0f} requests/s "
+                              f"at the {kind}'s CPU: {cores:.2f} cores (the machine has {os.cpu_count()})")
+        finally:
+            zk.stop()
+
+
+if __name__ == "__main__":
+    main()
