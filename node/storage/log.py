@@ -34,8 +34,8 @@ from kafkacommon.record_batch import encode_batch
 from .errors import KafkaStorageError, StorageError
 from .file_records import FileRecords
 from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT,
-                         CleanerCheckpointFile, CleanerState, LeaderEpochCheckpointFile, read_checkpoint,
-                         write_checkpoint)
+                         CleanerCheckpointFile, CleanerState, LeaderEpochCheckpointFile, PreparedCheckpoint,
+                         read_checkpoint, write_checkpoint)
 from .epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from .log_loader import RecoveryReport, complete_swaps, load_segments
 from .retention import SegmentInfo, should_roll
@@ -197,9 +197,22 @@ class PartitionLog:
         self._cleaner_state = state
 
     @_io("leader epoch checkpoint write")
-    def assign_epoch(self, epoch: int, start_offset: int) -> bool:
-        """:meth:`LeaderEpochCache.assign` (its checkpoint written), an I/O error taking the directory offline."""
-        return self.epoch_cache.assign(epoch, start_offset)
+    def assign_epoch(self, epoch: int, start_offset: int, prepared: PreparedCheckpoint | None = None) -> bool:
+        """:meth:`LeaderEpochCache.assign` (its checkpoint written, or ``prepared``'s renamed into place when
+        it holds the same entries: :meth:`prepare_epoch`), an I/O error taking the directory offline."""
+        return self.epoch_cache.assign(epoch, start_offset, prepared)
+
+    def prepare_epoch(self, epoch: int, start_offset: int) -> PreparedCheckpoint | None:
+        """The checkpoint :meth:`assign_epoch` (``epoch``, ``start_offset``) would write, written and fsynced
+        ahead, outside the partition's lock (:meth:`LeaderEpochCache.prepare`).  None when there is nothing to
+        write, the log is closed, or the write failed: :meth:`assign_epoch` then writes it itself under the
+        lock, and an I/O error is handled there as before."""
+        if self.closed:
+            return None
+        try:
+            return self.epoch_cache.prepare(epoch, start_offset)
+        except OSError:
+            return None
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """:meth:`LeaderEpochCache.end_offset_for` against the current LEO."""
