@@ -174,11 +174,9 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         failed: KAFKA_STORAGE_ERROR (the replica is offline now).
 
         In ``replication.roles.leader_and_isr_order``'s steps (the simulator's too); the hosted replicas that now
-        lead have their new epochs' checkpoints written and fsynced side by side first (``node.replicas.side_by_side``:
-        the filesystem commits the fsyncs together, so a request moving many leaders here, a controlled shutdown
-        elsewhere, costs about one fsync's wait, not one per partition), then are taken up one after the other,
-        each under its own lock only for its steps and its checkpoint's rename (the other ISR members' fetches
-        take those locks, and the gRPC loop that serves them shares the interpreter with this thread alone)."""
+        lead are taken up side by side (``node.replicas.side_by_side``), each with the same steps under its own
+        lock: the filesystem commits their epoch checkpoints' fsyncs together, so a request moving many leaders
+        here (a controlled shutdown elsewhere) costs about one fsync's wait, not one per partition."""
         self._make_leaders.start()
         configs: dict[str, dict] = {}
         failed = {}
@@ -186,8 +184,8 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
             parts, lambda p: h.repl if (h := self.hosted.get((p.topic, p.partition))) is not None else None,
             self.broker_id)
 
-        def apply(p: PartitionInfo, fetches: list | None = None, prepared: PreparedCheckpoint | None = None) -> None:
-            code = self.apply_leader_and_isr(p, configs, fetches, prepared)
+        def apply(p: PartitionInfo, fetches: list | None = None) -> None:
+            code = self.apply_leader_and_isr(p, configs, fetches)
             if code != errors.NONE:
                 failed[(p.topic, p.partition)] = code
         # a step's new followers start fetching together once it is done (Kafka's makeFollowers adds the
@@ -199,8 +197,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         finally:
             self._start_fetching(fetches)
         if len(together) > 1:
-            for p, prepared in zip(together, self._make_leaders.run(self._prepare_leader, together)):
-                apply(p, prepared=prepared)
+            self._make_leaders.run(apply, together)
         elif together:
             apply(together[0])
         fetches = []
@@ -212,55 +209,40 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         return failed
 
     def apply_leader_and_isr(self, p: PartitionInfo, configs: dict[str, dict] | None = None,
-                             fetches: list | None = None, prepared: PreparedCheckpoint | None = None) -> int:
+                             fetches: list | None = None) -> int:
         """A LeaderAndIsr for this replica: a new role, or (same leader epoch) a newer ISR.  Returns NONE, or
         KAFKA_STORAGE_ERROR when its log could not be opened or written (Kafka's makeLeaders/makeFollowers).
-        ``fetches``: where a new follower's fetch goes for :meth:`_start_fetching` (None: it starts at once);
-        ``prepared``: :meth:`_prepare_leader`'s checkpoint (discarded unless it becomes the leader)."""
+        ``fetches``: where a new follower's fetch goes for :meth:`_start_fetching` (None: it starts at once)."""
         h = self.hosted.get((p.topic, p.partition))
         action = roles.leader_and_isr_action(h.repl if h is not None else None, self.broker_id, p.leader,
                                              p.leader_epoch)
-        if prepared is not None and action != roles.LEADER:
-            prepared.discard()
         try:
             if action == roles.ISR:
                 self.update_isr(p)
             elif action == roles.LEADER:
-                return self.become_leader(p, configs, prepared)
+                return self.become_leader(p, configs)
             else:
                 return self.become_follower(p, configs, fetches)
         except KafkaStorageError:
             return STORAGE
         return errors.NONE
 
-    def become_leader(self, p: PartitionInfo, configs: dict[str, dict] | None = None,
-                      prepared: PreparedCheckpoint | None = None) -> int:
+    def become_leader(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> int:
         tp = (p.topic, p.partition)
         h = self._host(tp, configs, p.is_new)
         if h is None:
             return STORAGE
         self._unassign(tp, h)
-        if prepared is None:
-            prepared = self._prepare_epoch(h, p)
+        # a new epoch's checkpoint (at the log end: roles.become_leader) written and fsynced before the lock, only
+        # renamed under it if still the same (LeaderEpochCache.assign): fetches taking the lock wait for no fsync
+        prepared = (h.log.prepare_epoch(p.leader_epoch, h.log.log_end_offset)
+                    if p.leader_epoch > h.log.epoch_cache.latest_epoch else None)
         with h.cond:   # (a .tmp file an I/O error leaves behind goes when the log is loaded)
             change = roles.become_leader(h.repl, h.log, h.log.epoch_cache.latest_epoch, p.leader_epoch, p.isr,
                                          p.replicas, p.zk_version, self._live, now_ms())
             self._apply_role(h, change, prepared)
         self._announce_role(tp, h, change)
         return errors.NONE
-
-    def _prepare_leader(self, p: PartitionInfo) -> PreparedCheckpoint | None:
-        h = self.hosted.get((p.topic, p.partition))
-        return None if h is None else self._prepare_epoch(h, p)
-
-    @staticmethod
-    def _prepare_epoch(h: Hosted, p: PartitionInfo) -> PreparedCheckpoint | None:
-        """A new epoch's checkpoint (at the log end: roles.become_leader) written and fsynced before the lock, to be
-        only renamed under it if the cache and the log end are still what it was written from (LeaderEpochCache.
-        assign): the fetches that take the partition's lock wait for no fsync.  None: nothing to write."""
-        if p.leader_epoch <= h.log.epoch_cache.latest_epoch:
-            return None
-        return h.log.prepare_epoch(p.leader_epoch, h.log.log_end_offset)
 
     def become_follower(self, p: PartitionInfo, configs: dict[str, dict] | None = None,
                         fetches: list | None = None) -> int:

@@ -1,6 +1,6 @@
-"""The threads a broker writes one LeaderAndIsr's hosted new leaders' epoch checkpoints on, side by side.
+"""The threads a broker takes up one LeaderAndIsr's hosted new leaders on, side by side.
 
-Each new leader's leader epoch checkpoint is written and fsynced; side by side, the filesystem commits those fsyncs
+Each new leader writes and fsyncs its leader epoch checkpoint; side by side, the filesystem commits those fsyncs
 together (node/replicas/replica_manager.py, docs/deviations.md).  The threads are started with the broker's first
 LeaderAndIsr and kept: started afresh for each request, they took a millisecond each to start on a busy machine,
 while the other ISR members' fetches waited on the partitions they had not reached.
@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, TypeVar
 
 T = TypeVar("T")
-R = TypeVar("R")
 
 
 class SideBySide:
@@ -30,10 +29,9 @@ class SideBySide:
         for _ in range(self._threads):
             self._pool.submit(_wait_at, barrier)
 
-    def run(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-        """``fn`` on each item, side by side; returns their results, in order, when all are done (raising the
-        first error)."""
-        return list(self._pool.map(fn, items))
+    def run(self, fn: Callable[[T], None], items: Iterable[T]) -> None:
+        """``fn`` on each item, side by side; returns when all are done (raising the first error)."""
+        list(self._pool.map(fn, items))
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False)
