@@ -627,3 +627,16 @@ def test_a_prepared_epoch_checkpoint_is_only_renamed_by_the_assign_it_was_writte
     prepared = cache.prepare(6, 40)
     assert not cache.assign(5, 40, prepared) and not list(tmp_path.glob("*.tmp"))
     assert cache.prepare(5, 40) is None and cache.entries == [(3, 10), (4, 20), (5, 31)]
+
+
+def test_a_log_prepares_a_new_epochs_checkpoint_at_its_end_only(tmp_path):
+    log = open_log(tmp_path)
+    log.append_as_leader([(None, b"a")] * 3, 1, NOW)
+    assert log.prepare_epoch(1) is None            # not a new epoch: nothing to write
+    prepared = log.prepare_epoch(2)
+    assert prepared is not None and prepared.entries == ((1, 0), (2, 3))
+    assert log.assign_epoch(2, 3, prepared=prepared) and log.epoch_cache.entries == [(1, 0), (2, 3)]
+    assert (log.dir / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n2\n1 0\n2 3\n"
+    assert not list(log.dir.glob("*.tmp"))
+    log.close()
+    assert log.prepare_epoch(3) is None            # a closed log writes nothing

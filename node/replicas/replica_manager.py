@@ -233,10 +233,9 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         if h is None:
             return STORAGE
         self._unassign(tp, h)
-        # a new epoch's checkpoint (at the log end: roles.become_leader) written and fsynced before the lock, only
-        # renamed under it if still the same (LeaderEpochCache.assign): fetches taking the lock wait for no fsync
-        prepared = (h.log.prepare_epoch(p.leader_epoch, h.log.log_end_offset)
-                    if p.leader_epoch > h.log.epoch_cache.latest_epoch else None)
+        # a new epoch's checkpoint written and fsynced before the lock, only renamed under it if still the same
+        # (LeaderEpochCache.assign): the other ISR members' fetches, which take the lock, wait for no fsync
+        prepared = h.log.prepare_epoch(p.leader_epoch)
         with h.cond:   # (a .tmp file an I/O error leaves behind goes when the log is loaded)
             change = roles.become_leader(h.repl, h.log, h.log.epoch_cache.latest_epoch, p.leader_epoch, p.isr,
                                          p.replicas, p.zk_version, self._live, now_ms())

@@ -202,15 +202,15 @@ class PartitionLog:
         it holds the same entries: :meth:`prepare_epoch`), an I/O error taking the directory offline."""
         return self.epoch_cache.assign(epoch, start_offset, prepared)
 
-    def prepare_epoch(self, epoch: int, start_offset: int) -> PreparedCheckpoint | None:
-        """The checkpoint :meth:`assign_epoch` (``epoch``, ``start_offset``) would write, written and fsynced
-        ahead, outside the partition's lock (:meth:`LeaderEpochCache.prepare`).  None when there is nothing to
-        write, the log is closed, or the write failed: :meth:`assign_epoch` then writes it itself under the
-        lock, and an I/O error is handled there as before."""
-        if self.closed:
+    def prepare_epoch(self, epoch: int) -> PreparedCheckpoint | None:
+        """For a new leader, outside the partition's lock: the checkpoint :meth:`assign_epoch` of ``epoch`` at the
+        log end would write (a new epoch starts there: replication.roles.become_leader), written and fsynced
+        ahead (:meth:`LeaderEpochCache.prepare`).  None when the epoch is not new, the log is closed, or the
+        write failed: :meth:`assign_epoch` then writes it itself under the lock, an I/O error handled there."""
+        if self.closed or epoch <= self.epoch_cache.latest_epoch:
             return None
         try:
-            return self.epoch_cache.prepare(epoch, start_offset)
+            return self.epoch_cache.prepare(epoch, self.log_end_offset)
         except OSError:
             return None
 
