@@ -601,3 +601,42 @@ def test_a_new_leader_epoch_fsyncs_its_checkpoint_file_and_not_the_directory(tmp
     assert cache.assign(4, 20) and path.read_text() == "0\n2\n3 10\n4 20\n"
     assert len(synced) == 2 and dirs == []
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_prepared_epoch_checkpoint_is_only_renamed_by_the_assign_it_was_written_for(tmp_path, monkeypatch):
+    """A new leader writes and fsyncs its epoch's checkpoint before it takes the partition's lock
+    (LeaderEpochCache.prepare); the assign under the lock renames it into place with no fsync of its own when the
+    cache would hold exactly those entries, and otherwise discards it and writes its own."""
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    path = tmp_path / LEADER_EPOCH_CHECKPOINT
+    cache = LeaderEpochCache(LeaderEpochCheckpointFile(path))
+    assert cache.assign(3, 10) and len(synced) == 1
+    prepared = cache.prepare(4, 20)
+    assert len(synced) == 2 and path.read_text() == "0\n1\n3 10\n"   # written and fsynced, not in place yet
+    assert cache.entries == [(3, 10)]
+    assert cache.assign(4, 20, prepared) and path.read_text() == "0\n2\n3 10\n4 20\n"
+    assert len(synced) == 2 and cache.entries == [(3, 10), (4, 20)]  # renamed: no fsync under the lock
+    assert LeaderEpochCache(LeaderEpochCheckpointFile(path)).entries == [(3, 10), (4, 20)]
+    # the log end moved between the prepare and the assign: another file, written and fsynced under the lock
+    prepared = cache.prepare(5, 30)
+    assert cache.assign(5, 31, prepared) and path.read_text() == "0\n3\n3 10\n4 20\n5 31\n"
+    assert len(synced) == 4 and not list(tmp_path.glob("*.tmp"))
+    # an assign that changes nothing discards it; an epoch the cache has needs no file
+    prepared = cache.prepare(6, 40)
+    assert not cache.assign(5, 40, prepared) and not list(tmp_path.glob("*.tmp"))
+    assert cache.prepare(5, 40) is None and cache.entries == [(3, 10), (4, 20), (5, 31)]
+
+
+def test_a_log_prepares_a_new_epochs_checkpoint_at_its_end_only(tmp_path):
+    log = open_log(tmp_path)
+    log.append_as_leader([(None, b"a")] * 3, 1, NOW)
+    assert log.prepare_epoch(1) is None            # not a new epoch: nothing to write
+    prepared = log.prepare_epoch(2)
+    assert prepared is not None and prepared.entries == ((1, 0), (2, 3))
+    assert log.assign_epoch(2, 3, prepared=prepared) and log.epoch_cache.entries == [(1, 0), (2, 3)]
+    assert (log.dir / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n2\n1 0\n2 3\n"
+    assert not list(log.dir.glob("*.tmp"))
+    log.close()
+    assert log.prepare_epoch(3) is None            # a closed log writes nothing

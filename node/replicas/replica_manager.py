@@ -39,6 +39,7 @@ from node.replicas.purgatory import Purgatory
 from node.replicas.side_by_side import SideBySide
 from node.replicas.log_dir_manager import LogDirManager
 from node.storage import PartitionLog
+from node.storage.checkpoint import PreparedCheckpoint
 from node.storage.errors import KafkaStorageError
 from node.storage.log import OffsetOutOfRangeError
 from proto import kafkasim_pb2 as pb
@@ -233,10 +234,13 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         if h is None:
             return STORAGE
         self._unassign(tp, h)
-        with h.cond:
+        # a new epoch's checkpoint written and fsynced before the lock, only renamed under it if still the same
+        # (LeaderEpochCache.assign): the other ISR members' fetches, which take the lock, wait for no fsync
+        prepared = h.log.prepare_epoch(p.leader_epoch)
+        with h.cond:   # (a .tmp file an I/O error leaves behind goes when the log is loaded)
             change = roles.become_leader(h.repl, h.log, h.log.epoch_cache.latest_epoch, p.leader_epoch, p.isr,
                                          p.replicas, p.zk_version, self._live, now_ms())
-            self._apply_role(h, change)
+            self._apply_role(h, change, prepared)
         self._announce_role(tp, h, change)
         return errors.NONE
 
@@ -254,11 +258,14 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         self._announce_role(tp, h, change, fetches)
         return errors.NONE
 
-    def _apply_role(self, h: Hosted, change: roles.RoleChange) -> None:
+    def _apply_role(self, h: Hosted, change: roles.RoleChange, prepared: PreparedCheckpoint | None = None) -> None:
         """With ``h.cond`` held: replication.roles' RoleChange, to the log, the fetch state and the waiters (a
-        new leader epoch's checkpoint written, fsynced and renamed under the lock, as Kafka's makeLeader)."""
+        new leader epoch's checkpoint in place under the lock, as Kafka's makeLeader: written, fsynced and renamed
+        here, or ``prepared``'s, written and fsynced before the lock, renamed here)."""
         if change.epoch_start is not None:
-            h.log.assign_epoch(*change.epoch_start)
+            h.log.assign_epoch(*change.epoch_start, prepared=prepared)
+        elif prepared is not None:
+            prepared.discard()
         h.fetching_from = change.fetch_from
         self.log_events(change.events)
         self._wake(h)

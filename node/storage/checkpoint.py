@@ -26,6 +26,7 @@ file and the 1-based line number.
 """
 from __future__ import annotations
 
+import itertools
 import os
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -56,13 +57,22 @@ def write_checkpoint(path: Path, entries: Iterable[str], sync_dir: bool = True) 
     """Atomically replace ``path`` with a version-0 checkpoint of the given entry lines; with ``sync_dir``
     False the caller fsyncs the directory afterwards (the rename is durable only then)."""
     path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    write_synced(tmp, entries)
+    os.replace(tmp, path)
+    if sync_dir:
+        fsync_directory(path.parent)
+
+
+def write_synced(tmp: Path, entries: Iterable[str]) -> None:
+    """A version-0 checkpoint of the given entry lines written to ``tmp`` and fsynced (the first half of
+    :func:`write_checkpoint`; renaming ``tmp`` over the checkpoint is the second)."""
     lines = list(entries)
     body = "\n".join(lines)
     if body.count("\n") != max(len(lines) - 1, 0):   # one entry holds a newline: name the first
         bad = next(line for line in lines if "\n" in line)
         raise ValueError(f"checkpoint entry contains a newline: {bad!r}")
     text = f"{CHECKPOINT_VERSION}\n{len(lines)}\n" + body + ("\n" if lines else "")
-    tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         data = text.encode("utf-8")
@@ -72,9 +82,6 @@ def write_checkpoint(path: Path, entries: Iterable[str], sync_dir: bool = True) 
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
-    if sync_dir:
-        fsync_directory(path.parent)
 
 
 def fsync_directory(directory: Path) -> None:
@@ -157,6 +164,45 @@ class LeaderEpochCheckpointFile:
         """As Kafka 2.8.2's ``CheckpointFile.write``: the new file fsynced and renamed over the old one, the
         directory not fsynced (this one is written on every new leader epoch, on the failover's path)."""
         write_checkpoint(self.path, (f"{epoch} {start}" for epoch, start in entries), sync_dir=False)
+
+    def prepare(self, entries: Iterable[tuple[int, int]]) -> "PreparedCheckpoint":
+        """:meth:`write`'s first half ahead of time: ``entries`` written to a file of their own next to the
+        checkpoint and fsynced, not renamed (:meth:`install` does that; a ``.tmp`` file, so one a crash leaves
+        behind is removed when the log is loaded)."""
+        entries = tuple(entries)
+        tmp = self.path.with_name(f"{self.path.name}.{next(_prepared_ids)}.tmp")
+        try:
+            write_synced(tmp, (f"{epoch} {start}" for epoch, start in entries))
+        except BaseException:
+            discard_file(tmp)
+            raise
+        return PreparedCheckpoint(tmp, entries)
+
+    def install(self, prepared: "PreparedCheckpoint") -> None:
+        """:meth:`write`'s second half: the prepared file renamed over the checkpoint (the same file, fsync and
+        rename as :meth:`write` of its entries)."""
+        os.replace(prepared.tmp, self.path)
+
+
+@dataclass(frozen=True)
+class PreparedCheckpoint:
+    """A leader epoch checkpoint written and fsynced ahead of time (``tmp``), with the ``entries`` it holds."""
+    tmp: Path
+    entries: tuple[tuple[int, int], ...]
+
+    def discard(self) -> None:
+        discard_file(self.tmp)
+
+
+def discard_file(path: Path) -> None:
+    """Remove ``path`` if it is there."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+_prepared_ids = itertools.count(1)
 
 
 class OffsetCheckpointFile:

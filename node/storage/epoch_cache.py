@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from .checkpoint import CheckpointError, LeaderEpochCheckpointFile
+from .checkpoint import CheckpointError, LeaderEpochCheckpointFile, PreparedCheckpoint
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -38,7 +38,7 @@ class LeaderEpochCache:
         if self._checkpoint is not None:
             self._checkpoint.write(self._entries)
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, prepared: PreparedCheckpoint | None = None) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; True if the cache changed.
 
         Kafka 2.8's ``LeaderEpochFileCache.assign``: a negative epoch or offset raises ValueError;
@@ -47,17 +47,47 @@ class LeaderEpochCache:
         whose start offset is >= ``start_offset`` (entries that would break the order: a newer epoch
         starting at the same offset never got a record; an older epoch fetched after a newer one
         means the newer one's entries were wrong), then adds ``(epoch, start_offset)``.
+
+        ``prepared`` (:meth:`prepare`'s): when it holds exactly the new entries, it is renamed over the
+        checkpoint instead of writing and fsyncing them now; otherwise it is discarded.
         """
+        entries = self.planned(epoch, start_offset)
+        if entries is None:
+            if prepared is not None:
+                prepared.discard()
+            return False
+        self._entries = entries
+        if self._checkpoint is None:
+            return True
+        if prepared is not None and prepared.entries == tuple(entries):
+            self._checkpoint.install(prepared)
+        else:
+            if prepared is not None:
+                prepared.discard()
+            self._flush()
+        return True
+
+    def planned(self, epoch: int, start_offset: int) -> list[tuple[int, int]] | None:
+        """The entries :meth:`assign` would leave (None: it would change nothing), the cache unchanged."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid epoch entry ({epoch}, {start_offset})")
-        entries = self._entries
+        entries = list(self._entries)
         if entries and entries[-1][0] == epoch and start_offset >= entries[-1][1]:
-            return False
+            return None
         while entries and (entries[-1][0] >= epoch or entries[-1][1] >= start_offset):
             entries.pop()
         entries.append((epoch, start_offset))
-        self._flush()
-        return True
+        return entries
+
+    def prepare(self, epoch: int, start_offset: int) -> PreparedCheckpoint | None:
+        """The checkpoint :meth:`assign` of (``epoch``, ``start_offset``) would write, written and fsynced now
+        (``LeaderEpochCheckpointFile.prepare``) for that assign to rename into place: a new leader writes it
+        before it takes its partition's lock, and holds the lock only for the rename.  None when there is no
+        file or the assign would change nothing; an OSError goes up (nothing is left behind)."""
+        if self._checkpoint is None or epoch < 0 or start_offset < 0:
+            return None
+        entries = self.planned(epoch, start_offset)
+        return None if entries is None else self._checkpoint.prepare(entries)
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetsForLeaderEpoch / divergence checks.

@@ -34,8 +34,8 @@ from kafkacommon.record_batch import encode_batch
 from .errors import KafkaStorageError, StorageError
 from .file_records import FileRecords
 from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT,
-                         CleanerCheckpointFile, CleanerState, LeaderEpochCheckpointFile, read_checkpoint,
-                         write_checkpoint)
+                         CleanerCheckpointFile, CleanerState, LeaderEpochCheckpointFile, PreparedCheckpoint,
+                         read_checkpoint, write_checkpoint)
 from .epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from .log_loader import RecoveryReport, complete_swaps, load_segments
 from .retention import SegmentInfo, should_roll
@@ -197,9 +197,22 @@ class PartitionLog:
         self._cleaner_state = state
 
     @_io("leader epoch checkpoint write")
-    def assign_epoch(self, epoch: int, start_offset: int) -> bool:
-        """:meth:`LeaderEpochCache.assign` (its checkpoint written), an I/O error taking the directory offline."""
-        return self.epoch_cache.assign(epoch, start_offset)
+    def assign_epoch(self, epoch: int, start_offset: int, prepared: PreparedCheckpoint | None = None) -> bool:
+        """:meth:`LeaderEpochCache.assign` (its checkpoint written, or ``prepared``'s renamed into place when
+        it holds the same entries: :meth:`prepare_epoch`), an I/O error taking the directory offline."""
+        return self.epoch_cache.assign(epoch, start_offset, prepared)
+
+    def prepare_epoch(self, epoch: int) -> PreparedCheckpoint | None:
+        """For a new leader, outside the partition's lock: the checkpoint :meth:`assign_epoch` of ``epoch`` at the
+        log end would write (a new epoch starts there: replication.roles.become_leader), written and fsynced
+        ahead (:meth:`LeaderEpochCache.prepare`).  None when the epoch is not new, the log is closed, or the
+        write failed: :meth:`assign_epoch` then writes it itself under the lock, an I/O error handled there."""
+        if self.closed or epoch <= self.epoch_cache.latest_epoch:
+            return None
+        try:
+            return self.epoch_cache.prepare(epoch, self.log_end_offset)
+        except OSError:
+            return None
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """:meth:`LeaderEpochCache.end_offset_for` against the current LEO."""
