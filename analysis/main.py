@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, TextIO
@@ -66,6 +67,13 @@ def _unclean_elections(files) -> bool | None:
             cfg = {}
         seen.add(bool(cfg.get("unclean.leader.election.enable")) if isinstance(cfg, dict) else False)
     return seen.pop() if len(seen) == 1 else None
+
+
+def _import_plots() -> None:
+    try:
+        import analysis.plots  # noqa: F401
+    except ImportError:   # the report's own import says what is missing
+        pass
 
 
 def write_table(spark, df, path: Path):
@@ -169,6 +177,9 @@ def run(paths: list[str], master: str | None = DEFAULT_MASTER, out: str | Path =
     from analysis.files import scan_runs
 
     runs = expand(list(paths))  # a bad path fails here, before Spark starts
+    # the report's plotting library imported in another thread while the JVM starts (about 0.3 s of a core
+    # that would otherwise wait for the session)
+    threading.Thread(target=_import_plots, name="kafkasim-import-plots", daemon=True).start()
     listed = time.monotonic()
     files = scan_runs(runs)   # the one listing of the run directories; their size picks settings (analysis.spark)
     listed = time.monotonic() - listed
@@ -182,37 +193,6 @@ def run(paths: list[str], master: str | None = DEFAULT_MASTER, out: str | Path =
             return _run(spark, runs, files, listed, Path(out), say, started, stack)
         finally:   # the steps name their jobs (Spark's event log); a session that lives on is left unnamed
             spark.sparkContext.setJobDescription(None)
-
-
-class _Background:
-    """``fn()`` in another driver thread (PySpark's ``InheritableThread``: it gets this thread's job
-    properties, and its JVM thread is released when it ends); ``result()`` waits for it (from any thread)."""
-
-    def __init__(self, fn, name: str) -> None:
-        from pyspark import InheritableThread
-        self._out: dict[str, Any] = {}
-
-        def target() -> None:
-            from pyspark import SparkContext
-            SparkContext.getOrCreate().setJobDescription(name)   # its jobs, named in Spark's event log
-            try:
-                self._out["value"] = fn()
-            except BaseException as e:  # handed to the caller by result()
-                self._out["error"] = e
-
-        self._thread = InheritableThread(target=target, name=f"kafkasim-{name}", daemon=True)
-        self._thread.start()
-
-    def result(self) -> Any:
-        self._thread.join()
-        if "error" in self._out:
-            raise self._out["error"]
-        return self._out["value"]
-
-    def wait(self) -> Any:
-        """Wait for it; its value, or None when it failed (the caller is already failing)."""
-        self._thread.join()
-        return self._out.get("value")
 
 
 # the tables in the order they are listed (summary, report), whichever thread wrote them; a table not named
@@ -234,7 +214,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
     from analysis.ops_tables import build_ops_tables, nemesis_lines, paired, paired_rows
     from analysis.report import write_report
     from analysis.runs import read_meta, runs_table
-    from analysis.spark import kept, release, sized_to, small_input
+    from analysis.spark import Background, kept, release, sized_to, small_input
     from analysis.tables import event_log_tables
     from analysis.tables import faults as faults_table
 
@@ -293,8 +273,8 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
     # The event lines are parsed and kept, and the tables made from them alone written, in other driver threads
     # while this one pairs the history and writes the operations' tables: on a small run each step is mostly
     # the driver's planning, one core's work, and the two sides share nothing.
-    keeping = _Background(keep_event_lines, "keep-event-lines")
-    event_side = _Background(write_event_log_tables, "event-log-tables")
+    keeping = Background(keep_event_lines, "keep-event-lines")
+    event_side = Background(write_event_log_tables, "event-log-tables")
     extras = planning = None
     try:
         spark.sparkContext.setJobDescription("table ops")
@@ -325,7 +305,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         # failovers are computed: thousands of calls into the JVM, during which the executors would otherwise
         # wait, and the broadcasts beneath the checkers' cut rows (checks_base.Ctx.cut), which start as they
         # are planned.  They need only the tables above.
-        planning = _Background(lambda: plan_checks(inputs, checked, **options), "plan-checks")
+        planning = Background(lambda: plan_checks(inputs, checked, **options), "plan-checks")
         nemesis = nemesis_lines(extras)
         write("faults", faults_table(inputs, nemesis))
         # a small input's timeline checkpointed first: its plan (arrays searched with lambdas) is optimized once,
@@ -354,12 +334,26 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
             release(df)
         shutil.rmtree(out / "work", ignore_errors=True)
 
-    spark.sparkContext.setJobDescription("counts")
-    rows, anomalies = _counts(spark, written, out / "tables")
-    lap("count")
-    spark.sparkContext.setJobDescription("report")
-    report_path = write_report(written, out, written["verdicts"])
+    # the summary's counts in another driver thread while the report is computed and drawn (both only read the
+    # written tables; a small run's report is mostly the driver's planning and Python's drawing, one core's work)
+    counted: dict[str, float] = {}
+
+    def count() -> tuple[dict[str, int], dict[str, int]]:
+        t = time.monotonic()
+        try:
+            return _counts(spark, written, out / "tables")
+        finally:
+            counted["count"] = round(time.monotonic() - t, 1)
+
+    counting = Background(count, "counts")
+    try:
+        spark.sparkContext.setJobDescription("report")
+        report_path = write_report(written, out, written["verdicts"])
+    finally:
+        counting.wait()   # a failed report: the counts end before the caller stops the session
     lap("report")
+    rows, anomalies = counting.result()
+    seconds.update(counted)
     summary = {"runs": sorted(runs), "out": str(out), "tables": rows, "anomalies": anomalies,
                "report": str(report_path), "seconds": seconds, "wall_s": round(time.monotonic() - started, 1)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
