@@ -305,16 +305,33 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         # failovers are computed: thousands of calls into the JVM, during which the executors would otherwise
         # wait, and the broadcasts beneath the checkers' cut rows (checks_base.Ctx.cut), which start as they
         # are planned.  They need only the tables above.
-        planning = Background(lambda: plan_checks(inputs, checked, **options), "plan-checks")
+        # A small input's checkers are also run and their anomalies written in that thread, while this one is
+        # still on the failovers: each side is mostly one core's planning.  A large input's run after the
+        # failovers, as before (their tasks would share the cores, and their caches the memory).
+        small = small_input(spark)
+
+        def check() -> tuple[Any, dict[str, Any] | None]:
+            planned = plan_checks(inputs, checked, **options)
+            if not small:
+                return planned, None
+            done: dict[str, Any] = {}
+            write("anomalies", run_checks(planned), done, concurrent=True)   # releases the checkers' caches
+            return planned, done
+
+        planning = Background(check, "plan-checks")
         nemesis = nemesis_lines(extras)
         write("faults", faults_table(inputs, nemesis))
         # a small input's timeline checkpointed first: its plan (arrays searched with lambdas) is optimized once,
         # not again by the write
         spark.sparkContext.setJobDescription("table failovers")
         write("failovers", kept(failovers(inputs, {**written, "nemesis": nemesis}), lambda df: df))
-        planned, planning = planning.result(), None
-        spark.sparkContext.setJobDescription("table anomalies")
-        write("anomalies", run_checks(planned))
+        (planned, checked_rows), planning = planning.result(), None
+        if checked_rows is None:
+            spark.sparkContext.setJobDescription("table anomalies")
+            write("anomalies", run_checks(planned))
+        else:
+            written.update(checked_rows)
+            lap("wait_anomalies")
         write("verdicts", verdicts(inputs, written["anomalies"], **options))
         written.update(event_side.result())
         lap("wait_event_tables")
@@ -327,7 +344,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         if planning is not None:   # a step failed while the checkers were being planned
             left = planning.wait()
             if left is not None:
-                left.ctx.release()
+                left[0].ctx.release()   # (released already when its checks ran: a second release frees nothing)
         event_side.wait()   # a step failed: the other threads end before what they read is freed
         keeping.wait()
         for df in (extras, inputs.parsed, inputs.segments):
