@@ -315,6 +315,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
             if not small:
                 return planned, None
             done: dict[str, Any] = {}
+            spark.sparkContext.setJobDescription("table anomalies")   # its jobs, named as before
             write("anomalies", run_checks(planned), done, concurrent=True)   # releases the checkers' caches
             return planned, done
 
