@@ -40,7 +40,7 @@ from analysis.checks_groups import (
 from analysis.checks_log import check_lost_writes, check_offsets, check_unseen, unknown_lost_writes, unknown_unseen
 from analysis.local_rows import local_rows
 from analysis.ops_tables import build_ops_tables
-from analysis.spark import adaptive_off, gathered, union_by_name
+from analysis.spark import Background, adaptive_off, gathered, small_input, union_by_name
 from judge.registry import CHECKERS as REGISTRY
 from judge.registry import KINDS
 
@@ -157,12 +157,21 @@ def plan_checks(inputs, tables: dict[str, DataFrame] | None = None, *, unclean_e
 def run_checks(planned: PlannedChecks) -> DataFrame:
     """Compute ``plan_checks``'s results: the ``anomalies`` table (cached; it is small); the unknown
     reasons are kept for ``verdicts``.  Releases the checkers' shared caches."""
+    other = None
     try:
         # Checkpointed, not persisted: releasing the context's caches below would make Spark drop and recompute
-        # any cache built on them (a non-cascading uncache re-caches the plans that depend on it).
+        # any cache built on them (a non-cascading uncache re-caches the plans that depend on it).  A small
+        # input's two jobs run together, the unknown reasons' in another driver thread (each is one task per
+        # stage: one core's work)
+        if small_input(planned.anomalies.sparkSession):
+            sc = planned.anomalies.sparkSession.sparkContext
+            other = Background(lambda: planned.unknowns.localCheckpoint(eager=True),
+                               sc.getLocalProperty("spark.job.description") or "unknown reasons")
         result = planned.anomalies.localCheckpoint(eager=True)
-        unk = planned.unknowns.localCheckpoint(eager=True)
+        unk = other.result() if other is not None else planned.unknowns.localCheckpoint(eager=True)
     finally:
+        if other is not None:
+            other.wait()   # before the caches it reads are released
         planned.ctx.release()
     _STASH.clear()
     _STASH[id(planned.inputs)] = (planned.inputs, planned.options, unk)

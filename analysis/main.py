@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, TextIO
@@ -66,6 +67,13 @@ def _unclean_elections(files) -> bool | None:
             cfg = {}
         seen.add(bool(cfg.get("unclean.leader.election.enable")) if isinstance(cfg, dict) else False)
     return seen.pop() if len(seen) == 1 else None
+
+
+def _import_plots() -> None:
+    try:
+        import analysis.plots  # noqa: F401
+    except ImportError:   # the report's own import says what is missing
+        pass
 
 
 def write_table(spark, df, path: Path):
@@ -169,6 +177,9 @@ def run(paths: list[str], master: str | None = DEFAULT_MASTER, out: str | Path =
     from analysis.files import scan_runs
 
     runs = expand(list(paths))  # a bad path fails here, before Spark starts
+    # the report's plotting library imported in another thread while the JVM starts (about 0.3 s of a core
+    # that would otherwise wait for the session)
+    threading.Thread(target=_import_plots, name="kafkasim-import-plots", daemon=True).start()
     listed = time.monotonic()
     files = scan_runs(runs)   # the one listing of the run directories; their size picks settings (analysis.spark)
     listed = time.monotonic() - listed
@@ -182,37 +193,6 @@ def run(paths: list[str], master: str | None = DEFAULT_MASTER, out: str | Path =
             return _run(spark, runs, files, listed, Path(out), say, started, stack)
         finally:   # the steps name their jobs (Spark's event log); a session that lives on is left unnamed
             spark.sparkContext.setJobDescription(None)
-
-
-class _Background:
-    """``fn()`` in another driver thread (PySpark's ``InheritableThread``: it gets this thread's job
-    properties, and its JVM thread is released when it ends); ``result()`` waits for it (from any thread)."""
-
-    def __init__(self, fn, name: str) -> None:
-        from pyspark import InheritableThread
-        self._out: dict[str, Any] = {}
-
-        def target() -> None:
-            from pyspark import SparkContext
-            SparkContext.getOrCreate().setJobDescription(name)   # its jobs, named in Spark's event log
-            try:
-                self._out["value"] = fn()
-            except BaseException as e:  # handed to the caller by result()
-                self._out["error"] = e
-
-        self._thread = InheritableThread(target=target, name=f"kafkasim-{name}", daemon=True)
-        self._thread.start()
-
-    def result(self) -> Any:
-        self._thread.join()
-        if "error" in self._out:
-            raise self._out["error"]
-        return self._out["value"]
-
-    def wait(self) -> Any:
-        """Wait for it; its value, or None when it failed (the caller is already failing)."""
-        self._thread.join()
-        return self._out.get("value")
 
 
 # the tables in the order they are listed (summary, report), whichever thread wrote them; a table not named
@@ -234,7 +214,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
     from analysis.ops_tables import build_ops_tables, nemesis_lines, paired, paired_rows
     from analysis.report import write_report
     from analysis.runs import read_meta, runs_table
-    from analysis.spark import kept, release, sized_to, small_input
+    from analysis.spark import Background, kept, release, sized_to, small_input
     from analysis.tables import event_log_tables
     from analysis.tables import faults as faults_table
 
@@ -293,8 +273,8 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
     # The event lines are parsed and kept, and the tables made from them alone written, in other driver threads
     # while this one pairs the history and writes the operations' tables: on a small run each step is mostly
     # the driver's planning, one core's work, and the two sides share nothing.
-    keeping = _Background(keep_event_lines, "keep-event-lines")
-    event_side = _Background(write_event_log_tables, "event-log-tables")
+    keeping = Background(keep_event_lines, "keep-event-lines")
+    event_side = Background(write_event_log_tables, "event-log-tables")
     extras = planning = None
     try:
         spark.sparkContext.setJobDescription("table ops")
@@ -325,16 +305,34 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         # failovers are computed: thousands of calls into the JVM, during which the executors would otherwise
         # wait, and the broadcasts beneath the checkers' cut rows (checks_base.Ctx.cut), which start as they
         # are planned.  They need only the tables above.
-        planning = _Background(lambda: plan_checks(inputs, checked, **options), "plan-checks")
+        # A small input's checkers are also run and their anomalies written in that thread, while this one is
+        # still on the failovers: each side is mostly one core's planning.  A large input's run after the
+        # failovers, as before (their tasks would share the cores, and their caches the memory).
+        small = small_input(spark)
+
+        def check() -> tuple[Any, dict[str, Any] | None]:
+            planned = plan_checks(inputs, checked, **options)
+            if not small:
+                return planned, None
+            done: dict[str, Any] = {}
+            spark.sparkContext.setJobDescription("table anomalies")   # its jobs, named as before
+            write("anomalies", run_checks(planned), done, concurrent=True)   # releases the checkers' caches
+            return planned, done
+
+        planning = Background(check, "plan-checks")
         nemesis = nemesis_lines(extras)
         write("faults", faults_table(inputs, nemesis))
         # a small input's timeline checkpointed first: its plan (arrays searched with lambdas) is optimized once,
         # not again by the write
         spark.sparkContext.setJobDescription("table failovers")
         write("failovers", kept(failovers(inputs, {**written, "nemesis": nemesis}), lambda df: df))
-        planned, planning = planning.result(), None
-        spark.sparkContext.setJobDescription("table anomalies")
-        write("anomalies", run_checks(planned))
+        (planned, checked_rows), planning = planning.result(), None
+        if checked_rows is None:
+            spark.sparkContext.setJobDescription("table anomalies")
+            write("anomalies", run_checks(planned))
+        else:
+            written.update(checked_rows)
+            lap("wait_anomalies")
         write("verdicts", verdicts(inputs, written["anomalies"], **options))
         written.update(event_side.result())
         lap("wait_event_tables")
@@ -347,19 +345,33 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         if planning is not None:   # a step failed while the checkers were being planned
             left = planning.wait()
             if left is not None:
-                left.ctx.release()
+                left[0].ctx.release()   # (released already when its checks ran: a second release frees nothing)
         event_side.wait()   # a step failed: the other threads end before what they read is freed
         keeping.wait()
         for df in (extras, inputs.parsed, inputs.segments):
             release(df)
         shutil.rmtree(out / "work", ignore_errors=True)
 
-    spark.sparkContext.setJobDescription("counts")
-    rows, anomalies = _counts(spark, written, out / "tables")
-    lap("count")
-    spark.sparkContext.setJobDescription("report")
-    report_path = write_report(written, out, written["verdicts"])
+    # the summary's counts in another driver thread while the report is computed and drawn (both only read the
+    # written tables; a small run's report is mostly the driver's planning and Python's drawing, one core's work)
+    counted: dict[str, float] = {}
+
+    def count() -> tuple[dict[str, int], dict[str, int]]:
+        t = time.monotonic()
+        try:
+            return _counts(spark, written, out / "tables")
+        finally:
+            counted["count"] = round(time.monotonic() - t, 1)
+
+    counting = Background(count, "counts")
+    try:
+        spark.sparkContext.setJobDescription("report")
+        report_path = write_report(written, out, written["verdicts"])
+    finally:
+        counting.wait()   # a failed report: the counts end before the caller stops the session
     lap("report")
+    rows, anomalies = counting.result()
+    seconds.update(counted)
     summary = {"runs": sorted(runs), "out": str(out), "tables": rows, "anomalies": anomalies,
                "report": str(report_path), "seconds": seconds, "wall_s": round(time.monotonic() - started, 1)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

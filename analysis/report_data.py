@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from analysis.local_rows import local_rows
 from analysis.runs import of_faults as _of_faults
-from analysis.spark import gathered, union_by_name
+from analysis.spark import Background, gathered, union_by_name
 from kafkacommon.hashing import partition_for
 
 MAX_DETAIL_RUNS = 20        # runs with a section of their own
@@ -44,6 +44,20 @@ QS = [0.05, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99]
 # operations; Spark's default, 10000, is kept for the tables of numbers): at 10M operations the series'
 # aggregation took about a third less with it
 SERIES_ACCURACY = 1000
+
+class Later:
+    """A dict computed by ``fn()`` in another driver thread (``analysis.spark.Background``, its Spark jobs named
+    ``name``); ``get`` waits for it."""
+
+    def __init__(self, fn, name: str) -> None:
+        self._bg = Background(fn, name)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self._bg.result().get(key, default)
+
+    def wait(self) -> None:
+        self._bg.wait()
+
 
 def _usable(tables: dict[str, DataFrame], name: str, cols: Sequence[str]) -> DataFrame | None:
     df = tables.get(name) if tables else None
@@ -81,6 +95,7 @@ class Aggregates:
         self.meta = _usable(t, "runs", ["run", "scenario", "seed", "client"])
         self.evidence_ops = _usable(t, "ops", EVIDENCE_OP_COLS)
         self._cached: list[DataFrame] = []
+        self._later: list[Later] = []
         # the small tables read several times are computed once
         if self.failovers is not None:
             self.failovers = self._cache(self.failovers.select(*FAILOVER_COLS))
@@ -97,6 +112,8 @@ class Aggregates:
         return df
 
     def release(self) -> None:
+        for later in self._later:   # what another thread computes from the cached frames ends first
+            later.wait()
         for df in self._cached:
             df.unpersist()
 
@@ -253,7 +270,11 @@ class Aggregates:
                          for r in got.get(name, [])}
         out["verdict_scenario"] = got.get("verdict_scenario", [])
         out["evidence"] = {(r["run"], r["_i"]): r for r in got.get("evidence", [])}
-        out["partitions"] = self._partitions(got.get("chosen", []), rf) if got.get("chosen") else {}
+        # the chosen partitions' series (the third collect) in another driver thread, while this one draws the
+        # figures that need only the rows above (``analysis.report`` reads them last)
+        chosen = got.get("chosen")
+        out["partitions"] = Later(lambda: self._partitions(chosen, rf) if chosen else {}, "report")
+        self._later.append(out["partitions"])
         return out
 
     def _evidence(self, runs: Sequence[str]) -> DataFrame:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -323,3 +324,34 @@ def _bytes(size: str) -> int:
     units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
     s = size.strip().lower().rstrip("b")
     return int(float(s[:-1]) * units[s[-1]]) if s and s[-1] in units else int(s)
+
+
+class Background:
+    """``fn()`` in another driver thread (PySpark's ``InheritableThread``: it gets this thread's job
+    properties, and its JVM thread is released when it ends); ``result()`` waits for it (from any thread)."""
+
+    def __init__(self, fn, name: str) -> None:
+        from pyspark import InheritableThread
+        self._out: dict[str, Any] = {}
+
+        def target() -> None:
+            from pyspark import SparkContext
+            SparkContext.getOrCreate().setJobDescription(name)   # its jobs, named in Spark's event log
+            try:
+                self._out["value"] = fn()
+            except BaseException as e:  # handed to the caller by result()
+                self._out["error"] = e
+
+        self._thread = InheritableThread(target=target, name=f"kafkasim-{name}", daemon=True)
+        self._thread.start()
+
+    def result(self) -> Any:
+        self._thread.join()
+        if "error" in self._out:
+            raise self._out["error"]
+        return self._out["value"]
+
+    def wait(self) -> Any:
+        """Wait for it; its value, or None when it failed (the caller is already failing)."""
+        self._thread.join()
+        return self._out.get("value")
