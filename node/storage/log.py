@@ -8,7 +8,8 @@ The leader epoch cache lives next to the segments in ``leader-epoch-checkpoint``
 Compaction (:mod:`.cleaner`) rewrites non-active segments without renumbering, so a
 cleaned log has offset gaps: inside batches, between batches and between segments.
 Reads skip them (a read at a removed offset returns the next batch that remains).
-The cleaner swaps segments in through :meth:`PartitionLog.replace_segments`; opening
+The cleaner swaps segments in through :meth:`PartitionLog.replace_segments` (:mod:`.log_segments`, with
+retention's segment operations); opening
 a log (:mod:`.log_loader`) deletes ``.cleaned`` leftovers and completes an interrupted ``.swap``.
 
 Time never comes from a clock here: callers pass ``now_ms``.
@@ -20,27 +21,26 @@ from then on: its directory is offline until the broker restarts.
 """
 from __future__ import annotations
 
-import functools
-import os
 import random
 from bisect import bisect_right
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Callable, Sequence
 
 from kafkacommon.batch_scan import scan_headers
 from kafkacommon.record_batch import encode_batch
 
-from .errors import KafkaStorageError, StorageError
+from .errors import KafkaStorageError, StorageError, guard_io
 from .file_records import FileRecords
 from .checkpoint import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT,
                          CleanerCheckpointFile, CleanerState, LeaderEpochCheckpointFile, PreparedCheckpoint,
                          read_checkpoint, write_checkpoint)
 from .epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from .log_loader import RecoveryReport, complete_swaps, load_segments
-from .retention import SegmentInfo, should_roll
+from .log_segments import SegmentsMixin
+from .retention import should_roll
 from .txn_log import TxnLog
-from .segment import CLEANED_SUFFIX, DEFAULT_INDEX_INTERVAL_BYTES, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+from .segment import DEFAULT_INDEX_INTERVAL_BYTES, DELETED_SUFFIX, LogSegment
 
 __all__ = ["DELETED_SUFFIX", "InvalidAppendError", "LeaderEpochCache", "OffsetOutOfRangeError", "PartitionLog",
            "RecordTooLargeError", "RecoveryReport", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET"]
@@ -53,20 +53,6 @@ _INT32_MAX = (1 << 31) - 1
 RecordInput = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int | None]
 #: ``on_io_error(log dir, what was being done, the error)``: the broker's log directory failure channel
 IoErrorHook = Callable[[str, str, OSError], None]
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _io(what: str) -> Callable[[_F], _F]:
-    """A PartitionLog method whose OSError takes the log's directory offline (Kafka's maybeHandleIOException)."""
-    def wrap(method: _F) -> _F:
-        @functools.wraps(method)
-        def guarded(self: "PartitionLog", *args: Any, **kwargs: Any) -> Any:
-            try:
-                return method(self, *args, **kwargs)
-            except OSError as e:
-                raise self._io_failed(what, e) from e
-        return guarded  # type: ignore[return-value]
-    return wrap
 
 
 class OffsetOutOfRangeError(StorageError):
@@ -81,7 +67,7 @@ class RecordTooLargeError(StorageError):
     """A batch larger than max.message.bytes (Kafka's RecordTooLargeException, MESSAGE_TOO_LARGE)."""
 
 
-class PartitionLog:
+class PartitionLog(SegmentsMixin):
     """The on-disk log of one partition replica; opens (recovering) or creates it."""
 
     def __init__(self, log_dir: Path | str, topic: str, partition: int, *,
@@ -168,7 +154,7 @@ class PartitionLog:
         """The first offset readable: the first segment's base offset, or above it after retention moved it."""
         return max(self._log_start, self._segments[0].base_offset)
 
-    @_io("log start offset checkpoint write")
+    @guard_io("log start offset checkpoint write")
     def _set_log_start(self, offset: int) -> None:
         self._log_start = offset
         write_checkpoint(self._lso_path, [str(offset)])
@@ -190,13 +176,13 @@ class PartitionLog:
         """The log cleaner's persisted state (``cleaner-offset-checkpoint``), None if never cleaned."""
         return self._cleaner_state
 
-    @_io("cleaner checkpoint write")
+    @guard_io("cleaner checkpoint write")
     def set_cleaner_state(self, state: CleanerState) -> None:
         """Persist the log cleaner's state (atomically, next to the segments)."""
         self._cleaner_file.write(state)
         self._cleaner_state = state
 
-    @_io("leader epoch checkpoint write")
+    @guard_io("leader epoch checkpoint write")
     def assign_epoch(self, epoch: int, start_offset: int, prepared: PreparedCheckpoint | None = None) -> bool:
         """:meth:`LeaderEpochCache.assign` (its checkpoint written, or ``prepared``'s renamed into place when
         it holds the same entries: :meth:`prepare_epoch`), an I/O error taking the directory offline."""
@@ -220,7 +206,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------ producers and transactions
 
-    @_io("producer state load")
+    @guard_io("producer state load")
     def producers(self):
         """The producers of this log (replication/producer_state.py's ProducerStates), built from the newest
         snapshot and the log after it the first time they are needed (node/storage/txn_log.py)."""
@@ -252,7 +238,7 @@ class PartitionLog:
         if self._closed:
             raise StorageError(f"log {self.dir} is closed")
 
-    @_io("configure")
+    @guard_io("configure")
     def configure(self, *, segment_bytes: int, segment_ms: int, index_interval_bytes: int, segment_jitter_ms: int,
                   max_index_bytes: int, flush_messages: int, file_delete_delay_ms: int) -> None:
         """Take a topic's (new) configs: the next append rolls, indexes and flushes by them (Kafka's
@@ -295,7 +281,7 @@ class PartitionLog:
         seg.roll_jitter_ms = self._jitter()
         self._segments.append(seg)
 
-    @_io("append")
+    @guard_io("append")
     def append_as_leader(self, records: Sequence[RecordInput], leader_epoch: int,
                          now_ms: int, max_batch_bytes: int | None = None, *, compression: int = 0,
                          log_append_time: bool = False, producer: tuple[int, int] | None = None) -> tuple[int, int]:
@@ -336,7 +322,7 @@ class PartitionLog:
         self._append(data, base, last, max(r[2] for r in rows), now_ms)
         return base, last
 
-    @_io("append")
+    @guard_io("append")
     def append_batch_as_leader(self, batch: bytes, record_count: int, max_timestamp: int,
                                leader_epoch: int, now_ms: int, max_batch_bytes: int | None = None) -> tuple[int, int]:
         """Append a client's record batch, already checked (listener/records.py), as it arrived:
@@ -362,7 +348,7 @@ class PartitionLog:
         self._append(data, base, last, max_timestamp, now_ms)   # written as is: no second copy
         return base, last
 
-    @_io("follower append")
+    @guard_io("follower append")
     def append_as_follower(self, batch_bytes: bytes | memoryview, *, allow_gaps: bool = False,
                            now_ms: int | None = None) -> tuple[int, int] | None:
         """Append whole batches fetched from the leader; return (first, last) offset or None if empty.
@@ -398,7 +384,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------ reads
 
-    @_io("read")
+    @guard_io("read")
     def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
         """Whole batches from the batch containing ``start_offset``, across segments.
 
@@ -409,7 +395,7 @@ class PartitionLog:
         """
         return b"".join(self._pieces(start_offset, max_bytes, max_offset, lambda seg: seg.read_slice))
 
-    @_io("read")
+    @guard_io("read")
     def read_file_records(self, start_offset: int, max_bytes: int, max_offset: int | None = None) -> FileRecords:
         """What :meth:`read` returns, left in the segment files (``node.storage.file_records``): a
         consumer fetch's bytes, which the listener sends with sendfile."""
@@ -441,7 +427,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------ truncation, flush, close
 
-    @_io("truncate")
+    @guard_io("truncate")
     def truncate_to(self, offset: int) -> int:
         """Remove everything from the batch containing ``offset`` on; return records removed.
 
@@ -478,7 +464,7 @@ class PartitionLog:
             self.set_cleaner_state(self._cleaner_state.truncated(self.log_end_offset))
         return dropped
 
-    @_io("truncate")
+    @guard_io("truncate")
     def truncate_fully_and_start_at(self, offset: int) -> int:
         """Delete every segment and start empty at ``offset`` (a follower behind its leader's log
         start offset, as Kafka's ``truncateFullyAndStartAt``); return the records removed."""
@@ -495,48 +481,6 @@ class PartitionLog:
             self.set_cleaner_state(CleanerState(offset))
         return dropped
 
-    # ------------------------------------------------------------ retention support
-
-    @_io("retention scan")
-    def segment_infos(self) -> list[SegmentInfo]:
-        """Each segment's base offset, size and largest timestamp (the file's mtime when it has no
-        timestamp, as Kafka's ``largestTimestamp``), oldest first: the input of retention's rule."""
-        return [SegmentInfo(s.base_offset, s.size, s.max_timestamp if s.max_timestamp >= 0
-                            else int(os.stat(s.log_path).st_mtime * 1000)) for s in self._segments]
-
-    @_io("log start offset checkpoint write")
-    def maybe_increment_log_start_offset(self, offset: int) -> bool:
-        """Move the log start offset up to ``offset`` (never past the LEO); True if it moved."""
-        self._check_open()
-        offset = min(offset, self.log_end_offset)
-        if offset <= self.log_start_offset:
-            return False
-        self._set_log_start(offset)
-        return True
-
-    @_io("segment deletion")
-    def delete_oldest_segments(self, count: int, now_ms: int | None = None) -> list[int]:
-        """Delete the ``count`` oldest segments (rolling an empty one at the LEO first when that is
-        all of them) and move the log start offset to the first remaining; return their base offsets."""
-        self._check_open()
-        if count <= 0:
-            return []
-        if count >= len(self._segments):
-            count = len(self._segments)
-            self._roll(self.log_end_offset, now_ms)
-        doomed, self._segments = self._segments[:count], self._segments[count:]
-        for seg in doomed:
-            if self.file_delete_delay_ms > 0 and now_ms is not None:
-                # Kafka's deleteSegmentFiles: renamed .deleted now, removed file.delete.delay.ms later
-                seg.change_file_suffix(DELETED_SUFFIX)
-                self.pending_deletes.append((now_ms + self.file_delete_delay_ms, seg))
-            else:
-                seg.delete()
-        if self._segments[0].base_offset > self._log_start:
-            self._set_log_start(self._segments[0].base_offset)
-        self.txn.on_segments_deleted([seg.base_offset for seg in doomed], self.log_start_offset)
-        return [seg.base_offset for seg in doomed]
-
     def _batch_start_or_gap(self, offset: int) -> int:
         """Base offset of the batch holding ``offset``, or ``offset`` if no batch holds it."""
         bases = [s.base_offset for s in self._segments]
@@ -544,44 +488,7 @@ class PartitionLog:
         found = self._segments[i].find_batch(offset) if i >= 0 else None
         return found[1].base_offset if found is not None and found[1].base_offset <= offset else offset
 
-    # ------------------------------------------------------------ compaction support
-
-    @_io("cleaner segment swap")
-    def replace_segments(self, old: Sequence[LogSegment], new: LogSegment) -> None:
-        """Swap ``new`` in for ``old``, a run of consecutive non-active segments (Kafka's replaceSegments).
-
-        ``new`` must be a whole, sealed segment written under ``.cleaned`` names, with
-        ``old[0]``'s base offset and no offset at or beyond the base offset of the
-        segment after ``old``.  Steps, each crash-safe (see :meth:`_complete_swaps`):
-        record the pending swap in the cleaner checkpoint; rename ``new`` to ``.swap``
-        (index files first, ``.log`` last: the commit point); delete the old segments;
-        rename ``new`` to its final names; clear the pending swap.
-        """
-        self._check_open()
-        if not old:
-            raise ValueError("no segments to replace")
-        try:
-            i = next(n for n, seg in enumerate(self._segments) if seg is old[0])
-        except StopIteration:
-            raise ValueError(f"{old[0]} is not a segment of {self}") from None
-        j = i + len(old)
-        if j >= len(self._segments) or any(a is not b for a, b in zip(self._segments[i:j], old)):
-            raise ValueError("old segments must be consecutive and not include the active segment")
-        end = self._segments[j].base_offset
-        if new.base_offset != old[0].base_offset or new.next_offset > end or new.file_suffix != CLEANED_SUFFIX:
-            raise ValueError(f"{new} cannot replace segments {old[0].base_offset}..{end - 1}")
-        new.flush()
-        state = self._cleaner_state or CleanerState(self.log_start_offset)
-        self.set_cleaner_state(replace(state, pending_swap=(new.base_offset, end)))
-        new.change_file_suffix(SWAP_SUFFIX)
-        for seg in old:
-            seg.delete()
-        new.change_file_suffix("")
-        self._segments[i:j] = [new]
-        self.txn.on_segments_replaced([seg.base_offset for seg in old], new.base_offset)
-        self.set_cleaner_state(replace(state, pending_swap=None))
-
-    @_io("flush")
+    @guard_io("flush")
     def flush(self, now_ms: int | None = None) -> None:
         """fsync the active segment (older ones were fsynced when rolled)."""
         self._check_open()
@@ -594,17 +501,6 @@ class PartitionLog:
     def unflushed(self) -> int:
         """Records appended since the last fsync."""
         return self._unflushed
-
-    @_io("delayed segment deletion")
-    def purge_deleted(self, now_ms: int) -> list[int]:
-        """Remove the files of retention-deleted segments whose ``file.delete.delay.ms`` has passed
-        (-> their base offsets)."""
-        self._check_open()
-        due = [seg for t, seg in self.pending_deletes if t <= now_ms]
-        self.pending_deletes = [(t, seg) for t, seg in self.pending_deletes if t > now_ms]
-        for seg in due:
-            seg.delete()
-        return [seg.base_offset for seg in due]
 
     def close(self) -> None:
         """Flush and close every segment (idempotent); deleted segments waiting out their delay go now.  A log
