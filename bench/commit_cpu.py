@@ -6,8 +6,8 @@ set (issue 49: the wall-clock ratio of bench/coordinator.py swings with the load
 A real 3-broker cluster (RF 3, acks=all, 50 offsets partitions), N librdkafka consumers (one group each,
 synchronous commits of ``--per-request`` offsets), 2 s of warm-up, then a measured window of ``--seconds``:
 - the brokers' CPU per commit (/proc: user + system of each broker process), and split by thread: each broker's
-  threads by name (read with ``py-spy dump`` when py-spy is installed; else by the OS thread name, which for the
-  Python threads is the interpreter's);
+  threads by name (``bench.scale.thread_names``: ``py-spy dump``; without py-spy, by the OS
+  thread name, which for the Python threads is the interpreter's);
 - the client's CPU per commit (this process: librdkafka's threads and the Python threads driving them);
 - then the floor, for as long: the same consumers fetching the same offsets back (OffsetFetch: the same
   listener, door and core, no write, no replication), its CPU per request.
@@ -20,8 +20,6 @@ import argparse
 import collections
 import os
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -30,42 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import TICK_MS, make_cluster  # noqa: E402
+from bench.common import TICK_MS, make_cluster, thread_times  # noqa: E402
+from bench.scale import thread_names  # noqa: E402
 from util.waiting import wait_for  # noqa: E402
 from zk.admin import create_topic  # noqa: E402
 from zk.server import EmbeddedZooKeeper  # noqa: E402
-
-HZ = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_s(stat_path: str) -> float:
-    fields = open(stat_path).read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / HZ
-
-
-def _threads(pid: int) -> dict[int, tuple[str, float]]:
-    """Each thread of ``pid``: (its OS name, its CPU seconds)."""
-    out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            text = open(f"/proc/{pid}/task/{tid}/stat").read()
-        except OSError:
-            continue
-        out[int(tid)] = (text[text.index("(") + 1:text.rindex(")")], _cpu_s(f"/proc/{pid}/task/{tid}/stat"))
-    return out
-
-
-def _python_names(pid: int) -> dict[int, str]:
-    """The Python threads' names by OS thread id, from ``py-spy dump`` (empty without py-spy)."""
-    if shutil.which("py-spy") is None:
-        return {}
-    try:
-        text = subprocess.run(["py-spy", "dump", "-p", str(pid), "--nonblocking"], capture_output=True, text=True,
-                              timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    return {int(m.group(1)): m.group(2) for m in re.finditer(r'Thread (\d+) \([^)]*\): "([^"]*)"', text)}
-
 
 def one_run(zk: EmbeddedZooKeeper, work: Path, threads: int, seconds: float, per_request: int) -> dict:
     from confluent_kafka import Consumer, TopicPartition
@@ -94,11 +61,11 @@ def one_run(zk: EmbeddedZooKeeper, work: Path, threads: int, seconds: float, per
             for t in ts:
                 t.start()
             time.sleep(2)   # warm-up: every consumer in its loop
-            names = {b: _python_names(p) for b, p in pids.items()}
-            before = {b: _threads(p) for b, p in pids.items()}
+            names = {b: thread_names(p) for b, p in pids.items()}
+            before = {b: thread_times(p) for b, p in pids.items()}
             mine0, n0, load0, t0 = os.times(), sum(counts), os.getloadavg()[0], time.perf_counter()
             time.sleep(seconds)
-            after = {b: _threads(p) for b, p in pids.items()}
+            after = {b: thread_times(p) for b, p in pids.items()}
             mine1, n1, load1, took = os.times(), sum(counts), os.getloadavg()[0], time.perf_counter() - t0
             stop.set()
             for t in ts:
@@ -107,7 +74,8 @@ def one_run(zk: EmbeddedZooKeeper, work: Path, threads: int, seconds: float, per
             by_thread: collections.Counter = collections.Counter()
             for b in pids:
                 for tid, (comm, cpu1) in after[b].items():
-                    name = names[b].get(tid) or f"{comm} (OS name)"
+                    # the thread's name without its root frame
+                    name = names[b][tid].split(" (")[0] if tid in names[b] else f"{comm} (OS name)"
                     by_thread[re.sub(r"\d+", "N", name)] += cpu1 - before[b].get(tid, (comm, 0.0))[1]
             brokers = sum(by_thread.values())
             client = (mine1.user + mine1.system) - (mine0.user + mine0.system)

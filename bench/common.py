@@ -1,6 +1,7 @@
 """Shared by the benchmarks: percentiles, a fresh 3-broker cluster per run on one shared ZooKeeper."""
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -22,6 +23,25 @@ from zk.server import EmbeddedZooKeeper, free_port  # noqa: E402
 
 TICK_MS = 100
 SESSION_MS = 1000
+
+
+def thread_times(pid: int) -> dict[int, tuple[str, float]]:
+    """Each thread of process ``pid`` by OS thread id: (its OS name, its CPU seconds, user + system), from
+    /proc/PID/task/TID/stat; empty when the process is gone (a thread that ended meanwhile is left out)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, tuple[str, float]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            s = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue
+        f = s.rsplit(")", 1)[1].split()
+        out[int(tid)] = (s[s.index("(") + 1:s.rindex(")")], (int(f[11]) + int(f[12])) / tick)
+    return out
 
 
 def pct(xs: list[float], q: float) -> float:

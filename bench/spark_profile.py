@@ -13,11 +13,12 @@ Nothing here imports pyspark; the event log is Spark's JSON lines (``spark.event
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from bench.common import thread_times
 
 KINDS = ("planning", "tasks", "jit", "gc", "other")
 
@@ -34,23 +35,6 @@ def _kind(thread: str) -> str:
     return "other"
 
 
-def _threads(pid: int) -> dict[int, tuple[str, float]]:
-    tick = os.sysconf("SC_CLK_TCK")
-    out = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            s = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-        except OSError:
-            continue
-        f = s.rsplit(")", 1)[1].split()
-        out[int(tid)] = (s[s.index("(") + 1:s.rindex(")")], (int(f[11]) + int(f[12])) / tick)
-    return out
-
-
 class ThreadCpu:
     """CPU seconds of JVM ``pid`` by kind of thread (``KINDS``).  ``sample()`` reads every thread now (a thread
     that ended between samples keeps its last reading); ``since(before)`` the difference by kind."""
@@ -61,7 +45,7 @@ class ThreadCpu:
 
     def sample(self) -> dict[str, float]:
         if self.pid:
-            self.seen.update(_threads(self.pid))
+            self.seen.update(thread_times(self.pid))
         out = dict.fromkeys(KINDS, 0.0)
         for name, cpu in self.seen.values():
             out[_kind(name)] += cpu
