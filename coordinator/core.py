@@ -100,6 +100,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from coordinator import records as rec
+from coordinator.commit_checks import txn_commit_error
 from coordinator.config import GroupConfig
 from coordinator.group import (
     COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupMetadata,
@@ -227,7 +228,7 @@ class PartitionCoordinator:
             return self._answer(handle, req.error_response(error))
         out = Result(self.partition, now_ms)
         group = self.groups.get(req.group_id) or self.groups.create(out, req.group_id, "txn_commit")
-        code = self.membership.validate_txn_commit(group, req)
+        code = txn_commit_error(group, req)
         if code is None:
             out.extend(self.offsets.commit(handle, req, now_ms))
         else:

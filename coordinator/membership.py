@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from coordinator import records as rec
+from coordinator.commit_checks import commit_error
 from coordinator.config import GroupConfig
 from coordinator.group import (
     COMPLETING_REBALANCE, DEAD, EMPTY, NO_HANDLE, PREPARING_REBALANCE, STABLE,
@@ -22,7 +23,6 @@ from coordinator.group import (
 from coordinator.messages import (
     HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
     LeaveGroupRequest, LeaveGroupResponse, OffsetCommitRequest, SyncGroupRequest, SyncGroupResponse,
-    TxnOffsetCommitRequest,
 )
 from coordinator.registry import GroupRegistry
 from coordinator.result import Result, map_group_append_error
@@ -579,37 +579,12 @@ class MembershipManager:
     # ------------------------------------------------------------------ OffsetCommit's checks
 
     def validate_commit(self, group: GroupMetadata | None, req: OffsetCommitRequest, now_ms: int) -> int | None:
-        """handleCommitOffsets' checks: None when the offsets are to be stored (a member's commit completes its
-        heartbeat expectation too), else the error for every partition."""
-        if group is None:
-            return errors.ILLEGAL_GENERATION
-        if group.is_(DEAD):
-            return errors.COORDINATOR_NOT_AVAILABLE
-        if group.is_static_member_fenced(req.member_id, req.group_instance_id):
-            return errors.FENCED_INSTANCE_ID
-        if req.generation_id < 0 and group.is_(EMPTY):
-            return None
-        if not self.config.check_commit_generation:   # a planted bug (chaos checkers' tests)
-            return None
-        if not group.has(req.member_id):
-            return errors.UNKNOWN_MEMBER_ID
-        if req.generation_id != group.generation:
-            return errors.ILLEGAL_GENERATION
-        if group.state in (STABLE, PREPARING_REBALANCE):
+        """handleCommitOffsets' checks (:func:`coordinator.commit_checks.commit_error`): None when the offsets
+        are to be stored, else the error for every partition.  A member's accepted commit completes its
+        heartbeat expectation too."""
+        check_generation = self.config.check_commit_generation
+        code = commit_error(group, req, check_generation)
+        if code is None and check_generation and group is not None and group.state in (STABLE, PREPARING_REBALANCE):
             member = group.get(req.member_id)
             self._schedule_heartbeat(group, member, member.session_timeout_ms, now_ms)
-            return None
-        return errors.REBALANCE_IN_PROGRESS   # CompletingRebalance: a new generation, no assignment yet
-
-    def validate_txn_commit(self, group: GroupMetadata, req: TxnOffsetCommitRequest) -> int | None:
-        """doTxnCommitOffsets' checks: None when the offsets are to be written, else the error for every
-        partition (the member and the generation are checked only when given)."""
-        if group.is_(DEAD):
-            return errors.COORDINATOR_NOT_AVAILABLE
-        if group.is_static_member_fenced(req.member_id, req.group_instance_id):
-            return errors.FENCED_INSTANCE_ID
-        if req.member_id and not group.has(req.member_id):
-            return errors.UNKNOWN_MEMBER_ID
-        if req.generation_id >= 0 and req.generation_id != group.generation:
-            return errors.ILLEGAL_GENERATION
-        return None
+        return code

@@ -3,8 +3,8 @@
 :class:`OffsetsManager` owns the offsets cache and follows Kafka 2.8.2's
 GroupMetadataManager (storeOffsets, getOffsets, removeAllOffsets) with
 GroupMetadata.removeExpiredOffsets.  Whether a commit is accepted at all
-(member, generation, group state) is the membership manager's question
-(:meth:`coordinator.membership.MembershipManager.validate_commit`); the group
+(member, generation, group state) is :mod:`coordinator.commit_checks`' question,
+asked by :meth:`coordinator.membership.MembershipManager.validate_commit`); the group
 a read or an expiry needs is passed in.
 
 The offsets cache is changed only by :meth:`OffsetsManager.replay`.  Commits in
