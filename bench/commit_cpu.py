@@ -28,7 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.commit_load import FloorProducer, produce_requests  # noqa: E402
 from bench.common import TICK_MS, make_cluster, thread_times  # noqa: E402
+from kafkacommon.hashing import partition_for  # noqa: E402
 from bench.scale import thread_names  # noqa: E402
 from util.waiting import wait_for  # noqa: E402
 from zk.admin import create_topic  # noqa: E402
@@ -46,6 +48,16 @@ def one_run(zk: EmbeddedZooKeeper, work: Path, threads: int, seconds: float, per
         for i, k in enumerate(consumers):
             wait_for(lambda k=k: k.committed([tps[0]], timeout=10) is not None, 30, f"the coordinator of cpu-{i}")
         pids = dict(c.pids)
+        # the write floor's producers: one Produce of one batch of a commit's records in flight each, acks=all, to
+        # a topic of RF 3 with as many partitions as __consumer_offsets, each on its group's offsets partition
+        create_topic(c.zk(), "commit-floor", 50, 3, {})
+        producers = [FloorProducer(boot, f"cpu-floor-{i}", "commit-floor", partition_for(f"cpu-{i}", 50), f"cpu-{i}",
+                                   "t", per_request) for i in range(threads)]
+        for p in producers:
+            wait_for(lambda p=p: p.round(0), 30, "a first produce")   # metadata and connections first
+        for p in producers:
+            p.errors.clear()
+        produced0 = produce_requests(c.run_dir, "cpu-floor")
 
         def window(call) -> dict:
             counts = [0] * threads
@@ -55,7 +67,7 @@ def one_run(zk: EmbeddedZooKeeper, work: Path, threads: int, seconds: float, per
                 n = 0
                 while not stop.is_set():
                     n += 1
-                    call(consumers[i], n)
+                    call(i, n)
                     counts[i] += 1
             ts = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(threads)]
             for t in ts:
@@ -71,6 +83,7 @@ def one_run(zk: EmbeddedZooKeeper, work: Path, threads: int, seconds: float, per
             for t in ts:
                 t.join(30)
             n = max(n1 - n0, 1)
+            rounds = sum(counts)
             by_thread: collections.Counter = collections.Counter()
             for b in pids:
                 for tid, (comm, cpu1) in after[b].items():
@@ -80,14 +93,19 @@ def one_run(zk: EmbeddedZooKeeper, work: Path, threads: int, seconds: float, per
             brokers = sum(by_thread.values())
             client = (mine1.user + mine1.system) - (mine0.user + mine0.system)
             return {"requests_per_s": n / took, "brokers_ms": 1000 * brokers / n, "client_ms": 1000 * client / n,
-                    "threads_ms": {k: 1000 * v / n for k, v in by_thread.most_common()}, "load": (load0, load1)}
+                    "threads_ms": {k: 1000 * v / n for k, v in by_thread.most_common()}, "load": (load0, load1),
+                    "rounds": rounds}
 
-        commit = window(lambda k, n: k.commit(offsets=[TopicPartition("t", p, n) for p in range(per_request)],
-                                              asynchronous=False))
-        floor = window(lambda k, n: k.committed(tps, timeout=10))
+        commit = window(lambda i, n: consumers[i].commit(
+            offsets=[TopicPartition("t", p, n) for p in range(per_request)], asynchronous=False))
+        floor = window(lambda i, n: consumers[i].committed(tps, timeout=10))
+        write = window(lambda i, n: producers[i].round(n))
+        write["errors"] = sum(len(p.errors) for p in producers)
+        # one Produce request a round: the brokers' logged requests against the rounds the window counted
+        write["produce_requests"] = produce_requests(c.run_dir, "cpu-floor") - produced0
         for k in consumers:
             k.close()
-        return {"commit": commit, "floor": floor}
+        return {"commit": commit, "floor": floor, "write": write}
     finally:
         c.down()
 
@@ -106,15 +124,19 @@ def main() -> None:
         try:
             for run in range(1, a.runs + 1):
                 r = one_run(zk, Path(tmp), a.threads, a.seconds, a.per_request)
-                for kind, w in (("commit", r["commit"]), ("floor (OffsetFetch)", r["floor"])):
+                for kind, w in (("commit", r["commit"]), ("floor (OffsetFetch)", r["floor"]),
+                                (f"write floor (Produce of {a.per_request} records)", r["write"])):
                     print(f"run {run} {kind}: {w['requests_per_s']:.0f} requests/s, brokers' CPU "
                           f"{w['brokers_ms']:.3f} ms a request (all 3), client {w['client_ms']:.3f} ms; load "
                           f"{w['load'][0]:.1f} / {w['load'][1]:.1f}")
                     for name, ms in list(w["threads_ms"].items())[:6]:
                         print(f"    {ms:.3f} ms  {name}")
+                w = r["write"]
+                print(f"run {run} write floor: {w['errors']} errors; {w['produce_requests']} Produce requests logged "
+                      f"for {w['rounds']} rounds ({'one a round' if w['produce_requests'] == w['rounds'] else 'NOT one a round'})")
                 if a.zookeeper_offsets_per_s:
                     need = a.zookeeper_offsets_per_s * 10 / a.per_request   # requests/s for 10x its offsets/s
-                    for kind, w in (("commit", r["commit"]), ("floor", r["floor"])):
+                    for kind, w in (("commit", r["commit"]), ("floor", r["floor"]), ("write floor", r["write"])):
                         cores = need * (w["brokers_ms"] + w["client_ms"]) / 1000
                         print(f"run {run} 10x {a.zookeeper_offsets_per_s:.0f} offsets/s = {need:.0f} requests/s "
                               f"at the {kind}'s CPU: {cores:.2f} cores (the machine has {os.cpu_count()})")
