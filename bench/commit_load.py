@@ -122,13 +122,16 @@ class FloorProducer:
 
 def produce_rdkafka(bootstrap: str, seconds: float, threads: int, per_request: int, floor_topic: str,
                     partitions: int, topic: str = "t", group_prefix: str = "bench-rd",
-                    client_prefix: str = "bench-floor") -> dict[str, Any]:
+                    client_prefix: str = "bench-floor",
+                    requests: Callable[[], int] | None = None) -> dict[str, Any]:
     """The write floor of :func:`commit_rdkafka`'s commits, for ``seconds``: a :class:`FloorProducer` per thread
     (client id ``{client_prefix}-{i}``) on ``floor_topic``'s partition ``partition_for("{group_prefix}-{i}",
     partitions)``, the offsets partition of the commit's group, so that the threads spread over the
-    partitions as the groups do.  ``rounds`` counts every round, each producer's untimed first one included,
-    to be checked against the Produce requests the brokers logged for ``client_prefix``
-    (:func:`produce_requests`): one a round."""
+    partitions as the groups do.  Each producer's first round, untimed, learns the topic's metadata (its
+    records, queued before the partition is known, go out in up to one request each).  ``requests``: the
+    Produce requests the brokers have logged for ``client_prefix`` (:func:`produce_requests`); read after
+    those first rounds and after the window, it gives ``produce_requests``, to be checked against the
+    window's ``rounds``: one a round."""
     from kafkacommon.hashing import partition_for
     producers = [FloorProducer(bootstrap, f"{client_prefix}-{i}", floor_topic,
                                partition_for(f"{group_prefix}-{i}", partitions), f"{group_prefix}-{i}", topic,
@@ -141,9 +144,10 @@ def produce_rdkafka(bootstrap: str, seconds: float, threads: int, per_request: i
 
     try:
         for i in range(threads):   # metadata and connections before the clock starts
-            wait_for(lambda i=i: one_round(i, 0), 30, f"a first produce of {client_prefix}-{i}")
+            wait_for(lambda i=i: producers[i].round(0), 30, f"a first produce of {client_prefix}-{i}")
         for p in producers:
             p.errors.clear()
+        logged = requests() if requests is not None else 0
         counts, failed = [0] * threads, [0] * threads
         stop = threading.Event()
 
@@ -157,6 +161,7 @@ def produce_rdkafka(bootstrap: str, seconds: float, threads: int, per_request: i
                     failed[i] += 1
         took = timed(run, threads, seconds, stop)
         done = sum(counts)
+        logged = requests() - logged if requests is not None else -1
     finally:
         for p in producers:
             p.producer.flush(10)
@@ -165,7 +170,7 @@ def produce_rdkafka(bootstrap: str, seconds: float, threads: int, per_request: i
         for name in p.errors:
             codes[name] = codes.get(name, 0) + 1
     return {"requests_per_s": done / took, "records_per_s": done * per_request / took, "errors": sum(failed),
-            "error_codes": codes, "seconds": took, "rounds": sum(rounds),
+            "error_codes": codes, "seconds": took, "rounds": sum(rounds), "produce_requests": logged,
             "partitions": len({p.partition for p in producers})}
 
 

@@ -232,9 +232,9 @@ def bench_commit(zk: EmbeddedZooKeeper, work: Path, seconds: float, threads: int
             result["rdkafka"] = commit_rdkafka(boot, seconds, threads, per_request)
             # the write floor: each commit is at least one acks=all, RF-3 append of its records through the
             # same listener; the same threads, each one Produce of one batch of the commit's records in flight
-            floor = produce_rdkafka(boot, seconds, threads, per_request, FLOOR_TOPIC, OFFSETS_PARTITIONS)
-            floor["produce_requests"] = produce_requests(c.run_dir, "bench-floor")
-            result["rdkafka"]["produce_floor"] = floor
+            result["rdkafka"]["produce_floor"] = produce_rdkafka(
+                boot, seconds, threads, per_request, FLOOR_TOPIC, OFFSETS_PARTITIONS, client_prefix="bench-floor",
+                requests=lambda: produce_requests(c.run_dir, "bench-floor"))
     finally:
         c.down()
     zk_after = zookeeper_design(zk, seconds, threads, per_request)
@@ -469,9 +469,9 @@ def main() -> None:
             print(f"  write floor, librdkafka producers (one Produce of one batch of {r['per_request']} commit-sized "
                   f"records in flight per thread, acks=all, RF 3, {f['partitions']} partitions): "
                   f"{f['requests_per_s']:.0f} requests/s, {f['records_per_s']:.0f} records/s ({f['errors']} errors "
-                  f"{f['error_codes'] or ''}; {f['ratio']:.1f}x the ZooKeeper design's offsets/s); the commits are "
-                  f"{x['requests_per_s'] / f['requests_per_s']:.2f} of it; {f['produce_requests']} Produce requests "
-                  f"logged for {f['rounds']} rounds ("
+                  f"{f['error_codes'] or ''}; {f['ratio']:.1f}x the ZooKeeper design's offsets/s); librdkafka's commits ÷ this floor "
+                  f"{x['requests_per_s'] / f['requests_per_s']:.2f}; {f['produce_requests']} Produce requests "
+                  f"logged for the window's {f['rounds']} rounds ("
                   f"{'one a round' if f['produce_requests'] == f['rounds'] else 'NOT one a round'})")
     for n in sorted({r["per_request"] for r in res.get("commit", [])}):
         rs = [r for r in res["commit"] if r["per_request"] == n]
