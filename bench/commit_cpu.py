@@ -2,6 +2,7 @@
 set (issue 49: the wall-clock ratio of bench/coordinator.py swings with the load of a shared 2-core machine).
 
     python bench/commit_cpu.py [--threads 128] [--seconds 10] [--per-request 10] [--runs 1] [--zookeeper-offsets-per-s N]
+                               [--profile DIR]
 
 A real 3-broker cluster (RF 3, acks=all, 50 offsets partitions), N librdkafka consumers (one group each,
 synchronous commits of ``--per-request`` offsets), 2 s of warm-up, then a measured window of ``--seconds``:
@@ -10,7 +11,15 @@ synchronous commits of ``--per-request`` offsets), 2 s of warm-up, then a measur
   thread name, which for the Python threads is the interpreter's);
 - the client's CPU per commit (this process: librdkafka's threads and the Python threads driving them);
 - then the floor, for as long: the same consumers fetching the same offsets back (OffsetFetch: the same
-  listener, door and core, no write, no replication), its CPU per request.
+  listener, door and core, no write, no replication), its CPU per request;
+- then the write floor, for as long: as many librdkafka producers, each with one Produce in flight carrying one
+  batch of a commit's records (its keys and values, ``--per-request`` of them), acks=all, to a topic of RF 3 with
+  as many partitions as __consumer_offsets (each producer on its group's offsets partition's number): every
+  commit is at least such a replicated append through the same listener.  Its CPU per request, and its Produce
+  requests as the brokers logged them against its rounds (one a round: each round's records in one request).
+With ``--profile DIR``, py-spy samples the thread holding the GIL (``--gil``) in every broker during each measured
+window (its collapsed stacks kept in DIR), and the functions most often running (self and inclusive) are
+printed per window, the three brokers together (py-spy's own CPU then loads the machine; the brokers' CPU is still read from /proc).
 With ``--zookeeper-offsets-per-s`` (the old ZooKeeper design's figure from bench/coordinator.py's run), the CPU
 the issue's goal (10x that many offsets a second) would take at these costs, in cores, against the machine's.
 """
@@ -20,6 +29,8 @@ import argparse
 import collections
 import os
 import re
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -31,12 +42,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.commit_load import FloorProducer, produce_requests  # noqa: E402
 from bench.common import TICK_MS, make_cluster, thread_times  # noqa: E402
 from kafkacommon.hashing import partition_for  # noqa: E402
-from bench.scale import thread_names  # noqa: E402
+from bench.scale import top_stacks, thread_names  # noqa: E402
 from util.waiting import wait_for  # noqa: E402
 from zk.admin import create_topic  # noqa: E402
 from zk.server import EmbeddedZooKeeper  # noqa: E402
 
-def one_run(zk: EmbeddedZooKeeper, work: Path, threads: int, seconds: float, per_request: int) -> dict:
+SPY_RATE = 100   # py-spy's samples a second (bench.scale.top_stacks counts CPU-seconds at this rate)
+
+def spy(pids: dict[int, int], out: Path) -> list[subprocess.Popen]:
+    """py-spy on every broker, samples of the thread holding the GIL (``--gil``), until SIGINT."""
+    procs = []
+    for b, pid in pids.items():
+        try:
+            procs.append(subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--format", "raw", "--gil",
+                                           "--rate", str(SPY_RATE), "--nonblocking", "-o", str(out / f"{b}.raw")],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        except FileNotFoundError:   # no py-spy: no profile
+            break
+    return procs
+
+
+def one_run(zk: EmbeddedZooKeeper, work: Path, threads: int, seconds: float, per_request: int,
+            profile: Path | None = None) -> dict:
     from confluent_kafka import Consumer, TopicPartition
     c = make_cluster(zk, work, partitions=50, **{"zookeeper.session.timeout.ms": 6000})
     try:
@@ -59,7 +86,7 @@ def one_run(zk: EmbeddedZooKeeper, work: Path, threads: int, seconds: float, per
             p.errors.clear()
         produced0 = produce_requests(c.run_dir, "cpu-floor")
 
-        def window(call) -> dict:
+        def window(call, kind: str) -> dict:
             counts = [0] * threads
             stop = threading.Event()
 
@@ -76,8 +103,16 @@ def one_run(zk: EmbeddedZooKeeper, work: Path, threads: int, seconds: float, per
             names = {b: thread_names(p) for b, p in pids.items()}
             before = {b: thread_times(p) for b, p in pids.items()}
             mine0, n0, load0, t0 = os.times(), sum(counts), os.getloadavg()[0], time.perf_counter()
+            procs = []
+            if profile is not None:
+                (profile / kind).mkdir(parents=True)
+                procs = spy(pids, profile / kind)
             time.sleep(seconds)
             after = {b: thread_times(p) for b, p in pids.items()}
+            for p in procs:
+                p.send_signal(signal.SIGINT)   # py-spy writes what it sampled
+            for p in procs:
+                p.wait(60)
             mine1, n1, load1, took = os.times(), sum(counts), os.getloadavg()[0], time.perf_counter() - t0
             stop.set()
             for t in ts:
@@ -97,9 +132,9 @@ def one_run(zk: EmbeddedZooKeeper, work: Path, threads: int, seconds: float, per
                     "rounds": rounds}
 
         commit = window(lambda i, n: consumers[i].commit(
-            offsets=[TopicPartition("t", p, n) for p in range(per_request)], asynchronous=False))
-        floor = window(lambda i, n: consumers[i].committed(tps, timeout=10))
-        write = window(lambda i, n: producers[i].round(n))
+            offsets=[TopicPartition("t", p, n) for p in range(per_request)], asynchronous=False), "commit")
+        floor = window(lambda i, n: consumers[i].committed(tps, timeout=10), "floor")
+        write = window(lambda i, n: producers[i].round(n), "write")
         write["errors"] = sum(len(p.errors) for p in producers)
         # one Produce request a round: the brokers' logged requests against the rounds the window counted
         write["produce_requests"] = produce_requests(c.run_dir, "cpu-floor") - produced0
@@ -117,13 +152,17 @@ def main() -> None:
     ap.add_argument("--per-request", type=int, default=10)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--zookeeper-offsets-per-s", type=float, default=None)
+    ap.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                    help="py-spy (--gil) on every broker during each measured window, its samples kept in DIR "
+                         "(raw, collapsed stacks); the top functions printed")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kafkasim-commit-cpu-") as tmp:
         zk = EmbeddedZooKeeper(Path(tmp) / "zk", tick_ms=TICK_MS)
         zk.start()
         try:
             for run in range(1, a.runs + 1):
-                r = one_run(zk, Path(tmp), a.threads, a.seconds, a.per_request)
+                profile = a.profile / f"run-{run}" if a.profile else None
+                r = one_run(zk, Path(tmp), a.threads, a.seconds, a.per_request, profile)
                 for kind, w in (("commit", r["commit"]), ("floor (OffsetFetch)", r["floor"]),
                                 (f"write floor (Produce of {a.per_request} records)", r["write"])):
                     print(f"run {run} {kind}: {w['requests_per_s']:.0f} requests/s, brokers' CPU "
@@ -134,6 +173,14 @@ def main() -> None:
                 w = r["write"]
                 print(f"run {run} write floor: {w['errors']} errors; {w['produce_requests']} Produce requests logged "
                       f"for {w['rounds']} rounds ({'one a round' if w['produce_requests'] == w['rounds'] else 'NOT one a round'})")
+                if profile is not None:
+                    for kind in ("commit", "floor", "write"):
+                        merged = profile / f"{kind}.raw"   # the three brokers' samples together
+                        merged.write_text("".join(f.read_text() for f in sorted((profile / kind).glob("*.raw"))))
+                        print(f"run {run} profile of the {kind} window, the three brokers (py-spy --gil, samples of "
+                              f"the thread holding the GIL):")
+                        for line in top_stacks(merged, 15):
+                            print(f"    {line}")
                 if a.zookeeper_offsets_per_s:
                     need = a.zookeeper_offsets_per_s * 10 / a.per_request   # requests/s for 10x its offsets/s
                     for kind, w in (("commit", r["commit"]), ("floor", r["floor"]), ("write floor", r["write"])):
