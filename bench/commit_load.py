@@ -73,23 +73,31 @@ def commit_rdkafka(bootstrap: str, seconds: float, threads: int, per_request: in
     return out
 
 
-def floor_records(group: str, topic: str, per_request: int, n: int, now_ms: int) -> list[dict[str, bytes]]:
-    """The records a commit of offset ``n`` of ``topic``'s partitions 0..per_request-1 by ``group`` writes to
-    ``__consumer_offsets`` (its keys and values), as ``Producer.produce_batch`` takes them: the write floor's
-    Produce carries them, so its batch is the size of the commit's."""
-    from coordinator.records import OffsetKey, OffsetValue, encode_key, encode_value
+def floor_keys(group: str, topic: str, per_request: int) -> list[bytes]:
+    """The keys of the records a commit of ``topic``'s partitions 0..per_request-1 by ``group`` writes to
+    ``__consumer_offsets``."""
+    from coordinator.records import OffsetKey, encode_key
+    return [encode_key(OffsetKey(group, topic, p)) for p in range(per_request)]
+
+
+def floor_value(n: int, now_ms: int) -> bytes:
+    """The value of a commit's record of offset ``n`` (no metadata, no leader epoch)."""
+    from coordinator.records import OffsetValue, encode_value
     value = encode_value(OffsetValue(n, -1, "", now_ms, None))
-    return [{"key": encode_key(OffsetKey(group, topic, p)), "value": value} for p in range(per_request)]
+    assert value is not None
+    return value
 
 
 class FloorProducer:
     """One thread's producer for the write floor of the commits :func:`commit_rdkafka` times: a confluent-kafka
     Producer (acks=all, no idempotence, no compression, no retries) whose :meth:`round` is one Produce of one
-    batch of a commit's records (:func:`floor_records` of ``group``) to ``floor_topic``'s ``partition``, then
-    ``flush()``: one request in flight, as a synchronous commit.  ``linger.ms`` is long, so the records wait
-    for the flush, which sends them at once (librdkafka ignores linger.ms during a flush), in one batch of
-    one request; the caller checks that against the Produce requests the brokers log for ``client_id``.
-    Delivery reports come only for errors, so that the client's Python work a round is about a commit's."""
+    batch of a commit's records (the keys and values that ``group``'s commit of ``topic``'s partitions
+    0..per_request-1 writes to ``__consumer_offsets``, so the batch is the size of the commit's) to
+    ``floor_topic``'s ``partition``, then ``flush()``: one request in flight, as a synchronous commit.
+    ``linger.ms`` is long, so the records wait for the flush, which sends them at once (librdkafka ignores
+    linger.ms during a flush), in one batch of one request; the caller checks that against the Produce
+    requests the brokers log for ``client_id``.  The keys are encoded once, and delivery reports come only
+    for errors, so that the client's Python work a round is about a commit's."""
 
     def __init__(self, bootstrap: str, client_id: str, floor_topic: str, partition: int, group: str, topic: str,
                  per_request: int) -> None:
@@ -98,8 +106,8 @@ class FloorProducer:
                                    "linger.ms": 1000, "batch.num.messages": max(per_request, 10_000),
                                    "enable.idempotence": False, "compression.type": "none", "retries": 0,
                                    "delivery.report.only.error": True, "log_level": 0})
-        self.floor_topic, self.partition, self.group, self.topic = floor_topic, partition, group, topic
-        self.per_request = per_request
+        self.floor_topic, self.partition = floor_topic, partition
+        self.keys = floor_keys(group, topic, per_request)   # made once: the client's work a round is the send
         self.errors: list[str] = []
 
     def _report(self, err: Any, _msg: Any) -> None:
@@ -110,7 +118,8 @@ class FloorProducer:
         """One Produce of the records of a commit of offset ``n``, flushed; True when every one was acked."""
         import time as _time
         before = len(self.errors)
-        records = floor_records(self.group, self.topic, self.per_request, n, int(_time.time() * 1000))
+        value = floor_value(n, int(_time.time() * 1000))
+        records = [{"key": k, "value": value} for k in self.keys]
         queued = self.producer.produce_batch(self.floor_topic, records, partition=self.partition,
                                              on_delivery=self._report)
         if queued != len(records):
