@@ -31,7 +31,13 @@ commit     OffsetCommit requests to a real 3-broker cluster (RF 3, acks=all),
            confluent-kafka Consumer per thread, one group each, synchronous
            commits), and the floor of that path: the same consumers reading the
            same offsets back (OffsetFetch: the same listener, door and core, no
-           write, no replication).
+           write, no replication), and the write floor: librdkafka producers,
+           as many threads, each with one Produce in flight carrying one batch
+           of as many records as a commit has offsets (the commit's own keys
+           and values), acks=all, to a topic of RF 3 with as many partitions as
+           __consumer_offsets (each thread on its group's offsets partition's
+           number), on the same brokers; the brokers' logged Produce requests
+           are checked to be one a round.
 failover   a group of 2 members committing after every poll, and a member of
            another group on the same offsets partition that only commits once it
            has its assignment; the broker coordinating them gets SIGTERM
@@ -56,7 +62,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.commit_load import commit_rdkafka, timed  # noqa: E402
+from bench.commit_load import commit_rdkafka, produce_rdkafka, produce_requests, timed  # noqa: E402
 from bench.common import TICK_MS, make_cluster, summary  # noqa: E402
 from client.admin import GroupAdmin  # noqa: E402
 from client.group import GroupMember  # noqa: E402
@@ -79,6 +85,8 @@ from kazoo.client import KazooClient  # noqa: E402  (the baseline is kazoo itsel
 from zk.server import EmbeddedZooKeeper  # noqa: E402
 
 CHUNK = 5 << 20  # offsets.load.buffer.size
+OFFSETS_PARTITIONS = 50   # the commit benchmark's offsets.topic.num.partitions
+FLOOR_TOPIC = "commit-floor"   # the write floor's topic (as many partitions as __consumer_offsets, RF 3)
 
 
 # ---------------------------------------------------------------------- replay
@@ -180,9 +188,11 @@ def bench_commit(zk: EmbeddedZooKeeper, work: Path, seconds: float, threads: int
     # window after alone was this benchmark's figure until 2026-11-29 and is still printed ("after" below).
     zk_before = zookeeper_design(zk, seconds, threads, per_request)
     # a 6 s session: on this contended host a 1 s session can expire mid-run and move coordinators
-    c = make_cluster(zk, work, partitions=50, **{"zookeeper.session.timeout.ms": 6000})
+    c = make_cluster(zk, work, partitions=OFFSETS_PARTITIONS, **{"zookeeper.session.timeout.ms": 6000})
     try:
         create_topic(c.zk(), "t", per_request, 3, {})
+        if rdkafka:   # the write floor's topic: RF 3, as many partitions as __consumer_offsets, the same brokers
+            create_topic(c.zk(), FLOOR_TOPIC, OFFSETS_PARTITIONS, 3, {})
         cc = ClusterClient([f"{b.host}:{b.port}" for b in c.cfg.brokers])
         admin = GroupAdmin(cc)
         groups = [f"bench-{i}" for i in range(threads)]
@@ -218,8 +228,13 @@ def bench_commit(zk: EmbeddedZooKeeper, work: Path, seconds: float, threads: int
                   "errors": sum(errors_seen), "error_codes": codes}
         cc.close()
         if rdkafka:
-            result["rdkafka"] = commit_rdkafka(",".join(f"{h}:{p}" for h, p in (b.kafka_advertised for b in c.cfg.brokers)),
-                                               seconds, threads, per_request)
+            boot = ",".join(f"{h}:{p}" for h, p in (b.kafka_advertised for b in c.cfg.brokers))
+            result["rdkafka"] = commit_rdkafka(boot, seconds, threads, per_request)
+            # the write floor: each commit is at least one acks=all, RF-3 append of its records through the
+            # same listener; the same threads, each one Produce of one batch of the commit's records in flight
+            result["rdkafka"]["produce_floor"] = produce_rdkafka(
+                boot, seconds, threads, per_request, FLOOR_TOPIC, OFFSETS_PARTITIONS, client_prefix="bench-floor",
+                requests=lambda: produce_requests(c.run_dir, "bench-floor"))
     finally:
         c.down()
     zk_after = zookeeper_design(zk, seconds, threads, per_request)
@@ -229,6 +244,8 @@ def bench_commit(zk: EmbeddedZooKeeper, work: Path, seconds: float, threads: int
     result["ratio"] = result["offsets_per_s"] / result["zookeeper_offsets_per_s"]
     if "rdkafka" in result:
         result["rdkafka"]["ratio"] = result["rdkafka"]["offsets_per_s"] / result["zookeeper_offsets_per_s"]
+        floor = result["rdkafka"]["produce_floor"]
+        floor["ratio"] = floor["records_per_s"] / result["zookeeper_offsets_per_s"]
     return result
 
 
@@ -448,6 +465,14 @@ def main() -> None:
                   f"floor, OffsetFetch of the same offsets (no write): {x['offset_fetch_requests_per_s']:.0f} requests/s "
                   f"= {x['offset_fetch_requests_per_s'] * r['per_request'] / r['zookeeper_offsets_per_s']:.1f}x the "
                   f"ZooKeeper design's offsets/s")
+            f = x["produce_floor"]
+            print(f"  write floor, librdkafka producers (one Produce of one batch of {r['per_request']} commit-sized "
+                  f"records in flight per thread, acks=all, RF 3, {f['partitions']} partitions): "
+                  f"{f['requests_per_s']:.0f} requests/s, {f['records_per_s']:.0f} records/s ({f['errors']} errors "
+                  f"{f['error_codes'] or ''}; {f['ratio']:.1f}x the ZooKeeper design's offsets/s); librdkafka's commits ÷ this floor "
+                  f"{x['requests_per_s'] / f['requests_per_s']:.2f}; {f['produce_requests']} Produce requests "
+                  f"logged for the window's {f['rounds']} rounds ("
+                  f"{'one a round' if f['produce_requests'] == f['rounds'] else 'NOT one a round'})")
     for n in sorted({r["per_request"] for r in res.get("commit", [])}):
         rs = [r for r in res["commit"] if r["per_request"] == n]
         theirs = max(r["zookeeper_offsets_per_s"] for r in rs)
@@ -466,6 +491,12 @@ def main() -> None:
                 print(f"commit peak, {n} partitions per request, {name}: {ours:.0f} against {theirs:.0f} offsets/s -> "
                       f"{ours / theirs:.1f}x (goal >= 10x: {'met' if ours >= 10 * theirs else 'MISSED'}; against the "
                       f"old figure {ours / old:.1f}x, against the best single window {ours / best:.1f}x)")
+        floor = max((r["rdkafka"]["produce_floor"]["records_per_s"] for r in rs if "rdkafka" in r), default=None)
+        if floor is not None:
+            print(f"write floor peak, {n} records per Produce, librdkafka: {floor:.0f} records/s against {theirs:.0f} "
+                  f"offsets/s -> {floor / theirs:.1f}x (the goal of 10x is "
+                  f"{'below this floor' if floor < 10 * theirs else 'within this floor'}; against the old figure "
+                  f"{floor / old:.1f}x, against the best single window {floor / best:.1f}x)")
     for sig in ("SIGTERM", "SIGKILL"):
         runs = res.get(f"failover {sig}")
         if not runs:
