@@ -11,6 +11,7 @@ from kafkacommon import errors
 from kafkacommon.batch_scan import iter_batches
 from kafkacommon.record_batch import encode_batch
 from node.events import EventLog
+from node.replicas import leader_fetch
 from node.replicas.replica_manager import ReplicaManager
 from replication.broker_state import PartitionInfo
 from proto import kafkasim_pb2 as pb
@@ -104,6 +105,53 @@ def test_a_fetch_on_the_loop_waits_for_a_busy_partition_lock_on_the_executor(tmp
             answer = asyncio.run(scenario_with(pool, scenario))
         [part] = answer.partitions
         assert part.error_code == 0 and part.records and part.high_watermark == 0
+    finally:
+        release.set()
+        t.join(WAIT_S)
+        rm.close()
+
+
+def test_a_fetch_on_the_loop_that_finds_a_lock_held_briefly_tries_again_on_the_loop(tmp_path, monkeypatch):
+    """A new leader epoch's take-up holds its partition's lock only for a rename: a fetch that finds it held
+    tries again on the loop (``_hold_soon``) before it hands itself to a pool thread.  Its retries made
+    unbounded here, the fetch waits on the loop (which keeps turning), takes the lock once it is let go, and
+    is answered with what the release allows, with no pool thread used."""
+    monkeypatch.setattr(leader_fetch, "HOLD_RETRIES", 1_000_000)
+    rm = manager(tmp_path)
+    assert rm.append(TP, [(None, b"v", None)], 1, 1000, lambda e: None) == (0, 0, 0)
+    lock = rm.partition_lock(TP)
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with lock:
+            held.set()
+            release.wait(WAIT_S)
+    t = threading.Thread(target=holder)
+    t.start()
+    assert held.wait(WAIT_S)
+    submitted: list[object] = []
+
+    class CountingPool(ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            submitted.append(fn)
+            return super().submit(fn, *args, **kwargs)
+
+    async def scenario() -> pb.FetchResponse:
+        pending = asyncio.ensure_future(rm.fetch_async(fetch(2, 0)))
+        turns = 0
+        while turns < 20:   # the loop turns while the fetch tries the lock again
+            await asyncio.sleep(0.001)
+            turns += 1
+        assert not pending.done()
+        release.set()
+        return await asyncio.wait_for(pending, WAIT_S)
+
+    try:
+        with CountingPool(1) as pool:
+            answer = asyncio.run(scenario_with(pool, scenario))
+        [part] = answer.partitions
+        assert part.error_code == 0 and part.records and part.high_watermark == 0
+        assert submitted == []
     finally:
         release.set()
         t.join(WAIT_S)
