@@ -8,8 +8,9 @@
   every DataFrame built, analysed, optimized and planned in the driver, and each job submitted), ``tasks``
   (executor task threads), ``jit``, ``gc``, ``other``.
 * ``machine()``: the machine and the Spark settings a figure was measured with (CPU model, cores, RAM, PySpark and
-  Java versions, the driver's heap): the same code gave 2.7x and 3.3x parse-and-pair at 10M on two machines
-  (bench/RESULTS.md, issue 49), so a figure carried from one session to another names its machine.
+  Java versions, the driver's heap): 10M's ratio to parse-and-pair moved from 2.7x to 3.3x between two sessions on
+  two VMs whose hardware nobody recorded (bench/RESULTS.md, issue 49), so a figure carried from one session to
+  another names its machine.
 
 Nothing here imports pyspark at import time; the event log is Spark's JSON lines (``spark.eventLog.enabled``).
 """
