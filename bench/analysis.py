@@ -55,7 +55,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from analysis import synthetic
-from bench.spark_profile import ThreadCpu, format_steps, format_threads, newest_log, steps
+from bench.spark_profile import ThreadCpu, format_machine, format_steps, format_threads, machine, newest_log, steps
 
 GOAL_OPS = 10_000_000
 GOAL_LARGE, GOAL_MANY, GOAL_SMALL = 2.0, 1.5, 2.5
@@ -290,11 +290,13 @@ def main(argv: list[str] | None = None) -> int:
     t = time.monotonic()
     spark = session(a.master, app="kafkasim-bench-analysis")
     print(f"Spark session {a.master}: {time.monotonic() - t:.1f} s (not counted below)", flush=True)
+    box = machine(a.master)   # the figures below are this machine's (bench/RESULTS.md: compare within one session)
+    print(format_machine(box), flush=True)
     results = []
     for size, run, gen in gens:
         r = bench_size(spark, a.master, run, gen, workdir / "out", parse_floor=not a.no_parse_floor,
                        event_dir=event_dir)
-        r.update(size=size, generate_s=gen["generate_s"], generate_lines_per_s=gen["generate_lines_per_s"])
+        r.update(size=size, generate_s=gen["generate_s"], generate_lines_per_s=gen["generate_lines_per_s"], machine=box)
         results.append(r)
         goal = ""
         print(f"[{size:,} ops] baseline read+count {r['baseline_s']:7.1f} s ({r['baseline_rows_per_s']:,} rows/s, "

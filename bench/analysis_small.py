@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.spark_profile import KINDS, ThreadCpu, format_steps, newest_log, steps
+from bench.spark_profile import KINDS, ThreadCpu, format_machine, format_steps, machine, newest_log, steps
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -162,6 +162,8 @@ def bench_small(run: Path, workdir: Path, repeat: int, goal: float) -> dict:
     base, full, cpu_b, cpu_f, jobs, floor, cpu_fl = [], [], [], [], [], [], []
     split_fl: dict[str, float] = {}
     split_f: dict[str, float] = {}
+    box = machine("local[*]")   # the figures below are this machine's (bench/RESULTS.md: compare within one session)
+    print(format_machine(box), flush=True)
     for i in range(repeat):
         w, c, rc = timed([sys.executable, "-c", FLOOR, str(run), str(work / "floor-out")], env,
                          work / f"floor-{i}.log", split_fl)
@@ -187,7 +189,7 @@ def bench_small(run: Path, workdir: Path, repeat: int, goal: float) -> dict:
            "baseline_cpu_s": [round(x, 1) for x in cpu_b], "analyze_cpu_s": [round(x, 1) for x in cpu_f],
            "floor_s": [round(x, 1) for x in floor], "floor_cpu_s": [round(x, 1) for x in cpu_fl],
            "floor_ratio": round(fl / b, 2),
-           "jobs_stages": jobs, "ratio": round(f / b, 2), "load_avg": round(os.getloadavg()[0], 1),
+           "jobs_stages": jobs, "ratio": round(f / b, 2), "load_avg": round(os.getloadavg()[0], 1), "machine": box,
            "steps": (work / f"analyze-{repeat - 1}.log").read_text().splitlines()[-40:]}
     print(f"goal small: analyze {f:.1f} s (median of {repeat}; {statistics.median(cpu_f):.1f} CPU s) / session + "
           f"one job {b:.1f} s ({statistics.median(cpu_b):.1f} CPU s) = {res['ratio']}x (goal <= {goal}x; load "

@@ -7,13 +7,19 @@
 * ``ThreadCpu``: the CPU seconds of one JVM by kind of thread (from /proc): ``planning`` (py4j's command threads:
   every DataFrame built, analysed, optimized and planned in the driver, and each job submitted), ``tasks``
   (executor task threads), ``jit``, ``gc``, ``other``.
+* ``machine()``: the machine and the Spark settings a figure was measured with (CPU model, cores, RAM, PySpark and
+  Java versions, the driver's heap): 10M's ratio to parse-and-pair moved from 2.7x to 3.3x between two sessions on
+  two VMs whose hardware nobody recorded (bench/RESULTS.md, issue 49), so a figure carried from one session to
+  another names its machine.
 
-Nothing here imports pyspark; the event log is Spark's JSON lines (``spark.eventLog.enabled``).
+Nothing here imports pyspark at import time; the event log is Spark's JSON lines (``spark.eventLog.enabled``).
 """
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -142,3 +148,42 @@ def format_steps(prof: dict[str, Any], top: int = 12) -> list[str]:
 def newest_log(event_dir: Path) -> Path | None:
     logs = sorted((p for p in Path(event_dir).glob("*") if p.is_file()), key=lambda p: p.stat().st_mtime)
     return logs[-1] if logs else None
+
+
+def machine(master: str = "local[2]", input_bytes: int | None = None) -> dict[str, Any]:
+    """The machine a figure is measured on and the pipeline's settings there (``analysis.spark.settings``: the
+    driver's heap is half the RAM): CPU model, cores, RAM, PySpark's and Java's versions."""
+    from analysis.spark import settings
+    cpu: dict[str, str] = {}   # the first processor's fields (a VM may name no model: its family/model say it)
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                cpu[key.strip()] = value.strip()
+    except OSError:
+        pass
+    model = (f"{cpu.get('model name', '?')} (family {cpu.get('cpu family', '?')}, model {cpu.get('model', '?')}, "
+             f"stepping {cpu.get('stepping', '?')}, {cpu.get('cpu MHz', '?')} MHz)")
+    try:
+        ram_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / (1 << 30), 1)
+    except (ValueError, OSError):
+        ram_gib = None
+    try:
+        import pyspark
+        spark_version = pyspark.__version__
+    except ImportError:
+        spark_version = None
+    try:   # "openjdk version "17.0.15" 2025-04-15" -> its first line
+        java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30).stderr.splitlines()[0]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        java = None
+    conf = settings(master, input_bytes)
+    return {"cpu": model, "cores": os.cpu_count(), "ram_gib": ram_gib, "pyspark": spark_version, "java": java,
+            "driver_memory": conf.get("spark.driver.memory"), "java_options": conf.get("spark.driver.extraJavaOptions")}
+
+
+def format_machine(m: dict[str, Any]) -> str:
+    return (f"machine: {m['cpu'] or '?'}, {m['cores']} cores, {m['ram_gib']} GiB RAM; PySpark {m['pyspark']}, "
+            f"{m['java']}; driver heap {m['driver_memory']}")
