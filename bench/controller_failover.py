@@ -31,7 +31,10 @@ the brokers' event logs, into:
 and, per live broker, the CPU its threads ran (``winner_cpu``, ``peer_cpu``)
 and the time they waited for a core (``winner_wait``, ``peer_wait``), in ms,
 from /proc/PID/task/*/schedstat: from the signal until the waiter saw the
-failover done (its ``controller_failover_done`` line, polled every 10 ms).
+failover done (its ``controller_failover_done`` line, polled every 10 ms);
+``winner_cpu_settled`` and ``peer_cpu_settled``: the CPU from the signal until
+the brokers' take-up has settled (``applied``'s 0.3 s without a new line), the
+whole failover's work on each live broker (and 0.3 s of idle).
 
 A third series keeps Kafka's default, controlled shutdown on: the stopping
 controller moves its own leaderships away and leaves every ISR before it
@@ -155,6 +158,7 @@ def controller_failover(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, s
             print("\n".join(f"    {e}" for e in last), file=sys.stderr)
             return {"discarded": f"no failover of epoch {epoch + 1} within {SESSION_MS / 1000 * 3 + 20:.0f} s"}
         applied = applied_settled(applied_tail, epoch + 1)
+        settled = {b: sched_ns(pid) for b, pid in live.items()}
         evs = events(cluster)
         elected = next(e for e in evs if e["type"] == "controller_elected" and e["epoch"] == epoch + 1)
         gone_ev = next((e for e in evs if e["type"] == "zk_session_closing" and e["broker"] == old), None)
@@ -186,6 +190,7 @@ def controller_failover(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, s
             who = "winner" if b == failover["broker"] else "peer"
             out[f"{who}_cpu"] = (after[b][0] - before[b][0]) / 1e6
             out[f"{who}_wait"] = (after[b][1] - before[b][1]) / 1e6
+            out[f"{who}_cpu_settled"] = (settled[b][0] - before[b][0]) / 1e6
         stopped = next((e for e in evs if e["type"] == "broker_stopped" and e["broker"] == old), None)
         if sig == signal.SIGTERM and stopped is not None:   # the close's answer reached the old controller
             out["old_close_answered"] = (stopped["mono_ns"] - gone) / 1e6
@@ -333,7 +338,7 @@ def main() -> None:
         print(f"\n{name}")
         for stage in ("detect", "detect_notified", "detect_read", "old_close_answered", "elect_write", "elect",
                       "load", "decide", "write", "between", "total", "applied", "winner_cpu", "winner_wait",
-                      "peer_cpu", "peer_wait", "controlled_shutdown",
+                      "peer_cpu", "peer_wait", "winner_cpu_settled", "peer_cpu_settled", "controlled_shutdown",
                       "failover_after_exit"):
             if any(stage in r for r in rs):
                 print(f"  {stage:<20} {summary([r[stage] for r in rs if stage in r])}")
