@@ -2,11 +2,7 @@
 
 One sender thread per broker keeps requests in order and retries a request
 whose broker is unreachable until it is delivered or the channel is
-closed (the broker died or this controller resigned).  The channel to the
-controller's own broker hands its requests to that broker's service in the
-same process instead of over gRPC (docs/deviations.md, "The controller's
-requests to its own broker"): the same requests, encoded the same way and
-decoded by the broker, in the same order, on the channel's own thread.
+closed (the broker died or this controller resigned).
 """
 from __future__ import annotations
 
@@ -59,10 +55,7 @@ class Sent(NamedTuple):
 
 class BrokerChannel:
     def __init__(self, broker_id: int, target: str, timeout_s: float,
-                 on_response: Callable[[int, str, Any, Any], None],
-                 local: Callable[[str, Any], Any] | None = None):
-        """``local``: the broker's own service in this process, ``(method name, request) -> response``, for
-        the channel of a controller to its own broker (no gRPC channel is opened then)."""
+                 on_response: Callable[[int, str, Any, Any], None]):
         self.broker_id = broker_id
         self.target = target
         self.timeout_s = timeout_s
@@ -70,18 +63,13 @@ class BrokerChannel:
         self._queue: "queue.Queue[Any]" = queue.Queue()
         self._closed = threading.Event()
         self._drain_until: float | None = None
-        self._channel = None if local is not None else peer_channel(target)
-        if local is not None:
-            self._stub = _LocalStub(local)
-            self._raw = {kind: _local_raw(local, kind, type(empty)) for kind, empty in wire.COMMAND_KINDS.values()}
-        else:
-            self._stub = pbg.BrokerStub(self._channel)
-            # the same methods taking requests already encoded (a command's request: see SharedBuild)
-            service = pb.DESCRIPTOR.services_by_name["Broker"].full_name
-            self._raw = {kind: self._channel.unary_unary(
-                f"/{service}/{kind}", request_serializer=None,
-                response_deserializer=getattr(pb, kind + "Response").FromString)
-                for kind, _ in wire.COMMAND_KINDS.values()}
+        self._channel = peer_channel(target)
+        self._stub = pbg.BrokerStub(self._channel)
+        # the same methods taking requests already encoded (a command's request: see SharedBuild)
+        service = pb.DESCRIPTOR.services_by_name["Broker"].full_name
+        self._raw = {kind: self._channel.unary_unary(f"/{service}/{kind}", request_serializer=None,
+                                                     response_deserializer=getattr(pb, kind + "Response").FromString)
+                     for kind, _ in wire.COMMAND_KINDS.values()}
         self._thread = threading.Thread(target=self._run, name=f"controller-send-{broker_id}", daemon=True)
         self._thread.start()
 
@@ -123,8 +111,7 @@ class BrokerChannel:
                 else:
                     self._deliver(*self._method(request), request, request)
         finally:
-            if self._channel is not None:
-                self._channel.close()
+            self._channel.close()
 
     def _method(self, request: Any) -> tuple[str, Any]:
         if isinstance(request, pb.LeaderAndIsrRequest):
@@ -145,31 +132,5 @@ class BrokerChannel:
                     continue
                 log.warning("%s to broker %d failed: %s", kind, self.broker_id, e)
                 return
-            except Exception:   # the own broker's service raised: over gRPC, an UNKNOWN status (logged above)
-                if self._channel is not None:
-                    raise
-                log.exception("%s to broker %d (this process) failed", kind, self.broker_id)
-                return
             self._on_response(self.broker_id, kind, sent, response)
             return
-
-
-def _local_raw(local: Callable[[str, Any], Any], kind: str, message: type) -> Callable[..., Any]:
-    """A raw method of the own broker's service: the request's encoding decoded as the broker's gRPC server
-    would, and handed to it (``timeout``: unused, the call runs on the caller's thread)."""
-    def call(data: bytes, timeout: float | None = None) -> Any:
-        return local(kind, message.FromString(data))
-    return call
-
-
-class _LocalStub:
-    """:class:`pbg.BrokerStub`'s controller methods on the own broker's service (the request encoded and decoded,
-    so that the broker gets a message of its own, as over gRPC)."""
-
-    def __init__(self, local: Callable[[str, Any], Any]) -> None:
-        self._local = local
-
-    def __getattr__(self, kind: str) -> Callable[..., Any]:
-        if kind not in ("LeaderAndIsr", "UpdateMetadata", "StopReplica"):
-            raise AttributeError(kind)
-        return lambda request, timeout=None: self._local(kind, type(request).FromString(request.SerializeToString()))

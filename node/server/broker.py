@@ -103,7 +103,7 @@ class Broker:
             socket_timeout_s=cfg.get("controller.socket.timeout.ms") / 1000.0,
             register_broker=self._register, cached_states=self._cached_states,
             cached_names=lambda: (tuple(self.state.live_brokers), tuple(self.state.topic_partitions)),
-            dial=links.dial, local=lambda kind, request: getattr(self.servicer, kind)(request, None),
+            dial=links.dial,
             zombie="zombie-controller" in planted_bugs)
         self.zk.add_state_listener(self.controller.on_session_state)
         g = cfg.get

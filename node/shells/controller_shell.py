@@ -39,7 +39,6 @@ class ControllerShell:
                  cached_states: Callable[[], dict] = dict,
                  cached_names: Callable[[], tuple[Any, Any]] = lambda: ((), ()),
                  dial: Callable[[int, str], str] = lambda broker_id, advertised: advertised,
-                 local: Callable[[str, Any], Any] | None = None,
                  seed: int | None = None, clock_ms: Callable[[], int] = lambda: int(time.monotonic() * 1000),
                  zombie: bool = False):
         self.broker_id = broker_id
@@ -50,9 +49,6 @@ class ControllerShell:
         self._cached_states = cached_states
         self._cached_names = cached_names   # (broker ids, topics) of this broker's metadata cache
         self._dial = dial
-        # this broker's own service, (method, request) -> response: the requests to it are handed over in this
-        # process, not sent over gRPC (node/net/channel.py; docs/deviations.md)
-        self._local = local
         self._clock_ms = clock_ms
         rng = random.Random(seed)
         self.core = ControllerCore(settings, rng=rng.randrange)
@@ -342,8 +338,7 @@ class ControllerShell:
             if ch is None or ch.target != target:
                 if ch is not None:
                     ch.close()
-                ch = self._channels[b] = BrokerChannel(b, target, self.socket_timeout_s, self._on_response,
-                                                       local=self._local if b == self.broker_id else None)
+                ch = self._channels[b] = BrokerChannel(b, target, self.socket_timeout_s, self._on_response)
             header = pb.ControllerHeader(controller_id=self.broker_id, controller_epoch=self.core.epoch,
                                          broker_epoch=reg.epoch)
             for cmd in cmds:
