@@ -28,6 +28,14 @@ the brokers' event logs, into:
               epoch taken up by its broker (``leader_and_isr_applied``, once
               no new one came for 0.3 s): when the brokers act on the failover
 
+and, per live broker, the CPU its threads ran (``winner_cpu``, ``peer_cpu``)
+and the time they waited for a core (``winner_wait``, ``peer_wait``), in ms,
+from /proc/PID/task/*/schedstat: from the signal until the waiter saw the
+failover done (its ``controller_failover_done`` line, polled every 10 ms);
+``winner_cpu_settled`` and ``peer_cpu_settled``: the CPU from the signal until
+the brokers' take-up has settled (``applied``'s 0.3 s without a new line), the
+whole failover's work on each live broker (and 0.3 s of idle).
+
 A third series keeps Kafka's default, controlled shutdown on: the stopping
 controller moves its own leaderships away and leaves every ISR before it
 exits.  It reports how long that took, how many leaderships moved, and the
@@ -57,6 +65,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import statistics
 import subprocess
@@ -104,6 +113,24 @@ def controlled_shutdown(zk: EmbeddedZooKeeper, workdir: Path, partitions: int) -
         cluster.down()
 
 
+def sched_ns(pid: int) -> tuple[int, int]:
+    """(CPU run, run-queue wait) in ns, summed over process ``pid``'s threads alive now
+    (/proc/PID/task/*/schedstat); (0, 0) when it is gone."""
+    run = wait = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0, 0
+    for tid in tids:
+        try:
+            f = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()
+        except OSError:
+            continue
+        run += int(f[0])
+        wait += int(f[1])
+    return run, wait
+
+
 def controller_failover(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, sig: signal.Signals) -> dict:
     """The controller's own failover work: controlled shutdown off, so the next controller
     elects every leader and shrinks every ISR itself."""
@@ -117,17 +144,21 @@ def controller_failover(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, s
         tail.poll()
         applied_tail = EventTail(cluster.run_dir, contains="leader_and_isr_applied")
         applied_tail.poll()
+        live = {b: pid for b, pid in cluster.pids.items() if b != old}
+        before = {b: sched_ns(pid) for b, pid in live.items()}
         t_signal = time.monotonic_ns()
         cluster.signal_broker(old, sig)
         try:
             failover = wait_for(lambda: tail.first(lambda e: e["type"] == "controller_failover_done"
                                                    and e["epoch"] == epoch + 1),
                                 SESSION_MS / 1000 * 3 + 20, "the new controller's failover", interval=0.01)
+            after = {b: sched_ns(pid) for b, pid in live.items()}
         except WaitTimeout:   # said with the controllers' last lines, and not counted
             last = [e for e in events(cluster) if e["type"].startswith(("controller", "zk_"))][-12:]
             print("\n".join(f"    {e}" for e in last), file=sys.stderr)
             return {"discarded": f"no failover of epoch {epoch + 1} within {SESSION_MS / 1000 * 3 + 20:.0f} s"}
         applied = applied_settled(applied_tail, epoch + 1)
+        settled = {b: sched_ns(pid) for b, pid in live.items()}
         evs = events(cluster)
         elected = next(e for e in evs if e["type"] == "controller_elected" and e["epoch"] == epoch + 1)
         gone_ev = next((e for e in evs if e["type"] == "zk_session_closing" and e["broker"] == old), None)
@@ -155,6 +186,11 @@ def controller_failover(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, s
             out["detect_read"] = (start_elect - elected["event_mono_ns"]) / 1e6
         if applied:   # the brokers' side: every LeaderAndIsr of the new epoch taken up by its broker
             out["applied"] = (max(e["mono_ns"] for e in applied) - gone) / 1e6
+        for b in live:   # the live brokers' threads over the failover: CPU and waits for a core
+            who = "winner" if b == failover["broker"] else "peer"
+            out[f"{who}_cpu"] = (after[b][0] - before[b][0]) / 1e6
+            out[f"{who}_wait"] = (after[b][1] - before[b][1]) / 1e6
+            out[f"{who}_cpu_settled"] = (settled[b][0] - before[b][0]) / 1e6
         stopped = next((e for e in evs if e["type"] == "broker_stopped" and e["broker"] == old), None)
         if sig == signal.SIGTERM and stopped is not None:   # the close's answer reached the old controller
             out["old_close_answered"] = (stopped["mono_ns"] - gone) / 1e6
@@ -301,7 +337,8 @@ def main() -> None:
     for name, rs in results.items():
         print(f"\n{name}")
         for stage in ("detect", "detect_notified", "detect_read", "old_close_answered", "elect_write", "elect",
-                      "load", "decide", "write", "between", "total", "applied", "controlled_shutdown",
+                      "load", "decide", "write", "between", "total", "applied", "winner_cpu", "winner_wait",
+                      "peer_cpu", "peer_wait", "winner_cpu_settled", "peer_cpu_settled", "controlled_shutdown",
                       "failover_after_exit"):
             if any(stage in r for r in rs):
                 print(f"  {stage:<20} {summary([r[stage] for r in rs if stage in r])}")
