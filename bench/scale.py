@@ -279,14 +279,25 @@ def measure(work: Path, partitions: int, window: float, profile: bool, profile_f
         tail = EventTail(c.run_dir, contains="controller_failover_done")
         tail.poll()
         spy_raw = work / f"failover-{partitions}.txt"
+        cpu_at = {b: cpu_seconds(p) for b, p in pids.items()}
+        cpu_last = dict(cpu_at)
+
+        def cpu_sample() -> None:   # the stopping broker's last figure is read before it is reaped
+            for b, pid in pids.items():
+                try:
+                    cpu_last[b] = cpu_seconds(pid)
+                except (OSError, IndexError, ValueError):
+                    pass
         c.signal_broker(old, signal.SIGTERM)
         spy = py_spy(pids[old], spy_raw, None) if profile_failover else None
         # and the others, until the next controller is done (one of them)
         others = {b: py_spy(p, work / f"failover-{partitions}-b{b}.txt", None) for b, p in pids.items()
                   if b != old} if profile_failover else {}
-        done = wait_for(lambda: tail.first(lambda e: e["type"] == "controller_failover_done"
-                                           and e["epoch"] > epoch), 180, "the next controller's failover",
-                        interval=0.05)
+        done = wait_for(lambda: cpu_sample() or tail.first(lambda e: e["type"] == "controller_failover_done"
+                                                           and e["epoch"] > epoch), 180,
+                        "the next controller's failover", interval=0.05)
+        cpu_sample()
+        res["failover_cpu_s"] = {b: cpu_last[b] - cpu_at[b] for b in pids}
         for p in others.values():
             if p is not None:
                 p.send_signal(signal.SIGINT)   # py-spy writes what it sampled
@@ -360,6 +371,12 @@ def stages(evs: list[dict], old: int, epoch: int, done: dict) -> dict[str, Any]:
         "shutdown_timed_out": [e["step"] for e in evs if e["type"] == "shutdown_timed_out"],
         "alter_isr_failed": sum(e["type"] == "alter_isr_failed" for e in evs),
     }
+    # the stopping controller's LeaderAndIsr requests (its controlled shutdown's): each broker's arrival and end
+    out["cs_requests"] = {b: [(e["partitions"], e["leaders"], e["followers"],
+                               (e["mono_ns"] - e["duration_ms"] * 1e6 - sig) / 1e6, (e["mono_ns"] - sig) / 1e6)
+                              for e in evs if e["broker"] == b and e["type"] == "leader_and_isr_applied"
+                              and e.get("controller_epoch") == epoch and e["mono_ns"] >= sig]
+                          for b in sorted({e["broker"] for e in evs})}
     # the next controller's requests: when each broker got its LeaderAndIsr and UpdateMetadata of the new epoch
     # (arrival = the line's mono_ns minus its duration) and applied them, from the signal
     nb = done["broker"]
@@ -419,6 +436,14 @@ def report(r: dict[str, Any]) -> None:
             print(f"  its {t} lines: {sp[2]} from {sp[0]:.1f} to {sp[1]:.1f} ms")
     if "controlled_shutdown" in r:
         print(f"  controlled shutdown: {r['controlled_shutdown']}")
+    print("  the stopping controller's LeaderAndIsr, each broker: (partitions, leaders, followers, arrived, applied "
+          "ms from the signal)")
+    for b, reqs in r.get("cs_requests", {}).items():
+        print(f"    broker {b}: " + "; ".join(f"{n} ({ld}, {fl}) {a:.0f}-{d:.0f}" for n, ld, fl, a, d in reqs))
+    if "failover_cpu_s" in r:
+        cpu_s = r["failover_cpu_s"]
+        print("  CPU seconds from the signal to the next controller's failover_done (/proc): "
+              + ", ".join(f"broker {b} {v:.2f}" for b, v in cpu_s.items()) + f"; total {sum(cpu_s.values()):.2f}")
     print(f"  the new controller (broker {r['new_controller']})'s requests, each broker: (kind, partitions, "
           "arrived, applied ms from the signal)")
     for b, reqs in r["new_requests"].items():

@@ -188,3 +188,43 @@ def test_periodic_tasks_wait_their_first_delay_then_their_interval(tmp_path):
         assert retention._args[0] == 300.0 and retention._args[2] == 30.0
     finally:
         rm.close()
+
+
+def test_a_leader_and_isr_making_many_followers_wakes_a_parked_fetch_once(tmp_path):
+    """Kafka's makeFollowers completes its partitions' delayed fetches after making them all followers.  A wake
+    per partition made every parked fetch look at its whole session again, once per moved partition: a controlled
+    shutdown at 10,000 partitions made the stopping broker's 2,010 leader-to-follower changes take 3-5 s (issue 49).
+    Now the step wakes the parked fetch once, and its answer carries every moved partition's error."""
+    import threading
+
+    from kafkacommon import errors
+    from proto import kafkasim_pb2 as pb
+    from util.waiting import wait_for
+
+    rm = manager(tmp_path, lambda t: {})
+    n = 40
+    try:
+        rm.apply_leader_and_isrs([info("t", p, 1) for p in range(n)])
+        follower_fetch(rm, {("t", p): (0, 0) for p in range(n)})   # the follower is at the log end: no news
+        answers: list = []
+        parked = threading.Thread(target=lambda: answers.append(rm.fetch(pb.FetchRequest(
+            replica_id=2, replica_epoch=7, max_wait_ms=30_000, partitions=[
+                pb.FetchPartition(topic="t", partition=p, fetch_offset=0, last_fetched_epoch=-1,
+                                  current_leader_epoch=0, max_bytes=1 << 20, follower_high_watermark=0)
+                for p in range(n)]))))
+        parked.start()
+        wait_for(lambda: rm.parked_fetches().get(2) == 1, 10, "the follower's fetch parked")
+        wakes: list[int] = []
+        notify = rm._notify
+        rm._notify = lambda: (wakes.append(1), notify())[1]
+        moved = [PartitionInfo("t", p, 2, 1, (1, 2), (1, 2), 1, 1) for p in range(n)]
+        assert rm.apply_leader_and_isrs(moved) == {}
+        parked.join(10)
+        assert not parked.is_alive()
+        assert len(wakes) == 1
+        assert all(not rm.hosted[("t", p)].repl.is_leader for p in range(n))
+        (answer,) = answers
+        assert sorted(a.partition for a in answer.partitions if a.error_code == errors.NOT_LEADER_OR_FOLLOWER) \
+            == list(range(n))
+    finally:
+        rm.close()

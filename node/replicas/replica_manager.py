@@ -177,7 +177,9 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         In ``replication.roles.leader_and_isr_order``'s steps (the simulator's too); the hosted replicas that now
         lead are taken up side by side (``node.replicas.side_by_side``), each with the same steps under its own
         lock: the filesystem commits their epoch checkpoints' fsyncs together, so a request moving many leaders
-        here (a controlled shutdown elsewhere) costs about one fsync's wait, not one per partition."""
+        here (a controlled shutdown elsewhere) costs about one fsync's wait, not one per partition.  The other two
+        steps wake the parked long polls once each, when done (Kafka's makeFollowers completes its delayed fetches
+        after making every partition a follower): a wake makes every parked fetch look at its whole session again."""
         self._make_leaders.start()
         configs: dict[str, dict] = {}
         failed = {}
@@ -191,44 +193,52 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
                 failed[(p.topic, p.partition)] = code
         # a step's new followers start fetching together once it is done (Kafka's makeFollowers adds the
         # fetchers once for all of them): a fetcher's parked poll is cut short once, not once per partition
+        # their lines in one write each (EventLog.held), before the new followers fetch and the long polls wake
         fetches: list = []
         try:
-            for p in first:
-                apply(p, fetches)
+            with self.events.held():
+                for p in first:
+                    apply(p, fetches)
         finally:
             self._start_fetching(fetches)
+            if first:
+                self._notify()
         if len(together) > 1:
             self._make_leaders.run(apply, together)
         elif together:
             apply(together[0])
         fetches = []
         try:
-            for p in last:
-                apply(p, fetches)
+            with self.events.held():
+                for p in last:
+                    apply(p, fetches)
         finally:
             self._start_fetching(fetches)
+            if last:
+                self._notify()
         return failed
 
     def apply_leader_and_isr(self, p: PartitionInfo, configs: dict[str, dict] | None = None,
                              fetches: list | None = None) -> int:
         """A LeaderAndIsr for this replica: a new role, or (same leader epoch) a newer ISR.  Returns NONE, or
         KAFKA_STORAGE_ERROR when its log could not be opened or written (Kafka's makeLeaders/makeFollowers).
-        ``fetches``: where a new follower's fetch goes for :meth:`_start_fetching` (None: it starts at once)."""
+        ``fetches``: where a new follower's fetch goes for :meth:`_start_fetching` (None: it starts at once); given,
+        waking the parked long polls is the caller's too."""
         h = self.hosted.get((p.topic, p.partition))
         action = roles.leader_and_isr_action(h.repl if h is not None else None, self.broker_id, p.leader,
                                              p.leader_epoch)
         try:
             if action == roles.ISR:
-                self.update_isr(p)
+                self.update_isr(p, notify=fetches is None)
             elif action == roles.LEADER:
-                return self.become_leader(p, configs)
+                return self.become_leader(p, configs, notify=fetches is None)
             else:
                 return self.become_follower(p, configs, fetches)
         except KafkaStorageError:
             return STORAGE
         return errors.NONE
 
-    def become_leader(self, p: PartitionInfo, configs: dict[str, dict] | None = None) -> int:
+    def become_leader(self, p: PartitionInfo, configs: dict[str, dict] | None = None, notify: bool = True) -> int:
         tp = (p.topic, p.partition)
         h = self._host(tp, configs, p.is_new)
         if h is None:
@@ -241,7 +251,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
             change = roles.become_leader(h.repl, h.log, h.log.epoch_cache.latest_epoch, p.leader_epoch, p.isr,
                                          p.replicas, p.zk_version, self._live, now_ms())
             self._apply_role(h, change, prepared)
-        self._announce_role(tp, h, change)
+        self._announce_role(tp, h, change, notify=notify)
         return errors.NONE
 
     def become_follower(self, p: PartitionInfo, configs: dict[str, dict] | None = None,
@@ -255,7 +265,7 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
             change = roles.become_follower(h.repl, p.leader, p.leader_epoch, p.isr, p.replicas, p.zk_version,
                                            shutting_down=self.shutting_down())
             self._apply_role(h, change)
-        self._announce_role(tp, h, change, fetches)
+        self._announce_role(tp, h, change, fetches, notify=fetches is None)
         return errors.NONE
 
     def _apply_role(self, h: Hosted, change: roles.RoleChange, prepared: PreparedCheckpoint | None = None) -> None:
@@ -270,10 +280,12 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         self.log_events(change.events)
         self._wake(h)
 
-    def _announce_role(self, tp: TP, h: Hosted, change: roles.RoleChange, fetches: list | None = None) -> None:
-        """After the lock: wake long polls, tell the group coordinator, and fetch from the new leader (now, or
-        with the rest of ``fetches``)."""
-        self._notify()
+    def _announce_role(self, tp: TP, h: Hosted, change: roles.RoleChange, fetches: list | None = None,
+                       notify: bool = True) -> None:
+        """After the lock: wake long polls (unless ``notify`` is False: the caller wakes them once for its step), tell
+        the group coordinator, and fetch from the new leader (now, or with the rest of ``fetches``)."""
+        if notify:
+            self._notify()
         self._role_changed(tp[0], tp[1], change.is_leader, change.leader_epoch)
         if change.fetch_from is not None:
             leader, epoch = change.fetch_from
@@ -304,8 +316,9 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         """From UpdateMetadata: a newer ISR of the same leader epoch (e.g. after an AlterIsr)."""
         self.update_isr(p, newer_only=True)
 
-    def update_isr(self, p: PartitionInfo, newer_only: bool = False) -> None:
-        """replication.roles' ISR update (a LeaderAndIsr of the same role, or UpdateMetadata's newer ISR)."""
+    def update_isr(self, p: PartitionInfo, newer_only: bool = False, notify: bool = True) -> None:
+        """replication.roles' ISR update (a LeaderAndIsr of the same role, or UpdateMetadata's newer ISR); the long
+        polls woken after it unless ``notify`` is False (the caller wakes them once for its step)."""
         h = self.hosted.get((p.topic, p.partition))
         if h is None:
             return
@@ -315,7 +328,8 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
                 return
             self.log_events(events)
             self._wake(h)
-        self._notify()
+        if notify:
+            self._notify()
 
     def stop_replica(self, tp: TP, delete: bool) -> int:
         """StopReplica: NONE, or KAFKA_STORAGE_ERROR for an offline replica (Kafka's stopReplicas)."""
