@@ -7,11 +7,9 @@ of every type is in docs/events.md.
 """
 from __future__ import annotations
 
-import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from kafkacommon.event import Event
 from util.jsonlines import JsonLinesWriter, json_object, read_json_lines
@@ -30,32 +28,11 @@ class EventLog:
         self.broker_id = broker_id
         self._wall_ms = wall_ms
         self._mono_ns = mono_ns
-        self._held = threading.local()   # a thread's lines inside :meth:`held`, written when it ends
 
     def emit(self, type_: str, **fields: Any) -> dict[str, Any]:
         record = self.stamp(type_, **fields)
-        held = getattr(self._held, "lines", None)
-        if held is not None:
-            held.append(record)
-        else:
-            self._out.write(record)   # nothing once closed
+        self._out.write(record)   # nothing once closed
         return record
-
-    @contextmanager
-    def held(self) -> Iterator[None]:
-        """The lines this thread emits in the block are stamped when made and written, in order, in one write when
-        it ends (other threads' lines are written as usual meanwhile).  A loop over thousands of partitions then
-        makes no write per line: each write lets the interpreter go to another thread, and a busy one keeps it
-        for the switch interval (issue 49)."""
-        if getattr(self._held, "lines", None) is not None:   # already held further out
-            yield
-            return
-        self._held.lines = []
-        try:
-            yield
-        finally:
-            lines, self._held.lines = self._held.lines, None
-            self.write_stamped(lines)
 
     def stamp(self, type_: str, **fields: Any) -> dict[str, Any]:
         """The event's line, stamped now (its clocks), for :meth:`write_stamped`."""
@@ -65,11 +42,7 @@ class EventLog:
     def write_stamped(self, records: list[dict[str, Any]]) -> None:
         """Lines :meth:`stamp` made, in order, in one write (nothing once closed)."""
         if records:
-            held = getattr(self._held, "lines", None)
-            if held is not None:
-                held.extend(records)
-            else:
-                self._out.write_many(records)
+            self._out.write_many(records)
 
     def emit_many(self, items: list[tuple[str, dict[str, Any]]]) -> None:
         """``emit`` each (type, fields), in order, in one write to the file (the same lines, stamped now)."""

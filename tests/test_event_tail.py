@@ -51,27 +51,3 @@ def test_emit_many_writes_its_lines_in_order_and_nothing_once_closed(tmp_path):
     assert [(e["type"], e["n"], e["broker"]) for e in evs] == [("first", 0, 1), ("batch", 1, 1), ("batch", 2, 1),
                                                                ("batch", 3, 1)]
     assert all(a["mono_ns"] <= b["mono_ns"] for a, b in zip(evs, evs[1:]))
-
-
-def test_held_lines_are_stamped_when_made_and_written_together_in_order(tmp_path):
-    """EventLog.held: a thread's lines inside the block reach the file only when it ends, in the order made and
-    with the clocks of when they were made; another thread's lines are written at once meanwhile."""
-    import threading
-
-    clock = iter(range(1, 100))
-    log = EventLog(tmp_path / "b.jsonl", 1, wall_ms=lambda: 0.0, mono_ns=lambda: next(clock))
-    with log.held():
-        log.emit("a", n=1)
-        log.emit_many([("b", {"n": 2}), ("c", {"n": 3})])
-        with log.held():   # nested: still held until the outer block ends
-            log.emit("d", n=4)
-        other = threading.Thread(target=lambda: log.emit("other"))
-        other.start()
-        other.join()
-        assert [e["type"] for e in read_events(log.path)] == ["other"]
-    lines = read_events(log.path)
-    assert [e["type"] for e in lines] == ["other", "a", "b", "c", "d"]
-    assert [e["mono_ns"] for e in lines] == [5, 1, 2, 3, 4]
-    log.emit("e")
-    assert read_events(log.path)[-1]["type"] == "e"
-    log.close()

@@ -193,12 +193,10 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
                 failed[(p.topic, p.partition)] = code
         # a step's new followers start fetching together once it is done (Kafka's makeFollowers adds the
         # fetchers once for all of them): a fetcher's parked poll is cut short once, not once per partition
-        # their lines in one write each (EventLog.held), before the new followers fetch and the long polls wake
         fetches: list = []
         try:
-            with self.events.held():
-                for p in first:
-                    apply(p, fetches)
+            for p in first:
+                apply(p, fetches)
         finally:
             self._start_fetching(fetches)
             if first:
@@ -209,9 +207,8 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
             apply(together[0])
         fetches = []
         try:
-            with self.events.held():
-                for p in last:
-                    apply(p, fetches)
+            for p in last:
+                apply(p, fetches)
         finally:
             self._start_fetching(fetches)
             if last:
