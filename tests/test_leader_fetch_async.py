@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from kafkacommon import errors
 from kafkacommon.batch_scan import iter_batches
@@ -81,33 +83,22 @@ def test_a_fetch_on_the_loop_waits_for_a_busy_partition_lock_on_the_executor(tmp
     loop keeps running, and the answer is the one the lock's release allows."""
     rm = manager(tmp_path)
     assert rm.append(TP, [(None, b"v", None)], 1, 1000, lambda e: None) == (0, 0, 0)
-    lock = rm.partition_lock(TP)
-    held, release = threading.Event(), threading.Event()
-
-    def holder() -> None:
-        with lock:
-            held.set()
-            release.wait(WAIT_S)
-    t = threading.Thread(target=holder)
-    t.start()
-    assert held.wait(WAIT_S)
-
-    async def scenario() -> pb.FetchResponse:
-        pending = asyncio.ensure_future(rm.fetch_async(fetch(2, 0)))
-        for _ in range(20):   # the loop turns while the fetch waits for the lock
-            await asyncio.sleep(0.001)
-        assert not pending.done()
-        release.set()
-        return await asyncio.wait_for(pending, WAIT_S)
-
     try:
-        with ThreadPoolExecutor(1) as pool:
-            answer = asyncio.run(scenario_with(pool, scenario))
+        with lock_held(rm.partition_lock(TP)) as release:
+
+            async def scenario() -> pb.FetchResponse:
+                pending = asyncio.ensure_future(rm.fetch_async(fetch(2, 0)))
+                for _ in range(20):   # the loop turns while the fetch waits for the lock
+                    await asyncio.sleep(0.001)
+                assert not pending.done()
+                release.set()
+                return await asyncio.wait_for(pending, WAIT_S)
+
+            with ThreadPoolExecutor(1) as pool:
+                answer = asyncio.run(scenario_with(pool, scenario))
         [part] = answer.partitions
         assert part.error_code == 0 and part.records and part.high_watermark == 0
     finally:
-        release.set()
-        t.join(WAIT_S)
         rm.close()
 
 
@@ -119,7 +110,36 @@ def test_a_fetch_on_the_loop_that_finds_a_lock_held_briefly_tries_again_on_the_l
     monkeypatch.setattr(leader_fetch, "HOLD_RETRIES", 1_000_000)
     rm = manager(tmp_path)
     assert rm.append(TP, [(None, b"v", None)], 1, 1000, lambda e: None) == (0, 0, 0)
-    lock = rm.partition_lock(TP)
+    submitted: list[object] = []
+
+    class CountingPool(ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            submitted.append(fn)
+            return super().submit(fn, *args, **kwargs)
+
+    try:
+        with lock_held(rm.partition_lock(TP)) as release:
+
+            async def scenario() -> pb.FetchResponse:
+                pending = asyncio.ensure_future(rm.fetch_async(fetch(2, 0)))
+                for _ in range(20):   # the loop turns while the fetch tries the lock again
+                    await asyncio.sleep(0.001)
+                assert not pending.done()
+                release.set()
+                return await asyncio.wait_for(pending, WAIT_S)
+
+            with CountingPool(1) as pool:
+                answer = asyncio.run(scenario_with(pool, scenario))
+        [part] = answer.partitions
+        assert part.error_code == 0 and part.records and part.high_watermark == 0
+        assert submitted == []
+    finally:
+        rm.close()
+
+
+@contextmanager
+def lock_held(lock) -> Iterator[threading.Event]:
+    """``lock`` held by another thread until the event it yields is set (or the block ends)."""
     held, release = threading.Event(), threading.Event()
 
     def holder() -> None:
@@ -129,33 +149,11 @@ def test_a_fetch_on_the_loop_that_finds_a_lock_held_briefly_tries_again_on_the_l
     t = threading.Thread(target=holder)
     t.start()
     assert held.wait(WAIT_S)
-    submitted: list[object] = []
-
-    class CountingPool(ThreadPoolExecutor):
-        def submit(self, fn, /, *args, **kwargs):
-            submitted.append(fn)
-            return super().submit(fn, *args, **kwargs)
-
-    async def scenario() -> pb.FetchResponse:
-        pending = asyncio.ensure_future(rm.fetch_async(fetch(2, 0)))
-        turns = 0
-        while turns < 20:   # the loop turns while the fetch tries the lock again
-            await asyncio.sleep(0.001)
-            turns += 1
-        assert not pending.done()
-        release.set()
-        return await asyncio.wait_for(pending, WAIT_S)
-
     try:
-        with CountingPool(1) as pool:
-            answer = asyncio.run(scenario_with(pool, scenario))
-        [part] = answer.partitions
-        assert part.error_code == 0 and part.records and part.high_watermark == 0
-        assert submitted == []
+        yield release
     finally:
         release.set()
         t.join(WAIT_S)
-        rm.close()
 
 
 async def scenario_with(pool: ThreadPoolExecutor, scenario):
