@@ -4,7 +4,7 @@
 GroupMetadataManager (storeOffsets, getOffsets, removeAllOffsets) with
 GroupMetadata.removeExpiredOffsets.  Whether a commit is accepted at all
 (member, generation, group state) is :mod:`coordinator.commit_checks`' question,
-asked by :meth:`coordinator.membership.MembershipManager.validate_commit`); the group
+asked by :meth:`coordinator.membership.MembershipManager.validate_commit`; the group
 a read or an expiry needs is passed in.
 
 The offsets cache is changed only by :meth:`OffsetsManager.replay`.  Commits in
