@@ -23,6 +23,33 @@ def timed(fn: Callable[[int], None], threads: int, seconds: float, stop: threadi
     return time.perf_counter() - t0
 
 
+def counted(call: Callable[[int, int], Any], threads: int, seconds: float,
+            codes: dict[str, int] | None = None) -> tuple[float, int, int]:
+    """``call(i, n)`` over and over on ``threads`` threads (``i`` the thread, ``n`` its round from 1) for
+    ``seconds``: (the seconds it took, the calls that succeeded, those that failed).  A call fails when it
+    returns False or raises; what it raised is counted in ``codes``."""
+    counts, failed = [0] * threads, [0] * threads
+    stop = threading.Event()
+
+    def run(i: int) -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                ok = call(i, n) is not False
+            except Exception as e:   # a failed call is counted with its error
+                ok = False
+                if codes is not None:
+                    name = f"{type(e).__name__} {e}"[:100]
+                    codes[name] = codes.get(name, 0) + 1
+            if ok:
+                counts[i] += 1
+            else:
+                failed[i] += 1
+    took = timed(run, threads, seconds, stop)
+    return took, sum(counts), sum(failed)
+
+
 def commit_rdkafka(bootstrap: str, seconds: float, threads: int, per_request: int, topic: str = "t",
                    group_prefix: str = "bench-rd", fetch_floor: bool = True) -> dict[str, Any]:
     """A confluent-kafka Consumer per thread (group ``{group_prefix}-{i}``, no subscription: generation -1, as a
@@ -38,22 +65,7 @@ def commit_rdkafka(bootstrap: str, seconds: float, threads: int, per_request: in
     codes: dict[str, int] = {}
 
     def loop(call: Callable[[Any, int], Any]) -> tuple[float, int, int]:
-        counts, failed = [0] * threads, [0] * threads
-        stop = threading.Event()
-
-        def run(i: int) -> None:
-            n = 0
-            while not stop.is_set():
-                n += 1
-                try:
-                    call(consumers[i], n)
-                    counts[i] += 1
-                except Exception as e:   # a failed call is counted with its error
-                    failed[i] += 1
-                    name = f"{type(e).__name__} {e}"[:100]
-                    codes[name] = codes.get(name, 0) + 1
-        took = timed(run, threads, seconds, stop)
-        return took, sum(counts), sum(failed)
+        return counted(lambda i, n: call(consumers[i], n), threads, seconds, codes)
 
     try:
         for i, k in enumerate(consumers):   # every coordinator found and loaded before the clock starts
@@ -145,31 +157,13 @@ def produce_rdkafka(bootstrap: str, seconds: float, threads: int, per_request: i
     producers = [FloorProducer(bootstrap, f"{client_prefix}-{i}", floor_topic,
                                partition_for(f"{group_prefix}-{i}", partitions), f"{group_prefix}-{i}", topic,
                                per_request) for i in range(threads)]
-    rounds = [0] * threads
-
-    def one_round(i: int, n: int) -> bool:
-        rounds[i] += 1
-        return producers[i].round(n)
-
     try:
         for i in range(threads):   # metadata and connections before the clock starts
             wait_for(lambda i=i: producers[i].round(0), 30, f"a first produce of {client_prefix}-{i}")
         for p in producers:
             p.errors.clear()
         logged = requests() if requests is not None else 0
-        counts, failed = [0] * threads, [0] * threads
-        stop = threading.Event()
-
-        def run(i: int) -> None:
-            n = 0
-            while not stop.is_set():
-                n += 1
-                if one_round(i, n):
-                    counts[i] += 1
-                else:
-                    failed[i] += 1
-        took = timed(run, threads, seconds, stop)
-        done = sum(counts)
+        took, done, failed = counted(lambda i, n: producers[i].round(n), threads, seconds)
         logged = requests() - logged if requests is not None else -1
     finally:
         for p in producers:
@@ -178,8 +172,8 @@ def produce_rdkafka(bootstrap: str, seconds: float, threads: int, per_request: i
     for p in producers:
         for name in p.errors:
             codes[name] = codes.get(name, 0) + 1
-    return {"requests_per_s": done / took, "records_per_s": done * per_request / took, "errors": sum(failed),
-            "error_codes": codes, "seconds": took, "rounds": sum(rounds), "produce_requests": logged,
+    return {"requests_per_s": done / took, "records_per_s": done * per_request / took, "errors": failed,
+            "error_codes": codes, "seconds": took, "rounds": done + failed, "produce_requests": logged,
             "partitions": len({p.partition for p in producers})}
 
 

@@ -84,18 +84,8 @@ def test_a_fetch_on_the_loop_waits_for_a_busy_partition_lock_on_the_executor(tmp
     rm = manager(tmp_path)
     assert rm.append(TP, [(None, b"v", None)], 1, 1000, lambda e: None) == (0, 0, 0)
     try:
-        with lock_held(rm.partition_lock(TP)) as release:
-
-            async def scenario() -> pb.FetchResponse:
-                pending = asyncio.ensure_future(rm.fetch_async(fetch(2, 0)))
-                for _ in range(20):   # the loop turns while the fetch waits for the lock
-                    await asyncio.sleep(0.001)
-                assert not pending.done()
-                release.set()
-                return await asyncio.wait_for(pending, WAIT_S)
-
-            with ThreadPoolExecutor(1) as pool:
-                answer = asyncio.run(scenario_with(pool, scenario))
+        with ThreadPoolExecutor(1) as pool:
+            answer = fetch_while_locked(rm, pool)
         [part] = answer.partitions
         assert part.error_code == 0 and part.records and part.high_watermark == 0
     finally:
@@ -118,23 +108,29 @@ def test_a_fetch_on_the_loop_that_finds_a_lock_held_briefly_tries_again_on_the_l
             return super().submit(fn, *args, **kwargs)
 
     try:
-        with lock_held(rm.partition_lock(TP)) as release:
-
-            async def scenario() -> pb.FetchResponse:
-                pending = asyncio.ensure_future(rm.fetch_async(fetch(2, 0)))
-                for _ in range(20):   # the loop turns while the fetch tries the lock again
-                    await asyncio.sleep(0.001)
-                assert not pending.done()
-                release.set()
-                return await asyncio.wait_for(pending, WAIT_S)
-
-            with CountingPool(1) as pool:
-                answer = asyncio.run(scenario_with(pool, scenario))
+        with CountingPool(1) as pool:
+            answer = fetch_while_locked(rm, pool)
         [part] = answer.partitions
         assert part.error_code == 0 and part.records and part.high_watermark == 0
         assert submitted == []
     finally:
         rm.close()
+
+
+def fetch_while_locked(rm: ReplicaManager, pool: ThreadPoolExecutor) -> pb.FetchResponse:
+    """A follower's fetch on a loop whose pool is ``pool``, while another thread holds the partition's lock: the
+    loop turns 20 times and the fetch must still be waiting; then the lock is let go and its answer awaited."""
+    with lock_held(rm.partition_lock(TP)) as release:
+
+        async def scenario() -> pb.FetchResponse:
+            pending = asyncio.ensure_future(rm.fetch_async(fetch(2, 0)))
+            for _ in range(20):   # the loop turns while the fetch waits for the lock (on the loop or in the pool)
+                await asyncio.sleep(0.001)
+            assert not pending.done()
+            release.set()
+            return await asyncio.wait_for(pending, WAIT_S)
+
+        return asyncio.run(scenario_with(pool, scenario))
 
 
 @contextmanager
