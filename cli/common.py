@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from node.config import load_config
+from node.config import STATE_FILE, load_config
 
 
 def open_cluster(args: argparse.Namespace):
@@ -29,7 +29,6 @@ def open_cluster(args: argparse.Namespace):
         path.write_text(cfg.to_yaml())
     else:
         # a previous `cluster up --brokers N` wrote the effective config; keep using it
-        from node.server.broker import STATE_FILE
         try:
             recorded = Path(json.loads((cfg.run_dir / STATE_FILE).read_text())["config"])
             if recorded.exists():

@@ -14,11 +14,10 @@ import threading
 import time
 from typing import Any
 
-from client.consumer import PartitionFetcher
-from client.metadata import ClusterClient
-from client.producer import Producer, parse_acks
-from launcher.cluster import add_offsets
 from cli.common import guard, open_cluster
+
+# the clients are imported by the commands that use them: `kafkasim` builds every command's parser on each
+# call, and a command such as `cluster status` should not pay for the client's and the broker's imports
 
 
 def bootstrap_of(cluster) -> list[str]:
@@ -41,6 +40,8 @@ def watch(cluster, topic: str | None, interval_s: float, describe, out=sys.stdou
     Ctrl-C (SIGINT) ends it after the redraw in hand: it only sets a flag, so it never lands inside a
     ZooKeeper or gRPC call (an interrupt raised there could leave a client's threads behind and the process
     hanging at exit)."""
+    from launcher.cluster import add_offsets
+
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
@@ -61,6 +62,9 @@ def watch(cluster, topic: str | None, interval_s: float, describe, out=sys.stdou
 # ---------------------------------------------------------------------- produce / consume
 
 def cmd_produce(args: argparse.Namespace) -> int:
+    from client.metadata import ClusterClient
+    from client.producer import Producer, parse_acks
+
     cluster = open_cluster(args)
     acks = parse_acks(args.acks)
     values = args.values if args.values else (line.rstrip("\n") for line in sys.stdin)
@@ -85,6 +89,9 @@ def cmd_consume(args: argparse.Namespace) -> int:
     if args.offset is not None and args.partition is None:
         print("error: --offset needs --partition", file=sys.stderr)
         return 2
+    from client.consumer import PartitionFetcher
+    from client.metadata import ClusterClient
+
     cluster = open_cluster(args)
     with ClusterClient(bootstrap_of(cluster)) as cc:
         parts = cc.partitions_for(args.topic)

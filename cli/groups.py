@@ -13,12 +13,14 @@ import argparse
 import json
 import sys
 import time
+from typing import TYPE_CHECKING
 
-from client.admin import GroupAdmin
-from client.metadata import ClusterClient
 from kafkacommon import errors
 from cli.common import guard, open_cluster
 from cli.data import bootstrap_of
+
+if TYPE_CHECKING:   # the clients are imported by the commands that use them (cli/data.py says why)
+    from client.admin import GroupAdmin
 
 
 def _table(rows: list[list], headers: list[str]) -> str:
@@ -35,6 +37,9 @@ def cmd_consumer_groups(args: argparse.Namespace) -> int:
     if not args.list and not args.group:
         print("error: --group is required", file=sys.stderr)
         return 2
+    from client.admin import GroupAdmin
+    from client.metadata import ClusterClient
+
     cluster = open_cluster(args)
     with ClusterClient(bootstrap_of(cluster)) as cc:
         admin = GroupAdmin(cc)
@@ -118,6 +123,7 @@ class _PrintingListener:
 
 def cmd_console_consumer(args: argparse.Namespace) -> int:
     from client.group import GroupMember
+    from client.metadata import ClusterClient
 
     cluster = open_cluster(args)
     with ClusterClient(bootstrap_of(cluster)) as cc:

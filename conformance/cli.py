@@ -6,9 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from conformance.tables import all_cases
-from conformance.runner import run, select, write
-
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("conformance", help="the same requests to Kafka 2.8.2 and to kafkasim, the answers compared "
@@ -22,6 +19,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_conformance(args: argparse.Namespace) -> int:
+    # imported here, not at the top: `kafkasim` builds every command's parser on each call (cli/data.py)
+    from conformance.runner import run, select, write
+    from conformance.tables import all_cases
+
     cases = select(all_cases(), args.filter)
     if not cases:
         print(f"error: no case matches {args.filter!r}", file=sys.stderr)

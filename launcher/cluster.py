@@ -21,8 +21,7 @@ from typing import Any
 import grpc
 
 from kafkacommon import errors
-from node.config import ClusterConfig
-from node.server.broker import STATE_FILE
+from node.config import STATE_FILE, ClusterConfig
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 from util.procs import process_state  # noqa: F401  (also this module's public name)

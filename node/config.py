@@ -24,6 +24,10 @@ from node.listeners import Endpoint, check_advertised, parse_listeners, parse_pr
 __all__ = ["ConfigError", "KeySpec", "BrokerSpec", "ClusterConfig", "SCHEMA", "BROKER_SCHEMA",
            "parse_config", "load_config", "default_config", "describe_schema"]
 
+# the running cluster's state file in its run directory (the embedded ZooKeeper's address, the brokers'
+# processes, the effective config): `cluster up` writes it, the brokers and the commands read it
+STATE_FILE = "cluster.json"
+
 
 class ConfigError(ValueError):
     """One line per problem, ``"<source>: <key>: <what is wrong>"``; ``problems``: (key, message) pairs."""

@@ -9,9 +9,10 @@ case " $* " in
 esac
 # two workers (pytest-xdist) on the 2-core machines we test on; KAFKASIM_TEST_WORKERS=1 runs in one process.
 # Each test module stays on one worker, and the tests sharing the Spark session and the chaos runs share one
-# worker too (tests/conftest.py), so module and session fixtures start once.
+# worker too (tests/conftest.py), so module and session fixtures start once.  The workers take the groups
+# longest first, in the order tests/conftest.py sorts them (--no-loadscope-reorder keeps that order).
 workers="${KAFKASIM_TEST_WORKERS:-2}"
 if [ "$workers" -gt 1 ]; then
-    exec python3 -m pytest -q -n "$workers" --dist loadgroup "$@"
+    exec python3 -m pytest -q -n "$workers" --dist loadgroup --no-loadscope-reorder "$@"
 fi
 exec python3 -m pytest -q "$@"

@@ -76,6 +76,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             # the first of these tests also sets up the chaos runs and their analysis (some minutes, and more
             # while the other worker's clusters share the two cores); the others inherit it done
             item.add_marker(pytest.mark.timeout(SHARED_SETUP_TIMEOUT_S))
+    if getattr(config.option, "loadgroup", False):
+        items[:] = heaviest_groups_first(items)
+
+
+def group_of(item: pytest.Item) -> str:
+    return next(m.args[0] for m in item.iter_markers("xdist_group"))
+
+
+def heaviest_groups_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The items, each group's together and in its own order, the groups likely to take longest first.
+
+    scripts/test.sh runs pytest-xdist with ``--no-loadscope-reorder``, so a worker takes the groups in this
+    order as it frees up (its own default order is the most tests first, which puts a module of one or two
+    long chaos runs at the very end, with the other worker idle).  Longest first, the many short unit tests
+    come last and even out the workers' ends.  A group's weight is its costliest tier: the shared Spark
+    session and chaos runs, then chaos runs, Kafka 2.8.2, other processes, then the unit tier; then its
+    number of tests."""
+    groups: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        groups.setdefault(group_of(item), []).append(item)
+
+    def weight(name: str) -> tuple[int, int]:
+        members = groups[name]
+        tier = next((rank for rank, mark in enumerate(("chaos", "kafka", "cluster", "spark"), start=1)
+                     if any(i.get_closest_marker(mark) for i in members)), 5)
+        return (0 if name == "session-spark" else tier, -len(members))
+
+    return [item for name in sorted(groups, key=weight) for item in groups[name]]
 
 
 @pytest.hookimpl(trylast=True)

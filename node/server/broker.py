@@ -37,7 +37,7 @@ from listener.limits import Limits, Quotas, parse_overrides
 from listener.context import ListenerContext, cluster_id_for
 from node.server import bugs
 from replication.broker_state import BrokerState
-from node.config import ClusterConfig, ConfigError, load_config
+from node.config import STATE_FILE, ClusterConfig, ConfigError, load_config
 from node.server.settings import controller_settings, group_config, replica_settings, txn_config
 from node.dynamic_config import DynamicBrokerConfig
 from node.shells.config_listener import ConfigChangeListener
@@ -67,9 +67,6 @@ from zk.errors import CONNECTION_ERRORS, ZkConnectionLost, ZkError
 from replication.log_dirs import DirFailure
 
 log = logging.getLogger("kafkasim.broker")
-
-
-STATE_FILE = "cluster.json"
 
 
 def resolve_zookeeper(cfg: ClusterConfig, override: str | None) -> str:
