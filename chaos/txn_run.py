@@ -3,7 +3,10 @@ read_committed readers, the zombies, and the end: drain, stop, final reads, ``tx
 
 * **Start**: one pipeline process per transactional id (chaos/txn_workload.py), and the readers.  A pipeline
   process that ends on a fatal error (fenced) is replaced by a new one (the next instance of its
-  transactional id) a second later.
+  transactional id) a second later; so is one hung in a client call past its timeout
+  (chaos/txn_workload.py's ``ConfluentPipeline.hung``: librdkafka issues #5456 and #5511), which is abandoned
+  to its call, as an application's watchdog would restart it.  The successor's InitProducerId fences it and
+  aborts its open transaction; its consumer left the group once ``max.poll.interval.ms`` passed.
 * **Zombies** (``zombie.interval.ms``, confluent-kafka): every so often (seeded) a pipeline (drawn among
   those that committed in the last 3 s; with none, or when it did not reach its commit in 10 s, another try
   a second later) is frozen before its next commit, a new process with its transactional id starts (its
@@ -55,6 +58,7 @@ class TxnRun:
                         for i in range(spec.readers)]
         self.zombies = 0
         self.stuck: list[str] = []                        # pipelines that did not stop in time (a client hung)
+        self.hung: list[str] = []                         # pipelines abandoned to a hung client call, replaced
         self.instances = [0] * spec.pipelines
         self._keeper = threading.Thread(target=self._keep, daemon=True, name="txn-keeper")
         self._lock = threading.Lock()
@@ -81,11 +85,7 @@ class TxnRun:
         waited = 0.0
         while not self.stop_pipelines.wait(0.5):
             waited += 0.5
-            with self._lock:
-                for i, w in list(self.pipelines.items()):
-                    if not w.is_alive() and not self.stop_pipelines.is_set():
-                        self.retired.append(w)
-                        self.pipelines[i] = self._new(i)
+            self._replace_ended(time.monotonic())
             if next_zombie is not None and waited >= next_zombie:
                 # drawn among the pipelines committing now: one failing over, or hung in a client call, would not
                 # reach a commit to freeze at; with none, or when the one drawn did not get there, another try a
@@ -93,6 +93,24 @@ class TxnRun:
                 live = self._committing()
                 made = bool(live) and self._zombie(live[self.rng.randrange(len(live))])
                 waited, next_zombie = 0.0, (self.rng.uniform(z.lo, z.hi) if made else 1000.0) / 1000
+
+    def _replace_ended(self, now: float) -> None:
+        """Start a successor for each pipeline process that ended (fenced), or that is hung in a client call at
+        ``now`` (``time.monotonic()``; it is abandoned to its call)."""
+        with self._lock:
+            for i, w in list(self.pipelines.items()):
+                if self.stop_pipelines.is_set():
+                    return
+                if not w.is_alive():
+                    self.retired.append(w)
+                    self.pipelines[i] = self._new(i)
+                elif isinstance(w, ConfluentPipeline) and w.hung(now):
+                    log.warning("%s: a client call is hung past its timeout: abandoned, a new instance starts",
+                                w.name)
+                    w.abandon()
+                    self.hung.append(w.name)
+                    self.retired.append(w)
+                    self.pipelines[i] = self._new(i)
 
     def _committing(self, within_s: float = 3.0) -> list[int]:
         """The indexes of the confluent-kafka pipelines that committed in the last ``within_s``."""
@@ -154,7 +172,8 @@ class TxnRun:
                "transactional_ids": self.spec.transactional_ids(), "client": self.spec.client,
                "drained": drained, "final_reads_ok": all(finals), "final_committed": committed,
                "input_ends": {f"{t}/{p}": o for (t, p), o in input_ends.items()}, "zombies": self.zombies,
-               "instances": list(self.instances), "commits": self.commits(), "stuck": list(self.stuck)}
+               "instances": list(self.instances), "commits": self.commits(), "stuck": list(self.stuck),
+               "hung": list(self.hung)}
         (self.out / "txn.json").write_text(json.dumps(doc, indent=2) + "\n")
 
     def commits(self) -> int:
@@ -173,8 +192,8 @@ class TxnRun:
         if self._keeper.is_alive():
             self._keeper.join(10)
         deadline = time.monotonic() + timeout_s
-        for w in list(self.pipelines.values()) + self.retired:
-            w.join(max(0.1, deadline - time.monotonic()))
+        for w in list(self.pipelines.values()) + self.retired:   # one abandoned as hung is not waited for
+            w.join(0.1 if w.name in self.hung else max(0.1, deadline - time.monotonic()))
             if w.is_alive():
                 self.stuck.append(w.name)
         self.stop_readers.set()
@@ -189,7 +208,7 @@ def txn_results(txn: dict[str, Any], result: Any) -> dict[str, Any]:
     """results.json's ``transactions``: the workload's end state and what its checkers counted."""
     stats = result.stats
     return {"drained": txn.get("drained"), "commits": txn.get("commits"), "zombies": txn.get("zombies"),
-            "stuck": txn.get("stuck", []),
+            "stuck": txn.get("stuck", []), "hung": txn.get("hung", []),
             "instances": txn.get("instances"), "final_committed": txn.get("final_committed"),
             "exactly_once": stats.get("exactly-once", {}), "read_committed": stats.get("read-committed", {}),
             "txn_offsets": stats.get("txn-offsets", {}), "zombie": stats.get("zombie", {})}

@@ -6,7 +6,12 @@
   (``send_offsets_to_transaction``).  Ops: ``init-txn``, ``txn`` (begin, produce, send offsets), ``end-txn``
   (commit; after an abortable error an abort, and the consumer rewinds to the committed offsets).  It can be
   frozen before a commit (a zombie: chaos/txn_run.py starts a newer process with its transactional id
-  meanwhile); a fatal error (fenced) ends the process.
+  meanwhile); a fatal error (fenced) ends the process.  A transactional call still running
+  :data:`HUNG_AFTER_S` past its own timeout is hung (:meth:`ConfluentPipeline.hung`): librdkafka 2.16's
+  ``send_offsets_to_transaction`` can wait far past its timeout for a group coordinator whose broker handle
+  it dropped (issues #5456, #5511).  chaos/txn_run.py then gives up on the process, as an application's watchdog
+  restarting it would (:meth:`ConfluentPipeline.abandon`): once its call returns it records the outcome and
+  makes no other client call.
 * :class:`JavaPipeline`: the same with Kafka 2.8.2's Java client (reference/java/JavaEosPipeline.java, one
   JVM), its reports turned into the same operations as they come.
 * :class:`OutputReader`: a read_committed consumer of the whole output (assigned, from the beginning),
@@ -30,6 +35,9 @@ from judge.checks_txn import output_value
 
 log = logging.getLogger(__name__)
 
+#: how long past its own timeout a client call runs before its pipeline counts as hung
+HUNG_AFTER_S = 10.0
+
 
 def _error(e: Exception) -> tuple[str, bool, bool, bool]:
     """(name, retriable, requires abort, fatal) of a librdkafka error."""
@@ -52,12 +60,33 @@ class ConfluentPipeline(Worker):
         self.frozen = threading.Event()      # set by the pipeline once it waits there
         self.release = threading.Event()
         self.initialized = threading.Event()  # set once init_transactions succeeded
+        self.abandoned = threading.Event()    # set: hung, replaced; no more client calls once the call returns
         self.fenced = False
+        self._overdue_at: float | None = None  # time.monotonic() past which the call in progress is hung
         self.commits = 0
         self.last_commit = -1.0               # time.monotonic() of its last commit (-1: none yet)
 
     def _op(self, f: str, value: dict) -> dict:
         return self.history.invoke(self.process, f, value)
+
+    def _call(self, timeout_s: float, fn, *args):
+        """``fn(*args)``, a client call bounded by ``timeout_s``, watched: see :meth:`hung`."""
+        self._overdue_at = time.monotonic() + timeout_s + HUNG_AFTER_S
+        try:
+            return fn(*args)
+        finally:
+            self._overdue_at = None
+
+    def hung(self, now: float) -> bool:
+        """Whether a client call of this pipeline is still running :data:`HUNG_AFTER_S` past its timeout at ``now``
+        (``time.monotonic()``)."""
+        at = self._overdue_at
+        return at is not None and now > at
+
+    def abandon(self) -> None:
+        """Give up on this process (hung): when its call returns it records the outcome and ends, leaving its open
+        transaction to the successor's InitProducerId and its partitions to the group."""
+        self.abandoned.set()
 
     def body(self) -> None:
         from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -75,7 +104,7 @@ class ConfluentPipeline(Worker):
                 return
             consumer.subscribe([s.input])
             seq = 0
-            while not self.stop_event.is_set() and not self.fenced:
+            while not self.stop_event.is_set() and not self.fenced and not self.abandoned.is_set():
                 msgs = [m for m in consumer.consume(s.max_records, 0.5) if m.error() is None]
                 if not msgs:
                     continue
@@ -93,10 +122,10 @@ class ConfluentPipeline(Worker):
 
     def _init(self, producer) -> bool:
         from confluent_kafka import KafkaException
-        while not self.stop_event.is_set():
+        while not self.stop_event.is_set() and not self.abandoned.is_set():
             op = self._op("init-txn", {"transactional_id": self.tid, "instance": self.instance})
             try:
-                producer.init_transactions(30)
+                self._call(30, producer.init_transactions, 30)
                 self.history.complete(op, "ok")
                 self.initialized.set()
                 return True
@@ -121,13 +150,16 @@ class ConfluentPipeline(Worker):
             for m, rec in zip(msgs, inputs):
                 producer.produce(s.output, key=m.key(), value=output_value(rec[3], self.tid, self.instance, seq),
                                  partition=m.partition() % self.partitions_out)
-            producer.send_offsets_to_transaction([TopicPartition(t, p, o) for (t, p), o in sorted(ends.items())],
-                                                 consumer.consumer_group_metadata(), 30)
+            self._call(30, producer.send_offsets_to_transaction,
+                       [TopicPartition(t, p, o) for (t, p), o in sorted(ends.items())],
+                       consumer.consumer_group_metadata(), 30)
             self.history.complete(op, "ok")
         except KafkaException as e:
             name, _retriable, _abort, fatal = _error(e)
             self.history.complete(op, "fail", error=name)
             self._after_failure(producer, consumer, base, fatal)
+            return
+        if self.abandoned.is_set():      # replaced while it hung: the successor aborts this transaction
             return
         if self.freeze.is_set():         # a zombie: stop here until a newer process has our transactional id
             self.frozen.set()
@@ -135,14 +167,14 @@ class ConfluentPipeline(Worker):
         end = self._op("end-txn", {**base, "commit": True})
         while True:
             try:
-                producer.commit_transaction(30)
+                self._call(30, producer.commit_transaction, 30)
                 self.history.complete(end, "ok")
                 self.commits += 1
                 self.last_commit = time.monotonic()
                 return
             except KafkaException as e:
                 name, retriable, _abort, fatal = _error(e)
-                if retriable and not self.stop_event.is_set():
+                if retriable and not self.stop_event.is_set() and not self.abandoned.is_set():
                     continue
                 self.history.complete(end, "info" if retriable else "fail", error=name)
                 self._after_failure(producer, consumer, base, fatal)
@@ -153,9 +185,11 @@ class ConfluentPipeline(Worker):
         if fatal:
             self.fenced = True
             return
+        if self.abandoned.is_set():
+            return
         op = self._op("end-txn", {**base, "commit": False})
         try:
-            producer.abort_transaction(30)
+            self._call(30, producer.abort_transaction, 30)
             self.history.complete(op, "ok")
         except KafkaException as e:
             name, retriable, _abort, fatal = _error(e)
@@ -164,7 +198,7 @@ class ConfluentPipeline(Worker):
                 self.fenced = True
                 return
         try:       # start over from the group's committed offsets
-            for tp in consumer.committed(consumer.assignment(), 30):
+            for tp in self._call(30, consumer.committed, consumer.assignment(), 30):
                 if tp.offset >= 0:
                     consumer.seek(tp)
         except KafkaException as e:
