@@ -37,5 +37,8 @@ COPY . /app
 RUN python scripts/gen_proto.py \
     && pip install --no-deps --no-build-isolation . \
     && mkdir -p /data
+# ZooKeeper's class-data archive (util/jvm_archive.py), written once here rather than by each container's
+# first start
+RUN python -c "from zk.server import archive_flags; print(archive_flags())"
 
 CMD ["kafkasim", "--help"]

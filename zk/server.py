@@ -18,9 +18,12 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+from util.jvm_archive import JvmArchive
 
 JAVA_HINT = "Java not found: apt-get install openjdk-17-jre-headless (or run scripts/setup.sh)"
 ZK_HINT = ("ZooKeeper not found: apt-get install zookeeper (Debian's package), "
@@ -192,8 +195,11 @@ class ZooKeeperServer:
                  peers: list[Peer] | None = None, host: str = "127.0.0.1",
                  min_session_timeout_ms: int | None = None,
                  max_session_timeout_ms: int = 60000, peer_hosts: dict[int, str] | None = None,
-                 prefix: list[str] | None = None) -> None:
+                 prefix: list[str] | None = None, archive_flags: list[str] | None = None) -> None:
+        """``archive_flags``: the JVM's class-data archive flags, instead of ZooKeeper's archive's (for the
+        server that writes that archive)."""
         self.data_dir = Path(data_dir).resolve()
+        self.archive_flags = archive_flags
         self.peer_hosts = dict(peer_hosts or {})   # server id -> host, when the servers differ in host
         self.prefix = list(prefix or [])          # e.g. ["ip", "netns", "exec", NS]: run it elsewhere
         self.client_port = client_port
@@ -253,7 +259,8 @@ class ZooKeeperServer:
     def command(self) -> list[str]:
         """The java command line (raises ZooKeeperNotInstalled when something is missing)."""
         java, classpath = find_java(), zookeeper_classpath()
-        return [java, *JVM_FLAGS, f"-Dzookeeper.log.dir={self.data_dir}",
+        archive = archive_flags() if self.archive_flags is None else self.archive_flags
+        return [java, *JVM_FLAGS, *archive, f"-Dzookeeper.log.dir={self.data_dir}",
                 f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}",
                 "-cp", classpath, MAIN_CLASS, str(self.config_path)]
 
@@ -376,6 +383,24 @@ class ZooKeeperServer:
                      d.get("min_session_timeout_ms"), d.get("max_session_timeout_ms", 60000))
         server._pid = d.get("pid")
         return server
+
+
+def archive_flags() -> list[str]:
+    """The JVM flags that map ZooKeeper's class-data archive (util/jvm_archive.py), written first when there is
+    none ([] when none can be had)."""
+    return JvmArchive("zookeeper", find_java(), zookeeper_classpath(), JVM_FLAGS).flags(write_archive)
+
+
+def write_archive(flags: list[str]) -> None:
+    """ZooKeeper's class-data archive (util/jvm_archive.py), written by a standalone server started with
+    ``flags``, serving, then stopped (SIGTERM): the classes of a start."""
+    with tempfile.TemporaryDirectory(prefix="kafkasim-zk-archive-") as d:
+        server = ZooKeeperServer(Path(d), free_port(), archive_flags=flags)
+        server.start()
+        try:
+            server.wait_ready(60.0)
+        finally:
+            server.stop(30.0)
 
 
 class EmbeddedZooKeeper:
