@@ -1,6 +1,6 @@
 """Class-data sharing archives for the JVMs kafkasim starts and stops many times: a JVM given the archive of
 its kind maps the classes the first one loaded instead of loading, parsing and verifying them again, which
-takes a third or more off a ZooKeeper's start on a 2-core machine (zk/server.py; bench/jvm_start.py measures
+takes about 30 % off a ZooKeeper's start on a 2-core machine (zk/server.py; bench/jvm_start.py measures
 it).  Nothing else about the JVM changes.
 
 It is Java 17's dynamic archive (``-XX:ArchiveClassesAtExit``, then ``-XX:SharedArchiveFile``), kept under
