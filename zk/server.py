@@ -401,6 +401,9 @@ def write_archive(flags: list[str]) -> None:
             server.wait_ready(60.0)
         finally:
             server.stop(30.0)
+        code = server._proc.returncode if server._proc is not None else None
+        if code not in (0, 143):   # killed (stop's SIGKILL), perhaps in the middle of writing: not kept
+            raise RuntimeError(f"the ZooKeeper writing the class-data archive exited {code}")
 
 
 class EmbeddedZooKeeper:
