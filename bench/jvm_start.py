@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from util.jvm_archive import CACHE_ENV  # noqa: E402
+from util.cache import CACHE_ENV  # noqa: E402
 from zk.server import ZooKeeperServer, free_port  # noqa: E402
 
 

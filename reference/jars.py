@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from util.cache import cache_root
+
 KAFKA_VERSION = "2.8.2"
 POM = Path(__file__).resolve().parent / "pom.xml"
-CACHE_ENV = "KAFKASIM_CACHE"
 MANIFEST = ".kafkasim-manifest.json"
 #: the plugin by its full coordinates (pinned; a bare ``dependency:`` prefix needs plugin-group metadata)
 COPY_GOAL = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies"
@@ -64,9 +65,7 @@ class JarsUnavailable(RuntimeError):
 def cache_dir(jar_set: JarSet = MAIN) -> Path:
     """Where the jars live: ``$KAFKASIM_CACHE/kafka-2.8.2`` or ``~/.cache/kafkasim/kafka-2.8.2`` (Streams':
     ``kafka-streams-2.8.2`` beside it)."""
-    base = os.environ.get(CACHE_ENV)
-    root = Path(base).expanduser() if base else Path.home() / ".cache" / "kafkasim"
-    return root.resolve() / jar_set.name
+    return cache_root().resolve() / jar_set.name
 
 
 def pom_digest(pom: Path = POM) -> str:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from util.jvm_archive import CACHE_ENV, JvmArchive
+from util.cache import CACHE_ENV
+from util.jvm_archive import JvmArchive
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from reference import jars, properties
 from reference.kafka import ReferenceCluster
 from reference.properties import (KAFKASIM_ONLY, LAUNCHER, SAME, TRANSLATED, TranslationError, broker_properties,
                                   cluster_properties, render)
+from util.cache import CACHE_ENV
 
 
 def test_every_cluster_yaml_key_is_placed_exactly_once() -> None:
@@ -128,9 +129,9 @@ def test_an_incomplete_cache_is_not_complete(tmp_path: Path, damage: str) -> Non
 
 
 def test_the_cache_is_outside_the_repository(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv(jars.CACHE_ENV, raising=False)
+    monkeypatch.delenv(CACHE_ENV, raising=False)
     assert jars.cache_dir() == Path.home().resolve() / ".cache" / "kafkasim" / "kafka-2.8.2"
-    monkeypatch.setenv(jars.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     assert jars.cache_dir() == tmp_path.resolve() / "kafka-2.8.2"
     repo = Path(jars.__file__).resolve().parents[1]
     assert repo not in jars.cache_dir().parents

@@ -20,15 +20,15 @@ import os
 from pathlib import Path
 from typing import Callable, Sequence
 
-CACHE_ENV = "KAFKASIM_CACHE"
+from util.cache import cache_root
+
 #: the JVM says nothing when it cannot map an archive (a JDK or jar changed since): it starts without one
 QUIET = ("-Xshare:auto", "-Xlog:cds=off", "-Xlog:cds+dynamic=off")
+_FAILED: set[Path] = set()   # archives this process could not write: not tried again
 
 
 def archive_dir() -> Path:
-    base = os.environ.get(CACHE_ENV)
-    root = Path(base).expanduser() if base else Path.home() / ".cache" / "kafkasim"
-    return root / "jvm-archives"
+    return cache_root() / "jvm-archives"
 
 
 def _stamp(path: str) -> str:
@@ -81,6 +81,3 @@ class JvmArchive:
                 writing.unlink(missing_ok=True)
             except OSError:
                 pass
-
-
-_FAILED: set[Path] = set()   # archives this process could not write: not tried again
