@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.add_argument("--config", default="cluster.yaml")
             a = ap.parse_args(rest[1:])
             return _run(lambda: cmd_broker_action(rest[0], a.id, a.config))
-        from node.server.broker import main as broker_main
+        from node.boot import broker_main
         return broker_main(rest)
     if argv[:2] == ["reference", "tool"]:   # the tool's own options are not ours to parse
         from reference.cli import run_tool

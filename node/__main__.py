@@ -1,5 +1,5 @@
 import sys
 
-from node.server.broker import main
+from node.boot import broker_main
 
-sys.exit(main())
+sys.exit(broker_main())
