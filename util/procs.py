@@ -1,6 +1,8 @@
 """What Linux says about a process, from /proc/<pid>/stat."""
 from __future__ import annotations
 
+import os
+
 
 def stat_fields(pid: int | None) -> list[str] | None:
     """The fields after the command name (field 3, the state, first), or None when no such
@@ -27,3 +29,9 @@ def start_time(pid: int) -> str | None:
     """The pid's start time (clock ticks since boot), or None when no live process has it."""
     fields = stat_fields(pid)
     return None if fields is None else fields[19]
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU seconds (user + system, every thread) a live process has run; 0.0 when there is no such process."""
+    fields = stat_fields(pid)
+    return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
