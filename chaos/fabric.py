@@ -104,9 +104,14 @@ def start_proxied(cluster: Cluster, config_path: Path, out: Path, seed: int, *, 
     """Start ZooKeeper, the proxy (its files in ``out/proxy``, link maps in ``out/links``) and the brokers
     (``up(cluster)``, default ``cluster.up()``).  With ``kafka``, ``config_path`` is rewritten so each broker
     advertises its Kafka link and ``cluster.cfg`` is reloaded from it.  On failure the proxy is stopped."""
-    cluster.start_zookeeper()
+    starting = ProxyProcess.spawn(out / "proxy", seed=seed)   # its interpreter starts beside ZooKeeper's JVM
+    try:
+        cluster.start_zookeeper()
+        proxy = starting.wait()
+    except BaseException:
+        starting.kill()
+        raise
     servers = cluster.zk_embedded.servers
-    proxy = ProxyProcess.start(out / "proxy", seed=seed)
     try:
         links = Links()
         cfg = cluster.cfg

@@ -126,6 +126,12 @@ class ProxyProcess:
     @classmethod
     def start(cls, workdir: Path, seed: int, timeout_s: float = 10) -> "ProxyProcess":
         """Spawn the proxy (its own session) and wait until it is listening."""
+        return cls.spawn(workdir, seed).wait(timeout_s)
+
+    @classmethod
+    def spawn(cls, workdir: Path, seed: int) -> "StartingProxy":
+        """Spawn the proxy (its own session) and return at once: :meth:`StartingProxy.wait` waits until it is
+        listening (meanwhile its interpreter starts beside whatever the caller starts, e.g. ZooKeeper)."""
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         token = uuid.uuid4().hex[:8]
@@ -138,23 +144,7 @@ class ProxyProcess:
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     env=env, start_new_session=True)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if ready.exists():
-                try:
-                    info = json.loads(ready.read_text())
-                    break
-                except ValueError:  # cannot happen (atomic rename), but never trust a file blindly
-                    pass
-            if proc.poll() is not None:
-                raise ProxyError(f"proxy exited with status {proc.returncode} before it was ready: "
-                                 f"{_tail(log_path)}")
-            if time.monotonic() > deadline:
-                proc.kill()
-                proc.wait()
-                raise ProxyError(f"proxy not ready after {timeout_s} s: {_tail(log_path)}")
-            time.sleep(POLL_S)
-        return cls(proc, int(info["control_port"]), log_path)
+        return StartingProxy(proc, ready, log_path)
 
     # -- the control protocol -------------------------------------------------
 
@@ -251,3 +241,37 @@ def _tail(path: Path, n: int = 2000) -> str:
     except OSError:
         return "(no log)"
     return text[-n:].strip() or "(empty log)"
+
+
+class StartingProxy:
+    """A proxy process spawned by :meth:`ProxyProcess.spawn`, not yet known to listen."""
+
+    def __init__(self, proc: subprocess.Popen, ready: Path, log_path: Path) -> None:
+        self._proc, self._ready, self.log_path = proc, ready, log_path
+
+    def wait(self, timeout_s: float = 10) -> ProxyProcess:
+        """The proxy once it listens (its ready file written); ProxyError if it exits or the deadline passes
+        first (then it is killed)."""
+        proc, ready, log_path = self._proc, self._ready, self.log_path
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if ready.exists():
+                try:
+                    info = json.loads(ready.read_text())
+                    break
+                except ValueError:  # cannot happen (atomic rename), but never trust a file blindly
+                    pass
+            if proc.poll() is not None:
+                raise ProxyError(f"proxy exited with status {proc.returncode} before it was ready: "
+                                 f"{_tail(log_path)}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise ProxyError(f"proxy not ready after {timeout_s} s: {_tail(log_path)}")
+            time.sleep(POLL_S)
+        return ProxyProcess(proc, int(info["control_port"]), log_path)
+
+    def kill(self) -> None:
+        """SIGKILL the proxy (when what was started beside it failed) and reap it."""
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self._proc.wait()

@@ -531,6 +531,17 @@ def test_ready_file_shutdown_and_sigterm(tmp_path: Path) -> None:
 
 
 @pytest.mark.cluster  # starts the proxy process
+def test_a_spawned_proxy_serves_once_waited_for_and_a_killed_one_is_reaped(tmp_path: Path) -> None:
+    starting = ProxyProcess.spawn(tmp_path / "a", seed=1)    # returns before the proxy listens
+    with starting.wait() as p:
+        assert p.stats() == {}
+    doomed = ProxyProcess.spawn(tmp_path / "b", seed=1)
+    doomed.kill()                                            # what was started beside it failed
+    with pytest.raises(ProxyError, match="exited with status -9 before it was ready"):
+        doomed.wait()
+
+
+@pytest.mark.cluster  # starts the proxy process
 def test_exits_when_its_parent_dies(tmp_path: Path) -> None:
     code = textwrap.dedent(f"""
         import sys
