@@ -8,7 +8,8 @@
 - ``node/storage/``: one partition replica's log on disk;
 - ``node/shells/``: the I/O shells of the controller and group-coordinator cores.
 
-The process's entry: ``boot`` (``python -m node``).  Shared by all of them: ``config`` (cluster.yaml), ``listeners`` (Kafka's listener lists), ``events`` (the
-event log), ``clock`` (the shells' wall clock).  Nothing here imports the launcher, the command line, chaos,
-the simulator, the analysis or the web view (docs/architecture.md, "Floors").
+The process's entry: ``boot`` (``python -m node``).  Shared by all of them: ``config`` (cluster.yaml),
+``listeners`` (Kafka's listener lists), ``events`` (the event log), ``clock`` (the shells' wall clock).
+Nothing here imports the launcher, the command line, chaos, the simulator, the analysis or the web view
+(docs/architecture.md, "Floors").
 """

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,23 @@ def test_an_imported_package_is_left_alone_and_a_module_is_refused(package: str)
         lean("leanmod")
     with pytest.raises(ImportError, match="'no_such_package_here' is not an installed package"):
         lean("no_such_package_here")
+
+
+def test_threads_asking_at_once_run_the_init_once(package: str, tmp_path: Path) -> None:
+    (tmp_path / "leangate.py").write_text("import threading\nENTERED = threading.Event()\nGO = threading.Event()\n")
+    (tmp_path / "leanpkg" / "__init__.py").write_text(
+        "import leangate\nleangate.ENTERED.set()\nleangate.GO.wait(10)\n"
+        "RUNS = globals().get('RUNS', 0) + 1\nNAME = 'x'\n")
+    lean(package)
+    import leangate
+    import leanpkg.wire
+    got: list[object] = []
+    threads = [threading.Thread(target=lambda: got.append(leanpkg.NAME)) for _ in range(4)]
+    threads[0].start()
+    assert leangate.ENTERED.wait(10)          # the first thread is inside the __init__ ...
+    for t in threads[1:]:
+        t.start()                             # ... while the others ask
+    leangate.GO.set()
+    for t in threads:
+        t.join(10)
+    assert got == ["x"] * 4 and leanpkg.RUNS == 1

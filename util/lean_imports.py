@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import threading
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any, Callable
@@ -34,11 +35,20 @@ def lean(*names: str) -> None:
 
 
 def _on_first_name(module: ModuleType, spec: ModuleSpec) -> Callable[[str], Any]:
+    lock = threading.RLock()   # one thread runs the __init__; another asking meanwhile waits for it
+    ran = []
+
     def __getattr__(attr: str) -> Any:
         if not attr.startswith("__") and importlib.util.find_spec(f"{spec.name}.{attr}") is not None:
             return importlib.import_module(f"{spec.name}.{attr}")   # `from kafka import codec`: that module alone
-        del module.__getattr__   # type: ignore[attr-defined]
-        assert spec.loader is not None
-        spec.loader.exec_module(module)                  # the package's own __init__, once
-        return getattr(module, attr)
+        with lock:
+            if not ran:            # (the __init__ itself asking for a name it has not made yet finds it ran)
+                ran.append(True)
+                assert spec.loader is not None
+                spec.loader.exec_module(module)          # the package's own __init__, once
+                del module.__getattr__   # type: ignore[attr-defined]
+        try:
+            return module.__dict__[attr]
+        except KeyError:
+            raise AttributeError(f"module {spec.name!r} has no attribute {attr!r}") from None
     return __getattr__
