@@ -381,6 +381,11 @@ def stages(evs: list[dict], old: int, epoch: int, done: dict) -> dict[str, Any]:
     # (arrival = the line's mono_ns minus its duration) and applied them, from the signal
     nb = done["broker"]
     out["new_controller"] = nb
+    # where the next controller took the 10,050 states from, and whether its broker was applying the stopping
+    # controller's LeaderAndIsr when it was elected (then it reads ZooKeeper: docs/deviations.md)
+    out["new_from_cache"] = done.get("states_from_cache")
+    out["new_broker_applying"] = out["elected"] is not None and any(
+        arrived <= out["elected"] <= applied for _n, _l, _f, arrived, applied in out["cs_requests"].get(nb, []))
     out["new_requests"] = {b: [(e["type"], e.get("partitions"), (e["mono_ns"] - e["duration_ms"] * 1e6 - sig) / 1e6,
                                 (e["mono_ns"] - sig) / 1e6)
                                for e in evs if e["broker"] == b and e.get("controller_epoch") == epoch + 1
@@ -426,10 +431,13 @@ def report(r: dict[str, Any]) -> None:
         print(f"  step {step:<23}{fmt_ms(t)}")
     for k in ("zk_session_closing", "broker_stopped", "elected", "failover_done"):
         print(f"  {k:<28}{fmt_ms(r[k])}")
+    source = "its broker's cache" if r.get("new_from_cache") else "ZooKeeper"
+    applying = "yes" if r.get("new_broker_applying") else "no"
     print(f"  the new controller: load {r['new_load_ms']:.1f} ms, decide {r['new_decide_ms']:.1f} ms, write "
           f"{r['new_write_ms']:.1f} ms, the rest (the requests to the brokers) "
           f"{r['new_total_ms'] - r['new_load_ms'] - r['new_decide_ms'] - r['new_write_ms']:.1f} ms; failover "
-          f"{r['new_total_ms']:.1f} ms, {r['new_states_written']} states written")
+          f"{r['new_total_ms']:.1f} ms, {r['new_states_written']} states written; the states from "
+          f"{source} (its broker applying the stopping controller's LeaderAndIsr when elected: {applying})")
     print(f"  the stopping controller's state writes (count, ZooKeeper ms): {r['cs_writes']}")
     for t, sp in r["spans"].items():
         if sp:
