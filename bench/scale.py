@@ -331,6 +331,8 @@ def measure(work: Path, partitions: int, window: float, profile: bool, profile_f
         evs = read_run_events(c.run_dir)
         if keep_events is not None:   # the brokers' event logs, for a closer look
             shutil.copytree(Path(c.run_dir) / "events", keep_events / f"events-{partitions}", dirs_exist_ok=True)
+            for raw in work.glob(f"failover-{partitions}*.txt"):   # --profile-failover's py-spy samples
+                shutil.copy(raw, keep_events / f"events-{partitions}" / raw.name)
         res.update(stages(evs, old, epoch, done))
     finally:
         c.down(timeout=60)
@@ -480,7 +482,7 @@ def main() -> None:
                          "idle CPU window and no idle profile")
     ap.add_argument("--json", type=Path, help="also write the raw figures here")
     ap.add_argument("--keep-events", type=Path, metavar="DIR",
-                    help="copy each run's broker event logs to DIR/events-N")
+                    help="copy each run's broker event logs (and --profile-failover's py-spy samples) to DIR/events-N")
     a = ap.parse_args()
     if a.only == "failover":
         a.window, a.no_profile = 0.0, True
