@@ -40,7 +40,7 @@ from analysis.checks_groups import (
 from analysis.checks_log import check_lost_writes, check_offsets, check_unseen, unknown_lost_writes, unknown_unseen
 from analysis.local_rows import local_rows
 from analysis.ops_tables import build_ops_tables
-from analysis.spark import Background, adaptive_off, gathered, small_input, union_by_name
+from analysis.spark import Background, adaptive_off, gathered, local, local_leaves, small_input, union_by_name
 from judge.registry import CHECKERS as REGISTRY
 from judge.registry import KINDS
 
@@ -163,12 +163,14 @@ def run_checks(planned: PlannedChecks) -> DataFrame:
         # any cache built on them (a non-cascading uncache re-caches the plans that depend on it).  A small
         # input's two jobs run together, the unknown reasons' in another driver thread (each is one task per
         # stage: one core's work)
-        if small_input(planned.anomalies.sparkSession):
-            sc = planned.anomalies.sparkSession.sparkContext
-            other = Background(lambda: planned.unknowns.localCheckpoint(eager=True),
-                               sc.getLocalProperty("spark.job.description") or "unknown reasons")
-        result = planned.anomalies.localCheckpoint(eager=True)
-        unk = other.result() if other is not None else planned.unknowns.localCheckpoint(eager=True)
+        spark = planned.anomalies.sparkSession
+        # a small input's as local relations (its anomalies, most often none, empty what is built on them)
+        keep = local if local_leaves(spark) else (lambda df: df.localCheckpoint(eager=True))
+        if small_input(spark):
+            other = Background(lambda: keep(planned.unknowns),
+                               spark.sparkContext.getLocalProperty("spark.job.description") or "unknown reasons")
+        result = keep(planned.anomalies)
+        unk = other.result() if other is not None else keep(planned.unknowns)
     finally:
         if other is not None:
             other.wait()   # before the caches it reads are released

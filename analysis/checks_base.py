@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from analysis.local_rows import local_rows
 from analysis.ops_tables import as_int, tp_partition, tp_topic
-from analysis.spark import kept, release
+from analysis.spark import kept, local, local_leaves, release
 
 OFFSETS_TOPIC = "__consumer_offsets"
 MAX_EVIDENCE = 4
@@ -64,7 +64,10 @@ class Ctx:
         plan is made here, and the broadcasts in it start here.  ``df`` itself is kept until ``release``: its
         physical plan owns the SQL metrics the leaf's tasks report to (once collected, each task logged an
         error for each metric).  A lost executor loses its part of the rows (local checkpoints are not
-        recomputed): the analysis then fails rather than being wrong."""
+        recomputed): the analysis then fails rather than being wrong.  A small input's (``local_leaves``) is
+        computed now, a local relation (``analysis.spark.local``: an empty one empties what is built on it)."""
+        if local_leaves(self.spark):
+            return local(df)
         out = df.localCheckpoint(eager=False)
         self.cuts.append((df, out._jdf.queryExecution().analyzed().rdd()))
         return out

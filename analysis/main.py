@@ -258,8 +258,8 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
     def keep_event_lines() -> None:
         # parsed once and kept (a small input's as a leaf of every plan built on it: analysis.spark.kept)
         t = time.monotonic()
-        inputs.parsed = kept(inputs.parsed_events())
-        inputs.segments = kept(inputs.segments)
+        inputs.parsed = kept(inputs.parsed_events(), many=True)
+        inputs.segments = kept(inputs.segments, many=True)
         seconds["event_lines"] = round(time.monotonic() - t, 1)
         say(f"  {'event_lines':<20} {seconds['event_lines']:>7.1f} s  (parsed and kept; concurrent)")
 

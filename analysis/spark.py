@@ -272,26 +272,66 @@ def union_by_name(frames: list[DataFrame]) -> DataFrame:
     return DataFrame(jvm.org.apache.spark.sql.Dataset.ofRows(spark._jsparkSession, union), spark)
 
 
-def kept(df: DataFrame, otherwise: Callable[[DataFrame], DataFrame] | None = None) -> DataFrame:
+def kept(df: DataFrame, otherwise: Callable[[DataFrame], DataFrame] | None = None, *,
+         many: bool = False) -> DataFrame:
     """``df`` computed once and kept for the steps that read it again (``release`` frees it).  For a small
-    input (``small_input``) in local mode: an eager local checkpoint of one partition (one task for each stage
-    that reads it), whose plan is a leaf, so each plan built on it is analysed, optimized and shipped to its
-    tasks without ``df``'s lineage.  A small run's driver spent most of its time on that lineage, analysed
-    again for every ``select`` or ``withColumn`` built on it (the analyzer's ``DeduplicateRelations`` walks the
-    whole plan each time; bench/RESULTS.md).  Otherwise ``otherwise(df)``, by default persisted (memory and
-    disk, Spark's columnar cache: its scans read only the columns they need); so on a cluster, whose lost
-    executor would lose a local checkpoint's rows."""
+    input (``small_input``): its rows computed now and held as a local relation (``local``), a leaf, so each
+    plan built on it is analysed, optimized and shipped to its tasks without ``df``'s lineage.  A small run's
+    driver spent most of its time on that lineage, analysed again for every ``select`` or ``withColumn`` built
+    on it (the analyzer's ``DeduplicateRelations`` walks the whole plan each time; bench/RESULTS.md).  With
+    ``many`` (thousands of rows, which every plan over a local relation would carry: the parsed event lines,
+    the segments' records), an eager local checkpoint of one partition in local mode instead, as before.
+    Else (a large input, or ``many`` on a cluster) ``otherwise(df)``, by default persisted (memory and disk,
+    Spark's columnar cache: its scans read only the columns they need)."""
     from pyspark import StorageLevel
-    if not (small_input(df.sparkSession) and df.sparkSession.sparkContext.master.startswith("local")):
+    if not local_leaves(df.sparkSession):
+        return otherwise(df) if otherwise is not None else df.persist(StorageLevel.MEMORY_AND_DISK)
+    if not many:
+        return local(df)
+    if not df.sparkSession.sparkContext.master.startswith("local"):
         return otherwise(df) if otherwise is not None else df.persist(StorageLevel.MEMORY_AND_DISK)
     out = df.coalesce(1).localCheckpoint(eager=True)   # one partition: each stage that reads it, one task
     out._kafkasim_rdd = out._jdf.queryExecution().analyzed().rdd()
     return out
 
 
+def local_leaves(spark: SparkSession) -> bool:
+    """Whether the frames the analysis keeps are held as local relations (``local``): a small input
+    (``small_input``), on one machine or a cluster (the rows are the driver's: no executor's loss loses them)."""
+    return small_input(spark)
+
+
+# rows a local relation holds at most (``local``); a 30-s run's largest kept frame, its event lines, has 4,495
+LOCAL_ROWS = 20_000
+
+
+def local(df: DataFrame) -> DataFrame:
+    """``df``'s rows computed now (one job) and held in the driver's JVM as a local relation (Spark's
+    ``LocalRelation``, as ``createDataFrame`` of a list makes), the leaf of every plan built on it.  Unlike a
+    local checkpoint or a cache (blocks that each plan reads in a job of its own), the optimizer sees the rows:
+    a filter or a projection of them is computed while a plan is optimized, and an empty one empties the joins,
+    aggregates and unions above it (``PropagateEmptyRelation``), so a checker whose candidates are none plans
+    and runs nothing more (bench/RESULTS.md, issue 49, ``an49g``).  Every plan carries the rows, so beyond
+    ``LOCAL_ROWS`` they are kept as before (a local checkpoint of one partition in local mode, else persisted),
+    from the rows collected: ``df`` is computed once either way.  ``release`` frees it."""
+    from pyspark import StorageLevel
+    spark = df.sparkSession
+    rows = df._jdf.toDF().collectAsList()   # as rows (``spark.range``'s are longs); the same query execution
+    out = DataFrame(spark._jsparkSession.createDataFrame(rows, df._jdf.schema()), spark)
+    if rows.size() <= LOCAL_ROWS:
+        out = out.coalesce(1)   # one task for each stage that reads it (Spark's split: one per core)
+        out._kafkasim_local = True
+        return out
+    if not spark.sparkContext.master.startswith("local"):
+        return out.persist(StorageLevel.MEMORY_AND_DISK)
+    out = out.coalesce(1).localCheckpoint(eager=True)   # one partition: each stage that reads it, one task
+    out._kafkasim_rdd = out._jdf.queryExecution().analyzed().rdd()
+    return out
+
+
 def release(df: DataFrame | None) -> None:
     """Free what ``kept`` kept (nothing for None)."""
-    if df is None:
+    if df is None or getattr(df, "_kafkasim_local", False):
         return
     rdd = getattr(df, "_kafkasim_rdd", None)
     if rdd is not None:

@@ -130,16 +130,40 @@ def test_the_jvm_views_org_package_is_looked_up_once_and_names_the_same_classes(
     assert spark.range(3).select(F.filter(F.array("id", F.lit(5)), lambda x: x > 1).alias("a")).first().a == [5]
 
 
-def test_a_small_inputs_kept_frames_are_leaves_and_a_large_inputs_are_cached(spark):
+def test_a_small_inputs_kept_frames_are_local_relations_and_a_large_inputs_are_cached(spark, monkeypatch):
+    import analysis.spark
+    from pyspark.sql import functions as F
+
+    def leaf_of(df) -> str:
+        plan = df._jdf.queryExecution().analyzed()
+        if plan.getClass().getSimpleName() == "Repartition":   # the coalesce(1) above a local relation
+            plan = plan.child()
+        return plan.getClass().getSimpleName()
+
     df = spark.range(20).selectExpr("id % 3 AS k").groupBy("k").count()
     with sized_to(spark, 3 << 20):
         leaf = kept(df)
-        assert leaf._jdf.queryExecution().analyzed().getClass().getSimpleName() == "LogicalRDD"
-        parts = kept(spark.range(0, 20, 1, 4))   # kept in one partition: one task per stage that reads it
+        assert leaf_of(leaf) == "LocalRelation"
+        assert leaf.where("k > 0").rdd.getNumPartitions() == 1   # one task per stage that reads it
+        assert sorted(leaf.collect()) == sorted(df.collect())
+        # an empty one empties what is built on it: a join with it is optimized into an empty relation, no job
+        none = kept(df.where("k < 0"))
+        joined = spark.range(1000).join(none, F.col("id") == F.col("k"))
+        assert joined._jdf.queryExecution().optimizedPlan().getClass().getSimpleName() == "LocalRelation"
+        assert joined.collect() == []
+        release(leaf)
+        release(none)
+        # many rows (the event lines): a local checkpoint of one partition, as before
+        many = kept(spark.range(0, 20, 1, 4), many=True)
+        assert leaf_of(many) == "LogicalRDD"
+        assert many.rdd.getNumPartitions() == 1 and many.count() == 20   # one task per stage that reads it
+        release(many)
+        # more rows than a plan should carry: the same, from the rows collected
+        monkeypatch.setattr(analysis.spark, "LOCAL_ROWS", 10)
+        parts = kept(spark.range(0, 20, 1, 4))
+        assert leaf_of(parts) == "LogicalRDD"
         assert parts.rdd.getNumPartitions() == 1 and parts.count() == 20
         release(parts)
-        assert sorted(leaf.collect()) == sorted(df.collect())
-        release(leaf)
     with sized_to(spark, 10 << 30):
         cached = kept(df)
         assert cached.is_cached
