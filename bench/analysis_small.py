@@ -40,7 +40,8 @@ spark.stop()
 
 # The floor of any analysis that writes the pipeline's tables with Spark: the same session and settings, the
 # inputs read and parsed once and kept as the analysis keeps them, then as many tables written as the analysis
-# writes, each a plain projection of one input (no pairing, no checker, no report)
+# writes, each a plain projection of one input (no pairing, no checker, no report); the event lines and segments
+# kept as the analysis keeps them (``kept(..., many=True)``: local checkpoints, not local relations)
 FLOOR = r"""
 import sys
 from pathlib import Path
@@ -54,7 +55,7 @@ spark = session(None, input_bytes=files.input_bytes)
 out = Path(sys.argv[2])
 with adaptive_off(spark), sized_to(spark, files.input_bytes):
     inputs = load_runs(spark, list(runs.values()), files=files)
-    sources = [inputs.ops, kept(inputs.parsed_events()), kept(inputs.segments)]
+    sources = [inputs.ops, kept(inputs.parsed_events(), many=True), kept(inputs.segments, many=True)]
     for i, name in enumerate(TABLES):
         write_table(spark, sources[i % len(sources)], out / name)
 print(len(TABLES))
