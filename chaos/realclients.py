@@ -29,6 +29,7 @@ import threading
 import time
 from typing import Any
 
+from chaos.rdkafka_close import close_group_consumer
 from chaos.scenario import GroupSpec, ProducerSpec
 from chaos.workload import GroupRecorder, Processes, Worker
 
@@ -238,7 +239,10 @@ class RealMemberWorker(Worker):
                     commit_at = time.monotonic() + self.spec.commit_interval_ms / 1000
         finally:
             try:
-                self.member.close()
+                if self.client == "confluent-kafka":
+                    close_group_consumer(self.member)   # not close() alone: librdkafka's close hang
+                else:
+                    self.member.close()
             except Exception as e:
                 log.debug("close failed: %s", e)
 

@@ -29,6 +29,7 @@ import time
 import uuid
 from typing import Any
 
+from chaos.rdkafka_close import close_group_consumer
 from chaos.txn_scenario import TxnSpec
 from chaos.workload import Processes, Worker
 from judge.checks_txn import output_value
@@ -112,7 +113,7 @@ class ConfluentPipeline(Worker):
                 seq += 1
         finally:
             try:
-                consumer.close()
+                close_group_consumer(consumer)   # not consumer.close() alone: librdkafka's close hang
             except Exception:
                 pass
             try:
