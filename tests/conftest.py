@@ -16,6 +16,7 @@ starts a process anyway fails, naming the mark it lacks.
 """
 from __future__ import annotations
 
+import faulthandler
 import os
 import subprocess
 import uuid
@@ -116,6 +117,24 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         if ungrouped:
             raise pytest.UsageError(f"pytest-xdist did not group {ungrouped[0]} (and {len(ungrouped) - 1} "
                                     "more): use the pytest and pytest-xdist versions pyproject.toml pins")
+
+
+#: past pytest-timeout's limit (pyproject.toml, 600 s): a test whose process cannot run Python any more
+STUCK_AFTER_S = 660
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A test that pytest-timeout cannot stop is killed with its process, every thread's stack written to stderr
+    first, so that the suite fails with the stacks instead of hanging until CI stops it.  pytest-timeout's
+    alarm runs Python, which a C library holding the GIL forever (librdkafka's close once: chaos/rdkafka_close.py)
+    never lets run; faulthandler's watchdog is a thread of C.  pytest-xdist reports the test failed with its
+    worker and starts another worker."""
+    faulthandler.dump_traceback_later(STUCK_AFTER_S, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(autouse=True)
