@@ -1,7 +1,7 @@
 """kafka-python's and aiokafka's modules without their packages' ``__init__``, for a broker's start-up.
 
 Both packages' ``__init__`` import their whole clients (``KafkaConsumer``, ``KafkaAdminClient``,
-``AIOKafkaConsumer``, their networking: about 130 modules and a sixth of a broker's start-up CPU), where
+``AIOKafkaConsumer``, their networking: about 130 modules and about a fifth of a broker's start-up CPU), where
 a broker reads only their protocol, error and record modules.  :func:`lean` registers such a package as
 a module whose submodules import as usual and whose own ``__init__`` runs the first time a name it
 defines is asked for (``kafka.KafkaConsumer``), so code that needs the clients sees no difference.
