@@ -284,13 +284,18 @@ def kept(df: DataFrame, otherwise: Callable[[DataFrame], DataFrame] | None = Non
     Else (a large input, or ``many`` on a cluster) ``otherwise(df)``, by default persisted (memory and disk,
     Spark's columnar cache: its scans read only the columns they need)."""
     from pyspark import StorageLevel
-    if not local_leaves(df.sparkSession):
-        return otherwise(df) if otherwise is not None else df.persist(StorageLevel.MEMORY_AND_DISK)
-    if not many:
+    spark = df.sparkSession
+    if local_leaves(spark) and not many:
         return local(df)
-    if not df.sparkSession.sparkContext.master.startswith("local"):
-        return otherwise(df) if otherwise is not None else df.persist(StorageLevel.MEMORY_AND_DISK)
-    out = df.coalesce(1).localCheckpoint(eager=True)   # one partition: each stage that reads it, one task
+    if local_leaves(spark) and spark.sparkContext.master.startswith("local"):
+        return _checkpointed(df)
+    return otherwise(df) if otherwise is not None else df.persist(StorageLevel.MEMORY_AND_DISK)
+
+
+def _checkpointed(df: DataFrame) -> DataFrame:
+    """An eager local checkpoint of ``df`` in one partition (each stage that reads it, one task), its RDD noted
+    for ``release``."""
+    out = df.coalesce(1).localCheckpoint(eager=True)
     out._kafkasim_rdd = out._jdf.queryExecution().analyzed().rdd()
     return out
 
@@ -324,9 +329,7 @@ def local(df: DataFrame) -> DataFrame:
         return out
     if not spark.sparkContext.master.startswith("local"):
         return out.persist(StorageLevel.MEMORY_AND_DISK)
-    out = out.coalesce(1).localCheckpoint(eager=True)   # one partition: each stage that reads it, one task
-    out._kafkasim_rdd = out._jdf.queryExecution().analyzed().rdd()
-    return out
+    return _checkpointed(out)
 
 
 def release(df: DataFrame | None) -> None:
