@@ -360,7 +360,7 @@ def one_failover(zk: EmbeddedZooKeeper, work: Path, sig: signal.Signals, floor_r
             # each member's commit cadence before the signal (median gap between acknowledgements): the polling
             # members' includes their poll (an empty long poll of up to 20 ms at each leader of "t")
             "cadence_polling": _cadence(acks, t0), "cadence_commits_only": _cadence(only_acks, t0)})
-        if floor_rounds and loaded and other is not None:
+        if floor_rounds and loaded:
             breakdown.update(failover_floor.after_failover(c, ev, members[0], stop, ts, first, loaded, led, new,
                                                            other, p, floor_rounds))
         return {**breakdown, "exit": rel(stopped) if sig == signal.SIGTERM else 0.0, "elected": rel(elected),
