@@ -17,11 +17,13 @@ How each part is measured (:func:`measure`), round after round, one part after t
 the benchmark's clients:
 
 * a steady commit on the new coordinator (kafkasim's client, the same group and offsets partition, the same
-  offsets): 1, 2, 4 and 5 plus the client's request on its way in, and the follower's append without the epoch's
-  checkpoint;
-* a Heartbeat of the same member to the same coordinator: a round trip of the same client, channel and broker
-  with no append and no replication.  It holds the request's own one-way time (and its answer's, and the door's),
-  so subtracting it leaves a sure floor that under-counts by the answer's way back and the Heartbeat's handling;
+  offsets), timed as its RPC in the client's ``_call`` (building the request before it and reading the answer
+  after it are not on the path after the load): 1, 2, 4 and 5 plus the request on its way in, and the
+  follower's append without the epoch's checkpoint;
+* a Heartbeat of the same member to the same coordinator, timed the same way: a round trip of the same client,
+  channel and broker with no append and no replication.  It holds the request's own one-way time (and its
+  answer's, and the door's), so subtracting it leaves a sure floor that under-counts by the answer's way back
+  and the Heartbeat's handling;
 * the follower's epoch checkpoint written as the broker writes it (``LeaderEpochCache.assign`` on a
   ``LeaderEpochCheckpointFile`` holding the follower's own entries, on the cluster's disk): part 3's extra.
 
@@ -120,8 +122,9 @@ def measure(member, offsets: dict, run_dir: Path, follower: int, topic: str, par
             rounds: int) -> dict:
     """``rounds`` rounds of: one commit of ``offsets`` by ``member``, one Heartbeat of it, one epoch checkpoint
     written as the follower writes its first of a new epoch (a copy of the follower's own checkpoint, reset
-    before each round, on the cluster's disk), each timed alone.  A commit or heartbeat that fails leaves its
-    round out."""
+    before each round, on the cluster's disk), each timed alone; the commit and the Heartbeat as their RPCs in
+    the client's ``_call`` (``commit_call``: the whole ``commit()``, median).  A round whose commit or Heartbeat
+    fails or is retried is left out."""
     src = partition_dir(run_dir, follower, topic, partition) / LEADER_EPOCH_CHECKPOINT
     d = Path(run_dir) / "floor" / f"{topic}-{partition}"
     d.mkdir(parents=True, exist_ok=True)
@@ -130,31 +133,47 @@ def measure(member, offsets: dict, run_dir: Path, follower: int, topic: str, par
     seed = path.read_bytes()
     entries = LeaderEpochCheckpointFile(path).read()
     epoch, start = (entries[-1][0] + 1, entries[-1][1] + 1) if entries else (0, 0)
-    commit_ms, heartbeat_ms, flush_ms = [], [], []
+    commit_ms, heartbeat_ms, flush_ms, whole_ms = [], [], [], []
     failed = 0
-    for _ in range(rounds):
-        try:
-            t = time.perf_counter_ns()
-            member.commit(offsets)
-            c = (time.perf_counter_ns() - t) / 1e6
-            t = time.perf_counter_ns()
-            code = member.heartbeat()
-            h = (time.perf_counter_ns() - t) / 1e6
-        except Exception:   # a failed commit is not a steady one
-            failed += 1
-            continue
-        if code != 0:
-            failed += 1
-            continue
-        path.write_bytes(seed)
-        cache = LeaderEpochCache(LeaderEpochCheckpointFile(path))
+    # the RPCs alone, as the client's _call makes them (the request built and the answer read outside are not
+    # on the path after the load): one OffsetCommit and one Heartbeat a round, else the round is left out
+    rpcs: list[tuple[str, float]] = []
+    inner = member._call   # noqa: SLF001 (the benchmark times inside its own client, as coordinator.py does)
+
+    def timed(name: str, *args, **kwargs):
         t = time.perf_counter_ns()
-        cache.assign(epoch, start)
-        f = (time.perf_counter_ns() - t) / 1e6
-        commit_ms.append(c)
-        heartbeat_ms.append(h)
-        flush_ms.append(f)
+        try:
+            return inner(name, *args, **kwargs)
+        finally:
+            rpcs.append((name, (time.perf_counter_ns() - t) / 1e6))
+    member._call = timed
+    try:
+        for _ in range(rounds):
+            rpcs.clear()
+            try:
+                t = time.perf_counter_ns()
+                member.commit(offsets)
+                whole = (time.perf_counter_ns() - t) / 1e6
+                code = member.heartbeat()
+            except Exception:   # a failed commit is not a steady one
+                failed += 1
+                continue
+            if code != 0 or [n for n, _ in rpcs] != ["OffsetCommit", "Heartbeat"]:
+                failed += 1
+                continue
+            path.write_bytes(seed)
+            cache = LeaderEpochCache(LeaderEpochCheckpointFile(path))
+            t = time.perf_counter_ns()
+            cache.assign(epoch, start)
+            f = (time.perf_counter_ns() - t) / 1e6
+            commit_ms.append(rpcs[0][1])
+            heartbeat_ms.append(rpcs[1][1])
+            flush_ms.append(f)
+            whole_ms.append(whole)
+    finally:
+        member._call = inner
     return {**floor_of(commit_ms, heartbeat_ms, flush_ms), "failed": failed,
+            "commit_call": statistics.median(whole_ms) if whole_ms else float("nan"),
             "checkpoint_bytes": len(seed), "checkpoint_entries": len(entries) + 1}
 
 
@@ -224,7 +243,8 @@ def print_floor(runs: list[dict]) -> None:
             continue
         print(f"  run {i} (load {r['load1_before']:.1f}-{r['load1_after']:.1f}): loaded {r['loaded']:.1f}, first "
               f"commit loaded + {r['after_load']:.1f} (commits-only + {r['after_load_commits_only']:.1f}); floor parts: "
-              f"commit {r['floor_commit']:.2f}, heartbeat {r['floor_heartbeat']:.2f}, checkpoint {r['floor_flush']:.2f}"
+              f"commit {r['floor_commit']:.2f} (the whole call {r['floor_commit_call']:.2f}), heartbeat "
+              f"{r['floor_heartbeat']:.2f}, checkpoint {r['floor_flush']:.2f}"
               f" -> floor {r['floor_floor']:.2f} (even split {r['floor_floor_even']:.2f}; {r['floor_rounds']} rounds, "
               f"{r['floor_failed']} failed); ISR at the first commit {r['isr_at_first_commit']}, during the floor "
               f"{r['isr_during_floor']}; epoch {r['new_epoch']} starts on the follower at {r['follower_epoch_start']} "
@@ -246,8 +266,9 @@ def print_floor(runs: list[dict]) -> None:
     print(f"  checks: the follower's first record of the new epoch was the first appended after the load in {first} "
           f"of {len(runs)} runs (medians: the leader appended it at loaded {med['leader_append_after_load']:+.0f} ms, the "
           f"follower wrote its checkpoint of the epoch at loaded {med['follower_epoch_written_after_load']:+.1f} ms, "
-          f"the leader's HW passed it at loaded {med['hw_past_first_after_load']:+.1f} ms); the first commit waited for an ISR of 2 (one follower) in {two} of {len(runs)}, the floor "
-          f"ran with the same ISR in {same}; the floor's member was on the new coordinator in "
+          f"the leader's HW passed it at loaded {med['hw_past_first_after_load']:+.1f} ms); the first commit waited "
+          f"for an ISR of 2 (one follower) in {two} of {len(runs)}, the floor ran with the same ISR in {same}; "
+          f"the floor's member was on the new coordinator in "
           f"{sum(bool(r['floor_on_new_coordinator']) for r in runs)}")
     print(f"goal (issue 49) against its floor, same runs: first commit loaded + {med['after_load']:.1f} ms (commits-only "
           f"+ {med['after_load_commits_only']:.1f}; {len(every)} failovers) against loaded + {med['floor_floor']:.1f} "
