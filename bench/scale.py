@@ -1,7 +1,7 @@
 """Scale: idle CPU and the controller's SIGTERM failover of a 5-broker cluster at N partitions (issue 49).
 
     python bench/scale.py [--partitions 1000 10000] [--window 20] [--no-profile] [--profile-failover]
-                          [--only idle|failover] [--json FILE] [--keep-events DIR]
+                          [--only idle|failover] [--json FILE] [--keep-events DIR] [--floor-runs 3]
 
 For each N, a fresh cluster of 5 real broker processes on its own real
 ZooKeeper, with Kafka's defaults for stopping (controlled shutdown on), and one
@@ -31,8 +31,19 @@ pass (30 s after the start) is over:
               stopping controller (non-blocking) from the signal to its exit.
               ``--only idle`` measures the idle CPU (and its profile) only.
 
+  floor       (unless --floor-runs 0) right after each size's failover, on
+              the same ZooKeeper (brokers stopped, a chroot of its own), the
+              least ZooKeeper work any implementation of this path must do:
+              the controlled shutdown's fenced state writes in the counts the
+              run's events show, the stopping controller's session closed and
+              the next contender of a kazoo Election elected (the STRICT
+              floor; printed also with Kafka's read of every partition state
+              after it).  bench/scale_floor.py says how, and why.
+
 The figures are same-run ratios: N=10,000 against N=1,000 (the issue's goals:
-idle CPU <= 2x, the failover <= 5x, and no stop step running into its deadline).
+idle CPU <= 2x, the failover <= 5x, and no stop step running into its deadline);
+the floor's own ratio is printed beside kafkasim's: a goal below it is below the
+floor, and when it is at most 5x, the goal is not.
 """
 from __future__ import annotations
 
@@ -55,10 +66,12 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import scale_floor  # noqa: E402
 from launcher.cluster import Cluster  # noqa: E402
 from node.config import load_config  # noqa: E402
 from node.events import EventTail, read_run_events  # noqa: E402
 from util.waiting import WaitTimeout, wait_for  # noqa: E402
+from zk import paths as zk_paths  # noqa: E402
 from zk.admin import create_topic  # noqa: E402
 from zk.server import EmbeddedZooKeeper, free_port  # noqa: E402
 
@@ -232,7 +245,7 @@ def top_stacks(raw: Path, n: int = 12) -> list[str]:
 
 
 def measure(work: Path, partitions: int, window: float, profile: bool, profile_failover: bool,
-            failover: bool = True, keep_events: Path | None = None) -> dict[str, Any]:
+            failover: bool = True, keep_events: Path | None = None, floor_runs: int = 0) -> dict[str, Any]:
     zk, c = start(work, partitions)
     up = time.monotonic()
     res: dict[str, Any] = {"partitions": partitions}
@@ -288,6 +301,9 @@ def measure(work: Path, partitions: int, window: float, profile: bool, profile_f
                     cpu_last[b] = cpu_seconds(pid)
                 except (OSError, IndexError, ValueError):
                     pass
+        # a partition state as the cluster wrote it: the floor's znodes are made like it
+        sample = c.zk().get(zk_paths.partition_state(TOPIC, 0))[0]
+        res["load_at_signal"] = scale_floor.load1()
         c.signal_broker(old, signal.SIGTERM)
         spy = py_spy(pids[old], spy_raw, None) if profile_failover else None
         # and the others, until the next controller is done (one of them)
@@ -336,7 +352,14 @@ def measure(work: Path, partitions: int, window: float, profile: bool, profile_f
         res.update(stages(evs, old, epoch, done))
     finally:
         c.down(timeout=60)
-        zk.stop()
+        try:   # the floor, right after the failover, on the same ZooKeeper (the brokers stopped)
+            if floor_runs and "cs_writes" in res:
+                states = partitions + scale_floor.OFFSETS_PARTITIONS
+                res["floor"] = scale_floor.measure(zk.connect_string, work, states,
+                                                   scale_floor.floor_counts(res["cs_writes"], states),
+                                                   sample, old, runs=floor_runs)
+        finally:
+            zk.stop()
     return res
 
 
@@ -426,7 +449,8 @@ def report(r: dict[str, Any]) -> None:
         print("\n".join("  " + ln for ln in r["idle_profile"]["top"]))
     if "failover_done" not in r:
         return
-    print("SIGTERM of the controller, from its signal_received:")
+    print(f"SIGTERM of the controller (1-minute load at the signal {r.get('load_at_signal', 0):.2f}), from its "
+          "signal_received:")
     for k in ("cs_requested", "cs_states_written", "controlled_shutdown_done", "controller_resigned"):
         print(f"  {k:<28}{fmt_ms(r[k])}")
     for step, t in r["steps"].items():
@@ -461,6 +485,8 @@ def report(r: dict[str, Any]) -> None:
     if r.get("new_lines"):
         print(f"  its lines from elected to done: {r['new_lines']}")
     print(f"  shutdown_timed_out: {r['shutdown_timed_out'] or 'none'}; alter_isr_failed events: {r['alter_isr_failed']}")
+    if "floor" in r:
+        print("\n".join(scale_floor.report(r["floor"])))
     if "new_controller_profile" in r:
         print(f"profile of the next controller, broker {r['new_controller_profile']['broker']} (py-spy, signal to "
               "its controller_failover_done):")
@@ -480,6 +506,9 @@ def main() -> None:
     ap.add_argument("--only", choices=["idle", "failover"],
                     help="idle: measure the idle CPU only, no failover; failover: only the SIGTERM failover, no "
                          "idle CPU window and no idle profile")
+    ap.add_argument("--floor-runs", type=int, default=3,
+                    help="the failover's floor (bench/scale_floor.py) this many times after each size's failover, on "
+                         "its ZooKeeper (default 3; 0: none)")
     ap.add_argument("--json", type=Path, help="also write the raw figures here")
     ap.add_argument("--keep-events", type=Path, metavar="DIR",
                     help="copy each run's broker event logs (and --profile-failover's py-spy samples) to DIR/events-N")
@@ -490,7 +519,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kafkasim-bench-scale-") as tmp:
         for n in a.partitions:
             r = measure(Path(tmp), n, a.window, not a.no_profile, a.profile_failover, a.only != "idle",
-                        a.keep_events)
+                        a.keep_events, a.floor_runs)
             report(r)
             results.append(r)
             sys.stdout.flush()
@@ -506,6 +535,13 @@ def main() -> None:
         print(f"SIGTERM failover {hi['partitions']} vs {lo['partitions']} partitions: {f_hi:.0f} ms vs {f_lo:.0f} ms "
               f"= {f_hi / f_lo:.2f}x (goal <= 5x: {'met' if f_hi <= 5 * f_lo else 'MISSED'}); "
               f"stop steps past their deadline: {timed_out or 'none'}")
+        if "floor" in lo and "floor" in hi:
+            fl, fh = lo["floor"], hi["floor"]
+            print(f"the floor (strict: controlled-shutdown writes + handover), median: {fh['strict']:.1f} ms vs "
+                  f"{fl['strict']:.1f} ms; " + scale_floor.verdict((f_lo, f_hi), (fl["strict"], fh["strict"])))
+            print(f"the floor with Kafka's read of every state: {fh['kafka']:.1f} ms vs {fl['kafka']:.1f} ms = "
+                  f"{fh['kafka'] / fl['kafka']:.2f}x; kafkasim {f_hi / fh['strict']:.1f}x / {f_lo / fl['strict']:.1f}x "
+                  f"the strict floor at {hi['partitions']} / {lo['partitions']}")
     if a.json:
         a.json.write_text(json.dumps(results, indent=2))
 

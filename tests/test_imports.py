@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 EXCLUDED = {"proto", "tests"}
 # bench/ measures kazoo's own recipes and client as the baselines kafkasim is compared with
-KAZOO_BASELINES = {"bench.coordinator", "bench.kazoo_election_worker"}
+KAZOO_BASELINES = {"bench.coordinator", "bench.kazoo_election_worker", "bench.scale_floor_worker"}
 
 
 def project_modules(root: Path) -> dict[str, Path]:
