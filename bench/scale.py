@@ -304,20 +304,8 @@ def measure(work: Path, partitions: int, window: float, profile: bool, profile_f
         # a partition state as the cluster wrote it: the floor's znodes are made like it
         sample = c.zk().get(zk_paths.partition_state(TOPIC, 0))[0]
         res["load_at_signal"] = scale_floor.load1()
-        rxq = None
-        if os.environ.get("TERM49H_RXQ"):   # TEMPORARY (term49h): the ZooKeeper connection's queues, both ends
-            rxq = subprocess.Popen([sys.executable, "/tmp/term49h/rxq.py", str(pids[old]),
-                                    zk.connect_string.rsplit(":", 1)[1].split("/")[0], "5",
-                                    os.environ["TERM49H_RXQ"] + f"/rxq-{partitions}-{pids[old]}.txt"])
-            time.sleep(1.5)
         c.signal_broker(old, signal.SIGTERM)
-        spy = py_spy(pids[old], spy_raw, None) if profile_failover and not os.environ.get("TERM49H_SPY") else None
-        extra = []   # TEMPORARY (term49h): py-spy --gil / --idle, by thread, on the stopping broker
-        for flag in filter(None, os.environ.get("TERM49H_SPY", "").split(",")):
-            extra.append(subprocess.Popen(["py-spy", "record", "--pid", str(pids[old]), "--format", "raw", "--rate",
-                                           str(SPY_RATE), "--nonblocking", "--threads", f"--{flag}", "-o",
-                                           str(work / f"failover-{partitions}-spy-{flag}.txt")],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        spy = py_spy(pids[old], spy_raw, None) if profile_failover else None
         # and the others, until the next controller is done (one of them)
         others = {b: py_spy(p, work / f"failover-{partitions}-b{b}.txt", None) for b, p in pids.items()
                   if b != old} if profile_failover else {}
@@ -343,14 +331,6 @@ def measure(work: Path, partitions: int, window: float, profile: bool, profile_f
             c.wait_exit(old, timeout=120)
         except Exception:
             pass
-        if rxq is not None:
-            rxq.wait(timeout=30)
-        for p in extra:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
         if spy is not None:
             try:
                 spy.wait(timeout=30)

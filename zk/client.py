@@ -20,7 +20,6 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from kafkacommon.metadata import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from zk import codecs, paths, rules
 from zk import retry
-from zk import probe49
 from zk.bounded import BoundedHandler
 from zk.config_store import ConfigStore
 from zk.context import ClusterSnapshot, ControllerContext
@@ -306,51 +305,23 @@ class ZkClient(ControllerElection, ControllerContext, ConfigStore):
         """
         out: dict[TopicPartition, int] = {}
         sent = []
-        probe = None
-        if probe49.DIR:
-            probe49.install(self.kz)
-            probe = {"count": len(writes), "t0": probe49.now(), "sched0": probe49.sched_now(), "multis": []}
         for i in range(0, len(writes), MULTI_CHUNK):
-            if probe is not None:
-                pm = {"build0": probe49.now(), "n": min(MULTI_CHUNK, len(writes) - i)}
             chunk = writes[i:i + MULTI_CHUNK]
             ops = [(CREATE, op[1], op[2], -1) if op[0] == "create" else (SET_DATA, op[1], op[2], op[3])
                    for op in rules.state_write_ops(chunk)]
             parents = self._missing_parents([w for w in chunk if w.zk_version is None])
             ops = [(CREATE, p, b"", -1) for p in parents] + ops
-            if probe is not None:
-                pm["built"] = probe49.now()
-                orig_call = self.kz._call
-
-                def _call(request, result, _pm=pm, _orig=orig_call):
-                    if type(request).__name__ == "_LeanMulti" and "req" not in _pm:
-                        _pm["req"] = probe49.mark(request)
-                    return _orig(request, result)
-                self.kz._call = _call
-            pending = multi_write_async(self.kz, (paths.CONTROLLER_EPOCH, epoch_zk_version), ops)
-            if probe is not None:
-                del self.kz._call
-                pm["called"] = probe49.now()
-                probe["multis"].append(pm)
-            sent.append((chunk, len(parents), ops, pending))
+            sent.append((chunk, len(parents), ops,
+                         multi_write_async(self.kz, (paths.CONTROLLER_EPOCH, epoch_zk_version), ops)))
         failures: list[BaseException] = []
-        for k, (chunk, n_parents, ops, pending) in enumerate(sent):
-            if probe is not None:
-                probe["multis"][k]["get0"] = probe49.now()
+        for chunk, n_parents, ops, pending in sent:
             results = pending.get(timeout=30.0)
-            if probe is not None:
-                pm = probe["multis"][k]
-                pm["got"] = probe49.now()
             error = self._multi_error(results, [op[1] for op in ops], epoch_zk_version)
             if error is not None:
                 failures.append(error)
                 continue
             for w, version in zip(chunk, results[1 + n_parents:]):
                 out[(w.topic, w.partition)] = version
-        if probe is not None:
-            probe["t1"] = probe49.now()
-            probe["sched1"] = probe49.sched_now()
-            probe49.record(probe)
         if failures:
             raise next((e for e in failures if isinstance(e, ControllerMovedError)), failures[0])
         return out

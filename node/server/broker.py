@@ -95,9 +95,6 @@ class Broker:
         self.state = BrokerState(broker_id, check_controller_epoch="zombie-controller" not in planted_bugs)
         self.session_file = SessionFile(self.spec.log_dir / "zk-session.json")
         self.zk = ZkClient(links.zookeeper_connect(zk_connect), cfg.session_timeout_ms, cfg.connection_timeout_ms)
-        from zk import probe49
-        if probe49.DIR:
-            probe49.start_gil_sampler()
         self.controller = ControllerShell(
             broker_id, self.zk, controller_settings(cfg, broker_id), self.events,
             socket_timeout_s=cfg.get("controller.socket.timeout.ms") / 1000.0,

@@ -28,7 +28,6 @@ from node.shells.controller_events import (
 from node.events import EventLog
 from proto import kafkasim_pb2 as pb
 from zk.client import CONNECTION_ERRORS, ZkClient
-from zk import probe49
 
 log = logging.getLogger(__name__)
 
@@ -259,10 +258,7 @@ class ControllerShell:
         if kind is handlers.MonoNs or kind is handlers.Clock:
             return self._io[kind](cmd)
         if self._stamped:
-            _n, _t0 = len(self._stamped), time.monotonic_ns()
             self._write_events()   # every line before the I/O that follows it
-            if probe49.DIR and kind is handlers.WriteStates:
-                probe49.note_flush(_t0, time.monotonic_ns(), _n)
         if self._prefetched is not None and kind is not handlers.ReadSnapshot:
             self._prefetched = None   # a prefetch is only for the ReadSnapshot that follows the election
         return self._io[kind](cmd)
