@@ -65,7 +65,8 @@ class ControllerShell:
         self.events_core = ControllerEvents(self.handlers)
         self.redo = self.events_core.redo
         # the event lines of the event being handled, stamped when its handler made them and written together
-        # before its next I/O or its next MonoNs (a failover's plan logs a line per partition between two ZooKeeper writes)
+        # before its next I/O or its next MonoNs (a failover's plan logs a line per partition between two ZooKeeper
+        # writes)
         self._stamped: list[dict] = []
         # a won election's snapshot, its first round trip sent behind the election multi (TryElect's ``then``)
         self._prefetched: tuple[handlers.ReadSnapshot, Any] | None = None
