@@ -15,21 +15,13 @@ from helpers import processes_mentioning, write_embedded_cluster_yaml
 
 from launcher.cluster import process_state
 from node.events import read_events
-from zk.server import bindable, free_port
+from zk.server import free_port
 
 pytestmark = pytest.mark.cluster  # the demo's cluster, through `kafkasim demo` subprocesses
 
 REPO = Path(__file__).resolve().parent.parent
 SESSION_MS = 3000
 DEMO_TIMEOUT_S = 180
-
-
-def consecutive_free_ports(n: int) -> list[int]:
-    for _ in range(200):
-        base = free_port()
-        if base + n - 1 <= 65535 and all(bindable("127.0.0.1", base + i) for i in range(1, n)):
-            return [base + i for i in range(n)]
-    raise RuntimeError(f"no {n} consecutive free ports")
 
 
 def write_config(d: Path, ports: list[int]) -> Path:
@@ -70,9 +62,30 @@ def run_demo(config: Path, *extra: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=DEMO_TIMEOUT_S)
 
 
+def scattered_ports() -> list[int]:
+    """Three free ports, the second and third not next to the first: a demo that ran ids 1..3 on ports next to
+    the first broker's instead of the config's brokers is caught."""
+    first = free_port()
+    return [first] + [p for p in (free_port() for _ in range(10)) if p not in (first + 1, first + 2)][:2]
+
+
+def started_ports(run_dir: Path) -> dict[int, set[int]]:
+    """Broker id -> the ports of every start of it, from the broker_starting events."""
+    out: dict[int, set[int]] = {}
+    for p in sorted((run_dir / "events").glob("broker-*.jsonl")):
+        for e in read_events(p):
+            if e["type"] == "broker_starting":
+                out.setdefault(e["broker"], set()).add(e["port"])
+    return out
+
+
 def test_the_main_job_kills_a_groups_coordinator_and_reports_its_failover(demo_dir):
-    config = write_config(demo_dir, consecutive_free_ports(3))
+    ports = scattered_ports()
+    config = write_config(demo_dir, ports)
     r = run_demo(config)
+    # `demo --config F` runs F's brokers, on F's ports, in every start (the killed coordinator comes back)
+    wanted = {i: {port} for i, port in enumerate(ports, start=1)}
+    assert started_ports(demo_dir / "run") == wanted, f"the demo ignored the brokers of {config} (wanted {wanted})"
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
     out = r.stdout
     m = re.search(r"group 'billing': __consumer_offsets-(\d+), coordinator broker (\d)", out)
@@ -106,23 +119,6 @@ def test_the_main_job_kills_a_groups_coordinator_and_reports_its_failover(demo_d
     assert report["loaded_at_ms"] <= report["rdkafka_first_commit_ms"]
     assert processes_mentioning(str(demo_dir)) == {}
     assert not (run_dir / "cluster.json").exists()
-
-
-def scattered_ports() -> list[int]:
-    """Three free ports, the second and third not next to the first: a demo that ran ids 1..3 on ports next to
-    the first broker's instead of the config's brokers is caught."""
-    first = free_port()
-    return [first] + [p for p in (free_port() for _ in range(10)) if p not in (first + 1, first + 2)][:2]
-
-
-def started_ports(run_dir: Path) -> dict[int, set[int]]:
-    """Broker id -> the ports of every start of it, from the broker_starting events."""
-    out: dict[int, set[int]] = {}
-    for p in sorted((run_dir / "events").glob("broker-*.jsonl")):
-        for e in read_events(p):
-            if e["type"] == "broker_starting":
-                out.setdefault(e["broker"], set()).add(e["port"])
-    return out
 
 
 def test_demo_reports_both_controller_failovers_and_cleans_up(demo_dir):
