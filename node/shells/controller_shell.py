@@ -65,8 +65,7 @@ class ControllerShell:
         self.events_core = ControllerEvents(self.handlers)
         self.redo = self.events_core.redo
         # the event lines of the event being handled, stamped when its handler made them and written together
-        # before its next I/O or its next MonoNs (a failover's plan logs a line per partition between two ZooKeeper
-        # writes)
+        # before its next I/O (a failover's plan logs a line per partition between two ZooKeeper writes)
         self._stamped: list[dict] = []
         # a won election's snapshot, its first round trip sent behind the election multi (TryElect's ``then``)
         self._prefetched: tuple[handlers.ReadSnapshot, Any] | None = None
@@ -256,14 +255,7 @@ class ControllerShell:
         if kind is handlers.Emit:
             self._stamped.append(self.events.stamp(cmd.name, **cmd.fields))
             return None
-        if kind is handlers.MonoNs:
-            # the lines made so far go out before a handler's clock is read, not inside the span it starts: a
-            # plan's ZooKeeper writes are timed from a MonoNs (``write_ms``), and the previous plan's lines (2,010
-            # at 10,000 partitions) would otherwise be written inside that span, before the writes' own I/O
-            if self._stamped:
-                self._write_events()
-            return time.monotonic_ns()
-        if kind is handlers.Clock:
+        if kind is handlers.MonoNs or kind is handlers.Clock:
             return self._io[kind](cmd)
         if self._stamped:
             self._write_events()   # every line before the I/O that follows it
