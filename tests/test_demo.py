@@ -38,13 +38,17 @@ def write_config(d: Path, ports: list[int]) -> Path:
     return path
 
 
+def broker_starts(run_dir: Path) -> list[dict]:
+    """Every broker_starting event of the run, broker by broker."""
+    return [e for p in sorted((run_dir / "events").glob("broker-*.jsonl")) for e in read_events(p)
+            if e["type"] == "broker_starting"]
+
+
 def started_pids(run_dir: Path) -> dict[int, list[int]]:
-    """Broker id -> pids of every broker process started, from the broker_starting events."""
+    """Broker id -> pids of every broker process started."""
     out: dict[int, list[int]] = {}
-    for p in sorted((run_dir / "events").glob("broker-*.jsonl")):
-        for e in read_events(p):
-            if e["type"] == "broker_starting":
-                out.setdefault(e["broker"], []).append(e["pid"])
+    for e in broker_starts(run_dir):
+        out.setdefault(e["broker"], []).append(e["pid"])
     return out
 
 
@@ -69,23 +73,20 @@ def scattered_ports() -> list[int]:
     return [first] + [p for p in (free_port() for _ in range(10)) if p not in (first + 1, first + 2)][:2]
 
 
-def started_ports(run_dir: Path) -> dict[int, set[int]]:
-    """Broker id -> the ports of every start of it, from the broker_starting events."""
-    out: dict[int, set[int]] = {}
-    for p in sorted((run_dir / "events").glob("broker-*.jsonl")):
-        for e in read_events(p):
-            if e["type"] == "broker_starting":
-                out.setdefault(e["broker"], set()).add(e["port"])
-    return out
+def assert_the_configs_brokers_ran(demo_dir: Path, config: Path, ports: list[int]) -> None:
+    """`demo --config F` runs F's brokers, on F's ports, in every start of each (a stopped broker comes back)."""
+    started: dict[int, set[int]] = {}
+    for e in broker_starts(demo_dir / "run"):
+        started.setdefault(e["broker"], set()).add(e["port"])
+    wanted = {i: {port} for i, port in enumerate(ports, start=1)}
+    assert started == wanted, f"the demo ignored the brokers of {config} (wanted {wanted}, ran {started})"
 
 
 def test_the_main_job_kills_a_groups_coordinator_and_reports_its_failover(demo_dir):
     ports = scattered_ports()
     config = write_config(demo_dir, ports)
     r = run_demo(config)
-    # `demo --config F` runs F's brokers, on F's ports, in every start (the killed coordinator comes back)
-    wanted = {i: {port} for i, port in enumerate(ports, start=1)}
-    assert started_ports(demo_dir / "run") == wanted, f"the demo ignored the brokers of {config} (wanted {wanted})"
+    assert_the_configs_brokers_ran(demo_dir, config, ports)   # the killed coordinator comes back too
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
     out = r.stdout
     m = re.search(r"group 'billing': __consumer_offsets-(\d+), coordinator broker (\d)", out)
@@ -125,9 +126,7 @@ def test_demo_reports_both_controller_failovers_and_cleans_up(demo_dir):
     ports = scattered_ports()
     config = write_config(demo_dir, ports)
     r = run_demo(config, "--controller")
-    # `demo --config F` runs F's brokers, on F's ports, in every start (the two stopped controllers come back)
-    wanted = {i: {port} for i, port in enumerate(ports, start=1)}
-    assert started_ports(demo_dir / "run") == wanted, f"the demo ignored the brokers of {config} (wanted {wanted})"
+    assert_the_configs_brokers_ran(demo_dir, config, ports)   # the two stopped controllers come back too
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
     out = r.stdout
     for text in ("SIGTERM of the controller", "SIGKILL of the controller", "won the election (epoch 2)",
