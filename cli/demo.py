@@ -27,6 +27,7 @@ from typing import Any
 
 from confluent_kafka import Consumer as RdKafkaConsumer, TopicPartition
 
+from chaos.rdkafka_close import close_group_consumer
 from client.admin import GroupAdmin
 from client.group import GroupMember
 from client.metadata import ClientError, ClusterClient
@@ -53,13 +54,40 @@ def rdkafka_group_id(n_partitions: int) -> str:
 
 @dataclass
 class Acked:
-    """Commits the coordinators acknowledged: (monotonic ns, coordinator, offsets) per group."""
+    """Commits the coordinators acknowledged: (monotonic ns, coordinator, offsets) per group; and per group and
+    partition every commit's outcome, for the check: [offset, acknowledged at (None while open), failed]."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     commits: dict[str, list[tuple[int, int, dict]]] = field(default_factory=dict)
+    outcomes: dict[str, dict[Any, list[list]]] = field(default_factory=dict)
 
-    def add(self, group: str, coordinator: int, offsets: dict) -> None:
+    def add(self, group: str, coordinator: int, offsets: dict, sent: bool = False) -> None:
+        """An acknowledged commit; ``sent``: its outcomes were recorded by :meth:`send` (they are settled here)."""
+        now = time.monotonic_ns()
         with self.lock:
-            self.commits.setdefault(group, []).append((time.monotonic_ns(), coordinator, dict(offsets)))
+            self.commits.setdefault(group, []).append((now, coordinator, dict(offsets)))
+            for tp, o in offsets.items():
+                self._settle(group, tp, o, now, False, sent)
+
+    def send(self, group: str, offsets: dict) -> None:
+        """An asynchronous commit sent, its outcome open until :meth:`add` or :meth:`fail`."""
+        with self.lock:
+            for tp, o in offsets.items():
+                self.outcomes.setdefault(group, {}).setdefault(tp, []).append([o, None, False])
+
+    def fail(self, group: str, offsets: dict) -> None:
+        """An asynchronous commit the client reported failed: it cannot have landed."""
+        with self.lock:
+            for tp, o in offsets.items():
+                self._settle(group, tp, o, None, True, True)
+
+    def _settle(self, group: str, tp: Any, offset: int, at: int | None, failed: bool, sent: bool) -> None:
+        entries = self.outcomes.setdefault(group, {}).setdefault(tp, [])
+        if sent:
+            for e in entries:
+                if e[0] == offset and e[1] is None and not e[2]:
+                    e[1], e[2] = at, failed
+                    return
+        entries.append([offset, at, failed])
 
     def latest(self, group: str) -> dict:
         out: dict = {}
@@ -68,6 +96,29 @@ class Acked:
                 for tp, o in offsets.items():
                     out[tp] = max(out.get(tp, -1), o)
         return out
+
+    def lost(self, group: str, committed: dict) -> tuple[list[tuple[Any, int, int]], int]:
+        """The partitions whose committed offset is below an acknowledged commit's, with the highest such commit
+        and the committed offset; and how many acknowledged commits above the committed offset were overwritten
+        instead: a lower commit of the same partition, not failed, acknowledged after it or never answered, may
+        have landed after it (the coordinator applies commits in arrival order, as Kafka's does, and librdkafka
+        sends a commit that failed on NOT_COORDINATOR again, late), as judge's lost-commit checker reasons."""
+        lost: list[tuple[Any, int, int]] = []
+        overwritten = 0
+        with self.lock:
+            for tp, entries in sorted(self.outcomes.get(group, {}).items()):
+                c = committed.get(tp, -1)
+                worst = -1
+                for o, at, failed in entries:
+                    if failed or at is None or o <= c:
+                        continue
+                    if any(x < o and not xf and (xa is None or xa > at) for x, xa, xf in entries):
+                        overwritten += 1
+                    else:
+                        worst = max(worst, o)
+                if worst >= 0:
+                    lost.append((tp, worst, c))
+        return lost, overwritten
 
     def first_after(self, group: str, t_ns: int, not_by: int) -> tuple[int, int] | None:
         with self.lock:
@@ -138,9 +189,13 @@ class Workload:
         group = self.rdkafka_group
 
         def on_commit(err, tps) -> None:
-            done = {(tp.topic, tp.partition): tp.offset for tp in tps or () if tp.error is None}
-            if err is None and done:
-                self.acked.add(group, -1, done)
+            done = {(tp.topic, tp.partition): tp.offset for tp in tps or () if err is None and tp.error is None}
+            failed = {(tp.topic, tp.partition): tp.offset for tp in tps or ()
+                      if err is not None or tp.error is not None}
+            if done:
+                self.acked.add(group, -1, done, sent=True)
+            if failed:
+                self.acked.fail(group, failed)
         c = RdKafkaConsumer({"bootstrap.servers": self.kafka_bootstrap, "group.id": group, "client.id": client_id,
                              "enable.auto.commit": False, "auto.offset.reset": "earliest", "on_commit": on_commit,
                              "log_level": 0,   # its connection errors during the failover are the report's subject
@@ -154,9 +209,15 @@ class Workload:
                     continue
                 # the record's own partition only: a position kept from an earlier assignment would
                 # commit an old offset over the partition's next owner's
-                c.commit(offsets=[TopicPartition(m.topic(), m.partition(), m.offset() + 1)], asynchronous=True)
+                offsets = {(m.topic(), m.partition()): m.offset() + 1}
+                self.acked.send(group, offsets)
+                try:
+                    c.commit(offsets=[TopicPartition(m.topic(), m.partition(), m.offset() + 1)], asynchronous=True)
+                except Exception:
+                    self.acked.fail(group, offsets)   # refused before it was sent: it cannot land
+                    raise
         finally:
-            c.close()
+            close_group_consumer(c)
 
     def close(self) -> None:
         self.stop.set()
@@ -268,17 +329,18 @@ def run(args: argparse.Namespace) -> int:
         for th in workload.threads:
             th.join(15)
         lost: dict[str, list] = {}
+        overwritten: dict[str, int] = {}
         for g in groups:
-            committed = admin.committed(g)
-            lost[g] = [(tp, o, committed.get(tp, -1)) for tp, o in sorted(workload.acked.latest(g).items())
-                       if committed.get(tp, -1) < o]
+            lost[g], overwritten[g] = workload.acked.lost(g, admin.committed(g))
         total = sum(len(v) for v in lost.values())
         n_commits = sum(len(v) for v in workload.acked.commits.values())
         lines.append(f"\n== check: {n_commits} acknowledged commits, {workload.produced} records produced")
         for g in groups:
             lines.append(f"   {g}: " + ("no committed offset was lost" if not lost[g] else
                                         f"LOST {len(lost[g])}: " + ", ".join(
-                                            f"{t}-{pp} acked {o} now {c}" for (t, pp), o, c in lost[g])))
+                                            f"{t}-{pp} acked {o} now {c}" for (t, pp), o, c in lost[g]))
+                         + (f" ({overwritten[g]} acknowledged commits overwritten by the group's own later or "
+                            f"re-sent commits of lower offsets)" if overwritten[g] else ""))
         lines.append(f"\n== restarting broker {old}")
         cluster.start_broker(old)
         wait_for(lambda: old in cluster.view().brokers, 60, f"broker {old} registered again")
@@ -292,7 +354,7 @@ def run(args: argparse.Namespace) -> int:
             "first_commit_ms": (first_t - t0) / 1e6, "acknowledged_commits": n_commits,
             "rdkafka_group": rdk, "rdkafka_first_commit_ms": (rdk_t - t0) / 1e6,
             "rdkafka_acknowledged_commits": len(workload.acked.commits.get(rdk, [])),
-            "lost_offsets": total, "valid": total == 0}
+            "lost_offsets": total, "overwritten_commits": sum(overwritten.values()), "valid": total == 0}
         report = "\n".join(lines)
         print(report)
         (cluster.run_dir / "report.txt").write_text(report + "\n")
