@@ -294,7 +294,10 @@ def run(args: argparse.Namespace) -> int:
         rdk_t, rdk_new = rdkafka_first()
         events = read_run_events(cluster.run_dir)
 
-        written = _first(events, t0, "partition_state_written", topic=OFFSETS_TOPIC, partition=p)
+        # the write that elected a leader: when the killed broker was also the controller, the new one first takes
+        # the dead replica out of the ISR with no leader (Kafka's ReplicaStateMachine.startup), then elects
+        written = next((e for e in events if e["mono_ns"] >= t0 and e["type"] == "partition_state_written"
+                        and e.get("topic") == OFFSETS_TOPIC and e.get("partition") == p and e["leader"] >= 0), None)
         leader = _first(events, t0, "became_leader", topic=OFFSETS_TOPIC, partition=p)
         load_start = _first(events, t0, "coordinator_load_started", partition=p)
         loaded = _first(events, t0, "coordinator_loaded", partition=p)
