@@ -263,12 +263,19 @@ def test_a_cluster_wide_broker_default_is_a_synonym_of_every_topic(cluster: Clus
         wait_for(lambda: source() == ("123456789", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value), 20,
                  "the topic to show the cluster-wide default")
         mine = ConfigResource("broker", "1")
-        got = a.describe_configs([mine])[mine].result(timeout=30)
-        assert got["log.retention.bytes"].value == "123456789" and not got["log.retention.bytes"].is_read_only
+        # each broker applies the change when its own notification watch fires (Kafka's too): the topic's answer
+        # came from one broker, broker 1 may take longer
+        got = wait_for(lambda: (g := a.describe_configs([mine])[mine].result(timeout=30))
+                       and g["log.retention.bytes"].value == "123456789" and g, 20,
+                       "broker 1 to show the cluster-wide default")
+        assert not got["log.retention.bytes"].is_read_only
         assert got["zookeeper.session.timeout.ms"].is_read_only
-        d = raw(cluster, 3, 32, 1, include_synonyms=True, resources=[R32.DescribeConfigsResource(
-            resource_type=4, resource_name="", configuration_keys=None)]).results[0]
-        assert [(c.name, c.value, c.config_source) for c in d.configs] == [("log.retention.bytes", "123456789", 3)]
+        def described() -> list:
+            d = raw(cluster, 3, 32, 1, include_synonyms=True, resources=[R32.DescribeConfigsResource(
+                resource_type=4, resource_name="", configuration_keys=None)]).results[0]
+            return [(c.name, c.value, c.config_source) for c in d.configs]
+        wait_for(lambda: described() == [("log.retention.bytes", "123456789", 3)], 20,
+                 "broker 3 to describe the cluster-wide default")
     finally:
         assert default(1, None).responses[0].error_code == 0
     assert json.loads(cluster.zk().get("/config/brokers/<default>")[0])["config"] == {}
