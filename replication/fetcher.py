@@ -21,7 +21,8 @@ go round the same loop, doing only their own I/O (the call, the locks, the log's
    others go on, as Kafka's AbstractFetcherThread delays only its partitions with errors (a new leader taking
    up a LeaderAndIsr of many partitions one by one would otherwise hold back the partitions it leads already,
    their HW and so their acks=all appends, by a backoff per partition it has not reached).  Only a failed call
-   or a failed answer as a whole backs the loop off.
+   or a failed answer as a whole backs the loop off.  While a partition backs off, a request long-polls at most
+   until its backoff ends (:meth:`FetcherState.poll_wait_ms`), so it is fetched again then.
 """
 from __future__ import annotations
 
@@ -130,6 +131,15 @@ class FetcherState:
         if not self._delayed:
             return None
         return max(0.0, min(d[0] for d in self._delayed.values()) - now_ms)
+
+    def poll_wait_ms(self, max_wait_ms: float, now_ms: float) -> float:
+        """The longest the next request may long-poll at the leader: ``max_wait_ms``
+        (``replica.fetch.wait.max.ms``), or less while a partition is backing off, so the poll ends when the first
+        of them may be fetched again (a partition left out is not in the leader's session: nothing it gets would
+        end the poll, and the new leader's HW, its acks=all writes, would wait out the rest of ``max_wait_ms``;
+        docs/deviations.md, "A fetch with an error or a diverging epoch is answered at once")."""
+        wait = self.ready_in_ms(now_ms)
+        return max_wait_ms if wait is None else min(max_wait_ms, wait)
 
     def moved(self, tp: TP, handle: Any, epoch: int, pf: PartitionFetch) -> None:
         """The partition's position after its answer was applied."""

@@ -86,7 +86,8 @@ class SimFetcher:
         self._seq += 1
         seq = self._seq
         rpc.call(self.world, self.rm.b.node, target.node, target.handle_fetch,
-                 (self.rm.b.id, req.session_id, req.session_epoch, req.listed, req.forgotten, FETCH_WAIT_MAX_MS),
+                 (self.rm.b.id, req.session_id, req.session_epoch, req.listed, req.forgotten,
+                  self.core.poll_wait_ms(FETCH_WAIT_MAX_MS, self.world.now_ms)),
                  lambda ans: self._answered(seq, req, ans), FETCH_TIMEOUT_MS)
 
     def _answered(self, seq: int, req: FetchRequest, ans: Any) -> None:

@@ -170,6 +170,26 @@ def test_a_partition_whose_answer_is_an_error_backs_off_alone() -> None:
     assert core.ready_in_ms(2001) is None
 
 
+def test_while_a_partition_backs_off_the_long_poll_ends_when_it_may_be_fetched_again() -> None:
+    """A partition left out after an error is not in the leader's session, so nothing it gets there ends the
+    poll: the request's max wait is cut to the end of its backoff, and it is listed again then (issue 49)."""
+    core = FetcherState()
+    pos = {("t", 0): PartitionFetch(0, -1, 3, 100, 0), ("t", 1): PartitionFetch(4, 2, 3, 100, 4)}
+    parts = {("t", 0): ("h0", 3), ("t", 1): ("h1", 3)}
+    assert core.poll_wait_ms(500, 1000) == 500                 # nothing backs off: replica.fetch.wait.max.ms
+    r1 = core.request(parts, lambda tp, h, e: pos[tp], 1000)
+    assert core.answered(r1, errors.NONE, 77)
+    core.backoff(("t", 1), "h1", 3, 1000)
+    r2 = core.request(parts, lambda tp, h, e: pos[tp], 1010)
+    assert ("t", 1) in r2.forgotten
+    assert core.poll_wait_ms(500, 1010) == BACKOFF_MS - 10     # the poll ends as (t, 1)'s backoff does
+    assert core.poll_wait_ms(20, 1010) == 20                   # never longer than asked
+    assert core.answered(r2, errors.NONE, 77)
+    r3 = core.request(parts, lambda tp, h, e: pos[tp], 1000 + BACKOFF_MS)
+    assert [tp for tp, _ in r3.listed] == [("t", 1)]           # listed again once its backoff is over
+    assert core.poll_wait_ms(500, 1000 + BACKOFF_MS) == 500
+
+
 # ---------------------------------------------------------------------- a session's idle partitions (issue 49)
 
 from replication.fetch_session import LeaderSessions  # noqa: E402

@@ -6,11 +6,13 @@ logged as ``fetcher_error`` and the loop backs off and goes on.
 
 A partition whose answer is an error (the leader has not taken it up yet: NOT_LEADER_OR_FOLLOWER,
 UNKNOWN_LEADER_EPOCH) is left out of the requests for ``replication.fetcher.BACKOFF_MS`` while the others go
-on fetching at once (the core's rule, as Kafka's AbstractFetcherThread delays only its partitions with errors).
+on fetching at once (the core's rule, as Kafka's AbstractFetcherThread delays only its partitions with errors);
+meanwhile a request long-polls at the leader only until the first of them may be fetched again.
 """
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -143,7 +145,8 @@ class LeaderFetcher(threading.Thread):
             self._polling = parts.keys()
         try:
             r = stub.Fetch(pb.FetchRequest(
-                replica_id=self.rm.broker_id, replica_epoch=self.rm.broker_epoch(), max_wait_ms=self.rm.fetch_wait_ms,
+                replica_id=self.rm.broker_id, replica_epoch=self.rm.broker_epoch(),
+                max_wait_ms=math.ceil(core.poll_wait_ms(self.rm.fetch_wait_ms, _mono_ms())),
                 session_id=req.session_id, session_epoch=req.session_epoch,
                 partitions=[fetch_message(tp, pf) for tp, pf in req.listed],
                 forgotten=[pb.TopicPartition(topic=t, partition=p) for t, p in req.forgotten]),
