@@ -326,10 +326,18 @@ def local(df: DataFrame) -> DataFrame:
     if rows.size() <= LOCAL_ROWS:
         out = out.coalesce(1)   # one task for each stage that reads it (Spark's split: one per core)
         out._kafkasim_local = True
+        out._kafkasim_rows = int(rows.size())
         return out
     if not spark.sparkContext.master.startswith("local"):
         return out.persist(StorageLevel.MEMORY_AND_DISK)
     return _checkpointed(out)
+
+
+def known_empty(df: DataFrame) -> bool:
+    """Whether ``df`` is a local relation (``local``) known to hold no rows: then every inner join, filter,
+    aggregate by key and union of nothing but it is empty too, and a checker whose candidates it holds can
+    stop there (``checks_base.Ctx.none``) instead of building the frames that would find nothing."""
+    return getattr(df, "_kafkasim_rows", None) == 0
 
 
 def release(df: DataFrame | None) -> None:
