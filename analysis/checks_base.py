@@ -72,13 +72,13 @@ class Ctx:
         self.cuts.append((df, out._jdf.queryExecution().analyzed().rdd()))
         return out
 
-    def none(self, df: DataFrame) -> bool:
-        """Whether ``df`` (a frame ``cut`` or ``persist`` returned) is known to hold no rows: a small input's
-        local relation with none (``analysis.spark.known_empty``; a large input's rows are not counted, so it
-        is never known there).  A checker whose candidates are none returns ``empty_anomalies`` then: the same
-        rows (none) as the frames it would build on them, without building them (each a DataFrame the JVM
-        analyses; a valid run's candidates are almost always none)."""
-        return known_empty(df)
+    def none(self, df: DataFrame, fold: bool = False) -> bool:
+        """Whether ``df`` (a frame ``cut`` or ``persist`` returned; with ``fold``, also a filter or projection of
+        one) is known to hold no rows: a small input's local relation with none (``analysis.spark.known_empty``;
+        a large input's rows are not counted, so it is never known there).  A checker whose candidates are none
+        returns ``empty_anomalies`` then: the same rows (none) as the frames it would build on them, without
+        building them (each a DataFrame the JVM analyses; a valid run's candidates are almost always none)."""
+        return known_empty(df, fold)
 
     def memo(self, name: str, build, persist: bool = True) -> DataFrame:
         """A DataFrame several checkers share, built once per context (and persisted)."""

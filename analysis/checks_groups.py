@@ -311,6 +311,8 @@ def check_split_coordinator(ctx: Ctx) -> DataFrame:
     """``split-coordinator``: an ok commit answered by broker B (its ``node``) that was not the group's
     coordinator: ``deposed``, ``no-load`` or ``unloaded`` (docs/chaos.md); see ``_coordinator_asof``."""
     c = _commits_with_node(ctx)
+    if ctx.none(c, fold=True):   # no ok commit names its broker (a filter of a kept frame: no job to know it)
+        return empty_anomalies(ctx.spark)
     # the hash is a per-character loop in SQL: computed once per (run, group), not once per commit
     groups = c.select("run", "group").distinct().join(F.broadcast(offsets_partition_counts(ctx)), "run")
     groups = groups.select("run", "group", partition_for(F.col("group"), F.col("n")).alias("p"))

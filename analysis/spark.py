@@ -333,11 +333,21 @@ def local(df: DataFrame) -> DataFrame:
     return _checkpointed(out)
 
 
-def known_empty(df: DataFrame) -> bool:
+def known_empty(df: DataFrame, fold: bool = False) -> bool:
     """Whether ``df`` is a local relation (``local``) known to hold no rows: then every inner join, filter,
     aggregate by key and union of nothing but it is empty too, and a checker whose candidates it holds can
-    stop there (``checks_base.Ctx.none``) instead of building the frames that would find nothing."""
-    return getattr(df, "_kafkasim_rows", None) == 0
+    stop there (``checks_base.Ctx.none``) instead of building the frames that would find nothing.  With
+    ``fold``, also a frame whose optimized plan is an empty local relation (a projection or filter of a local
+    relation, which the optimizer computes; no job): for a small input only (``local_leaves``), the only one
+    whose kept frames are local relations."""
+    if getattr(df, "_kafkasim_rows", None) == 0:
+        return True
+    if not fold or not local_leaves(df.sparkSession):
+        return False
+    plan = df._jdf.queryExecution().optimizedPlan()
+    while plan.getClass().getSimpleName() == "Repartition":   # the coalesce(1) above a local relation
+        plan = plan.child()
+    return plan.getClass().getSimpleName() == "LocalRelation" and plan.data().isEmpty()
 
 
 def release(df: DataFrame | None) -> None:
