@@ -248,6 +248,7 @@ def test_a_checker_whose_candidates_are_none_stops_there_with_the_same_rows(spar
     import analysis.checks_base
     import analysis.checks_groups
     import analysis.checks_log
+    import analysis.spark
     from analysis.checks import CHECKERS, context
     from analysis.load import load_runs
     from analysis.spark import sized_to
@@ -268,8 +269,10 @@ def test_a_checker_whose_candidates_are_none_stops_there_with_the_same_rows(spar
             with monkeypatch.context() as m:
                 for mod in (analysis.checks_groups, analysis.checks_log):
                     m.setattr(mod, "empty_anomalies", counted)
-                if large:   # the cuts as a large input's: lazy local checkpoints, never known empty
+                if large:   # kept frames and cuts as a large input's (caches, lazy local checkpoints): never
+                    # known empty
                     m.setattr(analysis.checks_base, "local_leaves", lambda _s: False)
+                    m.setattr(analysis.spark, "local_leaves", lambda _s: False)
                 ctx = context(inputs)
                 try:
                     rows[large] = {n: sorted(map(tuple, CHECKERS[n][0](ctx).collect())) for n in names}
