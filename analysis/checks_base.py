@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from analysis.local_rows import local_rows
 from analysis.ops_tables import as_int, tp_partition, tp_topic
-from analysis.spark import kept, local, local_leaves, release
+from analysis.spark import kept, known_empty, local, local_leaves, release
 
 OFFSETS_TOPIC = "__consumer_offsets"
 MAX_EVIDENCE = 4
@@ -71,6 +71,14 @@ class Ctx:
         out = df.localCheckpoint(eager=False)
         self.cuts.append((df, out._jdf.queryExecution().analyzed().rdd()))
         return out
+
+    def none(self, df: DataFrame, fold: bool = False) -> bool:
+        """Whether ``df`` (a frame ``cut`` or ``persist`` returned; with ``fold``, also a filter or projection of
+        one) is known to hold no rows: a small input's local relation with none (``analysis.spark.known_empty``;
+        a large input's rows are not counted, so it is never known there).  A checker whose candidates are none
+        returns ``empty_anomalies`` then: the same rows (none) as the frames it would build on them, without
+        building them (each a DataFrame the JVM analyses; a valid run's candidates are almost always none)."""
+        return known_empty(df, fold)
 
     def memo(self, name: str, build, persist: bool = True) -> DataFrame:
         """A DataFrame several checkers share, built once per context (and persisted)."""

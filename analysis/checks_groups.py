@@ -21,6 +21,7 @@ from analysis.checks_base import (
     asof,
     asof_lookup,
     asof_steps,
+    empty_anomalies,
     event_evidence,
     event_key,
     evidence,
@@ -146,11 +147,15 @@ def check_lost_commits(ctx: Ctx) -> DataFrame:
                {"runmax": F.max("o")}, strict=True)
     sus = run.where(F.col("runmax").isNotNull() & (F.col("got").isNull() | (F.col("got") < F.col("runmax"))))
     sus = ctx.cut(sus)
+    if ctx.none(sus):   # no fetch read less than a completed commit: nothing below can find one
+        return empty_anomalies(ctx.spark)
     cand = (F.broadcast(sus).join(ok.select(*KEY, "c_inv", "c_done", "c_o"), KEY)
             .where((F.col("c_done") < F.col("f_inv")) & (F.col("got").isNull() | (F.col("c_o") > F.col("got")))))
     nf = _commits(ctx, "ok", "info", "open").select(*KEY, F.col("c_inv").alias("d_inv"),
                                                      F.col("c_done").alias("d_done"), F.col("c_o").alias("d_o"))
     cand = ctx.cut(cand)
+    if ctx.none(cand):
+        return empty_anomalies(ctx.spark)
     cs = cand.select(*KEY, "c_inv", "c_done", "c_o").distinct()
     e = (F.broadcast(cs).join(nf, KEY).where((F.col("d_o") < F.col("c_o")) & (F.col("d_done") > F.col("c_inv")))
          .groupBy(*KEY, "c_inv", "c_done", "c_o").agg(F.min("d_inv").alias("e")))
@@ -306,10 +311,15 @@ def check_split_coordinator(ctx: Ctx) -> DataFrame:
     """``split-coordinator``: an ok commit answered by broker B (its ``node``) that was not the group's
     coordinator: ``deposed``, ``no-load`` or ``unloaded`` (docs/chaos.md); see ``_coordinator_asof``."""
     c = _commits_with_node(ctx)
+    if ctx.none(c, fold=True):   # no ok commit names its broker (a filter of a kept frame: no job to know it)
+        return empty_anomalies(ctx.spark)
     # the hash is a per-character loop in SQL: computed once per (run, group), not once per commit
     groups = c.select("run", "group").distinct().join(F.broadcast(offsets_partition_counts(ctx)), "run")
     groups = groups.select("run", "group", partition_for(F.col("group"), F.col("n")).alias("p"))
-    c = c.join(F.broadcast(ctx.cut(groups)), ["run", "group"])
+    groups = ctx.cut(groups)
+    if ctx.none(groups):   # no commit named its broker: every row below would join with none
+        return empty_anomalies(ctx.spark)
+    c = c.join(F.broadcast(groups), ["run", "group"])
     c = _coordinator_asof(ctx, c)
     no_load = F.col("held_ns").isNull() | (F.col("proc_ns").isNotNull() & (F.col("held_ns") < F.col("proc_ns")))
     deposed = ~no_load & (F.col("m_all") > F.col("top.h_epoch"))
@@ -317,6 +327,8 @@ def check_split_coordinator(ctx: Ctx) -> DataFrame:
                 & (F.col("reload_ns").isNull() | (F.col("reload_ns") <= F.col("unload_ns"))))
     c = c.select("*", F.when(no_load, "no-load").when(deposed, "deposed").when(unloaded, "unloaded").alias("reason"))
     bad = ctx.cut(c.where(F.col("reason").isNotNull()))   # few: the three kinds below read it
+    if ctx.none(bad):
+        return empty_anomalies(ctx.spark)
     ops = evidence(F.col("c_inv"), F.col("c_done"))
 
     nl = bad.where(F.col("reason") == "no-load")

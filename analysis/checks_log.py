@@ -14,7 +14,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from analysis.checks_base import Ctx, anomalies, evidence, fmt, lookup_offset, pylist
+from analysis.checks_base import Ctx, anomalies, empty_anomalies, evidence, fmt, lookup_offset, pylist
 from analysis.checks_groups import fetch_told, fetches
 from analysis.local_rows import local_rows
 from analysis.ops_tables import tp_topic
@@ -142,7 +142,11 @@ def check_lost_writes(ctx: Ctx) -> DataFrame:
     """``lost-write``: an ok send (acks all) that no final read of its partition has (its value at its
     offset, null-safe: the observed row of the send has no final source)."""
     cand = observed(ctx).where((F.col("n_sends") > 0) & ~F.col("in_final")).select(*TP, "offset", "value")
+    if ctx.none(cand, fold=True):   # every value sent was in a final read (a filter of a kept frame: no job)
+        return empty_anomalies(ctx.spark)
     lost = ctx.cut(_sends_at(ctx, cand).join(F.broadcast(final_reads(ctx)), TP))
+    if ctx.none(lost):   # every acknowledged send with a final read of its partition was read: none lost
+        return empty_anomalies(ctx.spark)
     lost = lost.join(F.broadcast(not_acks_all(ctx)), ["run", "send_index"], "left_anti")
     fobs = (ctx.observations.where(F.col("source") == "final")
             .select(*TP, "offset", F.coalesce(F.col("value"), F.lit("None")).alias("fv"))
@@ -275,6 +279,8 @@ def check_unseen(ctx: Ctx) -> DataFrame:
             .where((F.col("send_done") < F.col("fetch_index")) & ~polled_by("gid", masks))
             .select(*TP, "offset", "value", "group", "committed", "fetch_index", "fetch_done"))
     cand = ctx.cut(_sends_at(ctx, keys).where(F.col("send_done") < F.col("fetch_index")))
+    if ctx.none(cand):   # every send the groups' final fetches judge was polled: nothing unseen
+        return empty_anomalies(ctx.spark)
     keys = cand.select("run", "group", "value").distinct()
     polled = (ctx.observations.where((F.col("source") == "poll") & F.col("group").isNotNull())
               .select(F.col("run").alias("s_run"), F.col("group").alias("s_group"), F.col("value").alias("seen")))
@@ -284,6 +290,8 @@ def check_unseen(ctx: Ctx) -> DataFrame:
     unseen = ctx.cut(_not_retained(cand.join(F.broadcast(seen), (F.col("run") == F.col("s_run"))
                                              & (F.col("group") == F.col("s_group"))
                                              & F.col("value").eqNullSafe(F.col("seen")), "left_anti"), ctx))
+    if ctx.none(unseen):
+        return empty_anomalies(ctx.spark)
     is_unseen = F.col("committed").isNotNull() & (F.col("committed") >= F.col("offset") + 1)
     one = anomalies(unseen.where(is_unseen), "unseen-message",
                     fmt("group %s committed %s/%s up to %s but never polled '%s' (offset %s): unseen", F.col("group"),

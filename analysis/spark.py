@@ -326,10 +326,28 @@ def local(df: DataFrame) -> DataFrame:
     if rows.size() <= LOCAL_ROWS:
         out = out.coalesce(1)   # one task for each stage that reads it (Spark's split: one per core)
         out._kafkasim_local = True
+        out._kafkasim_rows = int(rows.size())
         return out
     if not spark.sparkContext.master.startswith("local"):
         return out.persist(StorageLevel.MEMORY_AND_DISK)
     return _checkpointed(out)
+
+
+def known_empty(df: DataFrame, fold: bool = False) -> bool:
+    """Whether ``df`` is a local relation (``local``) known to hold no rows: then every inner join, filter,
+    aggregate by key and union of nothing but it is empty too, and a checker whose candidates it holds can
+    stop there (``checks_base.Ctx.none``) instead of building the frames that would find nothing.  With
+    ``fold``, also a frame whose optimized plan is an empty local relation (a projection or filter of a local
+    relation, which the optimizer computes; no job): for a small input only (``local_leaves``), the only one
+    whose kept frames are local relations."""
+    if getattr(df, "_kafkasim_rows", None) == 0:
+        return True
+    if not fold or not local_leaves(df.sparkSession):
+        return False
+    plan = df._jdf.queryExecution().optimizedPlan()
+    while plan.getClass().getSimpleName() == "Repartition":   # the coalesce(1) above a local relation
+        plan = plan.child()
+    return plan.getClass().getSimpleName() == "LocalRelation" and plan.data().isEmpty()
 
 
 def release(df: DataFrame | None) -> None:

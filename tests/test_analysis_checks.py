@@ -238,3 +238,48 @@ def test_a_cut_is_a_leaf_with_the_same_rows_computed_once_and_released(spark):
     assert rdd.getStorageLevel().useMemory()
     ctx.release()
     assert ctx.cuts == [] and not rdd.getStorageLevel().useMemory()
+
+
+def test_a_checker_whose_candidates_are_none_stops_there_with_the_same_rows(spark, short_chaos_runs, monkeypatch):
+    """``Ctx.none``: a small input's checker whose cut candidates are a local relation with no rows returns the
+    empty anomalies without building the frames above them; a large input's (its cuts are not counted) builds
+    them all.  On the clean real run alone both give the same rows (none: the Python checker finds none), and
+    the small path did stop early."""
+    import analysis.checks_base
+    import analysis.checks_groups
+    import analysis.checks_log
+    import analysis.spark
+    from analysis.checks import CHECKERS, context
+    from analysis.load import load_runs
+    from analysis.spark import sized_to
+
+    d = short_chaos_runs["clean"]
+    assert not python_check(d).anomalies
+    stopped = []
+
+    def counted(spark_):
+        stopped.append(1)
+        return analysis.checks_base.empty_anomalies(spark_)
+
+    names = ("lost-write", "lost-commit", "split-coordinator", "unseen-message")
+    rows = {}
+    with sized_to(spark, 3 << 20):
+        inputs = load_runs(spark, [str(d)])
+        for large in (False, True):
+            with monkeypatch.context() as m:
+                for mod in (analysis.checks_groups, analysis.checks_log):
+                    m.setattr(mod, "empty_anomalies", counted)
+                if large:   # kept frames and cuts as a large input's (caches, lazy local checkpoints): never
+                    # known empty
+                    m.setattr(analysis.checks_base, "local_leaves", lambda _s: False)
+                    m.setattr(analysis.spark, "local_leaves", lambda _s: False)
+                ctx = context(inputs)
+                try:
+                    rows[large] = {n: sorted(map(tuple, CHECKERS[n][0](ctx).collect())) for n in names}
+                finally:
+                    ctx.release()
+            if not large:
+                assert len(stopped) == len(names)   # each of the four stopped at its empty candidates
+                stopped.clear()
+    assert stopped == []
+    assert rows[False] == rows[True] == {n: [] for n in names}

@@ -11,7 +11,7 @@ import pytest
 from py4j.java_gateway import java_import
 
 from analysis.spark import (INTERPRETED, LATE_C2_OPTIONS, SHORT_NAMES, SHUFFLE_KEY, SMALL_JVM_OPTIONS, gathered, kept,
-                            release, settings, sized_to, spread)
+                            known_empty, release, settings, sized_to, spread)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -151,6 +151,11 @@ def test_a_small_inputs_kept_frames_are_local_relations_and_a_large_inputs_are_c
         joined = spark.range(1000).join(none, F.col("id") == F.col("k"))
         assert joined._jdf.queryExecution().optimizedPlan().getClass().getSimpleName() == "LocalRelation"
         assert joined.collect() == []
+        # and is known to be (a checker stops there: checks_base.Ctx.none); nothing else is
+        assert known_empty(none) and not known_empty(leaf) and not known_empty(joined) and not known_empty(df)
+        # a filter of a kept frame is folded by the optimizer: known with ``fold``, without a job
+        assert known_empty(leaf.where("k < 0"), fold=True) and not known_empty(leaf.where("k < 0"))
+        assert not known_empty(leaf.where("k > 0"), fold=True) and not known_empty(df.where("k < 0"), fold=True)
         release(leaf)
         release(none)
         # many rows (the event lines): a local checkpoint of one partition, as before
@@ -167,6 +172,9 @@ def test_a_small_inputs_kept_frames_are_local_relations_and_a_large_inputs_are_c
     with sized_to(spark, 10 << 30):
         cached = kept(df)
         assert cached.is_cached
+        none = kept(df.where("k < 0"))   # its rows not counted: never known empty
+        assert not known_empty(none) and not known_empty(none, fold=True)
+        release(none)
         release(cached)
         assert not cached.is_cached
 
