@@ -45,7 +45,7 @@ def cluster_yaml(path: Path, zk_connect: str, dirs_of_2: list[Path]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_cluster_yaml(path, zk_connect, 3, **{
         "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": N_OFFSETS,
-        "min.insync.replicas": 2, "zookeeper.session.timeout.ms": 20000})
+        "min.insync.replicas": 2, "zookeeper.session.timeout.ms": 30000})
     doc = yaml.safe_load(path.read_text())
     doc.pop("kafkasim.offsets.topic.create.grace.ms", None)
     doc["brokers"][1]["log.dirs"] = ",".join(str(d) for d in dirs_of_2)
@@ -162,7 +162,8 @@ def run_side(side: Side) -> dict[str, Any]:
                 note.update(name=child, data=data.decode())
                 return True
             return False
-        wait_for(notified, 15, f"{side.name}: the log dir event notification", interval=0.01)
+        # inside the paused controller's session (30 s): a loaded machine once took Kafka 2.8.2 over 15 s
+        wait_for(notified, 25, f"{side.name}: the log dir event notification", interval=0.01)
     finally:
         side.resume(controller)
     produce(800, 220)
