@@ -11,12 +11,11 @@ esac
 # and hundreds of other Python ones, and where the environment says PYTHONDONTWRITEBYTECODE none of them would
 # write it, each compiling kafkasim's modules again (a sixth of a chaos run's CPU time)
 python3 -m compileall -q -j 0 $(for d in */__init__.py; do dirname "$d"; done) tests >/dev/null
-# three workers (pytest-xdist) on the 2-core machines we test on: much of the suite waits on timeouts and processes,
-# so a third worker keeps the cores busier (bench/RESULTS.md); KAFKASIM_TEST_WORKERS=1 runs in one process.
+# two workers (pytest-xdist) on the 2-core machines we test on; KAFKASIM_TEST_WORKERS=1 runs in one process.
 # Each test module stays on one worker, and the tests sharing the Spark session and the chaos runs share one
 # worker too (tests/conftest.py), so module and session fixtures start once.  The workers take the groups
 # longest first, in the order tests/conftest.py sorts them (--no-loadscope-reorder keeps that order).
-workers="${KAFKASIM_TEST_WORKERS:-3}"
+workers="${KAFKASIM_TEST_WORKERS:-2}"
 if [ "$workers" -gt 1 ]; then
     exec python3 -m pytest -q -n "$workers" --dist loadgroup --no-loadscope-reorder "$@"
 fi

@@ -57,7 +57,7 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
 TIER_MARKS = ("cluster", "chaos", "spark")
 
 
-# session fixtures worth computing once: under pytest-xdist (scripts/test.sh runs three workers) every test that
+# session fixtures worth computing once: under pytest-xdist (scripts/test.sh runs two workers) every test that
 # uses one goes to the same worker; any other test goes with the rest of its module, so a module's own
 # module-scoped cluster is started once too
 SHARED_SESSION_FIXTURES = frozenset({"spark", "short_chaos_results", "short_chaos_runs", "analysed"})
