@@ -128,8 +128,8 @@ def test_topics_describe_watch_redraws_in_place(lab):
                           "--interval", "0.2", "--config", str(lab.config)], cwd=REPO, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     out = ""
+    fd = p.stdout.fileno()
     try:
-        fd = p.stdout.fileno()
         os.set_blocking(fd, False)
         deadline = time.monotonic() + 30
         while out.count(CLEAR) < 3 and time.monotonic() < deadline:
@@ -137,7 +137,16 @@ def test_topics_describe_watch_redraws_in_place(lab):
                 out += os.read(fd, 65536).decode()
     finally:
         p.send_signal(signal.SIGINT)  # Ctrl-C ends it cleanly
-        rc = p.wait(10)
+        # both pipes read to the end meanwhile: a full pipe would stop the command mid-write
+        os.set_blocking(fd, True)
+        try:
+            rest, err = p.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+            raise AssertionError(f"--watch did not end 20 s after Ctrl-C; the end of its stderr: {err[-2000:]}")
+        out += rest
+        rc = p.returncode
     frames = [f for f in out.split(CLEAR) if f.strip()]
     assert len(frames) >= 2, out
     assert all("Hw: " in f and f"Topic: {TOPIC}" in f for f in frames[:2]), frames[:2]
