@@ -228,3 +228,47 @@ def test_a_leader_and_isr_making_many_followers_wakes_a_parked_fetch_once(tmp_pa
             == list(range(n))
     finally:
         rm.close()
+
+
+def test_close_cuts_a_fetchers_parked_poll_and_awaits_the_fetcher_before_closing_the_logs(tmp_path):
+    """Kafka 2.8's ReplicaManager.shutdown shuts its fetcher threads down (ReplicaFetcherThread.initiateShutdown
+    closes the leader endpoint, so the fetch in flight ends) and awaits them before it checkpoints the HWs and the
+    logs are closed.  A fetcher left running beside the close took partition locks and the interpreter from the
+    close loop of a stopping broker's ~6,000 logs at 10,000 partitions (issue 49)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import grpc
+
+    from proto import kafkasim_pb2 as pb
+    from proto import kafkasim_pb2_grpc as pbg
+
+    arrived, ended = threading.Event(), threading.Event()
+
+    class ParkingLeader(pbg.BrokerServicer):
+        def Fetch(self, request, context):   # a long poll that gets no news: parked until the caller goes
+            context.add_callback(ended.set)
+            arrived.set()
+            ended.wait(60)
+            return pb.FetchResponse()
+
+    server = grpc.server(ThreadPoolExecutor(2))
+    pbg.add_BrokerServicer_to_server(ParkingLeader(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    rm = ReplicaManager(1, tmp_path / "logs", ReplicaSettings(), EventLog(tmp_path / "events.jsonl", 1),
+                        broker_epoch=lambda: 5, endpoint_of=lambda b: f"127.0.0.1:{port}" if b == 2 else None,
+                        controller_endpoint=lambda: None, fetch_wait_ms=30_000, segment_bytes=1 << 20,
+                        checkpoint_interval_ms=60_000, topic_config=lambda t: {})
+    try:
+        rm.apply_leader_and_isrs([info("t", p, 2) for p in range(3)])   # follows broker 2
+        assert arrived.wait(10), "the fetcher's poll never reached the leader"
+        (fetcher,) = rm.fetchers.values()
+        assert fetcher.is_alive()
+        rm.close()
+        assert not fetcher.is_alive()          # awaited, not left polling for up to 30 s
+        assert ended.is_set()                   # its poll was cut at the leader, not answered
+        assert all(h.log.closed for h in rm.hosted.values())
+    finally:
+        rm.close()
+        server.stop(0)
