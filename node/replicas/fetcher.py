@@ -83,14 +83,7 @@ class LeaderFetcher(threading.Thread):
             self._parts.pop(tp, None)
 
     def stop(self) -> None:
-        """Stop fetching (the caller joins the thread): the long poll in flight, if any, is cut short by closing its
-        channel, as Kafka 2.8's ``ReplicaFetcherThread.initiateShutdown`` closes its leader endpoint before
-        ``awaitShutdown``; an answer already in hand is dropped, not applied."""
-        with self._lock:
-            self._stop_event.set()
-            if self._polling is not None and self._channel is not None and not self._cut:
-                self._cut = True
-                self._channel.close()
+        self._stop_event.set()
 
     def run(self) -> None:
         stub, target = None, None
@@ -147,8 +140,8 @@ class LeaderFetcher(threading.Thread):
             wait = core.ready_in_ms(_mono_ms())
             return False if wait is None else max(wait, 1.0)
         with self._lock:
-            if self._cut or self._stop_event.is_set():
-                return True  # a new partition arrived meanwhile: rebuild the request on a new channel (or stop)
+            if self._cut:
+                return True  # a new partition arrived meanwhile: rebuild the request on a new channel
             self._polling = parts.keys()
         try:
             r = stub.Fetch(pb.FetchRequest(
@@ -169,8 +162,6 @@ class LeaderFetcher(threading.Thread):
             return retry_at_once(r.error_code)
         ok = True
         for a in r.partitions:
-            if self._stop_event.is_set():   # stopping: the rest of the answer is dropped as the lock below would
-                break
             tp = (a.topic, a.partition)
             h = req.parts[tp][0] if tp in req.parts else None
             if h is None:

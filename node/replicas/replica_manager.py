@@ -54,8 +54,6 @@ TP = tuple[str, int]
 INITIAL_TASK_DELAY_S = 30.0  # Kafka's LogManager.InitialTaskDelayMs
 MAKE_LEADERS_TOGETHER = 16   # hosted replicas of one LeaderAndIsr taking up leadership side by side
 STORAGE = errors.KAFKA_STORAGE_ERROR
-#: How long a stopping broker waits for its fetcher threads to end (their polls cut short) before it closes the logs.
-FETCHERS_JOIN_S = 1.0
 
 
 __all__ = ["Appended", "CleanerSettings", "Hosted", "ReplicaManager"]
@@ -525,15 +523,8 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
         self.dirs.stop()
         with self._lock:
             fetchers = list(self.fetchers.values())
-        # Kafka 2.8's ReplicaManager.shutdown: the fetcher threads are shut down (their requests in flight cut) and
-        # awaited before the HW checkpoint and the logs' close, so no fetcher takes partition locks or the
-        # interpreter from the close loop below (at 10,000 partitions, ~6,000 hosted logs)
         for f in fetchers:
             f.stop()
-        deadline = time.monotonic() + FETCHERS_JOIN_S
-        for f in fetchers:
-            if f.is_alive():
-                f.join(max(0.0, deadline - time.monotonic()))
         self._notify()
         try:
             self.checkpoint_hws()
