@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import select
 import signal
 import sys
-import threading
 import time
 from typing import Any
 
@@ -37,15 +38,21 @@ def offsets_suffix(s: dict[str, Any]) -> str:
 def watch(cluster, topic: str | None, interval_s: float, describe, out=sys.stdout) -> int:
     """Redraw the describe output in place until interrupted (live demos).
 
-    Ctrl-C (SIGINT) ends it after the redraw in hand: it only sets a flag, so it never lands inside a
-    ZooKeeper or gRPC call (an interrupt raised there could leave a client's threads behind and the process
-    hanging at exit)."""
+    Ctrl-C (SIGINT) ends it after the redraw in hand.  Its handler only records the signal, taking no lock: a
+    handler runs in the main thread between two of its bytecodes, so one that set a ``threading.Event`` could
+    land while the same thread held that Event's lock inside ``wait`` and hang the command for good.  Nor does it
+    raise, so an interrupt never lands inside a ZooKeeper or gRPC call (that could leave a client's threads
+    behind and the process hanging at exit).  The wait between redraws is a ``select`` on the signal's wakeup
+    fd (``signal.set_wakeup_fd``), which the interpreter writes to as the signal arrives: Ctrl-C cuts it short."""
     from launcher.cluster import add_offsets
 
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stopped: list[int] = []
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: stopped.append(signum))
+    previous_fd = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     try:
-        while not stop.is_set():
+        while not stopped:
             view = cluster.view()
             add_offsets(view)
             out.write("\x1b[H\x1b[2J")
@@ -53,9 +60,13 @@ def watch(cluster, topic: str | None, interval_s: float, describe, out=sys.stdou
                   file=out)
             describe(view, topic, out)
             out.flush()
-            stop.wait(interval_s)  # the refresh period of a display loop, cut short by Ctrl-C
+            if not stopped:
+                select.select([wake_r], [], [], interval_s)  # the refresh period, cut short by Ctrl-C
     finally:
+        signal.set_wakeup_fd(previous_fd)
         signal.signal(signal.SIGINT, previous)
+        os.close(wake_r)
+        os.close(wake_w)
     return 0
 
 
