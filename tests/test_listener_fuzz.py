@@ -326,6 +326,13 @@ def test_a_broker_shrugs_off_garbage_and_still_serves_a_real_client(make_cluster
     c = make_cluster(1, offsets__topic__num__partitions=1)
     create_topic(c.zk(), "fuzz-t", 1, 1, {})
     host, port = c.cfg.brokers[0].kafka_advertised
+    # the topic reaches the broker's metadata asynchronously (the controller's watch, then UpdateMetadata), as in
+    # Kafka: the bad batches below are to meet a partition the broker knows
+    before = KafkaAdminClient(bootstrap_servers=f"{host}:{port}", client_id="before-fuzz")
+    try:
+        wait_for(lambda: "fuzz-t" in before.list_topics(), 30, "fuzz-t in the broker's metadata")
+    finally:
+        before.close()
     good = batch(2)
     sends = [b"\xff\xff\xff\xff" + b"x" * 8,                          # negative size
              struct.pack(">i", 200 << 20) + b"\0" * 16,               # above socket.request.max.bytes
