@@ -1,6 +1,6 @@
 """Scale: idle CPU and the controller's SIGTERM failover of a 5-broker cluster at N partitions (issue 49).
 
-    python bench/scale.py [--partitions 1000 10000] [--window 20] [--no-profile] [--profile-failover]
+    python bench/scale.py [--partitions 1000 10000] [--window 20] [--no-profile] [--profile-failover [--gil]]
                           [--only idle|failover] [--json FILE] [--keep-events DIR] [--floor-runs 3]
 
 For each N, a fresh cluster of 5 real broker processes on its own real
@@ -28,7 +28,13 @@ pass (30 s after the start) is over:
               -> session closing -> the next controller elected -> its load
               and failover), and the counts of ``shutdown_timed_out`` and
               ``alter_isr_failed``.  With --profile-failover, py-spy samples the
-              stopping controller (non-blocking) from the signal to its exit.
+              stopping controller (non-blocking) from the signal to its exit,
+              and every other broker until the next controller is done: the
+              next controller's profile, and all five brokers' together.  With
+              --gil, py-spy samples only the thread holding each broker's
+              interpreter lock (``py-spy --gil``): the brokers' Python time,
+              which is what their threads queue for, without the threads
+              that wait in a system call (an fsync, a poll) counted as busy.
               ``--only idle`` measures the idle CPU (and its profile) only.
 
   floor       (unless --floor-runs 0) right after each size's failover, on
@@ -192,9 +198,9 @@ def settle(c: Cluster, partitions: int, timeout: float) -> tuple[float, bool]:
     return created, True
 
 
-def py_spy(pid: int, out: Path, duration: float | None) -> subprocess.Popen | None:
+def py_spy(pid: int, out: Path, duration: float | None, gil: bool = False) -> subprocess.Popen | None:
     cmd = ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", str(SPY_RATE), "--nonblocking",
-           "-o", str(out)]
+           "-o", str(out)] + (["--gil"] if gil else [])
     if duration:
         cmd += ["--duration", str(int(duration))]
     try:
@@ -215,16 +221,17 @@ def _function(frame: str) -> str:
     return f"{name} ({where.rsplit(':', 1)[0]})" if where else name
 
 
-def top_stacks(raw: Path, n: int = 12) -> list[str]:
-    """From py-spy's collapsed stacks (only threads on the CPU are sampled): the functions most often
-    running (self) and most often anywhere on the stack (inclusive), as % of the samples, with the CPU
-    seconds the samples stand for."""
-    if not raw.exists():
+def top_stacks(raw: Path | list[Path], n: int = 12, gil: bool = False) -> list[str]:
+    """From py-spy's collapsed stacks (only threads on the CPU are sampled; with ``--gil`` only the thread holding
+    the interpreter lock), of one file or several added up: the functions most often running (self) and most
+    often anywhere on the stack (inclusive), as % of the samples, with the CPU seconds the samples stand for."""
+    raws = [p for p in ([raw] if isinstance(raw, Path) else raw) if p.exists()]
+    if not raws:
         return ["(no profile: is py-spy installed?)"]
     own: collections.Counter[str] = collections.Counter()
     incl: collections.Counter[str] = collections.Counter()
     total = 0
-    for line in raw.read_text().splitlines():
+    for line in (ln for p in raws for ln in p.read_text().splitlines()):
         stack, _, count = line.rpartition(" ")
         frames = [_function(f) for f in stack.split(";") if f]
         if not frames:
@@ -236,7 +243,9 @@ def top_stacks(raw: Path, n: int = 12) -> list[str]:
             incl[f] += k
     if not total:
         return ["(no samples on the CPU)"]
-    out = [f"{total} samples on the CPU ({total / SPY_RATE:.1f} CPU-s); self:"]
+    out = [f"{total} samples of the interpreter lock's holder ({total / SPY_RATE:.1f} s held, summed over the "
+           "processes: a holder waiting for a core still holds it); self:" if gil else
+           f"{total} samples on the CPU ({total / SPY_RATE:.1f} CPU-s); self:"]
     out += [f"    {100 * k / total:5.1f}%  {f}" for f, k in own.most_common(n)]
     out.append("  inclusive:")
     out += [f"    {100 * k / total:5.1f}%  {f}" for f, k in incl.most_common(4 * n)
@@ -245,7 +254,8 @@ def top_stacks(raw: Path, n: int = 12) -> list[str]:
 
 
 def measure(work: Path, partitions: int, window: float, profile: bool, profile_failover: bool,
-            failover: bool = True, keep_events: Path | None = None, floor_runs: int = 0) -> dict[str, Any]:
+            failover: bool = True, keep_events: Path | None = None, floor_runs: int = 0,
+            gil: bool = False) -> dict[str, Any]:
     zk, c = start(work, partitions)
     up = time.monotonic()
     res: dict[str, Any] = {"partitions": partitions}
@@ -305,9 +315,9 @@ def measure(work: Path, partitions: int, window: float, profile: bool, profile_f
         sample = c.zk().get(zk_paths.partition_state(TOPIC, 0))[0]
         res["load_at_signal"] = scale_floor.load1()
         c.signal_broker(old, signal.SIGTERM)
-        spy = py_spy(pids[old], spy_raw, None) if profile_failover else None
+        spy = py_spy(pids[old], spy_raw, None, gil) if profile_failover else None
         # and the others, until the next controller is done (one of them)
-        others = {b: py_spy(p, work / f"failover-{partitions}-b{b}.txt", None) for b, p in pids.items()
+        others = {b: py_spy(p, work / f"failover-{partitions}-b{b}.txt", None, gil) for b, p in pids.items()
                   if b != old} if profile_failover else {}
         done = wait_for(lambda: cpu_sample() or tail.first(lambda e: e["type"] == "controller_failover_done"
                                                            and e["epoch"] > epoch), 180,
@@ -338,6 +348,8 @@ def measure(work: Path, partitions: int, window: float, profile: bool, profile_f
                 spy.kill()
                 spy.wait()
             res["failover_profile"] = {"broker": old, "top": top_stacks(spy_raw)}
+            res["all_profile"] = {"gil": gil, "top": top_stacks(
+                [spy_raw] + [work / f"failover-{partitions}-b{b}.txt" for b in others], gil=gil)}
 
         def all_led() -> bool:
             v = c.view()
@@ -494,6 +506,11 @@ def report(r: dict[str, Any]) -> None:
     if "failover_profile" in r:
         print(f"profile of the stopping controller, broker {r['failover_profile']['broker']} (py-spy, signal to exit):")
         print("\n".join("  " + ln for ln in r["failover_profile"]["top"]))
+    if "all_profile" in r:
+        print("profile of the five brokers together (py-spy" + (" --gil: the interpreter lock's holder"
+                                                                if r["all_profile"]["gil"] else "") +
+              ", each from the signal: the stopping one to its exit, the others to the next controller's done):")
+        print("\n".join("  " + ln for ln in r["all_profile"]["top"]))
 
 
 def main() -> None:
@@ -502,7 +519,9 @@ def main() -> None:
     ap.add_argument("--window", type=float, default=20.0, help="idle CPU window, seconds (default 20)")
     ap.add_argument("--no-profile", action="store_true", help="no py-spy profile of the idle cluster")
     ap.add_argument("--profile-failover", action="store_true",
-                    help="py-spy on the stopping controller too (its figures then include py-spy's cost)")
+                    help="py-spy on every broker during the failover (its figures then include py-spy's cost)")
+    ap.add_argument("--gil", action="store_true",
+                    help="with --profile-failover: sample only the thread holding each broker's interpreter lock")
     ap.add_argument("--only", choices=["idle", "failover"],
                     help="idle: measure the idle CPU only, no failover; failover: only the SIGTERM failover, no "
                          "idle CPU window and no idle profile")
@@ -519,7 +538,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kafkasim-bench-scale-") as tmp:
         for n in a.partitions:
             r = measure(Path(tmp), n, a.window, not a.no_profile, a.profile_failover, a.only != "idle",
-                        a.keep_events, a.floor_runs)
+                        a.keep_events, a.floor_runs, a.gil)
             report(r)
             results.append(r)
             sys.stdout.flush()
