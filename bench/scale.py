@@ -532,6 +532,8 @@ def main() -> None:
     ap.add_argument("--keep-events", type=Path, metavar="DIR",
                     help="copy each run's broker event logs (and --profile-failover's py-spy samples) to DIR/events-N")
     a = ap.parse_args()
+    if a.gil and not a.profile_failover:
+        ap.error("--gil samples the failover's profile: it needs --profile-failover")
     if a.only == "failover":
         a.window, a.no_profile = 0.0, True
     results = []
