@@ -1,7 +1,7 @@
 """Conversions between the cores' plain types and the generated protobuf types."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from controller.core import Command, LeaderAndIsrCmd, PartitionView, StopReplicaCmd, UpdateMetadataCmd
 from kafkacommon.metadata import BrokerRegistration
@@ -210,7 +210,9 @@ class StateDecoder:
         self._new: dict[bytes, PartitionInfo] = {}
         self._old: dict[bytes, PartitionInfo] = {}
 
-    def decode(self, elements: list[bytes]) -> list[PartitionInfo]:
+    def decode(self, elements: list[bytes], messages: Any = None) -> list[PartitionInfo]:
+        """Each of ``elements`` decoded; ``messages``: the same states parsed already (``partitions`` of the
+        request split into ``elements``), read for those not met lately instead of parsing them again."""
         new, old = self._new, self._old
         out = []
         append = out.append
@@ -225,7 +227,8 @@ class StateDecoder:
                     new[e] = p
             append(p)
         if missed:
-            decoded = partitions_from_pb([pb.PartitionState.FromString(e) for _, e in missed])
+            decoded = partitions_from_pb([pb.PartitionState.FromString(e) if messages is None else messages[i]
+                                          for i, e in missed])
             for (i, e), p in zip(missed, decoded):
                 out[i] = new[e] = p
         if len(new) >= self.size:
@@ -236,7 +239,7 @@ class StateDecoder:
         """A LeaderAndIsrRequest's or UpdateMetadataRequest's partitions, decoded; their encodings; the request's
         encoding without its header (see :func:`split_request`)."""
         elements, rest = split_request(request.SerializeToString())
-        return self.decode(elements), elements, rest
+        return self.decode(elements, request.partitions), elements, rest
 
 
 class ErrorAnswers:

@@ -93,7 +93,7 @@ class BrokerServicer(pbg.BrokerServicer):
             parts, raw = [], []
             if not same:
                 elements = wire.split_request(whole)[0]
-                for data, p in zip(elements, self._states.decode(elements)):
+                for data, p in zip(elements, self._states.decode(elements, request.partitions)):
                     tp = (p.topic, p.partition)
                     seen = applied.get(tp)
                     if seen is None or seen[0] != data or cached.get(tp) is not seen[1]:
