@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from kafkacommon.event import Event
 from util.jsonlines import JsonLinesWriter, json_object, read_json_lines
@@ -44,13 +44,16 @@ class EventLog:
         if records:
             self._out.write_many(records)
 
-    def emit_many(self, items: list[tuple[str, dict[str, Any]]]) -> None:
-        """``emit`` each (type, fields), in order, in one write to the file (the same lines, stamped now)."""
-        self.write_stamped([self.stamp(t, **fields) for t, fields in items])
+    def emit_many(self, items: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        """``emit`` each (type, fields), in order, in one write to the file (the same lines, stamped now: each
+        as :meth:`stamp` does it)."""
+        wall_ms, mono_ns, broker = self._wall_ms, self._mono_ns, self.broker_id
+        self.write_stamped([{"ts_ms": round(wall_ms(), 3), "mono_ns": mono_ns(), "broker": broker, "type": t, **fields}
+                            for t, fields in items])
 
     def log(self, *events: Event) -> None:
         """Write the events a core returned, in order (in one write)."""
-        self.emit_many([(e.name, e.fields) for e in events])
+        self.emit_many(events)   # each Event is its (name, fields)
 
     def close(self) -> None:
         self._out.close()

@@ -1,7 +1,7 @@
 """Conversions between the cores' plain types and the generated protobuf types."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from controller.core import Command, LeaderAndIsrCmd, PartitionView, StopReplicaCmd, UpdateMetadataCmd
 from kafkacommon.metadata import BrokerRegistration
@@ -43,12 +43,13 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
-def _field_key(*messages) -> bytes:
-    """The key of the ``partitions`` field (number, length-delimited) that ``messages`` all share."""
-    numbers = {m.DESCRIPTOR.fields_by_name["partitions"].number for m in messages}
+def _field_key(*messages, name: str = "partitions", wire_type: int = 2) -> bytes:
+    """The key of the field ``name`` (number, wire type: 2 length-delimited, 0 varint) that ``messages`` all
+    share."""
+    numbers = {m.DESCRIPTOR.fields_by_name[name].number for m in messages}
     if len(numbers) != 1:
-        raise AssertionError(f"the requests' partitions fields differ: {numbers}")
-    return _varint(numbers.pop() << 3 | 2)
+        raise AssertionError(f"the messages' {name} fields differ: {numbers}")
+    return _varint(numbers.pop() << 3 | wire_type)
 
 
 #: LeaderAndIsrRequest's and UpdateMetadataRequest's ``partitions`` key: a message's encoding is its fields'
@@ -119,6 +120,166 @@ def header_from_pb(h: pb.ControllerHeader) -> Header:
 def partitions_from_pb(parts: Iterable[pb.PartitionState]) -> list[PartitionInfo]:
     return [PartitionInfo(p.topic, p.partition, p.leader, p.leader_epoch, tuple(p.isr), tuple(p.replicas),
                           p.zk_version, p.controller_epoch, p.is_new) for p in parts]
+
+
+#: the ``header`` field's number in LeaderAndIsrRequest and UpdateMetadataRequest
+_HEADER_NUMBER = pb.LeaderAndIsrRequest.DESCRIPTOR.fields_by_name["header"].number
+assert _HEADER_NUMBER == pb.UpdateMetadataRequest.DESCRIPTOR.fields_by_name["header"].number
+_PARTITIONS_TAG = _PARTITIONS_KEY[0]
+assert len(_PARTITIONS_KEY) == 1
+
+
+def split_request(data: bytes) -> tuple[list[bytes], bytes]:
+    """A LeaderAndIsrRequest's or UpdateMetadataRequest's encoding -> (the encoding of each of its
+    ``partitions``, in order; the request's encoding without its header).  Each element parses as the
+    PartitionState it encodes: a message's encoding is its fields' encodings one after the other."""
+    elements, cut = [], []
+    append = elements.append
+    i, n = 0, len(data)
+    while i < n:
+        start = i
+        key = data[i]
+        i += 1
+        if key & 0x80:
+            shift, key = 7, key & 0x7F
+            while True:
+                b = data[i]
+                i += 1
+                key |= (b & 0x7F) << shift
+                shift += 7
+                if not b & 0x80:
+                    break
+        kind = key & 7
+        if kind == 2 or kind == 0:   # a length then as many bytes; a varint (read into ln, not used)
+            ln, shift = 0, 0
+            while True:
+                b = data[i]
+                i += 1
+                ln |= (b & 0x7F) << shift
+                shift += 7
+                if not b & 0x80:
+                    break
+            if kind == 2:
+                if key == _PARTITIONS_TAG:
+                    append(data[i:i + ln])
+                i += ln
+        elif kind == 1:
+            i += 8
+        elif kind == 5:
+            i += 4
+        else:
+            raise ValueError(f"wire type {kind} at {start}")
+        if key >> 3 == _HEADER_NUMBER:
+            cut.append((start, i))
+    if i != n:
+        raise ValueError("truncated request")
+    if not cut:
+        return elements, data
+    rest, at = [], 0
+    for a, b in cut:
+        rest.append(data[at:a])
+        at = b
+    rest.append(data[at:])
+    return elements, b"".join(rest)
+
+
+_HEADER_KEY = _varint(_HEADER_NUMBER << 3 | 2)
+
+
+def without_header(request) -> bytes:
+    """A LeaderAndIsrRequest's or UpdateMetadataRequest's encoding without its header (what
+    :func:`split_request` gives, most often without a scan: the header is encoded first)."""
+    data = request.SerializeToString()
+    if request.HasField("header"):
+        h = request.header.SerializeToString()
+        head = _HEADER_KEY + _varint(len(h)) + h
+        if data.startswith(head):
+            return data[len(head):]
+    return split_request(data)[1]
+
+
+class StateDecoder:
+    """PartitionState encodings -> their PartitionInfo, each encoding decoded once while it keeps coming: a
+    controller sends a broker the same states again and again (the metadata resend, a new controller's
+    LeaderAndIsr of every replica), and equal encodings are equal states, so the value kept is the very value a
+    decode gives (PartitionInfo is immutable).  Keeps what it met in the last ``size`` to ``2 * size`` new
+    encodings: the one before last's are dropped when the last ``size`` are full."""
+
+    def __init__(self, size: int = 1 << 16) -> None:
+        self.size = size
+        self._new: dict[bytes, PartitionInfo] = {}
+        self._old: dict[bytes, PartitionInfo] = {}
+
+    def decode(self, elements: list[bytes], messages: Any = None) -> list[PartitionInfo]:
+        """Each of ``elements`` decoded; ``messages``: the same states parsed already (``partitions`` of the
+        request split into ``elements``), read for those not met lately instead of parsing them again."""
+        new, old = self._new, self._old
+        out = []
+        append = out.append
+        missed = []
+        for e in elements:
+            p = new.get(e)
+            if p is None:
+                p = old.get(e)
+                if p is None:
+                    missed.append((len(out), e))
+                else:
+                    new[e] = p
+            append(p)
+        if missed:
+            decoded = partitions_from_pb([pb.PartitionState.FromString(e) if messages is None else messages[i]
+                                          for i, e in missed])
+            for (i, e), p in zip(missed, decoded):
+                out[i] = new[e] = p
+        if len(new) >= self.size:
+            self._old, self._new = new, {}
+        return out
+
+    def request(self, request) -> tuple[list[PartitionInfo], list[bytes], bytes]:
+        """A LeaderAndIsrRequest's or UpdateMetadataRequest's partitions, decoded; their encodings; the request's
+        encoding without its header (see :func:`split_request`)."""
+        elements, rest = split_request(request.SerializeToString())
+        return self.decode(elements, request.partitions), elements, rest
+
+
+class ErrorAnswers:
+    """The ``partition_errors`` of LeaderAndIsr and StopReplica answers, each PartitionError encoded once per
+    (partition, error): an answer lists every partition of its request that has an error (a new controller's
+    LeaderAndIsr of every replica: STALE_CONTROLLER_EPOCH for each one unchanged), in (topic, partition)
+    order.  Keeps the last ``size`` to ``2 * size`` (see :class:`StateDecoder`); threads may share it (an
+    encoding lost in a race is made again, the same)."""
+
+    _KEY = _field_key(pb.LeaderAndIsrResponse, pb.StopReplicaResponse, name="partition_errors")
+    _ERROR_KEY = _field_key(pb.LeaderAndIsrResponse, pb.StopReplicaResponse, name="error_code", wire_type=0)
+
+    def __init__(self, size: int = 1 << 16) -> None:
+        self.size = size
+        self._new: dict[tuple[tuple[str, int], int], bytes] = {}
+        self._old: dict[tuple[tuple[str, int], int], bytes] = {}
+
+    @staticmethod
+    def _field(tp: tuple[str, int], code: int) -> bytes:
+        m = pb.PartitionError(topic=tp[0], partition=tp[1], error_code=code).SerializeToString()
+        return ErrorAnswers._KEY + _varint(len(m)) + m
+
+    def encode(self, error: int, partition_errors: dict[tuple[str, int], int], none: int) -> bytes:
+        """The answer's encoding: ``error`` and, sorted, each of ``partition_errors`` whose code is not ``none``."""
+        new, old = self._new, self._old
+        out = [self._ERROR_KEY + _varint(error & 0xFFFFFFFFFFFFFFFF)] if error else []   # int32: two's complement
+        append = out.append
+        for item in sorted(partition_errors.items()):
+            if item[1] == none:
+                continue
+            f = new.get(item)
+            if f is None:
+                f = old.get(item)
+                if f is None:
+                    f = self._field(*item)
+                new[item] = f
+            append(f)
+        if len(new) >= self.size:
+            self._old, self._new = new, {}
+        return b"".join(out)
 
 
 def info_to_pb(p: PartitionInfo) -> pb.PartitionState:

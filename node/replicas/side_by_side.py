@@ -30,8 +30,27 @@ class SideBySide:
             self._pool.submit(_wait_at, barrier)
 
     def run(self, fn: Callable[[T], None], items: Iterable[T]) -> None:
-        """``fn`` on each item, side by side; returns when all are done (raising the first error)."""
-        list(self._pool.map(fn, items))
+        """``fn`` on each item, side by side; returns when all are done.  Each thread takes the next item not yet
+        taken, as a pool's task per item would, but without one: a task handed to the pool costs a future and its
+        thread switches, ~15 µs of CPU each, tens of milliseconds for a request moving a thousand leaders here.
+        Once an item raises, no item is taken any more (the pool's map cancelled the tasks not yet started) and,
+        those running done, the error of the first item in the items' order that raised is raised."""
+        items = list(items)
+        pending = iter(enumerate(items))   # next() on it is one step under the GIL: each item is taken once
+        failed: list[tuple[int, BaseException]] = []
+
+        def take() -> None:
+            for i, item in pending:
+                if failed:
+                    return
+                try:
+                    fn(item)
+                except BaseException as e:
+                    failed.append((i, e))
+                    return
+        list(self._pool.map(lambda _: take(), range(min(self._threads, len(items)))))
+        if failed:
+            raise min(failed, key=lambda f: f[0])[1]
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False)

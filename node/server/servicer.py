@@ -36,6 +36,8 @@ class BrokerServicer(pbg.BrokerServicer):
         self._applied: dict[tuple[str, int], tuple[bytes, Any]] = {}
         self._cache_changes = 0   # requests that changed the metadata cache (LeaderAndIsr, UpdateMetadata with news)
         self._last_update = (b"", -1)   # the last UpdateMetadata applied, without its header; _cache_changes then
+        self._states = wire.StateDecoder()    # the partition states met lately, decoded once each
+        self._answers = wire.ErrorAnswers()   # the PartitionErrors answered lately, encoded once each
 
     def applying(self) -> bool:
         """Whether a controller request (LeaderAndIsr, UpdateMetadata, StopReplica) is being applied now."""
@@ -51,17 +53,17 @@ class BrokerServicer(pbg.BrokerServicer):
     def _log(self, out: Outcome) -> None:
         self.events.log(*out.events)
 
-    @staticmethod
-    def _perrors(out: Outcome) -> list[pb.PartitionError]:
-        return [pb.PartitionError(topic=t, partition=p, error_code=c)
-                for (t, p), c in sorted(out.partition_errors.items()) if c != errors.NONE]
+    def _answer(self, response: Any, out: Outcome) -> Any:
+        """``response`` (LeaderAndIsrResponse or StopReplicaResponse): ``out``'s error and, in (topic, partition)
+        order, each partition's error that is not NONE."""
+        return response.FromString(self._answers.encode(out.error, out.partition_errors, errors.NONE))
 
     def LeaderAndIsr(self, request, context):
         received = time.monotonic()
         with self._lock:
             locked = time.monotonic()
             self._cache_changes += 1
-            parts = wire.partitions_from_pb(request.partitions)
+            parts = self._states.request(request)[0]
             offline = self.replicas.dirs.leader_and_isr_errors([(p.topic, p.partition) for p in parts]) \
                 if self.replicas is not None else None
             out = self.state.leader_and_isr(wire.header_from_pb(request.header), parts, offline)
@@ -74,7 +76,7 @@ class BrokerServicer(pbg.BrokerServicer):
                                  partitions=len(parts), leaders=len(out.became_leader),
                                  followers=len(out.became_follower), waited_ms=round((locked - received) * 1000, 3),
                                  duration_ms=round((time.monotonic() - received) * 1000, 3))
-        return pb.LeaderAndIsrResponse(error_code=out.error, partition_errors=self._perrors(out))
+        return self._answer(pb.LeaderAndIsrResponse, out)
 
     def UpdateMetadata(self, request, context):
         """Apply the partition states that are news.  A state this broker applied already, byte for byte, from
@@ -85,20 +87,18 @@ class BrokerServicer(pbg.BrokerServicer):
         live = [(b.id, b.host, b.port, b.broker_epoch) for b in request.live_brokers]
         with self._lock:
             cached, applied = self.state.metadata, self._applied
-            body = type(request)()
-            body.CopyFrom(request)
-            body.ClearField("header")
-            whole = body.SerializeToString()
+            whole = wire.without_header(request)
             # the very request applied last, with nothing changed since: every state in it is applied already
             same = whole == self._last_update[0] and self._last_update[1] == self._cache_changes
-            news, raw = [], []
-            for m in () if same else request.partitions:
-                data = m.SerializeToString()
-                seen = applied.get((m.topic, m.partition))
-                if seen is None or seen[0] != data or cached.get((m.topic, m.partition)) is not seen[1]:
-                    news.append(m)
-                    raw.append(data)
-            parts = wire.partitions_from_pb(news)
+            parts, raw = [], []
+            if not same:
+                elements = wire.split_request(whole)[0]
+                for data, p in zip(elements, self._states.decode(elements, request.partitions)):
+                    tp = (p.topic, p.partition)
+                    seen = applied.get(tp)
+                    if seen is None or seen[0] != data or cached.get(tp) is not seen[1]:
+                        parts.append(p)
+                        raw.append(data)
             out = self.state.update_metadata(wire.header_from_pb(request.header), parts, live)
             if out.error == errors.NONE:
                 self._cache_changes += bool(parts)
@@ -128,7 +128,7 @@ class BrokerServicer(pbg.BrokerServicer):
                     if code != errors.NONE:
                         out.partition_errors[tp] = code
         self._log(out)
-        return pb.StopReplicaResponse(error_code=out.error, partition_errors=self._perrors(out))
+        return self._answer(pb.StopReplicaResponse, out)
 
     def DescribeBroker(self, request, context):
         s = self.state
