@@ -171,8 +171,9 @@ class FollowerSession:
         """(session id, epoch, partitions to list, partitions forgotten) for a request about ``current``."""
         if self.id == NO_SESSION:
             return NO_SESSION, FULL_EPOCH, list(current), []
+        get = self.sent.get
+        listed = [tp for tp, pf in current.items() if (was := get(tp)) is not pf and was != pf]
         sent = self.sent
-        listed = [tp for tp, pf in current.items() if sent.get(tp) is not pf and sent.get(tp) != pf]
         forgotten = [tp for tp in sent if tp not in current]
         return self.id, self.epoch, listed, forgotten
 

@@ -75,13 +75,15 @@ class FetcherState:
         for tp in [tp for tp in delayed if tp not in parts]:
             del delayed[tp]
         current: dict[TP, PartitionFetch] = {}
+        get_delay, get_known = delayed.get, state.get
         for tp, (h, epoch) in parts.items():
-            delay = delayed.get(tp)
-            if delay is not None:
-                if delay[0] > now_ms and delay[1] is h and delay[2] == epoch:
-                    continue     # its last answer was an error: not before its backoff
-                del delayed[tp]
-            known = state.get(tp)
+            if delayed:
+                delay = get_delay(tp)
+                if delay is not None:
+                    if delay[0] > now_ms and delay[1] is h and delay[2] == epoch:
+                        continue     # its last answer was an error: not before its backoff
+                    del delayed[tp]
+            known = get_known(tp)
             if known is None or known[0] is not h or known[1] != epoch:
                 pf = position(tp, h, epoch)
                 if pf is None:

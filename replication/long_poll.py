@@ -226,8 +226,9 @@ class LeaderFetch:
         """A session partition the request did not list: True when it is idle (only the fetch time recorded,
         ``PartitionReplication.on_idle_follower_fetch``; with nothing new for the follower either, it is bound
         to the session's clock from now on); False: the caller records it as listed."""
+        leo = log.log_end_offset
         if not repl.on_idle_follower_fetch(follower_id, part.fetch.fetch_offset, part.fetch.current_leader_epoch,
-                                           log.log_end_offset, now_ms):
+                                           leo, now_ms):
             return False
         s = self.session
         if s is None:
@@ -235,8 +236,7 @@ class LeaderFetch:
             self._idle_at.append(len(self._idle_at))
             return True
         at = s.order[part.tp]
-        if self._may_bind and not has_news(part.fetch, log.log_end_offset, repl.high_watermark, True,
-                                           log.log_start_offset):
+        if self._may_bind and not has_news(part.fetch, leo, repl.high_watermark, True, log.log_start_offset):
             repl.bind_idle(follower_id, s.clock, part.tp)
             self._bound[part.tp] = (at, part)
             s.dirty.discard(part.tp)

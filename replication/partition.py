@@ -335,16 +335,17 @@ class PartitionReplication:
         is the HW to send, taken after this fetch moved it.
         """
         out = FetchOutcome(high_watermark=self._hw)
-        out.error = self._check_current_epoch(current_leader_epoch)
-        if out.error == errors.NONE and not self.is_leader:
+        out.error = leader_epoch_error(current_leader_epoch, self._leader_epoch)
+        if out.error == errors.NONE and self.leader_id != self.local_broker_id:
             out.error = errors.NOT_LEADER_OR_FOLLOWER
         if out.error != errors.NONE:
             return out
         leo = log.log_end_offset
         out.leader_log_end_offset = leo
-        out.error, out.diverging_epoch = divergence(last_fetched_epoch, fetch_offset, log)
-        if out.error != errors.NONE or out.diverging_epoch is not None:
-            return out
+        if last_fetched_epoch is not None and last_fetched_epoch >= 0:   # (else no divergence to look for)
+            out.error, out.diverging_epoch = divergence(last_fetched_epoch, fetch_offset, log)
+            if out.error != errors.NONE or out.diverging_epoch is not None:
+                return out
         if not log.log_start_offset <= fetch_offset <= leo:
             out.error = OFFSET_OUT_OF_RANGE
             return out
@@ -353,7 +354,7 @@ class PartitionReplication:
             out.events.append(self._ev("unknown_follower_fetch", follower=follower_id, fetch_offset=fetch_offset,
                                        replicas=list(self.replicas)))
             return out
-        self._update_follower(rep, fetch_offset, leo, now_ms)
+        rep.record_fetch(fetch_offset, leo, now_ms)
         if log_start_offset is not None:
             rep.log_start_offset = log_start_offset
         out.read_offset = fetch_offset
@@ -377,7 +378,7 @@ class PartitionReplication:
                 or fetch_offset != leader_leo or rep.log_end_offset != fetch_offset or self._hw != leader_leo
                 or follower_id not in self._isr):
             return False
-        self._update_follower(rep, fetch_offset, leader_leo, now_ms)
+        rep.record_fetch(fetch_offset, leader_leo, now_ms)
         return True
 
     def bind_idle(self, follower_id: int, clock: FetchClock, key: object) -> None:
@@ -400,15 +401,6 @@ class PartitionReplication:
         unbound and its session told (``replication.remote_replica``)."""
         for rep in self.remotes.values():
             rep.touch()
-
-    @staticmethod
-    def _update_follower(rep: RemoteReplica, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
-        if fetch_offset >= leader_leo:
-            rep.last_caught_up_ms = max(rep.last_caught_up_ms, now_ms)
-        elif fetch_offset >= rep.last_fetch_leader_leo:
-            rep.last_caught_up_ms = max(rep.last_caught_up_ms, rep.last_fetch_ms)
-        rep.last_fetch_leader_leo, rep.last_fetch_ms = leader_leo, now_ms
-        rep.log_end_offset = fetch_offset
 
     def _can_change_isr(self) -> bool:
         return self.is_leader and self._pending is None and not self._isr_change_blocked
@@ -458,7 +450,8 @@ class PartitionReplication:
             if (in_isr_counts and r in maximal) or (now_ms - rep.last_caught_up_ms <= lag
                                 and (not kip841 or (not self._is_ineligible(r, now_ms)
                                                     and (self._live is None or r in self._live)))):
-                candidate = min(candidate, rep.log_end_offset)
+                if rep.log_end_offset < candidate:
+                    candidate = rep.log_end_offset
         if candidate <= self._hw:
             return []
         self.touch()

@@ -145,3 +145,17 @@ class RemoteReplica:
     def touch(self) -> None:
         """Something changed that may make the partition not idle: :meth:`unbind`."""
         self.unbind()
+
+    def record_fetch(self, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
+        """A fetch from ``fetch_offset`` at ``now_ms`` while the leader's LEO was ``leader_leo`` (Kafka 2.8's
+        ``Replica.updateFetchState``): lastCaughtUpTime moves to this fetch's time when it reached the log end,
+        or to the previous fetch's when it reached the leader's LEO of then; the fetch's LEO and time are
+        kept.  The replica is unbound first (its times written from the clock), as setting either time does."""
+        self.unbind()
+        if fetch_offset >= leader_leo:
+            if now_ms > self._caught_up_ms:
+                self._caught_up_ms = now_ms
+        elif fetch_offset >= self.last_fetch_leader_leo and self._fetch_ms > self._caught_up_ms:
+            self._caught_up_ms = self._fetch_ms
+        self.last_fetch_leader_leo, self._fetch_ms = leader_leo, now_ms
+        self.log_end_offset = fetch_offset

@@ -219,8 +219,9 @@ class LeaderFetchHandler:
         follower = req.replica_id >= 0
         f = LeaderFetch(follower, long_poll.deadline_ms(time.monotonic() * 1000, req.max_wait_ms))
         waits_for_epoch = f.waits_for_epoch
-        listed = [Part((fp.topic, fp.partition), self.hosted.get((fp.topic, fp.partition)), partition_fetch(fp))
-                  for fp in req.partitions]
+        hosted = self.hosted
+        listed = [Part(tp, hosted.get(tp), partition_fetch(fp))
+                  for fp in req.partitions for tp in ((fp.topic, fp.partition),)]
         if follower:
             with self._sessions_lock:
                 code, session = self.sessions.open(req.replica_id, req.session_id, req.session_epoch,
@@ -237,29 +238,41 @@ class LeaderFetchHandler:
                         with h.cond:
                             h.repl.release_follower(req.replica_id)
                 now = now_ms()
+                unlisted, replica_id = f.unlisted, req.replica_id
                 for tp, pf in f.stamp(now):
-                    part = Part(tp, self.hosted.get(tp), pf)
-                    if part.handle is None:
+                    h = hosted.get(tp)
+                    part = Part(tp, h, pf)
+                    if h is None:
                         listed.append(part)
                         continue
-                    with part.handle.cond:
-                        if not f.unlisted(part, req.replica_id, part.handle.repl, part.handle.log, now):
+                    with h.cond:
+                        if not unlisted(part, replica_id, h.repl, h.log, now):
                             listed.append(part)
         acked: list = []   # acks=all waiters this fetch's position completes
+        record, pending, log_events, wake, replica_id = f.record, f.pending, self._log_events, self._wake, req.replica_id
         for part in listed:
             h = part.handle
-            if follower and h is not None and waits_for_epoch(part, h.repl):
+            if h is None:
+                f.not_leader(part, self._offline(part.tp))
+                continue
+            repl = h.repl
+            if follower and waits_for_epoch(part, repl):
                 continue   # parked until this broker reaches the epoch the follower names
-            if h is None or not h.repl.is_leader:
-                f.not_leader(part, h is None and self._offline(part.tp))
+            if not repl.is_leader:
+                f.not_leader(part, False)
                 continue
             with h.cond:
                 if follower:
-                    out = f.record(part, req.replica_id, h.repl, h.log, now_ms())
-                    self._log_events(out.events)
-                    self._wake(h, acked)  # the HW may have moved: acks=all waiters now done
+                    hw = repl.high_watermark
+                    out = record(part, replica_id, repl, h.log, now_ms())
+                    if out.events:
+                        log_events(out.events)
+                    # the HW moved (the core then touched the partition itself) or the ISR may grow: acks=all
+                    # waiters now done; nothing else a waiter or another follower's session reads moved
+                    if h.waiters or repl.high_watermark != hw or out.alter_isr is not None:
+                        wake(h, acked)
                 else:
-                    f.pending.append(part)
+                    pending.append(part)
         return _Fetch(f, acked, req.replica_id)
 
     def _begun(self, f: "_Fetch") -> None:
@@ -289,16 +302,18 @@ class LeaderFetchHandler:
         """A fetch's last part, after its long poll (``LeaderFetch.answers``): the answers read."""
         core = f.core
         answers = [self._answered(part, out) for part, out in core.answered]
+        answer, follower = core.answer, core.follower
         for part in core.parts():
             h = part.handle
             if h is None:
                 answers.append(self._error(fetch_message(part.tp, part.fetch), errors.NOT_LEADER_OR_FOLLOWER))
                 continue
             with h.cond:
-                code = core.answer(part, h.repl, h.log, not h.log.closed, h.log.failed)
+                log = h.log
+                code = answer(part, h.repl, log, not log.closed, log.failed)
                 if code is not None:   # (None: nothing new, left out; most of an idle follower's session)
                     fp = fetch_message(part.tp, part.fetch)
-                    answers.append(self._read(fp, h, core.follower) if code == errors.NONE else self._error(fp, code))
+                    answers.append(self._read(fp, h, follower) if code == errors.NONE else self._error(fp, code))
         for part in core.ahead:
             answers.append(self._late(f, part))
         return pb.FetchResponse(error_code=errors.NONE, partitions=answers, session_id=core.session_id)
