@@ -129,6 +129,20 @@ _PARTITIONS_TAG = _PARTITIONS_KEY[0]
 assert len(_PARTITIONS_KEY) == 1
 
 
+def _varint_at(data: bytes, i: int) -> tuple[int, int]:
+    """The varint starting at ``data[i]`` -> (its value, the index after it); ValueError if the data ends in it."""
+    value = shift = 0
+    while True:
+        if i >= len(data):
+            raise ValueError("truncated request")
+        b = data[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, i
+        shift += 7
+
+
 def split_request(data: bytes) -> tuple[list[bytes], bytes]:
     """A LeaderAndIsrRequest's or UpdateMetadataRequest's encoding -> (the encoding of each of its
     ``partitions``, in order; the request's encoding without its header).  Each element parses as the
@@ -138,27 +152,18 @@ def split_request(data: bytes) -> tuple[list[bytes], bytes]:
     i, n = 0, len(data)
     while i < n:
         start = i
-        key = data[i]
-        i += 1
-        if key & 0x80:
-            shift, key = 7, key & 0x7F
-            while True:
-                b = data[i]
-                i += 1
-                key |= (b & 0x7F) << shift
-                shift += 7
-                if not b & 0x80:
-                    break
+        key = data[i]   # a key or a length under 128 is one byte: read here, without a call
+        if key < 0x80:
+            i += 1
+        else:
+            key, i = _varint_at(data, i)
         kind = key & 7
         if kind == 2 or kind == 0:   # a length then as many bytes; a varint (read into ln, not used)
-            ln, shift = 0, 0
-            while True:
-                b = data[i]
+            ln = data[i] if i < n else 0x80
+            if ln < 0x80:
                 i += 1
-                ln |= (b & 0x7F) << shift
-                shift += 7
-                if not b & 0x80:
-                    break
+            else:
+                ln, i = _varint_at(data, i)
             if kind == 2:
                 if key == _PARTITIONS_TAG:
                     append(data[i:i + ln])
