@@ -6,88 +6,158 @@ session); ``bump``, the fetch after a LeaderAndIsr gave half of them a new leade
 at the new epoch and forgets a quarter of the others); ``incr5``, the five incremental fetches after it (the first
 binds the bumped partitions to the session's clock again); on the follower's side ``fol_req``, five
 ``FetcherState.request``s over N assigned partitions with nothing changed, and ``fol_req_changed``, one after a
-third of them got a new epoch.  Prints the median and the minimum of each (ms); ``profile`` adds cProfile's top.
+third of them got a new epoch.  Prints the median and the minimum of each (ms); ``--profile`` adds cProfile's top.
 The broker's collector settings are used (gc.freeze, young generation at 20,000).
 
-usage: PYTHONPATH=$PWD python3 bench/replica_fetch.py N REPS [profile]
+    PYTHONPATH=$PWD python3 bench/replica_fetch.py [--partitions 2000] [--reps 15] [--profile]
 """
-import sys, time, os, tempfile, statistics, cProfile, pstats, io, shutil
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import io
+import pstats
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from replication.broker_state import PartitionInfo
-from node.events import EventLog
-from node.replicas.replica_manager import ReplicaManager
-from node.replicas.hosted import Hosted
-from replication.partition import ReplicaSettings
-from replication.fetcher import FetcherState
-from replication.fetch_session import PartitionFetch
-from proto import kafkasim_pb2 as pb
-N = int(sys.argv[1]); REPS = int(sys.argv[2]); PROF = len(sys.argv) > 3
-tmp = Path(tempfile.mkdtemp(prefix="replica_fetch-"))
-rm = ReplicaManager(1, tmp / "logs", ReplicaSettings(), EventLog(tmp / "events.jsonl", 1),
-                    broker_epoch=lambda: 5, endpoint_of=lambda b: None, controller_endpoint=lambda: None,
-                    fetch_wait_ms=100, segment_bytes=1 << 20, checkpoint_interval_ms=60_000, topic_config=lambda t: {})
-rm.apply_leader_and_isrs([PartitionInfo("t", p, 1, 0, (1, 2, 3), (1, 2, 3), 0, 1) for p in range(N)])
-def req(sid, sep, parts, forgotten=()):
-    return pb.FetchRequest(replica_id=2, replica_epoch=7, max_wait_ms=0, session_id=sid, session_epoch=sep, partitions=[
-        pb.FetchPartition(topic="t", partition=p, fetch_offset=0, last_fetched_epoch=-1, current_leader_epoch=e,
-                          max_bytes=1 << 20, follower_high_watermark=0) for p, e in parts],
-        forgotten=[pb.TopicPartition(topic="t", partition=p) for p in forgotten] if forgotten else [])
-import gc; gc.freeze(); gc.set_threshold(20_000, *gc.get_threshold()[1:])
-res = {"full": [], "bump": [], "incr5": [], "fol_req": [], "fol_req_changed": []}
-pr = cProfile.Profile() if PROF else None
-epoch = 0
-for rep in range(REPS):
-    # full fetch (a session opened), then idle incrementals
-    r0 = req(0, 0, [(p, epoch) for p in range(N)])
-    if pr: pr.enable()
-    c = time.thread_time(); r = rm.fetch(r0); res["full"].append(time.thread_time() - c)
-    if pr: pr.disable()
-    sid, sep = r.session_id, 1
-    for i in range(3):
-        r = rm.fetch(req(sid, sep, [])); sep += 1
-    # the failover: half the partitions get a new epoch (still led), a quarter move away (forgotten)
-    epoch += 1
-    bumped = list(range(0, N, 2)); moved = list(range(1, N, 4))
-    rm.apply_leader_and_isrs([PartitionInfo("t", p, 1, epoch, (1, 2, 3), (1, 2, 3), epoch, 1) for p in bumped])
-    rb = req(sid, sep, [(p, epoch) for p in bumped], moved); sep += 1
-    if pr: pr.enable()
-    c = time.thread_time(); r = rm.fetch(rb); res["bump"].append(time.thread_time() - c)
-    if pr: pr.disable()
-    assert r.error_code == 0, r.error_code
-    rs = [req(sid, sep + i, []) for i in range(5)]; sep += 5
-    if pr: pr.enable()
-    c = time.thread_time()
-    for x in rs:
-        r = rm.fetch(x)
-    res["incr5"].append(time.thread_time() - c)
-    if pr: pr.disable()
-    # everything back at the new epoch for the next repetition
-    rm.apply_leader_and_isrs([PartitionInfo("t", p, 1, epoch, (1, 2, 3), (1, 2, 3), epoch, 1) for p in range(1, N, 2)])
-# follower side: FetcherState.request over N assigned partitions, all known, nothing changed; then a share changed
-hs = {("t", p): (Hosted.__new__(Hosted), 3) for p in range(N)}
-pos = {tp: PartitionFetch(10, 3, 3, 1 << 20, 10, 0) for tp in hs}
-fs = FetcherState()
-q = fs.request(hs, lambda tp, h, e: pos[tp], 0.0); fs.answered(q, 0, 77)
-for rep in range(REPS):
-    if pr: pr.enable()
-    c = time.thread_time()
-    for i in range(5):
-        q = fs.request(hs, lambda tp, h, e: pos[tp], 1.0); fs.answered(q, 0, 77)
-    res["fol_req"].append(time.thread_time() - c)
-    if pr: pr.disable()
-    hs2 = dict(hs)
-    for p in range(0, N, 3):
-        hs2[("t", p)] = (hs[("t", p)][0], 4 + rep)
-    if pr: pr.enable()
-    c = time.thread_time(); q = fs.request(hs2, lambda tp, h, e: pos[tp]._replace(current_leader_epoch=e), 1.0)
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from node.events import EventLog  # noqa: E402
+from node.replicas.hosted import Hosted  # noqa: E402
+from node.replicas.replica_manager import ReplicaManager  # noqa: E402
+from proto import kafkasim_pb2 as pb  # noqa: E402
+from replication.broker_state import PartitionInfo  # noqa: E402
+from replication.fetch_session import PartitionFetch  # noqa: E402
+from replication.fetcher import FetcherState  # noqa: E402
+from replication.partition import ReplicaSettings  # noqa: E402
+
+STEPS = ("full", "bump", "incr5", "fol_req", "fol_req_changed")
+
+
+def fetch_request(sid: int, sep: int, parts: list[tuple[int, int]], forgotten: list[int] = ()) -> pb.FetchRequest:
+    """Follower 2's fetch of topic ``t``: (partition, current leader epoch) listed, partitions forgotten."""
+    return pb.FetchRequest(replica_id=2, replica_epoch=7, max_wait_ms=0, session_id=sid, session_epoch=sep,
+                           partitions=[pb.FetchPartition(topic="t", partition=p, fetch_offset=0, last_fetched_epoch=-1,
+                                                         current_leader_epoch=e, max_bytes=1 << 20,
+                                                         follower_high_watermark=0) for p, e in parts],
+                           forgotten=[pb.TopicPartition(topic="t", partition=p) for p in forgotten])
+
+
+def states(partitions, epoch: int) -> list[PartitionInfo]:
+    return [PartitionInfo("t", p, 1, epoch, (1, 2, 3), (1, 2, 3), epoch, 1) for p in partitions]
+
+
+class Timer:
+    """Each step's thread CPU per repetition, and (with ``profile``) cProfile over the timed parts only."""
+
+    def __init__(self, profile: bool) -> None:
+        self.res: dict[str, list[float]] = {k: [] for k in STEPS}
+        self.prof = cProfile.Profile() if profile else None
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        if self.prof:
+            self.prof.enable()
+        c = time.thread_time()
+        try:
+            yield
+        finally:
+            self.res[name].append(time.thread_time() - c)
+            if self.prof:
+                self.prof.disable()
+
+
+def leader_side(n: int, reps: int, t: Timer, work: Path) -> None:
+    rm = ReplicaManager(1, work / "logs", ReplicaSettings(), EventLog(work / "events.jsonl", 1),
+                        broker_epoch=lambda: 5, endpoint_of=lambda b: None, controller_endpoint=lambda: None,
+                        fetch_wait_ms=100, segment_bytes=1 << 20, checkpoint_interval_ms=60_000,
+                        topic_config=lambda topic: {})
+    try:
+        rm.apply_leader_and_isrs(states(range(n), 0))
+        epoch = 0
+        for _ in range(reps):
+            full = fetch_request(0, 0, [(p, epoch) for p in range(n)])   # a session opened, then idle fetches
+            with t.step("full"):
+                r = rm.fetch(full)
+            sid, sep = r.session_id, 1
+            for _ in range(3):
+                rm.fetch(fetch_request(sid, sep, []))
+                sep += 1
+            # the failover: half the partitions get a new epoch (still led here), a quarter move away (forgotten)
+            epoch += 1
+            bumped, moved = list(range(0, n, 2)), list(range(1, n, 4))
+            rm.apply_leader_and_isrs(states(bumped, epoch))
+            bump = fetch_request(sid, sep, [(p, epoch) for p in bumped], moved)
+            sep += 1
+            with t.step("bump"):
+                r = rm.fetch(bump)
+            if r.error_code:
+                raise RuntimeError(f"the fetch after the epoch bump answered error {r.error_code}")
+            incremental = [fetch_request(sid, sep + i, []) for i in range(5)]
+            sep += 5
+            with t.step("incr5"):
+                for x in incremental:
+                    rm.fetch(x)
+            rm.apply_leader_and_isrs(states(range(1, n, 2), epoch))   # every partition at the new epoch again
+    finally:
+        rm.close()
+
+
+def follower_side(n: int, reps: int, t: Timer) -> None:
+    """FetcherState.request over n assigned partitions, all known and nothing changed; then a third changed."""
+    assigned = {("t", p): (Hosted.__new__(Hosted), 3) for p in range(n)}
+    pos = {tp: PartitionFetch(10, 3, 3, 1 << 20, 10, 0) for tp in assigned}
+    fs = FetcherState()
+    q = fs.request(assigned, lambda tp, h, e: pos[tp], 0.0)
     fs.answered(q, 0, 77)
-    res["fol_req_changed"].append(time.thread_time() - c)
-    if pr: pr.disable()
-    for tp, pf in q.listed:
-        fs.moved(tp, hs2[tp][0], hs2[tp][1], pf)
-    hs = hs2
-rm.close()
-shutil.rmtree(tmp, ignore_errors=True)
-print(" ".join(f"{k}={1000*statistics.median(v):.2f}/{1000*min(v):.2f}ms" for k, v in res.items()))
-if pr:
-    s = io.StringIO(); pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(25); print(s.getvalue())
+    for rep in range(reps):
+        with t.step("fol_req"):
+            for _ in range(5):
+                q = fs.request(assigned, lambda tp, h, e: pos[tp], 1.0)
+                fs.answered(q, 0, 77)
+        changed = dict(assigned)
+        for p in range(0, n, 3):
+            changed[("t", p)] = (assigned[("t", p)][0], 4 + rep)
+        with t.step("fol_req_changed"):
+            q = fs.request(changed, lambda tp, h, e: pos[tp]._replace(current_leader_epoch=e), 1.0)
+            fs.answered(q, 0, 77)
+        for tp, pf in q.listed:
+            fs.moved(tp, changed[tp][0], changed[tp][1], pf)
+        assigned = changed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", type=int, default=2000, help="partitions led, and assigned (default 2000)")
+    ap.add_argument("--reps", type=int, default=15, help="repetitions of each step (default 15)")
+    ap.add_argument("--profile", action="store_true", help="also print cProfile's top entries of the timed steps")
+    a = ap.parse_args()
+    if a.partitions < 4 or a.reps < 1:
+        ap.error("--partitions must be at least 4 and --reps at least 1")
+    gc.freeze()   # the broker's collector settings
+    gc.set_threshold(20_000, *gc.get_threshold()[1:])
+    t = Timer(a.profile)
+    work = Path(tempfile.mkdtemp(prefix="kafkasim-bench-replica-fetch-"))
+    try:
+        leader_side(a.partitions, a.reps, t, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    follower_side(a.partitions, a.reps, t)
+    print(" ".join(f"{k}={1000 * statistics.median(v):.2f}/{1000 * min(v):.2f}ms" for k, v in t.res.items()))
+    if t.prof:
+        out = io.StringIO()
+        pstats.Stats(t.prof, stream=out).sort_stats("tottime").print_stats(25)
+        print(out.getvalue())
+
+
+if __name__ == "__main__":
+    main()
