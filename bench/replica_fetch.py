@@ -2,7 +2,8 @@
 partitions (issue 49): a ReplicaManager leading N partitions with real logs and one follower's fetch session.
 
 Per repetition, the fetching thread's CPU (time.thread_time) of: ``full``, a full fetch listing all N (a new
-session); ``bump``, the fetch after a LeaderAndIsr gave half of them a new leader epoch (the follower lists those
+session, as a follower's fetcher sends after a cut poll); ``full_next``, the session's incremental fetch after it
+(listing none); ``bump``, the fetch after a LeaderAndIsr gave half of them a new leader epoch (the follower lists those
 at the new epoch and forgets a quarter of the others); ``incr5``, the five incremental fetches after it (the first
 binds the bumped partitions to the session's clock again); on the follower's side ``fol_req``, five
 ``FetcherState.request``s over N assigned partitions with nothing changed, and ``fol_req_changed``, one after a
@@ -40,7 +41,7 @@ from replication.fetch_session import PartitionFetch  # noqa: E402
 from replication.fetcher import FetcherState  # noqa: E402
 from replication.partition import ReplicaSettings  # noqa: E402
 
-STEPS = ("full", "bump", "incr5", "fol_req", "fol_req_changed")
+STEPS = ("full", "full_next", "bump", "incr5", "fol_req", "fol_req_changed")
 
 
 def fetch_request(sid: int, sep: int, parts: list[tuple[int, int]], forgotten: list[int] = ()) -> pb.FetchRequest:
@@ -89,7 +90,11 @@ def leader_side(n: int, reps: int, t: Timer, work: Path) -> None:
             with t.step("full"):
                 r = rm.fetch(full)
             sid, sep = r.session_id, 1
-            for _ in range(3):
+            nxt = fetch_request(sid, sep, [])
+            sep += 1
+            with t.step("full_next"):
+                rm.fetch(nxt)
+            for _ in range(2):
                 rm.fetch(fetch_request(sid, sep, []))
                 sep += 1
             # the failover: half the partitions get a new epoch (still led here), a quarter move away (forgotten)

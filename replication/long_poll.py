@@ -160,8 +160,11 @@ class LeaderFetch:
     nothing new for the follower is *bound* to the session's fetch clock (``replication.remote_replica``),
     which :meth:`stamp` moves once for all of them, and is not looked at again (not recorded, not asked in
     the wait, left out of the answer) until something touches it: then the session's clock names it, and
-    this fetch (if it still waits) and the session's next one look at it as before.  What each step
-    decides is the same as looking at every partition of the session.
+    this fetch (if it still waits) and the session's next one look at it as before.  A listed partition
+    that :meth:`record` leaves idle with nothing new (the follower in the ISR at the log end, the HW
+    known to it) is bound at once, rather than at the session's next fetch; touched, this fetch answers
+    it where it would have answered it pending.  What each step decides is the same as looking at every
+    partition of the session.
     """
 
     follower: bool
@@ -179,6 +182,9 @@ class LeaderFetch:
     _bound: dict[TP, tuple[int, Part]] = field(default_factory=dict)
     _touched: dict[TP, tuple[int, Part]] = field(default_factory=dict)
     _idle_at: list[int] = field(default_factory=list)
+    # the listed partitions bound at record (tp -> its place among the pending), and each pending one's place
+    _bound_listed: dict[TP, int] = field(default_factory=dict)
+    _pending_at: list[int] = field(default_factory=list)
     _listed: frozenset = frozenset()
     _may_bind: bool = False
     _gen: int = -1
@@ -267,11 +273,31 @@ class LeaderFetch:
         """A listed partition's arrival: the follower's position recorded (``on_follower_fetch``); -> its outcome,
         whose events the shell logs (then it completes the acks=all waits: the HW may have moved)."""
         out = self._record(part, follower_id, repl, log, now_ms)
-        if reads(out):
-            self.pending.append(part)
-        else:
+        if not reads(out):
             self.answered.append((part, out))
+            return out
+        at = len(self.pending) + len(self._bound_listed)
+        s = self.session
+        if s is not None and self._may_bind and self._binds_listed(part, follower_id, repl, log, now_ms):
+            repl.bind_idle(follower_id, s.clock, part.tp)
+            self._bound[part.tp] = (s.order[part.tp], part)
+            self._bound_listed[part.tp] = at
+            s.dirty.discard(part.tp)
+        else:
+            self.pending.append(part)
+            self._pending_at.append(at)
         return out
+
+    def _binds_listed(self, part: Part, follower_id: int, repl: PartitionReplication, log: LogView,
+                      now_ms: int) -> bool:
+        """A listed partition just recorded: whether it is now idle with nothing new for the follower, as the
+        session's next fetch would find it (:meth:`unlisted`), and recorded at or after the clock's peak."""
+        pf = part.fetch
+        s = self.session
+        peak = s.clock.peak_ms if s is not None else None
+        return (peak is not None and now_ms >= peak and part.tp in s.partitions
+                and repl.idle_after_fetch(follower_id, pf.fetch_offset, pf.current_leader_epoch, log.log_end_offset)
+                and not has_news(pf, log.log_end_offset, repl.high_watermark, True, log.log_start_offset))
 
     def record_late(self, part: Part, follower_id: int, repl: PartitionReplication, log: LogView,
                     now_ms: int) -> FetchOutcome:
@@ -314,19 +340,36 @@ class LeaderFetch:
                 touched.setdefault(tp, entry)
 
     def _looked_at(self) -> list[Part]:
-        """The idle partitions this fetch looks at (those given to :meth:`unlisted` and the bound ones touched),
-        in the session's order."""
-        if not self._touched:
+        """The idle partitions this fetch looks at (those given to :meth:`unlisted` and the bound ones touched,
+        but those it listed), in the session's order."""
+        touched = self._touched
+        if not touched:
             return self.idle
-        merged = sorted([(at, i, part) for i, (at, part) in enumerate(zip(self._idle_at, self.idle))]
-                        + [(at, -1, part) for at, part in self._touched.values()], key=lambda e: (e[0], e[1]))
+        listed = self._bound_listed
+        more = [(at, -1, part) for tp, (at, part) in touched.items() if tp not in listed]
+        if not more:
+            return self.idle
+        merged = sorted([(at, i, part) for i, (at, part) in enumerate(zip(self._idle_at, self.idle))] + more,
+                        key=lambda e: (e[0], e[1]))
         return [part for _at, _i, part in merged]
+
+    def _pending(self) -> list[Part]:
+        """The pending partitions with the listed ones bound at :meth:`record` and touched since, in the order
+        they were recorded."""
+        listed, touched = self._bound_listed, self._touched
+        if not listed or not touched:
+            return self.pending
+        back = [(listed[tp], part) for tp, (_at, part) in touched.items() if tp in listed]
+        if not back:
+            return self.pending
+        merged = sorted(list(zip(self._pending_at, self.pending)) + back, key=lambda e: e[0])
+        return [part for _at, part in merged]
 
     def parts(self) -> list[Part]:
         """The partitions the fetch waits on and answers through :meth:`answer` (pending and idle; of the bound
         ones, those touched; the *ahead* ones, which it waits on too, are answered through :meth:`record_late`)."""
         self._pull()
-        return self.pending + self._looked_at()
+        return self._pending() + self._looked_at()
 
     def waits(self, state_of, arriving: bool = False) -> bool:
         """Whether the fetch is (still) held: :func:`waits` over its pending and idle partitions.

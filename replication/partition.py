@@ -381,6 +381,15 @@ class PartitionReplication:
         rep.record_fetch(fetch_offset, leader_leo, now_ms)
         return True
 
+    def idle_after_fetch(self, follower_id: int, fetch_offset: int, current_leader_epoch: int,
+                         leader_leo: int) -> bool:
+        """After :meth:`on_follower_fetch` recorded a listed partition's fetch: whether the follower is now as
+        :meth:`on_idle_follower_fetch` takes it (its session's next fetch of it would only record the time)."""
+        rep = self.remotes.get(follower_id)
+        return (rep is not None and current_leader_epoch == self._leader_epoch and fetch_offset == leader_leo
+                and rep.log_end_offset == fetch_offset and self._hw == leader_leo and follower_id in self._isr
+                and self.leader_id == self.local_broker_id)
+
     def bind_idle(self, follower_id: int, clock: FetchClock, key: object) -> None:
         """Right after :meth:`on_idle_follower_fetch` returned True at a fetch ``clock`` stamped (and allowed
         binding at): the follower's fetch times are read from ``clock`` until :meth:`touch`
