@@ -182,8 +182,8 @@ class LeaderFetch:
     _bound: dict[TP, tuple[int, Part]] = field(default_factory=dict)
     _touched: dict[TP, tuple[int, Part]] = field(default_factory=dict)
     _idle_at: list[int] = field(default_factory=list)
-    # the listed partitions bound at record (tp -> its place among the pending), and each pending one's place
-    _bound_listed: dict[TP, int] = field(default_factory=dict)
+    # the listed partitions bound at record (tp -> (its place among the pending, part)), each pending one's place
+    _bound_listed: dict[TP, tuple[int, Part]] = field(default_factory=dict)
     _pending_at: list[int] = field(default_factory=list)
     _listed: frozenset = frozenset()
     _may_bind: bool = False
@@ -281,7 +281,7 @@ class LeaderFetch:
         if s is not None and self._may_bind and self._binds_listed(part, follower_id, repl, log, now_ms):
             repl.bind_idle(follower_id, s.clock, part.tp)
             self._bound[part.tp] = (s.order[part.tp], part)
-            self._bound_listed[part.tp] = at
+            self._bound_listed[part.tp] = (at, part)
             s.dirty.discard(part.tp)
         else:
             self.pending.append(part)
@@ -359,7 +359,7 @@ class LeaderFetch:
         listed, touched = self._bound_listed, self._touched
         if not listed or not touched:
             return self.pending
-        back = [(listed[tp], part) for tp, (_at, part) in touched.items() if tp in listed]
+        back = [listed[tp] for tp in touched if tp in listed]
         if not back:
             return self.pending
         merged = sorted(list(zip(self._pending_at, self.pending)) + back, key=lambda e: e[0])
@@ -370,6 +370,17 @@ class LeaderFetch:
         ones, those touched; the *ahead* ones, which it waits on too, are answered through :meth:`record_late`)."""
         self._pull()
         return self._pending() + self._looked_at()
+
+    def waits_on(self) -> list[Part]:
+        """For a shell that parks a fetch on each of its partitions (the simulator's): :meth:`parts`, the listed
+        partitions bound at :meth:`record` (touched or not: it parks on them as on the pending ones, which they
+        would have been), and the *ahead* ones."""
+        self._pull()
+        listed = self._bound_listed
+        if not listed:
+            return self.pending + self._looked_at() + self.ahead
+        merged = sorted(list(zip(self._pending_at, self.pending)) + list(listed.values()), key=lambda e: e[0])
+        return [part for _at, part in merged] + self._looked_at() + self.ahead
 
     def waits(self, state_of, arriving: bool = False) -> bool:
         """Whether the fetch is (still) held: :func:`waits` over its pending and idle partitions.
@@ -399,9 +410,11 @@ class LeaderFetch:
         return seen
 
     def touches(self, handle: Any) -> bool:
-        """Whether one of this fetch's bound partitions, ``handle``'s, was touched since it arrived."""
+        """Whether one of this fetch's bound partitions, ``handle``'s, was touched since it arrived (not one it
+        listed: :meth:`waits_on` has those)."""
         self._pull()
-        return any(part.handle is handle for _at, part in self._touched.values())
+        listed = self._bound_listed
+        return any(part.handle is handle and tp not in listed for tp, (_at, part) in self._touched.items())
 
     def still_waits(self, handle: Any, repl: PartitionReplication | None, log: LogView | None) -> bool:
         """:meth:`waits` after a change of one replica only (an append, an HW move or a role change of

@@ -211,7 +211,7 @@ class SimLeaderFetches:
             return
         self._seq += 1
         p = Parked(f, reply, self._seq, follower)
-        for part in f.parts() + f.ahead:
+        for part in f.waits_on():
             part.handle.parked.append(p)
             p.hosted.append(part.handle)
         if f.session is not None:

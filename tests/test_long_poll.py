@@ -341,6 +341,7 @@ def test_a_listed_partition_left_idle_is_bound_at_the_fetch_that_lists_it_with_t
     f = _listing(s, {tp: PartitionFetch(5, 3, 3, 200, 5)}, 3000, 3004)   # listed again: nothing new for it
     repl, log = s.state[tp]
     assert f.pending == [] and f.parts() == [] and repl.remotes[2].bound
+    assert [p.tp for p in f.waits_on()] == [tp]       # a shell parking per partition parks it there, as pending
     assert f.waits(_same, arriving=True) and f.waits(_same)                 # parked: it waits as a pending one
     trepl, tlog = twin.state[tp]                                            # the twin records it, unbound
     trepl.on_follower_fetch(2, 5, 3, 3, tlog, 3004)
@@ -372,6 +373,8 @@ def test_a_listed_partition_bound_at_record_and_touched_in_the_wait_is_answered_
     repl.on_leader_append(log, 3100)                 # an append to (t, 3) touches it: records to send
     assert not f.waits(_same) and not f.still_waits(s.state[("t", 3)], repl, log)
     assert [p.tp for p in f.parts()] == [("t", 3), ("t", 0)]       # the order the request listed them in
+    assert [p.tp for p in f.waits_on()] == [("t", 3), ("t", 0)]    # parked on both, as on two pending ones
+    assert not f.touches(s.state[("t", 3)])          # a listed one: the fetch is parked on it, not on the clock
     assert [f.answer(p, *s.state[p.tp]) for p in f.parts()] == [errors.NONE, errors.NONE]
     f2, looked = s.idle(3200)
     assert looked == [("t", 0), ("t", 3)]            # the next fetch looks at both again
