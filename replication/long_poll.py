@@ -187,6 +187,7 @@ class LeaderFetch:
     _pending_at: list[int] = field(default_factory=list)
     _listed: frozenset = frozenset()
     _may_bind: bool = False
+    _stamped_ms: int = 0
     _gen: int = -1
     _pos: int = 0
 
@@ -217,6 +218,7 @@ class LeaderFetch:
         assert s is not None, "stamp follows open_session"
         clock = s.clock
         self._may_bind = clock.stamp(now_ms)
+        self._stamped_ms = now_ms
         touched = clock.drain()
         self._gen, self._pos = clock.gen, 0
         bound, parts, dirty = self._bound, s.partitions, s.dirty
@@ -278,7 +280,7 @@ class LeaderFetch:
             return out
         at = len(self.pending) + len(self._bound_listed)
         s = self.session
-        if s is not None and self._may_bind and self._binds_listed(part, follower_id, repl, log, now_ms):
+        if s is not None and self._may_bind and self._binds_listed(part, follower_id, repl, log, now_ms, out):
             repl.bind_idle(follower_id, s.clock, part.tp)
             self._bound[part.tp] = (s.order[part.tp], part)
             self._bound_listed[part.tp] = (at, part)
@@ -289,15 +291,16 @@ class LeaderFetch:
         return out
 
     def _binds_listed(self, part: Part, follower_id: int, repl: PartitionReplication, log: LogView,
-                      now_ms: int) -> bool:
-        """A listed partition just recorded: whether it is now idle with nothing new for the follower, as the
-        session's next fetch would find it (:meth:`unlisted`), and recorded at or after the clock's peak."""
+                      now_ms: int, out: FetchOutcome) -> bool:
+        """A listed partition just recorded (``out``: its outcome, read from): whether it is now idle with nothing
+        new for the follower (``has_news`` false: at the log end, the HW known to it, its log start not behind),
+        as the session's next fetch would find it (:meth:`unlisted`), and recorded at or after the clock's peak
+        (the stamp's time: :meth:`stamp` lets replicas bind only at the peak)."""
         pf = part.fetch
-        s = self.session
-        peak = s.clock.peak_ms if s is not None else None
-        return (peak is not None and now_ms >= peak and part.tp in s.partitions
-                and repl.idle_after_fetch(follower_id, pf.fetch_offset, pf.current_leader_epoch, log.log_end_offset)
-                and not has_news(pf, log.log_end_offset, repl.high_watermark, True, log.log_start_offset))
+        leo = out.leader_log_end_offset
+        return (pf.fetch_offset == leo and pf.follower_high_watermark == out.high_watermark
+                and now_ms >= self._stamped_ms and not 0 <= pf.log_start_offset < log.log_start_offset
+                and repl.idle_after_fetch(follower_id, pf.fetch_offset, pf.current_leader_epoch, leo))
 
     def record_late(self, part: Part, follower_id: int, repl: PartitionReplication, log: LogView,
                     now_ms: int) -> FetchOutcome:
