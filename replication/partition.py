@@ -452,6 +452,8 @@ class PartitionReplication:
     # ------------------------------------------------------------------ leader: HW, shrink
 
     def _maybe_increment_hw(self, leader_leo: int, now_ms: int) -> list[Event]:
+        if self._hw >= leader_leo and not self.settings.kip841:
+            return []    # the candidate is at most the log end (KIP-841's check has a side effect: it runs on)
         candidate = leader_leo
         maximal = self.maximal_isr
         lag = self.settings.replica_lag_time_max_ms
