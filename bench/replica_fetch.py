@@ -2,11 +2,13 @@
 partitions (issue 49): a ReplicaManager leading N partitions with real logs and one follower's fetch session.
 
 Per repetition, the fetching thread's CPU (time.thread_time) of: ``full``, a full fetch listing all N (a new
-session); ``bump``, the fetch after a LeaderAndIsr gave half of them a new leader epoch (the follower lists those
+session, as a follower's fetcher sends after a cut poll); ``full_next``, the session's incremental fetch after it
+(listing none); ``bump``, the fetch after a LeaderAndIsr gave half of them a new leader epoch (the follower lists those
 at the new epoch and forgets a quarter of the others); ``incr5``, the five incremental fetches after it (the first
 binds the bumped partitions to the session's clock again); on the follower's side ``fol_req``, five
-``FetcherState.request``s over N assigned partitions with nothing changed, and ``fol_req_changed``, one after a
-third of them got a new epoch.  Prints the median and the minimum of each (ms); ``--profile`` adds cProfile's top.
+``FetcherState.request``s over N assigned partitions with nothing changed, ``fol_few``, five rounds of a request,
+its answer and 1 % of the partitions moved (appended to), and ``fol_req_changed``, one after a third of them got a
+new epoch.  Prints the median and the minimum of each (ms); ``--profile`` adds cProfile's top.
 The broker's collector settings are used (gc.freeze, young generation at 20,000).
 
     PYTHONPATH=$PWD python3 bench/replica_fetch.py [--partitions 2000] [--reps 15] [--profile]
@@ -40,7 +42,7 @@ from replication.fetch_session import PartitionFetch  # noqa: E402
 from replication.fetcher import FetcherState  # noqa: E402
 from replication.partition import ReplicaSettings  # noqa: E402
 
-STEPS = ("full", "bump", "incr5", "fol_req", "fol_req_changed")
+STEPS = ("full", "full_next", "bump", "incr5", "fol_req", "fol_few", "fol_req_changed")
 
 
 def fetch_request(sid: int, sep: int, parts: list[tuple[int, int]], forgotten: list[int] = ()) -> pb.FetchRequest:
@@ -89,7 +91,11 @@ def leader_side(n: int, reps: int, t: Timer, work: Path) -> None:
             with t.step("full"):
                 r = rm.fetch(full)
             sid, sep = r.session_id, 1
-            for _ in range(3):
+            nxt = fetch_request(sid, sep, [])
+            sep += 1
+            with t.step("full_next"):
+                rm.fetch(nxt)
+            for _ in range(2):
                 rm.fetch(fetch_request(sid, sep, []))
                 sep += 1
             # the failover: half the partitions get a new epoch (still led here), a quarter move away (forgotten)
@@ -119,11 +125,19 @@ def follower_side(n: int, reps: int, t: Timer) -> None:
     fs = FetcherState()
     q = fs.request(assigned, lambda tp, h, e: pos[tp], 0.0)
     fs.answered(q, 0, 77)
+    few = sorted(assigned)[::100]
     for rep in range(reps):
         with t.step("fol_req"):
             for _ in range(5):
                 q = fs.request(assigned, lambda tp, h, e: pos[tp], 1.0)
                 fs.answered(q, 0, 77)
+        with t.step("fol_few"):
+            for _ in range(5):
+                q = fs.request(assigned, lambda tp, h, e: pos[tp], 1.0)
+                fs.answered(q, 0, 77)
+                for tp in few:   # their answers applied: each a new position
+                    pf = q.current[tp]
+                    fs.moved(tp, assigned[tp][0], assigned[tp][1], pf._replace(fetch_offset=pf.fetch_offset + 1))
         changed = dict(assigned)
         for p in range(0, n, 3):
             changed[("t", p)] = (assigned[("t", p)][0], 4 + rep)

@@ -177,6 +177,14 @@ class FollowerSession:
         forgotten = [tp for tp in sent if tp not in current]
         return self.id, self.epoch, listed, forgotten
 
+    def request_moved(self, current: dict[TP, PartitionFetch], moved: list[TP]) -> tuple[int, int, list[TP]]:
+        """:meth:`request` when the session holds every partition of ``current`` and only those in ``moved`` (in
+        ``current``'s order) may differ from it: (session id, epoch, partitions to list); none is forgotten."""
+        if self.id == NO_SESSION:
+            return NO_SESSION, FULL_EPOCH, list(current)
+        get = self.sent.get
+        return self.id, self.epoch, [tp for tp in moved if (was := get(tp)) is not (pf := current[tp]) and was != pf]
+
     def answered(self, session_id: int, listed: dict[TP, PartitionFetch], forgotten: list[TP]) -> None:
         """The leader took the request (its answer carried ``session_id``)."""
         if self.id == NO_SESSION:

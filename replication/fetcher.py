@@ -46,6 +46,7 @@ class FetchRequest:
     forgotten: tuple[TP, ...]
     current: Mapping[TP, PartitionFetch]
     parts: Mapping[TP, tuple[Any, int]]     # (the shell's handle, the leader epoch) of each, as assigned
+    parts_given: Mapping[TP, tuple[Any, int]] | None = None   # the mapping the request was made for (not a copy)
 
 
 def retry_at_once(error: int) -> bool:
@@ -55,13 +56,23 @@ def retry_at_once(error: int) -> bool:
 
 
 class FetcherState:
-    """One fetch loop's memory: the follower's session with the leader and each partition's last position."""
+    """One fetch loop's memory: the follower's session with the leader and each partition's last position.
+
+    A request costs only what moved since the last one (issue 49) when nothing else changed: ``parts`` is
+    the same object as the last request's (the caller never changes a mapping it passed: a new assignment is
+    a new mapping), that request fetched every partition of it and its answer was taken (:meth:`answered`),
+    no partition backs off and none was forgotten since.  Then only the partitions :meth:`moved` since may
+    differ from what the leader's session holds; the request is the one a walk over every partition gives."""
 
     def __init__(self) -> None:
         self.session = FollowerSession()
         self._state: dict[TP, tuple[Any, int, PartitionFetch]] = {}   # tp -> (handle, leader epoch, position)
         # partitions whose last answer was an error: tp -> (fetch again from ms, the handle and epoch that failed)
         self._delayed: dict[TP, tuple[float, Any, int]] = {}
+        self._last: FetchRequest | None = None     # the last request, when it fetched every partition of its parts
+        self._synced = False       # its answer was taken: the leader's session holds its partitions as it said
+        self._moved: list[TP] = []                 # partitions moved since it
+        self._place: dict[TP, int] | None = None   # each partition's place in its ``current`` (made when needed)
 
     def request(self, parts: Mapping[TP, tuple[Any, int]],
                 position: Callable[[TP, Any, int], PartitionFetch | None], now_ms: float) -> FetchRequest | None:
@@ -69,6 +80,12 @@ class FetcherState:
         ``position(tp, handle, epoch)`` reads a partition's position, or None when it is no longer fetched
         from this leader in that epoch (left out).  A partition backing off (:meth:`backoff`) is left out
         until its backoff ends, unless it was given again (another handle or epoch) meanwhile."""
+        last = self._last
+        if last is not None and self._synced and parts is last.parts_given and not self._delayed:
+            req = self._request_moved(last)
+            if req is not None:
+                return req
+        self._last, self._synced, self._moved, self._place = None, False, [], None
         state, delayed = self._state, self._delayed
         for tp in [tp for tp in state if tp not in parts]:
             del state[tp]
@@ -93,19 +110,47 @@ class FetcherState:
         if not current:
             return None
         session_id, session_epoch, listed, forgotten = self.session.request(current)
-        return FetchRequest(session_id, session_epoch, tuple((tp, current[tp]) for tp in listed), tuple(forgotten),
-                            current, dict(parts))
+        req = FetchRequest(session_id, session_epoch, tuple((tp, current[tp]) for tp in listed), tuple(forgotten),
+                           current, dict(parts), parts)
+        if len(current) == len(parts):
+            self._last = req
+        return req
+
+    def _request_moved(self, last: FetchRequest) -> FetchRequest | None:
+        """:meth:`request` when only the partitions moved since ``last`` may have changed (the class's doc); None
+        if one moved otherwise than ``last`` fetched it (the caller walks every partition)."""
+        moved = self._moved
+        current = dict(last.current)
+        state, parts = self._state, last.parts
+        for tp in moved:
+            known, given = state.get(tp), parts.get(tp)
+            if known is None or given is None or known[0] is not given[0] or known[1] != given[1]:
+                return None
+            current[tp] = known[2]
+        self._moved, self._synced = [], False
+        if len(moved) > 1:
+            place = self._place
+            if place is None:
+                place = self._place = {tp: i for i, tp in enumerate(current)}
+            moved = sorted(set(moved), key=place.__getitem__)
+        session_id, session_epoch, listed = self.session.request_moved(current, moved)
+        req = self._last = FetchRequest(session_id, session_epoch, tuple((tp, current[tp]) for tp in listed), (),
+                                        current, last.parts, last.parts_given)
+        return req
 
     def failed(self) -> None:
         """The call failed or was cut short: the leader may or may not have taken it, so start over."""
         self.session.reset()
+        self._synced = False
 
     def answered(self, req: FetchRequest, error: int, session_id: int) -> bool:
         """The answer's top-level outcome: True -> apply its partitions; False -> the session starts over."""
         if error != errors.NONE:
             self.session.reset()
+            self._synced = False
             return False
         self.session.answered(session_id, dict(req.listed), list(req.forgotten))
+        self._synced = req is self._last
         return True
 
     def still_fetching(self, req: FetchRequest, tp: TP, fetching_from: tuple[int, int] | None, leader: int,
@@ -115,12 +160,14 @@ class FetcherState:
         if tp in req.current and replica_open and fetching_from == (leader, req.parts[tp][1]):
             return True
         self._state.pop(tp, None)
+        self._last = None
         return False
 
     def forget(self, tp: TP) -> None:
         """A partition whose answer could not be applied (its log directory went offline): read afresh if it is
         given again."""
         self._state.pop(tp, None)
+        self._last = None
 
     def backoff(self, tp: TP, handle: Any, epoch: int, now_ms: float) -> None:
         """The partition's answer was an error (``replication.roles``' FAILED step): leave it out of the
@@ -146,3 +193,4 @@ class FetcherState:
     def moved(self, tp: TP, handle: Any, epoch: int, pf: PartitionFetch) -> None:
         """The partition's position after its answer was applied."""
         self._state[tp] = (handle, epoch, pf)
+        self._moved.append(tp)

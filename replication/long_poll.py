@@ -160,8 +160,11 @@ class LeaderFetch:
     nothing new for the follower is *bound* to the session's fetch clock (``replication.remote_replica``),
     which :meth:`stamp` moves once for all of them, and is not looked at again (not recorded, not asked in
     the wait, left out of the answer) until something touches it: then the session's clock names it, and
-    this fetch (if it still waits) and the session's next one look at it as before.  What each step
-    decides is the same as looking at every partition of the session.
+    this fetch (if it still waits) and the session's next one look at it as before.  A listed partition
+    that :meth:`record` leaves idle with nothing new (the follower in the ISR at the log end, the HW
+    known to it) is bound at once, rather than at the session's next fetch; touched, this fetch answers
+    it where it would have answered it pending.  What each step decides is the same as looking at every
+    partition of the session.
     """
 
     follower: bool
@@ -179,8 +182,12 @@ class LeaderFetch:
     _bound: dict[TP, tuple[int, Part]] = field(default_factory=dict)
     _touched: dict[TP, tuple[int, Part]] = field(default_factory=dict)
     _idle_at: list[int] = field(default_factory=list)
+    # the listed partitions bound at record (tp -> (its place among the pending, part)), each pending one's place
+    _bound_listed: dict[TP, tuple[int, Part]] = field(default_factory=dict)
+    _pending_at: list[int] = field(default_factory=list)
     _listed: frozenset = frozenset()
     _may_bind: bool = False
+    _stamped_ms: int = 0
     _gen: int = -1
     _pos: int = 0
 
@@ -211,6 +218,7 @@ class LeaderFetch:
         assert s is not None, "stamp follows open_session"
         clock = s.clock
         self._may_bind = clock.stamp(now_ms)
+        self._stamped_ms = now_ms
         touched = clock.drain()
         self._gen, self._pos = clock.gen, 0
         bound, parts, dirty = self._bound, s.partitions, s.dirty
@@ -267,11 +275,32 @@ class LeaderFetch:
         """A listed partition's arrival: the follower's position recorded (``on_follower_fetch``); -> its outcome,
         whose events the shell logs (then it completes the acks=all waits: the HW may have moved)."""
         out = self._record(part, follower_id, repl, log, now_ms)
-        if reads(out):
-            self.pending.append(part)
-        else:
+        if not reads(out):
             self.answered.append((part, out))
+            return out
+        at = len(self.pending) + len(self._bound_listed)
+        s = self.session
+        if s is not None and self._may_bind and self._binds_listed(part, follower_id, repl, log, now_ms, out):
+            repl.bind_idle(follower_id, s.clock, part.tp)
+            self._bound[part.tp] = (s.order[part.tp], part)
+            self._bound_listed[part.tp] = (at, part)
+            s.dirty.discard(part.tp)
+        else:
+            self.pending.append(part)
+            self._pending_at.append(at)
         return out
+
+    def _binds_listed(self, part: Part, follower_id: int, repl: PartitionReplication, log: LogView,
+                      now_ms: int, out: FetchOutcome) -> bool:
+        """A listed partition just recorded (``out``: its outcome, read from): whether it is now idle with nothing
+        new for the follower (``has_news`` false: at the log end, the HW known to it, its log start not behind),
+        as the session's next fetch would find it (:meth:`unlisted`), and recorded at or after the clock's peak
+        (the stamp's time: :meth:`stamp` lets replicas bind only at the peak)."""
+        pf = part.fetch
+        leo = out.leader_log_end_offset
+        return (pf.fetch_offset == leo and pf.follower_high_watermark == out.high_watermark
+                and now_ms >= self._stamped_ms and not 0 <= pf.log_start_offset < log.log_start_offset
+                and repl.idle_after_fetch(follower_id, pf.fetch_offset, pf.current_leader_epoch, leo))
 
     def record_late(self, part: Part, follower_id: int, repl: PartitionReplication, log: LogView,
                     now_ms: int) -> FetchOutcome:
@@ -314,19 +343,47 @@ class LeaderFetch:
                 touched.setdefault(tp, entry)
 
     def _looked_at(self) -> list[Part]:
-        """The idle partitions this fetch looks at (those given to :meth:`unlisted` and the bound ones touched),
-        in the session's order."""
-        if not self._touched:
+        """The idle partitions this fetch looks at (those given to :meth:`unlisted` and the bound ones touched,
+        but those it listed), in the session's order."""
+        touched = self._touched
+        if not touched:
             return self.idle
-        merged = sorted([(at, i, part) for i, (at, part) in enumerate(zip(self._idle_at, self.idle))]
-                        + [(at, -1, part) for at, part in self._touched.values()], key=lambda e: (e[0], e[1]))
+        listed = self._bound_listed
+        more = [(at, -1, part) for tp, (at, part) in touched.items() if tp not in listed]
+        if not more:
+            return self.idle
+        merged = sorted([(at, i, part) for i, (at, part) in enumerate(zip(self._idle_at, self.idle))] + more,
+                        key=lambda e: (e[0], e[1]))
         return [part for _at, _i, part in merged]
+
+    def _pending(self) -> list[Part]:
+        """The pending partitions with the listed ones bound at :meth:`record` and touched since, in the order
+        they were recorded."""
+        listed, touched = self._bound_listed, self._touched
+        if not listed or not touched:
+            return self.pending
+        back = [listed[tp] for tp in touched if tp in listed]
+        if not back:
+            return self.pending
+        merged = sorted(list(zip(self._pending_at, self.pending)) + back, key=lambda e: e[0])
+        return [part for _at, part in merged]
 
     def parts(self) -> list[Part]:
         """The partitions the fetch waits on and answers through :meth:`answer` (pending and idle; of the bound
         ones, those touched; the *ahead* ones, which it waits on too, are answered through :meth:`record_late`)."""
         self._pull()
-        return self.pending + self._looked_at()
+        return self._pending() + self._looked_at()
+
+    def waits_on(self) -> list[Part]:
+        """For a shell that parks a fetch on each of its partitions (the simulator's): :meth:`parts`, the listed
+        partitions bound at :meth:`record` (touched or not: it parks on them as on the pending ones, which they
+        would have been), and the *ahead* ones."""
+        self._pull()
+        listed = self._bound_listed
+        if not listed:
+            return self.pending + self._looked_at() + self.ahead
+        merged = sorted(list(zip(self._pending_at, self.pending)) + list(listed.values()), key=lambda e: e[0])
+        return [part for _at, part in merged] + self._looked_at() + self.ahead
 
     def waits(self, state_of, arriving: bool = False) -> bool:
         """Whether the fetch is (still) held: :func:`waits` over its pending and idle partitions.
@@ -356,9 +413,11 @@ class LeaderFetch:
         return seen
 
     def touches(self, handle: Any) -> bool:
-        """Whether one of this fetch's bound partitions, ``handle``'s, was touched since it arrived."""
+        """Whether one of this fetch's bound partitions, ``handle``'s, was touched since it arrived (not one it
+        listed: :meth:`waits_on` has those)."""
         self._pull()
-        return any(part.handle is handle for _at, part in self._touched.values())
+        listed = self._bound_listed
+        return any(part.handle is handle and tp not in listed for tp, (_at, part) in self._touched.items())
 
     def still_waits(self, handle: Any, repl: PartitionReplication | None, log: LogView | None) -> bool:
         """:meth:`waits` after a change of one replica only (an append, an HW move or a role change of

@@ -373,19 +373,30 @@ class PartitionReplication:
         (:meth:`on_follower_fetch` would change nothing else: no divergence, no HW move, no ISR
         change): do that and return True.  Otherwise return False, and the caller handles it as a
         listed partition."""
-        rep = self.remotes.get(follower_id)
-        if (rep is None or self.leader_id != self.local_broker_id or current_leader_epoch != self._leader_epoch
-                or fetch_offset != leader_leo or rep.log_end_offset != fetch_offset or self._hw != leader_leo
-                or follower_id not in self._isr):
+        if not self.idle_after_fetch(follower_id, fetch_offset, current_leader_epoch, leader_leo):
             return False
-        rep.record_fetch(fetch_offset, leader_leo, now_ms)
+        self.remotes[follower_id].record_fetch(fetch_offset, leader_leo, now_ms)
         return True
+
+    def idle_after_fetch(self, follower_id: int, fetch_offset: int, current_leader_epoch: int,
+                         leader_leo: int) -> bool:
+        """Whether the follower, as its last fetch left it, is as :meth:`on_idle_follower_fetch` takes it (in the
+        ISR, at the log end, which is the HW, in the epoch this broker leads): its next fetch only records the time."""
+        rep = self.remotes.get(follower_id)
+        return (rep is not None and current_leader_epoch == self._leader_epoch and fetch_offset == leader_leo
+                and rep.log_end_offset == fetch_offset and self._hw == leader_leo and follower_id in self._isr
+                and self.leader_id == self.local_broker_id)
 
     def bind_idle(self, follower_id: int, clock: FetchClock, key: object) -> None:
         """Right after :meth:`on_idle_follower_fetch` returned True at a fetch ``clock`` stamped (and allowed
         binding at): the follower's fetch times are read from ``clock`` until :meth:`touch`
         (``replication.remote_replica``)."""
         self.remotes[follower_id].bind(clock, key)
+
+    def follower_bound(self, follower_id: int) -> bool:
+        """Whether the follower's fetch times are its session clock's now (:meth:`bind_idle`)."""
+        rep = self.remotes.get(follower_id)
+        return rep is not None and rep.bound
 
     def release_follower(self, follower_id: int) -> None:
         """Before the follower's session fetches this partition otherwise than idle (it lists it, or forgot it):
@@ -441,6 +452,8 @@ class PartitionReplication:
     # ------------------------------------------------------------------ leader: HW, shrink
 
     def _maybe_increment_hw(self, leader_leo: int, now_ms: int) -> list[Event]:
+        if self._hw >= leader_leo and not self.settings.kip841:
+            return []    # the candidate is at most the log end (KIP-841's check has a side effect: it runs on)
         candidate = leader_leo
         maximal = self.maximal_isr
         lag = self.settings.replica_lag_time_max_ms

@@ -27,15 +27,17 @@ class FetchClock:
     wall clock may step back: lastCaughtUpTime never goes back, so a bound replica reads the peak);
     ``inbox``: the bound partitions touched since the session's last fetch drained it (appends only, so a
     partition lock's holder on any thread may add to it); ``gen``: how many times it was drained (a fetch
-    parked across the next one's arrival sees it change)."""
+    parked across the next one's arrival sees it change); ``stamps``: how many fetches stamped it (a replica
+    bound at a fetch reads its own times until the next one)."""
 
-    __slots__ = ("last_fetch_ms", "peak_ms", "inbox", "gen")
+    __slots__ = ("last_fetch_ms", "peak_ms", "inbox", "gen", "stamps")
 
     def __init__(self) -> None:
         self.last_fetch_ms = 0
         self.peak_ms: int | None = None
         self.inbox: list[Any] = []
         self.gen = 0
+        self.stamps = 0
 
     def stamp(self, now_ms: int) -> bool:
         """A fetch of the session at ``now_ms``: every bound replica has now been fetched at the log end
@@ -44,7 +46,9 @@ class FetchClock:
         self.last_fetch_ms = now_ms
         if self.peak_ms is None or now_ms >= self.peak_ms:
             self.peak_ms = now_ms
+            self.stamps += 1      # last: a reader meanwhile reads the bound replicas' own times
             return True
+        self.stamps += 1
         return False
 
     def drain(self) -> list[Any]:
@@ -69,8 +73,8 @@ class RemoteReplica:
     """The leader's view of one follower: its LEO (the offset of its last fetch), lastCaughtUpTime, the
     leader's LEO at its last fetch and that fetch's time, and its log start offset (as its last fetch
     said: the low watermark's input).  ``last_caught_up_ms`` and ``last_fetch_ms`` are read from the
-    session's :class:`FetchClock` while the replica is bound to it (:meth:`bind`); setting either
-    unbinds it first."""
+    session's :class:`FetchClock` while the replica is bound to it (:meth:`bind`), from the clock's next
+    stamp on (until then, its own: the fetch it was bound at recorded them); setting either unbinds it first."""
 
     def __init__(self, log_end_offset: int = UNKNOWN_OFFSET, last_caught_up_ms: int = 0,
                  last_fetch_leader_leo: int = UNKNOWN_OFFSET, last_fetch_ms: int = 0,
@@ -82,6 +86,7 @@ class RemoteReplica:
         self._fetch_ms = last_fetch_ms
         self._clock: FetchClock | None = None
         self._key: Any = None
+        self._stamps = 0       # the clock's stamps when this replica was bound to it
 
     def __repr__(self) -> str:
         return f"RemoteReplica({self.state()})"
@@ -113,7 +118,7 @@ class RemoteReplica:
     @property
     def last_fetch_ms(self) -> int:
         c = self._clock
-        return self._fetch_ms if c is None else c.last_fetch_ms
+        return self._fetch_ms if c is None or c.stamps == self._stamps else c.last_fetch_ms
 
     @last_fetch_ms.setter
     def last_fetch_ms(self, v: int) -> None:
@@ -125,9 +130,12 @@ class RemoteReplica:
         return self._clock is not None
 
     def bind(self, clock: FetchClock, key: Any) -> None:
-        """Right after a fetch at the log end that ``clock`` stamped (and this replica recorded): its fetch
-        times are the clock's from now on, until :meth:`touch` or :meth:`unbind` (``key``: the partition,
-        as the clock's inbox names it)."""
+        """Right after a fetch at the log end that ``clock`` stamped (and this replica recorded, at or after
+        the clock's peak): its fetch times are the clock's from the clock's next stamp on, until :meth:`touch`
+        or :meth:`unbind` (``key``: the partition, as the clock's inbox names it).  Until that stamp it reads
+        the times it recorded (a partition the fetch listed records them at its own time, at or after the
+        stamp's; one it did not list, at the stamp's: the same)."""
+        self._stamps = clock.stamps
         self._clock, self._key = clock, key
 
     def unbind(self) -> None:
@@ -139,7 +147,7 @@ class RemoteReplica:
             return
         c.inbox.append(self._key)   # first: the session's fetch arriving meanwhile visits it (under its lock)
         self._caught_up_ms = self.last_caught_up_ms
-        self._fetch_ms = c.last_fetch_ms
+        self._fetch_ms = self.last_fetch_ms
         self._clock = None     # last: a reader meanwhile reads the same times through the clock
 
     def touch(self) -> None:

@@ -39,6 +39,7 @@ class SimFetcher:
         self.rm, self.leader = rm, leader
         self.world = rm.world
         self.parts: dict[TP, tuple[Any, int]] = {}       # tp -> (Hosted, leader epoch)
+        self._given: dict[TP, tuple[Any, int]] | None = None   # a copy given to the core, never changed after
         self.core = FetcherState()
         self.in_flight: FetchRequest | None = None
         self._seq = 0          # the request an answer belongs to (a cut request's answer is ignored)
@@ -46,6 +47,7 @@ class SimFetcher:
 
     def assign(self, tp: TP, h: Any, leader_epoch: int) -> None:
         self.parts[tp] = (h, leader_epoch)
+        self._given = None
         req = self.in_flight
         if req is None:
             self._soon(0.0)
@@ -58,7 +60,8 @@ class SimFetcher:
             self._soon(0.0)
 
     def unassign(self, tp: TP) -> None:
-        self.parts.pop(tp, None)
+        if self.parts.pop(tp, None) is not None:
+            self._given = None
 
     def _soon(self, delay_ms: float) -> None:
         if not self._scheduled:
@@ -76,7 +79,9 @@ class SimFetcher:
         if self.in_flight is not None or not self.parts:
             return
         target = self.rm.b.cluster.brokers.get(self.leader)
-        req = self.core.request(self.parts, self._position, self.world.now_ms) if target is not None else None
+        if self._given is None:       # the core takes the same mapping again as the same assignment
+            self._given = dict(self.parts)
+        req = self.core.request(self._given, self._position, self.world.now_ms) if target is not None else None
         if req is None:
             wait = self.core.ready_in_ms(self.world.now_ms) if target is not None else None
             if wait is not None:    # every partition is backing off: until the first may go again
@@ -211,7 +216,7 @@ class SimLeaderFetches:
             return
         self._seq += 1
         p = Parked(f, reply, self._seq, follower)
-        for part in f.parts() + f.ahead:
+        for part in f.waits_on():
             part.handle.parked.append(p)
             p.hosted.append(part.handle)
         if f.session is not None:

@@ -242,8 +242,9 @@ class _Idle:
 def test_an_idle_sessions_partitions_are_bound_to_its_clock_and_read_the_times_a_write_per_fetch_would():
     s = _Idle()
     twin = _Idle()                        # the same fetches, each idle one recorded partition by partition
+    assert all(repl.remotes[2].bound for repl, _log in s.state.values())   # bound at the fetch that listed them
     f, looked = s.idle(1000)
-    assert looked == list(s.state)        # each looked at once, then bound: nothing new for the follower
+    assert looked == []                   # not looked at again: nothing new for the follower
     for t in (1000, 1500, 2000):
         for tp, (repl, log) in twin.state.items():
             assert repl.on_idle_follower_fetch(2, 5, 3, log.log_end_offset, t)
@@ -316,3 +317,64 @@ def test_the_shrink_check_sees_an_idle_followers_times_from_the_clock():
     repl.on_leader_append(log, 1000 + lag)
     assert repl.maybe_shrink_isr(log, 1000 + 2 * lag) is None        # caught up at 1000 + lag: not past the lag
     assert repl.maybe_shrink_isr(log, 1001 + 2 * lag).changed == (2,)
+
+
+def _listing(s: _Idle, listed, stamp_ms: int, record_ms: int) -> LeaderFetch:
+    """A fetch of ``s``'s session listing ``listed`` (tp -> PartitionFetch), stamped at ``stamp_ms`` and its
+    listed positions recorded at ``record_ms`` (the broker's shell reads its clock for each)."""
+    code, session = s.sessions.open(2, s.sid, s.epoch, list(listed.items()), [])
+    assert code == errors.NONE
+    s.epoch += 1
+    f = LeaderFetch(True, stamp_ms + 500.0, session.id)
+    for tp in f.open_session(session, list(listed), []):
+        s.state[tp][0].release_follower(2)
+    for tp, pf in f.stamp(stamp_ms):      # the session's others looked at, as _Idle.fetch does
+        assert f.unlisted(Part(tp, s.state[tp], pf), 2, *s.state[tp], stamp_ms)
+    for tp, pf in listed.items():
+        assert f.record(Part(tp, s.state[tp], pf), 2, *s.state[tp], record_ms).error == errors.NONE
+    return f
+
+
+def test_a_listed_partition_left_idle_is_bound_at_the_fetch_that_lists_it_with_the_times_it_recorded():
+    s, twin = _Idle(), _Idle()
+    tp = ("t", 1)
+    f = _listing(s, {tp: PartitionFetch(5, 3, 3, 200, 5)}, 3000, 3004)   # listed again: nothing new for it
+    repl, log = s.state[tp]
+    assert f.pending == [] and f.parts() == [] and repl.remotes[2].bound
+    assert [p.tp for p in f.waits_on()] == [tp]       # a shell parking per partition parks it there, as pending
+    assert f.waits(_same, arriving=True) and f.waits(_same)                 # parked: it waits as a pending one
+    trepl, tlog = twin.state[tp]                                            # the twin records it, unbound
+    trepl.on_follower_fetch(2, 5, 3, 3, tlog, 3004)
+    assert repl.remotes[2] == trepl.remotes[2] and repl.remotes[2].last_fetch_ms == 3004   # its own, not 3000
+    f2, looked = s.idle(3500)
+    assert looked == [] and repl.remotes[2].bound
+    assert trepl.on_idle_follower_fetch(2, 5, 3, 5, 3500)
+    assert repl.remotes[2] == trepl.remotes[2] and repl.remotes[2].last_caught_up_ms == 3500
+
+
+def test_a_listed_partition_is_not_bound_when_the_follower_lacks_the_hw_or_the_clock_stepped_back():
+    s = _Idle()
+    f = _listing(s, {("t", 0): PartitionFetch(5, 3, 3, 200, 4)}, 3000, 3000)  # the follower's HW is behind
+    assert [p.tp for p in f.pending] == [("t", 0)] and not s.state[("t", 0)][0].remotes[2].bound
+    f = _listing(s, {("t", 1): PartitionFetch(5, 3, 3, 300, 5)}, 3100, 2900)  # recorded before the stamp's time
+    assert [p.tp for p in f.pending] == [("t", 1)] and not s.state[("t", 1)][0].remotes[2].bound
+    assert not s.state[("t", 0)][0].remotes[2].bound     # that fetch looked at (t, 0): still without the HW
+    f, looked = s.idle(3200)
+    assert looked == [("t", 0), ("t", 1)]                                    # looked at by the next fetch
+
+
+def test_a_listed_partition_bound_at_record_and_touched_in_the_wait_is_answered_in_its_listed_place():
+    s = _Idle()
+    f = _listing(s, {("t", 3): PartitionFetch(5, 3, 3, 200, 5), ("t", 0): PartitionFetch(5, 3, 3, 200, 4)},
+                 3000, 3000)
+    assert [p.tp for p in f.pending] == [("t", 0)] and f.waits(_same, arriving=True)   # (t, 3) bound
+    repl, log = s.state[("t", 3)]
+    log.leo = 6
+    repl.on_leader_append(log, 3100)                 # an append to (t, 3) touches it: records to send
+    assert not f.waits(_same) and not f.still_waits(s.state[("t", 3)], repl, log)
+    assert [p.tp for p in f.parts()] == [("t", 3), ("t", 0)]       # the order the request listed them in
+    assert [p.tp for p in f.waits_on()] == [("t", 3), ("t", 0)]    # parked on both, as on two pending ones
+    assert not f.touches(s.state[("t", 3)])          # a listed one: the fetch is parked on it, not on the clock
+    assert [f.answer(p, *s.state[p.tp]) for p in f.parts()] == [errors.NONE, errors.NONE]
+    f2, looked = s.idle(3200)
+    assert looked == [("t", 0), ("t", 3)]            # the next fetch looks at both again

@@ -51,6 +51,9 @@ class LeaderFetcher(threading.Thread):
         super().__init__(name=f"fetcher-from-{leader}", daemon=True)
         self.rm, self.leader = rm, leader
         self._parts: dict[TP, tuple["Hosted", int]] = {}
+        # a copy of _parts given to the core, never changed after (the core takes the same mapping again as the
+        # same assignment: replication.fetcher.FetcherState); None once _parts changed
+        self._given: dict[TP, tuple["Hosted", int]] | None = None
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
         self._channel: grpc.Channel | None = None  # only this thread opens it; assign() may close it
@@ -69,6 +72,7 @@ class LeaderFetcher(threading.Thread):
         with self._lock:
             for tp, h, leader_epoch in items:
                 self._parts[tp] = (h, leader_epoch)
+            self._given = None
             # A partition the parked long poll does not carry would wait up to replica.fetch.wait.max.ms
             # for its first fetch, and a new leader's HW (its acks=all writes, a coordinator's first
             # commit) with it: cut the poll short (closing the channel cancels it) so the next request
@@ -80,7 +84,8 @@ class LeaderFetcher(threading.Thread):
 
     def unassign(self, tp: TP) -> None:
         with self._lock:
-            self._parts.pop(tp, None)
+            if self._parts.pop(tp, None) is not None:
+                self._given = None
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -90,7 +95,9 @@ class LeaderFetcher(threading.Thread):
         try:
             while not self._stop_event.is_set():
                 with self._lock:
-                    parts = dict(self._parts)
+                    if self._given is None:
+                        self._given = dict(self._parts)
+                    parts = self._given
                     if self._cut:  # the channel was closed to cut a poll short: open a new one
                         self._cut, stub, target = False, None, None
                 endpoint = self.rm.endpoint_of(self.leader)

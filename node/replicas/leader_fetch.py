@@ -234,7 +234,8 @@ class LeaderFetchHandler:
                 for tp in f.open_session(session, [part.tp for part in listed],
                                          [(tp.topic, tp.partition) for tp in req.forgotten]):
                     h = self.hosted.get(tp)
-                    if h is not None:
+                    # (only this follower's fetches bind its replica: one found unbound stays so meanwhile)
+                    if h is not None and h.repl.follower_bound(req.replica_id):
                         with h.cond:
                             h.repl.release_follower(req.replica_id)
                 now = now_ms()
