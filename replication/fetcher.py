@@ -164,8 +164,8 @@ class FetcherState:
         return False
 
     def forget(self, tp: TP) -> None:
-        """A partition whose answer could not be applied (its log directory went offline): read afresh if it is
-        given again."""
+        """A partition whose answer could not be applied (its log directory went offline), or whose position moved
+        otherwise than by an answer (the follower's retention moved its log start): read afresh when next given."""
         self._state.pop(tp, None)
         self._last = None
 

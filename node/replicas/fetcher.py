@@ -63,6 +63,7 @@ class LeaderFetcher(threading.Thread):
         self._polling: set[TP] | None = None  # the partitions of the long poll now parked at the leader
         self._cut = False
         self._core = FetcherState()  # the fetch session and each partition's position (this thread only)
+        self._repositioned: set[TP] = set()   # partitions whose position moved outside this thread (repositioned)
 
     def assign(self, tp: TP, h: "Hosted", leader_epoch: int) -> None:
         self.assign_all([(tp, h, leader_epoch)])
@@ -87,6 +88,14 @@ class LeaderFetcher(threading.Thread):
             if self._parts.pop(tp, None) is not None:
                 self._given = None
 
+    def repositioned(self, tp: TP) -> None:
+        """The partition's position moved outside this fetcher (its own retention moved its log start): the next
+        request reads it again and so lists it, as Kafka's follower lists a partition whose fetch data changed
+        (this thread's core keeps each position as the answers it applied left it)."""
+        with self._lock:
+            if tp in self._parts:
+                self._repositioned.add(tp)
+
     def stop(self) -> None:
         self._stop_event.set()
 
@@ -98,8 +107,11 @@ class LeaderFetcher(threading.Thread):
                     if self._given is None:
                         self._given = dict(self._parts)
                     parts = self._given
+                    moved, self._repositioned = self._repositioned, set()
                     if self._cut:  # the channel was closed to cut a poll short: open a new one
                         self._cut, stub, target = False, None, None
+                for tp in moved:
+                    self._core.forget(tp)   # its position is read again for the next request
                 endpoint = self.rm.endpoint_of(self.leader)
                 if not parts or endpoint is None:
                     self._stop_event.wait(0.05)
@@ -241,6 +253,16 @@ def _connecting(channel: grpc.Channel) -> grpc.Channel:
 
 def _ignore(_state: grpc.ChannelConnectivity) -> None:
     pass
+
+
+def repositioned(fetchers: dict[int, LeaderFetcher], lock: threading.Lock, moved: list[tuple[int, TP]]) -> None:
+    """(leader, tp) of followed partitions whose position moved outside their fetcher: each fetcher's next request
+    lists them (:meth:`LeaderFetcher.repositioned`)."""
+    for leader, tp in moved:
+        with lock:
+            f = fetchers.get(leader)
+        if f is not None:
+            f.repositioned(tp)
 
 
 def assign_by_leader(owner: "FetcherOwner", fetchers: dict[int, LeaderFetcher], lock: threading.Lock,

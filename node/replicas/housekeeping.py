@@ -39,6 +39,7 @@ class HousekeepingMixin:
     cleaner: "CleanerSettings | None"
     events: Any
     dirs: Any   # node.replicas.log_dir_manager.LogDirManager: report(dir, what, error)
+    log_starts_moved: Any   # ((leader, tp), ...) of followed partitions whose log start retention moved
 
     def clean_logs(self) -> list[CleanResult]:
         """One pass of the log cleaner over every compacted partition hosted here, never past
@@ -79,6 +80,7 @@ class HousekeepingMixin:
         ``cleanup.policy`` with ``delete``, and for every log the segments wholly below its
         log start offset (a follower's moves with its leader's).  Returns the segments deleted."""
         total = 0
+        followed: list[tuple[int, tuple[str, int]]] = []   # (leader, tp): a follower's log start moved here
         for (t, p), h in sorted(list(self.hosted.items())):
             lc = h.log_config
             with h.cond:
@@ -97,9 +99,13 @@ class HousekeepingMixin:
                 except KafkaStorageError:
                     continue   # its directory is offline now
                 start = h.log.log_start_offset
+                if not h.repl.is_leader and h.repl.leader_id >= 0:
+                    followed.append((h.repl.leader_id, (t, p)))
             total += len(deleted)
             self.events.emit("log_segments_deleted", topic=t, partition=p, segments=deleted, reasons=list(d.reasons),
                              log_start_offset=start, is_leader=h.repl.is_leader)
+        if followed:   # the leaders learn the new log starts at the next fetch (their low watermarks count them)
+            self.log_starts_moved(followed)
         return total
 
     def purge_and_flush(self, started_ms: int, flusher_ran: Any) -> tuple[int, int]:

@@ -27,7 +27,7 @@ from kafkacommon import errors
 from node.clock import now_ms
 from replication.broker_state import PartitionInfo
 from node.events import EventLog
-from node.replicas.fetcher import LeaderFetcher, assign_by_leader
+from node.replicas.fetcher import LeaderFetcher, assign_by_leader, repositioned
 from node.replicas.housekeeping import CleanerSettings, HousekeepingMixin
 from node.replicas.log_settings import LogSettingsMixin
 from node.replicas.alter_isr import AlterIsrSender
@@ -291,6 +291,11 @@ class ReplicaManager(LogSettingsMixin, HousekeepingMixin, AppendsMixin, DeleteRe
                 self._start_fetching([item])
             else:
                 fetches.append(item)
+
+    def log_starts_moved(self, moved: list) -> None:
+        """(leader, tp) of followed partitions whose log start this broker's retention moved: their fetchers'
+        next requests list them."""
+        repositioned(self.fetchers, self._lock, moved)
 
     def _start_fetching(self, fetches: list) -> None:
         """Hand (leader, tp, hosted, leader epoch) items to each leader's fetcher, all of a leader's at once."""
