@@ -48,6 +48,9 @@ class AlterIsrSender:
         self._queue: list[tuple[Hosted, AlterIsrProposal]] = []  # proposals not yet sent
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        # the sender thread's channel to the controller, kept while the controller's address stays and no call
+        # fails (Kafka's AlterIsrManager keeps its connection to the controller too)
+        self._channel: tuple[str, grpc.Channel] | None = None
 
     def send(self, h: Hosted, proposal: AlterIsrProposal) -> None:
         """Queue a proposal; the sender thread sends it with whatever else is queued."""
@@ -60,13 +63,30 @@ class AlterIsrSender:
             self._cond.notify()
 
     def _run(self) -> None:
-        while not self._stopping.is_set():
-            with self._cond:
-                while not self._queue and not self._stopping.is_set():
-                    self._cond.wait(0.5)
-                batch, self._queue = self._queue[:ALTER_ISR_BATCH], self._queue[ALTER_ISR_BATCH:]
-            if batch:
-                self._request(batch)
+        try:
+            while not self._stopping.is_set():
+                with self._cond:
+                    while not self._queue and not self._stopping.is_set():
+                        self._cond.wait(0.5)
+                    batch, self._queue = self._queue[:ALTER_ISR_BATCH], self._queue[ALTER_ISR_BATCH:]
+                if batch:
+                    self._request(batch)
+        finally:
+            self._close_channel()
+
+    def _channel_to(self, target: str) -> grpc.Channel:
+        kept = self._channel
+        if kept is not None and kept[0] == target:
+            return kept[1]
+        self._close_channel()
+        channel = peer_channel(target)
+        self._channel = (target, channel)
+        return channel
+
+    def _close_channel(self) -> None:
+        kept, self._channel = self._channel, None
+        if kept is not None:
+            kept[1].close()
 
     def _request(self, batch: list[tuple[Hosted, AlterIsrProposal]]) -> None:
         """One AlterIsr request for ``batch``; each proposal gets its partition's answer, or the
@@ -75,16 +95,16 @@ class AlterIsrSender:
         target = self._controller_endpoint()
         if target is not None:
             try:
-                with peer_channel(target) as ch:
-                    r = pbg.BrokerStub(ch).AlterIsr(pb.AlterIsrRequest(
-                        broker_id=self.broker_id, broker_epoch=self._broker_epoch(), partitions=[pb.AlterIsrPartition(
-                            topic=p.topic, partition=p.partition, leader_epoch=p.leader_epoch,
-                            new_isr=list(p.new_isr), current_isr_version=p.zk_version) for _, p in batch]),
-                        timeout=10)
+                r = pbg.BrokerStub(self._channel_to(target)).AlterIsr(pb.AlterIsrRequest(
+                    broker_id=self.broker_id, broker_epoch=self._broker_epoch(), partitions=[pb.AlterIsrPartition(
+                        topic=p.topic, partition=p.partition, leader_epoch=p.leader_epoch,
+                        new_isr=list(p.new_isr), current_isr_version=p.zk_version) for _, p in batch]),
+                    timeout=10)
                 top = r.error_code
                 answers = {(a.topic, a.partition): a for a in r.partitions}
             except grpc.RpcError as e:
                 log.warning("AlterIsr failed: %s", e)
+                self._close_channel()   # the next request dials afresh
         for h, proposal in batch:
             code, isr, version, epoch = top, None, None, None
             res = answers.get((proposal.topic, proposal.partition)) if top == errors.NONE else None
