@@ -146,3 +146,47 @@ def await_handover(moved: set[tuple[str, int]], leads: Callable[[set[tuple[str, 
     events.emit("controlled_shutdown_handover", moved=len(moved), settled=settled,
                 waited_ms=round((clock() - t0) * 1000, 3))
     return settled
+
+
+#: The nice value a stopping broker takes once its controlled shutdown has succeeded (:func:`yield_cpu`).
+HANDED_OVER_NICE = 10
+
+
+def yield_cpu(events: EventLog, nice: int = HANDED_OVER_NICE, threads: list[int] | None = None,
+              autogroup: str | None = None) -> None:
+    """Lower this process's scheduling weight, once its controlled shutdown has succeeded and it serves no one:
+    what is left of its stop (closing its logs and threads, and its ZooKeeper session) then takes the CPU the
+    surviving brokers leave, instead of sharing it with their take-over (a shell choice of kafkasim's, not a
+    rule: Kafka's JVM keeps its priority; docs/deviations.md).  Never raises a priority.
+
+    ``nice`` goes to every thread of the process (``threads``: their ids; all of them by default; threads started
+    later inherit it) unless one is nicer already, and to the process's autogroup (the kernel's per-session
+    group that weighs a session against the others: ``autogroup``, by default /proc/self/autogroup when this
+    process leads its session, as a broker the launcher starts does; threads' nice values only weigh them
+    within their group).  Logs ``shutdown_priority_lowered``."""
+    if autogroup is None and os.getsid(0) == os.getpid():
+        autogroup = "/proc/self/autogroup"
+    grouped = False
+    if autogroup is not None:
+        try:
+            with open(autogroup, "w") as f:
+                f.write(str(nice))
+            grouped = True
+        except OSError:   # no autogroups (another kernel), or the kernel's rate limit on changing one
+            pass
+    lowered = 0
+    for tid in _own_threads() if threads is None else threads:
+        try:
+            if os.getpriority(os.PRIO_PROCESS, tid) < nice:
+                os.setpriority(os.PRIO_PROCESS, tid, nice)
+                lowered += 1
+        except OSError:   # the thread has ended
+            pass
+    events.emit("shutdown_priority_lowered", nice=nice, autogroup=grouped, threads=lowered)
+
+
+def _own_threads() -> list[int]:
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:   # no /proc: this thread only
+        return [threading.get_native_id()]
