@@ -9,8 +9,7 @@ import yaml
 
 from node.config import load_config
 from node.events import EventLog, read_events
-from node.server.shutdown import (EXIT_SHUTDOWN_TIMED_OUT, ShutdownWatchdog, controlled_shutdown_budget_s,
-                                  stop_deadline_s, yield_cpu)
+from node.server.shutdown import EXIT_SHUTDOWN_TIMED_OUT, ShutdownWatchdog, controlled_shutdown_budget_s, stop_deadline_s
 
 
 class FakeExit:
@@ -69,38 +68,3 @@ def test_the_bound_comes_from_the_config(tmp_path):
     assert stop_deadline_s(cfg) == pytest.approx(3 * 1.05 + 2 * 2.0 + 13.0)   # 13: 5 + 2 + 1 (handover) + 5
     path.write_text(yaml.safe_dump(doc | {"controlled.shutdown.enable": False}))
     assert stop_deadline_s(load_config(path)) == pytest.approx(2 * 2.0 + 13.0)
-
-
-
-def test_a_handed_over_broker_yields_the_cpu_and_never_raises_a_priority(tmp_path):
-    """yield_cpu: each thread takes the nice value unless it is nicer already, and the autogroup file gets it.
-    On threads of the test's own, and a file standing for /proc/self/autogroup, so the test process keeps its
-    priority (a broker's whole process and its real autogroup: tests/test_controlled_shutdown.py)."""
-    import os
-    ready, done = threading.Barrier(3), threading.Event()
-    tids: dict[str, int] = {}
-
-    def worker(name: str, nice: int) -> None:
-        if nice:
-            os.setpriority(os.PRIO_PROCESS, 0, nice)   # this thread only (Linux)
-        tids[name] = threading.get_native_id()
-        ready.wait()
-        done.wait(30)
-    ts = [threading.Thread(target=worker, args=a) for a in (("plain", 0), ("nicer", 15))]
-    for t in ts:
-        t.start()
-    ready.wait(30)
-    try:
-        log = EventLog(tmp_path / "broker-1.jsonl", 1)
-        group = tmp_path / "autogroup"
-        yield_cpu(log, nice=10, threads=[tids["plain"], tids["nicer"]], autogroup=str(group))
-        assert os.getpriority(os.PRIO_PROCESS, tids["plain"]) == 10
-        assert os.getpriority(os.PRIO_PROCESS, tids["nicer"]) == 15   # never raised
-        assert os.getpriority(os.PRIO_PROCESS, 0) == 0                 # not a thread it was given
-        assert group.read_text() == "10"
-    finally:
-        done.set()
-        for t in ts:
-            t.join()
-    ev, = read_events(tmp_path / "broker-1.jsonl")
-    assert ev["type"] == "shutdown_priority_lowered" and ev["nice"] == 10 and ev["autogroup"] and ev["threads"] == 1

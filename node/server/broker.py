@@ -55,8 +55,7 @@ from node.events import EventLog
 from node.replicas.replica_manager import CleanerSettings, ReplicaManager
 from node.server.servicer import BrokerServicer
 from node.server.session_file import SessionFile
-from node.server.shutdown import (ShutdownWatchdog, await_handover, controlled_shutdown_budget_s, stop_deadline_s,
-                                  yield_cpu)
+from node.server.shutdown import ShutdownWatchdog, await_handover, controlled_shutdown_budget_s, stop_deadline_s
 from node.net.peers import peer_channel
 from proto import kafkasim_pb2 as pb
 from proto import groups_pb2_grpc as gpbg
@@ -483,12 +482,10 @@ class Broker:
         step = watchdog.enter if watchdog is not None else (lambda _name: None)
         self.zk.fail_fast()
         self.events.emit("broker_stopping", controller=self.controller.is_active)
-        handed_over = False   # it led nothing any more and was not the controller: its rest may wait for the CPU
         if self.cfg.get("controlled.shutdown.enable"):
             step("controlled_shutdown")
             led = self.replicas.led_with_followers()
             remaining = self._controlled_shutdown()
-            handed_over = remaining == set() and not self.controller.is_active
             moved = led - remaining if remaining is not None else set()
             if moved:
                 step("controlled_shutdown_handover")
@@ -500,8 +497,6 @@ class Broker:
         for kafka in self.kafkas:
             kafka.stop()
         self.server.stop(grace=0.2)
-        if handed_over:   # it serves no one now: the survivors' take-over comes first
-            yield_cpu(self.events)
         step("groups_close")
         self.groups.close()
         self.txns.close()
