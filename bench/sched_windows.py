@@ -9,8 +9,8 @@ waited runnable for a core (run-queue wait), from the kernel's scheduler events.
 
 Used by bench/coordinator.py --sched.  Needs `perf` and the right to trace the scheduler (root, or
 kernel.perf_event_paranoid <= -1); start() returns None without them.  perf itself takes some CPU while it
-records (about 2-5 % of a core at a failover's switch rate), which is counted as "other processes" below.
-Idle time = the window's length x the cores - every task's CPU.
+records, counted under "others" (with kernel threads and other users' work: 1-2 ms of a 65 ms window on
+2 cores on a quiet machine, issue 49's fo49j).  Idle time = the window's length x the cores - every task's CPU.
 """
 from __future__ import annotations
 
