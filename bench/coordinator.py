@@ -59,11 +59,18 @@ failover   a group of 2 members committing after every poll, and a member of
            checks of its assumptions against the run (the ISR the first commit
            waited for; the follower's first record of the new epoch being the
            first appended after the load, and when each step came).
+           With --sched, each failover is also recorded by `perf sched record`
+           (bench/sched_windows.py) from just before the signal until the old
+           broker has exited, and the benchmark prints which processes used
+           the cores, and how long their threads waited for one, in its
+           windows: from the signal to the load, from the load to the first
+           commit, and the stopping broker after its controlled shutdown.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import statistics
 import sys
@@ -77,6 +84,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.commit_load import commit_rdkafka, produce_rdkafka, produce_requests, timed  # noqa: E402
 from bench import failover_floor  # noqa: E402
+from bench.sched_windows import SchedRecorder, failover_cpu, print_failover  # noqa: E402
 from bench.common import TICK_MS, make_cluster, summary  # noqa: E402
 from client.admin import GroupAdmin  # noqa: E402
 from client.group import GroupMember  # noqa: E402
@@ -270,12 +278,14 @@ def _first(events: list[dict], after_ns: int, type_: str, **match) -> dict | Non
                  and all(e.get(k) == v for k, v in match.items())), None)
 
 
-def one_failover(zk: EmbeddedZooKeeper, work: Path, sig: signal.Signals, floor_rounds: int = 0) -> dict:
+def one_failover(zk: EmbeddedZooKeeper, work: Path, sig: signal.Signals, floor_rounds: int = 0,
+                 sched: bool = False) -> dict:
     c = make_cluster(zk, work, partitions=50, controlled=(sig == signal.SIGTERM),
                      **{"group.initial.rebalance.delay.ms": 100, "group.min.session.timeout.ms": 1000,
                         "controlled.shutdown.retry.backoff.ms": 50})
     members = []
     stop = threading.Event()
+    rec: SchedRecorder | None = None
     try:
         create_topic(c.zk(), "t", 4, 3, {})
         bootstrap = [f"{b.host}:{b.port}" for b in c.cfg.brokers]
@@ -312,6 +322,7 @@ def one_failover(zk: EmbeddedZooKeeper, work: Path, sig: signal.Signals, floor_r
             t.start()
         wait_for(lambda: len(acks) > 20 and len(only_acks) > 20, 60, "commits before the fault")
         old = GroupAdmin(ClusterClient(bootstrap)).coordinator("g")[0]
+        rec = SchedRecorder.start(work / f"sched-{old}-{time.monotonic_ns()}.data") if sched else None
         t0 = time.monotonic_ns()
         c.signal_broker(old, sig)
         for a in (acks, only_acks):
@@ -319,6 +330,8 @@ def one_failover(zk: EmbeddedZooKeeper, work: Path, sig: signal.Signals, floor_r
         first = next(t for t, b in acks if t > t0 and b not in (old, -1))
         first_only = next(t for t, b in only_acks if t > t0 and b not in (old, -1))
         c.wait_exit(old, timeout=20)
+        if rec is not None:
+            rec.stop()
         ev = read_run_events(c.run_dir)
         stopped = _first(ev, t0, "zk_session_closing", broker=old)
         elected = _first(ev, t0, "partition_state_written", topic="__consumer_offsets", partition=p)
@@ -360,6 +373,12 @@ def one_failover(zk: EmbeddedZooKeeper, work: Path, sig: signal.Signals, floor_r
             # each member's commit cadence before the signal (median gap between acknowledgements): the polling
             # members' includes their poll (an empty long poll of up to 20 ms at each leader of "t")
             "cadence_polling": _cadence(acks, t0), "cadence_commits_only": _cadence(only_acks, t0)})
+        if rec is not None and loaded:
+            done = _first(ev, t0, "controlled_shutdown_done", broker=old)
+            breakdown.update(failover_cpu(rec, {c.pids.get(old): "stopping", c.pids.get(new): "new",
+                                                c.pids.get(other): "follower", zk.servers[0].pid: "zookeeper",
+                                                os.getpid(): "clients"},
+                                          t0, loaded["mono_ns"], first, done["mono_ns"] if done else None))
         if floor_rounds and loaded:
             breakdown.update(failover_floor.after_failover(c, ev, members[0], stop, ts, first, loaded, led, new,
                                                            other, p, floor_rounds))
@@ -372,6 +391,8 @@ def one_failover(zk: EmbeddedZooKeeper, work: Path, sig: signal.Signals, floor_r
                 "after_ready_commits_only": (first_only - t0) / 1e6 - ready,
                 "load_ms": loaded["duration_ms"] if loaded else float("nan")}
     finally:
+        if rec is not None:
+            rec.stop()
         stop.set()
         for m in members:
             m.close(leave=False)
@@ -434,6 +455,9 @@ def main() -> None:
                     help="the failovers' signals")
     ap.add_argument("--floor-rounds", type=int, default=40,
                     help="after each SIGTERM failover: rounds of the floor's parts (0: no floor)")
+    ap.add_argument("--sched", action="store_true",
+                    help="record each failover with `perf sched record` and print which processes used the cores "
+                         "in its windows (needs perf and the right to trace the scheduler)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.quick:
@@ -457,7 +481,7 @@ def main() -> None:
                     for sig in (getattr(signal, name) for name in a.signals):
                         res[f"failover {sig.name}"] = [
                             {"load1_before": _load1(), **one_failover(
-                                zk, Path(tmp), sig, a.floor_rounds if sig == signal.SIGTERM else 0),
+                                zk, Path(tmp), sig, a.floor_rounds if sig == signal.SIGTERM else 0, a.sched),
                              "load1_after": _load1()} for _ in range(a.runs)]
             finally:
                 zk.stop()
@@ -550,6 +574,7 @@ def main() -> None:
               f"{statistics.median(r['cadence_polling'] for r in runs):.1f} ms (poll: an empty long poll of up to "
               f"20 ms at each leader of 't', then commit), the commits-only member "
               f"{statistics.median(r['cadence_commits_only'] for r in runs):.1f} ms")
+        print_failover(runs)
     term = res.get("failover SIGTERM")
     if term:
         med = statistics.median(r["first_commit"] for r in term)
