@@ -8,6 +8,22 @@ from launcher.cluster import Cluster, process_state
 from node.events import read_run_events
 
 
+def serve_broker(servicer: Any) -> tuple[Any, str]:
+    """``servicer`` (a ``proto.kafkasim_pb2_grpc.BrokerServicer``) served by a gRPC server on loopback: (the server,
+    its address).  Stop it with ``server.stop(0)``."""
+    from concurrent import futures
+
+    import grpc
+
+    from proto import kafkasim_pb2_grpc as pbg
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    pbg.add_BrokerServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, f"127.0.0.1:{port}"
+
+
 def events(cluster: Cluster, broker: int | None = None, type_: str | None = None, **match: Any) -> list[dict]:
     return [e for e in read_run_events(cluster.run_dir)
             if (broker is None or e["broker"] == broker) and (type_ is None or e["type"] == type_)

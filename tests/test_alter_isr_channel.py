@@ -4,9 +4,6 @@ controller on loopback gRPC that records each AlterIsr's peer and accepts it."""
 from __future__ import annotations
 
 import threading
-from concurrent import futures
-
-import grpc
 
 from node.events import EventLog
 from node.replicas.replica_manager import ReplicaManager
@@ -14,6 +11,7 @@ from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 from replication.broker_state import PartitionInfo
 from replication.partition import ReplicaSettings
+from tests.helpers import serve_broker
 from util.waiting import wait_for
 
 
@@ -34,13 +32,10 @@ class RecordingController(pbg.BrokerServicer):
 
 def test_a_leaders_alter_isr_requests_share_one_connection_to_the_controller(tmp_path):
     controller = RecordingController()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    pbg.add_BrokerServicer_to_server(controller, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
+    server, address = serve_broker(controller)
     rm = ReplicaManager(1, tmp_path / "logs", ReplicaSettings(replica_lag_time_max_ms=200),
                         EventLog(tmp_path / "events.jsonl", 1), broker_epoch=lambda: 5, endpoint_of=lambda b: None,
-                        controller_endpoint=lambda: f"127.0.0.1:{port}", fetch_wait_ms=50, segment_bytes=1 << 20,
+                        controller_endpoint=lambda: address, fetch_wait_ms=50, segment_bytes=1 << 20,
                         checkpoint_interval_ms=60_000, topic_config=lambda t: {})
     try:
         # broker 1 leads t-0 with followers 2 and 3 that never fetch: the ISR shrinks to [1] after the lag time

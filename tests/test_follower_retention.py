@@ -4,9 +4,6 @@ thread, fetching over gRPC on loopback from a leader that records each request a
 from __future__ import annotations
 
 import threading
-from concurrent import futures
-
-import grpc
 
 from node.events import EventLog
 from node.replicas.replica_manager import ReplicaManager
@@ -14,6 +11,7 @@ from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 from replication.broker_state import PartitionInfo
 from replication.partition import ReplicaSettings
+from tests.helpers import serve_broker
 from util.waiting import wait_for
 
 
@@ -36,12 +34,9 @@ class RecordingLeader(pbg.BrokerServicer):
 
 def test_a_follower_lists_a_partition_whose_log_start_its_retention_moved(tmp_path):
     leader = RecordingLeader()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    pbg.add_BrokerServicer_to_server(leader, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
+    server, address = serve_broker(leader)
     rm = ReplicaManager(1, tmp_path / "logs", ReplicaSettings(), EventLog(tmp_path / "events.jsonl", 1),
-                        broker_epoch=lambda: 5, endpoint_of=lambda b: f"127.0.0.1:{port}" if b == 2 else None,
+                        broker_epoch=lambda: 5, endpoint_of=lambda b: address if b == 2 else None,
                         controller_endpoint=lambda: None, fetch_wait_ms=50, segment_bytes=1 << 20,
                         checkpoint_interval_ms=60_000,
                         topic_config=lambda t: {"retention.ms": "60000", "segment.bytes": "300"})
