@@ -71,6 +71,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import sys
@@ -323,6 +324,9 @@ def one_failover(zk: EmbeddedZooKeeper, work: Path, sig: signal.Signals, floor_r
         wait_for(lambda: len(acks) > 20 and len(only_acks) > 20, 60, "commits before the fault")
         old = GroupAdmin(ClusterClient(bootstrap)).coordinator("g")[0]
         rec = SchedRecorder.start(work / f"sched-{old}-{time.monotonic_ns()}.data") if sched else None
+        if sched and rec is None:
+            raise SystemExit("--sched: `perf sched record` did not start (it needs root, or "
+                             "kernel.perf_event_paranoid <= -1, and the kernel's sched tracepoints)")
         t0 = time.monotonic_ns()
         c.signal_broker(old, sig)
         for a in (acks, only_acks):
@@ -460,6 +464,8 @@ def main() -> None:
                          "in its windows (needs perf and the right to trace the scheduler)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    if a.sched and shutil.which("perf") is None:
+        ap.error("--sched needs perf (`perf sched record`) on the PATH")
     if a.quick:
         a.records, a.runs, a.seconds = 100_000, 2, 2.0
     res: dict = {}
