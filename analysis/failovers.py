@@ -1,4 +1,4 @@
-"""The failover timeline in Spark: ``judge/timeline.py``'s rows, with its rules (docs/chaos.md, "Failover timeline").
+"""The failover timeline: ``judge/timeline.py``'s rows, with its rules (docs/chaos.md, "Failover timeline").
 
 ``failovers(inputs, tables)`` gives one row per (fault start, group whose
 offsets partition one of the fault's brokers led at the fault's time T) and
@@ -16,25 +16,31 @@ columns of ``judge.timeline.ROW_FIELDS`` (after ``run``).  The rules, as there:
   before it of that process, when it is an invoke: the ``ops`` table's
   pairs); end-of-run reads (``final``) are ignored.
 
-How: the events a failover looks at are few per run whatever the load
-(controller elections, broker changes, the offsets topic's partition states
-and loads), so they are gathered per run (and per offsets partition) into
-arrays, joined to the fault rows, and searched with higher-order functions
-(``filter``, ``array_min``).  The client ops, which may be millions, are
-searched with one window over each group's completions into which the fault
-instants are merged.  Times are rounded exactly as ``round(ns / 1e6, 3)``
-rounds in Python, by a Spark expression (:func:`round3`).
+How: what a failover looks at is few rows per run whatever the load (the
+faults, controller elections, broker changes, the offsets topic's partition
+states and loads, the groups), so those are collected in one Spark job and
+the stages found from them in plain Python on the driver (``_Run``).  The
+client ops, which may be millions, stay in Spark: one window over each
+group's completions into which each row's instants (T and its last stage)
+are merged, whose few results are collected in a second job.  The rows are
+a local relation (``local_rows``).  Times are rounded as ``round(ns / 1e6,
+3)``; :func:`round3` is the same rounding as a Spark expression.
 """
 from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterable
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis.checks_base import partition_for
-from analysis.spark import kept, spread, union_by_name
+from analysis.local_rows import local_rows
+from analysis.spark import collect_many, gathered, union_by_name
 from analysis.tables import OFFSETS_TOPIC, state_writes
 from judge.timeline import CAUSE_END, CAUSE_FAULT, CAUSE_NONE, END_PHASE, STOP_PHASE
 from judge.timeline import ROW_FIELDS  # noqa: F401  (re-exported: the same rows as the runner's timeline)
+from kafkacommon.hashing import partition_for
 
 ROW_TYPES = {
     "fault": "int", "cause": "string", "kind": "string", "target": "string", "nodes": "array<string>",
@@ -86,25 +92,29 @@ def _ms(t: Column | str, t0: Column | str = "time_ns") -> Column:
     return round3((a - b).cast("double") / 1e6)
 
 
-def _before(t: Column, end: Column) -> Column:
+def _nk(*values: Any) -> tuple:
+    """A sort key of a struct's fields as Spark orders structs (``array_min``, ``least``): field by field, a
+    null before any value."""
+    return tuple((v is not None, v if v is not None else 0) for v in values)
+
+
+def _least(*values: int | None) -> int | None:
+    """Spark's ``least``: the smallest value not null (None: none)."""
+    found = [v for v in values if v is not None]
+    return min(found) if found else None
+
+
+def _before(t: int, end: int | None) -> bool:
     """``t < end``, a null end being infinity."""
-    return end.isNull() | (t < end)
+    return end is None or t < end
 
 
-def _first(arr: Column, cond, key=None, last: bool = False) -> Column:
-    """The first (smallest, or with ``last`` the largest) element of ``arr`` satisfying ``cond``; structs
-    compare field by field, so an element's leading fields are its order.  ``key`` maps it first.
+# ---------------------------------------------------------------- inputs: few rows per run, one job
 
-    A per-row value that ``cond`` reads should be a column of its own (``withColumn``) read at least twice:
-    Spark's optimizer inlines a column's expression where it is read once, and inside a lambda that means once
-    per element (a search of one array per element of another: most of this table's time, before)."""
-    found = F.filter(arr, cond)
-    if key is not None:
-        found = F.transform(found, key)
-    return F.array_max(found) if last else F.array_min(found)
+_RUN_EVENTS = ("controller_elected", "controller_resigned", "broker_change", "controlled_shutdown_requested",
+               "broker_stopping", "topic_created", "replicas_offline")
+_INT = re.compile(r"-?[0-9]+")
 
-
-# ---------------------------------------------------------------- inputs, per run
 
 def completions(ops: DataFrame) -> DataFrame:
     """Client completions, from the paired ``ops`` table, ``final`` ones dropped: run, index (the
@@ -128,62 +138,6 @@ def _stage_ops(comp: DataFrame) -> DataFrame:
                       | (F.col("type").isin("fail", "info") & F.col("f").isin(*FAILED_OPS)))
 
 
-def _run_arrays(inputs) -> DataFrame:
-    """Per run: the controller log, broker changes, controlled-shutdown requests, clean stops (``broker_stopping``)
-    and the offsets topic's size."""
-    types = ["controller_elected", "controller_resigned", "broker_change", "controlled_shutdown_requested",
-             "broker_stopping", "topic_created", "replicas_offline"]
-    ev = inputs.parsed_events().where(F.col("type").isin(types)).select(
-        "run", "broker", "mono_ns", "type",
-        F.struct("dead", "bounced", "broker_id", "topic", "partitions", "replicas").alias("e"))
-    t = F.col("type")
-    offsets_created = (t == "topic_created") & (F.col("e.topic") == OFFSETS_TOPIC) & F.col("e.partitions").isNotNull()
-    return ev.groupBy("run").agg(
-        F.collect_list(F.when(t.isin("controller_elected", "controller_resigned"), F.struct(
-            F.col("mono_ns").alias("t"), F.col("broker").alias("broker"),
-            (t == "controller_elected").alias("elected")))).alias("_ctl"),
-        F.collect_list(F.when(t == "broker_change", F.struct(
-            F.col("mono_ns").alias("t"), F.col("e.dead").alias("dead"), F.col("e.bounced").alias("bounced")))
-        ).alias("_bc"),
-        F.collect_list(F.when(t == "controlled_shutdown_requested", F.struct(
-            F.col("mono_ns").alias("t"), F.col("e.broker_id").alias("broker_id")))).alias("_csr"),
-        F.collect_list(F.when(t == "replicas_offline", F.struct(   # a log directory failed (a disk fault)
-            F.col("mono_ns").alias("t"), F.col("e.broker_id").alias("broker_id"),
-            F.coalesce(F.col("e.replicas"), F.array().cast("array<string>")).alias("replicas")))).alias("_ro"),
-        F.collect_list(F.when(t == "broker_stopping", F.struct(
-            F.col("mono_ns").alias("t"), F.col("broker").alias("broker")))).alias("_stops"),
-        F.min_by(F.when(offsets_created, F.col("e.partitions")), F.when(offsets_created, F.col("mono_ns")))
-        .alias("_n"))
-
-
-def _partition_arrays(inputs) -> DataFrame:
-    """Per run and offsets partition: the states written (landing order) and the coordinator loads."""
-    st = state_writes(inputs).where(F.col("topic") == OFFSETS_TOPIC).groupBy("run", "partition").agg(
-        F.collect_list(F.struct(F.col("landed_ns").alias("landed"), F.col("mono_ns").alias("mono"),
-                                F.col("broker").alias("broker"), F.col("leader").alias("leader"),
-                                F.col("leader_epoch").alias("epoch"), F.col("reason").alias("reason"))).alias("_st"))
-    ld = (inputs.parsed_events().where(F.col("type") == "coordinator_loaded")
-          .select("run", "broker", "mono_ns",
-                  F.struct("partition", "leader_epoch", "records", "replayed", "duration_ms").alias("e"))
-          .groupBy("run", F.col("e.partition").alias("partition")).agg(F.collect_list(F.struct(
-              F.col("mono_ns").alias("t"), F.col("broker").alias("broker"), F.col("e.leader_epoch").alias("epoch"),
-              F.col("e.duration_ms").alias("duration_ms"), F.col("e.replayed").alias("replayed"),
-              F.col("e.records").alias("records"))).alias("_ld")))
-    return st.join(ld, ["run", "partition"], "full")
-
-
-def _faults(inputs, tables) -> DataFrame:
-    """Fault starts with ``brokers`` (the int nodes) and ``zk`` (a ``zk<n>`` node: a ZooKeeper server; an
-    ``app<n>`` node, the user's application, is neither)."""
-    f = (tables or {}).get("faults")
-    if f is None:
-        from analysis.tables import faults
-        f = faults(inputs)
-    return f.select("run", "fault", "kind", "target", "nodes", F.col("start_ns").alias("time_ns"), "heal_ns",
-                    F.filter("nodes", lambda x: x.rlike("^-?[0-9]+$")).cast("array<int>").alias("brokers"),
-                    F.exists("nodes", lambda x: x.startswith("zk")).alias("zk"))
-
-
 def _end_marks(inputs, tables) -> DataFrame:
     """Per run (with marks): ``_end_ns`` and ``_stop_ns``, the runner's end-phase marks (the first nemesis line
     of ``value.phase`` ``end``, ``stop``).  From ``tables["nemesis"]`` (``ops_tables.nemesis_lines``: few
@@ -197,87 +151,274 @@ def _end_marks(inputs, tables) -> DataFrame:
                  F.min(F.when(phase == STOP_PHASE, F.col("time"))).alias("_stop_ns")))
 
 
-# ---------------------------------------------------------------- the stages, as expressions over the arrays
-
-def _end_for(broker: Column) -> Column:
-    """The end of a fault's window for ``broker``: the first of the next fault start after T hitting it (naming
-    it, or any ZooKeeper server), the runner's ``stop`` mark, and (unless the fault is a SIGTERM) the broker's
-    next clean stop.  Null: none (infinity)."""
-    nxt = _first(F.col("_all"), lambda g: (g["t"] > F.col("time_ns"))
-                 & (F.coalesce(F.array_contains(g["brokers"], broker), F.lit(False)) | g["zk"]), lambda g: g["t"])
-    stop = F.when(~F.col("kind").isin(*SHUTDOWN_KINDS) | F.col("kind").isNull(),
-                  _first(F.col("_stops"), lambda e: (e["t"] > F.col("time_ns")) & (e["broker"] == broker),
-                         lambda e: e["t"]))
-    return F.least(nxt, F.col("_stop_ns"), stop)
-
-
-def _election_after(end: Column, not_by: Column) -> Column:
-    """The first ``controller_elected`` after T, before ``end``, by another broker than ``not_by``: (t, broker)."""
-    return _first(F.col("_ctl"), lambda e: e["elected"] & (e["t"] > F.col("time_ns")) & _before(e["t"], end)
-                  & (e["broker"] != not_by), lambda e: F.struct(e["t"].alias("t"), e["broker"].alias("broker")))
-
-
-def _controller_at(rows: DataFrame, **extra: Column) -> DataFrame:
-    """``rows`` with ``extra`` columns (independent of it) and ``controller``: the controller at T, the last
-    ``controller_elected`` at or before T, unless its broker resigned since."""
-    el = _first(F.col("_ctl"), lambda e: e["elected"] & (e["t"] <= F.col("time_ns")),
-                lambda e: F.struct(e["t"].alias("t"), e["broker"].alias("broker")), last=True)
-    # a column of its own: read in the lambda below, not recomputed per element
-    rows = rows.withColumns({**extra, "_el": el})
-    el = F.col("_el")
-    gone = F.exists(F.col("_ctl"), lambda e: ~e["elected"] & (e["broker"] == el["broker"]) & (e["t"] > el["t"])
-                    & (e["t"] <= F.col("time_ns")))
-    return rows.select(*[c for c in rows.columns if c != "_el"],
-                       F.when(el.isNotNull() & ~gone, el["broker"]).alias("controller"))
+def _collected(inputs, tables, ops: DataFrame) -> dict[str, list[dict]]:
+    """The few rows the timeline reads, of every run, in one job: the fault starts, the events of the controller
+    and the brokers it looks at (and the coordinator loads), the offsets topic's partition states with their
+    landing times, the end-phase marks and the groups."""
+    f = (tables or {}).get("faults")
+    if f is None:
+        from analysis.tables import faults
+        f = faults(inputs)
+    ev = inputs.parsed_events()
+    return collect_many({
+        "faults": f.select("run", "fault", "kind", "target", "nodes", "start_ns", "heal_ns"),
+        "events": ev.where(F.col("type").isin(*_RUN_EVENTS, "coordinator_loaded")).select(
+            "run", "broker", "mono_ns", "type", "dead", "bounced", "broker_id", "topic", "partitions", "replicas",
+            "partition", "leader_epoch", "records", "replayed", "duration_ms"),
+        "states": state_writes(inputs).where(F.col("topic") == OFFSETS_TOPIC).select(
+            "run", "partition", "landed_ns", "mono_ns", "broker", "leader", "leader_epoch", "reason"),
+        "marks": _end_marks(inputs, tables),
+        "groups": ops.where(F.col("group").isNotNull()).select("run", "group").distinct()})
 
 
-_ARRAYS = ("_ctl", "_bc", "_csr", "_ro", "_stops", "_all")
+# ---------------------------------------------------------------- the stages, per run, on the driver
+
+def _brokers(nodes: Iterable[str | None]) -> list[int]:
+    """The int nodes (as Spark's cast of ``^-?[0-9]+$`` strings to int: out of range, none)."""
+    out = []
+    for n in nodes:
+        if n is not None and _INT.fullmatch(n) and -2**31 <= int(n) < 2**31:
+            out.append(int(n))
+    return out
 
 
-def _or_empty(df: DataFrame, cols: tuple[str, ...]) -> DataFrame:
-    """``df`` with the nulls of the array columns ``cols`` made empty arrays, in one projection (a ``withColumn``
-    each would have the JVM analyse the whole plan once per column)."""
-    return df.select(*[F.coalesce(F.col(c), F.array()).alias(c) if c in cols else F.col(c) for c in df.columns])
+class _Run:
+    """One run's events, indexed as the timeline reads them.  A state or an election is a tuple whose leading
+    fields are its order: a state ``(landed, mono, broker, leader, epoch, reason)``, a load ``(t, broker, epoch,
+    duration_ms, replayed, records)``."""
+
+    def __init__(self) -> None:
+        self.has_events = False              # any event of _RUN_EVENTS: a run without gets no rows
+        self.ctl: list[tuple[int, int, bool]] = []    # (t, broker, elected)
+        self.bc: list[tuple[int, list, list]] = []    # (t, dead, bounced)
+        self.csr: list[tuple[int, int | None]] = []   # (t, broker_id)
+        self.ro: list[tuple[int, int | None, list]] = []   # (t, broker_id, replicas)
+        self.stops: list[tuple[int, int]] = []        # (t, broker)
+        self.created: list[tuple[int, int]] = []      # (t, partitions) of the offsets topic
+        self.states: dict[int, list[tuple]] = {}
+        self.loads: dict[int, list[tuple]] = {}
+        self.faults: list[dict] = []
+        self.every: list[tuple[int, list[int], bool]] = []   # every fault start: (t, brokers, zk)
+        self.end_ns: int | None = None
+        self.stop_ns: int | None = None
+        self.groups: list[str] = []
+
+    @property
+    def n(self) -> int | None:
+        return min(self.created)[1] if self.created else None
+
+    def add_event(self, e: dict) -> None:
+        t, kind = e["mono_ns"], e["type"]
+        if kind == "coordinator_loaded":
+            if e["partition"] is not None:
+                self.loads.setdefault(e["partition"], []).append(
+                    (t, e["broker"], e["leader_epoch"], e["duration_ms"], e["replayed"], e["records"]))
+            return
+        self.has_events = True
+        if kind in ("controller_elected", "controller_resigned"):
+            self.ctl.append((t, e["broker"], kind == "controller_elected"))
+        elif kind == "broker_change":
+            self.bc.append((t, e["dead"] or [], e["bounced"] or []))
+        elif kind == "controlled_shutdown_requested":
+            self.csr.append((t, e["broker_id"]))
+        elif kind == "replicas_offline":
+            self.ro.append((t, e["broker_id"], e["replicas"] or []))
+        elif kind == "broker_stopping":
+            self.stops.append((t, e["broker"]))
+        elif kind == "topic_created" and e["topic"] == OFFSETS_TOPIC and e["partitions"] is not None:
+            self.created.append((t, e["partitions"]))
+
+    # -- as the Spark expressions of the runner's rules did (``judge.timeline``)
+
+    def any_end(self, t0: int) -> int | None:
+        return _least(*(t for t, _, _ in self.every if t > t0))
+
+    def end_for(self, fault: dict, broker: int) -> int | None:
+        """The end of a fault's window for ``broker``: the first of the next fault start after T hitting it
+        (naming it, or any ZooKeeper server), the runner's ``stop`` mark, and (unless the fault is a SIGTERM)
+        the broker's next clean stop.  None: none (infinity)."""
+        t0 = fault["start_ns"]
+        nxt = _least(*(t for t, brokers, zk in self.every if t > t0 and (broker in brokers or zk)))
+        stop = None
+        if fault["kind"] not in SHUTDOWN_KINDS:
+            stop = _least(*(t for t, b in self.stops if t > t0 and b == broker))
+        return _least(nxt, self.stop_ns, stop)
+
+    def election_after(self, t0: int, end: int | None, not_by: int | None) -> tuple[int, int] | None:
+        """The first ``controller_elected`` after T, before ``end``, by another broker than ``not_by``."""
+        if not_by is None:
+            return None
+        found = [(t, b) for t, b, elected in self.ctl if elected and t > t0 and _before(t, end) and b != not_by]
+        return min(found) if found else None
+
+    def controller_at(self, t0: int) -> int | None:
+        """The last ``controller_elected`` at or before T, unless its broker resigned since."""
+        found = [(t, b) for t, b, elected in self.ctl if elected and t <= t0]
+        if not found:
+            return None
+        t_el, b_el = max(found)
+        gone = any(not elected and b == b_el and t_el < t <= t0 for t, b, elected in self.ctl)
+        return None if gone else b_el
+
+    def load_after(self, partition: int, el: tuple | None) -> tuple | None:
+        """The new leader's ``coordinator_loaded`` for the partition at or after the election ``el`` landed."""
+        if el is None:
+            return None
+        landed, _, _, leader, epoch, _ = el
+        found = [ld for ld in self.loads.get(partition, ()) if ld[0] >= landed and ld[1] == leader
+                 and (epoch is None or ld[2] is None or ld[2] >= epoch)]
+        return min(found, key=lambda ld: _nk(*ld)) if found else None
 
 
-def _fault_rows(inputs, tables) -> tuple[DataFrame, DataFrame]:
-    """The fault starts that name a broker, with the run's arrays; and the per-run arrays alone (one row per
-    run with events: ``_all``, every fault's (t, brokers, zk); the events' arrays; the end-phase marks)."""
-    faults = _faults(inputs, tables)
-    every = faults.groupBy("run").agg(F.collect_list(F.struct(
-        F.col("time_ns").alias("t"), F.col("brokers").alias("brokers"), F.col("zk").alias("zk"))).alias("_all"))
-    per_run = _run_arrays(inputs).join(every, "run", "left").join(_end_marks(inputs, tables), "run", "left")
-    per_run = _or_empty(per_run, _ARRAYS)
-    per_run = kept(per_run, DataFrame.cache)   # one row per run: read by every kind of row
-    # The fault rows are spread over the cores (by fault) and the per-run arrays broadcast to them: the searches
-    # of the arrays below are most of this table's work, and rows keyed by run alone would all be in one task.
-    parts = spread(faults.sparkSession, faults.sparkSession.sparkContext.defaultParallelism)
-    rows = (faults.where(F.size("brokers") > 0).repartition(parts, "run", "fault")
-            .join(F.broadcast(per_run), "run", "left"))
-    rows = _or_empty(rows, _ARRAYS)
-    return _controller_at(rows, _any_end=_first(F.col("_all"), lambda g: g["t"] > F.col("time_ns"),
-                                                 lambda g: g["t"])), per_run
+def _runs(got: dict[str, list[dict]]) -> dict[str, _Run]:
+    runs: dict[str, _Run] = {}
+
+    def of(name: str) -> _Run:
+        return runs.setdefault(name, _Run())
+    for e in got["events"]:
+        of(e["run"]).add_event(e)
+    for s in got["states"]:
+        of(s["run"]).states.setdefault(s["partition"], []).append(
+            (s["landed_ns"], s["mono_ns"], s["broker"], s["leader"], s["leader_epoch"], s["reason"]))
+    for f in got["faults"]:
+        r = of(f["run"])
+        nodes = f["nodes"] or []
+        f["brokers"] = _brokers(nodes)
+        f["zk"] = any(n is not None and n.startswith("zk") for n in nodes)
+        r.faults.append(f)
+        r.every.append((f["start_ns"], f["brokers"], f["zk"]))
+    for m in got["marks"]:
+        of(m["run"]).end_ns, of(m["run"]).stop_ns = m["_end_ns"], m["_stop_ns"]
+    for g in got["groups"]:
+        of(g["run"]).groups.append(g["group"])
+    return runs
 
 
-def _controller_rows(rows: DataFrame) -> DataFrame:
-    rows = rows.where(F.array_contains("brokers", F.col("controller")))
-    rows = rows.withColumn("_ctl_end", _end_for(F.col("controller")))   # a column: read in the lambda below
-    won = _election_after(F.col("_ctl_end"), F.col("controller"))
-    return rows.withColumn("_won", won).select(
-        "run", "fault", F.lit(CAUSE_FAULT).alias("cause"), "kind", "target", "nodes", "time_ns",
-        _ms("heal_ns").alias("heal_ms"),
-        F.col("_won").isNotNull().alias("moved"), F.col("controller").alias("old_controller"),
-        F.col("_won.broker").alias("new_controller"), _ms(F.col("_won.t")).alias("controller_failover_ms"))
+def _fault_row(run: str, f: dict) -> dict:
+    return {"run": run, "fault": f["fault"], "cause": CAUSE_FAULT, "kind": f["kind"], "target": f["target"],
+            "nodes": f["nodes"] or [], "time_ns": f["start_ns"], "heal_ms": ms_between(f["heal_ns"], f["start_ns"])}
 
 
-def _group_stages(rows: DataFrame, comp: DataFrame) -> DataFrame:
-    """The first ok commit after ``_floor`` (the row's last stage); the first failure after T and the recovery
-    after it: by one window over each group's completions with the rows' instants (T and ``_floor``) merged in
-    (ops before an instant they share).  Rows are keyed by (run, fault, time_ns, group), fault null-safe."""
+def _detect(cands: list[tuple[int | None, str]], last: bool = False) -> tuple[int, str] | None:
+    found = [c for c in cands if c[0] is not None]
+    return (max(found) if last else min(found)) if found else None
+
+
+def _fault_rows(name: str, r: _Run) -> tuple[list[dict], list[dict]]:
+    """The controller rows, and the group rows up to their stages (``_detect`` (t, by), ``_el`` the state of the
+    move, ``_load``, ``_any_end``), of the run's fault starts that name a broker."""
+    ctl_rows, group_rows = [], []
+    n = r.n
+    for f in r.faults:
+        if not r.has_events or not f["brokers"]:
+            continue
+        t0, brokers = f["start_ns"], f["brokers"]
+        controller = r.controller_at(t0)
+        any_end = r.any_end(t0)
+        if controller is not None and controller in brokers:
+            won = r.election_after(t0, r.end_for(f, controller), controller)
+            ctl_rows.append({**_fault_row(name, f), "moved": won is not None, "old_controller": controller,
+                             "new_controller": won[1] if won else None,
+                             "controller_failover_ms": ms_between(won[0], t0) if won else None})
+        if n is None or n <= 0:
+            continue
+        for group in r.groups:
+            p = partition_for(group, n)
+            states = r.states.get(p, [])
+            at = max((s for s in states if s[0] <= t0), key=lambda s: _nk(*s), default=None)
+            old = at[3] if at is not None else None
+            if old is None or old not in brokers:
+                continue
+            end = r.end_for(f, old)
+            name_p = f"{OFFSETS_TOPIC}-{p}"
+            bc = _least(*(t for t, dead, bounced in r.bc if t > t0 and _before(t, end)
+                          and (old in dead or old in bounced)))
+            csr = (_least(*(t for t, b in r.csr if t > t0 and _before(t, end) and b == old))
+                   if f["kind"] in SHUTDOWN_KINDS else None)
+            ce = None
+            if controller is not None and controller in brokers:
+                won = r.election_after(t0, end, controller)
+                ce = won[0] if won else None
+            ro = _least(*(t for t, b, replicas in r.ro if t > t0 and _before(t, end) and b == old
+                          and name_p in replicas))
+            # the partition's first change of leader after T: the fault's election if a failover after detection
+            change = min((s for s in states if s[0] > t0 and _before(s[0], end) and s[3] is not None and s[3] >= 0
+                          and s[3] != old), key=lambda s: _nk(*s), default=None)
+            detect = _detect([(bc, "broker_change"), (csr, "controlled_shutdown_requested"),
+                              (ro, "replicas_offline"), (ce, "controller_elected")])
+            el = None
+            if (detect is not None and change is not None and change[0] >= detect[0]
+                    and (change[5] is None or change[5] not in NOT_FAILOVER_REASONS)):
+                el = change
+            group_rows.append({**_fault_row(name, f), "group": group, "partition": p, "old_leader": old,
+                               "_detect": detect, "_el": el, "_load": r.load_after(p, el), "_any_end": any_end})
+    return ctl_rows, group_rows
+
+
+def _unattributed_rows(name: str, r: _Run, taken: set) -> list[dict]:
+    """The rows of the leader moves of a group's offsets partition that no fault row took (``taken``: (run,
+    partition, landed, mono, broker)), up to their stages, as in ``judge.timeline``: origin at the controller's
+    last detection of the old leader since its election (else at the move), ``cause`` ``end phase`` after the
+    ``end`` mark (``stop`` without one), else ``none in schedule``."""
+    n = r.n
+    if not r.has_events or n is None or n <= 0:
+        return []
+    by_partition: dict[int, list[str]] = {}
+    for g in r.groups:
+        by_partition.setdefault(partition_for(g, n), []).append(g)
+    end_mark = r.end_ns if r.end_ns is not None else r.stop_ns
+    rows = []
+    for p, states in r.states.items():
+        old = since = None
+        for s in sorted(states, key=lambda s: _nk(*s)):
+            landed, mono, broker, leader, _, reason = s
+            change = leader is not None and leader >= 0 and (old is None or leader != old)
+            if (change and old is not None and (reason is None or reason not in NOT_FAILOVER_REASONS)
+                    and (name, p, landed, mono, broker) not in taken and p in by_partition):
+                name_p = f"{OFFSETS_TOPIC}-{p}"
+
+                def inside(t: int) -> bool:
+                    return since < t <= landed
+                detect = _detect([
+                    (max((t for t, dead, bounced in r.bc if inside(t) and (old in dead or old in bounced)),
+                         default=None), "broker_change"),
+                    (max((t for t, b in r.csr if inside(t) and b == old), default=None),
+                     "controlled_shutdown_requested"),
+                    (max((t for t, b, replicas in r.ro if inside(t) and b == old and name_p in replicas),
+                         default=None), "replicas_offline"),
+                    (max((t for t, b, elected in r.ctl if elected and inside(t) and b != old), default=None),
+                     "controller_elected")], last=True)
+                t0 = detect[0] if detect is not None else landed
+                cause = CAUSE_END if end_mark is not None and landed > end_mark else CAUSE_NONE
+                for g in by_partition[p]:
+                    rows.append({"run": name, "fault": None, "cause": cause, "kind": None, "target": None,
+                                 "nodes": [], "time_ns": t0, "heal_ms": None, "group": g, "partition": p,
+                                 "old_leader": old, "_detect": detect, "_el": s, "_load": r.load_after(p, s),
+                                 "_any_end": r.any_end(t0)})
+            if leader is not None and leader >= 0:
+                if change:
+                    since = landed
+                old = leader
+    return rows
+
+
+# ---------------------------------------------------------------- the client ops, in Spark
+
+_PROBES = "run string, `group` string, fault int, time_ns bigint, _floor bigint"
+
+
+def _group_stages(spark, rows: list[dict], comp: DataFrame) -> dict[tuple, tuple]:
+    """Per (run, group, fault, time_ns) of ``rows``: the first failed op after T, as (t, back: the first
+    recovery after it), and the first ok commit after ``_floor`` (the row's last stage).  By one window over each
+    group's completions with the rows' instants (T and ``_floor``) merged in (ops before an instant they share);
+    its few rows collected."""
+    if not rows:
+        return {}
+    keys = local_rows(spark, sorted({(r["run"], r["group"], r["fault"], r["time_ns"], r["_floor"]) for r in rows},
+                                    key=lambda k: _nk(*k)), _PROBES)
     ops = comp.select("run", "group", "time", "index", F.lit(0).alias("_probe"), "type", "f",
                       F.lit(None).cast("int").alias("fault"), F.lit(None).cast("bigint").alias("_t0"),
                       F.lit(None).cast("int").alias("_pk"))
-    keys = rows.select("run", "group", "fault", "time_ns", "_floor")
 
     def probes(at: str, pk: int) -> DataFrame:
         return keys.select("run", "group", F.col(at).alias("time"), F.lit(None).cast("bigint").alias("index"),
@@ -297,176 +438,61 @@ def _group_stages(rows: DataFrame, comp: DataFrame) -> DataFrame:
               .withColumns({"_back": F.last(recovered, ignorenulls=True).over(after),
                             "_commit_t": F.last(commit, ignorenulls=True).over(after)})
               .withColumn("_failed", F.last(failed, ignorenulls=True).over(after)))
-    # both probes of a row in one row, joined back once: a join per probe would read a window of its own (Spark
-    # prunes each branch to the columns it reads, and the two would no longer match for reuse), and the group
-    # completions would be read, shuffled and sorted twice
-    found = merged.where(F.col("_probe") == 1).groupBy(
-        F.col("run").alias("_r"), F.col("group").alias("_g"), F.col("fault").alias("_f"), "_t0").agg(
+    found = merged.where(F.col("_probe") == 1).groupBy("run", "group", "fault", "_t0").agg(
         F.max(F.when(F.col("_pk") == 0, F.col("_failed"))).alias("_failed"),
         F.max(F.when(F.col("_pk") == 1, F.col("_commit_t"))).alias("_commit_t"))
-    key = ((F.col("run") == found["_r"]) & (F.col("group") == found["_g"])
-           & F.col("fault").eqNullSafe(found["_f"]) & (F.col("time_ns") == found["_t0"]))
-    return rows.join(found, key, "left").drop("_r", "_g", "_f", "_t0")
+    return {(x["run"], x["group"], x["fault"], x["_t0"]): (x["_failed"], x["_commit_t"])
+            for x in gathered(found).collect()}
 
 
-def _load_after(elected: str) -> Column:
-    """The new leader's ``coordinator_loaded`` for the partition at or after the election ``elected`` landed."""
-    el = F.col(elected)
-    return _first(F.col("_ld"), lambda e: (e["t"] >= el["landed"]) & (e["broker"] == el["leader"])
-                  & (el["epoch"].isNull() | e["epoch"].isNull() | (e["epoch"] >= el["epoch"])))
-
-
-def _floor_of(*stages: Column) -> Column:
-    """The row's last stage (its first commit comes after it): T, or a later detect, elect or load."""
-    return F.greatest(F.col("time_ns"), *stages)
-
-
-#: The columns of a group row before its stages: ``_detect`` (t, by), ``_el`` (the state of the move) and
-#: ``_load`` structs, ``_any_end`` (the next fault start after T).
-_PRE = ["run", "fault", "cause", "kind", "target", "nodes", "time_ns", "heal_ms", "group", "partition", "old_leader",
-        "_detect", "_el", "_load", "_any_end"]
-
-
-def _stage_columns(ops: DataFrame, rows: DataFrame) -> DataFrame:
-    """The group rows' columns (and ``_el_landed``/``_mono``/``_broker``, which identify the move) from
-    ``_PRE``: the first commit and the unavailability window from the group's ops, in one pass over them."""
-    rows = _group_stages(rows.withColumn("_floor", _floor_of(F.col("_detect.t"), F.col("_el.landed"),
-                                                             F.col("_load.t"))),
-                         _stage_ops(completions(ops)))
-    failed = F.col("_failed").isNotNull() & _before(F.col("_failed.t"), F.col("_any_end"))
-    return rows.select(
-        "run", "fault", "cause", "kind", "target", "nodes", "time_ns", "heal_ms", "group",
-        "partition", "old_leader", F.col("_el.leader").alias("new_leader"), F.col("_el").isNotNull().alias("moved"),
-        _ms(F.col("_detect.t")).alias("detect_ms"), F.col("_detect.by").alias("detect_by"),
-        _ms(F.col("_el.landed")).alias("elect_ms"), F.col("_el.reason").alias("elect_reason"),
-        _ms(F.col("_load.t")).alias("load_ms"), F.col("_load.duration_ms").alias("load_duration_ms"),
-        F.col("_load.replayed").alias("records_replayed"), F.col("_load.records").alias("records"),
-        _ms("_commit_t").alias("first_commit_ms"),
-        F.when(failed, _ms(F.col("_failed.back"), F.col("_failed.t"))).otherwise(F.lit(0.0)).alias("unavailable_ms"),
-        F.when(failed, _ms(F.col("_failed.t"))).alias("unavailable_from_ms"),
-        F.when(failed, _ms(F.col("_failed.back"))).alias("unavailable_to_ms"))
-
-
-def _cand(t: Column, by: str) -> Column:
-    return F.when(t.isNotNull(), F.struct(t.alias("t"), F.lit(by).alias("by")))
-
-
-def _hit(arr: Column, broker: Column) -> Column:
-    return F.coalesce(F.array_contains(arr, broker), F.lit(False))
-
-
-def _fault_group_rows(faults: DataFrame, groups: DataFrame, partitions: DataFrame) -> DataFrame:
-    """The fault rows of groups, up to their stages (``_PRE``)."""
-    rows = faults.join(F.broadcast(groups), "run").withColumn("partition", partition_for(F.col("group"), F.col("_n")))
-    rows = rows.join(F.broadcast(partitions), ["run", "partition"], "left")
-    rows = _or_empty(rows, ("_st", "_ld"))
-    at = _first(F.col("_st"), lambda s: s["landed"] <= F.col("time_ns"), last=True)
-    rows = rows.withColumn("old_leader", at["leader"])
-    rows = rows.where(F.col("old_leader").isNotNull() & F.array_contains("brokers", F.col("old_leader")))
-    rows = rows.withColumns({"_lead_end": _end_for(F.col("old_leader")),
-                             "_offsets_name": F.concat(F.lit(OFFSETS_TOPIC + "-"), F.col("partition").cast("string"))})
-    old, end, t0 = F.col("old_leader"), F.col("_lead_end"), F.col("time_ns")
-
-    bc = _first(F.col("_bc"), lambda e: (e["t"] > t0) & _before(e["t"], end)
-                & (_hit(e["dead"], old) | _hit(e["bounced"], old)), lambda e: e["t"])
-    csr = F.when(F.col("kind").isin(*SHUTDOWN_KINDS),
-                 _first(F.col("_csr"), lambda e: (e["t"] > t0) & _before(e["t"], end) & (e["broker_id"] == old),
-                        lambda e: e["t"]))
-    ce = F.when(F.array_contains("brokers", F.col("controller")), _election_after(end, F.col("controller"))["t"])
-    ro = _first(F.col("_ro"), lambda e: (e["t"] > t0) & _before(e["t"], end) & (e["broker_id"] == old)
-                & F.array_contains(e["replicas"], F.col("_offsets_name")), lambda e: e["t"])
-    # the partition's first change of leader after T: the fault's election if it is a failover after the detection
-    change = _first(F.col("_st"), lambda s: (s["landed"] > t0) & _before(s["landed"], end) & (s["leader"] >= 0)
-                    & (s["leader"] != old))
-    rows = (rows.withColumn("_ce", ce)
-            .withColumns({"_detect": F.least(_cand(bc, "broker_change"),
-                                             _cand(csr, "controlled_shutdown_requested"),
-                                             _cand(ro, "replicas_offline"), _cand(F.col("_ce"), "controller_elected")),
-                          "_chg": change}))
-    chg = F.col("_chg")
-    rows = rows.withColumn("_el", F.when(
-        F.col("_detect").isNotNull() & (chg["landed"] >= F.col("_detect.t"))
-        & (chg["reason"].isNull() | ~chg["reason"].isin(*NOT_FAILOVER_REASONS)), chg))
-    return rows.select(*[c for c in _PRE if c not in ("cause", "heal_ms", "_load")], F.lit(CAUSE_FAULT).alias("cause"),
-                       _ms("heal_ns").alias("heal_ms"), _load_after("_el").alias("_load"))
-
-
-def _unattributed_rows(inputs, taken: DataFrame, groups: DataFrame, per_run: DataFrame,
-                       partitions: DataFrame) -> DataFrame:
-    """The rows of the leader moves of a group's offsets partition that no fault row took (``taken``: run,
-    partition, landed, mono, broker), up to their stages (``_PRE``), as in ``judge.timeline``: origin at the
-    controller's last detection of the old leader since its election (else at the move), ``cause``
-    ``end phase`` after the ``end`` mark (``stop`` without one), else ``none in schedule``."""
-    st = state_writes(inputs).where(F.col("topic") == OFFSETS_TOPIC).select(
-        "run", "partition", F.col("landed_ns").alias("landed"), F.col("mono_ns").alias("mono"), "broker", "leader",
-        F.col("leader_epoch").alias("epoch"), "reason")
-    seq = Window.partitionBy("run", "partition").orderBy("landed", "mono").rowsBetween(Window.unboundedPreceding, -1)
-    st = st.withColumn("old_leader", F.last(F.when(F.col("leader") >= 0, F.col("leader")), ignorenulls=True).over(seq))
-    change = (F.col("leader") >= 0) & (F.col("old_leader").isNull() | (F.col("leader") != F.col("old_leader")))
-    st = st.withColumn("_since", F.last(F.when(change, F.col("landed")), ignorenulls=True).over(seq))
-    moves = st.where(change & F.col("old_leader").isNotNull()
-                     & (F.col("reason").isNull() | ~F.col("reason").isin(*NOT_FAILOVER_REASONS)))
-    moves = moves.join(taken, ["run", "partition", "landed", "mono", "broker"], "left_anti")
-    moves = (moves.join(F.broadcast(per_run), "run").where(F.col("_n").isNotNull())
-             .join(F.broadcast(partitions.select("run", "partition", "_ld")), ["run", "partition"], "left")
-             .withColumns({"_ld": F.coalesce("_ld", F.array()),
-                           "_offsets_name": F.concat(F.lit(OFFSETS_TOPIC + "-"), F.col("partition").cast("string"))}))
-    old, since, landed = F.col("old_leader"), F.col("_since"), F.col("landed")
-
-    def inside(t: Column) -> Column:
-        return (t > since) & (t <= landed)
-    bc = _first(F.col("_bc"), lambda e: inside(e["t"]) & (_hit(e["dead"], old) | _hit(e["bounced"], old)),
-                lambda e: e["t"], last=True)
-    csr = _first(F.col("_csr"), lambda e: inside(e["t"]) & (e["broker_id"] == old), lambda e: e["t"], last=True)
-    ro = _first(F.col("_ro"), lambda e: inside(e["t"]) & (e["broker_id"] == old)
-                & F.array_contains(e["replicas"], F.col("_offsets_name")), lambda e: e["t"], last=True)
-    ce = _first(F.col("_ctl"), lambda e: e["elected"] & inside(e["t"]) & (e["broker"] != old), lambda e: e["t"],
-                last=True)
-    end_mark = F.coalesce(F.col("_end_ns"), F.col("_stop_ns"))
-    moves = (moves.withColumns({"_detect": F.greatest(_cand(bc, "broker_change"),
-                                                      _cand(csr, "controlled_shutdown_requested"),
-                                                      _cand(ro, "replicas_offline"),
-                                                      _cand(ce, "controller_elected")),
-                                "_el": F.struct(landed.alias("landed"), F.col("mono").alias("mono"),
-                                                F.col("broker").alias("broker"), F.col("leader").alias("leader"),
-                                                F.col("epoch").alias("epoch"), F.col("reason").alias("reason"))})
-             .withColumn("time_ns", F.coalesce(F.col("_detect.t"), landed)))
-    rows = (moves.join(F.broadcast(groups), "run")
-            .where(partition_for(F.col("group"), F.col("_n")) == F.col("partition")))
-    cause = F.when(end_mark.isNotNull() & (landed > end_mark), F.lit(CAUSE_END)).otherwise(F.lit(CAUSE_NONE))
-    return rows.select(
-        "run", F.lit(None).cast("int").alias("fault"),
-        cause.alias("cause"),
-        F.lit(None).cast("string").alias("kind"), F.lit(None).cast("string").alias("target"),
-        F.array().cast("array<string>").alias("nodes"), "time_ns", F.lit(None).cast("double").alias("heal_ms"),
-        "group", "partition", "old_leader", "_detect", "_el", _load_after("_el").alias("_load"),
-        _first(F.col("_all"), lambda g: g["t"] > F.col("time_ns"), lambda g: g["t"]).alias("_any_end"))
-
-
-def _shape(df: DataFrame) -> DataFrame:
-    cols = [(F.col(c) if c in df.columns else F.lit(None)).cast(t).alias(c) for c, t in ROW_TYPES.items()]
-    return df.select("run", *cols)
+def _staged(row: dict, found: dict[tuple, tuple]) -> dict:
+    """A group row's columns from its stages and what its group's ops showed."""
+    t0, detect, el, load = row["time_ns"], row["_detect"], row["_el"], row["_load"]
+    failed, commit_t = found.get((row["run"], row["group"], row["fault"], t0), (None, None))
+    out = {k: v for k, v in row.items() if not k.startswith("_")}
+    hit = failed is not None and _before(failed["t"], row["_any_end"])
+    out.update(
+        new_leader=el[3] if el else None, moved=el is not None,
+        detect_ms=ms_between(detect[0], t0) if detect else None, detect_by=detect[1] if detect else None,
+        elect_ms=ms_between(el[0], t0) if el else None, elect_reason=el[5] if el else None,
+        load_ms=ms_between(load[0], t0) if load else None, load_duration_ms=load[3] if load else None,
+        records_replayed=load[4] if load else None, records=load[5] if load else None,
+        first_commit_ms=ms_between(commit_t, t0),
+        unavailable_ms=ms_between(failed["back"], failed["t"]) if hit else 0.0,
+        unavailable_from_ms=ms_between(failed["t"], t0) if hit else None,
+        unavailable_to_ms=ms_between(failed["back"], t0) if hit else None)
+    return out
 
 
 def failovers(inputs, tables: dict[str, DataFrame] | None = None) -> DataFrame:
     """The ``failovers`` table, in time order; within a fault the controller row first, then groups by name;
     unattributed moves (``fault`` null) before the fault rows of the same instant.  ``tables`` may hold
     ``faults``, ``ops`` and ``nemesis`` (``ops_tables.nemesis_lines``; built from ``inputs`` when not).
+    Two jobs: the few rows it reads, and the first failure and commit of each group row from the client ops.
 
     Runs whose offsets topic size is unknown (no ``topic_created`` for it) get no group rows (the Python
     timeline raises instead)."""
-    faults, per_run = _fault_rows(inputs, tables)
-    faults = kept(faults, DataFrame.cache)  # few rows, used by both kinds of fault rows
+    spark = inputs.ops.sparkSession
     ops = _ops(inputs, tables)
-    groups = ops.where(F.col("group").isNotNull()).select("run", "group").distinct()
-    groups = kept(groups, DataFrame.cache)
-    partitions = kept(_partition_arrays(inputs), DataFrame.cache)
-    fault_rows = kept(_fault_group_rows(faults, groups, partitions), DataFrame.cache)   # few rows; read twice
-    taken = fault_rows.where(F.col("_el").isNotNull()).select(
-        "run", "partition", F.col("_el.landed").alias("landed"), F.col("_el.mono").alias("mono"),
-        F.col("_el.broker").alias("broker")).distinct()
-    pre = fault_rows.select(*_PRE).unionByName(
-        _unattributed_rows(inputs, taken, groups, per_run, partitions).select(*_PRE))
-    out = _shape(_controller_rows(faults)).unionByName(_shape(_stage_columns(ops, pre)))
-    # few rows: one partition sorted, not a range-partitioned sort (whose sampling job computes it all twice)
-    return out.coalesce(1).sortWithinPartitions("run", "time_ns", "fault", F.col("group").asc_nulls_first())
+    runs = _runs(_collected(inputs, tables, ops))
+    out: list[dict] = []
+    pre: list[dict] = []
+    for name, r in runs.items():
+        ctl_rows, group_rows = _fault_rows(name, r)
+        out += ctl_rows
+        taken = {(name, row["partition"], *row["_el"][:3]) for row in group_rows if row["_el"] is not None}
+        pre += group_rows + _unattributed_rows(name, r, taken)
+    for row in pre:
+        row["_floor"] = max(v for v in (row["time_ns"], row["_detect"] and row["_detect"][0],
+                                        row["_el"] and row["_el"][0], row["_load"] and row["_load"][0])
+                            if v is not None)
+    found = _group_stages(spark, pre, _stage_ops(completions(ops)))
+    out += [_staged(row, found) for row in pre]
+    out.sort(key=lambda x: (x["run"], x["time_ns"], _nk(x["fault"]), _nk(x.get("group"))))
+    # ``nodes`` as its JSON text (a local relation's values are plain), parsed back by the projection above it
+    types = {**ROW_TYPES, "nodes": "string"}
+    schema = ", ".join(["run string"] + [f"`{c}` {t}" for c, t in types.items()])
+    rows = local_rows(spark, [(x["run"], *(json.dumps(x[c]) if c == "nodes" else x.get(c) for c in ROW_TYPES))
+                              for x in out], schema)
+    return rows.select("run", *[F.from_json("nodes", ROW_TYPES["nodes"]).alias(c) if c == "nodes" else F.col(c)
+                                for c in ROW_TYPES])

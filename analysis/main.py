@@ -322,10 +322,9 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         planning = Background(check, "plan-checks")
         nemesis = nemesis_lines(extras)
         write("faults", faults_table(inputs, nemesis))
-        # a small input's timeline checkpointed first: its plan (arrays searched with lambdas) is optimized once,
-        # not again by the write
+        # the timeline's rows are computed on the driver from a few collected rows: a local relation, written
         spark.sparkContext.setJobDescription("table failovers")
-        write("failovers", kept(failovers(inputs, {**written, "nemesis": nemesis}), lambda df: df))
+        write("failovers", failovers(inputs, {**written, "nemesis": nemesis}))
         (planned, checked_rows), planning = planning.result(), None
         if checked_rows is None:
             spark.sparkContext.setJobDescription("table anomalies")

@@ -4,7 +4,6 @@ as JSON, tagged, in one union).
 """
 from __future__ import annotations
 
-import json
 import math
 from typing import Any, Sequence
 
@@ -13,7 +12,7 @@ from pyspark.sql import functions as F
 
 from analysis.local_rows import local_rows
 from analysis.runs import of_faults as _of_faults
-from analysis.spark import Background, gathered, union_by_name
+from analysis.spark import Background, collect_many, gathered, union_by_name
 from kafkacommon.hashing import partition_for
 
 MAX_DETAIL_RUNS = 20        # runs with a section of their own
@@ -67,17 +66,6 @@ def _usable(tables: dict[str, DataFrame], name: str, cols: Sequence[str]) -> Dat
 
 
 # ------------------------------------------------------------------ Spark: the aggregates
-
-def collect_many(frames: dict[str, DataFrame]) -> dict[str, list[dict]]:
-    """Collect several small aggregates in one Spark job: every row as JSON, tagged with its frame's name."""
-    out: dict[str, list[dict]] = {name: [] for name in frames}
-    parts = [df.select(F.lit(name).alias("_k"), F.to_json(F.struct(*df.columns), {"ignoreNullFields": "false"})
-                       .alias("_j")) for name, df in frames.items()]
-    if parts:
-        for r in gathered(union_by_name(parts)).collect():
-            out[r["_k"]].append(json.loads(r["_j"]))
-    return out
-
 
 class Aggregates:
     """Every small aggregate the report draws, computed in Spark from ``tables`` (three collects in all)."""

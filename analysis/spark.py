@@ -1,6 +1,7 @@
 """The pipeline's SparkSession: local by default, a cluster when given ``spark://``."""
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -270,6 +271,18 @@ def union_by_name(frames: list[DataFrame]) -> DataFrame:
     children = jvm.scala.collection.JavaConverters.asScalaBuffer(plans).toList()
     union = jvm.org.apache.spark.sql.catalyst.plans.logical.Union(children, True, False)
     return DataFrame(jvm.org.apache.spark.sql.Dataset.ofRows(spark._jsparkSession, union), spark)
+
+
+def collect_many(frames: dict[str, DataFrame]) -> dict[str, list[dict]]:
+    """Collect several small frames in one Spark job: every row as JSON, tagged with its frame's name."""
+    from pyspark.sql import functions as F
+    out: dict[str, list[dict]] = {name: [] for name in frames}
+    parts = [df.select(F.lit(name).alias("_k"), F.to_json(F.struct(*df.columns), {"ignoreNullFields": "false"})
+                       .alias("_j")) for name, df in frames.items()]
+    if parts:
+        for r in gathered(union_by_name(parts)).collect():
+            out[r["_k"]].append(json.loads(r["_j"]))
+    return out
 
 
 def kept(df: DataFrame, otherwise: Callable[[DataFrame], DataFrame] | None = None, *,
