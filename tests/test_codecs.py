@@ -10,6 +10,7 @@ from kafkacommon.metadata import LeaderAndIsr
 from zk.codecs import (
     BrokerRegistration, CodecError, ControllerZNode, TopicAssignment,
     decode_broker, decode_controller, decode_controller_epoch, decode_partition_state, decode_partition_states,
+    decode_state_contents,
     decode_config_change, decode_entity_config, decode_topic,
     encode_broker, encode_config_change, encode_controller, encode_controller_epoch, encode_entity_config,
     encode_partition_state, encode_topic,
@@ -321,3 +322,12 @@ def test_an_odd_timestamp_never_escapes_as_a_bare_value_error(timestamp):
 
 def test_codec_error_is_a_value_error():
     assert issubclass(CodecError, ValueError)
+
+
+def test_state_contents_decode_each_distinct_content_once_and_flag_the_rest():
+    a, b = LeaderAndIsr(1, 0, (1, 2, 3), 1), LeaderAndIsr(2, 4, (2, 3), 5)
+    ea, eb = encode_partition_state(a), encode_partition_state(b)
+    assert decode_state_contents([ea, eb, ea, b'{"leader":1}', None]) == {ea: a, eb: b, b'{"leader":1}': None,
+                                                                          None: None}
+    assert decode_state_contents([ea, b"{"]) == {}, "not JSON: the caller decodes one at a time"
+    assert decode_state_contents([]) == {}

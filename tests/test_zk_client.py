@@ -397,6 +397,40 @@ def test_read_states_skips_a_missing_state_and_keeps_the_others_versions(new_cli
                       ("t", 2): (LeaderAndIsr(1, 0, (1, 2, 3), 1), 0)}
 
 
+def test_read_states_sends_the_very_request_of_read_data_of_the_state_paths(new_client):
+    """The states' multiRead is built without the paths' strings: the same bytes as read_data's of
+    paths.partition_state, in the order asked, chroot and all (a topic named like a number, partitions 0-10)."""
+    c = new_client()
+    tps = [("t", 10), ("t", 0), ("__consumer_offsets", 3), ("7", 1), ("t", 9)]
+    bodies: list[bytes] = []
+    original = c.kz._call
+
+    def capturing(request, async_object):
+        bodies.append(request.serialize())
+        return original(request, async_object)
+
+    c.kz._call = capturing
+    try:
+        c.read_states(tps)
+        c.read_data([paths.partition_state(t, p) for t, p in tps])
+    finally:
+        del c.kz._call
+    assert len(bodies) == 2 and bodies[0] == bodies[1]
+    assert c.chroot and c.chroot.encode() + b"/brokers/topics/7/partitions/1/state" in bodies[0]
+
+
+def test_read_states_of_many_partitions_agrees_with_one_read_at_a_time(new_client):
+    c = new_client()
+    version = elected(c)
+    c.ensure_persistent_paths()
+    with_topic(c, version, "t", 12)
+    c.write_states(version, [StateWrite("t", p, LeaderAndIsr(p % 3 + 1, p, (p % 3 + 1,), 1), 0) for p in (1, 5, 11)])
+    c.kz.delete(paths.partition_state("t", 4))
+    tps = [("t", p) for p in range(13)]
+    assert c.read_states(tps) == {tp: read_state(c, *tp) for tp in tps if tp not in (("t", 4), ("t", 12))}
+    assert c.read_states([]) == {}
+
+
 # ------------------------------------------------------------------ broker registration
 
 def test_the_same_session_re_registering_keeps_its_czxid(new_client):

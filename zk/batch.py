@@ -25,7 +25,7 @@ only what the caller needs: per op, the new version or the error.
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from kazoo.client import KazooClient
 import struct
@@ -47,6 +47,7 @@ _INT = struct.Struct("!i")
 _STAT = stat_struct
 _STAT_SIZE = stat_struct.size
 _HEADER = struct.Struct("!iBi")  # type, done, err
+_RESULT = struct.Struct("!iBii")  # a multiRead result's header and the int after it
 _STAT_VERSION = struct.Struct("!qqqqiii")  # czxid, mzxid, ctime, mtime, version, cversion, aversion
 _VERSION = struct.Struct("!32xi")  # a stat's version, after czxid, mzxid, ctime and mtime
 
@@ -130,30 +131,34 @@ class _MultiReadData(namedtuple("_MultiReadData", "body")):
 
     @classmethod
     def deserialize(cls, buf: bytes, offset: int) -> list[Any]:
+        # one struct read per result: its header (type, done, err) and the int after it (a getData's data length,
+        # or an error's code); the 9-byte done header ends the buffer
+        if type(buf) is not bytes:
+            buf = bytes(buf)   # its slices are the data
         results: list[Any] = []
         append = results.append
-        unpack_header, unpack_int, unpack_version = _HEADER.unpack_from, _INT.unpack_from, _VERSION.unpack_from
-        while True:
-            kind, done, _err = unpack_header(buf, offset)
-            offset += 9
-            if done:
+        unpack_result, unpack_version, stat_size = _RESULT.unpack_from, _VERSION.unpack_from, _STAT_SIZE
+        end = len(buf) - _HEADER.size
+        while offset < end:
+            kind, done, _err, n = unpack_result(buf, offset)
+            offset += 13
+            if done:   # (never before the end)
                 return results
             if kind == GET_DATA:
-                (length,) = unpack_int(buf, offset)
-                offset += 4
-                if length >= 0:
-                    data = bytes(buf[offset:offset + length])
-                    offset += length
+                if n >= 0:
+                    data = buf[offset:offset + n]
+                    offset += n
                 else:
                     data = None
                 append((data, unpack_version(buf, offset)[0]))
-                offset += _STAT_SIZE
+                offset += stat_size
             elif kind == _ERROR:
-                (err,) = unpack_int(buf, offset)
-                offset += 4
-                append(EXCEPTIONS[err]())
+                append(EXCEPTIONS[n]())
             else:  # pragma: no cover - the server sends only the types we asked for
                 raise ValueError(f"multiRead: unexpected result type {kind}")
+        if offset == end and _HEADER.unpack_from(buf, offset)[1]:
+            return results
+        raise ValueError("multiRead: the answer does not end with its done header")
 
 
 def multi_read_data(client: KazooClient, paths: Sequence[str], timeout: float = 10.0) -> list[Any]:
@@ -167,6 +172,32 @@ def multi_read_data(client: KazooClient, paths: Sequence[str], timeout: float = 
     body = b"".join([get + _string(chroot + p) + b"\0" for p in paths])
     result = client.handler.async_result()
     client._call(_MultiReadData(body + _HEADER.pack(-1, 1, -1)), result)  # kazoo's request path, as multi_read
+    return result.get(timeout=timeout)
+
+
+def multi_read_numbered(client: KazooClient, prefix: Callable[[str], str], items: Iterable[tuple[str, int]],
+                        suffix: str, timeout: float = 10.0) -> list[Any]:
+    """:func:`multi_read_data` of the paths ``prefix(name) + str(number) + suffix`` for ``(name, number)`` in
+    ``items`` (every partition state: ``/brokers/topics/<t>/partitions/`` ``<p>`` ``/state``), the request built
+    without making each path's string: a new controller reads 10,000 states and more at once."""
+    chroot = client.chroot or ""
+    get = _HEADER.pack(GET_DATA, 0, -1)
+    pack = _INT.pack
+    tail = suffix.encode() + b"\0"
+    heads: dict[str, tuple[bytes, int]] = {}
+    parts: list[bytes] = []
+    append = parts.append
+    for name, number in items:
+        head = heads.get(name)
+        if head is None:
+            raw = (chroot + prefix(name)).encode()
+            head = heads[name] = (raw, len(raw) + len(tail) - 1)
+        digits = b"%d" % number
+        append(get + pack(head[1] + len(digits)) + head[0] + digits + tail)
+    if not parts:
+        return []
+    result = client.handler.async_result()
+    client._call(_MultiReadData(b"".join(parts) + _HEADER.pack(-1, 1, -1)), result)
     return result.get(timeout=timeout)
 
 
@@ -267,6 +298,6 @@ def _buffer(data: bytes | None) -> bytes:
 _OPEN_ACL = _INT.pack(1) + _INT.pack(31) + _string("world") + _string("anyone")
 
 __all__ = ["GET_DATA", "GET_CHILDREN", "CHECK", "SET_DATA", "CREATE", "DELETE", "multi_read", "multi_read_async",
-           "multi_read_data", "multi_write",
+           "multi_read_data", "multi_read_numbered", "multi_write",
            "multi_write_async",
            "RolledBackError", "RuntimeInconsistency"]

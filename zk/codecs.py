@@ -251,16 +251,23 @@ def decode_partition_states(items: list[tuple[str, bytes | None]]) -> list[Leade
     """Decode many partition states at once: each distinct content once (one JSON parse for them all; a
     cluster's states repeat, few leaders, ISRs and epochs for thousands of partitions); falls back to one at a
     time so that a malformed znode is reported by path."""
-    distinct = list(dict.fromkeys(data for _, data in items))
+    decoded = decode_state_contents([data for _, data in items])
+    return [decoded.get(data) or decode_partition_state(path, data) for path, data in items]
+
+
+def decode_state_contents(contents: list[bytes | None]) -> dict[bytes | None, LeaderAndIsr | None]:
+    """Each distinct content of ``contents`` decoded as a partition state, in one JSON parse: {content: state},
+    None for a content that is not a state, {} when any is not JSON (the caller decodes those one at a time, by
+    :func:`decode_partition_state`, which names the znode)."""
+    distinct = list(dict.fromkeys(contents))
     try:
         objs = json.loads(b"[" + b",".join(d or b"null" for d in distinct) + b"]")
         if len(objs) != len(distinct):  # a znode held more than one JSON value
             raise ValueError("misaligned")
-        decoded = {d: LeaderAndIsr(o["leader"], o["leader_epoch"], tuple(o["isr"]), o["controller_epoch"])
-                   if _is_state(o) else None for o, d in zip(objs, distinct)}
+        return {d: LeaderAndIsr(o["leader"], o["leader_epoch"], tuple(o["isr"]), o["controller_epoch"])
+                if _is_state(o) else None for o, d in zip(objs, distinct)}
     except (ValueError, TypeError, KeyError):
-        return [decode_partition_state(path, data) for path, data in items]
-    return [decoded[data] or decode_partition_state(path, data) for path, data in items]
+        return {}
 
 
 def _is_state(o: Any) -> bool:

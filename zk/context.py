@@ -17,7 +17,7 @@ from kazoo.exceptions import NoNodeError
 
 from kafkacommon.metadata import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from zk import codecs, paths
-from zk.batch import GET_DATA, multi_read_async
+from zk.batch import GET_DATA, multi_read_async, multi_read_numbered
 from zk.errors import translate, translate_errors
 from zk.retry import until_connected
 from zk.rules import ControllerMovedError
@@ -235,8 +235,14 @@ class ControllerContext:
     def read_states(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[LeaderAndIsr, int]]:
         """The partition states that exist among ``tps``, with their zkVersions, in one multiRead."""
         tps = list(tps)
-        state_paths = [paths.partition_state(t, p) for t, p in tps]
-        res = self.read_data(state_paths)
-        found = [(tp, path, r) for tp, path, r in zip(tps, state_paths, res) if not isinstance(r, Exception)]
-        states = codecs.decode_partition_states([(path, r[0]) for _tp, path, r in found])
-        return {tp: (state, r[1]) for (tp, _path, r), state in zip(found, states)}
+        # (the paths are paths.partition_state's; an op's error, a missing state, comes back as an exception
+        # instance, a state as (data, version))
+        res = multi_read_numbered(self.kz, _partitions_prefix, tps, "/state")
+        found = [(tp, r) for tp, r in zip(tps, res) if r.__class__ is tuple]
+        decoded = codecs.decode_state_contents([r[0] for _tp, r in found])
+        return {tp: (decoded.get(r[0]) or codecs.decode_partition_state(paths.partition_state(*tp), r[0]), r[1])
+                for tp, r in found}
+
+
+def _partitions_prefix(topic: str) -> str:
+    return paths.partitions(topic) + "/"
