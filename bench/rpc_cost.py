@@ -16,7 +16,6 @@ async handler: on the loop, as Fetch) and on a second a plain ``grpc.server`` (t
 - ``cut_close``: a poll parked at the server is cut by closing its channel; the next call goes on a spare channel
   dialled in advance, and a new spare is dialled (node/replicas/fetcher.py before rpc49);
 - ``cut_close_shared``: the same, every channel of the cut on one connection (peer_channel's ``share``);
-- ``cut_close_shared_idle``: the same, the spare not asked to connect (it is on the kept connection);
 - ``new_channel_shared``: a new channel, its first call, its close, on the connection of a channel kept open;
 - ``cut_cancel``: the parked poll is cut by cancelling the call; the next call goes on the same channel.
   Both cut variants also make one call while the poll is parked (so it has reached the server).
@@ -46,7 +45,7 @@ from node.net.peers import peer_channel  # noqa: E402
 from node.server.rpc_server import AioServer  # noqa: E402
 
 VARIANTS = ("aio_pool", "aio_loop", "aio_loop_future", "plain", "new_channel", "new_channel_shared", "cut_close",
-            "cut_close_shared", "cut_close_shared_idle", "cut_cancel")
+            "cut_close_shared", "cut_cancel")
 PAYLOAD = b"x" * 24
 
 
@@ -190,9 +189,6 @@ class Client:
 
     def _cut_close_shared(self, st):
         return self._cut_close(st, "cut")
-
-    def _cut_close_shared_idle(self, st):
-        return self._cut_close(st, "cut_idle", connect=lambda ch: ch)
 
     def _cut_close(self, st, share=None, connect=None):
         connect = connect or _connecting
