@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 TP = tuple[str, int]
 log = logging.getLogger(__name__)
 
+# the name under which a fetcher's channels to its leader share one connection (node/net/peers.py); no other
+# client uses it, so the connection is the fetchers' own, as Kafka's fetcher threads keep theirs
+CONNECTION = "replica-fetcher"
+
 
 def _mono_ms() -> float:
     """The backoffs' clock: monotonic, so a wall-clock step cannot stretch or cut one."""
@@ -57,8 +61,9 @@ class LeaderFetcher(threading.Thread):
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
         self._channel: grpc.Channel | None = None  # only this thread opens it; assign() may close it
-        # a second channel to the leader, connected in advance (this thread's only): the channel that replaces
-        # one closed to cut a poll short, so the next request does not wait for a new connection's handshake
+        # a second channel to the leader (this thread's only), on the same connection (``CONNECTION``): the
+        # channel that replaces one closed to cut a poll short (closing a channel cancels its poll, not the
+        # connection), so the next request needs no new TCP and HTTP/2 set-up on either side
         self._spare: tuple[str, grpc.Channel] | None = None
         self._polling: set[TP] | None = None  # the partitions of the long poll now parked at the leader
         self._cut = False
@@ -123,7 +128,7 @@ class LeaderFetcher(threading.Thread):
                             self._channel.close()
                         self._channel = channel
                         stub, target = pbg.BrokerStub(self._channel), endpoint
-                    self._spare = (endpoint, _connecting(peer_channel(endpoint)))
+                    self._spare = (endpoint, _connecting(peer_channel(endpoint, share=CONNECTION)))
                 try:
                     fetched = self._fetch_once(stub, parts)
                 except Exception as e:   # a bug, not a fault: say so, and keep fetching the other partitions
@@ -148,7 +153,7 @@ class LeaderFetcher(threading.Thread):
             return spare[1]
         if spare is not None:
             spare[1].close()
-        return peer_channel(endpoint) if endpoint is not None else None   # type: ignore[return-value]
+        return peer_channel(endpoint, share=CONNECTION) if endpoint is not None else None   # type: ignore[return-value]
 
     def _fetch_once(self, stub: pbg.BrokerStub, parts: dict[TP, tuple["Hosted", int]]) -> bool | float:
         """One Fetch in this fetcher's session, as ``replication.fetcher``'s loop says.  False: back off; a
