@@ -228,3 +228,18 @@ def test_a_leader_and_isr_making_many_followers_wakes_a_parked_fetch_once(tmp_pa
             == list(range(n))
     finally:
         rm.close()
+
+
+def test_the_replica_manager_has_what_its_fetchers_use():
+    """``FetcherOwner`` (node/replicas/hosted.py) names what a fetcher calls on its replica manager; it named
+    private methods the manager does not have (``_endpoint_of`` ...), so the Protocol said nothing true."""
+    import inspect
+
+    from node.replicas.hosted import FetcherOwner
+    names = set(FetcherOwner.__annotations__) | {n for n, v in vars(FetcherOwner).items()
+                                                  if inspect.isfunction(v) and not n.startswith("__")}
+    assert {"endpoint_of", "broker_epoch", "log_events", "fetch_max_bytes"} <= names
+    init = inspect.signature(ReplicaManager.__init__).parameters
+    source = inspect.getsource(ReplicaManager)
+    for name in names:   # an attribute set in __init__, a method, or a property
+        assert name in init or f"self.{name} =" in source or hasattr(ReplicaManager, name), name
