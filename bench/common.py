@@ -16,7 +16,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from launcher.cluster import Cluster  # noqa: E402
-from node.config import load_config  # noqa: E402
+from node.config import KAFKA_PORT_OFFSET, load_config  # noqa: E402
 from node.events import read_run_events  # noqa: E402
 from util.waiting import WaitTimeout, wait_for  # noqa: E402
 from zk.server import EmbeddedZooKeeper, free_port  # noqa: E402
@@ -67,7 +67,8 @@ def make_cluster(zk: EmbeddedZooKeeper, workdir: Path, partitions: int, controll
         "offsets.topic.replication.factor": min(3, brokers),
         "auto.leader.rebalance.enable": False,
         "controlled.shutdown.enable": controlled,
-        "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port()} for i in range(1, brokers + 1)],
+        "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port(paired=KAFKA_PORT_OFFSET)}
+                    for i in range(1, brokers + 1)],
     }
     doc.update(settings)
     (d / "cluster.yaml").write_text(yaml.safe_dump(doc))

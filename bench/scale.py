@@ -74,7 +74,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import scale_floor  # noqa: E402
 from launcher.cluster import Cluster  # noqa: E402
-from node.config import load_config  # noqa: E402
+from node.config import KAFKA_PORT_OFFSET, load_config  # noqa: E402
 from node.events import EventTail, read_run_events  # noqa: E402
 from util.waiting import WaitTimeout, wait_for  # noqa: E402
 from zk import paths as zk_paths  # noqa: E402
@@ -141,7 +141,8 @@ def start(work: Path, partitions: int) -> tuple[EmbeddedZooKeeper, Cluster]:
     zk = EmbeddedZooKeeper(d / "zookeeper", servers=1)
     zk.start(timeout=60)
     doc = {"run.dir": str(d / "run"), "zookeeper.connect": zk.connect_string, "auto.leader.rebalance.enable": False,
-           "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port()} for i in range(1, BROKERS + 1)]}
+           "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port(paired=KAFKA_PORT_OFFSET)}
+                       for i in range(1, BROKERS + 1)]}
     (d / "cluster.yaml").write_text(yaml.safe_dump(doc))
     c = Cluster(load_config(d / "cluster.yaml"), d / "cluster.yaml")
     try:

@@ -24,6 +24,7 @@ import yaml
 from helpers import _cmdline, processes_mentioning, write_embedded_cluster_yaml
 
 from launcher.cluster import process_state
+from node.config import KAFKA_PORT_OFFSET
 from node.events import read_events
 from util.waiting import wait_for
 from zk.server import free_port
@@ -51,7 +52,7 @@ def ok(*args: Any, timeout: float = 90) -> subprocess.CompletedProcess:
 
 def write_embedded_yaml(d: Path, brokers: int = 3, **settings: Any) -> Path:
     """A cluster.yaml for an embedded ZooKeeper, everything under ``d``."""
-    return write_embedded_cluster_yaml(d, [free_port() for _ in range(brokers)], SESSION_MS, **settings)
+    return write_embedded_cluster_yaml(d, [free_port(paired=KAFKA_PORT_OFFSET) for _ in range(brokers)], SESSION_MS, **settings)
 
 
 class CliCluster:

@@ -9,7 +9,7 @@ import yaml
 
 from helpers import offsets_partitions
 from launcher.cluster import Cluster, process_state
-from node.config import load_config
+from node.config import KAFKA_PORT_OFFSET, load_config
 from util.waiting import wait_for
 from zk.server import free_port
 
@@ -24,7 +24,7 @@ def test_cluster_up_on_a_three_server_ensemble(tmp_path):
         "zookeeper.embedded.tick.time.ms": 100,
         "zookeeper.session.timeout.ms": 3000,
         "offsets.topic.num.partitions": 10,
-        "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port()} for i in (1, 2, 3)],
+        "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port(paired=KAFKA_PORT_OFFSET)} for i in (1, 2, 3)],
     }
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(doc))

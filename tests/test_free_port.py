@@ -36,3 +36,17 @@ def test_xdist_workers_take_disjoint_shares(monkeypatch):
         shares.append(server._port_range())
     assert shares[0][1] <= shares[1][0] and shares[1][1] <= shares[2][0]
     assert shares[0][0] == 10000 and shares[2][1] <= server._ephemeral_low()
+
+
+def test_a_paired_port_hands_out_its_partner_too():
+    """A broker's default Kafka listener is its gRPC port + 10,000: picked one by one, a cluster's ports once gave
+    a broker the port of another's listener (bench/scale.py: "brokers[4].port ... is also used by
+    brokers[1].listeners")."""
+    low = server._ephemeral_low()
+    grpc_ports = [free_port(paired=10000) for _ in range(40)]
+    partners = {p + 10000 for p in grpc_ports}
+    assert all(10000 <= p and p + 10000 < low for p in grpc_ports)
+    assert not partners & set(grpc_ports)
+    later = [free_port() for _ in range(2000)]   # 2,000 of about 11,000 ports: a partner would be drawn
+    assert not partners & set(later)
+    assert not set(grpc_ports) & set(later)

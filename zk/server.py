@@ -125,15 +125,22 @@ def bindable(host: str, port: int) -> bool:
     return True
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+def free_port(host: str = "127.0.0.1", paired: int = 0) -> int:
     """A currently free TCP port on ``host``, never the same one twice in this process.
 
     Taken below the kernel's ephemeral range: a port from that range (``bind(0)``) can be taken as the local
     port of any outgoing connection before its server binds it (a cluster's broker then failed to start with
     EADDRINUSE).  Each process picks at random in its share of the range, so that two processes seldom try the
     same port and callers that take the ports next to one (``port + 1``) seldom meet another's; a port
-    something holds is skipped."""
+    something holds is skipped.
+
+    ``paired``: the port ``p`` returned has ``p + paired`` free too, below the ephemeral range, and both are
+    handed out.  A broker with no ``listeners`` puts its Kafka listener at its gRPC port + 10,000
+    (``node.config.KAFKA_PORT_OFFSET``): a cluster's ports picked one by one once gave a broker the port of
+    another's default listener, and the cluster refused its config."""
     lo, hi = _port_range()
+    if paired:
+        return _free_pair(host, lo, hi, paired)
     if hi - lo < 100:   # no room below the ephemeral range: the kernel's choice
         while True:
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -148,6 +155,24 @@ def free_port(host: str = "127.0.0.1") -> int:
             _handed_out.add(port)
             return port
     raise OSError(f"no free TCP port on {host} in {lo}..{hi - 1}")
+
+
+def _free_pair(host: str, lo: int, hi: int, offset: int) -> int:
+    """``free_port``'s pick of a port whose partner ``+ offset`` is free as well, both below the ephemeral range:
+    in this process's share when the partners fit under the range's top, else anywhere below it."""
+    top = _ephemeral_low() - offset
+    if min(hi, top) - lo < 100:
+        lo, hi = _LOWEST_PORT, top
+    hi = min(hi, top)
+    if hi - lo < 1:
+        raise OSError(f"no TCP port pair {offset} apart below the ephemeral range on {host}")
+    for _ in range(10 * (hi - lo)):
+        port = _pick.randrange(lo, hi)
+        pair = (port, port + offset)
+        if all(p not in _handed_out for p in pair) and all(bindable(host, p) for p in pair):
+            _handed_out.update(pair)
+            return port
+    raise OSError(f"no free TCP port pair {offset} apart on {host} in {lo}..{hi - 1}")
 
 
 def _poll(cond: Callable[[], bool], timeout: float, what: str) -> None:
