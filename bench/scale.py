@@ -140,15 +140,18 @@ def start(work: Path, partitions: int) -> tuple[EmbeddedZooKeeper, Cluster]:
     d.mkdir()
     zk = EmbeddedZooKeeper(d / "zookeeper", servers=1)
     zk.start(timeout=60)
-    doc = {"run.dir": str(d / "run"), "zookeeper.connect": zk.connect_string, "auto.leader.rebalance.enable": False,
-           "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port(paired=KAFKA_PORT_OFFSET)}
-                       for i in range(1, BROKERS + 1)]}
-    (d / "cluster.yaml").write_text(yaml.safe_dump(doc))
-    c = Cluster(load_config(d / "cluster.yaml"), d / "cluster.yaml")
-    try:
+    c = None
+    try:   # (a refused config too: its ZooKeeper stopped, not left behind)
+        doc = {"run.dir": str(d / "run"), "zookeeper.connect": zk.connect_string,
+               "auto.leader.rebalance.enable": False,
+               "brokers": [{"id": i, "host": "127.0.0.1", "port": free_port(paired=KAFKA_PORT_OFFSET)}
+                           for i in range(1, BROKERS + 1)]}
+        (d / "cluster.yaml").write_text(yaml.safe_dump(doc))
+        c = Cluster(load_config(d / "cluster.yaml"), d / "cluster.yaml")
         c.up(timeout=120)
     except BaseException:
-        c.down()
+        if c is not None:
+            c.down()
         zk.stop()
         raise
     return zk, c
