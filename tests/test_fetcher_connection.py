@@ -4,7 +4,6 @@ channels share a connection only under the same name."""
 from __future__ import annotations
 
 import threading
-import time
 from concurrent import futures
 from types import SimpleNamespace
 
@@ -15,13 +14,11 @@ from node.net.peers import peer_channel
 from node.replicas.fetcher import LeaderFetcher
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
+from util.waiting import wait_for
 
 
 def _until(pred, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
+    wait_for(pred, timeout, "the leader's calls", interval=0.005)
 
 
 class _Leader(pbg.BrokerServicer):
