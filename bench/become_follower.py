@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import hashlib
-import json
 import os
 import pstats
 import shutil
@@ -32,6 +31,7 @@ import tempfile
 import threading
 import time
 
+from bench.broker_requests import lines_digest
 from node.events import EventLog
 from node.server.servicer import BrokerServicer
 from proto import kafkasim_pb2 as pb
@@ -59,16 +59,6 @@ def header(cepoch: int) -> pb.ControllerHeader:
 def lai(parts, cepoch: int) -> pb.LeaderAndIsrRequest:
     return pb.LeaderAndIsrRequest.FromString(
         pb.LeaderAndIsrRequest(header=header(cepoch), partitions=parts).SerializeToString())
-
-
-def lines_digest(path: str) -> str:
-    h = hashlib.sha256()
-    for line in open(path):
-        e = json.loads(line)
-        for k in ("ts_ms", "mono_ns", "waited_ms", "duration_ms"):
-            e.pop(k, None)
-        h.update(json.dumps(e, sort_keys=True).encode())
-    return h.hexdigest()[:12]
 
 
 def spin(stop: threading.Event) -> None:
