@@ -91,26 +91,40 @@ function render() {
   if (shownAt !== null) { document.body.dataset.t = shownAt; shownAt = null; }   // the replay instant now drawn
 }
 
+const BROKER_ACTIONS = [["kill", "kill"], ["terminate", "term"], ["pause", "pause"], ["resume", "resume"],
+                        ["start", "start"], ["expire-session", "expire session"]];
 function drawBrokers() {
   $("#controller-id").textContent = S.controller.id ?? "none";
   $("#controller-epoch").textContent = S.controller.epoch;
-  const ids = new Set((CFG.brokers || []).concat(S.brokers.map((b) => b.id)));
+  const ids = [...new Set((CFG.brokers || []).concat(S.brokers.map((b) => b.id)))].sort((a, b) => a - b);
   const by = new Map(S.brokers.map((b) => [b.id, b]));
-  setHtml($("#brokers tbody"), [...ids].sort((a, b) => a - b).map((id) => {
+  // The rows and their buttons are made once per set of brokers; an update rewrites only a row's other cells.
+  // Rewritten buttons lost clicks: a mousedown on a button the next update replaced, and its mouseup on the new
+  // one, make no click at all.
+  const tbody = $("#brokers tbody");
+  if (tbody.__ids !== ids.join(",")) {
+    tbody.__ids = ids.join(",");
+    tbody.innerHTML = ids.map((id) => `<tr data-broker="${id}"><td>${id}</td><td class="controls">` + BROKER_ACTIONS.map(([a, label]) =>
+        `<button data-action="${a}" data-broker="${id}" title="${a} broker ${id}">${label}</button>`).join(" ") +
+      `</td></tr>`).join("");
+  }
+  for (const tr of tbody.rows) {
+    const id = Number(tr.dataset.broker);
     const b = by.get(id) || { id, status: "unknown" };
-    const acts = [["kill", "kill"], ["terminate", "term"], ["pause", "pause"], ["resume", "resume"], ["start", "start"],
-                  ["expire-session", "expire session"]].map(([a, label]) =>
-      `<button data-action="${a}" data-broker="${id}" title="${a} broker ${id}">${label}</button>`).join(" ");
-    return `<tr data-broker="${id}" data-status="${esc(b.status)}" class="${esc(b.status)}"><td>${id}</td>` +
-      `<td class="st">${esc(b.status)}${b.pid ? " <small>pid " + b.pid + "</small>" : ""}` +
+    if (tr.dataset.status !== String(b.status)) { tr.dataset.status = b.status; tr.className = b.status; }
+    const cells = `<td class="st">${esc(b.status)}${b.pid ? " <small>pid " + b.pid + "</small>" : ""}` +
       ((b.offline_dirs || []).length ? `<div class="offline-dirs" title="log directories offline until the broker ` +
         `restarts (KAFKA_STORAGE_ERROR)">offline: ${b.offline_dirs.map((d) => `<code>${esc(d)}</code>`).join(" ")}</div>`
         : "") + (b.disk_fault ? ` <span class="disk-fault">${esc(b.disk_fault)}</span>` : "") + `</td>` +
       `<td>${b.registered === true ? "registered" : b.registered === false ? "not registered" : "–"}</td>` +
       `<td>${esc(b.broker_epoch)}</td><td><small>${esc(b.session)}</small></td>` +
-      `<td>${b.controller ? '<span class="ctrl-badge">controller</span>' : ""}</td>` +
-      `<td class="controls">${acts}</td></tr>`;
-  }).join(""));
+      `<td>${b.controller ? '<span class="ctrl-badge">controller</span>' : ""}</td>`;
+    if (tr.__cells !== cells) {   // the cells between the id and the buttons, replaced together
+      tr.__cells = cells;
+      while (tr.cells.length > 2) tr.deleteCell(1);
+      tr.cells[0].insertAdjacentHTML("afterend", cells);
+    }
+  }
 }
 
 function drawControllers() {
