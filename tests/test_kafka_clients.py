@@ -79,7 +79,12 @@ def kcat(c: Cluster, *args: str, input: bytes | None = None, timeout: float = 60
 
 def test_kcat_metadata_produce_consume(cluster: Cluster) -> None:
     create_topic(cluster, "kcat-t", partitions=3)
-    r = kcat(cluster, "-L", "-t", "kcat-t")
+    # CreateTopics is answered once the controller has the leaders; a broker that has not applied the
+    # UpdateMetadata yet answers LEADER_NOT_AVAILABLE, as Kafka's does, and a client asks again
+    def listed():
+        x = kcat(cluster, "-L", "-t", "kcat-t")
+        return x if x.returncode != 0 or b'topic "kcat-t" with 3 partitions' in x.stdout else None
+    r = wait_for(listed, 30, "kcat-t's 3 partitions in Metadata")
     assert r.returncode == 0, r.stderr
     text = r.stdout.decode()
     assert "3 brokers" in text and "1 topics" in text, text
