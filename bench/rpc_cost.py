@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 import grpc  # noqa: E402
 
-from node.net.peers import peer_channel  # noqa: E402
+from node.net.peers import connecting, peer_channel  # noqa: E402
 from node.server.rpc_server import AioServer  # noqa: E402
 
 VARIANTS = ("aio_pool", "aio_loop", "aio_loop_future", "plain", "new_channel", "new_channel_shared", "cut_close",
@@ -145,29 +145,27 @@ class Client:
         return {"client_ms": (t1 - t0) / 1e6 / n, "server_ms": (s1 - s0) / 1e6 / n, "wall_ms": (w1 - w0) / 1e6 / n,
                 "server_saw_cancelled": c1 - c0}
 
-    def _aio_pool(self, st):
+    def _on_kept(self, st, channel: str, method: str, future: bool = False):
+        """A call on a kept channel; ``st`` None: make its stub first."""
         if st is None:
-            return self.call(self.aio, "SyncEcho")
-        st(PAYLOAD, timeout=10)
+            return self.call(getattr(self, channel), method)
+        if future:
+            st.future(PAYLOAD, timeout=10).result()
+        else:
+            st(PAYLOAD, timeout=10)
         return st
+
+    def _aio_pool(self, st):
+        return self._on_kept(st, "aio", "SyncEcho")
 
     def _aio_loop(self, st):
-        if st is None:
-            return self.call(self.aio, "AsyncEcho")
-        st(PAYLOAD, timeout=10)
-        return st
+        return self._on_kept(st, "aio", "AsyncEcho")
 
     def _aio_loop_future(self, st):
-        if st is None:
-            return self.call(self.aio, "AsyncEcho")
-        st.future(PAYLOAD, timeout=10).result()
-        return st
+        return self._on_kept(st, "aio", "AsyncEcho", future=True)
 
     def _plain(self, st):
-        if st is None:
-            return self.call(self.plain, "SyncEcho")
-        st(PAYLOAD, timeout=10)
-        return st
+        return self._on_kept(st, "plain", "SyncEcho")
 
     def _new_channel(self, st):
         if st is None:
@@ -191,7 +189,7 @@ class Client:
         return self._cut_close(st, "cut")
 
     def _cut_close(self, st, share=None, connect=None):
-        connect = connect or _connecting
+        connect = connect or connecting
         if st is None:
             ch = peer_channel(self.aio_target, share=share)
             self.call(ch, "AsyncEcho")(PAYLOAD, timeout=10)
@@ -223,14 +221,6 @@ class Client:
             pass
         self.call(ch, "AsyncEcho")(PAYLOAD, timeout=10)   # the next request, on the same channel
         return (ch, None)
-
-
-def _connecting(channel: grpc.Channel) -> grpc.Channel:
-    def ignore(_s):
-        pass
-    channel.subscribe(ignore, try_to_connect=True)
-    channel.unsubscribe(ignore)
-    return channel
 
 
 def main() -> None:

@@ -33,3 +33,15 @@ def peer_channel(target: str, share: str | None = None) -> grpc.Channel:
     if share is None:
         return grpc.insecure_channel(target, options=PEER_CHANNEL_OPTIONS)
     return grpc.insecure_channel(target, options=_BACKOFF_OPTIONS + (("kafkasim.connection", share),))
+
+
+def connecting(channel: grpc.Channel) -> grpc.Channel:
+    """``channel``, its connection started now (one attempt: nothing keeps retrying it while it is unused; an idle
+    channel holds no connection until its first call otherwise)."""
+    channel.subscribe(_ignore, try_to_connect=True)
+    channel.unsubscribe(_ignore)
+    return channel
+
+
+def _ignore(_state: grpc.ChannelConnectivity) -> None:
+    pass

@@ -25,7 +25,7 @@ from node.clock import now_ms
 from node.storage.errors import KafkaStorageError
 from node.storage.log import InvalidAppendError
 from node.net.wire import fetch_message
-from node.net.peers import peer_channel
+from node.net.peers import connecting, peer_channel
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 from replication.fetch_session import PartitionFetch
@@ -128,7 +128,7 @@ class LeaderFetcher(threading.Thread):
                             self._channel.close()
                         self._channel = channel
                         stub, target = pbg.BrokerStub(self._channel), endpoint
-                    self._spare = (endpoint, _connecting(peer_channel(endpoint, share=CONNECTION)))
+                    self._spare = (endpoint, connecting(peer_channel(endpoint, share=CONNECTION)))
                 try:
                     fetched = self._fetch_once(stub, parts)
                 except Exception as e:   # a bug, not a fault: say so, and keep fetching the other partitions
@@ -247,17 +247,6 @@ class LeaderFetcher(threading.Thread):
         if log_start is not None:   # the retention pass deletes the segments wholly below it
             h.log.maybe_increment_log_start_offset(log_start)
         return True
-
-
-def _connecting(channel: grpc.Channel) -> grpc.Channel:
-    """``channel``, its connection started now (one attempt: nothing keeps retrying it while it is unused)."""
-    channel.subscribe(_ignore, try_to_connect=True)
-    channel.unsubscribe(_ignore)
-    return channel
-
-
-def _ignore(_state: grpc.ChannelConnectivity) -> None:
-    pass
 
 
 def repositioned(fetchers: dict[int, LeaderFetcher], lock: threading.Lock, moved: list[tuple[int, TP]]) -> None:
