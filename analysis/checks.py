@@ -14,6 +14,7 @@ anomalies per kind; Spark lists them all.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -136,22 +137,66 @@ def plan_checks(inputs, tables: dict[str, DataFrame] | None = None, *, unclean_e
     ctx = context(inputs, tables, unclean_election=unclean_election, final_reads_required=final_reads_required,
                   offsets_partitions=offsets_partitions)
     try:
-        parts = []
-        for fn, ks in CHECKERS.values():
-            if kinds is not None and not set(ks) & set(kinds):
-                continue
-            parts.append(fn(ctx))
+        chosen = [fn for fn, ks in CHECKERS.values() if kinds is None or set(ks) & set(kinds)]
+        # each frame built and planned (the results' plans are what run_checks computes); the unknown
+        # reasons and the heaviest checkers first
+        tasks = [lambda: _planned(unknowns(ctx))] + [lambda fn=fn: fn(ctx) for fn in chosen]
+        names = ["unknowns"] + [fn.__name__ for fn in chosen]
+        order = sorted(range(len(tasks)), key=lambda i: _BUILD_RANK.get(names[i], len(_BUILD_RANK)))
+        built = _build(tasks, order, two=small_input(ctx.spark))
+        unk, parts = built[0], built[1:]
         found = union_by_name(parts) if parts else empty_anomalies(ctx.spark)
         if kinds is not None:
             found = found.where(F.col("kind").isin(*kinds))
-        result = gathered(found.join(_malformed(ctx).select("run"), "run", "left_anti").select(*ANOMALY_COLUMNS))
-        unk = unknowns(ctx)
-        for df in (result, unk):   # planned here; run_checks computes these same plans
-            df._jdf.queryExecution().executedPlan()
+        result = _planned(gathered(found.join(_malformed(ctx).select("run"), "run", "left_anti")
+                                   .select(*ANOMALY_COLUMNS)))
     except BaseException:
         ctx.release()
         raise
     return PlannedChecks(inputs, options, ctx, result, unk)
+
+
+# the checkers that take the driver longest to build on a 30-s run (bench/RESULTS.md, issue 49), taken first
+_BUILD_RANK = {name: i for i, name in enumerate((check_unseen.__name__, check_lost_writes.__name__, "unknowns",
+                                                 check_lost_commits.__name__, check_controllers.__name__))}
+
+
+def _planned(df: DataFrame) -> DataFrame:
+    df._jdf.queryExecution().executedPlan()
+    return df
+
+
+def _build(tasks: list[Callable[[], DataFrame]], order: list[int], two: bool) -> list[DataFrame]:
+    """Each task's frame, in the tasks' order; the tasks taken in ``order``.  With ``two``, by this thread and
+    another at once, each taking the next task not yet taken: a small input's checkers are the driver's
+    planning (the JVM's analyzer and optimizer on the calling thread), one core's work per thread, and
+    ``Ctx.once`` lets the two share what they share."""
+    out: list[DataFrame | None] = [None] * len(tasks)
+    queue = iter(order)
+    lock = threading.Lock()
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        while not failed:
+            with lock:
+                i = next(queue, None)
+            if i is None:
+                return
+            try:
+                out[i] = tasks[i]()
+            except BaseException as e:
+                failed.append(e)
+                raise
+
+    other = Background(work, "plan-checks-2") if two and len(tasks) > 1 else None
+    try:
+        work()
+    finally:
+        if other is not None:
+            other.wait()
+    if failed:
+        raise failed[0]
+    return out   # type: ignore[return-value]
 
 
 def run_checks(planned: PlannedChecks) -> DataFrame:

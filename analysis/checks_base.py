@@ -12,8 +12,10 @@ name.  Everything is keyed by ``run``.
 from __future__ import annotations
 
 import operator
+import threading
 from dataclasses import dataclass, field
 from functools import reduce
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -46,8 +48,11 @@ class Ctx:
     final_reads_required: bool = True
     offsets_partitions: int | None = None
     cached: list[DataFrame] = field(default_factory=list)
-    shared: dict[str, DataFrame] = field(default_factory=dict)
+    shared: dict[str, Any] = field(default_factory=dict)   # once(): what several checkers share
     cuts: list = field(default_factory=list)   # (DataFrame cut, the JVM RDD behind its leaf): cut()
+    # once()'s lock per name: the checkers may be built by two driver threads (checks.plan_checks)
+    _locks: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def persist(self, df: DataFrame) -> DataFrame:
         """``df`` kept until ``release`` (``analysis.spark.kept``: persisted, or for a small input a leaf)."""
@@ -80,12 +85,21 @@ class Ctx:
         building them (each a DataFrame the JVM analyses; a valid run's candidates are almost always none)."""
         return known_empty(df, fold)
 
+    def once(self, name: str, build) -> Any:
+        """``build()``'s value, built once per context, by whichever thread asks first; a thread that asks
+        while another builds it waits for that one's value.  (One lock per name: a build that asks for another
+        name waits only for that one, and no two builds can wait for each other, since a name's build never
+        needs its own value.)"""
+        with self._guard:
+            lock = self._locks.setdefault(name, threading.Lock())
+        with lock:
+            if name not in self.shared:
+                self.shared[name] = build()
+        return self.shared[name]
+
     def memo(self, name: str, build, persist: bool = True) -> DataFrame:
         """A DataFrame several checkers share, built once per context (and persisted)."""
-        if name not in self.shared:
-            df = build()
-            self.shared[name] = self.persist(df) if persist else df
-        return self.shared[name]
+        return self.once(name, (lambda: self.persist(build())) if persist else build)
 
     def release(self) -> None:
         for df in self.cached:

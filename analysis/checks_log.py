@@ -63,7 +63,7 @@ def final_reads(ctx: Ctx) -> DataFrame:
 def poll_groups(ctx: Ctx) -> tuple[DataFrame, int]:
     """(run, group, gid) of the groups whose polls returned records, numbered from 0 within each run, and
     how many 64-bit masks hold one bit per group (a small collect: the groups of the runs)."""
-    if "poll_groups" not in ctx.shared:
+    def build() -> tuple[DataFrame, int]:
         rows = sorted(tuple(r) for r in ctx.observations.where((F.col("source") == "poll") & F.col("group").isNotNull())
                       .select("run", "group").distinct().collect())
         ids, per_run = [], {}
@@ -71,9 +71,8 @@ def poll_groups(ctx: Ctx) -> tuple[DataFrame, int]:
             ids.append((run, group, per_run.setdefault(run, 0)))
             per_run[run] += 1
         masks = max(1, -(-max(per_run.values(), default=1) // 64))
-        ctx.shared["poll_groups"] = local_rows(ctx.spark, ids, "run string, `group` string, gid int")
-        ctx.shared["poll_masks"] = masks
-    return ctx.shared["poll_groups"], ctx.shared["poll_masks"]
+        return local_rows(ctx.spark, ids, "run string, `group` string, gid int"), masks
+    return ctx.once("poll_groups", build)
 
 
 def polled_by(gid: str, masks: int) -> Column:
