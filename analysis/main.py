@@ -212,7 +212,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
     from analysis.failovers import failovers
     from analysis.load import load_runs
     from analysis.ops_tables import build_ops_tables, nemesis_lines, paired, paired_rows
-    from analysis.report import write_report
+    from analysis.report import prepare_report, write_report
     from analysis.runs import read_meta, runs_table
     from analysis.spark import Background, kept, release, sized_to, small_input
     from analysis.tables import event_log_tables
@@ -230,6 +230,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         mark = now
 
     written: dict[str, Any] = {}
+    prepared = None   # the report's collects made ahead (analysis.report.prepare_report)
 
     def write(name: str, df, into: dict[str, Any] = written, concurrent: bool = False) -> None:
         """Write table ``name`` into ``into``; its seconds are a lap of this thread's, or its own when it runs
@@ -325,6 +326,13 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         # the timeline's rows are computed on the driver from a few collected rows: a local relation, written
         spark.sparkContext.setJobDescription("table failovers")
         write("failovers", failovers(inputs, {**written, "nemesis": nemesis}))
+        # what the report needs of the tables written so far, collected while the checkers still run (a small
+        # input's checkers end after the failovers: this thread would wait for them)
+        written.update(event_side.result())
+        lap("wait_event_tables")
+        spark.sparkContext.setJobDescription("report")
+        prepared = prepare_report(written, out)
+        lap("report_prepare")
         (planned, checked_rows), planning = planning.result(), None
         if checked_rows is None:
             spark.sparkContext.setJobDescription("table anomalies")
@@ -333,13 +341,15 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
             written.update(checked_rows)
             lap("wait_anomalies")
         write("verdicts", verdicts(inputs, written["anomalies"], **options))
-        written.update(event_side.result())
-        lap("wait_event_tables")
         rank = {name: i for i, name in enumerate(TABLES)}
         ordered = sorted(written.items(), key=lambda kv: rank.get(kv[0], len(rank)))
         written.clear()
         written.update(ordered)
         write("runs", runs_table(read_meta(spark, inputs.run_files()), written))
+    except BaseException:
+        if prepared is not None:   # (write_report releases it)
+            prepared.release()
+        raise
     finally:  # also when a step fails: the staged rows are gigabytes at 10M operations, and the session may live on
         if planning is not None:   # a step failed while the checkers were being planned
             left = planning.wait()
@@ -365,7 +375,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
     counting = Background(count, "counts")
     try:
         spark.sparkContext.setJobDescription("report")
-        report_path = write_report(written, out, written["verdicts"])
+        report_path = write_report(written, out, written["verdicts"], prepared=prepared)
     finally:
         counting.wait()   # a failed report: the counts end before the caller stops the session
     lap("report")

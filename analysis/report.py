@@ -12,9 +12,14 @@ tables give a sentence instead of a plot.
 from __future__ import annotations
 
 import logging
+import os
+import pickle
 import re
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from pyspark.sql import DataFrame
 
@@ -50,9 +55,77 @@ def _slug(run: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", run)[:60] or "run"
 
 
+Draw = Callable[..., None]
+
+
+class Drawer:
+    """The figures drawn in one other thread, in the order they are asked for, while the report's thread goes on
+    collecting from Spark and writing HTML (which names the figures' files only): the drawing is Python's work,
+    the collects mostly the JVM's, so the two overlap.  One thread only: matplotlib's figures are drawn one at a
+    time, as before.
+
+    ``ahead`` draws a figure before its file's name is known (``prepare_report``: the runs' order, which names the
+    files, waits for the checkers); a later ``draw`` of the same plot with the same values renames that file
+    instead of drawing it again (the same values draw the same PNG).  ``wait`` raises the first error."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkasim-report-draw")
+        self._drawn: list[Future] = []
+        self._ahead: dict[tuple[str, bytes], tuple[Future, Path]] = {}   # by plot and values
+        self._files: list[Path] = []   # every file drawn ahead
+
+    @staticmethod
+    def _key(fn: Callable[..., None], args: tuple, kwargs: dict[str, Any]) -> tuple[str, bytes] | None:
+        try:
+            return fn.__qualname__, pickle.dumps((args, sorted(kwargs.items())), protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError):   # not plain values: drawn each time
+            return None
+
+    def ahead(self, fn: Callable[..., None], path: Path, *args: Any, **kwargs: Any) -> None:
+        """Draw into a file of its own beside ``path`` (a name ``close`` removes unless ``draw`` took it)."""
+        tmp = path.with_name(f".ahead-{len(self._files)}-{path.name}")
+        self._files.append(tmp)
+        key, drawing = self._key(fn, args, kwargs), self._pool.submit(fn, tmp, *args, **kwargs)
+        if key is not None:
+            self._ahead[key] = (drawing, tmp)
+
+    def draw(self, fn: Callable[..., None], path: Path, *args: Any, **kwargs: Any) -> None:
+        key = self._key(fn, args, kwargs)
+        early = None if key is None else self._ahead.pop(key, None)
+        if early is None:
+            self._drawn.append(self._pool.submit(fn, path, *args, **kwargs))
+        else:
+            drawn, tmp = early
+            self._drawn.append(self._pool.submit(lambda: (drawn.result(), os.replace(tmp, path))))
+
+    def wait(self) -> None:
+        for f in self._drawn:
+            f.result()
+
+    def close(self) -> None:
+        """Stop drawing (what is queued and not begun is dropped) and remove the figures drawn ahead and not
+        used."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        for tmp in self._files:   # (those draw took are renamed)
+            tmp.unlink(missing_ok=True)
+        self._ahead.clear()
+        self._files.clear()
+
+
+@dataclass
+class Prepared:
+    """``prepare_report``'s: the report's collects made ahead, and its figures drawn ahead."""
+    agg: Aggregates
+    drawer: Drawer
+
+    def release(self) -> None:
+        self.drawer.close()
+        self.agg.release()
+
+
 # ------------------------------------------------------------------ HTML sections
 
-def _across(infos: dict[str, dict], anchors: dict[str, str], data: dict, img_dir: Path) -> str:
+def _across(infos: dict[str, dict], anchors: dict[str, str], data: dict, img_dir: Path, draw: Draw) -> str:
     parts = ["<h2 id=\"across\">Across runs</h2>"]
     if not infos:
         return parts[0] + none("No runs: every table is empty, nothing to show.")
@@ -72,14 +145,14 @@ def _across(infos: dict[str, dict], anchors: dict[str, str], data: dict, img_dir
         box_runs = [r for r in infos if any((r, k) in per_run for k, _ in BOX_STAGES)][:MAX_BOX_RUNS]
         stages = [(k, label) for k, label in BOX_STAGES if any((r, k) in per_run for r in box_runs)]
         if len(infos) > 1 and box_runs and stages:   # a one-run report: its section's stage figure says it
-            plots.stage_boxes(img_dir / "stages-per-run.png", stages, box_runs, per_run)
+            draw(plots.stage_boxes, img_dir / "stages-per-run.png", stages, box_runs, per_run)
             capped = sum(1 for r in infos if any((r, k) in per_run for k, _ in BOX_STAGES)) > len(box_runs)
             parts.append("<p class=\"note\">Per run: box p25–p75, line the median, whiskers p5–p95 "
                          f"(Spark's percentile_approx){'; the first ' + str(MAX_BOX_RUNS) + ' runs' if capped else ''}."
                          "</p>" + img(img_dir, "stages-per-run.png", "failover stages per run"))
     else:
         parts.append(none("No failover rows: no fault hit a group's coordinator or the controller."))
-    parts += cross_run_plots(data, img_dir)
+    parts += cross_run_plots(data, img_dir, draw)
     parts.append("<h3>Op latency by op type, all runs</h3>")
     lat = data["op_latency"]
     if lat:
@@ -87,7 +160,7 @@ def _across(infos: dict[str, dict], anchors: dict[str, str], data: dict, img_dir
                            [[r["f"], r["n"], r["ok"], r["fail"], r["info"], r["open"], r["p50"], r["p90"], r["p99"],
                              r["max"]] for r in lat], numeric=range(1, 10)))
         if any(r["p50"] is not None for r in lat):
-            plots.op_latency(img_dir / "op-latency.png", lat)
+            draw(plots.op_latency, img_dir / "op-latency.png", lat)
             parts.append(img(img_dir, "op-latency.png", "op latency by op type"))
     else:
         parts.append(none("No client operations."))
@@ -98,7 +171,7 @@ def _across(infos: dict[str, dict], anchors: dict[str, str], data: dict, img_dir
     return "\n".join(parts)
 
 
-def _run_section(anchor: str, info: dict, data: dict, img_dir: Path) -> str:
+def _run_section(anchor: str, info: dict, data: dict, img_dir: Path, draw: Draw) -> str:
     run, slug = info["run"], anchor
     faults = data["faults"].get(run, [])
     shaded = [f for f in faults if not f["skipped"]]
@@ -115,7 +188,7 @@ def _run_section(anchor: str, info: dict, data: dict, img_dir: Path) -> str:
     out.append("<h3>Latency and throughput</h3>")
     series = data["series"].get(run)
     if series:
-        plots.timeseries(img_dir / f"{slug}-timeseries.png", series, info["bucket_s"], shaded, end_s)
+        draw(plots.timeseries, img_dir / f"{slug}-timeseries.png", series, info["bucket_s"], shaded, end_s)
         out.append(f"<p class=\"note\">Per {info['bucket_s']:g}-s bucket of completions; shaded: fault windows "
                    "(start to heal).</p>" + img(img_dir, f"{slug}-timeseries.png", f"latency and throughput of {run}"))
     else:
@@ -137,7 +210,7 @@ def _run_section(anchor: str, info: dict, data: dict, img_dir: Path) -> str:
                for r in groups_rows if r["unavailable_from_ms"] is not None and r["fault"] is not None]
     if windows:
         lanes = sorted(set(info["groups"]) | {w["group"] for w in windows})
-        plots.unavailability(img_dir / f"{slug}-unavailability.png", lanes, windows, shaded, end_s)
+        draw(plots.unavailability, img_dir / f"{slug}-unavailability.png", lanes, windows, shaded, end_s)
         out.append("<p class=\"note\">From the group's first failed op after a fault to its first ok "
                    "coordinator op (the failovers table).</p>"
                    + img(img_dir, f"{slug}-unavailability.png", f"unavailability windows of {run}"))
@@ -150,7 +223,7 @@ def _run_section(anchor: str, info: dict, data: dict, img_dir: Path) -> str:
                 r["fault"], r["kind"], r["target"] = "-", f"({r['cause']})", ""
             r["label"] = f"#{r['fault']} {r['kind'] or ''} {r['target'] or ''} → " + (
                 r["group"] if r["group"] is not None else "controller")
-        plots.stages(img_dir / f"{slug}-stages.png", rows)
+        draw(plots.stages, img_dir / f"{slug}-stages.png", rows)
         capped = f" (the first {MAX_FAILOVER_ROWS})" if len(rows) >= MAX_FAILOVER_ROWS else ""
         out.append(f"<p class=\"note\">Per (fault, group){capped}: detect, elect − detect, load − elect, first commit −"
                    " load, in ms from the fault's start; a stage that did not happen adds nothing.</p>"
@@ -160,7 +233,7 @@ def _run_section(anchor: str, info: dict, data: dict, img_dir: Path) -> str:
     out.append("<h3>Partitions: leader, ISR, HW</h3>")
     parts = data["partitions"].get(run, [])
     if parts:
-        plots.partitions(img_dir / f"{slug}-partitions.png", parts, shaded, end_s)
+        draw(plots.partitions, img_dir / f"{slug}-partitions.png", parts, shaded, end_s)
         out.append(f"<p class=\"note\">At most {MAX_PARTITIONS} partitions: those an anomaly names, the workload "
                    "topics', the offsets partitions of the run's groups, then the busiest. HW: each broker's last "
                    f"value per {info['pbucket_s']:g}-s bucket; a red cross where a HW went back.</p>"
@@ -173,16 +246,48 @@ def _run_section(anchor: str, info: dict, data: dict, img_dir: Path) -> str:
 
 # ------------------------------------------------------------------ the entry point
 
-def write_report(tables: dict[str, DataFrame], out: Path, verdicts: DataFrame | None = None) -> Path:
-    """Write ``<out>/report/report.html`` and its plots (``<out>/report/img/*.png``); return the HTML's path."""
-    started = time.monotonic()
-    report_dir = Path(out) / "report"
-    img_dir = report_dir / "img"
+def prepare_report(tables: dict[str, DataFrame], out: Path) -> Prepared:
+    """The report's collects that need none of the tables the checkers make (``anomalies``, the verdicts,
+    ``runs``), made ahead (``Aggregates.prepare``), and the figures they draw, drawn ahead in another thread
+    under names of their own: ``analysis.main`` calls it while the checkers run, and passes it to
+    ``write_report`` (``prepared``), which collects the rest and draws what changed.  The report is the same."""
+    img_dir = Path(out) / "report" / "img"
     img_dir.mkdir(parents=True, exist_ok=True)
     for old in img_dir.glob("*.png"):
         old.unlink()
-    agg = Aggregates(tables, verdicts)
+    prepared = Prepared(Aggregates(tables, None), Drawer())
     try:
+        prepared.agg.prepare()
+        infos, data = prepared.agg.early_view()
+        # each figure as a report with no anomaly would draw it (the HTML made is not kept)
+        detail = list(infos)[:MAX_DETAIL_RUNS]
+        anchors = {r: f"run{i:03d}-{_slug(r)}" for i, r in enumerate(detail)}
+        _across(infos, anchors, data, img_dir, prepared.drawer.ahead)
+        for r in detail:
+            _run_section(anchors[r], infos[r], data, img_dir, prepared.drawer.ahead)
+    except BaseException:
+        prepared.release()
+        raise
+    return prepared
+
+
+def write_report(tables: dict[str, DataFrame], out: Path, verdicts: DataFrame | None = None,
+                 prepared: Prepared | None = None) -> Path:
+    """Write ``<out>/report/report.html`` and its plots (``<out>/report/img/*.png``); return the HTML's path.
+    ``prepared``: ``prepare_report``'s, of the same tables but the checkers' (released here, as is any
+    ``Aggregates`` of the report)."""
+    started = time.monotonic()
+    report_dir = Path(out) / "report"
+    img_dir = report_dir / "img"
+    agg = Aggregates(tables, verdicts) if prepared is None else prepared.agg
+    drawer = Drawer() if prepared is None else prepared.drawer
+    try:
+        if prepared is not None:
+            agg.complete(tables, verdicts)
+        else:
+            img_dir.mkdir(parents=True, exist_ok=True)
+            for old in img_dir.glob("*.png"):
+                old.unlink()
         infos = agg.runs()
         log.info("report: %d runs summarized in %.1f s", len(infos), time.monotonic() - started)
         order = sorted(infos, key=lambda r: (not (infos[r]["anomalies"] or infos[r]["verdict"] in ("invalid",
@@ -193,12 +298,16 @@ def write_report(tables: dict[str, DataFrame], out: Path, verdicts: DataFrame | 
         data = agg.details([infos[r] for r in detail])
         log.info("report: details and cross-run aggregates collected in %.1f s", time.monotonic() - t)
         t = time.monotonic()
-        across = _across(infos, anchors, data, img_dir)
+        across = _across(infos, anchors, data, img_dir, drawer.draw)
         log.info("report: cross-run part in %.1f s", time.monotonic() - t)
         t = time.monotonic()
-        sections = [_run_section(anchors[r], infos[r], data, img_dir) for r in detail]
-        log.info("report: %d run sections drawn in %.1f s", len(sections), time.monotonic() - t)
+        sections = [_run_section(anchors[r], infos[r], data, img_dir, drawer.draw) for r in detail]
+        log.info("report: %d run sections written in %.1f s", len(sections), time.monotonic() - t)
+        t = time.monotonic()
+        drawer.wait()
+        log.info("report: the last figure drawn %.1f s later", time.monotonic() - t)
     finally:
+        drawer.close()   # (a failure: the figures queued are dropped, the one being drawn ends)
         agg.release()
     total = {k: sum(i[k] for i in infos.values()) for k in ("ops", "faults", "anomalies")}
     note = (f"All {len(infos)} runs are shown in detail." if len(detail) == len(infos) else

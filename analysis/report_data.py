@@ -4,6 +4,7 @@ as JSON, tagged, in one union).
 """
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any, Sequence
 
@@ -12,7 +13,7 @@ from pyspark.sql import functions as F
 
 from analysis.local_rows import local_rows
 from analysis.runs import of_faults as _of_faults
-from analysis.spark import Background, collect_many, gathered, union_by_name
+from analysis.spark import Background, collect_many
 from kafkacommon.hashing import partition_for
 
 MAX_DETAIL_RUNS = 20        # runs with a section of their own
@@ -39,6 +40,10 @@ EVIDENCE_OP_COLS = ["run", "index", "complete_index", "process", "f", "type", "i
                     "group", "node", "error", "topic", "partition", "offset", "value", "member", "generation"]
 ANOMALY_COLS = ["run", "kind", "message", "group", "topic", "partition", "op_indexes", "event_types", "details"]
 QS = [0.05, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99]
+# the failover rows' stages as (stage, value) rows
+_STACK = "stack({}, {}) as (stage, value)".format(len(STAGES), ", ".join(f"'{k}', cast({k} as double)" for k, _ in STAGES))
+# ``details``'s frames of each detail run's own rows
+PER_RUN = ("series", "faults", "failovers")
 # percentile_approx accuracy of the per-bucket latency series (a rank error of at most 1/1000 of a bucket's
 # operations; Spark's default, 10000, is kept for the tables of numbers): at 10M operations the series'
 # aggregation took about a third less with it
@@ -84,6 +89,12 @@ class Aggregates:
         self.evidence_ops = _usable(t, "ops", EVIDENCE_OP_COLS)
         self._cached: list[DataFrame] = []
         self._later: list[Later] = []
+        # prepare()'s collects: the runs' rows of the frames that need no table of the checkers', and the details
+        # collected then (``_early_runs``: the runs whose per-run rows they hold)
+        self._early_rows: dict[str, list[dict]] | None = None
+        self._early_details: dict[str, list[dict]] = {}
+        self._early_runs: set[str] = set()
+        self._early_partitions: Later | None = None   # their chosen partitions' series, as if no anomaly named one
         # the small tables read several times are computed once
         if self.failovers is not None:
             self.failovers = self._cache(self.failovers.select(*FAILOVER_COLS))
@@ -113,9 +124,47 @@ class Aggregates:
         return None
 
     # ---------------------------------------------------------- collect 1: the runs
-    def runs(self) -> dict[str, dict]:
-        """run -> counts, first/last instants, groups, verdict, bucket sizes; every run of any table."""
+    def complete(self, tables: dict[str, DataFrame], verdicts: DataFrame | None) -> None:
+        """After ``prepare``: the tables the checkers make (``anomalies``, the verdicts, ``runs``)."""
+        self.anomalies = _usable(tables, "anomalies", ANOMALY_COLS)
+        self.verdicts = verdicts if verdicts is not None and {"run", "verdict"} <= set(verdicts.columns) else None
+        self.meta = _usable(tables, "runs", ["run", "scenario", "seed", "client"])
+
+    def prepare(self) -> None:
+        """Collect now what needs none of the checkers' tables (``complete`` adds those later): the runs'
+        counts and instants, the cross-run figures of the operations and the failover rows, and, when every
+        run known so far gets a section of its own (at most MAX_DETAIL_RUNS), their series, faults and failover
+        rows.  ``analysis.main`` calls it while the checkers still run; ``runs`` and ``details`` then collect only
+        the rest, and give what they gave without it."""
+        self._early_rows = collect_many(self._runs_frames(early=True))
+        infos = self._infos(self._early_rows)
+        detail = list(infos.values()) if len(infos) <= MAX_DETAIL_RUNS else []
+        frames = self._detail_frames(detail, early=True)
+        if detail:
+            frames.update(self._per_run_frames(detail))
+            self._early_runs = set(infos)
+            if self.leaders is not None:   # the partitions chosen as when no anomaly names one (the common case)
+                frames["chosen"] = self._chosen(detail)
+        self._early_details = got = collect_many(frames)
+        chosen, rf = got.pop("chosen", None), self._run_frame(detail) if detail else None
+        if chosen:   # their series, collected in another driver thread (``details`` uses them if no anomaly)
+            self._early_partitions = Later(lambda: self._partitions(chosen, rf), "report")
+            self._later.append(self._early_partitions)
+
+    def early_view(self) -> tuple[dict[str, dict], dict[str, Any]]:
+        """After ``prepare``: the runs and details as ``runs`` and ``details`` would give them if the checkers'
+        tables were empty (copies: the caller may change them), for the figures drawn ahead of the checkers
+        (``analysis.report``).  The details hold only what ``prepare`` collected."""
+        data = _shaped(copy.deepcopy(self._early_details))
+        data["partitions"] = self._early_partitions if self._early_partitions is not None else {}
+        return self._infos(self._early_rows or {}), data
+
+    def _runs_frames(self, early: bool | None) -> dict[str, DataFrame]:
+        """``runs``'s frames: those that need no table of the checkers' (``early`` True), the others (False),
+        or all (None)."""
         frames: dict[str, DataFrame] = {}
+        if early is False:
+            return self._checked_runs_frames(frames)
         if self.ops is not None:
             t = F.col("type")
             frames["ops"] = self.ops.groupBy("run").agg(
@@ -135,20 +184,33 @@ class Aggregates:
             frames["failovers"] = _of_faults(self.failovers).groupBy("run").agg(
                 F.sum(g.cast("long")).alias("failovers"),
                 F.sum((g & F.col("unavailable_ms").isNull()).cast("long")).alias("unrecovered"))
-        if self.anomalies is not None:
-            frames["anomalies"] = self.anomalies.groupBy("run").agg(F.count(F.lit(1)).alias("anomalies"))
         if self.leaders is not None:
             frames["leaders"] = self.leaders.groupBy("run").agg(
                 F.max(F.when(F.col("topic") == OFFSETS_TOPIC, F.col("partition") + 1)).alias("offsets_partitions"),
                 F.min("time_ns").alias("e_first"), F.max("time_ns").alias("e_last"))
+        return frames if early else self._checked_runs_frames(frames)
+
+    def _checked_runs_frames(self, frames: dict[str, DataFrame]) -> dict[str, DataFrame]:
+        if self.anomalies is not None:
+            frames["anomalies"] = self.anomalies.groupBy("run").agg(F.count(F.lit(1)).alias("anomalies"))
         if self.verdicts is not None:
             frames["verdicts"] = self.verdicts.select(
                 "run", "verdict", *(["unknowns"] if "unknowns" in self.verdicts.columns else []))
         if self.meta is not None:
             frames["meta"] = self.meta.select("run", "scenario", "seed", "client", *[
                 c for c in ("anomalies_by_kind",) if c in self.meta.columns])
+        return frames
+
+    def runs(self) -> dict[str, dict]:
+        """run -> counts, first/last instants, groups, verdict, bucket sizes; every run of any table."""
+        if self._early_rows is None:
+            return self._infos(collect_many(self._runs_frames(early=None)))
+        return self._infos({**self._early_rows, **collect_many(self._runs_frames(early=False))})
+
+    @staticmethod
+    def _infos(collected: dict[str, list[dict]]) -> dict[str, dict]:
         out: dict[str, dict] = {}
-        got = collect_many(frames)
+        got = dict(collected)
         groups = got.pop("groups", [])
         for rows in got.values():
             for r in rows:
@@ -174,46 +236,88 @@ class Aggregates:
     def details(self, infos: Sequence[dict]) -> dict[str, Any]:
         """The detail runs' series, faults, failover rows, anomalies and chosen partitions, and the cross-run
         stage and latency percentiles and anomaly counts."""
-        frames: dict[str, DataFrame] = {}
         runs = [i["run"] for i in infos]
         rf = self._run_frame(infos) if infos else None
+        if self._early_rows is None:
+            got = collect_many({**self._per_run_frames(infos), **self._detail_frames(infos, early=None)})
+        else:   # what prepare() did not collect
+            missing = [i for i in infos if i["run"] not in self._early_runs]
+            # prepare()'s chosen partitions are these runs' when none of them has an anomaly (which could name a
+            # partition, and put it first)
+            early_partitions = self._early_partitions if self._early_partitions is not None and not missing and not any(
+                i["anomalies"] for i in infos) else None
+            got = collect_many({**self._per_run_frames(missing),
+                                **self._detail_frames(infos, early=False, chosen=early_partitions is None)})
+            chosen = set(runs)
+            for name, rows in self._early_details.items():
+                if name in PER_RUN:
+                    rows = [r for r in rows if r["run"] in chosen]
+                got[name] = got.get(name, []) + rows
+        out = _shaped(got)
+        # the chosen partitions' series (the third collect) in another driver thread, while this one draws the
+        # figures that need only the rows above (``analysis.report`` reads them last)
+        if self._early_rows is not None and early_partitions is not None:
+            out["partitions"] = early_partitions
+            return out
+        chosen = got.get("chosen")
+        out["partitions"] = Later(lambda: self._partitions(chosen, rf) if chosen else {}, "report")
+        self._later.append(out["partitions"])
+        return out
+
+    def _per_run_frames(self, infos: Sequence[dict]) -> dict[str, DataFrame]:
+        """The runs' own rows (``PER_RUN``): series of their operations, faults and failover rows."""
+        frames: dict[str, DataFrame] = {}
+        if not infos:
+            return frames
+        rf = self._run_frame(infos)
         secs = lambda c: ((F.col(c) - F.col("_t0")) / 1e9)  # noqa: E731
         if self.ops is not None:
             t = F.col("type")
-            if rf is not None:
-                b = F.floor((F.col("complete_ns") - F.col("_t0")) / F.col("_bucket"))
-                frames["series"] = (
-                    self.ops.where(F.col("complete_ns").isNotNull()).join(rf, "run")
-                    .groupBy("run", b.alias("b"), "_bucket")
-                    .agg(*[F.sum((t == k).cast("long")).alias(k) for k in ("ok", "fail", "info")],
-                         F.percentile_approx(F.when(t == "ok", F.col("latency_ms")), F.array(F.lit(0.5), F.lit(0.99)),
-                                             SERIES_ACCURACY).alias("lat")))
-            frames["op_latency"] = self.ops.groupBy("f").agg(
-                F.count(F.lit(1)).alias("n"), *[F.sum((t == k).cast("long")).alias(k)
-                                                for k in ("ok", "fail", "info", "open")],
-                F.percentile_approx(F.when(t == "ok", F.col("latency_ms")),
-                                    F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99))).alias("q"),
-                F.max(F.when(t == "ok", F.col("latency_ms"))).alias("max"))
-        if self.faults is not None and rf is not None:
+            b = F.floor((F.col("complete_ns") - F.col("_t0")) / F.col("_bucket"))
+            frames["series"] = (
+                self.ops.where(F.col("complete_ns").isNotNull()).join(rf, "run")
+                .groupBy("run", b.alias("b"), "_bucket")
+                .agg(*[F.sum((t == k).cast("long")).alias(k) for k in ("ok", "fail", "info")],
+                     F.percentile_approx(F.when(t == "ok", F.col("latency_ms")), F.array(F.lit(0.5), F.lit(0.99)),
+                                         SERIES_ACCURACY).alias("lat")))
+        if self.faults is not None:
             frames["faults"] = _capped(self.faults.join(rf, "run"), ["start_ns", "fault"], MAX_FAULTS).select(
                 "run", "fault", "kind", "target", "nodes", "skipped", secs("start_ns").alias("start_s"),
                 secs("heal_ns").alias("heal_s"))
         if self.failovers is not None:
-            if rf is not None:
-                frames["failovers"] = _capped(self.failovers.join(rf, "run"),
-                                              ["time_ns", "fault", F.col("group").asc_nulls_first()],
-                                              MAX_FAILOVER_ROWS).select(*FAILOVER_COLS, secs("time_ns").alias("time_s"))
-            stack = "stack({}, {}) as (stage, value)".format(
-                len(STAGES), ", ".join(f"'{k}', cast({k} as double)" for k, _ in STAGES))
-            long = _of_faults(self.failovers).select("run", F.expr(stack)).where(F.col("value").isNotNull())
-            frames["stages"] = long.rollup("stage", "run").agg(
-                F.count("value").alias("n"), F.percentile_approx("value", F.array(*[F.lit(q) for q in QS])).alias("q"),
-                F.max("value").alias("max"), F.grouping("run").alias("all_runs")).where(F.col("stage").isNotNull())
-            kinds = _of_faults(self.failovers).select("kind", F.expr(stack)).where(F.col("value").isNotNull())
-            frames["stages_kind"] = _quantiles(kinds, "kind")
-            if self.meta is not None:
-                clients = long.join(F.broadcast(self.meta.select("run", "client")), "run")
-                frames["stages_client"] = _quantiles(clients, "client")
+            frames["failovers"] = _capped(self.failovers.join(rf, "run"),
+                                          ["time_ns", "fault", F.col("group").asc_nulls_first()],
+                                          MAX_FAILOVER_ROWS).select(*FAILOVER_COLS, secs("time_ns").alias("time_s"))
+        return frames
+
+    def _detail_frames(self, infos: Sequence[dict], early: bool | None, chosen: bool = True) -> dict[str, DataFrame]:
+        """``details``'s cross-run frames and the detail runs' anomalies and partitions: those that need no table
+        of the checkers' (``early`` True), the others (False), or all (None); ``chosen``: with the partitions
+        chosen (``_chosen``)."""
+        frames: dict[str, DataFrame] = {}
+        runs = [i["run"] for i in infos]
+        if early is not False:
+            if self.ops is not None:
+                t = F.col("type")
+                frames["op_latency"] = self.ops.groupBy("f").agg(
+                    F.count(F.lit(1)).alias("n"), *[F.sum((t == k).cast("long")).alias(k)
+                                                    for k in ("ok", "fail", "info", "open")],
+                    F.percentile_approx(F.when(t == "ok", F.col("latency_ms")),
+                                        F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99))).alias("q"),
+                    F.max(F.when(t == "ok", F.col("latency_ms"))).alias("max"))
+            if self.failovers is not None:
+                long = self._stages_long()
+                frames["stages"] = long.rollup("stage", "run").agg(
+                    F.count("value").alias("n"),
+                    F.percentile_approx("value", F.array(*[F.lit(q) for q in QS])).alias("q"),
+                    F.max("value").alias("max"), F.grouping("run").alias("all_runs")).where(F.col("stage").isNotNull())
+                kinds = _of_faults(self.failovers).select("kind", F.expr(_STACK)).where(F.col("value").isNotNull())
+                frames["stages_kind"] = _quantiles(kinds, "kind")
+        if early is True:
+            return frames
+        if self.failovers is not None and self.meta is not None:
+            clients = self._stages_long().join(F.broadcast(self.meta.select("run", "client")), "run")
+            frames["stages_client"] = _quantiles(clients, "client")
         if self.meta is not None and self.verdicts is not None:
             frames["verdict_scenario"] = (self.meta.select("run", "scenario").join(self.verdicts.select("run", "verdict"),
                                                                                    "run")
@@ -227,43 +331,13 @@ class Aggregates:
             if runs:
                 frames["anomalies"] = _capped(self.anomalies.where(F.col("run").isin(*runs)), ["kind", "message"],
                                               MAX_ANOMALIES).select(*ANOMALY_COLS)
-        if self.leaders is not None and runs:
+        if self.leaders is not None and runs and chosen:
             frames["chosen"] = self._chosen(infos)
-        got = collect_many(frames)
-        out: dict[str, Any] = {"series": {}, "faults": {}, "failovers": {}, "anomalies": {}}
-        for r in sorted(got.get("series", []), key=lambda r: (r["run"], r["b"])):
-            p = r["lat"] or [None, None]
-            out["series"].setdefault(r["run"], []).append({"t_s": r["b"] * r["_bucket"] / 1e9, "ok": r["ok"],
-                                                           "fail": r["fail"], "info": r["info"], "p50": p[0],
-                                                           "p99": p[1]})
-        for name, order in (("faults", lambda r: (r["start_s"], r["fault"] or 0)),
-                            ("failovers", lambda r: (r["time_ns"], r["fault"] or 0, r["group"] is not None,
-                                                     r["group"] or "")),
-                            ("anomalies", lambda r: (r["kind"] or "", r["message"] or ""))):
-            for r in sorted(got.get(name, []), key=lambda r: (r["run"], order(r))):
-                out[name].setdefault(r["run"], []).append(r)
-        out["stages"], out["stages_per_run"] = {}, {}
-        for r in got.get("stages", []):
-            if r["all_runs"]:
-                out["stages"][r["stage"]] = {"n": r["n"], "q": r["q"], "max": r["max"]}
-            else:
-                out["stages_per_run"][(r["run"], r["stage"])] = {"n": r["n"], "q": [r["q"][i] for i in (0, 1, 2, 3, 5)]}
-        out["op_latency"] = []
-        for r in sorted(got.get("op_latency", []), key=lambda r: (-r["n"], r["f"] or "")):
-            q = r.pop("q") or [None] * 3
-            out["op_latency"].append(dict(r, p50=q[0], p90=q[1], p99=q[2]))
-        out["kinds"] = sorted(got.get("kinds", []), key=lambda r: r["kind"] or "")
-        for name in ("stages_kind", "stages_client"):
-            out[name] = {(r["by"], r["stage"]): {"n": r["n"], "q": [r["q"][i] for i in (0, 1, 2, 3, 5)]}
-                         for r in got.get(name, [])}
-        out["verdict_scenario"] = got.get("verdict_scenario", [])
-        out["evidence"] = {(r["run"], r["_i"]): r for r in got.get("evidence", [])}
-        # the chosen partitions' series (the third collect) in another driver thread, while this one draws the
-        # figures that need only the rows above (``analysis.report`` reads them last)
-        chosen = got.get("chosen")
-        out["partitions"] = Later(lambda: self._partitions(chosen, rf) if chosen else {}, "report")
-        self._later.append(out["partitions"])
-        return out
+        return frames
+
+    def _stages_long(self) -> DataFrame:
+        """(run, stage, value): the failover rows of faults, a row per stage with a value."""
+        return _of_faults(self.failovers).select("run", F.expr(_STACK)).where(F.col("value").isNotNull())
 
     def _evidence(self, runs: Sequence[str]) -> DataFrame:
         """The history lines the detail runs' anomalies cite (``op_indexes``): each operation row whose invoke
@@ -353,6 +427,39 @@ class Aggregates:
             out.setdefault(run, []).append(p)
         return out
 
+
+
+def _shaped(got: dict[str, list[dict]]) -> dict[str, Any]:
+    """``details``'s collected rows, shaped as the report reads them (but the partitions)."""
+    out: dict[str, Any] = {"series": {}, "faults": {}, "failovers": {}, "anomalies": {}}
+    for r in sorted(got.get("series", []), key=lambda r: (r["run"], r["b"])):
+        p = r["lat"] or [None, None]
+        out["series"].setdefault(r["run"], []).append({"t_s": r["b"] * r["_bucket"] / 1e9, "ok": r["ok"],
+                                                       "fail": r["fail"], "info": r["info"], "p50": p[0],
+                                                       "p99": p[1]})
+    for name, order in (("faults", lambda r: (r["start_s"], r["fault"] or 0)),
+                        ("failovers", lambda r: (r["time_ns"], r["fault"] or 0, r["group"] is not None,
+                                                 r["group"] or "")),
+                        ("anomalies", lambda r: (r["kind"] or "", r["message"] or ""))):
+        for r in sorted(got.get(name, []), key=lambda r: (r["run"], order(r))):
+            out[name].setdefault(r["run"], []).append(r)
+    out["stages"], out["stages_per_run"] = {}, {}
+    for r in got.get("stages", []):
+        if r["all_runs"]:
+            out["stages"][r["stage"]] = {"n": r["n"], "q": r["q"], "max": r["max"]}
+        else:
+            out["stages_per_run"][(r["run"], r["stage"])] = {"n": r["n"], "q": [r["q"][i] for i in (0, 1, 2, 3, 5)]}
+    out["op_latency"] = []
+    for r in sorted(got.get("op_latency", []), key=lambda r: (-r["n"], r["f"] or "")):
+        q = r.pop("q") or [None] * 3
+        out["op_latency"].append(dict(r, p50=q[0], p90=q[1], p99=q[2]))
+    out["kinds"] = sorted(got.get("kinds", []), key=lambda r: r["kind"] or "")
+    for name in ("stages_kind", "stages_client"):
+        out[name] = {(r["by"], r["stage"]): {"n": r["n"], "q": [r["q"][i] for i in (0, 1, 2, 3, 5)]}
+                     for r in got.get(name, [])}
+    out["verdict_scenario"] = got.get("verdict_scenario", [])
+    out["evidence"] = {(r["run"], r["_i"]): r for r in got.get("evidence", [])}
+    return out
 
 
 def _quantiles(long: DataFrame, by: str) -> DataFrame:

@@ -7,7 +7,7 @@ import html
 import json
 import math
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from analysis import plots
 from analysis.report_data import BOX_STAGES
@@ -201,8 +201,9 @@ def runs_rows(infos: dict[str, dict], links: dict[str, Any], per_run: dict) -> t
     return head, rows
 
 
-def cross_run_plots(data: dict, img_dir: Path) -> list[str]:
-    """Stage distributions per fault kind and per client, verdicts per scenario."""
+def cross_run_plots(data: dict, img_dir: Path, draw: Callable[..., None]) -> list[str]:
+    """Stage distributions per fault kind and per client, verdicts per scenario (each drawn by ``draw(plot,
+    *args)``)."""
     out = []
     for key, name, what in (("stages_kind", "stages-by-fault-kind.png", "fault kind"),
                             ("stages_client", "stages-by-client.png", "client")):
@@ -210,11 +211,11 @@ def cross_run_plots(data: dict, img_dir: Path) -> list[str]:
         labels = sorted({b for b, _s in stats if b is not None})
         stages = [(k, label) for k, label in BOX_STAGES if any((b, k) in stats for b in labels)]
         if len(labels) > 1 and stages:   # a single box per stage: the stage table above has its figures
-            plots.stage_boxes(img_dir / name, stages, labels, stats, title=f"failover stages per {what} (ms)")
+            draw(plots.stage_boxes, img_dir / name, stages, labels, stats, title=f"failover stages per {what} (ms)")
             out.append(f"<h3>Failover stages per {esc(what)}</h3><p class=\"note\">Box p25–p75, the median, whiskers "
                        "p5–p95, over the rows of faults of every run.</p>" + img(img_dir, name, f"stages per {what}"))
     vs = data.get("verdict_scenario") or []
     if len({r["scenario"] for r in vs}) > 1:   # one scenario's bar: the verdict block at the top says it
-        plots.verdicts_per_scenario(img_dir / "verdicts-by-scenario.png", vs)
+        draw(plots.verdicts_per_scenario, img_dir / "verdicts-by-scenario.png", vs)
         out.append("<h3>Verdicts per scenario</h3>" + img(img_dir, "verdicts-by-scenario.png", "verdicts per scenario"))
     return out
