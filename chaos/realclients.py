@@ -59,6 +59,7 @@ def _kind(name: str, refused: set[str]) -> str:
 class RealProducerWorker(Worker):
     """Sends unique values round-robin over the partitions, ``rate`` per second; each send's
     outcome comes from the client's delivery callback."""
+    opens_client = True
 
     def __init__(self, history, procs: Processes, client: str, bootstrap: str, spec: ProducerSpec,
                  partitions: int, index: int, stop: threading.Event):
@@ -99,6 +100,7 @@ class RealProducerWorker(Worker):
             self._run_kafka_python()
 
     def _paced(self):
+        self.ready.set()   # every producer here builds its client, then paces its sends from here
         period, next_at, seq = 1.0 / self.spec.rate, time.monotonic(), 0
         while not self.stop_event.wait(max(0.0, next_at - time.monotonic())):
             next_at += period
@@ -180,6 +182,7 @@ class RealProducerWorker(Worker):
 class RealMemberWorker(Worker):
     """One consumer-group member, a real client: it polls, records, and commits its positions
     every ``commit.interval.ms`` synchronously.  No crashes or stalls (the scenario refuses them)."""
+    opens_client = True
 
     crashes = 0
     stalls = 0
@@ -230,6 +233,7 @@ class RealMemberWorker(Worker):
 
     def body(self) -> None:
         self.member = self._open()
+        self.ready.set()
         commit_at = time.monotonic() + self.spec.commit_interval_ms / 1000
         try:
             while not self.stop_event.is_set():

@@ -68,6 +68,7 @@ log = logging.getLogger(__name__)
 
 PLANTABLE_BUGS = bugs.BUGS
 TARGETS = ("processes", "compose")
+CLIENTS_READY_S = 120.0   # at most this long for every client to be built before the workload starts anyway
 
 
 @dataclass
@@ -317,6 +318,11 @@ class ChaosRun:
                             enabled=self.show_progress)
         for w in workers:
             w.start()
+        # the workload starts, and the faults' times count from it, once every client is built: a Java client's
+        # JVM takes seconds to start, more on a busy machine (a run of 13 s once ended before its producer sent)
+        deadline = time.monotonic() + CLIENTS_READY_S
+        for w in workers:
+            w.ready.wait(max(0.0, deadline - time.monotonic()))
         t0 = time.monotonic()
         progress.start(t0)
         try:

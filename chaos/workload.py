@@ -61,17 +61,26 @@ def _records(recs) -> list[list[Any]]:
 
 
 class Worker(threading.Thread):
+    # True: the worker sets ``ready`` itself once its client is built (a Java client's JVM takes seconds to
+    # start, more on a busy machine); else ``ready`` is set as it starts
+    opens_client = False
+
     def __init__(self, name: str, stop: threading.Event):
         super().__init__(name=name, daemon=True)
         self.stop_event = stop
         self.error: BaseException | None = None
+        self.ready = threading.Event()   # the runner's schedule starts once every worker's is set
 
     def run(self) -> None:
+        if not self.opens_client:
+            self.ready.set()
         try:
             self.body()
         except BaseException as e:  # a workload bug must not vanish: the runner reports it
             log.exception("%s failed", self.name)
             self.error = e
+        finally:
+            self.ready.set()   # (a worker that failed before its client was built)
 
     def body(self) -> None:
         raise NotImplementedError

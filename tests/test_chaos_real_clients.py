@@ -68,6 +68,9 @@ def test_the_java_client_rides_out_a_coordinator_kill(tmp_path):
     assert all("generation" in op["value"] for op in ops if op["f"] in ("commit", "sync") and op["type"] == "ok")
     kill = next(op["index"] for op in ops if op["process"] == "nemesis" and op["value"].get("phase") == "start")
     assert any(op["f"] == "commit" and op["type"] == "ok" and op["index"] > kill for op in ops)
+    # the workload starts once the JVMs are up: the producer has sent before the kill (under the suite's load
+    # the JVMs once started after the kill, and the 13-s run ended before the producer sent anything)
+    assert any(op["f"] == "send" and op["type"] == "ok" and op["index"] < kill for op in ops)
     assert r.results["drained"] == {"g1": True}
     rows = [row for row in r.results["timeline"] if row["group"] == "g1" and row["fault"] is not None]
     assert any(row["moved"] and row["first_commit_ms"] is not None for row in rows), printed
