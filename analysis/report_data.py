@@ -146,8 +146,9 @@ class Aggregates:
             if self.leaders is not None:   # the partitions chosen as when no anomaly names one (the common case)
                 frames["chosen"] = self._chosen(detail)
         self._early_details = got = collect_many(frames)
-        chosen, rf = got.pop("chosen", None), self._run_frame(detail) if detail else None
+        chosen = got.pop("chosen", None)
         if chosen:   # their series, collected in another driver thread (``details`` uses them if no anomaly)
+            rf = self._run_frame(detail)
             self._early_partitions = Later(lambda: self._partitions(chosen, rf), "report")
             self._later.append(self._early_partitions)
 
@@ -237,7 +238,6 @@ class Aggregates:
         """The detail runs' series, faults, failover rows, anomalies and chosen partitions, and the cross-run
         stage and latency percentiles and anomaly counts."""
         runs = [i["run"] for i in infos]
-        rf = self._run_frame(infos) if infos else None
         if self._early_rows is None:
             got = collect_many({**self._per_run_frames(infos), **self._detail_frames(infos, early=None)})
         else:   # what prepare() did not collect
@@ -260,6 +260,7 @@ class Aggregates:
             out["partitions"] = early_partitions
             return out
         chosen = got.get("chosen")
+        rf = self._run_frame(infos) if chosen else None
         out["partitions"] = Later(lambda: self._partitions(chosen, rf) if chosen else {}, "report")
         self._later.append(out["partitions"])
         return out
