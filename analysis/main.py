@@ -202,6 +202,12 @@ TABLES = ("ops", "observations", "group_offsets", "pairing_errors", "faults", "c
           "verdicts", "runs")
 
 
+def _ordered(tables: dict[str, Any]) -> dict[str, Any]:
+    """``tables`` in ``TABLES``' order, then the others in theirs."""
+    rank = {name: i for i, name in enumerate(TABLES)}
+    return dict(sorted(tables.items(), key=lambda kv: rank.get(kv[0], len(rank))))
+
+
 def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, started: float,
          stack) -> dict[str, Any]:
     """The analysis proper, of ``files`` (``analysis.files.scan_runs``, which took ``listed`` s); ``stack`` (an
@@ -214,7 +220,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
     from analysis.ops_tables import build_ops_tables, nemesis_lines, paired, paired_rows
     from analysis.report import prepare_report, write_report
     from analysis.runs import read_meta, runs_table
-    from analysis.spark import Background, kept, release, sized_to, small_input
+    from analysis.spark import Background, kept, local, release, sized_to, small_input
     from analysis.tables import event_log_tables
     from analysis.tables import faults as faults_table
 
@@ -264,19 +270,22 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         seconds["event_lines"] = round(time.monotonic() - t, 1)
         say(f"  {'event_lines':<20} {seconds['event_lines']:>7.1f} s  (parsed and kept; concurrent)")
 
-    def write_event_log_tables() -> dict[str, Any]:
+    def write_event_log_tables() -> tuple[dict[str, Any], Any]:
         keeping.result()
         done: dict[str, Any] = {}
         for name, df in event_log_tables(inputs).items():
             write(name, df, done, concurrent=True)
-        return done
+        # what each run says of itself (a row per run), for the runs table and the report (which so need not
+        # wait for the runs table)
+        spark.sparkContext.setJobDescription("meta")
+        return done, local(read_meta(spark, inputs.run_files()))
 
     # The event lines are parsed and kept, and the tables made from them alone written, in other driver threads
     # while this one pairs the history and writes the operations' tables: on a small run each step is mostly
     # the driver's planning, one core's work, and the two sides share nothing.
     keeping = Background(keep_event_lines, "keep-event-lines")
     event_side = Background(write_event_log_tables, "event-log-tables")
-    extras = planning = None
+    extras = planning = meta = judging = None
     try:
         spark.sparkContext.setJobDescription("table ops")
         # a small input's window over whole processes (a few MB at most): no edge rows to pair again after the
@@ -328,10 +337,11 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         write("failovers", failovers(inputs, {**written, "nemesis": nemesis}))
         # what the report needs of the tables written so far, collected while the checkers still run (a small
         # input's checkers end after the failovers: this thread would wait for them)
-        written.update(event_side.result())
+        event_tables, meta = event_side.result()
+        written.update(event_tables)
         lap("wait_event_tables")
         spark.sparkContext.setJobDescription("report")
-        prepared = prepare_report(written, out)
+        prepared = prepare_report(written, out, meta)
         lap("report_prepare")
         (planned, checked_rows), planning = planning.result(), None
         if checked_rows is None:
@@ -340,47 +350,59 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         else:
             written.update(checked_rows)
             lap("wait_anomalies")
-        write("verdicts", verdicts(inputs, written["anomalies"], **options))
-        rank = {name: i for i, name in enumerate(TABLES)}
-        ordered = sorted(written.items(), key=lambda kv: rank.get(kv[0], len(rank)))
-        written.clear()
-        written.update(ordered)
-        write("runs", runs_table(read_meta(spark, inputs.run_files()), written))
+        # The verdicts and the runs table written, each in a driver thread of its own, and then the summary's
+        # counts made, while this thread makes the report: the three read the verdicts' frame (the same rows as
+        # the table), so none waits for another's write, and each is mostly one core's planning.
+        judged = verdicts(inputs, written["anomalies"], **options)
+        before = dict(written)
+
+        def write_judged() -> tuple[dict[str, Any], tuple[dict[str, int], dict[str, int]]]:
+            done = dict(before)
+            runs_done: dict[str, Any] = {}
+            runs_side = Background(lambda: write("runs", runs_table(meta, {**before, "verdicts": judged}),
+                                                 runs_done, concurrent=True), "table runs")
+            try:
+                write("verdicts", judged, done, concurrent=True)
+            finally:
+                runs_side.wait()
+            runs_side.result()
+            done.update(runs_done)
+            t = time.monotonic()
+            spark.sparkContext.setJobDescription("counts")
+            done = _ordered(done)
+            counts = _counts(spark, done, out / "tables")
+            seconds["count"] = round(time.monotonic() - t, 1)
+            return done, counts
+
+        judging = Background(write_judged, "verdicts")
     except BaseException:
         if prepared is not None:   # (write_report releases it)
             prepared.release()
+        release(meta)
         raise
     finally:  # also when a step fails: the staged rows are gigabytes at 10M operations, and the session may live on
         if planning is not None:   # a step failed while the checkers were being planned
             left = planning.wait()
             if left is not None:
                 left[0].ctx.release()   # (released already when its checks ran: a second release frees nothing)
-        event_side.wait()   # a step failed: the other threads end before what they read is freed
+        side = event_side.wait()   # a step failed: the other threads end before what they read is freed
+        if meta is None and side is not None:   # a step failed before this thread took the meta
+            release(side[1])
         keeping.wait()
         for df in (extras, inputs.parsed, inputs.segments):
             release(df)
         shutil.rmtree(out / "work", ignore_errors=True)
 
-    # the summary's counts in another driver thread while the report is computed and drawn (both only read the
-    # written tables; a small run's report is mostly the driver's planning and Python's drawing, one core's work)
-    counted: dict[str, float] = {}
-
-    def count() -> tuple[dict[str, int], dict[str, int]]:
-        t = time.monotonic()
-        try:
-            return _counts(spark, written, out / "tables")
-        finally:
-            counted["count"] = round(time.monotonic() - t, 1)
-
-    counting = Background(count, "counts")
     try:
         spark.sparkContext.setJobDescription("report")
-        report_path = write_report(written, out, written["verdicts"], prepared=prepared)
+        report_path = write_report(written, out, judged, prepared=prepared)
     finally:
-        counting.wait()   # a failed report: the counts end before the caller stops the session
+        judging.wait()   # a failed report: the tables and counts end before the caller stops the session
+        release(meta)
     lap("report")
-    rows, anomalies = counting.result()
-    seconds.update(counted)
+    tables, (rows, anomalies) = judging.result()
+    written.clear()
+    written.update(tables)
     summary = {"runs": sorted(runs), "out": str(out), "tables": rows, "anomalies": anomalies,
                "report": str(report_path), "seconds": seconds, "wall_s": round(time.monotonic() - started, 1)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -246,16 +246,18 @@ def _run_section(anchor: str, info: dict, data: dict, img_dir: Path, draw: Draw)
 
 # ------------------------------------------------------------------ the entry point
 
-def prepare_report(tables: dict[str, DataFrame], out: Path) -> Prepared:
+def prepare_report(tables: dict[str, DataFrame], out: Path, meta: DataFrame | None = None) -> Prepared:
     """The report's collects that need none of the tables the checkers make (``anomalies``, the verdicts,
     ``runs``), made ahead (``Aggregates.prepare``), and the figures they draw, drawn ahead in another thread
     under names of their own: ``analysis.main`` calls it while the checkers run, and passes it to
-    ``write_report`` (``prepared``), which collects the rest and draws what changed.  The report is the same."""
+    ``write_report`` (``prepared``), which collects the rest and draws what changed.  The report is the same.
+    ``meta``: the runs' scenario, seed and client (``analysis.runs.read_meta``'s), for the report to take from
+    it, not from the ``runs`` table, and so collect them and draw the figures by client ahead too."""
     img_dir = Path(out) / "report" / "img"
     img_dir.mkdir(parents=True, exist_ok=True)
     for old in img_dir.glob("*.png"):
         old.unlink()
-    prepared = Prepared(Aggregates(tables, None), Drawer())
+    prepared = Prepared(Aggregates(tables, None, meta), Drawer())
     try:
         prepared.agg.prepare()
         infos, data = prepared.agg.early_view()

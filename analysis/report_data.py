@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.local_rows import local_rows
+from analysis.runs import anomalies_by_kind
 from analysis.runs import of_faults as _of_faults
 from analysis.spark import Background, collect_many
 from kafkacommon.hashing import partition_for
@@ -39,6 +40,7 @@ FAILOVER_COLS = ["run", "fault", "cause", "kind", "target", "time_ns", "heal_ms"
 EVIDENCE_OP_COLS = ["run", "index", "complete_index", "process", "f", "type", "invoke_ns", "complete_ns", "latency_ms",
                     "group", "node", "error", "topic", "partition", "offset", "value", "member", "generation"]
 ANOMALY_COLS = ["run", "kind", "message", "group", "topic", "partition", "op_indexes", "event_types", "details"]
+META_COLS = ["run", "scenario", "seed", "client"]
 QS = [0.05, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99]
 # the failover rows' stages as (stage, value) rows
 _STACK = "stack({}, {}) as (stage, value)".format(len(STAGES), ", ".join(f"'{k}', cast({k} as double)" for k, _ in STAGES))
@@ -73,9 +75,12 @@ def _usable(tables: dict[str, DataFrame], name: str, cols: Sequence[str]) -> Dat
 # ------------------------------------------------------------------ Spark: the aggregates
 
 class Aggregates:
-    """Every small aggregate the report draws, computed in Spark from ``tables`` (three collects in all)."""
+    """Every small aggregate the report draws, computed in Spark from ``tables`` (three collects in all).  Each
+    run's scenario, seed and client come from ``meta`` (``analysis.runs.read_meta``'s: known before the checkers
+    end, so ``prepare`` collects them) when given, else from the ``runs`` table."""
 
-    def __init__(self, tables: dict[str, DataFrame], verdicts: DataFrame | None) -> None:
+    def __init__(self, tables: dict[str, DataFrame], verdicts: DataFrame | None,
+                 meta: DataFrame | None = None) -> None:
         t = tables or {}
         self.ops = _usable(t, "ops", ["run", "f", "type", "invoke_ns", "complete_ns", "latency_ms", "group"])
         self.faults = _usable(t, "faults", FAULT_COLS)
@@ -85,7 +90,8 @@ class Aggregates:
         self.isr = _usable(t, "isr_changes", ["run", "time_ns", "topic", "partition", "isr"])
         self.hw = _usable(t, "hw_samples", ["run", "time_ns", "broker", "topic", "partition", "old", "new"])
         self.verdicts = verdicts if verdicts is not None and {"run", "verdict"} <= set(verdicts.columns) else None
-        self.meta = _usable(t, "runs", ["run", "scenario", "seed", "client"])
+        self._early_meta = meta is not None and set(META_COLS) <= set(meta.columns)
+        self.meta = meta.select(*META_COLS) if self._early_meta else _usable(t, "runs", META_COLS)
         self.evidence_ops = _usable(t, "ops", EVIDENCE_OP_COLS)
         self._cached: list[DataFrame] = []
         self._later: list[Later] = []
@@ -128,7 +134,8 @@ class Aggregates:
         """After ``prepare``: the tables the checkers make (``anomalies``, the verdicts, ``runs``)."""
         self.anomalies = _usable(tables, "anomalies", ANOMALY_COLS)
         self.verdicts = verdicts if verdicts is not None and {"run", "verdict"} <= set(verdicts.columns) else None
-        self.meta = _usable(tables, "runs", ["run", "scenario", "seed", "client"])
+        if not self._early_meta:
+            self.meta = _usable(tables, "runs", META_COLS)
 
     def prepare(self) -> None:
         """Collect now what needs none of the checkers' tables (``complete`` adds those later): the runs'
@@ -166,6 +173,8 @@ class Aggregates:
         frames: dict[str, DataFrame] = {}
         if early is False:
             return self._checked_runs_frames(frames)
+        if self.meta is not None and self._early_meta:
+            frames["meta"] = self.meta
         if self.ops is not None:
             t = F.col("type")
             frames["ops"] = self.ops.groupBy("run").agg(
@@ -197,9 +206,10 @@ class Aggregates:
         if self.verdicts is not None:
             frames["verdicts"] = self.verdicts.select(
                 "run", "verdict", *(["unknowns"] if "unknowns" in self.verdicts.columns else []))
-        if self.meta is not None:
-            frames["meta"] = self.meta.select("run", "scenario", "seed", "client", *[
-                c for c in ("anomalies_by_kind",) if c in self.meta.columns])
+        if self.meta is not None and not self._early_meta:
+            frames["meta"] = self.meta.select(*META_COLS)
+        if self.anomalies is not None:
+            frames["by_kind"] = anomalies_by_kind(self.anomalies)
         return frames
 
     def runs(self) -> dict[str, dict]:
@@ -314,11 +324,12 @@ class Aggregates:
                     F.max("value").alias("max"), F.grouping("run").alias("all_runs")).where(F.col("stage").isNotNull())
                 kinds = _of_faults(self.failovers).select("kind", F.expr(_STACK)).where(F.col("value").isNotNull())
                 frames["stages_kind"] = _quantiles(kinds, "kind")
+            if self.failovers is not None and self.meta is not None and self._early_meta:
+                frames["stages_client"] = self._stages_client()
         if early is True:
             return frames
-        if self.failovers is not None and self.meta is not None:
-            clients = self._stages_long().join(F.broadcast(self.meta.select("run", "client")), "run")
-            frames["stages_client"] = _quantiles(clients, "client")
+        if self.failovers is not None and self.meta is not None and not self._early_meta:
+            frames["stages_client"] = self._stages_client()
         if self.meta is not None and self.verdicts is not None:
             frames["verdict_scenario"] = (self.meta.select("run", "scenario").join(self.verdicts.select("run", "verdict"),
                                                                                    "run")
@@ -335,6 +346,9 @@ class Aggregates:
         if self.leaders is not None and runs and chosen:
             frames["chosen"] = self._chosen(infos)
         return frames
+
+    def _stages_client(self) -> DataFrame:
+        return _quantiles(self._stages_long().join(F.broadcast(self.meta.select("run", "client")), "run"), "client")
 
     def _stages_long(self) -> DataFrame:
         """(run, stage, value): the failover rows of faults, a row per stage with a value."""

@@ -53,6 +53,12 @@ def of_faults(failovers: DataFrame) -> DataFrame:
     return failovers.where(F.col("cause").isNull() | (F.col("cause") == "fault"))
 
 
+def anomalies_by_kind(anomalies: DataFrame) -> DataFrame:
+    """(run, anomalies_by_kind): each run with an anomaly, its anomalies counted by kind (a map, keys sorted)."""
+    return (anomalies.groupBy("run", "kind").agg(F.count(F.lit(1)).alias("n")).groupBy("run")
+            .agg(F.map_from_entries(F.array_sort(F.collect_list(F.struct("kind", "n")))).alias("anomalies_by_kind")))
+
+
 def runs_table(meta: DataFrame, tables: dict[str, DataFrame]) -> DataFrame:
     """One row per run (``RUNS_COLUMNS``): ``meta`` (``read_meta``) with the run's figures from the tables."""
     t = F.col("type")
@@ -61,8 +67,7 @@ def runs_table(meta: DataFrame, tables: dict[str, DataFrame]) -> DataFrame:
                                              for k in ("ok", "fail", "info", "open")])
     faults = tables["faults"].groupBy("run").agg(F.count(F.lit(1)).alias("faults"),
                                                  F.array_sort(F.collect_set("kind")).alias("fault_kinds"))
-    kinds = (tables["anomalies"].groupBy("run", "kind").agg(F.count(F.lit(1)).alias("n")).groupBy("run")
-             .agg(F.map_from_entries(F.array_sort(F.collect_list(F.struct("kind", "n")))).alias("anomalies_by_kind")))
+    kinds = anomalies_by_kind(tables["anomalies"])
     stages = of_faults(tables["failovers"]).groupBy("run").agg(
         *[F.percentile_approx(F.col(s).cast("double"), F.lit(0.5)).alias(f"{s[:-3]}_p50_ms") for s in MEDIAN_STAGES])
     out = meta
