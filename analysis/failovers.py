@@ -39,7 +39,6 @@ from analysis.local_rows import local_rows
 from analysis.spark import collect_many, gathered, union_by_name
 from analysis.tables import OFFSETS_TOPIC, state_writes
 from judge.timeline import CAUSE_END, CAUSE_FAULT, CAUSE_NONE, END_PHASE, STOP_PHASE
-from judge.timeline import ROW_FIELDS  # noqa: F401  (re-exported: the same rows as the runner's timeline)
 from kafkacommon.hashing import partition_for
 
 ROW_TYPES = {
