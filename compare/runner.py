@@ -58,6 +58,8 @@ class SideRun:
             start = time.time() * 1000
             self.side.prepare()
             self.side.start()
+            for note in self.side.set_up_notes():
+                self.say(f"  [{self.side.name}] set-up: {note}")
             for t in sorted(self.scenario.base.topics, key=lambda t: t.name != OFFSETS_TOPIC):
                 self.side.create_setup_topic(t)
             self._finish_step(0, "set-up", start, {})
@@ -90,7 +92,7 @@ class SideRun:
               for w in writes(read_log_dir(self.side.txn_dir()), chroot="/cmp")]
         return {"version": 1, "side": self.side.name, "scenario": self.scenario.name, "error": error, "end_ms": end_ms,
                 "steps": self.steps, "zk": zk, "clients": self.clients, "members": self.member_events,
-                "random_topics": sorted(self.random_topics),
+                "random_topics": sorted(self.random_topics), "set_up_notes": self.side.set_up_notes(),
                 "ports": {str(b): {"kafka": self.side.kafka_address(b)[1], "grpc": self.side.ports[2 * (b - 1)]}
                           for b in self.side.broker_ids()}}
 

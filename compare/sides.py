@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -132,17 +132,25 @@ class Side:
         first = self.scenario.base.controller
         if first is not None:
             self.start_broker(first)
-            wait_for(lambda: self.zk().read_controller() == first, 60, f"broker {first} to become the controller")
+            self.wait_set_up(lambda: self.zk().read_controller() == first, 60, f"broker {first} to become the controller")
         for b in self.broker_ids():
             if b != first:
                 self.start_broker(b, wait=False)
         ids = self.broker_ids()
-        wait_for(lambda: sorted(self.zk().read_brokers()) == ids and self.zk().read_controller() is not None,
-                 timeout_s, f"brokers {ids} to register and elect a controller")
+        self.wait_set_up(lambda: sorted(self.zk().read_brokers()) == ids and self.zk().read_controller() is not None,
+                         timeout_s, f"brokers {ids} to register and elect a controller")
         for b in ids:
             self.wait_started(b, timeout_s)
         wait_for(lambda: all(self._metadata_complete(b) for b in ids), timeout_s,
                  "every broker's Metadata to name every broker and the controller")
+
+    def wait_set_up(self, cond: Callable[[], Any], timeout_s: float, what: str) -> None:
+        """Wait, while the cluster is being set up, for ``cond``."""
+        wait_for(cond, timeout_s, what)
+
+    def set_up_notes(self) -> list[str]:
+        """What the set-up did beyond the scenario's base (a broker started again), for the run's output."""
+        return []
 
     def _metadata_complete(self, broker_id: int) -> bool:
         try:
@@ -313,9 +321,18 @@ class KafkaSide(Side):
     def start_broker(self, broker_id: int, wait: bool = True) -> None:
         self.ref.start(broker_id, wait=wait)
 
+    def wait_set_up(self, cond: Callable[[], Any], timeout_s: float, what: str) -> None:
+        """A Kafka broker that exits ends the wait at once, with its log, unless ZooKeeper failed its start-up
+        on a busy machine: Kafka 2.8.2 exits then, and it is started again (reference/kafka.py's
+        STARTUP_RESTARTS)."""
+        self.ref.wait_alive(cond, timeout_s, what, restart=True)
+
+    def set_up_notes(self) -> list[str]:
+        return list(self.ref.startup_restarts)
+
     def wait_started(self, broker_id: int, timeout_s: float = 90.0) -> None:
-        super().wait_started(broker_id, timeout_s)
-        wait_for(lambda: self.ref.started(broker_id), timeout_s, f"Kafka broker {broker_id} to finish starting")
+        self.wait_set_up(lambda: broker_id in self.zk().read_brokers() and self.ref.started(broker_id), timeout_s,
+                         f"Kafka broker {broker_id} to register and finish starting")
 
     def create_setup_topic(self, t: TopicSpec) -> None:
         configs: dict[str, str] = {}

@@ -49,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "up":
             status = ref.up(timeout=args.timeout)
+            for note in ref.startup_restarts:
+                print(f"note: {note}")
             print(f"reference up: Kafka 2.8.2, {len(status['brokers'])} brokers on ZooKeeper {ref.zk_connect}; "
                   f"files in {ref.root}")
             print_status(status)

@@ -42,6 +42,13 @@ JVM_FLAGS = ("-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:Initiati
 DEFAULT_HEAP_MB = 512
 #: the group `up` asks a coordinator for, to make Kafka create __consumer_offsets (eager creation)
 PROBE_GROUP = "kafkasim-reference-up"
+#: A broker whose ZooKeeper did not answer its start-up in time (its session expired while a busy machine kept
+#: it from running, or it could not connect) dies: Kafka 2.8.2 logs "Fatal error during KafkaServer startup" and
+#: exits, for its supervisor to start it again.  While a cluster comes up (``up``, ``wait_ready(restart=True)``)
+#: the reference is that supervisor, this many times per broker; any other exit ends the wait with its log.
+STARTUP_RESTARTS = 2
+STARTUP_FATAL = b"Fatal error during KafkaServer startup"
+ZOOKEEPER_FAILURES = (b"SessionExpiredException", b"ZooKeeperClientTimeoutException", b"ConnectionLossException")
 
 
 def all_threads_stopped(pid: int) -> bool:
@@ -95,6 +102,9 @@ class ReferenceCluster:
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._log_marks: dict[int, int] = {}          # broker id -> server.log's size when we last started it
         self._stopped: set[int] = set()               # brokers we killed or stopped on purpose (not an exit to report)
+        self._restarts: dict[int, int] = {}           # broker id -> start-ups we began again (STARTUP_RESTARTS)
+        #: what was started again while coming up, one line each ("broker 3's start-up failed (...)")
+        self.startup_restarts: list[str] = []
         self._zk: ZkClient | None = None
         self._load_state()
 
@@ -266,22 +276,38 @@ class ReferenceCluster:
         self._stopped.discard(broker_id)
         self._save_state()
         if wait:
-            self._wait(lambda: self.started(broker_id), timeout, f"reference broker {broker_id} to start", 0.05)
+            self.wait_alive(lambda: self.started(broker_id), timeout, f"reference broker {broker_id} to start")
         return proc.pid
+
+    def _logged_since_start(self, broker_id: int) -> bytes:
+        """What broker ``broker_id``'s server.log gained since we last started it."""
+        log = self.broker_dir(broker_id) / "logs" / "server.log"
+        try:
+            with open(log, "rb") as f:
+                mark = self._log_marks.get(broker_id, 0)
+                f.seek(mark if mark <= os.fstat(f.fileno()).st_size else 0)
+                return f.read()
+        except OSError:
+            return b""
 
     def started(self, broker_id: int) -> bool:
         """The broker's last start-up is over: it logged ``started`` after its last ``starting``.  Until then
         Kafka 2.8.2 answers SIGTERM by halting without its controlled shutdown ("Kafka server is still starting
         up, cannot shut down!"), its registration left for the session timeout to remove."""
-        log = self.broker_dir(broker_id) / "logs" / "server.log"
-        try:
-            with open(log, "rb") as f:
-                mark = self._log_marks.get(broker_id, 0)
-                f.seek(mark if mark <= os.fstat(f.fileno()).st_size else 0)   # what this start logged
-                text = f.read()
-        except OSError:
-            return False
+        text = self._logged_since_start(broker_id)
         return text.rfind(b" started (kafka.server.KafkaServer)") > text.rfind(b" starting (kafka.server.KafkaServer)")
+
+    def startup_failure(self, broker_id: int) -> str | None:
+        """The exception broker ``broker_id``'s last start-up died of, when it was ZooKeeper not answering in
+        time (:data:`ZOOKEEPER_FAILURES`); None for any other ending, or none yet."""
+        text = self._logged_since_start(broker_id)
+        at = text.rfind(STARTUP_FATAL)
+        if at < 0:
+            return None
+        cause = text[at:].splitlines()[1:2]   # the exception's line follows the ERROR line
+        if cause and any(name in cause[0] for name in ZOOKEEPER_FAILURES):
+            return cause[0].decode(errors="replace").strip()
+        return None
 
     def port_free_or_fail(self, broker_id: int) -> None:
         for name, port in self.listeners(broker_id).items():
@@ -345,37 +371,43 @@ class ReferenceCluster:
 
     def up(self, timeout: float = 120.0) -> dict[str, Any]:
         """Fetch the jars if needed, start ZooKeeper (when ours) and every broker not running, and wait
-        until ready (see :meth:`wait_ready`); returns :meth:`status`."""
+        until ready (see :meth:`wait_ready`, a start-up ZooKeeper failed started again); returns
+        :meth:`status`."""
         ensure_jars()
         self.start_zookeeper()
         for b in self.cfg.brokers:
             if not self.is_running(b.id):
                 self.start(b.id, wait=False)
-        self.wait_ready(timeout)
+        self.wait_ready(timeout, restart=True)
         return self.status()
 
-    def wait_ready(self, timeout: float = 120.0) -> None:
+    def wait_ready(self, timeout: float = 120.0, restart: bool = False) -> None:
         """Every broker is registered and has finished its start-up, a controller is elected, every broker's
         Metadata names every broker and the controller; with ``kafkasim.offsets.topic.eager.create`` (as
-        kafkasim's ``cluster up`` waits), __consumer_offsets exists and each of its partitions has a leader."""
+        kafkasim's ``cluster up`` waits), __consumer_offsets exists and each of its partitions has a leader.
+        ``restart``: a broker whose start-up ZooKeeper failed is started again (:data:`STARTUP_RESTARTS`)."""
         deadline = time.monotonic() + timeout
         ids = sorted(b.id for b in self.cfg.brokers)
-        self._wait(lambda: sorted(self.zk().read_brokers()) == ids and self.controller() is not None, timeout,
-                   f"reference brokers {ids} to register and elect a controller", 0.05)
-        self._wait(lambda: all(self.started(b) for b in ids), max(1.0, deadline - time.monotonic()),
-                   "every reference broker to finish its start-up", 0.05)
-        self._wait(lambda: all(self._metadata_complete(b) for b in ids), max(1.0, deadline - time.monotonic()),
-                   "every reference broker's Metadata to name every broker and the controller", 0.1)
+        self.wait_alive(lambda: sorted(self.zk().read_brokers()) == ids and self.controller() is not None, timeout,
+                        f"reference brokers {ids} to register and elect a controller", restart=restart)
+        self.wait_alive(lambda: all(self.started(b) for b in ids), max(1.0, deadline - time.monotonic()),
+                        "every reference broker to finish its start-up", restart=restart)
+        self.wait_alive(lambda: all(self._metadata_complete(b) for b in ids), max(1.0, deadline - time.monotonic()),
+                        "every reference broker's Metadata to name every broker and the controller", 0.1)
         if self.cfg.get("kafkasim.offsets.topic.eager.create"):
             self._create_offsets_topic(max(1.0, deadline - time.monotonic()))
 
-    def _wait(self, cond: Callable[[], Any], timeout: float, what: str, interval: float) -> Any:
+    def wait_alive(self, cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.05,
+                   restart: bool = False) -> Any:
         """wait_for(cond), but a broker we started exiting ends the wait at once with its log (wait_for takes
-        the condition's exceptions for "not yet")."""
+        the condition's exceptions for "not yet"); with ``restart``, one whose start-up ZooKeeper failed is
+        started again instead (:meth:`restart_failed_startups`)."""
         exited: list[RuntimeError] = []
 
         def step() -> Any:
             try:
+                if restart:
+                    self.restart_failed_startups()
                 self.check_alive()
             except RuntimeError as e:
                 exited.append(e)
@@ -386,6 +418,24 @@ class ReferenceCluster:
         if exited:
             raise exited[0]
         return value
+
+    def restart_failed_startups(self) -> list[int]:
+        """Start again each broker we started that has exited because ZooKeeper failed its start-up
+        (:meth:`startup_failure`), at most :data:`STARTUP_RESTARTS` times each; returns their ids.  Each is
+        recorded in :attr:`startup_restarts`."""
+        again = []
+        for b in self.cfg.brokers:
+            if b.id not in self.pids or b.id in self._stopped or self.is_running(b.id):
+                continue
+            cause = self.startup_failure(b.id)
+            if cause is None or self._restarts.get(b.id, 0) >= STARTUP_RESTARTS:
+                continue
+            self._restarts[b.id] = self._restarts.get(b.id, 0) + 1
+            self.startup_restarts.append(f"broker {b.id}'s start-up failed ({cause}); started again "
+                                         f"({self._restarts[b.id]} of {STARTUP_RESTARTS})")
+            self.start(b.id, wait=False)
+            again.append(b.id)
+        return again
 
     def check_alive(self) -> None:
         """Raise, with the end of its log, when a broker we started has exited (not one we killed or stopped)."""
@@ -421,7 +471,7 @@ class ReferenceCluster:
             states = [snap.states.get((paths.OFFSETS_TOPIC, p)) for p in topic.partitions]
             return len(states) == want and all(s is not None and s[0].leader >= 0 for s in states)
 
-        self._wait(ready, timeout, "__consumer_offsets to be created with a leader for every partition", 0.1)
+        self.wait_alive(ready, timeout, "__consumer_offsets to be created with a leader for every partition", 0.1)
 
     def down(self, timeout: float = 30.0) -> None:
         """Stop every broker at once (SIGTERM: each does its controlled shutdown; SIGKILL after ``timeout``),

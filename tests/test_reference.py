@@ -3,8 +3,8 @@
 The module's brokers start once (``kafka``, module-scoped; the jars are fetched with Maven on first use):
 they register with Kafka's version-5 JSON, elect a controller, take every key the cluster.yaml was translated
 to, serve a real client, and elect a new controller after the old one is SIGKILLed.  The other tests start
-what they need themselves: `kafkasim reference` on its own ZooKeeper, a broker that cannot start, and Maven
-pointed at a repository it cannot reach.
+what they need themselves: `kafkasim reference` on its own ZooKeeper, a broker that cannot start, one whose
+first start ZooKeeper fails, and Maven pointed at a repository it cannot reach.
 """
 from __future__ import annotations
 
@@ -148,6 +148,38 @@ def test_a_broker_that_exits_at_start_up_is_reported_with_its_log(zookeeper, tmp
         with pytest.raises(RuntimeError, match="reference broker 1 .* exited") as e:
             ref.up(timeout=60)
         assert "num.network.threads" in str(e.value)
+    finally:
+        ref.down()
+
+
+class _FirstStartWithoutZooKeeper(ReferenceCluster):
+    """Its broker's first start dials a closed port for ZooKeeper; every later start, the real one."""
+    starts = 0
+
+    def properties(self, broker_id: int) -> dict[str, str]:
+        props = super().properties(broker_id)
+        self.starts += 1
+        if self.starts == 1:
+            props["zookeeper.connect"] = f"127.0.0.1:{free_port()}{self.chroot}"
+        return props
+
+
+@pytest.mark.cluster
+def test_a_broker_whose_zookeeper_failed_its_start_up_is_started_again(zookeeper, tmp_path: Path) -> None:
+    """Kafka 2.8.2 exits when ZooKeeper does not answer its start-up in time (here it cannot connect within
+    zookeeper.connection.timeout.ms); `up` starts it again, says so, and the broker comes up."""
+    path = write_cluster_yaml(tmp_path / "cluster.yaml", f"{zookeeper.connect_string}/t-{uuid.uuid4().hex[:12]}", 1,
+                              **{"zookeeper.connection.timeout.ms": 2000, "offsets.topic.replication.factor": 1})
+    ref = _FirstStartWithoutZooKeeper(load_config(path))
+    try:
+        status = ref.up(timeout=120)
+        assert ref.starts == 2
+        (note,) = ref.startup_restarts
+        assert note.startswith("broker 1's start-up failed (kafka.zookeeper.ZooKeeperClientTimeoutException")
+        assert note.endswith("started again (1 of 2)")
+        assert status["controller"] == 1 and status["brokers"][0]["registered"]
+        log = (ref.broker_dir(1) / "logs" / "server.log").read_text()
+        assert log.count("Fatal error during KafkaServer startup") == 1 and " started (kafka.server.KafkaServer)" in log
     finally:
         ref.down()
 

@@ -164,3 +164,27 @@ def test_a_key_kafka_282_cannot_take_fails_before_anything_starts(tmp_path: Path
     with pytest.raises(TranslationError, match="kafkasim.isr.kip841.enable"):
         ReferenceCluster(cfg)
     assert not (tmp_path / "run").exists()
+
+
+FATAL = "[2026-12-01 10:39:18,482] ERROR [KafkaServer id=3] Fatal error during KafkaServer startup. Prepare to shutdown (kafka.server.KafkaServer)\n"
+
+
+@pytest.mark.parametrize("cause, restarted", [
+    ("org.apache.zookeeper.KeeperException$SessionExpiredException: KeeperErrorCode = Session expired for /brokers/ids", True),
+    ("kafka.zookeeper.ZooKeeperClientTimeoutException: Timed out waiting for connection while in state: CONNECTING", True),
+    ("kafka.common.InconsistentClusterIdException: The Cluster ID x doesn't match stored clusterId Some(y)", False),
+    (None, False),
+])
+def test_a_start_up_zookeeper_failed_is_told_from_other_exits(tmp_path: Path, cause: str | None,
+                                                               restarted: bool) -> None:
+    """The server.log of a broker that died in KafkaServer.startup (as Kafka 2.8.2 logs it): only ZooKeeper not
+    answering in time makes a start-up worth starting again."""
+    ref = ReferenceCluster(default_config(3, run_dir=tmp_path / "run"))
+    logs = ref.broker_dir(3) / "logs"
+    logs.mkdir(parents=True)
+    text = "[2026-12-01 10:39:12,092] INFO starting (kafka.server.KafkaServer)\n"
+    if cause is not None:
+        text += FATAL + cause + "\n\tat kafka.server.KafkaServer.startup(KafkaServer.scala:307)\n"
+    (logs / "server.log").write_text(text)
+    assert ref.startup_failure(3) == (cause if restarted else None)
+    assert ref.startup_failure(2) is None   # no log at all
