@@ -27,6 +27,7 @@ MAX_ANOMALIES = 100         # anomalies listed per run
 MAX_FAULTS = 200            # faults listed per run
 MAX_BOX_RUNS = 60           # runs in the per-run stage box plot
 OFFSETS_TOPIC = "__consumer_offsets"
+AHEAD = "ahead:"            # runs()'s names for the frames it collects for details()
 STAGES = (("detect_ms", "detect"), ("elect_ms", "elect"), ("load_ms", "load"), ("first_commit_ms", "first commit"),
           ("unavailable_ms", "unavailable"), ("controller_failover_ms", "controller failover"),
           ("load_duration_ms", "load duration"))
@@ -101,6 +102,9 @@ class Aggregates:
         self._early_details: dict[str, list[dict]] = {}
         self._early_runs: set[str] = set()
         self._early_partitions: Later | None = None   # their chosen partitions' series, as if no anomaly named one
+        # runs()'s collect of details' frames of the checkers' tables (``_ahead``), and the runs they are for
+        self._ahead_details: dict[str, list[dict]] = {}
+        self._ahead_runs: set[str] | None = None
         # the small tables read several times are computed once
         if self.failovers is not None:
             self.failovers = self._cache(self.failovers.select(*FAILOVER_COLS))
@@ -213,10 +217,28 @@ class Aggregates:
         return frames
 
     def runs(self) -> dict[str, dict]:
-        """run -> counts, first/last instants, groups, verdict, bucket sizes; every run of any table."""
+        """run -> counts, first/last instants, groups, verdict, bucket sizes; every run of any table.  After
+        ``prepare``, when every run gets a section of its own, the same collect also takes what ``details``
+        needs of the checkers' tables whatever their anomalies (``_ahead``), one job for both."""
         if self._early_rows is None:
             return self._infos(collect_many(self._runs_frames(early=None)))
-        return self._infos({**self._early_rows, **collect_many(self._runs_frames(early=False))})
+        frames = self._runs_frames(early=False)
+        ahead = self._ahead()
+        if ahead:
+            frames.update({AHEAD + k: v for k, v in self._detail_frames(ahead, early=False, chosen=False,
+                                                                         evidence=False).items()})
+        got = collect_many(frames)
+        if ahead:
+            self._ahead_details = {k[len(AHEAD):]: got.pop(k) for k in list(got) if k.startswith(AHEAD)}
+            self._ahead_runs = {i["run"] for i in ahead}
+        return self._infos({**self._early_rows, **got})
+
+    def _ahead(self) -> list[dict]:
+        """The runs ``details`` will be asked for, when known before the checkers' counts: every run ``prepare``
+        saw, when each gets a section of its own."""
+        if not self._early_runs:
+            return []
+        return list(self._infos(self._early_rows or {}).values())
 
     @staticmethod
     def _infos(collected: dict[str, list[dict]]) -> dict[str, dict]:
@@ -256,8 +278,12 @@ class Aggregates:
             # partition, and put it first)
             early_partitions = self._early_partitions if self._early_partitions is not None and not missing and not any(
                 i["anomalies"] for i in infos) else None
-            got = collect_many({**self._per_run_frames(missing),
-                                **self._detail_frames(infos, early=False, chosen=early_partitions is None)})
+            if not missing and self._ahead_runs == set(runs):   # runs() collected the rest but these
+                got = {**self._ahead_details, **collect_many(self._detail_frames(
+                    infos, early=False, chosen=early_partitions is None, checked=False))}
+            else:
+                got = collect_many({**self._per_run_frames(missing),
+                                    **self._detail_frames(infos, early=False, chosen=early_partitions is None)})
             chosen = set(runs)
             for name, rows in self._early_details.items():
                 if name in PER_RUN:
@@ -301,10 +327,12 @@ class Aggregates:
                                           MAX_FAILOVER_ROWS).select(*FAILOVER_COLS, secs("time_ns").alias("time_s"))
         return frames
 
-    def _detail_frames(self, infos: Sequence[dict], early: bool | None, chosen: bool = True) -> dict[str, DataFrame]:
+    def _detail_frames(self, infos: Sequence[dict], early: bool | None, chosen: bool = True,
+                       evidence: bool = True, checked: bool = True) -> dict[str, DataFrame]:
         """``details``'s cross-run frames and the detail runs' anomalies and partitions: those that need no table
         of the checkers' (``early`` True), the others (False), or all (None); ``chosen``: with the partitions
-        chosen (``_chosen``)."""
+        chosen (``_chosen``); ``evidence``: with the history lines the anomalies cite (when any);
+        ``checked``: with the rest of those that need the checkers' tables (False: ``runs`` collected them)."""
         frames: dict[str, DataFrame] = {}
         runs = [i["run"] for i in infos]
         if early is not False:
@@ -328,23 +356,31 @@ class Aggregates:
                 frames["stages_client"] = self._stages_client()
         if early is True:
             return frames
+        if checked:
+            frames.update(self._checked_detail_frames(runs))
+        if evidence and self.anomalies is not None and self.evidence_ops is not None and runs and any(
+                i["anomalies"] for i in infos):
+            frames["evidence"] = self._evidence(runs)
+        if self.leaders is not None and runs and chosen:
+            frames["chosen"] = self._chosen(infos)
+        return frames
+
+    def _checked_detail_frames(self, runs: Sequence[str]) -> dict[str, DataFrame]:
+        """``details``'s frames that need the checkers' tables (or the ``runs`` table's meta), whatever the
+        anomalies are."""
+        frames: dict[str, DataFrame] = {}
         if self.failovers is not None and self.meta is not None and not self._early_meta:
             frames["stages_client"] = self._stages_client()
         if self.meta is not None and self.verdicts is not None:
             frames["verdict_scenario"] = (self.meta.select("run", "scenario").join(self.verdicts.select("run", "verdict"),
                                                                                    "run")
                                           .groupBy("scenario", "verdict").agg(F.count(F.lit(1)).alias("n")))
-        if self.anomalies is not None and self.evidence_ops is not None and runs and any(
-                i["anomalies"] for i in infos):
-            frames["evidence"] = self._evidence(runs)
         if self.anomalies is not None:
             frames["kinds"] = self.anomalies.groupBy("kind").agg(F.count(F.lit(1)).alias("n"),
                                                                  F.countDistinct("run").alias("runs"))
             if runs:
                 frames["anomalies"] = _capped(self.anomalies.where(F.col("run").isin(*runs)), ["kind", "message"],
                                               MAX_ANOMALIES).select(*ANOMALY_COLS)
-        if self.leaders is not None and runs and chosen:
-            frames["chosen"] = self._chosen(infos)
         return frames
 
     def _stages_client(self) -> DataFrame:
