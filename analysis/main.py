@@ -287,7 +287,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
     # the driver's planning, one core's work, and the two sides share nothing.
     keeping = Background(keep_event_lines, "keep-event-lines")
     event_side = Background(write_event_log_tables, "event-log-tables")
-    extras = planning = meta = judging = None
+    extras = planning = meta = judging = judged = None
     try:
         spark.sparkContext.setJobDescription("table ops")
         # a small input's window over whole processes (a few MB at most): no edge rows to pair again after the
@@ -355,7 +355,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         # The verdicts and the runs table written, each in a driver thread of its own, and then the summary's
         # counts made, while this thread makes the report: the three read the verdicts' frame (the same rows as
         # the table), so none waits for another's write, and each is mostly one core's planning.
-        judged = verdicts(inputs, written["anomalies"], **options)
+        judged = kept(verdicts(inputs, written["anomalies"], **options))   # one verdict per run, computed once
         before = dict(written)
 
         def write_judged() -> tuple[dict[str, Any], tuple[dict[str, int], dict[str, int]]]:
@@ -381,6 +381,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
         if prepared is not None:   # (write_report releases it)
             prepared.release()
         release(meta)
+        release(judged)
         raise
     finally:  # also when a step fails: the staged rows are gigabytes at 10M operations, and the session may live on
         if planning is not None:   # a step failed while the checkers were being planned
@@ -401,6 +402,7 @@ def _run(spark, runs: dict[str, str], files, listed: float, out: Path, say, star
     finally:
         judging.wait()   # a failed report: the tables and counts end before the caller stops the session
         release(meta)
+        release(judged)
     lap("report")
     tables, (rows, anomalies) = judging.result()
     written.clear()
