@@ -21,24 +21,16 @@ from typing import Any, Callable, Mapping
 from node.config import ClusterConfig
 from util.procs import process_state
 from util.waiting import wait_for
-from reference.jars import ensure_jars, classpath
+from reference.jars import ensure_jars
+from reference.jvm import MAIN_CLASS, archive_flags, broker_command
 from reference.properties import broker_properties, cluster_properties, render
 from zk import paths
 from zk.client import ZkClient
 from zk.errors import NoNode
-from zk.server import EmbeddedZooKeeper, find_java, free_port
+from zk.server import EmbeddedZooKeeper, free_port
 
 STATE_FILE = "reference.json"
 DEFAULT_CHROOT = "/kafka-reference"
-LOG4J = Path(__file__).resolve().parent / "log4j.properties"
-MAIN_CLASS = "kafka.Kafka"
-#: bin/kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS and KAFKA_JMX_OPTS (no JMX port), as 2.8.2 ships them;
-#: the heap (kafka-server-start.sh: 1 GB) is the launcher's ``heap_mb`` so that three brokers fit the machine.
-#: Java 17 needs no --add-opens for Kafka 2.8.2's broker (docs/reference.md says what was checked).
-JVM_FLAGS = ("-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
-             "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true",
-             "-Dcom.sun.management.jmxremote", "-Dcom.sun.management.jmxremote.authenticate=false",
-             "-Dcom.sun.management.jmxremote.ssl=false")
 DEFAULT_HEAP_MB = 512
 #: the group `up` asks a coordinator for, to make Kafka create __consumer_offsets (eager creation)
 PROBE_GROUP = "kafkasim-reference-up"
@@ -232,12 +224,10 @@ class ReferenceCluster:
                                  log_dir=str(self.broker_dir(broker_id) / "data"), extra=self.extra)
 
     def command(self, broker_id: int) -> list[str]:
+        """Broker ``broker_id``'s JVM command line, with the brokers' class-data archive (reference/jvm.py;
+        written first by a broker of its own when this JDK and these jars have none)."""
         d = self.broker_dir(broker_id)
-        logs = d / "logs"
-        return [find_java(), f"-Xmx{self.heap_mb}m", f"-Xms{self.heap_mb}m", *JVM_FLAGS,
-                f"-Xlog:gc*:file={logs / 'kafkaServer-gc.log'}:time,tags:filecount=10,filesize=100M",
-                f"-Dkafka.logs.dir={logs}", f"-Dlog4j.configuration=file:{LOG4J}",
-                "-cp", classpath(), MAIN_CLASS, str(d / "server.properties")]
+        return broker_command(self.heap_mb, d / "logs", d / "server.properties", archive_flags())
 
     def is_running(self, broker_id: int) -> bool:
         """Our JVM for this broker exists (running or paused); a reused pid does not count."""

@@ -1,10 +1,10 @@
 """Kafka 2.8.2 itself (reference/): three real brokers on the tests' ZooKeeper, under their own chroot.
 
 The module's brokers start once (``kafka``, module-scoped; the jars are fetched with Maven on first use):
-they register with Kafka's version-5 JSON, elect a controller, take every key the cluster.yaml was translated
+they register with Kafka's version-5 JSON, elect a controller, map the class-data archive, take every key the cluster.yaml was translated
 to, serve a real client, and elect a new controller after the old one is SIGKILLed.  The other tests start
 what they need themselves: `kafkasim reference` on its own ZooKeeper, a broker that cannot start, one whose
-first start ZooKeeper fails, and Maven pointed at a repository it cannot reach.
+first start ZooKeeper fails, the broker that writes the class-data archive, and Maven pointed at a repository it cannot reach.
 """
 from __future__ import annotations
 
@@ -21,11 +21,13 @@ from helpers import processes_mentioning, write_embedded_cluster_yaml
 
 from node.config import load_config
 from util.waiting import wait_for
-from reference.jars import JarsUnavailable, ensure_jars
+from reference.jars import JarsUnavailable, classpath, ensure_jars
+from reference.jvm import MAIN_CLASS, write_archive
 from reference.kafka import ReferenceCluster
 from tests.conftest import write_cluster_yaml
 from zk import paths
-from zk.server import free_port
+from util.jvm_archive import QUIET
+from zk.server import find_java, free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 REPO = Path(__file__).resolve().parent.parent
@@ -66,6 +68,27 @@ def test_brokers_register_with_kafkas_json_and_elect_a_controller(kafka: Referen
     assert sorted(offsets.partitions) == list(range(10))
     assert all(len(r) == 3 for r in offsets.partitions.values())
     assert all(snap.states[(paths.OFFSETS_TOPIC, p)][0].leader in regs for p in offsets.partitions)
+
+
+def test_every_broker_maps_the_class_data_archive(kafka: ReferenceCluster) -> None:
+    """The brokers' JVMs map the archive reference/jvm.py keeps (written by an earlier start, or by this one's)."""
+    for b in (1, 2, 3):
+        cmdline = Path(f"/proc/{kafka.pids[b]}/cmdline").read_bytes().split(b"\0")
+        given = [a.decode().split("=", 1)[1] for a in cmdline if a.startswith(b"-XX:SharedArchiveFile=")]
+        assert len(given) == 1 and Path(given[0]).is_file(), cmdline
+        assert given[0] in Path(f"/proc/{kafka.pids[b]}/maps").read_text(), f"broker {b} did not map {given[0]}"
+
+
+@pytest.mark.cluster
+def test_the_archive_written_is_one_this_jdk_maps_for_kafka(tmp_path: Path) -> None:
+    """write_archive's broker dumps its classes at its exit, into an archive a JVM must map (-Xshare:on fails
+    otherwise) on the brokers' class path."""
+    archive = tmp_path / "kafka.jsa"
+    write_archive([f"-XX:ArchiveClassesAtExit={archive}", *QUIET])
+    assert archive.stat().st_size > 1_000_000
+    out = subprocess.run([find_java(), "-Xshare:on", f"-XX:SharedArchiveFile={archive}", "-cp", classpath(),
+                          MAIN_CLASS, "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "2.8.2" in out.stdout, out.stdout + out.stderr
 
 
 def test_every_translated_key_is_a_kafka_key_with_our_value(kafka: ReferenceCluster) -> None:
