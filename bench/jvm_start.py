@@ -6,7 +6,7 @@ before the archive.  Each pass starts and stops one standalone server of each ki
 
 With ``--kafka``, the same for a Kafka 2.8.2 broker (reference/jvm.py): spawned until its server.log says
 ``started``, alone on a standalone ZooKeeper (a chroot per start), with the CPU its JVM used by then; then
-stopped (SIGTERM) before the next.  The jars must be fetched (``kafkasim reference fetch``).
+stopped (SIGTERM) before the next.  Kafka's jars are fetched first when missing (``reference.jars``).
 
 The archive is written first (into a scratch cache or file, so the machine's own is untouched) and not timed.
 """

@@ -1,11 +1,11 @@
 """A Kafka 2.8.2 broker's JVM: its command line, as ``bin/kafka-server-start.sh`` makes it, and its class-data
 archive (util/jvm_archive.py).
 
-A broker given the archive maps the classes that a first broker loaded in its start and stop instead of loading,
-parsing and verifying them again from the jars (some 7,000 classes, most of them Scala's): its start from spawn
-to ``started`` takes about a third less time on a 2-core machine (bench/jvm_start.py ``--kafka``), and the test
-suite starts a few hundred brokers.  Nothing else about the JVM or Kafka changes: the same flags, jars and
-server.properties, and a JVM that cannot map the archive runs without it.
+A broker given the archive maps the classes that a first broker loaded in its start and stop (Kafka's and
+Scala's) instead of loading, parsing and verifying them again from the jars: its start from spawn to ``started``
+takes about two thirds of the time and of the CPU on a 2-core machine (bench/jvm_start.py ``--kafka``), and the
+test suite starts a reference broker for every comparison with Kafka.  Nothing else about the JVM or Kafka
+changes: the same flags, jars and server.properties, and a JVM that cannot map the archive runs without it.
 
 The archive is written once per JDK and set of jars, by the first start that finds none (``write_archive``): a
 broker of its own on a ZooKeeper of its own, in a scratch directory, started until it says ``started``, then
@@ -79,8 +79,8 @@ def lone_zookeeper(d: Path) -> Iterator[str]:
 
 
 def scratch_properties(d: Path, zk_connect: str) -> Path:
-    """A lone broker's server.properties in ``d`` (broker 0, a free port, its logs in ``d``), for the broker that
-    writes the archive and for bench/jvm_start.py's."""
+    """A lone broker's server.properties in ``d`` (broker 0 on a free port, its data in ``d``), for the broker
+    that writes the archive and for bench/jvm_start.py's."""
     props = d / "server.properties"
     props.write_text(render({
         "broker.id": "0", "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}", "log.dirs": str(d / "data"),

@@ -1,10 +1,11 @@
 """Kafka 2.8.2 itself (reference/): three real brokers on the tests' ZooKeeper, under their own chroot.
 
 The module's brokers start once (``kafka``, module-scoped; the jars are fetched with Maven on first use):
-they register with Kafka's version-5 JSON, elect a controller, map the class-data archive, take every key the cluster.yaml was translated
-to, serve a real client, and elect a new controller after the old one is SIGKILLed.  The other tests start
-what they need themselves: `kafkasim reference` on its own ZooKeeper, a broker that cannot start, one whose
-first start ZooKeeper fails, the broker that writes the class-data archive, and Maven pointed at a repository it cannot reach.
+they register with Kafka's version-5 JSON, elect a controller, map the class-data archive, take every key the
+cluster.yaml was translated to, serve a real client, and elect a new controller after the old one is SIGKILLed.
+The other tests start what they need themselves: `kafkasim reference` on its own ZooKeeper, a broker that cannot
+start, one whose first start ZooKeeper fails, the broker that writes the class-data archive, and Maven pointed at
+a repository it cannot reach.
 """
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ from reference.jars import JarsUnavailable, classpath, ensure_jars
 from reference.jvm import MAIN_CLASS, write_archive
 from reference.kafka import ReferenceCluster
 from tests.conftest import write_cluster_yaml
-from zk import paths
 from util.jvm_archive import QUIET
+from zk import paths
 from zk.server import find_java, free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
