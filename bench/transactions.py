@@ -374,7 +374,7 @@ def reference_throughput(cfg, n: int, rounds: int, per_txn: int = 100) -> dict:
     """The idempotent/transactional pair of :func:`throughput` against Kafka 2.8.2 brokers with ``cfg``'s ids and
     settings (the same ZooKeeper, the reference's own chroot), in the same order."""
     from confluent_kafka.admin import AdminClient, NewTopic
-    ref = ReferenceCluster(cfg)
+    ref = ReferenceCluster(cfg, class_archive=False)   # as the distribution's script starts it (the figures')
     try:
         ref.up(timeout=180)
         bs = ref.bootstrap_servers

@@ -302,7 +302,8 @@ class KafkaSide(Side):
 
     def __init__(self, cfg_path: Path) -> None:
         super().__init__(cfg_path)
-        self.ref = ReferenceCluster(self.cfg, config_path=cfg_path)
+        # Kafka as bin/kafka-server-start.sh starts it: no class-data archive (its memory and start in the figures)
+        self.ref = ReferenceCluster(self.cfg, config_path=cfg_path, class_archive=False)
 
     def launch(self) -> None:
         self.ref.start_zookeeper()       # nothing: the cluster.yaml names the shared ZooKeeper

@@ -68,12 +68,14 @@ class ReferenceCluster:
 
     ``zookeeper``: a ZooKeeper connect string (optionally with a chroot) to use instead of the cluster.yaml's;
     ``chroot``: appended to it; ``port_offset``: each broker listens on its kafkasim Kafka listener ports plus
-    this (default: free ports); ``extra``: more Kafka keys for every broker's server.properties.
+    this (default: free ports); ``extra``: more Kafka keys for every broker's server.properties;
+    ``class_archive``: the brokers map the class-data archive (reference/jvm.py: a faster start, some shared
+    memory); False starts them exactly as the distribution's script does, for the benchmarks' figures.
     """
 
     def __init__(self, cfg: ClusterConfig, *, zookeeper: str | None = None, chroot: str = DEFAULT_CHROOT,
                  port_offset: int | None = None, extra: Mapping[str, Any] | None = None,
-                 heap_mb: int = DEFAULT_HEAP_MB, config_path: Path | str | None = None):
+                 heap_mb: int = DEFAULT_HEAP_MB, config_path: Path | str | None = None, class_archive: bool = True):
         if isinstance(heap_mb, bool) or not isinstance(heap_mb, int) or heap_mb < 128:
             raise ValueError(f"heap_mb must be an integer of at least 128 (MB), got {heap_mb!r}")
         if not chroot.startswith("/") or chroot.endswith("/") or "//" in chroot:
@@ -87,6 +89,7 @@ class ReferenceCluster:
         self.port_offset = port_offset
         self.extra = dict(extra or {})
         self.heap_mb = heap_mb
+        self.class_archive = class_archive
         self.zk_base = zookeeper or cfg.zookeeper_connect   # None: an embedded ZooKeeper of our own
         self.zk_embedded: EmbeddedZooKeeper | None = None
         self.pids: dict[int, int] = {}
@@ -224,10 +227,12 @@ class ReferenceCluster:
                                  log_dir=str(self.broker_dir(broker_id) / "data"), extra=self.extra)
 
     def command(self, broker_id: int) -> list[str]:
-        """Broker ``broker_id``'s JVM command line, with the brokers' class-data archive (reference/jvm.py;
-        written first by a broker of its own when this JDK and these jars have none)."""
+        """Broker ``broker_id``'s JVM command line; with ``class_archive``, the brokers' class-data archive's
+        flags too (reference/jvm.py; the archive written first by a broker of its own when this JDK and these jars
+        have none)."""
         d = self.broker_dir(broker_id)
-        return broker_command(self.heap_mb, d / "logs", d / "server.properties", archive_flags())
+        return broker_command(self.heap_mb, d / "logs", d / "server.properties",
+                              archive_flags() if self.class_archive else ())
 
     def is_running(self, broker_id: int) -> bool:
         """Our JVM for this broker exists (running or paused); a reused pid does not count."""

@@ -11,6 +11,7 @@ import pytest
 
 from node.config import SCHEMA, ConfigError, default_config
 from reference import jars, properties
+from reference.jvm import JVM_FLAGS
 from reference.kafka import ReferenceCluster
 from reference.properties import (KAFKASIM_ONLY, LAUNCHER, SAME, TRANSLATED, TranslationError, broker_properties,
                                   cluster_properties, render)
@@ -157,6 +158,17 @@ def test_ports_chroot_and_bootstrap(tmp_path: Path) -> None:
         ReferenceCluster(cfg, chroot="kafka")
     with pytest.raises(ValueError, match="heap_mb"):
         ReferenceCluster(cfg, heap_mb=0)
+
+
+def test_without_the_class_archive_a_broker_runs_as_the_distributions_script_runs_it(tmp_path: Path) -> None:
+    """The benchmarks' reference (``class_archive=False``): kafka-server-start.sh's JVM, nothing added."""
+    ref = ReferenceCluster(default_config(3, run_dir=tmp_path / "run"), heap_mb=256, class_archive=False)
+    d = tmp_path / "run" / "reference" / "broker-2"
+    cmd = ref.command(2)
+    assert cmd[1:3] == ["-Xmx256m", "-Xms256m"] and cmd[3:3 + len(JVM_FLAGS)] == list(JVM_FLAGS)
+    assert cmd[3 + len(JVM_FLAGS)].startswith("-Xlog:gc*:file=")
+    assert cmd[-4:] == ["-cp", jars.classpath(), "kafka.Kafka", str(d / "server.properties")]
+    assert not [a for a in cmd if a.startswith(("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare"))]
 
 
 def test_a_key_kafka_282_cannot_take_fails_before_anything_starts(tmp_path: Path) -> None:
