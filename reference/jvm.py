@@ -40,6 +40,8 @@ JVM_FLAGS = ("-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:Initiati
 #: the archive-writing broker's heap, and how long its start and its stop may take
 WRITER_HEAP_MB = 512
 WRITER_TIMEOUT_S = 120.0
+#: the lines KafkaServer logs as its start-up begins and once it is over
+STARTING = b" starting (kafka.server.KafkaServer)"
 STARTED = b" started (kafka.server.KafkaServer)"
 
 

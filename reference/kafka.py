@@ -22,7 +22,7 @@ from node.config import ClusterConfig
 from util.procs import process_state
 from util.waiting import wait_for
 from reference.jars import ensure_jars
-from reference.jvm import MAIN_CLASS, archive_flags, broker_command
+from reference.jvm import MAIN_CLASS, STARTED, STARTING, archive_flags, broker_command
 from reference.properties import broker_properties, cluster_properties, render
 from zk import paths
 from zk.client import ZkClient
@@ -290,7 +290,7 @@ class ReferenceCluster:
         Kafka 2.8.2 answers SIGTERM by halting without its controlled shutdown ("Kafka server is still starting
         up, cannot shut down!"), its registration left for the session timeout to remove."""
         text = self._logged_since_start(broker_id)
-        return text.rfind(b" started (kafka.server.KafkaServer)") > text.rfind(b" starting (kafka.server.KafkaServer)")
+        return text.rfind(STARTED) > text.rfind(STARTING)
 
     def startup_failure(self, broker_id: int) -> str | None:
         """The exception broker ``broker_id``'s last start-up died of, when it was ZooKeeper not answering in
