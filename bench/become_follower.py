@@ -70,7 +70,7 @@ def spin(stop: threading.Event) -> None:
 
 def run(n: int, reps: int, profile: bool, base: str, busy: int) -> tuple[list[float], list[float], str, cProfile.Profile | None]:
     from node.replicas.replica_manager import ReplicaManager
-    from replication.partition import ReplicaSettings
+    from replication.partition_types import ReplicaSettings
     tmp = tempfile.mkdtemp(prefix="become-follower-", dir=base)
     stopping = [False]
     events = EventLog(os.path.join(tmp, "events.jsonl"), ME)

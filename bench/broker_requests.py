@@ -129,7 +129,7 @@ def without_replicas(reps: int, profile: str | None, tmp: str) -> Runner:
 
 def with_replicas(reps: int, hosted: int, profile: str | None, tmp: str) -> Runner:
     from node.replicas.replica_manager import ReplicaManager
-    from replication.partition import ReplicaSettings
+    from replication.partition_types import ReplicaSettings
     events = EventLog(os.path.join(tmp, "replicas.jsonl"), ME)
     rm = ReplicaManager(ME, os.path.join(tmp, "logs"), ReplicaSettings(), events, broker_epoch=lambda: 5,
                         endpoint_of=lambda b: None, controller_endpoint=lambda: None, fetch_wait_ms=100,

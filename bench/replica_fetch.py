@@ -40,7 +40,7 @@ from proto import kafkasim_pb2 as pb  # noqa: E402
 from replication.broker_state import PartitionInfo  # noqa: E402
 from replication.fetch_session import PartitionFetch  # noqa: E402
 from replication.fetcher import FetcherState  # noqa: E402
-from replication.partition import ReplicaSettings  # noqa: E402
+from replication.partition_types import ReplicaSettings  # noqa: E402
 
 STEPS = ("full", "full_next", "bump", "incr5", "fol_req", "fol_few", "fol_req_changed")
 

@@ -19,7 +19,7 @@ from listener.records import BatchRejected, check_client_batch, find_timestamp, 
 from listener.server import CloseConnection, Connection
 from kafkacommon import errors
 from proto import kafkasim_pb2 as pb
-from replication.partition import leader_epoch_error
+from replication.partition_types import leader_epoch_error
 
 
 def close(reads: dict) -> None:

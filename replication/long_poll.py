@@ -29,7 +29,8 @@ from typing import Any, Iterable, NamedTuple
 
 from kafkacommon import errors
 from replication.fetch_session import LeaderSession, PartitionFetch, has_news, readable
-from replication.partition import AlterIsrProposal, FetchOutcome, LogView, PartitionReplication
+from replication.partition import PartitionReplication
+from replication.partition_types import AlterIsrProposal, FetchOutcome, LogView
 
 TP = tuple[str, int]
 

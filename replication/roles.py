@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterable
 
 from kafkacommon import errors
 from kafkacommon.event import Event
-from replication.partition import LogView, PartitionReplication
+from replication.partition import PartitionReplication
+from replication.partition_types import LogView
 from replication.truncation import follower_truncation
 
 ISR = "isr"

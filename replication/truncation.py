@@ -1,7 +1,7 @@
 """Where a diverging follower truncates its log (Kafka 2.8's AbstractFetcherThread)."""
 from __future__ import annotations
 
-from replication.partition import LogView
+from replication.partition_types import LogView
 
 
 def follower_truncation(diverging_epoch: int, diverging_end_offset: int, log: LogView,

@@ -17,7 +17,8 @@ from kafkacommon.event import Event
 from kafkacommon.topic_config import log_config
 from replication.broker_state import PartitionInfo
 from replication import roles
-from replication.partition import PartitionReplication, ReplicaSettings
+from replication.partition import PartitionReplication
+from replication.partition_types import ReplicaSettings
 from sim import rpc
 from sim.fetching import SimFetcher, SimLeaderFetches
 from sim.log import ProducerBatch, SimLog

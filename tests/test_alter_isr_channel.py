@@ -10,7 +10,7 @@ from node.replicas.replica_manager import ReplicaManager
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
 from replication.broker_state import PartitionInfo
-from replication.partition import ReplicaSettings
+from replication.partition_types import ReplicaSettings
 from tests.helpers import serve_broker
 from util.waiting import wait_for
 

@@ -17,7 +17,7 @@ from node.replicas import leader_fetch
 from node.replicas.replica_manager import ReplicaManager
 from replication.broker_state import PartitionInfo
 from proto import kafkasim_pb2 as pb
-from replication.partition import ReplicaSettings
+from replication.partition_types import ReplicaSettings
 
 TP = ("t", 0)
 WAIT_S = 30   # a deadline: every wait below ends far sooner, unless a wake-up is missing

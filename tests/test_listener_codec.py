@@ -668,7 +668,7 @@ def test_list_offsets_by_timestamp_on_a_real_log(tmp_path) -> None:
     from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
     from node.events import EventLog
     from node.replicas.replica_manager import ReplicaManager
-    from replication.partition import ReplicaSettings
+    from replication.partition_types import ReplicaSettings
     rm = ReplicaManager(1, tmp_path / "logs", ReplicaSettings(), EventLog(tmp_path / "events.jsonl", 1),
                         broker_epoch=lambda: 5, endpoint_of=lambda b: None, controller_endpoint=lambda: None,
                         fetch_wait_ms=100, segment_bytes=1 << 20, checkpoint_interval_ms=60_000)
@@ -705,7 +705,7 @@ def test_fetch_from_a_real_log_passes_its_batches_through(tmp_path, version: int
     FetchResponse = RESPONSES[1]
     from node.events import EventLog
     from node.replicas.replica_manager import ReplicaManager
-    from replication.partition import ReplicaSettings
+    from replication.partition_types import ReplicaSettings
     rm = ReplicaManager(1, tmp_path / "logs", ReplicaSettings(), EventLog(tmp_path / "events.jsonl", 1),
                         broker_epoch=lambda: 5, endpoint_of=lambda b: None, controller_endpoint=lambda: None,
                         fetch_wait_ms=100, segment_bytes=1 << 20, checkpoint_interval_ms=60_000)

@@ -28,7 +28,7 @@ def leader(tmp_path):
     """A leader of t-0 whose log has epoch 4 at offsets 0..2 and epoch 6 from offset 3 (LEO 6, all committed)."""
     from node.events import EventLog
     from node.replicas.replica_manager import ReplicaManager
-    from replication.partition import ReplicaSettings
+    from replication.partition_types import ReplicaSettings
     rm = ReplicaManager(1, tmp_path / "logs", ReplicaSettings(), EventLog(tmp_path / "events.jsonl", 1),
                         broker_epoch=lambda: 5, endpoint_of=lambda b: None, controller_endpoint=lambda: None,
                         fetch_wait_ms=100, segment_bytes=1 << 20, checkpoint_interval_ms=60_000)

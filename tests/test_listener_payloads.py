@@ -98,7 +98,7 @@ def test_records_fetched_from_a_real_log_equal_the_produced_ones(tmp_path_factor
     request: every record's value comes back as produced, byte for byte."""
     from node.events import EventLog
     from node.replicas.replica_manager import ReplicaManager
-    from replication.partition import ReplicaSettings
+    from replication.partition_types import ReplicaSettings
     tmp = tmp_path_factory.mktemp("payloads")
     rm = ReplicaManager(1, tmp / "logs", ReplicaSettings(), EventLog(tmp / "events.jsonl", 1),
                         broker_epoch=lambda: 5, endpoint_of=lambda b: None, controller_endpoint=lambda: None,

@@ -19,7 +19,7 @@ from node.storage.errors import KafkaStorageError
 from node.storage.segment import LogSegment
 from replication.broker_state import PartitionInfo
 from replication.log_dirs import LogDirs
-from replication.partition import ReplicaSettings
+from replication.partition_types import ReplicaSettings
 from util.waiting import wait_for
 
 STORAGE = errors.KAFKA_STORAGE_ERROR

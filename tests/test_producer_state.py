@@ -75,7 +75,7 @@ def test_the_replica_manager_answers_duplicates_and_keeps_client_bytes(tmp_path)
     from replication.broker_state import PartitionInfo
     from node.events import EventLog
     from node.replicas.replica_manager import ReplicaManager
-    from replication.partition import ReplicaSettings
+    from replication.partition_types import ReplicaSettings
     from listener.records import check_client_batch
     rm = ReplicaManager(1, tmp_path / "logs", ReplicaSettings(), EventLog(tmp_path / "events.jsonl", 1),
                         broker_epoch=lambda: 5, endpoint_of=lambda b: None, controller_endpoint=lambda: None,

@@ -7,7 +7,7 @@ from pathlib import Path
 from replication.broker_state import PartitionInfo
 from node.events import EventLog
 from node.replicas.replica_manager import ReplicaManager
-from replication.partition import ReplicaSettings
+from replication.partition_types import ReplicaSettings
 
 
 def manager(tmp_path: Path, topic_config) -> ReplicaManager:

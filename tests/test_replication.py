@@ -11,8 +11,8 @@ from hypothesis import given, settings as hsettings, strategies as st
 from kafkacommon import errors
 from kafkacommon.errors import INVALID_REQUIRED_ACKS, OFFSET_OUT_OF_RANGE
 from node.storage.log import LeaderEpochCache
-from replication.partition import (INELIGIBLE_BACKOFF_MS, ISR_CHANGE_GIVE_UP, AlterIsrProposal, PartitionReplication,
-                                   ReplicaSettings)
+from replication.partition import INELIGIBLE_BACKOFF_MS, ISR_CHANGE_GIVE_UP, PartitionReplication
+from replication.partition_types import AlterIsrProposal, ReplicaSettings
 
 ME = 1
 LAG = 10_000

@@ -11,7 +11,8 @@ from __future__ import annotations
 from hypothesis import given, settings as hsettings, strategies as st
 
 from kafkacommon import errors
-from replication.partition import PartitionReplication, ReplicaSettings
+from replication.partition import PartitionReplication
+from replication.partition_types import ReplicaSettings
 from replication.truncation import follower_truncation
 from node.storage.log import LeaderEpochCache
 

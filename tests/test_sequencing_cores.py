@@ -9,7 +9,8 @@ from controller.core import ControllerCore, ControllerSettings
 from coordinator.core import GroupConfig
 from coordinator.leadership import Coordinatorship
 from replication import roles
-from replication.partition import PartitionReplication, ReplicaSettings
+from replication.partition import PartitionReplication
+from replication.partition_types import ReplicaSettings
 from kafkacommon.metadata import BrokerRegistration, TopicAssignment
 from zk.exceptions import ControllerMovedError
 

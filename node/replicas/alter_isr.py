@@ -20,7 +20,7 @@ from node.replicas.hosted import Hosted
 from node.net.peers import peer_channel
 from proto import kafkasim_pb2 as pb
 from proto import kafkasim_pb2_grpc as pbg
-from replication.partition import AlterIsrProposal
+from replication.partition_types import AlterIsrProposal
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from proto import kafkasim_pb2 as pb
 from replication import long_poll
 from replication.fetch_session import LeaderSessions
 from replication.long_poll import LeaderFetch, Part
-from replication.partition import AlterIsrProposal
+from replication.partition_types import AlterIsrProposal
 
 if TYPE_CHECKING:
     from node.replicas.hosted import Hosted

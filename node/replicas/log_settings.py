@@ -20,7 +20,7 @@ from kafkacommon.topic_config import LogConfig, log_config
 
 if TYPE_CHECKING:
     from node.replicas.hosted import Hosted
-    from replication.partition import ReplicaSettings
+    from replication.partition_types import ReplicaSettings
 
 
 class LogSettingsMixin:

@@ -47,7 +47,8 @@ from proto import kafkasim_pb2 as pb
 from replication import roles
 from replication.fetch_session import LeaderSessions
 from replication.log_dirs import DirFailure
-from replication.partition import PartitionReplication, ReplicaSettings
+from replication.partition import PartitionReplication
+from replication.partition_types import ReplicaSettings
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from controller.core import ControllerSettings
 from node.config import ClusterConfig
-from replication.partition import ReplicaSettings
+from replication.partition_types import ReplicaSettings
 
 
 def group_config(cfg: ClusterConfig, planted: frozenset[str] = frozenset()):
