@@ -152,7 +152,8 @@ class Send:
 
 @dataclass(frozen=True)
 class CloseChannels:
-    """Stop sending (this controller resigned); ``drain``: let what is under way finish."""
+    """Stop sending (this controller resigned): the requests not yet delivered are dropped, as Kafka's
+    ControllerChannelManager.shutdown drops them."""
 
 
 @dataclass(frozen=True)

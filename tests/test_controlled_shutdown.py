@@ -30,6 +30,22 @@ def test_controlled_shutdown_moves_every_leadership_before_the_broker_exits(make
     assert any(w["mono_ns_written"] < closing for w in writes)
     assert all(e["broker"] == ctl for e in moved)
     # (StopReplica for its follower replicas is sent asynchronously, as in Kafka: not waited for)
+    # Kafka 2.8's KafkaServer.shutdown order: the server, the coordinators, the replicas and the logs stop first;
+    # the controller (if this broker is it) resigns after them, just before the session closes
+    # (the handover wait only when it still led partitions with followers as it asked: a broker whose
+    # LeaderAndIsr of the cluster's start it had not applied yet leads none)
+    steps = [e["step"] for e in events(cluster, broker=victim, type_="shutdown_step")]
+    assert [s for s in steps if s != "controlled_shutdown_handover"] == [
+        "controlled_shutdown", "server_stop", "groups_close", "replicas_close", "controller_shutdown",
+        "zk_session_close"]
+    assert steps.index("controlled_shutdown_handover") == 1 if "controlled_shutdown_handover" in steps else True
+    resigned = events(cluster, broker=victim, type_="controller_resigned")
+    if who == "controller":
+        step_ns = {e["step"]: e["mono_ns"] for e in events(cluster, broker=victim, type_="shutdown_step")}
+        assert [r["reason"] for r in resigned] == ["shutdown"]
+        assert step_ns["controller_shutdown"] < resigned[0]["mono_ns"] < closing
+    else:
+        assert resigned == []
 
     after = wait_for(lambda: (v := cluster.view()) and victim not in v.brokers and v.controller_id
                      not in (None, victim) and v, 10, "the broker gone and a controller in place")

@@ -2,14 +2,16 @@
 
 One sender thread per broker keeps requests in order and retries a request
 whose broker is unreachable until it is delivered or the channel is
-closed (the broker died or this controller resigned).
+closed (the broker died or this controller resigned).  Closing drops what is
+still queued and cuts the request under way short, as Kafka 2.8's
+``ControllerChannelManager.removeExistingBroker`` stops its RequestSendThread
+and clears its queue.
 """
 from __future__ import annotations
 
 import logging
 import queue
 import threading
-import time
 from typing import Any, Callable, NamedTuple
 
 import grpc
@@ -22,7 +24,6 @@ from proto import kafkasim_pb2_grpc as pbg
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.05
-DRAIN_S = 1.0  # how long a resigned controller's channel keeps delivering what was already queued
 
 
 class SharedBuild:
@@ -62,7 +63,6 @@ class BrokerChannel:
         self._on_response = on_response
         self._queue: "queue.Queue[Any]" = queue.Queue()
         self._closed = threading.Event()
-        self._drain_until: float | None = None
         self._channel = peer_channel(target)
         self._stub = pbg.BrokerStub(self._channel)
         # the same methods taking requests already encoded (a command's request: see SharedBuild)
@@ -83,22 +83,22 @@ class BrokerChannel:
         command sent to other brokers too is built once, by the first channel to need it."""
         self._queue.put((cmd, header, shared))
 
-    def close(self, drain: bool = False) -> None:
-        """Stop accepting work.  With ``drain``, requests already queued are still
-        delivered (in the background, for up to DRAIN_S): a resigned controller's
-        in-flight work, which brokers fence by epoch.  Without it they are dropped."""
-        if drain:
-            self._drain_until = time.monotonic() + DRAIN_S
-        else:
-            self._closed.set()
+    def close(self) -> None:
+        """Stop: the requests still queued are dropped, and the one under way is cancelled (its broker may have
+        taken it already, and applies it; its answer is not waited for)."""
+        self._closed.set()
         self._queue.put(None)
+        self._channel.close()
 
-    def _stopped(self) -> bool:
-        return self._closed.is_set() or (self._drain_until is not None and time.monotonic() > self._drain_until)
+    def join(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the sender thread to end (after :meth:`close`); True when it has: nothing
+        more can be sent."""
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
 
     def _run(self) -> None:
         try:
-            while not self._stopped():
+            while not self._closed.is_set():
                 request = self._queue.get()
                 if request is None:
                     break
@@ -123,10 +123,14 @@ class BrokerChannel:
     def _deliver(self, kind: str, call: Any, request: Any, sent: Any) -> None:
         """``request`` (a message, or its encoding for a raw call) until delivered; ``sent``: what
         ``on_response`` is given of it (the message, or a :class:`Sent`)."""
-        while not self._stopped():
+        while not self._closed.is_set():
             try:
                 response = call(request, timeout=self.timeout_s)
-            except grpc.RpcError as e:
+            except (grpc.RpcError, ValueError) as e:
+                if self._closed.is_set():   # closed under it: cancelled, or the channel already closed
+                    return
+                if not isinstance(e, grpc.RpcError):
+                    raise
                 if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     self._closed.wait(RETRY_BACKOFF_S)
                     continue

@@ -467,7 +467,8 @@ class Broker:
         return r.error_code, [(tp.topic, tp.partition) for tp in r.remaining_partitions]
 
     def stop(self, watchdog: ShutdownWatchdog | None = None) -> None:
-        """Hand over (controlled shutdown), resign, stop serving, then close the ZooKeeper session last.
+        """Hand over (controlled shutdown), stop serving, close the groups and the logs, resign, then close the
+        ZooKeeper session last: Kafka 2.8's ``KafkaServer.shutdown`` order.
 
         Closing the session is what starts the failover elsewhere (our
         ephemerals go at once), so everything slow happens before it, and
@@ -490,10 +491,8 @@ class Broker:
             if moved:
                 step("controlled_shutdown_handover")
                 await_handover(moved, self.replicas.led_with_followers, self._released, self.events)
-        step("controller_shutdown")
-        self.config_changes.stop()
-        self.controller.shutdown()
         step("server_stop")
+        self.config_changes.stop()
         for kafka in self.kafkas:
             kafka.stop()
         self.server.stop(grace=0.2)
@@ -502,6 +501,11 @@ class Broker:
         self.txns.close()
         step("replicas_close")
         self.replicas.close()
+        # as Kafka 2.8's KafkaServer.shutdown: the controller stops after the log manager, just before the
+        # session closes; until then it handles its events and its channels deliver what it queued (the
+        # controlled shutdown's ISR shrinks), and what is still queued when it resigns is dropped
+        step("controller_shutdown")
+        self.controller.shutdown()
         step("zk_session_close")
         self.events.emit("zk_session_closing", session_id=f"0x{self.zk.session_id:x}")
         t0 = time.monotonic_ns()

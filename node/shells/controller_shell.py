@@ -101,7 +101,7 @@ class ControllerShell:
                 watch=self._on(Event.ZK_PARTITION_REASSIGNMENT) if c.watch else None),
             handlers.WriteZkReassignment: lambda c: zkc.write_zk_reassignment(c.fence, c.partitions),
             handlers.Send: lambda c: self._send(c.requests),
-            handlers.CloseChannels: lambda c: self._close_channels(drain=True),
+            handlers.CloseChannels: lambda c: self._close_channels(),
             handlers.Clock: lambda c: self._clock_ms(),
             handlers.MonoNs: lambda c: time.monotonic_ns(),
             handlers.Later: lambda c: self.enqueue(Event(c.event)),
@@ -358,7 +358,8 @@ class ControllerShell:
                              error=errors.name(response.error_code),
                              request_controller_epoch=request.header.controller_epoch)
 
-    def _close_channels(self, drain: bool = False) -> None:
+    def _close_channels(self) -> None:
+        """Kafka's ControllerChannelManager.shutdown on resignation: every channel stops, its queue dropped."""
         for ch in self._channels.values():
-            ch.close(drain=drain)
+            ch.close()
         self._channels.clear()
