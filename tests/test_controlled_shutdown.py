@@ -38,7 +38,8 @@ def test_controlled_shutdown_moves_every_leadership_before_the_broker_exits(make
     assert [s for s in steps if s != "controlled_shutdown_handover"] == [
         "controlled_shutdown", "server_stop", "groups_close", "replicas_close", "controller_shutdown",
         "zk_session_close"]
-    assert steps.index("controlled_shutdown_handover") == 1 if "controlled_shutdown_handover" in steps else True
+    if "controlled_shutdown_handover" in steps:
+        assert steps.index("controlled_shutdown_handover") == 1, steps
     resigned = events(cluster, broker=victim, type_="controller_resigned")
     if who == "controller":
         step_ns = {e["step"]: e["mono_ns"] for e in events(cluster, broker=victim, type_="shutdown_step")}

@@ -7,6 +7,7 @@ import threading
 from concurrent import futures
 
 import grpc
+import pytest
 
 from node.net.channel import BrokerChannel
 from proto import kafkasim_pb2 as pb
@@ -39,40 +40,38 @@ def serve(servicer: Broker) -> tuple[grpc.Server, str]:
     return server, f"127.0.0.1:{port}"
 
 
-def test_a_closed_channel_drops_what_it_had_not_delivered_and_cancels_the_request_under_way():
+@pytest.fixture
+def sent():
+    """A broker, a channel to it with three LeaderAndIsr requests queued (controller epochs 1, 2, 3), and the
+    epochs whose answers the channel reported."""
     broker = Broker()
     server, target = serve(broker)
     answered: list[int] = []
     ch = BrokerChannel(1, target, 10.0, lambda _b, _kind, req, _resp: answered.append(req.header.controller_epoch))
-    try:
-        for epoch in (1, 2, 3):
-            ch.send(pb.LeaderAndIsrRequest(header=pb.ControllerHeader(controller_id=9, controller_epoch=epoch)))
-        wait_for(lambda: broker.got == [1], 10, "the first request under way at the broker")
-        ch.close()
-        wait_for(broker.caller_gone.is_set, 10, "the request under way cancelled by the close")
-        assert ch.join(10), "the sender thread ended"
-        broker.release.set()
-        # the sender is gone, so nothing else can reach the broker: the two queued requests were dropped, and the
-        # cancelled one's answer never reached the controller
-        assert broker.got == [1]
-        assert answered == []
-    finally:
-        broker.release.set()
-        server.stop(None)
-
-
-def test_an_open_channel_delivers_every_request_in_order_and_reports_each_answer():
-    broker = Broker()
+    for epoch in (1, 2, 3):
+        ch.send(pb.LeaderAndIsrRequest(header=pb.ControllerHeader(controller_id=9, controller_epoch=epoch)))
+    yield broker, ch, answered
     broker.release.set()
-    server, target = serve(broker)
-    answered: list[int] = []
-    ch = BrokerChannel(1, target, 10.0, lambda _b, _kind, req, _resp: answered.append(req.header.controller_epoch))
-    try:
-        for epoch in (1, 2, 3):
-            ch.send(pb.LeaderAndIsrRequest(header=pb.ControllerHeader(controller_id=9, controller_epoch=epoch)))
-        wait_for(lambda: answered == [1, 2, 3], 10, "every answer, in order")
-        assert broker.got == [1, 2, 3]
-    finally:
-        ch.close()
-        assert ch.join(10)
-        server.stop(None)
+    ch.close()
+    assert ch.join(10)
+    server.stop(None)
+
+
+def test_a_closed_channel_drops_what_it_had_not_delivered_and_cancels_the_request_under_way(sent):
+    broker, ch, answered = sent
+    wait_for(lambda: broker.got == [1], 10, "the first request under way at the broker")
+    ch.close()
+    wait_for(broker.caller_gone.is_set, 10, "the request under way cancelled by the close")
+    assert ch.join(10), "the sender thread ended"
+    broker.release.set()
+    # the sender is gone, so nothing else can reach the broker: the two queued requests were dropped, and the
+    # cancelled one's answer never reached the controller
+    assert broker.got == [1]
+    assert answered == []
+
+
+def test_an_open_channel_delivers_every_request_in_order_and_reports_each_answer(sent):
+    broker, _ch, answered = sent
+    broker.release.set()
+    wait_for(lambda: answered == [1, 2, 3], 10, "every answer, in order")
+    assert broker.got == [1, 2, 3]
