@@ -32,6 +32,10 @@ class ListenerContext:
     is_controller: Callable[[], bool] = lambda: False   # this broker is the active controller
     # node.shells.controller_shell.ControllerShell: the requests the controller serves (ElectLeaders, reassignments)
     controller: Any = None
+    # an internal topic (__consumer_offsets, __transaction_state) named in a Metadata request that may create topics:
+    # starts creating it (returns at once); False when fewer brokers are live than its replication factor; None when
+    # this broker does not create it (the controller creates __consumer_offsets unless it is created lazily)
+    create_internal_topic: Callable[[str], bool | None] = lambda topic: None
 
     async def blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the pool, awaited on the listener's loop."""

@@ -3,9 +3,12 @@
 Metadata comes from this broker's metadata cache (the controller's
 UpdateMetadata), as Kafka's does; brokers are the live ones, each at its
 advertised Kafka listener.  A Metadata request for an unknown topic creates it
-(``auto.create.topics.enable``) through ZooKeeper as Kafka 2.8's broker does
-(zk/admin.py), from any broker.  CreateTopics, DeleteTopics and
-CreatePartitions are listener/admin.py's.
+(``auto.create.topics.enable`` and the request's ``allow_auto_topic_creation``)
+through ZooKeeper as Kafka 2.8's broker does (zk/admin.py), from any broker; an
+internal topic (``__consumer_offsets``, ``__transaction_state``) is created as the
+broker creates it for a FindCoordinator, with its own partitions, replication
+factor and configs.  CreateTopics, DeleteTopics and CreatePartitions are
+listener/admin.py's.
 """
 from __future__ import annotations
 
@@ -17,9 +20,12 @@ from listener.protocol import API_VERSIONS, SUPPORTED, Request
 from listener.server import Connection
 from kafkacommon import errors
 from zk.admin import TopicError, create_topic, validate_name
+from transactions.config import TRANSACTION_STATE_TOPIC
 from zk.paths import OFFSETS_TOPIC
 
 UNSUPPORTED_VERSION = 35
+#: Kafka's ``Topic.isInternal``: Metadata marks these ``is_internal``
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 def response_version(req: Request, values: dict[str, Any]) -> int:
@@ -63,9 +69,15 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
             infos = sorted(by_topic.get(name, ()), key=lambda i: i.partition)
             if not infos:
                 code = errors.UNKNOWN_TOPIC_OR_PARTITION
-                if auto and name != OFFSETS_TOPIC and auto_create(name):
+                if auto and name in INTERNAL_TOPICS:
+                    # Kafka 2.8.2's AutoTopicCreationManager: an internal topic with its own partitions, replication
+                    # factor and configs; INVALID_REPLICATION_FACTOR below that many live brokers
+                    made = ctx.create_internal_topic(name)
+                    if made is not None:
+                        code = errors.LEADER_NOT_AVAILABLE if made else errors.INVALID_REPLICATION_FACTOR
+                elif auto and auto_create(name):
                     code = errors.LEADER_NOT_AVAILABLE   # as Kafka answers for a topic it just created
-                topics.append(dict(error_code=code, name=name, is_internal=False, partitions=[]))
+                topics.append(dict(error_code=code, name=name, is_internal=name in INTERNAL_TOPICS, partitions=[]))
                 continue
             parts = []
             for i in infos:
@@ -79,7 +91,7 @@ def handlers(ctx: ListenerContext) -> dict[int, Any]:
                 parts.append(dict(error_code=code, partition_index=i.partition, leader_id=i.leader if i.leader in live
                                   else -1, leader_epoch=i.leader_epoch, replica_nodes=list(i.replicas),
                                   isr_nodes=list(i.isr), offline_replicas=offline))
-            topics.append(dict(error_code=errors.NONE, name=name, is_internal=name == OFFSETS_TOPIC,
+            topics.append(dict(error_code=errors.NONE, name=name, is_internal=name in INTERNAL_TOPICS,
                                partitions=parts))
         return dict(throttle_time_ms=0, brokers=brokers, cluster_id=ctx.cluster_id,
                     controller_id=state.controller_id if state.controller_id in live else -1, topics=topics)

@@ -112,7 +112,7 @@ TABLE = (
     _k("message.max.bytes", int, 1048588, "Largest batch a produce may append (topic: `max.message.bytes`)",
        min=0),
     _k("auto.create.topics.enable", bool, True, "Metadata from a Kafka client for an unknown topic creates it "
-       "(num.partitions, default.replication.factor)"),
+       "(num.partitions, default.replication.factor; an internal topic with its own settings)"),
     _k("listener.security.protocol.map", str, "PLAINTEXT:PLAINTEXT", "Each listener name's security protocol, "
        "`NAME:PLAINTEXT[,...]` (kafkasim speaks PLAINTEXT only); names the brokers' `listeners` use",
        kafka_default="PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),

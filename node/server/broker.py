@@ -161,7 +161,8 @@ class Broker:
             num_partitions=g("num.partitions"), default_replication_factor=g("default.replication.factor"),
             delete_topic_enable=g("delete.topic.enable"), auto_create_topics=g("auto.create.topics.enable"),
             topic_config=self._topic_config, broker_config=self.dynamic,
-            is_controller=lambda: self.controller.is_active, controller=self.controller)
+            is_controller=lambda: self.controller.is_active, controller=self.controller,
+            create_internal_topic=self._create_internal_topic)
         limits = Limits(max_request_bytes=g("socket.request.max.bytes"), idle_ms=g("connections.max.idle.ms"),
                         partial_frame_ms=g("request.timeout.ms"), max_connections=g("max.connections"),
                         max_per_ip=g("max.connections.per.ip"),
@@ -175,10 +176,13 @@ class Broker:
         self._kafka_error: str | None = None   # why the Kafka listener could not start (then none is registered)
         self.stopping = threading.Event()
 
-    def _create_offsets_topic(self) -> None:
-        """Kafka's lazy creation of __consumer_offsets on a FindCoordinator, off the caller's thread."""
+    def _create_offsets_topic(self) -> bool:
+        """Kafka's lazy creation of __consumer_offsets on a FindCoordinator or a Metadata request naming it, off the
+        caller's thread -> False when fewer brokers are live than ``offsets.topic.replication.factor`` (then it is
+        not created: ``offsets_topic_not_created``)."""
+        enough = len(self.state.live_brokers) >= self.cfg.get("offsets.topic.replication.factor")
         if self._offsets_created or not self._offsets_creating.acquire(blocking=False):
-            return
+            return enough
 
         def create() -> None:
             try:
@@ -204,13 +208,17 @@ class Broker:
                 self._offsets_creating.release()
 
         threading.Thread(target=create, daemon=True, name="offsets-topic-create").start()
+        return enough
 
-    def _create_txn_topic(self) -> None:
-        """Kafka's lazy creation of __transaction_state on a transactional FindCoordinator (compacted, with
-        transaction.state.log.min.isr and its segment size), off the caller's thread."""
-        if self._txn_topic_created or not self._txn_topic_creating.acquire(blocking=False):
-            return
+    def _create_txn_topic(self) -> bool:
+        """Kafka's lazy creation of __transaction_state on a transactional FindCoordinator or a Metadata request
+        naming it (compacted, with transaction.state.log.min.isr and its segment size), off the caller's thread ->
+        False when fewer brokers are live than ``transaction.state.log.replication.factor`` (then it is not
+        created: ``transaction_topic_not_created``)."""
         g = self.cfg.get
+        enough = len(self.state.live_brokers) >= g("transaction.state.log.replication.factor")
+        if self._txn_topic_created or not self._txn_topic_creating.acquire(blocking=False):
+            return enough
 
         def create() -> None:
             try:
@@ -237,6 +245,18 @@ class Broker:
                 self._txn_topic_creating.release()
 
         threading.Thread(target=create, daemon=True, name="txn-topic-create").start()
+        return enough
+
+    def _create_internal_topic(self, topic: str) -> bool | None:
+        """A Metadata request named an internal topic that does not exist, with topic creation allowed: Kafka
+        2.8.2's AutoTopicCreationManager creates it with its own partitions, replication factor and configs ->
+        False below its replication factor of live brokers; None when this broker does not create it
+        (``__consumer_offsets`` under kafkasim's eager creation: the controller makes it)."""
+        if topic == zk_paths.OFFSETS_TOPIC:
+            return None if self.cfg.get("kafkasim.offsets.topic.eager.create") else self._create_offsets_topic()
+        if topic == TRANSACTION_STATE_TOPIC:
+            return self._create_txn_topic()
+        return None
 
     def _txn_topic_config(self) -> dict:
         """Kafka's TransactionStateManager.transactionTopicConfigs: compacted, uncompressed, no unclean election,

@@ -172,7 +172,7 @@ class GroupsDoor:
     holds no thread.  No answer in time (the request's own timeout, plus a margin) is NOT_COORDINATOR."""
 
     def __init__(self, state, shell: CoordinatorShell, pool: Executor | None = None,
-                 create_offsets_topic: Callable[[], None] | None = None) -> None:
+                 create_offsets_topic: Callable[[], bool] | None = None) -> None:
         self.state = state          # BrokerState: metadata cache and live brokers
         self.shell = shell
         self.pool = pool            # None: the event loop's default executor
@@ -279,7 +279,7 @@ class GroupsServicer(gpbg.GroupsServicer):
     ``node.server.rpc_server``)."""
 
     def __init__(self, state, shell: CoordinatorShell, pool: Executor | None = None,
-                 create_offsets_topic: Callable[[], None] | None = None) -> None:
+                 create_offsets_topic: Callable[[], bool] | None = None) -> None:
         self.door = GroupsDoor(state, shell, pool, create_offsets_topic)
 
     async def FindCoordinator(self, request, context):
