@@ -19,8 +19,8 @@ from listener.context import ListenerContext
 from listener.protocol import API_VERSIONS, SUPPORTED, Request
 from listener.server import Connection
 from kafkacommon import errors
-from zk.admin import TopicError, create_topic, validate_name
 from transactions.config import TRANSACTION_STATE_TOPIC
+from zk.admin import TopicError, create_topic, validate_name
 from zk.paths import OFFSETS_TOPIC
 
 UNSUPPORTED_VERSION = 35
