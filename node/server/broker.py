@@ -22,14 +22,12 @@ import gc
 import json
 import logging
 import os
-import random
 import signal
 import sys
 import threading
 import time
 from concurrent import futures
 
-from zk.errors import NodeExists
 
 from kafkacommon import errors
 from listener.app import make_listener
@@ -48,6 +46,7 @@ from node.server.txn_door import TxnDoor
 from transactions.config import TRANSACTION_STATE_TOPIC
 from zk.producer_ids import ProducerIds
 from node.server.groups_servicer import GroupsServicer
+from node.server.internal_topics import InternalTopic
 from node.server.rpc_server import AioServer
 from node.net.links import DIRECT, LinkMap, LinkMapError
 from node.listeners import parse_protocol_map
@@ -142,15 +141,22 @@ class Broker:
                                        on_offsets_marker=self.groups.txn_marker_written,
                                        marker_timeout_ms=g("request.timeout.ms"))
         self.server.add(pbg.add_BrokerServicer_to_server, self.servicer)
-        lazy = None if g("kafkasim.offsets.topic.eager.create") else self._create_offsets_topic
+        # Kafka's GroupMetadataManager.offsetsTopicConfigs at /config/topics/__consumer_offsets; the placement's the
+        # default (compacted)
+        self.offsets_topic = InternalTopic(zk_paths.OFFSETS_TOPIC, "offsets.topic.replication.factor", "offsets",
+                                           self.state, self.zk, self.events, lambda: (
+                                               g("offsets.topic.num.partitions"), g("offsets.topic.replication.factor"),
+                                               None, {"cleanup.policy": "compact", "compression.type": "producer",
+                                                      "segment.bytes": str(g("offsets.topic.segment.bytes"))}))
+        self.txn_topic = InternalTopic(TRANSACTION_STATE_TOPIC, "transaction.state.log.replication.factor",
+                                       "transaction", self.state, self.zk, self.events, lambda: (
+                                           g("transaction.state.log.num.partitions"),
+                                           g("transaction.state.log.replication.factor"), self._txn_topic_config(), None))
+        lazy = None if g("kafkasim.offsets.topic.eager.create") else self.offsets_topic.create
         groups_servicer = GroupsServicer(self.state, self.groups, pool, lazy)
         self.server.add(gpbg.add_GroupsServicer_to_server, groups_servicer)
-        self._offsets_creating = threading.Lock()  # one lazy creation at a time
-        self._offsets_created = False
         self.cluster_id = cluster_id_for(zk_connect)   # also written to /cluster/id when absent (start())
-        self._txn_topic_creating = threading.Lock()
-        self._txn_topic_created = False
-        txn_door = TxnDoor(self.state, self.txns, pool, self._create_txn_topic, self._offsets_partitions)
+        txn_door = TxnDoor(self.state, self.txns, pool, self.txn_topic.create, self._offsets_partitions)
         # the Kafka-protocol listeners: real clients, the same cores (listener/); one per name in `listeners`,
         # each answering with the brokers' endpoints advertised for its name
         context = ListenerContext(
@@ -176,86 +182,15 @@ class Broker:
         self._kafka_error: str | None = None   # why the Kafka listener could not start (then none is registered)
         self.stopping = threading.Event()
 
-    def _create_offsets_topic(self) -> bool:
-        """Kafka's lazy creation of __consumer_offsets on a FindCoordinator or a Metadata request naming it, off the
-        caller's thread -> False when fewer brokers are live than ``offsets.topic.replication.factor`` (then it is
-        not created: ``offsets_topic_not_created``)."""
-        enough = len(self.state.live_brokers) >= self.cfg.get("offsets.topic.replication.factor")
-        if self._offsets_created or not self._offsets_creating.acquire(blocking=False):
-            return enough
-
-        def create() -> None:
-            try:
-                a, why = self.state.internal_topic_to_create(
-                    zk_paths.OFFSETS_TOPIC, self.cfg.get("offsets.topic.num.partitions"),
-                    self.cfg.get("offsets.topic.replication.factor"), random.randrange)
-                if a is None:
-                    if why != "exists":
-                        self.events.emit("offsets_topic_not_created", reason=why)
-                    return
-                try:   # Kafka's GroupMetadataManager.offsetsTopicConfigs, at /config/topics/__consumer_offsets
-                    self.zk.create_topic_znode(a, {"cleanup.policy": "compact", "compression.type": "producer",
-                                                   "segment.bytes": str(self.cfg.get("offsets.topic.segment.bytes"))})
-                except NodeExists:
-                    self._offsets_created = True  # another broker created it first
-                    return
-                self._offsets_created = True
-                self.events.emit("offsets_topic_create_requested", partitions=len(a.partitions),
-                                 replication_factor=len(a.partitions[0]), topic_id=a.topic_id)
-            except Exception as e:  # ZooKeeper unreachable: the next FindCoordinator tries again
-                self.events.emit("offsets_topic_not_created", reason=repr(e))
-            finally:
-                self._offsets_creating.release()
-
-        threading.Thread(target=create, daemon=True, name="offsets-topic-create").start()
-        return enough
-
-    def _create_txn_topic(self) -> bool:
-        """Kafka's lazy creation of __transaction_state on a transactional FindCoordinator or a Metadata request
-        naming it (compacted, with transaction.state.log.min.isr and its segment size), off the caller's thread ->
-        False when fewer brokers are live than ``transaction.state.log.replication.factor`` (then it is not
-        created: ``transaction_topic_not_created``)."""
-        g = self.cfg.get
-        enough = len(self.state.live_brokers) >= g("transaction.state.log.replication.factor")
-        if self._txn_topic_created or not self._txn_topic_creating.acquire(blocking=False):
-            return enough
-
-        def create() -> None:
-            try:
-                a, why = self.state.internal_topic_to_create(
-                    TRANSACTION_STATE_TOPIC, g("transaction.state.log.num.partitions"),
-                    g("transaction.state.log.replication.factor"), random.randrange,
-                    config=self._txn_topic_config(),
-                    factor_key="transaction.state.log.replication.factor")
-                if a is None:
-                    if why != "exists":
-                        self.events.emit("transaction_topic_not_created", reason=why)
-                    return
-                try:
-                    self.zk.create_topic_znode(a)
-                except NodeExists:
-                    self._txn_topic_created = True
-                    return
-                self._txn_topic_created = True
-                self.events.emit("transaction_topic_create_requested", partitions=len(a.partitions),
-                                 replication_factor=len(a.partitions[0]), topic_id=a.topic_id)
-            except Exception as e:  # ZooKeeper unreachable: the next FindCoordinator tries again
-                self.events.emit("transaction_topic_not_created", reason=repr(e))
-            finally:
-                self._txn_topic_creating.release()
-
-        threading.Thread(target=create, daemon=True, name="txn-topic-create").start()
-        return enough
-
     def _create_internal_topic(self, topic: str) -> bool | None:
         """A Metadata request named an internal topic that does not exist, with topic creation allowed: Kafka
         2.8.2's AutoTopicCreationManager creates it with its own partitions, replication factor and configs ->
         False below its replication factor of live brokers; None when this broker does not create it
         (``__consumer_offsets`` under kafkasim's eager creation: the controller makes it)."""
         if topic == zk_paths.OFFSETS_TOPIC:
-            return None if self.cfg.get("kafkasim.offsets.topic.eager.create") else self._create_offsets_topic()
+            return None if self.cfg.get("kafkasim.offsets.topic.eager.create") else self.offsets_topic.create()
         if topic == TRANSACTION_STATE_TOPIC:
-            return self._create_txn_topic()
+            return self.txn_topic.create()
         return None
 
     def _txn_topic_config(self) -> dict:
