@@ -28,7 +28,6 @@ import threading
 import time
 from concurrent import futures
 
-
 from kafkacommon import errors
 from listener.app import make_listener
 from listener.limits import Limits, Quotas, parse_overrides
