@@ -74,8 +74,12 @@ def test_the_automatic_imbalance_check_gives_leadership_back_to_preferred_replic
     after = wait_for(lambda: (v := cluster.view()) and all(
         offsets_partitions(v)[p]["leader"] == victim for p in preferred) and v, 30,
         "the imbalance check to give the restarted broker its preferred leaderships back")
-    writes = events(cluster, type_="partition_state_written", reason="auto_rebalance")
-    assert sorted({e["partition"] for e in writes if e["leader"] == victim}) == preferred
+    # the controller logs its writes' lines after they land in ZooKeeper (and after sending the requests): under
+    # load the view can show the moves before the lines are written, so the lines are waited for, not read once
+    def rebalanced() -> list[int]:
+        writes = events(cluster, type_="partition_state_written", reason="auto_rebalance")
+        return sorted({e["partition"] for e in writes if e["leader"] == victim})
+    wait_for(lambda: rebalanced() == preferred, 10, "the auto_rebalance writes' lines for every preferred partition")
     for p, s in offsets_partitions(after).items():
         assert s["leader"] == s["replicas"][0], (p, s)
 
