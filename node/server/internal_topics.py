@@ -19,8 +19,8 @@ from zk.errors import NodeExists
 class InternalTopic:
     """One internal topic this broker creates when asked.  ``settings()`` gives (partitions, replication factor,
     the placement's config or None for the default compacted one, the topic config znode's or None for the
-    placement's) as configured now; ``event``: the prefix of its two event types (``<event>_create_requested``,
-    ``<event>_not_created``)."""
+    placement's) as configured now; ``event``: the prefix of its two event types (``<event>_topic_create_requested``,
+    ``<event>_topic_not_created``)."""
 
     def __init__(self, name: str, factor_key: str, event: str, state: Any, zk: Any, events: Any,
                  settings: Callable[[], tuple[int, int, dict | None, dict | None]]) -> None:
@@ -32,7 +32,7 @@ class InternalTopic:
 
     def create(self) -> bool:
         """Start creating it, unless made or under way -> False when fewer brokers are live than its replication
-        factor (then nothing is created: ``<event>_not_created`` says why)."""
+        factor (then nothing is created: ``<event>_topic_not_created`` says why)."""
         enough = len(self.state.live_brokers) >= self.settings()[1]
         if self._created or not self._creating.acquire(blocking=False):
             return enough
