@@ -150,7 +150,8 @@ class Broker:
         self.txn_topic = InternalTopic(TRANSACTION_STATE_TOPIC, "transaction.state.log.replication.factor",
                                        "transaction", self.state, self.zk, self.events, lambda: (
                                            g("transaction.state.log.num.partitions"),
-                                           g("transaction.state.log.replication.factor"), self._txn_topic_config(), None))
+                                           g("transaction.state.log.replication.factor"),
+                                           self._txn_topic_config(), None))
         lazy = None if g("kafkasim.offsets.topic.eager.create") else self.offsets_topic.create
         groups_servicer = GroupsServicer(self.state, self.groups, pool, lazy)
         self.server.add(gpbg.add_GroupsServicer_to_server, groups_servicer)
