@@ -80,6 +80,11 @@ class BrokerState:
 
     # ------------------------------------------------------------------ the offsets topic, lazily
 
+    def enough_live_brokers(self, replication_factor: int) -> bool:
+        """An internal topic of this replication factor may be created: at least that many brokers are live in this
+        broker's metadata cache (else Kafka answers INVALID_REPLICATION_FACTOR, COORDINATOR_NOT_AVAILABLE)."""
+        return len(self.live_brokers) >= replication_factor
+
     def internal_topic_to_create(self, topic: str, partitions: int, replication_factor: int,
                                  rng: Callable[[int], int], config: dict | None = None,
                                  factor_key: str = "offsets.topic.replication.factor"
@@ -90,7 +95,7 @@ class BrokerState:
         if topic in self.topic_partitions:
             return None, "exists"
         live = sorted(self.live_brokers)
-        if len(live) < replication_factor:
+        if not self.enough_live_brokers(replication_factor):
             return None, f"{len(live)} live brokers, fewer than {factor_key} {replication_factor}"
         n = len(live)
         assignment = assign_replicas(partitions, replication_factor, live, start_index=rng(n), shift=rng(n))

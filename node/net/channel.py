@@ -126,11 +126,13 @@ class BrokerChannel:
         while not self._closed.is_set():
             try:
                 response = call(request, timeout=self.timeout_s)
-            except (grpc.RpcError, ValueError) as e:
-                if self._closed.is_set():   # closed under it: cancelled, or the channel already closed
+            except ValueError:   # the channel was closed before the call: closed by close(), nothing else
+                if self._closed.is_set():
                     return
-                if not isinstance(e, grpc.RpcError):
-                    raise
+                raise
+            except grpc.RpcError as e:
+                if self._closed.is_set():   # cancelled by close()
+                    return
                 if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     self._closed.wait(RETRY_BACKOFF_S)
                     continue

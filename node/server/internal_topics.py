@@ -33,7 +33,7 @@ class InternalTopic:
     def create(self) -> bool:
         """Start creating it, unless made or under way -> False when fewer brokers are live than its replication
         factor (then nothing is created: ``<event>_topic_not_created`` says why)."""
-        enough = len(self.state.live_brokers) >= self.settings()[1]
+        enough = self.state.enough_live_brokers(self.settings()[1])
         if self._created or not self._creating.acquire(blocking=False):
             return enough
         threading.Thread(target=self._create, daemon=True, name=f"{self.event}-topic-create").start()
