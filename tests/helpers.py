@@ -30,6 +30,14 @@ def events(cluster: Cluster, broker: int | None = None, type_: str | None = None
             and all(e.get(k) == v for k, v in match.items())]
 
 
+def earliest_expiry_ms(session_ms: int) -> float:
+    """The soonest a killed process's ZooKeeper session can expire, counted from the kill.  The server counts the
+    timeout from the last packet it had from the client, and kazoo pings once a third of the session has passed
+    since it last sent anything: so the session can end up to a third early of the kill (a little more for the
+    ping's own timing)."""
+    return session_ms * 2 / 3 * 0.95
+
+
 def offsets_partitions(view) -> dict[int, dict]:
     return view.topics["__consumer_offsets"]["partitions"]
 

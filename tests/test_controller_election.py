@@ -4,7 +4,7 @@ from __future__ import annotations
 import signal
 import time
 
-from helpers import events, offsets_partitions
+from helpers import earliest_expiry_ms, events, offsets_partitions
 from util.waiting import wait_for
 
 SESSION_MS = 3000
@@ -58,7 +58,7 @@ def test_sigkill_of_the_controller_elects_a_new_one_after_the_session_timeout(ma
                      and v.controller_id not in (None, old) and v,
                      SESSION_MS / 1000 + MARGIN_S, "a new controller with epoch + 1")
     detected = time.monotonic() - t0
-    assert detected >= SESSION_MS / 1000 * 0.9, "a crash cannot be detected before the session expires"
+    assert detected * 1000 >= earliest_expiry_ms(SESSION_MS), "a crash cannot be detected before the session expires"
     after = wait_for(lambda: (v := cluster.view()) and all(
         old not in s["isr"] and s["leader"] in s["isr"] for s in offsets_partitions(v).values()) and v, MARGIN_S,
         "dead broker out of ISRs and every leader elected")   # Kafka's order: leader -1 first, then elected
@@ -148,6 +148,10 @@ def test_broker_restarted_at_once_is_seen_as_bounced(make_cluster):
     before = cluster.view()
     victim = next(b for b in (1, 2, 3) if b != before.controller_id)
     old_epoch = before.brokers[victim]["epoch"]
+    # the proof a restart needs is written once the registration is done (its session file, then this line):
+    # the cluster can be up before that on a loaded machine (a CI run killed a victim whose znode was made but
+    # whose file was not yet written, and its restart waited for the old session's timeout, as it should)
+    wait_for(lambda: events(cluster, broker=victim, type_="broker_registered"), 30.0, "the victim's registration")
     killed_ns = time.monotonic_ns()
     cluster.signal_broker(victim, signal.SIGKILL)
     cluster.wait_exit(victim)
