@@ -5,7 +5,8 @@
                              [--records 200000] [--requests 1000] [--fetch-mb 200]
                              [--commit-seconds 10] [--commit-threads 8] [--per-request 10]
                              [--replay-records 1000000] [--replay-moves 2]
-                             [--idle-partitions 1000 10000] [--idle-window 20] [--json PATH] [--quick]
+                             [--idle-partitions 1000 10000] [--idle-window 20]
+                             [--scale-partitions 1000 10000] [--json PATH] [--quick]
 
 Both sides run from one cluster.yaml per cluster (bench/vs_sides.py): kafkasim reads it, and
 reference/properties.py translates it into each Kafka 2.8.2 broker's server.properties, so the settings are
@@ -43,8 +44,10 @@ noisy machine; the load average is printed beside each figure.
   idle          no client: the 3 brokers' CPU (/proc utime + stime) over --idle-window s once a topic of each
                 --idle-partitions count (RF 3) is created, and each side's largest count over its smallest
                 (issue 49's scale row) (bench/vs_idle.py).  Not in the default run: only with --only idle.
-The commits, replay and idle blocks' clusters have a 6 s ZooKeeper session (LONG_SESSION; they time no
-failover), the others 1 s.
+  scale         5 brokers, a topic of each --scale-partitions count (RF 3), the controller SIGTERMed: until the
+                next controller's failover is done, and the ratio of the counts (bench/vs_scale.py; --only).
+The commits, replay, idle and scale blocks' clusters have a 6 s ZooKeeper session (LONG_SESSION; none waits
+for a session to expire), the others 1 s.
 
 Goals (kafkasim / Kafka 2.8.2, same run; issue 46): control-plane latencies <= 1.0x, cluster start <= 0.5x,
 memory per broker <= 0.3x, produce throughput >= 0.3x, acks=all p50 <= 1.5x, consume throughput >= 0.5x.
@@ -78,6 +81,7 @@ from bench.vs_controller import controller_failover  # noqa: E402
 from bench.vs_coordinator import coordinator_failovers  # noqa: E402
 from bench.vs_idle import idle_cpu, idle_scale  # noqa: E402
 from bench.vs_replay import offsets_replay  # noqa: E402
+from bench.vs_scale import BROKERS as SCALE_BROKERS, controller_sigterm, scale_ratio  # noqa: E402
 from bench.vs_sides import Side, launch_until_ready, make_side, wait_isr_whole, write_cluster_yaml  # noqa: E402
 from bench.vs_throughput import workloads  # noqa: E402
 from util.waiting import wait_for  # noqa: E402
@@ -85,9 +89,9 @@ from zk.server import EmbeddedZooKeeper  # noqa: E402
 
 KINDS = ("kafkasim", "kafka")
 NAMES = {"kafkasim": "kafkasim", "kafka": "Kafka 2.8.2"}
-BLOCKS = ("start", "memory", "controller", "coordinator", "throughput", "commits", "replay", "idle")
-#: what runs without --only (idle starts 10,000-partition clusters: only when asked)
-DEFAULT_BLOCKS = BLOCKS[:-1]
+BLOCKS = ("start", "memory", "controller", "coordinator", "throughput", "commits", "replay", "idle", "scale")
+#: what runs without --only (idle and scale start 10,000-partition clusters: only when asked)
+DEFAULT_BLOCKS = BLOCKS[:-2]
 #: every cluster's settings (the rest are both sides' shared defaults, written by reference/properties.py)
 BASE = {"zookeeper.session.timeout.ms": 1000, "offsets.topic.replication.factor": 3,
         "auto.leader.rebalance.enable": False}
@@ -102,8 +106,8 @@ class Run:
     """One cluster of one side: its start, its measurements, its stop."""
 
     def __init__(self, work: Path, zk: EmbeddedZooKeeper, kind: str, partitions: int, settings: dict[str, Any],
-                 profile: bool = False):
-        cfg = write_cluster_yaml(work, zk.connect_string, 3,
+                 profile: bool = False, brokers: int = 3):
+        cfg = write_cluster_yaml(work, zk.connect_string, brokers,
                                  {**BASE, "offsets.topic.num.partitions": partitions, **settings})
         self.side: Side = make_side(kind, cfg)
         self.kind, self.partitions = kind, partitions
@@ -237,6 +241,13 @@ def run_round(r: int, work: Path, zk: EmbeddedZooKeeper, a: argparse.Namespace, 
                 with Run(work, zk, kind, 50, {"controlled.shutdown.enable": False, **LONG_SESSION}) as run:
                     add(f"idle {n}", kind, idle_cpu(run.side, n, a.idle_window))
             both(f"idle CPU at {n} partitions", idle)
+    if "scale" in a.only:
+        for n in a.scale_partitions:
+            def scale(kind: str, n: int = n) -> None:
+                with Run(work, zk, kind, 50, {"controlled.shutdown.enable": True, **LONG_SESSION},
+                         brokers=SCALE_BROKERS) as run:
+                    add(f"scale {n}", kind, controller_sigterm(run.side, n))
+            both(f"controller SIGTERM at {n} partitions, {SCALE_BROKERS} brokers", scale)
 
 
 # ---------------------------------------------------------------------- the report
@@ -344,7 +355,13 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
         row(f"idle CPU of the 3 brokers, {n:,}-partition topic (RF 3), % of a core", f"idle {n}",
             lambda r: r["total_pct"], "%", None, None)
         row("  (the topic's creation until every ISR whole)", f"idle {n}", lambda r: r["create_s"], "s", None, None)
-    print(f"\nkafkasim beside Kafka 2.8.2: 3 brokers each, the same cluster.yaml, ZooKeeper tick {TICK_MS} ms; "
+    for n in a.scale_partitions:
+        for k, what in (("ready", f"controller SIGTERM, {SCALE_BROKERS} brokers, {n:,}-partition topic: the next "
+                                  "controller ready"), ("moved", "  (the last leader moved off it)"),
+                        ("elected", "  (the next controller elected)")):
+            row(what, f"scale {n}", lambda r, k=k: r[k], "ms", None, None)
+    print(f"\nkafkasim beside Kafka 2.8.2: 3 brokers each ({SCALE_BROKERS} in the scale block), the same cluster.yaml, "
+          f"ZooKeeper tick {TICK_MS} ms; "
           f"medians over {a.rounds} round(s); load = median 1-min load average at the measurements")
     print(f"{'figure':<66} {'kafkasim':>13} {'Kafka 2.8.2':>13} {'ratio':>7}  {'goal':<8} {'':<6} "
           f"{'n':>5}  load (kafkasim / Kafka)")
@@ -354,6 +371,7 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
               f"{ratio:>7}  {x['goal'] or '':<8} {x['verdict']:<6} {x['n'][0]:>2}/{x['n'][1]:<2}  "
               f"{x['load'][0]} / {x['load'][1]}")
     idle_scale(res, a.idle_partitions, NAMES)
+    scale_ratio(res, a.scale_partitions, NAMES)
     failover_runs(res)
     clean_failover(res)
     controller_stages(res, a)
@@ -525,7 +543,7 @@ def main() -> None:
     ap.add_argument("--coordinator-runs", type=int, default=3, help="failovers per signal per round and side")
     ap.add_argument("--partitions", type=int, nargs="+", default=[50, 1000])
     ap.add_argument("--only", nargs="+", choices=BLOCKS, default=list(DEFAULT_BLOCKS),
-                    help="blocks to run (default: all but idle)")
+                    help="blocks to run (default: all but idle and scale)")
     ap.add_argument("--controller-signals", nargs="+", default=["SIGTERM", "SIGKILL"], choices=["SIGTERM", "SIGKILL"])
     ap.add_argument("--coordinator-signals", nargs="+", default=["SIGTERM", "SIGKILL"],
                     choices=["SIGTERM", "SIGKILL"])
@@ -539,6 +557,8 @@ def main() -> None:
     ap.add_argument("--replay-moves", type=int, default=2, help="loads per round and side")
     ap.add_argument("--idle-partitions", type=int, nargs="+", default=[1000, 10_000])
     ap.add_argument("--idle-window", type=float, default=20.0, help="seconds of idle CPU measured")
+    ap.add_argument("--scale-partitions", type=int, nargs="+", default=[1000, 10_000],
+                    help="the scale block's topic sizes (5 brokers, RF 3)")
     ap.add_argument("--warmup-rounds", type=int, default=150, help="ZooKeeper warm-up (bench/common.py)")
     ap.add_argument("--profile", action="store_true",
                     help="sample kafkasim's partition leader with py-spy during each throughput workload, and "

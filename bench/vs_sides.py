@@ -114,6 +114,10 @@ class Side:
     def down(self) -> None:
         raise NotImplementedError
 
+    def controller_ready_ms(self, broker: int, epoch: int) -> float | None:
+        """Wall-clock ms at which ``broker``, the next controller, was done with its failover of ``epoch``."""
+        raise NotImplementedError
+
     def coordinators_loaded_ms(self) -> float | None:
         """ms from the launch until every offsets partition's coordinator had loaded (its last load done), None
         while some have not: a start's end for the groups of every partition, not only the readiness probe's."""
@@ -289,6 +293,11 @@ class KafkasimSide(Side):
             out[k] = None if done is None else done.get(k)
         return out
 
+    def controller_ready_ms(self, broker: int, epoch: int) -> float | None:
+        done = [e for e in self.events() if e["type"] == "controller_failover_done" and e.get("epoch") == epoch
+                and e["broker"] == broker]
+        return done[0]["ts_ms"] if done else None
+
     def down(self) -> None:
         try:
             self.close_observer()
@@ -349,6 +358,10 @@ class KafkaSide(Side):
                 if t is not None:
                     out.append(t)
         return out
+
+    def controller_ready_ms(self, broker: int, epoch: int) -> float | None:
+        times = self._log_lines(broker, "controller.log", rf"Ready to serve as the new controller with epoch {epoch}\b")
+        return times[0] if times else None
 
     def offsets_loads(self, broker_id: int) -> list[dict[str, Any]]:
         """Every finished offsets load in ``broker_id``'s server.log (reference.serverlog.offsets_loaded)."""
