@@ -1,12 +1,12 @@
 """Idle CPU for bench/vs_kafka.py: what a cluster costs doing nothing, at a partition count, on either side.
 
 A topic of ``partitions`` partitions (RF 3) is created through the Kafka protocol (confluent-kafka's
-AdminClient) on a ready cluster; once every broker holds a log directory for each partition, every ISR of it
-is whole in ZooKeeper (``create_s`` until then) and ``settle_s`` more seconds have passed (the
-creation's own work over: logs opened, LeaderAndIsr applied, the JVM's compilation of it), no client runs and
-the three broker processes' CPU seconds (/proc/PID/stat utime + stime, every thread: Kafka's JIT and GC too)
-are read over ``window_s``: % of one core, per broker and their sum (bench/scale.py measures kafkasim's 5-broker
-cluster the same way).
+AdminClient) on a ready cluster of 5 brokers (bench/scale.py's, issue 49's scale row); once every broker holds
+a log directory for each replica ZooKeeper assigns it, every ISR of the topic is whole in ZooKeeper
+(``create_s`` until then) and ``settle_s`` more seconds have passed (the creation's own work over: logs opened,
+LeaderAndIsr applied, the JVM's compilation of it), no client runs and the broker processes' CPU seconds
+(/proc/PID/stat utime + stime, every thread: Kafka's JIT and GC too) are read over ``window_s``: % of one
+core, per broker and their sum (bench/scale.py measures kafkasim's 5-broker cluster the same way).
 """
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ from typing import Any
 
 from bench.scale import cpu_seconds
 from bench.vs_sides import KafkaSide, Side, isr_whole
+from util.waiting import wait_for
 
 TOPIC = "vs-idle"
+BROKERS = 5
 
 
 def data_dir(side: Side, broker_id: int) -> Path:
@@ -26,32 +28,50 @@ def data_dir(side: Side, broker_id: int) -> Path:
             else side.cfg.broker(broker_id).log_dir)
 
 
-def logs_made(side: Side, partitions: int) -> bool:
-    """Every broker holds a log directory for each of the topic's partitions (RF 3 on 3 brokers: all of them)."""
-    return all(sum(1 for d in data_dir(side, b).iterdir() if d.name.startswith(f"{TOPIC}-")) >= partitions
-               for b in side.ids)
+def assigned_logs(side: Side, topic: str) -> dict[int, int] | None:
+    """Per broker, how many of ``topic``'s replicas ZooKeeper assigns it (None before the topic's znode)."""
+    found = side.zk().read_topic(topic)
+    if found is None:
+        return None
+    counts = {b: 0 for b in side.ids}
+    for replicas in found[0].partitions.values():
+        for r in replicas:
+            counts[r] = counts.get(r, 0) + 1
+    return counts
 
 
-def idle_cpu(side: Side, partitions: int, window_s: float, settle_s: float = 10.0) -> dict[str, Any]:
+def logs_made(side: Side, topic: str, want: dict[int, int]) -> bool:
+    """Every broker holds a log directory for each replica of ``topic`` it is assigned (``want``)."""
+    return all(sum(1 for d in data_dir(side, b).iterdir() if d.name.startswith(f"{topic}-")) >= n
+               for b, n in want.items())
+
+
+def create_topic_and_wait(side: Side, topic: str, partitions: int, timeout_s: float = 1200.0) -> float:
+    """``topic`` (``partitions``, RF 3) created through the Kafka protocol, then waited for until every broker
+    holds its replicas' logs and every ISR is whole; seconds from the request."""
     from confluent_kafka.admin import AdminClient, NewTopic
     t0 = time.monotonic()
     # answered once the topic's znode is written (operation_timeout 0): Kafka 2.8.2 otherwise holds the answer
     # until the creation has reached every broker, past librdkafka's 60 s socket timeout at 10,000 partitions
     admin = AdminClient({"bootstrap.servers": side.bootstrap, "log_level": 0})
-    admin.create_topics([NewTopic(TOPIC, partitions, 3)], operation_timeout=0, request_timeout=120)[TOPIC].result(180)
-    def made() -> bool:
+    admin.create_topics([NewTopic(topic, partitions, 3)], operation_timeout=0, request_timeout=120)[topic].result(180)
+    want = wait_for(lambda: assigned_logs(side, topic), 60, f"{side.name}: {topic}'s assignment in ZooKeeper",
+                    interval=0.5)
+    deadline = time.monotonic() + timeout_s
+    while not (logs_made(side, topic, want) and isr_whole(side, (topic,))):
         gone = [b for b in side.ids if side.pid(b) is None]
-        if gone:   # kafkasim at 10,000 partitions on 3 brokers: "Too many open files" under a 20,000 limit
+        if gone:
             raise RuntimeError(f"{side.name} broker(s) {gone} exited while the topic was created:\n"
                                + "".join(side.log_tail(b, 600) for b in gone))
-        return logs_made(side, partitions) and isr_whole(side, (TOPIC,))
-    deadline = time.monotonic() + 1200
-    while not made():   # a poll of its own: util.waiting.wait_for would take the exit for "not yet"
         if time.monotonic() > deadline:
             raise TimeoutError(f"{side.name}: {partitions} partitions' logs on every broker and every ISR whole "
-                               "not reached in 1,200 s")
-        time.sleep(1.0)
-    created = time.monotonic() - t0
+                               f"not reached in {timeout_s:.0f} s")
+        time.sleep(1.0)   # a poll of its own: util.waiting.wait_for would take a broker's exit for "not yet"
+    return time.monotonic() - t0
+
+
+def idle_cpu(side: Side, partitions: int, window_s: float, settle_s: float = 10.0) -> dict[str, Any]:
+    created = create_topic_and_wait(side, TOPIC, partitions)
     time.sleep(settle_s)   # a fixed span after the creation, not a condition: the measured window comes after it
     pids = {b: side.pid(b) for b in side.ids}
     missing = [b for b, p in pids.items() if p is None]

@@ -41,7 +41,7 @@ noisy machine; the load average is printed beside each figure.
                 Kafka's server.log ("Finished loading offsets and group metadata from ... in T milliseconds
                 ..., of which S milliseconds was spent in the scheduler": T - S) and kafkasim's
                 coordinator_loaded event; records/s (bench/vs_replay.py).
-  idle          no client: the 3 brokers' CPU (/proc utime + stime) over --idle-window s once a topic of each
+  idle          no client: the 5 brokers' CPU (/proc utime + stime) over --idle-window s once a topic of each
                 --idle-partitions count (RF 3) is created, and each side's largest count over its smallest
                 (issue 49's scale row) (bench/vs_idle.py).  Not in the default run: only with --only idle.
   scale         5 brokers, a topic of each --scale-partitions count (RF 3), the controller SIGTERMed: until the
@@ -79,9 +79,9 @@ from bench.common import TICK_MS, warm_zookeeper  # noqa: E402
 from bench.vs_commits import commit_throughput  # noqa: E402
 from bench.vs_controller import controller_failover  # noqa: E402
 from bench.vs_coordinator import coordinator_failovers  # noqa: E402
-from bench.vs_idle import idle_cpu, idle_scale  # noqa: E402
+from bench.vs_idle import BROKERS as SCALE_BROKERS, idle_cpu, idle_scale  # noqa: E402
 from bench.vs_replay import offsets_replay  # noqa: E402
-from bench.vs_scale import BROKERS as SCALE_BROKERS, controller_sigterm, scale_ratio  # noqa: E402
+from bench.vs_scale import controller_sigterm, scale_ratio  # noqa: E402
 from bench.vs_sides import Side, launch_until_ready, make_side, wait_isr_whole, write_cluster_yaml  # noqa: E402
 from bench.vs_throughput import workloads  # noqa: E402
 from util.waiting import wait_for  # noqa: E402
@@ -95,8 +95,8 @@ DEFAULT_BLOCKS = BLOCKS[:-2]
 #: every cluster's settings (the rest are both sides' shared defaults, written by reference/properties.py)
 BASE = {"zookeeper.session.timeout.ms": 1000, "offsets.topic.replication.factor": 3,
         "auto.leader.rebalance.enable": False}
-#: the commits, replay and idle blocks' clusters: a 1 s session expires on this shared machine while a JVM starts
-#: or a 10,000-partition topic is created, and those blocks time no failover
+#: the commits, replay, idle and scale blocks' clusters: a 1 s session expires on this shared machine while a JVM
+#: starts or a 10,000-partition topic is created, and none of those blocks waits for a session to expire
 LONG_SESSION = {"zookeeper.session.timeout.ms": 6000}
 COORDINATOR = {"controlled.shutdown.enable": True, "controlled.shutdown.retry.backoff.ms": 50,
                "group.initial.rebalance.delay.ms": 100, "group.min.session.timeout.ms": 1000}
@@ -238,7 +238,8 @@ def run_round(r: int, work: Path, zk: EmbeddedZooKeeper, a: argparse.Namespace, 
     if "idle" in a.only:
         for n in a.idle_partitions:
             def idle(kind: str, n: int = n) -> None:
-                with Run(work, zk, kind, 50, {"controlled.shutdown.enable": False, **LONG_SESSION}) as run:
+                with Run(work, zk, kind, 50, {"controlled.shutdown.enable": False, **LONG_SESSION},
+                         brokers=SCALE_BROKERS) as run:
                     add(f"idle {n}", kind, idle_cpu(run.side, n, a.idle_window))
             both(f"idle CPU at {n} partitions", idle)
     if "scale" in a.only:
@@ -352,7 +353,7 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
     row("  (filling it, librdkafka, 100 offsets a commit: records/s)", "replay", lambda r: r["fill_records_per_s"],
         "/s", None, None)
     for n in a.idle_partitions:
-        row(f"idle CPU of the 3 brokers, {n:,}-partition topic (RF 3), % of a core", f"idle {n}",
+        row(f"idle CPU of the {SCALE_BROKERS} brokers, {n:,}-partition topic (RF 3), % of a core", f"idle {n}",
             lambda r: r["total_pct"], "%", None, None)
         row("  (the topic's creation until every ISR whole)", f"idle {n}", lambda r: r["create_s"], "s", None, None)
     for n in a.scale_partitions:
@@ -360,8 +361,8 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
                                   "controller ready"), ("moved", "  (the last leader moved off it)"),
                         ("elected", "  (the next controller elected)")):
             row(what, f"scale {n}", lambda r, k=k: r[k], "ms", None, None)
-    print(f"\nkafkasim beside Kafka 2.8.2: 3 brokers each ({SCALE_BROKERS} in the scale block), the same cluster.yaml, "
-          f"ZooKeeper tick {TICK_MS} ms; "
+    print(f"\nkafkasim beside Kafka 2.8.2: 3 brokers each ({SCALE_BROKERS} in the idle and scale blocks), the same "
+          f"cluster.yaml, ZooKeeper tick {TICK_MS} ms; "
           f"medians over {a.rounds} round(s); load = median 1-min load average at the measurements")
     print(f"{'figure':<66} {'kafkasim':>13} {'Kafka 2.8.2':>13} {'ratio':>7}  {'goal':<8} {'':<6} "
           f"{'n':>5}  load (kafkasim / Kafka)")

@@ -31,53 +31,20 @@ import signal
 import time
 from typing import Any
 
-from bench.vs_idle import data_dir
-from bench.vs_sides import OFFSETS, Side, isr_whole
+from bench.vs_idle import BROKERS, create_topic_and_wait
+from bench.vs_sides import OFFSETS, Side
 from util.waiting import wait_for
 from zk import paths
 from zk.batch import GET_DATA
 
 TOPIC = "vs-scale"
-BROKERS = 5
 SETTLE_S = 15.0
 POLL_S = 0.05
 
 
-def assigned_logs(side: Side) -> dict[int, int] | None:
-    """Per broker, how many of the topic's replicas ZooKeeper assigns it (None before the topic's znode)."""
-    found = side.zk().read_topic(TOPIC)
-    if found is None:
-        return None
-    counts = {b: 0 for b in side.ids}
-    for replicas in found[0].partitions.values():
-        for r in replicas:
-            counts[r] = counts.get(r, 0) + 1
-    return counts
-
-
-def logs_made(side: Side, want: dict[int, int]) -> bool:
-    return all(sum(1 for d in data_dir(side, b).iterdir() if d.name.startswith(f"{TOPIC}-")) >= n
-               for b, n in want.items())
-
-
-def create_and_settle(side: Side, partitions: int, timeout_s: float = 1200.0) -> float:
-    """The topic created and settled (module docstring); seconds from the request until logs and ISRs."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-    t0 = time.monotonic()
-    admin = AdminClient({"bootstrap.servers": side.bootstrap, "log_level": 0})
-    admin.create_topics([NewTopic(TOPIC, partitions, 3)], operation_timeout=0, request_timeout=120)[TOPIC].result(180)
-    want = wait_for(lambda: assigned_logs(side), 60, f"{side.name}: {TOPIC}'s assignment in ZooKeeper",
-                    interval=0.5)
-    deadline = time.monotonic() + timeout_s
-    while not (logs_made(side, want) and isr_whole(side, (TOPIC,))):
-        gone = [b for b in side.ids if side.pid(b) is None]
-        if gone:
-            raise RuntimeError(f"{side.name} broker(s) {gone} exited while the topic was created:\n"
-                               + "".join(side.log_tail(b, 600) for b in gone))
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{side.name}: {partitions} partitions' logs and ISRs not whole in {timeout_s:.0f} s")
-        time.sleep(1.0)   # a poll of its own: util.waiting.wait_for would take a broker's exit for "not yet"
-    created = time.monotonic() - t0
+def create_and_settle(side: Side, partitions: int) -> float:
+    """The topic created (bench/vs_idle.py's way) and settled (module docstring); seconds until logs and ISRs."""
+    created = create_topic_and_wait(side, TOPIC, partitions)
     time.sleep(SETTLE_S)   # a fixed span after the creation, not a condition (module docstring)
     return created
 
