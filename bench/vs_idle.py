@@ -11,6 +11,7 @@ core, per broker and their sum (bench/scale.py measures kafkasim's 5-broker clus
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,6 @@ def idle_scale(res: dict[str, list], partitions: list[int], names: dict[str, str
         a = [r["total_pct"] for r in res.get(f"{kind}|idle {lo}", [])]
         b = [r["total_pct"] for r in res.get(f"{kind}|idle {hi}", [])]
         if a and b:
-            x, y = sorted(a)[len(a) // 2], sorted(b)[len(b) // 2]
+            x, y = statistics.median(a), statistics.median(b)
             print(f"idle CPU on {name}, {hi:,} vs {lo:,} partitions: {y:.1f}% vs {x:.1f}% of a core = "
                   f"{y / x:.2f}x" if x else f"idle CPU on {name}: {x:.1f}% at {lo:,} partitions")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import time
 from typing import Any
 
@@ -105,6 +106,6 @@ def scale_ratio(res: dict[str, list], partitions: list[int], names: dict[str, st
         a = sorted(r["ready"] for r in res.get(f"{kind}|scale {lo}", []))
         b = sorted(r["ready"] for r in res.get(f"{kind}|scale {hi}", []))
         if a and b:
-            x, y = a[len(a) // 2], b[len(b) // 2]
+            x, y = statistics.median(a), statistics.median(b)
             print(f"controller SIGTERM on {name}, {BROKERS} brokers, until the next controller is ready: "
                   f"{hi:,} vs {lo:,} partitions: {y:,.0f} vs {x:,.0f} ms = {y / x:.2f}x")
