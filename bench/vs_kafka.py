@@ -52,8 +52,8 @@ for a session to expire), the others 1 s.
 Goals (kafkasim / Kafka 2.8.2, same run; issue 46): control-plane latencies <= 1.0x, cluster start <= 0.5x,
 memory per broker <= 0.3x, produce throughput >= 0.3x, acks=all p50 <= 1.5x, consume throughput >= 0.5x.
 Issue 49's clean coordinator failover: kafkasim's client's first commit <= the new coordinator's load + 10 ms
-(median), librdkafka's <= 1.5x kafkasim's client's.  Issue 49's commits, replay and idle paths are printed
-beside Kafka 2.8.2 without a goal (issue 49's goals for them are against kafkasim's own baselines:
+(median), librdkafka's <= 1.5x kafkasim's client's.  Issue 49's commits, replay, idle and scale paths are
+printed beside Kafka 2.8.2 without a goal (issue 49's goals for them are against kafkasim's own baselines:
 bench/coordinator.py, bench/scale.py).
 """
 from __future__ import annotations

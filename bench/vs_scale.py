@@ -103,8 +103,8 @@ def scale_ratio(res: dict[str, list], partitions: list[int], names: dict[str, st
         return
     lo, hi = min(partitions), max(partitions)
     for kind, name in names.items():
-        a = sorted(r["ready"] for r in res.get(f"{kind}|scale {lo}", []))
-        b = sorted(r["ready"] for r in res.get(f"{kind}|scale {hi}", []))
+        a = [r["ready"] for r in res.get(f"{kind}|scale {lo}", [])]
+        b = [r["ready"] for r in res.get(f"{kind}|scale {hi}", [])]
         if a and b:
             x, y = statistics.median(a), statistics.median(b)
             print(f"controller SIGTERM on {name}, {BROKERS} brokers, until the next controller is ready: "
