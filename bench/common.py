@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import statistics
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -158,3 +159,33 @@ def warm_zookeeper(zk: EmbeddedZooKeeper, partitions: int = 1000, rounds: int = 
     finally:
         root.stop()
     return time.monotonic() - t0
+
+
+class LoadSampler:
+    """The machine's 1-minute load average every 5 s while the benchmark runs: how noisy the run was."""
+
+    def __init__(self, every_s: float = 5.0) -> None:
+        self.every_s = every_s
+        self.before = os.getloadavg()
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="load-sampler")
+
+    def start(self) -> "LoadSampler":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.samples.append(os.getloadavg()[0])
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.after = os.getloadavg()
+
+    def summary(self) -> str:
+        xs = sorted(self.samples) or [self.before[0]]
+        return (f"load average (1/5/15 min) before {'/'.join(f'{x:.1f}' for x in self.before)}, after "
+                f"{'/'.join(f'{x:.1f}' for x in self.after)}; during, 1-min: min {xs[0]:.1f}, median "
+                f"{statistics.median(xs):.1f}, max {xs[-1]:.1f} on {os.cpu_count()} cores")

@@ -65,7 +65,6 @@ import signal
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from pathlib import Path
@@ -75,7 +74,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import TICK_MS, warm_zookeeper  # noqa: E402
+from bench.common import TICK_MS, LoadSampler, warm_zookeeper  # noqa: E402
 from bench.vs_commits import commit_throughput  # noqa: E402
 from bench.vs_controller import controller_failover  # noqa: E402
 from bench.vs_coordinator import coordinator_failovers  # noqa: E402
@@ -394,36 +393,6 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
     if goals:
         print("(these count only the goals against Kafka 2.8.2; issue 49's goals are the 'goal:' lines above)")
     return rows
-
-
-class LoadSampler:
-    """The machine's 1-minute load average every 5 s while the benchmark runs: how noisy the run was."""
-
-    def __init__(self, every_s: float = 5.0) -> None:
-        self.every_s = every_s
-        self.before = os.getloadavg()
-        self.samples: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="load-sampler")
-
-    def start(self) -> "LoadSampler":
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every_s):
-            self.samples.append(os.getloadavg()[0])
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        self.after = os.getloadavg()
-
-    def summary(self) -> str:
-        xs = sorted(self.samples) or [self.before[0]]
-        return (f"load average (1/5/15 min) before {'/'.join(f'{x:.1f}' for x in self.before)}, after "
-                f"{'/'.join(f'{x:.1f}' for x in self.after)}; during, 1-min: min {xs[0]:.1f}, median "
-                f"{statistics.median(xs):.1f}, max {xs[-1]:.1f} on {os.cpu_count()} cores")
 
 
 def controller_stages(res: dict[str, list], a: argparse.Namespace) -> None:
