@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,15 +89,22 @@ def idle_cpu(side: Side, partitions: int, window_s: float, settle_s: float = 10.
             "load": (la + os.getloadavg()[0]) / 2, "rss_mb": [(side.rss_kb(b) or 0) / 1024 for b in side.ids]}
 
 
-def idle_scale(res: dict[str, list], partitions: list[int], names: dict[str, str]) -> None:
-    """Each side's idle CPU at its largest partition count over its smallest (issue 49's scale row: <= 2x)."""
+def size_ratios(res: dict[str, list], key: str, partitions: list[int], names: dict[str, str],
+                value: Callable[[dict], float]) -> Iterator[tuple[str, int, int, float, float]]:
+    """Per side with figures at both ends: (its name, the largest count, the smallest, the median of ``value`` at
+    the largest, at the smallest), from ``res``'s ``"<kind>|<key> <count>"`` rows."""
     if len(partitions) < 2:
         return
     lo, hi = min(partitions), max(partitions)
     for kind, name in names.items():
-        a = [r["total_pct"] for r in res.get(f"{kind}|idle {lo}", [])]
-        b = [r["total_pct"] for r in res.get(f"{kind}|idle {hi}", [])]
+        a = [value(r) for r in res.get(f"{kind}|{key} {lo}", [])]
+        b = [value(r) for r in res.get(f"{kind}|{key} {hi}", [])]
         if a and b:
-            x, y = statistics.median(a), statistics.median(b)
-            print(f"idle CPU on {name}, {hi:,} vs {lo:,} partitions: {y:.1f}% vs {x:.1f}% of a core = "
-                  f"{y / x:.2f}x" if x else f"idle CPU on {name}: {x:.1f}% at {lo:,} partitions")
+            yield name, hi, lo, statistics.median(b), statistics.median(a)
+
+
+def idle_scale(res: dict[str, list], partitions: list[int], names: dict[str, str]) -> None:
+    """Each side's idle CPU at its largest partition count over its smallest (issue 49's scale row: <= 2x)."""
+    for name, hi, lo, y, x in size_ratios(res, "idle", partitions, names, lambda r: r["total_pct"]):
+        print(f"idle CPU on {name}, {hi:,} vs {lo:,} partitions: {y:.1f}% vs {x:.1f}% of a core = "
+              f"{y / x:.2f}x" if x else f"idle CPU on {name}: {x:.1f}% at {lo:,} partitions")

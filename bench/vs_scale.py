@@ -28,11 +28,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import statistics
 import time
 from typing import Any
 
-from bench.vs_idle import BROKERS, create_topic_and_wait
+from bench.vs_idle import BROKERS, create_topic_and_wait, size_ratios
 from bench.vs_sides import OFFSETS, Side
 from util.waiting import wait_for
 from zk import paths
@@ -99,13 +98,6 @@ def controller_sigterm(side: Side, partitions: int, timeout_s: float = 900.0) ->
 
 def scale_ratio(res: dict[str, list], partitions: list[int], names: dict[str, str]) -> None:
     """Each side's ready at its largest partition count over its smallest (issue 49's scale row: <= 5x)."""
-    if len(partitions) < 2:
-        return
-    lo, hi = min(partitions), max(partitions)
-    for kind, name in names.items():
-        a = [r["ready"] for r in res.get(f"{kind}|scale {lo}", [])]
-        b = [r["ready"] for r in res.get(f"{kind}|scale {hi}", [])]
-        if a and b:
-            x, y = statistics.median(a), statistics.median(b)
-            print(f"controller SIGTERM on {name}, {BROKERS} brokers, until the next controller is ready: "
-                  f"{hi:,} vs {lo:,} partitions: {y:,.0f} vs {x:,.0f} ms = {y / x:.2f}x")
+    for name, hi, lo, y, x in size_ratios(res, "scale", partitions, names, lambda r: r["ready"]):
+        print(f"controller SIGTERM on {name}, {BROKERS} brokers, until the next controller is ready: "
+              f"{hi:,} vs {lo:,} partitions: {y:,.0f} vs {x:,.0f} ms = {y / x:.2f}x")
