@@ -19,6 +19,7 @@ from bench.vs_sides import Side
 from util.waiting import wait_for
 from zk import paths
 from zk.batch import GET_DATA
+from zk.client import ZkClient
 
 POLL_S = 0.05
 
@@ -31,38 +32,42 @@ def controller_failover(side: Side, sig: signal.Signals, timeout: float = 120.0)
     snap = zk.read_snapshot()
     led = sorted(tp for tp, (st, _v) in snap.states.items() if st.leader == old)
     total = len(snap.states)
-    state_paths = [paths.partition_state(t, p) for t, p in led]
     elected: dict[tuple[str, int], float] = {}
     la = os.getloadavg()[0]
     mono0, wall0 = time.monotonic_ns(), time.time() * 1000.0
     side.signal(old, sig)
 
-    def all_elected() -> bool:
-        pending = [(tp, path) for tp, path in zip(led, state_paths) if tp not in elected]
-        answers = zk.read_many([(GET_DATA, path) for _tp, path in pending])
-        for (tp, _path), ans in zip(pending, answers):
-            if isinstance(ans, Exception):
-                continue
-            data, stat = ans
-            if json.loads(data)["leader"] not in (old, -1):
-                elected[tp] = float(stat.mtime)
-        return len(elected) == len(led)
-
     try:
-        wait_for(all_elected, timeout, f"{side.name}: a new leader for the {len(led)} partitions broker {old} led",
-                 interval=POLL_S)
+        wait_for(lambda: poll_new_leaders(zk, led, old, elected), timeout,
+                 f"{side.name}: a new leader for the {len(led)} partitions broker {old} led", interval=POLL_S)
     except TimeoutError as e:   # say whether the old broker is still shutting down, and how far it got
         running, registered = side.pid(old) is not None, old in zk.read_brokers()
         raise TimeoutError(f"{e} ({len(elected)} elected; broker {old} still running: {running}, still "
                            f"registered: {registered}; the end of its log:\n{side.log_tail(old, 800)})") from e
 
-    def new_controller() -> float | None:
-        data, stat = zk.get(paths.CONTROLLER)
-        return float(stat.ctime) if json.loads(data)["brokerid"] != old else None
-    controller_ms = wait_for(new_controller, timeout, f"{side.name}: a new controller", interval=POLL_S)
+    _new, controller_ms = wait_for(lambda: new_controller(zk, old), timeout, f"{side.name}: a new controller",
+                                   interval=POLL_S)
     side.wait_exit(old, 60)
     stages = getattr(side, "controller_stages", None)   # kafkasim's event logs: where its time went
     return {"signal": sig.name, "partitions": total, "led": len(led), "load": la,
             "controller": controller_ms - wall0, "all_leaders": max(elected.values()) - wall0 if elected else None,
             "first_leader": min(elected.values()) - wall0 if elected else None,
             **(stages(old, mono0) if stages is not None else {})}
+
+
+def poll_new_leaders(zk: ZkClient, led: list[tuple[str, int]], old: int,
+                     found: dict[tuple[str, int], float]) -> bool:
+    """One poll of the partitions ``led`` that broker ``old`` led: each whose state znode names another leader (not
+    -1) goes into ``found`` with that znode's mtime (ZooKeeper's clock when the write landed); True once all have."""
+    pending = [tp for tp in led if tp not in found]
+    for tp, ans in zip(pending, zk.read_many([(GET_DATA, paths.partition_state(*tp)) for tp in pending])):
+        if not isinstance(ans, Exception) and json.loads(ans[0])["leader"] not in (old, -1):
+            found[tp] = float(ans[1].mtime)
+    return len(found) == len(led)
+
+
+def new_controller(zk: ZkClient, old: int) -> tuple[int, float] | None:
+    """(the controller, ``/controller``'s ctime) once a broker other than ``old`` holds ``/controller``."""
+    data, stat = zk.get(paths.CONTROLLER)
+    now = json.loads(data)["brokerid"]
+    return (now, float(stat.ctime)) if now != old else None

@@ -25,21 +25,18 @@ Each side's ready at the largest count over the smallest is issue 49's scale rat
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
 from typing import Any
 
+from bench.vs_controller import POLL_S, new_controller, poll_new_leaders
 from bench.vs_idle import BROKERS, create_topic_and_wait, size_ratios
 from bench.vs_sides import OFFSETS, Side
 from util.waiting import wait_for
-from zk import paths
-from zk.batch import GET_DATA
 
 TOPIC = "vs-scale"
 SETTLE_S = 15.0
-POLL_S = 0.05
 
 
 def create_and_settle(side: Side, partitions: int) -> float:
@@ -64,23 +61,10 @@ def controller_sigterm(side: Side, partitions: int, timeout_s: float = 900.0) ->
     wall0 = time.time() * 1000.0
     side.signal(old, signal.SIGTERM)
 
-    def all_moved() -> bool:
-        pending = [tp for tp in led if tp not in moved]
-        for tp, ans in zip(pending, zk.read_many([(GET_DATA, paths.partition_state(*tp)) for tp in pending])):
-            if not isinstance(ans, Exception) and json.loads(ans[0])["leader"] not in (old, -1):
-                moved[tp] = float(ans[1].mtime)
-        return len(moved) == len(led)
-
-    def next_controller() -> tuple[int, float] | None:
-        now, _ = zk.read_controller_and_epoch()
-        if now is None or now == old:
-            return None
-        _data, stat = zk.get(paths.CONTROLLER)
-        return now, float(stat.ctime)
-
-    wait_for(all_moved, timeout_s, f"{side.name}: a new leader for the {len(led)} partitions broker {old} led",
-             interval=POLL_S)
-    new, elected = wait_for(next_controller, timeout_s, f"{side.name}: a new controller", interval=POLL_S)
+    wait_for(lambda: poll_new_leaders(zk, led, old, moved), timeout_s,
+             f"{side.name}: a new leader for the {len(led)} partitions broker {old} led", interval=POLL_S)
+    new, elected = wait_for(lambda: new_controller(zk, old), timeout_s, f"{side.name}: a new controller",
+                            interval=POLL_S)
     ready = wait_for(lambda: side.controller_ready_ms(new, epoch + 1), timeout_s,
                      f"{side.name}: broker {new}'s failover of epoch {epoch + 1}", interval=0.2)
     live = set(zk.read_brokers()) - {old}
