@@ -98,11 +98,12 @@ sys.exit(0 if have == [want] else 1)
 PY
 }
 if python3 -c "import kazoo, grpc, grpc_tools, yaml, tenacity, crc32c, pytest, hypothesis, pytest_timeout, pyspark, matplotlib, kafka, snappy, lz4, zstandard, confluent_kafka, aiokafka, starlette, uvicorn, playwright, rich" \
-        >/dev/null 2>&1 && editable_here; then
+        >/dev/null 2>&1 && command -v py-spy >/dev/null \
+        && editable_here; then
     say "python packages present (kafkasim editable from $ROOT)"
 else
-    say "pip install -e .[test]"
-    python3 -m pip install -q --root-user-action=ignore -e ".[test]"
+    say "pip install -e .[test,bench]"   # bench: py-spy, for the benchmarks' profiles
+    python3 -m pip install -q --root-user-action=ignore -e ".[test,bench]"
 fi
 
 # ---- Node packages (kafkajs, pinned in tests/js/package.json) -----------------------------
