@@ -6,7 +6,7 @@
                              [--commit-seconds 10] [--commit-threads 8] [--per-request 10]
                              [--replay-records 1000000] [--replay-moves 2]
                              [--idle-partitions 1000 10000] [--idle-window 20]
-                             [--scale-partitions 1000 10000] [--json PATH] [--quick]
+                             [--scale-partitions 1000 10000] [--fsync-partitions 1000] [--json PATH] [--quick]
 
 Both sides run from one cluster.yaml per cluster (bench/vs_sides.py): kafkasim reads it, and
 reference/properties.py translates it into each Kafka 2.8.2 broker's server.properties, so the settings are
@@ -46,7 +46,10 @@ noisy machine; the load average is printed beside each figure.
                 (issue 49's scale row) (bench/vs_idle.py).  Not in the default run: only with --only idle.
   scale         5 brokers, a topic of each --scale-partitions count (RF 3), the controller SIGTERMed: until the
                 next controller's failover is done, and the ratio of the counts (bench/vs_scale.py; --only).
-The commits, replay, idle and scale blocks' clusters have a 6 s ZooKeeper session (LONG_SESSION; none waits
+  fsyncs        the same SIGTERM at each --fsync-partitions count, the survivors under strace -f: their fsyncs
+                by file kind, and the partitions they lead under a new leader epoch (bench/vs_fsyncs.py;
+                --only; counted, not timed).
+The commits, replay, idle, scale and fsyncs blocks' clusters have a 6 s ZooKeeper session (LONG_SESSION; none waits
 for a session to expire), the others 1 s.
 
 Goals (kafkasim / Kafka 2.8.2, same run; issue 46): control-plane latencies <= 1.0x, cluster start <= 0.5x,
@@ -81,6 +84,7 @@ from bench.vs_coordinator import coordinator_failovers  # noqa: E402
 from bench.vs_idle import BROKERS as SCALE_BROKERS, idle_cpu, idle_scale  # noqa: E402
 from bench.vs_replay import offsets_replay  # noqa: E402
 from bench.vs_scale import controller_sigterm, scale_ratio  # noqa: E402
+from bench.vs_fsyncs import controller_sigterm_fsyncs, fsync_report  # noqa: E402
 from bench.vs_sides import Side, launch_until_ready, make_side, wait_isr_whole, write_cluster_yaml  # noqa: E402
 from bench.vs_throughput import workloads  # noqa: E402
 from util.waiting import wait_for  # noqa: E402
@@ -88,9 +92,10 @@ from zk.server import EmbeddedZooKeeper  # noqa: E402
 
 KINDS = ("kafkasim", "kafka")
 NAMES = {"kafkasim": "kafkasim", "kafka": "Kafka 2.8.2"}
-BLOCKS = ("start", "memory", "controller", "coordinator", "throughput", "commits", "replay", "idle", "scale")
-#: what runs without --only (idle and scale start 10,000-partition clusters: only when asked)
-DEFAULT_BLOCKS = BLOCKS[:-2]
+BLOCKS = ("start", "memory", "controller", "coordinator", "throughput", "commits", "replay", "idle", "scale",
+          "fsyncs")
+#: what runs without --only (idle and scale start 10,000-partition clusters, fsyncs strace: only when asked)
+DEFAULT_BLOCKS = BLOCKS[:-3]
 #: every cluster's settings (the rest are both sides' shared defaults, written by reference/properties.py)
 BASE = {"zookeeper.session.timeout.ms": 1000, "offsets.topic.replication.factor": 3,
         "auto.leader.rebalance.enable": False}
@@ -248,6 +253,13 @@ def run_round(r: int, work: Path, zk: EmbeddedZooKeeper, a: argparse.Namespace, 
                          brokers=SCALE_BROKERS) as run:
                     add(f"scale {n}", kind, controller_sigterm(run.side, n))
             both(f"controller SIGTERM at {n} partitions, {SCALE_BROKERS} brokers", scale)
+    if "fsyncs" in a.only:
+        for n in a.fsync_partitions:
+            def fsyncs(kind: str, n: int = n) -> None:
+                with Run(work, zk, kind, 50, {"controlled.shutdown.enable": True, **LONG_SESSION},
+                         brokers=SCALE_BROKERS) as run:
+                    add(f"fsyncs {n}", kind, controller_sigterm_fsyncs(run.side, n, work))
+            both(f"the fsyncs of a controller SIGTERM at {n} partitions, {SCALE_BROKERS} brokers", fsyncs)
 
 
 # ---------------------------------------------------------------------- the report
@@ -372,6 +384,7 @@ def report(res: dict[str, list], a: argparse.Namespace) -> list[dict]:
               f"{x['load'][0]} / {x['load'][1]}")
     idle_scale(res, a.idle_partitions, NAMES)
     scale_ratio(res, a.scale_partitions, NAMES)
+    fsync_report(res, a.fsync_partitions, NAMES)
     failover_runs(res)
     clean_failover(res)
     controller_stages(res, a)
@@ -513,7 +526,7 @@ def main() -> None:
     ap.add_argument("--coordinator-runs", type=int, default=3, help="failovers per signal per round and side")
     ap.add_argument("--partitions", type=int, nargs="+", default=[50, 1000])
     ap.add_argument("--only", nargs="+", choices=BLOCKS, default=list(DEFAULT_BLOCKS),
-                    help="blocks to run (default: all but idle and scale)")
+                    help="blocks to run (default: all but idle, scale and fsyncs)")
     ap.add_argument("--controller-signals", nargs="+", default=["SIGTERM", "SIGKILL"], choices=["SIGTERM", "SIGKILL"])
     ap.add_argument("--coordinator-signals", nargs="+", default=["SIGTERM", "SIGKILL"],
                     choices=["SIGTERM", "SIGKILL"])
@@ -529,6 +542,8 @@ def main() -> None:
     ap.add_argument("--idle-window", type=float, default=20.0, help="seconds of idle CPU measured")
     ap.add_argument("--scale-partitions", type=int, nargs="+", default=[1000, 10_000],
                     help="the scale block's topic sizes (5 brokers, RF 3)")
+    ap.add_argument("--fsync-partitions", type=int, nargs="+", default=[1000],
+                    help="the fsyncs block's topic sizes (5 brokers, RF 3)")
     ap.add_argument("--warmup-rounds", type=int, default=150, help="ZooKeeper warm-up (bench/common.py)")
     ap.add_argument("--profile", action="store_true",
                     help="sample kafkasim's partition leader with py-spy during each throughput workload, and "

@@ -57,6 +57,10 @@ fi
 if [ ! -x /usr/bin/chromium ]; then
     apt_pkgs+=(chromium)
 fi
+# the side-by-side benchmark's fsync count (bench/vs_kafka.py --only fsyncs) traces the brokers with strace
+if ! command -v strace >/dev/null 2>&1; then
+    apt_pkgs+=(strace)
+fi
 # Kafka 2.8.2 itself, beside kafkasim (docs/reference.md): Maven fetches its jars on first use
 if ! command -v mvn >/dev/null 2>&1; then
     apt_pkgs+=(maven)
