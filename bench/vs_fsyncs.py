@@ -33,7 +33,7 @@ from bench.vs_scale import create_and_settle
 from bench.vs_sides import Side
 from util.waiting import wait_for
 
-QUIET_S = 10.0   # a 10,000-partition LeaderAndIsr can take seconds under strace before its first fsync
+QUIET_S = 10.0   # a margin: strace slows the survivors' take-ups many times over
 _CALL = re.compile(r"\bf(?:data)?sync\(\d+<([^>]*)>")   # a call, whole or <unfinished ...> (-f)
 KINDS = ("leader-epoch-checkpoint", "partition.metadata", "log segment", "index", "other checkpoint",
          "directory", "other")
