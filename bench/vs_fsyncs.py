@@ -74,7 +74,10 @@ class Strace:
     def _all_traced(self) -> bool:
         tasks = list(Path(f"/proc/{self.pid}/task").iterdir())
         for t in tasks:
-            status = (t / "status").read_text()
+            try:
+                status = (t / "status").read_text()
+            except FileNotFoundError:
+                continue   # a thread that has just ended
             if re.search(r"^TracerPid:\s+0$", status, re.M):
                 return False
         return bool(tasks)

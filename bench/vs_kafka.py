@@ -81,10 +81,10 @@ from bench.common import TICK_MS, LoadSampler, warm_zookeeper  # noqa: E402
 from bench.vs_commits import commit_throughput  # noqa: E402
 from bench.vs_controller import controller_failover  # noqa: E402
 from bench.vs_coordinator import coordinator_failovers  # noqa: E402
+from bench.vs_fsyncs import controller_sigterm_fsyncs, fsync_report  # noqa: E402
 from bench.vs_idle import BROKERS as SCALE_BROKERS, idle_cpu, idle_scale  # noqa: E402
 from bench.vs_replay import offsets_replay  # noqa: E402
 from bench.vs_scale import controller_sigterm, scale_ratio  # noqa: E402
-from bench.vs_fsyncs import controller_sigterm_fsyncs, fsync_report  # noqa: E402
 from bench.vs_sides import Side, launch_until_ready, make_side, wait_isr_whole, write_cluster_yaml  # noqa: E402
 from bench.vs_throughput import workloads  # noqa: E402
 from util.waiting import wait_for  # noqa: E402
